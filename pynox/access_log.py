@@ -1,0 +1,70 @@
+"""Remember the last operation a sandboxed program asked the OS for.
+
+A PermissionError says which path was refused but not whether the program
+meant to read or to write it, nor that it came from a socket or a subprocess.
+CPython's audit events say exactly that, so the child keeps the last relevant
+one; the hint that follows a denial names the one grant that would allow it.
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+WATCHED_EVENTS = frozenset(
+    {
+        "open",
+        "os.listdir",
+        "os.scandir",
+        "os.mkdir",
+        "os.remove",
+        "os.rmdir",
+        "os.rename",
+        "os.link",
+        "os.symlink",
+        "os.truncate",
+        "os.chmod",
+        "os.chown",
+        "os.utime",
+        "os.setxattr",
+        "os.removexattr",
+        "os.chdir",
+        "shutil.copyfile",
+        "shutil.copymode",
+        "shutil.copystat",
+        "shutil.rmtree",
+        "socket.__new__",
+        "socket.bind",
+        "socket.connect",
+        "os.fork",
+        "os.forkpty",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.system",
+        "os.startfile",
+        "subprocess.Popen",
+        "pty.spawn",
+        "os.kill",
+        "os.killpg",
+        "sqlite3.connect",
+    }
+)
+
+
+class AccessLog:
+    """An audit hook that keeps the most recent watched event."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: tuple[str, tuple[Any, ...]] | None = None
+
+    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if event in WATCHED_EVENTS:
+            self.last = (event, args)
+
+
+# One per process: installed by the child right before the sandbox closes.
+ACCESS_LOG = AccessLog()

@@ -1,0 +1,235 @@
+"""The forked child: set the process up as `python` would, confine it, run it.
+
+Runs in the child only and never returns: the program's end (a normal end, an
+uncaught exception, SystemExit, KeyboardInterrupt) propagates to the top of
+the interpreter, so CPython itself finalizes exactly as `python` would
+(non-daemon threads, atexit handlers, flushing, exit status, SIGINT).
+"""
+
+from __future__ import annotations
+
+import _signal
+import builtins
+import os
+import sys
+
+from pynox.access_log import ACCESS_LOG
+from pynox.sandbox import confine_policy
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import NoReturn
+
+    from pynox.policy import Policy
+    from pynox.program import Program
+
+# Frames of pynox itself, cut from the program's tracebacks.
+_PACKAGE_DIR = os.path.dirname(__file__) + os.sep
+EXIT_SETUP_FAILURE = 125
+
+
+class ChildSetup:
+    """What the supervisor hands its child besides the program and policy."""
+
+    __slots__ = ("stdout_fd", "stderr_fd", "stdin_null", "report_fd", "unbuffered",
+                 "no_site", "api_hints", "parent_pid", "system_reads")
+
+    def __init__(self) -> None:
+        self.stdout_fd: int | None = None  # capture pipes, or None for the user's own
+        self.stderr_fd: int | None = None
+        self.stdin_null = False
+        self.report_fd: int | None = None  # where a JSON error report goes
+        self.unbuffered = False
+        self.no_site = False
+        self.api_hints = False
+        self.parent_pid = 0
+        self.system_reads: list[str] = []  # what the interpreter itself reads
+
+
+def run_child(program: Program, policy: Policy, setup: ChildSetup) -> NoReturn:
+    _reset_signals()
+    try:
+        _setup_stdio(setup)
+        _setup_environment(policy)
+        main_module = _setup_interpreter(program, policy, setup)
+        sys.addaudithook(ACCESS_LOG)
+        keep = [setup.report_fd] if setup.report_fd is not None else []
+        confine_policy(policy, setup.system_reads, keep, setup.parent_pid)
+    except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
+        _setup_failed(exc, setup)
+    try:
+        _execute(program, main_module)
+    except SystemExit:
+        raise  # CPython prints its message and sets the exit status
+    except BaseException as exc:
+        _uncaught(exc, program, policy, setup)
+        raise
+    raise SystemExit(0)
+
+
+def _reset_signals() -> None:
+    # The supervisor forwards signals to its child; the child behaves like python.
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    for name in ("SIGTERM", "SIGHUP", "SIGQUIT"):
+        _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+
+
+def _setup_failed(exc: BaseException, setup: ChildSetup) -> NoReturn:
+    message = getattr(exc, "message", None) or f"cannot set up the sandbox: {exc!r}"
+    try:
+        os.write(2, f"pynox: {message}\n".encode(errors="replace"))
+        if setup.report_fd is not None:
+            _write_report(setup.report_fd, {"type": "SandboxError", "message": message,
+                                            "file": None, "line": None, "path": None,
+                                            "hint": None})
+    finally:
+        os._exit(EXIT_SETUP_FAILURE)
+
+
+def _setup_stdio(setup: ChildSetup) -> None:
+    if setup.stdin_null:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    for fd, target in ((setup.stdout_fd, 1), (setup.stderr_fd, 2)):
+        if fd is not None:
+            os.dup2(fd, target)
+            os.close(fd)
+    if setup.unbuffered:
+        _make_unbuffered()
+    elif setup.stdout_fd is not None and sys.stdout is not None:
+        # A pipe, not the terminal: block-buffered, as python makes it.
+        sys.stdout.reconfigure(line_buffering=False)
+
+
+def _make_unbuffered() -> None:
+    import io
+
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, name)
+        if old is None:
+            continue
+        old.flush()
+        stream = io.TextIOWrapper(
+            io.FileIO(fd, "w", closefd=False),
+            encoding=old.encoding,
+            errors=old.errors,
+            write_through=True,
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def _setup_environment(policy: Policy) -> None:
+    os.environ.clear()
+    os.environ.update(policy.environment)
+
+
+def _setup_interpreter(program: Program, policy: Policy, setup: ChildSetup) -> object:
+    sys.argv = list(program.argv)
+    kept = [p for p in sys.path if os.path.basename(p) not in ("site-packages", "dist-packages")]
+    for dropped in set(sys.path) - set(kept):
+        sys.path_importer_cache.pop(dropped, None)
+    prefix = [] if program.path0 is None else [program.path0]
+    sys.path[:] = prefix + kept + policy.package_dirs
+
+    main = type(sys)("__main__")  # types.ModuleType, without importing types
+    main.__dict__["__annotations__"] = {}
+    main.__dict__["__builtins__"] = builtins
+    if program.kind == "script":
+        # importlib.machinery's class, without the cost of importing importlib.
+        from _frozen_importlib_external import SourceFileLoader
+
+        main.__dict__["__file__"] = program.filename
+        main.__dict__["__cached__"] = None
+        main.__loader__ = SourceFileLoader("__main__", program.filename)
+    elif program.kind in ("code", "stdin"):
+        main.__loader__ = sys.modules["__main__"].__loader__
+    sys.modules["__main__"] = main
+    if not setup.no_site and not hasattr(builtins, "exit"):
+        _install_site_builtins()
+    return main
+
+
+def _install_site_builtins() -> None:
+    # The supervisor may skip `site`; a program still gets what site provides.
+    import _sitebuiltins
+
+    builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")  # type: ignore[attr-defined]
+    builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")  # type: ignore[attr-defined]
+    builtins.copyright = _sitebuiltins._Printer("copyright", sys.copyright)  # type: ignore[attr-defined]
+    builtins.credits = _sitebuiltins._Printer(  # type: ignore[attr-defined]
+        "credits", "Thanks to CWI, CNRI, BeOpen, Zope Corporation, the Python Software "
+        "Foundation, and a cast of thousands for supporting Python development.  "
+        "See www.python.org for more information."
+    )
+    builtins.help = _sitebuiltins._Helper()  # type: ignore[attr-defined]
+
+
+def _execute(program: Program, main: object) -> None:
+    if program.kind in ("module", "main_dir"):
+        import runpy
+
+        if program.kind == "module":
+            runpy._run_module_as_main(program.module)  # type: ignore[attr-defined]
+        else:
+            runpy._run_module_as_main("__main__", alter_argv=False)  # type: ignore[attr-defined]
+        return
+    code = compile(program.source, program.filename, "exec", dont_inherit=True)
+    exec(code, main.__dict__)  # noqa: S102 - running the user's program is the point
+
+
+def _user_traceback(tb: TracebackType | None) -> TracebackType | None:
+    """The traceback without pynox's own frames, as python would show it."""
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        tb = tb.tb_next
+    return tb
+
+
+def _uncaught(exc: BaseException, program: Program, policy: Policy, setup: ChildSetup) -> None:
+    """Prints an uncaught exception as python would, then pynox's hint."""
+    last_event = ACCESS_LOG.last  # before printing, which opens source files itself
+    tb = _user_traceback(exc.__traceback__)
+    exc.__traceback__ = tb
+    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except BaseException:  # noqa: BLE001 - python reports a failing hook the same way
+        sys.__excepthook__(type(exc), exc, tb)
+    from pynox.report import describe_error
+
+    error = describe_error(exc, tb, program, policy, last_event, setup.api_hints)
+    if error["hint"]:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.write(2, f"pynox: {error['hint']}\n".encode(errors="replace"))
+    if setup.report_fd is not None:
+        _write_report(setup.report_fd, error)
+    # CPython takes the exception from here: exit status 1, or death by SIGINT
+    # for KeyboardInterrupt. It has been printed once already.
+    sys.excepthook = _SilentFor(exc, sys.excepthook)
+
+
+class _SilentFor:
+    """An excepthook that stays quiet for one exception already reported."""
+
+    def __init__(self, exc: BaseException, hook: object) -> None:
+        self.exc = exc
+        self.hook = hook
+
+    def __call__(self, kind: type, value: BaseException, tb: object) -> None:
+        if value is not self.exc:
+            self.hook(kind, value, tb)  # type: ignore[operator]
+
+
+def _write_report(fd: int, error: dict[str, object]) -> None:
+    import json
+
+    data = json.dumps(error).encode()
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+    os.close(fd)

@@ -1,0 +1,211 @@
+"""The `pynox` command: parse, resolve the policy, run, report.
+
+The CLI never touches the kernel itself: the runner forks and the child
+confines itself. Imports stay lazy, because every millisecond here is added to
+every run (TOML only when a config file changed, JSON only for --json).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pynox import __version__
+from pynox.errors import PynoxError, UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+    from pynox.cmdline import Invocation
+    from pynox.config import Grants
+    from pynox.policy import Policy
+    from pynox.runner import Outcome
+
+
+def main() -> NoReturn:
+    supervisor = os.getpid()
+    try:
+        code = dispatch(sys.argv[1:])
+    except (PynoxError, KeyboardInterrupt) as exc:
+        if os.getpid() != supervisor:
+            raise  # the child's program ended this way: CPython reports it
+        if isinstance(exc, KeyboardInterrupt):
+            code = 130
+        else:
+            _print_line(f"pynox: {exc.message}")
+            code = exc.exit_code
+    _leave(code)
+
+
+def _print_line(text: str) -> None:
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _leave(code: int) -> NoReturn:
+    """Leaves without finalizing: the supervisor has nothing left to clean up."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            code = code or 120
+    os._exit(code)
+
+
+def dispatch(argv: list[str]) -> int:
+    if not argv:
+        raise UsageError(
+            "give a program to run: a script, -c CODE or -m MODULE "
+            "(pynox --help lists the flags; pynox --no-sandbox starts the interactive "
+            "interpreter)"
+        )
+    first = argv[0]
+    if first in ("--help", "-h"):
+        from pynox.cmdline import USAGE
+
+        sys.stdout.write(USAGE)
+        return 0
+    if argv in (["--version"], ["-V"]):
+        version = "%d.%d.%d" % sys.version_info[:3]
+        sys.stdout.write(f"pynox {__version__} (CPython {version})\n")
+        return 0
+    if first == "--no-sandbox":
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable, *argv[1:]])
+    if first == "doctor":
+        from pynox.doctor import doctor_command
+
+        return doctor_command(argv[1:])
+    if first == "pool":
+        raise UsageError("pynox pool is not part of this build yet")
+    return run_command(argv)
+
+
+def run_command(argv: list[str]) -> int:
+    from pynox import cmdline, program, runner
+    from pynox.policy import build_policy
+
+    inv = cmdline.parse(argv)
+    cwd = os.getcwd()
+    grants, config_path = _grants(inv, cwd)
+    isolated = "I" in inv.python_options
+    if inv.kind == "script":
+        prog = program.script(inv.target, inv.args, isolated)
+    elif inv.kind == "code":
+        prog = program.code(inv.target, inv.args, isolated)
+    elif inv.kind == "module":
+        prog = program.module(inv.target, inv.args, isolated, cwd)
+    else:
+        prog = program.stdin(inv.args, isolated)
+    policy = build_policy(grants, prog.implicit_read, os.environ, cwd)
+    _refuse_self_writable_config(config_path, policy)
+    outcome = runner.run(
+        prog,
+        policy,
+        capture=inv.json,
+        unbuffered="u" in inv.python_options,
+        no_site="S" in inv.python_options,
+    )
+    if config_path is not None:
+        _forget_cache_if_writable(config_path, policy)
+    if inv.json:
+        from pynox.result import print_json_result
+
+        return print_json_result(outcome, policy)
+    return _finish_plain(outcome, policy)
+
+
+def _grants(inv: Invocation, cwd: str) -> tuple[Grants, str | None]:
+    """Configuration, then the profile, then flags: each adds to the one before."""
+    from pynox.config import Grants, find_config_path, load_config
+
+    flags = _flag_grants(inv, cwd)
+    path = find_config_path(inv.config, os.environ, cwd)
+    if path is None:
+        if inv.profile is not None:
+            raise UsageError(
+                f"--profile={inv.profile} needs a pynox.toml, and none was found; pass "
+                "--config=PATH, set PYNOX_CONFIG, or run where pynox.toml is"
+            )
+        return flags, None
+    config = load_config(path, os.environ)
+    grants: Grants = config.permissions
+    if inv.profile is not None:
+        grants = grants.merged(config.profile(inv.profile))
+    return grants.merged(flags), config.path
+
+
+def _flag_grants(inv: Invocation, cwd: str) -> Grants:
+    from pynox.config import Grants
+    from pynox.units import MAX_OUTPUT_LIMIT, MIN_MEMORY, parse_duration, parse_size
+
+    grants = Grants()
+    grants.allow_read = [os.path.join(cwd, p) for p in inv.allow_read]
+    grants.allow_write = [os.path.join(cwd, p) for p in inv.allow_write]
+    grants.package_dirs = [os.path.join(cwd, p) for p in inv.package_dirs]
+    grants.allow_env = list(inv.allow_env)
+    grants.allow_network = True if inv.allow_network else None
+    if inv.timeout is not None:
+        grants.timeout = parse_duration(inv.timeout, "--timeout")
+    if inv.memory is not None:
+        grants.memory = parse_size(inv.memory, "--memory", minimum=MIN_MEMORY)
+    if inv.max_output is not None:
+        grants.max_output = parse_size(inv.max_output, "--max-output", maximum=MAX_OUTPUT_LIMIT)
+    if inv.max_file_size is not None:
+        grants.max_file_size = parse_size(inv.max_file_size, "--max-file-size", minimum=1)
+    return grants
+
+
+def _refuse_self_writable_config(config_path: str | None, policy: Policy) -> None:
+    from pynox.errors import ConfigError
+    from pynox.policy import covering_write
+
+    if config_path is None:
+        return
+    granted = covering_write(policy, config_path)
+    if granted is not None:
+        raise ConfigError(
+            f"{config_path} lies under {granted}, which the run may write, so the program "
+            "could rewrite its own permissions; move the file or narrow allow_write"
+        )
+
+
+def _forget_cache_if_writable(config_path: str, policy: Policy) -> None:
+    # A program that could write the cache could have altered a later run's policy.
+    from pynox.config_cache import cache_dir, forget
+    from pynox.policy import covering_write
+
+    directory = cache_dir(os.environ)
+    if directory is not None and covering_write(policy, os.path.realpath(directory)):
+        forget(config_path, os.environ)
+
+
+def _finish_plain(outcome: Outcome, policy: Policy) -> int:
+    if outcome.timed_out:
+        from pynox.result import timeout_message
+
+        _print_line("pynox: " + timeout_message(policy, api=False))
+        return outcome.exit_code
+    if outcome.signal is not None:
+        _die_like(outcome.signal)
+    return outcome.exit_code
+
+
+def _die_like(signum: int) -> NoReturn:
+    """Ends the supervisor by the signal that ended its child, as a shell expects."""
+    import _signal
+    import resource
+
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    if signum not in (_signal.SIGKILL, _signal.SIGSTOP):  # these have no handler to reset
+        _signal.signal(signum, _signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    os._exit(128 + signum)

@@ -1,0 +1,192 @@
+"""A cache of validated pynox.toml files, so most runs skip the ~20 ms TOML parser import.
+
+An entry is one marshal file per config path holding (CACHE_FORMAT, key, Config.to_data()).
+The key pins everything the validated result depends on: the file's identity and stat,
+HOME (for `~` in paths) and the validating code itself. Any problem with the cache just
+means a parse: it is an optimisation, never a source of errors.
+"""
+
+import marshal
+import os
+import stat
+import time
+
+from pynox import config, units
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    # (real path, size, mtime_ns, ctime_ns, inode, device, HOME, code stamp)
+    CacheKey = tuple[str, int, int, int, int, int, str | None, tuple[int, ...]]
+
+CACHE_FORMAT = 1
+_SUFFIX = ".marshal"
+_MAX_NAME = 200
+_MAX_ENTRY_BYTES = 1 << 20
+# A file modified this recently may be modified again within the same timestamp tick,
+# with the same size, and the cache could not tell; such files are parsed, not cached.
+_SETTLE_NS = 2_000_000_000
+# What a missing, unwritable, truncated or tampered cache raises (LookupError: belt and braces).
+_IGNORED = (OSError, EOFError, ValueError, TypeError, LookupError)
+
+
+def cache_dir(environ: "Mapping[str, str]") -> str | None:
+    """$XDG_CACHE_HOME/pynox/config, else ~/.cache/pynox/config, else None (no cache)."""
+    root = _cache_root(environ)
+    return None if root is None else os.path.join(root, "pynox", "config")
+
+
+def load_cached(path: str, environ: "Mapping[str, str]") -> config.Config:
+    """config.parse_config_file(path), from the cache when nothing it depends on changed."""
+    real_path = os.path.realpath(path)
+    try:
+        # Stat before reading: a change after this point gives a new key on the next run.
+        file_stat = os.stat(real_path)
+    except OSError:
+        return config.parse_config_file(real_path, environ)  # reports why it cannot be read
+    key = _key(real_path, file_stat, environ)
+    entry = _entry_path(real_path, environ)
+    if entry is not None:
+        cached = _read_entry(entry, key)
+        if cached is not None:
+            return cached
+    loaded = config.parse_config_file(real_path, environ)
+    if entry is not None and time.time_ns() - file_stat.st_mtime_ns >= _SETTLE_NS:
+        _write_entry(entry, key, loaded, environ)
+    return loaded
+
+
+def forget(path: str, environ: "Mapping[str, str]") -> None:
+    """Drop the entry for `path`, e.g. after a sandboxed run that could write the cache."""
+    entry = _entry_path(os.path.realpath(path), environ)
+    if entry is not None:
+        _remove(entry)
+
+
+def forget_all(environ: "Mapping[str, str]") -> None:
+    """Drop every entry: a run that could write the cache directory could plant any of them."""
+    directory = cache_dir(environ)
+    if directory is None:
+        return
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith((_SUFFIX, ".tmp")):
+            _remove(os.path.join(directory, name))
+
+
+def _cache_root(environ: "Mapping[str, str]") -> str | None:
+    xdg = environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values
+        return xdg
+    home = environ.get("HOME")
+    if home and os.path.isabs(home):
+        return os.path.join(home, ".cache")
+    return None
+
+
+def _entry_path(real_path: str, environ: "Mapping[str, str]") -> str | None:
+    directory = cache_dir(environ)
+    name = real_path.replace("%", "%25").replace("/", "%2F") + _SUFFIX
+    if directory is None or len(name) > _MAX_NAME:
+        return None
+    return os.path.join(directory, name)
+
+
+def _key(real_path: str, file_stat: os.stat_result, environ: "Mapping[str, str]") -> "CacheKey":
+    return (
+        real_path,
+        file_stat.st_size,
+        file_stat.st_mtime_ns,
+        file_stat.st_ctime_ns,  # catches edits that restore the old mtime
+        file_stat.st_ino,
+        file_stat.st_dev,
+        environ.get("HOME"),
+        _code_stamp(),
+    )
+
+
+def _code_stamp() -> tuple[int, ...]:
+    """Size and mtime of the validating modules: a changed pynox invalidates old entries."""
+    stamp: list[int] = []
+    for module_file in (config.__file__, units.__file__):
+        try:
+            module_stat = os.stat(module_file)
+        except (OSError, TypeError):  # no source file, e.g. a frozen or zipped build
+            continue
+        stamp += (module_stat.st_size, module_stat.st_mtime_ns)
+    return tuple(stamp)
+
+
+def _read_entry(entry: str, key: "CacheKey") -> "config.Config | None":
+    try:
+        descriptor = os.open(entry, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        entry_stat = os.fstat(descriptor)
+        # Only trust an entry this user wrote and nobody else can change.
+        if (
+            not stat.S_ISREG(entry_stat.st_mode)
+            or entry_stat.st_uid != os.geteuid()
+            or entry_stat.st_mode & 0o022
+            or entry_stat.st_size > _MAX_ENTRY_BYTES
+        ):
+            return None
+        raw = os.read(descriptor, entry_stat.st_size + 1)
+        stored = marshal.loads(raw)
+        if type(stored) is not tuple or len(stored) != 3:
+            return None
+        if stored[0] != CACHE_FORMAT or stored[1] != key:
+            return None
+        return config.Config.from_data(stored[2])
+    except _IGNORED:
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def _write_entry(
+    entry: str, key: "CacheKey", loaded: config.Config, environ: "Mapping[str, str]"
+) -> None:
+    temporary = f"{entry}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    try:
+        raw = marshal.dumps((CACHE_FORMAT, key, loaded.to_data()))
+        _make_private_dirs(environ)
+        descriptor = os.open(
+            temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+        )
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(descriptor, view) :]
+        finally:
+            os.close(descriptor)
+        os.replace(temporary, entry)
+    except _IGNORED:
+        _remove(temporary)
+
+
+def _make_private_dirs(environ: "Mapping[str, str]") -> None:
+    """Create ROOT, ROOT/pynox and ROOT/pynox/config as 0700, but never ROOT's parents.
+
+    Creating parents could conjure up a missing HOME (say HOME=/nonexistent under root).
+    """
+    root = _cache_root(environ)
+    if root is None:
+        raise FileNotFoundError("no cache directory")
+    for directory in (root, os.path.join(root, "pynox"), os.path.join(root, "pynox", "config")):
+        try:  # noqa: SIM105 - contextlib.suppress would add an import to every start-up
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
+
+
+def _remove(path: str) -> None:
+    try:  # noqa: SIM105 - as above, no contextlib
+        os.unlink(path)
+    except OSError:
+        pass  # already gone, or not ours to remove: either way nothing to undo

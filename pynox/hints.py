@@ -1,0 +1,181 @@
+"""Hints written for models: after a denial, the one grant that would allow it.
+
+Imported only in a child whose program failed, so it may take its time.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+
+from pynox.units import format_size
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_PROCESS_EVENTS = frozenset(
+    {
+        "os.fork",
+        "os.forkpty",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.system",
+        "os.startfile",
+        "subprocess.Popen",
+        "pty.spawn",
+    }
+)
+_METADATA_EVENTS = frozenset(
+    {"os.chmod", "os.chown", "os.utime", "os.setxattr", "os.removexattr", "shutil.copymode",
+     "shutil.copystat"}
+)
+# Operations that change a directory's entries: Landlock checks the directory.
+_ENTRY_EVENTS = frozenset({"os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.link",
+                           "os.symlink", "shutil.rmtree"})
+_LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
+
+_DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
+
+PROCESS_HINT = (
+    "starting processes (subprocess, os.system, os.fork, os.exec*) is never allowed in the "
+    "sandbox; do the work in Python inside this program"
+)
+METADATA_HINT = (
+    "changing file modes, owners, times or extended attributes is never allowed in the "
+    "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)"
+)
+UNIX_SOCKET_HINT = "Unix sockets of the host are never allowed in the sandbox"
+OTHER_SOCKET_HINT = "only IPv4 and IPv6 sockets can be allowed in the sandbox"
+
+
+class Style:
+    """How a hint names a grant: as a command-line flag or as an API argument."""
+
+    def __init__(self, api: bool) -> None:
+        self.api = api
+
+    def grant(self, name: str, value: str | None = None) -> str:
+        if self.api:
+            if value is None:
+                return f"{name}=True"
+            return f"{name}=[{value!r}]"
+        flag = "--" + name.replace("_", "-")
+        return flag if value is None else f"{flag}={value}"
+
+    def limit(self, name: str, value: str) -> str:
+        if self.api:
+            return f"{name}={value!r}"
+        return "--" + name.replace("_", "-") + "=" + value
+
+
+def _nearest_existing_dir(path: str) -> str:
+    directory = os.path.dirname(path) or "/"
+    while directory != "/" and not os.path.isdir(directory):
+        directory = os.path.dirname(directory)
+    return directory
+
+
+def _is_write_open(args: tuple[Any, ...]) -> bool:
+    mode = args[1] if len(args) > 1 else None
+    flags = args[2] if len(args) > 2 else 0
+    if isinstance(mode, str):
+        return any(letter in mode for letter in "wax+")
+    if isinstance(flags, int):
+        return bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND))
+    return False
+
+
+def _event_path(args: tuple[Any, ...]) -> str | None:
+    if args and isinstance(args[0], (str, bytes, os.PathLike)):
+        return os.path.abspath(os.fsdecode(args[0]))
+    return None
+
+
+def _file_hint(
+    path: str, event: tuple[str, tuple[Any, ...]] | None, style: Style
+) -> str:
+    name, args = event if event is not None else ("", ())
+    same_path = _event_path(args) == path
+    if same_path and name in _METADATA_EVENTS:
+        return METADATA_HINT
+    writing = same_path and (
+        (name == "open" and _is_write_open(args)) or name in _ENTRY_EVENTS
+    )
+    if not same_path:
+        # No matching event (a C library call, say): a readable path must have
+        # been refused for writing.
+        writing = _readable(path)
+    if writing:
+        exists = os.path.lexists(path)
+        if name in _ENTRY_EVENTS or not exists:
+            target = _nearest_existing_dir(path)
+            what = f"changing the entries of {target}"
+        else:
+            target = path
+            what = f"writing {path}"
+        return f"{what} is not allowed; grant it with {style.grant('allow_write', target)}"
+    noun = "listing" if name in _LISTING_EVENTS else "reading"
+    return f"{noun} {path} is not allowed; grant it with {style.grant('allow_read', path)}"
+
+
+def _readable(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def _socket_hint(args: tuple[Any, ...], style: Style) -> str:
+    family = args[1] if len(args) > 1 else None
+    if family == getattr(socket, "AF_UNIX", None):
+        return UNIX_SOCKET_HINT
+    if family in (socket.AF_INET, socket.AF_INET6):
+        return f"the network is off; grant it with {style.grant('allow_network')}"
+    return OTHER_SOCKET_HINT
+
+
+def hint_for(
+    exc: BaseException,
+    event: tuple[str, tuple[Any, ...]] | None,
+    memory: int | None,
+    max_file_size: int | None,
+    style: Style,
+) -> tuple[str | None, str | None]:
+    """The hint for an uncaught exception and the path it concerns, if any."""
+    if isinstance(exc, MemoryError):
+        if memory is None:
+            return "the program ran out of memory; allocate less", None
+        return (
+            f"the program used up its {format_size(memory)} memory limit; allocate less "
+            f"or raise the limit with {style.limit('memory', format_size(memory * 2))}",
+            None,
+        )
+    if not isinstance(exc, OSError):
+        return None, None
+    path = None
+    if exc.filename is not None:
+        path = os.path.abspath(os.fsdecode(exc.filename))
+    if exc.errno == errno.EFBIG and max_file_size is not None:
+        raised = format_size(max_file_size * 2)
+        return (
+            f"a file reached the {format_size(max_file_size)} size limit; write less or "
+            f"raise it with {style.limit('max_file_size', raised)}",
+            path,
+        )
+    if exc.errno not in _DENIED_ERRNOS:
+        return None, path
+    name = event[0] if event is not None else ""
+    if name in _PROCESS_EVENTS:
+        return PROCESS_HINT, path
+    if name == "socket.__new__" and path is None and event is not None:
+        return _socket_hint(event[1], style), None
+    if name in ("socket.connect", "socket.bind") and path is None:
+        return f"the network is off; grant it with {style.grant('allow_network')}", None
+    if path is not None:
+        return _file_hint(path, event, style), path
+    return None, None

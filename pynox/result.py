@@ -1,0 +1,77 @@
+"""The JSON result of a run, as `pynox --json` prints it and the pool sends it."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from pynox.units import format_duration
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from pynox.policy import Policy
+    from pynox.runner import Outcome
+
+
+def timeout_message(policy: Policy, api: bool) -> str:
+    limit = format_duration(policy.timeout or 0)
+    longer = format_duration((policy.timeout or 0) * 2)
+    grant = f"timeout={longer!r}" if api else f"--timeout={longer}"
+    return (
+        f"the program ran past its {limit} time limit and was stopped; make it faster "
+        f"or raise the limit with {grant}"
+    )
+
+
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _error(outcome: Outcome, policy: Policy, api: bool) -> dict[str, Any] | None:
+    empty = {"file": None, "line": None, "path": None}
+    if outcome.timed_out:
+        return {"type": "Timeout", "message": timeout_message(policy, api), **empty,
+                "hint": timeout_message(policy, api)}
+    if outcome.report:
+        try:
+            report = json.loads(outcome.report)
+        except ValueError:
+            report = None
+        if isinstance(report, dict):
+            keys = ("type", "message", "file", "line", "path", "hint")
+            return {key: report.get(key) for key in keys}
+    if outcome.signal is not None:
+        name = _signal_name(outcome.signal)
+        return {"type": "Signal", "message": f"the program was killed by {name}", **empty,
+                "hint": None}
+    return None
+
+
+def build_result(outcome: Outcome, policy: Policy, api: bool = False) -> dict[str, Any]:
+    return {
+        "exit": outcome.exit_code,
+        "stdout": outcome.stdout.decode("utf-8", errors="replace"),
+        "stderr": outcome.stderr.decode("utf-8", errors="replace"),
+        "stdout_truncated": outcome.stdout_truncated,
+        "stderr_truncated": outcome.stderr_truncated,
+        "error": _error(outcome, policy, api),
+        "duration_ms": round(outcome.duration_ms),
+        "runtime": {
+            "name": "pynox",
+            "python": "%d.%d.%d" % sys.version_info[:3],
+            "output": "captured",
+        },
+        "policy": policy.to_json(),
+    }
+
+
+def print_json_result(outcome: Outcome, policy: Policy) -> int:
+    sys.stdout.write(json.dumps(build_result(outcome, policy)) + "\n")
+    return outcome.exit_code

@@ -1,0 +1,84 @@
+"""The Python face of the C sandbox core (pynox._core, a cffi extension)."""
+
+from __future__ import annotations
+
+import os
+
+from pynox import system_paths
+from pynox._core import ffi, lib
+from pynox.errors import PynoxError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pynox.policy import Policy
+
+
+class SandboxError(PynoxError):
+    """The kernel could not confine the process; nothing of the program ran."""
+
+    exit_code = 125
+
+
+def confine(
+    reads: list[str],
+    writes: list[str],
+    keep_fds: list[int],
+    network: bool,
+    memory: int | None,
+    max_file_size: int | None,
+    parent_pid: int,
+) -> None:
+    """Confines this process for good, or raises SandboxError with the reason."""
+    # cffi frees what ffi.new returns once unreferenced: keep every buffer alive.
+    read_bufs = [ffi.new("char[]", os.fsencode(p)) for p in reads]
+    write_bufs = [ffi.new("char[]", os.fsencode(p)) for p in writes]
+    read_array = ffi.new("char *[]", read_bufs)
+    write_array = ffi.new("char *[]", write_bufs)
+    fds = ffi.new("int[]", keep_fds or [0])
+    policy = ffi.new(
+        "struct pynox_policy *",
+        {
+            "read_paths": read_array,
+            "read_count": len(read_bufs),
+            "write_paths": write_array,
+            "write_count": len(write_bufs),
+            "keep_fds": fds,
+            "keep_fd_count": len(keep_fds),
+            "allow_network": int(network),
+            "memory_bytes": memory or 0,
+            "max_file_size": max_file_size or 0,
+            "new_session": 1,
+            "parent_pid": parent_pid,
+        },
+    )
+    err = ffi.new("char[]", 512)
+    if lib.pynox_sandbox_apply(policy, err, len(err)) != 0:
+        raise SandboxError("cannot apply the sandbox: " + ffi.string(err).decode(errors="replace"))
+
+
+def confine_policy(
+    policy: Policy, system_reads: list[str], keep_fds: list[int], parent_pid: int
+) -> None:
+    """Confines this process to a run's policy plus what the interpreter needs."""
+    devices = list(system_paths.DEVICES_READ_WRITE)
+    confine(
+        reads=system_reads + devices + policy.reads(),
+        writes=devices + policy.allow_write,
+        keep_fds=keep_fds,
+        network=policy.network,
+        memory=policy.memory,
+        max_file_size=policy.max_file_size,
+        parent_pid=parent_pid,
+    )
+
+
+def probe() -> dict[str, int]:
+    """What the kernel offers, without changing this process."""
+    out = ffi.new("struct pynox_probe *")
+    lib.pynox_probe_kernel(out)
+    return {
+        "landlock_abi": out.landlock_abi,
+        "seccomp_filter": out.seccomp_filter,
+        "no_new_privs": out.no_new_privs,
+        "pidfd": out.pidfd,
+    }

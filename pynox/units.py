@@ -1,0 +1,183 @@
+"""Durations and sizes as people write them: "500ms", "10s", "2m", "512m", "1g".
+
+Imported on every run, so it uses nothing but builtins (no `re`, no `__future__`).
+"""
+
+from pynox.errors import PynoxError, UsageError
+
+MAX_TIMEOUT = 24 * 60 * 60.0
+MIN_MEMORY = 32 * 1024 * 1024
+MAX_OUTPUT_LIMIT = 16 * 1024 * 1024
+DEFAULT_MAX_OUTPUT = 65536
+# Limits end up in setrlimit() as signed 64-bit numbers; no real limit comes near 2**60.
+LARGEST_SIZE = 1 << 60
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+# format_size only uses units from a mebibyte up: smaller limits read fine in bytes.
+_FORMAT_SIZE_UNITS = (("t", 1 << 40), ("g", 1 << 30), ("m", 1 << 20))
+_NUMBER_CHARS = frozenset("0123456789.")
+_DURATION_HINT = "write it like 500ms, 5s, 2m or 1h"
+_SIZE_HINT = "write it like 65536, 64k, 512m or 1g"
+
+
+def parse_duration(value: object, what: str, *, error: type[PynoxError] = UsageError) -> float:
+    """Seconds from a number of seconds or a string like "500ms", "5s", "2m", "1h" or "90".
+
+    `what` names the setting: a flag or variable ("--timeout") or a phrase starting with the
+    key ("timeout in [permissions] of /p/pynox.toml"); see `describe_setting`.
+    """
+    seconds = _duration_seconds(value)
+    subject = describe_setting(what, value)
+    if seconds is None:
+        raise error(f"{subject} is not a duration; {_DURATION_HINT}")
+    if seconds <= 0:
+        raise error(f"{subject} is not more than zero; give a positive duration, like 5s")
+    if seconds > MAX_TIMEOUT:
+        limit = format_duration(MAX_TIMEOUT)
+        raise error(f"{subject} is above the {limit} maximum; give at most {limit}")
+    return seconds
+
+
+def parse_size(
+    value: object,
+    what: str,
+    minimum: int = 0,
+    maximum: int | None = None,
+    *,
+    error: type[PynoxError] = UsageError,
+) -> int:
+    """Bytes from an int or a string like "100", "64k", "512m", "1.5g", "2TiB" (1k = 1024).
+
+    Fractions round down to whole bytes. `what` is as for `parse_duration`.
+    """
+    size = _size_bytes(value)
+    subject = describe_setting(what, value)
+    if size is None:
+        raise error(f"{subject} is not a size; {_SIZE_HINT}")
+    limit = LARGEST_SIZE if maximum is None else maximum
+    if size < 0:
+        raise error(f"{subject} is negative; give a size of at least {format_size(minimum)}")
+    if size < minimum:
+        floor = format_size(minimum)
+        raise error(f"{subject} is below the {floor} minimum; give at least {floor}")
+    if size > limit:
+        ceiling = format_size(limit)
+        raise error(f"{subject} is above the {ceiling} maximum; give at most {ceiling}")
+    return size
+
+
+def format_duration(seconds: float) -> str:
+    """The shortest of "1h", "2m", "1.5s", "500ms" that parse_duration reads back."""
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{int(seconds // 3600)}h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{int(seconds // 60)}m"
+    if seconds >= 1 or seconds == 0:
+        return _trim_decimals(seconds) + "s"
+    return _trim_decimals(seconds * 1000) + "ms"
+
+
+def format_size(size: int) -> str:
+    """ "512m", "1g", "2t" when the size is a whole number of those units, else plain bytes."""
+    for unit, factor in _FORMAT_SIZE_UNITS:
+        if size >= factor and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
+def describe_setting(what: str, value: object) -> str:
+    """How an error names a setting and its value.
+
+    A bare name becomes `--timeout=abc`; a phrase `KEY in PLACE` becomes
+    `KEY = "abc" in PLACE`, the way the value is written in the file.
+    """
+    key, space, place = what.partition(" ")
+    if not space:
+        shown = value if isinstance(value, str) else _toml_literal(value)
+        return f"{what}={shown}"
+    return f"{key} = {_toml_literal(value)} {place}"
+
+
+def _duration_seconds(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:  # a huge int is out of range either way
+            return float("inf") if value > 0 else float("-inf")
+    if isinstance(value, float):
+        return None if value != value else value  # NaN is no duration
+    if not isinstance(value, str):
+        return None
+    sign, number, unit = _split_quantity(value)
+    factor = _DURATION_UNITS.get(unit or "s")
+    if number is None or factor is None:
+        return None
+    return sign * float(number) * factor
+
+
+def _size_bytes(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if not isinstance(value, str):
+        return None
+    sign, number, unit = _split_quantity(value)
+    factor = _size_factor(unit)
+    if number is None or factor is None:
+        return None
+    if len(number) > 40:  # beyond any limit; also keeps int() under its digit cap
+        return sign * (LARGEST_SIZE + 1)
+    whole, _, fraction = number.partition(".")
+    # Integer arithmetic keeps "1.1g" exact where float would round.
+    divisor: int = 10 ** len(fraction)
+    return sign * (int(whole + fraction) * factor // divisor)
+
+
+def _size_factor(unit: str) -> int | None:
+    if unit.endswith("ib"):
+        unit = unit[:-2]
+        if not unit:
+            return None
+    elif unit.endswith("b"):
+        unit = unit[:-1]
+    return _SIZE_UNITS.get(unit)
+
+
+def _split_quantity(text: str) -> tuple[int, str | None, str]:
+    """(sign, digits with at most one '.', lower-case unit); digits are None if malformed."""
+    text = text.strip().lower()
+    sign = 1
+    if text[:1] in ("-", "+"):
+        sign = -1 if text[0] == "-" else 1
+        text = text[1:]
+    end = 0
+    while end < len(text) and text[end] in _NUMBER_CHARS:
+        end += 1
+    number, unit = text[:end], text[end:].strip()
+    if number.count(".") > 1 or not number.strip("."):
+        return sign, None, unit
+    return sign, number, unit
+
+
+def _trim_decimals(number: float) -> str:
+    return f"{number:.3f}".rstrip("0").rstrip(".")
+
+
+def _toml_literal(value: object) -> str:
+    """The value as it would be written in pynox.toml, for error messages."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"')
+        return f'"{escaped}"'
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_literal(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml_literal(v)}" for k, v in value.items()) + "}"
+    return repr(value)

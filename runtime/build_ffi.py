@@ -1,0 +1,49 @@
+"""Write the C source of the cffi (API mode) extension ``pynox._core``.
+
+CMake runs this at configure time and compiles its output together with the
+sandbox core, so the extension is an ordinary module built for one target.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import cffi
+
+CDEF = """
+struct pynox_policy {
+    const char *const *read_paths;
+    size_t read_count;
+    const char *const *write_paths;
+    size_t write_count;
+    const int *keep_fds;
+    size_t keep_fd_count;
+    int allow_network;
+    long long memory_bytes;
+    long long max_file_size;
+    int new_session;
+    int parent_pid;
+};
+int pynox_sandbox_apply(const struct pynox_policy *policy, char *err, size_t err_len);
+
+struct pynox_probe {
+    int landlock_abi;
+    int seccomp_filter;
+    int no_new_privs;
+    int pidfd;
+};
+void pynox_probe_kernel(struct pynox_probe *out);
+"""
+
+
+def main(output: str) -> None:
+    ffi = cffi.FFI()
+    ffi.cdef(CDEF)
+    ffi.set_source("pynox._core", '#include "sandbox.h"')
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    ffi.emit_c_code(output)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,40 @@
+/* Private interface between the files of the sandbox core.
+ *
+ * Each file owns one kernel mechanism. Every step returns 0, or -1 after
+ * writing one sentence into err (through pynox_fail), so that
+ * pynox_sandbox_apply() can stop at the first failure.
+ */
+#ifndef PYNOX_INTERNAL_H
+#define PYNOX_INTERNAL_H
+
+#include <stddef.h>
+
+#include "sandbox.h"
+
+/* Formats the reason into err (always NUL-terminated when err_len > 0) and
+ * returns -1, so callers can write `return pynox_fail(...)`. */
+int pynox_fail(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* process.c: the process itself (threads, parent, session). */
+int pynox_require_single_thread(char *err, size_t err_len);
+int pynox_bind_to_parent(int parent_pid, char *err, size_t err_len);
+int pynox_new_session(char *err, size_t err_len);
+
+/* descriptors.c: close everything above 2 that is not kept. */
+int pynox_close_descriptors(const int *keep_fds, size_t keep_count, char *err, size_t err_len);
+
+/* limits.c: resource limits, soft = hard. */
+int pynox_set_limits(long long memory_bytes, long long max_file_size, char *err, size_t err_len);
+
+/* capabilities.c: leave the process with no capability at all. */
+int pynox_drop_capabilities(char *err, size_t err_len);
+
+/* landlock.c: the file-system (and TCP) policy. */
+int pynox_landlock_abi(void); /* the ABI version, or -errno */
+int pynox_apply_landlock(const struct pynox_policy *policy, char *err, size_t err_len);
+
+/* seccomp.c: the system-call denylist. */
+int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err_len);
+
+#endif

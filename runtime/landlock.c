@@ -1,0 +1,190 @@
+/* Landlock: the file-system policy, and on newer kernels TCP and scoping.
+ *
+ * The ruleset handles every file-system right the running ABI knows, so a
+ * right that no rule grants is denied. Reads never imply writes and writes
+ * never imply reads; nothing grants EXECUTE, device creation or device ioctls.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <linux/types.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "syscalls.h"
+
+/* Debian 12's headers stop at ABI 2; the rest is the kernel's UAPI. */
+#ifndef LANDLOCK_CREATE_RULESET_VERSION
+#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_REFER
+#define LANDLOCK_ACCESS_FS_REFER (1ULL << 13)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
+#endif
+#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
+#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)
+#endif
+#ifndef LANDLOCK_ACCESS_NET_CONNECT_TCP
+#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)
+#endif
+#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#endif
+#ifndef LANDLOCK_SCOPE_SIGNAL
+#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
+#endif
+
+/* The ABI 6 layout of struct landlock_ruleset_attr; older kernels get a
+ * prefix of it (the size passed tells the kernel which fields exist). */
+struct ruleset_attr {
+    __u64 handled_access_fs;
+    __u64 handled_access_net;
+    __u64 scoped;
+};
+
+#define ACCESS_FS_ABI1 ((1ULL << 13) - 1) /* EXECUTE .. MAKE_SYM */
+
+/* Rights a rule on a non-directory may carry (others give EINVAL). */
+#define ACCESS_FILE                                                                        \
+    (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |                          \
+     LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV)
+
+#define READ_RIGHTS (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+
+/* Creating, changing and removing ordinary files, directories, symlinks and
+ * FIFOs, and moving them between granted directories (REFER). */
+#define WRITE_RIGHTS                                                                       \
+    (LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE |                         \
+     LANDLOCK_ACCESS_FS_REMOVE_FILE | LANDLOCK_ACCESS_FS_REMOVE_DIR |                      \
+     LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_SYM | \
+     LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_REFER)
+
+static long create_ruleset(const struct ruleset_attr *attr, size_t size, __u32 flags)
+{
+    return syscall(__NR_landlock_create_ruleset, attr, size, flags);
+}
+
+int pynox_landlock_abi(void)
+{
+    long abi = create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+    return abi < 0 ? -errno : (int)abi;
+}
+
+static int explain_abi(int abi, char *err, size_t err_len)
+{
+    if (abi == -ENOSYS)
+        return pynox_fail(err, err_len,
+                          "this kernel has no Landlock: the sandbox needs Linux 6.2 or newer "
+                          "with Landlock enabled (or run with --no-sandbox)");
+    if (abi == -EOPNOTSUPP)
+        return pynox_fail(err, err_len,
+                          "Landlock is built into this kernel but disabled at boot: the sandbox "
+                          "needs it enabled (add landlock to the lsm= boot parameter) (or run "
+                          "with --no-sandbox)");
+    if (abi < 0)
+        return pynox_fail(err, err_len, "asking the kernel for its Landlock ABI failed: %s",
+                          strerror(-abi));
+    return pynox_fail(err, err_len,
+                      "Landlock ABI %d is older than the ABI %d the sandbox needs (Linux 6.2 or "
+                      "newer) (or run with --no-sandbox)",
+                      abi, PYNOX_LANDLOCK_ABI_FLOOR);
+}
+
+static __u64 handled_fs_rights(int abi)
+{
+    __u64 rights = ACCESS_FS_ABI1;
+    if (abi >= 2)
+        rights |= LANDLOCK_ACCESS_FS_REFER;
+    if (abi >= 3)
+        rights |= LANDLOCK_ACCESS_FS_TRUNCATE;
+    if (abi >= 5)
+        rights |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+    return rights;
+}
+
+/* Grants `rights` (masked to what the ABI handles and the file type allows)
+ * beneath `path`. */
+static int add_path_rule(int ruleset_fd, const char *path, const char *kind, __u64 rights,
+                         __u64 handled, char *err, size_t err_len)
+{
+    if (path == NULL)
+        return pynox_fail(err, err_len, "a %s path of the policy is NULL", kind);
+    int fd = open(path, O_PATH | O_CLOEXEC);
+    if (fd < 0)
+        return pynox_fail(err, err_len, "cannot open the %s path %s: %s", kind, path,
+                          strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int saved = errno;
+        (void)close(fd);
+        return pynox_fail(err, err_len, "cannot stat the %s path %s: %s", kind, path,
+                          strerror(saved));
+    }
+    rights &= handled;
+    if (!S_ISDIR(st.st_mode))
+        rights &= ACCESS_FILE;
+    struct landlock_path_beneath_attr rule = {.allowed_access = rights, .parent_fd = fd};
+    long rc = syscall(__NR_landlock_add_rule, ruleset_fd, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+    int saved = errno;
+    (void)close(fd); /* O_PATH descriptor: nothing to flush */
+    if (rc != 0)
+        return pynox_fail(err, err_len, "Landlock refused the rule for the %s path %s: %s", kind,
+                          path, strerror(saved));
+    return 0;
+}
+
+static int add_rules(int ruleset_fd, const struct pynox_policy *policy, __u64 handled,
+                     char *err, size_t err_len)
+{
+    /* A path in both lists gets two rules; Landlock grants their union. */
+    for (size_t i = 0; i < policy->read_count; i++)
+        if (add_path_rule(ruleset_fd, policy->read_paths[i], "read", READ_RIGHTS, handled, err,
+                          err_len) != 0)
+            return -1;
+    for (size_t i = 0; i < policy->write_count; i++)
+        if (add_path_rule(ruleset_fd, policy->write_paths[i], "write", WRITE_RIGHTS, handled, err,
+                          err_len) != 0)
+            return -1;
+    return 0;
+}
+
+int pynox_apply_landlock(const struct pynox_policy *policy, char *err, size_t err_len)
+{
+    int abi = pynox_landlock_abi();
+    if (abi < PYNOX_LANDLOCK_ABI_FLOOR)
+        return explain_abi(abi, err, err_len);
+
+    struct ruleset_attr attr = {.handled_access_fs = handled_fs_rights(abi)};
+    size_t size = offsetof(struct ruleset_attr, handled_access_net);
+    if (abi >= 4) {
+        /* Handled with no rule: no TCP bind or connect at all. seccomp
+         * already refuses the sockets; this is the second wall. */
+        if (!policy->allow_network)
+            attr.handled_access_net =
+                LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
+        size = offsetof(struct ruleset_attr, scoped);
+    }
+    if (abi >= 6) {
+        /* No abstract Unix sockets or signals across the sandbox's edge. */
+        attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
+        size = sizeof(attr);
+    }
+
+    int ruleset_fd = (int)create_ruleset(&attr, size, 0);
+    if (ruleset_fd < 0)
+        return pynox_fail(err, err_len, "creating the Landlock ruleset failed: %s",
+                          strerror(errno));
+    int rc = add_rules(ruleset_fd, policy, attr.handled_access_fs, err, err_len);
+    if (rc == 0 && syscall(__NR_landlock_restrict_self, ruleset_fd, 0) != 0)
+        rc = pynox_fail(err, err_len, "landlock_restrict_self() failed: %s", strerror(errno));
+    (void)close(ruleset_fd); /* the domain lives on in the process */
+    return rc;
+}

@@ -1,0 +1,187 @@
+/* The `pynox` launcher.
+ *
+ * A small executable so that `pynox` starts as fast as `python` does: it finds
+ * the interpreter relative to its own path (a bundle or a virtual environment
+ * can move anywhere), answers --version without starting Python, and execs the
+ * interpreter, either with the user's command line unchanged (--no-sandbox) or
+ * in isolated mode into pynox.cli.
+ *
+ * Layouts it knows, relative to the directory holding the launcher:
+ *   ./python3                 a virtual environment or an install prefix
+ *   ../python/bin/python3     a bundle (python-build-standalone runtime)
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef PYNOX_VERSION
+#error "PYNOX_VERSION must be defined by the build"
+#endif
+#ifndef PYNOX_PYTHON_VERSION
+#error "PYNOX_PYTHON_VERSION must be defined by the build"
+#endif
+#ifndef PYNOX_PYTHON_MINOR
+#error "PYNOX_PYTHON_MINOR must be defined by the build"
+#endif
+
+#define EXIT_SETUP_FAILURE 125
+
+/* Runs pynox.cli from the site directory the launcher passes as argv[1], so
+ * the interpreter can skip `site` (the sandboxed program never sees
+ * site-packages; the supervisor needs only pynox itself). */
+static const char BOOT_WITH_SITE_DIR[] =
+    "import sys;sys.path.append(sys.argv.pop(1));"
+    "del sys;__import__('pynox.cli').cli.main()";
+static const char BOOT[] = "__import__('pynox.cli').cli.main()";
+
+static void fail(const char *what, const char *path)
+{
+    if (path != NULL) {
+        fprintf(stderr, "pynox: %s %s: %s; reinstall pynox\n", what, path, strerror(errno));
+    } else {
+        fprintf(stderr, "pynox: %s: %s; reinstall pynox\n", what, strerror(errno));
+    }
+    exit(EXIT_SETUP_FAILURE);
+}
+
+static int join(char *out, size_t size, const char *a, const char *b)
+{
+    int n = snprintf(out, size, "%s/%s", a, b);
+    return n > 0 && (size_t)n < size ? 0 : -1;
+}
+
+static int is_file(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+/* The directory that holds the real launcher file (symlinks on PATH resolved). */
+static void launcher_dir(char *out, size_t size)
+{
+    ssize_t n = readlink("/proc/self/exe", out, size - 1);
+    if (n < 0) {
+        fail("cannot find its own location through", "/proc/self/exe");
+    }
+    if ((size_t)n >= size - 1) {
+        errno = ENAMETOOLONG;
+        fail("cannot find its own location through", "/proc/self/exe");
+    }
+    out[n] = '\0';
+    char *slash = strrchr(out, '/');
+    if (slash == NULL || slash == out) {
+        errno = ENOENT;
+        fail("cannot find its own directory from", out);
+    }
+    *slash = '\0';
+}
+
+/* Finds the interpreter and the prefix it belongs to. */
+static void find_interpreter(const char *dir, char *python, char *prefix, size_t size)
+{
+    if (join(python, size, dir, "python3") == 0 && is_file(python)) {
+        if (join(prefix, size, dir, "..") != 0) {
+            errno = ENAMETOOLONG;
+            fail("cannot build a path under", dir);
+        }
+        return;
+    }
+    if (join(python, size, dir, "../python/bin/python3") == 0 && is_file(python)) {
+        if (join(prefix, size, dir, "../python") != 0) {
+            errno = ENAMETOOLONG;
+            fail("cannot build a path under", dir);
+        }
+        return;
+    }
+    errno = ENOENT;
+    fail("cannot find its Python interpreter next to", dir);
+}
+
+/* The CPython version: a virtual environment records it in pyvenv.cfg
+ * ("version" from venv, "version_info" from uv and virtualenv); otherwise it
+ * is the one the launcher was built for. */
+static void python_version(const char *prefix, char *out, size_t size)
+{
+    char cfg[PATH_MAX];
+    snprintf(out, size, "%s", PYNOX_PYTHON_VERSION);
+    if (join(cfg, sizeof cfg, prefix, "pyvenv.cfg") != 0) {
+        return;
+    }
+    FILE *file = fopen(cfg, "re");
+    if (file == NULL) {
+        return;
+    }
+    char line[512];
+    while (fgets(line, sizeof line, file) != NULL) {
+        char key[64];
+        char value[64];
+        if (sscanf(line, " %63[a-z_] = %63[0-9.]", key, value) == 2
+            && (strcmp(key, "version") == 0 || strcmp(key, "version_info") == 0)) {
+            snprintf(out, size, "%s", value);
+            break;
+        }
+    }
+    if (fclose(file) != 0) {
+        return;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    char dir[PATH_MAX];
+    char python[PATH_MAX];
+    char prefix[PATH_MAX];
+    launcher_dir(dir, sizeof dir);
+    find_interpreter(dir, python, prefix, sizeof python);
+
+    if (argc == 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
+        char version[64];
+        python_version(prefix, version, sizeof version);
+        if (printf("pynox %s (CPython %s)\n", PYNOX_VERSION, version) < 0 || fflush(stdout) != 0) {
+            return 1;
+        }
+        return 0;
+    }
+
+    /* argv for exec: python, [options], user arguments, NULL. */
+    char **args = calloc((size_t)argc + 6, sizeof *args);
+    if (args == NULL) {
+        fail("cannot allocate its argument list", NULL);
+    }
+    size_t n = 0;
+    args[n++] = python;
+    int first = 1;
+    if (argc > 1 && strcmp(argv[1], "--no-sandbox") == 0) {
+        first = 2;  /* CPython's own command line, unchanged */
+    } else {
+        char site_dir[PATH_MAX];
+        char marker[PATH_MAX];
+        int with_site_dir =
+            snprintf(site_dir, sizeof site_dir, "%s/lib/python%s/site-packages", prefix,
+                     PYNOX_PYTHON_MINOR) < (int)sizeof site_dir
+            && join(marker, sizeof marker, site_dir, "pynox/cli.py") == 0 && is_file(marker);
+        args[n++] = "-I";
+        if (with_site_dir) {
+            args[n++] = "-S";
+            args[n++] = "-c";
+            args[n++] = (char *)BOOT_WITH_SITE_DIR;
+            /* Normalized, so tracebacks can tell pynox's own frames by path. */
+            args[n++] = realpath(site_dir, NULL);
+            if (args[n - 1] == NULL) {
+                fail("cannot resolve", site_dir);
+            }
+        } else {
+            args[n++] = "-c";
+            args[n++] = (char *)BOOT;
+        }
+    }
+    for (int i = first; i < argc; i++) {
+        args[n++] = argv[i];
+    }
+    args[n] = NULL;
+    execv(python, args);
+    fail("cannot start the interpreter", python);
+    return EXIT_SETUP_FAILURE;
+}

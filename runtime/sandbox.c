@@ -1,0 +1,63 @@
+/* pynox_sandbox_apply(): the order in which the layers go on.
+ *
+ * The order matters: descriptors are closed before anything can leak through
+ * them, limits and capabilities are settled while the process may still change
+ * them, no_new_privs precedes Landlock and seccomp (both need it without
+ * CAP_SYS_ADMIN), and seccomp comes last because its filter denies calls the
+ * earlier steps make. The first failure stops everything; the caller must then
+ * refuse to run the program (the process may be half-confined by then).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+
+#include "internal.h"
+
+int pynox_fail(char *err, size_t err_len, const char *fmt, ...)
+{
+    if (err != NULL && err_len > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        /* A truncated reason is still a reason; vsnprintf always terminates. */
+        if (vsnprintf(err, err_len, fmt, ap) < 0)
+            err[0] = '\0';
+        va_end(ap);
+    }
+    return -1;
+}
+
+int pynox_sandbox_apply(const struct pynox_policy *policy, char *err, size_t err_len)
+{
+    if (err != NULL && err_len > 0)
+        err[0] = '\0';
+    if (policy == NULL)
+        return pynox_fail(err, err_len, "no sandbox policy was given");
+    if ((policy->read_count > 0 && policy->read_paths == NULL) ||
+        (policy->write_count > 0 && policy->write_paths == NULL) ||
+        (policy->keep_fd_count > 0 && policy->keep_fds == NULL))
+        return pynox_fail(err, err_len, "the sandbox policy has a count without its array");
+
+    /* Landlock and seccomp confine only the calling thread. */
+    if (pynox_require_single_thread(err, err_len) != 0)
+        return -1;
+    if (policy->parent_pid != 0 && pynox_bind_to_parent(policy->parent_pid, err, err_len) != 0)
+        return -1;
+    if (policy->new_session && pynox_new_session(err, err_len) != 0)
+        return -1;
+    if (pynox_close_descriptors(policy->keep_fds, policy->keep_fd_count, err, err_len) != 0)
+        return -1;
+    if (pynox_set_limits(policy->memory_bytes, policy->max_file_size, err, err_len) != 0)
+        return -1;
+    /* Without it a set-uid or file-capability binary could undo the rest. */
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return pynox_fail(err, err_len, "prctl(PR_SET_NO_NEW_PRIVS) failed: %s", strerror(errno));
+    if (pynox_drop_capabilities(err, err_len) != 0)
+        return -1;
+    if (pynox_apply_landlock(policy, err, err_len) != 0)
+        return -1;
+    if (pynox_apply_seccomp(policy, err, err_len) != 0)
+        return -1;
+    return 0;
+}

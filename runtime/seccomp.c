@@ -1,0 +1,530 @@
+/* seccomp-BPF: the system-call denylist.
+ *
+ * Default ALLOW; a denied call fails with EPERM (never a kill or a trap, so
+ * Python raises PermissionError and the program can carry on). clone3 fails
+ * with ENOSYS instead, so that glibc falls back to clone, whose flags a
+ * filter can read (clone3 passes them in memory). Every argument check loads
+ * the low 32 bits of the argument, which is all the kernel reads of an int,
+ * a pid or an ioctl request.
+ *
+ * Layout: check the architecture, load the number, then one small block per
+ * system call, each "JEQ nr, else skip the block" followed by code that ends
+ * in RET on every path, so no jump ever spans more than one block.
+ */
+#include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "bpf.h"
+#include "internal.h"
+#include "syscalls.h"
+
+#define RET_ALLOW SECCOMP_RET_ALLOW
+#define RET_ERRNO(e) (SECCOMP_RET_ERRNO | ((uint32_t)(e) & SECCOMP_RET_DATA))
+#define RET_EPERM RET_ERRNO(EPERM)
+
+/* Offsets of the low and high 32-bit words of argument i (little-endian). */
+#define ARG_LO(i) ((uint32_t)(offsetof(struct seccomp_data, args) + (i) * sizeof(uint64_t)))
+#define ARG_HI(i) (ARG_LO(i) + (uint32_t)sizeof(uint32_t))
+
+#ifndef IOPRIO_WHO_PROCESS
+#define IOPRIO_WHO_PROCESS 1
+#endif
+#ifndef TIOCLINUX
+#define TIOCLINUX 0x541C
+#endif
+
+/* Denied outright with EPERM. A name this architecture or these headers do
+ * not have is skipped. */
+static const uint32_t denied_syscalls[] = {
+    /* Running other programs and making processes (threads go through clone, below). */
+#ifdef __NR_execve
+    __NR_execve,
+#endif
+#ifdef __NR_execveat
+    __NR_execveat,
+#endif
+#ifdef __NR_fork
+    __NR_fork,
+#endif
+#ifdef __NR_vfork
+    __NR_vfork,
+#endif
+    /* Namespaces, and reaching into other processes. */
+#ifdef __NR_unshare
+    __NR_unshare,
+#endif
+#ifdef __NR_setns
+    __NR_setns,
+#endif
+#ifdef __NR_ptrace
+    __NR_ptrace,
+#endif
+#ifdef __NR_process_vm_readv
+    __NR_process_vm_readv,
+#endif
+#ifdef __NR_process_vm_writev
+    __NR_process_vm_writev,
+#endif
+#ifdef __NR_kcmp
+    __NR_kcmp,
+#endif
+#ifdef __NR_pidfd_getfd
+    __NR_pidfd_getfd,
+#endif
+#ifdef __NR_pidfd_send_signal
+    __NR_pidfd_send_signal,
+#endif
+#ifdef __NR_process_madvise
+    __NR_process_madvise,
+#endif
+    /* Mounts and the root directory. */
+#ifdef __NR_mount
+    __NR_mount,
+#endif
+#ifdef __NR_umount2
+    __NR_umount2,
+#endif
+#ifdef __NR_pivot_root
+    __NR_pivot_root,
+#endif
+#ifdef __NR_chroot
+    __NR_chroot,
+#endif
+#ifdef __NR_move_mount
+    __NR_move_mount,
+#endif
+#ifdef __NR_open_tree
+    __NR_open_tree,
+#endif
+#ifdef __NR_open_tree_attr
+    __NR_open_tree_attr,
+#endif
+#ifdef __NR_fsopen
+    __NR_fsopen,
+#endif
+#ifdef __NR_fsconfig
+    __NR_fsconfig,
+#endif
+#ifdef __NR_fsmount
+    __NR_fsmount,
+#endif
+#ifdef __NR_fspick
+    __NR_fspick,
+#endif
+#ifdef __NR_mount_setattr
+    __NR_mount_setattr,
+#endif
+    /* Kernel attack surface an interpreter has no use for. */
+#ifdef __NR_bpf
+    __NR_bpf,
+#endif
+#ifdef __NR_perf_event_open
+    __NR_perf_event_open,
+#endif
+#ifdef __NR_keyctl
+    __NR_keyctl,
+#endif
+#ifdef __NR_add_key
+    __NR_add_key,
+#endif
+#ifdef __NR_request_key
+    __NR_request_key,
+#endif
+#ifdef __NR_userfaultfd
+    __NR_userfaultfd,
+#endif
+#ifdef __NR_io_uring_setup
+    __NR_io_uring_setup,
+#endif
+#ifdef __NR_io_uring_enter
+    __NR_io_uring_enter,
+#endif
+#ifdef __NR_io_uring_register
+    __NR_io_uring_register,
+#endif
+#ifdef __NR_lookup_dcookie
+    __NR_lookup_dcookie,
+#endif
+#ifdef __NR_uselib
+    __NR_uselib,
+#endif
+    /* Administration of the machine. */
+#ifdef __NR_kexec_load
+    __NR_kexec_load,
+#endif
+#ifdef __NR_kexec_file_load
+    __NR_kexec_file_load,
+#endif
+#ifdef __NR_init_module
+    __NR_init_module,
+#endif
+#ifdef __NR_finit_module
+    __NR_finit_module,
+#endif
+#ifdef __NR_delete_module
+    __NR_delete_module,
+#endif
+#ifdef __NR_reboot
+    __NR_reboot,
+#endif
+#ifdef __NR_swapon
+    __NR_swapon,
+#endif
+#ifdef __NR_swapoff
+    __NR_swapoff,
+#endif
+#ifdef __NR_acct
+    __NR_acct,
+#endif
+#ifdef __NR_quotactl
+    __NR_quotactl,
+#endif
+#ifdef __NR_quotactl_fd
+    __NR_quotactl_fd,
+#endif
+#ifdef __NR_iopl
+    __NR_iopl,
+#endif
+#ifdef __NR_ioperm
+    __NR_ioperm,
+#endif
+#ifdef __NR_settimeofday
+    __NR_settimeofday,
+#endif
+#ifdef __NR_clock_settime
+    __NR_clock_settime,
+#endif
+#ifdef __NR_clock_adjtime
+    __NR_clock_adjtime,
+#endif
+#ifdef __NR_adjtimex
+    __NR_adjtimex,
+#endif
+#ifdef __NR_sethostname
+    __NR_sethostname,
+#endif
+#ifdef __NR_setdomainname
+    __NR_setdomainname,
+#endif
+#ifdef __NR_vhangup
+    __NR_vhangup,
+#endif
+#ifdef __NR_syslog
+    __NR_syslog,
+#endif
+#ifdef __NR_fanotify_init
+    __NR_fanotify_init,
+#endif
+#ifdef __NR_open_by_handle_at
+    __NR_open_by_handle_at,
+#endif
+#ifdef __NR_name_to_handle_at
+    __NR_name_to_handle_at,
+#endif
+    /* Signals by thread id alone could reach other processes; raise() uses tgkill. */
+#ifdef __NR_tkill
+    __NR_tkill,
+#endif
+    /* System V IPC and POSIX message queues outlive the process and are shared machine-wide. */
+#ifdef __NR_shmget
+    __NR_shmget,
+#endif
+#ifdef __NR_shmat
+    __NR_shmat,
+#endif
+#ifdef __NR_shmdt
+    __NR_shmdt,
+#endif
+#ifdef __NR_shmctl
+    __NR_shmctl,
+#endif
+#ifdef __NR_msgget
+    __NR_msgget,
+#endif
+#ifdef __NR_msgsnd
+    __NR_msgsnd,
+#endif
+#ifdef __NR_msgrcv
+    __NR_msgrcv,
+#endif
+#ifdef __NR_msgctl
+    __NR_msgctl,
+#endif
+#ifdef __NR_semget
+    __NR_semget,
+#endif
+#ifdef __NR_semop
+    __NR_semop,
+#endif
+#ifdef __NR_semctl
+    __NR_semctl,
+#endif
+#ifdef __NR_semtimedop
+    __NR_semtimedop,
+#endif
+#ifdef __NR_mq_open
+    __NR_mq_open,
+#endif
+#ifdef __NR_mq_unlink
+    __NR_mq_unlink,
+#endif
+#ifdef __NR_mq_timedsend
+    __NR_mq_timedsend,
+#endif
+#ifdef __NR_mq_timedreceive
+    __NR_mq_timedreceive,
+#endif
+#ifdef __NR_mq_notify
+    __NR_mq_notify,
+#endif
+#ifdef __NR_mq_getsetattr
+    __NR_mq_getsetattr,
+#endif
+    /* Metadata changes, which Landlock does not cover (utimensat is below). */
+#ifdef __NR_chmod
+    __NR_chmod,
+#endif
+#ifdef __NR_fchmod
+    __NR_fchmod,
+#endif
+#ifdef __NR_fchmodat
+    __NR_fchmodat,
+#endif
+#ifdef __NR_fchmodat2
+    __NR_fchmodat2,
+#endif
+#ifdef __NR_chown
+    __NR_chown,
+#endif
+#ifdef __NR_fchown
+    __NR_fchown,
+#endif
+#ifdef __NR_lchown
+    __NR_lchown,
+#endif
+#ifdef __NR_fchownat
+    __NR_fchownat,
+#endif
+#ifdef __NR_setxattr
+    __NR_setxattr,
+#endif
+#ifdef __NR_lsetxattr
+    __NR_lsetxattr,
+#endif
+#ifdef __NR_fsetxattr
+    __NR_fsetxattr,
+#endif
+#ifdef __NR_removexattr
+    __NR_removexattr,
+#endif
+#ifdef __NR_lremovexattr
+    __NR_lremovexattr,
+#endif
+#ifdef __NR_fremovexattr
+    __NR_fremovexattr,
+#endif
+#ifdef __NR_setxattrat
+    __NR_setxattrat,
+#endif
+#ifdef __NR_removexattrat
+    __NR_removexattrat,
+#endif
+#ifdef __NR_file_setattr
+    __NR_file_setattr,
+#endif
+#ifdef __NR_utime
+    __NR_utime,
+#endif
+#ifdef __NR_utimes
+    __NR_utimes,
+#endif
+#ifdef __NR_futimesat
+    __NR_futimesat,
+#endif
+};
+
+/* Namespaces a clone() must not create. */
+#define CLONE_NAMESPACES                                                                   \
+    (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | \
+     CLONE_NEWCGROUP)
+
+static void deny(struct pynox_bpf *prog, uint32_t nr, uint32_t action)
+{
+    size_t block = pynox_bpf_begin_block(prog, nr);
+    pynox_bpf_ret(prog, action);
+    pynox_bpf_end_block(prog, block);
+}
+
+/* Inside a block: RET EPERM unless argument `arg` equals `value`. */
+static void require_arg(struct pynox_bpf *prog, unsigned int arg, uint32_t value)
+{
+    pynox_bpf_load(prog, ARG_LO(arg));
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, value);
+    pynox_bpf_ret(prog, RET_EPERM);
+}
+
+/* Allows nr only when argument `arg` is one of `values`; else EPERM. */
+static void allow_only_with(struct pynox_bpf *prog, uint32_t nr, unsigned int arg,
+                            const uint32_t *values, size_t count)
+{
+    size_t block = pynox_bpf_begin_block(prog, nr);
+    pynox_bpf_load(prog, ARG_LO(arg));
+    pynox_bpf_ret_if_one_of(prog, values, count, RET_ALLOW, RET_EPERM);
+    pynox_bpf_end_block(prog, block);
+}
+
+/* Threads only: CLONE_THREAD set and no namespace flag. fork(), vfork() and
+ * posix_spawn() all come through here without CLONE_THREAD. */
+static void emit_clone(struct pynox_bpf *prog)
+{
+    size_t block = pynox_bpf_begin_block(prog, __NR_clone);
+    pynox_bpf_load(prog, ARG_LO(0)); /* flags are the first argument on both targets */
+    pynox_bpf_and(prog, CLONE_THREAD | CLONE_NAMESPACES);
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 0, 1, CLONE_THREAD);
+    pynox_bpf_ret(prog, RET_ALLOW);
+    pynox_bpf_ret(prog, RET_EPERM);
+    pynox_bpf_end_block(prog, block);
+}
+
+/* No Unix sockets (they reach services by path or abstract name), no raw,
+ * netlink or packet sockets; TCP/UDP only with network access. socketpair()
+ * stays: asyncio needs it and it reaches nothing outside. */
+static void emit_socket(struct pynox_bpf *prog, int allow_network)
+{
+    static const uint32_t inet[] = {AF_INET, AF_INET6};
+    size_t block = pynox_bpf_begin_block(prog, __NR_socket);
+    pynox_bpf_load(prog, ARG_LO(0));
+    /* EACCES for "the policy has no network", EPERM for "never". */
+    pynox_bpf_ret_if_one_of(prog, inet, 2, allow_network ? RET_ALLOW : RET_ERRNO(EACCES),
+                            RET_EPERM);
+    pynox_bpf_end_block(prog, block);
+}
+
+/* Terminal ioctls that push input into a terminal or take one over. */
+static void emit_ioctl(struct pynox_bpf *prog)
+{
+    static const uint32_t requests[] = {TIOCSTI, TIOCLINUX, TIOCSCTTY};
+    size_t block = pynox_bpf_begin_block(prog, __NR_ioctl);
+    pynox_bpf_load(prog, ARG_LO(1));
+    pynox_bpf_ret_if_one_of(prog, requests, 3, RET_EPERM, RET_ALLOW);
+    pynox_bpf_end_block(prog, block);
+}
+
+/* utimensat(fd, NULL, ...) is futimens() on an open descriptor, which is
+ * fine; with a path it changes a file Landlock let us only look up. A NULL
+ * test must see both words, or a pointer whose low half is 0 would pass. */
+static void emit_utimensat(struct pynox_bpf *prog)
+{
+    size_t block = pynox_bpf_begin_block(prog, __NR_utimensat);
+    pynox_bpf_load(prog, ARG_LO(1));
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 0, 3, 0);
+    pynox_bpf_load(prog, ARG_HI(1));
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0);
+    pynox_bpf_ret(prog, RET_ALLOW);
+    pynox_bpf_ret(prog, RET_EPERM);
+    pynox_bpf_end_block(prog, block);
+}
+
+/* Calls that may name another process: only this one. */
+static void emit_own_process(struct pynox_bpf *prog, pid_t pid, int new_session)
+{
+    const uint32_t self = (uint32_t)pid;
+    const uint32_t own_group = (uint32_t)-pid;
+    const uint32_t self_or_zero[] = {self, 0};
+    /* kill(0) is the caller's process group: its own only after setsid(),
+     * otherwise the group of whoever started it. */
+    const uint32_t kill_targets[] = {self, own_group, 0};
+    const size_t kill_count = new_session ? 3 : 2;
+
+    allow_only_with(prog, __NR_kill, 0, kill_targets, kill_count);
+    allow_only_with(prog, __NR_rt_sigqueueinfo, 0, kill_targets, kill_count);
+    allow_only_with(prog, __NR_tgkill, 0, &self, 1);
+    allow_only_with(prog, __NR_rt_tgsigqueueinfo, 0, &self, 1);
+
+    allow_only_with(prog, __NR_prlimit64, 0, self_or_zero, 2);
+    allow_only_with(prog, __NR_sched_setscheduler, 0, self_or_zero, 2);
+    allow_only_with(prog, __NR_sched_setparam, 0, self_or_zero, 2);
+    allow_only_with(prog, __NR_sched_setaffinity, 0, self_or_zero, 2);
+    allow_only_with(prog, __NR_sched_setattr, 0, self_or_zero, 2);
+    allow_only_with(prog, __NR_migrate_pages, 0, self_or_zero, 2);
+    allow_only_with(prog, __NR_move_pages, 0, self_or_zero, 2);
+
+    /* (which, who): a process, and that process is this one. */
+    size_t block = pynox_bpf_begin_block(prog, __NR_setpriority);
+    require_arg(prog, 0, PRIO_PROCESS);
+    pynox_bpf_load(prog, ARG_LO(1));
+    pynox_bpf_ret_if_one_of(prog, self_or_zero, 2, RET_ALLOW, RET_EPERM);
+    pynox_bpf_end_block(prog, block);
+
+    block = pynox_bpf_begin_block(prog, __NR_ioprio_set);
+    require_arg(prog, 0, IOPRIO_WHO_PROCESS);
+    pynox_bpf_load(prog, ARG_LO(1));
+    pynox_bpf_ret_if_one_of(prog, self_or_zero, 2, RET_ALLOW, RET_EPERM);
+    pynox_bpf_end_block(prog, block);
+}
+
+static void build_filter(struct pynox_bpf *prog, const struct pynox_policy *policy)
+{
+    pynox_bpf_init(prog);
+
+    /* Another ABI (i386 via int 0x80, AArch32) has other numbers: refuse all
+     * of it rather than check the numbers against the wrong table. */
+    pynox_bpf_load(prog, offsetof(struct seccomp_data, arch));
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, PYNOX_AUDIT_ARCH);
+    pynox_bpf_ret(prog, RET_EPERM);
+
+    pynox_bpf_load(prog, offsetof(struct seccomp_data, nr));
+#ifdef PYNOX_X32_SYSCALL_BIT
+    /* x32 calls share the arch value; their numbers carry this bit. */
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JSET | BPF_K, 0, 1, PYNOX_X32_SYSCALL_BIT);
+    pynox_bpf_ret(prog, RET_EPERM);
+#endif
+
+    for (size_t i = 0; i < sizeof(denied_syscalls) / sizeof(denied_syscalls[0]); i++)
+        deny(prog, denied_syscalls[i], RET_EPERM);
+    deny(prog, __NR_clone3, RET_ERRNO(ENOSYS));
+
+    emit_clone(prog);
+    emit_socket(prog, policy->allow_network);
+    emit_ioctl(prog);
+    {
+        /* Only the query; ADDR_NO_RANDOMIZE and friends weaken the process. */
+        static const uint32_t query = 0xffffffffU;
+        allow_only_with(prog, __NR_personality, 0, &query, 1);
+    }
+    emit_utimensat(prog);
+    emit_own_process(prog, getpid(), policy->new_session);
+
+    pynox_bpf_ret(prog, RET_ALLOW);
+}
+
+int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err_len)
+{
+    struct pynox_bpf prog;
+    build_filter(&prog, policy);
+    if (prog.broken != NULL)
+        return pynox_fail(err, err_len, "%s", prog.broken);
+
+    struct sock_fprog fprog = {.len = (unsigned short)prog.len, .filter = prog.insns};
+    if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) == 0)
+        return 0;
+    if (errno != ENOSYS)
+        return pynox_fail(err, err_len, "installing the seccomp filter failed: %s",
+                          strerror(errno));
+    /* Linux < 3.17 has no seccomp(2), only the prctl. */
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog, 0, 0) != 0)
+        return pynox_fail(err, err_len, "installing the seccomp filter failed: %s",
+                          strerror(errno));
+    return 0;
+}

@@ -1,0 +1,410 @@
+"""The `pynox` command: flags, defaults, --json, hints, usage errors, doctor."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import PYNOX, PYTHON, pynox, run
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def result_of(proc: subprocess.CompletedProcess[bytes]) -> dict:
+    lines = proc.stdout.decode().splitlines()
+    assert len(lines) == 1, proc.stdout
+    return json.loads(lines[0])
+
+
+# --- --version, --help, usage -------------------------------------------------------
+
+
+def test_version_names_pynox_and_the_interpreter() -> None:
+    for flag in ("--version", "-V"):
+        proc = pynox(flag)
+        expected = "pynox 0.1.0 (CPython %d.%d.%d)\n" % sys.version_info[:3]
+        assert proc.returncode == 0
+        assert proc.stdout.decode() == expected
+
+
+def test_help_lists_every_flag() -> None:
+    proc = pynox("--help")
+    assert proc.returncode == 0
+    text = proc.stdout.decode()
+    for flag in ("--allow-read", "--allow-write", "--package-dir", "--allow-env",
+                 "--allow-network", "--timeout", "--memory", "--max-output",
+                 "--max-file-size", "--config", "--profile", "--json", "--no-sandbox"):
+        assert flag in text
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ([], "give a program to run"),
+        (["--allow-reed=x", "a.py"], "unknown flag --allow-reed"),
+        (["--timeout=abc", "-c", "pass"], "--timeout=abc is not a duration"),
+        (["--memory=1m", "-c", "pass"], "below the 32m minimum"),
+        (["--max-output=1g", "-c", "pass"], "--max-output"),
+        (["-O", "a.py"], "-O needs --no-sandbox"),
+        (["-X", "dev", "a.py"], "-X needs --no-sandbox"),
+        (["--json=1", "a.py"], "--json takes no value"),
+        (["--allow-read"], "--allow-read needs a value"),
+        (["--allow-read=/x", "--no-sandbox", "a.py"], "--no-sandbox must come first"),
+        (["-c"], "-c needs code"),
+    ],
+)
+def test_usage_errors_are_one_line_with_status_2(args: list[str], fragment: str) -> None:
+    proc = pynox(*args)
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 2, stderr
+    assert stderr.count("\n") == 1 and stderr.startswith("pynox: "), stderr
+    assert fragment in stderr
+    assert "Traceback" not in stderr
+
+
+def test_missing_script_matches_pythons_status(tmp_path: Path) -> None:
+    proc = pynox("nope.py", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == (
+        f"pynox: can't open file '{tmp_path / 'nope.py'}': [Errno 2] No such file or directory\n"
+    )
+
+
+def test_accepted_interpreter_options(tmp_path: Path) -> None:
+    script = write(tmp_path / "a.py", "import sys\nprint(sys.path[0] if sys.path else None)\n")
+    assert pynox("-B", "-q", "-s", "-E", str(script)).stdout.decode() == f"{tmp_path}\n"
+    # -I keeps the script's directory off sys.path, as python -I does.
+    isolated = pynox("-I", str(script)).stdout.decode()
+    assert isolated != f"{tmp_path}\n"
+    assert isolated == run([PYTHON, "-I", str(script)]).stdout.decode()
+
+
+def test_unbuffered_option_interleaves_like_python(tmp_path: Path) -> None:
+    script = write(tmp_path / "a.py",
+                   "import sys\nprint('out1')\nprint('err1', file=sys.stderr)\nprint('out2')\n")
+    merged = subprocess.run([PYNOX, "-u", str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    assert merged.stdout == b"out1\nerr1\nout2\n"
+
+
+# --- no-sandbox -----------------------------------------------------------------------
+
+
+def test_no_sandbox_hands_the_command_line_to_cpython(tmp_path: Path) -> None:
+    script = write(tmp_path / "a.py", "import sys\nprint(sys.flags.optimize, __debug__)\n")
+    proc = pynox("--no-sandbox", "-O", str(script))
+    assert proc.returncode == 0
+    assert proc.stdout.decode() == "1 False\n"
+    secret = write(tmp_path / "secret.txt", "open")
+    proc = pynox("--no-sandbox", "-c", f"print(open({str(secret)!r}).read())")
+    assert proc.stdout.decode() == "open\n"
+
+
+# --- grants -------------------------------------------------------------------------
+
+
+def test_script_directory_is_readable_and_nothing_else(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    write(project / "data.txt", "inside")
+    write(tmp_path / "outside.txt", "outside")
+    script = write(project / "a.py",
+                   "print(open('data.txt').read())\nprint(open('../outside.txt').read())\n")
+    proc = pynox(str(script), cwd=project)
+    assert proc.stdout.decode() == "inside\n"
+    assert proc.returncode == 1
+    assert "PermissionError" in proc.stderr.decode()
+    assert (
+        f"pynox: reading {tmp_path / 'outside.txt'} is not allowed; "
+        f"grant it with --allow-read={tmp_path / 'outside.txt'}\n"
+    ) in proc.stderr.decode()
+
+
+def test_allow_read_and_allow_write_are_separate(tmp_path: Path) -> None:
+    data = write(tmp_path / "data" / "in.txt", "42").parent
+    out = tmp_path / "out"
+    out.mkdir()
+    script = write(tmp_path / "job" / "job.py",
+                   "n = int(open('%s/in.txt').read())\n"
+                   "open('%s/result.txt', 'w').write(str(n + 1))\n" % (data, out))
+    proc = pynox(f"--allow-read={data}", f"--allow-write={out}", str(script))
+    assert proc.returncode == 0, proc.stderr
+    assert (out / "result.txt").read_text() == "43"
+    # Writing never implies reading.
+    proc = pynox(f"--allow-write={out}", "-c", f"print(open('{out}/result.txt').read())")
+    assert proc.returncode == 1
+    assert f"--allow-read={out}/result.txt" in proc.stderr.decode()
+    # Reading never implies writing.
+    proc = pynox(f"--allow-read={data}", "-c", f"open('{data}/new.txt', 'w')")
+    assert proc.returncode == 1
+    assert f"--allow-write={data}" in proc.stderr.decode()
+    assert not (data / "new.txt").exists()
+
+
+def test_relative_grants_resolve_against_the_working_directory(tmp_path: Path) -> None:
+    write(tmp_path / "data" / "x.txt", "rel")
+    proc = pynox("--json", "--allow-read=data", "-c", "print(open('data/x.txt').read())",
+                 cwd=tmp_path)
+    result = result_of(proc)
+    assert result["stdout"] == "rel\n"
+    assert result["policy"]["allow_read"] == [str(tmp_path / "data")]
+
+
+def test_grant_of_a_missing_path_is_refused(tmp_path: Path) -> None:
+    proc = pynox("--allow-read=missing", "-c", "pass", cwd=tmp_path)
+    assert proc.returncode == 125
+    assert proc.stderr.decode() == (
+        f"pynox: cannot grant reading {tmp_path / 'missing'}: it does not exist; "
+        "create it first or correct the path\n"
+    )
+
+
+def test_code_gets_no_implicit_read(tmp_path: Path) -> None:
+    write(tmp_path / "x.txt", "x")
+    proc = pynox("-c", "open('x.txt').read()", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "PermissionError" in proc.stderr.decode()
+
+
+def test_module_mode_reads_the_working_directory(tmp_path: Path) -> None:
+    write(tmp_path / "tool.py", "import sys\nprint('tool', sys.argv[1:])\n")
+    proc = pynox("-m", "tool", "a", "b", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode() == "tool ['a', 'b']\n"
+
+
+def test_package_dir_imports_without_pth_execution(tmp_path: Path) -> None:
+    packages = tmp_path / "site"
+    write(packages / "greeting" / "__init__.py", "WORD = 'hello'\n")
+    write(packages / "evil.pth", "import os; os.environ['PTH_RAN'] = '1'\n")
+    code = "import os, greeting\nprint(greeting.WORD, os.environ.get('PTH_RAN'))"
+    assert pynox("-c", code).returncode == 1
+    proc = pynox(f"--package-dir={packages}", "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode() == "hello None\n"
+
+
+def test_environment_is_empty_unless_allowed() -> None:
+    env = {"SECRET_TOKEN": "s3", "API_KEY": "k1"}
+    code = "import os\nprint(sorted(os.environ.items()))"
+    assert pynox("-c", code, env=env).stdout.decode() == "[]\n"
+    proc = pynox("--allow-env=API_KEY", "-c", code, env=env)
+    assert proc.stdout.decode() == "[('API_KEY', 'k1')]\n"
+
+
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "GCONV_PATH"])
+def test_loader_variables_are_refused(name: str) -> None:
+    proc = pynox(f"--allow-env={name}", "-c", "pass", env={name: "/tmp/x"})
+    assert proc.returncode == 125
+    assert f"{name} steers the dynamic loader" in proc.stderr.decode()
+
+
+def test_network_is_off_until_allowed() -> None:
+    code = "import socket\ns = socket.socket()\nprint('made')"
+    denied = pynox("-c", code)
+    assert denied.returncode == 1
+    assert "pynox: the network is off; grant it with --allow-network\n" in denied.stderr.decode()
+    allowed = pynox("--allow-network", "-c", code)
+    assert allowed.returncode == 0 and allowed.stdout == b"made\n"
+
+
+def test_subprocesses_are_never_allowed() -> None:
+    proc = pynox("-c", "import subprocess\nsubprocess.run(['true'])")
+    assert proc.returncode == 1
+    assert "pynox: starting processes" in proc.stderr.decode()
+
+
+# --- limits -------------------------------------------------------------------------
+
+
+def test_timeout_stops_the_program_with_124() -> None:
+    started = time.monotonic()
+    proc = pynox("--timeout=500ms", "-c", "while True: pass")
+    assert time.monotonic() - started < 10
+    assert proc.returncode == 124
+    assert proc.stderr.decode() == (
+        "pynox: the program ran past its 500ms time limit and was stopped; make it faster "
+        "or raise the limit with --timeout=1s\n"
+    )
+
+
+def test_memory_limit_gives_memoryerror_and_hint() -> None:
+    proc = pynox("--memory=64m", "-c", "x = bytearray(256 * 1024 * 1024)")
+    assert proc.returncode == 1
+    stderr = proc.stderr.decode()
+    assert "MemoryError" in stderr
+    assert stderr.endswith(
+        "pynox: the program used up its 64m memory limit; allocate less or raise the limit "
+        "with --memory=128m\n"
+    )
+
+
+def test_max_file_size(tmp_path: Path) -> None:
+    code = f"open('{tmp_path}/big', 'wb').write(b'x' * (2 << 20))"
+    proc = pynox(f"--allow-write={tmp_path}", "--max-file-size=1m", "-c", code)
+    assert proc.returncode == 1
+    assert "File too large" in proc.stderr.decode()
+    assert "--max-file-size=2m" in proc.stderr.decode()
+    assert (tmp_path / "big").stat().st_size <= 1 << 20
+
+
+# --- --json -------------------------------------------------------------------------
+
+
+def test_json_result_has_every_field(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    script = write(tmp_path / "job.py", "import sys\nprint('out')\nprint('err', file=sys.stderr)\n")
+    proc = pynox("--json", f"--allow-read={data}", "--timeout=5s", "--memory=512m", str(script))
+    assert proc.returncode == 0
+    result = result_of(proc)
+    assert set(result) == {"exit", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
+                           "error", "duration_ms", "runtime", "policy"}
+    assert result["exit"] == 0 and result["error"] is None
+    assert (result["stdout"], result["stderr"]) == ("out\n", "err\n")
+    assert result["stdout_truncated"] is False and result["stderr_truncated"] is False
+    assert isinstance(result["duration_ms"], int)
+    assert result["runtime"] == {"name": "pynox", "python": "%d.%d.%d" % sys.version_info[:3],
+                                 "output": "captured"}
+    policy = result["policy"]
+    assert policy["allow_read"] == [str(data)]
+    assert policy["implicit_read"] == [str(tmp_path)]
+    assert policy["network"] == "deny" and policy["subprocesses"] == "deny"
+    assert policy["host_unix_sockets"] == "deny"
+    assert policy["timeout_ms"] == 5000 and policy["memory_bytes"] == 512 << 20
+    assert policy["backend"] == "landlock+seccomp"
+
+
+def test_json_error_object_for_a_denial(tmp_path: Path) -> None:
+    script = write(tmp_path / "probe.py", "x = 1\nopen('/etc/hostname').read()\n")
+    result = result_of(pynox("--json", str(script)))
+    assert result["exit"] == 1
+    assert result["error"] == {
+        "type": "PermissionError",
+        "message": "[Errno 13] Permission denied: '/etc/hostname'",
+        "file": str(script),
+        "line": 2,
+        "path": "/etc/hostname",
+        "hint": "reading /etc/hostname is not allowed; grant it with --allow-read=/etc/hostname",
+    }
+    assert result["stderr"].endswith("pynox: " + result["error"]["hint"] + "\n")
+
+
+def test_json_stdin_is_dev_null() -> None:
+    result = result_of(pynox("--json", "-c", "import sys\nprint(repr(sys.stdin.read()))"))
+    assert result["stdout"] == "''\n"
+
+
+def test_json_truncates_output_at_max_output() -> None:
+    proc = pynox("--json", "--max-output=100", "-c", "print('x' * 1000)")
+    result = result_of(proc)
+    assert result["stdout"] == "x" * 100
+    assert result["stdout_truncated"] is True and result["stderr_truncated"] is False
+
+
+def test_json_timeout_and_signal() -> None:
+    result = result_of(pynox("--json", "--timeout=300ms", "-c", "while True: pass"))
+    assert result["exit"] == 124 and result["error"]["type"] == "Timeout"
+    result = result_of(pynox("--json", "-c", "import os, signal\nos.kill(os.getpid(), 11)"))
+    assert result["exit"] == 128 + signal.SIGSEGV
+    assert result["error"]["type"] == "Signal" and "SIGSEGV" in result["error"]["message"]
+
+
+def test_json_exit_status_and_systemexit() -> None:
+    proc = pynox("--json", "-c", "raise SystemExit(7)")
+    assert proc.returncode == 7
+    result = result_of(proc)
+    assert result["exit"] == 7 and result["error"] is None
+
+
+# --- signals and status -------------------------------------------------------------
+
+
+def test_signal_death_is_passed_on() -> None:
+    proc = pynox("-c", "import os\nos.kill(os.getpid(), 9)")
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_sigint_reaches_the_program(tmp_path: Path) -> None:
+    script = write(tmp_path / "wait.py",
+                   "import time\nprint('ready', flush=True)\n"
+                   "try:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n"
+                   "    print('interrupted', flush=True)\n    raise\n")
+    child = subprocess.Popen([PYNOX, str(script)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert child.stdout is not None
+    assert child.stdout.readline() == b"ready\n"
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=20)
+    assert out == b"interrupted\n"
+    assert b"KeyboardInterrupt" in err
+    assert child.returncode == -signal.SIGINT
+
+
+def test_killing_the_supervisor_kills_the_program(tmp_path: Path) -> None:
+    marker = tmp_path / "alive"
+    marker.mkdir()
+    script = write(tmp_path / "a.py",
+                   "import time\nprint('ready', flush=True)\ntime.sleep(2)\n"
+                   f"open('{marker}/late', 'w').write('x')\n")
+    child = subprocess.Popen([PYNOX, f"--allow-write={marker}", str(script)],
+                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    assert child.stdout is not None
+    assert child.stdout.readline() == b"ready\n"
+    child.kill()
+    child.wait()
+    time.sleep(3)
+    assert not (marker / "late").exists()
+
+
+# --- doctor -------------------------------------------------------------------------
+
+
+def test_doctor_reports_the_kernel() -> None:
+    proc = pynox("doctor", "--json")
+    report = json.loads(proc.stdout)
+    for key in ("python", "architecture", "platform_tag", "landlock_abi", "seccomp", "pidfd",
+                "sandbox_supported", "sandbox_unavailable_reasons"):
+        assert key in report
+    assert report["sandbox_supported"] is (proc.returncode == 0)
+    assert report["sandbox_supported"] == (report["sandbox_unavailable_reasons"] == [])
+    text = pynox("doctor").stdout.decode()
+    assert re.search(r"^landlock_abi: \d+$", text, re.M)
+    assert "sandbox_supported:" in text
+
+
+def test_doctor_rejects_unknown_arguments() -> None:
+    proc = pynox("doctor", "--verbose")
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == "pynox: pynox doctor takes only --json\n"
+
+
+def test_stdin_program() -> None:
+    proc = run([PYNOX, "-", "a1"], input=b"import sys\nprint(sys.argv)\n")
+    assert proc.stdout == b"['-', 'a1']\n"
+
+
+def test_launcher_passes_arguments_through_unchanged(tmp_path: Path) -> None:
+    script = write(tmp_path / "a.py", "import sys\nprint(sys.argv[1:])\n")
+    args = ["--json", "-c", "x y", "--allow-read=/", ""]
+    proc = pynox(str(script), *args)
+    assert proc.stdout.decode() == repr(args) + "\n"
+
+
+def test_pynox_runs_from_a_symlink_on_path(tmp_path: Path) -> None:
+    link = tmp_path / "bin" / "pynox"
+    link.parent.mkdir()
+    os.symlink(PYNOX, link)
+    proc = run([str(link), "-c", "print('via link')"])
+    assert proc.stdout == b"via link\n"

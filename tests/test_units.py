@@ -1,0 +1,220 @@
+"""Durations and sizes: what users may write, what they are told when it is wrong."""
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pynox import units
+from pynox.errors import ConfigError, PolicyError, PynoxError, UsageError
+
+
+def test_error_classes_carry_their_exit_codes_and_message() -> None:
+    assert UsageError("x").exit_code == 2
+    assert ConfigError("x").exit_code == 125
+    assert PolicyError("x").exit_code == 125
+    error = ConfigError("the file is wrong; fix it")
+    assert isinstance(error, PynoxError)
+    assert error.message == str(error) == "the file is wrong; fix it"
+    assert error.user_line() == "pynox: the file is wrong; fix it"
+
+
+def test_limits() -> None:
+    assert units.MAX_TIMEOUT == 86400
+    assert units.MIN_MEMORY == 32 * 1024 * 1024
+    assert units.MAX_OUTPUT_LIMIT == 16 * 1024 * 1024
+    assert units.DEFAULT_MAX_OUTPUT == 65536
+
+
+@pytest.mark.parametrize(
+    ("written", "seconds"),
+    [
+        ("500ms", 0.5),
+        ("5s", 5.0),
+        ("1.5s", 1.5),
+        ("2m", 120.0),
+        ("1h", 3600.0),
+        ("90", 90.0),
+        (" 10s\t", 10.0),
+        ("5 s", 5.0),
+        ("5S", 5.0),
+        (".5s", 0.5),
+        ("24h", 86400.0),
+        (3, 3.0),
+        (0.25, 0.25),
+    ],
+)
+def test_parse_duration_accepts(written: object, seconds: float) -> None:
+    parsed = units.parse_duration(written, "--timeout")
+    assert parsed == seconds
+    assert type(parsed) is float
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["abc", "", "   ", "5x", "5 sec", "1.2.3s", "ms", ".", "inf", "nan", "1e3", "0x10", True, None,
+     [5], float("nan")],
+)
+def test_parse_duration_rejects_what_is_not_a_duration(written: object) -> None:
+    with pytest.raises(UsageError, match="is not a duration; write it like 500ms, 5s, 2m or 1h$"):
+        units.parse_duration(written, "--timeout")
+
+
+def test_parse_duration_messages() -> None:
+    def message(value: object, what: str = "--timeout") -> str:
+        with pytest.raises(UsageError) as failure:
+            units.parse_duration(value, what)
+        return failure.value.message
+
+    assert message("abc") == "--timeout=abc is not a duration; write it like 500ms, 5s, 2m or 1h"
+    assert message("0") == "--timeout=0 is not more than zero; give a positive duration, like 5s"
+    assert message(-1) == "--timeout=-1 is not more than zero; give a positive duration, like 5s"
+    assert message("-5s") == "--timeout=-5s is not more than zero; give a positive duration, like 5s"
+    assert message("25h") == "--timeout=25h is above the 24h maximum; give at most 24h"
+    assert message(86401) == "--timeout=86401 is above the 24h maximum; give at most 24h"
+    assert message(10**400) == f"--timeout={10**400} is above the 24h maximum; give at most 24h"
+    assert message("9" * 500 + "h").endswith("is above the 24h maximum; give at most 24h")
+    # A phrase names the key first; the value is then shown as it is written in TOML.
+    assert message("abc", "timeout in [permissions] of /p/pynox.toml") == (
+        'timeout = "abc" in [permissions] of /p/pynox.toml is not a duration;'
+        " write it like 500ms, 5s, 2m or 1h"
+    )
+
+
+def test_parse_duration_raises_the_error_class_asked_for() -> None:
+    with pytest.raises(ConfigError) as failure:
+        units.parse_duration("later", "timeout in [pool] of /p/pynox.toml", error=ConfigError)
+    assert failure.value.exit_code == 125
+
+
+@pytest.mark.parametrize(
+    ("written", "size"),
+    [
+        ("100", 100),
+        ("64k", 65536),
+        ("512m", 512 << 20),
+        ("1g", 1 << 30),
+        ("2t", 2 << 40),
+        ("512MiB", 512 << 20),
+        ("1GB", 1 << 30),
+        ("1kb", 1024),
+        ("1KiB", 1024),
+        ("7b", 7),
+        ("7B", 7),
+        (" 64 k ", 65536),
+        ("1.5g", 3 << 29),
+        ("0.1k", 102),  # 102.4 rounded down
+        ("1.1g", 1181116006),  # exact: float arithmetic would give ...005 or ...006 by luck
+        ("1.", 1),
+        (65536, 65536),
+        (0, 0),
+    ],
+)
+def test_parse_size_accepts(written: object, size: int) -> None:
+    parsed = units.parse_size(written, "--memory")
+    assert parsed == size
+    assert type(parsed) is int
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["abc", "", "1ib", "5x", "1.5.5k", "k", "1e3", "1kk", "1 gib b", True, None, 1.5, 1024.0,
+     ["1g"]],
+)
+def test_parse_size_rejects_what_is_not_a_size(written: object) -> None:
+    with pytest.raises(UsageError, match="is not a size; write it like 65536, 64k, 512m or 1g$"):
+        units.parse_size(written, "--max-output")
+
+
+def test_parse_size_messages() -> None:
+    def message(value: object, minimum: int = 0, maximum: int | None = None) -> str:
+        with pytest.raises(UsageError) as failure:
+            units.parse_size(value, "--memory", minimum, maximum)
+        return failure.value.message
+
+    assert message("abc") == "--memory=abc is not a size; write it like 65536, 64k, 512m or 1g"
+    assert message("16m", units.MIN_MEMORY) == (
+        "--memory=16m is below the 32m minimum; give at least 32m"
+    )
+    assert message("32m", 0, units.MAX_OUTPUT_LIMIT) == (
+        "--memory=32m is above the 16m maximum; give at most 16m"
+    )
+    assert message(-3, units.MIN_MEMORY) == "--memory=-3 is negative; give a size of at least 32m"
+    assert message("-1k") == "--memory=-1k is negative; give a size of at least 0"
+    assert message("9" * 5000) == (
+        f"--memory={'9' * 5000} is above the 1048576t maximum; give at most 1048576t"
+    )
+
+
+def test_parse_size_limits_are_inclusive() -> None:
+    assert units.parse_size("32m", "--memory", units.MIN_MEMORY) == units.MIN_MEMORY
+    assert units.parse_size("16m", "--max-output", 0, units.MAX_OUTPUT_LIMIT) == 16 << 20
+
+
+def test_parse_size_raises_the_error_class_asked_for() -> None:
+    with pytest.raises(ConfigError, match=r'^memory = "1m" in \[permissions\] of /p/pynox.toml '):
+        units.parse_size(
+            "1m", "memory in [permissions] of /p/pynox.toml", units.MIN_MEMORY, error=ConfigError
+        )
+
+
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (5, "5s"),
+        (0.5, "500ms"),
+        (120, "2m"),
+        (1.5, "1.5s"),
+        (90, "90s"),
+        (3600, "1h"),
+        (86400, "24h"),
+        (5400, "90m"),
+        (0.0015, "1.5ms"),
+        (0, "0s"),
+    ],
+)
+def test_format_duration(seconds: float, shown: str) -> None:
+    assert units.format_duration(seconds) == shown
+
+
+@pytest.mark.parametrize(
+    ("size", "shown"),
+    [
+        (512 << 20, "512m"),
+        (1 << 30, "1g"),
+        (3 << 29, "1536m"),
+        (2 << 40, "2t"),
+        (65536, "65536"),
+        (1000, "1000"),
+        ((1 << 20) + 1, "1048577"),
+        (0, "0"),
+    ],
+)
+def test_format_size(size: int, shown: str) -> None:
+    assert units.format_size(size) == shown
+
+
+@given(st.integers(min_value=0, max_value=units.LARGEST_SIZE))
+def test_format_size_reads_back(size: int) -> None:
+    assert units.parse_size(units.format_size(size), "--memory") == size
+
+
+@given(
+    st.integers(min_value=0, max_value=1 << 20),
+    st.sampled_from([("", 1), ("k", 1 << 10), ("m", 1 << 20), ("g", 1 << 30), ("t", 1 << 40)]),
+    st.sampled_from(["", "b", "ib", "B", "iB"]),
+)
+def test_parse_size_of_any_unit(count: int, unit: tuple[str, int], suffix: str) -> None:
+    letter, factor = unit
+    if not letter and suffix.lower() == "ib":
+        return  # "ib" needs a unit letter in front of it
+    written = f"{count}{letter.upper() if count % 2 else letter}{suffix}"
+    assert units.parse_size(written, "--memory") == count * factor
+
+
+@given(st.integers(min_value=1, max_value=86_400_000))
+def test_format_duration_reads_back(milliseconds: int) -> None:
+    seconds = milliseconds / 1000
+    shown = units.format_duration(seconds)
+    assert math.isclose(units.parse_duration(shown, "--timeout"), seconds, rel_tol=1e-9)
