@@ -6,8 +6,6 @@ CPython's audit events say exactly that, so the child keeps the last relevant
 one; the hint that follows a denial names the one grant that would allow it.
 """
 
-from __future__ import annotations
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -61,7 +59,7 @@ class AccessLog:
     def __init__(self) -> None:
         self.last: tuple[str, tuple[Any, ...]] | None = None
 
-    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+    def __call__(self, event: str, args: "tuple[Any, ...]") -> None:
         if event in WATCHED_EVENTS:
             self.last = (event, args)
 

@@ -6,8 +6,6 @@ the interpreter, so CPython itself finalizes exactly as `python` would
 (non-daemon threads, atexit handlers, flushing, exit status, SIGINT).
 """
 
-from __future__ import annotations
-
 import _signal
 import builtins
 import os
@@ -47,7 +45,7 @@ class ChildSetup:
         self.system_reads: list[str] = []  # what the interpreter itself reads
 
 
-def run_child(program: Program, policy: Policy, setup: ChildSetup) -> NoReturn:
+def run_child(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
     _reset_signals()
     try:
         _setup_stdio(setup)
@@ -75,7 +73,7 @@ def _reset_signals() -> None:
         _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
 
 
-def _setup_failed(exc: BaseException, setup: ChildSetup) -> NoReturn:
+def _setup_failed(exc: BaseException, setup: ChildSetup) -> "NoReturn":
     message = getattr(exc, "message", None) or f"cannot set up the sandbox: {exc!r}"
     try:
         os.write(2, f"pynox: {message}\n".encode(errors="replace"))
@@ -121,12 +119,12 @@ def _make_unbuffered() -> None:
         setattr(sys, f"__{name}__", stream)
 
 
-def _setup_environment(policy: Policy) -> None:
+def _setup_environment(policy: "Policy") -> None:
     os.environ.clear()
     os.environ.update(policy.environment)
 
 
-def _setup_interpreter(program: Program, policy: Policy, setup: ChildSetup) -> object:
+def _setup_interpreter(program: "Program", policy: "Policy", setup: ChildSetup) -> object:
     sys.argv = list(program.argv)
     kept = [p for p in sys.path if os.path.basename(p) not in ("site-packages", "dist-packages")]
     for dropped in set(sys.path) - set(kept):
@@ -167,7 +165,7 @@ def _install_site_builtins() -> None:
     builtins.help = _sitebuiltins._Helper()  # type: ignore[attr-defined]
 
 
-def _execute(program: Program, main: object) -> None:
+def _execute(program: "Program", main: object) -> None:
     if program.kind in ("module", "main_dir"):
         import runpy
 
@@ -180,14 +178,14 @@ def _execute(program: Program, main: object) -> None:
     exec(code, main.__dict__)  # noqa: S102 - running the user's program is the point
 
 
-def _user_traceback(tb: TracebackType | None) -> TracebackType | None:
+def _user_traceback(tb: "TracebackType | None") -> "TracebackType | None":
     """The traceback without pynox's own frames, as python would show it."""
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         tb = tb.tb_next
     return tb
 
 
-def _uncaught(exc: BaseException, program: Program, policy: Policy, setup: ChildSetup) -> None:
+def _uncaught(exc: BaseException, program: "Program", policy: "Policy", setup: ChildSetup) -> None:
     """Prints an uncaught exception as python would, then pynox's hint."""
     last_event = ACCESS_LOG.last  # before printing, which opens source files itself
     tb = _user_traceback(exc.__traceback__)

@@ -5,8 +5,6 @@ confines itself. Imports stay lazy, because every millisecond here is added to
 every run (TOML only when a config file changed, JSON only for --json).
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -23,18 +21,23 @@ if TYPE_CHECKING:
     from pynox.runner import Outcome
 
 
-def main() -> NoReturn:
+def main() -> "NoReturn":
     supervisor = os.getpid()
     try:
         code = dispatch(sys.argv[1:])
-    except (PynoxError, KeyboardInterrupt) as exc:
+    except Exception as exc:
         if os.getpid() != supervisor:
             raise  # the child's program ended this way: CPython reports it
-        if isinstance(exc, KeyboardInterrupt):
-            code = 130
-        else:
+        if isinstance(exc, PynoxError):
             _print_line(f"pynox: {exc.message}")
             code = exc.exit_code
+        else:
+            _print_line(f"pynox: internal error: {exc!r}; please report it with the command line")
+            code = 125
+    except KeyboardInterrupt:
+        if os.getpid() != supervisor:
+            raise
+        code = 130
     _leave(code)
 
 
@@ -46,7 +49,7 @@ def _print_line(text: str) -> None:
         pass
 
 
-def _leave(code: int) -> NoReturn:
+def _leave(code: int) -> "NoReturn":
     """Leaves without finalizing: the supervisor has nothing left to clean up."""
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -120,7 +123,7 @@ def run_command(argv: list[str]) -> int:
     return _finish_plain(outcome, policy)
 
 
-def _grants(inv: Invocation, cwd: str) -> tuple[Grants, str | None]:
+def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None]":
     """Configuration, then the profile, then flags: each adds to the one before."""
     from pynox.config import Grants, find_config_path, load_config
 
@@ -134,13 +137,13 @@ def _grants(inv: Invocation, cwd: str) -> tuple[Grants, str | None]:
             )
         return flags, None
     config = load_config(path, os.environ)
-    grants: Grants = config.permissions
+    grants: "Grants" = config.permissions
     if inv.profile is not None:
         grants = grants.merged(config.profile(inv.profile))
     return grants.merged(flags), config.path
 
 
-def _flag_grants(inv: Invocation, cwd: str) -> Grants:
+def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":
     from pynox.config import Grants
     from pynox.units import MAX_OUTPUT_LIMIT, MIN_MEMORY, parse_duration, parse_size
 
@@ -161,7 +164,7 @@ def _flag_grants(inv: Invocation, cwd: str) -> Grants:
     return grants
 
 
-def _refuse_self_writable_config(config_path: str | None, policy: Policy) -> None:
+def _refuse_self_writable_config(config_path: str | None, policy: "Policy") -> None:
     from pynox.errors import ConfigError
     from pynox.policy import covering_write
 
@@ -175,7 +178,7 @@ def _refuse_self_writable_config(config_path: str | None, policy: Policy) -> Non
         )
 
 
-def _forget_cache_if_writable(config_path: str, policy: Policy) -> None:
+def _forget_cache_if_writable(config_path: str, policy: "Policy") -> None:
     # A program that could write the cache could have altered a later run's policy.
     from pynox.config_cache import cache_dir, forget
     from pynox.policy import covering_write
@@ -185,7 +188,7 @@ def _forget_cache_if_writable(config_path: str, policy: Policy) -> None:
         forget(config_path, os.environ)
 
 
-def _finish_plain(outcome: Outcome, policy: Policy) -> int:
+def _finish_plain(outcome: "Outcome", policy: "Policy") -> int:
     if outcome.timed_out:
         from pynox.result import timeout_message
 
@@ -196,7 +199,7 @@ def _finish_plain(outcome: Outcome, policy: Policy) -> int:
     return outcome.exit_code
 
 
-def _die_like(signum: int) -> NoReturn:
+def _die_like(signum: int) -> "NoReturn":
     """Ends the supervisor by the signal that ended its child, as a shell expects."""
     import _signal
     import resource

@@ -5,8 +5,6 @@ program on, everything belongs to Python. Kept free of argparse, whose import
 alone would cost a large part of pynox's start-up budget.
 """
 
-from __future__ import annotations
-
 from pynox.errors import UsageError
 
 # Interpreter options the sandbox already honours, so they are accepted as is.
@@ -100,7 +98,7 @@ class Invocation:
         self.args: list[str] = []
 
 
-def parse(argv: list[str]) -> Invocation:
+def parse(argv: list[str]) -> "Invocation":
     """Parses the arguments after the command name."""
     inv = Invocation()
     i = _parse_pynox_flags(argv, inv)
@@ -108,7 +106,7 @@ def parse(argv: list[str]) -> Invocation:
     return inv
 
 
-def _parse_pynox_flags(argv: list[str], inv: Invocation) -> int:
+def _parse_pynox_flags(argv: list[str], inv: "Invocation") -> int:
     i = 0
     while i < len(argv):
         arg = argv[i]
@@ -146,7 +144,7 @@ def _parse_pynox_flags(argv: list[str], inv: Invocation) -> int:
     return i
 
 
-def _parse_python_part(argv: list[str], i: int, inv: Invocation) -> None:
+def _parse_python_part(argv: list[str], i: int, inv: "Invocation") -> None:
     while i < len(argv):
         arg = argv[i]
         if arg == "--":

@@ -5,8 +5,6 @@ here they become what the kernel enforces: real paths that exist, the exact
 environment the program sees, and numeric limits.
 """
 
-from __future__ import annotations
-
 import os
 
 from pynox.errors import PolicyError
@@ -75,7 +73,7 @@ class Policy:
         """Every path granted for reading, implicit ones included."""
         return self.implicit_read + self.allow_read + self.package_dirs
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> "dict[str, Any]":
         return {
             "allow_read": self.allow_read,
             "allow_write": self.allow_write,
@@ -112,11 +110,11 @@ def _unique(items: list[str]) -> list[str]:
 
 
 def build_policy(
-    grants: Grants,
+    grants: "Grants",
     implicit_read: list[str],
-    environ: Mapping[str, str],
+    environ: "Mapping[str, str]",
     cwd: str,
-) -> Policy:
+) -> "Policy":
     """Turns merged grants into the policy of one run."""
     policy = Policy()
     policy.allow_read = _unique([resolve_grant(p, "reading", cwd) for p in grants.allow_read])
@@ -143,7 +141,7 @@ def build_policy(
     return policy
 
 
-def covering_write(policy: Policy, path: str) -> str | None:
+def covering_write(policy: "Policy", path: str) -> str | None:
     """The write grant that covers path, if any."""
     for granted in policy.allow_write:
         if path == granted or path.startswith(granted.rstrip("/") + "/"):

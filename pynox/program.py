@@ -4,8 +4,6 @@ Everything here happens in the supervisor, before the sandbox exists, so a
 missing script gets the same message and exit status as `python` gives.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 
@@ -38,7 +36,7 @@ def _cannot_open(path: str, exc: OSError) -> PynoxError:
     return ProgramNotFound(f"can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}")
 
 
-def script(path: str, args: list[str], isolated: bool) -> Program:
+def script(path: str, args: list[str], isolated: bool) -> "Program":
     absolute = os.path.abspath(path)
     if os.path.isdir(absolute) or _is_zip(absolute):
         # A directory or zip application runs its __main__ module, as python does.
@@ -70,7 +68,7 @@ def _is_zip(path: str) -> bool:
         return False
 
 
-def code(text: str, args: list[str], isolated: bool) -> Program:
+def code(text: str, args: list[str], isolated: bool) -> "Program":
     program = Program("code", ["-c", *args])
     program.filename = "<string>"
     program.source = text
@@ -79,7 +77,7 @@ def code(text: str, args: list[str], isolated: bool) -> Program:
     return program
 
 
-def module(name: str, args: list[str], isolated: bool, cwd: str) -> Program:
+def module(name: str, args: list[str], isolated: bool, cwd: str) -> "Program":
     program = Program("module", ["-m", *args])
     program.module = name
     program.implicit_read = [cwd]
@@ -88,7 +86,7 @@ def module(name: str, args: list[str], isolated: bool, cwd: str) -> Program:
     return program
 
 
-def stdin(args: list[str], isolated: bool) -> Program:
+def stdin(args: list[str], isolated: bool) -> "Program":
     program = Program("stdin", ["-", *args])
     program.filename = "<stdin>"
     program.source = sys.stdin.buffer.read()

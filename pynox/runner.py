@@ -5,9 +5,8 @@ terminal's session), enforces the wall-clock timeout through a pidfd,
 collects output when asked to, and maps how the child ended.
 """
 
-from __future__ import annotations
-
 import _signal
+import gc
 import os
 import sys
 import time
@@ -70,8 +69,8 @@ class _Forwarder:
             os.kill(pid, signum)
 
 
-def run(program: Program, policy: Policy, capture: bool, unbuffered: bool,
-        no_site: bool) -> Outcome:
+def run(program: "Program", policy: "Policy", capture: bool, unbuffered: bool,
+        no_site: bool) -> "Outcome":
     setup = ChildSetup()
     setup.unbuffered = unbuffered
     setup.no_site = no_site
@@ -89,6 +88,9 @@ def run(program: Program, policy: Policy, capture: bool, unbuffered: bool,
             stream.flush()
     forwarder = _Forwarder()
     forwarder.install()
+    # Everything alive now belongs to the supervisor: keep the child's garbage
+    # collector off it, or every collection dirties (copies) those pages.
+    gc.freeze()
     started = time.perf_counter()
     pid = os.fork()
     if pid == 0:
@@ -114,7 +116,7 @@ def run(program: Program, policy: Policy, capture: bool, unbuffered: bool,
     return outcome
 
 
-def _kill(pid: int, outcome: Outcome) -> None:
+def _kill(pid: int, outcome: "Outcome") -> None:
     outcome.timed_out = True
     try:
         os.kill(pid, _signal.SIGKILL)
@@ -122,7 +124,7 @@ def _kill(pid: int, outcome: Outcome) -> None:
         pass
 
 
-def _wait(pid: int, timeout: float | None, outcome: Outcome) -> int:
+def _wait(pid: int, timeout: float | None, outcome: "Outcome") -> int:
     if timeout is None:
         return os.waitpid(pid, 0)[1]
     import select
@@ -141,8 +143,8 @@ def _wait(pid: int, timeout: float | None, outcome: Outcome) -> int:
     return os.waitpid(pid, 0)[1]
 
 
-def _collect(pid: int, pipes: dict[str, tuple[int, int]], policy: Policy,
-             outcome: Outcome) -> int:
+def _collect(pid: int, pipes: dict[str, tuple[int, int]], policy: "Policy",
+             outcome: "Outcome") -> int:
     """Reads stdout, stderr and the report up to their limits while waiting."""
     import select
 

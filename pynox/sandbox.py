@@ -1,7 +1,5 @@
 """The Python face of the C sandbox core (pynox._core, a cffi extension)."""
 
-from __future__ import annotations
-
 import os
 
 from pynox import system_paths
@@ -57,7 +55,7 @@ def confine(
 
 
 def confine_policy(
-    policy: Policy, system_reads: list[str], keep_fds: list[int], parent_pid: int
+    policy: "Policy", system_reads: list[str], keep_fds: list[int], parent_pid: int
 ) -> None:
     """Confines this process to a run's policy plus what the interpreter needs."""
     devices = list(system_paths.DEVICES_READ_WRITE)

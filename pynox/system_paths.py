@@ -9,8 +9,6 @@ tree (python-build-standalone, pyenv), those files are readable too; sys.path
 does not list them, and a bundle ships only pynox there.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 

@@ -78,23 +78,27 @@ int pynox_landlock_abi(void)
     return abi < 0 ? -errno : (int)abi;
 }
 
+/* One sentence: what the kernel has, what is needed, and the way out. */
+#define NEEDED "Linux 6.2 or newer with Landlock enabled"
+#define WAY_OUT "--no-sandbox runs without it"
+
 static int explain_abi(int abi, char *err, size_t err_len)
 {
     if (abi == -ENOSYS)
         return pynox_fail(err, err_len,
-                          "this kernel has no Landlock: the sandbox needs Linux 6.2 or newer "
-                          "with Landlock enabled (or run with --no-sandbox)");
+                          "this kernel has no Landlock, which the sandbox needs (" NEEDED
+                          "); " WAY_OUT);
     if (abi == -EOPNOTSUPP)
         return pynox_fail(err, err_len,
-                          "Landlock is built into this kernel but disabled at boot: the sandbox "
-                          "needs it enabled (add landlock to the lsm= boot parameter) (or run "
-                          "with --no-sandbox)");
+                          "Landlock is disabled in this kernel (it is missing from the lsm= boot "
+                          "parameter), and the sandbox needs it (" NEEDED "); " WAY_OUT);
     if (abi < 0)
-        return pynox_fail(err, err_len, "asking the kernel for its Landlock ABI failed: %s",
+        return pynox_fail(err, err_len,
+                          "asking the kernel for its Landlock ABI failed (%s); " WAY_OUT,
                           strerror(-abi));
     return pynox_fail(err, err_len,
-                      "Landlock ABI %d is older than the ABI %d the sandbox needs (Linux 6.2 or "
-                      "newer) (or run with --no-sandbox)",
+                      "Landlock ABI %d is older than the ABI %d the sandbox needs (" NEEDED
+                      "); " WAY_OUT,
                       abi, PYNOX_LANDLOCK_ABI_FLOOR);
 }
 

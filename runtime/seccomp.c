@@ -421,9 +421,10 @@ static void emit_ioctl(struct pynox_bpf *prog)
     pynox_bpf_end_block(prog, block);
 }
 
-/* utimensat(fd, NULL, ...) is futimens() on an open descriptor, which is
- * fine; with a path it changes a file Landlock let us only look up. A NULL
- * test must see both words, or a pointer whose low half is 0 would pass. */
+/* utimensat(fd, NULL, ...) is futimens() on a descriptor the process
+ * already opened, which is fine; with a path it would change the times of
+ * any file the process owns, which Landlock does not govern. The NULL test
+ * reads both words, or a pointer whose low half is 0 would pass for NULL. */
 static void emit_utimensat(struct pynox_bpf *prog)
 {
     size_t block = pynox_bpf_begin_block(prog, __NR_utimensat);

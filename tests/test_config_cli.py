@@ -1,0 +1,134 @@
+"""pynox.toml as the command sees it: discovery, profiles, refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from conftest import pynox
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def policy_of(*args: str, cwd: Path, env: dict[str, str] | None = None) -> dict:
+    proc = pynox("--json", *args, "-c", "pass", cwd=cwd, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["policy"]
+
+
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "project"
+    (root / "data").mkdir(parents=True)
+    (root / "out").mkdir()
+    (root / "extra").mkdir()
+    write(
+        root / "pynox.toml",
+        '[permissions]\nallow_read = ["data"]\nallow_write = ["out"]\ntimeout = "10s"\n\n'
+        '[profiles.fetch]\nallow_network = true\nallow_env = ["API_KEY"]\ntimeout = "20s"\n',
+    )
+    return root
+
+
+def test_pynox_toml_in_the_working_directory_applies(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    policy = policy_of(cwd=root)
+    assert policy["allow_read"] == [str(root / "data")]
+    assert policy["allow_write"] == [str(root / "out")]
+    assert policy["timeout_ms"] == 10_000
+    assert policy["network"] == "deny"
+
+
+def test_profile_sits_between_permissions_and_flags(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    policy = policy_of("--profile=fetch", "--allow-read=extra", "--timeout=30s", cwd=root)
+    assert policy["allow_read"] == [str(root / "data"), str(root / "extra")]
+    assert policy["network"] == "allow"
+    assert policy["allow_env"] == ["API_KEY"]
+    assert policy["timeout_ms"] == 30_000
+    assert policy_of("--profile=fetch", cwd=root)["timeout_ms"] == 20_000
+
+
+def test_config_flag_and_environment_variable(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    by_flag = policy_of(f"--config={root / 'pynox.toml'}", cwd=elsewhere)
+    assert by_flag["allow_read"] == [str(root / "data")]  # relative to the file
+    by_env = policy_of(cwd=elsewhere, env={"PYNOX_CONFIG": str(root / "pynox.toml")})
+    assert by_env["allow_write"] == [str(root / "out")]
+
+
+def test_a_config_beside_the_script_is_never_read(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    script = write(root / "job.py", "print(open('/etc/hostname').read())\n")
+    write(root / "pynox.toml", '[permissions]\nallow_read = ["/etc"]\n')
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = pynox(str(script), cwd=elsewhere)
+    assert proc.returncode == 1
+    assert "PermissionError" in proc.stderr.decode()
+
+
+def test_unknown_profile_names_the_available_ones(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    proc = pynox("--profile=nope", "-c", "pass", cwd=root)
+    assert proc.returncode == 125
+    stderr = proc.stderr.decode()
+    assert stderr.startswith("pynox: ") and stderr.count("\n") == 1
+    assert "nope" in stderr and "fetch" in stderr
+
+
+def test_profile_without_config_is_a_usage_error(tmp_path: Path) -> None:
+    proc = pynox("--profile=fetch", "-c", "pass", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "needs a pynox.toml" in proc.stderr.decode()
+
+
+def test_unknown_key_is_an_error_naming_key_and_file(tmp_path: Path) -> None:
+    config = write(tmp_path / "pynox.toml", '[permissions]\nallow_reed = ["data"]\n')
+    proc = pynox("-c", "pass", cwd=tmp_path)
+    assert proc.returncode == 125
+    stderr = proc.stderr.decode()
+    assert stderr.startswith("pynox: ") and stderr.count("\n") == 1
+    assert "allow_reed" in stderr and str(config) in stderr
+    assert "Traceback" not in stderr
+
+
+def test_wrong_type_is_an_error(tmp_path: Path) -> None:
+    write(tmp_path / "pynox.toml", '[permissions]\nallow_read = "data"\n')
+    proc = pynox("-c", "pass", cwd=tmp_path)
+    assert proc.returncode == 125
+    assert "allow_read" in proc.stderr.decode() and "list" in proc.stderr.decode()
+
+
+def test_toml_syntax_error(tmp_path: Path) -> None:
+    write(tmp_path / "pynox.toml", "[permissions\n")
+    proc = pynox("-c", "pass", cwd=tmp_path)
+    assert proc.returncode == 125
+    assert proc.stderr.decode().startswith("pynox: ")
+    assert "Traceback" not in proc.stderr.decode()
+
+
+def test_config_under_a_path_it_makes_writable_is_refused(tmp_path: Path) -> None:
+    write(tmp_path / "pynox.toml", '[permissions]\nallow_write = ["."]\n')
+    proc = pynox("-c", "pass", cwd=tmp_path)
+    assert proc.returncode == 125
+    assert "could rewrite its own permissions" in proc.stderr.decode()
+    # The same holds when a flag makes it writable.
+    write(tmp_path / "pynox.toml", "[permissions]\n")
+    proc = pynox(f"--allow-write={tmp_path}", "-c", "pass", cwd=tmp_path)
+    assert proc.returncode == 125
+
+
+def test_a_changed_file_is_read_again(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    cache = tmp_path / "cache"
+    env = {"XDG_CACHE_HOME": str(cache)}
+    assert policy_of(cwd=root, env=env)["timeout_ms"] == 10_000
+    assert any(cache.rglob("*")), "the validated configuration should be cached"
+    write(root / "pynox.toml", '[permissions]\ntimeout = "3s"\n')
+    assert policy_of(cwd=root, env=env)["timeout_ms"] == 3_000
