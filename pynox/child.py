@@ -1,9 +1,8 @@
 """The forked child: set the process up as `python` would, confine it, run it.
 
-Runs in the child only and never returns: the program's end (a normal end, an
-uncaught exception, SystemExit, KeyboardInterrupt) propagates to the top of
-the interpreter, so CPython itself finalizes exactly as `python` would
-(non-daemon threads, atexit handlers, flushing, exit status, SIGINT).
+Runs in the child only and never returns: however the program ends (normally,
+with an uncaught exception, SystemExit or KeyboardInterrupt), the child
+reports it as python would and leaves through pynox.shutdown.
 """
 
 import _signal
@@ -11,6 +10,7 @@ import builtins
 import os
 import sys
 
+from pynox import shutdown
 from pynox.access_log import ACCESS_LOG
 from pynox.sandbox import confine_policy
 
@@ -31,7 +31,8 @@ class ChildSetup:
     """What the supervisor hands its child besides the program and policy."""
 
     __slots__ = ("stdout_fd", "stderr_fd", "stdin_null", "report_fd", "unbuffered",
-                 "no_site", "api_hints", "parent_pid", "system_reads")
+                 "no_site", "api_hints", "parent_pid", "system_reads", "channel_fd",
+                 "host_functions", "session")
 
     def __init__(self) -> None:
         self.stdout_fd: int | None = None  # capture pipes, or None for the user's own
@@ -43,27 +44,61 @@ class ChildSetup:
         self.api_hints = False
         self.parent_pid = 0
         self.system_reads: list[str] = []  # what the interpreter itself reads
+        # The pool's frame channel (host functions, session steps), if any.
+        self.channel_fd: int | None = None
+        self.host_functions: list[dict[str, str]] = []
+        self.session = False
 
 
 def run_child(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
+    """Prepares this process, confines it, runs the program and ends."""
+    prepare(setup)
+    start(program, policy, setup)
+
+
+def prepare(setup: ChildSetup) -> None:
+    """What every child does whatever its policy: the pool does this ahead of requests."""
     _reset_signals()
     try:
         _setup_stdio(setup)
-        _setup_environment(policy)
-        main_module = _setup_interpreter(program, policy, setup)
+        os.environ.clear()
         sys.addaudithook(ACCESS_LOG)
-        keep = [setup.report_fd] if setup.report_fd is not None else []
+    except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
+        _setup_failed(exc, setup)
+
+
+def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
+    """Applies the run's policy and runs the program; never returns."""
+    try:
+        os.environ.update(policy.environment)
+        main_module = _setup_interpreter(program, policy, setup)
+        if setup.channel_fd is not None and setup.host_functions:
+            from pynox import host_module
+
+            host_module.install(setup.channel_fd, setup.host_functions)
+        keep = [fd for fd in (setup.report_fd, setup.channel_fd) if fd is not None]
         confine_policy(policy, setup.system_reads, keep, setup.parent_pid)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
+    modules_before = set(sys.modules)
+    if setup.session:
+        from pynox.session_child import serve
+
+        serve(main_module, program, policy, setup, modules_before)
+    interrupted = False
     try:
         _execute(program, main_module)
-    except SystemExit:
-        raise  # CPython prints its message and sets the exit status
-    except BaseException as exc:
-        _uncaught(exc, program, policy, setup)
-        raise
-    raise SystemExit(0)
+    except SystemExit as exc:
+        status = shutdown.system_exit_status(exc)
+    except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
+        error = report_exception(exc, program, policy, setup)
+        if setup.report_fd is not None:
+            _write_report(setup.report_fd, error)
+        status, interrupted = 1, isinstance(exc, KeyboardInterrupt)
+    else:
+        status = 0
+    del main_module  # so that the program's objects can be finalized
+    shutdown.finish(status, interrupted, modules_before)
 
 
 def _reset_signals() -> None:
@@ -119,11 +154,6 @@ def _make_unbuffered() -> None:
         setattr(sys, f"__{name}__", stream)
 
 
-def _setup_environment(policy: "Policy") -> None:
-    os.environ.clear()
-    os.environ.update(policy.environment)
-
-
 def _setup_interpreter(program: "Program", policy: "Policy", setup: ChildSetup) -> object:
     sys.argv = list(program.argv)
     kept = [p for p in sys.path if os.path.basename(p) not in ("site-packages", "dist-packages")]
@@ -142,7 +172,7 @@ def _setup_interpreter(program: "Program", policy: "Policy", setup: ChildSetup) 
         main.__dict__["__file__"] = program.filename
         main.__dict__["__cached__"] = None
         main.__loader__ = SourceFileLoader("__main__", program.filename)
-    elif program.kind in ("code", "stdin"):
+    elif program.kind in ("code", "stdin", "request"):
         main.__loader__ = sys.modules["__main__"].__loader__
     sys.modules["__main__"] = main
     if not setup.no_site and not hasattr(builtins, "exit"):
@@ -174,7 +204,18 @@ def _execute(program: "Program", main: object) -> None:
         else:
             runpy._run_module_as_main("__main__", alter_argv=False)  # type: ignore[attr-defined]
         return
-    code = compile(program.source, program.filename, "exec", dont_inherit=True)
+    run_source(program.source, program.filename, main, program.kind == "request")
+
+
+def run_source(source: "str | bytes", filename: str, main: object, remember: bool) -> None:
+    """Compiles and runs source in __main__, as python runs a script."""
+    if remember:
+        # The pool's code has no file: keep its lines so tracebacks can show them.
+        import linecache
+
+        text = source if isinstance(source, str) else source.decode(errors="replace")
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    code = compile(source, filename, "exec", dont_inherit=True)
     exec(code, main.__dict__)  # noqa: S102 - running the user's program is the point
 
 
@@ -185,14 +226,23 @@ def _user_traceback(tb: "TracebackType | None") -> "TracebackType | None":
     return tb
 
 
-def _uncaught(exc: BaseException, program: "Program", policy: "Policy", setup: ChildSetup) -> None:
-    """Prints an uncaught exception as python would, then pynox's hint."""
+def report_exception(
+    exc: BaseException, program: "Program", policy: "Policy", setup: ChildSetup
+) -> dict[str, object]:
+    """Prints an exception as python would, then pynox's hint; returns the error."""
     last_event = ACCESS_LOG.last  # before printing, which opens source files itself
     tb = _user_traceback(exc.__traceback__)
     exc.__traceback__ = tb
     sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
     try:
-        sys.excepthook(type(exc), exc, tb)
+        if program.kind == "request" and sys.excepthook is sys.__excepthook__:
+            # CPython's own hook reads source lines from files; pool code has none,
+            # but its lines are in linecache, which the traceback module reads.
+            import traceback
+
+            traceback.print_exception(type(exc), exc, tb)
+        else:
+            sys.excepthook(type(exc), exc, tb)
     except BaseException:  # noqa: BLE001 - python reports a failing hook the same way
         sys.__excepthook__(type(exc), exc, tb)
     from pynox.report import describe_error
@@ -204,23 +254,7 @@ def _uncaught(exc: BaseException, program: "Program", policy: "Policy", setup: C
         except (OSError, ValueError):
             pass
         os.write(2, f"pynox: {error['hint']}\n".encode(errors="replace"))
-    if setup.report_fd is not None:
-        _write_report(setup.report_fd, error)
-    # CPython takes the exception from here: exit status 1, or death by SIGINT
-    # for KeyboardInterrupt. It has been printed once already.
-    sys.excepthook = _SilentFor(exc, sys.excepthook)
-
-
-class _SilentFor:
-    """An excepthook that stays quiet for one exception already reported."""
-
-    def __init__(self, exc: BaseException, hook: object) -> None:
-        self.exc = exc
-        self.hook = hook
-
-    def __call__(self, kind: type, value: BaseException, tb: object) -> None:
-        if value is not self.exc:
-            self.hook(kind, value, tb)  # type: ignore[operator]
+    return error
 
 
 def _write_report(fd: int, error: dict[str, object]) -> None:

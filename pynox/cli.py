@@ -85,7 +85,9 @@ def dispatch(argv: list[str]) -> int:
 
         return doctor_command(argv[1:])
     if first == "pool":
-        raise UsageError("pynox pool is not part of this build yet")
+        from pynox.pool_server import pool_command
+
+        return pool_command(argv[1:])
     return run_command(argv)
 
 

@@ -73,6 +73,17 @@ class Policy:
         """Every path granted for reading, implicit ones included."""
         return self.implicit_read + self.allow_read + self.package_dirs
 
+    def to_wire(self) -> "dict[str, Any]":
+        """Every field, for handing the policy to another process."""
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    @classmethod
+    def from_wire(cls, data: "dict[str, Any]") -> "Policy":
+        policy = cls()
+        for name in cls.__slots__:
+            setattr(policy, name, data[name])
+        return policy
+
     def to_json(self) -> "dict[str, Any]":
         return {
             "allow_read": self.allow_read,

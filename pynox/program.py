@@ -16,7 +16,8 @@ class Program:
     __slots__ = ("kind", "filename", "source", "module", "argv", "path0", "implicit_read")
 
     def __init__(self, kind: str, argv: list[str]) -> None:
-        self.kind = kind  # "script", "code", "module", "stdin" or "main_dir"
+        # "script", "code", "module", "stdin", "main_dir", or "request" (pool code)
+        self.kind = kind
         self.filename = ""  # what tracebacks and __file__ show
         self.source: bytes | str = b""
         self.module = ""
@@ -92,4 +93,12 @@ def stdin(args: list[str], isolated: bool) -> "Program":
     program.source = sys.stdin.buffer.read()
     if not isolated:
         program.path0 = ""
+    return program
+
+
+def request(text: str, name: str, args: list[str]) -> Program:
+    """Code sent to the pool; errors point at `name`, as if it were a file."""
+    program = Program("request", [name, *args])
+    program.filename = name
+    program.source = text
     return program

@@ -74,8 +74,13 @@ def run(program: "Program", policy: "Policy", capture: bool, unbuffered: bool,
     setup = ChildSetup()
     setup.unbuffered = unbuffered
     setup.no_site = no_site
-    setup.parent_pid = os.getpid()
     setup.system_reads = system_paths.interpreter_reads()
+    if not capture and policy.timeout is None:
+        # Nothing to supervise: no output to collect, no clock to enforce. The
+        # program runs in this very process, the terminal's own foreground job,
+        # which spares the fork and the copying of every page a child touches.
+        run_child(program, policy, setup)
+    setup.parent_pid = os.getpid()
     pipes: dict[str, tuple[int, int]] = {}
     if capture:
         setup.stdin_null = True

@@ -45,7 +45,9 @@ def confine(
             "allow_network": int(network),
             "memory_bytes": memory or 0,
             "max_file_size": max_file_size or 0,
-            "new_session": 1,
+            # A supervised child leaves the terminal's session; a program run in
+            # the pynox process itself is the terminal's foreground job and stays.
+            "new_session": int(parent_pid != 0),
             "parent_pid": parent_pid,
         },
     )

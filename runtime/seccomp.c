@@ -411,13 +411,16 @@ static void emit_socket(struct pynox_bpf *prog, int allow_network)
     pynox_bpf_end_block(prog, block);
 }
 
-/* Terminal ioctls that push input into a terminal or take one over. */
+/* Terminal ioctls that push input into a terminal or take one over, or
+ * (for a program that stays in the terminal's session) move its foreground
+ * process group or console. */
 static void emit_ioctl(struct pynox_bpf *prog)
 {
-    static const uint32_t requests[] = {TIOCSTI, TIOCLINUX, TIOCSCTTY};
+    static const uint32_t requests[] = {TIOCSTI, TIOCLINUX, TIOCSCTTY, TIOCSPGRP, TIOCCONS};
     size_t block = pynox_bpf_begin_block(prog, __NR_ioctl);
     pynox_bpf_load(prog, ARG_LO(1));
-    pynox_bpf_ret_if_one_of(prog, requests, 3, RET_EPERM, RET_ALLOW);
+    pynox_bpf_ret_if_one_of(prog, requests, sizeof requests / sizeof requests[0], RET_EPERM,
+                            RET_ALLOW);
     pynox_bpf_end_block(prog, block);
 }
 

@@ -338,9 +338,8 @@ def test_signal_death_is_passed_on() -> None:
 
 def test_sigint_reaches_the_program(tmp_path: Path) -> None:
     script = write(tmp_path / "wait.py",
-                   "import time\nprint('ready', flush=True)\n"
-                   "try:\n    time.sleep(30)\nexcept KeyboardInterrupt:\n"
-                   "    print('interrupted', flush=True)\n    raise\n")
+                   "import time\ntry:\n    print('ready', flush=True)\n    time.sleep(30)\n"
+                   "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise\n")
     child = subprocess.Popen([PYNOX, str(script)], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
     assert child.stdout is not None

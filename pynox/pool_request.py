@@ -1,0 +1,166 @@
+"""One line of the pool protocol: parse it, check every field, cap the grants.
+
+Nothing here trusts the line: a wrong type, an unknown field or a grant beyond
+[pool.limits] becomes a RequestError whose message says what to fix.
+"""
+
+import json
+import os
+
+from pynox.config import Grants
+from pynox.errors import PynoxError
+from pynox.units import MAX_OUTPUT_LIMIT, MIN_MEMORY, parse_duration, parse_size
+
+MAX_LINE = 16 << 20
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_NAME = "agent.py"
+
+_PATH_FIELDS = ("allow_read", "allow_write", "package_dirs")
+REQUEST_FIELDS = frozenset(
+    {"id", "code", "script", "args", "name", "profile", "allow_read", "allow_write",
+     "package_dirs", "allow_env", "allow_network", "timeout", "memory", "max_output",
+     "max_file_size", "session", "functions"}
+)
+CONTROL_FIELDS = ("host_result", "host_error", "close_session")
+
+
+class RequestError(PynoxError):
+    """A request the pool refuses; it answers with an error result and keeps serving."""
+
+    exit_code = 125
+
+    def __init__(self, message: str, request_id: object = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+def parse_line(line: bytes) -> dict[str, object]:
+    try:
+        message = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RequestError(f"the line is not JSON ({exc}); send one JSON object per line") from None
+    if not isinstance(message, dict):
+        raise RequestError("the line is not a JSON object; send one object per line")
+    request_id = message.get("id")
+    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+        raise RequestError("every line needs an \"id\" that is a string or an integer")
+    return message
+
+
+def _string_list(message: dict[str, object], key: str) -> list[str]:
+    value = message.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise RequestError(f"{key} must be a list of strings", message["id"])
+    return list(value)
+
+
+def _absolute_paths(message: dict[str, object], key: str) -> list[str]:
+    paths = _string_list(message, key)
+    for path in paths:
+        if not os.path.isabs(path):
+            raise RequestError(
+                f"{key} path {path!r} is not absolute; the pool cannot know your working "
+                "directory, so send absolute paths",
+                message["id"],
+            )
+    return [os.path.normpath(path) for path in paths]
+
+
+def request_grants(message: dict[str, object]) -> Grants:
+    """The grants a request asks for, checked for type and unit."""
+    request_id = message["id"]
+    grants = Grants()
+    for key in _PATH_FIELDS:
+        setattr(grants, key, _absolute_paths(message, key))
+    grants.allow_env = _string_list(message, "allow_env")
+    network = message.get("allow_network")
+    if network is not None and not isinstance(network, bool):
+        raise RequestError("allow_network must be true or false", request_id)
+    grants.allow_network = network
+    try:
+        if message.get("timeout") is not None:
+            grants.timeout = parse_duration(message["timeout"], "timeout", error=RequestError)
+        if message.get("memory") is not None:
+            grants.memory = parse_size(message["memory"], "memory", minimum=MIN_MEMORY,
+                                       error=RequestError)
+        if message.get("max_output") is not None:
+            grants.max_output = parse_size(message["max_output"], "max_output",
+                                           maximum=MAX_OUTPUT_LIMIT, error=RequestError)
+        if message.get("max_file_size") is not None:
+            grants.max_file_size = parse_size(message["max_file_size"], "max_file_size",
+                                              minimum=1, error=RequestError)
+    except RequestError as exc:
+        raise RequestError(exc.message, request_id) from None
+    return grants
+
+
+def _within(path: str, roots: list[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def cap(grants: Grants, limits: Grants, limited: frozenset[str], request_id: object) -> Grants:
+    """Refuses what exceeds [pool.limits]; fills what the request left to the limits.
+
+    `limited` names the keys [pool.limits] sets (an empty list there still limits).
+    """
+    def refuse(field: str, detail: str) -> RequestError:
+        return RequestError(f"{field} exceeds [pool.limits]: {detail}", request_id)
+
+    for key in _PATH_FIELDS:
+        if key not in limited:
+            continue
+        roots = getattr(limits, key)
+        for path in getattr(grants, key):
+            if not _within(path, roots):
+                allowed = ", ".join(roots) or "nothing"
+                raise refuse(key, f"{path} is outside what it allows ({allowed})")
+    if "allow_env" in limited:
+        for name in grants.allow_env:
+            if name not in limits.allow_env:
+                raise refuse("allow_env", f"{name} is not among {limits.allow_env}")
+    if "allow_network" in limited and grants.allow_network and not limits.allow_network:
+        raise refuse("allow_network", "the limits keep the network off")
+    capped = Grants().merged(grants)
+    for key in ("timeout", "memory", "max_output", "max_file_size"):
+        if key not in limited:
+            continue
+        asked, most = getattr(grants, key), getattr(limits, key)
+        if asked is None:
+            setattr(capped, key, most)
+        elif asked > most:
+            raise refuse(key, f"{asked} is above the limit of {most}")
+    return capped
+
+
+def check_fields(message: dict[str, object]) -> None:
+    unknown = sorted(set(message) - REQUEST_FIELDS)
+    if unknown:
+        raise RequestError(
+            f"unknown field {unknown[0]!r}; the fields are {', '.join(sorted(REQUEST_FIELDS))}",
+            message["id"],
+        )
+    has_code, has_script = "code" in message, "script" in message
+    if has_code == has_script:
+        raise RequestError("a request needs exactly one of \"code\" and \"script\"", message["id"])
+    for key in ("code", "script", "name", "profile", "session"):
+        if key in message and not isinstance(message[key], str):
+            raise RequestError(f"{key} must be a string", message["id"])
+    _string_list(message, "args")
+
+
+def host_functions(message: dict[str, object]) -> list[dict[str, str]]:
+    value = message.get("functions", [])
+    if not isinstance(value, list):
+        raise RequestError("functions must be a list of {\"name\", \"signature\", \"doc\"}",
+                           message["id"])
+    functions = []
+    for spec in value:
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise RequestError("each function needs a \"name\" string", message["id"])
+        name = spec["name"]
+        if not name.isidentifier() or name.startswith("_"):
+            raise RequestError(f"function name {name!r} is not a public identifier",
+                               message["id"])
+        functions.append({"name": name, "signature": str(spec.get("signature", "(...)")),
+                          "doc": str(spec.get("doc", ""))})
+    return functions

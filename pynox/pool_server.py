@@ -1,0 +1,739 @@
+"""`pynox pool`: a warm template serving sandboxed runs over JSON Lines.
+
+One thread, one poll loop. The template reads requests on stdin, checks and
+caps them, asks the zygote (see zygote.py) to fork a child per request or per
+session, sends each child its program over the child's own channel, relays
+host-function calls to the client, collects output within its limits, enforces
+timeouts through pidfds, and writes one result per request on stdout. The
+protocol is documented in docs/pool-protocol.md.
+"""
+
+import gc
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+from pynox import channel, pool_request, system_paths, zygote
+from pynox.config import Config, Grants, find_config_path, load_config
+from pynox.errors import PynoxError, UsageError
+from pynox.policy import build_policy
+from pynox.pool_request import RequestError
+from pynox.result import build_result, timeout_message
+from pynox.runner import EXIT_TIMEOUT, Outcome
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from pynox.policy import Policy
+
+DEFAULT_WORKERS = 2
+DEFAULT_SESSION_IDLE = 600.0
+_READ_CHUNK = 65536
+_REPORT_LIMIT = 1 << 20
+
+
+class PoolOptions:
+    __slots__ = ("config", "workers", "preload")
+
+    def __init__(self) -> None:
+        self.config: str | None = None
+        self.workers: int | None = None
+        self.preload: list[str] = []
+
+
+def parse_options(argv: list[str]) -> PoolOptions:
+    options = PoolOptions()
+    i = 0
+    while i < len(argv):
+        name, has_value, value = argv[i].partition("=")
+        if name not in ("--config", "--workers", "--preload"):
+            raise UsageError(f"pynox pool does not take {argv[i]}; it takes --config, "
+                             "--workers and --preload")
+        if not has_value:
+            if i + 1 >= len(argv):
+                raise UsageError(f"{name} needs a value, as in {name}=VALUE")
+            i += 1
+            value = argv[i]
+        if name == "--config":
+            options.config = value
+        elif name == "--preload":
+            options.preload.append(value)
+        else:
+            if not value.isdigit() or int(value) < 1:
+                raise UsageError(f"--workers={value} is not a whole number of at least 1")
+            options.workers = int(value)
+        i += 1
+    return options
+
+
+class Capture:
+    """One output stream of a run, kept up to its limit and drained past it."""
+
+    __slots__ = ("data", "limit", "truncated", "open")
+
+    def __init__(self, limit: int) -> None:
+        self.data = bytearray()
+        self.limit = limit
+        self.truncated = False
+        self.open = True
+
+    def add(self, chunk: bytes) -> None:
+        room = self.limit - len(self.data)
+        if len(chunk) > room:
+            self.truncated = True
+        if room > 0:
+            self.data += chunk[:room]
+
+
+class Child:
+    """A process the zygote forked: a spare until a run or a session takes it."""
+
+    def __init__(self, token: int) -> None:
+        self.token = token
+        self.functions: set[str] = set()
+        self.pid = 0
+        self.pidfd: int | None = None
+        self.status: int | None = None
+        self.fds: dict[str, int] = {}
+        self.stdout = Capture(0)
+        self.stderr = Capture(0)
+        self.report = Capture(_REPORT_LIMIT)
+        self.frames = channel.FrameReader()
+        self.outbound = bytearray()
+        self.pending_calls: set[int] = set()
+        self.kill_reason: str | None = None  # "timeout", or why the template dropped it
+
+    def kill(self, reason: str) -> None:
+        if self.kill_reason is None:
+            self.kill_reason = reason
+        if self.pidfd is not None and self.status is None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+class Run:
+    """A request in flight: a one-shot child, or a step of a session."""
+
+    def __init__(self, request_id: object, policy: "Policy") -> None:
+        self.id = request_id
+        self.policy = policy
+        self.started = time.monotonic()
+        self.deadline = None if policy.timeout is None else self.started + policy.timeout
+        self.child: Child | None = None
+        self.session: Session | None = None
+
+
+class Session:
+    def __init__(self, name: str, policy: "Policy", functions: list[dict[str, str]]) -> None:
+        self.name = name
+        self.policy = policy
+        self.functions = functions
+        self.child: Child | None = None
+        self.steps = 0
+        self.restarted = False
+        self.queue: list[tuple[Run, dict[str, object]]] = []
+        self.running: Run | None = None
+        self.last_used = time.monotonic()
+
+
+def _error_object(kind: str, message: str) -> dict[str, object]:
+    return {"type": kind, "message": message, "file": None, "line": None, "path": None,
+            "hint": None}
+
+
+def error_result(request_id: object, message: str, kind: str = "RequestError") -> dict[str, object]:
+    return {
+        "id": request_id, "exit": 125, "stdout": "", "stderr": "", "stdout_truncated": False,
+        "stderr_truncated": False, "error": _error_object(kind, message), "duration_ms": 0,
+        "runtime": {"name": "pynox", "python": "%d.%d.%d" % sys.version_info[:3],
+                    "output": "captured"},
+        "policy": None,
+    }
+
+
+class Template:
+    def __init__(self, options: PoolOptions) -> None:
+        cwd = os.getcwd()
+        path = find_config_path(options.config, os.environ, cwd)
+        self.config = load_config(path, os.environ) if path else Config("")
+        settings = self.config.pool
+        self.workers = options.workers or settings.workers or DEFAULT_WORKERS
+        self.max_sessions = settings.max_sessions
+        self.session_idle = settings.session_idle or DEFAULT_SESSION_IDLE
+        self.limits = self.config.pool_limits
+        self.limited = frozenset(
+            key for key in Grants.__slots__ if getattr(self.limits, key) not in (None, [])
+        )
+        self.cwd = cwd
+        for module in [*settings.preload, *options.preload]:
+            try:
+                __import__(module)
+            except Exception as exc:  # noqa: BLE001 - any failure is the user's to see
+                raise PynoxError(f"cannot preload {module}: {exc!r}; fix or remove it") from None
+        _warm_up()
+        self.system_reads = system_paths.interpreter_reads()
+        gc.freeze()  # the children share the template's pages; keep the collector off them
+        self.zygote_pid, self.zygote = zygote.start(self.system_reads)
+        self.poller = select.poll()
+        self.handlers: dict[int, tuple[Child, str]] = {}
+        self.children: dict[int, Child] = {}  # by token
+        self.by_pid: dict[int, Child] = {}
+        self.runs: dict[object, Run] = {}  # by request id
+        self.child_runs: dict[int, Run] = {}  # by token, for one-shot and session steps
+        self.queue: list[tuple[Run, dict[str, object]]] = []
+        self.sessions: dict[str, Session] = {}
+        self.next_token = 0
+        self.stdin_open = True
+        self.spares: list[Child] = []
+        self.line = bytearray()
+        self.discarding = False
+
+    # --- output -------------------------------------------------------------------------
+
+    def emit(self, message: "dict[str, Any]") -> None:
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(1, data) :]
+        except BrokenPipeError:
+            self.shutdown_now()
+
+    def shutdown_now(self) -> None:
+        """The client is gone: kill every child and leave."""
+        for child in list(self.children.values()):
+            child.kill("the client went away")
+        os._exit(0)
+
+    # --- the loop -----------------------------------------------------------------------
+
+    def serve(self) -> int:
+        self.poller.register(0, select.POLLIN)
+        self.poller.register(1, 0)  # only POLLERR: the client closed our stdout
+        self.poller.register(self.zygote.fileno(), select.POLLIN)
+        self._replenish()
+        self.emit({"event": "ready", "pynox": _version(), "python": "%d.%d.%d" % sys.version_info[:3],
+                   "workers": self.workers, "pid": os.getpid()})
+        while self.stdin_open or self.runs or self.queue:
+            timeout_ms = self._next_timeout_ms()
+            for fd, events in self._poll(timeout_ms):
+                self._dispatch(fd, events)
+            self._expire()
+        self._close_sessions()
+        return 0
+
+    def _poll(self, timeout_ms: int | None) -> "list[tuple[int, int]]":
+        try:
+            return self.poller.poll(timeout_ms)
+        except InterruptedError:
+            return []
+
+    def _next_timeout_ms(self) -> int | None:
+        now = time.monotonic()
+        deadlines = [run.deadline for run in self.runs.values() if run.deadline is not None]
+        deadlines += [s.last_used + self.session_idle for s in self.sessions.values()
+                      if s.running is None and s.child is not None]
+        if not deadlines:
+            return None
+        return max(0, int((min(deadlines) - now) * 1000) + 1)
+
+    def _dispatch(self, fd: int, events: int) -> None:
+        if fd == 0:
+            self._read_stdin()
+        elif fd == 1:
+            self.shutdown_now()
+        elif fd == self.zygote.fileno():
+            self._from_zygote()
+        elif fd in self.handlers:
+            child, role = self.handlers[fd]
+            if role == "channel":
+                self._channel_event(child, events)
+            else:
+                self._read_output(child, role)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for run in list(self.runs.values()):
+            if run.deadline is not None and now >= run.deadline and run.child is not None:
+                run.child.kill("timeout")
+                run.deadline = None
+        for session in list(self.sessions.values()):
+            idle = session.running is None and now >= session.last_used + self.session_idle
+            if idle and session.child is not None:
+                self._end_session(session)
+
+    # --- stdin --------------------------------------------------------------------------
+
+    def _read_stdin(self) -> None:
+        try:
+            data = os.read(0, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        if not data:
+            self.stdin_open = False
+            self.poller.unregister(0)
+            for spare in self.spares:
+                self._close_fd(spare, "channel")  # an unused spare exits quietly
+            self.spares.clear()
+            return
+        while data:
+            newline = data.find(b"\n")
+            if newline < 0:
+                self._extend_line(data)
+                return
+            self._extend_line(data[:newline])
+            data = data[newline + 1 :]
+            if self.discarding:
+                self.discarding = False
+                self.emit(error_result(None, f"the line is longer than {pool_request.MAX_LINE} "
+                                       "bytes; send smaller requests"))
+            elif self.line.strip():
+                self._handle_line(bytes(self.line))
+            self.line.clear()
+
+    def _extend_line(self, data: bytes) -> None:
+        if self.discarding:
+            return
+        self.line += data
+        if len(self.line) > pool_request.MAX_LINE:
+            self.line.clear()
+            self.discarding = True
+
+    def _handle_line(self, line: bytes) -> None:
+        request_id: object = None
+        try:
+            message = pool_request.parse_line(line)
+            request_id = message["id"]
+            if any(key in message for key in pool_request.CONTROL_FIELDS):
+                self._control(message)
+            else:
+                self._request(message)
+        except RequestError as exc:
+            self.emit(error_result(exc.request_id if exc.request_id is not None else request_id,
+                                   exc.message))
+        except PynoxError as exc:
+            self.emit(error_result(request_id, exc.message))
+
+    def _request(self, message: dict[str, object]) -> None:
+        request_id = message["id"]
+        pool_request.check_fields(message)
+        if request_id in self.runs or any(run.id == request_id for run, _ in self.queue):
+            raise RequestError(f"id {request_id!r} is already running; use a new id", request_id)
+        functions = pool_request.host_functions(message)
+        session_name = message.get("session")
+        if isinstance(session_name, str) and session_name in self.sessions:
+            session = self.sessions[session_name]
+            run = Run(request_id, session.policy)
+            self.runs[request_id] = run
+            session.queue.append((run, message))
+            self._next_step(session)
+            return
+        policy = self._policy(message)
+        run = Run(request_id, policy)
+        if isinstance(session_name, str):
+            if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
+                raise RequestError(
+                    f"the pool has {len(self.sessions)} sessions, its max_sessions; close one "
+                    "with close_session first", request_id)
+            session = Session(session_name, policy, functions)
+            self.sessions[session_name] = session
+            self.runs[request_id] = run
+            session.queue.append((run, message))
+            self._next_step(session)
+            return
+        self.runs[request_id] = run
+        self.queue.append((run, message))
+        self._start_queued()
+
+    def _policy(self, message: dict[str, object]) -> "Policy":
+        request_id = message["id"]
+        grants = pool_request.request_grants(message)
+        profile = message.get("profile")
+        if isinstance(profile, str):
+            grants = self.config.profile(profile).merged(grants)
+        grants = pool_request.cap(grants, self.limits, self.limited, request_id)
+        if grants.timeout is None:
+            grants.timeout = pool_request.DEFAULT_TIMEOUT
+        implicit = []
+        script = message.get("script")
+        if isinstance(script, str):
+            implicit = [os.path.dirname(os.path.realpath(script))]
+        return build_policy(grants, implicit, os.environ, self.cwd)
+
+    def _control(self, message: dict[str, object]) -> None:
+        request_id = message["id"]
+        if "close_session" in message:
+            name = message["close_session"]
+            session = self.sessions.get(name) if isinstance(name, str) else None
+            if session is None:
+                raise RequestError(f"there is no session {name!r} to close", request_id)
+            self._end_session(session)
+            self.sessions.pop(session.name, None)
+            self.emit({"id": request_id, "session": {"id": session.name, "closed": True}})
+            return
+        run = self.runs.get(request_id)
+        child = run.child if run is not None else None
+        answer = message.get("host_result", message.get("host_error"))
+        if child is None or not isinstance(answer, dict):
+            raise RequestError(f"no running request {request_id!r} waits for a host result",
+                               request_id)
+        call = answer.get("call")
+        if not isinstance(call, int) or call not in child.pending_calls:
+            raise RequestError(f"request {request_id!r} has no pending call {call!r}", request_id)
+        child.pending_calls.discard(call)
+        if "host_result" in message:
+            frame = {"type": "return", "call": call, "value": answer.get("value")}
+        else:
+            frame = {"type": "raise", "call": call, "message": str(answer.get("message", ""))}
+        try:
+            self._send_frame(child, frame)
+        except channel.ChannelError as exc:
+            child.kill(f"a host result could not be sent: {exc}")
+
+    # --- children -----------------------------------------------------------------------
+
+    def _start_queued(self) -> None:
+        busy = sum(1 for run in self.runs.values() if run.child is not None and run.session is None)
+        while self.queue and busy < self.workers:
+            run, message = self.queue.pop(0)
+            functions = pool_request.host_functions(message)
+            run.child = self._take_spare(run.policy, functions)
+            self.child_runs[run.child.token] = run
+            self._start_child(run.child, run.policy, functions, message, session=False)
+            busy += 1
+
+    def _take_spare(self, policy: "Policy", functions: list[dict[str, str]]) -> Child:
+        child = self.spares.pop(0) if self.spares else self._spawn()
+        child.functions = {spec["name"] for spec in functions}
+        child.stdout.limit = child.stderr.limit = policy.max_output
+        self._replenish()
+        return child
+
+    def _replenish(self) -> None:
+        while self.stdin_open and len(self.spares) < self.workers:
+            self.spares.append(self._spawn())
+
+    def _spawn(self) -> Child:
+        self.next_token += 1
+        child = Child(self.next_token)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        chan = ours.detach()
+        zygote.send(self.zygote, {"token": child.token}, [out_w, err_w, rep_w, theirs.fileno()])
+        for fd in (out_w, err_w, rep_w):
+            os.close(fd)
+        theirs.close()
+        child.fds = {"stdout": out_r, "stderr": err_r, "report": rep_r, "channel": chan}
+        for role, fd in child.fds.items():
+            os.set_blocking(fd, False)
+            self.handlers[fd] = (child, role)
+            self.poller.register(fd, select.POLLIN)
+        self.children[child.token] = child
+        return child
+
+    def _start_child(self, child: Child, policy: "Policy", functions: list[dict[str, str]],
+                     message: dict[str, object], session: bool) -> None:
+        """Sends a spare its policy and program; it confines itself and runs."""
+        name = message.get("name", pool_request.DEFAULT_NAME)
+        args = [str(arg) for arg in message.get("args", [])]  # type: ignore[union-attr]
+        script = message.get("script")
+        start: dict[str, object]
+        if session:
+            start = {"kind": "request", "argv": [name], "filename": name, "source": ""}
+        elif isinstance(script, str):
+            try:
+                with open(script, "rb") as file:
+                    source = file.read().decode("latin-1")
+            except OSError as exc:
+                child.kill(f"cannot open the script {script}: {exc.strerror}")
+                return
+            start = {"kind": "script", "argv": [script, *args], "filename": os.path.abspath(script),
+                     "source": source, "path0": os.path.dirname(os.path.realpath(script))}
+        else:
+            start = {"kind": "request", "argv": [name, *args], "filename": name,
+                     "source": message["code"]}
+        start.update(type="start", policy=policy.to_wire(), session=session, functions=functions)
+        self._send_frame(child, start)
+
+    def _send_frame(self, child: Child, frame: dict[str, object]) -> None:
+        child.outbound += channel.encode(frame)
+        self._flush_channel(child)
+
+    def _flush_channel(self, child: Child) -> None:
+        fd = child.fds.get("channel")
+        if fd is None:
+            return
+        try:
+            while child.outbound:
+                del child.outbound[: os.write(fd, child.outbound)]
+        except BlockingIOError:
+            pass
+        except OSError:
+            child.outbound.clear()
+        events = select.POLLIN | (select.POLLOUT if child.outbound else 0)
+        self.poller.modify(fd, events)
+
+    def _from_zygote(self) -> None:
+        message, fds = zygote.receive(self.zygote)
+        if message is None:
+            raise PynoxError("the pool's zygote stopped; restart the pool")
+        if "spawned" in message:
+            child = self.children.get(message["spawned"])  # type: ignore[arg-type]
+            if child is None:
+                for fd in fds:
+                    os.close(fd)
+                return
+            child.pid = int(message["pid"])  # type: ignore[arg-type]
+            child.pidfd = fds[0] if fds else None
+            self.by_pid[child.pid] = child
+            if child.kill_reason is not None:
+                child.kill(child.kill_reason)
+        elif "exited" in message:
+            pid = message["exited"]
+            status = message.get("status")
+            child = self.by_pid.pop(pid, None)  # type: ignore[arg-type]
+            if child is not None and isinstance(status, int):
+                child.status = status
+                self._child_exited(child)
+
+    def _read_output(self, child: Child, role: str) -> None:
+        fd = child.fds[role]
+        capture = {"stdout": child.stdout, "stderr": child.stderr, "report": child.report}[role]
+        try:
+            data = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        if data:
+            capture.add(data)
+            return
+        capture.open = False
+        self._close_fd(child, role)
+        self._maybe_finish(child)
+
+    def _drain(self, child: Child) -> None:
+        for role, capture in (("stdout", child.stdout), ("stderr", child.stderr)):
+            fd = child.fds.get(role)
+            while fd is not None:
+                try:
+                    data = os.read(fd, _READ_CHUNK)
+                except BlockingIOError:
+                    break
+                if not data:
+                    capture.open = False
+                    self._close_fd(child, role)
+                    break
+                capture.add(data)
+
+    def _close_fd(self, child: Child, role: str) -> None:
+        fd = child.fds.pop(role, None)
+        if fd is not None:
+            self.poller.unregister(fd)
+            self.handlers.pop(fd, None)
+            os.close(fd)
+
+    def _channel_event(self, child: Child, events: int) -> None:
+        if events & select.POLLOUT:
+            self._flush_channel(child)
+        if not events & (select.POLLIN | select.POLLHUP | select.POLLERR):
+            return
+        fd = child.fds["channel"]
+        try:
+            data = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close_fd(child, "channel")
+            return
+        try:
+            frames = child.frames.feed(data)
+            for frame in frames:
+                self._child_frame(child, frame)
+        except channel.ChannelError as exc:
+            self._close_fd(child, "channel")
+            child.kill(f"the program broke its channel to the pool: {exc}")
+
+    def _child_frame(self, child: Child, frame: dict[str, object]) -> None:
+        run = self.child_runs.get(child.token)
+        kind = frame.get("type")
+        if kind == "call" and run is not None:
+            call, function = frame.get("call"), frame.get("function")
+            args, kwargs = frame.get("args"), frame.get("kwargs")
+            valid = (isinstance(call, int) and not isinstance(call, bool)
+                     and call not in child.pending_calls and function in child.functions
+                     and isinstance(args, list) and isinstance(kwargs, dict))
+            if not valid:
+                raise channel.ChannelError("a host call that does not match its declaration")
+            assert isinstance(call, int)
+            child.pending_calls.add(call)
+            self.emit({"id": run.id, "event": "host_call", "call": call, "function": function,
+                       "args": args, "kwargs": kwargs})
+        elif kind == "done" and run is not None and run.session is not None:
+            self._drain(child)
+            exit_code = frame.get("exit")
+            error = frame.get("error")
+            ended = "exit" if frame.get("ended") else None
+            self._finish_step(run, exit_code if isinstance(exit_code, int) else 1,
+                              error if isinstance(error, dict) else None, ended)
+        else:
+            raise channel.ChannelError(f"an unexpected frame of type {kind!r}")
+
+    def _child_exited(self, child: Child) -> None:
+        run = self.child_runs.get(child.token)
+        if run is not None and run.session is not None:
+            self._drain(child)
+            reason = "timeout" if child.kill_reason == "timeout" else "crash"
+            if os.WIFEXITED(child.status or 0) and child.kill_reason is None:
+                reason = "exit"
+            self._finish_step(run, None, None, reason)
+        self._maybe_finish(child)
+
+    def _maybe_finish(self, child: Child) -> None:
+        """A one-shot child is done once it exited and its pipes closed."""
+        if child.status is None or child.stdout.open or child.stderr.open:
+            return
+        if child.report.open and "report" in child.fds:
+            return
+        for role in list(child.fds):
+            self._close_fd(child, role)
+        if child.pidfd is not None:
+            os.close(child.pidfd)
+            child.pidfd = None
+        self.children.pop(child.token, None)
+        run = self.child_runs.pop(child.token, None)
+        for session in self.sessions.values():
+            if session.child is child:
+                session.child = None
+        if run is None or run.session is not None:
+            return
+        self._finish_oneshot(run, child)
+
+    def _outcome(self, run: Run, child: Child, exit_code: int | None) -> Outcome:
+        outcome = Outcome()
+        outcome.stdout, outcome.stdout_truncated = bytes(child.stdout.data), child.stdout.truncated
+        outcome.stderr, outcome.stderr_truncated = bytes(child.stderr.data), child.stderr.truncated
+        child.stdout.data.clear()
+        child.stderr.data.clear()
+        child.stdout.truncated = child.stderr.truncated = False
+        outcome.duration_ms = (time.monotonic() - run.started) * 1000
+        if exit_code is not None:
+            outcome.exit_code = exit_code
+            return outcome
+        status = child.status or 0
+        if os.WIFSIGNALED(status):
+            outcome.signal = os.WTERMSIG(status)
+            outcome.exit_code = 128 + outcome.signal
+        else:
+            outcome.exit_code = os.waitstatus_to_exitcode(status)
+        if child.kill_reason == "timeout":
+            outcome.timed_out = True
+            outcome.exit_code = EXIT_TIMEOUT
+            outcome.signal = None
+        return outcome
+
+    def _finish_oneshot(self, run: Run, child: Child) -> None:
+        outcome = self._outcome(run, child, None)
+        outcome.report = bytes(child.report.data)
+        result = build_result(outcome, run.policy, api=True)
+        if child.kill_reason not in (None, "timeout"):
+            result["exit"] = 125
+            result["error"] = _error_object("PoolError", str(child.kill_reason))
+        self.runs.pop(run.id, None)
+        self.emit({"id": run.id, **result})
+        self._start_queued()
+
+    # --- sessions -----------------------------------------------------------------------
+
+    def _next_step(self, session: Session) -> None:
+        if session.running is not None or not session.queue:
+            return
+        run, message = session.queue.pop(0)
+        run.session = session
+        if session.child is None:
+            session.child = self._take_spare(session.policy, session.functions)
+            session.restarted = session.steps > 0
+            self._start_child(session.child, session.policy, session.functions, message,
+                              session=True)
+        run.child = session.child
+        run.started = time.monotonic()
+        run.deadline = None if run.policy.timeout is None else run.started + run.policy.timeout
+        session.running = run
+        self.child_runs[session.child.token] = run
+        name = message.get("name", pool_request.DEFAULT_NAME)
+        self._send_frame(session.child, {"type": "run", "code": message.get("code", ""),
+                                         "name": name})
+
+    def _finish_step(self, run: Run, exit_code: int | None, error: "dict[str, Any] | None",
+                     ended: str | None) -> None:
+        session = run.session
+        child = run.child
+        if session is None or child is None or session.running is not run:
+            return
+        outcome = self._outcome(run, child, exit_code)
+        if error is not None:
+            outcome.report = json.dumps(error).encode()
+        result = build_result(outcome, run.policy, api=True)
+        if ended in ("timeout", "crash"):
+            if ended == "timeout":
+                result["error"] = _error_object("Timeout", timeout_message(run.policy, api=True))
+            session.child = None
+        elif ended == "exit":
+            session.child = None
+        session.steps += 1
+        result["session"] = {"id": session.name, "step": session.steps,
+                             "restarted": session.restarted, "ended": ended}
+        session.restarted = False
+        session.running = None
+        session.last_used = time.monotonic()
+        self.child_runs.pop(child.token, None)
+        self.runs.pop(run.id, None)
+        self.emit({"id": run.id, **result})
+        self._next_step(session)
+
+    def _end_session(self, session: Session) -> None:
+        child = session.child
+        session.child = None
+        if child is not None:
+            self._close_fd(child, "channel")  # the session finalizes and exits
+            for run, _ in session.queue:
+                self.runs.pop(run.id, None)
+                self.emit(error_result(run.id, f"session {session.name!r} was closed"))
+            session.queue.clear()
+        if session.running is None:
+            self.sessions.pop(session.name, None)
+
+    def _close_sessions(self) -> None:
+        for session in list(self.sessions.values()):
+            self._end_session(session)
+        deadline = time.monotonic() + 2
+        while self.children and time.monotonic() < deadline:
+            for fd, events in self._poll(100):
+                self._dispatch(fd, events)
+
+
+def _warm_up() -> None:
+    """Imports what children use on their way, so no child pays for it."""
+    import linecache  # noqa: F401 - tracebacks of pool code read their lines here
+    import traceback  # noqa: F401
+
+    from pynox import host_module, report, session_child, shutdown  # noqa: F401
+
+
+def _version() -> str:
+    from pynox import __version__
+
+    return __version__
+
+
+def pool_command(argv: list[str]) -> int:
+    options = parse_options(argv)
+    return Template(options).serve()

@@ -1,0 +1,60 @@
+"""A session: one sandboxed process that keeps its globals between steps.
+
+The template sends a `run` frame per step; the session runs the code in the
+same __main__ and answers with a `done` frame once the step's output is
+flushed, so the template knows everything before it belongs to this step. A
+Python error leaves the session alive; SystemExit ends it as it would end
+`python`.
+"""
+
+import sys
+
+from pynox import channel, shutdown
+from pynox.child import ChildSetup, report_exception, run_source
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+    from pynox.policy import Policy
+    from pynox.program import Program
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def serve(
+    main: object, program: "Program", policy: "Policy", setup: ChildSetup, modules_before: "set[str]"
+) -> "NoReturn":
+    fd = setup.channel_fd
+    assert fd is not None
+    while True:
+        message = channel.receive(fd)
+        if message is None:
+            del main
+            shutdown.finish(0, False, modules_before)  # the template closed the session
+        code, name = message.get("code"), message.get("name")
+        if message.get("type") != "run" or not isinstance(code, str) or not isinstance(name, str):
+            continue
+        program.filename = name
+        error = None
+        status = 0
+        try:
+            run_source(code, name, main, remember=True)
+        except SystemExit as exc:
+            status = shutdown.system_exit_status(exc)
+            _flush()
+            channel.send(fd, {"type": "done", "exit": status, "error": None, "ended": True})
+            del main
+            shutdown.finish(status, False, modules_before)
+        except BaseException as exc:  # noqa: BLE001 - the session outlives the step's error
+            error = report_exception(exc, program, policy, setup)
+            status = 1
+        _flush()
+        channel.send(fd, {"type": "done", "exit": status, "error": error})
