@@ -109,15 +109,21 @@ def run_command(argv: list[str]) -> int:
         prog = program.stdin(inv.args, isolated)
     policy = build_policy(grants, prog.implicit_read, os.environ, cwd)
     _refuse_self_writable_config(config_path, policy)
+    # A program that may write Pynox's configuration cache could plant entries
+    # that widen later runs: such a run is supervised, and the cache goes after it.
+    cache_exposed = _cache_is_writable(policy)
     outcome = runner.run(
         prog,
         policy,
         capture=inv.json,
         unbuffered="u" in inv.python_options,
         no_site="S" in inv.python_options,
+        supervised=cache_exposed,
     )
-    if config_path is not None:
-        _forget_cache_if_writable(config_path, policy)
+    if cache_exposed:
+        from pynox.config_cache import forget_all
+
+        forget_all(os.environ)
     if inv.json:
         from pynox.result import print_json_result
 
@@ -180,14 +186,14 @@ def _refuse_self_writable_config(config_path: str | None, policy: "Policy") -> N
         )
 
 
-def _forget_cache_if_writable(config_path: str, policy: "Policy") -> None:
-    # A program that could write the cache could have altered a later run's policy.
-    from pynox.config_cache import cache_dir, forget
+def _cache_is_writable(policy: "Policy") -> bool:
+    from pynox.config_cache import cache_dir
     from pynox.policy import covering_write
 
+    if not policy.allow_write:
+        return False
     directory = cache_dir(os.environ)
-    if directory is not None and covering_write(policy, os.path.realpath(directory)):
-        forget(config_path, os.environ)
+    return directory is not None and covering_write(policy, os.path.realpath(directory)) is not None
 
 
 def _finish_plain(outcome: "Outcome", policy: "Policy") -> int:

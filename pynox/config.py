@@ -29,21 +29,53 @@ _NAME_CHARS = _NAME_START | frozenset("0123456789")
 _BARE_KEY_CHARS = _NAME_CHARS | frozenset("-")
 
 
+# Exact type checks for cached data: a bool must not pass for an int, nor an int for a float.
+def _str(value: object) -> str:
+    if type(value) is not str:
+        raise TypeError("expected a string")
+    return value
+
+
+def _str_list(value: object) -> list[str]:
+    if type(value) is not list or not all(type(item) is str for item in value):
+        raise TypeError("expected a list of strings")
+    return value
+
+
+def _int(value: object) -> int | None:
+    if value is None or type(value) is int:
+        return value
+    raise TypeError("expected an int or None")
+
+
+def _float(value: object) -> float | None:
+    if value is None or type(value) is float:
+        return value
+    raise TypeError("expected a float or None")
+
+
+def _bool(value: object) -> bool | None:
+    if value is None or type(value) is bool:
+        return value
+    raise TypeError("expected a bool or None")
+
+
 class _Record:
     """Plain data: compared, shown and cached through its fields (see `_fields`)."""
 
     __slots__ = ()
     _fields: "tuple[str, ...]" = ()
+    _checks: "tuple[Callable[[object], object], ...]" = ()  # one per field, for cached data
 
     def to_data(self) -> dict[str, object]:
         """The fields as builtins only, for marshal."""
         return {key: _plain(getattr(self, key)) for key in self._fields}
 
-    def _fill(self, data: object, checks: "tuple[Callable[[object], object], ...]") -> None:
+    def _fill(self, data: object) -> None:
         # Anything but exactly what to_data produces is a bad cache entry: TypeError/ValueError.
         if type(data) is not dict or data.keys() != set(self._fields):
             raise ValueError("unexpected fields")
-        for key, check in zip(self._fields, checks, strict=True):
+        for key, check in zip(self._fields, self._checks, strict=True):
             setattr(self, key, check(data[key]))
 
     def __eq__(self, other: object) -> bool:
@@ -61,6 +93,7 @@ class Grants(_Record):
 
     __slots__ = _GRANT_KEYS
     _fields = _GRANT_KEYS
+    _checks = (_str_list,) * 4 + (_bool, _float, _int, _int, _int)
 
     def __init__(
         self,
@@ -98,8 +131,8 @@ class Grants(_Record):
     @classmethod
     def from_data(cls, data: object) -> "Grants":
         """Inverse of to_data; raises ValueError/TypeError for anything else (a bad cache)."""
-        grants = cls()
-        grants._fill(data, (_str_list,) * 4 + (_bool, _float, _int, _int, _int))
+        grants = cls.__new__(cls)  # _fill sets every field
+        grants._fill(data)
         return grants
 
 
@@ -108,6 +141,7 @@ class PoolSettings(_Record):
 
     __slots__ = _POOL_KEYS
     _fields = _POOL_KEYS
+    _checks = (_int, _str_list, _int, _float)
 
     def __init__(
         self,
@@ -124,15 +158,22 @@ class PoolSettings(_Record):
 
     @classmethod
     def from_data(cls, data: object) -> "PoolSettings":
-        pool = cls()
-        pool._fill(data, (_int, _str_list, _int, _float))
+        pool = cls.__new__(cls)
+        pool._fill(data)
         return pool
+
+
+def _profiles(value: object) -> dict[str, Grants]:
+    if type(value) is not dict:
+        raise TypeError("expected a dict")
+    return {_str(name): Grants.from_data(grants) for name, grants in value.items()}
 
 
 class Config(_Record):
     """A validated pynox.toml; `path` is the file's absolute real path."""
 
     __slots__ = _fields = ("path", "permissions", "profiles", "pool", "pool_limits")
+    _checks = (_str, Grants.from_data, _profiles, PoolSettings.from_data, Grants.from_data)
 
     def __init__(
         self,
@@ -167,9 +208,8 @@ class Config(_Record):
 
     @classmethod
     def from_data(cls, data: object) -> "Config":
-        config = cls("")
-        checks = (_str, Grants.from_data, _profiles, PoolSettings.from_data, Grants.from_data)
-        config._fill(data, checks)
+        config = cls.__new__(cls)
+        config._fill(data)
         return config
 
     def __repr__(self) -> str:
@@ -212,11 +252,17 @@ def parse_config_file(path: str, environ: "Mapping[str, str]") -> Config:
         raise ConfigError(
             f"cannot read {real_path} ({reason}); check that it exists and that you may read it"
         ) from None
+    return parse_config_bytes(raw, real_path, environ)
+
+
+def parse_config_bytes(raw: bytes, real_path: str, environ: "Mapping[str, str]") -> Config:
+    """Parse and validate the contents of the pynox.toml whose real path is `real_path`."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as failure:
+        line = raw.count(b"\n", 0, failure.start) + 1
         raise ConfigError(
-            f"{real_path} is not UTF-8 text (bad byte at offset {failure.start}); save it as UTF-8"
+            f"{real_path} is not UTF-8 text (see line {line}); save it as UTF-8"
         ) from None
     return config_from_toml(_parse_toml(text, real_path), real_path, environ)
 
@@ -393,16 +439,18 @@ def _parse_toml(text: str, path: str) -> dict[str, object]:
         import tomllib
     else:
         try:
-            import tomli as tomllib
+            # The ignore is for mypy run from a 3.11+ environment, where tomli is not installed.
+            import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
         except ImportError:
             raise ConfigError(
                 f"reading {path} on Python 3.10 needs the tomli package; install it with"
                 " `pip install tomli`"
             ) from None
     try:
-        return tomllib.loads(text)
+        document: dict[str, object] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as failure:
         raise ConfigError(f"{path} is not valid TOML: {failure}; fix it there") from None
+    return document
 
 
 def _table(value: object, name: str, path: str) -> dict[str, object]:
@@ -425,7 +473,8 @@ def _existing_file(
     subject = f"{source}={given}"
     if not given:
         raise ConfigError(f"{subject} is empty; {fix}")
-    path = os.path.normpath(os.path.join(cwd, _expand_home(given, environ)))
+    # Joined, not normalized: "link/../x" must mean what the kernel makes of it.
+    path = os.path.join(cwd, _expand_home(given, environ))
     try:
         mode = os.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
@@ -487,40 +536,3 @@ def _plain(value: object) -> object:
 def _is_set(record: object, key: str) -> bool:
     value = getattr(record, key)
     return value is not None and value != []
-
-
-# Exact type checks for cached data: a bool must not pass for an int, nor an int for a float.
-def _str(value: object) -> str:
-    if type(value) is not str:
-        raise TypeError("expected a string")
-    return value
-
-
-def _str_list(value: object) -> list[str]:
-    if type(value) is not list:
-        raise TypeError("expected a list")
-    return [_str(item) for item in value]
-
-
-def _int(value: object) -> int | None:
-    if value is None or type(value) is int:
-        return value
-    raise TypeError("expected an int or None")
-
-
-def _float(value: object) -> float | None:
-    if value is None or type(value) is float:
-        return value
-    raise TypeError("expected a float or None")
-
-
-def _bool(value: object) -> bool | None:
-    if value is None or type(value) is bool:
-        return value
-    raise TypeError("expected a bool or None")
-
-
-def _profiles(value: object) -> dict[str, Grants]:
-    if type(value) is not dict:
-        raise TypeError("expected a dict")
-    return {_str(name): Grants.from_data(grants) for name, grants in value.items()}

@@ -1,15 +1,16 @@
 """A cache of validated pynox.toml files, so most runs skip the ~20 ms TOML parser import.
 
-An entry is one marshal file per config path holding (CACHE_FORMAT, key, Config.to_data()).
-The key pins everything the validated result depends on: the file's identity and stat,
-HOME (for `~` in paths) and the validating code itself. Any problem with the cache just
-means a parse: it is an optimisation, never a source of errors.
+An entry is one marshal file per config path holding
+(CACHE_FORMAT, key, the file's bytes, Config.to_data()). The validated result depends on
+exactly the key (the real path, HOME for `~` in paths, a stamp of the validating code) and
+the bytes, so that is what is compared. Comparing the bytes, not size/mtime/inode, costs a
+read of a small file and cannot miss a rewrite within one timestamp tick. Any problem with
+the cache just means a parse: it is an optimisation, never a source of errors.
 """
 
 import marshal
 import os
 import stat
-import time
 
 from pynox import config, units
 
@@ -17,16 +18,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    # (real path, size, mtime_ns, ctime_ns, inode, device, HOME, code stamp)
-    CacheKey = tuple[str, int, int, int, int, int, str | None, tuple[int, ...]]
+    # (real path, HOME, code stamp)
+    CacheKey = tuple[str, str | None, tuple[int, ...]]
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 _SUFFIX = ".marshal"
 _MAX_NAME = 200
 _MAX_ENTRY_BYTES = 1 << 20
-# A file modified this recently may be modified again within the same timestamp tick,
-# with the same size, and the cache could not tell; such files are parsed, not cached.
-_SETTLE_NS = 2_000_000_000
 # What a missing, unwritable, truncated or tampered cache raises (LookupError: belt and braces).
 _IGNORED = (OSError, EOFError, ValueError, TypeError, LookupError)
 
@@ -41,19 +39,20 @@ def load_cached(path: str, environ: "Mapping[str, str]") -> config.Config:
     """config.parse_config_file(path), from the cache when nothing it depends on changed."""
     real_path = os.path.realpath(path)
     try:
-        # Stat before reading: a change after this point gives a new key on the next run.
-        file_stat = os.stat(real_path)
+        with open(real_path, "rb") as config_file:
+            raw = config_file.read()
     except OSError:
         return config.parse_config_file(real_path, environ)  # reports why it cannot be read
-    key = _key(real_path, file_stat, environ)
+    key = (real_path, environ.get("HOME"), _code_stamp())
     entry = _entry_path(real_path, environ)
     if entry is not None:
-        cached = _read_entry(entry, key)
+        cached = _read_entry(entry, key, raw)
         if cached is not None:
             return cached
-    loaded = config.parse_config_file(real_path, environ)
-    if entry is not None and time.time_ns() - file_stat.st_mtime_ns >= _SETTLE_NS:
-        _write_entry(entry, key, loaded, environ)
+    # Parse the very bytes stored beside the result, never a second read of the file.
+    loaded = config.parse_config_bytes(raw, real_path, environ)
+    if entry is not None:
+        _write_entry(entry, (CACHE_FORMAT, key, raw, loaded.to_data()), environ)
     return loaded
 
 
@@ -96,19 +95,6 @@ def _entry_path(real_path: str, environ: "Mapping[str, str]") -> str | None:
     return os.path.join(directory, name)
 
 
-def _key(real_path: str, file_stat: os.stat_result, environ: "Mapping[str, str]") -> "CacheKey":
-    return (
-        real_path,
-        file_stat.st_size,
-        file_stat.st_mtime_ns,
-        file_stat.st_ctime_ns,  # catches edits that restore the old mtime
-        file_stat.st_ino,
-        file_stat.st_dev,
-        environ.get("HOME"),
-        _code_stamp(),
-    )
-
-
 def _code_stamp() -> tuple[int, ...]:
     """Size and mtime of the validating modules: a changed pynox invalidates old entries."""
     stamp: list[int] = []
@@ -121,7 +107,7 @@ def _code_stamp() -> tuple[int, ...]:
     return tuple(stamp)
 
 
-def _read_entry(entry: str, key: "CacheKey") -> "config.Config | None":
+def _read_entry(entry: str, key: "CacheKey", raw: bytes) -> "config.Config | None":
     try:
         descriptor = os.open(entry, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
@@ -136,13 +122,12 @@ def _read_entry(entry: str, key: "CacheKey") -> "config.Config | None":
             or entry_stat.st_size > _MAX_ENTRY_BYTES
         ):
             return None
-        raw = os.read(descriptor, entry_stat.st_size + 1)
-        stored = marshal.loads(raw)
-        if type(stored) is not tuple or len(stored) != 3:
+        stored = marshal.loads(os.read(descriptor, entry_stat.st_size + 1))
+        if type(stored) is not tuple or len(stored) != 4:
             return None
-        if stored[0] != CACHE_FORMAT or stored[1] != key:
+        if stored[0] != CACHE_FORMAT or stored[1] != key or stored[2] != raw:
             return None
-        return config.Config.from_data(stored[2])
+        return config.Config.from_data(stored[3])
     except _IGNORED:
         return None
     finally:
@@ -150,11 +135,13 @@ def _read_entry(entry: str, key: "CacheKey") -> "config.Config | None":
 
 
 def _write_entry(
-    entry: str, key: "CacheKey", loaded: config.Config, environ: "Mapping[str, str]"
+    entry: str,
+    stored: "tuple[int, CacheKey, bytes, dict[str, object]]",
+    environ: "Mapping[str, str]",
 ) -> None:
     temporary = f"{entry}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
     try:
-        raw = marshal.dumps((CACHE_FORMAT, key, loaded.to_data()))
+        raw = marshal.dumps(stored)
         _make_private_dirs(environ)
         descriptor = os.open(
             temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600

@@ -8,6 +8,7 @@ timeouts through pidfds, and writes one result per request on stdout. The
 protocol is documented in docs/pool-protocol.md.
 """
 
+import contextlib
 import gc
 import json
 import os
@@ -107,6 +108,9 @@ class Child:
         self.outbound = bytearray()
         self.pending_calls: set[int] = set()
         self.kill_reason: str | None = None  # "timeout", or why the template dropped it
+        # How the child said it ended, before the zygote reaped it: (status, signal).
+        self.announced: tuple[int, int | None] | None = None
+        self.finished = False
 
     def kill(self, reason: str) -> None:
         if self.kill_reason is None:
@@ -518,8 +522,10 @@ class Template:
         self._close_fd(child, role)
         self._maybe_finish(child)
 
-    def _drain(self, child: Child) -> None:
-        for role, capture in (("stdout", child.stdout), ("stderr", child.stderr)):
+    def _drain(self, child: Child, roles: "tuple[str, ...]" = ("stdout", "stderr")) -> None:
+        captures = {"stdout": child.stdout, "stderr": child.stderr, "report": child.report}
+        for role in roles:
+            capture = captures[role]
             fd = child.fds.get(role)
             while fd is not None:
                 try:
@@ -577,6 +583,10 @@ class Template:
             child.pending_calls.add(call)
             self.emit({"id": run.id, "event": "host_call", "call": call, "function": function,
                        "args": args, "kwargs": kwargs})
+        elif kind == "exit":
+            status, signum = frame.get("status"), frame.get("signal")
+            if isinstance(status, int) and (signum is None or isinstance(signum, int)):
+                child.announced = (status & 0xFF, signum)
         elif kind == "done" and run is not None and run.session is not None:
             self._drain(child)
             exit_code = frame.get("exit")
@@ -598,14 +608,24 @@ class Template:
         self._maybe_finish(child)
 
     def _maybe_finish(self, child: Child) -> None:
-        """A one-shot child is done once it exited and its pipes closed."""
-        if child.status is None or child.stdout.open or child.stderr.open:
+        """A one-shot child is done once it ended and its pipes closed."""
+        if child.finished or (child.status is None and child.announced is None):
             return
-        if child.report.open and "report" in child.fds:
+        if child.stdout.open or child.stderr.open:
             return
+        if child.status is None:
+            # It announced its end: what it reported came before the announcement.
+            self._drain(child, ("report",))
+        elif child.report.open and "report" in child.fds:
+            return
+        child.finished = True
         for role in list(child.fds):
             self._close_fd(child, role)
         if child.pidfd is not None:
+            if child.status is None:
+                # Gone in a moment anyway; a program that only claimed to end goes now.
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
             os.close(child.pidfd)
             child.pidfd = None
         self.children.pop(child.token, None)
@@ -627,6 +647,11 @@ class Template:
         outcome.duration_ms = (time.monotonic() - run.started) * 1000
         if exit_code is not None:
             outcome.exit_code = exit_code
+            return outcome
+        if child.status is None and child.announced is not None:
+            outcome.exit_code, outcome.signal = child.announced
+            if outcome.signal is not None:
+                outcome.exit_code = 128 + outcome.signal
             return outcome
         status = child.status or 0
         if os.WIFSIGNALED(status):

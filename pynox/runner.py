@@ -70,12 +70,12 @@ class _Forwarder:
 
 
 def run(program: "Program", policy: "Policy", capture: bool, unbuffered: bool,
-        no_site: bool) -> "Outcome":
+        no_site: bool, supervised: bool = False) -> "Outcome":
     setup = ChildSetup()
     setup.unbuffered = unbuffered
     setup.no_site = no_site
     setup.system_reads = system_paths.interpreter_reads()
-    if not capture and policy.timeout is None:
+    if not (capture or supervised) and policy.timeout is None:
         # Nothing to supervise: no output to collect, no clock to enforce. The
         # program runs in this very process, the terminal's own foreground job,
         # which spares the fork and the copying of every page a child touches.

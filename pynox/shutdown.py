@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 EXIT_FLUSH_FAILED = 120
 _LAST_EXCEPTION = ("last_type", "last_value", "last_traceback", "last_exc")
 
+# A pool child's channel: it tells the template how it ended, then closes its
+# output, so the result goes out while the kernel still tears the process down.
+exit_channel: "int | None" = None
+
 
 def system_exit_status(exc: SystemExit) -> int:
     """The exit status of SystemExit, printing its message as CPython does."""
@@ -73,7 +77,21 @@ def finish(status: int, interrupted: bool, modules_before: "set[str]") -> "NoRet
     gc.collect()
     if not _flush_stdio():
         status = EXIT_FLUSH_FAILED
+    if exit_channel is not None:
+        _announce_exit(exit_channel, status, interrupted)
     if interrupted:
         _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
         os.kill(os.getpid(), _signal.SIGINT)
     os._exit(status)
+
+
+def _announce_exit(fd: int, status: int, interrupted: bool) -> None:
+    from pynox import channel
+
+    try:
+        channel.send(fd, {"type": "exit", "status": status,
+                          "signal": int(_signal.SIGINT) if interrupted else None})
+        for stream_fd in (1, 2):
+            os.close(stream_fd)
+    except OSError:
+        pass

@@ -14,7 +14,7 @@ import os
 import select
 import socket
 
-from pynox import channel, child
+from pynox import channel, child, shutdown
 from pynox.child import ChildSetup
 from pynox.policy import Policy
 from pynox.program import Program
@@ -129,6 +129,7 @@ def _become_child(
     setup.parent_pid = os.getppid()
     setup.system_reads = system_reads
     child.prepare(setup)
+    shutdown.exit_channel = setup.channel_fd
     _warm_up()
     start = channel.receive(setup.channel_fd)
     if start is None:

@@ -132,3 +132,18 @@ def test_a_changed_file_is_read_again(tmp_path: Path) -> None:
     assert any(cache.rglob("*")), "the validated configuration should be cached"
     write(root / "pynox.toml", '[permissions]\ntimeout = "3s"\n')
     assert policy_of(cwd=root, env=env)["timeout_ms"] == 3_000
+
+
+def test_a_run_that_may_write_the_cache_cannot_poison_later_runs(tmp_path: Path) -> None:
+    root = project(tmp_path)
+    cache = tmp_path / "cache"
+    env = {"XDG_CACHE_HOME": str(cache)}
+    assert policy_of(cwd=root, env=env)["allow_read"] == [str(root / "data")]
+    entries = [p for p in cache.rglob("*") if p.is_file()]
+    assert entries
+    # The program rewrites every cache entry it can reach.
+    poison = "import pathlib\nfor p in pathlib.Path(%r).rglob('*'):\n    p.is_file() and p.write_bytes(b'x')\n" % str(cache)
+    proc = pynox(f"--allow-write={cache}", f"--allow-read={cache}", "-c", poison, cwd=root, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert not any(p.is_file() for p in cache.rglob("*")), "the exposed cache must be dropped"
+    assert policy_of(cwd=root, env=env)["allow_read"] == [str(root / "data")]

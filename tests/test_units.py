@@ -53,8 +53,24 @@ def test_parse_duration_accepts(written: object, seconds: float) -> None:
 
 @pytest.mark.parametrize(
     "written",
-    ["abc", "", "   ", "5x", "5 sec", "1.2.3s", "ms", ".", "inf", "nan", "1e3", "0x10", True, None,
-     [5], float("nan")],
+    [
+        "abc",
+        "",
+        "   ",
+        "5x",
+        "5 sec",
+        "1.2.3s",
+        "ms",
+        ".",
+        "inf",
+        "nan",
+        "1e3",
+        "0x10",
+        True,
+        None,
+        [5],
+        float("nan"),
+    ],
 )
 def test_parse_duration_rejects_what_is_not_a_duration(written: object) -> None:
     with pytest.raises(UsageError, match="is not a duration; write it like 500ms, 5s, 2m or 1h$"):
@@ -70,7 +86,9 @@ def test_parse_duration_messages() -> None:
     assert message("abc") == "--timeout=abc is not a duration; write it like 500ms, 5s, 2m or 1h"
     assert message("0") == "--timeout=0 is not more than zero; give a positive duration, like 5s"
     assert message(-1) == "--timeout=-1 is not more than zero; give a positive duration, like 5s"
-    assert message("-5s") == "--timeout=-5s is not more than zero; give a positive duration, like 5s"
+    assert (
+        message("-5s") == "--timeout=-5s is not more than zero; give a positive duration, like 5s"
+    )
     assert message("25h") == "--timeout=25h is above the 24h maximum; give at most 24h"
     assert message(86401) == "--timeout=86401 is above the 24h maximum; give at most 24h"
     assert message(10**400) == f"--timeout={10**400} is above the 24h maximum; give at most 24h"
@@ -105,7 +123,7 @@ def test_parse_duration_raises_the_error_class_asked_for() -> None:
         (" 64 k ", 65536),
         ("1.5g", 3 << 29),
         ("0.1k", 102),  # 102.4 rounded down
-        ("1.1g", 1181116006),  # exact: float arithmetic would give ...005 or ...006 by luck
+        ("1.1g", 1181116006),  # 1181116006.4 rounded down
         ("1.", 1),
         (65536, 65536),
         (0, 0),
@@ -119,8 +137,22 @@ def test_parse_size_accepts(written: object, size: int) -> None:
 
 @pytest.mark.parametrize(
     "written",
-    ["abc", "", "1ib", "5x", "1.5.5k", "k", "1e3", "1kk", "1 gib b", True, None, 1.5, 1024.0,
-     ["1g"]],
+    [
+        "abc",
+        "",
+        "1ib",
+        "5x",
+        "1.5.5k",
+        "k",
+        "1e3",
+        "1kk",
+        "1 gib b",
+        True,
+        None,
+        1.5,
+        1024.0,
+        ["1g"],
+    ],
 )
 def test_parse_size_rejects_what_is_not_a_size(written: object) -> None:
     with pytest.raises(UsageError, match="is not a size; write it like 65536, 64k, 512m or 1g$"):
