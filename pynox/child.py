@@ -1,8 +1,9 @@
-"""The forked child: set the process up as `python` would, confine it, run it.
+"""The child: set the process up as `python` would, confine it, run it.
 
-Runs in the child only and never returns: however the program ends (normally,
-with an uncaught exception, SystemExit or KeyboardInterrupt), the child
-reports it as python would and leaves through pynox.shutdown.
+Never returns. For the command, the program's end (normal, an uncaught
+exception, SystemExit, KeyboardInterrupt) propagates to the top of the
+interpreter, so CPython itself finalizes exactly as `python` would. The pool's
+children leave through pynox.shutdown instead, which is much cheaper there.
 """
 
 import _signal
@@ -11,6 +12,7 @@ import os
 import sys
 
 from pynox import shutdown
+from pynox._toplevel import call_at_top, compile_source, exec_at_top
 from pynox.access_log import ACCESS_LOG
 from pynox.sandbox import confine_policy
 
@@ -26,13 +28,17 @@ if TYPE_CHECKING:
 _PACKAGE_DIR = os.path.dirname(__file__) + os.sep
 EXIT_SETUP_FAILURE = 125
 
+# True once this process runs a program: whatever propagates from then on is
+# the program's, for CPython to report, never pynox's own error.
+program_started = False
+
 
 class ChildSetup:
     """What the supervisor hands its child besides the program and policy."""
 
     __slots__ = ("stdout_fd", "stderr_fd", "stdin_null", "report_fd", "unbuffered",
                  "no_site", "api_hints", "parent_pid", "system_reads", "channel_fd",
-                 "host_functions", "session")
+                 "host_functions", "session", "quick_exit")
 
     def __init__(self) -> None:
         self.stdout_fd: int | None = None  # capture pipes, or None for the user's own
@@ -48,6 +54,9 @@ class ChildSetup:
         self.channel_fd: int | None = None
         self.host_functions: list[dict[str, str]] = []
         self.session = False
+        # Leave through pynox.shutdown instead of CPython's full finalization:
+        # the pool's children, where that teardown would dominate each request.
+        self.quick_exit = False
 
 
 def run_child(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
@@ -69,6 +78,8 @@ def prepare(setup: ChildSetup) -> None:
 
 def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
     """Applies the run's policy and runs the program; never returns."""
+    global program_started
+    program_started = True
     try:
         os.environ.update(policy.environment)
         main_module = _setup_interpreter(program, policy, setup)
@@ -85,20 +96,50 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         from pynox.session_child import serve
 
         serve(main_module, program, policy, setup, modules_before)
-    interrupted = False
+    if setup.quick_exit:
+        _run_then_finish(program, policy, setup, main_module, modules_before)
     try:
         _execute(program, main_module)
+    except SystemExit:
+        raise  # CPython prints its message, finalizes and sets the exit status
+    except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
+        report_exception(exc, program, policy, setup)
+        # CPython takes it from here: status 1, or death by SIGINT for
+        # KeyboardInterrupt, after a normal finalization. It is printed already.
+        sys.excepthook = _SilentFor(exc, sys.excepthook)
+        raise
+    raise SystemExit(0)
+
+
+def _run_then_finish(
+    program: "Program", policy: "Policy", setup: ChildSetup, main: object,
+    modules_before: "set[str]",
+) -> "NoReturn":
+    """Runs the program, then leaves through pynox.shutdown (see there why)."""
+    interrupted = False
+    try:
+        _execute(program, main)
     except SystemExit as exc:
         status = shutdown.system_exit_status(exc)
     except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
-        error = report_exception(exc, program, policy, setup)
-        if setup.report_fd is not None:
-            _write_report(setup.report_fd, error)
+        report_exception(exc, program, policy, setup)
         status, interrupted = 1, isinstance(exc, KeyboardInterrupt)
     else:
         status = 0
-    del main_module  # so that the program's objects can be finalized
+    del main  # so that the program's objects can be finalized
     shutdown.finish(status, interrupted, modules_before)
+
+
+class _SilentFor:
+    """An excepthook that stays quiet for the one exception already reported."""
+
+    def __init__(self, exc: BaseException, hook: object) -> None:
+        self.exc = exc
+        self.hook = hook
+
+    def __call__(self, kind: type, value: BaseException, tb: object) -> None:
+        if value is not self.exc:
+            self.hook(kind, value, tb)  # type: ignore[operator]
 
 
 def _reset_signals() -> None:
@@ -137,19 +178,27 @@ def _setup_stdio(setup: ChildSetup) -> None:
 
 
 def _make_unbuffered() -> None:
+    """Standard streams as `python -u` makes them: text written straight through."""
     import io
 
-    for name, fd in (("stdout", 1), ("stderr", 2)):
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
         old = getattr(sys, name)
         if old is None:
             continue
-        old.flush()
+        if mode == "w":
+            old.flush()
+        raw = io.FileIO(fd, mode + "b", closefd=False)
+        raw.name = f"<{name}>"  # type: ignore[misc]
+        buffer = io.BufferedReader(raw) if mode == "r" else raw
         stream = io.TextIOWrapper(
-            io.FileIO(fd, "w", closefd=False),
+            buffer,  # type: ignore[arg-type]
             encoding=old.encoding,
             errors=old.errors,
+            newline="\n",
+            line_buffering=False,
             write_through=True,
         )
+        stream.mode = mode  # type: ignore[misc]
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
 
@@ -199,10 +248,12 @@ def _execute(program: "Program", main: object) -> None:
     if program.kind in ("module", "main_dir"):
         import runpy
 
+        # As `python -m` does, from C: runpy's frames are the bottom of the stack.
+        run_as_main = runpy._run_module_as_main  # type: ignore[attr-defined]
         if program.kind == "module":
-            runpy._run_module_as_main(program.module)  # type: ignore[attr-defined]
+            call_at_top(run_as_main, program.module)
         else:
-            runpy._run_module_as_main("__main__", alter_argv=False)  # type: ignore[attr-defined]
+            call_at_top(run_as_main, "__main__", False)
         return
     run_source(program.source, program.filename, main, program.kind == "request")
 
@@ -215,8 +266,11 @@ def run_source(source: "str | bytes", filename: str, main: object, remember: boo
 
         text = source if isinstance(source, str) else source.decode(errors="replace")
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    code = compile(source, filename, "exec", dont_inherit=True)
-    exec(code, main.__dict__)  # noqa: S102 - running the user's program is the point
+    if isinstance(source, str):
+        code = compile_source(source.encode("utf-8", "surrogatepass"), filename, True)
+    else:
+        code = compile_source(source, filename)
+    exec_at_top(code, main.__dict__)
 
 
 def _user_traceback(tb: "TracebackType | None") -> "TracebackType | None":
@@ -230,6 +284,22 @@ def report_exception(
     exc: BaseException, program: "Program", policy: "Policy", setup: ChildSetup
 ) -> dict[str, object]:
     """Prints an exception as python would, then pynox's hint; returns the error."""
+    # The program may have lowered the recursion limit below what reporting needs.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 1000))
+    try:
+        error = _report_exception(exc, program, policy, setup)
+        if setup.report_fd is not None:
+            _write_report(setup.report_fd, error)
+            setup.report_fd = None
+        return error
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _report_exception(
+    exc: BaseException, program: "Program", policy: "Policy", setup: ChildSetup
+) -> dict[str, object]:
     last_event = ACCESS_LOG.last  # before printing, which opens source files itself
     tb = _user_traceback(exc.__traceback__)
     exc.__traceback__ = tb

@@ -21,13 +21,17 @@ if TYPE_CHECKING:
     from pynox.runner import Outcome
 
 
+def _program_running() -> bool:
+    child = sys.modules.get("pynox.child")
+    return bool(child is not None and child.program_started)
+
+
 def main() -> "NoReturn":
-    supervisor = os.getpid()
     try:
         code = dispatch(sys.argv[1:])
     except Exception as exc:
-        if os.getpid() != supervisor:
-            raise  # the child's program ended this way: CPython reports it
+        if _program_running():
+            raise  # the program ended this way: CPython reports it
         if isinstance(exc, PynoxError):
             _print_line(f"pynox: {exc.message}")
             code = exc.exit_code
@@ -35,7 +39,7 @@ def main() -> "NoReturn":
             _print_line(f"pynox: internal error: {exc!r}; please report it with the command line")
             code = 125
     except KeyboardInterrupt:
-        if os.getpid() != supervisor:
+        if _program_running():
             raise
         code = 130
     _leave(code)

@@ -35,6 +35,12 @@ _LOADER_VARIABLES = frozenset(
 )
 
 
+def is_locale_variable(name: str) -> bool:
+    """Locale and time-zone settings: not permissions, but what makes text and
+    local time come out as they do under python, so they always pass through."""
+    return name in ("LANG", "LANGUAGE", "TZ") or name.startswith("LC_")
+
+
 def is_loader_variable(name: str) -> bool:
     return name.startswith(("LD_", "MALLOC_", "GLIBC_")) or name in _LOADER_VARIABLES
 
@@ -134,6 +140,8 @@ def build_policy(
         [resolve_grant(p, "imports from", cwd) for p in grants.package_dirs]
     )
     policy.implicit_read = _unique(implicit_read)
+    policy.environment = {name: value for name, value in environ.items()
+                          if is_locale_variable(name)}
     for name in _unique(grants.allow_env):
         if is_loader_variable(name):
             raise PolicyError(

@@ -7,6 +7,7 @@ Python error leaves the session alive; SystemExit ends it as it would end
 `python`.
 """
 
+import os
 import sys
 
 from pynox import channel, shutdown
@@ -34,6 +35,9 @@ def serve(
 ) -> "NoReturn":
     fd = setup.channel_fd
     assert fd is not None
+    if setup.report_fd is not None:
+        os.close(setup.report_fd)  # a session reports each step's error in its done frame
+        setup.report_fd = None
     while True:
         message = channel.receive(fd)
         if message is None:

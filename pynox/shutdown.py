@@ -1,12 +1,15 @@
-"""End the child the way CPython's finalization ends `python`, at a fraction of the cost.
+"""End a pool child the way CPython's finalization ends `python`, at a fraction of the cost.
 
-A forked child that runs Py_FinalizeEx tears down every module the supervisor
-loaded, touching (and so copying) most of its memory: measured here, that was
-most of a run's overhead. What a program can observe of finalization is kept,
-in CPython's order: the SystemExit message, waiting for non-daemon threads,
-atexit handlers, then the program's own objects finalized (``__del__``
-methods, buffered files flushed), then stdout and stderr flushed, exit status
-120 when that fails, and death by SIGINT after an uncaught KeyboardInterrupt.
+A forked child that runs Py_FinalizeEx tears down every module the template
+loaded, touching (and so copying) most of its memory: measured here, that cost
+more than a small request itself. What a program commonly observes of
+finalization is kept, in CPython's order: the SystemExit message, waiting for
+non-daemon threads, atexit handlers, garbage cycles, then the program's own
+modules dropped so their objects finalize, then stdout and stderr flushed,
+exit status 120 when that fails, and death by SIGINT after an uncaught
+KeyboardInterrupt. The order in which a module's own objects finalize can
+differ from CPython's; the command (`pynox app.py`) uses CPython's own
+finalization and has none of these differences.
 """
 
 import _signal
@@ -44,7 +47,7 @@ def system_exit_status(exc: SystemExit) -> int:
 def _flush_stdio() -> bool:
     ok = True
     for stream in (sys.stdout, sys.stderr):
-        if stream is None:
+        if stream is None or getattr(stream, "closed", False):
             continue
         try:
             stream.flush()
@@ -69,6 +72,7 @@ def finish(status: int, interrupted: bool, modules_before: "set[str]") -> "NoRet
     for name in _LAST_EXCEPTION:
         if hasattr(sys, name):
             setattr(sys, name, None)
+    gc.collect()  # garbage cycles first, while every module is still there
     # The program's modules, newest first: dropping them lets the collector
     # finalize their objects while their globals still exist, as CPython does.
     for name in reversed([n for n in sys.modules if n not in modules_before]):

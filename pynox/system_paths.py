@@ -17,6 +17,7 @@ _SYSTEM_FACTS = (
     "/etc/ld.so.cache",  # the dynamic loader's index, for extension modules' libraries
     "/etc/localtime",  # time.localtime() and friends
     "/usr/share/zoneinfo",  # zoneinfo
+    "/usr/lib/locale",  # locale.setlocale(), with LANG passed through
     "/sys/devices/system/cpu",  # os.cpu_count()
     "/dev/zero",
     "/dev/urandom",

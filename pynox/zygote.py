@@ -126,6 +126,7 @@ def _become_child(
     setup.stdout_fd, setup.stderr_fd = named["stdout"], named["stderr"]
     setup.report_fd, setup.channel_fd = named["report"], named["channel"]
     setup.api_hints = True
+    setup.quick_exit = True
     setup.parent_pid = os.getppid()
     setup.system_reads = system_reads
     child.prepare(setup)

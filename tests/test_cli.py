@@ -196,11 +196,13 @@ def test_package_dir_imports_without_pth_execution(tmp_path: Path) -> None:
 
 
 def test_environment_is_empty_unless_allowed() -> None:
-    env = {"SECRET_TOKEN": "s3", "API_KEY": "k1"}
+    env = {"SECRET_TOKEN": "s3", "API_KEY": "k1", "LANG": "C.UTF-8", "TZ": "UTC"}
     code = "import os\nprint(sorted(os.environ.items()))"
-    assert pynox("-c", code, env=env).stdout.decode() == "[]\n"
+    # Locale and time zone pass through so text and local time behave as under python.
+    locale = "('LANG', 'C.UTF-8'), ('TZ', 'UTC')"
+    assert pynox("-c", code, env=env).stdout.decode() == f"[{locale}]\n"
     proc = pynox("--allow-env=API_KEY", "-c", code, env=env)
-    assert proc.stdout.decode() == "[('API_KEY', 'k1')]\n"
+    assert proc.stdout.decode() == f"[('API_KEY', 'k1'), {locale}]\n"
 
 
 @pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "GCONV_PATH"])
