@@ -212,12 +212,12 @@ def format_text(result: Result) -> str:
             "[a new session started: the previous one had ended, so variables and imports "
             "from earlier calls are gone]"
         )
-    if result.stdout:
+    if result.stdout.strip("\n"):
         parts.append(result.stdout.rstrip("\n"))
     if result.stdout_truncated:
         parts.append(_truncation_note("stdout", result.stdout))
     stderr = _without_report(result.stderr, error)
-    if stderr:
+    if stderr.strip("\n"):
         parts.append(stderr.rstrip("\n"))
     if result.stderr_truncated:
         parts.append(_truncation_note("stderr", result.stderr))

@@ -103,6 +103,7 @@ class Policy:
             "timeout_ms": None if self.timeout is None else round(self.timeout * 1000),
             "memory_bytes": self.memory,
             "max_file_size_bytes": self.max_file_size,
+            "max_output_bytes": self.max_output,
             "backend": "landlock+seccomp",
         }
 

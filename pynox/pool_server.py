@@ -315,9 +315,13 @@ class Template:
             message = pool_request.parse_line(line)
             request_id = message["id"]
             if any(key in message for key in pool_request.CONTROL_FIELDS):
-                self._control(message)
-            else:
-                self._request(message)
+                try:
+                    self._control(message)
+                except PynoxError as exc:
+                    # Not a request: an event, so no client takes it for a result.
+                    self.emit({"id": request_id, "event": "control_error", "message": exc.message})
+                return
+            self._request(message)
         except RequestError as exc:
             self.emit(error_result(exc.request_id if exc.request_id is not None else request_id,
                                    exc.message))
