@@ -8,6 +8,7 @@ children leave through pynox.shutdown instead, which is much cheaper there.
 
 import _signal
 import builtins
+import io  # loaded by every interpreter at start-up; importing it is free
 import os
 import sys
 
@@ -36,9 +37,21 @@ program_started = False
 class ChildSetup:
     """What the supervisor hands its child besides the program and policy."""
 
-    __slots__ = ("stdout_fd", "stderr_fd", "stdin_null", "report_fd", "unbuffered",
-                 "no_site", "api_hints", "parent_pid", "system_reads", "channel_fd",
-                 "host_functions", "session", "quick_exit")
+    __slots__ = (
+        "stdout_fd",
+        "stderr_fd",
+        "stdin_null",
+        "report_fd",
+        "unbuffered",
+        "no_site",
+        "api_hints",
+        "parent_pid",
+        "system_reads",
+        "channel_fd",
+        "host_functions",
+        "session",
+        "quick_exit",
+    )
 
     def __init__(self) -> None:
         self.stdout_fd: int | None = None  # capture pipes, or None for the user's own
@@ -112,7 +125,10 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
 
 
 def _run_then_finish(
-    program: "Program", policy: "Policy", setup: ChildSetup, main: object,
+    program: "Program",
+    policy: "Policy",
+    setup: ChildSetup,
+    main: object,
     modules_before: "set[str]",
 ) -> "NoReturn":
     """Runs the program, then leaves through pynox.shutdown (see there why)."""
@@ -154,9 +170,17 @@ def _setup_failed(exc: BaseException, setup: ChildSetup) -> "NoReturn":
     try:
         os.write(2, f"pynox: {message}\n".encode(errors="replace"))
         if setup.report_fd is not None:
-            _write_report(setup.report_fd, {"type": "SandboxError", "message": message,
-                                            "file": None, "line": None, "path": None,
-                                            "hint": None})
+            _write_report(
+                setup.report_fd,
+                {
+                    "type": "SandboxError",
+                    "message": message,
+                    "file": None,
+                    "line": None,
+                    "path": None,
+                    "hint": None,
+                },
+            )
     finally:
         os._exit(EXIT_SETUP_FAILURE)
 
@@ -172,15 +196,13 @@ def _setup_stdio(setup: ChildSetup) -> None:
             os.close(fd)
     if setup.unbuffered:
         _make_unbuffered()
-    elif setup.stdout_fd is not None and sys.stdout is not None:
+    elif setup.stdout_fd is not None and isinstance(sys.stdout, io.TextIOWrapper):
         # A pipe, not the terminal: block-buffered, as python makes it.
         sys.stdout.reconfigure(line_buffering=False)
 
 
 def _make_unbuffered() -> None:
     """Standard streams as `python -u` makes them: text written straight through."""
-    import io
-
     for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
         old = getattr(sys, name)
         if old is None:
@@ -188,10 +210,10 @@ def _make_unbuffered() -> None:
         if mode == "w":
             old.flush()
         raw = io.FileIO(fd, mode + "b", closefd=False)
-        raw.name = f"<{name}>"  # type: ignore[misc]
+        raw.name = f"<{name}>"
         buffer = io.BufferedReader(raw) if mode == "r" else raw
         stream = io.TextIOWrapper(
-            buffer,  # type: ignore[arg-type]
+            buffer,
             encoding=old.encoding,
             errors=old.errors,
             newline="\n",
@@ -225,23 +247,24 @@ def _setup_interpreter(program: "Program", policy: "Policy", setup: ChildSetup) 
         main.__loader__ = sys.modules["__main__"].__loader__
     sys.modules["__main__"] = main
     if not setup.no_site and not hasattr(builtins, "exit"):
-        _install_site_builtins()
+        install_site_builtins()
     return main
 
 
-def _install_site_builtins() -> None:
+def install_site_builtins() -> None:
     # The supervisor may skip `site`; a program still gets what site provides.
     import _sitebuiltins
 
-    builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")  # type: ignore[attr-defined]
-    builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")  # type: ignore[attr-defined]
-    builtins.copyright = _sitebuiltins._Printer("copyright", sys.copyright)  # type: ignore[attr-defined]
-    builtins.credits = _sitebuiltins._Printer(  # type: ignore[attr-defined]
-        "credits", "Thanks to CWI, CNRI, BeOpen, Zope Corporation, the Python Software "
+    builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
+    builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
+    builtins.copyright = _sitebuiltins._Printer("copyright", sys.copyright)
+    builtins.credits = _sitebuiltins._Printer(
+        "credits",
+        "Thanks to CWI, CNRI, BeOpen, Zope Corporation, the Python Software "
         "Foundation, and a cast of thousands for supporting Python development.  "
-        "See www.python.org for more information."
+        "See www.python.org for more information.",
     )
-    builtins.help = _sitebuiltins._Helper()  # type: ignore[attr-defined]
+    builtins.help = _sitebuiltins._Helper()
 
 
 def _execute(program: "Program", main: object) -> None:

@@ -78,8 +78,8 @@ def dispatch(argv: list[str]) -> int:
         sys.stdout.write(USAGE)
         return 0
     if argv in (["--version"], ["-V"]):
-        version = "%d.%d.%d" % sys.version_info[:3]
-        sys.stdout.write(f"pynox {__version__} (CPython {version})\n")
+        major, minor, micro = sys.version_info[:3]
+        sys.stdout.write(f"pynox {__version__} (CPython {major}.{minor}.{micro})\n")
         return 0
     if first == "--no-sandbox":
         sys.stdout.flush()
@@ -137,7 +137,7 @@ def run_command(argv: list[str]) -> int:
 
 def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None]":
     """Configuration, then the profile, then flags: each adds to the one before."""
-    from pynox.config import Grants, find_config_path, load_config
+    from pynox.config import find_config_path, load_config
 
     flags = _flag_grants(inv, cwd)
     path = find_config_path(inv.config, os.environ, cwd)
@@ -149,7 +149,7 @@ def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None]":
             )
         return flags, None
     config = load_config(path, os.environ)
-    grants: "Grants" = config.permissions
+    grants: Grants = config.permissions
     if inv.profile is not None:
         grants = grants.merged(config.profile(inv.profile))
     return grants.merged(flags), config.path

@@ -57,15 +57,14 @@ def diagnose() -> dict[str, Any]:
         for reason in (
             _landlock_reason(found["landlock_abi"]),
             _availability_reason(
-                "seccomp filtering", found["seccomp_filter"],
+                "seccomp filtering",
+                found["seccomp_filter"],
                 "the kernel needs CONFIG_SECCOMP_FILTER and no policy that forbids it",
             ),
             _availability_reason(
                 "no_new_privs", found["no_new_privs"], "the kernel is too old (Linux 3.5+)"
             ),
-            _availability_reason(
-                "pidfd_open", found["pidfd"], "timeouts need Linux 5.3 or newer"
-            ),
+            _availability_reason("pidfd_open", found["pidfd"], "timeouts need Linux 5.3 or newer"),
         )
         if reason is not None
     ]

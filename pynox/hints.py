@@ -29,12 +29,20 @@ _PROCESS_EVENTS = frozenset(
     }
 )
 _METADATA_EVENTS = frozenset(
-    {"os.chmod", "os.chown", "os.utime", "os.setxattr", "os.removexattr", "shutil.copymode",
-     "shutil.copystat"}
+    {
+        "os.chmod",
+        "os.chown",
+        "os.utime",
+        "os.setxattr",
+        "os.removexattr",
+        "shutil.copymode",
+        "shutil.copystat",
+    }
 )
 # Operations that change a directory's entries: Landlock checks the directory.
-_ENTRY_EVENTS = frozenset({"os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.link",
-                           "os.symlink", "shutil.rmtree"})
+_ENTRY_EVENTS = frozenset(
+    {"os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.link", "os.symlink", "shutil.rmtree"}
+)
 _LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
 
 _DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
@@ -94,16 +102,12 @@ def _event_path(args: tuple[Any, ...]) -> str | None:
     return None
 
 
-def _file_hint(
-    path: str, event: tuple[str, tuple[Any, ...]] | None, style: Style
-) -> str:
+def _file_hint(path: str, event: tuple[str, tuple[Any, ...]] | None, style: Style) -> str:
     name, args = event if event is not None else ("", ())
     same_path = _event_path(args) == path
     if same_path and name in _METADATA_EVENTS:
         return METADATA_HINT
-    writing = same_path and (
-        (name == "open" and _is_write_open(args)) or name in _ENTRY_EVENTS
-    )
+    writing = same_path and ((name == "open" and _is_write_open(args)) or name in _ENTRY_EVENTS)
     if not same_path:
         # No matching event (a C library call, say): a readable path must have
         # been refused for writing.

@@ -47,8 +47,16 @@ class _Link:
             self.calls += 1
             number = self.calls
             try:
-                channel.send(self.fd, {"type": "call", "call": number, "function": name,
-                                       "args": args, "kwargs": kwargs})
+                channel.send(
+                    self.fd,
+                    {
+                        "type": "call",
+                        "call": number,
+                        "function": name,
+                        "args": args,
+                        "kwargs": kwargs,
+                    },
+                )
             except TypeError as exc:
                 raise HostError(f"{name}() takes JSON arguments only: {exc}") from None
             reply = channel.receive(self.fd)
@@ -70,8 +78,11 @@ def install(fd: int, functions: list[dict[str, str]]) -> None:
     names = []
     for spec in functions:
         name = spec["name"]
-        setattr(module, name, _HostFunction(link, name, spec.get("signature", "(...)"),
-                                            spec.get("doc", "")))
+        setattr(
+            module,
+            name,
+            _HostFunction(link, name, spec.get("signature", "(...)"), spec.get("doc", "")),
+        )
         names.append(name)
     module.__all__ = names  # type: ignore[attr-defined]
     sys.modules[MODULE_NAME] = module

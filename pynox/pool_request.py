@@ -17,9 +17,25 @@ DEFAULT_NAME = "agent.py"
 
 _PATH_FIELDS = ("allow_read", "allow_write", "package_dirs")
 REQUEST_FIELDS = frozenset(
-    {"id", "code", "script", "args", "name", "profile", "allow_read", "allow_write",
-     "package_dirs", "allow_env", "allow_network", "timeout", "memory", "max_output",
-     "max_file_size", "session", "functions"}
+    {
+        "id",
+        "code",
+        "script",
+        "args",
+        "name",
+        "profile",
+        "allow_read",
+        "allow_write",
+        "package_dirs",
+        "allow_env",
+        "allow_network",
+        "timeout",
+        "memory",
+        "max_output",
+        "max_file_size",
+        "session",
+        "functions",
+    }
 )
 CONTROL_FIELDS = ("host_result", "host_error", "close_session")
 
@@ -43,11 +59,11 @@ def parse_line(line: bytes) -> dict[str, object]:
         raise RequestError("the line is not a JSON object; send one object per line")
     request_id = message.get("id")
     if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
-        raise RequestError("every line needs an \"id\" that is a string or an integer")
+        raise RequestError('every line needs an "id" that is a string or an integer')
     return message
 
 
-def _string_list(message: dict[str, object], key: str) -> list[str]:
+def string_list(message: dict[str, object], key: str) -> list[str]:
     value = message.get(key, [])
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise RequestError(f"{key} must be a list of strings", message["id"])
@@ -55,7 +71,7 @@ def _string_list(message: dict[str, object], key: str) -> list[str]:
 
 
 def _absolute_paths(message: dict[str, object], key: str) -> list[str]:
-    paths = _string_list(message, key)
+    paths = string_list(message, key)
     for path in paths:
         if not os.path.isabs(path):
             raise RequestError(
@@ -72,7 +88,7 @@ def request_grants(message: dict[str, object]) -> Grants:
     grants = Grants()
     for key in _PATH_FIELDS:
         setattr(grants, key, _absolute_paths(message, key))
-    grants.allow_env = _string_list(message, "allow_env")
+    grants.allow_env = string_list(message, "allow_env")
     network = message.get("allow_network")
     if network is not None and not isinstance(network, bool):
         raise RequestError("allow_network must be true or false", request_id)
@@ -81,14 +97,17 @@ def request_grants(message: dict[str, object]) -> Grants:
         if message.get("timeout") is not None:
             grants.timeout = parse_duration(message["timeout"], "timeout", error=RequestError)
         if message.get("memory") is not None:
-            grants.memory = parse_size(message["memory"], "memory", minimum=MIN_MEMORY,
-                                       error=RequestError)
+            grants.memory = parse_size(
+                message["memory"], "memory", minimum=MIN_MEMORY, error=RequestError
+            )
         if message.get("max_output") is not None:
-            grants.max_output = parse_size(message["max_output"], "max_output",
-                                           maximum=MAX_OUTPUT_LIMIT, error=RequestError)
+            grants.max_output = parse_size(
+                message["max_output"], "max_output", maximum=MAX_OUTPUT_LIMIT, error=RequestError
+            )
         if message.get("max_file_size") is not None:
-            grants.max_file_size = parse_size(message["max_file_size"], "max_file_size",
-                                              minimum=1, error=RequestError)
+            grants.max_file_size = parse_size(
+                message["max_file_size"], "max_file_size", minimum=1, error=RequestError
+            )
     except RequestError as exc:
         raise RequestError(exc.message, request_id) from None
     return grants
@@ -103,6 +122,7 @@ def cap(grants: Grants, limits: Grants, limited: frozenset[str], request_id: obj
 
     `limited` names the keys [pool.limits] sets (an empty list there still limits).
     """
+
     def refuse(field: str, detail: str) -> RequestError:
         return RequestError(f"{field} exceeds [pool.limits]: {detail}", request_id)
 
@@ -141,26 +161,31 @@ def check_fields(message: dict[str, object]) -> None:
         )
     has_code, has_script = "code" in message, "script" in message
     if has_code == has_script:
-        raise RequestError("a request needs exactly one of \"code\" and \"script\"", message["id"])
+        raise RequestError('a request needs exactly one of "code" and "script"', message["id"])
     for key in ("code", "script", "name", "profile", "session"):
         if key in message and not isinstance(message[key], str):
             raise RequestError(f"{key} must be a string", message["id"])
-    _string_list(message, "args")
+    string_list(message, "args")
 
 
 def host_functions(message: dict[str, object]) -> list[dict[str, str]]:
     value = message.get("functions", [])
     if not isinstance(value, list):
-        raise RequestError("functions must be a list of {\"name\", \"signature\", \"doc\"}",
-                           message["id"])
+        raise RequestError(
+            'functions must be a list of {"name", "signature", "doc"}', message["id"]
+        )
     functions = []
     for spec in value:
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
-            raise RequestError("each function needs a \"name\" string", message["id"])
+            raise RequestError('each function needs a "name" string', message["id"])
         name = spec["name"]
         if not name.isidentifier() or name.startswith("_"):
-            raise RequestError(f"function name {name!r} is not a public identifier",
-                               message["id"])
-        functions.append({"name": name, "signature": str(spec.get("signature", "(...)")),
-                          "doc": str(spec.get("doc", ""))})
+            raise RequestError(f"function name {name!r} is not a public identifier", message["id"])
+        functions.append(
+            {
+                "name": name,
+                "signature": str(spec.get("signature", "(...)")),
+                "doc": str(spec.get("doc", "")),
+            }
+        )
     return functions

@@ -15,7 +15,6 @@ import os
 import select
 import signal
 import socket
-import sys
 import time
 
 from pynox import channel, pool_request, system_paths, zygote
@@ -23,7 +22,7 @@ from pynox.config import Config, Grants, find_config_path, load_config
 from pynox.errors import PynoxError, UsageError
 from pynox.policy import build_policy
 from pynox.pool_request import RequestError
-from pynox.result import build_result, timeout_message
+from pynox.result import build_result, python_version, runtime_info, timeout_message
 from pynox.runner import EXIT_TIMEOUT, Outcome
 
 TYPE_CHECKING = False
@@ -53,8 +52,9 @@ def parse_options(argv: list[str]) -> PoolOptions:
     while i < len(argv):
         name, has_value, value = argv[i].partition("=")
         if name not in ("--config", "--workers", "--preload"):
-            raise UsageError(f"pynox pool does not take {argv[i]}; it takes --config, "
-                             "--workers and --preload")
+            raise UsageError(
+                f"pynox pool does not take {argv[i]}; it takes --config, --workers and --preload"
+            )
         if not has_value:
             if i + 1 >= len(argv):
                 raise UsageError(f"{name} needs a value, as in {name}=VALUE")
@@ -148,16 +148,27 @@ class Session:
 
 
 def _error_object(kind: str, message: str) -> dict[str, object]:
-    return {"type": kind, "message": message, "file": None, "line": None, "path": None,
-            "hint": None}
+    return {
+        "type": kind,
+        "message": message,
+        "file": None,
+        "line": None,
+        "path": None,
+        "hint": None,
+    }
 
 
 def error_result(request_id: object, message: str, kind: str = "RequestError") -> dict[str, object]:
     return {
-        "id": request_id, "exit": 125, "stdout": "", "stderr": "", "stdout_truncated": False,
-        "stderr_truncated": False, "error": _error_object(kind, message), "duration_ms": 0,
-        "runtime": {"name": "pynox", "python": "%d.%d.%d" % sys.version_info[:3],
-                    "output": "captured"},
+        "id": request_id,
+        "exit": 125,
+        "stdout": "",
+        "stderr": "",
+        "stdout_truncated": False,
+        "stderr_truncated": False,
+        "error": _error_object(kind, message),
+        "duration_ms": 0,
+        "runtime": runtime_info(),
         "policy": None,
     }
 
@@ -222,13 +233,23 @@ class Template:
         self.poller.register(1, 0)  # only POLLERR: the client closed our stdout
         self.poller.register(self.zygote.fileno(), select.POLLIN)
         self._replenish()
-        self.emit({"event": "ready", "pynox": _version(), "python": "%d.%d.%d" % sys.version_info[:3],
-                   "workers": self.workers, "pid": os.getpid()})
+        self.emit(
+            {
+                "event": "ready",
+                "pynox": _version(),
+                "python": python_version(),
+                "workers": self.workers,
+                "pid": os.getpid(),
+            }
+        )
         while self.stdin_open or self.runs or self.queue:
             timeout_ms = self._next_timeout_ms()
             for fd, events in self._poll(timeout_ms):
                 self._dispatch(fd, events)
             self._expire()
+            # New spares only once this round's work is out: forking one competes
+            # for the CPU with the request that just started.
+            self._replenish()
         self._close_sessions()
         return 0
 
@@ -241,8 +262,11 @@ class Template:
     def _next_timeout_ms(self) -> int | None:
         now = time.monotonic()
         deadlines = [run.deadline for run in self.runs.values() if run.deadline is not None]
-        deadlines += [s.last_used + self.session_idle for s in self.sessions.values()
-                      if s.running is None and s.child is not None]
+        deadlines += [
+            s.last_used + self.session_idle
+            for s in self.sessions.values()
+            if s.running is None and s.child is not None
+        ]
         if not deadlines:
             return None
         return max(0, int((min(deadlines) - now) * 1000) + 1)
@@ -295,8 +319,13 @@ class Template:
             data = data[newline + 1 :]
             if self.discarding:
                 self.discarding = False
-                self.emit(error_result(None, f"the line is longer than {pool_request.MAX_LINE} "
-                                       "bytes; send smaller requests"))
+                self.emit(
+                    error_result(
+                        None,
+                        f"the line is longer than {pool_request.MAX_LINE} "
+                        "bytes; send smaller requests",
+                    )
+                )
             elif self.line.strip():
                 self._handle_line(bytes(self.line))
             self.line.clear()
@@ -323,8 +352,11 @@ class Template:
                 return
             self._request(message)
         except RequestError as exc:
-            self.emit(error_result(exc.request_id if exc.request_id is not None else request_id,
-                                   exc.message))
+            self.emit(
+                error_result(
+                    exc.request_id if exc.request_id is not None else request_id, exc.message
+                )
+            )
         except PynoxError as exc:
             self.emit(error_result(request_id, exc.message))
 
@@ -348,7 +380,9 @@ class Template:
             if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
                 raise RequestError(
                     f"the pool has {len(self.sessions)} sessions, its max_sessions; close one "
-                    "with close_session first", request_id)
+                    "with close_session first",
+                    request_id,
+                )
             session = Session(session_name, policy, functions)
             self.sessions[session_name] = session
             self.runs[request_id] = run
@@ -389,8 +423,9 @@ class Template:
         child = run.child if run is not None else None
         answer = message.get("host_result", message.get("host_error"))
         if child is None or not isinstance(answer, dict):
-            raise RequestError(f"no running request {request_id!r} waits for a host result",
-                               request_id)
+            raise RequestError(
+                f"no running request {request_id!r} waits for a host result", request_id
+            )
         call = answer.get("call")
         if not isinstance(call, int) or call not in child.pending_calls:
             raise RequestError(f"request {request_id!r} has no pending call {call!r}", request_id)
@@ -420,7 +455,6 @@ class Template:
         child = self.spares.pop(0) if self.spares else self._spawn()
         child.functions = {spec["name"] for spec in functions}
         child.stdout.limit = child.stderr.limit = policy.max_output
-        self._replenish()
         return child
 
     def _replenish(self) -> None:
@@ -447,11 +481,17 @@ class Template:
         self.children[child.token] = child
         return child
 
-    def _start_child(self, child: Child, policy: "Policy", functions: list[dict[str, str]],
-                     message: dict[str, object], session: bool) -> None:
+    def _start_child(
+        self,
+        child: Child,
+        policy: "Policy",
+        functions: list[dict[str, str]],
+        message: dict[str, object],
+        session: bool,
+    ) -> None:
         """Sends a spare its policy and program; it confines itself and runs."""
         name = message.get("name", pool_request.DEFAULT_NAME)
-        args = [str(arg) for arg in message.get("args", [])]  # type: ignore[union-attr]
+        args = pool_request.string_list(message, "args")
         script = message.get("script")
         start: dict[str, object]
         if session:
@@ -463,11 +503,20 @@ class Template:
             except OSError as exc:
                 child.kill(f"cannot open the script {script}: {exc.strerror}")
                 return
-            start = {"kind": "script", "argv": [script, *args], "filename": os.path.abspath(script),
-                     "source": source, "path0": os.path.dirname(os.path.realpath(script))}
+            start = {
+                "kind": "script",
+                "argv": [script, *args],
+                "filename": os.path.abspath(script),
+                "source": source,
+                "path0": os.path.dirname(os.path.realpath(script)),
+            }
         else:
-            start = {"kind": "request", "argv": [name, *args], "filename": name,
-                     "source": message["code"]}
+            start = {
+                "kind": "request",
+                "argv": [name, *args],
+                "filename": name,
+                "source": message["code"],
+            }
         start.update(type="start", policy=policy.to_wire(), session=session, functions=functions)
         self._send_frame(child, start)
 
@@ -493,21 +542,21 @@ class Template:
         message, fds = zygote.receive(self.zygote)
         if message is None:
             raise PynoxError("the pool's zygote stopped; restart the pool")
-        if "spawned" in message:
-            child = self.children.get(message["spawned"])  # type: ignore[arg-type]
+        token, pid = message.get("spawned"), message.get("pid")
+        if isinstance(token, int) and isinstance(pid, int):
+            child = self.children.get(token)
             if child is None:
                 for fd in fds:
                     os.close(fd)
                 return
-            child.pid = int(message["pid"])  # type: ignore[arg-type]
+            child.pid = pid
             child.pidfd = fds[0] if fds else None
             self.by_pid[child.pid] = child
             if child.kill_reason is not None:
                 child.kill(child.kill_reason)
-        elif "exited" in message:
-            pid = message["exited"]
+        elif isinstance(exited := message.get("exited"), int):
             status = message.get("status")
-            child = self.by_pid.pop(pid, None)  # type: ignore[arg-type]
+            child = self.by_pid.pop(exited, None)
             if child is not None and isinstance(status, int):
                 child.status = status
                 self._child_exited(child)
@@ -578,15 +627,28 @@ class Template:
         if kind == "call" and run is not None:
             call, function = frame.get("call"), frame.get("function")
             args, kwargs = frame.get("args"), frame.get("kwargs")
-            valid = (isinstance(call, int) and not isinstance(call, bool)
-                     and call not in child.pending_calls and function in child.functions
-                     and isinstance(args, list) and isinstance(kwargs, dict))
+            valid = (
+                isinstance(call, int)
+                and not isinstance(call, bool)
+                and call not in child.pending_calls
+                and function in child.functions
+                and isinstance(args, list)
+                and isinstance(kwargs, dict)
+            )
             if not valid:
                 raise channel.ChannelError("a host call that does not match its declaration")
             assert isinstance(call, int)
             child.pending_calls.add(call)
-            self.emit({"id": run.id, "event": "host_call", "call": call, "function": function,
-                       "args": args, "kwargs": kwargs})
+            self.emit(
+                {
+                    "id": run.id,
+                    "event": "host_call",
+                    "call": call,
+                    "function": function,
+                    "args": args,
+                    "kwargs": kwargs,
+                }
+            )
         elif kind == "exit":
             status, signum = frame.get("status"), frame.get("signal")
             if isinstance(status, int) and (signum is None or isinstance(signum, int)):
@@ -596,8 +658,12 @@ class Template:
             exit_code = frame.get("exit")
             error = frame.get("error")
             ended = "exit" if frame.get("ended") else None
-            self._finish_step(run, exit_code if isinstance(exit_code, int) else 1,
-                              error if isinstance(error, dict) else None, ended)
+            self._finish_step(
+                run,
+                exit_code if isinstance(exit_code, int) else 1,
+                error if isinstance(error, dict) else None,
+                ended,
+            )
         else:
             raise channel.ChannelError(f"an unexpected frame of type {kind!r}")
 
@@ -690,19 +756,22 @@ class Template:
         if session.child is None:
             session.child = self._take_spare(session.policy, session.functions)
             session.restarted = session.steps > 0
-            self._start_child(session.child, session.policy, session.functions, message,
-                              session=True)
+            self._start_child(
+                session.child, session.policy, session.functions, message, session=True
+            )
         run.child = session.child
         run.started = time.monotonic()
         run.deadline = None if run.policy.timeout is None else run.started + run.policy.timeout
         session.running = run
         self.child_runs[session.child.token] = run
         name = message.get("name", pool_request.DEFAULT_NAME)
-        self._send_frame(session.child, {"type": "run", "code": message.get("code", ""),
-                                         "name": name})
+        self._send_frame(
+            session.child, {"type": "run", "code": message.get("code", ""), "name": name}
+        )
 
-    def _finish_step(self, run: Run, exit_code: int | None, error: "dict[str, Any] | None",
-                     ended: str | None) -> None:
+    def _finish_step(
+        self, run: Run, exit_code: int | None, error: "dict[str, Any] | None", ended: str | None
+    ) -> None:
         session = run.session
         child = run.child
         if session is None or child is None or session.running is not run:
@@ -718,8 +787,12 @@ class Template:
         elif ended == "exit":
             session.child = None
         session.steps += 1
-        result["session"] = {"id": session.name, "step": session.steps,
-                             "restarted": session.restarted, "ended": ended}
+        result["session"] = {
+            "id": session.name,
+            "step": session.steps,
+            "restarted": session.restarted,
+            "ended": ended,
+        }
         session.restarted = False
         session.running = None
         session.last_used = time.monotonic()
@@ -751,10 +824,14 @@ class Template:
 
 def _warm_up() -> None:
     """Imports what children use on their way, so no child pays for it."""
+    import builtins
     import linecache  # noqa: F401 - tracebacks of pool code read their lines here
     import traceback  # noqa: F401
 
-    from pynox import host_module, report, session_child, shutdown  # noqa: F401
+    from pynox import child, host_module, report, session_child, shutdown  # noqa: F401
+
+    if not hasattr(builtins, "exit"):
+        child.install_site_builtins()
 
 
 def _version() -> str:

@@ -15,6 +15,16 @@ if TYPE_CHECKING:
     from pynox.runner import Outcome
 
 
+def python_version() -> str:
+    """The running CPython's version, as results and --version report it."""
+    major, minor, micro = sys.version_info[:3]
+    return f"{major}.{minor}.{micro}"
+
+
+def runtime_info() -> dict[str, str]:
+    return {"name": "pynox", "python": python_version(), "output": "captured"}
+
+
 def timeout_message(policy: Policy, api: bool) -> str:
     limit = format_duration(policy.timeout or 0)
     longer = format_duration((policy.timeout or 0) * 2)
@@ -37,8 +47,12 @@ def _signal_name(signum: int) -> str:
 def _error(outcome: Outcome, policy: Policy, api: bool) -> dict[str, Any] | None:
     empty = {"file": None, "line": None, "path": None}
     if outcome.timed_out:
-        return {"type": "Timeout", "message": timeout_message(policy, api), **empty,
-                "hint": timeout_message(policy, api)}
+        return {
+            "type": "Timeout",
+            "message": timeout_message(policy, api),
+            **empty,
+            "hint": timeout_message(policy, api),
+        }
     if outcome.report:
         try:
             report = json.loads(outcome.report)
@@ -49,8 +63,12 @@ def _error(outcome: Outcome, policy: Policy, api: bool) -> dict[str, Any] | None
             return {key: report.get(key) for key in keys}
     if outcome.signal is not None:
         name = _signal_name(outcome.signal)
-        return {"type": "Signal", "message": f"the program was killed by {name}", **empty,
-                "hint": None}
+        return {
+            "type": "Signal",
+            "message": f"the program was killed by {name}",
+            **empty,
+            "hint": None,
+        }
     return None
 
 
@@ -63,11 +81,7 @@ def build_result(outcome: Outcome, policy: Policy, api: bool = False) -> dict[st
         "stderr_truncated": outcome.stderr_truncated,
         "error": _error(outcome, policy, api),
         "duration_ms": round(outcome.duration_ms),
-        "runtime": {
-            "name": "pynox",
-            "python": "%d.%d.%d" % sys.version_info[:3],
-            "output": "captured",
-        },
+        "runtime": runtime_info(),
         "policy": policy.to_json(),
     }
 

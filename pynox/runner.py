@@ -28,8 +28,17 @@ _MAX_REPORT = 1 << 20
 class Outcome:
     """How a run ended, as the supervisor saw it."""
 
-    __slots__ = ("exit_code", "signal", "timed_out", "stdout", "stderr", "stdout_truncated",
-                 "stderr_truncated", "report", "duration_ms")
+    __slots__ = (
+        "exit_code",
+        "signal",
+        "timed_out",
+        "stdout",
+        "stderr",
+        "stdout_truncated",
+        "stderr_truncated",
+        "report",
+        "duration_ms",
+    )
 
     def __init__(self) -> None:
         self.exit_code = 0
@@ -69,8 +78,14 @@ class _Forwarder:
             os.kill(pid, signum)
 
 
-def run(program: "Program", policy: "Policy", capture: bool, unbuffered: bool,
-        no_site: bool, supervised: bool = False) -> "Outcome":
+def run(
+    program: "Program",
+    policy: "Policy",
+    capture: bool,
+    unbuffered: bool,
+    no_site: bool,
+    supervised: bool = False,
+) -> "Outcome":
     setup = ChildSetup()
     setup.unbuffered = unbuffered
     setup.no_site = no_site
@@ -148,8 +163,9 @@ def _wait(pid: int, timeout: float | None, outcome: "Outcome") -> int:
     return os.waitpid(pid, 0)[1]
 
 
-def _collect(pid: int, pipes: dict[str, tuple[int, int]], policy: "Policy",
-             outcome: "Outcome") -> int:
+def _collect(
+    pid: int, pipes: dict[str, tuple[int, int]], policy: "Policy", outcome: "Outcome"
+) -> int:
     """Reads stdout, stderr and the report up to their limits while waiting."""
     import select
 

@@ -31,7 +31,11 @@ def _flush() -> None:
 
 
 def serve(
-    main: object, program: "Program", policy: "Policy", setup: ChildSetup, modules_before: "set[str]"
+    main: object,
+    program: "Program",
+    policy: "Policy",
+    setup: ChildSetup,
+    modules_before: "set[str]",
 ) -> "NoReturn":
     fd = setup.channel_fd
     assert fd is not None

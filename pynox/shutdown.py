@@ -54,8 +54,12 @@ def _flush_stdio() -> bool:
         except Exception as exc:  # noqa: BLE001 - reported as CPython reports it
             ok = False
             try:
-                os.write(2, f"Exception ignored in: {stream!r}\n"
-                         f"{type(exc).__name__}: {exc}\n".encode(errors="replace"))
+                os.write(
+                    2,
+                    f"Exception ignored in: {stream!r}\n{type(exc).__name__}: {exc}\n".encode(
+                        errors="replace"
+                    ),
+                )
             except OSError:
                 pass
     return ok
@@ -65,7 +69,7 @@ def finish(status: int, interrupted: bool, modules_before: "set[str]") -> "NoRet
     """Runs what finalization would run for the program, then leaves."""
     threading = sys.modules.get("threading")
     if threading is not None:
-        threading._shutdown()  # type: ignore[attr-defined]
+        threading._shutdown()
     import atexit
 
     atexit._run_exitfuncs()
@@ -93,8 +97,14 @@ def _announce_exit(fd: int, status: int, interrupted: bool) -> None:
     from pynox import channel
 
     try:
-        channel.send(fd, {"type": "exit", "status": status,
-                          "signal": int(_signal.SIGINT) if interrupted else None})
+        channel.send(
+            fd,
+            {
+                "type": "exit",
+                "status": status,
+                "signal": int(_signal.SIGINT) if interrupted else None,
+            },
+        )
         for stream_fd in (1, 2):
             os.close(stream_fd)
     except OSError:

@@ -15,6 +15,7 @@ import select
 import socket
 
 from pynox import channel, child, shutdown
+from pynox._toplevel import compile_source
 from pynox.child import ChildSetup
 from pynox.policy import Policy
 from pynox.program import Program
@@ -139,7 +140,9 @@ def _become_child(
     functions = start.get("functions")
     setup.host_functions = list(functions) if isinstance(functions, list) else []
     policy = Policy.from_wire(start["policy"])  # type: ignore[arg-type]
-    program = Program(str(start["kind"]), [str(arg) for arg in start["argv"]])  # type: ignore[union-attr]
+    argv = start.get("argv")
+    arguments = [str(arg) for arg in argv] if isinstance(argv, list) else []
+    program = Program(str(start["kind"]), arguments)
     program.filename = str(start["filename"])
     source = str(start.get("source", ""))
     # A script travels as latin-1 text so that its bytes, encoding cookie and all, survive.
@@ -156,11 +159,10 @@ def _warm_up() -> None:
     spare pays for the pages a small program needs before its request comes.
     """
     namespace: dict[str, object] = {"__builtins__": __builtins__}
-    code = compile(
-        "import sys\nbuffer = sys.modules['io'].StringIO()\n"
-        "print(sum(range(10)), [str(i) for i in range(3)], {'k': 1}, file=buffer)\n"
-        "try:\n    1 / 0\nexcept ZeroDivisionError:\n    pass\n",
+    code = compile_source(
+        b"import sys\nbuffer = sys.modules['io'].StringIO()\n"
+        b"print(sum(range(10)), [str(i) for i in range(3)], {'k': 1}, file=buffer)\n"
+        b"try:\n    1 / 0\nexcept ZeroDivisionError:\n    pass\n",
         "<warm-up>",
-        "exec",
     )
     exec(code, namespace)  # noqa: S102 - our own fixed code

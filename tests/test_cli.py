@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import PYNOX, PYTHON, pynox, run
+
+PYTHON_VERSION = ".".join(str(part) for part in sys.version_info[:3])
 
 
 def write(path: Path, text: str) -> Path:
@@ -34,7 +35,7 @@ def result_of(proc: subprocess.CompletedProcess[bytes]) -> dict:
 def test_version_names_pynox_and_the_interpreter() -> None:
     for flag in ("--version", "-V"):
         proc = pynox(flag)
-        expected = "pynox 0.1.0 (CPython %d.%d.%d)\n" % sys.version_info[:3]
+        expected = f"pynox 0.1.0 (CPython {PYTHON_VERSION})\n"
         assert proc.returncode == 0
         assert proc.stdout.decode() == expected
 
@@ -43,9 +44,21 @@ def test_help_lists_every_flag() -> None:
     proc = pynox("--help")
     assert proc.returncode == 0
     text = proc.stdout.decode()
-    for flag in ("--allow-read", "--allow-write", "--package-dir", "--allow-env",
-                 "--allow-network", "--timeout", "--memory", "--max-output",
-                 "--max-file-size", "--config", "--profile", "--json", "--no-sandbox"):
+    for flag in (
+        "--allow-read",
+        "--allow-write",
+        "--package-dir",
+        "--allow-env",
+        "--allow-network",
+        "--timeout",
+        "--memory",
+        "--max-output",
+        "--max-file-size",
+        "--config",
+        "--profile",
+        "--json",
+        "--no-sandbox",
+    ):
         assert flag in text
 
 
@@ -92,10 +105,16 @@ def test_accepted_interpreter_options(tmp_path: Path) -> None:
 
 
 def test_unbuffered_option_interleaves_like_python(tmp_path: Path) -> None:
-    script = write(tmp_path / "a.py",
-                   "import sys\nprint('out1')\nprint('err1', file=sys.stderr)\nprint('out2')\n")
-    merged = subprocess.run([PYNOX, "-u", str(script)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    script = write(
+        tmp_path / "a.py",
+        "import sys\nprint('out1')\nprint('err1', file=sys.stderr)\nprint('out2')\n",
+    )
+    merged = subprocess.run(
+        [PYNOX, "-u", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+    )
     assert merged.stdout == b"out1\nerr1\nout2\n"
 
 
@@ -119,8 +138,9 @@ def test_script_directory_is_readable_and_nothing_else(tmp_path: Path) -> None:
     project = tmp_path / "project"
     write(project / "data.txt", "inside")
     write(tmp_path / "outside.txt", "outside")
-    script = write(project / "a.py",
-                   "print(open('data.txt').read())\nprint(open('../outside.txt').read())\n")
+    script = write(
+        project / "a.py", "print(open('data.txt').read())\nprint(open('../outside.txt').read())\n"
+    )
     proc = pynox(str(script), cwd=project)
     assert proc.stdout.decode() == "inside\n"
     assert proc.returncode == 1
@@ -135,9 +155,10 @@ def test_allow_read_and_allow_write_are_separate(tmp_path: Path) -> None:
     data = write(tmp_path / "data" / "in.txt", "42").parent
     out = tmp_path / "out"
     out.mkdir()
-    script = write(tmp_path / "job" / "job.py",
-                   "n = int(open('%s/in.txt').read())\n"
-                   "open('%s/result.txt', 'w').write(str(n + 1))\n" % (data, out))
+    script = write(
+        tmp_path / "job" / "job.py",
+        f"n = int(open('{data}/in.txt').read())\nopen('{out}/result.txt', 'w').write(str(n + 1))\n",
+    )
     proc = pynox(f"--allow-read={data}", f"--allow-write={out}", str(script))
     assert proc.returncode == 0, proc.stderr
     assert (out / "result.txt").read_text() == "43"
@@ -154,8 +175,9 @@ def test_allow_read_and_allow_write_are_separate(tmp_path: Path) -> None:
 
 def test_relative_grants_resolve_against_the_working_directory(tmp_path: Path) -> None:
     write(tmp_path / "data" / "x.txt", "rel")
-    proc = pynox("--json", "--allow-read=data", "-c", "print(open('data/x.txt').read())",
-                 cwd=tmp_path)
+    proc = pynox(
+        "--json", "--allow-read=data", "-c", "print(open('data/x.txt').read())", cwd=tmp_path
+    )
     result = result_of(proc)
     assert result["stdout"] == "rel\n"
     assert result["policy"]["allow_read"] == [str(tmp_path / "data")]
@@ -271,14 +293,26 @@ def test_json_result_has_every_field(tmp_path: Path) -> None:
     proc = pynox("--json", f"--allow-read={data}", "--timeout=5s", "--memory=512m", str(script))
     assert proc.returncode == 0
     result = result_of(proc)
-    assert set(result) == {"exit", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
-                           "error", "duration_ms", "runtime", "policy"}
+    assert set(result) == {
+        "exit",
+        "stdout",
+        "stderr",
+        "stdout_truncated",
+        "stderr_truncated",
+        "error",
+        "duration_ms",
+        "runtime",
+        "policy",
+    }
     assert result["exit"] == 0 and result["error"] is None
     assert (result["stdout"], result["stderr"]) == ("out\n", "err\n")
     assert result["stdout_truncated"] is False and result["stderr_truncated"] is False
     assert isinstance(result["duration_ms"], int)
-    assert result["runtime"] == {"name": "pynox", "python": "%d.%d.%d" % sys.version_info[:3],
-                                 "output": "captured"}
+    assert result["runtime"] == {
+        "name": "pynox",
+        "python": PYTHON_VERSION,
+        "output": "captured",
+    }
     policy = result["policy"]
     assert policy["allow_read"] == [str(data)]
     assert policy["implicit_read"] == [str(tmp_path)]
@@ -339,11 +373,17 @@ def test_signal_death_is_passed_on() -> None:
 
 
 def test_sigint_reaches_the_program(tmp_path: Path) -> None:
-    script = write(tmp_path / "wait.py",
-                   "import time\ntry:\n    print('ready', flush=True)\n    time.sleep(30)\n"
-                   "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise\n")
-    child = subprocess.Popen([PYNOX, str(script)], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    script = write(
+        tmp_path / "wait.py",
+        "import time\ntry:\n    print('ready', flush=True)\n    time.sleep(30)\n"
+        "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise\n",
+    )
+    child = subprocess.Popen(
+        [PYNOX, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
     assert child.stdout is not None
     assert child.stdout.readline() == b"ready\n"
     child.send_signal(signal.SIGINT)
@@ -356,11 +396,16 @@ def test_sigint_reaches_the_program(tmp_path: Path) -> None:
 def test_killing_the_supervisor_kills_the_program(tmp_path: Path) -> None:
     marker = tmp_path / "alive"
     marker.mkdir()
-    script = write(tmp_path / "a.py",
-                   "import time\nprint('ready', flush=True)\ntime.sleep(2)\n"
-                   f"open('{marker}/late', 'w').write('x')\n")
-    child = subprocess.Popen([PYNOX, f"--allow-write={marker}", str(script)],
-                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    script = write(
+        tmp_path / "a.py",
+        "import time\nprint('ready', flush=True)\ntime.sleep(2)\n"
+        f"open('{marker}/late', 'w').write('x')\n",
+    )
+    child = subprocess.Popen(
+        [PYNOX, f"--allow-write={marker}", str(script)],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
     assert child.stdout is not None
     assert child.stdout.readline() == b"ready\n"
     child.kill()
@@ -375,8 +420,16 @@ def test_killing_the_supervisor_kills_the_program(tmp_path: Path) -> None:
 def test_doctor_reports_the_kernel() -> None:
     proc = pynox("doctor", "--json")
     report = json.loads(proc.stdout)
-    for key in ("python", "architecture", "platform_tag", "landlock_abi", "seccomp", "pidfd",
-                "sandbox_supported", "sandbox_unavailable_reasons"):
+    for key in (
+        "python",
+        "architecture",
+        "platform_tag",
+        "landlock_abi",
+        "seccomp",
+        "pidfd",
+        "sandbox_supported",
+        "sandbox_unavailable_reasons",
+    ):
         assert key in report
     assert report["sandbox_supported"] is (proc.returncode == 0)
     assert report["sandbox_supported"] == (report["sandbox_unavailable_reasons"] == [])

@@ -142,7 +142,10 @@ def test_a_run_that_may_write_the_cache_cannot_poison_later_runs(tmp_path: Path)
     entries = [p for p in cache.rglob("*") if p.is_file()]
     assert entries
     # The program rewrites every cache entry it can reach.
-    poison = "import pathlib\nfor p in pathlib.Path(%r).rglob('*'):\n    p.is_file() and p.write_bytes(b'x')\n" % str(cache)
+    poison = (
+        f"import pathlib\nfor p in pathlib.Path({str(cache)!r}).rglob('*'):\n"
+        "    p.is_file() and p.write_bytes(b'x')\n"
+    )
     proc = pynox(f"--allow-write={cache}", f"--allow-read={cache}", "-c", poison, cwd=root, env=env)
     assert proc.returncode == 0, proc.stderr
     assert not any(p.is_file() for p in cache.rglob("*")), "the exposed cache must be dropped"
