@@ -6,6 +6,8 @@ CPython's audit events say exactly that, so the child keeps the last relevant
 one; the hint that follows a denial names the one grant that would allow it.
 """
 
+import errno
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -62,6 +64,10 @@ class AccessLog:
     def __call__(self, event: str, args: "tuple[Any, ...]") -> None:
         if event in WATCHED_EVENTS:
             self.last = (event, args)
+            if event == "os.system":
+                # The shell could not start anyway, but system() would only say
+                # "exit status 127"; say what happened instead.
+                raise PermissionError(errno.EPERM, "starting processes is not allowed")
 
 
 # One per process: installed by the child right before the sandbox closes.

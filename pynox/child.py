@@ -15,7 +15,7 @@ import sys
 from pynox import shutdown
 from pynox._toplevel import call_at_top, compile_source, exec_at_top
 from pynox.access_log import ACCESS_LOG
-from pynox.sandbox import confine_policy
+from pynox.sandbox import confine_policy, scrub_environment
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -83,7 +83,7 @@ def prepare(setup: ChildSetup) -> None:
     _reset_signals()
     try:
         _setup_stdio(setup)
-        os.environ.clear()
+        scrub_environment()
         sys.addaudithook(ACCESS_LOG)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)

@@ -1,6 +1,9 @@
 """Hints written for models: after a denial, the one grant that would allow it.
 
-Imported only in a child whose program failed, so it may take its time.
+The child classifies what was denied (a kind and the path it concerns); the
+text is made from that classification only, by `format_hint`, in the child for
+the line it prints and in the supervisor for the result, so a program cannot
+put words of its own into a result's hint.
 """
 
 from __future__ import annotations
@@ -44,6 +47,25 @@ _ENTRY_EVENTS = frozenset(
     {"os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.link", "os.symlink", "shutil.rmtree"}
 )
 _LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
+# Operations that write to the file they name.
+_FILE_WRITE_EVENTS = frozenset({"os.truncate"})
+
+# What a hint can be about; the value a grant needs, if any, goes with it.
+KINDS = frozenset(
+    {
+        "memory",
+        "file_size",
+        "process",
+        "metadata",
+        "unix_socket",
+        "other_socket",
+        "network",
+        "read",
+        "list",
+        "write",
+        "entries",
+    }
+)
 
 _DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
 
@@ -102,29 +124,6 @@ def _event_path(args: tuple[Any, ...]) -> str | None:
     return None
 
 
-def _file_hint(path: str, event: tuple[str, tuple[Any, ...]] | None, style: Style) -> str:
-    name, args = event if event is not None else ("", ())
-    same_path = _event_path(args) == path
-    if same_path and name in _METADATA_EVENTS:
-        return METADATA_HINT
-    writing = same_path and ((name == "open" and _is_write_open(args)) or name in _ENTRY_EVENTS)
-    if not same_path:
-        # No matching event (a C library call, say): a readable path must have
-        # been refused for writing.
-        writing = _readable(path)
-    if writing:
-        exists = os.path.lexists(path)
-        if name in _ENTRY_EVENTS or not exists:
-            target = _nearest_existing_dir(path)
-            what = f"changing the entries of {target}"
-        else:
-            target = path
-            what = f"writing {path}"
-        return f"{what} is not allowed; grant it with {style.grant('allow_write', target)}"
-    noun = "listing" if name in _LISTING_EVENTS else "reading"
-    return f"{noun} {path} is not allowed; grant it with {style.grant('allow_read', path)}"
-
-
 def _readable(path: str) -> bool:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
@@ -134,52 +133,95 @@ def _readable(path: str) -> bool:
     return True
 
 
-def _socket_hint(args: tuple[Any, ...], style: Style) -> str:
-    family = args[1] if len(args) > 1 else None
-    if family == getattr(socket, "AF_UNIX", None):
-        return UNIX_SOCKET_HINT
-    if family in (socket.AF_INET, socket.AF_INET6):
-        return f"the network is off; grant it with {style.grant('allow_network')}"
-    return OTHER_SOCKET_HINT
+def _classify_file(path: str, event: tuple[str, tuple[Any, ...]] | None) -> tuple[str, str]:
+    name, args = event if event is not None else ("", ())
+    same_path = _event_path(args) == path
+    if same_path and name in _METADATA_EVENTS:
+        return "metadata", path
+    if same_path:
+        writing = (name == "open" and _is_write_open(args)) or name in _ENTRY_EVENTS
+        writing = writing or name in _FILE_WRITE_EVENTS
+    else:
+        # No matching event (a C library call, say): a readable path must have
+        # been refused for writing.
+        writing = _readable(path)
+    if not writing:
+        return ("list" if name in _LISTING_EVENTS else "read"), path
+    if name in _ENTRY_EVENTS or not os.path.lexists(path):
+        return "entries", _nearest_existing_dir(path)
+    return "write", path
 
 
-def hint_for(
-    exc: BaseException,
-    event: tuple[str, tuple[Any, ...]] | None,
-    memory: int | None,
-    max_file_size: int | None,
-    style: Style,
-) -> tuple[str | None, str | None]:
-    """The hint for an uncaught exception and the path it concerns, if any."""
+def classify(
+    exc: BaseException, event: tuple[str, tuple[Any, ...]] | None
+) -> tuple[str | None, str | None, str | None]:
+    """What the exception is about: (hint kind, the grant's value, the denied path)."""
     if isinstance(exc, MemoryError):
-        if memory is None:
-            return "the program ran out of memory; allocate less", None
-        return (
-            f"the program used up its {format_size(memory)} memory limit; allocate less "
-            f"or raise the limit with {style.limit('memory', format_size(memory * 2))}",
-            None,
-        )
+        return "memory", None, None
     if not isinstance(exc, OSError):
-        return None, None
+        return None, None, None
     path = None
     if exc.filename is not None:
         path = os.path.abspath(os.fsdecode(exc.filename))
-    if exc.errno == errno.EFBIG and max_file_size is not None:
-        raised = format_size(max_file_size * 2)
-        return (
-            f"a file reached the {format_size(max_file_size)} size limit; write less or "
-            f"raise it with {style.limit('max_file_size', raised)}",
-            path,
-        )
+    if exc.errno == errno.EFBIG:
+        return "file_size", None, path
     if exc.errno not in _DENIED_ERRNOS:
-        return None, path
+        return None, None, path
     name = event[0] if event is not None else ""
     if name in _PROCESS_EVENTS:
-        return PROCESS_HINT, path
+        return "process", None, path
     if name == "socket.__new__" and path is None and event is not None:
-        return _socket_hint(event[1], style), None
+        family = event[1][1] if len(event[1]) > 1 else None
+        if family in (socket.AF_INET, socket.AF_INET6):
+            return "network", None, None
+        return ("unix_socket" if family == socket.AF_UNIX else "other_socket"), None, None
     if name in ("socket.connect", "socket.bind") and path is None:
-        return f"the network is off; grant it with {style.grant('allow_network')}", None
+        return "network", None, None
     if path is not None:
-        return _file_hint(path, event, style), path
-    return None, None
+        kind, target = _classify_file(path, event)
+        return kind, target, path
+    return None, None, None
+
+
+def format_hint(
+    kind: object, target: object, style: Style, memory: int | None, max_file_size: int | None
+) -> str | None:
+    """The hint's text, from its kind and value alone."""
+    value = target if isinstance(target, str) else None
+    if kind == "memory":
+        if memory is None:
+            return "the program ran out of memory; allocate less"
+        return (
+            f"the program used up its {format_size(memory)} memory limit; allocate less "
+            f"or raise the limit with {style.limit('memory', format_size(memory * 2))}"
+        )
+    if kind == "file_size":
+        if max_file_size is None:
+            return None
+        return (
+            f"a file reached the {format_size(max_file_size)} size limit; write less or "
+            f"raise it with {style.limit('max_file_size', format_size(max_file_size * 2))}"
+        )
+    fixed = {
+        "process": PROCESS_HINT,
+        "metadata": METADATA_HINT,
+        "unix_socket": UNIX_SOCKET_HINT,
+        "other_socket": OTHER_SOCKET_HINT,
+    }
+    if kind in fixed:
+        return fixed[str(kind)]
+    if kind == "network":
+        return f"the network is off; grant it with {style.grant('allow_network')}"
+    if value is None:
+        return None
+    if kind in ("read", "list"):
+        noun = "listing" if kind == "list" else "reading"
+        return f"{noun} {value} is not allowed; grant it with {style.grant('allow_read', value)}"
+    if kind == "write":
+        return f"writing {value} is not allowed; grant it with {style.grant('allow_write', value)}"
+    if kind == "entries":
+        return (
+            f"changing the entries of {value} is not allowed; grant it with "
+            f"{style.grant('allow_write', value)}"
+        )
+    return None

@@ -141,9 +141,8 @@ def build_policy(
         [resolve_grant(p, "imports from", cwd) for p in grants.package_dirs]
     )
     policy.implicit_read = _unique(implicit_read)
-    policy.environment = {
-        name: value for name, value in environ.items() if is_locale_variable(name)
-    }
+    # Names only: decoding every value would leave copies of secrets in memory.
+    policy.environment = {name: environ[name] for name in environ if is_locale_variable(name)}
     for name in _unique(grants.allow_env):
         if is_loader_variable(name):
             raise PolicyError(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from pynox.hints import Style, hint_for
+from pynox.hints import Style, classify, format_hint
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,7 +57,8 @@ def describe_error(
     last_event: tuple[str, tuple[Any, ...]] | None,
     api_hints: bool,
 ) -> dict[str, Any]:
-    hint, path = hint_for(exc, last_event, policy.memory, policy.max_file_size, Style(api_hints))
+    kind, value, path = classify(exc, last_event)
+    hint = format_hint(kind, value, Style(api_hints), policy.memory, policy.max_file_size)
     filename, line = _location(exc, tb, program)
     try:
         message = str(exc)
@@ -70,4 +71,7 @@ def describe_error(
         "line": line,
         "path": path,
         "hint": hint,
+        # What the supervisor makes its own hint text from (see pynox.hints).
+        "hint_kind": kind,
+        "hint_value": value,
     }

@@ -44,6 +44,30 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _trusted_report(outcome: Outcome) -> dict[str, Any] | None:
+    """The child's error report, when how it ended says it could have written one.
+
+    The report comes from inside the sandbox, after the program ran: it is
+    taken only from a program that died of an uncaught exception (status 1,
+    or SIGINT for KeyboardInterrupt), and its hint is rebuilt from its kind.
+    """
+    import signal
+
+    if not outcome.report or outcome.timed_out:
+        return None
+    if outcome.exit_code != 1 and outcome.signal != signal.SIGINT:
+        return None
+    try:
+        report = json.loads(outcome.report)
+    except ValueError:
+        return None
+    return report if isinstance(report, dict) else None
+
+
 def _error(outcome: Outcome, policy: Policy, api: bool) -> dict[str, Any] | None:
     empty = {"file": None, "line": None, "path": None}
     if outcome.timed_out:
@@ -53,14 +77,26 @@ def _error(outcome: Outcome, policy: Policy, api: bool) -> dict[str, Any] | None
             **empty,
             "hint": timeout_message(policy, api),
         }
-    if outcome.report:
-        try:
-            report = json.loads(outcome.report)
-        except ValueError:
-            report = None
-        if isinstance(report, dict):
-            keys = ("type", "message", "file", "line", "path", "hint")
-            return {key: report.get(key) for key in keys}
+    report = _trusted_report(outcome)
+    if report is not None:
+        from pynox.hints import Style, format_hint
+
+        line = report.get("line")
+        hint = format_hint(
+            report.get("hint_kind"),
+            report.get("hint_value"),
+            Style(api),
+            policy.memory,
+            policy.max_file_size,
+        )
+        return {
+            "type": _text_or_none(report.get("type")),
+            "message": _text_or_none(report.get("message")),
+            "file": _text_or_none(report.get("file")),
+            "line": line if isinstance(line, int) and not isinstance(line, bool) else None,
+            "path": _text_or_none(report.get("path")),
+            "hint": hint,
+        }
     if outcome.signal is not None:
         name = _signal_name(outcome.signal)
         return {

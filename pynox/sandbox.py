@@ -72,6 +72,30 @@ def confine_policy(
     )
 
 
+def scrub_environment() -> None:
+    """Empties the environment and overwrites what it held in this process's memory.
+
+    os.environ is cleared as usual; then the values it held (bytes shared
+    with the posix module) and the block the kernel placed on the stack are
+    overwritten, so that a program reading its own memory finds no secret of
+    the user's environment. Locale and granted variables are set again after.
+    """
+    import posix
+
+    held = list(posix.environ.values())
+    os.environ.clear()
+    for value in held:
+        # Single bytes and the empty string are shared singletons: never touch them.
+        if len(value) > 1:
+            ffi.memmove(ffi.from_buffer(value), b"\0" * len(value), len(value))
+    del held
+    err = ffi.new("char[]", 256)
+    if lib.pynox_scrub_environment_block(err, len(err)) != 0:
+        raise SandboxError(
+            "cannot clear the environment: " + ffi.string(err).decode(errors="replace")
+        )
+
+
 def probe() -> dict[str, int]:
     """What the kernel offers, without changing this process."""
     out = ffi.new("struct pynox_probe *")

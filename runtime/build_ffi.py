@@ -34,6 +34,7 @@ struct pynox_probe {
     int pidfd;
 };
 void pynox_probe_kernel(struct pynox_probe *out);
+int pynox_scrub_environment_block(char *err, size_t err_len);
 """
 
 

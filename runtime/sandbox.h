@@ -46,4 +46,8 @@ struct pynox_probe {
 
 void pynox_probe_kernel(struct pynox_probe *out);
 
+/* Overwrites the environment strings the process was started with (its own
+ * os.environ is separate). Returns 0, or -1 with the reason in err. */
+int pynox_scrub_environment_block(char *err, size_t err_len);
+
 #endif

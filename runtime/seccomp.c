@@ -226,6 +226,18 @@ static const uint32_t denied_syscalls[] = {
 #ifdef __NR_fanotify_init
     __NR_fanotify_init,
 #endif
+    /* inotify watches any path Landlock lets the process look up (stat is
+     * not governed), and would report names and opens in trees it may not
+     * list. */
+#ifdef __NR_inotify_init
+    __NR_inotify_init,
+#endif
+#ifdef __NR_inotify_init1
+    __NR_inotify_init1,
+#endif
+#ifdef __NR_inotify_add_watch
+    __NR_inotify_add_watch,
+#endif
 #ifdef __NR_open_by_handle_at
     __NR_open_by_handle_at,
 #endif
@@ -398,8 +410,7 @@ static void emit_clone(struct pynox_bpf *prog)
 }
 
 /* No Unix sockets (they reach services by path or abstract name), no raw,
- * netlink or packet sockets; TCP/UDP only with network access. socketpair()
- * stays: asyncio needs it and it reaches nothing outside. */
+ * netlink or packet sockets; TCP/UDP only with network access. */
 static void emit_socket(struct pynox_bpf *prog, int allow_network)
 {
     static const uint32_t inet[] = {AF_INET, AF_INET6};
@@ -408,6 +419,18 @@ static void emit_socket(struct pynox_bpf *prog, int allow_network)
     /* EACCES for "the policy has no network", EPERM for "never". */
     pynox_bpf_ret_if_one_of(prog, inet, 2, allow_network ? RET_ALLOW : RET_ERRNO(EACCES),
                             RET_EPERM);
+    pynox_bpf_end_block(prog, block);
+}
+
+/* socketpair() stays for asyncio, but only connected kinds: a datagram
+ * socket from a pair could still sendto() any host Unix socket by path. */
+static void emit_socketpair(struct pynox_bpf *prog)
+{
+    static const uint32_t connected[] = {SOCK_STREAM, SOCK_SEQPACKET};
+    size_t block = pynox_bpf_begin_block(prog, __NR_socketpair);
+    pynox_bpf_load(prog, ARG_LO(1));
+    pynox_bpf_and(prog, 0xf); /* the type without SOCK_NONBLOCK and SOCK_CLOEXEC */
+    pynox_bpf_ret_if_one_of(prog, connected, 2, RET_ALLOW, RET_EPERM);
     pynox_bpf_end_block(prog, block);
 }
 
@@ -501,6 +524,7 @@ static void build_filter(struct pynox_bpf *prog, const struct pynox_policy *poli
 
     emit_clone(prog);
     emit_socket(prog, policy->allow_network);
+    emit_socketpair(prog);
     emit_ioctl(prog);
     {
         /* Only the query; ADDR_NO_RANDOMIZE and friends weaken the process. */

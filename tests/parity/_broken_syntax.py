@@ -1,0 +1,3 @@
+VALUE = 1
+def f(x):
+    return x +* 2

@@ -1,0 +1,9 @@
+import _helper
+
+
+def run():
+    return _helper.outer("missing")
+
+
+print("calling the helper")
+run()

@@ -1,0 +1,5 @@
+import sys
+
+print("exiting with 3")
+sys.stdout.flush()
+sys.exit(3)

@@ -1,0 +1,4 @@
+import sys
+
+print("about to fail")
+sys.exit("fatal: the message goes to stderr")

@@ -1,0 +1,2 @@
+print("SystemExit(True)")
+raise SystemExit(True)

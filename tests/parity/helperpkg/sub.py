@@ -1,0 +1,5 @@
+from . import consts
+
+
+def double(x):
+    return x * consts.FACTOR

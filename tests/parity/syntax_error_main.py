@@ -1,0 +1,5 @@
+print("this never runs")
+
+
+def broken(:
+    pass

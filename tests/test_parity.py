@@ -1,0 +1,282 @@
+"""Parity with CPython: `pynox PROGRAM` must behave exactly like `python PROGRAM`.
+
+Every `*.py` file at the top of tests/parity/ whose name does not start with `_`
+is one case (the `_*.py` modules, helperpkg/, app_dir/ and the data files are
+what the cases import, run or read). Each case runs under `python` and under
+`pynox` from the same working directory, a fresh copy of the corpus, so the
+implicit read grant of the script's directory covers the data files; stdout,
+stderr and the exit status must be equal byte for byte.
+
+The tables below give a case's arguments, standard input, interpreter options,
+whether stderr is merged into stdout (to see how each stream is buffered), and
+the exit status CPython gives, so that a case fails also when both runs go
+wrong the same way. Command lines that are not a single corpus file (-c, -m,
+-, a directory, a zip application, interpreter options) are in INVOCATIONS.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from conftest import PYNOX, PYTHON, TESTS, pynox, python, run
+
+from pynox.units import DEFAULT_MAX_OUTPUT
+
+CORPUS = TESTS / "parity"
+
+# A plain `pynox FILE` runs the program in the pynox process itself; with a
+# timeout (or --json, tested below) pynox forks a supervised child. Both must
+# behave like python.
+MODES = {"in-process": [], "supervised": ["--timeout=60s"]}
+
+
+@dataclass(frozen=True)
+class Case:
+    args: list[str] = field(default_factory=list)  # after the program
+    options: list[str] = field(default_factory=list)  # interpreter options, before it
+    stdin: bytes | None = None
+    status: int = 0  # CPython's exit status (negative: killed by that signal)
+    merge: bool = False  # stderr into stdout: the interleaving must match too
+    # stdout into `head -n 1`, which exits early: the program meets a broken
+    # pipe; the wrapper prints the program's exit status on stdout.
+    pipe_to_head: bool = False
+    # Replace the program name before "No module named x" or "can't open file":
+    # python names its own executable (python or python3, as started), pynox
+    # may name itself; the rest of the line must be equal.
+    normalize_executable: bool = False
+
+
+# Corpus files that need more than `python FILE`; every other case ends with status 0.
+CASES: dict[str, Case] = {
+    "argv_args.py": Case(args=["one", "two words", "", "--flag", "-x", "ünï", "a=b", "-"]),
+    "input_stdin.py": Case(stdin="Ada\n36\nremaining line 1\nline 2 é\n".encode()),
+    "stdio_properties.py": Case(stdin=b"stdin data\n"),
+    "stderr_interleave.py": Case(merge=True),
+    "large_output.py": Case(merge=False),
+    "exc_zerodiv.py": Case(status=1),
+    "exc_nested_sibling.py": Case(status=1),
+    "exc_chain_from.py": Case(status=1),
+    "exc_chain_implicit.py": Case(status=1),
+    "exc_suppressed_context.py": Case(status=1),
+    "exc_group.py": Case(status=1),
+    "exc_notes.py": Case(status=1),
+    "excepthook_override.py": Case(status=1),
+    "syntax_error_main.py": Case(status=1),
+    "syntax_error_import.py": Case(status=1),
+    "recursion_error.py": Case(status=1),
+    "exit_code_3.py": Case(status=3),
+    "exit_message.py": Case(status=1),
+    "exit_systemexit_true.py": Case(status=1),
+    "exit_builtin.py": Case(status=7),
+    "exit_in_atexit.py": Case(status=2),
+    "keyboard_interrupt.py": Case(status=-signal.SIGINT),
+    "os_exit_unflushed.py": Case(status=4),
+    "main_guard.py": Case(args=["--verbose", "file.txt"]),
+}
+
+_CODE = (
+    "import sys\n"
+    "print(sys.argv, __name__, '__file__' in globals(), type(__loader__).__name__)\n"
+    "print(sys.path[0] == '', [k for k in globals() if k != 'sys'])\n"
+)
+
+# Command lines other than a single corpus file, run in the corpus copy.
+INVOCATIONS: dict[str, Case] = {
+    "c-code-with-args": Case(options=["-c", _CODE], args=["a", "-b", "--c", ""]),
+    "c-code-raises": Case(options=["-c", "def f():\n    return 1 / 0\nf()\n"], status=1),
+    "c-code-sys-exit": Case(options=["-c", "import sys; sys.exit('bye')"], status=1),
+    "m-corpus-module": Case(options=["-m", "main_guard"], args=["x", "--y"]),
+    "m-corpus-module-raises": Case(options=["-m", "exc_nested_sibling"], status=1),
+    "m-package-main": Case(options=["-m", "helperpkg"], args=["pkg-arg"]),
+    "m-stdlib-json-tool": Case(
+        options=["-m", "json.tool"],
+        args=["--sort-keys"],
+        stdin=b'{"b": [1, 2, {"c": null}], "a": "\\u00e9", "n": 1e3}',
+    ),
+    "m-stdlib-json-tool-bad-input": Case(options=["-m", "json.tool"], stdin=b"{not json", status=1),
+    "m-missing-module": Case(
+        options=["-m", "no_such_module_for_parity"], status=1, normalize_executable=True
+    ),
+    "m-missing-submodule": Case(
+        options=["-m", "helperpkg.no_such_submodule"], status=1, normalize_executable=True
+    ),
+    "stdin-program": Case(
+        options=["-"],
+        args=["arg1"],
+        stdin=b"import sys\nprint(sys.argv, __name__)\n\n1 / 0\n",
+        status=1,
+    ),
+    "directory-application": Case(options=["app_dir"], args=["x"]),
+    "zip-application": Case(options=["app.pyz"], args=["y"]),
+    "B-option": Case(options=["-B", "import_sibling.py"]),
+    "u-option-interleaving": Case(options=["-u", "stderr_interleave.py"], merge=True),
+    "u-option-stdio": Case(options=["-u", "stdio_properties.py"]),
+    "Bu-grouped-options": Case(options=["-Bu", "argv_args.py"], args=["-u", "x"]),
+    "I-option": Case(options=["-I", "sys_path0.py"]),
+    "E-s-q-options": Case(options=["-E", "-s", "-q", "module_globals.py"]),
+    "S-option-no-exit-builtin": Case(options=["-S", "exit_builtin.py"], status=1),
+    "broken-pipe-to-head": Case(options=["large_output.py"], pipe_to_head=True),
+    "missing-script": Case(options=["no_such_script.py"], status=2, normalize_executable=True),
+}
+
+
+def corpus_files() -> list[str]:
+    return sorted(p.name for p in CORPUS.glob("*.py") if not p.name.startswith("_"))
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """A fresh copy of the corpus; both interpreters run in it."""
+    target = tmp_path / "parity"
+    shutil.copytree(CORPUS, target, ignore=shutil.ignore_patterns("__pycache__", ".ruff_cache"))
+    with zipfile.ZipFile(target / "app.pyz", "w") as archive:
+        archive.write(target / "app_dir" / "__main__.py", "__main__.py")
+    return target
+
+
+def _run_both(command: list[str], case: Case, cwd: Path, mode: str):
+    flags = MODES[mode]
+    if case.pipe_to_head:
+        wrap = ["bash", "-c", '"$@" | head -n 1; echo "status=${PIPESTATUS[0]}"', "bash"]
+        ref = run([*wrap, PYTHON, *command], cwd=cwd, input=case.stdin)
+        got = run([*wrap, PYNOX, *flags, *command], cwd=cwd, input=case.stdin)
+    elif case.merge:
+        # The shell execs the interpreter, so its status (or signal) is kept.
+        merged = ["sh", "-c", 'exec "$@" 2>&1', "sh"]
+        ref = run([*merged, PYTHON, *command], cwd=cwd, input=case.stdin)
+        got = run([*merged, PYNOX, *flags, *command], cwd=cwd, input=case.stdin)
+    else:
+        ref = python(*command, cwd=cwd, input=case.stdin)
+        got = pynox(*flags, *command, cwd=cwd, input=case.stdin)
+    return ref, got
+
+
+_EXECUTABLE = re.compile(rb"^(/\S*/python[0-9.]*|pynox): ", re.MULTILINE)
+
+
+def _assert_same(ref, got, case: Case) -> None:
+    ref_err, got_err = ref.stderr, got.stderr
+    if case.normalize_executable:
+        assert _EXECUTABLE.search(ref_err) and _EXECUTABLE.search(got_err), (ref_err, got_err)
+        ref_err = _EXECUTABLE.sub(b"PYTHON: ", ref_err)
+        got_err = _EXECUTABLE.sub(b"PYTHON: ", got_err)
+    assert ref.returncode == case.status, (
+        f"CPython itself ended with {ref.returncode}, the table says {case.status}:\n"
+        + ref.stderr.decode(errors="replace")
+    )
+    assert got.stdout == ref.stdout
+    assert got_err == ref_err
+    assert got.returncode == ref.returncode
+
+
+@pytest.mark.parametrize("name", corpus_files())
+@pytest.mark.parametrize("mode", list(MODES))
+def test_corpus_program(mode: str, name: str, corpus: Path) -> None:
+    case = CASES.get(name, Case())
+    ref, got = _run_both([*case.options, name, *case.args], case, corpus, mode)
+    _assert_same(ref, got, case)
+
+
+@pytest.mark.parametrize("label", list(INVOCATIONS))
+@pytest.mark.parametrize("mode", list(MODES))
+def test_invocation(mode: str, label: str, corpus: Path) -> None:
+    case = INVOCATIONS[label]
+    ref, got = _run_both([*case.options, *case.args], case, corpus, mode)
+    _assert_same(ref, got, case)
+
+
+@pytest.mark.parametrize("name", corpus_files())
+def test_corpus_program_json(name: str, corpus: Path) -> None:
+    """`pynox --json` reports python's exit status and stdout (stdin is empty there)."""
+    case = CASES.get(name, Case())
+    command = [*case.options, name, *case.args]
+    ref = python(*command, cwd=corpus)  # stdin: /dev/null, as --json gives the program
+    got = pynox("--json", *command, cwd=corpus)
+    result = json.loads(got.stdout)
+    expected_exit = 128 - ref.returncode if ref.returncode < 0 else ref.returncode
+    assert result["exit"] == expected_exit
+    assert got.returncode == expected_exit
+    stdout = ref.stdout.decode("utf-8", errors="replace")
+    limit = DEFAULT_MAX_OUTPUT
+    if len(ref.stdout) > limit:
+        assert result["stdout_truncated"] is True
+        assert stdout.startswith(result["stdout"])
+        assert len(result["stdout"].encode()) >= limit - 4
+    else:
+        assert result["stdout_truncated"] is False
+        assert result["stdout"] == stdout
+    if len(ref.stderr) <= limit:
+        assert result["stderr"] == ref.stderr.decode("utf-8", errors="replace")
+    if ref.returncode < 0:
+        assert result["error"]["type"] in ("KeyboardInterrupt", "Signal")
+    elif ref.returncode == 0:
+        assert result["error"] is None
+
+
+SIGNALLED = """\
+import atexit, sys, time
+atexit.register(print, "atexit runs")
+try:
+    print("ready", flush=True)
+    time.sleep(30)
+finally:
+    print("finally runs", flush=True)
+"""
+
+
+def _interrupted(command: list[str], cwd: Path, signum: int) -> tuple[int, bytes, bytes]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == b"ready\n"
+        time.sleep(0.3)  # into time.sleep(), so the traceback names that line
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+        proc.wait()
+    return proc.returncode, b"ready\n" + out, err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("mode", list(MODES))
+def test_signal_from_outside(tmp_path: Path, signum: int, mode: str) -> None:
+    """Ctrl-C (SIGINT) or a kill (SIGTERM) sent to the command, as a shell or a job runner does."""
+    script = tmp_path / "waits.py"
+    script.write_text(SIGNALLED)
+    ref = _interrupted([PYTHON, "waits.py"], tmp_path, signum)
+    got = _interrupted([PYNOX, *MODES[mode], "waits.py"], tmp_path, signum)
+    assert ref[0] == -signum
+    assert got == ref
+
+
+def test_corpus_is_complete() -> None:
+    files = corpus_files()
+    assert len(files) >= 30
+    assert set(CASES) <= set(files), "a CASES entry names no corpus file"
+    for helper in ("_helper.py", "_broken_syntax.py", "data.txt", "data.csv"):
+        assert (CORPUS / helper).is_file()
+    assert (CORPUS / "helperpkg" / "__main__.py").is_file()
+    assert (CORPUS / "app_dir" / "__main__.py").is_file()
+    # The Latin-1 case must really be Latin-1, or it tests nothing.
+    raw = (CORPUS / "latin1_encoding.py").read_bytes()
+    assert b"latin-1" in raw.splitlines()[0] and b"\xe9" in raw
+    assert (CORPUS / "shebang.py").read_bytes().startswith(b"#!")
