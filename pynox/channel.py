@@ -8,7 +8,10 @@ data only, and drops the child at the first frame that breaks the rules.
 import json
 import os
 
-MAX_FRAME = 8 << 20
+# Frames from the template carry a program (up to a 16 MiB request line);
+# frames from a child (host calls, reports) are held to CHILD_FRAME.
+MAX_FRAME = 32 << 20
+CHILD_FRAME = 8 << 20
 _HEADER = 4
 
 
@@ -16,18 +19,21 @@ class ChannelError(Exception):
     """The other side broke the framing or sent something that is not a message."""
 
 
-def encode(message: dict[str, object]) -> bytes:
+def encode(message: dict[str, object], limit: int = MAX_FRAME) -> bytes:
     body = json.dumps(message, separators=(",", ":")).encode()
-    if len(body) > MAX_FRAME:
-        raise ChannelError(f"a message of {len(body)} bytes is over the {MAX_FRAME} limit")
+    if len(body) > limit:
+        raise ChannelError(f"a message of {len(body)} bytes is over the {limit} limit")
     return len(body).to_bytes(_HEADER, "big") + body
 
 
-def send(fd: int, message: dict[str, object]) -> None:
-    """Writes one whole frame (blocking)."""
-    data = encode(message)
+def write_frame(fd: int, data: bytes) -> None:
+    """Writes one encoded frame whole (blocking)."""
     while data:
         data = data[os.write(fd, data) :]
+
+
+def send(fd: int, message: dict[str, object]) -> None:
+    write_frame(fd, encode(message))
 
 
 def _read_exactly(fd: int, size: int) -> bytes | None:
@@ -68,16 +74,17 @@ def decode(body: bytes) -> dict[str, object]:
 class FrameReader:
     """Splits a non-blocking byte stream into frames, for the template's loop."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = CHILD_FRAME) -> None:
         self.buffer = bytearray()
+        self.limit = limit
 
     def feed(self, data: bytes) -> list[dict[str, object]]:
         self.buffer += data
         frames = []
         while len(self.buffer) >= _HEADER:
             size = int.from_bytes(self.buffer[:_HEADER], "big")
-            if size > MAX_FRAME:
-                raise ChannelError(f"a frame of {size} bytes is over the {MAX_FRAME} limit")
+            if size > self.limit:
+                raise ChannelError(f"a frame of {size} bytes is over the {self.limit} limit")
             if len(self.buffer) < _HEADER + size:
                 break
             body = bytes(self.buffer[_HEADER : _HEADER + size])

@@ -296,10 +296,30 @@ def run_source(source: "str | bytes", filename: str, main: object, remember: boo
     exec_at_top(code, main.__dict__)
 
 
+def _is_ours(tb: "TracebackType") -> bool:
+    return tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+
+
 def _user_traceback(tb: "TracebackType | None") -> "TracebackType | None":
-    """The traceback without pynox's own frames, as python would show it."""
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    """The traceback without pynox's own frames, as python would show it.
+
+    Ours lead to the program's frames, and where a program calls into pynox
+    (pynox_host), they end it: the program's own last line is where it failed.
+    """
+    while tb is not None and _is_ours(tb):
         tb = tb.tb_next
+    last_user = tb
+    walker = tb
+    while walker is not None:
+        if not _is_ours(walker):
+            last_user = walker
+        walker = walker.tb_next
+    if last_user is not None and last_user.tb_next is not None:
+        rest: TracebackType | None = last_user.tb_next
+        while rest is not None and _is_ours(rest):
+            rest = rest.tb_next
+        if rest is None:
+            last_user.tb_next = None
     return tb
 
 

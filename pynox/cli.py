@@ -202,9 +202,9 @@ def _cache_is_writable(policy: "Policy") -> bool:
 
 def _finish_plain(outcome: "Outcome", policy: "Policy") -> int:
     if outcome.timed_out:
-        from pynox.result import timeout_message
+        from pynox.result import timeout_line
 
-        _print_line("pynox: " + timeout_message(policy, api=False))
+        _print_line(timeout_line(policy))
         return outcome.exit_code
     if outcome.signal is not None:
         _die_like(outcome.signal)

@@ -23,6 +23,7 @@ _LIST_GRANTS = ("allow_read", "allow_write", "package_dirs", "allow_env")
 _SCALAR_GRANTS = ("allow_network", "timeout", "memory", "max_output", "max_file_size")
 _GRANT_KEYS = _LIST_GRANTS + _SCALAR_GRANTS
 _POOL_KEYS = ("workers", "preload", "max_sessions", "session_idle")
+_POOL_FIELDS = _POOL_KEYS + ("limited",)
 _TABLES_HINT = "settings go in the tables [permissions], [profiles.NAME] and [pool]"
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _NAME_CHARS = _NAME_START | frozenset("0123456789")
@@ -137,11 +138,15 @@ class Grants(_Record):
 
 
 class PoolSettings(_Record):
-    """The [pool] table: how the worker pool runs (its limits are a separate Grants)."""
+    """The [pool] table: how the worker pool runs (its limits are a separate Grants).
 
-    __slots__ = _POOL_KEYS
-    _fields = _POOL_KEYS
-    _checks = (_int, _str_list, _int, _float)
+    `limited` names the keys [pool.limits] sets: there an empty list still limits
+    (to nothing), where a Grants' empty list means "not set".
+    """
+
+    __slots__ = _POOL_FIELDS
+    _fields = _POOL_FIELDS
+    _checks = (_int, _str_list, _int, _float, _str_list)
 
     def __init__(
         self,
@@ -155,6 +160,7 @@ class PoolSettings(_Record):
         self.preload: list[str] = list(preload or ())
         self.max_sessions = max_sessions
         self.session_idle = session_idle  # seconds
+        self.limited: list[str] = []
 
     @classmethod
     def from_data(cls, data: object) -> "PoolSettings":
@@ -385,6 +391,7 @@ class _Reader:
                     f"limits in [pool] of {self.path} must be a table, like [pool.limits]"
                 )
             limits = self.grants(limits_table, "[pool.limits]")
+            pool.limited = sorted(limits_table)
         return pool, limits
 
     def _strings(self, value: object, key: str, section: str, kind: str = "strings") -> list[str]:

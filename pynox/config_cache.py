@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     # (real path, HOME, code stamp)
     CacheKey = tuple[str, str | None, tuple[int, ...]]
 
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 _SUFFIX = ".marshal"
 _MAX_NAME = 200
 _MAX_ENTRY_BYTES = 1 << 20

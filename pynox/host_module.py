@@ -46,20 +46,24 @@ class _Link:
         with self.lock:
             self.calls += 1
             number = self.calls
+            call = {
+                "type": "call",
+                "call": number,
+                "function": name,
+                "args": args,
+                "kwargs": kwargs,
+            }
             try:
-                channel.send(
-                    self.fd,
-                    {
-                        "type": "call",
-                        "call": number,
-                        "function": name,
-                        "args": args,
-                        "kwargs": kwargs,
-                    },
-                )
-            except TypeError as exc:
+                frame = channel.encode(call, limit=channel.CHILD_FRAME)
+            except (TypeError, ValueError) as exc:
                 raise HostError(f"{name}() takes JSON arguments only: {exc}") from None
-            reply = channel.receive(self.fd)
+            except channel.ChannelError as exc:
+                raise HostError(f"the arguments of {name}() are too large: {exc}") from None
+            try:
+                channel.write_frame(self.fd, frame)
+                reply = channel.receive(self.fd)
+            except (OSError, channel.ChannelError) as exc:
+                raise HostError(f"the host could not run {name}(): {exc}") from None
         if reply is None:
             raise HostError(f"the host went away while {name}() was running")
         if reply.get("type") == "return" and reply.get("call") == number:

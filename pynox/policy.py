@@ -120,6 +120,8 @@ def resolve_grant(path: str, kind: str, cwd: str) -> str:
         ) from None
     except OSError as exc:
         raise PolicyError(f"cannot grant {kind} {absolute}: {exc.strerror}") from None
+    except ValueError:  # a NUL character
+        raise PolicyError(f"cannot grant {kind} {absolute!r}: it is not a valid path") from None
     return os.path.realpath(absolute)
 
 

@@ -55,6 +55,8 @@ def parse_line(line: bytes) -> dict[str, object]:
         message = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError(f"the line is not JSON ({exc}); send one JSON object per line") from None
+    except RecursionError:
+        raise RequestError("the line nests too deeply; send flatter JSON") from None
     if not isinstance(message, dict):
         raise RequestError("the line is not a JSON object; send one object per line")
     request_id = message.get("id")
@@ -70,16 +72,21 @@ def string_list(message: dict[str, object], key: str) -> list[str]:
     return list(value)
 
 
+def check_path(path: str, key: str, request_id: object) -> str:
+    """An absolute path without NUL, normalized; anything else is refused."""
+    if "\0" in path:
+        raise RequestError(f"{key} path {path!r} contains a NUL character", request_id)
+    if not os.path.isabs(path):
+        raise RequestError(
+            f"{key} path {path!r} is not absolute; the pool cannot know your working "
+            "directory, so send absolute paths",
+            request_id,
+        )
+    return os.path.normpath(path)
+
+
 def _absolute_paths(message: dict[str, object], key: str) -> list[str]:
-    paths = string_list(message, key)
-    for path in paths:
-        if not os.path.isabs(path):
-            raise RequestError(
-                f"{key} path {path!r} is not absolute; the pool cannot know your working "
-                "directory, so send absolute paths",
-                message["id"],
-            )
-    return [os.path.normpath(path) for path in paths]
+    return [check_path(path, key, message["id"]) for path in string_list(message, key)]
 
 
 def request_grants(message: dict[str, object]) -> Grants:
@@ -165,6 +172,8 @@ def check_fields(message: dict[str, object]) -> None:
     for key in ("code", "script", "name", "profile", "session"):
         if key in message and not isinstance(message[key], str):
             raise RequestError(f"{key} must be a string", message["id"])
+    if isinstance(message.get("script"), str):
+        check_path(message["script"], "script", message["id"])  # type: ignore[arg-type]
     string_list(message, "args")
 
 
@@ -189,3 +198,35 @@ def host_functions(message: dict[str, object]) -> list[dict[str, str]]:
             }
         )
     return functions
+
+
+def read_script(path: str, request_id: object) -> str:
+    """A script's source as latin-1 text (its bytes survive the trip as they are).
+
+    Only a regular file up to MAX_LINE bytes: a FIFO, a device or the pool's
+    own standard input would stall or flood the template.
+    """
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise RequestError(f"cannot open the script {path}: {exc.strerror}", request_id) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RequestError(f"the script {path} is not a regular file", request_id)
+        if info.st_size > MAX_LINE:
+            raise RequestError(
+                f"the script {path} is larger than {MAX_LINE} bytes; split it", request_id
+            )
+        source = b""
+        while data := os.read(fd, MAX_LINE + 1 - len(source)):
+            source += data
+    finally:
+        os.close(fd)
+    if len(source) > MAX_LINE:
+        raise RequestError(
+            f"the script {path} is larger than {MAX_LINE} bytes; split it", request_id
+        )
+    return source.decode("latin-1")

@@ -18,11 +18,11 @@ import socket
 import time
 
 from pynox import channel, pool_request, system_paths, zygote
-from pynox.config import Config, Grants, find_config_path, load_config
+from pynox.config import Config, find_config_path, load_config
 from pynox.errors import PynoxError, UsageError
 from pynox.policy import build_policy
 from pynox.pool_request import RequestError
-from pynox.result import build_result, python_version, runtime_info, timeout_message
+from pynox.result import build_result, python_version, runtime_info, timeout_error
 from pynox.runner import EXIT_TIMEOUT, Outcome
 
 TYPE_CHECKING = False
@@ -129,9 +129,15 @@ class Run:
         self.id = request_id
         self.policy = policy
         self.started = time.monotonic()
-        self.deadline = None if policy.timeout is None else self.started + policy.timeout
+        # The clock starts when a child takes the request, not while it queues.
+        self.deadline: float | None = None
         self.child: Child | None = None
         self.session: Session | None = None
+
+    def start_clock(self) -> None:
+        self.started = time.monotonic()
+        if self.policy.timeout is not None:
+            self.deadline = self.started + self.policy.timeout
 
 
 class Session:
@@ -145,6 +151,7 @@ class Session:
         self.queue: list[tuple[Run, dict[str, object]]] = []
         self.running: Run | None = None
         self.last_used = time.monotonic()
+        self.closing = False
 
 
 def _error_object(kind: str, message: str) -> dict[str, object]:
@@ -183,9 +190,7 @@ class Template:
         self.max_sessions = settings.max_sessions
         self.session_idle = settings.session_idle or DEFAULT_SESSION_IDLE
         self.limits = self.config.pool_limits
-        self.limited = frozenset(
-            key for key in Grants.__slots__ if getattr(self.limits, key) not in (None, [])
-        )
+        self.limited = frozenset(settings.limited)
         self.cwd = cwd
         for module in [*settings.preload, *options.preload]:
             try:
@@ -304,6 +309,9 @@ class Template:
         except BlockingIOError:
             return
         if not data:
+            if self.line.strip() and not self.discarding:
+                self._handle_line(bytes(self.line))  # a last line without its newline
+            self.line.clear()
             self.stdin_open = False
             self.poller.unregister(0)
             for spare in self.spares:
@@ -367,6 +375,12 @@ class Template:
             raise RequestError(f"id {request_id!r} is already running; use a new id", request_id)
         functions = pool_request.host_functions(message)
         session_name = message.get("session")
+        script = message.get("script")
+        if isinstance(script, str):
+            if isinstance(session_name, str):
+                raise RequestError('a session runs code, not scripts; send "code"', request_id)
+            # Read now, by the template: the child gets the source with its program.
+            message["code"] = pool_request.read_script(script, request_id)
         if isinstance(session_name, str) and session_name in self.sessions:
             session = self.sessions[session_name]
             run = Run(request_id, session.policy)
@@ -398,6 +412,11 @@ class Template:
         grants = pool_request.request_grants(message)
         profile = message.get("profile")
         if isinstance(profile, str):
+            if not self.config.path:
+                raise RequestError(
+                    f"profile {profile!r} needs a pynox.toml; start the pool with --config",
+                    request_id,
+                )
             grants = self.config.profile(profile).merged(grants)
         grants = pool_request.cap(grants, self.limits, self.limited, request_id)
         if grants.timeout is None:
@@ -410,13 +429,20 @@ class Template:
 
     def _control(self, message: dict[str, object]) -> None:
         request_id = message["id"]
+        unknown = sorted(set(message) - {"id", *pool_request.CONTROL_FIELDS})
+        if unknown or sum(key in message for key in pool_request.CONTROL_FIELDS) != 1:
+            raise RequestError(
+                "a control line holds an id and exactly one of host_result, host_error and "
+                "close_session",
+                request_id,
+            )
         if "close_session" in message:
             name = message["close_session"]
             session = self.sessions.get(name) if isinstance(name, str) else None
             if session is None:
                 raise RequestError(f"there is no session {name!r} to close", request_id)
-            self._end_session(session)
             self.sessions.pop(session.name, None)
+            self._end_session(session)
             self.emit({"id": request_id, "session": {"id": session.name, "closed": True}})
             return
         run = self.runs.get(request_id)
@@ -447,6 +473,7 @@ class Template:
             run, message = self.queue.pop(0)
             functions = pool_request.host_functions(message)
             run.child = self._take_spare(run.policy, functions)
+            run.start_clock()
             self.child_runs[run.child.token] = run
             self._start_child(run.child, run.policy, functions, message, session=False)
             busy += 1
@@ -497,17 +524,11 @@ class Template:
         if session:
             start = {"kind": "request", "argv": [name], "filename": name, "source": ""}
         elif isinstance(script, str):
-            try:
-                with open(script, "rb") as file:
-                    source = file.read().decode("latin-1")
-            except OSError as exc:
-                child.kill(f"cannot open the script {script}: {exc.strerror}")
-                return
             start = {
                 "kind": "script",
                 "argv": [script, *args],
-                "filename": os.path.abspath(script),
-                "source": source,
+                "filename": script,
+                "source": message["code"],
                 "path0": os.path.dirname(os.path.realpath(script)),
             }
         else:
@@ -518,7 +539,10 @@ class Template:
                 "source": message["code"],
             }
         start.update(type="start", policy=policy.to_wire(), session=session, functions=functions)
-        self._send_frame(child, start)
+        try:
+            self._send_frame(child, start)
+        except channel.ChannelError as exc:
+            child.kill(f"the program is too large to send: {exc}")
 
     def _send_frame(self, child: Child, frame: dict[str, object]) -> None:
         child.outbound += channel.encode(frame)
@@ -760,8 +784,7 @@ class Template:
                 session.child, session.policy, session.functions, message, session=True
             )
         run.child = session.child
-        run.started = time.monotonic()
-        run.deadline = None if run.policy.timeout is None else run.started + run.policy.timeout
+        run.start_clock()
         session.running = run
         self.child_runs[session.child.token] = run
         name = message.get("name", pool_request.DEFAULT_NAME)
@@ -782,7 +805,7 @@ class Template:
         result = build_result(outcome, run.policy, api=True)
         if ended in ("timeout", "crash"):
             if ended == "timeout":
-                result["error"] = _error_object("Timeout", timeout_message(run.policy, api=True))
+                result["error"] = timeout_error(run.policy, api=True)
             session.child = None
         elif ended == "exit":
             session.child = None
@@ -799,19 +822,28 @@ class Template:
         self.child_runs.pop(child.token, None)
         self.runs.pop(run.id, None)
         self.emit({"id": run.id, **result})
-        self._next_step(session)
+        if session.closing:
+            self._release_session(session)
+        else:
+            self._next_step(session)
 
     def _end_session(self, session: Session) -> None:
+        """Closes a session: queued steps are refused, a running one finishes first."""
+        for run, _ in session.queue:
+            self.runs.pop(run.id, None)
+            self.emit(error_result(run.id, f"session {session.name!r} was closed"))
+        session.queue.clear()
+        session.closing = True
+        if session.running is None:
+            self._release_session(session)
+
+    def _release_session(self, session: Session) -> None:
         child = session.child
         session.child = None
         if child is not None:
             self._close_fd(child, "channel")  # the session finalizes and exits
-            for run, _ in session.queue:
-                self.runs.pop(run.id, None)
-                self.emit(error_result(run.id, f"session {session.name!r} was closed"))
-            session.queue.clear()
-        if session.running is None:
-            self.sessions.pop(session.name, None)
+        if self.sessions.get(session.name) is session:
+            del self.sessions[session.name]
 
     def _close_sessions(self) -> None:
         for session in list(self.sessions.values()):

@@ -25,14 +25,25 @@ def runtime_info() -> dict[str, str]:
     return {"name": "pynox", "python": python_version(), "output": "captured"}
 
 
-def timeout_message(policy: Policy, api: bool) -> str:
+def timeout_error(policy: Policy, api: bool) -> dict[str, Any]:
+    """The error object of a run stopped at its time limit."""
     limit = format_duration(policy.timeout or 0)
     longer = format_duration((policy.timeout or 0) * 2)
     grant = f"timeout={longer!r}" if api else f"--timeout={longer}"
-    return (
-        f"the program ran past its {limit} time limit and was stopped; make it faster "
-        f"or raise the limit with {grant}"
-    )
+    return {
+        "type": "Timeout",
+        "message": f"the program ran past its {limit} time limit and was stopped",
+        "file": None,
+        "line": None,
+        "path": None,
+        "hint": f"make it faster or raise the limit with {grant}",
+    }
+
+
+def timeout_line(policy: Policy) -> str:
+    """What the command prints when it stops a program at its time limit."""
+    error = timeout_error(policy, api=False)
+    return f"pynox: {error['message']}; {error['hint']}"
 
 
 def _signal_name(signum: int) -> str:
@@ -71,12 +82,7 @@ def _trusted_report(outcome: Outcome) -> dict[str, Any] | None:
 def _error(outcome: Outcome, policy: Policy, api: bool) -> dict[str, Any] | None:
     empty = {"file": None, "line": None, "path": None}
     if outcome.timed_out:
-        return {
-            "type": "Timeout",
-            "message": timeout_message(policy, api),
-            **empty,
-            "hint": timeout_message(policy, api),
-        }
+        return timeout_error(policy, api)
     report = _trusted_report(outcome)
     if report is not None:
         from pynox.hints import Style, format_hint

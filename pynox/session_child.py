@@ -30,6 +30,15 @@ def _flush() -> None:
             pass
 
 
+def _tell(fd: int, message: dict[str, object]) -> bool:
+    """Sends a frame to the template; False when it no longer listens."""
+    try:
+        channel.send(fd, message)
+    except (OSError, channel.ChannelError):
+        return False
+    return True
+
+
 def serve(
     main: object,
     program: "Program",
@@ -43,7 +52,10 @@ def serve(
         os.close(setup.report_fd)  # a session reports each step's error in its done frame
         setup.report_fd = None
     while True:
-        message = channel.receive(fd)
+        try:
+            message = channel.receive(fd)
+        except (OSError, channel.ChannelError):
+            message = None
         if message is None:
             del main
             shutdown.finish(0, False, modules_before)  # the template closed the session
@@ -58,11 +70,13 @@ def serve(
         except SystemExit as exc:
             status = shutdown.system_exit_status(exc)
             _flush()
-            channel.send(fd, {"type": "done", "exit": status, "error": None, "ended": True})
+            _tell(fd, {"type": "done", "exit": status, "error": None, "ended": True})
             del main
             shutdown.finish(status, False, modules_before)
         except BaseException as exc:  # noqa: BLE001 - the session outlives the step's error
             error = report_exception(exc, program, policy, setup)
             status = 1
         _flush()
-        channel.send(fd, {"type": "done", "exit": status, "error": error})
+        if not _tell(fd, {"type": "done", "exit": status, "error": error}):
+            del main
+            shutdown.finish(status, False, modules_before)  # nobody waits for this session

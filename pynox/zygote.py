@@ -70,16 +70,31 @@ def _serve(sock: socket.socket, system_reads: list[str]) -> "NoReturn":
             _reap(sock)
         if sock.fileno() not in ready:
             continue
-        message, fds = receive(sock)
-        if message is None:
-            os._exit(0)  # the template is gone; the children die with us
+        message, fds = _receive_or_leave(sock)
         pid = os.fork()
         if pid == 0:
             _become_child(sock, wake_read, wake_write, fds, system_reads)
         pidfd = os.pidfd_open(pid)
-        send(sock, {"spawned": message.get("token"), "pid": pid}, [pidfd])
+        _send_or_leave(sock, {"spawned": message.get("token"), "pid": pid}, [pidfd])
         for fd in (pidfd, *fds):
             os.close(fd)
+
+
+def _receive_or_leave(sock: socket.socket) -> "tuple[dict[str, object], list[int]]":
+    try:
+        message, fds = receive(sock)
+    except (OSError, channel.ChannelError):
+        message, fds = None, []
+    if message is None:
+        os._exit(0)  # the template is gone; the children die with us
+    return message, fds
+
+
+def _send_or_leave(sock: socket.socket, message: dict[str, object], fds: "list[int]") -> None:
+    try:
+        send(sock, message, fds)
+    except OSError:
+        os._exit(0)  # the template is gone
 
 
 def _poll(poller: select.poll) -> "list[tuple[int, int]]":
@@ -106,7 +121,7 @@ def _reap(sock: socket.socket) -> None:
             return
         if pid == 0:
             return
-        send(sock, {"exited": pid, "status": status})
+        _send_or_leave(sock, {"exited": pid, "status": status}, [])
 
 
 def _become_child(

@@ -118,9 +118,9 @@ def test_full_example(project: Path, environ: dict[str, str]) -> None:
         max_file_size=100 << 20,
     )
     assert loaded.profiles == {"fetch": Grants(allow_network=True)}
-    assert loaded.pool == PoolSettings(
-        workers=4, preload=["pandas"], max_sessions=16, session_idle=600.0
-    )
+    expected_pool = PoolSettings(workers=4, preload=["pandas"], max_sessions=16, session_idle=600.0)
+    expected_pool.limited = ["allow_network", "allow_read", "allow_write", "memory", "timeout"]
+    assert loaded.pool == expected_pool
     assert loaded.pool_limits == Grants(
         allow_read=[f"{here}/data"],
         allow_write=[f"{here}/out"],
@@ -972,3 +972,11 @@ def test_forget_all(
     for path in paths:
         assert not entry_for(path, environ).exists()
     config_cache.forget_all({})  # no cache directory: fine
+
+
+def test_an_empty_list_in_pool_limits_still_limits(tmp_path: Path) -> None:
+    path = tmp_path / "pynox.toml"
+    path.write_text('[pool.limits]\nallow_read = []\ntimeout = "5s"\n')
+    loaded = config.parse_config_file(str(path), {})
+    assert loaded.pool_limits.allow_read == []
+    assert loaded.pool.limited == ["allow_read", "timeout"]
