@@ -37,6 +37,38 @@ demo: setup
 
 bench: setup
 	$(BIN)/python bench/startup.py
+	$(BIN)/python bench/pool.py
 
 clean:
 	rm -rf $(VENV) .nox build dist
+
+# --- Distribution (bundler/, dist-config/, install/) ---------------------------------
+# make bundle                      this machine's target, the venv's CPython minor
+# make bundle TARGET=aarch64-linux-musl PYTHON=3.12
+# make bundle PYNOX_RUNTIME=cpython.tar.gz   a local runtime (its minor is the default)
+# make wheel                       the host wheel, repaired by auditwheel, in dist/
+.PHONY: bundle wheel cross refresh-pins
+# Given on make's command line, these reach the bundler too (only when set).
+BUNDLE_ENV := PYNOX_RUNTIME PYNOX_RUNTIME_SHA256 PYNOX_PBS_MIRROR SOURCE_DATE_EPOCH
+$(foreach v,$(BUNDLE_ENV),$(if $($(v)),$(eval export $(v))))
+# PYTHON=3.X names a bundle's CPython; the venv is still made by python3.
+SETUP_PYTHON := $(if $(filter 3.%,$(PYTHON)),python3,$(PYTHON))
+BUNDLE_MINOR := $(filter 3.%,$(PYTHON))
+
+bundle:
+	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
+	@target="$(TARGET)"; [ -n "$$target" ] || target=$$($(BIN)/python -m bundler host-target) || exit 1; \
+	minor="$(BUNDLE_MINOR)"; [ -n "$$minor" ] || minor=$$($(BIN)/python -m bundler default-python) || exit 1; \
+	$(BIN)/nox -s "bundle(target='$$target', cpython='$$minor')"
+
+wheel:
+	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
+	$(BIN)/nox -s wheel
+
+cross:
+	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
+	$(BIN)/nox -s $(if $(TARGET),"cross(target='$(TARGET)')",cross)
+
+refresh-pins:
+	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
+	$(BIN)/nox -s refresh_pins

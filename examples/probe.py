@@ -1,1 +1,2 @@
-print(open("/etc/hostname").read())
+with open("/etc/hostname") as hostname:
+    print(hostname.read())

@@ -15,7 +15,7 @@ import sys
 from pynox import shutdown
 from pynox._toplevel import call_at_top, compile_source, exec_at_top
 from pynox.access_log import ACCESS_LOG
-from pynox.sandbox import confine_policy, scrub_environment
+from pynox.sandbox import SandboxError, confine_policy, scrub_environment
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ class ChildSetup:
         "host_functions",
         "session",
         "quick_exit",
+        "scrub_failure",
     )
 
     def __init__(self) -> None:
@@ -70,6 +71,7 @@ class ChildSetup:
         # Leave through pynox.shutdown instead of CPython's full finalization:
         # the pool's children, where that teardown would dominate each request.
         self.quick_exit = False
+        self.scrub_failure: SandboxError | None = None
 
 
 def run_child(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
@@ -83,7 +85,12 @@ def prepare(setup: ChildSetup) -> None:
     _reset_signals()
     try:
         _setup_stdio(setup)
-        scrub_environment()
+        try:
+            scrub_environment()
+        except SandboxError as exc:
+            # Reported after confinement is tried: where the kernel cannot
+            # sandbox at all (an emulator, say), that is the reason to give.
+            setup.scrub_failure = exc
         sys.addaudithook(ACCESS_LOG)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
@@ -102,6 +109,8 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
             host_module.install(setup.channel_fd, setup.host_functions)
         keep = [fd for fd in (setup.report_fd, setup.channel_fd) if fd is not None]
         confine_policy(policy, setup.system_reads, keep, setup.parent_pid)
+        if setup.scrub_failure is not None:
+            raise setup.scrub_failure
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
     modules_before = set(sys.modules)

@@ -82,18 +82,32 @@ static void launcher_dir(char *out, size_t size)
 static void find_interpreter(const char *dir, char *python, char *prefix, size_t size)
 {
     if (join(python, size, dir, "python3") == 0 && is_file(python)) {
-        if (join(prefix, size, dir, "..") != 0) {
+        char *slash = NULL;
+        if (snprintf(prefix, size, "%s", dir) >= (int)size || (slash = strrchr(prefix, '/')) == NULL) {
             errno = ENAMETOOLONG;
             fail("cannot build a path under", dir);
         }
+        *slash = '\0';
         return;
     }
-    if (join(python, size, dir, "../python/bin/python3") == 0 && is_file(python)) {
-        if (join(prefix, size, dir, "../python") != 0) {
-            errno = ENAMETOOLONG;
-            fail("cannot build a path under", dir);
+    /* dir is a real path, so its parent is found by cutting its last component:
+     * the interpreter's path then holds no "..", which sys.prefix would keep. */
+    char parent[PATH_MAX];
+    if (snprintf(parent, sizeof parent, "%s", dir) >= (int)sizeof parent) {
+        errno = ENAMETOOLONG;
+        fail("cannot build a path under", dir);
+    }
+    char *slash = strrchr(parent, '/');
+    if (slash != NULL) {
+        *slash = '\0';
+        if (join(python, size, parent[0] != '\0' ? parent : "", "python/bin/python3") == 0
+            && is_file(python)) {
+            if (join(prefix, size, parent[0] != '\0' ? parent : "", "python") != 0) {
+                errno = ENAMETOOLONG;
+                fail("cannot build a path under", dir);
+            }
+            return;
         }
-        return;
     }
     errno = ENOENT;
     fail("cannot find its Python interpreter next to", dir);

@@ -1,0 +1,67 @@
+"""Compiling the bundle's Python files ahead of time, reproducibly.
+
+A sandboxed run cannot write __pycache__, so without bytecode every run would
+compile the standard library it imports. The .pyc files use the
+unchecked-hash mode (PEP 552): valid wherever the tree is copied or moved,
+whatever the files' timestamps. PYTHONHASHSEED=0, one process, a fixed environment
+and, for CPython 3.10 and 3.11, a normalization of marshal's reference flags (see
+pyc_normalize) keep the bytes the same from one build to the next.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from bundler.errors import BundlerError
+from bundler.pyc_normalize import normalize_tree
+
+
+def _minor_of(python: str) -> str | None:
+    try:
+        done = subprocess.run(
+            [python, "-I", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def compiler_for(own: Path, minor: str) -> str | None:
+    """The runtime's own interpreter if it runs here, else a local CPython of the same minor."""
+    for candidate in (str(own), shutil.which(f"python{minor}")):
+        if candidate and _minor_of(candidate) == minor:
+            return candidate
+    return None
+
+
+# compileall with the cyclic garbage collector off: when a collection runs depends on
+# how much the process allocated (longer paths, more allocations), and what it frees
+# changes reference counts, which marshal turns into different bytes (FLAG_REF).
+COMPILEALL = (
+    "import gc, sys, compileall; gc.disable(); sys.argv[0] = 'compileall'; "
+    "sys.exit(int(not compileall.main()))"
+)
+
+
+def compile_tree(python: str, minor: str, root: Path, folders: list[Path]) -> None:
+    # Not -I: isolated mode would ignore PYTHONHASHSEED, and hash randomization changes
+    # the bytes (set constants, interned strings). One process (-j 1), files in sorted
+    # order, and the same small environment (the caller's would change what the process
+    # allocates, so what it holds) keep them the same from one build to the next; -B keeps
+    # the imports of compileall itself from leaving timestamp-based files behind.
+    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
+    command = [
+        python, "-B", "-S", "-s", "-c", COMPILEALL, "-f", "-q", "-j", "1",
+        "--invalidation-mode", "unchecked-hash", "-s", str(root), *map(str, folders),
+    ]  # fmt: skip
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+        raise BundlerError(f"compiling the bundle's Python files failed: {' | '.join(tail)}")
+    for folder in folders:
+        normalize_tree(folder, minor)

@@ -1,0 +1,34 @@
+"""sha256 of files, and the `{hex}  {name}` files that carry them."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from bundler.errors import BundlerError
+
+HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1024 * 1024), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def normalize(value: str, where: str) -> str:
+    """A checksum given by a person: 64 hex digits, any case, `sha256:` prefix allowed."""
+    text = value.strip().lower().removeprefix("sha256:")
+    if not HEX64.fullmatch(text):
+        raise BundlerError(f"{where} is not a sha256 (64 hex digits): {value!r}")
+    return text
+
+
+def write_sums(path: Path) -> Path:
+    """Writes PATH.sha256 in sha256sum's format and returns its path."""
+    out = path.with_name(path.name + ".sha256")
+    out.write_text(f"{sha256_file(path)}  {path.name}\n", encoding="ascii")
+    return out

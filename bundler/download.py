@@ -1,0 +1,123 @@
+"""Downloading one file over HTTP(S) or file://, with retries and resume.
+
+The bytes go to a `.part` file that a retry continues with an HTTP Range
+request; nothing here trusts the content: the caller verifies the sha256 of the
+finished file before it is renamed into place or unpacked.
+"""
+
+from __future__ import annotations
+
+import http.client
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import IO, cast
+from urllib.parse import urlsplit
+
+from bundler.progress import Progress
+
+USER_AGENT = "pynox-bundler"
+CHUNK = 256 * 1024
+ATTEMPTS = 4
+TIMEOUT = 30.0
+
+
+class DownloadFailed(Exception):
+    """The file could not be had; `reason` says why in a few words."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class _Retry(Exception):
+    """A failure worth another attempt (connection lost, server busy, short body)."""
+
+
+def open_url(
+    url: str, timeout: float = TIMEOUT, headers: dict[str, str] | None = None
+) -> http.client.HTTPResponse:
+    request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
+    return cast(http.client.HTTPResponse, urllib.request.urlopen(request, timeout=timeout))
+
+
+def download(
+    url: str, part: Path, label: str, attempts: int = ATTEMPTS, backoff: float = 0.5
+) -> Path:
+    """Fetches `url` into `part`, continuing what an earlier attempt left there."""
+    part.parent.mkdir(parents=True, exist_ok=True)
+    last = "no attempt was made"
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(backoff * 2 ** (attempt - 1))
+        try:
+            _attempt(url, part, Progress(label))
+            return part
+        except _Retry as exc:
+            last = str(exc)
+        except urllib.error.HTTPError as exc:
+            if exc.code in (408, 429) or exc.code >= 500:
+                last = f"HTTP {exc.code} {exc.reason}"
+                continue
+            raise DownloadFailed(url, f"HTTP {exc.code} {exc.reason}") from None
+        except urllib.error.URLError as exc:
+            last = str(exc.reason)
+            if isinstance(exc.reason, FileNotFoundError):
+                raise DownloadFailed(url, "no such file") from None
+        except (OSError, http.client.HTTPException) as exc:
+            last = str(exc) or type(exc).__name__
+    raise DownloadFailed(url, f"{last} (after {attempts} attempts)")
+
+
+def _attempt(url: str, part: Path, progress: Progress) -> None:
+    offset = part.stat().st_size if part.exists() else 0
+    resumable = urlsplit(url).scheme in ("http", "https")
+    if offset and not resumable:
+        offset = 0
+    headers = {"Range": f"bytes={offset}-"} if offset else {}
+    try:
+        response = open_url(url, headers=headers)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 416 and offset:
+            return  # the part is already whole; the checksum decides
+        raise
+    with response:
+        status = getattr(response, "status", 200)
+        if offset and status == 206 and _range_start(response) == offset:
+            mode = "ab"
+        else:
+            offset, mode = 0, "wb"
+        length = response.headers.get("Content-Length")
+        total = offset + int(length) if length and length.isdigit() else None
+        progress.start(total, resumed_at=offset)
+        with part.open(mode) as out:
+            _copy(cast(IO[bytes], response), out, progress)
+        size = part.stat().st_size
+        if total is not None and size < total:
+            raise _Retry(f"the connection closed at {size} of {total} bytes")
+    progress.finish()
+
+
+def _copy(source: IO[bytes], out: IO[bytes], progress: Progress) -> None:
+    try:
+        while True:
+            chunk = source.read(CHUNK)
+            if not chunk:
+                return
+            out.write(chunk)
+            progress.advance(len(chunk))
+    except http.client.IncompleteRead as exc:
+        out.write(exc.partial)
+        raise _Retry("the connection closed early") from None
+    except (ConnectionError, TimeoutError) as exc:
+        raise _Retry(f"the connection failed ({exc})") from None
+
+
+def _range_start(response: http.client.HTTPResponse) -> int | None:
+    value = response.headers.get("Content-Range", "")  # "bytes 100-199/200"
+    try:
+        return int(value.split()[1].split("-")[0])
+    except (IndexError, ValueError):
+        return None

@@ -1,0 +1,116 @@
+"""Finding a runtime for a target: a local one, the cache, a mirror, or upstream.
+
+In order: PYNOX_RUNTIME (a local archive or extracted folder, used as given);
+else the pinned asset from the cache, re-verified; else downloaded from
+PYNOX_PBS_MIRROR or the release URL and verified against its pinned sha256
+before it is kept. A download whose checksum is unknown is refused unless the
+caller supplies one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bundler import config
+from bundler.digest import normalize, sha256_file
+from bundler.download import DownloadFailed, download
+from bundler.errors import BundlerError
+from bundler.mirror import ENV as MIRROR_ENV
+from bundler.mirror import mirror_base, mirror_url
+from bundler.paths import runtimes_cache
+
+RUNTIME_ENV = "PYNOX_RUNTIME"
+SHA256_ENV = "PYNOX_RUNTIME_SHA256"
+
+
+@dataclass(frozen=True)
+class RuntimeSource:
+    """A runtime ready to unpack (kind "archive") or to copy (kind "directory")."""
+
+    kind: str
+    path: Path
+    name: str
+    sha256: str | None
+    origin: str
+
+
+def _log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def local_runtime(value: str, sha256: str | None) -> RuntimeSource:
+    path = Path(value).expanduser()
+    if path.is_dir():
+        return RuntimeSource("directory", path.resolve(), path.name, None, str(path))
+    if not path.is_file():
+        raise BundlerError(
+            f"{RUNTIME_ENV} names {value}, which does not exist; point it at a runtime "
+            "archive (.tar.gz) or an extracted runtime folder"
+        )
+    actual = sha256_file(path)
+    if sha256 and actual != sha256:
+        raise BundlerError(
+            f"{path} has sha256 {actual}, not the {sha256} it was given with; "
+            "refusing it: check the file or the checksum"
+        )
+    return RuntimeSource("archive", path.resolve(), path.name, actual, str(path))
+
+
+def cached_or_downloaded(
+    asset: config.Asset, tag: str, expected: str, mirror: str | None
+) -> RuntimeSource:
+    cache = runtimes_cache()
+    kept = cache / asset.name
+    if kept.is_file():
+        if sha256_file(kept) == expected:
+            return RuntimeSource("archive", kept, asset.name, expected, f"cache {kept}")
+        _log(f"the cached {kept} does not match its sha256; downloading it again")
+        kept.unlink()
+    url = mirror_url(mirror, tag, asset.name) if mirror else asset.url
+    part = cache / (asset.name + ".part")
+    try:
+        download(url, part, asset.name)
+    except DownloadFailed as exc:
+        raise BundlerError(
+            f"cannot download {asset.name} from {url} ({exc.reason}); without access to it, "
+            f"put the file at {tag}/{asset.name} in a folder and set {MIRROR_ENV} to that "
+            f"folder, or set {RUNTIME_ENV} to a local runtime archive or folder"
+        ) from None
+    actual = sha256_file(part)
+    if actual != expected:
+        part.unlink()
+        raise BundlerError(
+            f"the download of {asset.name} from {url} has sha256 {actual}, not the pinned "
+            f"{expected}; refusing it (the mirror or the pin is wrong)"
+        )
+    part.replace(kept)
+    return RuntimeSource("archive", kept, asset.name, expected, url)
+
+
+def resolve(
+    target: config.Target,
+    minor: str,
+    runtime: str | None = None,
+    mirror: str | None = None,
+    sha256: str | None = None,
+    config_dir: Path | None = None,
+) -> RuntimeSource:
+    """The runtime to build a bundle of `minor` for `target` from."""
+    given = sha256 or os.environ.get(SHA256_ENV) or None
+    given = normalize(given, "the runtime's sha256") if given else None
+    local = runtime or os.environ.get(RUNTIME_ENV)
+    if local:
+        return local_runtime(local, given)
+    release = config.load_release(config_dir)
+    asset = release.asset(target.name, minor)
+    expected = given or asset.sha256
+    if not expected:
+        raise BundlerError(
+            f"no sha256 is pinned for {asset.name} in dist-config/{config.RUNTIMES_FILE}, so it "
+            f"is not downloaded unchecked; pass --sha256 (or set {SHA256_ENV}) with the checksum "
+            f"you trust, run `nox -s refresh_pins`, or set {RUNTIME_ENV} to a local runtime"
+        )
+    return cached_or_downloaded(asset, release.tag, expected, mirror_base(mirror))

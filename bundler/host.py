@@ -1,0 +1,31 @@
+"""Which target of the matrix this machine is."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+from bundler.errors import BundlerError
+
+ARCHES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+def host_libc() -> str:
+    """gnu or musl, from the C library this interpreter runs on."""
+    name, _ = platform.libc_ver()
+    if name == "glibc":
+        return "gnu"
+    if any(os.path.exists(p) for p in ("/lib/ld-musl-x86_64.so.1", "/lib/ld-musl-aarch64.so.1")):
+        return "musl"
+    return "gnu" if os.path.exists("/lib64/ld-linux-x86-64.so.2") else "musl"
+
+
+def host_arch() -> str:
+    machine = platform.machine().lower()
+    if machine not in ARCHES:
+        raise BundlerError(f"this machine is {machine}; bundles exist for x86_64 and aarch64 only")
+    return ARCHES[machine]
+
+
+def host_target() -> str:
+    return f"{host_arch()}-linux-{host_libc()}"

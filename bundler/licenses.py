@@ -1,0 +1,72 @@
+"""The licences a bundle carries: pynox's, CPython's, the runtime build's, cffi's, tomli's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from bundler.paths import PROJECT
+from bundler.runtime_layout import PACKED_MARKER, RuntimeInfo
+
+if TYPE_CHECKING:
+    from bundler.wheelhouse import WheelFiles
+
+PBS_NOTE = """\
+The runtime in python/ is CPython {version}, taken from the archive
+{archive}{checksum}.
+
+{origin}
+
+CPython is distributed under the PSF License Agreement: see CPython-LICENSE.txt.
+"""
+
+FROM_PBS = """\
+It was built by python-build-standalone
+(https://github.com/astral-sh/python-build-standalone), whose build scripts are
+under the Mozilla Public License 2.0. Its binaries include third-party libraries
+built from source (among them OpenSSL, SQLite, libffi, zlib, bzip2, xz/liblzma,
+mpdecimal, expat, ncurses, libedit or readline, and libuuid), each under its own
+licence; python-build-standalone's full distributions list them with their
+licence texts. This bundle leaves out Tcl/Tk and tkinter."""
+
+FROM_PACK = """\
+It was made from a local CPython installation by `python -m bundler pack-runtime`
+(see PYNOX-PACKED.txt in python/); the shared libraries its extension modules
+load are those of the machine it runs on."""
+
+PYNOX_NOTE = """\
+Pynox is licensed under the Apache License, Version 2.0
+(https://www.apache.org/licenses/LICENSE-2.0).
+"""
+
+
+def collect(
+    runtime: RuntimeInfo,
+    archive: str | None,
+    sha256: str | None,
+    wheels: list[WheelFiles],
+    into: Path,
+) -> None:
+    into.mkdir(parents=True, exist_ok=True)
+    project_license = PROJECT / "LICENSE"
+    (into / "pynox-LICENSE.txt").write_text(
+        project_license.read_text(encoding="utf-8") if project_license.is_file() else PYNOX_NOTE,
+        encoding="utf-8",
+    )
+    cpython = runtime.stdlib / "LICENSE.txt"
+    if cpython.is_file():
+        (into / "CPython-LICENSE.txt").write_bytes(cpython.read_bytes())
+    packed = (runtime.root / PACKED_MARKER).is_file()
+    (into / "runtime-NOTICE.txt").write_text(
+        PBS_NOTE.format(
+            version=runtime.version,
+            archive=archive or "(an extracted runtime folder)",
+            checksum=f" (sha256 {sha256})" if sha256 else "",
+            origin=FROM_PACK if packed else FROM_PBS,
+        ),
+        encoding="utf-8",
+    )
+    for wheel in wheels:
+        project = wheel.wheel.split("-")[0]
+        for name, content in sorted(wheel.licenses.items()):
+            (into / f"{project}-{name}").write_bytes(content)

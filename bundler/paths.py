@@ -1,0 +1,28 @@
+"""Where the bundler finds the project, its data and its cache."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def dist_config_dir() -> Path:
+    """dist-config/, or the folder PYNOX_DIST_CONFIG names (tests use their own pins)."""
+    override = os.environ.get("PYNOX_DIST_CONFIG")
+    return Path(override) if override else PROJECT / "dist-config"
+
+
+def cache_dir() -> Path:
+    """The user's cache for pynox: $XDG_CACHE_HOME/pynox, else ~/.cache/pynox."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "pynox"
+
+
+def runtimes_cache() -> Path:
+    return cache_dir() / "runtimes"
+
+
+def wheels_cache() -> Path:
+    return cache_dir() / "wheels"

@@ -1,0 +1,128 @@
+"""`bundle`: runtime, build, assembly and archive for one target and CPython minor."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bundler import archive, checks, config, fetch, manifest, runtime_layout, toolchain, wheelhouse
+from bundler.assemble import Parts, assemble
+from bundler.cbuild import BuildResult, build
+from bundler.digest import write_sums
+from bundler.errors import BundlerError
+from bundler.host import host_target
+from bundler.paths import PROJECT
+from bundler.source_date import source_date_epoch
+from bundler.unpack import unpack
+
+
+@dataclass(frozen=True)
+class Request:
+    target: str | None
+    minor: str | None
+    runtime: str | None
+    mirror: str | None
+    sha256: str | None
+    compiler: str = "auto"
+    wheelhouse: Path | None = None
+
+
+def log(text: str) -> None:
+    print(f"bundler: {text}", file=sys.stderr, flush=True)
+
+
+def cffi_version() -> str:
+    """The cffi that writes the binding here: the bundle ships the same version's backend."""
+    try:
+        return importlib.metadata.version("cffi")
+    except importlib.metadata.PackageNotFoundError:
+        raise BundlerError(
+            f"cffi is not installed for {sys.executable}; pip install cffi"
+        ) from None
+
+
+def pynox_version() -> str:
+    data = config.read_toml(PROJECT / "pyproject.toml")
+    version = data.get("project", {}).get("version")
+    if not isinstance(version, str):
+        raise BundlerError("pyproject.toml has no [project] version")
+    return version
+
+
+def runtime_for(
+    request: Request, target: config.Target, work: Path
+) -> tuple[runtime_layout.RuntimeInfo, fetch.RuntimeSource]:
+    minor = request.minor or f"{sys.version_info.major}.{sys.version_info.minor}"
+    source = fetch.resolve(target, minor, request.runtime, request.mirror, request.sha256)
+    if source.kind == "archive":
+        unpack(source.path, work / "runtime")
+        info = runtime_layout.inspect(work / "runtime")
+    else:
+        info = runtime_layout.inspect(source.path)
+    if info.arch != target.arch or info.libc not in (target.libc, "static"):
+        raise BundlerError(
+            f"the runtime {source.name} is for {info.arch} with {info.libc}, not {target.name}"
+        )
+    if request.minor and info.minor != request.minor:
+        raise BundlerError(
+            f"the runtime {source.name} is CPython {info.version}, not {request.minor}; "
+            f"ask for --python {info.minor} or give a {request.minor} runtime"
+        )
+    return info, source
+
+
+def build_parts(
+    target: config.Target, info: runtime_layout.RuntimeInfo, work: Path, compiler: str
+) -> BuildResult:
+    chain = toolchain.choose(target, compiler, work / "toolchain")
+    started = time.monotonic()
+    result = build(target, work / "build", chain, info.version, info.include)
+    log(f"built runtime/ with {chain.description} in {time.monotonic() - started:.1f} s")
+    cap = target.glibc if chain.kind == "zig" else None
+    for binary in (result.launcher, *result.extensions.values()):
+        log(checks.check_binary(binary, target, cap).line())
+    return result
+
+
+def make_bundle(request: Request, out: Path, work: Path) -> Path:
+    """Builds the archive and its .sha256 in out; returns the archive's path."""
+    target = config.load_matrix().target(request.target or host_target())
+    info, source = runtime_for(request, target, work)
+    log(f"runtime: CPython {info.version} for {target.name} from {source.origin}")
+    result = build_parts(target, info, work, request.compiler)
+    parts = Parts(
+        target=target,
+        runtime=info,
+        runtime_archive=source.name if source.kind == "archive" else None,
+        runtime_sha256=source.sha256,
+        pynox_version=pynox_version(),
+        launcher=result.launcher,
+        extensions=result.extensions,
+        cffi=wheelhouse.cffi_backend(target, info.minor, cffi_version(), request.wheelhouse),
+        extra=[w for w in [wheelhouse.pure_package("tomli", info.minor, request.wheelhouse)] if w],
+    )
+    top = f"pynox-{parts.pynox_version}-{target.name}-{info.python_tag}"
+    stage = work / "stage" / top
+    if stage.exists():
+        raise BundlerError(f"{stage} already exists; use an empty --work folder")
+    started = time.monotonic()
+    fields = assemble(parts, stage)
+    manifest.write(stage, fields)
+    output = out / f"{top}.tar.gz"
+    archive.write_tar_gz(stage, top, output, source_date_epoch())
+    write_sums(output)
+    size = output.stat().st_size / (1024 * 1024)
+    log(f"wrote {output} ({size:.1f} MB) in {time.monotonic() - started:.1f} s")
+    return output
+
+
+def bundle(request: Request, out: Path, work: Path | None = None) -> Path:
+    if work is not None:
+        work.mkdir(parents=True, exist_ok=True)
+        return make_bundle(request, out, work)
+    with tempfile.TemporaryDirectory(prefix="pynox-bundle-") as scratch:
+        return make_bundle(request, out, Path(scratch))

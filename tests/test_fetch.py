@@ -1,0 +1,296 @@
+"""Fetching runtimes: pins, the loopback mirror, resume, checksums, the cache, offline.
+
+Most tests use a small archive of random bytes: what is checked here is the
+path a download takes (verified before it is kept, resumed after a cut
+connection, re-verified in the cache), not what is inside.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bundle_support import PROJECT
+from bundle_support.artifacts import clean_env, host_target
+from bundle_support.http_mirror import Mirror
+
+TAG = "t1"
+
+
+def _asset_name() -> str:
+    _, triple = host_target()
+    return f"cpython-3.99.0+{TAG}-{triple}-install_only_stripped.tar.gz"
+
+
+@pytest.fixture
+def release(tmp_path: Path) -> dict[str, object]:
+    """A mirror folder with one asset, and a dist-config that pins it."""
+    data = os.urandom(3 * 1024 * 1024 + 12345)
+    name = _asset_name()
+    (tmp_path / "mirror" / TAG).mkdir(parents=True)
+    (tmp_path / "mirror" / TAG / name).write_bytes(data)
+    config = tmp_path / "dist-config"
+    config.mkdir()
+    (config / "targets.toml").write_text(
+        (PROJECT / "dist-config" / "targets.toml")
+        .read_text()
+        .replace('pythons = ["3.10", "3.11", "3.12", "3.13", "3.14"]', 'pythons = ["3.99"]')
+    )
+    sha256 = hashlib.sha256(data).hexdigest()
+    return {
+        "name": name,
+        "data": data,
+        "sha256": sha256,
+        "mirror": tmp_path / "mirror",
+        "config": config,
+        "cache": tmp_path / "cache",
+    }
+
+
+def _pin(release: dict[str, object], sha256: str) -> None:
+    target, _ = host_target()
+    name = release["name"]
+    Path(release["config"], "runtimes.toml").write_text(  # type: ignore[arg-type]
+        f'[release]\ntag = "{TAG}"\n'
+        'url = "http://127.0.0.1:9/releases/download/{tag}/{name}"\n'
+        'flavor = "install_only_stripped"\nsums = "SHA256SUMS"\nsha256_source = "a test"\n\n'
+        f'[[assets]]\ntarget = "{target}"\npython = "3.99.0"\nname = "{name}"\n'
+        f'url = "http://127.0.0.1:9/releases/download/{TAG}/{name}"\nsha256 = "{sha256}"\n'
+    )
+
+
+def fetch(release: dict[str, object], **env: str) -> subprocess.CompletedProcess[str]:
+    target, _ = host_target()
+    return subprocess.run(
+        [sys.executable, "-m", "bundler", "fetch", "--target", target, "--python", "3.99"],
+        cwd=PROJECT,
+        env=clean_env(
+            XDG_CACHE_HOME=str(release["cache"]), PYNOX_DIST_CONFIG=str(release["config"]), **env
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def one_line(stderr: str) -> str:
+    lines = [line for line in stderr.strip().splitlines() if line.startswith("bundler: ")]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def cached(release: dict[str, object]) -> Path:
+    return Path(release["cache"], "pynox", "runtimes", release["name"])  # type: ignore[arg-type]
+
+
+def test_mirror_download_is_verified_and_cached(release: dict[str, object]) -> None:
+    _pin(release, str(release["sha256"]))
+    with Mirror(release["mirror"]) as mirror:  # type: ignore[arg-type]
+        done = fetch(release, PYNOX_PBS_MIRROR=mirror.url)
+        assert done.returncode == 0, done.stderr
+        assert Path(done.stdout.strip()) == cached(release)
+        assert cached(release).read_bytes() == release["data"]
+        assert [r.path for r in mirror.state.requests] == [f"/{TAG}/{release['name']}"]
+        again = fetch(release, PYNOX_PBS_MIRROR=mirror.url)
+        assert again.returncode == 0, again.stderr
+        assert len(mirror.state.requests) == 1, "the cached archive is reused"
+
+
+def test_cached_archive_is_verified_again(release: dict[str, object]) -> None:
+    _pin(release, str(release["sha256"]))
+    with Mirror(release["mirror"]) as mirror:  # type: ignore[arg-type]
+        assert fetch(release, PYNOX_PBS_MIRROR=mirror.url).returncode == 0
+        cached(release).write_bytes(b"tampered")
+        done = fetch(release, PYNOX_PBS_MIRROR=mirror.url)
+        assert done.returncode == 0, done.stderr
+        assert "does not match its sha256; downloading it again" in done.stderr
+        assert len(mirror.state.requests) == 2
+    assert cached(release).read_bytes() == release["data"]
+
+
+def test_checksum_mismatch_is_refused(release: dict[str, object]) -> None:
+    _pin(release, "0" * 64)
+    with Mirror(release["mirror"]) as mirror:  # type: ignore[arg-type]
+        done = fetch(release, PYNOX_PBS_MIRROR=mirror.url)
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert f"has sha256 {release['sha256']}, not the pinned {'0' * 64}; refusing it" in line
+    assert not cached(release).exists()
+    assert not list(cached(release).parent.glob("*.part")), "nothing unverified is kept"
+
+
+def test_interrupted_download_resumes_with_a_range_request(release: dict[str, object]) -> None:
+    _pin(release, str(release["sha256"]))
+    path = f"/{TAG}/{release['name']}"
+    with Mirror(release["mirror"]) as mirror:  # type: ignore[arg-type]
+        mirror.state.drop_once.add(path)
+        done = fetch(release, PYNOX_PBS_MIRROR=mirror.url)
+        requests = list(mirror.state.requests)
+    assert done.returncode == 0, done.stderr
+    assert cached(release).read_bytes() == release["data"]
+    assert len(requests) == 2
+    assert requests[0].range is None
+    half = len(release["data"]) // 2  # type: ignore[arg-type]
+    assert requests[1].range == f"bytes={half}-"
+    assert "resuming at" in done.stderr
+
+
+def test_folder_and_file_url_mirrors(release: dict[str, object]) -> None:
+    _pin(release, str(release["sha256"]))
+    folder = str(release["mirror"])
+    assert fetch(release, PYNOX_PBS_MIRROR=folder).returncode == 0
+    cached(release).unlink()
+    done = fetch(release, PYNOX_PBS_MIRROR=Path(folder).as_uri())
+    assert done.returncode == 0, done.stderr
+    assert cached(release).read_bytes() == release["data"]
+
+
+def test_offline_failure_is_one_sentence(release: dict[str, object]) -> None:
+    _pin(release, str(release["sha256"]))
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    done = fetch(release, PYNOX_PBS_MIRROR=f"http://127.0.0.1:{port}")
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert f"cannot download {release['name']} from http://127.0.0.1:{port}/{TAG}/" in line
+    assert "PYNOX_PBS_MIRROR" in line and "PYNOX_RUNTIME" in line
+    assert f"{TAG}/{release['name']}" in line
+
+
+def test_missing_file_on_the_mirror(release: dict[str, object]) -> None:
+    _pin(release, str(release["sha256"]))
+    Path(release["mirror"], TAG, release["name"]).unlink()  # type: ignore[arg-type]
+    with Mirror(release["mirror"]) as mirror:  # type: ignore[arg-type]
+        done = fetch(release, PYNOX_PBS_MIRROR=mirror.url)
+    assert done.returncode == 1
+    assert "(HTTP 404" in one_line(done.stderr)
+
+
+def test_unpinned_download_is_refused_unless_a_checksum_is_given(
+    release: dict[str, object],
+) -> None:
+    _pin(release, "")
+    with Mirror(release["mirror"]) as mirror:  # type: ignore[arg-type]
+        done = fetch(release, PYNOX_PBS_MIRROR=mirror.url)
+        assert done.returncode == 1
+        line = one_line(done.stderr)
+        assert "no sha256 is pinned" in line and "--sha256" in line and "PYNOX_RUNTIME" in line
+        assert mirror.state.requests == [], "nothing is downloaded unchecked"
+        given = fetch(
+            release, PYNOX_PBS_MIRROR=mirror.url, PYNOX_RUNTIME_SHA256=str(release["sha256"])
+        )
+    assert given.returncode == 0, given.stderr
+
+
+def test_local_runtime_is_used_as_given(release: dict[str, object], tmp_path: Path) -> None:
+    _pin(release, "")
+    archive = Path(release["mirror"], TAG, release["name"])  # type: ignore[arg-type]
+    done = fetch(release, PYNOX_RUNTIME=str(archive))
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == archive
+    wrong = fetch(release, PYNOX_RUNTIME=str(archive), PYNOX_RUNTIME_SHA256="1" * 64)
+    assert wrong.returncode == 1
+    assert "refusing it" in one_line(wrong.stderr)
+    missing = fetch(release, PYNOX_RUNTIME=str(tmp_path / "nothing.tar.gz"))
+    assert "which does not exist" in one_line(missing.stderr)
+
+
+def test_refresh_pins_from_a_sums_file(tmp_path: Path) -> None:
+    config = tmp_path / "dist-config"
+    import shutil
+
+    shutil.copytree(PROJECT / "dist-config", config)
+    before = (config / "runtimes.toml").read_text()
+    lines = []
+    versions = {
+        "3.10": "3.10.40",
+        "3.11": "3.11.30",
+        "3.12": "3.12.20",
+        "3.13": "3.13.10",
+        "3.14": "3.14.5",
+    }
+    from bundler.config import load_matrix
+
+    for target in load_matrix(config).targets:
+        for version in versions.values():
+            name = f"cpython-{version}+29990101-{target.pbs_triple}-install_only_stripped.tar.gz"
+            lines.append(f"{hashlib.sha256(name.encode()).hexdigest()}  {name}")
+    # An older patch release in the same list: the newest one is pinned.
+    older = "cpython-3.12.19+29990101-x86_64-unknown-linux-gnu-install_only_stripped.tar.gz"
+    lines.append(f"{'a' * 64}  {older}")
+    sums = tmp_path / "SHA256SUMS"
+    sums.write_text("\n".join(lines) + "\n")
+    env = clean_env(PYNOX_DIST_CONFIG=str(config))
+    command = [sys.executable, "-m", "bundler", "refresh-pins"]
+    done = subprocess.run(
+        [*command, "--tag", "29990101", "--sums", str(sums)],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    from bundler.config import load_release
+
+    pinned = load_release(config)
+    assert pinned.tag == "29990101"
+    asset = pinned.asset("aarch64-linux-musl", "3.12")
+    assert asset.python == "3.12.20"
+    assert asset.sha256 == hashlib.sha256(asset.name.encode()).hexdigest()
+    assert asset.url.endswith(
+        "/29990101/cpython-3.12.20%2B29990101-aarch64-unknown-linux-musl"
+        "-install_only_stripped.tar.gz"
+    )
+    # Unreachable upstream: it says so and changes nothing.
+    (config / "runtimes.toml").write_text(before)
+    offline = subprocess.run(
+        command,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        env={**env, "PYNOX_PBS_MIRROR": "http://127.0.0.1:9"},
+    )
+    assert offline.returncode == 0
+    assert "the pins are unchanged" in offline.stderr
+    assert (config / "runtimes.toml").read_text() == before
+
+
+def test_shipped_pins_never_carry_a_made_up_checksum() -> None:
+    from bundler.config import load_matrix, load_release
+
+    release = load_release(PROJECT / "dist-config")
+    matrix = load_matrix(PROJECT / "dist-config")
+    assert len(release.assets) == len(matrix.cells()) == 20
+    for asset in release.assets:
+        assert asset.name == (
+            f"cpython-{asset.python}+{release.tag}-"
+            f"{matrix.target(asset.target).pbs_triple}-install_only_stripped.tar.gz"
+        )
+        assert "%2B" in asset.url and "_v2" not in asset.url and "_v3" not in asset.url
+        # Either unknown, or written by refresh-pins from the release's SHA256SUMS.
+        assert asset.sha256 == "" or len(asset.sha256) == 64
+
+
+def test_local_runtime_folder(release: dict[str, object], tmp_path: Path) -> None:
+    """An extracted runtime (a uv-installed Python is one) is used in place."""
+    _pin(release, "")
+    root = tmp_path / "cpython-3.99" / "python"
+    (root / "bin").mkdir(parents=True)
+    (root / "lib" / "python3.99").mkdir(parents=True)
+    (root / "lib" / "python3.99" / "os.py").write_text("")
+    done = fetch(release, PYNOX_RUNTIME=str(root.parent))
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()) == root.parent
+    minor = subprocess.run(
+        [sys.executable, "-m", "bundler", "default-python", "--runtime", str(root.parent)],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+    )
+    assert minor.stdout == "3.99\n", minor.stderr
