@@ -98,6 +98,7 @@ def test_packed_runtime_is_relocatable(packed: Runtime, tmp_path: Path) -> None:
             assert "Library runpath: [$ORIGIN/../lib]" in dynamic
 
 
+@pytest.mark.slow
 def test_bundles_are_byte_reproducible(built: Bundles) -> None:
     """Built twice, in other scratch folders, from the archive and through the mirror."""
     one, two = built.from_archive, built.from_mirror

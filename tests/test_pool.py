@@ -1436,6 +1436,7 @@ def test_clean_shutdown_is_silent() -> None:
 # --- 7. 10,000 requests -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_ten_thousand_requests_hold_resources_steady() -> None:
     workers, total, batch = 2, 10_000, 100
     with PoolClient(workers=workers) as client:
