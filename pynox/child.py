@@ -12,7 +12,6 @@ import io  # loaded by every interpreter at start-up; importing it is free
 import os
 import sys
 
-from pynox import shutdown
 from pynox._toplevel import call_at_top, compile_source, exec_at_top
 from pynox.access_log import ACCESS_LOG
 from pynox.sandbox import SandboxError, confine_policy, scrub_environment
@@ -141,6 +140,8 @@ def _run_then_finish(
     modules_before: "set[str]",
 ) -> "NoReturn":
     """Runs the program, then leaves through pynox.shutdown (see there why)."""
+    from pynox import shutdown
+
     interrupted = False
     try:
         _execute(program, main)

@@ -6,7 +6,6 @@ collects output when asked to, and maps how the child ended.
 """
 
 import _signal
-import gc
 import os
 import sys
 import time
@@ -110,6 +109,8 @@ def run(
     forwarder.install()
     # Everything alive now belongs to the supervisor: keep the child's garbage
     # collector off it, or every collection dirties (copies) those pages.
+    import gc
+
     gc.freeze()
     started = time.perf_counter()
     pid = os.fork()

@@ -130,10 +130,13 @@ static void python_version(const char *prefix, char *out, size_t size)
     char line[512];
     while (fgets(line, sizeof line, file) != NULL) {
         char key[64];
-        char value[64];
-        if (sscanf(line, " %63[a-z_] = %63[0-9.]", key, value) == 2
+        int major = 0;
+        int minor = 0;
+        int micro = 0;
+        /* "version = 3.11.7" (venv) or "version_info = 3.10.13.final.0" (virtualenv) */
+        if (sscanf(line, " %63[a-z_] = %d.%d.%d", key, &major, &minor, &micro) == 4
             && (strcmp(key, "version") == 0 || strcmp(key, "version_info") == 0)) {
-            snprintf(out, size, "%s", value);
+            snprintf(out, size, "%d.%d.%d", major, minor, micro);
             break;
         }
     }

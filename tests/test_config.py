@@ -732,6 +732,9 @@ def test_cached_run_does_not_import_a_toml_parser(project: Path, environ: dict[s
     result = subprocess.run(
         [sys.executable, "-c", script],
         env={**os.environ, "PYTHONPATH": package_root},
+        # Not the repository's root: -c puts the working directory first on sys.path,
+        # where the source tree's pynox (other files, so another cache key) would win.
+        cwd=project,
         capture_output=True,
         text=True,
         check=True,

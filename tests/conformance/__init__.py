@@ -1,0 +1,1 @@
+"""The conformance suite: what an installed bundle must pass to ship (see conftest)."""
