@@ -72,3 +72,11 @@ cross:
 refresh-pins:
 	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
 	$(BIN)/nox -s refresh_pins
+
+# --- Conformance (bundler/conformance, tests/conformance) ----------------------------
+# make conformance               this machine's cell (x86_64-linux-gnu), in a container
+# make conformance CELL=aarch64-linux-gnu
+.PHONY: conformance
+CELL ?= x86_64-linux-gnu
+conformance: setup
+	$(BIN)/nox -s "conformance(cell='$(CELL)')"

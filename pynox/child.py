@@ -288,6 +288,12 @@ def _execute(program: "Program", main: object) -> None:
         else:
             call_at_top(run_as_main, "__main__", False)
         return
+    if program.kind == "code" and sys.version_info >= (3, 13):
+        # python -c keeps its code in linecache from 3.13 on, so tracebacks show it.
+        import linecache
+
+        text = f"{program.source}\n"
+        linecache.cache["<string>"] = (len(text), None, text.splitlines(True), "<string>")
     run_source(program.source, program.filename, main, program.kind == "request")
 
 

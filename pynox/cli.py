@@ -96,10 +96,27 @@ def dispatch(argv: list[str]) -> int:
 
 
 def run_command(argv: list[str]) -> int:
-    from pynox import cmdline, program, runner
-    from pynox.policy import build_policy
+    from pynox import cmdline
 
     inv = cmdline.parse(argv)
+    if not inv.json:
+        return _run(inv)
+    try:
+        return _run(inv)
+    except PynoxError as exc:
+        if _program_running():
+            raise
+        # Automation asked for JSON: it gets the refusal as a result too.
+        from pynox.result import print_refusal
+
+        _print_line(f"pynox: {exc.message}")
+        return print_refusal(type(exc).__name__, exc.message, exc.exit_code)
+
+
+def _run(inv: "Invocation") -> int:
+    from pynox import program, runner
+    from pynox.policy import build_policy
+
     cwd = os.getcwd()
     grants, config_path = _grants(inv, cwd)
     isolated = "I" in inv.python_options

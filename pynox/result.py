@@ -62,21 +62,27 @@ def _text_or_none(value: object) -> str | None:
 def _trusted_report(outcome: Outcome) -> dict[str, Any] | None:
     """The child's error report, when how it ended says it could have written one.
 
-    The report comes from inside the sandbox, after the program ran: it is
-    taken only from a program that died of an uncaught exception (status 1,
-    or SIGINT for KeyboardInterrupt), and its hint is rebuilt from its kind.
+    The report comes from inside the sandbox: it is taken only from a program
+    that died of an uncaught exception (status 1, or SIGINT for
+    KeyboardInterrupt) or from a child whose sandbox could not be set up
+    (status 125, before the program ran), and its hint is rebuilt from its kind.
     """
     import signal
 
     if not outcome.report or outcome.timed_out:
         return None
-    if outcome.exit_code != 1 and outcome.signal != signal.SIGINT:
+    setup_failure = outcome.exit_code == 125  # written before the program could run
+    if outcome.exit_code != 1 and outcome.signal != signal.SIGINT and not setup_failure:
         return None
     try:
         report = json.loads(outcome.report)
     except ValueError:
         return None
-    return report if isinstance(report, dict) else None
+    if not isinstance(report, dict):
+        return None
+    if setup_failure and report.get("type") != "SandboxError":
+        return None
+    return report
 
 
 def _error(outcome: Outcome, policy: Policy, api: bool) -> dict[str, Any] | None:
@@ -126,6 +132,30 @@ def build_result(outcome: Outcome, policy: Policy, api: bool = False) -> dict[st
         "runtime": runtime_info(),
         "policy": policy.to_json(),
     }
+
+
+def print_refusal(kind: str, message: str, exit_code: int) -> int:
+    """The result of a run refused before it started: no output, no policy."""
+    result = {
+        "exit": exit_code,
+        "stdout": "",
+        "stderr": "",
+        "stdout_truncated": False,
+        "stderr_truncated": False,
+        "error": {
+            "type": kind,
+            "message": message,
+            "file": None,
+            "line": None,
+            "path": None,
+            "hint": None,
+        },
+        "duration_ms": 0,
+        "runtime": runtime_info(),
+        "policy": None,
+    }
+    sys.stdout.write(json.dumps(result) + "\n")
+    return exit_code
 
 
 def print_json_result(outcome: Outcome, policy: Policy) -> int:

@@ -102,6 +102,12 @@ static int explain_abi(int abi, char *err, size_t err_len)
                       abi, PYNOX_LANDLOCK_ABI_FLOOR);
 }
 
+int pynox_require_landlock(char *err, size_t err_len)
+{
+    int abi = pynox_landlock_abi();
+    return abi < PYNOX_LANDLOCK_ABI_FLOOR ? explain_abi(abi, err, err_len) : 0;
+}
+
 static __u64 handled_fs_rights(int abi)
 {
     __u64 rights = ACCESS_FS_ABI1;

@@ -39,6 +39,10 @@ int pynox_sandbox_apply(const struct pynox_policy *policy, char *err, size_t err
         (policy->keep_fd_count > 0 && policy->keep_fds == NULL))
         return pynox_fail(err, err_len, "the sandbox policy has a count without its array");
 
+    /* First what the kernel cannot do at all: that is the reason to give (under
+     * an emulator, say, whose own threads would fail the next check too). */
+    if (pynox_require_landlock(err, err_len) != 0)
+        return -1;
     /* Landlock and seccomp confine only the calling thread. */
     if (pynox_require_single_thread(err, err_len) != 0)
         return -1;

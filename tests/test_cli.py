@@ -462,3 +462,13 @@ def test_pynox_runs_from_a_symlink_on_path(tmp_path: Path) -> None:
     os.symlink(PYNOX, link)
     proc = run([str(link), "-c", "print('via link')"])
     assert proc.stdout == b"via link\n"
+
+
+def test_json_refusal_is_a_result_too(tmp_path: Path) -> None:
+    proc = pynox("--json", "--allow-read=missing", "-c", "pass", cwd=tmp_path)
+    assert proc.returncode == 125
+    result = result_of(proc)
+    assert result["exit"] == 125 and result["stdout"] == "" and result["policy"] is None
+    assert result["error"]["type"] == "PolicyError"
+    assert result["error"]["message"].startswith(f"cannot grant reading {tmp_path / 'missing'}")
+    assert proc.stderr.decode().startswith("pynox: cannot grant reading")

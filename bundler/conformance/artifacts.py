@@ -1,0 +1,86 @@
+"""What a cell copies into its container: the bundle, and pytest for the bundle's python."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bundler.conformance.errors import Missing
+from bundler.paths import cache_dir
+
+PROJECT = Path(__file__).resolve().parents[2]
+DIST = PROJECT / "dist"
+
+
+def host_python() -> str:
+    """The base interpreter behind the one running this (a venv's python is not packable)."""
+    base = Path(getattr(sys, "_base_executable", "") or sys.executable).resolve()
+    if Path(sys.base_prefix) in base.parents:
+        return str(base)
+    return str(Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}")
+
+
+def version() -> str:
+    for line in (PROJECT / "pynox" / "__init__.py").read_text().splitlines():
+        if line.startswith("__version__"):
+            return line.split("=", 1)[1].strip().strip("\"'")
+    raise Missing("pynox/__init__.py has no __version__")
+
+
+def archive_name(target: str, minor: str) -> Path:
+    return DIST / f"pynox-{version()}-{target}-cp{minor.replace('.', '')}.tar.gz"
+
+
+def _bundler(args: list[str], env: dict[str, str] | None = None) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "bundler", *args],
+        cwd=PROJECT, env={**os.environ, **(env or {})}, text=True, capture_output=True,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"python -m bundler {args[0]} failed:\n{done.stdout}{done.stderr}")
+
+
+def bundle(target: str, minor: str, runtime: Path, compiler: str = "auto") -> Path:
+    """Builds the bundle for TARGET from the runtime archive into dist/."""
+    where = ["--target", target, "--python", minor, "--runtime", str(runtime), "--out", str(DIST)]
+    _bundler(["bundle", *where, "--compiler", compiler])
+    archive = archive_name(target, minor)
+    if not archive.is_file():
+        raise RuntimeError(f"the bundler did not write {archive}")
+    return archive
+
+
+def host_bundle(target: str, scratch: Path) -> Path:
+    """pack-runtime from this machine's CPython, then the bundle with it as its runtime."""
+    runtime = scratch / "cpython-host.tar.gz"
+    _bundler(["pack-runtime", "--python", host_python(), "--output", str(runtime)])
+    minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return bundle(target, minor, runtime, compiler="native")
+
+
+def pytest_for(minor: str) -> Path:
+    """A folder with pytest and its dependencies for CPython MINOR, cached, for PYTHONPATH."""
+    folder = cache_dir() / "conformance" / f"pytest-cp{minor.replace('.', '')}"
+    if (folder / ".complete").is_file():
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "--target", str(partial), "--python-version", minor, "--only-binary=:all:",
+         "--no-compile", "pytest>=8"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise Missing(f"pytest for CPython {minor} could not be had from PyPI: {tail}")
+    (partial / ".complete").write_text("pytest>=8\n")
+    if folder.exists():
+        import shutil
+
+        shutil.rmtree(folder)
+    partial.rename(folder)
+    return folder

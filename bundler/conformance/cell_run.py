@@ -1,0 +1,145 @@
+"""One cell, end to end: bundle, container, install.sh inside it, the suite, the result."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from bundler.conformance import artifacts, binfmt, runtimes
+from bundler.conformance.cells import Cell
+from bundler.conformance.engines import choose
+from bundler.conformance.engines.base import Container
+from bundler.conformance.errors import Missing
+from bundler.conformance.runtimes import ROOTFS_PYTHON
+
+INSIDE = PurePosixPath("/conformance")
+SUITE = artifacts.PROJECT / "tests" / "conformance"
+
+
+@dataclass
+class Result:
+    cell: str
+    status: str  # passed, failed or skipped
+    detail: str
+    engine: str = ""
+    root: str = ""
+    bundle: str = ""
+    counts: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def run_cell(cell: Cell, engine: str) -> Result:
+    started = time.monotonic()
+    result = Result(cell.name, "skipped", "")
+    try:
+        _run(cell, engine, result)
+    except Missing as missing:
+        result.status, result.detail = "skipped", missing.message
+    except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
+        result.status, result.detail = "failed", str(exc)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _run(cell: Cell, engine: str, result: Result) -> None:
+    missing: list[str] = []
+    if cell.arch in ("arm64", "aarch64"):
+        try:
+            result.notes.append("aarch64 runs " + binfmt.ensure_aarch64())
+        except Missing as why:
+            raise Missing(f"aarch64 binaries cannot run here: {why.message}") from None
+    with tempfile.TemporaryDirectory(prefix="pynox-conformance-") as scratch:
+        archive: Path | None = None
+        try:
+            archive = runtimes.bundle_for(cell, Path(scratch), result.notes)
+            result.bundle = archive.name
+        except Missing as why:
+            missing.append(why.message)
+        box: Container | None = None
+        try:
+            include = ROOTFS_PYTHON if cell.runtime == "rootfs" else ()
+            box, passed_over = choose.container(cell, engine, include)
+            result.notes += [f"passed over: {why}" for why in passed_over]
+            result.engine, result.root = box.engine, box.root
+        except Missing as why:
+            missing.append(why.message)
+        if missing or archive is None or box is None:
+            if box is not None:
+                box.close()
+            raise Missing("; ".join(missing))
+        _log(f"{cell.name}: engine {box.engine}, root file system {box.root}")
+        try:
+            _install_and_test(cell, box, archive, result)
+        finally:
+            box.close()
+
+
+def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result) -> None:
+    minor = archive.name.rsplit("-cp", 1)[1].split(".")[0]
+    minor = f"{minor[0]}.{minor[1:]}"
+    box.copy_in(archive, INSIDE / "dist" / archive.name)
+    box.copy_in(Path(f"{archive}.sha256"), INSIDE / "dist" / f"{archive.name}.sha256")
+    box.copy_in(artifacts.PROJECT / "install" / "install.sh", INSIDE / "install.sh")
+    box.copy_in(SUITE, INSIDE / "suite" / "conformance")
+    box.copy_in(artifacts.pytest_for(minor), INSIDE / "pytest")
+    installed = box.call(["sh", str(INSIDE / "install.sh"), "--archive",
+                          str(INSIDE / "dist" / archive.name)])  # fmt: skip
+    _log(f"{cell.name}: install.sh said:\n{installed.stdout}{installed.stderr}".rstrip())
+    if installed.returncode != 0:
+        refusal = installed.stderr.strip()
+        if "needs glibc" in refusal and cell.runtime == "host":
+            raise Missing(
+                f"{refusal.removeprefix('install.sh: ')} (install.sh refused it as it should): "
+                "a bundle from this machine's CPython needs this machine's glibc; the floor "
+                "is checked with a python-build-standalone runtime (glibc 2.17), which is not "
+                f"reachable here; give one with {runtimes.env_name(cell)}=ARCHIVE"
+            )
+        raise RuntimeError(f"install.sh failed: {refusal}")
+    env = {
+        "PYNOX_BIN": "/usr/local/bin/pynox",
+        "PYNOX_EXPECT_SANDBOX": "yes" if cell.expect_sandbox else "no",
+        "PYNOX_EXPECT_REASON": cell.expect_reason,
+        "PYTHONPATH": str(INSIDE / "pytest"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    python = "/opt/pynox/python/bin/python3"
+    junit = INSIDE / "junit.xml"
+    suite = box.call(
+        [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs", "--rootdir",
+         str(INSIDE / "suite"), f"--junitxml={junit}", "conformance"],
+        env=env, cwd=str(INSIDE / "suite"),
+    )  # fmt: skip
+    _log(suite.stdout + suite.stderr)
+    with tempfile.TemporaryDirectory() as here:
+        try:
+            box.copy_out(junit, Path(here) / "junit.xml")
+            result.counts = _counts(Path(here) / "junit.xml")
+        except (OSError, subprocess.SubprocessError, ElementTree.ParseError):
+            result.counts = {}
+    passed = suite.returncode == 0 and result.counts.get("passed", 0) > 0
+    result.status = "passed" if passed else "failed"
+    summary = (suite.stdout.strip().splitlines() or ["no output"])[-1]
+    result.detail = summary.strip("= ")
+
+
+def _counts(junit: Path) -> dict[str, int]:
+    root = ElementTree.parse(junit).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    if suite is None:
+        return {}
+    total, failed = int(suite.get("tests", 0)), int(suite.get("failures", 0))
+    errors, skipped = int(suite.get("errors", 0)), int(suite.get("skipped", 0))
+    return {"passed": total - failed - errors - skipped, "failed": failed + errors,
+            "skipped": skipped}  # fmt: skip
+
+
+def _log(text: str) -> None:
+    if os.environ.get("PYNOX_CONFORMANCE_QUIET") != "1":
+        print(text, file=sys.stderr, flush=True)

@@ -1,0 +1,33 @@
+"""What every engine's container can do, after cibuildwheel's OCIContainer."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+BASE_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+}
+
+
+class Container(Protocol):
+    engine: str  # what ran it, for the report
+    root: str  # which root file system or image
+
+    def copy_in(self, source: Path, destination: PurePosixPath) -> None:
+        """Copies a file or a folder of this machine to a path in the container."""
+
+    def call(
+        self, args: list[str], env: Mapping[str, str] | None = None, cwd: str = "/"
+    ) -> subprocess.CompletedProcess[str]:
+        """Runs a command in the container, output captured, environment BASE_ENV + env."""
+
+    def copy_out(self, source: PurePosixPath, destination: Path) -> None:
+        """Copies a file of the container to this machine."""
+
+    def close(self) -> None:
+        """Removes the container and what it wrote."""

@@ -1,0 +1,94 @@
+"""bubblewrap over a root file system: each call is one `bwrap` over the same state.
+
+The root is bound read-only; the folders the install and the suite write (/opt,
+/usr/local/bin, /root, /conformance) are bound from a scratch folder of this
+machine, so what one call writes the next one sees; /tmp is a fresh tmpfs per call.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+
+from bundler.conformance.engines.base import BASE_ENV
+
+WRITABLE = ("/opt", "/usr/local/bin", "/root", "/conformance")
+
+
+def available() -> tuple[bool, str]:
+    """Whether bwrap runs a trivial sandbox here, and if not why."""
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        return False, "bwrap is not installed (apt-get install bubblewrap)"
+    done = subprocess.run(
+        [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-pid", "true"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0:
+        return False, f"bwrap cannot create a sandbox here: {done.stderr.strip()}"
+    return True, "bwrap runs"
+
+
+def version() -> str:
+    done = subprocess.run(["bwrap", "--version"], capture_output=True, text=True, timeout=60)
+    return done.stdout.strip() or "bubblewrap"
+
+
+class BubblewrapContainer:
+    def __init__(self, rootfs: Path) -> None:
+        self.engine = version()
+        self.rootfs = rootfs
+        self.root = str(rootfs)
+        self.scratch = Path(tempfile.mkdtemp(prefix="pynox-bwrap-"))
+        self.binds = {}
+        for inside in WRITABLE:
+            outside = self.scratch / inside.strip("/").replace("/", "-")
+            outside.mkdir()
+            # The mount point in the (cached, our own) root: bwrap cannot make it read-only.
+            (rootfs / inside.strip("/")).mkdir(parents=True, exist_ok=True)
+            self.binds[inside] = outside
+
+    def _outside(self, path: PurePosixPath) -> Path:
+        for inside, outside in self.binds.items():
+            if path == PurePosixPath(inside) or PurePosixPath(inside) in path.parents:
+                return outside / path.relative_to(inside)
+        raise ValueError(f"{path} is not under a writable folder ({', '.join(WRITABLE)})")
+
+    def copy_in(self, source: Path, destination: PurePosixPath) -> None:
+        target = self._outside(destination)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, target)
+
+    def copy_out(self, source: PurePosixPath, destination: Path) -> None:
+        shutil.copy2(self._outside(source), destination)
+
+    def command(self, args: list[str], env: Mapping[str, str] | None, cwd: str) -> list[str]:
+        command = ["bwrap", "--ro-bind", str(self.rootfs), "/"]
+        for inside, outside in self.binds.items():
+            command += ["--bind", str(outside), inside]
+        command += [
+            "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--proc", "/proc", "--dev", "/dev",
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
+            "--hostname", "pynox-conformance", "--die-with-parent", "--clearenv",
+        ]  # fmt: skip
+        for name, value in {**BASE_ENV, **(env or {})}.items():
+            command += ["--setenv", name, value]
+        return [*command, "--chdir", cwd, *args]
+
+    def call(
+        self, args: list[str], env: Mapping[str, str] | None = None, cwd: str = "/"
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(args, env, cwd), capture_output=True, text=True, timeout=3600
+        )
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)

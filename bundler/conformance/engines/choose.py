@@ -1,0 +1,41 @@
+"""Which engine runs a cell: docker or podman where one answers, else bubblewrap."""
+
+from __future__ import annotations
+
+from bundler.conformance import rootfs
+from bundler.conformance.cells import Cell
+from bundler.conformance.engines import bubblewrap, oci
+from bundler.conformance.engines.base import Container
+from bundler.conformance.errors import Missing
+
+PLATFORMS = {"amd64": "linux/amd64", "x86_64": "linux/amd64", "arm64": "linux/arm64",
+             "aarch64": "linux/arm64"}  # fmt: skip
+
+
+def container(cell: Cell, engine: str, include: tuple[str, ...]) -> tuple[Container, list[str]]:
+    """A started container for the cell, and why the engines before it were passed over."""
+    passed_over: list[str] = []
+    for name in ("docker", "podman"):
+        if engine not in ("auto", name):
+            continue
+        ok, why = oci.available(name, cell.image, PLATFORMS[cell.arch])
+        if ok:
+            return oci.OCIContainer(name, cell.image, PLATFORMS[cell.arch]), passed_over
+        passed_over.append(why)
+    if engine not in ("auto", "bubblewrap"):
+        raise Missing(f"the {engine} engine cannot run here: {'; '.join(passed_over)}")
+    from bundler.conformance import tools
+
+    tools.ensure("bwrap", "bubblewrap")
+    ok, why = bubblewrap.available()
+    if not ok:
+        raise Missing("; ".join([*passed_over, why]))
+    if cell.distro != "debian":
+        raise Missing(
+            f"no {cell.distro} {cell.suite} root file system for bubblewrap "
+            f"(debootstrap makes Debian only, and no engine could pull {cell.image})"
+        )
+    root, how = rootfs.debian(cell.suite, cell.arch, include)
+    box = bubblewrap.BubblewrapContainer(root)
+    box.root = how
+    return box, passed_over

@@ -1,0 +1,97 @@
+"""The bundle a cell tests, and the CPython runtime it is built from.
+
+host: packed from the CPython running this (the host cell builds afresh every
+run; the old-glibc cell reuses that bundle from dist/). rootfs: packed from the
+python3 of the cell's Debian root, run there (under qemu-user for arm64), then
+cross-built with zig; reused from dist/ when there. given: only from
+PYNOX_CONFORMANCE_RUNTIME_<CELL>, a python-build-standalone archive; that
+variable overrides the runtime of any cell.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path, PurePosixPath
+
+from bundler.conformance import artifacts, rootfs
+from bundler.conformance.cells import Cell
+from bundler.conformance.engines.bubblewrap import BubblewrapContainer
+from bundler.conformance.errors import Missing
+from bundler.source_date import source_date_epoch
+
+# A Debian root whose python3 feeds pack-runtime: the interpreter and its C headers.
+ROOTFS_PYTHON = ("python3", "libpython3-dev")
+
+
+def env_name(cell: Cell) -> str:
+    return "PYNOX_CONFORMANCE_RUNTIME_" + cell.name.upper().replace("-", "_").replace(".", "_")
+
+
+def bundle_for(cell: Cell, scratch: Path, notes: list[str]) -> Path:
+    given = os.environ.get(env_name(cell))
+    if given:
+        minor = _minor_of(Path(given))
+        notes.append(f"runtime {given} (from {env_name(cell)})")
+        return artifacts.bundle(cell.target, minor, Path(given), compiler="zig")
+    if cell.runtime == "host":
+        minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        reused = artifacts.archive_name(cell.target, minor)
+        if cell.name != cell.target and _complete(reused):
+            notes.append(f"bundle reused from dist/ ({reused.name})")
+            return reused
+        notes.append(f"runtime packed from {artifacts.host_python()}")
+        return artifacts.host_bundle(cell.target, scratch)
+    if cell.runtime == "rootfs":
+        return _rootfs_bundle(cell, scratch, notes)
+    raise Missing(
+        f"no {cell.target} runtime: python-build-standalone is not reachable from this "
+        f"machine and no local CPython is built for {cell.target}; give one with "
+        f"{env_name(cell)}=ARCHIVE"
+    )
+
+
+def _complete(archive: Path) -> bool:
+    return archive.is_file() and Path(f"{archive}.sha256").is_file()
+
+
+def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
+    existing = sorted(artifacts.DIST.glob(f"pynox-{artifacts.version()}-{cell.target}-cp*.tar.gz"))
+    existing = [archive for archive in existing if _complete(archive)]
+    if existing:
+        notes.append(f"bundle reused from dist/ ({existing[-1].name}); delete it to rebuild")
+        return existing[-1]
+    root, _ = rootfs.debian(cell.suite, cell.arch, ROOTFS_PYTHON)
+    box = BubblewrapContainer(root)
+    try:
+        box.copy_in(artifacts.PROJECT / "bundler", PurePosixPath("/conformance/src/bundler"))
+        out = PurePosixPath("/conformance/cpython.tar.gz")
+        packed = box.call(
+            ["python3", "-m", "bundler", "pack-runtime", "--python", "/usr/bin/python3",
+             "--output", str(out)],
+            env={
+                "PYTHONPATH": "/conformance/src",
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "SOURCE_DATE_EPOCH": str(source_date_epoch()),  # no git checkout in there
+            },
+            cwd="/conformance/src",
+        )  # fmt: skip
+        if packed.returncode != 0:
+            raise RuntimeError(f"pack-runtime in {root} failed: {packed.stderr.strip()}")
+        runtime = scratch / "cpython-rootfs.tar.gz"
+        box.copy_out(out, runtime)
+    finally:
+        box.close()
+    notes.append(f"runtime packed from /usr/bin/python3 of {root}")
+    return artifacts.bundle(cell.target, _minor_of(runtime), runtime, compiler="zig")
+
+
+def _minor_of(runtime: Path) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "bundler", "default-python", "--runtime", str(runtime)],
+        cwd=artifacts.PROJECT, capture_output=True, text=True,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"cannot tell the CPython of {runtime}: {done.stderr.strip()}")
+    return done.stdout.strip()
