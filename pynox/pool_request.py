@@ -6,12 +6,14 @@ Nothing here trusts the line: a wrong type, an unknown field or a grant beyond
 
 import json
 import os
+import sys
 
 from pynox.config import Grants
 from pynox.errors import PynoxError
 from pynox.units import MAX_OUTPUT_LIMIT, MIN_MEMORY, parse_duration, parse_size
 
 MAX_LINE = 16 << 20
+_PARSE_RECURSION = 5000
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_NAME = "agent.py"
 
@@ -51,12 +53,18 @@ class RequestError(PynoxError):
 
 
 def parse_line(line: bytes) -> dict[str, object]:
+    # Nesting costs the parser one level of recursion each: allow a few thousand,
+    # the same on every Python version, and refuse deeper lines cleanly.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _PARSE_RECURSION))
     try:
         message = json.loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError(f"the line is not JSON ({exc}); send one JSON object per line") from None
     except RecursionError:
         raise RequestError("the line nests too deeply; send flatter JSON") from None
+    finally:
+        sys.setrecursionlimit(limit)
     if not isinstance(message, dict):
         raise RequestError("the line is not a JSON object; send one object per line")
     request_id = message.get("id")
