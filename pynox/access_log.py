@@ -12,7 +12,22 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-WATCHED_EVENTS = frozenset(
+# Events of starting another process: the sandbox never allows one.
+PROCESS_EVENTS = frozenset(
+    {
+        "os.fork",
+        "os.forkpty",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.system",
+        "os.startfile",
+        "subprocess.Popen",
+        "pty.spawn",
+    }
+)
+
+WATCHED_EVENTS = PROCESS_EVENTS | frozenset(
     {
         "open",
         "os.listdir",
@@ -37,15 +52,6 @@ WATCHED_EVENTS = frozenset(
         "socket.__new__",
         "socket.bind",
         "socket.connect",
-        "os.fork",
-        "os.forkpty",
-        "os.exec",
-        "os.posix_spawn",
-        "os.spawn",
-        "os.system",
-        "os.startfile",
-        "subprocess.Popen",
-        "pty.spawn",
         "os.kill",
         "os.killpg",
         "sqlite3.connect",

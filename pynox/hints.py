@@ -12,25 +12,13 @@ import errno
 import os
 import socket
 
+from pynox.access_log import PROCESS_EVENTS
 from pynox.units import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-_PROCESS_EVENTS = frozenset(
-    {
-        "os.fork",
-        "os.forkpty",
-        "os.exec",
-        "os.posix_spawn",
-        "os.spawn",
-        "os.system",
-        "os.startfile",
-        "subprocess.Popen",
-        "pty.spawn",
-    }
-)
 _METADATA_EVENTS = frozenset(
     {
         "os.chmod",
@@ -168,7 +156,7 @@ def classify(
     if exc.errno not in _DENIED_ERRNOS:
         return None, None, path
     name = event[0] if event is not None else ""
-    if name in _PROCESS_EVENTS:
+    if name in PROCESS_EVENTS:
         return "process", None, path
     if name == "socket.__new__" and path is None and event is not None:
         family = event[1][1] if len(event[1]) > 1 else None

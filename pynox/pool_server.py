@@ -22,7 +22,7 @@ from pynox.config import Config, find_config_path, load_config
 from pynox.errors import PynoxError, UsageError
 from pynox.policy import build_policy
 from pynox.pool_request import RequestError
-from pynox.result import build_result, python_version, runtime_info, timeout_error
+from pynox.result import build_result, error_object, python_version, refusal, timeout_error
 from pynox.runner import EXIT_TIMEOUT, Outcome
 
 TYPE_CHECKING = False
@@ -154,30 +154,8 @@ class Session:
         self.closing = False
 
 
-def _error_object(kind: str, message: str) -> dict[str, object]:
-    return {
-        "type": kind,
-        "message": message,
-        "file": None,
-        "line": None,
-        "path": None,
-        "hint": None,
-    }
-
-
-def error_result(request_id: object, message: str, kind: str = "RequestError") -> dict[str, object]:
-    return {
-        "id": request_id,
-        "exit": 125,
-        "stdout": "",
-        "stderr": "",
-        "stdout_truncated": False,
-        "stderr_truncated": False,
-        "error": _error_object(kind, message),
-        "duration_ms": 0,
-        "runtime": runtime_info(),
-        "policy": None,
-    }
+def error_result(request_id: object, message: str, kind: str = "RequestError") -> "dict[str, Any]":
+    return {"id": request_id, **refusal(kind, message)}
 
 
 class Template:
@@ -765,7 +743,7 @@ class Template:
         result = build_result(outcome, run.policy, api=True)
         if child.kill_reason not in (None, "timeout"):
             result["exit"] = 125
-            result["error"] = _error_object("PoolError", str(child.kill_reason))
+            result["error"] = error_object("PoolError", str(child.kill_reason))
         self.runs.pop(run.id, None)
         self.emit({"id": run.id, **result})
         self._start_queued()

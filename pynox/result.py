@@ -134,27 +134,35 @@ def build_result(outcome: Outcome, policy: Policy, api: bool = False) -> dict[st
     }
 
 
-def print_refusal(kind: str, message: str, exit_code: int) -> int:
+def error_object(kind: str, message: str) -> dict[str, Any]:
+    """An error that has no place in the program: no file, line, path or hint."""
+    return {
+        "type": kind,
+        "message": message,
+        "file": None,
+        "line": None,
+        "path": None,
+        "hint": None,
+    }
+
+
+def refusal(kind: str, message: str, exit_code: int = 125) -> dict[str, Any]:
     """The result of a run refused before it started: no output, no policy."""
-    result = {
+    return {
         "exit": exit_code,
         "stdout": "",
         "stderr": "",
         "stdout_truncated": False,
         "stderr_truncated": False,
-        "error": {
-            "type": kind,
-            "message": message,
-            "file": None,
-            "line": None,
-            "path": None,
-            "hint": None,
-        },
+        "error": error_object(kind, message),
         "duration_ms": 0,
         "runtime": runtime_info(),
         "policy": None,
     }
-    sys.stdout.write(json.dumps(result) + "\n")
+
+
+def print_refusal(kind: str, message: str, exit_code: int) -> int:
+    sys.stdout.write(json.dumps(refusal(kind, message, exit_code)) + "\n")
     return exit_code
 
 
