@@ -1,0 +1,169 @@
+"""The Markdown report: workloads, spreads, the pool, targets, machine and method.
+
+bench/results.md is this text; the documentation includes it verbatim, so it starts with no
+page title and uses bold captions rather than headings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from machine import Machine
+from pool_bench import PoolResults
+from runners import PYTHON, RUNNERS
+from targets import Target
+from timing import Summary
+from workload_bench import WorkloadResult
+
+
+@dataclass(frozen=True)
+class Method:
+    warmup_rounds: int
+    settle_ms: float
+    pool_workers: int
+
+
+def _ms(value: float) -> str:
+    return f"{value:.2f} ms"
+
+
+def _spread(summary: Summary) -> str:
+    return f"{summary.p10:.2f}–{summary.p90:.2f}"
+
+
+def _table(header: list[str], align: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def workload_tables(results: list[WorkloadResult]) -> list[str]:
+    labels = [runner.label for runner in RUNNERS]
+    medians = []
+    spreads = []
+    for result in results:
+        base = result.summaries[PYTHON.key]
+        cells = [result.title]
+        for runner in RUNNERS:
+            summary = result.summaries[runner.key]
+            cells.append(f"{_ms(summary.median)} ({summary.ratio_to(base):.2f}x)")
+        medians.append(cells)
+        runs = {summary.runs for summary in result.summaries.values()}
+        spreads.append(
+            [result.title, "/".join(str(n) for n in sorted(runs))]
+            + [_spread(result.summaries[runner.key]) for runner in RUNNERS]
+        )
+    right = ["---:"] * len(RUNNERS)
+    return [
+        "**Workloads.** Median wall time of one run, start to exit (the pool: request to "
+        "result), and its ratio to CPython's median in the same run; lower is faster.",
+        "",
+        *_table(["Workload", *labels], ["---", *right], medians),
+        "",
+        "**Spread.** 10th to 90th percentile of the same runs, in milliseconds.",
+        "",
+        *_table(["Workload", "Runs", *labels], ["---", "---:", *right], spreads),
+    ]
+
+
+def pool_table(pool: PoolResults) -> list[str]:
+    cold = pool.cold_python
+    rows = [
+        [
+            str(row.workers),
+            _ms(row.latency.median),
+            _ms(row.latency.p90),
+            f"{row.latency.median / cold.median:.2f}x",
+            f"{row.throughput:.0f}/s",
+            _ms(row.session_step.median),
+            _ms(row.session_step.p90),
+        ]
+        for row in pool.rows
+    ]
+    header = [
+        "Workers",
+        "Request p50",
+        "Request p90",
+        "p50 / cold python",
+        "Throughput",
+        "Session step p50",
+        "Session step p90",
+    ]
+    return [
+        f"**Pool.** `print(sum(range(10)))` from sending the request line to reading its "
+        f"result, one request in flight, {pool.requests} requests per pool; a cold "
+        f"`python -I -c pass` timed between them took {_ms(cold.median)} "
+        f"(p10–p90 {_spread(cold)} ms). Throughput: the median of {pool.batches} batches of "
+        f"{pool.batch_size} requests written at once. A session step runs "
+        "`steps += 1; print(steps)` in a session kept between requests.",
+        "",
+        *_table(header, ["---:"] * len(header), rows),
+    ]
+
+
+def targets_table(targets: list[Target]) -> list[str]:
+    rows = [[t.goal, t.measured, "met" if t.met else "**not met**"] for t in targets]
+    return ["**Targets.**", "", *_table(["Target", "Measured", "Status"], ["---"] * 3, rows)]
+
+
+def machine_and_method(
+    machine: Machine, method: Method, workloads: list[WorkloadResult], pool: bool
+) -> list[str]:
+    rounds = ", ".join(
+        f"{result.workload.title.lower()} {result.summaries[PYTHON.key].runs}"
+        for result in workloads
+    )
+    lines = [
+        "**Machine.**",
+        "",
+        f"- CPU: {machine.cpu}, {machine.cores} cores available",
+        f"- Kernel: {machine.kernel}",
+        f"- Python: {machine.python}; {machine.pynox}",
+        f"- Date: {machine.date}",
+        "",
+        "**Method.**",
+        "",
+        "- One interpreter for everything: `python -I` is the interpreter of the environment "
+        "`pynox` is installed in, and `pynox --no-sandbox` hands the command line to it.",
+    ]
+    if workloads:
+        lines += [
+            "- Each workload is a script file, run the same way four times per round: "
+            "`python -I SCRIPT`, `pynox SCRIPT`, `pynox --no-sandbox SCRIPT` (start to exit of "
+            f"the process, output discarded) and a `script` request to a `pynox pool` with "
+            f"{method.pool_workers} workers, started once (request line to result line). "
+            "The JSON pipeline writes and reads its file in a temporary directory that "
+            "`pynox` and the pool request are granted to read and write.",
+            f"- Rounds: {rounds}, after {method.warmup_rounds} untimed round; the order of the "
+            f"four rotates from round to round, with a {method.settle_ms:g} ms pause between "
+            "runs. Before timing, each runner's output is checked against CPython's.",
+        ]
+    if pool:
+        lines.append(
+            "- The pool rows: a pool of 1 and one of 2 workers run side by side; each round "
+            "times a cold `python -I -c pass`, a request and a session step in each pool, in "
+            "rotating order, after 5 untimed rounds."
+        )
+    lines.append(
+        "- Times are wall clock (`time.perf_counter_ns`) in the benchmark process. "
+        "Medians and percentiles come from `statistics` (inclusive method)."
+    )
+    return lines
+
+
+def render(
+    machine: Machine,
+    method: Method,
+    workloads: list[WorkloadResult],
+    pool: PoolResults | None,
+    targets: list[Target],
+) -> str:
+    lines = ["<!-- Written by `make bench` (bench/suite.py); edit the suite, not this file. -->"]
+    if workloads:
+        lines += ["", *workload_tables(workloads)]
+    if pool is not None:
+        lines += ["", *pool_table(pool)]
+    if targets:
+        lines += ["", *targets_table(targets)]
+    lines += ["", *machine_and_method(machine, method, workloads, pool is not None)]
+    return "\n".join(lines) + "\n"

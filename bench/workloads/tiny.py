@@ -1,0 +1,2 @@
+name = "Pynox"
+print(f"Hello from {name}!")
