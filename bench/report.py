@@ -68,6 +68,7 @@ def workload_tables(results: list[WorkloadResult]) -> list[str]:
 
 def pool_table(pool: PoolResults) -> list[str]:
     cold = pool.cold_python
+    batches = "one batch" if pool.batches == 1 else f"the median of {pool.batches} batches"
     rows = [
         [
             str(row.workers),
@@ -93,8 +94,8 @@ def pool_table(pool: PoolResults) -> list[str]:
         f"**Pool.** `print(sum(range(10)))` from sending the request line to reading its "
         f"result, one request in flight, {pool.requests} requests per pool; a cold "
         f"`python -I -c pass` timed between them took {_ms(cold.median)} "
-        f"(p10–p90 {_spread(cold)} ms). Throughput: the median of {pool.batches} batches of "
-        f"{pool.batch_size} requests written at once. A session step runs "
+        f"(p10–p90 {_spread(cold)} ms). Throughput: {batches} of {pool.batch_size} requests "
+        "written at once. A session step runs "
         "`steps += 1; print(steps)` in a session kept between requests.",
         "",
         *_table(header, ["---:"] * len(header), rows),
