@@ -1,0 +1,123 @@
+"""The benchmark suite runs end to end and reports a table of the right shape.
+
+Tiny counts: this checks the report (rows, columns, ratios that follow from the medians it
+shows, targets judged by the figures shown), never that the machine meets a target.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNERS = ["CPython `python -I`", "pynox", "pynox --no-sandbox", "pynox pool"]
+WORKLOADS = ["Tiny script", "JSON pipeline", "Import-heavy script"]
+MEDIAN_CELL = re.compile(r"^(\d+\.\d\d) ms \((\d+\.\d\d)x\)$")
+SPREAD_CELL = re.compile(r"^(\d+\.\d\d)–(\d+\.\d\d)$")
+
+
+def tables(text: str) -> dict[str, list[list[str]]]:
+    """Each Markdown table under its bold caption, as rows of cells (header first)."""
+    found: dict[str, list[list[str]]] = {}
+    caption = ""
+    for line in text.splitlines():
+        if line.startswith("**"):
+            caption = line[2:].split(".**")[0]
+        elif line.startswith("|") and not line.startswith("| ---"):
+            found.setdefault(caption, []).append([c.strip() for c in line.strip("|").split(" | ")])
+    return found
+
+
+def close(ratio: float, numerator: float, denominator: float) -> bool:
+    # Both figures are shown rounded to 0.01; allow for that rounding.
+    return abs(ratio - numerator / denominator) <= 0.01 + 0.006 * numerator / denominator
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    output = tmp_path_factory.mktemp("bench") / "results.md"
+    counts = ["--rounds=2", "--requests=3", "--batches=1", "--batch-size=3"]
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "suite.py"), "--quick", *counts, "--output", output],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert completed.returncode == 0, completed.stderr
+    return output.read_text(), completed.stdout
+
+
+def test_prints_what_it_writes(report: tuple[str, str]) -> None:
+    written, printed = report
+    assert printed == written
+
+
+def test_workload_table(report: tuple[str, str]) -> None:
+    header, *rows = tables(report[0])["Workloads"]
+    assert header == ["Workload", *RUNNERS]
+    assert [row[0].split(",")[0] for row in rows] == WORKLOADS
+    assert re.fullmatch(r"JSON pipeline, \d\.\d\d MiB", rows[1][0])
+    for row in rows:
+        cells = [MEDIAN_CELL.match(cell) for cell in row[1:]]
+        assert all(cells), row
+        medians = [float(cell[1]) for cell in cells if cell]
+        ratios = [float(cell[2]) for cell in cells if cell]
+        assert ratios[0] == 1.0
+        for median, ratio in zip(medians, ratios, strict=True):
+            assert close(ratio, median, medians[0]), row
+
+
+def test_spread_table(report: tuple[str, str]) -> None:
+    header, *rows = tables(report[0])["Spread"]
+    assert header == ["Workload", "Runs", *RUNNERS]
+    assert len(rows) == len(WORKLOADS)
+    for row in rows:
+        assert row[1] == "2"
+        for cell in row[2:]:
+            match = SPREAD_CELL.match(cell)
+            assert match and float(match[1]) <= float(match[2]), row
+
+
+def test_pool_table(report: tuple[str, str]) -> None:
+    text = report[0]
+    header, *rows = tables(text)["Pool"]
+    assert header[:4] == ["Workers", "Request p50", "Request p90", "p50 / cold python"]
+    assert len(header) == 7
+    assert [row[0] for row in rows] == ["1", "2"]
+    cold = re.search(r"`python -I -c pass` timed between them took (\d+\.\d\d) ms", text)
+    assert cold
+    for row in rows:
+        p50, p90 = (float(cell.removesuffix(" ms")) for cell in row[1:3])
+        assert p50 <= p90
+        assert close(float(row[3].removesuffix("x")), p50, float(cold[1])), row
+        assert re.fullmatch(r"\d+/s", row[4])
+
+
+def test_targets_follow_the_figures_shown(report: tuple[str, str]) -> None:
+    found = tables(report[0])
+    header, *rows = found["Targets"]
+    assert header == ["Target", "Measured", "Status"]
+    assert len(rows) == 5
+    for goal, measured, status in rows:
+        assert status in ("met", "**not met**")
+        shown = re.match(r"(\d+\.\d\d)x", measured)
+        bound = re.search(r"([≤≥]) (\d+(?:\.\d+)?)x", goal)
+        assert shown and bound, (goal, measured)
+        value, limit = float(shown[1]), float(bound[2])
+        if abs(value - limit) < 0.01:
+            continue  # at the bound, the rounded figure cannot tell
+        met = value < limit if bound[1] == "≤" else value > limit
+        assert (status == "met") == met, (goal, measured, status)
+    tiny = dict((row[0], row[1:]) for row in found["Workloads"][1:])["Tiny script"]
+    assert rows[0][1] == tiny[1].split("(")[1].rstrip(")")
+
+
+def test_machine_and_method(report: tuple[str, str]) -> None:
+    text = report[0]
+    for line in ("- CPU: ", "- Kernel: ", "- Python: CPython ", "- Date: ", "**Method.**"):
+        assert line in text
