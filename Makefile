@@ -35,9 +35,10 @@ demo: setup
 	@echo "\$$ pynox --allow-read=/etc/hostname examples/probe.py"
 	@$(BIN)/pynox --allow-read=/etc/hostname examples/probe.py
 
+# make bench                     the full suite; writes bench/results.md
+# make bench BENCH_ARGS=--quick  a smoke run that writes nothing
 bench: setup
-	$(BIN)/python bench/startup.py
-	$(BIN)/python bench/pool.py
+	$(BIN)/python bench/suite.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .nox build dist
