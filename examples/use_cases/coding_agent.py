@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from transcript import show_call
+from transcript import quoted, show_call
 
 NOTES = "Call the landlord on Monday.\n"
 
@@ -107,7 +107,7 @@ def main() -> None:
         (project / "tests" / "test_tidy.py").write_text(TEST_TIDY)
         print("model: add tests for remove_if_exists")
         print("  wrote tests/test_tidy.py:")
-        print("\n".join(f"    | {line}" if line else "    |" for line in TEST_TIDY.splitlines()))
+        print(quoted(TEST_TIDY, "    |"))
         print()
         reply = run_tests(project, home)
         show_call("run the test suite", reply, tool="run_tests")
