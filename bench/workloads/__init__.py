@@ -24,14 +24,14 @@ class Workload:
 
 
 WORKLOADS = (
-    Workload("tiny", "Tiny script", HERE / "tiny.py", rounds=60, quick_rounds=5),
+    Workload("tiny", "Tiny script", HERE / "tiny.py", rounds=80, quick_rounds=5),
     Workload(
         "json_pipeline",
         "JSON pipeline",
         HERE / "json_pipeline.py",
-        rounds=20,
+        rounds=25,
         quick_rounds=3,
         writes_output=True,
     ),
-    Workload("import_heavy", "Import-heavy script", HERE / "import_heavy.py", 30, 3),
+    Workload("import_heavy", "Import-heavy script", HERE / "import_heavy.py", 40, 3),
 )
