@@ -9,7 +9,7 @@ ifneq ($(shell command -v pyenv 2>/dev/null),)
 export PYENV_VERSION := $(shell pyenv versions --bare --skip-aliases 2>/dev/null | grep -E '^3\.[0-9]+\.[0-9]+$$' | sort -t. -k2,2nr | tr '\n' ':' | sed 's/:$$//')
 endif
 
-.PHONY: setup test demo lint bench clean
+.PHONY: setup test demo lint bench clean docs
 
 setup: $(VENV)/.installed
 
@@ -20,10 +20,14 @@ $(VENV)/.installed: $(SOURCES)
 	touch $@
 
 test: setup
-	$(BIN)/nox -s lint tests
+	$(BIN)/nox -s lint tests docs
 
 lint: setup
 	$(BIN)/nox -s lint
+
+# The documentation site, built strictly into site/, and its commands run (tests/test_docs.py).
+docs: setup
+	$(BIN)/nox -s docs
 
 demo: setup
 	@echo "\$$ pynox examples/hello.py"

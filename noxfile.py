@@ -1,4 +1,4 @@
-"""The project's jobs. `make test` runs `lint` and `tests`."""
+"""The project's jobs. `make test` runs `lint`, `tests` and `docs`."""
 
 from __future__ import annotations
 
@@ -39,6 +39,24 @@ def tests(session: nox.Session) -> None:
     if selection:
         session.log(f"slow tests run on CPython {PRIMARY} only")
     session.run("pytest", *selection, *session.posargs)
+
+
+# --- The documentation site (docs/, mkdocs.yml) ------------------------------------------
+
+DOCS_DEPS = ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "pymdown-extensions==13.1.2"]
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the site strictly into site/, then run tests/test_docs.py against it.
+
+    The test builds the site again (into a temporary directory) and runs or accounts for
+    every command the pages show; here a missing MkDocs fails it instead of skipping.
+    """
+    session.install(".[test]", *DOCS_DEPS)
+    env = {"NO_MKDOCS_2_WARNING": "1", "PYNOX_DOCS_BUILD": "1"}
+    session.run("mkdocs", "build", "--strict", env=env)
+    session.run("pytest", "tests/test_docs.py", *session.posargs, env=env)
 
 
 # --- Distribution: bundles, cross builds, wheels, runtime pins (see bundler/) -------------
