@@ -20,7 +20,7 @@ $(VENV)/.installed: $(SOURCES)
 	touch $@
 
 test: setup
-	$(BIN)/nox -s lint tests docs
+	$(BIN)/nox -s lint tests docs examples
 
 lint: setup
 	$(BIN)/nox -s lint

@@ -1,4 +1,4 @@
-"""The project's jobs. `make test` runs `lint`, `tests` and `docs`."""
+"""The project's jobs. `make test` runs `lint`, `tests`, `docs` and `examples`."""
 
 from __future__ import annotations
 
@@ -57,6 +57,22 @@ def docs(session: nox.Session) -> None:
     env = {"NO_MKDOCS_2_WARNING": "1", "PYNOX_DOCS_BUILD": "1"}
     session.run("mkdocs", "build", "--strict", env=env)
     session.run("pytest", "tests/test_docs.py", *session.posargs, env=env)
+
+
+# --- The examples, with the agent frameworks they use (examples/, requirements/) --------
+
+
+@nox.session
+def examples(session: nox.Session) -> None:
+    """Every example run and checked, the framework ones included (tests/test_examples.py).
+
+    The frameworks are pinned in requirements/examples.txt; here a framework that does not
+    import fails the test instead of skipping it. The CPython running nox is enough: the
+    `tests` session already runs the framework-free examples on every CPython.
+    """
+    session.install(".[test]", "-r", "requirements/examples.txt")
+    env = {"PYNOX_EXAMPLES_FRAMEWORKS": "require"}
+    session.run("pytest", "tests/test_examples.py", *session.posargs, env=env)
 
 
 # --- Distribution: bundles, cross builds, wheels, runtime pins (see bundler/) -------------

@@ -1,0 +1,206 @@
+"""Every file in examples/ runs as a user would run it, and says what it promises.
+
+Each example runs in its own process with this environment's interpreter (or the `pynox`
+command, for the scripts made for it), with an empty HOME and TMPDIR of its own. The checks
+read the output the way a user reads it: the denial the agent ran into AND the work that
+was done anyway, exit status 0, and nothing left behind in HOME, TMPDIR or examples/.
+
+The framework examples need Pydantic AI, Strands Agents, smolagents or Monty. The `tests`
+session skips them when a framework is not installed; the `examples` session installs the
+pinned versions (requirements/examples.txt) and sets PYNOX_EXAMPLES_FRAMEWORKS=require, so
+that there a missing framework fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import PYNOX, TESTS
+
+EXAMPLES = TESTS.parent / "examples"
+
+# Modules the examples import, not examples themselves.
+HELPERS = {"use_cases/transcript.py", "agents/scenarios.py"}
+
+# What the model reads in each use case, whichever framework carries it.
+ANALYST = [
+    "Permission denied: '.env'",
+    "grant it with allow_read=",
+    "West: 2360.50",
+    "- West: 2360.50\n- North: 1931.00\n- South: 1111.50\n",
+]
+SUPPORT = [
+    "refunded 19.50 on order 1042",
+    "HostError: PermissionError: refunds above 100.00 per order need a person's approval",
+    "sqlite3.OperationalError: unable to open database file",
+    "refunds in the database: [(1042, 19.5, 'arrived broken')]",
+]
+API = [
+    "KeyError: 'PARCELS_API_KEY'",
+    "<urlopen error [Errno 13] Permission denied>",
+    "PX-1001: out for delivery (Lyon)",
+    "PX-1002: held at customs (Basel)",
+]
+# Secrets the examples hold that must never reach the model.
+SECRETS = ["not-a-real-password", "demo-key-0123456789"]
+
+
+@dataclass
+class Example:
+    path: str
+    expected: list[str]
+    framework: str | None = None  # the module it needs beyond pynox
+    minimum_python: tuple[int, int] = (3, 10)
+    command: str = "python"  # or "pynox", for the scripts written for the command
+    exit: int = 0
+
+
+EXAMPLE_LIST = [
+    Example("hello.py", ["Hello from Pynox!"], command="pynox"),
+    # The demo's denied read: Python's traceback, then the grant that would allow it.
+    Example(
+        "probe.py",
+        ["PermissionError", "grant it with --allow-read=/etc/hostname"],
+        command="pynox",
+        exit=1,
+    ),
+    Example(
+        "agent_tool.py",
+        [
+            "Hello from an agent tool ['agent.py']",
+            "PermissionError: [Errno 13] Permission denied: '/etc/passwd'\nat agent.py:1\n",
+            "allow_read=['/etc/passwd']",
+        ],
+    ),
+    Example(
+        "use_cases/data_analyst.py",
+        [
+            *ANALYST,
+            "denied: reading .env; its secret never reached the model",
+            "done:   out/report.md with 3 regions",
+        ],
+    ),
+    Example(
+        "use_cases/support_agent.py",
+        [
+            *SUPPORT,
+            "denied: refunds over 100.00: none went through",
+            "done:   19.50 refunded on order 1042",
+        ],
+    ),
+    Example(
+        "use_cases/coding_agent.py",
+        [
+            "test_removes_an_existing_file",
+            "PermissionError: [Errno 13] Permission denied",
+            "important-notes.txt",
+            "denied: deleting ~/important-notes.txt; the notes are intact",
+            "done:   the suite ran: 1 failed, 1 passed",
+        ],
+    ),
+    Example(
+        "use_cases/api_agent.py",
+        [
+            *API,
+            "denied: the key and the network; the key stayed out",
+            "done:   PX-1001: out for delivery (Lyon); PX-1002: held at customs (Basel)",
+        ],
+    ),
+    Example(
+        "agents/pydantic_ai_agents.py",
+        [*ANALYST, *SUPPORT, *API, "the API key appeared in a tool result: no"],
+        framework="pydantic_ai",
+        minimum_python=(3, 11),
+    ),
+    Example(
+        "agents/strands_agents.py",
+        [*ANALYST, *SUPPORT, *API, "the API key appeared in a tool result: no"],
+        framework="strands",
+    ),
+    Example(
+        "agents/smolagents_agents.py",
+        [*ANALYST, *SUPPORT, *API, "the API key appeared in a tool result: no"],
+        framework="smolagents",
+    ),
+    Example(
+        "monty_bridge.py",
+        [
+            "monty> West: 2360.50",
+            "monty> python() refused: PermissionError: [Errno 13] Permission denied: '/etc/passwd'",
+            "monty> pynox: reading /etc/passwd is not allowed",
+            "monty refused: PermissionError",
+            "to the glue (Monty): yes, to the heavy code (Pynox): yes",
+            "done:   best region West, revenue 2360.50",
+        ],
+        framework="pydantic_monty",
+    ),
+]
+
+
+def test_every_example_is_checked() -> None:
+    files = {str(path.relative_to(EXAMPLES)) for path in EXAMPLES.rglob("*.py")}
+    assert files - HELPERS == {example.path for example in EXAMPLE_LIST}
+
+
+def require_framework(example: Example) -> None:
+    if sys.version_info < example.minimum_python:
+        version = ".".join(map(str, example.minimum_python))
+        pytest.skip(f"{example.framework} needs Python {version} or newer")
+    if example.framework is None:
+        return
+    if os.environ.get("PYNOX_EXAMPLES_FRAMEWORKS") == "require":
+        __import__(example.framework)  # the examples session installed it: it must import
+    else:
+        pytest.importorskip(example.framework, reason="`nox -s examples` runs this one")
+
+
+def listing(root: Path) -> list[str]:
+    """Every path beneath root, except the bytecode caches Python writes on import."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if "__pycache__" not in p.parts)
+
+
+@pytest.mark.parametrize("example", EXAMPLE_LIST, ids=[e.path for e in EXAMPLE_LIST])
+def test_example(example: Example, tmp_path: Path) -> None:
+    require_framework(example)
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    tmp.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    before = listing(EXAMPLES)
+    interpreter = PYNOX if example.command == "pynox" else sys.executable
+    proc = subprocess.run(
+        [interpreter, str(EXAMPLES / example.path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == example.exit, output
+    for text in example.expected:
+        assert text in output, f"{text!r} is missing from:\n{output}"
+    for secret in SECRETS:
+        assert secret not in output
+    # pynox itself caches each pynox.toml it parsed, by path, under ~/.cache/pynox.
+    pynox_cache = (".cache", ".cache/pynox", ".cache/pynox/config")
+    left_in_home = [
+        path
+        for path in listing(home)
+        if path not in pynox_cache and not path.startswith(".cache/pynox/config/")
+    ]
+    assert left_in_home == [], "the example left files in HOME"
+    assert listing(tmp) == [], "the example left files in TMPDIR"
+    assert listing(EXAMPLES) == before, "the example left files in examples/"
