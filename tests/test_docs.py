@@ -54,6 +54,10 @@ CI_COMMANDS = {
     "make docs": "noxfile.py::docs",
     "make bench": "tests/test_bench.py::test_machine_and_method",
     "make bundle": "tests/test_bundle.py::test_bundles_are_byte_reproducible",
+    "python examples/agents/pydantic_ai_agents.py": "noxfile.py::examples",
+    "python examples/agents/strands_agents.py": "noxfile.py::examples",
+    "python examples/agents/smolagents_agents.py": "noxfile.py::examples",
+    "python examples/monty_bridge.py": "noxfile.py::examples",
     "sh install/install.sh --archive dist/pynox-*.tar.gz": (
         "tests/test_install.py::test_install_move_and_run"
     ),
@@ -179,9 +183,15 @@ def coverage_problem(command: str, covered_by: str) -> str | None:
     if name == "noxfile.py":
         if not test_line or not re.search(rf"\b{function}\b", test_line[2]):
             return f"`make test` does not run the nox session {function}"
-        recipe = re.search(rf"^{command.split()[1]}:.*\n((?:\t.*\n)+)", makefile, flags=re.M)
-        if not recipe or f"-s {function}" not in recipe[1]:
-            return f"`{command}` does not run the nox session {function}"
+        if command.startswith("make "):
+            target = command.split()[1]
+            recipe = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, flags=re.M)
+            if not recipe or f"-s {function}" not in recipe[1]:
+                return f"`{command}` does not run the nox session {function}"
+        example = re.search(r"\bexamples/(\S+\.py)", command)
+        session_test = ROOT / "tests" / f"test_{function}.py"
+        if example and example[1] not in session_test.read_text():
+            return f"{session_test.name}, which the session runs, does not run {example[1]}"
     return None
 
 
