@@ -63,3 +63,14 @@ void pynox_bpf_ret_if_one_of(struct pynox_bpf *prog, const uint32_t *values, siz
     pynox_bpf_ret(prog, other_action);
     pynox_bpf_ret(prog, match_action);
 }
+
+void pynox_bpf_jump_here(struct pynox_bpf *prog, size_t ja_index)
+{
+    if (ja_index >= prog->len) /* the JA itself overflowed */
+        return;
+    if (prog->insns[ja_index].code != (BPF_JMP | BPF_JA)) {
+        prog->broken = "a seccomp filter jump was patched at the wrong place";
+        return;
+    }
+    prog->insns[ja_index].k = (uint32_t)(prog->len - ja_index - 1);
+}

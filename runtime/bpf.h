@@ -35,6 +35,9 @@ void pynox_bpf_and(struct pynox_bpf *prog, uint32_t mask);
 size_t pynox_bpf_begin_block(struct pynox_bpf *prog, uint32_t value);
 void pynox_bpf_end_block(struct pynox_bpf *prog, size_t jeq_index);
 
+/* Points the JA at ja_index to the next instruction to be emitted. */
+void pynox_bpf_jump_here(struct pynox_bpf *prog, size_t ja_index);
+
 /* A = argument word; RET match_action if A is one of values[0..count),
  * else RET other_action. Ends in RET on every path. */
 void pynox_bpf_ret_if_one_of(struct pynox_bpf *prog, const uint32_t *values, size_t count,

@@ -7,9 +7,11 @@
  * the low 32 bits of the argument, which is all the kernel reads of an int,
  * a pid or an ioctl request.
  *
- * Layout: check the architecture, load the number, then one small block per
- * system call, each "JEQ nr, else skip the block" followed by code that ends
- * in RET on every path, so no jump ever spans more than one block.
+ * Layout: check the architecture, load the number, then a search tree over
+ * the sorted numbers that have a rule: JGE splits, and at the leaves a few
+ * small blocks, each "JEQ nr, else skip the block" followed by code that ends
+ * in RET on every path. Conditional jumps stay within one block; the tree's
+ * long jumps are JA, whose offset has 32 bits.
  */
 #include <errno.h>
 #include <linux/audit.h>
@@ -17,6 +19,7 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -371,42 +374,85 @@ static const uint32_t denied_syscalls[] = {
     (CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | \
      CLONE_NEWCGROUP)
 
-static void deny(struct pynox_bpf *prog, uint32_t nr, uint32_t action)
+/* How the filter treats one system call number. Each kind's code ends in
+ * RET on every path; it may clobber A, because nothing runs after it. */
+enum rule_kind {
+    RULE_DENY,          /* RET action */
+    RULE_ARG_IN,        /* allowed only when argument `arg` is one of values */
+    RULE_WHO_IS_SELF,   /* (which, who): which == required, who one of values */
+    RULE_CLONE,
+    RULE_SOCKET,
+    RULE_SOCKETPAIR,
+    RULE_IOCTL,
+    RULE_UTIMENSAT,
+};
+
+struct rule {
+    uint32_t nr;
+    uint32_t last;       /* RULE_DENY: the rule covers nr..last */
+    enum rule_kind kind;
+    uint32_t action;     /* RULE_DENY */
+    unsigned int arg;    /* RULE_ARG_IN */
+    uint32_t required;   /* RULE_WHO_IS_SELF */
+    uint32_t values[3];  /* RULE_ARG_IN, RULE_WHO_IS_SELF */
+    size_t count;
+};
+
+#define DENIED_COUNT (sizeof denied_syscalls / sizeof denied_syscalls[0])
+#define MAX_RULES (DENIED_COUNT + 32)
+
+struct rules {
+    struct rule items[MAX_RULES];
+    size_t count;
+    int overflow;
+};
+
+static struct rule *add_rule(struct rules *rules, uint32_t nr, enum rule_kind kind)
 {
-    size_t block = pynox_bpf_begin_block(prog, nr);
-    pynox_bpf_ret(prog, action);
-    pynox_bpf_end_block(prog, block);
+    if (rules->count >= MAX_RULES) {
+        rules->overflow = 1;
+        return NULL;
+    }
+    struct rule *rule = &rules->items[rules->count++];
+    memset(rule, 0, sizeof *rule);
+    rule->nr = nr;
+    rule->last = nr;
+    rule->kind = kind;
+    return rule;
 }
 
-/* Inside a block: RET EPERM unless argument `arg` equals `value`. */
-static void require_arg(struct pynox_bpf *prog, unsigned int arg, uint32_t value)
+static void add_deny(struct rules *rules, uint32_t nr, uint32_t action)
 {
-    pynox_bpf_load(prog, ARG_LO(arg));
-    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, value);
-    pynox_bpf_ret(prog, RET_EPERM);
+    struct rule *rule = add_rule(rules, nr, RULE_DENY);
+    if (rule != NULL)
+        rule->action = action;
 }
 
-/* Allows nr only when argument `arg` is one of `values`; else EPERM. */
-static void allow_only_with(struct pynox_bpf *prog, uint32_t nr, unsigned int arg,
-                            const uint32_t *values, size_t count)
+static void add_arg_in(struct rules *rules, enum rule_kind kind, uint32_t nr, unsigned int arg,
+                       uint32_t required, const uint32_t *values, size_t count)
 {
-    size_t block = pynox_bpf_begin_block(prog, nr);
-    pynox_bpf_load(prog, ARG_LO(arg));
-    pynox_bpf_ret_if_one_of(prog, values, count, RET_ALLOW, RET_EPERM);
-    pynox_bpf_end_block(prog, block);
+    struct rule *rule = add_rule(rules, nr, kind);
+    if (rule == NULL)
+        return;
+    if (count > sizeof rule->values / sizeof rule->values[0]) {
+        rules->overflow = 1;
+        return;
+    }
+    rule->arg = arg;
+    rule->required = required;
+    memcpy(rule->values, values, count * sizeof *values);
+    rule->count = count;
 }
 
 /* Threads only: CLONE_THREAD set and no namespace flag. fork(), vfork() and
  * posix_spawn() all come through here without CLONE_THREAD. */
 static void emit_clone(struct pynox_bpf *prog)
 {
-    size_t block = pynox_bpf_begin_block(prog, __NR_clone);
     pynox_bpf_load(prog, ARG_LO(0)); /* flags are the first argument on both targets */
     pynox_bpf_and(prog, CLONE_THREAD | CLONE_NAMESPACES);
     pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 0, 1, CLONE_THREAD);
     pynox_bpf_ret(prog, RET_ALLOW);
     pynox_bpf_ret(prog, RET_EPERM);
-    pynox_bpf_end_block(prog, block);
 }
 
 /* No Unix sockets (they reach services by path or abstract name), no raw,
@@ -414,12 +460,10 @@ static void emit_clone(struct pynox_bpf *prog)
 static void emit_socket(struct pynox_bpf *prog, int allow_network)
 {
     static const uint32_t inet[] = {AF_INET, AF_INET6};
-    size_t block = pynox_bpf_begin_block(prog, __NR_socket);
     pynox_bpf_load(prog, ARG_LO(0));
     /* EACCES for "the policy has no network", EPERM for "never". */
     pynox_bpf_ret_if_one_of(prog, inet, 2, allow_network ? RET_ALLOW : RET_ERRNO(EACCES),
                             RET_EPERM);
-    pynox_bpf_end_block(prog, block);
 }
 
 /* socketpair() stays for asyncio, but only connected kinds: a datagram
@@ -427,11 +471,9 @@ static void emit_socket(struct pynox_bpf *prog, int allow_network)
 static void emit_socketpair(struct pynox_bpf *prog)
 {
     static const uint32_t connected[] = {SOCK_STREAM, SOCK_SEQPACKET};
-    size_t block = pynox_bpf_begin_block(prog, __NR_socketpair);
     pynox_bpf_load(prog, ARG_LO(1));
     pynox_bpf_and(prog, 0xf); /* the type without SOCK_NONBLOCK and SOCK_CLOEXEC */
     pynox_bpf_ret_if_one_of(prog, connected, 2, RET_ALLOW, RET_EPERM);
-    pynox_bpf_end_block(prog, block);
 }
 
 /* Terminal ioctls that push input into a terminal or take one over, or
@@ -440,11 +482,9 @@ static void emit_socketpair(struct pynox_bpf *prog)
 static void emit_ioctl(struct pynox_bpf *prog)
 {
     static const uint32_t requests[] = {TIOCSTI, TIOCLINUX, TIOCSCTTY, TIOCSPGRP, TIOCCONS};
-    size_t block = pynox_bpf_begin_block(prog, __NR_ioctl);
     pynox_bpf_load(prog, ARG_LO(1));
     pynox_bpf_ret_if_one_of(prog, requests, sizeof requests / sizeof requests[0], RET_EPERM,
                             RET_ALLOW);
-    pynox_bpf_end_block(prog, block);
 }
 
 /* utimensat(fd, NULL, ...) is futimens() on a descriptor the process
@@ -453,18 +493,52 @@ static void emit_ioctl(struct pynox_bpf *prog)
  * reads both words, or a pointer whose low half is 0 would pass for NULL. */
 static void emit_utimensat(struct pynox_bpf *prog)
 {
-    size_t block = pynox_bpf_begin_block(prog, __NR_utimensat);
     pynox_bpf_load(prog, ARG_LO(1));
     pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 0, 3, 0);
     pynox_bpf_load(prog, ARG_HI(1));
     pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0);
     pynox_bpf_ret(prog, RET_ALLOW);
     pynox_bpf_ret(prog, RET_EPERM);
-    pynox_bpf_end_block(prog, block);
+}
+
+static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow_network)
+{
+    switch (rule->kind) {
+    case RULE_DENY:
+        pynox_bpf_ret(prog, rule->action);
+        return;
+    case RULE_ARG_IN:
+        pynox_bpf_load(prog, ARG_LO(rule->arg));
+        pynox_bpf_ret_if_one_of(prog, rule->values, rule->count, RET_ALLOW, RET_EPERM);
+        return;
+    case RULE_WHO_IS_SELF:
+        pynox_bpf_load(prog, ARG_LO(0));
+        pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, rule->required);
+        pynox_bpf_ret(prog, RET_EPERM);
+        pynox_bpf_load(prog, ARG_LO(1));
+        pynox_bpf_ret_if_one_of(prog, rule->values, rule->count, RET_ALLOW, RET_EPERM);
+        return;
+    case RULE_CLONE:
+        emit_clone(prog);
+        return;
+    case RULE_SOCKET:
+        emit_socket(prog, allow_network);
+        return;
+    case RULE_SOCKETPAIR:
+        emit_socketpair(prog);
+        return;
+    case RULE_IOCTL:
+        emit_ioctl(prog);
+        return;
+    case RULE_UTIMENSAT:
+        emit_utimensat(prog);
+        return;
+    }
+    prog->broken = "a seccomp rule has an unknown kind";
 }
 
 /* Calls that may name another process: only this one. */
-static void emit_own_process(struct pynox_bpf *prog, pid_t pid, int new_session)
+static void add_own_process_rules(struct rules *rules, pid_t pid, int new_session)
 {
     const uint32_t self = (uint32_t)pid;
     const uint32_t own_group = (uint32_t)-pid;
@@ -473,37 +547,121 @@ static void emit_own_process(struct pynox_bpf *prog, pid_t pid, int new_session)
      * otherwise the group of whoever started it. */
     const uint32_t kill_targets[] = {self, own_group, 0};
     const size_t kill_count = new_session ? 3 : 2;
+    static const uint32_t by_pid[] = {
+        __NR_prlimit64,         __NR_sched_setscheduler, __NR_sched_setparam,
+        __NR_sched_setaffinity, __NR_sched_setattr,      __NR_migrate_pages,
+        __NR_move_pages,
+    };
 
-    allow_only_with(prog, __NR_kill, 0, kill_targets, kill_count);
-    allow_only_with(prog, __NR_rt_sigqueueinfo, 0, kill_targets, kill_count);
-    allow_only_with(prog, __NR_tgkill, 0, &self, 1);
-    allow_only_with(prog, __NR_rt_tgsigqueueinfo, 0, &self, 1);
-
-    allow_only_with(prog, __NR_prlimit64, 0, self_or_zero, 2);
-    allow_only_with(prog, __NR_sched_setscheduler, 0, self_or_zero, 2);
-    allow_only_with(prog, __NR_sched_setparam, 0, self_or_zero, 2);
-    allow_only_with(prog, __NR_sched_setaffinity, 0, self_or_zero, 2);
-    allow_only_with(prog, __NR_sched_setattr, 0, self_or_zero, 2);
-    allow_only_with(prog, __NR_migrate_pages, 0, self_or_zero, 2);
-    allow_only_with(prog, __NR_move_pages, 0, self_or_zero, 2);
-
+    add_arg_in(rules, RULE_ARG_IN, __NR_kill, 0, 0, kill_targets, kill_count);
+    add_arg_in(rules, RULE_ARG_IN, __NR_rt_sigqueueinfo, 0, 0, kill_targets, kill_count);
+    add_arg_in(rules, RULE_ARG_IN, __NR_tgkill, 0, 0, &self, 1);
+    add_arg_in(rules, RULE_ARG_IN, __NR_rt_tgsigqueueinfo, 0, 0, &self, 1);
+    for (size_t i = 0; i < sizeof by_pid / sizeof by_pid[0]; i++)
+        add_arg_in(rules, RULE_ARG_IN, by_pid[i], 0, 0, self_or_zero, 2);
     /* (which, who): a process, and that process is this one. */
-    size_t block = pynox_bpf_begin_block(prog, __NR_setpriority);
-    require_arg(prog, 0, PRIO_PROCESS);
-    pynox_bpf_load(prog, ARG_LO(1));
-    pynox_bpf_ret_if_one_of(prog, self_or_zero, 2, RET_ALLOW, RET_EPERM);
-    pynox_bpf_end_block(prog, block);
-
-    block = pynox_bpf_begin_block(prog, __NR_ioprio_set);
-    require_arg(prog, 0, IOPRIO_WHO_PROCESS);
-    pynox_bpf_load(prog, ARG_LO(1));
-    pynox_bpf_ret_if_one_of(prog, self_or_zero, 2, RET_ALLOW, RET_EPERM);
-    pynox_bpf_end_block(prog, block);
+    add_arg_in(rules, RULE_WHO_IS_SELF, __NR_setpriority, 0, PRIO_PROCESS, self_or_zero, 2);
+    add_arg_in(rules, RULE_WHO_IS_SELF, __NR_ioprio_set, 0, IOPRIO_WHO_PROCESS, self_or_zero, 2);
 }
 
-static void build_filter(struct pynox_bpf *prog, const struct pynox_policy *policy)
+static void collect_rules(struct rules *rules, const struct pynox_policy *policy)
+{
+    /* Only the query; ADDR_NO_RANDOMIZE and friends weaken the process. */
+    static const uint32_t personality_query = 0xffffffffU;
+
+    rules->count = 0;
+    rules->overflow = 0;
+    for (size_t i = 0; i < DENIED_COUNT; i++)
+        add_deny(rules, denied_syscalls[i], RET_EPERM);
+    add_deny(rules, __NR_clone3, RET_ERRNO(ENOSYS));
+    add_rule(rules, __NR_clone, RULE_CLONE);
+    add_rule(rules, __NR_socket, RULE_SOCKET);
+    add_rule(rules, __NR_socketpair, RULE_SOCKETPAIR);
+    add_rule(rules, __NR_ioctl, RULE_IOCTL);
+    add_arg_in(rules, RULE_ARG_IN, __NR_personality, 0, 0, &personality_query, 1);
+    add_rule(rules, __NR_utimensat, RULE_UTIMENSAT);
+    add_own_process_rules(rules, getpid(), policy->new_session);
+}
+
+/* Denials of consecutive numbers become one range: fewer instructions, and
+ * the kernel's cost of installing a filter grows with its length. */
+static void merge_ranges(struct rules *rules)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < rules->count; i++) {
+        struct rule *rule = &rules->items[i];
+        struct rule *previous = kept > 0 ? &rules->items[kept - 1] : NULL;
+        if (previous != NULL && previous->kind == RULE_DENY && rule->kind == RULE_DENY &&
+            previous->action == rule->action && rule->nr == previous->last + 1) {
+            previous->last = rule->nr;
+            continue;
+        }
+        rules->items[kept++] = *rule;
+    }
+    rules->count = kept;
+}
+
+static int by_number(const void *a, const void *b)
+{
+    const struct rule *left = a;
+    const struct rule *right = b;
+    return (left->nr > right->nr) - (left->nr < right->nr);
+}
+
+/* A few rules are checked one after the other; more are split in two by a
+ * comparison, so a call meets about log2(rules) tests instead of all of them.
+ * That matters twice: on every filtered call, and when the kernel installs
+ * the filter, since it runs the filter once per system call number to learn
+ * which calls it can allow without running it again. */
+#define LINEAR_RULES 4
+
+static void emit_tree(struct pynox_bpf *prog, const struct rule *rules, size_t count,
+                      int allow_network)
+{
+    if (count <= LINEAR_RULES) {
+        for (size_t i = 0; i < count; i++) {
+            if (rules[i].last != rules[i].nr) {
+                /* nr <= A <= last: RET; the rule's code is that one RET. */
+                pynox_bpf_emit(prog, BPF_JMP | BPF_JGE | BPF_K, 0, 2, rules[i].nr);
+                pynox_bpf_emit(prog, BPF_JMP | BPF_JGT | BPF_K, 1, 0, rules[i].last);
+                pynox_bpf_ret(prog, rules[i].action);
+                continue;
+            }
+            size_t block = pynox_bpf_begin_block(prog, rules[i].nr);
+            emit_rule(prog, &rules[i], allow_network);
+            pynox_bpf_end_block(prog, block);
+        }
+        pynox_bpf_ret(prog, RET_ALLOW);
+        return;
+    }
+    size_t half = count / 2;
+    /* A >= the first number of the upper half: take the jump to it. */
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JGE | BPF_K, 0, 1, rules[half].nr);
+    size_t jump = pynox_bpf_emit(prog, BPF_JMP | BPF_JA, 0, 0, 0);
+    emit_tree(prog, rules, half, allow_network);
+    pynox_bpf_jump_here(prog, jump);
+    emit_tree(prog, rules + half, count - half, allow_network);
+}
+
+static void build_filter(struct pynox_bpf *prog, struct rules *rules,
+                         const struct pynox_policy *policy)
 {
     pynox_bpf_init(prog);
+
+    collect_rules(rules, policy);
+    if (rules->overflow) {
+        prog->broken = "the seccomp rules outgrew their table";
+        return;
+    }
+    qsort(rules->items, rules->count, sizeof rules->items[0], by_number);
+    for (size_t i = 1; i < rules->count; i++) {
+        /* Two rules for one call would leave which one applies to the layout. */
+        if (rules->items[i].nr == rules->items[i - 1].nr) {
+            prog->broken = "a system call has two seccomp rules";
+            return;
+        }
+    }
+    merge_ranges(rules);
 
     /* Another ABI (i386 via int 0x80, AArch32) has other numbers: refuse all
      * of it rather than check the numbers against the wrong table. */
@@ -518,29 +676,14 @@ static void build_filter(struct pynox_bpf *prog, const struct pynox_policy *poli
     pynox_bpf_ret(prog, RET_EPERM);
 #endif
 
-    for (size_t i = 0; i < sizeof(denied_syscalls) / sizeof(denied_syscalls[0]); i++)
-        deny(prog, denied_syscalls[i], RET_EPERM);
-    deny(prog, __NR_clone3, RET_ERRNO(ENOSYS));
-
-    emit_clone(prog);
-    emit_socket(prog, policy->allow_network);
-    emit_socketpair(prog);
-    emit_ioctl(prog);
-    {
-        /* Only the query; ADDR_NO_RANDOMIZE and friends weaken the process. */
-        static const uint32_t query = 0xffffffffU;
-        allow_only_with(prog, __NR_personality, 0, &query, 1);
-    }
-    emit_utimensat(prog);
-    emit_own_process(prog, getpid(), policy->new_session);
-
-    pynox_bpf_ret(prog, RET_ALLOW);
+    emit_tree(prog, rules->items, rules->count, policy->allow_network);
 }
 
 int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err_len)
 {
     struct pynox_bpf prog;
-    build_filter(&prog, policy);
+    struct rules rules;
+    build_filter(&prog, &rules, policy);
     if (prog.broken != NULL)
         return pynox_fail(err, err_len, "%s", prog.broken);
 
