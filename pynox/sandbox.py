@@ -11,6 +11,14 @@ if TYPE_CHECKING:
     from pynox.policy import Policy
 
 
+# Parsed once at import: a pool's children are forked after that and share the
+# result, instead of each parsing the same C declarations again (~0.3 ms).
+_CHARS = ffi.typeof("char[]")
+_STRINGS = ffi.typeof("char *[]")
+_INTS = ffi.typeof("int[]")
+_POLICY = ffi.typeof("struct pynox_policy *")
+
+
 class SandboxError(PynoxError):
     """The kernel could not confine the process; nothing of the program ran."""
 
@@ -28,13 +36,13 @@ def confine(
 ) -> None:
     """Confines this process for good, or raises SandboxError with the reason."""
     # cffi frees what ffi.new returns once unreferenced: keep every buffer alive.
-    read_bufs = [ffi.new("char[]", os.fsencode(p)) for p in reads]
-    write_bufs = [ffi.new("char[]", os.fsencode(p)) for p in writes]
-    read_array = ffi.new("char *[]", read_bufs)
-    write_array = ffi.new("char *[]", write_bufs)
-    fds = ffi.new("int[]", keep_fds or [0])
+    read_bufs = [ffi.new(_CHARS, os.fsencode(p)) for p in reads]
+    write_bufs = [ffi.new(_CHARS, os.fsencode(p)) for p in writes]
+    read_array = ffi.new(_STRINGS, read_bufs)
+    write_array = ffi.new(_STRINGS, write_bufs)
+    fds = ffi.new(_INTS, keep_fds or [0])
     policy = ffi.new(
-        "struct pynox_policy *",
+        _POLICY,
         {
             "read_paths": read_array,
             "read_count": len(read_bufs),
@@ -51,7 +59,7 @@ def confine(
             "parent_pid": parent_pid,
         },
     )
-    err = ffi.new("char[]", 512)
+    err = ffi.new(_CHARS, 512)
     if lib.pynox_sandbox_apply(policy, err, len(err)) != 0:
         raise SandboxError("cannot apply the sandbox: " + ffi.string(err).decode(errors="replace"))
 
@@ -89,7 +97,7 @@ def scrub_environment() -> None:
         if len(value) > 1:
             ffi.memmove(ffi.from_buffer(value), b"\0" * len(value), len(value))
     del held
-    err = ffi.new("char[]", 256)
+    err = ffi.new(_CHARS, 256)
     if lib.pynox_scrub_environment_block(err, len(err)) != 0:
         raise SandboxError(
             "cannot clear the environment: " + ffi.string(err).decode(errors="replace")
