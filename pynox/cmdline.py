@@ -31,7 +31,7 @@ USAGE = """\
 usage: pynox [FLAGS] [-IEsSuBq] (SCRIPT | -c CODE | -m MODULE | -) [ARGS...]
        pynox --no-sandbox [PYTHON ARGS...]
        pynox doctor [--json]
-       pynox pool [--config FILE] [--workers N]
+       pynox pool [--config FILE] [--workers N] [--preload MODULE]...
        pynox --version
 
 Runs a Python program like `python` does, under a kernel-enforced sandbox:

@@ -122,7 +122,18 @@ def resolve_grant(path: str, kind: str, cwd: str) -> str:
         raise PolicyError(f"cannot grant {kind} {absolute}: {exc.strerror}") from None
     except ValueError:  # a NUL character
         raise PolicyError(f"cannot grant {kind} {absolute!r}: it is not a valid path") from None
+    if _names_own_process(absolute):
+        # Resolved here, /proc/self would name this process; the sandboxed
+        # process opens the path itself when it confines itself, and gets its own.
+        return absolute
     return os.path.realpath(absolute)
+
+
+def _names_own_process(path: str) -> bool:
+    return any(path == link or path.startswith(link + "/") for link in _OWN_PROCESS_LINKS)
+
+
+_OWN_PROCESS_LINKS = ("/proc/self", "/proc/thread-self")
 
 
 def _unique(items: list[str]) -> list[str]:

@@ -69,8 +69,9 @@ def confine_policy(
 ) -> None:
     """Confines this process to a run's policy plus what the interpreter needs."""
     devices = list(system_paths.DEVICES_READ_WRITE)
+    resolver = system_paths.network_reads() if policy.network else []
     confine(
-        reads=system_reads + devices + policy.reads(),
+        reads=system_reads + devices + resolver + policy.reads(),
         writes=devices + policy.allow_write,
         keep_fds=keep_fds,
         network=policy.network,

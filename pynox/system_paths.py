@@ -24,6 +24,18 @@ _SYSTEM_FACTS = (
     "/dev/random",
 )
 
+# What the resolver reads to turn a host name into addresses: readable only
+# to a program granted the network, which is the one that can use them.
+RESOLVER_FILES = (
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+    "/etc/protocols",
+)
+
 # Devices every program may write to as well as read.
 DEVICES_READ_WRITE = ("/dev/null",)
 
@@ -60,6 +72,11 @@ def existing(paths: list[str] | tuple[str, ...]) -> list[str]:
             continue
         seen.setdefault(path, None)
     return list(seen)
+
+
+def network_reads() -> list[str]:
+    """The resolver's files that exist here."""
+    return existing(RESOLVER_FILES)
 
 
 def interpreter_reads() -> list[str]:

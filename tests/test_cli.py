@@ -274,6 +274,23 @@ def test_memory_limit_gives_memoryerror_and_hint() -> None:
     )
 
 
+@pytest.mark.parametrize("mode", [[], ["--timeout=30s"], ["--json"]], ids=["plain", "timeout", "json"])
+def test_a_grant_of_proc_self_names_the_program_not_the_supervisor(mode: list[str]) -> None:
+    """The hint's --allow-read=/proc/self/... works whether or not a supervisor forks."""
+    code = "print(open('/proc/self/status').read().splitlines()[0])"
+    denied = pynox(*mode, "-c", code)
+    assert denied.returncode == 1
+    hint = "--allow-read=/proc/self/status"
+    if mode == ["--json"]:
+        assert hint in result_of(denied)["error"]["hint"]
+    else:
+        assert hint in denied.stderr.decode()
+    proc = pynox(*mode, "--allow-read=/proc/self/status", "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    stdout = result_of(proc)["stdout"] if mode == ["--json"] else proc.stdout.decode()
+    assert stdout.startswith("Name:\tpython")
+
+
 def test_max_file_size(tmp_path: Path) -> None:
     code = f"open('{tmp_path}/big', 'wb').write(b'x' * (2 << 20))"
     proc = pynox(f"--allow-write={tmp_path}", "--max-file-size=1m", "-c", code)

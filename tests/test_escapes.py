@@ -941,6 +941,37 @@ def test_loopback_tcp_needs_allow_network(world: World, network: bool) -> None:
         assert seen == []
 
 
+RESOLVE_PROBE = """
+import socket
+try:
+    print(sorted({info[4][0] for info in socket.getaddrinfo("localhost", 80, socket.AF_INET)}))
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+
+
+@pytest.mark.parametrize("network", [True, False], ids=["with-allow-network", "without"])
+def test_name_resolution_comes_with_the_network(world: World, network: bool) -> None:
+    """--allow-network alone resolves names (the resolver's files come with it)."""
+    if not Path("/etc/hosts").exists():
+        pytest.skip("this machine has no /etc/hosts")
+    script = world.app / "resolve.py"
+    script.write_text(RESOLVE_PROBE)
+    flags = ["--allow-network"] if network else []
+    proc = pynox(*flags, str(script), cwd=world.app)
+    assert proc.returncode == 0, proc.stderr
+    expected = subprocess.run(
+        [sys.executable, "-I", str(script)], capture_output=True, text=True, check=True
+    ).stdout
+    output = proc.stdout.decode()
+    if network:
+        assert output == expected
+        assert "127.0.0.1" in output
+    else:
+        # /etc/hosts is not readable: no address comes back.
+        assert output == "gaierror\n"
+
+
 @pytest.fixture
 def unix_listeners(world: World) -> Iterator[tuple[Path, Path, Callable[[], list[bytes]]]]:
     """A stream listener and a datagram receiver of the host, outside every grant."""
