@@ -274,7 +274,9 @@ def test_memory_limit_gives_memoryerror_and_hint() -> None:
     )
 
 
-@pytest.mark.parametrize("mode", [[], ["--timeout=30s"], ["--json"]], ids=["plain", "timeout", "json"])
+@pytest.mark.parametrize(
+    "mode", [[], ["--timeout=30s"], ["--json"]], ids=["plain", "timeout", "json"]
+)
 def test_a_grant_of_proc_self_names_the_program_not_the_supervisor(mode: list[str]) -> None:
     """The hint's --allow-read=/proc/self/... works whether or not a supervisor forks."""
     code = "print(open('/proc/self/status').read().splitlines()[0])"
