@@ -1,10 +1,11 @@
 """Monty runs an agent's glue code; Pynox runs the heavy Python the glue hands off.
 
-Monty (PyPI `pydantic-monty`) interprets a subset of Python with no file system, network
-or environment of the host, and starts in microseconds: a good home for the short
-orchestration code a model writes. It has no `csv`, `statistics` or `sqlite3` and no
-files, so the glue hands real work to an external function, `python(code)`, which runs
-the code in a Pynox sandbox: full CPython, with read access to data/ only.
+Monty (PyPI `pydantic-monty`) interprets a subset of Python, with a part of the standard
+library and none of the host's files, network or environment: a good home for the short
+orchestration code a model writes. Work that needs files, modules Monty lacks (such as
+`statistics` or `sqlite3`) or installed packages goes to an external function,
+`python(code)`, which runs the code in a Pynox sandbox: full CPython, with read access to
+the example's data/ only.
 
 Each side refuses what it was not given. The glue's own `open()` fails inside Monty; the
 heavy code's read of /etc/passwd fails inside Pynox and comes back to the glue as an
