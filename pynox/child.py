@@ -90,6 +90,9 @@ def prepare(setup: ChildSetup) -> None:
             # Reported after confinement is tried: where the kernel cannot
             # sandbox at all (an emulator, say), that is the reason to give.
             setup.scrub_failure = exc
+        from pynox import json_hook  # json.dump's fast path, once the program imports json
+
+        json_hook.install()
         sys.addaudithook(ACCESS_LOG)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)

@@ -14,7 +14,7 @@ import os
 import select
 import socket
 
-from pynox import channel, child, shutdown
+from pynox import channel, child, json_hook, shutdown
 from pynox._toplevel import compile_source
 from pynox.child import ChildSetup
 from pynox.policy import Policy
@@ -52,6 +52,7 @@ def start(system_reads: list[str]) -> "tuple[int, socket.socket]":
 
 
 def _serve(sock: socket.socket, system_reads: list[str]) -> "NoReturn":
+    json_hook.install()  # patched once here, the children share it
     # Nothing the zygote or its children print may reach the protocol stream.
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)

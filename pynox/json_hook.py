@@ -1,0 +1,126 @@
+"""Installs pynox.json_fast_path when, and only when, the program imports json.
+
+`install()` patches json at once if it is imported already (a pool child's
+template imports it); otherwise it puts a finder first on sys.meta_path that
+answers nothing but `json`, takes itself off as json starts to load, and
+patches json once it has loaded. A program that never imports json pays for
+nothing else; one that does finds json's module, spec and loader as CPython
+made them.
+
+`pynox --no-sandbox` runs CPython itself: there the launcher names its own
+process in one environment variable, and `pynox-json.pth` calls
+`install_from_startup()`, which takes the variable away before the program
+starts and installs the finder. A variable left from another process, or
+CPython started with -S (no .pth at all), installs nothing.
+"""
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
+
+STARTUP_VARIABLE = "PYNOX_JSON_FAST_PATH"
+
+
+def install() -> None:
+    """Never raises: without the fast path, json is simply CPython's."""
+    try:
+        json = sys.modules.get("json")
+        if json is not None:
+            _patch(json)
+        elif not any(type(finder) is _JsonFinder for finder in sys.meta_path):
+            sys.meta_path.insert(0, _JsonFinder())
+    except Exception:  # noqa: BLE001 - see above
+        pass
+
+
+def install_from_startup() -> None:
+    """For the .pth file: installs if this very process was started by the launcher."""
+    value = os.environ.get(STARTUP_VARIABLE)
+    if value is None or value != str(os.getpid()):
+        return
+    del os.environ[STARTUP_VARIABLE]
+    posix_environ = getattr(sys.modules.get("posix"), "environ", None)
+    if isinstance(posix_environ, dict):
+        posix_environ.pop(os.fsencode(STARTUP_VARIABLE), None)
+    install()
+
+
+def no_site(python_args: "list[str]") -> bool:
+    """Whether a CPython command line holds -S before its program (then no .pth runs)."""
+    i = 0
+    while i < len(python_args):
+        arg = python_args[i]
+        if arg == "--check-hash-based-pycs":
+            i += 2
+            continue
+        if not arg.startswith("-") or arg in ("-", "--") or arg.startswith("--"):
+            return False
+        for j, flag in enumerate(arg[1:], start=1):
+            if flag in "cm":
+                return False
+            if flag == "S":
+                return True
+            if flag in "WX":
+                if j == len(arg) - 1:
+                    i += 1  # the option's value is the next argument
+                break
+        i += 1
+    return False
+
+
+def _patch(json: "ModuleType") -> None:
+    from pynox.json_fast_path import patch
+
+    patch(json)
+
+
+class _JsonFinder:
+    """Finds nothing itself: it only notes where json comes from."""
+
+    def find_spec(
+        self, name: str, path: object = None, target: object = None
+    ) -> "ModuleSpec | None":
+        if name != "json" or path is not None:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            if finder is self or find is None:
+                continue
+            spec = find(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _PatchingLoader(spec.loader, self)
+        return spec  # type: ignore[no-any-return]
+
+
+class _PatchingLoader:
+    """Puts the real loader back as json loads, then patches what it loaded."""
+
+    def __init__(self, loader: "Any", finder: _JsonFinder) -> None:
+        self.loader = loader
+        self.finder = finder
+
+    def create_module(self, spec: "ModuleSpec") -> "ModuleType | None":
+        return self.loader.create_module(spec)  # type: ignore[no-any-return]
+
+    def exec_module(self, module: "ModuleType") -> None:
+        spec = module.__spec__
+        loader: object = None if spec is None else spec.loader
+        if spec is not None and loader is self:
+            spec.loader = self.loader
+        if module.__dict__.get("__loader__") is self:
+            module.__loader__ = self.loader
+        try:
+            sys.meta_path.remove(self.finder)
+        except ValueError:
+            pass
+        self.loader.exec_module(module)
+        install()

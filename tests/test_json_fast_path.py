@@ -1,0 +1,296 @@
+"""json.dump's fast path writes what CPython's json.dump writes, and raises what it raises.
+
+Each case runs CPython's own json.dump and a copy of it that has the fast path,
+side by side, and compares the text written, the exception (type, message,
+traceback lines and columns) and every call made to `default`.
+"""
+
+import enum
+import io
+import json
+import math
+import sys
+import traceback
+import types
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pynox import json_fast_path
+from pynox.json_fast_path import encode_once
+
+
+def _copy(function: types.FunctionType) -> types.FunctionType:
+    copy = types.FunctionType(
+        function.__code__, function.__globals__, function.__name__, function.__defaults__
+    )
+    copy.__kwdefaults__ = dict(function.__kwdefaults__ or {})
+    return copy
+
+
+ORIGINAL = _copy(json.dump)
+FAST = _copy(json.dump)
+PATCHED = json_fast_path.patch(json, FAST)
+C_INDENTS = sys.version_info >= (3, 13)
+
+pytestmark = pytest.mark.skipif(not PATCHED, reason="json.dump cannot be patched here")
+
+
+class Count(int):
+    pass
+
+
+class Ratio(float):
+    pass
+
+
+class Name(str):
+    pass
+
+
+class Color(enum.IntEnum):
+    RED = 1
+
+
+class Plain(enum.Enum):
+    ONE = 1
+
+
+class Lying(dict):
+    def __len__(self) -> int:
+        return 0
+
+
+class Backwards(list):
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return reversed(list.__iter__(self)).__iter__()
+
+
+class Point:
+    def __init__(self, x: int) -> None:
+        self.x = x
+
+    def __repr__(self) -> str:
+        return f"Point({self.x})"
+
+
+def specials() -> st.SearchStrategy[object]:
+    return st.sampled_from(
+        [
+            Count(7),
+            Ratio(1.5),
+            Ratio(math.nan),
+            Name("named"),
+            Color.RED,
+            Plain.ONE,
+            Lying(a=1),
+            Backwards([1, 2, 3]),
+            Point(3),
+            {1, 2},
+            b"bytes",
+            complex(1, 2),
+            "\ud800 lone surrogate",
+        ]
+    ) | st.builds(pow, st.just(10), st.just(5000))  # too long for str(int)
+
+
+leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(),
+    st.text(st.characters(codec="utf-8")),
+    specials(),
+)
+keys = st.one_of(
+    st.text(max_size=5),
+    st.integers(-3, 3),
+    st.floats(allow_nan=True),
+    st.booleans(),
+    st.none(),
+    st.sampled_from([(1, 2), Name("k"), Count(2)]),
+)
+data = st.recursive(
+    leaves,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.lists(children, max_size=4).map(tuple),
+        st.dictionaries(keys, children, max_size=4),
+    ),
+    max_leaves=20,
+)
+options = st.fixed_dictionaries(
+    {},
+    optional={
+        "skipkeys": st.booleans(),
+        "ensure_ascii": st.booleans(),
+        "check_circular": st.booleans(),
+        "allow_nan": st.booleans(),
+        "indent": st.one_of(st.none(), st.integers(-1, 3), st.sampled_from(["", "\t", "--"])),
+        "separators": st.sampled_from([None, (",", ":"), (", ", ": "), (";", "=")]),
+        "default": st.sampled_from([None, "repr", "reject"]),
+        "sort_keys": st.booleans(),
+    },
+)
+
+
+class Recorder:
+    """A `default` that notes every call, so both sides' calls can be compared."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.calls: list[str] = []
+
+    def __call__(self, o: object) -> object:
+        self.calls.append(type(o).__name__)
+        if self.mode == "reject":
+            raise TypeError(f"no JSON for {type(o).__name__}")
+        return repr(o)
+
+
+def _run(dump, obj, opts, fp):  # type: ignore[no-untyped-def]
+    recorder = None
+    kwargs = dict(opts)
+    if kwargs.get("default") is not None:
+        recorder = Recorder(kwargs["default"])
+        kwargs["default"] = recorder
+    error = None
+    try:
+        dump(obj, fp, **kwargs)
+    except (ValueError, TypeError, RecursionError) as exc:
+        frames = traceback.extract_tb(exc.__traceback__)[1:]  # after this function's own
+        where = [
+            (f.filename, f.lineno, f.name, getattr(f, "colno", None), getattr(f, "end_colno", None))
+            for f in frames
+        ]
+        error = (type(exc), str(exc), where if not isinstance(exc, RecursionError) else None)
+    return error, (recorder.calls if recorder else None)
+
+
+def _compare_in_memory(obj: object, opts: dict) -> None:
+    expected_fp, actual_fp = io.StringIO(), io.StringIO()
+    expected = _run(ORIGINAL, obj, opts, expected_fp)
+    actual = _run(FAST, obj, opts, actual_fp)
+    assert actual_fp.getvalue() == expected_fp.getvalue()
+    assert actual == expected
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data, options)
+def test_same_text_errors_and_calls_in_memory(obj: object, opts: dict) -> None:
+    _compare_in_memory(obj, opts)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data,
+    options,
+    st.sampled_from(["utf-8", "ascii", "latin-1", "utf-16"]),
+    st.sampled_from([None, "", "\r\n"]),
+)
+def test_same_bytes_in_files(
+    tmp_path_factory: pytest.TempPathFactory, obj: object, opts: dict, encoding: str, newline
+) -> None:  # type: ignore[no-untyped-def]
+    folder = tmp_path_factory.mktemp("dump")
+    results = []
+    for name, dump in (("expected", ORIGINAL), ("actual", FAST)):
+        path = folder / name
+        with open(path, "w", encoding=encoding, newline=newline) as fp:
+            fp.write("head ")
+            try:
+                result = _run(dump, obj, opts, fp)
+            except UnicodeEncodeError as exc:
+                result = ("UnicodeEncodeError", str(exc))
+            fp.write(" tail")
+        results.append((result, path.read_bytes()))
+    assert results[1] == results[0]
+
+
+def test_circular_references_fall_back() -> None:
+    looped: list[object] = [1]
+    looped.append(looped)
+    cyclic: dict[str, object] = {}
+    cyclic["self"] = [cyclic]
+    for obj in (looped, cyclic):
+        _compare_in_memory(obj, {})
+        _compare_in_memory(obj, {"check_circular": False})
+
+
+def test_deep_nesting_matches_the_recursion_limit() -> None:
+    for depth in (50, 400, 900, 990, 1200):
+        nested: object = 0
+        for _ in range(depth):
+            nested = [nested]
+        _compare_in_memory(nested, {})
+
+
+def _fast(obj: object, fp: object, **opts: object) -> bool:
+    args = {
+        "skipkeys": False,
+        "ensure_ascii": True,
+        "check_circular": True,
+        "allow_nan": True,
+        "indent": None,
+        "separators": None,
+        "default": None,
+        "sort_keys": False,
+    }
+    args.update(opts)
+    taken = encode_once(obj, fp, None, *args.values(), {})  # type: ignore[arg-type]
+    return taken is not None
+
+
+RECORDS = [{"id": i, "name": f"n{i}", "tags": ["a", i], "score": i / 3} for i in range(50)]
+
+
+def test_plain_data_takes_the_fast_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert _fast(RECORDS, io.StringIO())
+    assert _fast(RECORDS, io.StringIO(), sort_keys=True, separators=(",", ":"))
+    assert _fast(RECORDS, io.StringIO(), indent=2) == C_INDENTS
+    with open(tmp_path / "out.json", "w", encoding="utf-8") as fp:
+        assert _fast(RECORDS, fp)
+        assert _fast({"é": "ü"}, fp, ensure_ascii=False)
+
+
+def test_what_falls_back(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fp = io.StringIO()
+    assert not _fast([Point(1)], fp, default=repr)  # default would run: CPython's code
+    assert not _fast([Count(1)], fp)  # subclasses
+    assert not _fast({"a": 1}, fp, skipkeys=True)
+    assert not _fast({"a": 1}, fp, ensure_ascii=1)  # flags that are not bools
+    defaults = [False, True, True, True, None, None, None, False]
+    assert encode_once([1], fp, json.JSONEncoder, *defaults, {}) is json.JSONEncoder  # cls
+    assert not _fast([1], io.BytesIO())
+
+    class Sink(io.StringIO):
+        pass
+
+    assert not _fast([1], Sink())
+    with open(tmp_path / "out.json", "w", encoding="utf-8") as fp:
+        assert not _fast(["\ud800"], fp, ensure_ascii=False)  # CPython writes a prefix first
+    with open(tmp_path / "out.json", "w", encoding="utf-8", buffering=1) as fp:
+        assert not _fast([1], fp)  # line-buffered: flushes at other points
+    with open(tmp_path / "out.json", "w", encoding="utf-16") as fp:
+        assert not _fast([1], fp)
+    with open(1, "w", closefd=False) as fp:
+        assert not _fast([1], fp)  # a standard stream may share its file with another
+
+
+def test_json_dump_keeps_its_face() -> None:
+    assert FAST.__code__.co_filename == ORIGINAL.__code__.co_filename
+    assert FAST.__code__.co_firstlineno == ORIGINAL.__code__.co_firstlineno
+    assert FAST.__code__.co_varnames == ORIGINAL.__code__.co_varnames
+    assert FAST.__code__.co_argcount == ORIGINAL.__code__.co_argcount
+    assert FAST.__doc__ == ORIGINAL.__doc__
+
+
+def test_unserialisable_traceback_is_cpythons() -> None:
+    expected_fp, actual_fp = io.StringIO(), io.StringIO()
+    obj = {"a": [1, 2, {"b": Point(1)}]}
+    expected = _run(ORIGINAL, obj, {}, expected_fp)
+    actual = _run(FAST, obj, {}, actual_fp)
+    assert expected[0] is not None and expected[0][0] is TypeError
+    assert actual == expected
+    assert actual_fp.getvalue() == expected_fp.getvalue() == '{"a": [1, 2, {"b": '
