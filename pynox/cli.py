@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from typing import NoReturn
 
     from pynox.cmdline import Invocation
-    from pynox.config import Grants
+    from pynox.grants import Grants
     from pynox.policy import Policy
     from pynox.runner import Outcome
 
@@ -83,7 +83,13 @@ def dispatch(argv: list[str]) -> int:
         return 0
     if first == "--no-sandbox":
         sys.stdout.flush()
-        os.execv(sys.executable, [sys.executable, *argv[1:]])
+        from pynox.json_hook import startup_environment
+
+        os.execve(sys.executable, [sys.executable, *argv[1:]], startup_environment(argv[1:]))
+    if first in ("doctor", "pool"):
+        import gc
+
+        gc.enable()  # the launcher started pynox with it off; see runner.run for runs
     if first == "doctor":
         from pynox.doctor import doctor_command
 
@@ -154,7 +160,7 @@ def _run(inv: "Invocation") -> int:
 
 def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None]":
     """Configuration, then the profile, then flags: each adds to the one before."""
-    from pynox.config import find_config_path, load_config
+    from pynox.config_location import find_config_path
 
     flags = _flag_grants(inv, cwd)
     path = find_config_path(inv.config, os.environ, cwd)
@@ -165,6 +171,8 @@ def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None]":
                 "--config=PATH, set PYNOX_CONFIG, or run where pynox.toml is"
             )
         return flags, None
+    from pynox.config import load_config
+
     config = load_config(path, os.environ)
     grants: Grants = config.permissions
     if inv.profile is not None:
@@ -173,8 +181,7 @@ def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None]":
 
 
 def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":
-    from pynox.config import Grants
-    from pynox.units import MAX_OUTPUT_LIMIT, MIN_MEMORY, parse_duration, parse_size
+    from pynox.grants import Grants
 
     grants = Grants()
     grants.allow_read = [os.path.join(cwd, p) for p in inv.allow_read]
@@ -182,6 +189,10 @@ def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":
     grants.package_dirs = [os.path.join(cwd, p) for p in inv.package_dirs]
     grants.allow_env = list(inv.allow_env)
     grants.allow_network = True if inv.allow_network else None
+    if (inv.timeout, inv.memory, inv.max_output, inv.max_file_size) == (None,) * 4:
+        return grants
+    from pynox.units import MAX_OUTPUT_LIMIT, MIN_MEMORY, parse_duration, parse_size
+
     if inv.timeout is not None:
         grants.timeout = parse_duration(inv.timeout, "--timeout")
     if inv.memory is not None:
@@ -208,11 +219,11 @@ def _refuse_self_writable_config(config_path: str | None, policy: "Policy") -> N
 
 
 def _cache_is_writable(policy: "Policy") -> bool:
+    if not policy.allow_write:
+        return False
     from pynox.config_cache import cache_dir
     from pynox.policy import covering_write
 
-    if not policy.allow_write:
-        return False
     directory = cache_dir(os.environ)
     return directory is not None and covering_write(policy, os.path.realpath(directory)) is not None
 

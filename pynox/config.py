@@ -1,140 +1,41 @@
 """pynox.toml: the permissions a project grants the programs Pynox runs for it.
 
-Imported on every run: module level uses only builtins and os (the TOML parser is imported
-inside `parse_config_file`, and `load_config` usually skips it through config_cache).
+Imported by runs that have a pynox.toml (pynox.grants and pynox.config_location serve the
+others): module level uses only builtins and os (the TOML parser is imported inside
+`parse_config_file`, and `load_config` usually skips it through config_cache).
 Annotations that name classes not yet defined are quoted instead of importing `__future__`.
 """
 
 import os
-import stat
 import sys
 
 from pynox import units
+from pynox.config_location import CONFIG_ENV, CONFIG_NAME, expand_home, find_config_path
 from pynox.errors import ConfigError
+from pynox.grants import (
+    _GRANT_KEYS,
+    Grants,
+    _float,
+    _int,
+    _Record,
+    _str,
+    _str_list,
+    _unique,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
-CONFIG_NAME = "pynox.toml"
-CONFIG_ENV = "PYNOX_CONFIG"
+# Grants and the finding of the file live in their own modules; they are part of this API too.
+__all__ = ["CONFIG_ENV", "CONFIG_NAME", "Config", "Grants", "PoolSettings", "find_config_path"]
 
-_LIST_GRANTS = ("allow_read", "allow_write", "package_dirs", "allow_env")
-_SCALAR_GRANTS = ("allow_network", "timeout", "memory", "max_output", "max_file_size")
-_GRANT_KEYS = _LIST_GRANTS + _SCALAR_GRANTS
 _POOL_KEYS = ("workers", "preload", "max_sessions", "session_idle")
 _POOL_FIELDS = _POOL_KEYS + ("limited",)
 _TABLES_HINT = "settings go in the tables [permissions], [profiles.NAME] and [pool]"
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _NAME_CHARS = _NAME_START | frozenset("0123456789")
 _BARE_KEY_CHARS = _NAME_CHARS | frozenset("-")
-
-
-# Exact type checks for cached data: a bool must not pass for an int, nor an int for a float.
-def _str(value: object) -> str:
-    if type(value) is not str:
-        raise TypeError("expected a string")
-    return value
-
-
-def _str_list(value: object) -> list[str]:
-    if type(value) is not list or not all(type(item) is str for item in value):
-        raise TypeError("expected a list of strings")
-    return value
-
-
-def _int(value: object) -> int | None:
-    if value is None or type(value) is int:
-        return value
-    raise TypeError("expected an int or None")
-
-
-def _float(value: object) -> float | None:
-    if value is None or type(value) is float:
-        return value
-    raise TypeError("expected a float or None")
-
-
-def _bool(value: object) -> bool | None:
-    if value is None or type(value) is bool:
-        return value
-    raise TypeError("expected a bool or None")
-
-
-class _Record:
-    """Plain data: compared, shown and cached through its fields (see `_fields`)."""
-
-    __slots__ = ()
-    _fields: "tuple[str, ...]" = ()
-    _checks: "tuple[Callable[[object], object], ...]" = ()  # one per field, for cached data
-
-    def to_data(self) -> dict[str, object]:
-        """The fields as builtins only, for marshal."""
-        return {key: _plain(getattr(self, key)) for key in self._fields}
-
-    def _fill(self, data: object) -> None:
-        # Anything but exactly what to_data produces is a bad cache entry: TypeError/ValueError.
-        if type(data) is not dict or data.keys() != set(self._fields):
-            raise ValueError("unexpected fields")
-        for key, check in zip(self._fields, self._checks, strict=True):
-            setattr(self, key, check(data[key]))
-
-    def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self) or not isinstance(other, _Record):
-            return NotImplemented
-        return self.to_data() == other.to_data()
-
-    def __repr__(self) -> str:
-        shown = (f"{key}={getattr(self, key)!r}" for key in self._fields if _is_set(self, key))
-        return f"{type(self).__name__}({', '.join(shown)})"
-
-
-class Grants(_Record):
-    """What a run may do; an empty list or None means "not set here"."""
-
-    __slots__ = _GRANT_KEYS
-    _fields = _GRANT_KEYS
-    _checks = (_str_list,) * 4 + (_bool, _float, _int, _int, _int)
-
-    def __init__(
-        self,
-        *,
-        allow_read: list[str] | None = None,
-        allow_write: list[str] | None = None,
-        package_dirs: list[str] | None = None,
-        allow_env: list[str] | None = None,
-        allow_network: bool | None = None,
-        timeout: float | None = None,
-        memory: int | None = None,
-        max_output: int | None = None,
-        max_file_size: int | None = None,
-    ) -> None:
-        self.allow_read: list[str] = list(allow_read or ())
-        self.allow_write: list[str] = list(allow_write or ())
-        self.package_dirs: list[str] = list(package_dirs or ())
-        self.allow_env: list[str] = list(allow_env or ())
-        self.allow_network = allow_network
-        self.timeout = timeout  # seconds
-        self.memory = memory  # bytes, like the sizes below
-        self.max_output = max_output
-        self.max_file_size = max_file_size
-
-    def merged(self, other: "Grants") -> "Grants":
-        """These grants with `other` layered on top: lists add up, set scalars override."""
-        result = Grants()
-        for key in _LIST_GRANTS:
-            setattr(result, key, _unique(getattr(self, key) + getattr(other, key)))
-        for key in _SCALAR_GRANTS:
-            override = getattr(other, key)
-            setattr(result, key, getattr(self, key) if override is None else override)
-        return result
-
-    @classmethod
-    def from_data(cls, data: object) -> "Grants":
-        """Inverse of to_data; raises ValueError/TypeError for anything else (a bad cache)."""
-        grants = cls.__new__(cls)  # _fill sets every field
-        grants._fill(data)
-        return grants
 
 
 class PoolSettings(_Record):
@@ -220,24 +121,6 @@ class Config(_Record):
 
     def __repr__(self) -> str:
         return f"Config({self.path!r})"
-
-
-def find_config_path(explicit: str | None, environ: "Mapping[str, str]", cwd: str) -> str | None:
-    """The pynox.toml to use: --config, else $PYNOX_CONFIG, else ./pynox.toml, else None.
-
-    Never a file beside the script: the program being sandboxed must not pick its own grants.
-    """
-    if explicit is not None:
-        return _existing_file(explicit, "--config", environ, cwd, "pass the path of a pynox.toml")
-    from_environment = environ.get(CONFIG_ENV)
-    if from_environment:
-        fix = f"point {CONFIG_ENV} at a pynox.toml or unset it"
-        return _existing_file(from_environment, CONFIG_ENV, environ, cwd, fix)
-    candidate = os.path.join(cwd, CONFIG_NAME)
-    try:
-        return candidate if stat.S_ISREG(os.stat(candidate).st_mode) else None
-    except OSError:
-        return None
 
 
 def load_config(path: str, environ: "Mapping[str, str] | None" = None) -> Config:
@@ -409,7 +292,7 @@ class _Reader:
         if "\0" in text:
             raise ConfigError(f"{where} lists a path with a NUL character; remove that character")
         if text.startswith("~"):
-            text = _expand_home(text, self.environ)
+            text = expand_home(text, self.environ)
             if text.startswith("~"):
                 user = text[1:].partition("/")[0]
                 raise ConfigError(
@@ -474,42 +357,6 @@ def _reject_unknown_keys(
             raise ConfigError(f"unknown key {key!r} in {section} of {path}; the keys are {listed}")
 
 
-def _existing_file(
-    given: str, source: str, environ: "Mapping[str, str]", cwd: str, fix: str
-) -> str:
-    subject = f"{source}={given}"
-    if not given:
-        raise ConfigError(f"{subject} is empty; {fix}")
-    # Joined, not normalized: "link/../x" must mean what the kernel makes of it.
-    path = os.path.join(cwd, _expand_home(given, environ))
-    try:
-        mode = os.stat(path).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        raise ConfigError(f"{subject} does not exist; {fix}") from None
-    except OSError as failure:
-        raise ConfigError(f"{subject} cannot be used ({failure.strerror}); {fix}") from None
-    if stat.S_ISDIR(mode):
-        raise ConfigError(f"{subject} is a directory; {fix}, not of its directory")
-    if not stat.S_ISREG(mode):
-        raise ConfigError(f"{subject} is not a regular file; {fix}")
-    return path
-
-
-def _expand_home(path: str, environ: "Mapping[str, str]") -> str:
-    """`~` and `~/...` from HOME in `environ` (not os.environ); `~user` from the user database."""
-    if path != "~" and not path.startswith("~/"):
-        return os.path.expanduser(path)
-    home = environ.get("HOME")
-    if not home:
-        import pwd  # only without HOME, e.g. under a service manager
-
-        try:
-            home = pwd.getpwuid(os.getuid()).pw_dir
-        except KeyError:
-            return path
-    return home + path[1:]
-
-
 def _is_env_name(name: str) -> bool:
     return bool(name) and name[0] in _NAME_START and all(char in _NAME_CHARS for char in name)
 
@@ -526,20 +373,3 @@ def _toml_key(name: str) -> str:
         return name
     escaped = name.replace("\\", "\\\\").replace('"', '\\"')
     return f'"{escaped}"'
-
-
-def _unique(items: list[str]) -> list[str]:
-    return list(dict.fromkeys(items))
-
-
-def _plain(value: object) -> object:
-    if isinstance(value, _Record):
-        return value.to_data()
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items()}
-    return list(value) if isinstance(value, list) else value
-
-
-def _is_set(record: object, key: str) -> bool:
-    value = getattr(record, key)
-    return value is not None and value != []

@@ -12,7 +12,7 @@ import marshal
 import os
 import stat
 
-from pynox import config, units
+from pynox import config, config_location, grants, units
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ def _entry_path(real_path: str, environ: "Mapping[str, str]") -> str | None:
 def _code_stamp() -> tuple[int, ...]:
     """Size and mtime of the validating modules: a changed pynox invalidates old entries."""
     stamp: list[int] = []
-    for module_file in (config.__file__, units.__file__):
+    for module_file in (config.__file__, config_location.__file__, grants.__file__, units.__file__):
         try:
             module_stat = os.stat(module_file)
         except (OSError, TypeError):  # no source file, e.g. a frozen or zipped build

@@ -8,7 +8,7 @@ environment the program sees, and numeric limits.
 import os
 
 from pynox.errors import PolicyError
-from pynox.units import DEFAULT_MAX_OUTPUT
+from pynox.grants import DEFAULT_MAX_OUTPUT
 
 TYPE_CHECKING = False  # typing itself costs milliseconds to import
 if TYPE_CHECKING:

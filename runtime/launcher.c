@@ -31,11 +31,13 @@
 
 /* Runs pynox.cli from the site directory the launcher passes as argv[1], so
  * the interpreter can skip `site` (the sandboxed program never sees
- * site-packages; the supervisor needs only pynox itself). */
+ * site-packages; the supervisor needs only pynox itself). The garbage
+ * collector stays off while pynox starts: its imports make no cycles, and the
+ * collections they would trigger cost ~0.7 ms; pynox.cli turns it back on. */
 static const char BOOT_WITH_SITE_DIR[] =
-    "import sys;sys.path.append(sys.argv.pop(1));"
-    "del sys;__import__('pynox.cli').cli.main()";
-static const char BOOT[] = "__import__('pynox.cli').cli.main()";
+    "import gc;gc.disable();import sys;sys.path.append(sys.argv.pop(1));"
+    "del gc,sys;__import__('pynox.cli').cli.main()";
+static const char BOOT[] = "import gc;gc.disable();del gc;__import__('pynox.cli').cli.main()";
 
 static void fail(const char *what, const char *path)
 {
@@ -145,6 +147,56 @@ static void python_version(const char *prefix, char *out, size_t size)
     }
 }
 
+/* `pynox --no-sandbox` names its own process (which CPython keeps, exec does
+ * not change it) in PYNOX_JSON_FAST_PATH; pynox-json.pth in site-packages
+ * takes the variable away before the program starts and gives json.dump its
+ * fast path (pynox/json_hook.py). Nothing is set where no .pth would run to
+ * take it away (-S before the program), or where the variable exists already. */
+#define JSON_HOOK_VARIABLE "PYNOX_JSON_FAST_PATH"
+
+static int python_skips_site(int argc, char **argv, int first)
+{
+    for (int i = first; i < argc; i++) {
+        const char *arg = argv[i];
+        if (arg[0] != '-' || arg[1] == '\0' || strcmp(arg, "--") == 0) {
+            return 0;  /* the program: a script, "-" or what follows "--" */
+        }
+        if (arg[1] == '-') {
+            if (strcmp(arg, "--check-hash-based-pycs") == 0) {
+                i++;
+            }
+            continue;
+        }
+        for (const char *flag = arg + 1; *flag != '\0'; flag++) {
+            if (*flag == 'c' || *flag == 'm') {
+                return 0;
+            }
+            if (*flag == 'S') {
+                return 1;
+            }
+            if (*flag == 'W' || *flag == 'X') {
+                if (flag[1] == '\0') {
+                    i++;  /* its value is the next argument */
+                }
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+static void mark_for_json_hook(int argc, char **argv, int first)
+{
+    char pid[32];
+    if (python_skips_site(argc, argv, first) || getenv(JSON_HOOK_VARIABLE) != NULL) {
+        return;
+    }
+    int n = snprintf(pid, sizeof pid, "%ld", (long)getpid());
+    if (n <= 0 || (size_t)n >= sizeof pid || setenv(JSON_HOOK_VARIABLE, pid, 1) != 0) {
+        return;  /* no fast path: json.dump is simply CPython's */
+    }
+}
+
 int main(int argc, char **argv)
 {
     char dir[PATH_MAX];
@@ -172,6 +224,7 @@ int main(int argc, char **argv)
     int first = 1;
     if (argc > 1 && strcmp(argv[1], "--no-sandbox") == 0) {
         first = 2;  /* CPython's own command line, unchanged */
+        mark_for_json_hook(argc, argv, first);
     } else {
         char site_dir[PATH_MAX];
         char marker[PATH_MAX];
