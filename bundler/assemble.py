@@ -77,6 +77,7 @@ def assemble(parts: Parts, stage: Path) -> dict[str, Any]:
     site = stdlib / "site-packages"
     site.mkdir(exist_ok=True)
     copy_package(site)
+    shutil.copyfile(PROJECT / "pynox" / "pynox-json.pth", site / "pynox-json.pth")
     extension_names = []
     for module, built in sorted(parts.extensions.items()):
         name = module + runtime.ext_suffix

@@ -55,11 +55,11 @@ def no_site(python_args: "list[str]") -> bool:
     i = 0
     while i < len(python_args):
         arg = python_args[i]
-        if arg == "--check-hash-based-pycs":
-            i += 2
+        if not arg.startswith("-") or arg in ("-", "--"):
+            return False  # the program: a script, "-" or what follows "--"
+        if arg.startswith("--"):
+            i += 2 if arg == "--check-hash-based-pycs" else 1
             continue
-        if not arg.startswith("-") or arg in ("-", "--") or arg.startswith("--"):
-            return False
         for j, flag in enumerate(arg[1:], start=1):
             if flag in "cm":
                 return False
@@ -71,6 +71,14 @@ def no_site(python_args: "list[str]") -> bool:
                 break
         i += 1
     return False
+
+
+def startup_environment(python_args: "list[str]") -> "dict[str, str]":
+    """The environment for exec'ing CPython with python_args, as the launcher makes it."""
+    environment = dict(os.environ)
+    if STARTUP_VARIABLE not in environment and not no_site(python_args):
+        environment[STARTUP_VARIABLE] = str(os.getpid())
+    return environment
 
 
 def _patch(json: "ModuleType") -> None:
