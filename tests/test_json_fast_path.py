@@ -294,3 +294,96 @@ def test_unserialisable_traceback_is_cpythons() -> None:
     assert expected[0] is not None and expected[0][0] is TypeError
     assert actual == expected
     assert actual_fp.getvalue() == expected_fp.getvalue() == '{"a": [1, 2, {"b": '
+
+
+# --- the command: same files, output and tracebacks as python, in every mode -----------
+
+PROGRAM = """\
+import json, os, sys
+out = sys.argv[1]
+records = [{"id": i, "name": f"n{i}", "tags": ["a", i], "score": i / 3} for i in range(3000)]
+with open(os.path.join(out, "plain.json"), "w", encoding="utf-8") as fp:
+    json.dump(records, fp)
+with open(os.path.join(out, "pretty.json"), "w", encoding="utf-8") as fp:
+    json.dump({"b": records[:50], "a": "\\u00e9"}, fp, indent=2, sort_keys=True, ensure_ascii=False)
+with open(os.path.join(out, "default.json"), "w", encoding="utf-8") as fp:
+    json.dump({"when": {1, 2}}, fp, default=sorted)
+print(len(json.load(open(os.path.join(out, "plain.json")))), "FAST_PATH" in os.environ)
+with open(os.path.join(out, "partial.json"), "w", encoding="utf-8") as fp:
+    json.dump({"ok": [1, 2], "bad": [float("nan")]}, fp, allow_nan=False)
+"""
+
+
+def _outputs(folder) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
+    return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("mode", ["sandboxed", "json", "no-sandbox"])
+def test_command_parity_with_python(tmp_path, mode: str) -> None:  # type: ignore[no-untyped-def]
+    from conftest import pynox, python
+
+    script = tmp_path / "app.py"
+    script.write_text(PROGRAM)
+    expected_dir, actual_dir = tmp_path / "python", tmp_path / "pynox"
+    expected_dir.mkdir()
+    actual_dir.mkdir()
+    expected = python(str(script), str(expected_dir), cwd=tmp_path)
+    grants = [f"--allow-write={actual_dir}", f"--allow-read={actual_dir}"]
+    if mode == "no-sandbox":
+        actual = pynox("--no-sandbox", str(script), str(actual_dir), cwd=tmp_path)
+    elif mode == "json":
+        result = pynox("--json", *grants, str(script), str(actual_dir), cwd=tmp_path)
+        report = json.loads(result.stdout)
+        assert report["exit"] == expected.returncode
+        assert report["stdout"] == expected.stdout.decode()
+        assert report["stderr"].replace(str(actual_dir), "D") == expected.stderr.decode().replace(
+            str(expected_dir), "D"
+        )
+        actual = None
+    else:
+        actual = pynox(*grants, str(script), str(actual_dir), cwd=tmp_path)
+    if actual is not None:
+        assert actual.returncode == expected.returncode == 1
+        assert actual.stdout == expected.stdout == b"3000 False\n"
+        assert actual.stderr.replace(bytes(actual_dir), b"D") == expected.stderr.replace(
+            bytes(expected_dir), b"D"
+        )
+    assert b"ValueError: Out of range float values" in expected.stderr
+    assert _outputs(actual_dir) == _outputs(expected_dir)
+    assert _outputs(expected_dir)["partial.json"] == b'{"ok": [1, 2], "bad": '
+
+
+@pytest.mark.parametrize("args", [[], ["-S"], ["-I"], ["-X", "dev"], ["-c", "pass", "-S"]])
+def test_no_sandbox_leaves_no_trace(args: list[str]) -> None:
+    from conftest import pynox, python
+
+    probe = "import os, posix, sys; print(sorted(os.environ), sorted(posix.environ), sys.argv)"
+    args = ["-c", probe, *args[2:]] if args[:1] == ["-c"] else [*args, "-c", probe, "x"]
+    expected = python(*args)
+    actual = pynox("--no-sandbox", *args)
+    assert actual.returncode == expected.returncode == 0, actual.stderr
+    assert actual.stdout == expected.stdout
+
+
+def test_no_sandbox_has_the_fast_path() -> None:
+    from conftest import pynox
+
+    probe = "import json; print(type(json.dump.__code__.co_consts[1]).__name__)"
+    assert pynox("--no-sandbox", "-c", probe).stdout == (b"_Hook\n" if PATCHED else b"NoneType\n")
+    assert pynox("--no-sandbox", "-S", "-c", probe).stdout == b"NoneType\n"
+
+
+def test_no_site_reads_cpythons_command_line() -> None:
+    from pynox.json_hook import no_site
+
+    assert no_site(["-S", "app.py"])
+    assert no_site(["-IS", "app.py"])
+    assert no_site(["-X", "dev", "-S"])
+    assert no_site(["--check-hash-based-pycs", "always", "-S"])
+    assert not no_site(["-Xdev", "app.py", "-S"])
+    assert not no_site(["-c", "pass", "-S"])
+    assert not no_site(["-m", "mod", "-S"])
+    assert not no_site(["-W", "S", "app.py"])
+    assert not no_site(["-WS", "app.py"])
+    assert not no_site(["-", "-S"])
+    assert not no_site([])
