@@ -87,9 +87,9 @@ def dispatch(argv: list[str]) -> int:
 
         os.execve(sys.executable, [sys.executable, *argv[1:]], startup_environment(argv[1:]))
     if first in ("doctor", "pool"):
-        import gc
+        from pynox import _boot
 
-        gc.enable()  # the launcher started pynox with it off; see runner.run for runs
+        _boot.started()
     if first == "doctor":
         from pynox.doctor import doctor_command
 

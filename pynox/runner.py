@@ -89,13 +89,9 @@ def run(
     setup.unbuffered = unbuffered
     setup.no_site = no_site
     setup.system_reads = system_paths.interpreter_reads()
-    # Whatever pynox holds now stays alive for the run: keep the collector off
-    # it. The launcher starts pynox with the collector off (start-up makes no
-    # cycles); the program gets it on, as python starts it.
-    import gc
+    from pynox import _boot
 
-    gc.freeze()
-    gc.enable()
+    _boot.started()
     if not (capture or supervised) and policy.timeout is None:
         # Nothing to supervise: no output to collect, no clock to enforce. The
         # program runs in this very process, the terminal's own foreground job,
@@ -116,6 +112,8 @@ def run(
     forwarder.install()
     # Everything alive now belongs to the supervisor: keep the child's garbage
     # collector off it, or every collection dirties (copies) those pages.
+    import gc
+
     gc.freeze()
     started = time.perf_counter()
     pid = os.fork()

@@ -33,11 +33,12 @@
  * the interpreter can skip `site` (the sandboxed program never sees
  * site-packages; the supervisor needs only pynox itself). The garbage
  * collector stays off while pynox starts: its imports make no cycles, and the
- * collections they would trigger cost ~0.7 ms; pynox.cli turns it back on. */
+ * collections they would trigger cost ~0.7 ms; pynox turns it back on.
+ * pynox._boot loads pynox's hot modules from one file (see there). */
 static const char BOOT_WITH_SITE_DIR[] =
     "import gc;gc.disable();import sys;sys.path.append(sys.argv.pop(1));"
-    "del gc,sys;__import__('pynox.cli').cli.main()";
-static const char BOOT[] = "import gc;gc.disable();del gc;__import__('pynox.cli').cli.main()";
+    "del gc,sys;__import__('pynox._boot')._boot.main()";
+static const char BOOT[] = "import gc;gc.disable();del gc;__import__('pynox._boot')._boot.main()";
 
 static void fail(const char *what, const char *path)
 {
