@@ -111,8 +111,7 @@ def machine_and_method(
     machine: Machine, method: Method, workloads: list[WorkloadResult], pool: bool
 ) -> list[str]:
     rounds = ", ".join(
-        f"{result.workload.title.lower()} {result.summaries[PYTHON.key].runs}"
-        for result in workloads
+        f"{result.workload.title} {result.summaries[PYTHON.key].runs}" for result in workloads
     )
     lines = [
         "**Machine.**",
