@@ -6,9 +6,16 @@ builds and installs it), exactly as a user would call it.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +23,20 @@ import pytest
 PYTHON = sys.executable
 PYNOX = str(Path(sys.executable).with_name("pynox"))
 TESTS = Path(__file__).parent
+
+# Every temporary file of the session, pytest's own tmp_path trees included, and
+# HOME (Pynox's configuration cache, the caches of the tools tests run) live in
+# one directory, removed when the session ends; its temporary directory must
+# then hold nothing but pytest's trees (see `leaves_nothing_behind`).
+SESSION_DIR = Path(tempfile.mkdtemp(prefix="pynox-tests-"))
+SESSION_HOME = SESSION_DIR / "home"
+SESSION_HOME.mkdir()
+SESSION_TMP = SESSION_DIR / "tmp"
+SESSION_TMP.mkdir()
+os.environ["TMPDIR"] = str(SESSION_TMP)
+os.environ["HOME"] = str(SESSION_HOME)
+os.environ.pop("XDG_CACHE_HOME", None)
+tempfile.tempdir = str(SESSION_TMP)
 
 
 def run(
@@ -26,9 +47,12 @@ def run(
     timeout: float = 60,
 ) -> subprocess.CompletedProcess[bytes]:
     """Runs a command with captured output and a clean, predictable environment."""
-    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
-    if "HOME" in os.environ:
-        base["HOME"] = os.environ["HOME"]
+    base = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "HOME": os.environ["HOME"],
+        "TMPDIR": os.environ["TMPDIR"],
+    }
     base.update(env or {})
     return subprocess.run(
         command,
@@ -54,3 +78,62 @@ def pynox_bin() -> str:
     if not os.access(PYNOX, os.X_OK):
         pytest.fail(f"the pynox command is not installed next to {PYTHON}")
     return PYNOX
+
+
+# --- nothing left behind -------------------------------------------------------------
+
+
+def _pynox_processes() -> dict[int, str]:
+    """Processes running pynox (commands, pools, zygotes, children), by pid."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        command = b" ".join(argv).decode(errors="replace")
+        if "pynox._boot" in command or "pynox.cli" in command or " -m pynox" in command:
+            found[int(entry)] = command
+    return found
+
+
+def _open_descriptors() -> set[str]:
+    gc.collect()  # files only the collector would close are not leaks of a test
+    return set(os.listdir("/proc/self/fd"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def leaves_nothing_behind() -> Iterator[None]:
+    """After the whole suite: no pynox process, no new descriptor, no file left behind."""
+    processes_before = set(_pynox_processes())
+    descriptors_before = _open_descriptors()
+    yield
+    api = sys.modules.get("pynox.api")
+    if api is not None:
+        api._close()  # the shared pool closes at exit; the checks come before that
+    gc.collect()  # a Pool nobody closed is closed by its finalizer
+    deadline = time.monotonic() + 10
+    while left := {p: c for p, c in _pynox_processes().items() if p not in processes_before}:
+        if time.monotonic() > deadline:
+            for pid in left:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"the tests left pynox processes running: {left}")
+        time.sleep(0.1)
+    new_descriptors = _open_descriptors() - descriptors_before
+    links = {fd: _describe(fd) for fd in new_descriptors}
+    links = {fd: target for fd, target in links.items() if target is not None}
+    assert not links, f"the tests left descriptors open: {links}"
+    # pytest's tmp_path trees are pytest's to manage; anything else is a test's leftover.
+    leftovers = [p.name for p in SESSION_TMP.iterdir() if not p.name.startswith("pytest-of-")]
+    assert not leftovers, f"the tests left files behind: {sorted(leftovers)}"
+    shutil.rmtree(SESSION_DIR, ignore_errors=True)
+
+
+def _describe(fd: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return None  # closed since (the listing's own descriptor, say)

@@ -137,6 +137,7 @@ def test_bundle_layout(built: Bundles) -> None:
     site = f"python/lib/python{x}/site-packages"
     assert "bin/pynox" in names
     assert f"{site}/pynox/cli.py" in names
+    assert f"{site}/pynox-json.pth" in names  # json.dump's fast path under --no-sandbox
     assert any(n.startswith(f"{site}/pynox/_core.cpython-") and n.endswith(".so") for n in names)
     assert any(n.startswith(f"{site}/_cffi_backend.cpython-") for n in names)
     assert f"python/lib/python{x}/__pycache__/os.cpython-{x.replace('.', '')}.pyc" in names
@@ -153,7 +154,7 @@ def test_bundle_layout(built: Bundles) -> None:
         n
         for n in names
         if n.startswith(f"{site}/")
-        and n.split("/")[4] not in ("pynox", "README.txt", "tomli")
+        and n.split("/")[4] not in ("pynox", "README.txt", "tomli", "pynox-json.pth")
         and not n.split("/")[4].startswith("_cffi_backend")
     ]
 
