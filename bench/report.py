@@ -129,11 +129,13 @@ def machine_and_method(
     if workloads:
         lines += [
             "- Each workload is a script file, run the same way four times per round: "
-            "`python -I SCRIPT`, `pynox SCRIPT`, `pynox --no-sandbox SCRIPT` (start to exit of "
+            "`python -I SCRIPT`, `pynox SCRIPT`, `pynox --no-sandbox -I SCRIPT` (start to exit of "
             f"the process, output discarded) and a `script` request to a `pynox pool` with "
             f"{method.pool_workers} workers, started once (request line to result line). "
-            "The JSON pipeline writes and reads its file in a temporary directory that "
-            "`pynox` and the pool request are granted to read and write.",
+            "The workloads that write a file (the JSON pipeline, the CSV round trip, JSON load) "
+            "write and read it in a temporary directory that `pynox` and the pool request are "
+            "granted to read and write; the pool request for printing keeps up to 16 MiB of "
+            "output.",
             f"- Rounds: {rounds}, after {method.warmup_rounds} untimed round; the order of the "
             f"four rotates from round to round, with a {method.settle_ms:g} ms pause between "
             "runs. Before timing, each runner's output is checked against CPython's.",

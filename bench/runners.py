@@ -51,11 +51,15 @@ class Invocations:
         self.commands = {
             PYTHON.key: [python, "-I", script, *args],
             PYNOX.key: [pynox, *(grants if args else []), script, *args],
-            NO_SANDBOX.key: [pynox, "--no-sandbox", script, *args],
+            # CPython's command line, unchanged: -I as for python, so that neither
+            # reads PYTHON* variables of the environment the suite runs in.
+            NO_SANDBOX.key: [pynox, "--no-sandbox", "-I", script, *args],
         }
         self.request: dict[str, Any] = {"script": script, "args": args}
         if args:
             self.request.update(allow_read=[workdir], allow_write=[workdir])
+        if workload.max_output is not None:
+            self.request["max_output"] = workload.max_output
 
     def check_output(self, pool: PoolProcess) -> str:
         """Runs each way once; all must print what CPython prints. Returns that output."""

@@ -15,7 +15,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNERS = ["CPython `python -I`", "pynox", "pynox --no-sandbox", "pynox pool"]
-WORKLOADS = ["Tiny script", "JSON pipeline", "Import-heavy script"]
+WORKLOADS = [
+    "Tiny script",
+    "JSON pipeline",
+    "Import-heavy script",
+    "CSV round trip",
+    "JSON load",
+    "Printing 200k lines",
+]
 MEDIAN_CELL = re.compile(r"^(\d+\.\d\d) ms \((\d+\.\d\d)x\)$")
 SPREAD_CELL = re.compile(r"^(\d+\.\d\d)–(\d+\.\d\d)$")
 

@@ -21,6 +21,8 @@ class Workload:
     quick_rounds: int
     writes_output: bool = False
     """The script takes an output path as its argument, in a directory it writes and reads."""
+    max_output: str | None = None
+    """The pool request's max_output, for a script that prints more than the default keeps."""
 
 
 WORKLOADS = (
@@ -34,4 +36,29 @@ WORKLOADS = (
         writes_output=True,
     ),
     Workload("import_heavy", "Import-heavy script", HERE / "import_heavy.py", 40, 3),
+    # The hot paths agent code hits beyond those: reading data and printing a lot.
+    Workload(
+        "csv_round_trip",
+        "CSV round trip, 120k rows",
+        HERE / "csv_round_trip.py",
+        rounds=15,
+        quick_rounds=2,
+        writes_output=True,
+    ),
+    Workload(
+        "json_load",
+        "JSON load, 25k records",
+        HERE / "json_load.py",
+        rounds=15,
+        quick_rounds=2,
+        writes_output=True,
+    ),
+    Workload(
+        "print_large",
+        "Printing 200k lines",
+        HERE / "print_large.py",
+        rounds=15,
+        quick_rounds=2,
+        max_output="16m",
+    ),
 )
