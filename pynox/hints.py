@@ -140,12 +140,54 @@ def _classify_file(path: str, event: tuple[str, tuple[Any, ...]] | None) -> tupl
     return "write", path
 
 
+def _underlying(exc: BaseException) -> BaseException:
+    """The OS error a denial hides behind, or exc itself.
+
+    urllib's URLError keeps the socket's error as its `reason`; a program that
+    turns a PermissionError into its own exception leaves it as the cause or
+    context, which the traceback shows above its own.
+    """
+    current: BaseException | None = exc
+    for _ in range(8):
+        if current is None:
+            break
+        if isinstance(current, OSError) and current.errno is not None:
+            return current
+        reason = getattr(current, "reason", None) if isinstance(current, OSError) else None
+        if isinstance(reason, BaseException):
+            current = reason
+        else:
+            current = current.__cause__ or current.__context__
+    return exc
+
+
+def _sqlite_open_failure(
+    exc: BaseException, event: tuple[str, tuple[Any, ...]] | None
+) -> str | None:
+    """The database path of a sqlite3.connect() that could not open its file."""
+    if type(exc).__module__ != "sqlite3" or type(exc).__name__ != "OperationalError":
+        return None
+    if event is None or event[0] != "sqlite3.connect" or "unable to open" not in str(exc):
+        return None
+    path = _event_path(event[1])
+    if path is None or os.fsdecode(event[1][0]).startswith(("file:", ":memory:")):
+        return None
+    return path
+
+
 def classify(
     exc: BaseException, event: tuple[str, tuple[Any, ...]] | None
 ) -> tuple[str | None, str | None, str | None]:
     """What the exception is about: (hint kind, the grant's value, the denied path)."""
     if isinstance(exc, MemoryError):
         return "memory", None, None
+    database = _sqlite_open_failure(exc, event)
+    if database is not None:
+        # SQLite reports no errno; reading an existing file or creating one was refused.
+        if os.path.lexists(database):
+            return "read", database, database
+        return "entries", _nearest_existing_dir(database), database
+    exc = _underlying(exc)
     if not isinstance(exc, OSError):
         return None, None, None
     path = None

@@ -548,6 +548,32 @@ HINTED = [
         "PermissionError",
         "only IPv4 and IPv6 sockets can be allowed in the sandbox",
     ),
+    # The denial behind another exception: urllib's, SQLite's, the program's own.
+    (
+        "urllib-without-network",
+        "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9/')",
+        "urllib.error.URLError",
+        "the network is off; grant it with --allow-network",
+    ),
+    (
+        "sqlite-outside",
+        "import sqlite3; sqlite3.connect(W['secret']).execute('select 1')",
+        "sqlite3.OperationalError",
+        "reading {secret} is not allowed; grant it with --allow-read={secret}",
+    ),
+    (
+        "sqlite-create-outside",
+        "import sqlite3; sqlite3.connect(W['outside'] + '/new.db').execute('select 1')",
+        "sqlite3.OperationalError",
+        "changing the entries of {outside} is not allowed; grant it with --allow-write={outside}",
+    ),
+    (
+        "denial-as-cause",
+        "try:\n    open(W['secret']).read()\n"
+        "except PermissionError as exc:\n    raise RuntimeError('no settings') from exc",
+        "RuntimeError",
+        "reading {secret} is not allowed; grant it with --allow-read={secret}",
+    ),
 ]
 PROCESS_HINT = (
     "starting processes (subprocess, os.system, os.fork, os.exec*) is never "
