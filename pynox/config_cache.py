@@ -25,6 +25,8 @@ CACHE_FORMAT = 3
 _SUFFIX = ".marshal"
 _MAX_NAME = 200
 _MAX_ENTRY_BYTES = 1 << 20
+# Entries kept at most; the ones written longest ago go first.
+_MAX_ENTRIES = 256
 # What a missing, unwritable, truncated or tampered cache raises (LookupError: belt and braces).
 _IGNORED = (OSError, EOFError, ValueError, TypeError, LookupError)
 
@@ -155,6 +157,32 @@ def _write_entry(
         os.replace(temporary, entry)
     except _IGNORED:
         _remove(temporary)
+        return
+    _prune(os.path.dirname(entry))
+
+
+def _prune(directory: str) -> None:
+    """Drops entries whose pynox.toml is gone, and the oldest beyond _MAX_ENTRIES.
+
+    Runs only after a cache miss wrote an entry, so a cache of projects and
+    temporary directories that come and go does not grow without end.
+    """
+    try:
+        names = [name for name in os.listdir(directory) if name.endswith(_SUFFIX)]
+    except OSError:
+        return
+    kept: list[tuple[float, str]] = []
+    for name in names:
+        entry = os.path.join(directory, name)
+        config_path = name[: -len(_SUFFIX)].replace("%2F", "/").replace("%25", "%")
+        try:
+            os.stat(config_path)
+            kept.append((os.stat(entry).st_mtime, entry))
+        except OSError:
+            _remove(entry)
+    kept.sort()
+    for _, entry in kept[: max(0, len(kept) - _MAX_ENTRIES)]:
+        _remove(entry)
 
 
 def _make_private_dirs(environ: "Mapping[str, str]") -> None:

@@ -983,3 +983,26 @@ def test_an_empty_list_in_pool_limits_still_limits(tmp_path: Path) -> None:
     loaded = config.parse_config_file(str(path), {})
     assert loaded.pool_limits.allow_read == []
     assert loaded.pool.limited == ["allow_read", "timeout"]
+
+
+def test_cache_drops_entries_of_deleted_files_and_keeps_a_bounded_number(
+    tmp_path: Path, environ: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = Path(config_cache.cache_dir(environ) or "")
+    paths = []
+    for n in range(4):
+        path = tmp_path / f"project-{n}" / "pynox.toml"
+        path.parent.mkdir()
+        path.write_text('[permissions]\nallow_env = ["A"]\n')
+        paths.append(path)
+    config.load_config(str(paths[0]), environ)
+    config.load_config(str(paths[1]), environ)
+    assert len(list(directory.iterdir())) == 2
+    paths[0].unlink()  # a project (or a temporary directory) that is gone
+    config.load_config(str(paths[2]), environ)
+    entries = sorted(p.name for p in directory.iterdir())
+    assert len(entries) == 2 and not any("project-0" in name for name in entries)
+    monkeypatch.setattr(config_cache, "_MAX_ENTRIES", 2)
+    config.load_config(str(paths[3]), environ)
+    entries = sorted(p.name for p in directory.iterdir())
+    assert len(entries) == 2 and any("project-3" in name for name in entries)
