@@ -1,8 +1,8 @@
-"""Start-up of the `pynox` command: its hot modules from one file instead of fourteen.
+"""Start-up of the `pynox` command: its hot modules from one file instead of thirteen.
 
 Importing a module costs a cold process about 0.1 ms beyond running its code
 (finding it, stat calls, opening and reading its .pyc). A run needs the same
-fourteen modules every time, so the first run writes their code objects into
+thirteen modules every time, so the first run writes their code objects into
 one file beside the .pyc files, `__pycache__/_boot.<cache tag>.image`, and
 later runs load them with one read. Like a .pyc, each entry records its
 source's modification time and size; a changed source, another interpreter
