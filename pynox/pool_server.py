@@ -668,6 +668,9 @@ class Template:
             status, signum = frame.get("status"), frame.get("signal")
             if isinstance(status, int) and (signum is None or isinstance(signum, int)):
                 child.announced = (status & 0xFF, signum)
+                # Its output may have closed already: then the result can go now,
+                # not when the kernel has torn the process down (~0.7 ms later).
+                self._maybe_finish(child)
         elif kind == "done" and run is not None and run.session is not None:
             self._drain(child)
             exit_code = frame.get("exit")

@@ -10,6 +10,7 @@ template.
 """
 
 import _signal
+import gc
 import os
 import select
 import socket
@@ -149,6 +150,9 @@ def _become_child(
     child.prepare(setup)
     shutdown.exit_channel = setup.channel_fd
     _warm_up()
+    # What the spare holds now outlives the request: the collections a request's
+    # end runs (see shutdown.finish) then look only at what the program made.
+    gc.freeze()
     start = channel.receive(setup.channel_fd)
     if start is None:
         os._exit(0)  # the pool closed an unused spare
