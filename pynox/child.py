@@ -12,9 +12,10 @@ import io  # loaded by every interpreter at start-up; importing it is free
 import os
 import sys
 
+from pynox import sandbox
 from pynox._toplevel import call_at_top, compile_source, exec_at_top
 from pynox.access_log import ACCESS_LOG
-from pynox.sandbox import SandboxError, confine_policy, scrub_environment
+from pynox.sandbox import Prepared, SandboxError, confine_policy, scrub_environment
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class ChildSetup:
         "session",
         "quick_exit",
         "scrub_failure",
+        "prepared",
     )
 
     def __init__(self) -> None:
@@ -71,6 +73,9 @@ class ChildSetup:
         # the pool's children, where that teardown would dominate each request.
         self.quick_exit = False
         self.scrub_failure: SandboxError | None = None
+        # A pool's spare confines itself in two halves (see prepare_sandbox):
+        # the first half, or why it failed, waits here for the request.
+        self.prepared: Prepared | SandboxError | None = None
 
 
 def run_child(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
@@ -98,6 +103,22 @@ def prepare(setup: ChildSetup) -> None:
         _setup_failed(exc, setup)
 
 
+def _kept_fds(setup: ChildSetup) -> list[int]:
+    return [fd for fd in (setup.report_fd, setup.channel_fd) if fd is not None]
+
+
+def prepare_sandbox(setup: ChildSetup) -> None:
+    """For a pool's spare: the half of its confinement no request's policy changes.
+
+    Done while the spare waits, so a request pays only for its own policy. A
+    failure is kept and raised by start(), which then refuses to run the program.
+    """
+    try:
+        setup.prepared = sandbox.prepare(setup.system_reads, _kept_fds(setup), setup.parent_pid)
+    except SandboxError as exc:
+        setup.prepared = exc
+
+
 def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
     """Applies the run's policy and runs the program; never returns."""
     global program_started
@@ -109,8 +130,12 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
             from pynox import host_module
 
             host_module.install(setup.channel_fd, setup.host_functions)
-        keep = [fd for fd in (setup.report_fd, setup.channel_fd) if fd is not None]
-        confine_policy(policy, setup.system_reads, keep, setup.parent_pid)
+        if isinstance(setup.prepared, SandboxError):
+            raise setup.prepared
+        if setup.prepared is not None:
+            sandbox.finish(setup.prepared, policy)
+        else:
+            confine_policy(policy, setup.system_reads, _kept_fds(setup), setup.parent_pid)
         if setup.scrub_failure is not None:
             raise setup.scrub_failure
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed

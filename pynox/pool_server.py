@@ -234,8 +234,9 @@ class Template:
             for fd, events in self._poll(timeout_ms):
                 self._dispatch(fd, events)
             self._expire()
-            # A request that finds no spare gets one forked on the spot (_take_spare).
-            if not self._just_started():
+            # A request that finds no spare gets one forked on the spot (_take_spare);
+            # with requests queued, spares are what they wait for.
+            if self.queue or not self._just_started():
                 self._replenish()
         self._close_sessions()
         return 0

@@ -17,12 +17,58 @@ _CHARS = ffi.typeof("char[]")
 _STRINGS = ffi.typeof("char *[]")
 _INTS = ffi.typeof("int[]")
 _POLICY = ffi.typeof("struct pynox_policy *")
+_PREPARED = ffi.typeof("struct pynox_prepared *")
 
 
 class SandboxError(PynoxError):
     """The kernel could not confine the process; nothing of the program ran."""
 
     exit_code = 125
+
+
+class _CPolicy:
+    """A struct pynox_policy and the buffers it points into (cffi frees what ffi.new
+    returns once unreferenced, so they live as long as this object)."""
+
+    def __init__(
+        self,
+        reads: list[str],
+        writes: list[str],
+        keep_fds: list[int],
+        network: bool,
+        memory: int | None,
+        max_file_size: int | None,
+        parent_pid: int,
+    ) -> None:
+        self.buffers = [ffi.new(_CHARS, os.fsencode(p)) for p in reads + writes]
+        read_array = ffi.new(_STRINGS, self.buffers[: len(reads)])
+        write_array = ffi.new(_STRINGS, self.buffers[len(reads) :])
+        fds = ffi.new(_INTS, keep_fds or [0])
+        self.arrays = (read_array, write_array, fds)
+        self.struct = ffi.new(
+            _POLICY,
+            {
+                "read_paths": read_array,
+                "read_count": len(reads),
+                "write_paths": write_array,
+                "write_count": len(writes),
+                "keep_fds": fds,
+                "keep_fd_count": len(keep_fds),
+                "allow_network": int(network),
+                "memory_bytes": memory or 0,
+                "max_file_size": max_file_size or 0,
+                # A supervised child leaves the terminal's session; a program run in
+                # the pynox process itself is the terminal's foreground job and stays.
+                "new_session": int(parent_pid != 0),
+                "parent_pid": parent_pid,
+            },
+        )
+
+
+def _check(rc: int, err: object) -> None:
+    if rc != 0:
+        reason = ffi.string(err).decode(errors="replace")
+        raise SandboxError("cannot apply the sandbox: " + reason)
 
 
 def confine(
@@ -35,33 +81,49 @@ def confine(
     parent_pid: int,
 ) -> None:
     """Confines this process for good, or raises SandboxError with the reason."""
-    # cffi frees what ffi.new returns once unreferenced: keep every buffer alive.
-    read_bufs = [ffi.new(_CHARS, os.fsencode(p)) for p in reads]
-    write_bufs = [ffi.new(_CHARS, os.fsencode(p)) for p in writes]
-    read_array = ffi.new(_STRINGS, read_bufs)
-    write_array = ffi.new(_STRINGS, write_bufs)
-    fds = ffi.new(_INTS, keep_fds or [0])
-    policy = ffi.new(
-        _POLICY,
-        {
-            "read_paths": read_array,
-            "read_count": len(read_bufs),
-            "write_paths": write_array,
-            "write_count": len(write_bufs),
-            "keep_fds": fds,
-            "keep_fd_count": len(keep_fds),
-            "allow_network": int(network),
-            "memory_bytes": memory or 0,
-            "max_file_size": max_file_size or 0,
-            # A supervised child leaves the terminal's session; a program run in
-            # the pynox process itself is the terminal's foreground job and stays.
-            "new_session": int(parent_pid != 0),
-            "parent_pid": parent_pid,
-        },
+    policy = _CPolicy(reads, writes, keep_fds, network, memory, max_file_size, parent_pid)
+    err = ffi.new(_CHARS, 512)
+    _check(lib.pynox_sandbox_apply(policy.struct, err, len(err)), err)
+
+
+class Prepared:
+    """The first half of a confinement, done while a pool's spare waits (see prepare)."""
+
+    def __init__(self, base: _CPolicy) -> None:
+        self.base = base  # built ahead too: the request pays only for its own paths
+        self.state = ffi.new(_PREPARED)
+
+
+def prepare(system_reads: list[str], keep_fds: list[int], parent_pid: int) -> Prepared:
+    """Everything of confine() that no program's policy changes, ahead of the program.
+
+    The process is then bound to its parent, in its own session, without its other
+    descriptors, privileges or capabilities, and under a seccomp filter that still
+    allows IPv4 and IPv6 sockets; `finish` adds the program's own policy.
+    """
+    devices = list(system_paths.DEVICES_READ_WRITE)
+    base = _CPolicy(system_reads + devices, devices, keep_fds, True, None, None, parent_pid)
+    prepared = Prepared(base)
+    err = ffi.new(_CHARS, 512)
+    _check(lib.pynox_sandbox_prepare(base.struct, prepared.state, err, len(err)), err)
+    return prepared
+
+
+def finish(prepared: Prepared, policy: "Policy") -> None:
+    """Confines a prepared process to the run's policy, for good."""
+    resolver = system_paths.network_reads() if policy.network else []
+    own = _CPolicy(
+        resolver + policy.reads(),
+        list(policy.allow_write),
+        [],
+        policy.network,
+        policy.memory,
+        policy.max_file_size,
+        0,
     )
     err = ffi.new(_CHARS, 512)
-    if lib.pynox_sandbox_apply(policy, err, len(err)) != 0:
-        raise SandboxError("cannot apply the sandbox: " + ffi.string(err).decode(errors="replace"))
+    rc = lib.pynox_sandbox_finish(prepared.state, prepared.base.struct, own.struct, err, len(err))
+    _check(rc, err)
 
 
 def confine_policy(

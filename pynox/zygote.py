@@ -150,6 +150,7 @@ def _become_child(
     child.prepare(setup)
     shutdown.exit_channel = setup.channel_fd
     _warm_up()
+    child.prepare_sandbox(setup)
     # What the spare holds now outlives the request: the collections a request's
     # end runs (see shutdown.finish) then look only at what the program made.
     gc.freeze()

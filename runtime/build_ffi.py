@@ -27,6 +27,14 @@ struct pynox_policy {
 };
 int pynox_sandbox_apply(const struct pynox_policy *policy, char *err, size_t err_len);
 
+struct pynox_prepared {
+    int ready;
+};
+int pynox_sandbox_prepare(const struct pynox_policy *base, struct pynox_prepared *prepared,
+                          char *err, size_t err_len);
+int pynox_sandbox_finish(struct pynox_prepared *prepared, const struct pynox_policy *base,
+                         const struct pynox_policy *policy, char *err, size_t err_len);
+
 struct pynox_probe {
     int landlock_abi;
     int seccomp_filter;

@@ -35,8 +35,14 @@ int pynox_landlock_abi(void); /* the ABI version, or -errno */
 /* 0 when the kernel's Landlock is recent enough, else -1 with the reason. */
 int pynox_require_landlock(char *err, size_t err_len);
 int pynox_apply_landlock(const struct pynox_policy *policy, char *err, size_t err_len);
+/* The rules of several policies in one ruleset; TCP handled unless allowed. */
+int pynox_apply_landlock_of(const struct pynox_policy *const *policies, size_t count,
+                            int allow_network, char *err, size_t err_len);
 
 /* seccomp.c: the system-call denylist. */
 int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err_len);
+/* A second filter for a process whose first one allowed IPv4 and IPv6
+ * sockets: it refuses them (EACCES, as the full filter does without network). */
+int pynox_apply_seccomp_no_network(char *err, size_t err_len);
 
 #endif

@@ -166,18 +166,21 @@ static int add_rules(int ruleset_fd, const struct pynox_policy *policy, __u64 ha
     return 0;
 }
 
-int pynox_apply_landlock(const struct pynox_policy *policy, char *err, size_t err_len)
+static int fail_restrict(char *err, size_t err_len)
 {
-    int abi = pynox_landlock_abi();
-    if (abi < PYNOX_LANDLOCK_ABI_FLOOR)
-        return explain_abi(abi, err, err_len);
+    return pynox_fail(err, err_len, "landlock_restrict_self() failed: %s", strerror(errno));
+}
 
+/* A ruleset that handles every file-system right of the running ABI (and TCP
+ * when deny_tcp is set), with no rule yet. Returns its descriptor or -1. */
+static int new_ruleset(int abi, int deny_tcp, __u64 *handled_fs, char *err, size_t err_len)
+{
     struct ruleset_attr attr = {.handled_access_fs = handled_fs_rights(abi)};
     size_t size = offsetof(struct ruleset_attr, handled_access_net);
     if (abi >= 4) {
         /* Handled with no rule: no TCP bind or connect at all. seccomp
          * already refuses the sockets; this is the second wall. */
-        if (!policy->allow_network)
+        if (deny_tcp)
             attr.handled_access_net =
                 LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
         size = offsetof(struct ruleset_attr, scoped);
@@ -187,14 +190,36 @@ int pynox_apply_landlock(const struct pynox_policy *policy, char *err, size_t er
         attr.scoped = LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL;
         size = sizeof(attr);
     }
-
     int ruleset_fd = (int)create_ruleset(&attr, size, 0);
     if (ruleset_fd < 0)
         return pynox_fail(err, err_len, "creating the Landlock ruleset failed: %s",
                           strerror(errno));
-    int rc = add_rules(ruleset_fd, policy, attr.handled_access_fs, err, err_len);
+    *handled_fs = attr.handled_access_fs;
+    return ruleset_fd;
+}
+
+int pynox_apply_landlock(const struct pynox_policy *policy, char *err, size_t err_len)
+{
+    return pynox_apply_landlock_of(&policy, 1, policy->allow_network, err, err_len);
+}
+
+int pynox_apply_landlock_of(const struct pynox_policy *const *policies, size_t count,
+                            int allow_network, char *err, size_t err_len)
+{
+    int abi = pynox_landlock_abi();
+    if (abi < PYNOX_LANDLOCK_ABI_FLOOR)
+        return explain_abi(abi, err, err_len);
+    /* One ruleset, one layer: a second layer would have to repeat every rule
+     * that grants REFER, which any layer denies where it grants nothing. */
+    __u64 handled = 0;
+    int ruleset_fd = new_ruleset(abi, !allow_network, &handled, err, err_len);
+    if (ruleset_fd < 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < count; i++)
+        rc = add_rules(ruleset_fd, policies[i], handled, err, err_len);
     if (rc == 0 && syscall(__NR_landlock_restrict_self, ruleset_fd, 0) != 0)
-        rc = pynox_fail(err, err_len, "landlock_restrict_self() failed: %s", strerror(errno));
+        rc = fail_restrict(err, err_len);
     (void)close(ruleset_fd); /* the domain lives on in the process */
     return rc;
 }

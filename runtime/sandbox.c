@@ -28,7 +28,7 @@ int pynox_fail(char *err, size_t err_len, const char *fmt, ...)
     return -1;
 }
 
-int pynox_sandbox_apply(const struct pynox_policy *policy, char *err, size_t err_len)
+static int check_policy(const struct pynox_policy *policy, char *err, size_t err_len)
 {
     if (err != NULL && err_len > 0)
         err[0] = '\0';
@@ -38,7 +38,12 @@ int pynox_sandbox_apply(const struct pynox_policy *policy, char *err, size_t err
         (policy->write_count > 0 && policy->write_paths == NULL) ||
         (policy->keep_fd_count > 0 && policy->keep_fds == NULL))
         return pynox_fail(err, err_len, "the sandbox policy has a count without its array");
+    return 0;
+}
 
+/* The steps that come before the limits, whatever the program's policy. */
+static int settle_process(const struct pynox_policy *policy, char *err, size_t err_len)
+{
     /* First what the kernel cannot do at all: that is the reason to give (under
      * an emulator, say, whose own threads would fail the next check too). */
     if (pynox_require_landlock(err, err_len) != 0)
@@ -50,18 +55,72 @@ int pynox_sandbox_apply(const struct pynox_policy *policy, char *err, size_t err
         return -1;
     if (policy->new_session && pynox_new_session(err, err_len) != 0)
         return -1;
-    if (pynox_close_descriptors(policy->keep_fds, policy->keep_fd_count, err, err_len) != 0)
-        return -1;
-    if (pynox_set_limits(policy->memory_bytes, policy->max_file_size, err, err_len) != 0)
-        return -1;
+    return pynox_close_descriptors(policy->keep_fds, policy->keep_fd_count, err, err_len);
+}
+
+static int drop_privileges(char *err, size_t err_len)
+{
     /* Without it a set-uid or file-capability binary could undo the rest. */
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         return pynox_fail(err, err_len, "prctl(PR_SET_NO_NEW_PRIVS) failed: %s", strerror(errno));
-    if (pynox_drop_capabilities(err, err_len) != 0)
+    return pynox_drop_capabilities(err, err_len);
+}
+
+int pynox_sandbox_apply(const struct pynox_policy *policy, char *err, size_t err_len)
+{
+    if (check_policy(policy, err, err_len) != 0 || settle_process(policy, err, err_len) != 0)
+        return -1;
+    if (pynox_set_limits(policy->memory_bytes, policy->max_file_size, err, err_len) != 0)
+        return -1;
+    if (drop_privileges(err, err_len) != 0)
         return -1;
     if (pynox_apply_landlock(policy, err, err_len) != 0)
         return -1;
     if (pynox_apply_seccomp(policy, err, err_len) != 0)
+        return -1;
+    return 0;
+}
+
+int pynox_sandbox_prepare(const struct pynox_policy *base, struct pynox_prepared *prepared,
+                          char *err, size_t err_len)
+{
+    if (prepared == NULL)
+        return pynox_fail(err, err_len, "no place for the prepared sandbox was given");
+    prepared->ready = 0;
+    if (check_policy(base, err, err_len) != 0 || settle_process(base, err, err_len) != 0)
+        return -1;
+    /* The limits and Landlock wait for the program's policy; the seccomp
+     * filter lets this process set its own limits and Landlock domain. */
+    if (drop_privileges(err, err_len) != 0)
+        return -1;
+    /* The sockets a program with the network may make; finish() takes them
+     * away again for one without. */
+    struct pynox_policy with_network = *base;
+    with_network.allow_network = 1;
+    if (pynox_apply_seccomp(&with_network, err, err_len) != 0)
+        return -1;
+    prepared->ready = 1;
+    return 0;
+}
+
+int pynox_sandbox_finish(struct pynox_prepared *prepared, const struct pynox_policy *base,
+                         const struct pynox_policy *policy, char *err, size_t err_len)
+{
+    if (check_policy(base, err, err_len) != 0 || check_policy(policy, err, err_len) != 0)
+        return -1;
+    if (prepared == NULL || !prepared->ready)
+        return pynox_fail(err, err_len, "the sandbox was not prepared");
+    prepared->ready = 0;
+    /* Still one thread: nothing ran since prepare(), but the layers below
+     * would confine only this one if another had appeared. */
+    if (pynox_require_single_thread(err, err_len) != 0)
+        return -1;
+    if (pynox_set_limits(policy->memory_bytes, policy->max_file_size, err, err_len) != 0)
+        return -1;
+    const struct pynox_policy *both[] = {base, policy};
+    if (pynox_apply_landlock_of(both, 2, policy->allow_network, err, err_len) != 0)
+        return -1;
+    if (!policy->allow_network && pynox_apply_seccomp_no_network(err, err_len) != 0)
         return -1;
     return 0;
 }

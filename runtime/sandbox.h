@@ -36,6 +36,28 @@ struct pynox_policy {
  * err (always NUL-terminated when err_len > 0). */
 int pynox_sandbox_apply(const struct pynox_policy *policy, char *err, size_t err_len);
 
+/* The same confinement in two halves, for a pool's spare process: it settles
+ * what no program's policy changes while it waits for a program, and the rest
+ * once the program's policy is known, which keeps a request's latency short.
+ *
+ * pynox_sandbox_prepare() takes from `base` the descriptors to keep,
+ * parent_pid and new_session, and does every step of pynox_sandbox_apply()
+ * that needs nothing else: the checks, the parent binding, the session, the
+ * descriptors, no_new_privs, the capabilities, and the seccomp filter with
+ * IPv4 and IPv6 sockets allowed. pynox_sandbox_finish() then sets policy's
+ * limits, enforces one Landlock ruleset with the paths of both base and
+ * policy, and, when policy has no network, refuses it with Landlock and with
+ * a second seccomp filter. The process runs no untrusted code in between; if
+ * either call fails, it must not run the program. */
+struct pynox_prepared {
+    int ready; /* 1 once prepared, 0 again once finished */
+};
+
+int pynox_sandbox_prepare(const struct pynox_policy *base, struct pynox_prepared *prepared,
+                          char *err, size_t err_len);
+int pynox_sandbox_finish(struct pynox_prepared *prepared, const struct pynox_policy *base,
+                         const struct pynox_policy *policy, char *err, size_t err_len);
+
 /* What this kernel offers, probed without changing the calling process. */
 struct pynox_probe {
     int landlock_abi;       /* >= 1, or -errno when Landlock is unavailable */

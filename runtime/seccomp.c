@@ -679,23 +679,44 @@ static void build_filter(struct pynox_bpf *prog, struct rules *rules,
     emit_tree(prog, rules->items, rules->count, policy->allow_network);
 }
 
+static int install(const struct pynox_bpf *prog, const char *what, char *err, size_t err_len)
+{
+    if (prog->broken != NULL)
+        return pynox_fail(err, err_len, "%s", prog->broken);
+    struct sock_fprog fprog = {.len = (unsigned short)prog->len,
+                               .filter = (struct sock_filter *)prog->insns};
+    if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) == 0)
+        return 0;
+    if (errno != ENOSYS)
+        return pynox_fail(err, err_len, "installing the %s failed: %s", what, strerror(errno));
+    /* Linux < 3.17 has no seccomp(2), only the prctl. */
+    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog, 0, 0) != 0)
+        return pynox_fail(err, err_len, "installing the %s failed: %s", what, strerror(errno));
+    return 0;
+}
+
 int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err_len)
 {
     struct pynox_bpf prog;
     struct rules rules;
     build_filter(&prog, &rules, policy);
-    if (prog.broken != NULL)
-        return pynox_fail(err, err_len, "%s", prog.broken);
+    return install(&prog, "seccomp filter", err, err_len);
+}
 
-    struct sock_fprog fprog = {.len = (unsigned short)prog.len, .filter = prog.insns};
-    if (syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) == 0)
-        return 0;
-    if (errno != ENOSYS)
-        return pynox_fail(err, err_len, "installing the seccomp filter failed: %s",
-                          strerror(errno));
-    /* Linux < 3.17 has no seccomp(2), only the prctl. */
-    if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog, 0, 0) != 0)
-        return pynox_fail(err, err_len, "installing the seccomp filter failed: %s",
-                          strerror(errno));
-    return 0;
+int pynox_apply_seccomp_no_network(char *err, size_t err_len)
+{
+    static const uint32_t inet[] = {AF_INET, AF_INET6};
+    struct pynox_bpf prog;
+    pynox_bpf_init(&prog);
+    /* Another ABI's numbers mean other calls; the first filter refuses all of them. */
+    pynox_bpf_load(&prog, offsetof(struct seccomp_data, arch));
+    pynox_bpf_emit(&prog, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, PYNOX_AUDIT_ARCH);
+    pynox_bpf_ret(&prog, RET_ALLOW);
+    pynox_bpf_load(&prog, offsetof(struct seccomp_data, nr));
+    size_t block = pynox_bpf_begin_block(&prog, __NR_socket);
+    pynox_bpf_load(&prog, ARG_LO(0));
+    pynox_bpf_ret_if_one_of(&prog, inet, 2, RET_ERRNO(EACCES), RET_ALLOW);
+    pynox_bpf_end_block(&prog, block);
+    pynox_bpf_ret(&prog, RET_ALLOW);
+    return install(&prog, "seccomp network filter", err, err_len);
 }

@@ -31,7 +31,7 @@ import termios
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -269,10 +269,40 @@ def make_policy(
     return policy, refs
 
 
+# How the child confines itself: in one call, as the command does, or in the two
+# halves a pool's spare uses (pynox_sandbox_prepare while it waits, then
+# pynox_sandbox_finish). Every test runs both ways (see `confinement`).
+TWO_STEPS = False
+
+
 def apply(policy: Any) -> tuple[int, str]:
     err = ffi.new("char[]", 512)
-    rc = lib.pynox_sandbox_apply(policy, err, len(err))
+    if not TWO_STEPS:
+        rc = lib.pynox_sandbox_apply(policy, err, len(err))
+        return int(rc), ffi.string(err).decode()
+    # The reads, the descriptors and the process settings go first; the writes,
+    # the network and the limits with the second half.
+    base = ffi.new("struct pynox_policy *")
+    base.read_paths, base.read_count = policy.read_paths, policy.read_count
+    base.keep_fds, base.keep_fd_count = policy.keep_fds, policy.keep_fd_count
+    base.new_session, base.parent_pid = policy.new_session, policy.parent_pid
+    own = ffi.new("struct pynox_policy *")
+    own.write_paths, own.write_count = policy.write_paths, policy.write_count
+    own.allow_network = policy.allow_network
+    own.memory_bytes, own.max_file_size = policy.memory_bytes, policy.max_file_size
+    prepared = ffi.new("struct pynox_prepared *")
+    rc = lib.pynox_sandbox_prepare(base, prepared, err, len(err))
+    if rc == 0:
+        rc = lib.pynox_sandbox_finish(prepared, base, own, err, len(err))
     return int(rc), ffi.string(err).decode()
+
+
+@pytest.fixture(autouse=True, params=["one-call", "two-steps"])
+def confinement(request: pytest.FixtureRequest) -> Iterator[str]:
+    global TWO_STEPS
+    TWO_STEPS = request.param == "two-steps"
+    yield request.param
+    TWO_STEPS = False
 
 
 def run_sandboxed(
@@ -470,7 +500,9 @@ def test_nonexistent_path_fails_and_nothing_is_confined(tree: Path) -> None:
 
 
 @needs_landlock
-def test_failed_apply_installs_neither_landlock_nor_seccomp(tree: Path) -> None:
+def test_failed_apply_installs_neither_landlock_nor_seccomp(tree: Path, confinement: str) -> None:
+    if confinement == "two-steps":
+        pytest.skip("the first half installs seccomp by design; the pool then refuses the run")
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -1475,3 +1507,49 @@ def test_everyday_python_keeps_working() -> None:
         "urandom": 32,
         "struct": "01000000",
     }
+
+
+@needs_landlock
+def test_finish_needs_a_prepared_process_and_goes_once() -> None:
+    def body(_: Any) -> list[object]:
+        base, base_refs = make_policy()
+        own, own_refs = make_policy()
+        err = ffi.new("char[]", 512)
+        unprepared = ffi.new("struct pynox_prepared *")
+        first = lib.pynox_sandbox_finish(unprepared, base, own, err, len(err))
+        message = ffi.string(err).decode()
+        return [first, message, base_refs is not None and own_refs is not None]
+
+    # Applied in one call first, so the attempt below runs confined either way.
+    assert sandboxed(body) == [-1, "the sandbox was not prepared", True]
+
+
+def test_python_halves_refuse_a_missing_grant(tmp_path: Path) -> None:
+    """pynox.sandbox.finish raises SandboxError; the pool's child then refuses the run."""
+    from pynox import sandbox, system_paths
+    from pynox.policy import Policy
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            prepared = sandbox.prepare(system_paths.interpreter_reads(), [w], os.getppid())
+            policy = Policy()
+            policy.allow_read = [str(tmp_path / "gone")]
+            try:
+                sandbox.finish(prepared, policy)
+                outcome = "finished"
+            except sandbox.SandboxError as exc:
+                outcome = str(exc)
+            os.write(w, outcome.encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    assert data.decode().startswith("cannot apply the sandbox: cannot open the read path ")
+    assert "gone" in data.decode()

@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PYNOX, pynox, python, run
+from pool_client import PoolClient
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -214,6 +215,46 @@ def run_probe(
 # the pynox process itself; a timeout (or --json) makes pynox fork a child and
 # supervise it. Probes that matter in both run in both.
 MODES = {"in-process": [], "supervised": ["--timeout=120s"]}
+
+
+# A pool child confines itself in two halves (what no policy changes while it
+# waits as a spare, the rest when its request comes): the big probes run there too.
+PROBE_MODES = [*MODES, "pool"]
+
+
+def run_in_pool(
+    w: World, script: Path, reads: list[Path], writes: list[Path], network: bool = False
+) -> subprocess.CompletedProcess[bytes]:
+    """Runs a probe script as a pool request; its result as a finished process."""
+    request = {
+        "id": "probe",
+        "script": str(script),
+        "args": [json.dumps(w.paths())],
+        "allow_read": [str(p) for p in reads],
+        "allow_write": [str(p) for p in writes],
+        "allow_network": network,
+        "timeout": "120s",
+        "max_output": "1m",
+    }
+    with PoolClient(workers=1, cwd=w.app) as client:
+        client.send(request)
+        while True:
+            result = client.read(timeout=150)
+            if result.get("id") == "probe" and "event" not in result:
+                break
+    return subprocess.CompletedProcess(
+        [PYNOX, "pool"],
+        result["exit"],
+        result["stdout"].encode(),
+        result["stderr"].encode(),
+    )
+
+
+def run_grants_probe(mode: str, w: World, script: Path) -> subprocess.CompletedProcess[bytes]:
+    """The probe under World's grants, in one of PROBE_MODES."""
+    if mode == "pool":
+        return run_in_pool(w, script, [w.ro, w.rw], [w.wo, w.rw])
+    return pynox(*MODES[mode], *w.grants(), str(script), json.dumps(w.paths()), cwd=w.app)
 
 
 def run_in_sh(*command: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
@@ -414,7 +455,7 @@ def _listing(w: World) -> dict[str, list[str]]:
     return {d.name: sorted(os.listdir(d)) for d in (w.home, w.outside, w.ro, w.app)}
 
 
-@pytest.fixture(scope="module", params=list(MODES))
+@pytest.fixture(scope="module", params=PROBE_MODES)
 def fs_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> FsRun:
     w = make_world(tmp_path_factory.mktemp("fs"))
     (w.app / "link-to-secret").symlink_to(w.secret)
@@ -422,13 +463,7 @@ def fs_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     w.app.joinpath("probe.py").write_text(PRELUDE + FS_PROBE)
     before = {p.name: snapshot(p) for p in (w.secret, w.victim, w.ro_file, w.app / "probe.py")}
     listing = _listing(w)
-    proc = pynox(
-        *MODES[request.param],
-        *w.grants(),
-        str(w.app / "probe.py"),
-        json.dumps(w.paths()),
-        cwd=w.app,
-    )
+    proc = run_grants_probe(request.param, w, w.app / "probe.py")
     return FsRun(w, proc, outcomes(proc), before, listing)
 
 
@@ -849,13 +884,15 @@ RAW_EXPECTED: list[tuple[str, str]] = [
 _NOT_ON_AARCH64 = {"fork", "vfork", "iopl", "x32-getpid", "x32-kill-parent"}
 
 
-@pytest.fixture(scope="module", params=list(MODES))
+@pytest.fixture(scope="module", params=PROBE_MODES)
 def raw_run(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[World, subprocess.CompletedProcess[bytes]]:
     w = make_world(tmp_path_factory.mktemp("raw"))
     script = w.app / "probe.py"
     script.write_text(PRELUDE + RAW_PROBE)
+    if request.param == "pool":
+        return w, run_grants_probe("pool", w, script)
     # In process, the parent every kill below aims at is a throwaway shell.
     return w, run_in_sh(
         *MODES[request.param], *w.grants(), str(script), json.dumps(w.paths()), cwd=w.app
@@ -930,8 +967,9 @@ attempt("vsock-socket", socket.socket, socket.AF_VSOCK, socket.SOCK_STREAM)
 """
 
 
+@pytest.mark.parametrize("mode", ["command", "pool"])
 @pytest.mark.parametrize("network", [True, False], ids=["with-allow-network", "without"])
-def test_loopback_tcp_needs_allow_network(world: World, network: bool) -> None:
+def test_loopback_tcp_needs_allow_network(world: World, network: bool, mode: str) -> None:
     server, seen, thread, stop = _tcp_server()
     with server:
         port = server.getsockname()[1]
@@ -939,7 +977,11 @@ def test_loopback_tcp_needs_allow_network(world: World, network: bool) -> None:
         script = world.app / "probe.py"
         script.write_text(PRELUDE + TCP_PROBE)
         paths = dict(world.paths(), port=port)
-        proc = pynox(*flags, str(script), json.dumps(paths), cwd=world.app)
+        if mode == "pool":
+            world.paths = lambda: paths  # type: ignore[method-assign]
+            proc = run_in_pool(world, script, [], [], network=network)
+        else:
+            proc = pynox(*flags, str(script), json.dumps(paths), cwd=world.app)
         time.sleep(0.1)
         stop.set()
         thread.join(10)
