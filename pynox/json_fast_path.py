@@ -50,7 +50,6 @@ _CALL = (
     f"    cls = {_PLACEHOLDER!r}.encode_once(obj, fp, cls, skipkeys, ensure_ascii, "
     "check_circular, allow_nan, indent, separators, default, sort_keys, kw)\n"
 )
-_PLAIN_TYPES = frozenset({dict, list, tuple, str, int, float, bool, type(None)})
 _TEXT_ENCODINGS = frozenset(
     {"utf-8", "utf8", "ascii", "us-ascii", "latin-1", "latin1", "iso-8859-1"}
 )
@@ -344,9 +343,10 @@ def _encode(
 def _plain(obj: object) -> bool:
     """Whether obj holds only exact JSON types, nested shallowly enough for CPython's encoder.
 
-    Breadth first, level by level, in C: no code of the program's runs.
+    pynox._jsonscan walks it in C, depth first: no code of the program's runs, and a
+    cycle fails after one path down (so CPython's own code then reports it).
     """
-    from gc import get_referents
+    from pynox._jsonscan import plain
 
     frame = sys._getframe()
     depth = 0
@@ -354,13 +354,7 @@ def _plain(obj: object) -> bool:
         depth += 1
         frame = frame.f_back  # type: ignore[assignment]
     room = sys.getrecursionlimit() - depth - _STACK_ROOM
-    level = [obj]
-    while level:
-        if room <= 0 or not _PLAIN_TYPES.issuperset(map(type, level)):
-            return False
-        level = get_referents(*level)
-        room -= 1
-    return True
+    return room > 0 and plain(obj, room)
 
 
 def _takes_once(fp: "Any", kind: type, text: str) -> bool:

@@ -14,6 +14,7 @@ import traceback
 import types
 
 import pytest
+from conftest import pynox, python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -216,6 +217,27 @@ def test_circular_references_fall_back() -> None:
     for obj in (looped, cyclic):
         _compare_in_memory(obj, {})
         _compare_in_memory(obj, {"check_circular": False})
+
+
+BRANCHING_CYCLE = """
+import io, json
+looped = []
+looped.append(looped)
+looped.append(looped)
+try:
+    json.dump(looped, io.StringIO())
+except ValueError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_a_branching_cycle_is_reported_at_once_as_by_python() -> None:
+    # A cycle with two branches doubles at every level: a walk that did not stop
+    # at the first failing path would never end.
+    expected = python("-I", "-c", BRANCHING_CYCLE, timeout=30)
+    got = pynox("-c", BRANCHING_CYCLE, timeout=30)
+    assert expected.stdout == b"ValueError Circular reference detected\n"
+    assert (got.returncode, got.stdout, got.stderr) == (0, expected.stdout, b"")
 
 
 def test_deep_nesting_matches_the_recursion_limit() -> None:
