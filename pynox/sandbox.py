@@ -154,7 +154,14 @@ def scrub_environment() -> None:
     import posix
 
     held = list(posix.environ.values())
-    os.environ.clear()
+    if getattr(os.environ, "_data", None) is posix.environ:
+        # os.environ keeps its entries in posix.environ itself (CPython on POSIX):
+        # unset them in libc and empty the dict at once, not one popitem() each.
+        for key in list(posix.environ):
+            posix.unsetenv(key)
+        posix.environ.clear()
+    else:
+        os.environ.clear()
     for value in held:
         # Single bytes and the empty string are shared singletons: never touch them.
         if len(value) > 1:
