@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from pool_process import PoolProcess
-from timing import Summary, interleave, summarize, time_command
+from timing import Summary, interleave, paired_ratio, summarize, time_command
 
 CODE = "print(sum(range(10)))"
 STEP = "steps += 1\nprint(steps)"
@@ -28,6 +28,8 @@ class PoolRow:
     session_step: Summary
     throughput: float
     """Requests per second, the median over the batches."""
+    paired_to_cold: float
+    """The median of each round's request time over that round's cold python."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ def measure_pool(
             summarize(samples[f"request-{workers}"]),
             summarize(samples[f"step-{workers}"]),
             statistics.median(rates[workers]),
+            paired_ratio(samples[f"request-{workers}"], samples["cold"]),
         )
         for workers in pools
     ]

@@ -104,7 +104,12 @@ def pool_table(pool: PoolResults) -> list[str]:
 
 def targets_table(targets: list[Target]) -> list[str]:
     rows = [[t.goal, t.measured, "met" if t.met else "**not met**"] for t in targets]
-    return ["**Targets.**", "", *_table(["Target", "Measured", "Status"], ["---"] * 3, rows)]
+    caption = (
+        "**Targets.** Judged on the median of the per-round ratios: in every round the "
+        "subjects ran side by side, so a slow stretch of the machine falls on both and "
+        "cancels out; the ratio of the medians shown above is given beside it."
+    )
+    return [caption, "", *_table(["Target", "Measured", "Status"], ["---"] * 3, rows)]
 
 
 def machine_and_method(

@@ -66,3 +66,15 @@ def summarize(samples_ns: Sequence[int]) -> Summary:
         return Summary(1, values[0], values[0], values[0])
     deciles = statistics.quantiles(values, n=10, method="inclusive")
     return Summary(len(values), statistics.median(values), deciles[0], deciles[8])
+
+
+def paired_ratio(samples_ns: Sequence[int], baseline_ns: Sequence[int]) -> float:
+    """The median of the per-round ratios of two subjects interleaved in the same rounds.
+
+    Both ran within moments of each other in every round, so a slow stretch of the
+    machine falls on both and cancels out of each ratio; a ratio of medians keeps it
+    when the slow stretch hits one subject's runs more than the other's.
+    """
+    if len(samples_ns) != len(baseline_ns) or not samples_ns:
+        raise ValueError("paired samples need the same, non-zero number of rounds")
+    return statistics.median(s / b for s, b in zip(samples_ns, baseline_ns, strict=True))

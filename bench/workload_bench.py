@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pool_process import PoolProcess
 from runners import RUNNERS, Invocations
-from timing import Summary, interleave, summarize
+from timing import Summary, interleave, paired_ratio, summarize
 from workloads import Workload
 
 POOL_WORKERS = 2
@@ -18,6 +18,8 @@ class WorkloadResult:
     title: str
     summaries: dict[str, Summary]
     """By runner key, in the order of RUNNERS."""
+    paired: dict[str, float]
+    """By runner key: the median of its per-round ratios to CPython (see paired_ratio)."""
 
 
 def _title(workload: Workload, size: int | None) -> str:
@@ -35,6 +37,8 @@ def measure_workloads(
             invocations.check_output(pool)
             samples = interleave(invocations.measures(pool), rounds)
             summaries = {runner.key: summarize(samples[runner.key]) for runner in RUNNERS}
+            baseline = samples[RUNNERS[0].key]
+            paired = {runner.key: paired_ratio(samples[runner.key], baseline) for runner in RUNNERS}
             title = _title(workload, invocations.output_size())
-            results.append(WorkloadResult(workload, title, summaries))
+            results.append(WorkloadResult(workload, title, summaries, paired))
     return results

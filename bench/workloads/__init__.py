@@ -26,12 +26,12 @@ class Workload:
 
 
 WORKLOADS = (
-    Workload("tiny", "Tiny script", HERE / "tiny.py", rounds=80, quick_rounds=5),
+    Workload("tiny", "Tiny script", HERE / "tiny.py", rounds=100, quick_rounds=5),
     Workload(
         "json_pipeline",
         "JSON pipeline",
         HERE / "json_pipeline.py",
-        rounds=25,
+        rounds=40,
         quick_rounds=3,
         writes_output=True,
     ),
