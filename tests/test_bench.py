@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pytest
 
+# The suite's report has the same shape on every CPython, and a quick run takes
+# half a minute: it runs on the primary CPython only.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNNERS = ["CPython `python -I`", "pynox", "pynox --no-sandbox", "pynox pool"]
 WORKLOADS = [
