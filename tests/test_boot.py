@@ -110,3 +110,18 @@ def test_runs_load_pynox_from_the_image_and_the_program_never_sees_it(mode: list
     # pynox came from the image; the finder left sys.meta_path and the
     # collector is on, as python starts the program.
     assert proc.stdout.decode() == "_ImageFinder\nFalse True\n"
+
+
+def test_the_image_holds_code_that_optimize_2_leaves_unchanged_but_for_docstrings() -> None:
+    """The image compiles as `python -OO` does: no hot module may rely on assert or __debug__."""
+    import ast
+
+    for name in _boot.HOT_MODULES:
+        tree = ast.parse((PACKAGE / (name.rpartition(".")[2] + ".py")).read_text())
+        asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
+        debug = [
+            node.lineno
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and node.id == "__debug__"
+        ]
+        assert asserts == [] and debug == [], (name, asserts, debug)
