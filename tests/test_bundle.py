@@ -21,6 +21,10 @@ import pytest
 from bundle_support import extract
 from bundle_support.artifacts import Bundles, Runtime, bundler, bundles, clean_env, minor, runtime
 
+# Building the bundles takes half a minute per CPython: the primary CPython runs these
+# (nox's `tests` session) and the conformance cell installs a bundle of its own.
+BUILDS_BUNDLES = pytest.mark.slow
+
 
 @pytest.fixture(scope="session")
 def packed(tmp_path_factory: pytest.TempPathFactory) -> Runtime:
@@ -110,6 +114,7 @@ def test_bundles_are_byte_reproducible(built: Bundles) -> None:
     assert built.mirror_requests == 1, "the mirror served the runtime once"
 
 
+@BUILDS_BUNDLES
 def test_archive_metadata_is_normalized(built: Bundles) -> None:
     raw = built.from_archive.read_bytes()
     assert raw[:3] == b"\x1f\x8b\x08"
@@ -123,6 +128,7 @@ def test_archive_metadata_is_normalized(built: Bundles) -> None:
     assert {m.mode for m in found} <= {0o755, 0o644, 0o777}
 
 
+@BUILDS_BUNDLES
 def test_bundle_layout(built: Bundles) -> None:
     top = built.from_archive.name.removesuffix(".tar.gz")
     assert (
@@ -159,6 +165,7 @@ def test_bundle_layout(built: Bundles) -> None:
     ]
 
 
+@BUILDS_BUNDLES
 def test_manifest_lists_every_file(built: Bundles, tmp_path: Path) -> None:
     extract(built.from_archive, tmp_path)
     root = next(tmp_path.iterdir())

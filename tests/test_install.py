@@ -26,6 +26,11 @@ from bundle_support.artifacts import Bundles, bundles
 INSTALL = PROJECT / "install" / "install.sh"
 
 
+# Building the bundles takes half a minute per CPython: the primary CPython runs these
+# (nox's `tests` session) and the conformance cell installs a bundle of its own.
+BUILDS_BUNDLES = pytest.mark.slow
+
+
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Bundles:
     return bundles(tmp_path_factory)
@@ -56,6 +61,7 @@ def failure_line(done: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+@BUILDS_BUNDLES
 def test_install_move_and_run(built: Bundles, tmp_path: Path) -> None:
     prefix = tmp_path / "opt" / "pynox"
     links = tmp_path / "bin"
@@ -106,6 +112,7 @@ def test_install_move_and_run(built: Bundles, tmp_path: Path) -> None:
     assert libdir == str(moved / "python" / "lib"), "sysconfig follows the move"
 
 
+@BUILDS_BUNDLES
 def test_upgrade_and_uninstall(built: Bundles, tmp_path: Path) -> None:
     prefix = tmp_path / "pynox"
     links = tmp_path / "bin"
