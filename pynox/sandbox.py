@@ -71,21 +71,6 @@ def _check(rc: int, err: object) -> None:
         raise SandboxError("cannot apply the sandbox: " + reason)
 
 
-def confine(
-    reads: list[str],
-    writes: list[str],
-    keep_fds: list[int],
-    network: bool,
-    memory: int | None,
-    max_file_size: int | None,
-    parent_pid: int,
-) -> None:
-    """Confines this process for good, or raises SandboxError with the reason."""
-    policy = _CPolicy(reads, writes, keep_fds, network, memory, max_file_size, parent_pid)
-    err = ffi.new(_CHARS, 512)
-    _check(lib.pynox_sandbox_apply(policy.struct, err, len(err)), err)
-
-
 class Prepared:
     """The first half of a confinement, done while a pool's spare waits (see prepare)."""
 
@@ -95,7 +80,7 @@ class Prepared:
 
 
 def prepare(system_reads: list[str], keep_fds: list[int], parent_pid: int) -> Prepared:
-    """Everything of confine() that no program's policy changes, ahead of the program.
+    """Everything of confine_policy() that no program's policy changes, ahead of the program.
 
     The process is then bound to its parent, in its own session, without its other
     descriptors, privileges or capabilities, and under a seccomp filter that still
@@ -111,9 +96,8 @@ def prepare(system_reads: list[str], keep_fds: list[int], parent_pid: int) -> Pr
 
 def finish(prepared: Prepared, policy: "Policy") -> None:
     """Confines a prepared process to the run's policy, for good."""
-    resolver = system_paths.network_reads() if policy.network else []
     own = _CPolicy(
-        resolver + policy.reads(),
+        _own_reads(policy),
         list(policy.allow_write),
         [],
         policy.network,
@@ -129,18 +113,28 @@ def finish(prepared: Prepared, policy: "Policy") -> None:
 def confine_policy(
     policy: "Policy", system_reads: list[str], keep_fds: list[int], parent_pid: int
 ) -> None:
-    """Confines this process to a run's policy plus what the interpreter needs."""
+    """Confines this process for good to a run's policy plus what the interpreter needs.
+
+    Raises SandboxError with the reason when the kernel cannot.
+    """
     devices = list(system_paths.DEVICES_READ_WRITE)
-    resolver = system_paths.network_reads() if policy.network else []
-    confine(
-        reads=system_reads + devices + resolver + policy.reads(),
-        writes=devices + policy.allow_write,
-        keep_fds=keep_fds,
-        network=policy.network,
-        memory=policy.memory,
-        max_file_size=policy.max_file_size,
-        parent_pid=parent_pid,
+    whole = _CPolicy(
+        system_reads + devices + _own_reads(policy),
+        devices + policy.allow_write,
+        keep_fds,
+        policy.network,
+        policy.memory,
+        policy.max_file_size,
+        parent_pid,
     )
+    err = ffi.new(_CHARS, 512)
+    _check(lib.pynox_sandbox_apply(whole.struct, err, len(err)), err)
+
+
+def _own_reads(policy: "Policy") -> list[str]:
+    """What the run itself may read: its grants, and the resolver's files with the network."""
+    resolver = system_paths.network_reads() if policy.network else []
+    return resolver + policy.reads()
 
 
 def scrub_environment() -> None:

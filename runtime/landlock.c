@@ -166,11 +166,6 @@ static int add_rules(int ruleset_fd, const struct pynox_policy *policy, __u64 ha
     return 0;
 }
 
-static int fail_restrict(char *err, size_t err_len)
-{
-    return pynox_fail(err, err_len, "landlock_restrict_self() failed: %s", strerror(errno));
-}
-
 /* A ruleset that handles every file-system right of the running ABI (and TCP
  * when deny_tcp is set), with no rule yet. Returns its descriptor or -1. */
 static int new_ruleset(int abi, int deny_tcp, __u64 *handled_fs, char *err, size_t err_len)
@@ -219,7 +214,7 @@ int pynox_apply_landlock_of(const struct pynox_policy *const *policies, size_t c
     for (size_t i = 0; rc == 0 && i < count; i++)
         rc = add_rules(ruleset_fd, policies[i], handled, err, err_len);
     if (rc == 0 && syscall(__NR_landlock_restrict_self, ruleset_fd, 0) != 0)
-        rc = fail_restrict(err, err_len);
+        rc = pynox_fail(err, err_len, "landlock_restrict_self() failed: %s", strerror(errno));
     (void)close(ruleset_fd); /* the domain lives on in the process */
     return rc;
 }
