@@ -128,7 +128,8 @@ def test_targets_follow_the_figures_shown(report: tuple[str, str]) -> None:
     tiny = dict((row[0], row[1:]) for row in found["Workloads"][1:])["Tiny script"]
     shown_ratio = float(tiny[1].split("(")[1].rstrip("x)"))
     of_medians = re.search(r"ratio of medians (\d+\.\d{3})x", rows[0][1])
-    assert of_medians and abs(float(of_medians[1]) - shown_ratio) <= 0.005
+    # Three decimals against two: they differ by at most 0.005, plus float rounding.
+    assert of_medians and abs(float(of_medians[1]) - shown_ratio) <= 0.005 + 1e-9
 
 
 def test_machine_and_method(report: tuple[str, str]) -> None:
