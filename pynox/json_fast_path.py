@@ -21,6 +21,13 @@ other call to that code, unchanged:
   nor write-through, with a UTF-8, ASCII or Latin-1 encoding that can encode
   the text; and a file-size limit, if any, leaves room for the text.
 
+Without indent and sort_keys, the text comes from `pynox._jsonscan.encode`,
+which checks and encodes plain data in one walk and writes ASCII into one
+buffer, where CPython's C encoder makes a string for every key, number and
+piece; floats and long ints go through the same repr functions. What it does
+not write itself (text kept non-ASCII, a non-finite float without allow_nan,
+an int too long for str()) goes to the C encoder as before.
+
 `json.dump` keeps its identity, signature and docstring. Its code is rebuilt
 from its own source with only the docstring's lines replaced by one call, so
 every line that can raise keeps its number and columns, and the text is
@@ -327,7 +334,18 @@ def _encode(
             indent = " " * indent
         elif type(indent) is not str:
             return None
-    if not _plain(obj):
+    room = _stack_room()
+    if room <= 0:
+        return None  # CPython's own encoder may hit the recursion limit here
+    if indent is None and not encoder.sort_keys:
+        from pynox._jsonscan import encode
+
+        text = encode(
+            obj, room, encoder.ensure_ascii, encoder.allow_nan, item_separator, key_separator
+        )
+        if text is not NotImplemented:
+            return text  # type: ignore[no-any-return]
+    if not _plain(obj, room):
         return None
     # _plain found no cycle (it would not have ended): nothing for markers to catch.
     make = state["c_make_encoder"](
@@ -344,21 +362,25 @@ def _encode(
     return "".join(make(obj, 0))
 
 
-def _plain(obj: object) -> bool:
-    """Whether obj holds only exact JSON types, nested shallowly enough for CPython's encoder.
+def _plain(obj: object, room: int) -> bool:
+    """Whether obj holds only exact JSON types, nested at most room deep.
 
     pynox._jsonscan walks it in C, depth first: no code of the program's runs, and a
     cycle fails after one path down (so CPython's own code then reports it).
     """
     from pynox._jsonscan import plain
 
+    return bool(plain(obj, room))
+
+
+def _stack_room() -> int:
+    """How deep data may nest for CPython's own encoder to encode it from here."""
     frame = sys._getframe()
     depth = 0
     while frame is not None:
         depth += 1
         frame = frame.f_back  # type: ignore[assignment]
-    room = sys.getrecursionlimit() - depth - _STACK_ROOM
-    return room > 0 and plain(obj, room)
+    return sys.getrecursionlimit() - depth - _STACK_ROOM
 
 
 def _takes_once(fp: "Any", kind: type, text: str) -> bool:

@@ -209,6 +209,64 @@ def test_same_bytes_in_files(
     assert results[1] == results[0]
 
 
+plain_keys = st.one_of(st.text(max_size=5), st.integers(), st.floats(), st.booleans(), st.none())
+plain_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(-(2**80), 2**80),
+    st.floats(),
+    st.text(),
+    st.text(st.characters(codec="utf-8")),
+    st.sampled_from(["\ud800", "\x7f", "\U0001f600", '"\\\b\f\n\r\t\x00\x1f', "\u2028"]),
+    st.builds(pow, st.just(10), st.just(5000)),  # too long for str(int) from 3.11 on
+)
+plain_data = st.recursive(
+    plain_leaves,
+    lambda children: st.one_of(
+        st.lists(children, max_size=5),
+        st.lists(children, max_size=5).map(tuple),
+        st.dictionaries(plain_keys, children, max_size=5),
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    plain_data,
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([(", ", ": "), (",", ":"), (";", "="), ("\u060c ", ": ")]),
+)
+def test_the_plain_encoder_writes_what_json_dumps_writes(
+    obj: object, ensure_ascii: bool, allow_nan: bool, separators: tuple[str, str]
+) -> None:
+    from pynox._jsonscan import encode
+
+    text = encode(obj, 500, ensure_ascii, allow_nan, *separators)
+    try:
+        expected = json.dumps(
+            obj, ensure_ascii=ensure_ascii, allow_nan=allow_nan, separators=separators
+        )
+    except ValueError:  # NaN without allow_nan, an int too long for str()
+        expected = None
+    if text is NotImplemented:
+        # Left to the C encoder: errors, and text that is not (only) what it writes as ASCII.
+        ascii_only = expected is not None and expected.isascii() and "\x7f" not in expected
+        assert not ascii_only or not "".join(separators).isascii()
+    else:
+        assert text == expected
+
+
+def test_the_plain_encoder_leaves_what_is_not_plain() -> None:
+    from pynox._jsonscan import encode
+
+    for obj in ([Count(1)], {"a": Ratio(1.0)}, {(1, 2): 1}, [[[[1]]]], {1, 2}):
+        assert encode(obj, 3, True, True, ", ", ": ") is None
+    assert encode([[[1]]], 3, True, True, ", ", ": ") == "[[[1]]]"
+
+
 def test_circular_references_fall_back() -> None:
     looped: list[object] = [1]
     looped.append(looped)
