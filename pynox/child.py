@@ -282,7 +282,9 @@ def _setup_interpreter(program: "Program", policy: "Policy", setup: ChildSetup) 
         main.__dict__["__cached__"] = None
         main.__loader__ = SourceFileLoader("__main__", program.filename)
     elif program.kind in ("code", "stdin", "request"):
-        main.__loader__ = sys.modules["__main__"].__loader__
+        from _frozen_importlib import BuiltinImporter
+
+        main.__loader__ = BuiltinImporter  # what python -c and python - give __main__
     sys.modules["__main__"] = main
     if not setup.no_site and not hasattr(builtins, "exit"):
         install_site_builtins()

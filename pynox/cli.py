@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from pynox.cmdline import Invocation
     from pynox.grants import Grants
     from pynox.policy import Policy
-    from pynox.runner import Outcome
+    from pynox.supervisor import Outcome
 
 
 def _program_running() -> bool:

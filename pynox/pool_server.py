@@ -23,7 +23,7 @@ from pynox.errors import PynoxError, UsageError
 from pynox.policy import build_policy
 from pynox.pool_request import RequestError
 from pynox.result import build_result, error_object, python_version, refusal, timeout_error
-from pynox.runner import EXIT_TIMEOUT, Outcome
+from pynox.supervisor import EXIT_TIMEOUT, Outcome
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

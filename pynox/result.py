@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from pynox.policy import Policy
-    from pynox.runner import Outcome
+    from pynox.supervisor import Outcome
 
 
 def python_version() -> str:
