@@ -688,6 +688,10 @@ class _Connection:
                 self._dispatch(message)
         except (OSError, ValueError):
             pass
+        # Each pipe is closed by the thread that reads it, once at its end: a host
+        # function still running keeps this object alive, but no descriptor of it.
+        with contextlib.suppress(OSError):
+            stdout.close()
         self._stderr_done.wait(2)
         try:
             status = self.process.wait(5)
@@ -716,6 +720,8 @@ class _Connection:
         except (OSError, ValueError):
             pass
         finally:
+            with contextlib.suppress(OSError):
+                stderr.close()
             self._stderr_done.set()
 
     def _watch(self) -> None:
