@@ -6,16 +6,14 @@
  * interpreter, either with the user's command line unchanged (--no-sandbox) or
  * in isolated mode into pynox.cli.
  *
+ * It is a static executable without a C library (launcher_sys.h): exec then maps
+ * one file and runs no loader, which is most of what a launcher costs.
+ *
  * Layouts it knows, relative to the directory holding the launcher:
  *   ./python3                 a virtual environment or an install prefix
  *   ../python/bin/python3     a bundle (python-build-standalone runtime)
  */
-#include <errno.h>
-#include <limits.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+#include "launcher_sys.h"
 
 #ifndef PYNOX_VERSION
 #error "PYNOX_VERSION must be defined by the build"
@@ -28,55 +26,69 @@
 #endif
 
 #define EXIT_SETUP_FAILURE 125
+#define PATH_MAX LAUNCHER_PATH_MAX
 
-/* Runs pynox.cli from the site directory the launcher passes as argv[1], so
- * the interpreter can skip `site` (the sandboxed program never sees
- * site-packages; the supervisor needs only pynox itself). The garbage
- * collector stays off while pynox starts: its imports make no cycles, and the
- * collections they would trigger cost ~0.7 ms; pynox turns it back on.
- * pynox._boot loads pynox's hot modules from one file (see there). */
-static const char BOOT_WITH_SITE_DIR[] =
-    "import gc;gc.disable();import sys;sys.path.append(sys.argv.pop(1));"
-    "del gc,sys;__import__('pynox._boot')._boot.main()";
+/* pynox/_start.py, in the site directory, starts pynox with -I -S (see there).
+ * Without that file where a virtual environment has it, the interpreter
+ * finds pynox on its own path. */
+#define START_FILE "pynox/_start.py"
 static const char BOOT[] = "import gc;gc.disable();del gc;__import__('pynox._boot')._boot.main()";
 
-static void fail(const char *what, const char *path)
+/* "pynox: WHAT [PATH]: ERROR TEXT; reinstall pynox", written at once, and exit 125. */
+static _Noreturn void fail(const char *what, const char *path, long error)
 {
+    char message[PATH_MAX + 256];
+    char scratch[32];
+    size_t n = 0;
+    buf_append(message, sizeof message, &n, "pynox: ");
+    buf_append(message, sizeof message, &n, what);
     if (path != NULL) {
-        fprintf(stderr, "pynox: %s %s: %s; reinstall pynox\n", what, path, strerror(errno));
-    } else {
-        fprintf(stderr, "pynox: %s: %s; reinstall pynox\n", what, strerror(errno));
+        buf_append(message, sizeof message, &n, " ");
+        buf_append(message, sizeof message, &n, path);
     }
-    exit(EXIT_SETUP_FAILURE);
+    buf_append(message, sizeof message, &n, ": ");
+    buf_append(message, sizeof message, &n, error_text((int)error, scratch, sizeof scratch));
+    buf_append(message, sizeof message, &n, "; reinstall pynox\n");
+    (void)write_all(2, message, n);  /* nothing better to do if stderr is gone */
+    sys_exit(EXIT_SETUP_FAILURE);
 }
 
+/* out = text; -1 if it does not fit. */
+static int copy(char *out, size_t size, const char *text)
+{
+    size_t n = 0;
+    return buf_append(out, size, &n, text);
+}
+
+/* out = a "/" b; -1 if it does not fit. */
 static int join(char *out, size_t size, const char *a, const char *b)
 {
-    int n = snprintf(out, size, "%s/%s", a, b);
-    return n > 0 && (size_t)n < size ? 0 : -1;
+    size_t n = 0;
+    return buf_append(out, size, &n, a) == 0 && buf_append(out, size, &n, "/") == 0
+                   && buf_append(out, size, &n, b) == 0
+               ? 0
+               : -1;
 }
 
 static int is_file(const char *path)
 {
-    return access(path, F_OK) == 0;
+    return sys_faccessat(LAUNCHER_AT_FDCWD, path, LAUNCHER_F_OK) == 0;
 }
 
 /* The directory that holds the real launcher file (symlinks on PATH resolved). */
 static void launcher_dir(char *out, size_t size)
 {
-    ssize_t n = readlink("/proc/self/exe", out, size - 1);
+    long n = sys_readlinkat(LAUNCHER_AT_FDCWD, "/proc/self/exe", out, size - 1);
     if (n < 0) {
-        fail("cannot find its own location through", "/proc/self/exe");
+        fail("cannot find its own location through", "/proc/self/exe", -n);
     }
     if ((size_t)n >= size - 1) {
-        errno = ENAMETOOLONG;
-        fail("cannot find its own location through", "/proc/self/exe");
+        fail("cannot find its own location through", "/proc/self/exe", LAUNCHER_ENAMETOOLONG);
     }
     out[n] = '\0';
-    char *slash = strrchr(out, '/');
+    char *slash = str_last_slash(out);
     if (slash == NULL || slash == out) {
-        errno = ENOENT;
-        fail("cannot find its own directory from", out);
+        fail("cannot find its own directory from", out, LAUNCHER_ENOENT);
     }
     *slash = '\0';
 }
@@ -86,9 +98,8 @@ static void find_interpreter(const char *dir, char *python, char *prefix, size_t
 {
     if (join(python, size, dir, "python3") == 0 && is_file(python)) {
         char *slash = NULL;
-        if (snprintf(prefix, size, "%s", dir) >= (int)size || (slash = strrchr(prefix, '/')) == NULL) {
-            errno = ENAMETOOLONG;
-            fail("cannot build a path under", dir);
+        if (copy(prefix, size, dir) != 0 || (slash = str_last_slash(prefix)) == NULL) {
+            fail("cannot build a path under", dir, LAUNCHER_ENAMETOOLONG);
         }
         *slash = '\0';
         return;
@@ -96,24 +107,130 @@ static void find_interpreter(const char *dir, char *python, char *prefix, size_t
     /* dir is a real path, so its parent is found by cutting its last component:
      * the interpreter's path then holds no "..", which sys.prefix would keep. */
     char parent[PATH_MAX];
-    if (snprintf(parent, sizeof parent, "%s", dir) >= (int)sizeof parent) {
-        errno = ENAMETOOLONG;
-        fail("cannot build a path under", dir);
+    if (copy(parent, sizeof parent, dir) != 0) {
+        fail("cannot build a path under", dir, LAUNCHER_ENAMETOOLONG);
     }
-    char *slash = strrchr(parent, '/');
+    char *slash = str_last_slash(parent);
     if (slash != NULL) {
         *slash = '\0';
-        if (join(python, size, parent[0] != '\0' ? parent : "", "python/bin/python3") == 0
-            && is_file(python)) {
-            if (join(prefix, size, parent[0] != '\0' ? parent : "", "python") != 0) {
-                errno = ENAMETOOLONG;
-                fail("cannot build a path under", dir);
+        if (join(python, size, parent, "python/bin/python3") == 0 && is_file(python)) {
+            if (join(prefix, size, parent, "python") != 0) {
+                fail("cannot build a path under", dir, LAUNCHER_ENAMETOOLONG);
             }
             return;
         }
     }
-    errno = ENOENT;
-    fail("cannot find its Python interpreter next to", dir);
+    fail("cannot find its Python interpreter next to", dir, LAUNCHER_ENOENT);
+}
+
+/* pyvenv.cfg's lines are read as sscanf(line, " %63[a-z_] = %d.%d.%d") would read
+ * them, each from a 512-byte fgets buffer: the same file gives the same version. */
+#define CFG_LINE 512
+#define CFG_KEY 63
+
+static int is_space(char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+static const char *skip_space(const char *p)
+{
+    while (is_space(*p)) {
+        p++;
+    }
+    return p;
+}
+
+/* %d: a sign and digits, saturated to a long as strtol does, then stored as an int. */
+static const char *scan_int(const char *p, int *value)
+{
+    const unsigned long long_max = ~0UL >> 1;
+    p = skip_space(p);
+    int negative = *p == '-';
+    if (*p == '-' || *p == '+') {
+        p++;
+    }
+    if (*p < '0' || *p > '9') {
+        return NULL;
+    }
+    unsigned long magnitude = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned long digit = (unsigned long)(*p - '0');
+        magnitude = magnitude > (long_max + 1 - digit) / 10 ? long_max + 1 : magnitude * 10 + digit;
+    }
+    long result;
+    if (negative) {
+        result = magnitude > long_max ? -(long)long_max - 1 : -(long)magnitude;
+    } else {
+        result = magnitude > long_max ? (long)long_max : (long)magnitude;
+    }
+    *value = (int)result;
+    return p;
+}
+
+/* Whether the line is "version = 3.11.7" (venv) or "version_info = 3.10.13.final.0"
+ * (uv, virtualenv); its three numbers go into out. */
+static int version_line(const char *line, int out[3])
+{
+    char key[CFG_KEY + 1];
+    size_t k = 0;
+    const char *p = skip_space(line);
+    while (k < CFG_KEY && ((*p >= 'a' && *p <= 'z') || *p == '_')) {
+        key[k++] = *p++;
+    }
+    key[k] = '\0';
+    p = skip_space(p);
+    if (k == 0 || *p != '=') {
+        return 0;
+    }
+    p++;
+    for (int i = 0; i < 3; i++) {
+        if (i > 0 && *p++ != '.') {
+            return 0;
+        }
+        if ((p = scan_int(p, &out[i])) == NULL) {
+            return 0;
+        }
+    }
+    return str_equal(key, "version") || str_equal(key, "version_info");
+}
+
+/* The first version line of the file, or 0 if it has none or cannot be read. */
+static int read_version(const char *cfg, int numbers[3])
+{
+    long fd = sys_openat(LAUNCHER_AT_FDCWD, cfg, LAUNCHER_O_RDONLY | LAUNCHER_O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    char chunk[4096];
+    char line[CFG_LINE];
+    size_t used = 0;
+    int found = 0;
+    while (!found) {
+        long got = sys_read((int)fd, chunk, sizeof chunk);
+        if (got == -LAUNCHER_EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            /* At the end, a last line without a newline still counts; after a read
+             * error the partial line does not (fgets returns NULL then). */
+            if (got == 0 && used > 0) {
+                line[used] = '\0';
+                found = version_line(line, numbers);
+            }
+            break;
+        }
+        for (long i = 0; i < got && !found; i++) {
+            line[used++] = chunk[i];
+            if (chunk[i] == '\n' || used == CFG_LINE - 1) {
+                line[used] = '\0';
+                found = version_line(line, numbers);
+                used = 0;
+            }
+        }
+    }
+    (void)sys_close((int)fd);  /* read-only: nothing is lost if close fails */
+    return found;
 }
 
 /* The CPython version: a virtual environment records it in pyvenv.cfg
@@ -122,30 +239,31 @@ static void find_interpreter(const char *dir, char *python, char *prefix, size_t
 static void python_version(const char *prefix, char *out, size_t size)
 {
     char cfg[PATH_MAX];
-    snprintf(out, size, "%s", PYNOX_PYTHON_VERSION);
-    if (join(cfg, sizeof cfg, prefix, "pyvenv.cfg") != 0) {
+    int numbers[3];
+    size_t n = 0;
+    buf_append(out, size, &n, PYNOX_PYTHON_VERSION);
+    if (join(cfg, sizeof cfg, prefix, "pyvenv.cfg") != 0 || !read_version(cfg, numbers)) {
         return;
     }
-    FILE *file = fopen(cfg, "re");
-    if (file == NULL) {
-        return;
-    }
-    char line[512];
-    while (fgets(line, sizeof line, file) != NULL) {
-        char key[64];
-        int major = 0;
-        int minor = 0;
-        int micro = 0;
-        /* "version = 3.11.7" (venv) or "version_info = 3.10.13.final.0" (virtualenv) */
-        if (sscanf(line, " %63[a-z_] = %d.%d.%d", key, &major, &minor, &micro) == 4
-            && (strcmp(key, "version") == 0 || strcmp(key, "version_info") == 0)) {
-            snprintf(out, size, "%d.%d.%d", major, minor, micro);
-            break;
+    n = 0;
+    for (int i = 0; i < 3; i++) {
+        if (i > 0) {
+            buf_append(out, size, &n, ".");
         }
+        buf_append_long(out, size, &n, numbers[i]);
     }
-    if (fclose(file) != 0) {
-        return;
-    }
+}
+
+static int print_version(const char *prefix)
+{
+    char version[64];
+    char line[160];
+    size_t n = 0;
+    python_version(prefix, version, sizeof version);
+    buf_append(line, sizeof line, &n, "pynox " PYNOX_VERSION " (CPython ");
+    buf_append(line, sizeof line, &n, version);
+    buf_append(line, sizeof line, &n, ")\n");
+    return write_all(1, line, n) == 0 ? 0 : 1;
 }
 
 /* `pynox --no-sandbox` names its own process (which CPython keeps, exec does
@@ -159,11 +277,11 @@ static int python_skips_site(int argc, char **argv, int first)
 {
     for (int i = first; i < argc; i++) {
         const char *arg = argv[i];
-        if (arg[0] != '-' || arg[1] == '\0' || strcmp(arg, "--") == 0) {
+        if (arg[0] != '-' || arg[1] == '\0' || str_equal(arg, "--")) {
             return 0;  /* the program: a script, "-" or what follows "--" */
         }
         if (arg[1] == '-') {
-            if (strcmp(arg, "--check-hash-based-pycs") == 0) {
+            if (str_equal(arg, "--check-hash-based-pycs")) {
                 i++;
             }
             continue;
@@ -186,19 +304,62 @@ static int python_skips_site(int argc, char **argv, int first)
     return 0;
 }
 
-static void mark_for_json_hook(int argc, char **argv, int first)
+/* As getenv(name) != NULL: an entry "name=...". */
+static int has_variable(char **envp, const char *name)
 {
-    char pid[32];
-    if (python_skips_site(argc, argv, first) || getenv(JSON_HOOK_VARIABLE) != NULL) {
-        return;
+    for (; *envp != NULL; envp++) {
+        const char *entry = *envp;
+        const char *want = name;
+        while (*want != '\0' && *entry == *want) {
+            entry++;
+            want++;
+        }
+        if (*want == '\0' && *entry == '=') {
+            return 1;
+        }
     }
-    int n = snprintf(pid, sizeof pid, "%ld", (long)getpid());
-    if (n <= 0 || (size_t)n >= sizeof pid || setenv(JSON_HOOK_VARIABLE, pid, 1) != 0) {
-        return;  /* no fast path: json.dump is simply CPython's */
+    return 0;
+}
+
+/* Writes "PYNOX_JSON_FAST_PATH=<pid>" into entry if the environment should get it. */
+static int json_hook_entry(int argc, char **argv, int first, char **envp, char *entry, size_t size)
+{
+    if (python_skips_site(argc, argv, first) || has_variable(envp, JSON_HOOK_VARIABLE)) {
+        return 0;
+    }
+    long pid = sys_getpid();
+    size_t n = 0;
+    return pid > 0 && buf_append(entry, size, &n, JSON_HOOK_VARIABLE "=") == 0
+           && buf_append_long(entry, size, &n, pid) == 0;
+}
+
+/* realpath(path) of a directory: the kernel's name for it, read back through /proc. */
+static void resolve_directory(const char *path, char *out, size_t size)
+{
+    long fd = sys_openat(LAUNCHER_AT_FDCWD, path,
+                         LAUNCHER_O_PATH | LAUNCHER_O_DIRECTORY | LAUNCHER_O_CLOEXEC);
+    if (fd < 0) {
+        fail("cannot resolve", path, -fd);
+    }
+    char link[48];
+    size_t n = 0;
+    buf_append(link, sizeof link, &n, "/proc/self/fd/");
+    buf_append_long(link, sizeof link, &n, fd);
+    long got = sys_readlinkat(LAUNCHER_AT_FDCWD, link, out, size);
+    (void)sys_close((int)fd);  /* an O_PATH descriptor: close cannot lose anything */
+    if (got < 0) {
+        fail("cannot resolve", path, -got);
+    }
+    if ((size_t)got >= size) {
+        fail("cannot resolve", path, LAUNCHER_ENAMETOOLONG);
+    }
+    out[got] = '\0';
+    if (out[0] != '/') {
+        fail("cannot resolve", path, LAUNCHER_ENOENT);  /* e.g. "(unreachable)/..." */
     }
 }
 
-int main(int argc, char **argv)
+int launcher_main(int argc, char **argv, char **envp)
 {
     char dir[PATH_MAX];
     char python[PATH_MAX];
@@ -206,43 +367,40 @@ int main(int argc, char **argv)
     launcher_dir(dir, sizeof dir);
     find_interpreter(dir, python, prefix, sizeof python);
 
-    if (argc == 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
-        char version[64];
-        python_version(prefix, version, sizeof version);
-        if (printf("pynox %s (CPython %s)\n", PYNOX_VERSION, version) < 0 || fflush(stdout) != 0) {
-            return 1;
-        }
-        return 0;
+    if (argc == 2 && (str_equal(argv[1], "--version") || str_equal(argv[1], "-V"))) {
+        return print_version(prefix);
     }
 
     /* argv for exec: python, [options], user arguments, NULL. */
-    char **args = calloc((size_t)argc + 6, sizeof *args);
-    if (args == NULL) {
-        fail("cannot allocate its argument list", NULL);
-    }
+    char *args[(size_t)argc + 6];
+    char site_dir[PATH_MAX];
+    char resolved[PATH_MAX];
+    char json_hook[sizeof JSON_HOOK_VARIABLE + 24];
+    int with_json_hook = 0;
     size_t n = 0;
     args[n++] = python;
     int first = 1;
-    if (argc > 1 && strcmp(argv[1], "--no-sandbox") == 0) {
+    if (argc > 1 && str_equal(argv[1], "--no-sandbox")) {
         first = 2;  /* CPython's own command line, unchanged */
-        mark_for_json_hook(argc, argv, first);
+        with_json_hook = json_hook_entry(argc, argv, first, envp, json_hook, sizeof json_hook);
     } else {
-        char site_dir[PATH_MAX];
         char marker[PATH_MAX];
+        size_t length = 0;
         int with_site_dir =
-            snprintf(site_dir, sizeof site_dir, "%s/lib/python%s/site-packages", prefix,
-                     PYNOX_PYTHON_MINOR) < (int)sizeof site_dir
-            && join(marker, sizeof marker, site_dir, "pynox/cli.py") == 0 && is_file(marker);
+            buf_append(site_dir, sizeof site_dir, &length, prefix) == 0
+            && buf_append(site_dir, sizeof site_dir, &length,
+                          "/lib/python" PYNOX_PYTHON_MINOR "/site-packages") == 0
+            && join(marker, sizeof marker, site_dir, START_FILE) == 0 && is_file(marker);
         args[n++] = "-I";
         if (with_site_dir) {
             args[n++] = "-S";
-            args[n++] = "-c";
-            args[n++] = (char *)BOOT_WITH_SITE_DIR;
             /* Normalized, so tracebacks can tell pynox's own frames by path. */
-            args[n++] = realpath(site_dir, NULL);
-            if (args[n - 1] == NULL) {
-                fail("cannot resolve", site_dir);
+            resolve_directory(site_dir, resolved, sizeof resolved);
+            size_t end = str_length(resolved);
+            if (buf_append(resolved, sizeof resolved, &end, "/" START_FILE) != 0) {
+                fail("cannot build a path under", resolved, LAUNCHER_ENAMETOOLONG);
             }
+            args[n++] = resolved;
         } else {
             args[n++] = "-c";
             args[n++] = (char *)BOOT;
@@ -252,7 +410,21 @@ int main(int argc, char **argv)
         args[n++] = argv[i];
     }
     args[n] = NULL;
-    execv(python, args);
-    fail("cannot start the interpreter", python);
-    return EXIT_SETUP_FAILURE;
+
+    /* The environment, with the json hook's variable added at its end if asked. */
+    size_t envc = 0;
+    while (with_json_hook && envp[envc] != NULL) {
+        envc++;
+    }
+    char *marked[with_json_hook ? envc + 2 : 1];
+    if (with_json_hook) {
+        for (size_t i = 0; i < envc; i++) {
+            marked[i] = envp[i];
+        }
+        marked[envc] = json_hook;
+        marked[envc + 1] = NULL;
+        envp = marked;
+    }
+    long error = sys_execve(python, args, envp);
+    fail("cannot start the interpreter", python, -error);
 }

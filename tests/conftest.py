@@ -94,7 +94,8 @@ def _pynox_processes() -> dict[int, str]:
         except OSError:
             continue
         command = b" ".join(argv).decode(errors="replace")
-        if "pynox._boot" in command or "pynox.cli" in command or " -m pynox" in command:
+        command_is_pynox = ("pynox/_start.py", "pynox._boot", "pynox.cli", " -m pynox")
+        if any(mark in command for mark in command_is_pynox):
             found[int(entry)] = command
     return found
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import pynox as run_pynox
+from conftest import python
 
 import pynox
 from pynox import _boot
@@ -125,3 +126,20 @@ def test_the_image_holds_code_that_optimize_2_leaves_unchanged_but_for_docstring
             if isinstance(node, ast.Name) and node.id == "__debug__"
         ]
         assert asserts == [] and debug == [], (name, asserts, debug)
+
+
+MODULES = "import sys\nprint(' '.join(sorted(sys.modules)))\n"
+# What pynox itself brings along: its own modules, its cffi binding's backend, gc.
+OWN = ("pynox", "_cffi_backend", "gc")
+
+
+def test_a_plain_run_imports_nothing_python_would_not(tmp_path: Path) -> None:
+    """Every module on the start-up path costs every run: only pynox's own may be extra."""
+    script = tmp_path / "modules.py"
+    script.write_text(MODULES)
+    run_pynox(str(script))  # writes the image if it is missing
+    python_modules = set(python("-I", str(script)).stdout.decode().split())
+    proc = run_pynox(str(script))
+    assert proc.returncode == 0, proc.stderr
+    extra = set(proc.stdout.decode().split()) - python_modules
+    assert sorted(m for m in extra if m.partition(".")[0] not in OWN) == []

@@ -1,0 +1,152 @@
+/* What the launcher needs from Linux, without a C library.
+ *
+ * The launcher is a static executable with no libc: the kernel maps one file and
+ * jumps to _start, which is the cheapest exec there is (no dynamic loader, no
+ * libc start-up). This header gives it raw system calls, the few constants and
+ * errno values they use, and small string and output helpers (launcher_sys.c).
+ */
+#ifndef PYNOX_LAUNCHER_SYS_H
+#define PYNOX_LAUNCHER_SYS_H
+
+#include <stddef.h>
+
+#if defined(__x86_64__)
+#define SYS_read 0
+#define SYS_write 1
+#define SYS_close 3
+#define SYS_getpid 39
+#define SYS_execve 59
+#define SYS_exit_group 231
+#define SYS_openat 257
+#define SYS_readlinkat 267
+#define SYS_faccessat 269
+#define LAUNCHER_O_DIRECTORY 0200000
+#elif defined(__aarch64__)
+#define SYS_faccessat 48
+#define SYS_openat 56
+#define SYS_close 57
+#define SYS_read 63
+#define SYS_write 64
+#define SYS_readlinkat 78
+#define SYS_exit_group 94
+#define SYS_getpid 172
+#define SYS_execve 221
+#define LAUNCHER_O_DIRECTORY 040000
+#else
+#error "the launcher supports Linux on x86_64 and aarch64 only"
+#endif
+
+#define LAUNCHER_PATH_MAX 4096
+#define LAUNCHER_AT_FDCWD (-100)
+#define LAUNCHER_O_RDONLY 0
+#define LAUNCHER_O_CLOEXEC 02000000
+#define LAUNCHER_O_PATH 010000000
+#define LAUNCHER_F_OK 0
+
+/* The same numbers on both architectures (asm-generic). */
+#define LAUNCHER_EPERM 1
+#define LAUNCHER_ENOENT 2
+#define LAUNCHER_EINTR 4
+#define LAUNCHER_EIO 5
+#define LAUNCHER_E2BIG 7
+#define LAUNCHER_ENOEXEC 8
+#define LAUNCHER_ENOMEM 12
+#define LAUNCHER_EACCES 13
+#define LAUNCHER_EFAULT 14
+#define LAUNCHER_ENOTDIR 20
+#define LAUNCHER_EISDIR 21
+#define LAUNCHER_EINVAL 22
+#define LAUNCHER_ENFILE 23
+#define LAUNCHER_EMFILE 24
+#define LAUNCHER_ETXTBSY 26
+#define LAUNCHER_ENAMETOOLONG 36
+#define LAUNCHER_ELOOP 40
+
+/* A system call: the result, or -errno. */
+static inline long sys_call(long number, long a, long b, long c, long d)
+{
+#if defined(__x86_64__)
+    long result;
+    register long r10 __asm__("r10") = d;
+    __asm__ volatile("syscall"
+                     : "=a"(result)
+                     : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10)
+                     : "rcx", "r11", "memory");
+    return result;
+#else
+    register long x8 __asm__("x8") = number;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    register long x3 __asm__("x3") = d;
+    __asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory", "cc");
+    return x0;
+#endif
+}
+
+static inline long sys_read(int fd, void *buffer, size_t size)
+{
+    return sys_call(SYS_read, fd, (long)buffer, (long)size, 0);
+}
+
+static inline long sys_write(int fd, const void *buffer, size_t size)
+{
+    return sys_call(SYS_write, fd, (long)buffer, (long)size, 0);
+}
+
+static inline long sys_openat(int dirfd, const char *path, int flags)
+{
+    return sys_call(SYS_openat, dirfd, (long)path, flags, 0);
+}
+
+static inline long sys_close(int fd)
+{
+    return sys_call(SYS_close, fd, 0, 0, 0);
+}
+
+static inline long sys_readlinkat(int dirfd, const char *path, char *buffer, size_t size)
+{
+    return sys_call(SYS_readlinkat, dirfd, (long)path, (long)buffer, (long)size);
+}
+
+static inline long sys_faccessat(int dirfd, const char *path, int mode)
+{
+    return sys_call(SYS_faccessat, dirfd, (long)path, mode, 0);
+}
+
+static inline long sys_execve(const char *path, char *const *argv, char *const *envp)
+{
+    return sys_call(SYS_execve, (long)path, (long)argv, (long)envp, 0);
+}
+
+static inline long sys_getpid(void)
+{
+    return sys_call(SYS_getpid, 0, 0, 0, 0);
+}
+
+_Noreturn void sys_exit(int status);
+
+/* The launcher's own main, called by _start with what the kernel put on the stack. */
+int launcher_main(int argc, char **argv, char **envp);
+
+/* The compiler may emit calls to these for copies and initializations. */
+void *memcpy(void *restrict to, const void *restrict from, size_t size);
+void *memmove(void *to, const void *from, size_t size);
+void *memset(void *to, int byte, size_t size);
+int memcmp(const void *a, const void *b, size_t size);
+
+int str_equal(const char *a, const char *b);
+size_t str_length(const char *text);
+/* The last '/' in text, or NULL. */
+char *str_last_slash(char *text);
+/* The glibc text of an errno value the launcher can meet, else "error N" in scratch. */
+const char *error_text(int error, char *scratch, size_t size);
+
+/* Appends text into out (size bytes, NUL-terminated); -1 when it does not fit, which
+ * leaves out holding what fitted. */
+int buf_append(char *out, size_t size, size_t *length, const char *text);
+int buf_append_long(char *out, size_t size, size_t *length, long value);
+/* Writes all of it to fd; -1 on any failure. */
+int write_all(int fd, const char *data, size_t size);
+
+#endif

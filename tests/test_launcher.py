@@ -1,0 +1,289 @@
+"""The `pynox` launcher: a static executable that finds its interpreter and execs it.
+
+Most tests copy the installed launcher into a folder of their own, next to a
+stand-in interpreter (a shell script that prints what it was given), to see
+exactly the command line and environment the launcher hands on.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from bundle_support import PROJECT
+from conftest import PYNOX, run
+
+PYTHON_VERSION = ".".join(str(part) for part in sys.version_info[:3])
+MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
+HOOK = "PYNOX_JSON_FAST_PATH"
+BOOT = "import gc;gc.disable();del gc;__import__('pynox._boot')._boot.main()"
+
+# Prints its argv ($0 first), its pid and the hook variable, each ending in a NUL byte.
+FAKE_PYTHON = r"""#!/bin/sh
+printf '%s\0' "$0" "$@"
+printf 'pid=%s\0hook=%s\0' "$$" "${PYNOX_JSON_FAST_PATH-unset}"
+"""
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """tmp_path as the launcher sees it: with no symlink in it."""
+    return tmp_path.resolve()
+
+
+def launcher_copy(folder: Path, python: str | None = FAKE_PYTHON, bundle: bool = False) -> Path:
+    """folder/bin/pynox, with python3 beside it (or in ../python/bin for a bundle)."""
+    bin_dir = folder / "bin"
+    bin_dir.mkdir(parents=True)
+    shutil.copyfile(PYNOX, bin_dir / "pynox")
+    (bin_dir / "pynox").chmod(0o755)
+    if python is not None:
+        python_dir = folder / "python" / "bin" if bundle else bin_dir
+        python_dir.mkdir(parents=True, exist_ok=True)
+        (python_dir / "python3").write_text(python)
+        (python_dir / "python3").chmod(0o755)
+    return bin_dir / "pynox"
+
+
+def handed_on(done: subprocess.CompletedProcess[bytes]) -> tuple[list[str], str, str]:
+    """(argv, pid, hook variable) as the stand-in interpreter printed them."""
+    assert done.returncode == 0, done.stderr
+    fields = done.stdout.decode().split("\0")[:-1]
+    pid, hook = fields[-2], fields[-1]
+    assert pid.startswith("pid=") and hook.startswith("hook="), fields
+    return fields[:-2], pid[4:], hook[5:]
+
+
+def one_line_failure(done: subprocess.CompletedProcess[bytes]) -> str:
+    assert done.returncode == 125, done
+    assert done.stdout == b""
+    text = done.stderr.decode()
+    assert text.count("\n") == 1 and text.endswith("; reinstall pynox\n"), text
+    return text
+
+
+# --- the executable -------------------------------------------------------------------
+
+
+def program_headers(path: str) -> tuple[int, int, list[int]]:
+    """(e_type, e_machine, the type of each program header) of a 64-bit ELF file."""
+    data = Path(path).read_bytes()
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1, "a 64-bit LSB ELF file"
+    e_type, e_machine = struct.unpack_from("<HH", data, 16)
+    (e_phoff,) = struct.unpack_from("<Q", data, 32)
+    e_phentsize, e_phnum = struct.unpack_from("<HH", data, 54)
+    kinds = [struct.unpack_from("<I", data, e_phoff + i * e_phentsize)[0] for i in range(e_phnum)]
+    return e_type, e_machine, kinds
+
+
+def test_launcher_is_a_static_executable() -> None:
+    e_type, e_machine, kinds = program_headers(PYNOX)
+    machine = {"x86_64": 62, "amd64": 62, "aarch64": 183, "arm64": 183}[platform.machine().lower()]
+    assert e_machine == machine
+    assert e_type == 2, "ET_EXEC: no loader relocates it"
+    assert 3 not in kinds, "PT_INTERP: it would need a dynamic loader"
+    assert 2 not in kinds, "PT_DYNAMIC: it would need shared libraries"
+
+
+def test_bundler_accepts_the_static_launcher_for_either_c_library() -> None:
+    from bundler import checks, elf
+    from bundler.config import load_matrix
+    from bundler.emulation import run_launcher
+    from bundler.host import host_arch
+
+    info = elf.read(Path(PYNOX))
+    assert info is not None and info.libc == "static" and info.needed == []
+    matrix = load_matrix(PROJECT / "dist-config")
+    for libc in ("gnu", "musl"):
+        target = matrix.target(f"{host_arch()}-linux-{libc}")
+        report = checks.check_binary(Path(PYNOX), target, target.glibc)
+        assert report.libc == "static" and report.glibc_max is None
+        # A static launcher runs here whatever C library its target has.
+        assert run_launcher(Path(PYNOX), target).startswith("launcher runs natively: pynox 0.1.0")
+
+
+# --- where it finds the interpreter ----------------------------------------------------
+
+
+def test_runs_by_name_through_a_symlink_on_path(folder: Path) -> None:
+    links = folder / "links"
+    links.mkdir()
+    (links / "other").symlink_to(PYNOX)
+    (links / "pynox").symlink_to("other")  # a chain of links, the last one relative
+    env = {"PATH": f"{links}:/usr/bin:/bin"}
+    proc = run(["pynox", "-c", "print('via PATH')"], env=env)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"via PATH\n", b"")
+    proc = run(["pynox", "-V"], env=env)
+    assert proc.stdout.decode() == f"pynox 0.1.0 (CPython {PYTHON_VERSION})\n"
+
+
+def test_a_bundle_finds_its_python_and_passes_arguments_unchanged(folder: Path) -> None:
+    launcher = launcher_copy(folder, bundle=True)
+    args = ["script.py", "", "a b", "--json", "-S", "--", "é"]
+    argv, _, hook = handed_on(run([str(launcher), *args]))
+    assert argv == [str(folder / "python" / "bin" / "python3"), "-I", "-c", BOOT, *args]
+    assert hook == "unset"
+
+
+def test_the_start_file_is_passed_by_its_real_path(folder: Path) -> None:
+    launcher = launcher_copy(folder / "env")
+    real = folder / "real-lib"
+    site = real / f"python{MINOR}" / "site-packages"
+    (site / "pynox").mkdir(parents=True)
+    (site / "pynox" / "_start.py").write_text("")
+    (folder / "env" / "lib").symlink_to(real)
+    argv, _, _ = handed_on(run([str(launcher), "script.py"]))
+    python = str(folder / "env" / "bin" / "python3")
+    resolved = os.path.realpath(site)
+    start = os.path.join(resolved, "pynox", "_start.py")
+    assert argv == [python, "-I", "-S", start, "script.py"]
+
+
+def test_a_missing_interpreter_is_one_line_and_125(folder: Path) -> None:
+    launcher = launcher_copy(folder, python=None)
+    for args in (["script.py"], ["--version"], ["--no-sandbox"]):
+        assert one_line_failure(run([str(launcher), *args])) == (
+            f"pynox: cannot find its Python interpreter next to {folder / 'bin'}: "
+            "No such file or directory; reinstall pynox\n"
+        )
+
+
+def test_an_interpreter_that_cannot_run_names_the_error(folder: Path) -> None:
+    launcher = launcher_copy(folder)
+    python = folder / "bin" / "python3"
+    python.chmod(0o644)
+    if os.access(python, os.X_OK):
+        pytest.skip("running as a user that may execute anything")
+    assert one_line_failure(run([str(launcher), "x.py"])) == (
+        f"pynox: cannot start the interpreter {python}: Permission denied; reinstall pynox\n"
+    )
+    python.write_bytes(b"\x7fELF garbage")
+    python.chmod(0o755)
+    assert one_line_failure(run([str(launcher), "x.py"])) == (
+        f"pynox: cannot start the interpreter {python}: Exec format error; reinstall pynox\n"
+    )
+
+
+def test_a_path_too_long_for_the_launcher_is_one_line(tmp_path: Path) -> None:
+    # Made and reached through descriptors: the whole path is longer than PATH_MAX.
+    name = "d" * 100
+    top = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    deep = os.dup(top)
+    try:
+        for _ in range(45):
+            os.mkdir(name, dir_fd=deep)
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=deep)
+            os.close(deep)
+            deep = inner
+        out = os.open("pynox", os.O_WRONLY | os.O_CREAT, 0o755, dir_fd=deep)
+        with os.fdopen(out, "wb") as file:
+            file.write(Path(PYNOX).read_bytes())
+        done = subprocess.run(
+            [f"/proc/self/fd/{deep}/pynox", "--version"], capture_output=True, pass_fds=[deep]
+        )
+        assert one_line_failure(done) == (
+            "pynox: cannot find its own location through /proc/self/exe: "
+            "File name too long; reinstall pynox\n"
+        )
+    finally:
+        os.close(deep)
+        os.close(top)
+        shutil.rmtree(tmp_path / name)
+
+
+# --- --version ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        (None, PYTHON_VERSION),  # no pyvenv.cfg: the version the launcher was built for
+        ("home = /usr/bin\nversion = 3.11.7\n", "3.11.7"),
+        ("version_info = 3.10.13.final.0\nversion = 3.9.1\n", "3.10.13"),
+        ("  version\t=  3.12.0rc1", "3.12.0"),
+        ("version = 3.11\nVERSION = 1.2.3\nversion = 3.12.4\n", "3.12.4"),
+        ("home = /usr/bin\n", PYTHON_VERSION),
+    ],
+)
+def test_version_reads_pyvenv_cfg(folder: Path, config: str | None, expected: str) -> None:
+    launcher = launcher_copy(folder)
+    if config is not None:
+        (folder / "pyvenv.cfg").write_text(config)
+    for flag in ("--version", "-V"):
+        proc = run([str(launcher), flag])
+        assert (proc.returncode, proc.stderr) == (0, b"")
+        assert proc.stdout.decode() == f"pynox 0.1.0 (CPython {expected})\n"
+
+
+def test_version_that_cannot_be_written_exits_1() -> None:
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run([PYNOX, "--version"], stdout=full, stderr=subprocess.PIPE)
+    assert (done.returncode, done.stderr) == (1, b"")
+
+
+# --- --no-sandbox and json.dump's fast path --------------------------------------------
+
+
+def test_no_sandbox_names_its_process_for_the_json_hook(folder: Path) -> None:
+    launcher = launcher_copy(folder)
+    python = str(folder / "bin" / "python3")
+    argv, pid, hook = handed_on(run([str(launcher), "--no-sandbox", "-O", "x.py", "-S"]))
+    assert argv == [python, "-O", "x.py", "-S"]
+    assert hook == pid, "the variable names the process the interpreter runs in"
+    for skips_site in (["-S", "x.py"], ["-bS", "x.py"], ["-W", "error", "-IS"]):
+        argv, _, hook = handed_on(run([str(launcher), "--no-sandbox", *skips_site]))
+        assert argv == [python, *skips_site] and hook == "unset", "no .pth would take it away"
+
+
+def test_no_sandbox_keeps_an_existing_hook_variable(folder: Path) -> None:
+    launcher = launcher_copy(folder)
+    _, pid, hook = handed_on(run([str(launcher), "--no-sandbox", "x.py"], env={HOOK: "1"}))
+    assert hook == "1" != pid
+    # The real interpreter: a variable of another process is left alone for the program.
+    code = f"import os; print(os.environ.get({HOOK!r}))"
+    proc = run([PYNOX, "--no-sandbox", "-c", code], env={HOOK: "kept"})
+    assert proc.stdout == b"kept\n"
+    proc = run([PYNOX, "--no-sandbox", "-c", code])
+    assert proc.stdout == b"None\n", "the launcher's own variable is taken away"
+
+
+# --- cross builds -------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_cross_built_aarch64_musl_launcher_runs(tmp_path: Path) -> None:
+    if importlib.util.find_spec("ziglang") is None or shutil.which("cmake") is None:
+        pytest.skip("needs ziglang (pip install ziglang) and cmake")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bundler",
+            "build-runtime",
+            "--target",
+            "aarch64-linux-musl",
+            "--compiler",
+            "zig",
+            "--no-runtime",
+            "--run",
+            "--build-dir",
+            str(tmp_path / "build"),
+        ],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "pynox: aarch64, static" in done.stdout
+    last = done.stdout.strip().splitlines()[-1]
+    if last.startswith("launcher not run"):
+        pytest.skip(last)
+    assert last.startswith("launcher runs") and "pynox 0.1.0 (CPython" in last, done.stdout
