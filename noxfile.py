@@ -18,10 +18,10 @@ PYTHONS = ["3.10", "3.11", "3.12", "3.13", "3.14"]
 def lint(session: nox.Session) -> None:
     """ruff and mypy over the package, the tests and the tooling."""
     session.install("ruff>=0.6", "mypy>=1.10", "tomli", "cffi", "pytest", "hypothesis", "nox")
-    paths = ["pynox", "bundler", "tests", "runtime", "noxfile.py", "bench", "examples"]
+    paths = ["pynox", "sitehook", "bundler", "tests", "runtime", "noxfile.py", "bench", "examples"]
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
-    session.run("mypy", "pynox", "bundler")
+    session.run("mypy", "pynox", "sitehook", "bundler")
 
 
 # The CPython that runs nox gets the whole suite; the others skip the slow tests

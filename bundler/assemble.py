@@ -5,6 +5,7 @@ python/                         the runtime, pruned, sysconfig relocated
 python/lib/python3.X/site-packages/
     pynox/                      the package, with _core for the target
     _cffi_backend....so         cffi's backend for the target
+    pynox-json.pth, _pynox_json.py   json.dump's fast path under --no-sandbox
     tomli/                      on CPython 3.10 only
 licenses/                       pynox, CPython, the runtime's build, cffi, tomli
 MANIFEST.json                   target, versions, sha256 of every file
@@ -25,6 +26,9 @@ from bundler.prune import dropped
 from bundler.runtime_layout import RuntimeInfo
 from bundler.sysconfig_fix import fix_sysconfigdata
 from bundler.wheelhouse import WheelFiles
+
+# Beside pynox in site-packages: json.dump's fast path under `pynox --no-sandbox`.
+SITE_HOOK_FILES = ("pynox-json.pth", "_pynox_json.py")
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,8 @@ def assemble(parts: Parts, stage: Path) -> dict[str, Any]:
     site = stdlib / "site-packages"
     site.mkdir(exist_ok=True)
     copy_package(site)
-    shutil.copyfile(PROJECT / "pynox" / "pynox-json.pth", site / "pynox-json.pth")
+    for name in SITE_HOOK_FILES:
+        shutil.copyfile(PROJECT / "sitehook" / name, site / name)
     extension_names = []
     for module, built in sorted(parts.extensions.items()):
         name = module + runtime.ext_suffix

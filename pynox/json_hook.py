@@ -7,11 +7,11 @@ patches json once it has loaded. A program that never imports json pays for
 nothing else; one that does finds json's module, spec and loader as CPython
 made them.
 
-`pynox --no-sandbox` runs CPython itself: there the launcher names its own
-process in one environment variable, and `pynox-json.pth` calls
-`install_from_startup()`, which takes the variable away before the program
-starts and installs the finder. A variable left from another process, or
-CPython started with -S (no .pth at all), installs nothing.
+`pynox --no-sandbox` runs CPython itself: there the top-level module
+`_pynox_json` (sitehook/ in the source tree, armed by pynox-json.pth) puts
+its own finder first and hands json's lookup to `find_json_spec`. A variable
+left from another process, or CPython started with -S (no .pth at all),
+installs nothing.
 """
 
 import os
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from types import ModuleType
     from typing import Any
 
-STARTUP_VARIABLE = "PYNOX_JSON_FAST_PATH"
+STARTUP_VARIABLE = "PYNOX_JSON_FAST_PATH"  # read by _pynox_json (sitehook/)
 
 
 def install() -> None:
@@ -36,18 +36,6 @@ def install() -> None:
             sys.meta_path.insert(0, _JsonFinder())
     except Exception:  # noqa: BLE001 - see above
         pass
-
-
-def install_from_startup() -> None:
-    """For the .pth file: installs if this very process was started by the launcher."""
-    value = os.environ.get(STARTUP_VARIABLE)
-    if value is None or value != str(os.getpid()):
-        return
-    del os.environ[STARTUP_VARIABLE]
-    posix_environ = getattr(sys.modules.get("posix"), "environ", None)
-    if isinstance(posix_environ, dict):
-        posix_environ.pop(os.fsencode(STARTUP_VARIABLE), None)
-    install()
 
 
 def no_site(python_args: "list[str]") -> bool:
@@ -95,24 +83,32 @@ class _JsonFinder:
     ) -> "ModuleSpec | None":
         if name != "json" or path is not None:
             return None
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            if finder is self or find is None:
-                continue
-            spec = find(name, path, target)
-            if spec is not None:
-                break
-        else:
-            return None
-        if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _PatchingLoader(spec.loader, self)
-        return spec  # type: ignore[no-any-return]
+        return find_json_spec(self, name, path, target)
+
+
+def find_json_spec(finder: object, name: str, path: object, target: object) -> "ModuleSpec | None":
+    """json's spec from the finders after `finder`, set to patch json once it loads.
+
+    `finder` leaves sys.meta_path as json starts to load.
+    """
+    for other in sys.meta_path:
+        find = getattr(other, "find_spec", None)
+        if other is finder or find is None:
+            continue
+        spec = find(name, path, target)
+        if spec is not None:
+            break
+    else:
+        return None
+    if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+        spec.loader = _PatchingLoader(spec.loader, finder)
+    return spec  # type: ignore[no-any-return]
 
 
 class _PatchingLoader:
     """Puts the real loader back as json loads, then patches what it loaded."""
 
-    def __init__(self, loader: "Any", finder: _JsonFinder) -> None:
+    def __init__(self, loader: "Any", finder: "Any") -> None:
         self.loader = loader
         self.finder = finder
 

@@ -144,6 +144,7 @@ def test_bundle_layout(built: Bundles) -> None:
     assert "bin/pynox" in names
     assert f"{site}/pynox/cli.py" in names
     assert f"{site}/pynox-json.pth" in names  # json.dump's fast path under --no-sandbox
+    assert f"{site}/_pynox_json.py" in names
     assert any(n.startswith(f"{site}/pynox/_core.cpython-") and n.endswith(".so") for n in names)
     assert any(n.startswith(f"{site}/_cffi_backend.cpython-") for n in names)
     assert f"python/lib/python{x}/__pycache__/os.cpython-{x.replace('.', '')}.pyc" in names
@@ -156,13 +157,20 @@ def test_bundle_layout(built: Bundles) -> None:
     assert any(n.startswith("licenses/cffi-") for n in names)
     for left_out in ("test", "idlelib", "tkinter", "ensurepip/_bundled", "turtledemo"):
         assert not [n for n in names if n.startswith(f"python/lib/python{x}/{left_out}/")], left_out
+    tag = f"cpython-{x.replace('.', '')}"
+    assert f"{site}/__pycache__/_pynox_json.{tag}.pyc" in names
     assert not [
         n
         for n in names
         if n.startswith(f"{site}/")
-        and n.split("/")[4] not in ("pynox", "README.txt", "tomli", "pynox-json.pth")
+        and n.split("/")[4]
+        not in ("pynox", "README.txt", "tomli", "pynox-json.pth", "_pynox_json.py", "__pycache__")
         and not n.split("/")[4].startswith("_cffi_backend")
     ]
+    # site-packages' own __pycache__ holds the hook module's bytecode and nothing else.
+    assert {n for n in names if n.startswith(f"{site}/__pycache__/")} == {
+        f"{site}/__pycache__/_pynox_json.{tag}.pyc"
+    }
 
 
 @BUILDS_BUNDLES

@@ -453,6 +453,30 @@ def test_no_sandbox_has_the_fast_path() -> None:
     assert pynox("--no-sandbox", "-S", "-c", probe).stdout == b"NoneType\n"
 
 
+NO_SANDBOX_PROBE = """\
+import sys
+def loaded():
+    return sorted(m for m in sys.modules if m.partition(".")[0] in ("pynox", "_pynox_json"))
+print(loaded(), sum(type(f).__name__ == "_Armed" for f in sys.meta_path))
+import json
+print("pynox.json_fast_path" in loaded(), sum(type(f).__name__ == "_Armed" for f in sys.meta_path))
+print(json.__spec__.loader is json.__loader__, type(json.__loader__).__name__)
+"""
+
+
+def test_no_sandbox_loads_pynox_only_when_json_is_imported() -> None:
+    from conftest import pynox, python
+
+    got = pynox("--no-sandbox", "-c", NO_SANDBOX_PROBE)
+    assert got.returncode == 0, got.stderr
+    before, after, loader = got.stdout.decode().splitlines()
+    # Until json: one small top-level module and its finder, nothing of the package.
+    assert before == "['_pynox_json'] 1"
+    # With json: the fast path, the finder gone, and json's loader as CPython made it.
+    assert after == ("True 0" if PATCHED else "False 0")
+    assert loader == python("-c", NO_SANDBOX_PROBE).stdout.decode().splitlines()[2]
+
+
 def test_no_site_reads_cpythons_command_line() -> None:
     from pynox.json_hook import no_site
 

@@ -1,0 +1,60 @@
+"""Arms json.dump's fast path in `pynox --no-sandbox` runs (see pynox/json_hook.py).
+
+`pynox --no-sandbox` runs CPython itself. The launcher names its own process
+in PYNOX_JSON_FAST_PATH (CPython keeps the pid, exec does not change it);
+pynox-json.pth, beside this module in site-packages, imports it when that
+variable is set. `install()` takes the variable away before the program
+starts and, if this very process was named, puts a finder first on
+sys.meta_path that answers nothing but `json`.
+
+This is a top-level module of its own, not part of the pynox package, so
+that a program that never imports json pays for this one small import: the
+pynox package, and pynox.json_hook, load only when json does.
+"""
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+
+STARTUP_VARIABLE = "PYNOX_JSON_FAST_PATH"
+
+
+class _Armed:
+    """Stands first on sys.meta_path until json loads; pynox.json_hook does the rest."""
+
+    def find_spec(
+        self,
+        name: str,
+        path: "Sequence[str] | None" = None,
+        target: "ModuleType | None" = None,
+    ) -> "ModuleSpec | None":
+        if name != "json" or path is not None:
+            return None
+        from pynox.json_hook import find_json_spec
+
+        return find_json_spec(self, name, path, target)
+
+
+def install() -> None:
+    """Never raises: without the fast path, json is simply CPython's."""
+    try:
+        value = os.environ.get(STARTUP_VARIABLE)
+        if value is None or value != str(os.getpid()):
+            return  # a variable left from another process: not ours to act on
+        del os.environ[STARTUP_VARIABLE]
+        posix_environ = getattr(sys.modules.get("posix"), "environ", None)
+        if isinstance(posix_environ, dict):
+            posix_environ.pop(os.fsencode(STARTUP_VARIABLE), None)
+        if "json" in sys.modules:  # a .pth before this one imported it
+            from pynox import json_hook
+
+            json_hook.install()
+        else:
+            sys.meta_path.insert(0, _Armed())
+    except Exception:  # noqa: BLE001, S110 - see the docstring of install
+        pass
