@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 STARTUP_VARIABLE = "PYNOX_JSON_FAST_PATH"
 
 
+# Where pynox is: beside this module. By the time json is imported, sys.path
+# may start with the program's own directory, which could hold a `pynox`.
+_SITE_DIR = os.path.dirname(__file__)
+
+
 class _Armed:
     """Stands first on sys.meta_path until json loads; pynox.json_hook does the rest."""
 
@@ -35,9 +40,28 @@ class _Armed:
     ) -> "ModuleSpec | None":
         if name != "json" or path is not None:
             return None
-        from pynox.json_hook import find_json_spec
+        try:
+            if not _import_pynox():
+                return None  # another `pynox` came first: json without the fast path
+            from pynox.json_hook import find_json_spec
 
-        return find_json_spec(self, name, path, target)
+            return find_json_spec(self, name, path, target)
+        except Exception:  # noqa: BLE001 - import json must work, with or without us
+            return None
+
+
+def _import_pynox() -> bool:
+    """Imports the pynox package from beside this module; False if another one is loaded."""
+    package = sys.modules.get("pynox")
+    if package is None:
+        sys.path.insert(0, _SITE_DIR)
+        try:
+            package = __import__("pynox")
+        finally:
+            if sys.path and sys.path[0] is _SITE_DIR:
+                del sys.path[0]
+    origin = getattr(package, "__file__", None) or ""
+    return os.path.dirname(os.path.dirname(origin)) == _SITE_DIR
 
 
 def install() -> None:

@@ -477,6 +477,22 @@ def test_no_sandbox_loads_pynox_only_when_json_is_imported() -> None:
     assert loader == python("-c", NO_SANDBOX_PROBE).stdout.decode().splitlines()[2]
 
 
+def test_no_sandbox_fast_path_ignores_a_pynox_beside_the_program(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from conftest import pynox
+
+    # `python -c` puts the working directory first on sys.path, before json is imported.
+    (tmp_path / "pynox").mkdir()
+    (tmp_path / "pynox" / "__init__.py").write_text("print('a pynox of its own')\n")
+    probe = "import json; print(type(json.dump.__code__.co_consts[1]).__name__)"
+    got = pynox("--no-sandbox", "-c", probe, cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == (b"_Hook\n" if PATCHED else b"NoneType\n")
+    # A program that imported its own pynox first gets json without the fast path.
+    probe = "import pynox, json; print(type(json.dump.__code__.co_consts[1]).__name__)"
+    got = pynox("--no-sandbox", "-c", probe, cwd=tmp_path)
+    assert (got.returncode, got.stdout) == (0, b"a pynox of its own\nNoneType\n")
+
+
 def test_no_site_reads_cpythons_command_line() -> None:
     from pynox.json_hook import no_site
 
