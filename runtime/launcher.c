@@ -269,7 +269,7 @@ static int print_version(const char *prefix)
 /* `pynox --no-sandbox` names its own process (which CPython keeps, exec does
  * not change it) in PYNOX_JSON_FAST_PATH; pynox-json.pth in site-packages
  * takes the variable away before the program starts and gives json.dump its
- * fast path (pynox/json_hook.py). Nothing is set where no .pth would run to
+ * fast path (sitehook/_pynox_json.py). Nothing is set where no .pth would run to
  * take it away (-S before the program), or where the variable exists already. */
 #define JSON_HOOK_VARIABLE "PYNOX_JSON_FAST_PATH"
 

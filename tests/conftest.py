@@ -83,20 +83,50 @@ def pynox_bin() -> str:
 # --- nothing left behind -------------------------------------------------------------
 
 
-def _pynox_processes() -> dict[int, str]:
-    """Processes running pynox (commands, pools, zygotes, children), by pid."""
-    found = {}
+def _parent_pids() -> dict[int, int]:
+    """Every process's parent, from /proc/PID/stat (the field after the command's ")")."""
+    parents = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
+        if not entry.isdigit():
             continue
         try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        parents[int(entry)] = int(stat.rpartition(")")[2].split()[1])
+    return parents
+
+
+def _pynox_processes() -> dict[int, str]:
+    """This session's processes running pynox (commands, pools, zygotes, children), by pid.
+
+    Only descendants of this process count: another test session running at the same
+    time has pynox processes of its own, which are not this one's to judge or to kill.
+    """
+    parents = _parent_pids()
+    me = os.getpid()
+
+    def descends_from_me(pid: int) -> bool:
+        seen = set()
+        while pid in parents and pid not in seen:
+            seen.add(pid)
+            pid = parents[pid]
+            if pid == me:
+                return True
+        return False
+
+    found = {}
+    for pid in parents:
+        if pid == me or not descends_from_me(pid):
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
         command = b" ".join(argv).decode(errors="replace")
         command_is_pynox = ("pynox/_start.py", "pynox._boot", "pynox.cli", " -m pynox")
         if any(mark in command for mark in command_is_pynox):
-            found[int(entry)] = command
+            found[pid] = command
     return found
 
 
