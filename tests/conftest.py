@@ -83,42 +83,16 @@ def pynox_bin() -> str:
 # --- nothing left behind -------------------------------------------------------------
 
 
-def _parent_pids() -> dict[int, int]:
-    """Every process's parent, from /proc/PID/stat (the field after the command's ")")."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        parents[int(entry)] = int(stat.rpartition(")")[2].split()[1])
-    return parents
-
-
 def _pynox_processes() -> dict[int, str]:
     """This session's processes running pynox (commands, pools, zygotes, children), by pid.
 
     Only descendants of this process count: another test session running at the same
     time has pynox processes of its own, which are not this one's to judge or to kill.
     """
-    parents = _parent_pids()
-    me = os.getpid()
-
-    def descends_from_me(pid: int) -> bool:
-        seen = set()
-        while pid in parents and pid not in seen:
-            seen.add(pid)
-            pid = parents[pid]
-            if pid == me:
-                return True
-        return False
+    from pool_client import descendants
 
     found = {}
-    for pid in parents:
-        if pid == me or not descends_from_me(pid):
-            continue
+    for pid in descendants(os.getpid(), zombies=False):
         try:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:

@@ -113,15 +113,27 @@ keys = st.one_of(
     st.none(),
     st.sampled_from([(1, 2), Name("k"), Count(2)]),
 )
-data = st.recursive(
-    leaves,
-    lambda children: st.one_of(
-        st.lists(children, max_size=4),
-        st.lists(children, max_size=4).map(tuple),
-        st.dictionaries(keys, children, max_size=4),
-    ),
-    max_leaves=20,
-)
+
+
+def nested(
+    leaves: st.SearchStrategy[object],
+    keys: st.SearchStrategy[object],
+    size: int,
+    max_leaves: int,
+) -> st.SearchStrategy[object]:
+    """Lists, tuples and dicts of leaves, nested."""
+    return st.recursive(
+        leaves,
+        lambda children: st.one_of(
+            st.lists(children, max_size=size),
+            st.lists(children, max_size=size).map(tuple),
+            st.dictionaries(keys, children, max_size=size),
+        ),
+        max_leaves=max_leaves,
+    )
+
+
+data = nested(leaves, keys, size=4, max_leaves=20)
 options = st.fixed_dictionaries(
     {},
     optional={
@@ -221,15 +233,7 @@ plain_leaves = st.one_of(
     st.sampled_from(["\ud800", "\x7f", "\U0001f600", '"\\\b\f\n\r\t\x00\x1f', "\u2028"]),
     st.builds(pow, st.just(10), st.just(5000)),  # too long for str(int) from 3.11 on
 )
-plain_data = st.recursive(
-    plain_leaves,
-    lambda children: st.one_of(
-        st.lists(children, max_size=5),
-        st.lists(children, max_size=5).map(tuple),
-        st.dictionaries(plain_keys, children, max_size=5),
-    ),
-    max_leaves=30,
-)
+plain_data = nested(plain_leaves, plain_keys, size=5, max_leaves=30)
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
