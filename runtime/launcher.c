@@ -333,8 +333,9 @@ static int json_hook_entry(int argc, char **argv, int first, char **envp, char *
            && buf_append_long(entry, size, &n, pid) == 0;
 }
 
-/* realpath(path) of a directory: the kernel's name for it, read back through /proc. */
-static void resolve_directory(const char *path, char *out, size_t size)
+/* realpath(path) of a directory: the kernel's name for it, read back through /proc.
+ * Returns its length. */
+static size_t resolve_directory(const char *path, char *out, size_t size)
 {
     long fd = sys_openat(LAUNCHER_AT_FDCWD, path,
                          LAUNCHER_O_PATH | LAUNCHER_O_DIRECTORY | LAUNCHER_O_CLOEXEC);
@@ -357,6 +358,7 @@ static void resolve_directory(const char *path, char *out, size_t size)
     if (out[0] != '/') {
         fail("cannot resolve", path, LAUNCHER_ENOENT);  /* e.g. "(unreachable)/..." */
     }
+    return (size_t)got;
 }
 
 int launcher_main(int argc, char **argv, char **envp)
@@ -395,8 +397,7 @@ int launcher_main(int argc, char **argv, char **envp)
         if (with_site_dir) {
             args[n++] = "-S";
             /* Normalized, so tracebacks can tell pynox's own frames by path. */
-            resolve_directory(site_dir, resolved, sizeof resolved);
-            size_t end = str_length(resolved);
+            size_t end = resolve_directory(site_dir, resolved, sizeof resolved);
             if (buf_append(resolved, sizeof resolved, &end, "/" START_FILE) != 0) {
                 fail("cannot build a path under", resolved, LAUNCHER_ENAMETOOLONG);
             }

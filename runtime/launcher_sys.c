@@ -101,15 +101,6 @@ int str_equal(const char *a, const char *b)
     return *a == *b;
 }
 
-size_t str_length(const char *text)
-{
-    size_t n = 0;
-    while (text[n] != '\0') {
-        n++;
-    }
-    return n;
-}
-
 char *str_last_slash(char *text)
 {
     char *found = NULL;

@@ -136,7 +136,6 @@ void *memset(void *to, int byte, size_t size);
 int memcmp(const void *a, const void *b, size_t size);
 
 int str_equal(const char *a, const char *b);
-size_t str_length(const char *text);
 /* The last '/' in text, or NULL. */
 char *str_last_slash(char *text);
 /* The glibc text of an errno value the launcher can meet, else "error N" in scratch. */

@@ -75,9 +75,10 @@ def install() -> None:
         if isinstance(posix_environ, dict):
             posix_environ.pop(os.fsencode(STARTUP_VARIABLE), None)
         if "json" in sys.modules:  # a .pth before this one imported it
-            from pynox import json_hook
+            if _import_pynox():
+                from pynox import json_hook
 
-            json_hook.install()
+                json_hook.install()
         else:
             sys.meta_path.insert(0, _Armed())
     except Exception:  # noqa: BLE001, S110 - see the docstring of install
