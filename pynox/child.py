@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 # Frames of pynox itself, cut from the program's tracebacks.
 _PACKAGE_DIR = os.path.dirname(__file__) + os.sep
 EXIT_SETUP_FAILURE = 125
+# The first byte on the report pipe once the process is confined. Only the
+# trusted side writes before it; whatever follows comes from the program, so a
+# report after it can never claim that the sandbox failed.
+REPORT_CONFINED = b"\x06"
 
 # True once this process runs a program: whatever propagates from then on is
 # the program's, for CPython to report, never pynox's own error.
@@ -125,7 +129,7 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
     program_started = True
     try:
         os.environ.update(policy.environment)
-        main_module = _setup_interpreter(program, policy, setup)
+        main_module, program_path = _setup_interpreter(program, policy, setup)
         if setup.channel_fd is not None and setup.host_functions:
             from pynox import host_module
 
@@ -138,6 +142,11 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
             confine_policy(policy, setup.system_reads, _kept_fds(setup), setup.parent_pid)
         if setup.scrub_failure is not None:
             raise setup.scrub_failure
+        # Only now may imports look where the program's files are: nothing that
+        # pynox imported before confinement came from a directory the program controls.
+        sys.path[:] = program_path
+        if setup.report_fd is not None:
+            os.write(setup.report_fd, REPORT_CONFINED)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
     modules_before = set(sys.modules)
@@ -263,13 +272,17 @@ def _make_unbuffered() -> None:
         setattr(sys, f"__{name}__", stream)
 
 
-def _setup_interpreter(program: "Program", policy: "Policy", setup: ChildSetup) -> object:
+def _setup_interpreter(
+    program: "Program", policy: "Policy", setup: ChildSetup
+) -> "tuple[object, list[str]]":
+    """__main__, argv and site's builtins as python sets them up, and the sys.path to use
+    once the process is confined."""
     sys.argv = list(program.argv)
     kept = [p for p in sys.path if os.path.basename(p) not in ("site-packages", "dist-packages")]
     for dropped in set(sys.path) - set(kept):
         sys.path_importer_cache.pop(dropped, None)
     prefix = [] if program.path0 is None else [program.path0]
-    sys.path[:] = prefix + kept + policy.package_dirs
+    new_path = prefix + kept + policy.package_dirs
 
     main = type(sys)("__main__")  # types.ModuleType, without importing types
     main.__dict__["__annotations__"] = {}
@@ -288,7 +301,7 @@ def _setup_interpreter(program: "Program", policy: "Policy", setup: ChildSetup) 
     sys.modules["__main__"] = main
     if not setup.no_site and not hasattr(builtins, "exit"):
         install_site_builtins()
-    return main
+    return main, new_path
 
 
 def install_site_builtins() -> None:

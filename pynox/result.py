@@ -62,25 +62,34 @@ def _text_or_none(value: object) -> str | None:
 def _trusted_report(outcome: Outcome) -> dict[str, Any] | None:
     """The child's error report, when how it ended says it could have written one.
 
-    The report comes from inside the sandbox: it is taken only from a program
-    that died of an uncaught exception (status 1, or SIGINT for
-    KeyboardInterrupt) or from a child whose sandbox could not be set up
-    (status 125, before the program ran), and its hint is rebuilt from its kind.
+    Until the child is confined, only pynox writes to the report pipe; once it
+    is, the child writes REPORT_CONFINED and the program runs, so anything
+    after that byte is the program's word. A report before it (with status 125)
+    says why the sandbox could not be set up; one after it is taken only from a
+    program that died of an uncaught exception (status 1, or SIGINT for
+    KeyboardInterrupt), never as a setup failure, and its hint is rebuilt from
+    its kind. A report that is not small, flat, strict JSON is ignored.
     """
     import signal
 
+    from pynox import strict_json
+    from pynox.child import EXIT_SETUP_FAILURE, REPORT_CONFINED
+
     if not outcome.report or outcome.timed_out:
         return None
-    setup_failure = outcome.exit_code == 125  # written before the program could run
-    if outcome.exit_code != 1 and outcome.signal != signal.SIGINT and not setup_failure:
+    confined = outcome.report.startswith(REPORT_CONFINED)
+    if confined:
+        if outcome.exit_code != 1 and outcome.signal != signal.SIGINT:
+            return None
+    elif outcome.exit_code != EXIT_SETUP_FAILURE:
         return None
     try:
-        report = json.loads(outcome.report)
+        report = strict_json.loads(outcome.report[len(REPORT_CONFINED) if confined else 0 :])
     except ValueError:
         return None
     if not isinstance(report, dict):
         return None
-    if setup_failure and report.get("type") != "SandboxError":
+    if confined == (report.get("type") == "SandboxError"):
         return None
     return report
 
