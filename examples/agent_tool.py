@@ -11,7 +11,7 @@ each call runs in a fresh sandboxed process.
 import pynox
 
 # One pool serves the whole application; the permissions belong to the tool.
-run_python = pynox.tool(allow_write=["/tmp"], timeout="10s", memory="256m")
+run_python = pynox.tool(timeout="10s", memory="256m")
 
 if __name__ == "__main__":
     print(run_python.__doc__)

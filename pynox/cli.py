@@ -135,22 +135,19 @@ def _run(inv: "Invocation") -> int:
     else:
         prog = program.stdin(inv.args, isolated)
     policy = build_policy(grants, prog.implicit_read, os.environ, cwd)
-    _refuse_self_writable_config(config_path, policy)
-    # A program that may write Pynox's configuration cache could plant entries
-    # that widen later runs: such a run is supervised, and the cache goes after it.
-    cache_exposed = _cache_is_writable(policy)
+    if policy.allow_write:
+        from pynox import trusted_paths
+
+        trusted = trusted_paths.installation()
+        trusted += trusted_paths.configuration([config_path], cwd, os.environ)
+        trusted_paths.refuse_trusted_writes(policy, trusted)
     outcome = runner.run(
         prog,
         policy,
         capture=inv.json,
         unbuffered="u" in inv.python_options,
         no_site="S" in inv.python_options,
-        supervised=cache_exposed,
     )
-    if cache_exposed:
-        from pynox.config_cache import forget_all
-
-        forget_all(os.environ)
     if inv.json:
         from pynox.result import print_json_result
 
@@ -202,30 +199,6 @@ def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":
     if inv.max_file_size is not None:
         grants.max_file_size = parse_size(inv.max_file_size, "--max-file-size", minimum=1)
     return grants
-
-
-def _refuse_self_writable_config(config_path: str | None, policy: "Policy") -> None:
-    from pynox.errors import ConfigError
-    from pynox.policy import covering_write
-
-    if config_path is None:
-        return
-    granted = covering_write(policy, config_path)
-    if granted is not None:
-        raise ConfigError(
-            f"{config_path} lies under {granted}, which the run may write, so the program "
-            "could rewrite its own permissions; move the file or narrow allow_write"
-        )
-
-
-def _cache_is_writable(policy: "Policy") -> bool:
-    if not policy.allow_write:
-        return False
-    from pynox.config_cache import cache_dir
-    from pynox.policy import covering_write
-
-    directory = cache_dir(os.environ)
-    return directory is not None and covering_write(policy, os.path.realpath(directory)) is not None
 
 
 def _finish_plain(outcome: "Outcome", policy: "Policy") -> int:

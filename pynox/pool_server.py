@@ -17,7 +17,8 @@ import signal
 import socket
 import time
 
-from pynox import channel, pool_request, system_paths, zygote
+from pynox import channel, pool_request, system_paths, trusted_paths, zygote
+from pynox.child import REPORT_CONFINED
 from pynox.config import Config, find_config_path, load_config
 from pynox.errors import PynoxError, UsageError
 from pynox.policy import build_policy
@@ -171,7 +172,7 @@ class Template:
         self.workers = options.workers or settings.workers or DEFAULT_WORKERS
         self.max_sessions = settings.max_sessions
         self.session_idle = settings.session_idle or DEFAULT_SESSION_IDLE
-        self.limits = self.config.pool_limits
+        self.limits = pool_request.resolve_limits(self.config.pool_limits)
         self.limited = frozenset(settings.limited)
         self.cwd = cwd
         for module in [*settings.preload, *options.preload]:
@@ -180,6 +181,9 @@ class Template:
             except Exception as exc:  # noqa: BLE001 - any failure is the user's to see
                 raise PynoxError(f"cannot preload {module}: {exc!r}; fix or remove it") from None
         _warm_up()
+        # What no request may write: pynox, what the pool loaded, its configuration.
+        self.trusted = trusted_paths.installation()
+        self.trusted += trusted_paths.configuration([path], cwd, os.environ)
         self.system_reads = system_paths.interpreter_reads()
         gc.freeze()  # the children share the template's pages; keep the collector off them
         self.zygote_pid, self.zygote = zygote.start(self.system_reads)
@@ -412,7 +416,9 @@ class Template:
         script = message.get("script")
         if isinstance(script, str):
             implicit = [os.path.dirname(os.path.realpath(script))]
-        return build_policy(grants, implicit, os.environ, self.cwd)
+        policy = build_policy(grants, implicit, os.environ, self.cwd)
+        trusted_paths.refuse_trusted_writes(policy, self.trusted)
+        return policy
 
     def _control(self, message: dict[str, object]) -> None:
         request_id = message["id"]
@@ -796,7 +802,8 @@ class Template:
             return
         outcome = self._outcome(run, child, exit_code)
         if error is not None:
-            outcome.report = json.dumps(error).encode()
+            # A session reports each step's error from inside its sandbox.
+            outcome.report = REPORT_CONFINED + json.dumps(error).encode()
         result = build_result(outcome, run.policy, api=True)
         if ended in ("timeout", "crash"):
             if ended == "timeout":

@@ -22,7 +22,6 @@ def run(
     capture: bool,
     unbuffered: bool,
     no_site: bool,
-    supervised: bool = False,
 ) -> "Outcome":
     setup = ChildSetup()
     setup.unbuffered = unbuffered
@@ -31,7 +30,7 @@ def run(
     from pynox import _boot
 
     _boot.started()
-    if not (capture or supervised) and policy.timeout is None:
+    if not capture and policy.timeout is None:
         # Nothing to supervise: no output to collect, no clock to enforce. The
         # program runs in this very process, the terminal's own foreground job,
         # which spares the fork and the copying of every page a child touches.

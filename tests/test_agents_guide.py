@@ -213,7 +213,7 @@ def test_the_example_program_runs() -> None:
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert out.startswith("Run Python ")
-    assert "Writing files: beneath /tmp" in out
+    assert "Writing files: nowhere" in out
     assert "10s of wall-clock time per call, 256 MiB of memory" in out
     assert "Hello from an agent tool ['agent.py']" in out
     assert "PermissionError: [Errno 13] Permission denied: '/etc/passwd'\nat agent.py:1\n" in out
