@@ -104,6 +104,7 @@ def assemble(parts: Parts, stage: Path) -> dict[str, Any]:
     )
     compiler = bytecode.compiler_for(python / "bin" / f"python{runtime.minor}", runtime.minor)
     if compiler is not None:
+        bytecode.write_boot_image(compiler, site / "pynox")
         bytecode.compile_tree(compiler, runtime.minor, stage, [stdlib])
         pyc = "unchecked-hash"
     else:

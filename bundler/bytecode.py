@@ -65,3 +65,20 @@ def compile_tree(python: str, minor: str, root: Path, folders: list[Path]) -> No
         raise BundlerError(f"compiling the bundle's Python files failed: {' | '.join(tail)}")
     for folder in folders:
         normalize_tree(folder, minor)
+
+
+def write_boot_image(python: str, package: Path) -> None:
+    """pynox's start-up image (pynox/_boot.py), made by the bundle's CPython minor.
+
+    Made here and never at run time: nothing a sandboxed run writes may become code
+    that a later run executes. The same hash seed and environment as compile_tree keep
+    its bytes the same from one build to the next.
+    """
+    cache = package / "__pycache__"
+    cache.mkdir(exist_ok=True)
+    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
+    command = [python, "-B", "-S", "-s", str(package / "_boot.py"), "--write-image", str(cache)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+        raise BundlerError(f"writing pynox's start-up image failed: {' | '.join(tail)}")

@@ -2,13 +2,17 @@
 
 Importing a module costs a cold process about 0.1 ms beyond running its code
 (finding it, stat calls, opening and reading its .pyc). A run needs the same
-thirteen modules every time, so the first run writes their code objects into
-one file beside the .pyc files, `__pycache__/_boot.<cache tag>.image`, and
-later runs load them with one read. Like a .pyc, each entry records its
-source's modification time and size; a changed source, another interpreter
-version or a damaged file makes the image unused (and rewritten), and the
-modules import as usual. Where the package directory is not writable there is
-simply no image.
+thirteen modules every time, so their code objects live in one file beside the
+.pyc files, `__pycache__/_boot.<cache tag>.image`, loaded with one read.
+
+The image is made when the wheel or bundle is built (`python _boot.py
+--write-image DIRECTORY`, with the interpreter it is for), never at run time:
+nothing a run writes may be code a later run executes before its sandbox
+exists. Each entry records its source's size; a source of another size, another
+interpreter version or a damaged file makes the image unused, and the modules
+import as usual. The code objects name their files as compiled in the build;
+loading points them at the sources where they are now, as importlib does for a
+.pyc, so that tracebacks name the installed files wherever the prefix moved.
 
 The finder serves only pynox's own modules and leaves sys.meta_path before
 the program runs (see `leave`), so the program never sees it.
@@ -19,6 +23,7 @@ import os
 import sys
 from _frozen_importlib import ModuleSpec
 from _frozen_importlib_external import MAGIC_NUMBER
+from _imp import _fix_co_filename  # type: ignore[attr-defined]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,16 +77,13 @@ class _ImageFinder:
 
 
 _finder: "_ImageFinder | None" = None
-_stale = False
 
 
 def main() -> None:
     """Runs the pynox command, from the image when there is a valid one."""
-    global _finder, _stale
+    global _finder
     codes = _load_image()
-    if codes is None:
-        _stale = True
-    else:
+    if codes is not None:
         _finder = _ImageFinder(codes)
         sys.meta_path.insert(0, _finder)
     from pynox import cli
@@ -92,13 +94,12 @@ def main() -> None:
 def started() -> None:
     """Ends pynox's start-up: the program, or a pool's requests, get a plain interpreter.
 
-    Called once pynox has imported what it runs with, before any program runs
-    (and before the sandbox, which would forbid writing the image). The
-    launcher starts pynox with the garbage collector off (its imports make no
-    cycles) and the image's finder on sys.meta_path; both go back to what
+    Called once pynox has imported what it runs with, before any program runs.
+    The launcher starts pynox with the garbage collector off (its imports make
+    no cycles) and the image's finder on sys.meta_path; both go back to what
     python starts with.
     """
-    global _finder, _stale
+    global _finder
     import gc
 
     gc.freeze()  # pynox's objects stay alive: keep collections off them
@@ -109,18 +110,14 @@ def started() -> None:
         except ValueError:
             pass
         _finder = None
-    if _stale:
-        _stale = False
-        _write_image()
 
 
 def _source_path(name: str) -> str:
     return os.path.join(_PACKAGE_DIR, name.rpartition(".")[2] + ".py")
 
 
-def _source_stamp(name: str) -> "tuple[int, int]":
-    status = os.stat(_source_path(name))
-    return int(status.st_mtime), status.st_size & 0xFFFFFFFF  # what a .pyc records
+def _source_size(name: str) -> int:
+    return os.stat(_source_path(name)).st_size
 
 
 def _load_image() -> "dict[str, CodeType] | None":
@@ -130,39 +127,43 @@ def _load_image() -> "dict[str, CodeType] | None":
         if magic != MAGIC_NUMBER or set(entries) != set(HOT_MODULES):
             return None
         codes = {}
-        for name, (stamp, code) in entries.items():
-            if stamp != _source_stamp(name):
+        for name, (size, code) in entries.items():
+            if size != _source_size(name):
                 return None
             codes[name] = marshal.loads(code)
+            _fix_co_filename(codes[name], _source_path(name))
         return codes
     except Exception:  # noqa: BLE001 - a missing or unusable image means importing as usual
         return None
 
 
-def _write_image() -> None:
-    """Compiles the hot modules' sources into a new image; quietly gives up if it cannot."""
-    cache_dir = os.path.dirname(_IMAGE)
-    writable = cache_dir if os.path.isdir(cache_dir) else _PACKAGE_DIR
-    if sys.dont_write_bytecode or not os.access(writable, os.W_OK):
-        return  # as CPython writes no .pyc here; don't compile for nothing on every run
-    temporary = f"{_IMAGE}.{os.getpid()}.tmp"
-    try:
-        entries = {}
-        for name in HOT_MODULES:
-            stamp = _source_stamp(name)
-            with open(_source_path(name), "rb") as source:
-                # Without docstrings (as `python -OO` compiles): nothing reads them
-                # there, and the image loads faster. These modules have no asserts.
-                code = compile(
-                    source.read(), _source_path(name), "exec", dont_inherit=True, optimize=2
-                )
-            entries[name] = (stamp, marshal.dumps(code))
-        os.makedirs(cache_dir, exist_ok=True)
-        with open(temporary, "xb") as image:
-            image.write(marshal.dumps((MAGIC_NUMBER, entries)))
-        os.replace(temporary, _IMAGE)
-    except Exception:  # noqa: BLE001 - the image only saves time; runs work without it
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+def write_image(directory: str) -> str:
+    """Compiles the hot modules' sources into an image in `directory`; returns its path.
+
+    For the build only: the same sources always give the same bytes when run with
+    PYTHONHASHSEED=0 (set and frozenset constants keep their order).
+    """
+    import gc
+
+    gc.disable()  # collections change reference counts, which marshal writes (FLAG_REF)
+    entries = {}
+    for name in HOT_MODULES:
+        with open(_source_path(name), "rb") as source:
+            text = source.read()
+        # Without docstrings (as `python -OO` compiles): nothing reads them there,
+        # and the image loads faster. These modules have no asserts. The file name
+        # is fixed up when the image loads (see _load_image).
+        relative = "pynox/" + os.path.basename(_source_path(name))
+        code = compile(text, relative, "exec", dont_inherit=True, optimize=2)
+        entries[name] = (len(text), marshal.dumps(code))
+    path = os.path.join(directory, os.path.basename(_IMAGE))
+    with open(path, "wb") as image:
+        image.write(marshal.dumps((MAGIC_NUMBER, entries)))
+    return path
+
+
+if __name__ == "__main__":
+    # python pynox/_boot.py --write-image DIRECTORY (the build's step; see the docstring)
+    if sys.argv[1:2] != ["--write-image"] or len(sys.argv) != 3:
+        sys.exit("usage: python _boot.py --write-image DIRECTORY")
+    print(write_image(sys.argv[2]))
