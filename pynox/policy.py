@@ -122,18 +122,50 @@ def resolve_grant(path: str, kind: str, cwd: str) -> str:
         raise PolicyError(f"cannot grant {kind} {absolute}: {exc.strerror}") from None
     except ValueError:  # a NUL character
         raise PolicyError(f"cannot grant {kind} {absolute!r}: it is not a valid path") from None
-    if _names_own_process(absolute):
-        # Resolved here, /proc/self would name this process; the sandboxed
-        # process opens the path itself when it confines itself, and gets its own.
-        return absolute
-    return os.path.realpath(absolute)
+    resolved = real_path(absolute)
+    for form in (absolute, resolved):
+        if _through_proc_magic_link(form):
+            raise PolicyError(
+                f"cannot grant {kind} {absolute}: it goes through {form}, a link of /proc "
+                "that leads wherever a process's root, working directory, executable or "
+                "descriptors lead; grant the real path you mean instead"
+            )
+    return resolved
+
+
+def real_path(path: str) -> str:
+    """The path with every symbolic link resolved, as the sandbox will open it.
+
+    /proc/self and /proc/thread-self stay as they are: resolved here, they would
+    name this process; the sandboxed process names itself when it confines itself.
+    """
+    if _names_own_process(path):
+        return os.path.normpath(path)
+    return os.path.realpath(path)
 
 
 def _names_own_process(path: str) -> bool:
-    return any(path == link or path.startswith(link + "/") for link in _OWN_PROCESS_LINKS)
+    return any(path == link or path.startswith(link + "/") for link in OWN_PROCESS_LINKS)
 
 
-_OWN_PROCESS_LINKS = ("/proc/self", "/proc/thread-self")
+OWN_PROCESS_LINKS = ("/proc/self", "/proc/thread-self")
+
+
+def _through_proc_magic_link(path: str) -> bool:
+    """Whether the path is, or goes through, a "magic" link of /proc of any process or
+    thread: the kernel follows those to a process's root or working directory, its
+    executable, its open files or its namespaces, wherever those are."""
+    parts = path.split("/")  # "", "proc", pid, ...
+    if len(parts) < 4 or parts[1] != "proc":
+        return False
+    if parts[2] not in ("self", "thread-self") and not parts[2].isdigit():
+        return False
+    rest = parts[3:]
+    if len(rest) >= 3 and rest[0] == "task" and rest[1].isdigit():
+        rest = rest[2:]
+    if rest[:1] in (["root"], ["cwd"], ["exe"]):
+        return True
+    return len(rest) >= 2 and rest[0] in ("fd", "map_files", "ns") and rest[1] != ""
 
 
 def _unique(items: list[str]) -> list[str]:

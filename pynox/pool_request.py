@@ -10,6 +10,7 @@ import sys
 
 from pynox.config import Grants
 from pynox.errors import PynoxError
+from pynox.policy import real_path
 from pynox.units import MAX_OUTPUT_LIMIT, MIN_MEMORY, parse_duration, parse_size
 
 MAX_LINE = 16 << 20
@@ -132,30 +133,48 @@ def _within(path: str, roots: list[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
+def resolve_limits(limits: Grants) -> Grants:
+    """[pool.limits] with its paths resolved once, when the pool starts: a symbolic link
+    that a request plants or swaps later can never move them."""
+    resolved = Grants().merged(limits)
+    for key in _PATH_FIELDS:
+        setattr(resolved, key, [real_path(path) for path in getattr(limits, key)])
+    return resolved
+
+
 def cap(grants: Grants, limits: Grants, limited: frozenset[str], request_id: object) -> Grants:
     """Refuses what exceeds [pool.limits]; fills what the request left to the limits.
 
-    `limited` names the keys [pool.limits] sets (an empty list there still limits).
+    `limits` has its paths resolved (resolve_limits), and each path a request asks for
+    is compared resolved too: what counts is where the kernel will let the program
+    go, whatever the path's spelling or the links along it. The capped grants carry
+    the resolved paths. `limited` names the keys [pool.limits] sets (an empty list
+    there still limits).
     """
 
     def refuse(field: str, detail: str) -> RequestError:
         return RequestError(f"{field} exceeds [pool.limits]: {detail}", request_id)
 
+    capped = Grants().merged(grants)
     for key in _PATH_FIELDS:
         if key not in limited:
             continue
         roots = getattr(limits, key)
+        allowed = ", ".join(roots) or "nothing"
+        resolved = []
         for path in getattr(grants, key):
-            if not _within(path, roots):
-                allowed = ", ".join(roots) or "nothing"
-                raise refuse(key, f"{path} is outside what it allows ({allowed})")
+            real = real_path(path)
+            if not _within(real, roots):
+                where = path if real == path else f"{path} (which resolves to {real})"
+                raise refuse(key, f"{where} is outside what it allows ({allowed})")
+            resolved.append(real)
+        setattr(capped, key, resolved)
     if "allow_env" in limited:
         for name in grants.allow_env:
             if name not in limits.allow_env:
                 raise refuse("allow_env", f"{name} is not among {limits.allow_env}")
     if "allow_network" in limited and grants.allow_network and not limits.allow_network:
         raise refuse("allow_network", "the limits keep the network off")
-    capped = Grants().merged(grants)
     for key in ("timeout", "memory", "max_output", "max_file_size"):
         if key not in limited:
             continue
