@@ -5,6 +5,7 @@ import os
 from pynox import system_paths
 from pynox._core import ffi, lib
 from pynox.errors import PynoxError
+from pynox.policy import OWN_PROCESS_LINKS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ class _CPolicy:
         memory: int | None,
         max_file_size: int | None,
         parent_pid: int,
+        resolved: bool = False,
     ) -> None:
         self.buffers = [ffi.new(_CHARS, os.fsencode(p)) for p in reads + writes]
         read_array = ffi.new(_STRINGS, self.buffers[: len(reads)])
@@ -61,6 +63,7 @@ class _CPolicy:
                 # the pynox process itself is the terminal's foreground job and stays.
                 "new_session": int(parent_pid != 0),
                 "parent_pid": parent_pid,
+                "paths_resolved": int(resolved),
             },
         )
 
@@ -96,16 +99,8 @@ def prepare(system_reads: list[str], keep_fds: list[int], parent_pid: int) -> Pr
 
 def finish(prepared: Prepared, policy: "Policy") -> None:
     """Confines a prepared process to the run's policy, for good."""
-    own = _CPolicy(
-        _own_reads(policy),
-        list(policy.allow_write),
-        [],
-        policy.network,
-        policy.memory,
-        policy.max_file_size,
-        0,
-    )
     err = ffi.new(_CHARS, 512)
+    own = _own_policy(policy)
     rc = lib.pynox_sandbox_finish(prepared.state, prepared.base.struct, own.struct, err, len(err))
     _check(rc, err)
 
@@ -118,23 +113,35 @@ def confine_policy(
     Raises SandboxError with the reason when the kernel cannot.
     """
     devices = list(system_paths.DEVICES_READ_WRITE)
-    whole = _CPolicy(
-        system_reads + devices + _own_reads(policy),
-        devices + policy.allow_write,
-        keep_fds,
-        policy.network,
-        policy.memory,
-        policy.max_file_size,
-        parent_pid,
-    )
+    base = _CPolicy(system_reads + devices, devices, keep_fds, False, None, None, parent_pid)
     err = ffi.new(_CHARS, 512)
-    _check(lib.pynox_sandbox_apply(whole.struct, err, len(err)), err)
+    _check(lib.pynox_sandbox_apply(base.struct, _own_policy(policy).struct, err, len(err)), err)
 
 
-def _own_reads(policy: "Policy") -> list[str]:
-    """What the run itself may read: its grants, and the resolver's files with the network."""
+def _own_policy(policy: "Policy") -> _CPolicy:
+    """What the run itself may read and write, its network and limits.
+
+    Its paths are resolved (the policy's grants, the resolver's files with the
+    network), so the sandbox core refuses one that a symbolic link swapped in
+    since would redirect. /proc/self and /proc/thread-self become this
+    process's own entries.
+    """
     resolver = system_paths.network_reads() if policy.network else []
-    return resolver + policy.reads()
+    reads = [_own_process(path) for path in resolver + policy.reads()]
+    writes = [_own_process(path) for path in policy.allow_write]
+    return _CPolicy(
+        reads, writes, [], policy.network, policy.memory, policy.max_file_size, 0, resolved=True
+    )
+
+
+def _own_process(path: str) -> str:
+    pid = os.getpid()
+    # Single-threaded here: the process's one thread has the process's id.
+    own = {"/proc/self": f"/proc/{pid}", "/proc/thread-self": f"/proc/{pid}/task/{pid}"}
+    for link in OWN_PROCESS_LINKS:
+        if path == link or path.startswith(link + "/"):
+            return own[link] + path[len(link) :]
+    return path
 
 
 def scrub_environment() -> None:

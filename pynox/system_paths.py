@@ -75,8 +75,8 @@ def existing(paths: list[str] | tuple[str, ...]) -> list[str]:
 
 
 def network_reads() -> list[str]:
-    """The resolver's files that exist here."""
-    return existing(RESOLVER_FILES)
+    """The resolver's files that exist here, resolved (/etc/resolv.conf is often a link)."""
+    return [os.path.realpath(path) for path in existing(RESOLVER_FILES)]
 
 
 def interpreter_reads() -> list[str]:

@@ -24,8 +24,10 @@ struct pynox_policy {
     long long max_file_size;
     int new_session;
     int parent_pid;
+    int paths_resolved;
 };
-int pynox_sandbox_apply(const struct pynox_policy *policy, char *err, size_t err_len);
+int pynox_sandbox_apply(const struct pynox_policy *base, const struct pynox_policy *policy,
+                        char *err, size_t err_len);
 
 struct pynox_prepared {
     int ready;

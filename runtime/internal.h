@@ -34,7 +34,6 @@ int pynox_drop_capabilities(char *err, size_t err_len);
 int pynox_landlock_abi(void); /* the ABI version, or -errno */
 /* 0 when the kernel's Landlock is recent enough, else -1 with the reason. */
 int pynox_require_landlock(char *err, size_t err_len);
-int pynox_apply_landlock(const struct pynox_policy *policy, char *err, size_t err_len);
 /* The rules of several policies in one ruleset; TCP handled unless allowed. */
 int pynox_apply_landlock_of(const struct pynox_policy *const *policies, size_t count,
                             int allow_network, char *err, size_t err_len);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
+#include <limits.h>
 #include <linux/types.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -120,14 +121,74 @@ static __u64 handled_fs_rights(int abi)
     return rights;
 }
 
+/* Opens an absolute, normalized path with O_PATH one component at a time,
+ * refusing any symbolic link along it (the last component included). Every
+ * descriptor but the returned one is closed. Returns the descriptor, or -1 with
+ * errno set (ELOOP for a link, EINVAL for a path that is not absolute and
+ * normalized, ENAMETOOLONG). */
+static int open_without_links(const char *path)
+{
+    char copy[PATH_MAX];
+    size_t length = strlen(path);
+    if (path[0] != '/') {
+        errno = EINVAL;
+        return -1;
+    }
+    if (length >= sizeof copy) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(copy, path, length + 1);
+    int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+        return -1;
+    char *rest = copy;
+    char *name;
+    while ((name = strsep(&rest, "/")) != NULL) {
+        if (name[0] == '\0')
+            continue;
+        if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+            (void)close(dir);
+            errno = EINVAL;
+            return -1;
+        }
+        int next = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        int saved = errno;
+        (void)close(dir); /* O_PATH descriptor: nothing to flush */
+        if (next < 0) {
+            errno = saved;
+            return -1;
+        }
+        struct stat st;
+        if (fstat(next, &st) != 0) {
+            saved = errno;
+            (void)close(next);
+            errno = saved;
+            return -1;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            (void)close(next);
+            errno = ELOOP;
+            return -1;
+        }
+        dir = next;
+    }
+    return dir;
+}
+
 /* Grants `rights` (masked to what the ABI handles and the file type allows)
- * beneath `path`. */
-static int add_path_rule(int ruleset_fd, const char *path, const char *kind, __u64 rights,
-                         __u64 handled, char *err, size_t err_len)
+ * beneath `path`; a path the caller resolved is opened without following links. */
+static int add_path_rule(int ruleset_fd, const char *path, int resolved, const char *kind,
+                         __u64 rights, __u64 handled, char *err, size_t err_len)
 {
     if (path == NULL)
         return pynox_fail(err, err_len, "a %s path of the policy is NULL", kind);
-    int fd = open(path, O_PATH | O_CLOEXEC);
+    int fd = resolved ? open_without_links(path) : open(path, O_PATH | O_CLOEXEC);
+    if (fd < 0 && resolved && errno == ELOOP)
+        return pynox_fail(err, err_len,
+                          "the %s path %s now goes through a symbolic link, which was not there "
+                          "when it was granted; grant the path it leads to",
+                          kind, path);
     if (fd < 0)
         return pynox_fail(err, err_len, "cannot open the %s path %s: %s", kind, path,
                           strerror(errno));
@@ -155,13 +216,14 @@ static int add_rules(int ruleset_fd, const struct pynox_policy *policy, __u64 ha
                      char *err, size_t err_len)
 {
     /* A path in both lists gets two rules; Landlock grants their union. */
+    int resolved = policy->paths_resolved;
     for (size_t i = 0; i < policy->read_count; i++)
-        if (add_path_rule(ruleset_fd, policy->read_paths[i], "read", READ_RIGHTS, handled, err,
-                          err_len) != 0)
+        if (add_path_rule(ruleset_fd, policy->read_paths[i], resolved, "read", READ_RIGHTS, handled,
+                          err, err_len) != 0)
             return -1;
     for (size_t i = 0; i < policy->write_count; i++)
-        if (add_path_rule(ruleset_fd, policy->write_paths[i], "write", WRITE_RIGHTS, handled, err,
-                          err_len) != 0)
+        if (add_path_rule(ruleset_fd, policy->write_paths[i], resolved, "write", WRITE_RIGHTS,
+                          handled, err, err_len) != 0)
             return -1;
     return 0;
 }
@@ -191,11 +253,6 @@ static int new_ruleset(int abi, int deny_tcp, __u64 *handled_fs, char *err, size
                           strerror(errno));
     *handled_fs = attr.handled_access_fs;
     return ruleset_fd;
-}
-
-int pynox_apply_landlock(const struct pynox_policy *policy, char *err, size_t err_len)
-{
-    return pynox_apply_landlock_of(&policy, 1, policy->allow_network, err, err_len);
 }
 
 int pynox_apply_landlock_of(const struct pynox_policy *const *policies, size_t count,

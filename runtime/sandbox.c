@@ -66,17 +66,23 @@ static int drop_privileges(char *err, size_t err_len)
     return pynox_drop_capabilities(err, err_len);
 }
 
-int pynox_sandbox_apply(const struct pynox_policy *policy, char *err, size_t err_len)
+int pynox_sandbox_apply(const struct pynox_policy *base, const struct pynox_policy *policy,
+                        char *err, size_t err_len)
 {
-    if (check_policy(policy, err, err_len) != 0 || settle_process(policy, err, err_len) != 0)
+    if (check_policy(base, err, err_len) != 0 || check_policy(policy, err, err_len) != 0 ||
+        settle_process(base, err, err_len) != 0)
         return -1;
     if (pynox_set_limits(policy->memory_bytes, policy->max_file_size, err, err_len) != 0)
         return -1;
     if (drop_privileges(err, err_len) != 0)
         return -1;
-    if (pynox_apply_landlock(policy, err, err_len) != 0)
+    const struct pynox_policy *both[] = {base, policy};
+    if (pynox_apply_landlock_of(both, 2, policy->allow_network, err, err_len) != 0)
         return -1;
-    if (pynox_apply_seccomp(policy, err, err_len) != 0)
+    /* The process's own facts (its session) from base, the program's network from policy. */
+    struct pynox_policy filter = *base;
+    filter.allow_network = policy->allow_network;
+    if (pynox_apply_seccomp(&filter, err, err_len) != 0)
         return -1;
     return 0;
 }

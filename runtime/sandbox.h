@@ -30,11 +30,20 @@ struct pynox_policy {
     long long max_file_size;    /* RLIMIT_FSIZE; 0 leaves it as it is */
     int new_session;            /* nonzero: setsid(), leave the terminal's session */
     int parent_pid;             /* nonzero: die when this process goes away */
+
+    /* Nonzero: the caller resolved every path (no symbolic link along it). A
+     * path that crosses a link when the sandbox opens it is refused, so a link
+     * swapped in after the caller checked the path cannot redirect its rule. */
+    int paths_resolved;
 };
 
-/* Confines the calling process. Returns 0, or -1 with a one-sentence reason in
- * err (always NUL-terminated when err_len > 0). */
-int pynox_sandbox_apply(const struct pynox_policy *policy, char *err, size_t err_len);
+/* Confines the calling process to `base` (what the interpreter needs, and from
+ * which the descriptors to keep, parent_pid and new_session are taken) plus
+ * `policy` (the program's own paths, network and limits), in one Landlock
+ * ruleset. Returns 0, or -1 with a one-sentence reason in err (always
+ * NUL-terminated when err_len > 0). */
+int pynox_sandbox_apply(const struct pynox_policy *base, const struct pynox_policy *policy,
+                        char *err, size_t err_len);
 
 /* The same confinement in two halves, for a pool's spare process: it settles
  * what no program's policy changes while it waits for a program, and the rest

@@ -277,11 +277,8 @@ TWO_STEPS = False
 
 def apply(policy: Any) -> tuple[int, str]:
     err = ffi.new("char[]", 512)
-    if not TWO_STEPS:
-        rc = lib.pynox_sandbox_apply(policy, err, len(err))
-        return int(rc), ffi.string(err).decode()
-    # The reads, the descriptors and the process settings go first; the writes,
-    # the network and the limits with the second half.
+    # The reads, the descriptors and the process settings in one half (what the
+    # interpreter needs); the writes, the network and the limits in the other.
     base = ffi.new("struct pynox_policy *")
     base.read_paths, base.read_count = policy.read_paths, policy.read_count
     base.keep_fds, base.keep_fd_count = policy.keep_fds, policy.keep_fd_count
@@ -290,6 +287,9 @@ def apply(policy: Any) -> tuple[int, str]:
     own.write_paths, own.write_count = policy.write_paths, policy.write_count
     own.allow_network = policy.allow_network
     own.memory_bytes, own.max_file_size = policy.memory_bytes, policy.max_file_size
+    if not TWO_STEPS:
+        rc = lib.pynox_sandbox_apply(base, own, err, len(err))
+        return int(rc), ffi.string(err).decode()
     prepared = ffi.new("struct pynox_prepared *")
     rc = lib.pynox_sandbox_prepare(base, prepared, err, len(err))
     if rc == 0:
