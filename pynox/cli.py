@@ -174,7 +174,7 @@ def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None]":
     grants: Grants = config.permissions
     if inv.profile is not None:
         grants = grants.merged(config.profile(inv.profile))
-    return grants.merged(flags), config.path
+    return grants.merged(flags), path  # as found: a link to it is protected too
 
 
 def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":

@@ -856,11 +856,16 @@ def _resolve(future: Future[dict[str, Any]], message: dict[str, Any]) -> None:
 
 
 def default_command() -> list[str]:
-    """`pynox` beside this interpreter, else this interpreter with `-m pynox`."""
+    """`pynox` beside this interpreter, else this interpreter with `-m pynox`.
+
+    Never with the working directory on sys.path (-P, or -I before 3.11): the pool
+    imports before it confines a child, and requests may write there.
+    """
     beside = os.path.join(os.path.dirname(sys.executable), "pynox")
     if os.access(beside, os.X_OK) and not os.path.isdir(beside):
         return [beside]
-    return [sys.executable, "-m", "pynox"]
+    safe_path = "-P" if sys.version_info >= (3, 11) else "-I"
+    return [sys.executable, safe_path, "-m", "pynox"]
 
 
 class _State:

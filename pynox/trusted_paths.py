@@ -51,6 +51,11 @@ def installation() -> "list[tuple[str, str]]":
     """pynox, its environment, the interpreter and what it loaded so far, as
     (path, what it is) pairs."""
     entries = [(system_paths.pynox_package_dir(), _OWN_CODE)]
+    # pynox starts without `site`, which is what points sys.prefix at a virtual
+    # environment: find the environment from the interpreter's place in it.
+    environment = os.path.dirname(os.path.dirname(sys.executable))
+    if os.path.isfile(os.path.join(environment, "pyvenv.cfg")):
+        entries.append((environment, _ENVIRONMENT))
     bundle_root = os.path.dirname(sys.prefix)
     if os.path.isfile(os.path.join(bundle_root, "bin", "pynox")):
         entries.append((bundle_root, _ENVIRONMENT))  # a bundle: bin/pynox beside python/
@@ -94,16 +99,20 @@ def configuration(
 def refuse_trusted_writes(policy: "Policy", trusted: "list[tuple[str, str]]") -> None:
     """Raises PolicyError when a write grant of the policy reaches a trusted path."""
     for grant in policy.allow_write:
+        # The most telling reason first: the path itself, the innermost tree holding
+        # the grant, then the first trusted path beneath it.
+        holding = [(path, what) for path, what in trusted if _inside(grant, path)]
+        if holding:
+            path, what = max(holding, key=lambda entry: len(entry[0]))
+            relation = "is" if path == grant else "lies inside"
+            raise PolicyError(
+                f"cannot grant writing {grant}: it {relation} {path}, {what}; grant a "
+                "directory outside it instead"
+            )
         for path, what in trusted:
             if _inside(path, grant):
-                relation = "covers" if path != grant else "is"
                 raise PolicyError(
-                    f"cannot grant writing {grant}: it {relation} {path}, {what}; grant a "
+                    f"cannot grant writing {grant}: it covers {path}, {what}; grant a "
                     "directory that holds none of it instead, such as a subdirectory for the "
                     "program's output"
-                )
-            if _inside(grant, path):
-                raise PolicyError(
-                    f"cannot grant writing {grant}: it lies inside {path}, {what}; grant a "
-                    "directory outside it instead"
                 )

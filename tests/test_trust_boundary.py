@@ -1,0 +1,355 @@
+"""Nothing a sandboxed run writes or sends may be trusted by a later run or by pynox.
+
+Each test is an attack a hostile program (or a request with a write grant)
+would try on pynox's own code around the kernel sandbox: planting what a later
+run loads or reads as its permissions, shadowing what pynox imports before it
+confines itself, slipping a grant past [pool.limits] through a symbolic link or
+a /proc magic link, and forging the trusted side's verdict on confinement.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import PYNOX, pynox, python
+from pool_client import PoolClient
+
+import pynox as pynox_package
+
+PACKAGE = Path(pynox_package.__file__).parent
+
+
+def refusal(proc: object) -> str:
+    """The one line pynox printed when it refused to run (exit 125, no output)."""
+    assert proc.returncode == 125, proc.stderr  # type: ignore[attr-defined]
+    assert proc.stdout == b"", proc.stdout  # type: ignore[attr-defined]
+    lines = proc.stderr.decode().splitlines()  # type: ignore[attr-defined]
+    assert len(lines) == 1 and lines[0].startswith("pynox: cannot grant writing "), lines
+    return lines[0]
+
+
+def planting(marker: Path) -> str:
+    """A program that leaves `marker` behind if it ever runs."""
+    return f"open({str(marker)!r}, 'w').write('ran')"
+
+
+# --- Nothing a run can write may be trusted by a later run ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("target", "named"),
+    [
+        (PACKAGE, "pynox's own code"),
+        (PACKAGE / "__pycache__", "pynox's own code"),
+        (Path(sys.prefix).parent, "pynox's own code"),  # a project holding its .venv
+        (Path(sys.prefix) / "bin", "the Python environment pynox runs in"),
+        (Path(os.__file__).parent, "the interpreter's installation"),
+    ],
+    ids=["package", "its-bytecode", "project-with-venv", "environment-bin", "stdlib"],
+)
+def test_a_write_grant_over_what_every_run_loads_is_refused(
+    tmp_path: Path, target: Path, named: str
+) -> None:
+    marker = tmp_path / "ran"
+    proc = pynox(f"--allow-write={target}", "-c", planting(marker), cwd=tmp_path)
+    line = refusal(proc)
+    assert str(os.path.realpath(target)) in line and named in line
+    assert not marker.exists()
+
+
+def test_a_write_grant_over_where_a_config_would_be_found_is_refused(tmp_path: Path) -> None:
+    """`--allow-write=.` where no pynox.toml exists yet: the program could create one."""
+    (tmp_path / "out").mkdir()
+    plant = "open('pynox.toml', 'w').write('[permissions]\\nallow_read = [\"/\"]\\n')"
+    line = refusal(pynox("--allow-write=.", "-c", plant, cwd=tmp_path))
+    assert f"{tmp_path}/pynox.toml" in line and "configuration" in line
+    assert not (tmp_path / "pynox.toml").exists()
+    # The way out it names works: a subdirectory for the output.
+    proc = pynox("--allow-write=out", "-c", "open('out/r.txt', 'w').write('x')", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "r.txt").read_text() == "x"
+
+
+def test_a_write_grant_over_pynox_config_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "settings"
+    elsewhere.mkdir()
+    config = elsewhere / "granted.toml"
+    config.write_text("[permissions]\n")
+    (tmp_path / "work").mkdir()
+    env = {"PYNOX_CONFIG": str(config)}
+    line = refusal(
+        pynox(f"--allow-write={elsewhere}", "-c", "pass", cwd=tmp_path / "work", env=env)
+    )
+    assert str(config) in line
+    line = refusal(pynox(f"--config={config}", f"--allow-write={elsewhere}", "-c", "pass"))
+    assert str(config) in line
+
+
+def test_a_symbolic_link_to_the_config_is_protected_at_both_ends(tmp_path: Path) -> None:
+    """A write grant on the link's directory could replace the link itself."""
+    real = tmp_path / "real"
+    link_home = tmp_path / "links"
+    real.mkdir()
+    link_home.mkdir()
+    (real / "pynox.toml").write_text("[permissions]\n")
+    (link_home / "pynox.toml").symlink_to(real / "pynox.toml")
+    config = f"--config={link_home / 'pynox.toml'}"
+    assert str(link_home / "pynox.toml") in refusal(
+        pynox(config, f"--allow-write={link_home}", "-c", "1")
+    )
+    assert str(real / "pynox.toml") in refusal(pynox(config, f"--allow-write={real}", "-c", "1"))
+
+
+def test_pool_requests_cannot_write_the_pool_config_or_pynox(tmp_path: Path) -> None:
+    settings = tmp_path / "settings"
+    settings.mkdir()
+    config = settings / "pool.toml"
+    config.write_text('[pool.limits]\ntimeout = "5s"\n')
+    marker = tmp_path / "ran"
+    with PoolClient(config=config, cwd=tmp_path, workers=1) as pool:
+        for target in (settings, PACKAGE, tmp_path):
+            result = pool.run(
+                {"id": str(target), "code": planting(marker), "allow_write": [str(target)]}
+            )
+            assert result["exit"] == 125 and result["error"]["type"] == "RequestError", result
+            assert "cannot grant writing" in result["error"]["message"]
+        assert not marker.exists()
+        assert pool.run({"id": "after", "code": "print('served')"})["stdout"] == "served\n"
+
+
+# --- Imports before confinement ---------------------------------------------------------
+
+SHADOW = """\
+import posix, sys
+try:
+    posix.close(posix.open({marker!r}, posix.O_WRONLY | posix.O_CREAT, 0o644))
+except OSError:
+    pass  # confined: the program's own import, as python would make it
+# Then stand in for the real module, as if this file were not here.
+_here, _saved = __file__.rpartition("/")[0], sys.path[:]
+sys.path[:] = [p for p in sys.path if p not in ("", _here)]
+del sys.modules[__name__]
+try:
+    sys.modules[__name__] = __import__(__name__)
+finally:
+    sys.path[:] = _saved
+"""
+
+LIST_MODULES = "import sys; print(' '.join(sorted(sys.modules)))"
+
+
+def imported_modules(tmp_path: Path) -> set[str]:
+    """The top-level names of every module a run has loaded when the program starts."""
+    names: set[str] = set()
+    names.update(pynox("-c", LIST_MODULES, cwd=tmp_path).stdout.decode().split())
+    result = json.loads(pynox("--json", "-c", LIST_MODULES, cwd=tmp_path).stdout)
+    names.update(result["stdout"].split())
+    with PoolClient(cwd=tmp_path, workers=1) as pool:
+        names.update(pool.run({"id": "m", "code": LIST_MODULES})["stdout"].split())
+    return {name.partition(".")[0] for name in names} - {"__main__"}
+
+
+def test_nothing_is_imported_from_the_programs_directories_before_confinement(
+    tmp_path: Path,
+) -> None:
+    """A shadow of every module a run imports, beside the script, in the working directory
+    and in a package directory: none may run before the sandbox exists (it would leave its
+    marker, which the sandbox forbids)."""
+    names = imported_modules(tmp_path)
+    assert {"pynox", "_cffi_backend", "encodings"} <= names
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    app, packages = tmp_path / "app", tmp_path / "packages"
+    for directory in (app, packages):
+        directory.mkdir()
+        for name in names:
+            (directory / f"{name}.py").write_text(SHADOW.format(marker=str(markers / name)))
+    (app / "main.py").write_text("print('ok')\n")
+    runs = [
+        ["main.py"],
+        ["--timeout=30s", "main.py"],
+        ["-c", "print('ok')"],
+        ["-m", "main"],
+        [f"--package-dir={packages}", "--timeout=30s", "-c", "print('ok')"],
+    ]
+    for flags in runs:
+        proc = pynox(*flags, cwd=app)
+        assert (proc.returncode, proc.stdout) == (0, b"ok\n"), (flags, proc.stderr.decode())
+    result = json.loads(pynox("--json", "main.py", cwd=app).stdout)
+    assert result["stdout"] == "ok\n", result
+    with PoolClient(cwd=app, workers=1) as pool:
+        requests = [
+            {"code": "print('ok')", "package_dirs": [str(packages)]},
+            {"code": "print('ok')", "package_dirs": [str(packages)], "session": "s"},
+            {"script": str(app / "main.py")},
+        ]
+        for number, request in enumerate(requests):
+            result = pool.run({"id": number, **request})
+            assert result["stdout"] == "ok\n", result
+    ran = sorted(p.name for p in markers.iterdir())
+    assert ran == [], f"imported unconfined from a program's directory: {ran}"
+
+
+def test_python_m_pynox_leaves_the_working_directory_off_its_path(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    (tmp_path / "_cffi_backend.py").write_text(SHADOW.format(marker=str(marker)))
+    proc = python("-m", "pynox", "-c", "print('ok')", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, b"ok\n"), proc.stderr
+    assert not marker.exists()
+
+
+def test_the_api_starts_a_pool_without_the_working_directory_on_its_path() -> None:
+    from pynox.client import default_command
+
+    command = default_command()
+    if command != [PYNOX]:
+        assert command[1] in ("-P", "-I"), command
+
+
+# --- Pool limits mean real paths --------------------------------------------------------
+
+
+def limited_pool(root: Path, limits: str) -> PoolClient:
+    config = root / "pynox.toml"
+    config.write_text(f"[pool.limits]\n{limits}\n")
+    return PoolClient(config=config, cwd=root, workers=1)
+
+
+def test_a_symbolic_link_made_by_one_request_cannot_widen_the_next(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    limits = f'allow_read = ["{work}"]\nallow_write = ["{work}"]'
+    with limited_pool(tmp_path, limits) as pool:
+        plant = f"import os; os.symlink('/', {str(work / 'root')!r})"
+        first = pool.run({"id": 1, "code": plant, "allow_write": [str(work)]})
+        assert first["exit"] == 0, first
+        assert (work / "root").is_symlink()
+        second = pool.run(
+            {
+                "id": 2,
+                "code": "print(open('/etc/hostname').read())",
+                "allow_read": [str(work / "root")],
+            }
+        )
+        assert second["exit"] == 125 and second["error"]["type"] == "RequestError", second
+        assert "resolves to /" in second["error"]["message"]
+        assert "exceeds [pool.limits]" in second["error"]["message"]
+        assert second["stdout"] == ""
+
+
+@pytest.mark.parametrize("link", ["root", "cwd", "exe", "fd/0", "root/etc"])
+def test_proc_magic_links_are_never_granted(tmp_path: Path, link: str) -> None:
+    with limited_pool(tmp_path, 'allow_read = ["/proc/self"]') as pool:
+        result = pool.run({"id": 1, "code": "print('ran')", "allow_read": [f"/proc/self/{link}"]})
+        assert result["exit"] == 125 and "a link of /proc" in result["error"]["message"], result
+        assert result["stdout"] == ""
+        fine = pool.run(
+            {
+                "id": 2,
+                "code": "print(open('/proc/self/status').read()[:5])",
+                "allow_read": ["/proc/self/status"],
+            }
+        )
+        assert fine["stdout"] == "Name:\n", fine
+    proc = pynox(f"--allow-read=/proc/self/{link}", "-c", "print('ran')")
+    assert proc.returncode == 125 and b"a link of /proc" in proc.stderr, proc.stderr
+
+
+def test_the_sandbox_refuses_a_grant_that_turned_into_a_link_after_it_was_resolved(
+    tmp_path: Path,
+) -> None:
+    """The race a concurrent run would win: pynox resolved a grant, then a component became
+    a symbolic link before the child opened it. The sandbox core opens the run's own paths
+    without following links, so the run is refused instead of granted the link's target."""
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    (target / "secret.txt").write_text("secret")
+    swapped = tmp_path / "granted"
+    swapped.symlink_to(target)  # what the path became after it was resolved
+    code = textwrap.dedent(
+        f"""
+        import os, sys
+        from pynox.policy import Policy
+        from pynox.sandbox import SandboxError, confine_policy
+        from pynox.system_paths import interpreter_reads
+        policy = Policy()
+        policy.allow_read = [{str(swapped)!r}]
+        try:
+            confine_policy(policy, interpreter_reads(), [], 0)
+        except SandboxError as exc:
+            print("refused:", exc.message)
+            sys.exit(0)
+        print("confined; read:", open({str(swapped / "secret.txt")!r}).read())
+        """
+    )
+    proc = python("-c", code, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().startswith("refused: "), proc.stdout
+    assert "symbolic link" in proc.stdout.decode()
+
+
+# --- The trusted side decides what the result says --------------------------------------
+
+FORGE_SANDBOX_ERROR = """\
+import json, os
+forged = json.dumps({"type": "SandboxError", "message": "Landlock is disabled in this kernel",
+                     "file": None, "line": None, "path": None,
+                     "hint": "grant it with --allow-network"}).encode()
+for fd in range(3, 64):
+    try:
+        os.write(fd, forged)
+    except OSError:
+        pass
+os._exit(125)
+"""
+
+
+def test_a_program_cannot_forge_a_setup_failure_in_json(tmp_path: Path) -> None:
+    proc = pynox("--json", "-c", FORGE_SANDBOX_ERROR, cwd=tmp_path)
+    result = json.loads(proc.stdout)
+    assert result["exit"] == 125  # the program's own exit status, as python would give it
+    assert result["error"] is None, result["error"]
+    assert result["policy"] is not None
+
+
+def test_a_program_cannot_forge_a_setup_failure_in_the_pool(tmp_path: Path) -> None:
+    with PoolClient(cwd=tmp_path, workers=1) as pool:
+        result = pool.run({"id": 1, "code": FORGE_SANDBOX_ERROR})
+        # Written on the channel too, the forgery breaks it: the pool says so.
+        assert result["exit"] == 125, result
+        assert result["error"] is None or result["error"]["type"] == "PoolError", result
+        assert pool.run({"id": 2, "code": "print('served')"})["stdout"] == "served\n"
+
+
+def test_only_a_report_written_before_confinement_says_the_sandbox_failed() -> None:
+    """The decision itself: the same SandboxError report, with status 125, is a setup
+    failure before the confinement marker and nothing at all after it."""
+    from pynox.child import REPORT_CONFINED
+    from pynox.policy import Policy
+    from pynox.result import build_result
+    from pynox.supervisor import Outcome
+
+    report = json.dumps({"type": "SandboxError", "message": "no Landlock"}).encode()
+    for prefix, expected in ((b"", "SandboxError"), (REPORT_CONFINED, None)):
+        outcome = Outcome()
+        outcome.exit_code, outcome.report = 125, prefix + report
+        error = build_result(outcome, Policy())["error"]
+        assert (error and error["type"]) == expected
+
+
+def test_a_flood_of_brackets_on_the_report_pipe_still_gives_a_json_result(tmp_path: Path) -> None:
+    flood = (
+        "import os\nfor fd in range(3, 64):\n    try:\n"
+        "        os.write(fd, b'[' * 200000)\n    except OSError:\n        pass\n"
+        "raise ValueError('boom')\n"
+    )
+    proc = pynox("--json", "-c", flood, cwd=tmp_path)
+    result = json.loads(proc.stdout)  # printed, and whole
+    assert result["exit"] == 1
+    assert "ValueError: boom" in result["stderr"]
+    assert "internal error" not in proc.stderr.decode()
