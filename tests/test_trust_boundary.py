@@ -203,12 +203,16 @@ def test_python_m_pynox_leaves_the_working_directory_off_its_path(tmp_path: Path
     assert not marker.exists()
 
 
-def test_the_api_starts_a_pool_without_the_working_directory_on_its_path() -> None:
-    from pynox.client import default_command
+def test_the_api_starts_a_pool_without_the_working_directory_on_its_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Where no launcher lies beside the interpreter, the API starts `python -m pynox`."""
+    from pynox import client
 
-    command = default_command()
-    if command != [PYNOX]:
-        assert command[1] in ("-P", "-I"), command
+    monkeypatch.setattr(client.os, "access", lambda path, mode: False)
+    command = client.default_command()
+    assert command[0] == sys.executable and command[2:] == ["-m", "pynox"], command
+    assert command[1] == ("-P" if sys.version_info >= (3, 11) else "-I")
 
 
 # --- Pool limits mean real paths --------------------------------------------------------
@@ -296,13 +300,14 @@ def test_the_sandbox_refuses_a_grant_that_turned_into_a_link_after_it_was_resolv
 # --- The trusted side decides what the result says --------------------------------------
 
 FORGE_SANDBOX_ERROR = """\
-import json, os
+import json, os, stat
 forged = json.dumps({"type": "SandboxError", "message": "Landlock is disabled in this kernel",
                      "file": None, "line": None, "path": None,
                      "hint": "grant it with --allow-network"}).encode()
 for fd in range(3, 64):
     try:
-        os.write(fd, forged)
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):  # the report pipe, not the pool's channel
+            os.write(fd, forged)
     except OSError:
         pass
 os._exit(125)
@@ -320,9 +325,7 @@ def test_a_program_cannot_forge_a_setup_failure_in_json(tmp_path: Path) -> None:
 def test_a_program_cannot_forge_a_setup_failure_in_the_pool(tmp_path: Path) -> None:
     with PoolClient(cwd=tmp_path, workers=1) as pool:
         result = pool.run({"id": 1, "code": FORGE_SANDBOX_ERROR})
-        # Written on the channel too, the forgery breaks it: the pool says so.
-        assert result["exit"] == 125, result
-        assert result["error"] is None or result["error"]["type"] == "PoolError", result
+        assert result["exit"] == 125 and result["error"] is None, result
         assert pool.run({"id": 2, "code": "print('served')"})["stdout"] == "served\n"
 
 
