@@ -60,7 +60,9 @@ def test_the_image_is_the_same_from_one_build_to_the_next(tmp_path: Path) -> Non
         out = tmp_path / build
         out.mkdir()
         env = {"PYTHONHASHSEED": "0"}
-        proc = python("-I", "-S", str(PACKAGE / "_boot.py"), "--write-image", str(out), env=env)
+        # As the build runs it: not -I, which would ignore PYTHONHASHSEED.
+        command = ("-B", "-S", "-s", str(PACKAGE / "_boot.py"), "--write-image", str(out))
+        proc = python(*command, env=env, cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         images.append((out / Path(_boot._IMAGE).name).read_bytes())
     assert images[0] == images[1]
