@@ -13,7 +13,7 @@ import os
 import sys
 
 # Read-only files and trees Python and libc consult at run time.
-_SYSTEM_FACTS = (
+SYSTEM_FACTS = (
     "/etc/ld.so.cache",  # the dynamic loader's index, for extension modules' libraries
     "/etc/localtime",  # time.localtime() and friends
     "/usr/share/zoneinfo",  # zoneinfo
@@ -81,4 +81,4 @@ def network_reads() -> list[str]:
 
 def interpreter_reads() -> list[str]:
     """Everything the interpreter reads, as existing real paths."""
-    return existing([stdlib_dir(), *library_dirs(), pynox_package_dir(), *_SYSTEM_FACTS])
+    return existing([stdlib_dir(), *library_dirs(), pynox_package_dir(), *SYSTEM_FACTS])

@@ -6,7 +6,10 @@ own code and start-up image, the interpreter, its standard library and the
 shared libraries it loads, the environment whose bin/ holds the `pynox`
 command, the directories of modules imported before confinement) or reads as
 its permissions (a pynox.toml where a run looks for one, whether or not one
-exists yet, and the configuration cache) would let one run widen the next.
+exists yet, and the configuration cache), or the system files every run may
+read (the time zone, the resolver's files, /dev/null: a program that could
+turn one into a link would widen every later run's reads) would let one run
+widen the next.
 Landlock cannot leave a hole in a granted tree, so such a grant is refused.
 
 Paths are compared resolved, as the kernel will see them, and also with their
@@ -31,6 +34,7 @@ _ENVIRONMENT = "the Python environment pynox runs in (the pynox command and its 
 _INTERPRETER = "the interpreter's installation, which every run loads before its sandbox exists"
 _LIBRARIES = "the shared libraries the interpreter loads before its sandbox exists"
 _IMPORTED = "the home of a module pynox imported before the sandbox existed"
+_SYSTEM = "a system file every run reads (made a link, it would widen that read)"
 _CONFIG = "where pynox reads its configuration, so the program could grant itself more next time"
 _CACHE = "pynox's cache of validated configurations, which later runs trust"
 
@@ -65,6 +69,8 @@ def installation() -> "list[tuple[str, str]]":
     if sys.executable:
         entries.append((sys.executable, _INTERPRETER))
     entries += [(directory, _LIBRARIES) for directory in system_paths.library_dirs()]
+    system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
+    entries += [(path, _SYSTEM) for path in system + list(system_paths.DEVICES_READ_WRITE)]
     resolved = [(form, what) for path, what in entries for form in _forms(path)]
     roots = [form for form, _ in resolved]
     # Modules imported so far, from wherever they came (a package directory, a

@@ -49,8 +49,9 @@ def planting(marker: Path) -> str:
         (Path(sys.prefix).parent, "pynox's own code"),  # a project holding its .venv
         (Path(sys.prefix) / "bin", "the Python environment pynox runs in"),
         (Path(os.__file__).parent, "the interpreter's installation"),
+        (Path("/etc"), "a system file every run reads"),  # /etc/localtime made a link to /
     ],
-    ids=["package", "its-bytecode", "project-with-venv", "environment-bin", "stdlib"],
+    ids=["package", "its-bytecode", "project-with-venv", "environment-bin", "stdlib", "etc"],
 )
 def test_a_write_grant_over_what_every_run_loads_is_refused(
     tmp_path: Path, target: Path, named: str
