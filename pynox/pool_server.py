@@ -10,14 +10,13 @@ protocol is documented in docs/pool-protocol.md.
 
 import contextlib
 import gc
-import json
 import os
 import select
 import signal
 import socket
 import time
 
-from pynox import channel, pool_request, system_paths, zygote
+from pynox import channel, pool_request, strict_json, system_paths, zygote
 from pynox.config import Config, find_config_path, load_config
 from pynox.errors import PynoxError, UsageError
 from pynox.policy import build_policy
@@ -39,6 +38,8 @@ _READ_CHUNK = 65536
 # latency on two cores). A program that runs longer gets its spares anyway.
 _SPARE_DELAY = 0.02
 _REPORT_LIMIT = 1 << 20
+_MAX_CALL_NUMBER = (1 << 53) - 1  # what a JSON client reads exactly as a double
+_MAX_SIGNAL = 64
 
 
 class PoolOptions:
@@ -162,6 +163,32 @@ def error_result(request_id: object, message: str, kind: str = "RequestError") -
     return {"id": request_id, **refusal(kind, message)}
 
 
+def _failed(result: "dict[str, Any]", kind: str, message: str, exit_code: int = 125) -> None:
+    result["exit"] = exit_code
+    result["error"] = error_object(kind, message)
+
+
+def _report_problem(report: bytes, truncated: bool) -> str | None:
+    """What is wrong with a one-shot child's error report, if anything.
+
+    pynox writes one flat JSON object there; anything else was written by the
+    program, and is refused here, before the result is built from it.
+    """
+    if truncated:
+        return f"it is longer than {_REPORT_LIMIT} bytes"
+    try:
+        parsed = strict_json.loads(report, max_depth=1)
+    except strict_json.TooDeep:
+        return "it is not one flat JSON object"
+    except ValueError as exc:
+        return str(exc)
+    return None if isinstance(parsed, dict) else "it is not one flat JSON object"
+
+
+def _small_int(value: object, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
 class Template:
     def __init__(self, options: PoolOptions) -> None:
         cwd = os.getcwd()
@@ -200,7 +227,17 @@ class Template:
     # --- output -------------------------------------------------------------------------
 
     def emit(self, message: "dict[str, Any]") -> None:
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        try:
+            text = strict_json.dumps(message)
+        except ValueError as exc:
+            # The stream stays RFC 8259 JSON: a result that cannot be written becomes
+            # a PoolError result; an event that cannot be written is dropped.
+            if "event" in message:
+                return
+            text = strict_json.dumps(
+                error_result(message.get("id"), f"the result is not JSON: {exc}", "PoolError")
+            )
+        data = (text + "\n").encode()
         try:
             while data:
                 data = data[os.write(1, data) :]
@@ -347,11 +384,12 @@ class Template:
                 return
             self._request(message)
         except RequestError as exc:
-            self.emit(
-                error_result(
-                    exc.request_id if exc.request_id is not None else request_id, exc.message
-                )
-            )
+            if exc.request_id is not None:
+                request_id = exc.request_id
+            if exc.control:
+                self.emit({"id": request_id, "event": "control_error", "message": exc.message})
+            else:
+                self.emit(error_result(request_id, exc.message))
         except PynoxError as exc:
             self.emit(error_result(request_id, exc.message))
 
@@ -440,7 +478,7 @@ class Template:
                 f"no running request {request_id!r} waits for a host result", request_id
             )
         call = answer.get("call")
-        if not isinstance(call, int) or call not in child.pending_calls:
+        if type(call) is not int or call not in child.pending_calls:
             raise RequestError(f"request {request_id!r} has no pending call {call!r}", request_id)
         child.pending_calls.discard(call)
         if "host_result" in message:
@@ -537,7 +575,10 @@ class Template:
             child.kill(f"the program is too large to send: {exc}")
 
     def _send_frame(self, child: Child, frame: dict[str, object]) -> None:
-        child.outbound += channel.encode(frame)
+        try:
+            child.outbound += channel.encode(frame)
+        except ValueError as exc:
+            raise channel.ChannelError(f"a message is not JSON: {exc}") from None
         self._flush_channel(child)
 
     def _flush_channel(self, child: Child) -> None:
@@ -630,61 +671,71 @@ class Template:
             self._close_fd(child, "channel")
             return
         try:
-            frames = child.frames.feed(data)
-            for frame in frames:
+            for frame in child.frames.feed(data):
                 self._child_frame(child, frame)
         except channel.ChannelError as exc:
             self._close_fd(child, "channel")
             child.kill(f"the program broke its channel to the pool: {exc}")
 
     def _child_frame(self, child: Child, frame: dict[str, object]) -> None:
+        """One frame from a child, checked field by field: ChannelError drops the child."""
         run = self.child_runs.get(child.token)
         kind = frame.get("type")
         if kind == "call" and run is not None:
-            call, function = frame.get("call"), frame.get("function")
-            args, kwargs = frame.get("args"), frame.get("kwargs")
-            valid = (
-                isinstance(call, int)
-                and not isinstance(call, bool)
-                and call not in child.pending_calls
-                and function in child.functions
-                and isinstance(args, list)
-                and isinstance(kwargs, dict)
-            )
-            if not valid:
-                raise channel.ChannelError("a host call that does not match its declaration")
-            assert isinstance(call, int)
-            child.pending_calls.add(call)
-            self.emit(
-                {
-                    "id": run.id,
-                    "event": "host_call",
-                    "call": call,
-                    "function": function,
-                    "args": args,
-                    "kwargs": kwargs,
-                }
-            )
+            self._host_call(run, child, frame)
         elif kind == "exit":
             status, signum = frame.get("status"), frame.get("signal")
-            if isinstance(status, int) and (signum is None or isinstance(signum, int)):
-                child.announced = (status & 0xFF, signum)
-                # Its output may have closed already: then the result can go now,
-                # not when the kernel has torn the process down (~0.7 ms later).
-                self._maybe_finish(child)
+            if type(status) is not int or not (
+                signum is None or _small_int(signum, 1, _MAX_SIGNAL)
+            ):
+                raise channel.ChannelError("an exit frame without a status and signal")
+            child.announced = (status & 0xFF, signum)  # type: ignore[assignment]
+            # Its output may have closed already: then the result can go now,
+            # not when the kernel has torn the process down (~0.7 ms later).
+            self._maybe_finish(child)
         elif kind == "done" and run is not None and run.session is not None:
+            exit_code, error, ended = frame.get("exit"), frame.get("error"), frame.get("ended")
+            flat = error is None or (
+                type(error) is dict
+                and not any(isinstance(value, (list, dict)) for value in error.values())
+            )
+            if not (_small_int(exit_code, 0, 255) and flat and ended in (None, True, False)):
+                raise channel.ChannelError("a done frame without an exit status and flat error")
             self._drain(child)
-            exit_code = frame.get("exit")
-            error = frame.get("error")
-            ended = "exit" if frame.get("ended") else None
             self._finish_step(
                 run,
-                exit_code if isinstance(exit_code, int) else 1,
-                error if isinstance(error, dict) else None,
-                ended,
+                exit_code,  # type: ignore[arg-type]
+                error,  # type: ignore[arg-type]
+                "exit" if ended else None,
             )
         else:
-            raise channel.ChannelError(f"an unexpected frame of type {kind!r}")
+            raise channel.ChannelError(f"an unexpected frame of type {str(kind)[:40]!r}")
+
+    def _host_call(self, run: Run, child: Child, frame: dict[str, object]) -> None:
+        """Relays a call to the client once its fields are what pynox_host sends."""
+        call, function = frame.get("call"), frame.get("function")
+        args, kwargs = frame.get("args"), frame.get("kwargs")
+        valid = (
+            _small_int(call, 0, _MAX_CALL_NUMBER)
+            and call not in child.pending_calls
+            and type(function) is str
+            and function in child.functions
+            and type(args) is list
+            and type(kwargs) is dict
+        )
+        if not valid:
+            raise channel.ChannelError("a host call that does not match its declaration")
+        child.pending_calls.add(call)  # type: ignore[arg-type]
+        self.emit(
+            {
+                "id": run.id,
+                "event": "host_call",
+                "call": call,
+                "function": function,
+                "args": args,
+                "kwargs": kwargs,
+            }
+        )
 
     def _child_exited(self, child: Child) -> None:
         run = self.child_runs.get(child.token)
@@ -757,13 +808,30 @@ class Template:
     def _finish_oneshot(self, run: Run, child: Child) -> None:
         outcome = self._outcome(run, child, None)
         outcome.report = bytes(child.report.data)
-        result = build_result(outcome, run.policy, api=True)
+        problem = None
+        if outcome.report and child.kill_reason is None:
+            problem = _report_problem(outcome.report, child.report.truncated)
+            if problem is not None:
+                outcome.report = b""
+        result = self._result(outcome, run.policy)
         if child.kill_reason not in (None, "timeout"):
-            result["exit"] = 125
-            result["error"] = error_object("PoolError", str(child.kill_reason))
+            _failed(result, "PoolError", str(child.kill_reason))
+        elif problem is not None:
+            _failed(result, "PoolError", f"the program wrote to its error report: {problem}")
         self.runs.pop(run.id, None)
         self.emit({"id": run.id, **result})
         self._start_queued()
+
+    @staticmethod
+    def _result(outcome: Outcome, policy: "Policy") -> "dict[str, Any]":
+        """The result of a run, whatever its child wrote: a PoolError rather than the pool's end."""
+        try:
+            return build_result(outcome, policy, api=True)
+        except Exception as exc:  # noqa: BLE001 - the child's data must not take the pool down
+            outcome.report = b""
+            result = build_result(outcome, policy, api=True)
+            _failed(result, "PoolError", f"the program's error report is unusable ({exc!r:.200})")
+            return result
 
     # --- sessions -----------------------------------------------------------------------
 
@@ -796,13 +864,13 @@ class Template:
             return
         outcome = self._outcome(run, child, exit_code)
         if error is not None:
-            outcome.report = json.dumps(error).encode()
-        result = build_result(outcome, run.policy, api=True)
-        if ended in ("timeout", "crash"):
-            if ended == "timeout":
-                result["error"] = timeout_error(run.policy, api=True)
-            session.child = None
-        elif ended == "exit":
+            outcome.report = strict_json.dumps(error).encode()
+        result = self._result(outcome, run.policy)
+        if ended == "timeout":
+            result["error"] = timeout_error(run.policy, api=True)
+        elif child.kill_reason is not None and ended == "crash":
+            _failed(result, "PoolError", child.kill_reason)
+        if ended is not None:
             session.child = None
         session.steps += 1
         result["session"] = {

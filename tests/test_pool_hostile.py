@@ -1,0 +1,386 @@
+"""`pynox pool` against hostile children and scripts: whatever a request does, it alone pays.
+
+docs/pool-protocol.md and DESIGN.md's trust boundary, as a client sees them: a script runs
+only inside what [pool.limits] lets the request read, read by its own confined child; data a
+child sends (report pipe, channel frames, host calls) is bounded in size and depth, and a bad
+message ends that request with a PoolError result, never the pool; every request ends with
+exactly one result within its timeout, whatever its child writes or closes; no process of a
+request or session outlives it by more than a second; host calls in flight are bounded per
+request; and every line in either direction is RFC 8259 JSON (no NaN, no Infinity).
+
+Each test also checks that the pool keeps serving: a bystander session keeps its state and a
+normal request succeeds afterwards. Every line the pool writes is parsed strictly here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import textwrap
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pool_client import (
+    Message,
+    PoolClient,
+    alive,
+)
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def new_id(prefix: str = "r") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def code(text: str) -> str:
+    return textwrap.dedent(text).strip() + "\n"
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not RFC 8259 JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is beyond a double: a strict client reads no Infinity")
+    return value
+
+
+def strict_loads(line: bytes) -> Any:
+    """What a strict JSON client makes of a line: no NaN, Infinity or overflowing numbers."""
+    return json.loads(line, parse_constant=_refuse_constant, parse_float=_finite)
+
+
+class StrictPool(PoolClient):
+    """A pool client that also fails on any line that is not RFC 8259 JSON."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.raw: list[bytes] = []
+        super().__init__(*args, **kwargs)
+
+    def read_line(self, timeout: float = 10) -> bytes:
+        line = super().read_line(timeout)
+        self.raw.append(line)
+        try:
+            strict_loads(line)
+        except ValueError as exc:
+            shown = line[:300]
+            raise AssertionError(f"the pool wrote non-RFC 8259 JSON ({exc}): {shown!r}") from None
+        return line
+
+
+@pytest.fixture
+def pool() -> Iterator[StrictPool]:
+    """A pool of its own per test: a hostile child on old code may take it down."""
+    with StrictPool(workers=2) as client:
+        yield client
+        if client.proc.poll() is None and not client.eof:
+            assert client.close() == 0
+
+
+def write_config(directory: Path, text: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "pynox.toml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def assert_ok(result: Message, stdout: str) -> None:
+    shown = {k: result.get(k) for k in ("exit", "stdout", "stderr", "error")}
+    assert result["exit"] == 0, shown
+    assert result["error"] is None, shown
+    assert result["stdout"] == stdout, shown
+
+
+def assert_pool_error(result: Message, *words: str) -> None:
+    shown = {k: result.get(k) for k in ("exit", "error", "stderr")}
+    assert result["exit"] == 125, shown
+    assert result["error"]["type"] == "PoolError", shown
+    for word in words:
+        assert word in result["error"]["message"], (word, shown)
+
+
+def step(client: PoolClient, session: str, program: str, **fields: Any) -> Message:
+    return client.run({"id": new_id("s"), "session": session, "code": program, **fields})
+
+
+def serves(client: PoolClient) -> None:
+    """The pool still answers a normal request, and that answer is the next line it writes."""
+    request_id = new_id("alive")
+    client.send({"id": request_id, "code": "print(6 * 7)"})
+    line = client.read(30)
+    assert line.get("id") == request_id, f"an unexpected line before the check's result: {line}"
+    client.results.pop(request_id, None)
+    assert_ok(line, "42\n")
+
+
+class Bystander:
+    """A session opened before the hostile request: afterwards it must be intact."""
+
+    def __init__(self, client: PoolClient) -> None:
+        self.client = client
+        self.name = new_id("bystander")
+        first = step(client, self.name, "import os\nkept = 42\nprint(os.getpid())")
+        assert first["exit"] == 0, first
+        self.pid = int(first["stdout"])
+
+    def check(self) -> None:
+        later = step(self.client, self.name, "kept += 1\nprint(kept)")
+        assert_ok(later, "43\n")
+        assert later["session"]["restarted"] is False, later["session"]
+        assert alive(self.pid)
+        serves(self.client)
+
+
+def results_for(client: PoolClient, request_id: object) -> list[Message]:
+    return [line for line in client.lines if line.get("id") == request_id and "event" not in line]
+
+
+# What every hostile program starts with: the descriptors a pool child holds besides its
+# standard streams, found by their type (a child may not list /proc/self/fd: Landlock), and
+# a way to write length-prefixed frames.
+PRELUDE = code("""
+    import json, os, stat, sys, threading, time
+    FDS = {}
+    for _fd in range(3, 256):
+        try:
+            _mode = os.fstat(_fd).st_mode
+        except OSError:
+            continue
+        if stat.S_ISSOCK(_mode):
+            FDS["channel"] = _fd
+        elif stat.S_ISFIFO(_mode):
+            FDS["report"] = _fd
+    CHANNEL, REPORT = FDS.get("channel"), FDS.get("report")
+
+    def frame(message=None, body=None):
+        if body is None:
+            body = json.dumps(message).encode()
+        return len(body).to_bytes(4, "big") + body
+
+    def write_all(fd, data):
+        while data:
+            data = data[os.write(fd, data):]
+""")
+
+
+def hostile(body: str) -> str:
+    return PRELUDE + code(body)
+
+
+# --- 7. child data bounded in size and depth ----------------------------------------------
+
+
+def test_deeply_nested_report_ends_only_its_request(pool: StrictPool) -> None:
+    bystander = Bystander(pool)
+    pool.send({"id": "other", "code": "import time\ntime.sleep(0.5)\nprint('clean')"})
+    result = pool.run(
+        {"id": "deep-report", "code": hostile("write_all(REPORT, b'[' * 200000)\nos._exit(1)")}
+    )
+    print("deep report:", result["exit"], result["error"])
+    assert_pool_error(result, "report")
+    assert_ok(pool.result("other"), "clean\n")
+    bystander.check()
+
+
+@pytest.mark.parametrize("session", [False, True])
+def test_deeply_nested_channel_frame_ends_only_its_request(pool: StrictPool, session: bool) -> None:
+    bystander = Bystander(pool)
+    program = hostile("write_all(CHANNEL, frame(body=b'[' * 200000))\ntime.sleep(30)")
+    request: dict[str, Any] = {"id": new_id("deep"), "code": program, "timeout": "20s"}
+    if session:
+        request["session"] = new_id("hostile-session")
+    started = time.monotonic()
+    result = pool.run(request)
+    print("deep frame:", result["exit"], result["error"], result.get("session"))
+    assert_pool_error(result, "channel")
+    assert time.monotonic() - started < 5, "the pool should drop the child at once"
+    if session:
+        assert result["session"]["ended"] == "crash"
+    bystander.check()
+
+
+def test_frame_nested_past_the_bound_is_refused(pool: StrictPool) -> None:
+    """100 levels: deep enough for any real call, shallow enough for any encoder."""
+    nested = "[" * 150 + "]" * 150
+    result = pool.run(
+        {
+            "id": "nested",
+            "functions": [{"name": "f"}],
+            "timeout": "20s",
+            "code": hostile(f"""
+                call = {{"type": "call", "call": 1, "function": "f", "args": {nested},
+                         "kwargs": {{}}}}
+                write_all(CHANNEL, frame(call))
+                time.sleep(30)
+            """),
+        },
+        host={"f": lambda *args: "called"},
+    )
+    assert not [c for c in pool.host_calls if c["id"] == "nested"], "the deep call was relayed"
+    assert_pool_error(result, "channel", "100 levels")
+    serves(pool)
+
+
+def test_pynox_host_refuses_arguments_nested_past_the_bound(pool: StrictPool) -> None:
+    result = pool.run(
+        {
+            "id": "nested-call",
+            "functions": [{"name": "f"}],
+            "code": code("""
+                import pynox_host
+                deep = []
+                for _ in range(150):
+                    deep = [deep]
+                try:
+                    pynox_host.f(deep)
+                except pynox_host.HostError as exc:
+                    print("HostError:", exc)
+                print(pynox_host.f([[1]]))
+            """),
+        },
+        host={"f": lambda value: "shallow is fine"},
+    )
+    print(result["stdout"])
+    assert result["exit"] == 0, result
+    first, second = result["stdout"].splitlines()
+    assert first.startswith("HostError: f() takes JSON arguments only") and "100" in first
+    assert second == "shallow is fine"
+    assert [c["args"] for c in pool.host_calls if c["id"] == "nested-call"] == [[[[1]]]]
+
+
+MALFORMED = {
+    # Each was a Python exception escaping the pool's loop (the pool exited 125).
+    "unhashable_function_name": (
+        False,
+        'write_all(CHANNEL, frame({"type": "call", "call": 1, "function": [], "args": [],'
+        ' "kwargs": {}}))',
+    ),
+    "report_with_a_nested_hint": (
+        False,
+        'write_all(REPORT, json.dumps({"type": "E", "message": "m", "hint_kind": []}).encode())'
+        "\nos._exit(1)",
+    ),
+    "done_frame_with_a_nested_hint": (
+        True,
+        'write_all(CHANNEL, frame({"type": "done", "exit": 1,'
+        ' "error": {"type": "E", "hint_kind": ["x"]}}))',
+    ),
+    "exit_frame_with_a_huge_signal": (
+        False,
+        'write_all(CHANNEL, frame({"type": "exit", "status": 0, "signal": 10 ** 30}))\n'
+        "os.close(1)\nos.close(2)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_fields_end_only_their_request(pool: StrictPool, case: str) -> None:
+    in_session, body = MALFORMED[case]
+    bystander = Bystander(pool)
+    request: dict[str, Any] = {
+        "id": new_id(case[:10]),
+        "code": hostile(body + "\ntime.sleep(30)"),
+        "functions": [{"name": "f"}],
+        "timeout": "20s",
+    }
+    if in_session:
+        request["session"] = new_id("hostile-session")
+    result = pool.run(request)
+    print(case, result["exit"], result["error"])
+    assert_pool_error(result)
+    assert "Signal" not in json.dumps(result["error"])
+    bystander.check()
+
+
+# --- 12. RFC 8259 both ways: no NaN, no Infinity ------------------------------------------
+
+
+def test_non_finite_arguments_raise_host_error_in_the_child(pool: StrictPool) -> None:
+    result = pool.run(
+        {
+            "id": "nan",
+            "functions": [{"name": "f"}],
+            "code": code("""
+                import math, pynox_host
+                for value in (float("nan"), float("inf"), [{"x": -math.inf}]):
+                    try:
+                        pynox_host.f(value)
+                    except pynox_host.HostError as exc:
+                        print("HostError", "JSON" in str(exc), "NaN" in str(exc))
+                print(pynox_host.f(1.5))
+            """),
+        },
+        host={"f": lambda value: value},
+    )
+    assert_ok(result, "HostError True True\n" * 3 + "1.5\n")
+    assert [c["args"] for c in pool.host_calls if c["id"] == "nan"] == [[1.5]]
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_non_finite_numbers_from_a_child_never_reach_the_stream(
+    pool: StrictPool, literal: str
+) -> None:
+    request_id = new_id("forged-nan")
+    result = pool.run(
+        {
+            "id": request_id,
+            "functions": [{"name": "f"}],
+            "timeout": "20s",
+            "code": hostile(f"""
+                body = b'{{"type": "call", "call": 1, "function": "f", "args": [{literal}],'
+                body += b' "kwargs": {{}}}}'
+                write_all(CHANNEL, frame(body=body))
+                time.sleep(30)
+            """),
+        },
+        host={"f": lambda value: "called"},
+    )
+    assert not [c for c in pool.host_calls if c["id"] == request_id]
+    assert_pool_error(result, "channel")
+    serves(pool)
+
+
+def test_request_line_with_nan_is_refused_naming_it(pool: StrictPool) -> None:
+    bystander = Bystander(pool)
+    # Without the NaN, the pool would run this (a function spec's extra keys are ignored).
+    line = (
+        b'{"id": "n1", "code": "print(1)", "functions": [{"name": "f", "weight": NaN}]}\n'
+        b'{"id": "n2", "code": "print(2)", "args": [], "functions": [{"name": "g", '
+        b'"weight": -Infinity}]}\n'
+    )
+    pool.send_raw(line)
+    for request_id, word in (("n1", "NaN"), ("n2", "Infinity")):
+        refused = pool.result(request_id)
+        print(refused["error"])
+        assert refused["exit"] == 125 and refused["error"]["type"] == "RequestError", refused
+        assert word in refused["error"]["message"] and "RFC 8259" in refused["error"]["message"]
+    bystander.check()
+
+
+def test_host_result_with_nan_is_refused_and_the_call_still_answerable(
+    pool: StrictPool,
+) -> None:
+    pool.send(
+        {
+            "id": "wait",
+            "functions": [{"name": "f"}],
+            "timeout": "20s",
+            "code": "import pynox_host\nprint(repr(pynox_host.f()))",
+        }
+    )
+    call = pool.event(lambda m: m.get("event") == "host_call" and m.get("id") == "wait")
+    pool.send_raw(b'{"id": "wait", "host_result": {"call": %d, "value": NaN}}\n' % call["call"])
+    event = pool.event(lambda m: m.get("event") == "control_error" and m.get("id") == "wait")
+    print("NaN host result:", event)
+    assert "NaN" in event["message"]
+    pool.send({"id": "wait", "host_result": {"call": call["call"], "value": 2.5}})
+    assert_ok(pool.result("wait"), "2.5\n")
+    assert len(results_for(pool, "wait")) == 1
+    serves(pool)
