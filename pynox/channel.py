@@ -91,7 +91,8 @@ class FrameReader:
         self.limit = limit
         self.max_depth = max_depth
 
-    def feed(self, data: bytes) -> list[dict[str, object]]:
+    def feed(self, data: bytes) -> list[tuple[dict[str, object], int]]:
+        """The frames data completes, each with the size of its body in bytes."""
         self.buffer += data
         frames = []
         while len(self.buffer) >= _HEADER:
@@ -102,5 +103,5 @@ class FrameReader:
                 break
             body = bytes(self.buffer[_HEADER : _HEADER + size])
             del self.buffer[: _HEADER + size]
-            frames.append(decode(body, self.max_depth))
+            frames.append((decode(body, self.max_depth), size))
         return frames

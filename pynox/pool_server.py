@@ -38,6 +38,11 @@ _READ_CHUNK = 65536
 # latency on two cores). A program that runs longer gets its spares anyway.
 _SPARE_DELAY = 0.02
 _REPORT_LIMIT = 1 << 20
+# Host calls of one request: pynox_host makes one at a time; a program that writes
+# call frames itself may have at most this many, carrying at most this many bytes
+# of JSON between them, waiting for the client at once. More ends the request.
+MAX_CALLS_IN_FLIGHT = 4
+MAX_CALL_BYTES_IN_FLIGHT = 16 << 20
 _MAX_CALL_NUMBER = (1 << 53) - 1  # what a JSON client reads exactly as a double
 _MAX_SIGNAL = 64
 
@@ -111,7 +116,8 @@ class Child:
         self.report = Capture(_REPORT_LIMIT)
         self.frames = channel.FrameReader()
         self.outbound = bytearray()
-        self.pending_calls: set[int] = set()
+        self.pending_calls: dict[int, int] = {}  # call number -> bytes of its frame
+        self.pending_bytes = 0
         self.kill_reason: str | None = None  # "timeout", or why the template dropped it
         # How the child said it ended, before the zygote reaped it: (status, signal).
         self.announced: tuple[int, int | None] | None = None
@@ -187,6 +193,10 @@ def _report_problem(report: bytes, truncated: bool) -> str | None:
 
 def _small_int(value: object, low: int, high: int) -> bool:
     return type(value) is int and low <= value <= high
+
+
+class _OverBound(channel.ChannelError):
+    """A child went past a bound of the protocol; the message names the bound."""
 
 
 class Template:
@@ -480,7 +490,7 @@ class Template:
         call = answer.get("call")
         if type(call) is not int or call not in child.pending_calls:
             raise RequestError(f"request {request_id!r} has no pending call {call!r}", request_id)
-        child.pending_calls.discard(call)
+        child.pending_bytes -= child.pending_calls.pop(call)
         if "host_result" in message:
             frame = {"type": "return", "call": call, "value": answer.get("value")}
         else:
@@ -671,18 +681,21 @@ class Template:
             self._close_fd(child, "channel")
             return
         try:
-            for frame in child.frames.feed(data):
-                self._child_frame(child, frame)
+            for frame, size in child.frames.feed(data):
+                self._child_frame(child, frame, size)
+        except _OverBound as exc:
+            self._close_fd(child, "channel")
+            child.kill(str(exc))
         except channel.ChannelError as exc:
             self._close_fd(child, "channel")
             child.kill(f"the program broke its channel to the pool: {exc}")
 
-    def _child_frame(self, child: Child, frame: dict[str, object]) -> None:
+    def _child_frame(self, child: Child, frame: dict[str, object], size: int) -> None:
         """One frame from a child, checked field by field: ChannelError drops the child."""
         run = self.child_runs.get(child.token)
         kind = frame.get("type")
         if kind == "call" and run is not None:
-            self._host_call(run, child, frame)
+            self._host_call(run, child, frame, size)
         elif kind == "exit":
             status, signum = frame.get("status"), frame.get("signal")
             if type(status) is not int or not (
@@ -711,8 +724,8 @@ class Template:
         else:
             raise channel.ChannelError(f"an unexpected frame of type {str(kind)[:40]!r}")
 
-    def _host_call(self, run: Run, child: Child, frame: dict[str, object]) -> None:
-        """Relays a call to the client once its fields are what pynox_host sends."""
+    def _host_call(self, run: Run, child: Child, frame: dict[str, object], size: int) -> None:
+        """Relays a call to the client, within the bounds of calls and bytes in flight."""
         call, function = frame.get("call"), frame.get("function")
         args, kwargs = frame.get("args"), frame.get("kwargs")
         valid = (
@@ -725,7 +738,18 @@ class Template:
         )
         if not valid:
             raise channel.ChannelError("a host call that does not match its declaration")
-        child.pending_calls.add(call)  # type: ignore[arg-type]
+        if len(child.pending_calls) >= MAX_CALLS_IN_FLIGHT:
+            raise _OverBound(
+                f"the program had more than {MAX_CALLS_IN_FLIGHT} host calls in flight at once, "
+                "the pool's bound per request (pynox_host makes one at a time)"
+            )
+        if child.pending_bytes + size > MAX_CALL_BYTES_IN_FLIGHT:
+            raise _OverBound(
+                f"the program's host calls in flight carried more than "
+                f"{MAX_CALL_BYTES_IN_FLIGHT >> 20} MiB of arguments, the pool's bound per request"
+            )
+        child.pending_calls[call] = size  # type: ignore[index]
+        child.pending_bytes += size
         self.emit(
             {
                 "id": run.id,
@@ -872,6 +896,8 @@ class Template:
             _failed(result, "PoolError", child.kill_reason)
         if ended is not None:
             session.child = None
+        child.pending_calls.clear()  # a late answer finds no step waiting for it
+        child.pending_bytes = 0
         session.steps += 1
         result["session"] = {
             "id": session.name,

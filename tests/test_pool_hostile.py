@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from pool_client import (
+    NO_ANSWER,
     Message,
     PoolClient,
     alive,
@@ -297,6 +298,86 @@ def test_malformed_fields_end_only_their_request(pool: StrictPool, case: str) ->
     assert_pool_error(result)
     assert "Signal" not in json.dumps(result["error"])
     bystander.check()
+
+
+# --- 11. host calls bounded per request ---------------------------------------------------
+
+
+def test_host_calls_in_flight_are_bounded(pool: StrictPool) -> None:
+    bystander = Bystander(pool)
+    started = time.monotonic()
+    result = pool.run(
+        {
+            "id": "flood",
+            "functions": [{"name": "f"}],
+            "timeout": "20s",
+            "code": hostile("""
+                calls = b"".join(
+                    frame({"type": "call", "call": n, "function": "f", "args": [n],
+                           "kwargs": {}})
+                    for n in range(1, 1501)
+                )
+                write_all(CHANNEL, calls)
+                time.sleep(30)
+            """),
+        },
+        host={"f": lambda n: NO_ANSWER},
+    )
+    relayed = [c for c in pool.host_calls if c["id"] == "flood"]
+    print(f"{len(relayed)} calls relayed;", result["error"])
+    assert len(relayed) <= 4
+    assert_pool_error(result, "4 host calls in flight")
+    assert time.monotonic() - started < 5
+    bystander.check()
+
+
+def test_host_call_bytes_in_flight_are_bounded(pool: StrictPool) -> None:
+    result = pool.run(
+        {
+            "id": "heavy",
+            "functions": [{"name": "f"}],
+            "timeout": "30s",
+            "code": hostile("""
+                big = "x" * (6 << 20)
+                for n in (1, 2, 3):
+                    write_all(CHANNEL, frame({"type": "call", "call": n, "function": "f",
+                                              "args": [big], "kwargs": {}}))
+                time.sleep(30)
+            """),
+        },
+        host={"f": lambda value: NO_ANSWER},
+    )
+    relayed = [c for c in pool.host_calls if c["id"] == "heavy"]
+    print(f"{len(relayed)} calls relayed;", result["error"])
+    assert len(relayed) == 2
+    assert_pool_error(result, "16 MiB")
+    serves(pool)
+
+
+def test_calls_answered_in_turn_stay_within_the_bounds(pool: StrictPool) -> None:
+    """pynox_host makes one call at a time, from any number of threads: never over a bound."""
+    result = pool.run(
+        {
+            "id": "threads",
+            "functions": [{"name": "echo"}],
+            "code": code("""
+                import threading
+                from pynox_host import echo
+                sizes = []
+                def work(n):
+                    for i in range(5):
+                        sizes.append(len(echo("y" * (1 << 20))))
+                threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                print(len(sizes), set(sizes))
+            """),
+        },
+        host={"echo": lambda value: value},
+    )
+    assert_ok(result, f"40 {{{1 << 20}}}\n")
 
 
 # --- 12. RFC 8259 both ways: no NaN, no Infinity ------------------------------------------
