@@ -45,6 +45,10 @@ MAX_CALLS_IN_FLIGHT = 4
 MAX_CALL_BYTES_IN_FLIGHT = 16 << 20
 _MAX_CALL_NUMBER = (1 << 53) - 1  # what a JSON client reads exactly as a double
 _MAX_SIGNAL = 64
+# A child whose run or session is over (closed, exited, its result sent) gets this
+# long to leave on its own before the template kills it: with the kill and the
+# kernel's teardown, no child outlives its request or session by more than a second.
+EXIT_GRACE = 0.9
 
 
 class PoolOptions:
@@ -122,6 +126,7 @@ class Child:
         # How the child said it ended, before the zygote reaped it: (status, signal).
         self.announced: tuple[int, int | None] | None = None
         self.finished = False
+        self.kill_at = 0.0  # once its work is over: when the template stops waiting
 
     def kill(self, reason: str) -> None:
         if self.kill_reason is None:
@@ -231,6 +236,7 @@ class Template:
         self.next_token = 0
         self.stdin_open = True
         self.spares: list[Child] = []
+        self.dying: dict[int, Child] = {}  # by token: done, and given EXIT_GRACE to exit
         self.line = bytearray()
         self.discarding = False
 
@@ -302,6 +308,7 @@ class Template:
             for s in self.sessions.values()
             if s.running is None and s.child is not None
         ]
+        deadlines += [child.kill_at for child in self.dying.values()]
         if len(self.spares) < self.workers and self.stdin_open:
             # Wake up to replenish the spares once the newest program is no longer new.
             new = [run.started + _SPARE_DELAY for run in self.child_runs.values()]
@@ -334,6 +341,18 @@ class Template:
             idle = session.running is None and now >= session.last_used + self.session_idle
             if idle and session.child is not None:
                 self._end_session(session)
+        for child in list(self.dying.values()):
+            if child.status is not None or child.finished:
+                del self.dying[child.token]
+            elif now >= child.kill_at:
+                del self.dying[child.token]
+                child.kill(f"it did not exit within {EXIT_GRACE:g}s of the end of its run")
+
+    def _expect_exit(self, child: Child) -> None:
+        """A child with no more work: it leaves by itself within EXIT_GRACE, or is killed."""
+        if child.status is None and not child.finished and child.token not in self.dying:
+            child.kill_at = time.monotonic() + EXIT_GRACE
+            self.dying[child.token] = child
 
     # --- stdin --------------------------------------------------------------------------
 
@@ -765,14 +784,15 @@ class Template:
         run = self.child_runs.get(child.token)
         if run is not None and run.session is not None:
             self._drain(child)
-            reason = "timeout" if child.kill_reason == "timeout" else "crash"
-            if os.WIFEXITED(child.status or 0) and child.kill_reason is None:
-                reason = "exit"
-            self._finish_step(run, None, None, reason)
+            self._finish_step(run, None, None, _how_it_ended(child))
         self._maybe_finish(child)
 
     def _maybe_finish(self, child: Child) -> None:
-        """A one-shot child is done once it ended and its pipes closed."""
+        """A child is done once it ended (or said it did) and its pipes closed.
+
+        A one-shot request gets its result then; so does a session step that was
+        still running (a program can announce its end without a done frame).
+        """
         if child.finished or (child.status is None and child.announced is None):
             return
         if child.stdout.open or child.stderr.open:
@@ -793,6 +813,10 @@ class Template:
             os.close(child.pidfd)
             child.pidfd = None
         self.children.pop(child.token, None)
+        self.dying.pop(child.token, None)
+        run = self.child_runs.get(child.token)
+        if run is not None and run.session is not None:
+            self._finish_step(run, None, None, _how_it_ended(child))
         run = self.child_runs.pop(child.token, None)
         for session in self.sessions.values():
             if session.child is child:
@@ -896,6 +920,7 @@ class Template:
             _failed(result, "PoolError", child.kill_reason)
         if ended is not None:
             session.child = None
+            self._expect_exit(child)  # one that said it ends (sys.exit) must really end
         child.pending_calls.clear()  # a late answer finds no step waiting for it
         child.pending_bytes = 0
         session.steps += 1
@@ -931,16 +956,32 @@ class Template:
         session.child = None
         if child is not None:
             self._close_fd(child, "channel")  # the session finalizes and exits
+            self._expect_exit(child)  # or is killed, if it lingers (threads, a fake done)
         if self.sessions.get(session.name) is session:
             del self.sessions[session.name]
 
     def _close_sessions(self) -> None:
         for session in list(self.sessions.values()):
             self._end_session(session)
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 2 * EXIT_GRACE
         while self.children and time.monotonic() < deadline:
             for fd, events in self._poll(100):
                 self._dispatch(fd, events)
+            self._expire()
+        for child in list(self.children.values()):
+            child.kill("the pool is exiting")
+
+
+def _how_it_ended(child: Child) -> str:
+    """A session's `ended`: "timeout", "exit" (it left by itself) or "crash"."""
+    if child.kill_reason == "timeout":
+        return "timeout"
+    if child.kill_reason is None:
+        if child.status is None and child.announced is not None and child.announced[1] is None:
+            return "exit"
+        if child.status is not None and os.WIFEXITED(child.status):
+            return "exit"
+    return "crash"
 
 
 def _warm_up() -> None:

@@ -29,6 +29,8 @@ from pool_client import (
     Message,
     PoolClient,
     alive,
+    descendants,
+    wait_gone,
 )
 
 # --- helpers ------------------------------------------------------------------------------
@@ -109,6 +111,16 @@ def assert_pool_error(result: Message, *words: str) -> None:
 
 def step(client: PoolClient, session: str, program: str, **fields: Any) -> Message:
     return client.run({"id": new_id("s"), "session": session, "code": program, **fields})
+
+
+def close_session(client: PoolClient, name: str) -> float:
+    """Closes a session; returns when the pool answered."""
+    control_id = new_id("close")
+    client.send({"id": control_id, "close_session": name})
+    client.wait_for(lambda: control_id in client.results)
+    answer = client.results.pop(control_id)[0]
+    assert answer == {"id": control_id, "session": {"id": name, "closed": True}}
+    return time.monotonic()
 
 
 def serves(client: PoolClient) -> None:
@@ -298,6 +310,210 @@ def test_malformed_fields_end_only_their_request(pool: StrictPool, case: str) ->
     assert_pool_error(result)
     assert "Signal" not in json.dumps(result["error"])
     bystander.check()
+
+
+# --- 9. exactly one result per request, within its timeout --------------------------------
+
+ONE_SHOT_ENDINGS = {
+    # forged result lines for this request and another on fds 1 and 2, the report and the
+    # channel: the channel breaks, the request ends at once with a PoolError
+    "forge_everywhere": (
+        "for fd in (1, 2, REPORT, CHANNEL):\n    write_all(fd, FORGED)\ntime.sleep(30)",
+        125,
+    ),
+    "forge_then_exit": ("for fd in (1, 2, REPORT):\n    write_all(fd, FORGED)\nos._exit(0)", 125),
+    "forge_then_close_channel": (
+        "for fd in (1, 2):\n    write_all(fd, FORGED)\nos.close(CHANNEL)\nprint('after')",
+        0,
+    ),
+    "close_everything_then_exit": ("os.closerange(0, 256)", 0),
+    "close_everything_then_sleep": ("os.closerange(0, 256)\ntime.sleep(30)", 124),
+    "thread_that_never_ends": (
+        "threading.Thread(target=time.sleep, args=(3600,)).start()\nprint('main done')",
+        124,
+    ),
+    "blocked_read_on_the_channel": (
+        "threading.Thread(target=os.read, args=(CHANNEL, 1)).start()",
+        124,
+    ),
+    "fake_exit_frame_then_keep_running": (
+        'write_all(CHANNEL, frame({"type": "exit", "status": 0, "signal": None}))\n'
+        "os.close(1)\nos.close(2)\ntime.sleep(30)",
+        0,
+    ),
+    "fake_done_frames": (
+        'write_all(CHANNEL, frame({"type": "done", "exit": 0, "error": None}) * 50)\n'
+        "time.sleep(30)",
+        125,
+    ),
+}
+
+FORGE = code("""
+    me, other = sys.argv[1], sys.argv[2]
+    FORGED = b"".join(
+        json.dumps({"id": i, "exit": 0, "stdout": "forged", "stderr": "", "error": None,
+                    "duration_ms": 1}).encode() + b"\\n"
+        for i in (me, other)
+    )
+""")
+
+
+@pytest.mark.parametrize("ending", sorted(ONE_SHOT_ENDINGS))
+def test_one_shot_request_gets_exactly_one_result(pool: StrictPool, ending: str) -> None:
+    body, exit_code = ONE_SHOT_ENDINGS[ending]
+    bystander = Bystander(pool)
+    hostile_id, other_id = new_id("hostile"), new_id("other")
+    pool.send({"id": other_id, "code": "import time\ntime.sleep(0.5)\nprint('clean')"})
+    started = time.monotonic()
+    pool.send(
+        {
+            "id": hostile_id,
+            "code": hostile(FORGE + body),
+            "args": [hostile_id, other_id],
+            "timeout": "2s",
+        }
+    )
+    result = pool.result(hostile_id, 10)
+    elapsed = time.monotonic() - started
+    print(ending, result["exit"], result["error"], f"after {elapsed:.2f}s")
+    assert elapsed < 2 + 1.5, "a request must end within its timeout"
+    assert result["exit"] == exit_code, result
+    assert_ok(pool.result(other_id), "clean\n")
+    pool.expect_silence(1.5)
+    assert len(results_for(pool, hostile_id)) == 1
+    assert len(results_for(pool, other_id)) == 1
+    bystander.check()
+
+
+SESSION_ENDINGS = {
+    # the step says the process exited, without a done frame, and lingers: nothing
+    # else would ever end that step
+    "fake_exit_frame_then_keep_running": (
+        'write_all(CHANNEL, frame({"type": "exit", "status": 0, "signal": None}))\n'
+        "os.close(1)\nos.close(2)\ntime.sleep(30)",
+        "exit",
+    ),
+    "close_channel_then_sleep": ("os.close(CHANNEL)\ntime.sleep(30)", "timeout"),
+    "close_everything_then_return": ("os.closerange(0, 256)", "exit"),
+    "fake_done_then_keep_running": (
+        'write_all(CHANNEL, frame({"type": "done", "exit": 0, "error": None}))\n'
+        "sys.stdout.flush()\ntime.sleep(30)",
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("ending", sorted(SESSION_ENDINGS))
+def test_session_step_gets_exactly_one_result(pool: StrictPool, ending: str) -> None:
+    body, ended = SESSION_ENDINGS[ending]
+    bystander = Bystander(pool)
+    name = new_id("hostile-session")
+    step_id = new_id("step")
+    started = time.monotonic()
+    pool.send(
+        {"id": step_id, "session": name, "code": hostile(body), "timeout": "2s"},
+    )
+    result = pool.result(step_id, 10)
+    elapsed = time.monotonic() - started
+    print(ending, result["exit"], result["error"], result["session"], f"{elapsed:.2f}s")
+    assert elapsed < 2 + 1.5, "a step must end within its timeout"
+    assert result["session"]["ended"] == ended
+    pool.expect_silence(1.5)
+    assert len(results_for(pool, step_id)) == 1
+    # The session goes on: a fresh process if that one ended, else the same (or a timeout).
+    after = step(pool, name, "print('next')", timeout="2s")
+    assert len(results_for(pool, after["id"])) == 1
+    close_session(pool, name)
+    bystander.check()
+
+
+# --- 10. no process of a request or session outlives it by more than a second -------------
+
+GRACE = 1.0
+SLACK = 1.5  # two shared cores: time for the kill, the reaping and the next look at /proc
+
+BUSY_THREAD = code("""
+    import threading, time
+    def busy():
+        while True:
+            time.sleep(0.01)
+    threading.Thread(target=busy).start()  # not a daemon: the process waits for it at exit
+""")
+LINGERING = {
+    "non_daemon_thread": BUSY_THREAD,
+    "fake_done_then_keep_running": hostile(
+        'write_all(CHANNEL, frame({"type": "done", "exit": 0, "error": None}))\n'
+        "while True:\n    time.sleep(0.01)"
+    ),
+}
+
+
+def settled(client: PoolClient, size: int, timeout: float = 10) -> None:
+    """Waits until the pool has exactly size live descendants (zygote, spares, sessions)."""
+    deadline = time.monotonic() + timeout
+    while (found := len(descendants(client.pid, zombies=False))) != size:
+        assert time.monotonic() < deadline, f"the pool has {found} processes, not {size}"
+        time.sleep(0.05)
+
+
+def assert_gone(client: PoolClient, pid: int, size: int, since: float) -> None:
+    """pid is gone, and the pool back to size processes, within a second (and slack)."""
+    left = wait_gone([pid], GRACE + SLACK - (time.monotonic() - since))
+    waited = time.monotonic() - since
+    print(f"the session's process was gone {waited:.2f}s after its end")
+    assert not left, f"the session's process {pid} outlived its session by {waited:.1f}s"
+    settled(client, size, timeout=max(0.1, since + GRACE + SLACK - time.monotonic()))
+
+
+SPARES = 1 + 2  # the zygote and two spares (workers=2)
+
+
+@pytest.mark.parametrize("kind", sorted(LINGERING))
+def test_closed_session_process_is_killed_within_a_second(pool: StrictPool, kind: str) -> None:
+    settled(pool, SPARES)
+    bystander = Bystander(pool)
+    name = new_id("lingering")
+    pid = int(step(pool, name, "import os\nprint(os.getpid())")["stdout"])
+    settled(pool, SPARES + 2)
+    result = step(pool, name, LINGERING[kind], timeout="1s")
+    print(kind, result["exit"], result["error"], result["session"])
+    time.sleep(1.2)  # past the step's timeout: the step ended, its session lives on
+    assert alive(pid)
+    closed = close_session(pool, name)
+    assert_gone(pool, pid, SPARES + 1, closed)
+    bystander.check()
+
+
+def test_session_that_exits_with_a_thread_running_is_killed(pool: StrictPool) -> None:
+    name = new_id("exiting")
+    pid = int(step(pool, name, "import os\nprint(os.getpid())")["stdout"])
+    settled(pool, SPARES + 1)
+    result = step(pool, name, BUSY_THREAD + "import sys\nsys.exit(3)")
+    ended = time.monotonic()
+    assert result["exit"] == 3 and result["session"]["ended"] == "exit", result
+    assert_gone(pool, pid, SPARES, ended)
+    serves(pool)
+
+
+def test_idle_session_process_is_killed_within_a_second(tmp_path: Path) -> None:
+    config = write_config(tmp_path, '[pool]\nsession_idle = "1s"\n')
+    with StrictPool(config=config) as client:
+        settled(client, SPARES)
+        name = new_id("idle")
+        pid = int(step(client, name, "import os\nprint(os.getpid())")["stdout"])
+        step(client, name, BUSY_THREAD)
+        idle_from = time.monotonic()
+        assert_gone(client, pid, SPARES, idle_from + 1)  # idle for 1s, then closed
+        serves(client)
+        assert client.close() == 0
+
+
+def test_pool_exit_leaves_no_lingering_session() -> None:
+    with StrictPool(workers=2) as client:
+        step(client, new_id("at-exit"), BUSY_THREAD)
+        started = time.monotonic()
+        assert client.close(gone_within=GRACE + SLACK) == 0  # every process of it is gone
+        print(f"pool and sessions gone after {time.monotonic() - started:.2f}s")
 
 
 # --- 11. host calls bounded per request ---------------------------------------------------
