@@ -231,35 +231,3 @@ def host_functions(message: dict[str, object]) -> list[dict[str, str]]:
             )
         functions.append({"name": name, "signature": signature, "doc": doc})
     return functions
-
-
-def read_script(path: str, request_id: object) -> str:
-    """A script's source as latin-1 text (its bytes survive the trip as they are).
-
-    Only a regular file up to MAX_LINE bytes: a FIFO, a device or the pool's
-    own standard input would stall or flood the template.
-    """
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise RequestError(f"cannot open the script {path}: {exc.strerror}", request_id) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise RequestError(f"the script {path} is not a regular file", request_id)
-        if info.st_size > MAX_LINE:
-            raise RequestError(
-                f"the script {path} is larger than {MAX_LINE} bytes; split it", request_id
-            )
-        source = b""
-        while data := os.read(fd, MAX_LINE + 1 - len(source)):
-            source += data
-    finally:
-        os.close(fd)
-    if len(source) > MAX_LINE:
-        raise RequestError(
-            f"the script {path} is larger than {MAX_LINE} bytes; split it", request_id
-        )
-    return source.decode("latin-1")

@@ -17,7 +17,8 @@ import socket
 import time
 
 from pynox import channel, pool_request, strict_json, system_paths, zygote
-from pynox.config import Config, find_config_path, load_config
+from pynox.child import EXIT_CANNOT_OPEN, EXIT_SETUP_FAILURE, SCRIPT_UNREADABLE
+from pynox.config import Config, Grants, find_config_path, load_config
 from pynox.errors import PynoxError, UsageError
 from pynox.policy import build_policy
 from pynox.pool_request import RequestError
@@ -127,6 +128,7 @@ class Child:
         self.announced: tuple[int, int | None] | None = None
         self.finished = False
         self.kill_at = 0.0  # once its work is over: when the template stops waiting
+        self.script_errno: int | None = None  # why its script could not be read (0: not a file)
 
     def kill(self, reason: str) -> None:
         if self.kill_reason is None:
@@ -149,6 +151,7 @@ class Run:
         self.deadline: float | None = None
         self.child: Child | None = None
         self.session: Session | None = None
+        self.script: str | None = None
 
     def start_clock(self) -> None:
         self.started = time.monotonic()
@@ -430,11 +433,8 @@ class Template:
         functions = pool_request.host_functions(message)
         session_name = message.get("session")
         script = message.get("script")
-        if isinstance(script, str):
-            if isinstance(session_name, str):
-                raise RequestError('a session runs code, not scripts; send "code"', request_id)
-            # Read now, by the template: the child gets the source with its program.
-            message["code"] = pool_request.read_script(script, request_id)
+        if isinstance(script, str) and isinstance(session_name, str):
+            raise RequestError('a session runs code, not scripts; send "code"', request_id)
         if isinstance(session_name, str) and session_name in self.sessions:
             session = self.sessions[session_name]
             run = Run(request_id, session.policy)
@@ -444,6 +444,8 @@ class Template:
             return
         policy = self._policy(message)
         run = Run(request_id, policy)
+        if isinstance(script, str):
+            run.script = script  # read by the child, once confined (see child.start)
         if isinstance(session_name, str):
             if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
                 raise RequestError(
@@ -475,11 +477,27 @@ class Template:
         grants = pool_request.cap(grants, self.limits, self.limited, request_id)
         if grants.timeout is None:
             grants.timeout = pool_request.DEFAULT_TIMEOUT
-        implicit = []
+        implicit: list[str] = []
         script = message.get("script")
         if isinstance(script, str):
-            implicit = [os.path.dirname(os.path.realpath(script))]
+            implicit = self._script_reads(script, request_id)
         return build_policy(grants, implicit, os.environ, self.cwd)
+
+    def _script_reads(self, script: str, request_id: object) -> list[str]:
+        """The script's directory, the run's implicit read, once [pool.limits] allow it.
+
+        It is checked as an allow_read grant of the request would be; the template
+        reads nothing of the script: the child does, under the run's own confinement.
+        """
+        asked = Grants(allow_read=[os.path.dirname(os.path.realpath(script))])
+        try:
+            capped = pool_request.cap(asked, self.limits, self.limited, request_id)
+        except RequestError as exc:
+            message = f"the script {script} cannot run: {exc.message}"
+            raise RequestError(message, request_id) from None
+        # A directory that does not exist has nothing to grant: the child then
+        # reports the script as python does, "can't open file".
+        return [path for path in capped.allow_read if os.path.isdir(path)]
 
     def _control(self, message: dict[str, object]) -> None:
         request_id = message["id"]
@@ -583,11 +601,11 @@ class Template:
         if session:
             start = {"kind": "request", "argv": [name], "filename": name, "source": ""}
         elif isinstance(script, str):
+            # No source: the child reads the script itself once confined.
             start = {
                 "kind": "script",
                 "argv": [script, *args],
                 "filename": script,
-                "source": message["code"],
                 "path0": os.path.dirname(os.path.realpath(script)),
             }
         else:
@@ -740,6 +758,14 @@ class Template:
                 error,  # type: ignore[arg-type]
                 "exit" if ended else None,
             )
+        elif (
+            kind == SCRIPT_UNREADABLE
+            and run is not None
+            and run.script is not None
+            and child.script_errno is None
+            and _small_int(frame.get("errno"), 0, 4095)
+        ):
+            child.script_errno = frame["errno"]  # type: ignore[assignment]
         else:
             raise channel.ChannelError(f"an unexpected frame of type {str(kind)[:40]!r}")
 
@@ -866,9 +892,26 @@ class Template:
             _failed(result, "PoolError", str(child.kill_reason))
         elif problem is not None:
             _failed(result, "PoolError", f"the program wrote to its error report: {problem}")
+        elif child.script_errno is not None and run.script is not None:
+            self._script_failed(result, run.script, child.script_errno)
         self.runs.pop(run.id, None)
         self.emit({"id": run.id, **result})
         self._start_queued()
+
+    @staticmethod
+    def _script_failed(result: "dict[str, Any]", script: str, error: int) -> None:
+        """The result of a script its child could not read: worded here, from the errno.
+
+        Only for a child that then left as such a child leaves (child._script_unreadable).
+        """
+        if result["exit"] != (EXIT_CANNOT_OPEN if error else EXIT_SETUP_FAILURE):
+            return
+        if error:
+            message = f"can't open file {script!r}: [Errno {error}] {os.strerror(error)}"
+            _failed(result, "ProgramNotFound", message, EXIT_CANNOT_OPEN)
+        else:
+            message = f"the script {script} is not a regular file; send the path of a Python file"
+            _failed(result, "RequestError", message)
 
     @staticmethod
     def _result(outcome: Outcome, policy: "Policy") -> "dict[str, Any]":

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import textwrap
 import time
 import uuid
@@ -29,6 +30,7 @@ from pool_client import (
     Message,
     PoolClient,
     alive,
+    clean_env,
     descendants,
     wait_gone,
 )
@@ -185,6 +187,123 @@ PRELUDE = code("""
 
 def hostile(body: str) -> str:
     return PRELUDE + code(body)
+
+
+# --- 6. scripts: inside [pool.limits], read by the confined child -------------------------
+
+SECRET = "secret-first-line-7d1f3a"
+
+
+@pytest.fixture
+def limited(tmp_path: Path) -> Iterator[tuple[StrictPool, Path]]:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "in.txt").write_text("beside the script")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    # Not Python: a server that reads and compiles it shows its first line in a traceback.
+    (outside / "secret.py").write_text(f"{SECRET}: x y z\n")
+    config = write_config(
+        tmp_path / "config",
+        f"""
+        [pool.limits]
+        allow_read = [{json.dumps(str(data))}]
+    """,
+    )
+    with StrictPool(config=config) as client:
+        yield client, tmp_path
+        assert client.close() == 0
+
+
+def assert_not_leaked(client: StrictPool) -> None:
+    assert not [line for line in client.raw if SECRET.encode() in line], "the script leaked"
+
+
+@pytest.mark.parametrize("how", ["outside", "symlink_inside_to_outside", "dotdot"])
+def test_script_outside_the_limits_is_refused_unread(
+    limited: tuple[StrictPool, Path], how: str
+) -> None:
+    client, base = limited
+    if how == "outside":
+        script = base / "outside" / "secret.py"
+    elif how == "dotdot":
+        script = base / "data" / ".." / "outside" / "secret.py"
+    else:
+        script = base / "data" / "link.py"
+        script.symlink_to(base / "outside" / "secret.py")
+    bystander = Bystander(client)
+    result = client.run({"id": "outside", "script": str(script)})
+    print(how, result["exit"], result["error"], result["stderr"][-300:])
+    assert result["exit"] == 125, result
+    assert result["error"]["type"] == "RequestError"
+    for word in ("[pool.limits]", "allow_read", str(script)):
+        assert word in result["error"]["message"], (word, result["error"])
+    assert result["stdout"] == result["stderr"] == ""
+    assert_not_leaked(client)
+    bystander.check()
+
+
+def test_script_inside_the_limits_runs_with_its_directory_readable(
+    limited: tuple[StrictPool, Path],
+) -> None:
+    client, base = limited
+    script = base / "data" / "tool.py"
+    script.write_text(
+        code("""
+        import sys, pathlib
+        print(sys.argv[1:], pathlib.Path(__file__).with_name('in.txt').read_text())
+    """)
+    )
+    result = client.run({"id": "inside", "script": str(script), "args": ["a"]})
+    assert_ok(result, "['a'] beside the script\n")
+    assert result["policy"]["implicit_read"] == [str((base / "data").resolve())]
+    assert result["policy"]["allow_read"] == []
+
+
+@pytest.mark.parametrize("where", ["missing_file", "missing_directory"])
+def test_missing_script_is_pythons_cant_open_file(
+    limited: tuple[StrictPool, Path], where: str
+) -> None:
+    client, base = limited
+    if where == "missing_file":
+        script = base / "data" / "missing.py"
+    else:
+        script = base / "data" / "no-such-dir" / "missing.py"
+    result = client.run({"id": "missing", "script": str(script)})
+    print(where, result)
+    assert result["exit"] == 2, result
+    assert result["error"]["type"] == "ProgramNotFound"
+    assert result["error"]["message"] == (
+        f"can't open file {str(script)!r}: [Errno 2] No such file or directory"
+    )
+    assert "Traceback" not in result["stderr"] and "pynox/" not in result["stderr"]
+    serves(client)
+
+
+def test_script_is_read_under_the_requests_confinement(tmp_path: Path) -> None:
+    """/proc/self is the reader's own: read by the server, it would be the pool's secrets;
+    read by the confined child, it is the child's, which the sandbox does not let it read."""
+    env = clean_env({"POOL_SECRET": SECRET})
+    with StrictPool(workers=2, env=env) as client:
+        result = client.run({"id": "environ", "script": "/proc/self/environ"})
+        print("script /proc/self/environ:", result["exit"], result["error"])
+        assert result["exit"] == 2, result
+        assert result["error"]["type"] == "ProgramNotFound"
+        assert result["error"]["message"].startswith("can't open file '/proc/self/environ'")
+        assert_not_leaked(client)
+        serves(client)
+        assert client.close() == 0
+
+
+def test_script_that_is_not_a_regular_file(pool: StrictPool, tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.py"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    result = pool.run({"id": "fifo", "script": str(fifo), "timeout": "10s"})
+    assert time.monotonic() - started < 5, "a FIFO must not stall the run"
+    assert result["exit"] == 125 and result["error"]["type"] == "RequestError", result
+    assert "not a regular file" in result["error"]["message"]
+    serves(pool)
 
 
 # --- 7. child data bounded in size and depth ----------------------------------------------
