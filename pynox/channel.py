@@ -1,17 +1,22 @@
 """Framed JSON messages between the pool template and one child.
 
-A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. The
-child's side is untrusted: the template bounds every frame, decodes it as
-data only, and drops the child at the first frame that breaks the rules.
+A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON
+(RFC 8259: no NaN or Infinity, see pynox.strict_json). The child's side is
+untrusted: the template bounds every frame in size (CHILD_FRAME) and nesting
+(CHILD_DEPTH), decodes it as data only, and drops the child at the first frame
+that breaks the rules.
 """
 
-import json
 import os
 
+from pynox import strict_json
+
 # Frames from the template carry a program (up to a 16 MiB request line);
-# frames from a child (host calls, reports) are held to CHILD_FRAME.
+# frames from a child (host calls, reports) are held to CHILD_FRAME bytes and
+# CHILD_DEPTH levels of nesting (the frame's own object is the first level).
 MAX_FRAME = 32 << 20
 CHILD_FRAME = 8 << 20
+CHILD_DEPTH = 100
 _HEADER = 4
 
 
@@ -19,8 +24,11 @@ class ChannelError(Exception):
     """The other side broke the framing or sent something that is not a message."""
 
 
-def encode(message: dict[str, object], limit: int = MAX_FRAME) -> bytes:
-    body = json.dumps(message, separators=(",", ":")).encode()
+def encode(
+    message: dict[str, object], limit: int = MAX_FRAME, max_depth: "int | None" = None
+) -> bytes:
+    """The frame of message; ValueError (TypeError) for what is not JSON (NaN, a set, ...)."""
+    body = strict_json.dumps(message, max_depth).encode()
     if len(body) > limit:
         raise ChannelError(f"a message of {len(body)} bytes is over the {limit} limit")
     return len(body).to_bytes(_HEADER, "big") + body
@@ -33,7 +41,11 @@ def write_frame(fd: int, data: bytes) -> None:
 
 
 def send(fd: int, message: dict[str, object]) -> None:
-    write_frame(fd, encode(message))
+    try:
+        frame = encode(message)
+    except (TypeError, ValueError) as exc:
+        raise ChannelError(f"a message is not JSON: {exc}") from None
+    write_frame(fd, frame)
 
 
 def _read_exactly(fd: int, size: int) -> bytes | None:
@@ -61,10 +73,10 @@ def receive(fd: int) -> dict[str, object] | None:
     return decode(body)
 
 
-def decode(body: bytes) -> dict[str, object]:
+def decode(body: bytes, max_depth: "int | None" = None) -> dict[str, object]:
     try:
-        message = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+        message = strict_json.loads(body, max_depth)
+    except ValueError as exc:
         raise ChannelError(f"a frame is not JSON: {exc}") from None
     if not isinstance(message, dict):
         raise ChannelError("a frame is not a JSON object")
@@ -74,11 +86,13 @@ def decode(body: bytes) -> dict[str, object]:
 class FrameReader:
     """Splits a non-blocking byte stream into frames, for the template's loop."""
 
-    def __init__(self, limit: int = CHILD_FRAME) -> None:
+    def __init__(self, limit: int = CHILD_FRAME, max_depth: int = CHILD_DEPTH) -> None:
         self.buffer = bytearray()
         self.limit = limit
+        self.max_depth = max_depth
 
-    def feed(self, data: bytes) -> list[dict[str, object]]:
+    def feed(self, data: bytes) -> list[tuple[dict[str, object], int]]:
+        """The frames data completes, each with the size of its body in bytes."""
         self.buffer += data
         frames = []
         while len(self.buffer) >= _HEADER:
@@ -89,5 +103,5 @@ class FrameReader:
                 break
             body = bytes(self.buffer[_HEADER : _HEADER + size])
             del self.buffer[: _HEADER + size]
-            frames.append(decode(body))
+            frames.append((decode(body, self.max_depth), size))
         return frames

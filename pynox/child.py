@@ -57,6 +57,7 @@ class ChildSetup:
         "quick_exit",
         "scrub_failure",
         "prepared",
+        "read_script",
     )
 
     def __init__(self) -> None:
@@ -80,6 +81,9 @@ class ChildSetup:
         # A pool's spare confines itself in two halves (see prepare_sandbox):
         # the first half, or why it failed, waits here for the request.
         self.prepared: Prepared | SandboxError | None = None
+        # A pool's script: read from program.filename by the child once it is
+        # confined, so that the run's own grants decide whether it may.
+        self.read_script = False
 
 
 def run_child(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
@@ -149,6 +153,8 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
             os.write(setup.report_fd, REPORT_CONFINED)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
+    if setup.read_script:
+        program.source = _read_script(program.filename, setup)
     modules_before = set(sys.modules)
     if setup.session:
         from pynox.session_child import serve
@@ -191,6 +197,43 @@ def _run_then_finish(
         status = 0
     del main  # so that the program's objects can be finalized
     shutdown.finish(status, interrupted, modules_before)
+
+
+# What a pool child tells the template when its script cannot be run: the template
+# words the result (python's "can't open file") from the errno alone; 0 means the
+# path is not a regular file.
+SCRIPT_UNREADABLE = "script_unreadable"
+EXIT_CANNOT_OPEN = 2  # python's status for a script it cannot open
+
+
+def _read_script(path: str, setup: ChildSetup) -> bytes:
+    """A pool request's script, read under the request's own confinement."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        _script_unreadable(setup, exc.errno or 0)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            _script_unreadable(setup, 0)  # a FIFO or a device would stall or flood the run
+        with io.FileIO(fd, "rb", closefd=False) as file:
+            return file.readall()
+    except OSError as exc:
+        _script_unreadable(setup, exc.errno or 0)
+    finally:
+        os.close(fd)
+
+
+def _script_unreadable(setup: ChildSetup, error: int) -> "NoReturn":
+    if setup.channel_fd is not None:
+        from pynox import channel
+
+        try:
+            channel.send(setup.channel_fd, {"type": SCRIPT_UNREADABLE, "errno": error})
+        except (OSError, channel.ChannelError):
+            pass
+    os._exit(EXIT_CANNOT_OPEN if error else EXIT_SETUP_FAILURE)
 
 
 class _SilentFor:

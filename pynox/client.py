@@ -589,7 +589,13 @@ class _Connection:
     def submit(self, request: dict[str, Any], pending: _Pending) -> Future[dict[str, Any]]:
         future = pending.future
         key = self.request_id()
-        line = (json.dumps({"id": key, **request}, separators=(",", ":")) + "\n").encode()
+        try:
+            text = json.dumps({"id": key, **request}, separators=(",", ":"), allow_nan=False)
+        except ValueError as exc:  # NaN or Infinity: the pool reads RFC 8259 JSON only
+            message = f"the request is not JSON ({exc}); send plain, finite JSON data"
+            future.set_result(failure("RequestError", message, hint=None).raw)
+            return future
+        line = (text + "\n").encode()
         if len(line) > MAX_REQUEST_LINE:
             size = units.format_size(MAX_REQUEST_LINE)
             message = (
@@ -813,7 +819,7 @@ def _call_host(
             }
         }
     try:
-        encoded = json.dumps(value)
+        encoded = json.dumps(value, allow_nan=False)  # the pool reads RFC 8259 JSON only
     except (TypeError, ValueError) as exc:
         return {
             "host_error": {

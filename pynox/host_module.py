@@ -2,7 +2,8 @@
 
 Each call travels as a frame to the pool template, which asks the client; the
 function runs in the client's process, outside the sandbox. Arguments and
-results are JSON. A failure in the host function raises HostError here.
+results are JSON (RFC 8259: NaN and Infinity are refused here, before they
+leave). A failure in the host function raises HostError here.
 """
 
 import sys
@@ -54,7 +55,11 @@ class _Link:
                 "kwargs": kwargs,
             }
             try:
-                frame = channel.encode(call, limit=channel.CHILD_FRAME)
+                # The template's own bounds, checked here first: a call it would
+                # refuse (and end the request for) is a HostError the program can catch.
+                frame = channel.encode(
+                    call, limit=channel.CHILD_FRAME, max_depth=channel.CHILD_DEPTH
+                )
             except (TypeError, ValueError) as exc:
                 raise HostError(f"{name}() takes JSON arguments only: {exc}") from None
             except channel.ChannelError as exc:

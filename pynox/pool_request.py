@@ -8,6 +8,7 @@ import json
 import os
 import sys
 
+from pynox import strict_json
 from pynox.config import Grants
 from pynox.errors import PynoxError
 from pynox.policy import real_path
@@ -51,6 +52,8 @@ class RequestError(PynoxError):
     def __init__(self, message: str, request_id: object = None) -> None:
         super().__init__(message)
         self.request_id = request_id
+        # A control line is refused with a control_error event, never a result.
+        self.control = False
 
 
 def parse_line(line: bytes) -> dict[str, object]:
@@ -59,19 +62,42 @@ def parse_line(line: bytes) -> dict[str, object]:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, _PARSE_RECURSION))
     try:
-        message = json.loads(line)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RequestError(f"the line is not JSON ({exc}); send one JSON object per line") from None
-    except RecursionError:
+        message = strict_json.loads(line)
+    except strict_json.NotFinite as exc:
+        raise _not_finite(line, exc) from None
+    except strict_json.TooDeep:
         raise RequestError("the line nests too deeply; send flatter JSON") from None
+    except ValueError as exc:
+        raise RequestError(f"the line is not JSON ({exc}); send one JSON object per line") from None
     finally:
         sys.setrecursionlimit(limit)
     if not isinstance(message, dict):
         raise RequestError("the line is not a JSON object; send one object per line")
     request_id = message.get("id")
-    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+    if not _is_id(request_id):
         raise RequestError('every line needs an "id" that is a string or an integer')
     return message
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+def _not_finite(line: bytes, exc: ValueError) -> RequestError:
+    """The refusal of a line that is JSON but for NaN or Infinity, with its id if it has one.
+
+    Python's lenient parser reads such a line (only here, on the way to refusing it),
+    so that the answer can name the request, or go as an event for a control line.
+    """
+    refusal = RequestError(f"the line is not JSON: {exc}; send finite numbers only")
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return refusal
+    if isinstance(message, dict) and _is_id(message.get("id")):
+        refusal.request_id = message["id"]
+        refusal.control = any(key in message for key in CONTROL_FIELDS)
+    return refusal
 
 
 def string_list(message: dict[str, object], key: str) -> list[str]:
@@ -217,43 +243,10 @@ def host_functions(message: dict[str, object]) -> list[dict[str, str]]:
         name = spec["name"]
         if not name.isidentifier() or name.startswith("_"):
             raise RequestError(f"function name {name!r} is not a public identifier", message["id"])
-        functions.append(
-            {
-                "name": name,
-                "signature": str(spec.get("signature", "(...)")),
-                "doc": str(spec.get("doc", "")),
-            }
-        )
-    return functions
-
-
-def read_script(path: str, request_id: object) -> str:
-    """A script's source as latin-1 text (its bytes survive the trip as they are).
-
-    Only a regular file up to MAX_LINE bytes: a FIFO, a device or the pool's
-    own standard input would stall or flood the template.
-    """
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise RequestError(f"cannot open the script {path}: {exc.strerror}", request_id) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise RequestError(f"the script {path} is not a regular file", request_id)
-        if info.st_size > MAX_LINE:
+        signature, doc = spec.get("signature", "(...)"), spec.get("doc", "")
+        if not isinstance(signature, str) or not isinstance(doc, str):
             raise RequestError(
-                f"the script {path} is larger than {MAX_LINE} bytes; split it", request_id
+                f"the signature and doc of function {name!r} must be strings", message["id"]
             )
-        source = b""
-        while data := os.read(fd, MAX_LINE + 1 - len(source)):
-            source += data
-    finally:
-        os.close(fd)
-    if len(source) > MAX_LINE:
-        raise RequestError(
-            f"the script {path} is larger than {MAX_LINE} bytes; split it", request_id
-        )
-    return source.decode("latin-1")
+        functions.append({"name": name, "signature": signature, "doc": doc})
+    return functions

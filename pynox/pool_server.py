@@ -10,16 +10,15 @@ protocol is documented in docs/pool-protocol.md.
 
 import contextlib
 import gc
-import json
 import os
 import select
 import signal
 import socket
 import time
 
-from pynox import channel, pool_request, system_paths, trusted_paths, zygote
-from pynox.child import REPORT_CONFINED
-from pynox.config import Config, find_config_path, load_config
+from pynox import channel, pool_request, strict_json, system_paths, trusted_paths, zygote
+from pynox.child import EXIT_CANNOT_OPEN, EXIT_SETUP_FAILURE, REPORT_CONFINED, SCRIPT_UNREADABLE
+from pynox.config import Config, Grants, find_config_path, load_config
 from pynox.errors import PynoxError, UsageError
 from pynox.policy import build_policy
 from pynox.pool_request import RequestError
@@ -40,6 +39,17 @@ _READ_CHUNK = 65536
 # latency on two cores). A program that runs longer gets its spares anyway.
 _SPARE_DELAY = 0.02
 _REPORT_LIMIT = 1 << 20
+# Host calls of one request: pynox_host makes one at a time; a program that writes
+# call frames itself may have at most this many, carrying at most this many bytes
+# of JSON between them, waiting for the client at once. More ends the request.
+MAX_CALLS_IN_FLIGHT = 4
+MAX_CALL_BYTES_IN_FLIGHT = 16 << 20
+_MAX_CALL_NUMBER = (1 << 53) - 1  # what a JSON client reads exactly as a double
+_MAX_SIGNAL = 64
+# A child whose run or session is over (closed, exited, its result sent) gets this
+# long to leave on its own before the template kills it: with the kill and the
+# kernel's teardown, no child outlives its request or session by more than a second.
+EXIT_GRACE = 0.9
 
 
 class PoolOptions:
@@ -111,11 +121,14 @@ class Child:
         self.report = Capture(_REPORT_LIMIT)
         self.frames = channel.FrameReader()
         self.outbound = bytearray()
-        self.pending_calls: set[int] = set()
+        self.pending_calls: dict[int, int] = {}  # call number -> bytes of its frame
+        self.pending_bytes = 0
         self.kill_reason: str | None = None  # "timeout", or why the template dropped it
         # How the child said it ended, before the zygote reaped it: (status, signal).
         self.announced: tuple[int, int | None] | None = None
         self.finished = False
+        self.kill_at = 0.0  # once its work is over: when the template stops waiting
+        self.script_errno: int | None = None  # why its script could not be read (0: not a file)
 
     def kill(self, reason: str) -> None:
         if self.kill_reason is None:
@@ -138,6 +151,7 @@ class Run:
         self.deadline: float | None = None
         self.child: Child | None = None
         self.session: Session | None = None
+        self.script: str | None = None
 
     def start_clock(self) -> None:
         self.started = time.monotonic()
@@ -161,6 +175,36 @@ class Session:
 
 def error_result(request_id: object, message: str, kind: str = "RequestError") -> "dict[str, Any]":
     return {"id": request_id, **refusal(kind, message)}
+
+
+def _failed(result: "dict[str, Any]", kind: str, message: str, exit_code: int = 125) -> None:
+    result["exit"] = exit_code
+    result["error"] = error_object(kind, message)
+
+
+def _report_problem(report: bytes, truncated: bool) -> str | None:
+    """What is wrong with a one-shot child's error report, if anything.
+
+    pynox writes one flat JSON object there; anything else was written by the
+    program, and is refused here, before the result is built from it.
+    """
+    if truncated:
+        return f"it is longer than {_REPORT_LIMIT} bytes"
+    try:
+        parsed = strict_json.loads(report, max_depth=1)
+    except strict_json.TooDeep:
+        return "it is not one flat JSON object"
+    except ValueError as exc:
+        return str(exc)
+    return None if isinstance(parsed, dict) else "it is not one flat JSON object"
+
+
+def _small_int(value: object, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+class _OverBound(channel.ChannelError):
+    """A child went past a bound of the protocol; the message names the bound."""
 
 
 class Template:
@@ -198,13 +242,24 @@ class Template:
         self.next_token = 0
         self.stdin_open = True
         self.spares: list[Child] = []
+        self.dying: dict[int, Child] = {}  # by token: done, and given EXIT_GRACE to exit
         self.line = bytearray()
         self.discarding = False
 
     # --- output -------------------------------------------------------------------------
 
     def emit(self, message: "dict[str, Any]") -> None:
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode()
+        try:
+            text = strict_json.dumps(message)
+        except ValueError as exc:
+            # The stream stays RFC 8259 JSON: a result that cannot be written becomes
+            # a PoolError result; an event that cannot be written is dropped.
+            if "event" in message:
+                return
+            text = strict_json.dumps(
+                error_result(message.get("id"), f"the result is not JSON: {exc}", "PoolError")
+            )
+        data = (text + "\n").encode()
         try:
             while data:
                 data = data[os.write(1, data) :]
@@ -259,6 +314,7 @@ class Template:
             for s in self.sessions.values()
             if s.running is None and s.child is not None
         ]
+        deadlines += [child.kill_at for child in self.dying.values()]
         if len(self.spares) < self.workers and self.stdin_open:
             # Wake up to replenish the spares once the newest program is no longer new.
             new = [run.started + _SPARE_DELAY for run in self.child_runs.values()]
@@ -291,6 +347,18 @@ class Template:
             idle = session.running is None and now >= session.last_used + self.session_idle
             if idle and session.child is not None:
                 self._end_session(session)
+        for child in list(self.dying.values()):
+            if child.status is not None or child.finished:
+                del self.dying[child.token]
+            elif now >= child.kill_at:
+                del self.dying[child.token]
+                child.kill(f"it did not exit within {EXIT_GRACE:g}s of the end of its run")
+
+    def _expect_exit(self, child: Child) -> None:
+        """A child with no more work: it leaves by itself within EXIT_GRACE, or is killed."""
+        if child.status is None and not child.finished and child.token not in self.dying:
+            child.kill_at = time.monotonic() + EXIT_GRACE
+            self.dying[child.token] = child
 
     # --- stdin --------------------------------------------------------------------------
 
@@ -351,11 +419,12 @@ class Template:
                 return
             self._request(message)
         except RequestError as exc:
-            self.emit(
-                error_result(
-                    exc.request_id if exc.request_id is not None else request_id, exc.message
-                )
-            )
+            if exc.request_id is not None:
+                request_id = exc.request_id
+            if exc.control:
+                self.emit({"id": request_id, "event": "control_error", "message": exc.message})
+            else:
+                self.emit(error_result(request_id, exc.message))
         except PynoxError as exc:
             self.emit(error_result(request_id, exc.message))
 
@@ -367,11 +436,8 @@ class Template:
         functions = pool_request.host_functions(message)
         session_name = message.get("session")
         script = message.get("script")
-        if isinstance(script, str):
-            if isinstance(session_name, str):
-                raise RequestError('a session runs code, not scripts; send "code"', request_id)
-            # Read now, by the template: the child gets the source with its program.
-            message["code"] = pool_request.read_script(script, request_id)
+        if isinstance(script, str) and isinstance(session_name, str):
+            raise RequestError('a session runs code, not scripts; send "code"', request_id)
         if isinstance(session_name, str) and session_name in self.sessions:
             session = self.sessions[session_name]
             run = Run(request_id, session.policy)
@@ -381,6 +447,8 @@ class Template:
             return
         policy = self._policy(message)
         run = Run(request_id, policy)
+        if isinstance(script, str):
+            run.script = script  # read by the child, once confined (see child.start)
         if isinstance(session_name, str):
             if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
                 raise RequestError(
@@ -412,13 +480,29 @@ class Template:
         grants = pool_request.cap(grants, self.limits, self.limited, request_id)
         if grants.timeout is None:
             grants.timeout = pool_request.DEFAULT_TIMEOUT
-        implicit = []
+        implicit: list[str] = []
         script = message.get("script")
         if isinstance(script, str):
-            implicit = [os.path.dirname(os.path.realpath(script))]
+            implicit = self._script_reads(script, request_id)
         policy = build_policy(grants, implicit, os.environ, self.cwd)
         trusted_paths.refuse_trusted_writes(policy, self.trusted)
         return policy
+
+    def _script_reads(self, script: str, request_id: object) -> list[str]:
+        """The script's directory, the run's implicit read, once [pool.limits] allow it.
+
+        It is checked as an allow_read grant of the request would be; the template
+        reads nothing of the script: the child does, under the run's own confinement.
+        """
+        asked = Grants(allow_read=[os.path.dirname(os.path.realpath(script))])
+        try:
+            capped = pool_request.cap(asked, self.limits, self.limited, request_id)
+        except RequestError as exc:
+            message = f"the script {script} cannot run: {exc.message}"
+            raise RequestError(message, request_id) from None
+        # A directory that does not exist has nothing to grant: the child then
+        # reports the script as python does, "can't open file".
+        return [path for path in capped.allow_read if os.path.isdir(path)]
 
     def _control(self, message: dict[str, object]) -> None:
         request_id = message["id"]
@@ -446,9 +530,9 @@ class Template:
                 f"no running request {request_id!r} waits for a host result", request_id
             )
         call = answer.get("call")
-        if not isinstance(call, int) or call not in child.pending_calls:
+        if type(call) is not int or call not in child.pending_calls:
             raise RequestError(f"request {request_id!r} has no pending call {call!r}", request_id)
-        child.pending_calls.discard(call)
+        child.pending_bytes -= child.pending_calls.pop(call)
         if "host_result" in message:
             frame = {"type": "return", "call": call, "value": answer.get("value")}
         else:
@@ -522,11 +606,11 @@ class Template:
         if session:
             start = {"kind": "request", "argv": [name], "filename": name, "source": ""}
         elif isinstance(script, str):
+            # No source: the child reads the script itself once confined.
             start = {
                 "kind": "script",
                 "argv": [script, *args],
                 "filename": script,
-                "source": message["code"],
                 "path0": os.path.dirname(os.path.realpath(script)),
             }
         else:
@@ -543,7 +627,10 @@ class Template:
             child.kill(f"the program is too large to send: {exc}")
 
     def _send_frame(self, child: Child, frame: dict[str, object]) -> None:
-        child.outbound += channel.encode(frame)
+        try:
+            child.outbound += channel.encode(frame)
+        except ValueError as exc:
+            raise channel.ChannelError(f"a message is not JSON: {exc}") from None
         self._flush_channel(child)
 
     def _flush_channel(self, child: Child) -> None:
@@ -636,74 +723,107 @@ class Template:
             self._close_fd(child, "channel")
             return
         try:
-            frames = child.frames.feed(data)
-            for frame in frames:
-                self._child_frame(child, frame)
+            for frame, size in child.frames.feed(data):
+                self._child_frame(child, frame, size)
+        except _OverBound as exc:
+            self._close_fd(child, "channel")
+            child.kill(str(exc))
         except channel.ChannelError as exc:
             self._close_fd(child, "channel")
             child.kill(f"the program broke its channel to the pool: {exc}")
 
-    def _child_frame(self, child: Child, frame: dict[str, object]) -> None:
+    def _child_frame(self, child: Child, frame: dict[str, object], size: int) -> None:
+        """One frame from a child, checked field by field: ChannelError drops the child."""
         run = self.child_runs.get(child.token)
         kind = frame.get("type")
         if kind == "call" and run is not None:
-            call, function = frame.get("call"), frame.get("function")
-            args, kwargs = frame.get("args"), frame.get("kwargs")
-            valid = (
-                isinstance(call, int)
-                and not isinstance(call, bool)
-                and call not in child.pending_calls
-                and function in child.functions
-                and isinstance(args, list)
-                and isinstance(kwargs, dict)
-            )
-            if not valid:
-                raise channel.ChannelError("a host call that does not match its declaration")
-            assert isinstance(call, int)
-            child.pending_calls.add(call)
-            self.emit(
-                {
-                    "id": run.id,
-                    "event": "host_call",
-                    "call": call,
-                    "function": function,
-                    "args": args,
-                    "kwargs": kwargs,
-                }
-            )
+            self._host_call(run, child, frame, size)
         elif kind == "exit":
             status, signum = frame.get("status"), frame.get("signal")
-            if isinstance(status, int) and (signum is None or isinstance(signum, int)):
-                child.announced = (status & 0xFF, signum)
-                # Its output may have closed already: then the result can go now,
-                # not when the kernel has torn the process down (~0.7 ms later).
-                self._maybe_finish(child)
+            if type(status) is not int or not (
+                signum is None or _small_int(signum, 1, _MAX_SIGNAL)
+            ):
+                raise channel.ChannelError("an exit frame without a status and signal")
+            child.announced = (status & 0xFF, signum)  # type: ignore[assignment]
+            # Its output may have closed already: then the result can go now,
+            # not when the kernel has torn the process down (~0.7 ms later).
+            self._maybe_finish(child)
         elif kind == "done" and run is not None and run.session is not None:
+            exit_code, error, ended = frame.get("exit"), frame.get("error"), frame.get("ended")
+            flat = error is None or (
+                type(error) is dict
+                and not any(isinstance(value, (list, dict)) for value in error.values())
+            )
+            if not (_small_int(exit_code, 0, 255) and flat and ended in (None, True, False)):
+                raise channel.ChannelError("a done frame without an exit status and flat error")
             self._drain(child)
-            exit_code = frame.get("exit")
-            error = frame.get("error")
-            ended = "exit" if frame.get("ended") else None
             self._finish_step(
                 run,
-                exit_code if isinstance(exit_code, int) else 1,
-                error if isinstance(error, dict) else None,
-                ended,
+                exit_code,  # type: ignore[arg-type]
+                error,  # type: ignore[arg-type]
+                "exit" if ended else None,
             )
+        elif (
+            kind == SCRIPT_UNREADABLE
+            and run is not None
+            and run.script is not None
+            and child.script_errno is None
+            and _small_int(frame.get("errno"), 0, 4095)
+        ):
+            child.script_errno = frame["errno"]  # type: ignore[assignment]
         else:
-            raise channel.ChannelError(f"an unexpected frame of type {kind!r}")
+            raise channel.ChannelError(f"an unexpected frame of type {str(kind)[:40]!r}")
+
+    def _host_call(self, run: Run, child: Child, frame: dict[str, object], size: int) -> None:
+        """Relays a call to the client, within the bounds of calls and bytes in flight."""
+        call, function = frame.get("call"), frame.get("function")
+        args, kwargs = frame.get("args"), frame.get("kwargs")
+        valid = (
+            _small_int(call, 0, _MAX_CALL_NUMBER)
+            and call not in child.pending_calls
+            and type(function) is str
+            and function in child.functions
+            and type(args) is list
+            and type(kwargs) is dict
+        )
+        if not valid:
+            raise channel.ChannelError("a host call that does not match its declaration")
+        if len(child.pending_calls) >= MAX_CALLS_IN_FLIGHT:
+            raise _OverBound(
+                f"the program had more than {MAX_CALLS_IN_FLIGHT} host calls in flight at once, "
+                "the pool's bound per request (pynox_host makes one at a time)"
+            )
+        if child.pending_bytes + size > MAX_CALL_BYTES_IN_FLIGHT:
+            raise _OverBound(
+                f"the program's host calls in flight carried more than "
+                f"{MAX_CALL_BYTES_IN_FLIGHT >> 20} MiB of arguments, the pool's bound per request"
+            )
+        child.pending_calls[call] = size  # type: ignore[index]
+        child.pending_bytes += size
+        self.emit(
+            {
+                "id": run.id,
+                "event": "host_call",
+                "call": call,
+                "function": function,
+                "args": args,
+                "kwargs": kwargs,
+            }
+        )
 
     def _child_exited(self, child: Child) -> None:
         run = self.child_runs.get(child.token)
         if run is not None and run.session is not None:
             self._drain(child)
-            reason = "timeout" if child.kill_reason == "timeout" else "crash"
-            if os.WIFEXITED(child.status or 0) and child.kill_reason is None:
-                reason = "exit"
-            self._finish_step(run, None, None, reason)
+            self._finish_step(run, None, None, _how_it_ended(child))
         self._maybe_finish(child)
 
     def _maybe_finish(self, child: Child) -> None:
-        """A one-shot child is done once it ended and its pipes closed."""
+        """A child is done once it ended (or said it did) and its pipes closed.
+
+        A one-shot request gets its result then; so does a session step that was
+        still running (a program can announce its end without a done frame).
+        """
         if child.finished or (child.status is None and child.announced is None):
             return
         if child.stdout.open or child.stderr.open:
@@ -724,6 +844,10 @@ class Template:
             os.close(child.pidfd)
             child.pidfd = None
         self.children.pop(child.token, None)
+        self.dying.pop(child.token, None)
+        run = self.child_runs.get(child.token)
+        if run is not None and run.session is not None:
+            self._finish_step(run, None, None, _how_it_ended(child))
         run = self.child_runs.pop(child.token, None)
         for session in self.sessions.values():
             if session.child is child:
@@ -763,13 +887,50 @@ class Template:
     def _finish_oneshot(self, run: Run, child: Child) -> None:
         outcome = self._outcome(run, child, None)
         outcome.report = bytes(child.report.data)
-        result = build_result(outcome, run.policy, api=True)
+        problem = None
+        # After the confinement marker (child.REPORT_CONFINED), the program's report.
+        confined = outcome.report.startswith(REPORT_CONFINED)
+        body = outcome.report[len(REPORT_CONFINED) :] if confined else outcome.report
+        if body and child.kill_reason is None:
+            problem = _report_problem(body, child.report.truncated)
+            if problem is not None:
+                outcome.report = b""
+        result = self._result(outcome, run.policy)
         if child.kill_reason not in (None, "timeout"):
-            result["exit"] = 125
-            result["error"] = error_object("PoolError", str(child.kill_reason))
+            _failed(result, "PoolError", str(child.kill_reason))
+        elif problem is not None:
+            _failed(result, "PoolError", f"the program wrote to its error report: {problem}")
+        elif child.script_errno is not None and run.script is not None:
+            self._script_failed(result, run.script, child.script_errno)
         self.runs.pop(run.id, None)
         self.emit({"id": run.id, **result})
         self._start_queued()
+
+    @staticmethod
+    def _script_failed(result: "dict[str, Any]", script: str, error: int) -> None:
+        """The result of a script its child could not read: worded here, from the errno.
+
+        Only for a child that then left as such a child leaves (child._script_unreadable).
+        """
+        if result["exit"] != (EXIT_CANNOT_OPEN if error else EXIT_SETUP_FAILURE):
+            return
+        if error:
+            message = f"can't open file {script!r}: [Errno {error}] {os.strerror(error)}"
+            _failed(result, "ProgramNotFound", message, EXIT_CANNOT_OPEN)
+        else:
+            message = f"the script {script} is not a regular file; send the path of a Python file"
+            _failed(result, "RequestError", message)
+
+    @staticmethod
+    def _result(outcome: Outcome, policy: "Policy") -> "dict[str, Any]":
+        """The result of a run, whatever its child wrote: a PoolError rather than the pool's end."""
+        try:
+            return build_result(outcome, policy, api=True)
+        except Exception as exc:  # noqa: BLE001 - the child's data must not take the pool down
+            outcome.report = b""
+            result = build_result(outcome, policy, api=True)
+            _failed(result, "PoolError", f"the program's error report is unusable ({exc!r:.200})")
+            return result
 
     # --- sessions -----------------------------------------------------------------------
 
@@ -803,14 +964,17 @@ class Template:
         outcome = self._outcome(run, child, exit_code)
         if error is not None:
             # A session reports each step's error from inside its sandbox.
-            outcome.report = REPORT_CONFINED + json.dumps(error).encode()
-        result = build_result(outcome, run.policy, api=True)
-        if ended in ("timeout", "crash"):
-            if ended == "timeout":
-                result["error"] = timeout_error(run.policy, api=True)
+            outcome.report = REPORT_CONFINED + strict_json.dumps(error).encode()
+        result = self._result(outcome, run.policy)
+        if ended == "timeout":
+            result["error"] = timeout_error(run.policy, api=True)
+        elif child.kill_reason is not None and ended == "crash":
+            _failed(result, "PoolError", child.kill_reason)
+        if ended is not None:
             session.child = None
-        elif ended == "exit":
-            session.child = None
+            self._expect_exit(child)  # one that said it ends (sys.exit) must really end
+        child.pending_calls.clear()  # a late answer finds no step waiting for it
+        child.pending_bytes = 0
         session.steps += 1
         result["session"] = {
             "id": session.name,
@@ -844,16 +1008,32 @@ class Template:
         session.child = None
         if child is not None:
             self._close_fd(child, "channel")  # the session finalizes and exits
+            self._expect_exit(child)  # or is killed, if it lingers (threads, a fake done)
         if self.sessions.get(session.name) is session:
             del self.sessions[session.name]
 
     def _close_sessions(self) -> None:
         for session in list(self.sessions.values()):
             self._end_session(session)
-        deadline = time.monotonic() + 2
+        deadline = time.monotonic() + 2 * EXIT_GRACE
         while self.children and time.monotonic() < deadline:
             for fd, events in self._poll(100):
                 self._dispatch(fd, events)
+            self._expire()
+        for child in list(self.children.values()):
+            child.kill("the pool is exiting")
+
+
+def _how_it_ended(child: Child) -> str:
+    """A session's `ended`: "timeout", "exit" (it left by itself) or "crash"."""
+    if child.kill_reason == "timeout":
+        return "timeout"
+    if child.kill_reason is None:
+        if child.status is None and child.announced is not None and child.announced[1] is None:
+            return "exit"
+        if child.status is not None and os.WIFEXITED(child.status):
+            return "exit"
+    return "crash"
 
 
 def _warm_up() -> None:

@@ -1,33 +1,88 @@
 """RFC 8259 JSON for whatever crosses a process boundary: strict both ways, bounded.
 
 Python's json module accepts and writes `NaN`, `Infinity` and `-Infinity`,
-which strict JSON clients reject, and raises RecursionError (not ValueError)
-on deeply nested input. Every parse of data from another process (a child's
-report or frames, a client's request lines) goes through `loads`, which turns
-all of that into one ValueError, and every message written goes through
-`dumps`, which refuses non-finite numbers instead of writing them.
+which strict JSON clients reject, reads a number like `1e400` as infinity, and
+raises RecursionError (not ValueError) on deeply nested input. Every parse of
+data from another process (a child's report or frames, a client's request
+lines) goes through `loads`, which turns all of that into one ValueError, and
+every message written goes through `dumps`, which refuses non-finite numbers
+instead of writing them. Both take an optional `max_depth`: a bound on nesting
+that holds on every Python version, well below the interpreter's own limits.
 """
 
 import json
+import math
+
+
+class NotFinite(ValueError):
+    """NaN, Infinity, or a number too large for a double: none of them is JSON's to carry."""
+
+
+class TooDeep(ValueError):
+    """The JSON nests deeper than the reader allows."""
 
 
 def _refuse_constant(name: str) -> object:
-    raise ValueError(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
+    raise NotFinite(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
 
 
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotFinite(f"the number {text[:40]} is beyond the range of a double")
+    return value
 
 
-def loads(data: "bytes | bytearray | str") -> object:
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+def loads(data: "bytes | bytearray | str", max_depth: "int | None" = None) -> object:
     """Parses one JSON text; any malformed, non-UTF-8 or too deeply nested text is ValueError."""
     try:
         text = data if isinstance(data, str) else bytes(data).decode("utf-8")
-        return _DECODER.decode(text)
+        value = _DECODER.decode(text)
     except RecursionError:
         # The parser recurses once per level of nesting; the interpreter's limit bounds it.
-        raise ValueError("the JSON nests too deeply") from None
+        raise TooDeep("the JSON nests too deeply") from None
+    if max_depth is not None and _deeper_than(value, text, max_depth):
+        raise TooDeep(f"the JSON nests deeper than {max_depth} levels")
+    return value
 
 
-def dumps(value: object) -> str:
+def dumps(value: object, max_depth: "int | None" = None) -> str:
     """Compact JSON text; a NaN or infinite float raises ValueError instead of being written."""
-    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except RecursionError:
+        raise TooDeep("the value nests too deeply for JSON") from None
+    except ValueError as exc:
+        if "Out of range float" in str(exc):
+            raise NotFinite(f"NaN and Infinity are not JSON values (RFC 8259): {exc}") from None
+        raise
+    if max_depth is not None and _deeper_than(value, text, max_depth):
+        raise TooDeep(f"the value nests deeper than {max_depth} levels")
+    return text
+
+
+def _deeper_than(value: object, text: str, limit: int) -> bool:
+    """Whether value (parsed from or written as text) nests more than limit levels.
+
+    A text with at most `limit` brackets cannot nest deeper: that count, made in C,
+    settles almost every message; only the others are walked, a level at a time.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    level: list[list[object] | dict[str, object]] = (
+        [value] if isinstance(value, (list, dict)) else []
+    )
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        below: list[list[object] | dict[str, object]] = []
+        for container in level:
+            items = container.values() if isinstance(container, dict) else container
+            below += [item for item in items if isinstance(item, (list, dict))]
+        level = below
+    return False

@@ -165,9 +165,10 @@ def _become_child(
     arguments = [str(arg) for arg in argv] if isinstance(argv, list) else []
     program = Program(str(start["kind"]), arguments)
     program.filename = str(start["filename"])
-    source = str(start.get("source", ""))
-    # A script travels as latin-1 text so that its bytes, encoding cookie and all, survive.
-    program.source = source.encode("latin-1") if program.kind == "script" else source
+    # A script is not sent: the child reads it once confined (child.start), so the
+    # request's grants decide whether it may, not the template's.
+    setup.read_script = program.kind == "script"
+    program.source = b"" if setup.read_script else str(start.get("source", ""))
     path0 = start.get("path0")
     program.path0 = path0 if isinstance(path0, str) else None
     child.start(program, policy, setup)

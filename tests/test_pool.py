@@ -122,8 +122,8 @@ def readable_id(line: bytes) -> object:
     """The id the pool should echo for a refused line: the line's own, when it has one."""
     try:
         return parse_line(line)["id"]
-    except RequestError:
-        return None
+    except RequestError as exc:
+        return exc.request_id  # a line refused only for NaN or Infinity still names its id
     except Exception:  # noqa: BLE001 - a parser bug; the pool cannot know the id either
         return None
 
@@ -196,8 +196,13 @@ def write_config(directory: Path, text: str) -> Path:
 
 # --- 1. the parser, directly (hypothesis) -------------------------------------------------
 
+# JSON as RFC 8259 has it: no NaN or Infinity (the pool refuses those, see test_pool_hostile.py).
 JSON_LEAVES = (
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=40)
 )
 JSON_VALUES = st.recursive(
     JSON_LEAVES,
