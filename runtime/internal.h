@@ -31,7 +31,7 @@ int pynox_set_limits(long long memory_bytes, long long max_file_size, char *err,
 int pynox_drop_capabilities(char *err, size_t err_len);
 
 /* landlock.c: the file-system (and TCP) policy. */
-int pynox_landlock_abi(void); /* the ABI version, or -errno */
+int pynox_landlock_abi(void); /* the ABI version (at most the limit a test set), or -errno */
 /* 0 when the kernel's Landlock is recent enough, else -1 with the reason. */
 int pynox_require_landlock(char *err, size_t err_len);
 int pynox_apply_landlock(const struct pynox_policy *policy, char *err, size_t err_len);
