@@ -14,6 +14,7 @@
  * long jumps are JA, whose offset has 32 bits.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -45,6 +46,19 @@
 #endif
 #ifndef TIOCLINUX
 #define TIOCLINUX 0x541C
+#endif
+/* fcntl commands and ioctls that choose who gets a file's I/O signals. */
+#ifndef F_SETSIG
+#define F_SETSIG 10
+#endif
+#ifndef F_SETOWN_EX
+#define F_SETOWN_EX 15
+#endif
+#ifndef FIOSETOWN
+#define FIOSETOWN 0x8901
+#endif
+#ifndef SIOCSPGRP
+#define SIOCSPGRP 0x8902
 #endif
 
 /* Denied outright with EPERM. A name this architecture or these headers do
@@ -379,6 +393,7 @@ static const uint32_t denied_syscalls[] = {
 enum rule_kind {
     RULE_DENY,          /* RET action */
     RULE_ARG_IN,        /* allowed only when argument `arg` is one of values */
+    RULE_ARG_NOT_IN,    /* denied (EPERM) when argument `arg` is one of values */
     RULE_WHO_IS_SELF,   /* (which, who): which == required, who one of values */
     RULE_CLONE,
     RULE_SOCKET,
@@ -392,9 +407,9 @@ struct rule {
     uint32_t last;       /* RULE_DENY: the rule covers nr..last */
     enum rule_kind kind;
     uint32_t action;     /* RULE_DENY */
-    unsigned int arg;    /* RULE_ARG_IN */
+    unsigned int arg;    /* RULE_ARG_IN, RULE_ARG_NOT_IN */
     uint32_t required;   /* RULE_WHO_IS_SELF */
-    uint32_t values[3];  /* RULE_ARG_IN, RULE_WHO_IS_SELF */
+    uint32_t values[3];  /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_WHO_IS_SELF */
     size_t count;
 };
 
@@ -478,10 +493,12 @@ static void emit_socketpair(struct pynox_bpf *prog)
 
 /* Terminal ioctls that push input into a terminal or take one over, or
  * (for a program that stays in the terminal's session) move its foreground
- * process group or console. */
+ * process group or console; and the ioctl forms of F_SETOWN (see
+ * add_signal_owner_rules). */
 static void emit_ioctl(struct pynox_bpf *prog)
 {
-    static const uint32_t requests[] = {TIOCSTI, TIOCLINUX, TIOCSCTTY, TIOCSPGRP, TIOCCONS};
+    static const uint32_t requests[] = {TIOCSTI,  TIOCLINUX, TIOCSCTTY, TIOCSPGRP,
+                                        TIOCCONS, FIOSETOWN, SIOCSPGRP};
     pynox_bpf_load(prog, ARG_LO(1));
     pynox_bpf_ret_if_one_of(prog, requests, sizeof requests / sizeof requests[0], RET_EPERM,
                             RET_ALLOW);
@@ -510,6 +527,10 @@ static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow
     case RULE_ARG_IN:
         pynox_bpf_load(prog, ARG_LO(rule->arg));
         pynox_bpf_ret_if_one_of(prog, rule->values, rule->count, RET_ALLOW, RET_EPERM);
+        return;
+    case RULE_ARG_NOT_IN:
+        pynox_bpf_load(prog, ARG_LO(rule->arg));
+        pynox_bpf_ret_if_one_of(prog, rule->values, rule->count, RET_EPERM, RET_ALLOW);
         return;
     case RULE_WHO_IS_SELF:
         pynox_bpf_load(prog, ARG_LO(0));
@@ -564,6 +585,24 @@ static void add_own_process_rules(struct rules *rules, pid_t pid, int new_sessio
     add_arg_in(rules, RULE_WHO_IS_SELF, __NR_ioprio_set, 0, IOPRIO_WHO_PROCESS, self_or_zero, 2);
 }
 
+/* A file's owner (F_SETOWN, F_SETOWN_EX) is whom the kernel signals when
+ * I/O is ready on it with O_ASYNC set, or when it has urgent data: any
+ * process or process group the user could signal, and with F_SETSIG any
+ * signal. kill() is confined to this process (add_own_process_rules), but
+ * only Landlock's signal scope (ABI 6, Linux 6.12) covers these signals, so
+ * they are refused here on every kernel. The ioctl forms are in emit_ioctl.
+ * A file keeps the owner it had (none, or this process after F_SETLEASE or
+ * F_NOTIFY, which set it themselves). */
+static void add_signal_owner_rules(struct rules *rules)
+{
+    static const uint32_t commands[] = {F_SETOWN, F_SETOWN_EX, F_SETSIG};
+    const size_t count = sizeof commands / sizeof commands[0];
+    add_arg_in(rules, RULE_ARG_NOT_IN, __NR_fcntl, 1, 0, commands, count);
+#ifdef __NR_fcntl64
+    add_arg_in(rules, RULE_ARG_NOT_IN, __NR_fcntl64, 1, 0, commands, count);
+#endif
+}
+
 static void collect_rules(struct rules *rules, const struct pynox_policy *policy)
 {
     /* Only the query; ADDR_NO_RANDOMIZE and friends weaken the process. */
@@ -581,6 +620,7 @@ static void collect_rules(struct rules *rules, const struct pynox_policy *policy
     add_arg_in(rules, RULE_ARG_IN, __NR_personality, 0, 0, &personality_query, 1);
     add_rule(rules, __NR_utimensat, RULE_UTIMENSAT);
     add_own_process_rules(rules, getpid(), policy->new_session);
+    add_signal_owner_rules(rules);
 }
 
 /* Denials of consecutive numbers become one range: fewer instructions, and

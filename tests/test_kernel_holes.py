@@ -1,0 +1,336 @@
+"""Holes the kernel's Landlock version does not close: each is closed by seccomp or
+by the limits on every kernel Pynox supports (Linux 6.2 and newer).
+
+Each test asserts what a program under pynox sees (the command, in process and
+supervised, and the pool, where they differ), and fails without its defence.
+Where a newer Landlock ABI would hide the hole on this machine, a forked child
+confines itself through pynox.sandbox with the ABI limited below that version
+(pynox_limit_landlock_abi), as on the older kernels Pynox supports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import platform
+import select
+import signal
+import socket
+import stat
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PYNOX, pynox
+from pool_client import PoolClient
+
+from pynox import sandbox
+from pynox._core import lib
+from pynox.policy import Policy
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+
+MACHINE = platform.machine()
+if MACHINE not in ("x86_64", "aarch64"):
+    pytest.skip(f"no system-call table for {MACHINE}", allow_module_level=True)
+
+# System-call numbers: (x86_64, aarch64); None where the call does not exist.
+_NUMBERS: dict[str, tuple[int | None, int | None]] = {
+    "open": (2, None),
+    "creat": (85, None),
+    "openat": (257, 56),
+    "openat2": (437, 437),
+    "mkdir": (83, None),
+    "mkdirat": (258, 34),
+    "mknod": (133, None),
+    "mknodat": (259, 33),
+    "memfd_create": (319, 279),
+    "memfd_secret": (447, 447),
+}
+NR = {name: pair[0 if MACHINE == "x86_64" else 1] for name, pair in _NUMBERS.items()}
+
+KERNEL_ABI = sandbox.probe()["landlock_abi"]
+needs_landlock = pytest.mark.skipif(
+    KERNEL_ABI < 3, reason="the sandbox needs Landlock ABI 3 (Linux 6.2)"
+)
+
+# The start of every probe run under pynox: attempt() prints one line per
+# attempt; raw() makes a system call through ctypes and returns its result or -errno.
+PRELUDE = """\
+import ctypes, errno, json, os, sys
+NR = json.loads(sys.argv[1])
+LIBC = ctypes.CDLL(None, use_errno=True)
+LIBC.syscall.restype = ctypes.c_long
+
+
+def attempt(name, fn, *args):
+    try:
+        value = fn(*args)
+    except BaseException as exc:
+        number = getattr(exc, "errno", None)
+        named = errno.errorcode.get(number, str(number)) if number else "-"
+        print(f"{name}: {type(exc).__name__} {named}", flush=True)
+    else:
+        print(f"{name}: ok {value!r}"[:300], flush=True)
+
+
+def raw(name, *args):
+    cargs = [ctypes.c_char_p(a) if isinstance(a, bytes) else ctypes.c_long(a) for a in args]
+    ctypes.set_errno(0)
+    result = LIBC.syscall(ctypes.c_long(NR[name]), *cargs)
+    return result if result >= 0 else -ctypes.get_errno()
+
+
+def sys_attempt(name, nr_name, *args):
+    if NR.get(nr_name) is None:
+        print(f"{name}: n/a", flush=True)
+        return
+    result = raw(nr_name, *args)
+    named = errno.errorcode.get(-result, str(-result))
+    print(f"{name}: {f'errno {named}' if result < 0 else f'ok {result}'}", flush=True)
+
+"""
+
+# How pynox runs a program: in its own process, as a supervised child (a
+# timeout makes pynox supervise), or as a pool request (a spare confines
+# itself in two halves, the second filter refusing the network).
+MODES = ["in-process", "supervised", "pool"]
+
+
+def run_program(
+    mode: str,
+    directory: Path,
+    code: str,
+    *,
+    network: bool = False,
+    memory: str | None = None,
+    max_file_size: str | None = None,
+    writes: tuple[Path, ...] = (),
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[bytes]:
+    """Runs PRELUDE + code under pynox in one of MODES; the outcome as a finished process."""
+    script = directory / f"probe-{uuid.uuid4().hex[:8]}.py"
+    script.write_text(PRELUDE + textwrap.dedent(code))
+    args = [json.dumps(NR)]
+    if mode == "pool":
+        request: dict[str, Any] = {
+            "id": "probe",
+            "script": str(script),
+            "args": args,
+            "allow_write": [str(p) for p in writes],
+            "allow_network": network,
+            "timeout": f"{int(timeout)}s",
+            "max_output": "1m",
+        }
+        if memory is not None:
+            request["memory"] = memory
+        if max_file_size is not None:
+            request["max_file_size"] = max_file_size
+        with PoolClient(workers=1, cwd=directory) as client:
+            result = client.run(request, timeout=timeout + 30)
+        return subprocess.CompletedProcess(
+            [PYNOX, "pool"], result["exit"], result["stdout"].encode(), result["stderr"].encode()
+        )
+    flags = [f"--allow-write={p}" for p in writes]
+    if network:
+        flags.append("--allow-network")
+    if memory is not None:
+        flags.append(f"--memory={memory}")
+    if max_file_size is not None:
+        flags.append(f"--max-file-size={max_file_size}")
+    if mode == "supervised":
+        flags.append(f"--timeout={int(timeout)}s")
+    return pynox(*flags, str(script), *args, cwd=directory, timeout=timeout + 30)
+
+
+def outcomes(proc: subprocess.CompletedProcess[bytes]) -> dict[str, str]:
+    """The "name: outcome" lines a probe printed."""
+    lines = {}
+    for line in proc.stdout.decode(errors="replace").splitlines():
+        name, sep, rest = line.partition(": ")
+        if sep:
+            lines[name] = rest
+    return lines
+
+
+def confined_child(
+    body: Callable[[], Any],
+    *,
+    abi: int,
+    two_steps: bool = False,
+    network: bool = False,
+    writes: tuple[Path, ...] = (),
+    timeout: float = 60,
+) -> Any:
+    """Forks a child that limits Landlock to `abi`, confines itself to a policy
+    with pynox.sandbox (in one call as the command does, or in the pool's two
+    halves), runs body() and sends back what it returns (JSON)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            os.close(r)
+            in_effect = lib.pynox_limit_landlock_abi(abi)
+            policy = Policy()
+            policy.network = network
+            policy.allow_write = [str(p) for p in writes]
+            policy.implicit_read = [str(p) for p in writes]
+            if two_steps:
+                sandbox.finish(sandbox.prepare([], [w], 0), policy)
+            else:
+                sandbox.confine_policy(policy, [], [w], 0)
+            report = {"abi": in_effect, "value": body()}
+        except BaseException:  # report everything, even SystemExit
+            report = {"crash": traceback.format_exc()}
+        try:
+            os.write(w, json.dumps(report).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    chunks = []
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([r], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                raise AssertionError("the confined child timed out")
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(r)
+        _, status = os.waitpid(pid, 0)
+    assert chunks, f"the confined child died without a report (wait status {status:#x})"
+    report = json.loads(b"".join(chunks))
+    assert "crash" not in report, report["crash"]
+    assert report["abi"] == min(abi, KERNEL_ABI), report
+    return report["value"]
+
+
+@pytest.fixture
+def victim() -> Iterator[subprocess.Popen[bytes]]:
+    """A process of the same user outside the sandbox, in a session of its own."""
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _still_alive(proc: subprocess.Popen[bytes]) -> bool:
+    time.sleep(0.1)
+    return proc.poll() is None
+
+
+# --------------------------------------------------------------------------
+# 13. A file's I/O signal aimed at another process (F_SETOWN and friends)
+
+F_SETSIG = 10
+F_SETOWN_EX = 15
+F_OWNER_PID = 1
+FIOSETOWN = 0x8901
+SIOCSPGRP = 0x8902
+
+
+def _aim_sigio(victim_pid: int) -> dict[str, str]:
+    """Every way to make a socket's I/O signal go to victim_pid, then I/O on it.
+
+    Without a defence the victim dies of SIGIO (its default action ends it)."""
+
+    def owner_ex(fd: int) -> None:
+        fcntl.fcntl(fd, F_SETOWN_EX, struct.pack("ii", F_OWNER_PID, victim_pid))
+
+    ways: dict[str, Callable[[int], object]] = {
+        "f_setown-pid": lambda fd: fcntl.fcntl(fd, fcntl.F_SETOWN, victim_pid),
+        "f_setown-group": lambda fd: fcntl.fcntl(fd, fcntl.F_SETOWN, -victim_pid),
+        "f_setown_ex": owner_ex,
+        "f_setsig": lambda fd: fcntl.fcntl(fd, F_SETSIG, int(signal.SIGKILL)),
+        "fiosetown": lambda fd: fcntl.ioctl(fd, FIOSETOWN, struct.pack("i", victim_pid)),
+        "siocspgrp": lambda fd: fcntl.ioctl(fd, SIOCSPGRP, struct.pack("i", victim_pid)),
+    }
+    out = {}
+    for name, aim in ways.items():
+        a, b = socket.socketpair()
+        with a, b:
+            try:
+                aim(a.fileno())
+            except OSError as exc:
+                out[name] = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+            else:
+                out[name] = "ok"
+            flags = fcntl.fcntl(a.fileno(), fcntl.F_GETFL)
+            fcntl.fcntl(a.fileno(), fcntl.F_SETFL, flags | os.O_ASYNC)
+            b.send(b"wake")
+            time.sleep(0.05)
+    time.sleep(0.1)
+    return out
+
+
+SIGIO_REFUSED = {
+    name: "EPERM"
+    for name in ("f_setown-pid", "f_setown-group", "f_setown_ex", "f_setsig", "fiosetown", "siocspgrp")
+}
+
+
+@needs_landlock
+@pytest.mark.parametrize("two_steps", [False, True], ids=["one-call", "two-steps"])
+def test_sigio_owner_is_refused_below_landlock_abi_6(
+    victim: subprocess.Popen[bytes], two_steps: bool
+) -> None:
+    """On Linux 6.2 to 6.11 Landlock does not scope signals: seccomp must refuse the owner."""
+    got = confined_child(lambda: _aim_sigio(victim.pid), abi=5, two_steps=two_steps)
+    assert _still_alive(victim), f"a SIGIO from the sandbox killed a process outside it: {got}"
+    assert got == SIGIO_REFUSED
+
+
+@needs_landlock
+@pytest.mark.parametrize("mode", MODES)
+def test_sigio_owner_is_refused(tmp_path: Path, victim: subprocess.Popen[bytes], mode: str) -> None:
+    """What a program sees on any kernel: setting a file's signal owner is refused."""
+    proc = run_program(
+        mode,
+        tmp_path,
+        f"""
+        import fcntl, signal, socket, struct
+        a, b = socket.socketpair()
+        attempt("f_setown-victim", fcntl.fcntl, a.fileno(), fcntl.F_SETOWN, {victim.pid})
+        attempt("f_setown-self", fcntl.fcntl, a.fileno(), fcntl.F_SETOWN, os.getpid())
+        attempt("f_setown_ex", fcntl.fcntl, a.fileno(), {F_SETOWN_EX},
+                struct.pack("ii", {F_OWNER_PID}, {victim.pid}))
+        attempt("f_setsig", fcntl.fcntl, a.fileno(), {F_SETSIG}, int(signal.SIGKILL))
+        attempt("fiosetown", fcntl.ioctl, a.fileno(), {FIOSETOWN}, struct.pack("i", {victim.pid}))
+        attempt("siocspgrp", fcntl.ioctl, a.fileno(), {SIOCSPGRP}, struct.pack("i", {victim.pid}))
+        attempt("f_getown", fcntl.fcntl, a.fileno(), fcntl.F_GETOWN)
+        attempt("set-o-async", fcntl.fcntl, a.fileno(), fcntl.F_SETFL, os.O_ASYNC)
+        b.send(b"wake")
+        attempt("nonblocking-still-works", os.set_blocking, a.fileno(), False)
+        """,
+    )
+    assert proc.returncode == 0, proc.stderr
+    denied = "PermissionError EPERM"
+    assert outcomes(proc) == {
+        "f_setown-victim": denied,
+        "f_setown-self": denied,
+        "f_setown_ex": denied,
+        "f_setsig": denied,
+        "fiosetown": denied,
+        "siocspgrp": denied,
+        "f_getown": "ok 0",
+        "set-o-async": "ok 0",
+        "nonblocking-still-works": "ok None",
+    }
+    assert _still_alive(victim)
