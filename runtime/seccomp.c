@@ -26,6 +26,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -394,6 +395,8 @@ enum rule_kind {
     RULE_DENY,          /* RET action */
     RULE_ARG_IN,        /* allowed only when argument `arg` is one of values */
     RULE_ARG_NOT_IN,    /* denied (EPERM) when argument `arg` is one of values */
+    RULE_ARG_BITS,      /* denied (EPERM) when argument `arg` has a bit of `bits`, and
+                         * (if when_bits is not 0) argument `when_arg` one of when_bits */
     RULE_WHO_IS_SELF,   /* (which, who): which == required, who one of values */
     RULE_CLONE,
     RULE_SOCKET,
@@ -407,14 +410,17 @@ struct rule {
     uint32_t last;       /* RULE_DENY: the rule covers nr..last */
     enum rule_kind kind;
     uint32_t action;     /* RULE_DENY */
-    unsigned int arg;    /* RULE_ARG_IN, RULE_ARG_NOT_IN */
+    unsigned int arg;    /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_ARG_BITS */
     uint32_t required;   /* RULE_WHO_IS_SELF */
     uint32_t values[3];  /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_WHO_IS_SELF */
     size_t count;
+    uint32_t bits;       /* RULE_ARG_BITS */
+    unsigned int when_arg;
+    uint32_t when_bits;
 };
 
 #define DENIED_COUNT (sizeof denied_syscalls / sizeof denied_syscalls[0])
-#define MAX_RULES (DENIED_COUNT + 32)
+#define MAX_RULES (DENIED_COUNT + 48)
 
 struct rules {
     struct rule items[MAX_RULES];
@@ -457,6 +463,18 @@ static void add_arg_in(struct rules *rules, enum rule_kind kind, uint32_t nr, un
     rule->required = required;
     memcpy(rule->values, values, count * sizeof *values);
     rule->count = count;
+}
+
+static void add_arg_bits(struct rules *rules, uint32_t nr, unsigned int arg, uint32_t bits,
+                         unsigned int when_arg, uint32_t when_bits)
+{
+    struct rule *rule = add_rule(rules, nr, RULE_ARG_BITS);
+    if (rule == NULL)
+        return;
+    rule->arg = arg;
+    rule->bits = bits;
+    rule->when_arg = when_arg;
+    rule->when_bits = when_bits;
 }
 
 /* Threads only: CLONE_THREAD set and no namespace flag. fork(), vfork() and
@@ -518,6 +536,19 @@ static void emit_utimensat(struct pynox_bpf *prog)
     pynox_bpf_ret(prog, RET_EPERM);
 }
 
+static void emit_arg_bits(struct pynox_bpf *prog, const struct rule *rule)
+{
+    if (rule->when_bits != 0) {
+        pynox_bpf_load(prog, ARG_LO(rule->when_arg));
+        /* None of when_bits: on to the RET ALLOW three instructions ahead. */
+        pynox_bpf_emit(prog, BPF_JMP | BPF_JSET | BPF_K, 0, 2, rule->when_bits);
+    }
+    pynox_bpf_load(prog, ARG_LO(rule->arg));
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JSET | BPF_K, 1, 0, rule->bits);
+    pynox_bpf_ret(prog, RET_ALLOW);
+    pynox_bpf_ret(prog, RET_EPERM);
+}
+
 static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow_network)
 {
     switch (rule->kind) {
@@ -531,6 +562,9 @@ static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow
     case RULE_ARG_NOT_IN:
         pynox_bpf_load(prog, ARG_LO(rule->arg));
         pynox_bpf_ret_if_one_of(prog, rule->values, rule->count, RET_EPERM, RET_ALLOW);
+        return;
+    case RULE_ARG_BITS:
+        emit_arg_bits(prog, rule);
         return;
     case RULE_WHO_IS_SELF:
         pynox_bpf_load(prog, ARG_LO(0));
@@ -603,6 +637,47 @@ static void add_signal_owner_rules(struct rules *rules)
 #endif
 }
 
+/* O_TMPFILE without its O_DIRECTORY part: the bit that makes open() create
+ * a file (glibc's O_TMPFILE includes O_DIRECTORY, whose value differs
+ * between x86_64 and aarch64; this one is the same on both). */
+#define OPEN_TMPFILE_BIT 020000000U
+#ifdef O_TMPFILE
+_Static_assert((O_TMPFILE & OPEN_TMPFILE_BIT) != 0, "O_TMPFILE has the bit the filter checks");
+#endif
+
+/* A program never makes a set-user-ID or set-group-ID file, directory or
+ * node (with umask(0), mode 06777 would): a later run by someone else could
+ * execute or inherit it. Any call that creates with such a mode fails; the
+ * mode is an argument of the call itself everywhere except openat2(), which
+ * passes it in memory and so fails with ENOSYS (callers fall back to
+ * openat()). chmod() and friends are denied outright. A directory's own
+ * set-group-ID bit, which new subdirectories inherit, is its owner's choice. */
+static void add_no_set_id_rules(struct rules *rules)
+{
+    const uint32_t set_id = S_ISUID | S_ISGID;
+    const uint32_t creates = O_CREAT | OPEN_TMPFILE_BIT;
+    /* (path, flags, mode) and (dirfd, path, flags, mode): the mode matters
+     * only with O_CREAT or O_TMPFILE. */
+#ifdef __NR_open
+    add_arg_bits(rules, __NR_open, 2, set_id, 1, creates);
+#endif
+    add_arg_bits(rules, __NR_openat, 3, set_id, 2, creates);
+    /* (path, mode), and (dirfd, path, mode) for the *at calls; mknod's
+     * third argument, the device, comes after the mode. */
+#ifdef __NR_creat
+    add_arg_bits(rules, __NR_creat, 1, set_id, 0, 0);
+#endif
+#ifdef __NR_mkdir
+    add_arg_bits(rules, __NR_mkdir, 1, set_id, 0, 0);
+#endif
+#ifdef __NR_mknod
+    add_arg_bits(rules, __NR_mknod, 1, set_id, 0, 0);
+#endif
+    add_arg_bits(rules, __NR_mkdirat, 2, set_id, 0, 0);
+    add_arg_bits(rules, __NR_mknodat, 2, set_id, 0, 0);
+    add_deny(rules, __NR_openat2, RET_ERRNO(ENOSYS));
+}
+
 static void collect_rules(struct rules *rules, const struct pynox_policy *policy)
 {
     /* Only the query; ADDR_NO_RANDOMIZE and friends weaken the process. */
@@ -621,6 +696,7 @@ static void collect_rules(struct rules *rules, const struct pynox_policy *policy
     add_rule(rules, __NR_utimensat, RULE_UTIMENSAT);
     add_own_process_rules(rules, getpid(), policy->new_session);
     add_signal_owner_rules(rules);
+    add_no_set_id_rules(rules);
 }
 
 /* Denials of consecutive numbers become one range: fewer instructions, and

@@ -79,6 +79,9 @@
 #ifndef __NR_quotactl_fd
 #define __NR_quotactl_fd 443
 #endif
+#ifndef __NR_openat2
+#define __NR_openat2 437
+#endif
 #ifndef __NR_landlock_create_ruleset
 #define __NR_landlock_create_ruleset 444
 #endif

@@ -10,7 +10,6 @@ confines itself through pynox.sandbox with the ABI limited below that version
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import json
@@ -34,9 +33,9 @@ from typing import Any
 import pytest
 from conftest import PYNOX, pynox
 from pool_client import PoolClient
+from pynox._core import lib
 
 from pynox import sandbox
-from pynox._core import lib
 from pynox.policy import Policy
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -280,10 +279,8 @@ def _aim_sigio(victim_pid: int) -> dict[str, str]:
     return out
 
 
-SIGIO_REFUSED = {
-    name: "EPERM"
-    for name in ("f_setown-pid", "f_setown-group", "f_setown_ex", "f_setsig", "fiosetown", "siocspgrp")
-}
+SIGIO_WAYS = ("f_setown-pid", "f_setown-group", "f_setown_ex", "f_setsig", "fiosetown", "siocspgrp")
+SIGIO_REFUSED = dict.fromkeys(SIGIO_WAYS, "EPERM")
 
 
 @needs_landlock
@@ -334,3 +331,85 @@ def test_sigio_owner_is_refused(tmp_path: Path, victim: subprocess.Popen[bytes],
         "nonblocking-still-works": "ok None",
     }
     assert _still_alive(victim)
+
+
+# --------------------------------------------------------------------------
+# 16. Set-user-ID and set-group-ID files made in a write grant
+
+SET_ID_PROBE = """
+import stat
+d = sys.argv[2]
+os.umask(0)
+def path(name):
+    return os.path.join(d, name).encode()
+def make(name, flags, mode):
+    os.close(os.open(os.path.join(d, name), flags, mode))
+W = os.O_WRONLY | os.O_CREAT
+attempt("open-6777", make, "suid-both", W, 0o6777)
+attempt("open-4755", make, "suid", W | os.O_EXCL, 0o4755)
+attempt("open-2755", make, "sgid", W | os.O_TRUNC, 0o2755)
+attempt("tmpfile-6777", lambda: os.close(os.open(d, os.O_TMPFILE | os.O_WRONLY, 0o6777)))
+attempt("mkdir-6777", os.mkdir, os.path.join(d, "suid-dir"), 0o6777)
+attempt("mkdir-2775", os.mkdir, os.path.join(d, "sgid-dir"), 0o2775)
+attempt("mkfifo-6666", os.mkfifo, os.path.join(d, "suid-fifo"), 0o6666)
+attempt("mknod-4644", os.mknod, os.path.join(d, "suid-node"), stat.S_IFREG | 0o4644)
+AT_FDCWD = -100
+sys_attempt("raw-open", "open", path("raw-open"), W, 0o4755)
+sys_attempt("raw-creat", "creat", path("raw-creat"), 0o2755)
+sys_attempt("raw-openat", "openat", AT_FDCWD, path("raw-openat"), W, 0o6755)
+sys_attempt("raw-mkdir", "mkdir", path("raw-mkdir"), 0o4755)
+sys_attempt("raw-mkdirat", "mkdirat", AT_FDCWD, path("raw-mkdirat"), 0o2755)
+sys_attempt("raw-mknod", "mknod", path("raw-mknod"), stat.S_IFIFO | 0o4644, 0)
+sys_attempt("raw-mknodat", "mknodat", AT_FDCWD, path("raw-mknodat"), stat.S_IFIFO | 0o2644, 0)
+sys_attempt("raw-openat2", "openat2", AT_FDCWD, path("raw-openat2"), 0, 0)
+# What stays: plain modes, and a mode that only matters when creating.
+attempt("open-755", make, "plain", W, 0o755)
+attempt("mkdir-755", os.mkdir, os.path.join(d, "plain-dir"), 0o755)
+attempt("mkfifo-600", os.mkfifo, os.path.join(d, "plain-fifo"), 0o600)
+attempt("tmpfile-600", lambda: os.close(os.open(d, os.O_TMPFILE | os.O_WRONLY, 0o600)))
+attempt("open-existing-ignores-mode", make, "plain", os.O_WRONLY, 0o6777)
+attempt("tempfile", lambda: __import__("tempfile").mkstemp(dir=d) and "made")
+"""
+
+
+@needs_landlock
+@pytest.mark.parametrize("mode", MODES)
+def test_set_id_files_are_never_created(tmp_path: Path, mode: str) -> None:
+    grant = tmp_path / "grant"
+    grant.mkdir()
+    grant.chmod(0o755)  # not set-group-ID itself: nothing is inherited
+    proc = run_program(
+        mode, tmp_path, SET_ID_PROBE.replace("sys.argv[2]", repr(str(grant))), writes=(grant,)
+    )
+    assert proc.returncode == 0, proc.stderr
+    made = {p.name: stat.S_IMODE(p.lstat().st_mode) for p in grant.iterdir()}
+    set_id = {name: oct(m) for name, m in made.items() if m & (stat.S_ISUID | stat.S_ISGID)}
+    assert set_id == {}, f"the program made set-ID entries: {set_id}"
+    denied = "PermissionError EPERM"
+    on_x86 = MACHINE == "x86_64"
+    lines = outcomes(proc)
+    assert lines == {
+        "open-6777": denied,
+        "open-4755": denied,
+        "open-2755": denied,
+        "tmpfile-6777": denied,
+        "mkdir-6777": denied,
+        "mkdir-2775": denied,
+        "mkfifo-6666": denied,
+        "mknod-4644": denied,
+        "raw-open": "errno EPERM" if on_x86 else "n/a",
+        "raw-creat": "errno EPERM" if on_x86 else "n/a",
+        "raw-openat": "errno EPERM",
+        "raw-mkdir": "errno EPERM" if on_x86 else "n/a",
+        "raw-mkdirat": "errno EPERM",
+        "raw-mknod": "errno EPERM" if on_x86 else "n/a",
+        "raw-mknodat": "errno EPERM",
+        "raw-openat2": "errno ENOSYS",
+        "open-755": "ok None",
+        "mkdir-755": "ok None",
+        "mkfifo-600": "ok None",
+        "tmpfile-600": "ok None",
+        "open-existing-ignores-mode": "ok None",
+        "tempfile": "ok 'made'",
+    }
+    assert made["plain"] == 0o755 and made["plain-dir"] == 0o755
