@@ -18,6 +18,7 @@
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -645,6 +646,29 @@ static void add_signal_owner_rules(struct rules *rules)
 _Static_assert((O_TMPFILE & OPEN_TMPFILE_BIT) != 0, "O_TMPFILE has the bit the filter checks");
 #endif
 
+/* bind() names a socket, which seccomp cannot look at: it sees only the
+ * address's length. Without the network the only sockets are socketpair()
+ * ends (AF_UNIX), and a bind() there would take an abstract name from the
+ * host's services (Landlock's abstract-socket scope, ABI 6, governs only
+ * connecting and sending): bind() and listen() are refused outright. With
+ * the network, bind() must pass the length of an IPv4 or IPv6 address; an
+ * AF_UNIX abstract name of exactly that length (13 or 25 bytes after its
+ * leading NUL) still passes, which the documentation says. listen() fails
+ * on a socketpair() end anyway (it is connected). */
+static const uint32_t inet_address_lengths[] = {sizeof(struct sockaddr_in),
+                                                sizeof(struct sockaddr_in6)};
+
+static void add_bind_rules(struct rules *rules, int allow_network)
+{
+    if (allow_network) {
+        add_arg_in(rules, RULE_ARG_IN, __NR_bind, 2, 0, inet_address_lengths,
+                   sizeof inet_address_lengths / sizeof inet_address_lengths[0]);
+        return;
+    }
+    add_deny(rules, __NR_bind, RET_EPERM);
+    add_deny(rules, __NR_listen, RET_EPERM);
+}
+
 /* A program never makes a set-user-ID or set-group-ID file, directory or
  * node (with umask(0), mode 06777 would): a later run by someone else could
  * execute or inherit it. Any call that creates with such a mode fails; the
@@ -697,6 +721,7 @@ static void collect_rules(struct rules *rules, const struct pynox_policy *policy
     add_own_process_rules(rules, getpid(), policy->new_session);
     add_signal_owner_rules(rules);
     add_no_set_id_rules(rules);
+    add_bind_rules(rules, policy->allow_network);
 }
 
 /* Denials of consecutive numbers become one range: fewer instructions, and
@@ -822,6 +847,8 @@ int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err
 int pynox_apply_seccomp_no_network(char *err, size_t err_len)
 {
     static const uint32_t inet[] = {AF_INET, AF_INET6};
+    /* What the first filter allows only with the network (add_bind_rules). */
+    static const uint32_t refused[] = {__NR_bind, __NR_listen};
     struct pynox_bpf prog;
     pynox_bpf_init(&prog);
     /* Another ABI's numbers mean other calls; the first filter refuses all of them. */
@@ -833,6 +860,8 @@ int pynox_apply_seccomp_no_network(char *err, size_t err_len)
     pynox_bpf_load(&prog, ARG_LO(0));
     pynox_bpf_ret_if_one_of(&prog, inet, 2, RET_ERRNO(EACCES), RET_ALLOW);
     pynox_bpf_end_block(&prog, block);
-    pynox_bpf_ret(&prog, RET_ALLOW);
+    /* A is still the number: the socket block's false edge skips its loads. */
+    pynox_bpf_ret_if_one_of(&prog, refused, sizeof refused / sizeof refused[0], RET_EPERM,
+                            RET_ALLOW);
     return install(&prog, "seccomp network filter", err, err_len);
 }

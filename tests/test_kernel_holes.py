@@ -54,6 +54,7 @@ _NUMBERS: dict[str, tuple[int | None, int | None]] = {
     "mkdirat": (258, 34),
     "mknod": (133, None),
     "mknodat": (259, 33),
+    "bind": (49, 200),
     "memfd_create": (319, 279),
     "memfd_secret": (447, 447),
 }
@@ -413,3 +414,120 @@ def test_set_id_files_are_never_created(tmp_path: Path, mode: str) -> None:
         "tempfile": "ok 'made'",
     }
     assert made["plain"] == 0o755 and made["plain-dir"] == 0o755
+
+
+# --------------------------------------------------------------------------
+# 15. An abstract Unix socket name taken from the host by bind()
+
+BIND_PROBE = """
+import socket, struct
+name = sys.argv[2]
+a, b = socket.socketpair()
+attempt("bind-abstract", a.bind, "\\0" + name)
+attempt("bind-autobind", b.bind, "")
+c, d = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+attempt("bind-abstract-13", c.bind, "\\0" + name[:13])
+attempt("listen-pair", d.listen, 1)
+attempt("pair-still-works", lambda: (a.sendall(b"x"), b.recv(1))[1])
+def inet(family, host):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.bind((host, 0))
+    s.listen(1)
+    s.close()
+    return "listening"
+attempt("tcp4-listen", inet, socket.AF_INET, "127.0.0.1")
+if W_IPV6:
+    attempt("tcp6-listen", inet, socket.AF_INET6, "::1")
+# A length that is neither an IPv4 nor an IPv6 address: a sockaddr_storage.
+address = struct.pack("=H", socket.AF_INET) + bytes(126)
+sys_attempt("raw-bind-storage", "bind", a.fileno(), address, len(address))
+"""
+
+
+def _host_has_ipv6() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+HOST_IPV6 = _host_has_ipv6()
+
+
+def _bind_probe(name: str) -> str:
+    return BIND_PROBE.replace("sys.argv[2]", repr(name)).replace("W_IPV6", repr(HOST_IPV6))
+
+
+@needs_landlock
+@pytest.mark.parametrize("network", [False, True], ids=["no-network", "network"])
+@pytest.mark.parametrize("mode", MODES)
+def test_socketpair_ends_cannot_take_abstract_names(
+    tmp_path: Path, mode: str, network: bool
+) -> None:
+    name = "pynox-squat-" + uuid.uuid4().hex
+    proc = run_program(mode, tmp_path, _bind_probe(name), network=network)
+    assert proc.returncode == 0, proc.stderr
+    denied = "PermissionError EPERM"
+    expected = {
+        "bind-abstract": denied,
+        "bind-autobind": denied,
+        "bind-abstract-13": denied,
+        "listen-pair": denied if not network else "OSError EINVAL",
+        "pair-still-works": "ok b'x'",
+        "tcp4-listen": "ok 'listening'" if network else "PermissionError EACCES",
+        "raw-bind-storage": "errno EPERM",
+    }
+    if HOST_IPV6:
+        expected["tcp6-listen"] = "ok 'listening'" if network else "PermissionError EACCES"
+    if network:
+        # The one name a bind() with the network may still take: as long as an
+        # IPv4 address (see docs/security.md).
+        assert outcomes(proc)["bind-abstract-13"] == "ok None"
+        expected["bind-abstract-13"] = "ok None"
+    assert outcomes(proc) == expected
+
+
+@needs_landlock
+def test_host_keeps_its_abstract_name_while_the_program_runs(tmp_path: Path) -> None:
+    """The program tries to take a name, then waits; meanwhile the host binds it."""
+    name = "\0pynox-squat-" + uuid.uuid4().hex
+    grant = tmp_path / "grant"
+    grant.mkdir()
+    script = tmp_path / "squat.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import os, socket, time
+        a, b = socket.socketpair()
+        try:
+            a.bind({name!r})
+            print("bound", flush=True)
+        except OSError as exc:
+            print(type(exc).__name__, flush=True)
+        for _ in range(200):
+            if os.path.exists({str(grant / "done")!r}):
+                break
+            time.sleep(0.05)
+        """)
+    )
+    with subprocess.Popen(
+        [PYNOX, f"--allow-read={grant}", f"--allow-write={grant}", str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    ) as proc:
+        assert proc.stdout is not None
+        said = proc.stdout.readline().decode().strip()
+        host = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            host.bind(name)
+            host_got = "bound"
+        except OSError as exc:
+            host_got = errno.errorcode.get(exc.errno or 0, str(exc))
+        finally:
+            host.close()
+            (grant / "done").write_text("")
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert (said, host_got) == ("PermissionError", "bound")
