@@ -43,7 +43,8 @@ int pynox_apply_landlock_of(const struct pynox_policy *const *policies, size_t c
 int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err_len);
 /* A second filter for a process whose first one allowed IPv4 and IPv6
  * sockets: it refuses them (EACCES, as the full filter does without network),
- * and bind() and listen() (EPERM), as the full filter does without network. */
+ * and bind(), listen() and socket buffer sizes (EPERM), as the full filter
+ * does without network. */
 int pynox_apply_seccomp_no_network(char *err, size_t err_len);
 
 #endif

@@ -56,6 +56,9 @@
 #ifndef F_SETOWN_EX
 #define F_SETOWN_EX 15
 #endif
+#ifndef F_SETPIPE_SZ
+#define F_SETPIPE_SZ 1031
+#endif
 #ifndef FIOSETOWN
 #define FIOSETOWN 0x8901
 #endif
@@ -162,6 +165,19 @@ static const uint32_t denied_syscalls[] = {
 #endif
 #ifdef __NR_userfaultfd
     __NR_userfaultfd,
+#endif
+    /* Memory that RLIMIT_AS does not count, because nothing maps it: a memfd
+     * holds what is written to it (1.5 GiB under --memory=128m), and
+     * vmsplice() leaves pages of the process in a pipe after it unmaps them
+     * (a 2 MiB huge page per pipe slot: 32 MiB per pipe). */
+#ifdef __NR_memfd_create
+    __NR_memfd_create,
+#endif
+#ifdef __NR_memfd_secret
+    __NR_memfd_secret,
+#endif
+#ifdef __NR_vmsplice
+    __NR_vmsplice,
 #endif
 #ifdef __NR_io_uring_setup
     __NR_io_uring_setup,
@@ -402,6 +418,7 @@ enum rule_kind {
     RULE_CLONE,
     RULE_SOCKET,
     RULE_SOCKETPAIR,
+    RULE_SOCKET_BUFFERS,
     RULE_IOCTL,
     RULE_UTIMENSAT,
 };
@@ -413,7 +430,7 @@ struct rule {
     uint32_t action;     /* RULE_DENY */
     unsigned int arg;    /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_ARG_BITS */
     uint32_t required;   /* RULE_WHO_IS_SELF */
-    uint32_t values[3];  /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_WHO_IS_SELF */
+    uint32_t values[4];  /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_WHO_IS_SELF */
     size_t count;
     uint32_t bits;       /* RULE_ARG_BITS */
     unsigned int when_arg;
@@ -510,10 +527,26 @@ static void emit_socketpair(struct pynox_bpf *prog)
     pynox_bpf_ret_if_one_of(prog, connected, 2, RET_ALLOW, RET_EPERM);
 }
 
+/* Without the network every socket is a socketpair() end, whose kernel
+ * buffer holds what one end wrote and the other has not read: up to its send
+ * buffer's size, which SO_SNDBUF could raise to twice net.core.wmem_max (8
+ * MiB per socket on a host tuned to 4 MiB). RLIMIT_AS counts none of it, so
+ * the sizes stay the system's defaults. (The FORCE variants need
+ * CAP_NET_ADMIN, which the process does not have.) */
+static void emit_socket_buffers(struct pynox_bpf *prog)
+{
+    static const uint32_t sizes[] = {SO_SNDBUF, SO_RCVBUF};
+    pynox_bpf_load(prog, ARG_LO(1));
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, SOL_SOCKET);
+    pynox_bpf_ret(prog, RET_ALLOW);
+    pynox_bpf_load(prog, ARG_LO(2));
+    pynox_bpf_ret_if_one_of(prog, sizes, sizeof sizes / sizeof sizes[0], RET_EPERM, RET_ALLOW);
+}
+
 /* Terminal ioctls that push input into a terminal or take one over, or
  * (for a program that stays in the terminal's session) move its foreground
  * process group or console; and the ioctl forms of F_SETOWN (see
- * add_signal_owner_rules). */
+ * add_fcntl_rules). */
 static void emit_ioctl(struct pynox_bpf *prog)
 {
     static const uint32_t requests[] = {TIOCSTI,  TIOCLINUX, TIOCSCTTY, TIOCSPGRP,
@@ -583,6 +616,9 @@ static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow
     case RULE_SOCKETPAIR:
         emit_socketpair(prog);
         return;
+    case RULE_SOCKET_BUFFERS:
+        emit_socket_buffers(prog);
+        return;
     case RULE_IOCTL:
         emit_ioctl(prog);
         return;
@@ -620,17 +656,23 @@ static void add_own_process_rules(struct rules *rules, pid_t pid, int new_sessio
     add_arg_in(rules, RULE_WHO_IS_SELF, __NR_ioprio_set, 0, IOPRIO_WHO_PROCESS, self_or_zero, 2);
 }
 
-/* A file's owner (F_SETOWN, F_SETOWN_EX) is whom the kernel signals when
+/* fcntl() commands a program never gets.
+ *
+ * A file's owner (F_SETOWN, F_SETOWN_EX) is whom the kernel signals when
  * I/O is ready on it with O_ASYNC set, or when it has urgent data: any
  * process or process group the user could signal, and with F_SETSIG any
  * signal. kill() is confined to this process (add_own_process_rules), but
  * only Landlock's signal scope (ABI 6, Linux 6.12) covers these signals, so
  * they are refused here on every kernel. The ioctl forms are in emit_ioctl.
  * A file keeps the owner it had (none, or this process after F_SETLEASE or
- * F_NOTIFY, which set it themselves). */
-static void add_signal_owner_rules(struct rules *rules)
+ * F_NOTIFY, which set it themselves).
+ *
+ * F_SETPIPE_SZ would let a pipe hold 1 MiB (fs.pipe-max-size) instead of
+ * 64 KiB, memory RLIMIT_AS does not count: pipes keep their default size,
+ * and hold less per descriptor than a socket (see limits.c). */
+static void add_fcntl_rules(struct rules *rules)
 {
-    static const uint32_t commands[] = {F_SETOWN, F_SETOWN_EX, F_SETSIG};
+    static const uint32_t commands[] = {F_SETOWN, F_SETOWN_EX, F_SETSIG, F_SETPIPE_SZ};
     const size_t count = sizeof commands / sizeof commands[0];
     add_arg_in(rules, RULE_ARG_NOT_IN, __NR_fcntl, 1, 0, commands, count);
 #ifdef __NR_fcntl64
@@ -719,9 +761,11 @@ static void collect_rules(struct rules *rules, const struct pynox_policy *policy
     add_arg_in(rules, RULE_ARG_IN, __NR_personality, 0, 0, &personality_query, 1);
     add_rule(rules, __NR_utimensat, RULE_UTIMENSAT);
     add_own_process_rules(rules, getpid(), policy->new_session);
-    add_signal_owner_rules(rules);
+    add_fcntl_rules(rules);
     add_no_set_id_rules(rules);
     add_bind_rules(rules, policy->allow_network);
+    if (!policy->allow_network)
+        add_rule(rules, __NR_setsockopt, RULE_SOCKET_BUFFERS);
 }
 
 /* Denials of consecutive numbers become one range: fewer instructions, and
@@ -860,7 +904,10 @@ int pynox_apply_seccomp_no_network(char *err, size_t err_len)
     pynox_bpf_load(&prog, ARG_LO(0));
     pynox_bpf_ret_if_one_of(&prog, inet, 2, RET_ERRNO(EACCES), RET_ALLOW);
     pynox_bpf_end_block(&prog, block);
-    /* A is still the number: the socket block's false edge skips its loads. */
+    block = pynox_bpf_begin_block(&prog, __NR_setsockopt);
+    emit_socket_buffers(&prog);
+    pynox_bpf_end_block(&prog, block);
+    /* A is still the number: the blocks' false edges skip their loads. */
     pynox_bpf_ret_if_one_of(&prog, refused, sizeof refused / sizeof refused[0], RET_EPERM,
                             RET_ALLOW);
     return install(&prog, "seccomp network filter", err, err_len);

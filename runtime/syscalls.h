@@ -91,6 +91,9 @@
 #ifndef __NR_landlock_restrict_self
 #define __NR_landlock_restrict_self 446
 #endif
+#ifndef __NR_memfd_secret
+#define __NR_memfd_secret 447
+#endif
 #ifndef __NR_fchmodat2
 #define __NR_fchmodat2 452
 #endif
