@@ -44,6 +44,7 @@ struct pynox_probe {
     int pidfd;
 };
 void pynox_probe_kernel(struct pynox_probe *out);
+int pynox_limit_landlock_abi(int abi);
 int pynox_scrub_environment_block(char *err, size_t err_len);
 """
 

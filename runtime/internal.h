@@ -31,7 +31,7 @@ int pynox_set_limits(long long memory_bytes, long long max_file_size, char *err,
 int pynox_drop_capabilities(char *err, size_t err_len);
 
 /* landlock.c: the file-system (and TCP) policy. */
-int pynox_landlock_abi(void); /* the ABI version, or -errno */
+int pynox_landlock_abi(void); /* the ABI version (at most the limit a test set), or -errno */
 /* 0 when the kernel's Landlock is recent enough, else -1 with the reason. */
 int pynox_require_landlock(char *err, size_t err_len);
 /* The rules of several policies in one ruleset; TCP handled unless allowed. */
@@ -41,7 +41,9 @@ int pynox_apply_landlock_of(const struct pynox_policy *const *policies, size_t c
 /* seccomp.c: the system-call denylist. */
 int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err_len);
 /* A second filter for a process whose first one allowed IPv4 and IPv6
- * sockets: it refuses them (EACCES, as the full filter does without network). */
+ * sockets: it refuses them (EACCES, as the full filter does without network),
+ * and bind(), listen() and socket buffer sizes (EPERM), as the full filter
+ * does without network. */
 int pynox_apply_seccomp_no_network(char *err, size_t err_len);
 
 #endif

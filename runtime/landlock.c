@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/landlock.h>
 #include <limits.h>
 #include <linux/types.h>
@@ -73,10 +74,24 @@ static long create_ruleset(const struct ruleset_attr *attr, size_t size, __u32 f
     return syscall(__NR_landlock_create_ruleset, attr, size, flags);
 }
 
+/* The highest ABI this process uses (see pynox_limit_landlock_abi). */
+static int abi_limit = INT_MAX;
+
+int pynox_limit_landlock_abi(int abi)
+{
+    if (abi < 1)
+        return -EINVAL;
+    if (abi < abi_limit)
+        abi_limit = abi;
+    return pynox_landlock_abi();
+}
+
 int pynox_landlock_abi(void)
 {
     long abi = create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
-    return abi < 0 ? -errno : (int)abi;
+    if (abi < 0)
+        return -errno;
+    return abi > abi_limit ? abi_limit : (int)abi;
 }
 
 /* One sentence: what the kernel has, what is needed, and the way out. */

@@ -77,6 +77,13 @@ struct pynox_probe {
 
 void pynox_probe_kernel(struct pynox_probe *out);
 
+/* From now on this process uses at most Landlock ABI `abi`, as if the kernel
+ * were older: the tests check the other layers on what older kernels lack. It
+ * only ever lowers the ABI: a value above the kernel's, or above an earlier
+ * limit, changes nothing. Returns the ABI now in effect (as landlock_abi in
+ * struct pynox_probe), or -EINVAL for an ABI below 1. */
+int pynox_limit_landlock_abi(int abi);
+
 /* Overwrites the environment strings the process was started with (its own
  * os.environ is separate). Returns 0, or -1 with the reason in err. */
 int pynox_scrub_environment_block(char *err, size_t err_len);

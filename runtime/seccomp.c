@@ -14,9 +14,11 @@
  * long jumps are JA, whose offset has 32 bits.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/audit.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -45,6 +48,22 @@
 #endif
 #ifndef TIOCLINUX
 #define TIOCLINUX 0x541C
+#endif
+/* fcntl commands and ioctls that choose who gets a file's I/O signals. */
+#ifndef F_SETSIG
+#define F_SETSIG 10
+#endif
+#ifndef F_SETOWN_EX
+#define F_SETOWN_EX 15
+#endif
+#ifndef F_SETPIPE_SZ
+#define F_SETPIPE_SZ 1031
+#endif
+#ifndef FIOSETOWN
+#define FIOSETOWN 0x8901
+#endif
+#ifndef SIOCSPGRP
+#define SIOCSPGRP 0x8902
 #endif
 
 /* Denied outright with EPERM. A name this architecture or these headers do
@@ -146,6 +165,19 @@ static const uint32_t denied_syscalls[] = {
 #endif
 #ifdef __NR_userfaultfd
     __NR_userfaultfd,
+#endif
+    /* Memory that RLIMIT_AS does not count, because nothing maps it: a memfd
+     * holds what is written to it (1.5 GiB under --memory=128m), and
+     * vmsplice() leaves pages of the process in a pipe after it unmaps them
+     * (a 2 MiB huge page per pipe slot: 32 MiB per pipe). */
+#ifdef __NR_memfd_create
+    __NR_memfd_create,
+#endif
+#ifdef __NR_memfd_secret
+    __NR_memfd_secret,
+#endif
+#ifdef __NR_vmsplice
+    __NR_vmsplice,
 #endif
 #ifdef __NR_io_uring_setup
     __NR_io_uring_setup,
@@ -379,10 +411,14 @@ static const uint32_t denied_syscalls[] = {
 enum rule_kind {
     RULE_DENY,          /* RET action */
     RULE_ARG_IN,        /* allowed only when argument `arg` is one of values */
+    RULE_ARG_NOT_IN,    /* denied (EPERM) when argument `arg` is one of values */
+    RULE_ARG_BITS,      /* denied (EPERM) when argument `arg` has a bit of `bits`, and
+                         * (if when_bits is not 0) argument `when_arg` one of when_bits */
     RULE_WHO_IS_SELF,   /* (which, who): which == required, who one of values */
     RULE_CLONE,
     RULE_SOCKET,
     RULE_SOCKETPAIR,
+    RULE_SOCKET_BUFFERS,
     RULE_IOCTL,
     RULE_UTIMENSAT,
 };
@@ -392,14 +428,17 @@ struct rule {
     uint32_t last;       /* RULE_DENY: the rule covers nr..last */
     enum rule_kind kind;
     uint32_t action;     /* RULE_DENY */
-    unsigned int arg;    /* RULE_ARG_IN */
+    unsigned int arg;    /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_ARG_BITS */
     uint32_t required;   /* RULE_WHO_IS_SELF */
-    uint32_t values[3];  /* RULE_ARG_IN, RULE_WHO_IS_SELF */
+    uint32_t values[4];  /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_WHO_IS_SELF */
     size_t count;
+    uint32_t bits;       /* RULE_ARG_BITS */
+    unsigned int when_arg;
+    uint32_t when_bits;
 };
 
 #define DENIED_COUNT (sizeof denied_syscalls / sizeof denied_syscalls[0])
-#define MAX_RULES (DENIED_COUNT + 32)
+#define MAX_RULES (DENIED_COUNT + 48)
 
 struct rules {
     struct rule items[MAX_RULES];
@@ -444,6 +483,18 @@ static void add_arg_in(struct rules *rules, enum rule_kind kind, uint32_t nr, un
     rule->count = count;
 }
 
+static void add_arg_bits(struct rules *rules, uint32_t nr, unsigned int arg, uint32_t bits,
+                         unsigned int when_arg, uint32_t when_bits)
+{
+    struct rule *rule = add_rule(rules, nr, RULE_ARG_BITS);
+    if (rule == NULL)
+        return;
+    rule->arg = arg;
+    rule->bits = bits;
+    rule->when_arg = when_arg;
+    rule->when_bits = when_bits;
+}
+
 /* Threads only: CLONE_THREAD set and no namespace flag. fork(), vfork() and
  * posix_spawn() all come through here without CLONE_THREAD. */
 static void emit_clone(struct pynox_bpf *prog)
@@ -476,12 +527,30 @@ static void emit_socketpair(struct pynox_bpf *prog)
     pynox_bpf_ret_if_one_of(prog, connected, 2, RET_ALLOW, RET_EPERM);
 }
 
+/* Without the network every socket is a socketpair() end, whose kernel
+ * buffer holds what one end wrote and the other has not read: up to its send
+ * buffer's size, which SO_SNDBUF could raise to twice net.core.wmem_max (8
+ * MiB per socket on a host tuned to 4 MiB). RLIMIT_AS counts none of it, so
+ * the sizes stay the system's defaults. (The FORCE variants need
+ * CAP_NET_ADMIN, which the process does not have.) */
+static void emit_socket_buffers(struct pynox_bpf *prog)
+{
+    static const uint32_t sizes[] = {SO_SNDBUF, SO_RCVBUF};
+    pynox_bpf_load(prog, ARG_LO(1));
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, SOL_SOCKET);
+    pynox_bpf_ret(prog, RET_ALLOW);
+    pynox_bpf_load(prog, ARG_LO(2));
+    pynox_bpf_ret_if_one_of(prog, sizes, sizeof sizes / sizeof sizes[0], RET_EPERM, RET_ALLOW);
+}
+
 /* Terminal ioctls that push input into a terminal or take one over, or
  * (for a program that stays in the terminal's session) move its foreground
- * process group or console. */
+ * process group or console; and the ioctl forms of F_SETOWN (see
+ * add_fcntl_rules). */
 static void emit_ioctl(struct pynox_bpf *prog)
 {
-    static const uint32_t requests[] = {TIOCSTI, TIOCLINUX, TIOCSCTTY, TIOCSPGRP, TIOCCONS};
+    static const uint32_t requests[] = {TIOCSTI,  TIOCLINUX, TIOCSCTTY, TIOCSPGRP,
+                                        TIOCCONS, FIOSETOWN, SIOCSPGRP};
     pynox_bpf_load(prog, ARG_LO(1));
     pynox_bpf_ret_if_one_of(prog, requests, sizeof requests / sizeof requests[0], RET_EPERM,
                             RET_ALLOW);
@@ -501,6 +570,19 @@ static void emit_utimensat(struct pynox_bpf *prog)
     pynox_bpf_ret(prog, RET_EPERM);
 }
 
+static void emit_arg_bits(struct pynox_bpf *prog, const struct rule *rule)
+{
+    if (rule->when_bits != 0) {
+        pynox_bpf_load(prog, ARG_LO(rule->when_arg));
+        /* None of when_bits: on to the RET ALLOW three instructions ahead. */
+        pynox_bpf_emit(prog, BPF_JMP | BPF_JSET | BPF_K, 0, 2, rule->when_bits);
+    }
+    pynox_bpf_load(prog, ARG_LO(rule->arg));
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JSET | BPF_K, 1, 0, rule->bits);
+    pynox_bpf_ret(prog, RET_ALLOW);
+    pynox_bpf_ret(prog, RET_EPERM);
+}
+
 static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow_network)
 {
     switch (rule->kind) {
@@ -510,6 +592,13 @@ static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow
     case RULE_ARG_IN:
         pynox_bpf_load(prog, ARG_LO(rule->arg));
         pynox_bpf_ret_if_one_of(prog, rule->values, rule->count, RET_ALLOW, RET_EPERM);
+        return;
+    case RULE_ARG_NOT_IN:
+        pynox_bpf_load(prog, ARG_LO(rule->arg));
+        pynox_bpf_ret_if_one_of(prog, rule->values, rule->count, RET_EPERM, RET_ALLOW);
+        return;
+    case RULE_ARG_BITS:
+        emit_arg_bits(prog, rule);
         return;
     case RULE_WHO_IS_SELF:
         pynox_bpf_load(prog, ARG_LO(0));
@@ -526,6 +615,9 @@ static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow
         return;
     case RULE_SOCKETPAIR:
         emit_socketpair(prog);
+        return;
+    case RULE_SOCKET_BUFFERS:
+        emit_socket_buffers(prog);
         return;
     case RULE_IOCTL:
         emit_ioctl(prog);
@@ -564,6 +656,94 @@ static void add_own_process_rules(struct rules *rules, pid_t pid, int new_sessio
     add_arg_in(rules, RULE_WHO_IS_SELF, __NR_ioprio_set, 0, IOPRIO_WHO_PROCESS, self_or_zero, 2);
 }
 
+/* fcntl() commands a program never gets.
+ *
+ * A file's owner (F_SETOWN, F_SETOWN_EX) is whom the kernel signals when
+ * I/O is ready on it with O_ASYNC set, or when it has urgent data: any
+ * process or process group the user could signal, and with F_SETSIG any
+ * signal. kill() is confined to this process (add_own_process_rules), but
+ * only Landlock's signal scope (ABI 6, Linux 6.12) covers these signals, so
+ * they are refused here on every kernel. The ioctl forms are in emit_ioctl.
+ * A file keeps the owner it had (none, or this process after F_SETLEASE or
+ * F_NOTIFY, which set it themselves).
+ *
+ * F_SETPIPE_SZ would let a pipe hold 1 MiB (fs.pipe-max-size) instead of
+ * 64 KiB, memory RLIMIT_AS does not count: pipes keep their default size,
+ * and hold less per descriptor than a socket (see limits.c). */
+static void add_fcntl_rules(struct rules *rules)
+{
+    static const uint32_t commands[] = {F_SETOWN, F_SETOWN_EX, F_SETSIG, F_SETPIPE_SZ};
+    const size_t count = sizeof commands / sizeof commands[0];
+    add_arg_in(rules, RULE_ARG_NOT_IN, __NR_fcntl, 1, 0, commands, count);
+#ifdef __NR_fcntl64
+    add_arg_in(rules, RULE_ARG_NOT_IN, __NR_fcntl64, 1, 0, commands, count);
+#endif
+}
+
+/* O_TMPFILE without its O_DIRECTORY part: the bit that makes open() create
+ * a file (glibc's O_TMPFILE includes O_DIRECTORY, whose value differs
+ * between x86_64 and aarch64; this one is the same on both). */
+#define OPEN_TMPFILE_BIT 020000000U
+#ifdef O_TMPFILE
+_Static_assert((O_TMPFILE & OPEN_TMPFILE_BIT) != 0, "O_TMPFILE has the bit the filter checks");
+#endif
+
+/* bind() names a socket, which seccomp cannot look at: it sees only the
+ * address's length. Without the network the only sockets are socketpair()
+ * ends (AF_UNIX), and a bind() there would take an abstract name from the
+ * host's services (Landlock's abstract-socket scope, ABI 6, governs only
+ * connecting and sending): bind() and listen() are refused outright. With
+ * the network, bind() must pass the length of an IPv4 or IPv6 address; an
+ * AF_UNIX abstract name of exactly that length (13 or 25 bytes after its
+ * leading NUL) still passes, which the documentation says. listen() fails
+ * on a socketpair() end anyway (it is connected). */
+static const uint32_t inet_address_lengths[] = {sizeof(struct sockaddr_in),
+                                                sizeof(struct sockaddr_in6)};
+
+static void add_bind_rules(struct rules *rules, int allow_network)
+{
+    if (allow_network) {
+        add_arg_in(rules, RULE_ARG_IN, __NR_bind, 2, 0, inet_address_lengths,
+                   sizeof inet_address_lengths / sizeof inet_address_lengths[0]);
+        return;
+    }
+    add_deny(rules, __NR_bind, RET_EPERM);
+    add_deny(rules, __NR_listen, RET_EPERM);
+}
+
+/* A program never makes a set-user-ID or set-group-ID file, directory or
+ * node (with umask(0), mode 06777 would): a later run by someone else could
+ * execute or inherit it. Any call that creates with such a mode fails; the
+ * mode is an argument of the call itself everywhere except openat2(), which
+ * passes it in memory and so fails with ENOSYS (callers fall back to
+ * openat()). chmod() and friends are denied outright. A directory's own
+ * set-group-ID bit, which new subdirectories inherit, is its owner's choice. */
+static void add_no_set_id_rules(struct rules *rules)
+{
+    const uint32_t set_id = S_ISUID | S_ISGID;
+    const uint32_t creates = O_CREAT | OPEN_TMPFILE_BIT;
+    /* (path, flags, mode) and (dirfd, path, flags, mode): the mode matters
+     * only with O_CREAT or O_TMPFILE. */
+#ifdef __NR_open
+    add_arg_bits(rules, __NR_open, 2, set_id, 1, creates);
+#endif
+    add_arg_bits(rules, __NR_openat, 3, set_id, 2, creates);
+    /* (path, mode), and (dirfd, path, mode) for the *at calls; mknod's
+     * third argument, the device, comes after the mode. */
+#ifdef __NR_creat
+    add_arg_bits(rules, __NR_creat, 1, set_id, 0, 0);
+#endif
+#ifdef __NR_mkdir
+    add_arg_bits(rules, __NR_mkdir, 1, set_id, 0, 0);
+#endif
+#ifdef __NR_mknod
+    add_arg_bits(rules, __NR_mknod, 1, set_id, 0, 0);
+#endif
+    add_arg_bits(rules, __NR_mkdirat, 2, set_id, 0, 0);
+    add_arg_bits(rules, __NR_mknodat, 2, set_id, 0, 0);
+    add_deny(rules, __NR_openat2, RET_ERRNO(ENOSYS));
+}
+
 static void collect_rules(struct rules *rules, const struct pynox_policy *policy)
 {
     /* Only the query; ADDR_NO_RANDOMIZE and friends weaken the process. */
@@ -581,6 +761,11 @@ static void collect_rules(struct rules *rules, const struct pynox_policy *policy
     add_arg_in(rules, RULE_ARG_IN, __NR_personality, 0, 0, &personality_query, 1);
     add_rule(rules, __NR_utimensat, RULE_UTIMENSAT);
     add_own_process_rules(rules, getpid(), policy->new_session);
+    add_fcntl_rules(rules);
+    add_no_set_id_rules(rules);
+    add_bind_rules(rules, policy->allow_network);
+    if (!policy->allow_network)
+        add_rule(rules, __NR_setsockopt, RULE_SOCKET_BUFFERS);
 }
 
 /* Denials of consecutive numbers become one range: fewer instructions, and
@@ -706,6 +891,8 @@ int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err
 int pynox_apply_seccomp_no_network(char *err, size_t err_len)
 {
     static const uint32_t inet[] = {AF_INET, AF_INET6};
+    /* What the first filter allows only with the network (add_bind_rules). */
+    static const uint32_t refused[] = {__NR_bind, __NR_listen};
     struct pynox_bpf prog;
     pynox_bpf_init(&prog);
     /* Another ABI's numbers mean other calls; the first filter refuses all of them. */
@@ -717,6 +904,11 @@ int pynox_apply_seccomp_no_network(char *err, size_t err_len)
     pynox_bpf_load(&prog, ARG_LO(0));
     pynox_bpf_ret_if_one_of(&prog, inet, 2, RET_ERRNO(EACCES), RET_ALLOW);
     pynox_bpf_end_block(&prog, block);
-    pynox_bpf_ret(&prog, RET_ALLOW);
+    block = pynox_bpf_begin_block(&prog, __NR_setsockopt);
+    emit_socket_buffers(&prog);
+    pynox_bpf_end_block(&prog, block);
+    /* A is still the number: the blocks' false edges skip their loads. */
+    pynox_bpf_ret_if_one_of(&prog, refused, sizeof refused / sizeof refused[0], RET_EPERM,
+                            RET_ALLOW);
     return install(&prog, "seccomp network filter", err, err_len);
 }

@@ -79,6 +79,9 @@
 #ifndef __NR_quotactl_fd
 #define __NR_quotactl_fd 443
 #endif
+#ifndef __NR_openat2
+#define __NR_openat2 437
+#endif
 #ifndef __NR_landlock_create_ruleset
 #define __NR_landlock_create_ruleset 444
 #endif
@@ -87,6 +90,9 @@
 #endif
 #ifndef __NR_landlock_restrict_self
 #define __NR_landlock_restrict_self 446
+#endif
+#ifndef __NR_memfd_secret
+#define __NR_memfd_secret 447
 #endif
 #ifndef __NR_fchmodat2
 #define __NR_fchmodat2 452

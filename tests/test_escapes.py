@@ -810,7 +810,9 @@ sys_attempt("pidfd-getfd-parent", "pidfd_getfd", pidfd, 0, 0)
 sys_attempt("prlimit-parent", "prlimit64", ppid, {RLIMIT_NOFILE}, None,
             ctypes.addressof(ctypes.create_string_buffer(16)))
 memfd = raw("memfd_create", b"payload", 0)
-os.write(memfd, b"#!/bin/sh\\ntouch " + W["rw"].encode() + b"/ran-memfd\\n")
+print(f"memfd-create: {{'ok' if memfd >= 0 else 'errno ' + errno.errorcode[-memfd]}}")
+if memfd >= 0:
+    os.write(memfd, b"#!/bin/sh\\ntouch " + W["rw"].encode() + b"/ran-memfd\\n")
 sys_attempt("execveat-memfd", "execveat", memfd, b"", None, None, 0x1000)
 attempt("os-kill-parent-0", os.kill, ppid, 0)
 attempt("os-kill-parent-sigkill", os.kill, ppid, signal.SIGKILL)
@@ -872,6 +874,7 @@ RAW_EXPECTED: list[tuple[str, str]] = [
     ("pidfd-send-signal-parent", E),
     ("pidfd-getfd-parent", E),
     ("prlimit-parent", E),
+    ("memfd-create", E),
     ("execveat-memfd", E),
     ("os-kill-parent-0", "PermissionError EPERM"),
     ("os-kill-parent-sigkill", "PermissionError EPERM"),
