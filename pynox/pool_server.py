@@ -532,11 +532,14 @@ class Template:
         call = answer.get("call")
         if type(call) is not int or call not in child.pending_calls:
             raise RequestError(f"request {request_id!r} has no pending call {call!r}", request_id)
+        text = answer.get("message", "")
+        if "host_error" in message and not isinstance(text, str):
+            raise RequestError("a host_error's message must be a string", request_id)
         child.pending_bytes -= child.pending_calls.pop(call)
         if "host_result" in message:
             frame = {"type": "return", "call": call, "value": answer.get("value")}
         else:
-            frame = {"type": "raise", "call": call, "message": str(answer.get("message", ""))}
+            frame = {"type": "raise", "call": call, "message": text}
         try:
             self._send_frame(child, frame)
         except channel.ChannelError as exc:

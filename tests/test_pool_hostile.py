@@ -800,3 +800,26 @@ def test_host_result_with_nan_is_refused_and_the_call_still_answerable(
     assert_ok(pool.result("wait"), "2.5\n")
     assert len(results_for(pool, "wait")) == 1
     serves(pool)
+
+
+def test_host_error_message_must_be_a_string(pool: StrictPool) -> None:
+    """A message nested past what str() can print (on 3.10 and 3.11) must not stop the pool."""
+    pool.send(
+        {
+            "id": "wait",
+            "functions": [{"name": "f"}],
+            "timeout": "20s",
+            "code": "import pynox_host\ntry:\n    pynox_host.f()\nexcept pynox_host.HostError as e:\n"
+            "    print('raised:', e)",
+        }
+    )
+    call = pool.event(lambda m: m.get("event") == "host_call" and m.get("id") == "wait")
+    nested = b"[" * 4000 + b"]" * 4000
+    pool.send_raw(
+        b'{"id": "wait", "host_error": {"call": %d, "message": %s}}\n' % (call["call"], nested)
+    )
+    event = pool.event(lambda m: m.get("event") == "control_error" and m.get("id") == "wait")
+    assert "must be a string" in event["message"]
+    pool.send({"id": "wait", "host_error": {"call": call["call"], "message": "down"}})
+    assert_ok(pool.result("wait"), "raised: down\n")
+    serves(pool)
