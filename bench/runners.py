@@ -44,8 +44,12 @@ class Invocations:
 
     def __init__(self, workload: Workload, python: str, pynox: str, workdir: str) -> None:
         script = str(workload.script)
-        args = [os.path.join(workdir, f"{workload.key}.out")] if workload.writes_output else []
-        grants = [f"--allow-read={workdir}", f"--allow-write={workdir}"]
+        # Output goes to a subdirectory: a write grant over the working directory itself
+        # would cover where pynox looks for pynox.toml, and pynox refuses it.
+        outdir = os.path.join(workdir, "out")
+        os.makedirs(outdir, exist_ok=True)
+        args = [os.path.join(outdir, f"{workload.key}.out")] if workload.writes_output else []
+        grants = [f"--allow-read={workdir}", f"--allow-write={outdir}"]
         self.workdir = workdir
         self.output = args[0] if args else None
         self.commands = {
@@ -57,7 +61,7 @@ class Invocations:
         }
         self.request: dict[str, Any] = {"script": script, "args": args}
         if args:
-            self.request.update(allow_read=[workdir], allow_write=[workdir])
+            self.request.update(allow_read=[workdir], allow_write=[outdir])
         if workload.max_output is not None:
             self.request["max_output"] = workload.max_output
 
