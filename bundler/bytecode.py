@@ -77,8 +77,8 @@ def write_boot_image(python: str, package: Path) -> None:
     cache = package / "__pycache__"
     cache.mkdir(exist_ok=True)
     env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
-    command = [python, "-B", "-S", "-s", str(package / "_boot.py"), "--write-image", str(cache)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    command = [python, "-B", "-S", "-s", "-m", "pynox._boot", "--write-image", str(cache)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=package.parent)
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
         raise BundlerError(f"writing pynox's start-up image failed: {' | '.join(tail)}")

@@ -5,24 +5,33 @@ a model a `run_python(code) -> str` tool; `pynox.Pool` and `Pool.session()` give
 control. They load on first access, so `import pynox` (and the `pynox` command) stays cheap.
 """
 
+import os as _os
+
 __version__ = "0.1.0"
+
+# The one place that knows where pynox is installed: what the sandbox lets every run read,
+# which frames tracebacks leave out, where the start-up image lies.
+PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
 
 __all__ = ["Pool", "PoolError", "Result", "Session", "__version__", "arun", "run", "tool"]
 
 _LAZY = {
-    "run": "pynox.api",
-    "arun": "pynox.api",
-    "tool": "pynox.api",
-    "Pool": "pynox.client",
-    "PoolError": "pynox.client",
-    "Result": "pynox.client",
-    "Session": "pynox.client",
+    "run": "pynox.api.shared",
+    "arun": "pynox.api.shared",
+    "tool": "pynox.api.shared",
+    "Pool": "pynox.api.pool",
+    "PoolError": "pynox.errors",
+    "Result": "pynox.api.result",
+    "Session": "pynox.api.session",
 }
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pynox.api import arun, run, tool
-    from pynox.client import Pool, PoolError, Result, Session
+    from pynox.api.pool import Pool
+    from pynox.api.result import Result
+    from pynox.api.session import Session
+    from pynox.api.shared import arun, run, tool
+    from pynox.errors import PoolError
 
 
 def __getattr__(name: str) -> object:

@@ -13,6 +13,6 @@ _ADDED_WORKING_DIRECTORY = not (sys.flags.isolated or getattr(sys.flags, "safe_p
 if _ADDED_WORKING_DIRECTORY and sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
-from pynox.cli import main  # noqa: E402 - after the working directory left sys.path
+from pynox._boot import main  # noqa: E402 - after the working directory left sys.path
 
 main()

@@ -1,11 +1,11 @@
-"""Start-up of the `pynox` command: its hot modules from one file instead of thirteen.
+"""Start-up of the `pynox` command: its hot modules from one file instead of one import each.
 
 Importing a module costs a cold process about 0.1 ms beyond running its code
 (finding it, stat calls, opening and reading its .pyc). A run needs the same
 thirteen modules every time, so their code objects live in one file beside the
 .pyc files, `__pycache__/_boot.<cache tag>.image`, loaded with one read.
 
-The image is made when the wheel or bundle is built (`python _boot.py
+The image is made when the wheel or bundle is built (`python -m pynox._boot
 --write-image DIRECTORY`, with the interpreter it is for), never at run time:
 nothing a run writes may be code a later run executes before its sandbox
 exists. Each entry records its source's size; a source of another size, another
@@ -25,37 +25,47 @@ from _frozen_importlib import ModuleSpec
 from _frozen_importlib_external import MAGIC_NUMBER
 from _imp import _fix_co_filename  # type: ignore[attr-defined]
 
+from pynox import PACKAGE_DIR
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import CodeType, ModuleType
 
-# Every plain run imports these; the image holds nothing else.
+# Every plain run imports these, subpackages included; the image holds nothing else
+# (tests/test_boot.py checks this list against what runs import).
 HOT_MODULES = (
     "pynox.errors",
+    "pynox.limits",
     "pynox.cli",
-    "pynox.cmdline",
-    "pynox.grants",
-    "pynox.config_location",
-    "pynox.program",
+    "pynox.cli.main",
+    "pynox.cli.arguments",
     "pynox.policy",
-    "pynox.system_paths",
-    "pynox.runner",
-    "pynox.child",
-    "pynox.access_log",
-    "pynox.sandbox",
-    "pynox.json_hook",
+    "pynox.policy.grants",
+    "pynox.policy.location",
+    "pynox.policy.resolve",
+    "pynox.policy.system_paths",
+    "pynox.engine",
+    "pynox.engine.program",
+    "pynox.engine.runner",
+    "pynox.engine.child",
+    "pynox.engine.access_log",
+    "pynox.engine.sandbox",
+    "pynox.jsonfast",
+    "pynox.jsonfast.hook",
 )
 
-_PACKAGE_DIR = os.path.dirname(__file__)
-_IMAGE = os.path.join(_PACKAGE_DIR, "__pycache__", f"_boot.{sys.implementation.cache_tag}.image")
+_IMAGE = os.path.join(PACKAGE_DIR, "__pycache__", f"_boot.{sys.implementation.cache_tag}.image")
+_PACKAGE_FILE = "__init__.py"
 
 
 class _ImageFinder:
     """Finds pynox's hot modules in the image; every other import goes on as usual."""
 
-    def __init__(self, codes: "dict[str, CodeType]") -> None:
-        self.codes = codes
+    pynox_start_up = True  # what end_start_up recognizes it by
+
+    def __init__(self, codes: "dict[str, tuple[str, CodeType]]") -> None:
+        self.codes = codes  # name -> (source path, code)
 
     def find_spec(
         self,
@@ -65,7 +75,11 @@ class _ImageFinder:
     ) -> "ModuleSpec | None":
         if name not in self.codes:
             return None
-        spec = ModuleSpec(name, self, origin=_source_path(name))  # type: ignore[arg-type]
+        source = self.codes[name][0]
+        package = source.endswith(_PACKAGE_FILE)
+        spec = ModuleSpec(name, self, origin=source, is_package=package)  # type: ignore[arg-type]
+        if package:
+            spec.submodule_search_locations = [os.path.dirname(source)]
         spec.has_location = True  # so the module gets __file__, as when imported
         return spec
 
@@ -73,65 +87,46 @@ class _ImageFinder:
         return None  # the default module object
 
     def exec_module(self, module: "ModuleType") -> None:
-        exec(self.codes[module.__name__], module.__dict__)  # noqa: S102 - pynox's own code
-
-
-_finder: "_ImageFinder | None" = None
+        exec(self.codes[module.__name__][1], module.__dict__)  # noqa: S102 - pynox's own code
 
 
 def main() -> None:
-    """Runs the pynox command, from the image when there is a valid one."""
-    global _finder
+    """Runs the pynox command, its hot modules from the image when there is a valid one.
+
+    The one way in: the launcher (pynox/_start.py), its fallback (`python -I -S -c`) and
+    `python -m pynox` all call this. pynox.engine.runner.end_start_up takes the finder
+    off sys.meta_path before any program runs.
+    """
     codes = _load_image()
     if codes is not None:
-        _finder = _ImageFinder(codes)
-        sys.meta_path.insert(0, _finder)
-    from pynox import cli
+        sys.meta_path.insert(0, _ImageFinder(codes))
+    from pynox.cli.main import main as command
 
-    cli.main()
-
-
-def started() -> None:
-    """Ends pynox's start-up: the program, or a pool's requests, get a plain interpreter.
-
-    Called once pynox has imported what it runs with, before any program runs.
-    The launcher starts pynox with the garbage collector off (its imports make
-    no cycles) and the image's finder on sys.meta_path; both go back to what
-    python starts with.
-    """
-    global _finder
-    import gc
-
-    gc.freeze()  # pynox's objects stay alive: keep collections off them
-    gc.enable()
-    if _finder is not None:
-        try:
-            sys.meta_path.remove(_finder)
-        except ValueError:
-            pass
-        _finder = None
+    command()
 
 
-def _source_path(name: str) -> str:
-    return os.path.join(_PACKAGE_DIR, name.rpartition(".")[2] + ".py")
+def _relative_source(name: str) -> str:
+    """Where a hot module's source is, relative to the package: a module or a package."""
+    parts = name.split(".")[1:]
+    module = os.path.join(*parts) + ".py"
+    if os.path.isfile(os.path.join(PACKAGE_DIR, module)):
+        return module
+    return os.path.join(*parts, _PACKAGE_FILE)
 
 
-def _source_size(name: str) -> int:
-    return os.stat(_source_path(name)).st_size
-
-
-def _load_image() -> "dict[str, CodeType] | None":
+def _load_image() -> "dict[str, tuple[str, CodeType]] | None":
     try:
         with open(_IMAGE, "rb") as image:
             magic, entries = marshal.loads(image.read())
         if magic != MAGIC_NUMBER or set(entries) != set(HOT_MODULES):
             return None
         codes = {}
-        for name, (size, code) in entries.items():
-            if size != _source_size(name):
+        for name, (relative, size, code) in entries.items():
+            source = os.path.join(PACKAGE_DIR, relative)
+            if size != os.stat(source).st_size:
                 return None
-            codes[name] = marshal.loads(code)
-            _fix_co_filename(codes[name], _source_path(name))
+            codes[name] = (source, marshal.loads(code))
+            _fix_co_filename(codes[name][1], source)
         return codes
     except Exception:  # noqa: BLE001 - a missing or unusable image means importing as usual
         return None
@@ -148,14 +143,14 @@ def write_image(directory: str) -> str:
     gc.disable()  # collections change reference counts, which marshal writes (FLAG_REF)
     entries = {}
     for name in HOT_MODULES:
-        with open(_source_path(name), "rb") as source:
+        relative = _relative_source(name)
+        with open(os.path.join(PACKAGE_DIR, relative), "rb") as source:
             text = source.read()
         # Without docstrings (as `python -OO` compiles): nothing reads them there,
         # and the image loads faster. These modules have no asserts. The file name
         # is fixed up when the image loads (see _load_image).
-        relative = "pynox/" + os.path.basename(_source_path(name))
-        code = compile(text, relative, "exec", dont_inherit=True, optimize=2)
-        entries[name] = (len(text), marshal.dumps(code))
+        code = compile(text, "pynox/" + relative, "exec", dont_inherit=True, optimize=2)
+        entries[name] = (relative, len(text), marshal.dumps(code))
     path = os.path.join(directory, os.path.basename(_IMAGE))
     with open(path, "wb") as image:
         image.write(marshal.dumps((MAGIC_NUMBER, entries)))
@@ -163,7 +158,7 @@ def write_image(directory: str) -> str:
 
 
 if __name__ == "__main__":
-    # python pynox/_boot.py --write-image DIRECTORY (the build's step; see the docstring)
+    # python -m pynox._boot --write-image DIRECTORY (the build's step; see the docstring)
     if sys.argv[1:2] != ["--write-image"] or len(sys.argv) != 3:
-        sys.exit("usage: python _boot.py --write-image DIRECTORY")
+        sys.exit("usage: python -m pynox._boot --write-image DIRECTORY")
     print(write_image(sys.argv[2]))

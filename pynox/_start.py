@@ -5,7 +5,7 @@ linecache, an import that every run would pay for. The interpreter skips
 `site` (the sandboxed program never sees site-packages; pynox needs only
 itself, from the directory this file is in). The garbage collector stays off
 while pynox starts: its imports make no cycles, and the collections they
-would trigger cost ~0.7 ms; pynox turns it back on (pynox._boot.started).
+would trigger cost ~0.7 ms; pynox turns it back on (pynox.engine.runner.end_start_up).
 """
 
 import gc

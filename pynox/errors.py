@@ -1,14 +1,21 @@
-"""Failures Pynox reports to the user as a single `pynox: ...` line."""
+"""Every failure Pynox reports as a `pynox: ...` line, and every exit status it gives.
+
+The statuses follow env(1) and container runtimes: 125 means pynox itself failed (or
+refused), so it never collides with the sandboxed program's own exit status.
+"""
+
+EXIT_SETUP_FAILURE = 125  # refused, or the sandbox could not be set up
+EXIT_TIMEOUT = 124  # stopped at its wall-clock limit
+EXIT_USAGE = 2  # a bad command line, as argparse and python give it
+EXIT_CANNOT_OPEN = 2  # python's status for a script it cannot open
+EXIT_FLUSH_FAILED = 120  # python's status when flushing stdout or stderr fails at exit
+EXIT_INTERRUPTED = 130  # Ctrl-C before the program ran, as a shell reports SIGINT
 
 
 class PynoxError(Exception):
-    """A failure the user can fix; `message` is one sentence: what is wrong and what to do.
+    """A failure the user can fix; `message` is one sentence: what is wrong and what to do."""
 
-    The exit codes follow env(1) and container runtimes: 125 means pynox itself failed,
-    so it never collides with the sandboxed program's own exit status.
-    """
-
-    exit_code: int = 125
+    exit_code: int = EXIT_SETUP_FAILURE
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -20,18 +27,42 @@ class PynoxError(Exception):
 
 
 class UsageError(PynoxError):
-    """A bad command line (2, the exit status argparse uses too)."""
+    """A bad command line."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 class ConfigError(PynoxError):
     """A pynox.toml that cannot be used."""
 
-    exit_code = 125
-
 
 class PolicyError(PynoxError):
     """A policy that cannot be built, e.g. a grant path that does not exist."""
 
-    exit_code = 125
+
+class SandboxError(PynoxError):
+    """The kernel could not confine the process; nothing of the program ran."""
+
+
+class ProgramNotFound(PynoxError):
+    """The script cannot be opened: python's wording and exit status."""
+
+    exit_code = EXIT_CANNOT_OPEN
+
+
+class RequestError(PynoxError):
+    """A request the pool refuses; it answers with an error result and keeps serving."""
+
+    def __init__(self, message: str, request_id: object = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+        # A control line is refused with a control_error event, never a result.
+        self.control = False
+
+
+class PoolError(PynoxError):
+    """The pool process could not be started or used.
+
+    Raised only where the application must act (the pool does not start, it was closed);
+    a pool that dies under running requests gives them Results with an error of this type.
+    """

@@ -4,7 +4,6 @@ Imported on every run, so it uses nothing but builtins (no `re`, no `__future__`
 """
 
 from pynox.errors import PynoxError, UsageError
-from pynox.grants import DEFAULT_MAX_OUTPUT as DEFAULT_MAX_OUTPUT  # re-exported
 
 MAX_TIMEOUT = 24 * 60 * 60.0
 MIN_MEMORY = 32 * 1024 * 1024

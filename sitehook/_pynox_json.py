@@ -9,7 +9,7 @@ sys.meta_path that answers nothing but `json`.
 
 This is a top-level module of its own, not part of the pynox package, so
 that a program that never imports json pays for this one small import: the
-pynox package, and pynox.json_hook, load only when json does.
+pynox package, and pynox.jsonfast.hook, load only when json does.
 """
 
 import os
@@ -30,7 +30,7 @@ _SITE_DIR = os.path.dirname(__file__)
 
 
 class _Armed:
-    """Stands first on sys.meta_path until json loads; pynox.json_hook does the rest."""
+    """Stands first on sys.meta_path until json loads; pynox.jsonfast.hook does the rest."""
 
     def find_spec(
         self,
@@ -43,7 +43,7 @@ class _Armed:
         try:
             if not _import_pynox():
                 return None  # another `pynox` came first: json without the fast path
-            from pynox.json_hook import find_json_spec
+            from pynox.jsonfast.hook import find_json_spec
 
             return find_json_spec(self, name, path, target)
         except Exception:  # noqa: BLE001 - import json must work, with or without us
@@ -76,7 +76,7 @@ def install() -> None:
             posix_environ.pop(os.fsencode(STARTUP_VARIABLE), None)
         if "json" in sys.modules:  # a .pth before this one imported it
             if _import_pynox():
-                from pynox import json_hook
+                from pynox.jsonfast import hook as json_hook
 
                 json_hook.install()
         else:

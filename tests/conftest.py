@@ -98,7 +98,7 @@ def _pynox_processes() -> dict[int, str]:
         except OSError:
             continue
         command = b" ".join(argv).decode(errors="replace")
-        command_is_pynox = ("pynox/_start.py", "pynox._boot", "pynox.cli", " -m pynox")
+        command_is_pynox = ("pynox/_start.py", "pynox._boot", "pynox.cli.main", " -m pynox")
         if any(mark in command for mark in command_is_pynox):
             found[pid] = command
     return found
@@ -115,7 +115,7 @@ def leaves_nothing_behind() -> Iterator[None]:
     processes_before = set(_pynox_processes())
     descriptors_before = _open_descriptors()
     yield
-    api = sys.modules.get("pynox.api")
+    api = sys.modules.get("pynox.api.shared")
     if api is not None:
         api._close()  # the shared pool closes at exit; the checks come before that
     gc.collect()  # a Pool nobody closed is closed by its finalizer

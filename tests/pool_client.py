@@ -4,7 +4,7 @@ It speaks the protocol of docs/pool-protocol.md and nothing more: it starts the 
 waits for the ready event, writes lines (draining the pool's output meanwhile, so a big
 write never deadlocks against a full pipe), reads lines with a timeout, answers host calls
 with Python callables and, on close, checks that the pool and every process it started are
-gone. Deliberately independent of `pynox.client`: the tests check the server, not the API.
+gone. Deliberately independent of `pynox.api`: the tests check the server, not the API.
 """
 
 from __future__ import annotations

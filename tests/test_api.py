@@ -23,10 +23,13 @@ from typing import Any
 import pytest
 
 import pynox
-import pynox.api
-from pynox.client import Pool, PoolError, Result, Spec, function_signature
-from pynox.config import Grants
-from pynox.tool_doc import tool_docstring
+import pynox.api.shared
+from pynox.api.options import Spec, function_signature
+from pynox.api.pool import Pool
+from pynox.api.result import Result
+from pynox.api.tool import tool_docstring
+from pynox.errors import PoolError
+from pynox.policy.config import Grants
 
 # --- helpers ------------------------------------------------------------------------------
 
@@ -352,7 +355,7 @@ def test_import_pynox_stays_cheap() -> None:
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
-    assert out.split() == ["pynox.client", "pynox.api", "True"]
+    assert out.split() == ["pynox.api.pool", "pynox.api.shared", "True"]
 
 
 # --- the tool function and its docstring --------------------------------------------------
@@ -868,7 +871,7 @@ def test_a_forked_child_gets_its_own_default_pool() -> None:
             with pytest.raises(PoolError, match="forked child"):
                 parent_pool.run("print(3)")
             status = 0 if ok else 2
-            pynox.api._close()
+            pynox.api.shared._close()
         finally:
             os._exit(status)
     _, status = os.waitpid(pid, 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import marshal
 import shutil
 from collections.abc import Iterator
@@ -21,10 +22,8 @@ PACKAGE = Path(pynox.__file__).parent
 def package_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """_boot pointed at a copy of the package's sources, so tests can change them."""
     copy = tmp_path / "pynox"
-    copy.mkdir()
-    for source in PACKAGE.glob("*.py"):
-        shutil.copy2(source, copy / source.name)
-    monkeypatch.setattr(_boot, "_PACKAGE_DIR", str(copy))
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    monkeypatch.setattr(_boot, "PACKAGE_DIR", str(copy))
     image = copy / "__pycache__" / Path(_boot._IMAGE).name
     monkeypatch.setattr(_boot, "_IMAGE", str(image))
     yield copy
@@ -47,10 +46,12 @@ def test_written_image_loads_every_hot_module(package_copy: Path) -> None:
     assert set(codes) == set(_boot.HOT_MODULES)
     # Compiled under a relative name, loaded naming the sources where they are now,
     # inner functions included: tracebacks name the installed files after a move.
-    cli = codes["pynox.cli"]
-    assert cli.co_filename == str(package_copy / "cli.py")
+    source, cli = codes["pynox.cli.main"]
+    assert source == cli.co_filename == str(package_copy / "cli" / "main.py")
     inner = [c for c in cli.co_consts if hasattr(c, "co_filename")]
-    assert inner and {c.co_filename for c in inner} == {str(package_copy / "cli.py")}
+    assert inner and {c.co_filename for c in inner} == {source}
+    # A subpackage is served as a package, from its __init__.py.
+    assert codes["pynox.cli"][0] == str(package_copy / "cli" / "__init__.py")
 
 
 def test_the_image_is_the_same_from_one_build_to_the_next(tmp_path: Path) -> None:
@@ -61,8 +62,8 @@ def test_the_image_is_the_same_from_one_build_to_the_next(tmp_path: Path) -> Non
         out.mkdir()
         env = {"PYTHONHASHSEED": "0"}
         # As the build runs it: not -I, which would ignore PYTHONHASHSEED.
-        command = ("-B", "-S", "-s", str(PACKAGE / "_boot.py"), "--write-image", str(out))
-        proc = python(*command, env=env, cwd=tmp_path)
+        command = ("-B", "-S", "-s", "-m", "pynox._boot", "--write-image", str(out))
+        proc = python(*command, env=env, cwd=PACKAGE.parent)
         assert proc.returncode == 0, proc.stderr
         images.append((out / Path(_boot._IMAGE).name).read_bytes())
     assert images[0] == images[1]
@@ -70,7 +71,7 @@ def test_the_image_is_the_same_from_one_build_to_the_next(tmp_path: Path) -> Non
 
 def test_a_source_of_another_size_makes_the_image_unused(package_copy: Path) -> None:
     write_image(package_copy)
-    source = package_copy / "child.py"
+    source = package_copy / "engine" / "child.py"
     source.write_text(source.read_text() + "\n# changed\n")
     assert _boot._load_image() is None
 
@@ -83,7 +84,7 @@ def test_a_damaged_image_or_another_magic_is_unused(package_copy: Path) -> None:
     magic, entries = marshal.loads(data)
     image.write_bytes(marshal.dumps((b"\0\0\r\n", entries)))
     assert _boot._load_image() is None
-    del entries["pynox.cli"]
+    del entries["pynox.cli.main"]
     image.write_bytes(marshal.dumps((magic, entries)))
     assert _boot._load_image() is None
 
@@ -107,7 +108,7 @@ def test_a_run_writes_nothing_into_the_installed_package(tmp_path: Path) -> None
 
 PROBE = (
     "import gc, sys\n"
-    "print(type(sys.modules['pynox.cli'].__spec__.loader).__name__)\n"
+    "print(type(sys.modules['pynox.cli.main'].__spec__.loader).__name__)\n"
     "print(any(type(f).__name__ == '_ImageFinder' for f in sys.meta_path), gc.isenabled())\n"
 )
 
@@ -127,7 +128,7 @@ def test_the_image_holds_code_that_optimize_2_leaves_unchanged_but_for_docstring
     import ast
 
     for name in _boot.HOT_MODULES:
-        tree = ast.parse((PACKAGE / (name.rpartition(".")[2] + ".py")).read_text())
+        tree = ast.parse((PACKAGE / _boot._relative_source(name)).read_text())
         asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
         debug = [
             node.lineno
@@ -151,3 +152,27 @@ def test_a_plain_run_imports_nothing_python_would_not(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     extra = set(proc.stdout.decode().split()) - python_modules
     assert sorted(m for m in extra if m.partition(".")[0] not in OWN) == []
+
+
+IMPORTED = "import sys; print(' '.join(m for m in sys.modules if m.startswith('pynox.')))"
+# Loaded by every run but not from the image: the start-up itself and compiled modules.
+NOT_IMAGED = {"pynox._boot", "pynox._core", "pynox._core.lib", "pynox._toplevel"}
+
+
+def test_the_image_holds_what_a_plain_run_imports_and_every_mode_uses_all_of_it(
+    tmp_path: Path,
+) -> None:
+    """HOT_MODULES is exactly the plain run's pynox modules (each one missing would cost
+    an import, each one too many a load for nothing); the other modes load them too."""
+    from pool_client import PoolClient
+
+    hot = set(_boot.HOT_MODULES)
+    plain = set(run_pynox("-c", IMPORTED, cwd=tmp_path).stdout.decode().split())
+    assert plain - NOT_IMAGED == hot
+    supervised = run_pynox("--timeout=30s", "-c", IMPORTED, cwd=tmp_path)
+    assert hot <= set(supervised.stdout.decode().split())
+    result = json.loads(run_pynox("--json", "-c", IMPORTED, cwd=tmp_path).stdout)
+    assert hot <= set(result["stdout"].split())
+    with PoolClient(cwd=tmp_path, workers=1) as pool:
+        in_pool = set(pool.run({"id": 1, "code": IMPORTED})["stdout"].split())
+    assert hot - in_pool == {"pynox.cli.arguments"}  # the pool parses no run's flags

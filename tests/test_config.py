@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 
 import pynox
-from pynox import config, config_cache
-from pynox.config import Config, Grants, PoolSettings
 from pynox.errors import ConfigError
+from pynox.policy import cache as config_cache
+from pynox.policy import config
+from pynox.policy.cache import load_config
+from pynox.policy.config import Config, Grants, PoolSettings
 
 SOME_MTIME = 1_600_000_000
 DURATION_HINT = "write it like 500ms, 5s, 2m or 1h"
@@ -94,7 +96,7 @@ def error_for(directory: Path, environ: dict[str, str], text: str) -> tuple[str,
     """(the error message, the config path it should name)."""
     path = write_config(directory, text)
     with pytest.raises(ConfigError) as failure:
-        config.load_config(path, environ)
+        load_config(path, environ)
     assert failure.value.exit_code == 125
     return failure.value.message, path
 
@@ -103,7 +105,7 @@ def error_for(directory: Path, environ: dict[str, str], text: str) -> tuple[str,
 
 
 def test_full_example(project: Path, environ: dict[str, str]) -> None:
-    loaded = config.load_config(write_config(project, FULL_EXAMPLE), environ)
+    loaded = load_config(write_config(project, FULL_EXAMPLE), environ)
     here = os.path.realpath(project)
     assert loaded.path == os.path.join(here, "pynox.toml")
     assert loaded.permissions == Grants(
@@ -131,7 +133,7 @@ def test_full_example(project: Path, environ: dict[str, str]) -> None:
 
 
 def test_empty_file_sets_nothing(project: Path, environ: dict[str, str]) -> None:
-    loaded = config.load_config(write_config(project, ""), environ)
+    loaded = load_config(write_config(project, ""), environ)
     assert loaded.permissions == Grants()
     assert loaded.profiles == {}
     assert loaded.pool == PoolSettings()
@@ -148,7 +150,7 @@ def test_numbers_are_seconds_and_bytes(project: Path, environ: dict[str, str]) -
     [pool]
     session_idle = 60
     """
-    loaded = config.load_config(write_config(project, text), environ)
+    loaded = load_config(write_config(project, text), environ)
     assert loaded.permissions.timeout == 2.5
     assert loaded.permissions.memory == 64 << 20
     assert loaded.pool.session_idle == 60.0
@@ -164,7 +166,7 @@ def test_paths_are_relative_to_the_file_not_the_working_directory(
     [permissions]
     allow_read = ["data", "./a/../b/", "../shared", "/abs//path", "~", "~/notes", "data"]
     """
-    loaded = config.load_config(write_config(project, text), environ)
+    loaded = load_config(write_config(project, text), environ)
     here = os.path.realpath(project)
     assert loaded.permissions.allow_read == [
         f"{here}/data",  # listed twice, kept once
@@ -178,7 +180,7 @@ def test_paths_are_relative_to_the_file_not_the_working_directory(
 
 def test_paths_do_not_need_to_exist(project: Path, environ: dict[str, str]) -> None:
     text = '[permissions]\nallow_write = ["not/there/yet"]\n'
-    loaded = config.load_config(write_config(project, text), environ)
+    loaded = load_config(write_config(project, text), environ)
     assert loaded.permissions.allow_write == [f"{os.path.realpath(project)}/not/there/yet"]
 
 
@@ -189,7 +191,7 @@ def test_a_symlinked_file_resolves_from_its_real_directory(
     link_dir = tmp_path / "linked"
     link_dir.mkdir()
     (link_dir / "pynox.toml").symlink_to(real_file)
-    loaded = config.load_config(str(link_dir / "pynox.toml"), environ)
+    loaded = load_config(str(link_dir / "pynox.toml"), environ)
     assert loaded.path == real_file
     assert loaded.permissions.allow_read == [f"{os.path.realpath(project)}/data"]
     assert config.parse_config_file(str(link_dir / "pynox.toml"), environ) == loaded
@@ -328,7 +330,7 @@ def test_bad_values_in_permissions(
 
 def test_env_names_may_use_underscores_and_digits(project: Path, environ: dict[str, str]) -> None:
     text = '[permissions]\nallow_env = ["_X", "API_KEY_2", "lower"]\n'
-    loaded = config.load_config(write_config(project, text), environ)
+    loaded = load_config(write_config(project, text), environ)
     assert loaded.permissions.allow_env == ["_X", "API_KEY_2", "lower"]
 
 
@@ -345,7 +347,7 @@ def test_preload_names_must_be_importable(
 
 def test_preload_accepts_dotted_names(project: Path, environ: dict[str, str]) -> None:
     text = '[pool]\npreload = ["numpy.linalg", "_private", "pandas", "pandas"]\n'
-    loaded = config.load_config(write_config(project, text), environ)
+    loaded = load_config(write_config(project, text), environ)
     assert loaded.pool.preload == ["numpy.linalg", "_private", "pandas"]
 
 
@@ -428,7 +430,7 @@ def test_file_that_is_not_utf8(project: Path, environ: dict[str, str]) -> None:
     path = project / "pynox.toml"
     path.write_bytes(b'[permissions]\nallow_read = ["caf\xe9"]\n')
     with pytest.raises(ConfigError) as failure:
-        config.load_config(str(path), environ)
+        load_config(str(path), environ)
     assert failure.value.message == (
         f"{os.path.realpath(path)} is not UTF-8 text (see line 2); save it as UTF-8"
     )
@@ -438,7 +440,7 @@ def test_unreadable_file(project: Path, environ: dict[str, str]) -> None:
     path = project / "pynox.toml"
     path.mkdir()  # a directory cannot be read as a file, even by root
     with pytest.raises(ConfigError) as failure:
-        config.load_config(str(path), environ)
+        load_config(str(path), environ)
     assert failure.value.message == (
         f"cannot read {os.path.realpath(path)} (Is a directory);"
         " check that it exists and that you may read it"
@@ -447,7 +449,7 @@ def test_unreadable_file(project: Path, environ: dict[str, str]) -> None:
 
 def test_missing_file(project: Path, environ: dict[str, str]) -> None:
     with pytest.raises(ConfigError, match=r"\(No such file or directory\); check that it exists"):
-        config.load_config(str(project / "absent.toml"), environ)
+        load_config(str(project / "absent.toml"), environ)
 
 
 # --- profiles and merging --------------------------------------------------------------------
@@ -472,7 +474,7 @@ max_output = 1024
 
 
 def test_profile_merges_on_top_of_permissions(project: Path, environ: dict[str, str]) -> None:
-    loaded = config.load_config(write_config(project, PROFILES), environ)
+    loaded = load_config(write_config(project, PROFILES), environ)
     here = os.path.realpath(project)
     merged = loaded.grants_for("fetch")
     assert merged.allow_read == [f"{here}/data", f"{here}/shared", f"{here}/cache"]
@@ -505,7 +507,7 @@ def test_merged_keeps_falsy_overrides() -> None:
 
 
 def test_unknown_profile_lists_the_known_ones(project: Path, environ: dict[str, str]) -> None:
-    loaded = config.load_config(write_config(project, PROFILES), environ)
+    loaded = load_config(write_config(project, PROFILES), environ)
     with pytest.raises(ConfigError) as failure:
         loaded.profile("fetcch")
     assert failure.value.message == (
@@ -514,7 +516,7 @@ def test_unknown_profile_lists_the_known_ones(project: Path, environ: dict[str, 
 
 
 def test_unknown_profile_without_profiles(project: Path, environ: dict[str, str]) -> None:
-    loaded = config.load_config(write_config(project, "[permissions]\n"), environ)
+    loaded = load_config(write_config(project, "[permissions]\n"), environ)
     with pytest.raises(ConfigError) as failure:
         loaded.grants_for("fetch")
     assert failure.value.message == (
@@ -526,7 +528,7 @@ def test_unknown_profile_without_profiles(project: Path, environ: dict[str, str]
 
 
 def test_data_round_trip(project: Path, environ: dict[str, str]) -> None:
-    loaded = config.load_config(write_config(project, FULL_EXAMPLE), environ)
+    loaded = load_config(write_config(project, FULL_EXAMPLE), environ)
     data = loaded.to_data()
     assert marshal.loads(marshal.dumps(data)) == data  # builtins only
     again = Config.from_data(data)
@@ -574,7 +576,7 @@ def bad_shapes() -> list[Callable[[dict[str, object]], None]]:
 def test_from_data_rejects_other_shapes(
     project: Path, environ: dict[str, str], damage: Callable[[dict[str, object]], None]
 ) -> None:
-    data = config.load_config(write_config(project, FULL_EXAMPLE), environ).to_data()
+    data = load_config(write_config(project, FULL_EXAMPLE), environ).to_data()
     damage(data)
     with pytest.raises((ValueError, TypeError)):
         Config.from_data(data)
@@ -694,7 +696,7 @@ def test_second_load_uses_the_cache(
     project: Path, environ: dict[str, str], parses: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = write_config(project, FULL_EXAMPLE)
-    first = config.load_config(path, environ)
+    first = load_config(path, environ)
     assert parses == [path]
     entry = entry_for(path, environ)
     assert entry.is_file()
@@ -703,14 +705,14 @@ def test_second_load_uses_the_cache(
         raise AssertionError("parsed although the cache was fresh")
 
     monkeypatch.setattr(config, "parse_config_bytes", no_parsing)
-    second = config.load_config(path, environ)
+    second = load_config(path, environ)
     assert second == first
     assert second.permissions.memory == 512 << 20
 
 
 def test_cache_file_and_directory_modes(project: Path, environ: dict[str, str]) -> None:
     path = write_config(project, FULL_EXAMPLE)
-    config.load_config(path, environ)
+    load_config(path, environ)
     entry = entry_for(path, environ)
     assert stat.S_IMODE(entry.stat().st_mode) == 0o600
     assert stat.S_IMODE(entry.parent.stat().st_mode) & 0o077 == 0
@@ -720,11 +722,11 @@ def test_cache_file_and_directory_modes(project: Path, environ: dict[str, str]) 
 
 def test_cached_run_does_not_import_a_toml_parser(project: Path, environ: dict[str, str]) -> None:
     path = write_config(project, FULL_EXAMPLE)
-    config.load_config(path, environ)  # fills the cache
+    load_config(path, environ)  # fills the cache
     script = (
         "import sys\n"
-        "from pynox import config\n"
-        f"loaded = config.load_config({path!r}, {environ!r})\n"
+        "from pynox.policy.cache import load_config\n"
+        f"loaded = load_config({path!r}, {environ!r})\n"
         "assert loaded.permissions.memory == 512 << 20\n"
         "print(sorted(m for m in ('tomllib', 'tomli') if m in sys.modules))\n"
     )
@@ -746,9 +748,9 @@ def test_changed_file_is_parsed_again(
     project: Path, environ: dict[str, str], parses: list[str]
 ) -> None:
     path = write_config(project, '[permissions]\ntimeout = "5s"\n')
-    assert config.load_config(path, environ).permissions.timeout == 5.0
+    assert load_config(path, environ).permissions.timeout == 5.0
     write_config(project, '[permissions]\ntimeout = "50s"\n')
-    assert config.load_config(path, environ).permissions.timeout == 50.0
+    assert load_config(path, environ).permissions.timeout == 50.0
     assert len(parses) == 2
 
 
@@ -756,12 +758,12 @@ def test_same_size_and_mtime_but_replaced_file_is_parsed_again(
     project: Path, environ: dict[str, str], parses: list[str]
 ) -> None:
     path = write_config(project, '[permissions]\ntimeout = "5s"\n', mtime=SOME_MTIME)
-    config.load_config(path, environ)
+    load_config(path, environ)
     replacement = project / "new.toml"
     replacement.write_text('[permissions]\ntimeout = "6s"\n')  # same size
     os.utime(replacement, (SOME_MTIME, SOME_MTIME))  # same mtime
     os.replace(replacement, path)
-    assert config.load_config(path, environ).permissions.timeout == 6.0
+    assert load_config(path, environ).permissions.timeout == 6.0
     assert len(parses) == 2
 
 
@@ -772,7 +774,7 @@ def test_same_size_and_mtime_edited_in_place_is_parsed_again(
     # tick, or `cp -p`): only the bytes tell.
     path = write_config(project, '[permissions]\ntimeout = "5s"\n', mtime=SOME_MTIME)
     before = os.stat(path)
-    config.load_config(path, environ)
+    load_config(path, environ)
     write_config(project, '[permissions]\ntimeout = "7s"\n', mtime=SOME_MTIME)
     after = os.stat(path)
     assert (after.st_ino, after.st_size, after.st_mtime_ns) == (
@@ -780,7 +782,7 @@ def test_same_size_and_mtime_edited_in_place_is_parsed_again(
         before.st_size,
         before.st_mtime_ns,
     )
-    assert config.load_config(path, environ).permissions.timeout == 7.0
+    assert load_config(path, environ).permissions.timeout == 7.0
     assert len(parses) == 2
 
 
@@ -809,17 +811,17 @@ def test_an_edit_during_the_parse_never_leaves_a_wrong_entry(
 
     monkeypatch.setattr(config, "parse_config_file", file_then_edit)
     monkeypatch.setattr(config, "parse_config_bytes", bytes_then_edit)
-    config.load_config(path, environ)
+    load_config(path, environ)
     write_config(project, old_text)  # back to the bytes the cache read
-    assert config.load_config(path, environ).permissions.timeout == 5.0
+    assert load_config(path, environ).permissions.timeout == 5.0
 
 
 def test_a_file_written_just_now_is_cached(
     project: Path, environ: dict[str, str], parses: list[str]
 ) -> None:
     path = write_config(project, '[permissions]\ntimeout = "5s"\n')
-    config.load_config(path, environ)
-    config.load_config(path, environ)
+    load_config(path, environ)
+    load_config(path, environ)
     assert len(parses) == 1
     assert entry_for(path, environ).is_file()
 
@@ -828,9 +830,9 @@ def test_change_of_home_is_parsed_again(
     project: Path, environ: dict[str, str], tmp_path: Path, parses: list[str]
 ) -> None:
     path = write_config(project, '[permissions]\nallow_read = ["~/data"]\n')
-    assert config.load_config(path, environ).permissions.allow_read == [f"{environ['HOME']}/data"]
+    assert load_config(path, environ).permissions.allow_read == [f"{environ['HOME']}/data"]
     other_home = {**environ, "HOME": str(tmp_path / "other")}
-    assert config.load_config(path, other_home).permissions.allow_read == [f"{tmp_path}/other/data"]
+    assert load_config(path, other_home).permissions.allow_read == [f"{tmp_path}/other/data"]
     assert len(parses) == 2
 
 
@@ -849,13 +851,13 @@ def test_corrupt_cache_file_is_ignored(
     project: Path, environ: dict[str, str], parses: list[str], content: bytes
 ) -> None:
     path = write_config(project, FULL_EXAMPLE)
-    first = config.load_config(path, environ)
+    first = load_config(path, environ)
     entry = entry_for(path, environ)
     entry.write_bytes(content)
-    assert config.load_config(path, environ) == first
+    assert load_config(path, environ) == first
     assert len(parses) == 2
     # ... and the entry is written again, good this time.
-    assert config.load_config(path, environ) == first
+    assert load_config(path, environ) == first
     assert len(parses) == 2
 
 
@@ -863,12 +865,12 @@ def test_cache_entry_of_the_wrong_shape_is_ignored(
     project: Path, environ: dict[str, str], parses: list[str]
 ) -> None:
     path = write_config(project, FULL_EXAMPLE)
-    first = config.load_config(path, environ)
+    first = load_config(path, environ)
     entry = entry_for(path, environ)
     version, key, raw, data = marshal.loads(entry.read_bytes())
     data["permissions"]["memory"] = "a lot"
     entry.write_bytes(marshal.dumps((version, key, raw, data)))
-    assert config.load_config(path, environ) == first
+    assert load_config(path, environ) == first
     assert len(parses) == 2
 
 
@@ -876,10 +878,10 @@ def test_cache_entry_others_can_write_is_ignored(
     project: Path, environ: dict[str, str], parses: list[str]
 ) -> None:
     path = write_config(project, FULL_EXAMPLE)
-    config.load_config(path, environ)
+    load_config(path, environ)
     entry = entry_for(path, environ)
     entry.chmod(0o666)
-    config.load_config(path, environ)
+    load_config(path, environ)
     assert len(parses) == 2
 
 
@@ -887,9 +889,9 @@ def test_cache_from_another_format_version_is_ignored(
     project: Path, environ: dict[str, str], parses: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = write_config(project, FULL_EXAMPLE)
-    config.load_config(path, environ)
+    load_config(path, environ)
     monkeypatch.setattr(config_cache, "CACHE_FORMAT", config_cache.CACHE_FORMAT + 1)
-    config.load_config(path, environ)
+    load_config(path, environ)
     assert len(parses) == 2
 
 
@@ -900,8 +902,8 @@ def test_unwritable_cache_is_fine(
     blocker.write_text("")
     environ = {**environ, "XDG_CACHE_HOME": str(blocker)}  # mkdir below a file fails
     path = write_config(project, FULL_EXAMPLE)
-    assert config.load_config(path, environ).pool.workers == 4
-    assert config.load_config(path, environ).pool.workers == 4
+    assert load_config(path, environ).pool.workers == 4
+    assert load_config(path, environ).pool.workers == 4
     assert len(parses) == 2
 
 
@@ -910,14 +912,14 @@ def test_missing_home_does_not_get_created(
 ) -> None:
     environ = {"HOME": str(tmp_path / "no-home")}
     path = write_config(project, FULL_EXAMPLE)
-    config.load_config(path, environ)
+    load_config(path, environ)
     assert not (tmp_path / "no-home").exists()
 
 
 def test_no_cache_location_means_parsing(project: Path, parses: list[str]) -> None:
     path = write_config(project, FULL_EXAMPLE)
-    config.load_config(path, {})
-    config.load_config(path, {})
+    load_config(path, {})
+    load_config(path, {})
     assert len(parses) == 2
 
 
@@ -927,8 +929,8 @@ def test_long_paths_are_not_cached(
     deep = tmp_path / ("d" * 100) / ("e" * 100)
     deep.mkdir(parents=True)
     path = write_config(deep, FULL_EXAMPLE)
-    config.load_config(path, environ)
-    config.load_config(path, environ)
+    load_config(path, environ)
+    load_config(path, environ)
     assert len(parses) == 2
     cache = config_cache.cache_dir(environ)
     assert cache is None or not os.path.exists(cache) or os.listdir(cache) == []
@@ -944,10 +946,10 @@ def test_percent_in_path_does_not_collide(
     two.mkdir(parents=True)
     first = write_config(one, '[permissions]\ntimeout = "1s"\n')
     second = write_config(two, '[permissions]\ntimeout = "2s"\n')
-    assert config.load_config(first, environ).permissions.timeout == 1.0
-    assert config.load_config(second, environ).permissions.timeout == 2.0
-    assert config.load_config(first, environ).permissions.timeout == 1.0
-    assert config.load_config(second, environ).permissions.timeout == 2.0
+    assert load_config(first, environ).permissions.timeout == 1.0
+    assert load_config(second, environ).permissions.timeout == 2.0
+    assert load_config(first, environ).permissions.timeout == 1.0
+    assert load_config(second, environ).permissions.timeout == 2.0
     assert len(parses) == 2
     assert entry_for(first, environ).name.startswith("%2F")
     assert "%252F" in entry_for(first, environ).name
@@ -955,10 +957,10 @@ def test_percent_in_path_does_not_collide(
 
 def test_forget(project: Path, environ: dict[str, str], parses: list[str]) -> None:
     path = write_config(project, FULL_EXAMPLE)
-    config.load_config(path, environ)
+    load_config(path, environ)
     config_cache.forget(path, environ)
     assert not entry_for(path, environ).exists()
-    config.load_config(path, environ)
+    load_config(path, environ)
     assert len(parses) == 2
     config_cache.forget(str(project / "never-loaded.toml"), environ)  # nothing to do: fine
 
@@ -970,7 +972,7 @@ def test_forget_all(
     other_dir.mkdir()
     paths = [write_config(project, FULL_EXAMPLE), write_config(other_dir, FULL_EXAMPLE)]
     for path in paths:
-        config.load_config(path, environ)
+        load_config(path, environ)
     config_cache.forget_all(environ)
     for path in paths:
         assert not entry_for(path, environ).exists()
@@ -995,14 +997,14 @@ def test_cache_drops_entries_of_deleted_files_and_keeps_a_bounded_number(
         path.parent.mkdir()
         path.write_text('[permissions]\nallow_env = ["A"]\n')
         paths.append(path)
-    config.load_config(str(paths[0]), environ)
-    config.load_config(str(paths[1]), environ)
+    load_config(str(paths[0]), environ)
+    load_config(str(paths[1]), environ)
     assert len(list(directory.iterdir())) == 2
     paths[0].unlink()  # a project (or a temporary directory) that is gone
-    config.load_config(str(paths[2]), environ)
+    load_config(str(paths[2]), environ)
     entries = sorted(p.name for p in directory.iterdir())
     assert len(entries) == 2 and not any("project-0" in name for name in entries)
     monkeypatch.setattr(config_cache, "_MAX_ENTRIES", 2)
-    config.load_config(str(paths[3]), environ)
+    load_config(str(paths[3]), environ)
     entries = sorted(p.name for p in directory.iterdir())
     assert len(entries) == 2 and any("project-3" in name for name in entries)

@@ -1536,9 +1536,10 @@ def test_finish_needs_a_prepared_process_and_goes_once() -> None:
 
 
 def test_python_halves_refuse_a_missing_grant(tmp_path: Path) -> None:
-    """pynox.sandbox.finish raises SandboxError; the pool's child then refuses the run."""
-    from pynox import sandbox, system_paths
-    from pynox.policy import Policy
+    """pynox.engine.sandbox.finish raises SandboxError; the pool's child then refuses the run."""
+    from pynox.engine import sandbox
+    from pynox.policy import system_paths
+    from pynox.policy.resolve import Policy
 
     def child(w: int) -> str:
         prepared = sandbox.prepare(system_paths.interpreter_reads(), [w], os.getppid())

@@ -18,8 +18,8 @@ from conftest import pynox, python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pynox import json_fast_path
-from pynox.json_fast_path import encode_once
+from pynox.jsonfast import fast_path as json_fast_path
+from pynox.jsonfast.fast_path import encode_once
 
 
 def _copy(function: types.FunctionType) -> types.FunctionType:
@@ -463,7 +463,8 @@ def loaded():
     return sorted(m for m in sys.modules if m.partition(".")[0] in ("pynox", "_pynox_json"))
 print(loaded(), sum(type(f).__name__ == "_Armed" for f in sys.meta_path))
 import json
-print("pynox.json_fast_path" in loaded(), sum(type(f).__name__ == "_Armed" for f in sys.meta_path))
+armed = sum(type(f).__name__ == "_Armed" for f in sys.meta_path)
+print("pynox.jsonfast.fast_path" in loaded(), armed)
 print(json.__spec__.loader is json.__loader__, type(json.__loader__).__name__)
 """
 
@@ -498,7 +499,7 @@ def test_no_sandbox_fast_path_ignores_a_pynox_beside_the_program(tmp_path) -> No
 
 
 def test_no_site_reads_cpythons_command_line() -> None:
-    from pynox.json_hook import no_site
+    from pynox.jsonfast.hook import no_site
 
     assert no_site(["-S", "app.py"])
     assert no_site(["-IS", "app.py"])

@@ -4,7 +4,7 @@ by the limits on every kernel Pynox supports (Linux 6.2 and newer).
 Each test asserts what a program under pynox sees (the command, in process and
 supervised, and the pool, where they differ), and fails without its defence.
 Where a newer Landlock ABI would hide the hole on this machine, a forked child
-confines itself through pynox.sandbox with the ABI limited below that version
+confines itself through pynox.engine.sandbox with the ABI limited below that version
 (pynox_limit_landlock_abi), as on the older kernels Pynox supports.
 """
 
@@ -35,8 +35,8 @@ from conftest import PYNOX, pynox
 from pool_client import PoolClient
 from pynox._core import lib
 
-from pynox import sandbox
-from pynox.policy import Policy
+from pynox.engine import sandbox
+from pynox.policy.resolve import Policy
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -175,7 +175,7 @@ def confined_child(
     timeout: float = 60,
 ) -> Any:
     """Forks a child that limits Landlock to `abi`, confines itself to a policy
-    with pynox.sandbox (in one call as the command does, or in the pool's two
+    with pynox.engine.sandbox (in one call as the command does, or in the pool's two
     halves), runs body() and sends back what it returns (JSON)."""
     r, w = os.pipe()
     pid = os.fork()

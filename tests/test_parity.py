@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from conftest import PYNOX, PYTHON, TESTS, pynox, python, run
 
-from pynox.units import DEFAULT_MAX_OUTPUT
+from pynox.limits import DEFAULT_MAX_OUTPUT
 
 CORPUS = TESTS / "parity"
 

@@ -42,15 +42,13 @@ from pool_client import (
     wait_gone,
 )
 
-from pynox.config import Config, Grants
-from pynox.errors import PynoxError
-from pynox.policy import build_policy
-from pynox.pool_request import (
+from pynox.errors import PynoxError, RequestError
+from pynox.limits import DEFAULT_TIMEOUT, MAX_LINE
+from pynox.policy.config import Config, Grants
+from pynox.policy.resolve import build_policy
+from pynox.pool.request import (
     CONTROL_FIELDS,
-    DEFAULT_TIMEOUT,
-    MAX_LINE,
     REQUEST_FIELDS,
-    RequestError,
     cap,
     check_fields,
     host_functions,

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from pool_client import PoolClient
 
-from pynox.pool_request import REQUEST_FIELDS
+from pynox.pool.request import REQUEST_FIELDS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "pool-protocol.md"
 TEXT = DOC.read_text()

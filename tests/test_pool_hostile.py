@@ -809,8 +809,8 @@ def test_host_error_message_must_be_a_string(pool: StrictPool) -> None:
             "id": "wait",
             "functions": [{"name": "f"}],
             "timeout": "20s",
-            "code": "import pynox_host\ntry:\n    pynox_host.f()\nexcept pynox_host.HostError as e:\n"
-            "    print('raised:', e)",
+            "code": "import pynox_host\ntry:\n    pynox_host.f()\n"
+            "except pynox_host.HostError as e:\n    print('raised:', e)",
         }
     )
     call = pool.event(lambda m: m.get("event") == "host_call" and m.get("id") == "wait")

@@ -16,7 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import PYNOX, pynox, python
+from conftest import pynox, python
 from pool_client import PoolClient
 
 import pynox as pynox_package
@@ -208,7 +208,7 @@ def test_the_api_starts_a_pool_without_the_working_directory_on_its_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Where no launcher lies beside the interpreter, the API starts `python -m pynox`."""
-    from pynox import client
+    from pynox.api import connection as client
 
     monkeypatch.setattr(client.os, "access", lambda path, mode: False)
     command = client.default_command()
@@ -279,9 +279,9 @@ def test_the_sandbox_refuses_a_grant_that_turned_into_a_link_after_it_was_resolv
     code = textwrap.dedent(
         f"""
         import os, sys
-        from pynox.policy import Policy
-        from pynox.sandbox import SandboxError, confine_policy
-        from pynox.system_paths import interpreter_reads
+        from pynox.policy.resolve import Policy
+        from pynox.engine.sandbox import SandboxError, confine_policy
+        from pynox.policy.system_paths import interpreter_reads
         policy = Policy()
         policy.allow_read = [{str(swapped)!r}]
         try:
@@ -333,10 +333,10 @@ def test_a_program_cannot_forge_a_setup_failure_in_the_pool(tmp_path: Path) -> N
 def test_only_a_report_written_before_confinement_says_the_sandbox_failed() -> None:
     """The decision itself: the same SandboxError report, with status 125, is a setup
     failure before the confinement marker and nothing at all after it."""
-    from pynox.child import REPORT_CONFINED
-    from pynox.policy import Policy
-    from pynox.result import build_result
-    from pynox.supervisor import Outcome
+    from pynox.engine.child import REPORT_CONFINED
+    from pynox.engine.result import build_result
+    from pynox.engine.supervisor import Outcome
+    from pynox.policy.resolve import Policy
 
     report = json.dumps({"type": "SandboxError", "message": "no Landlock"}).encode()
     for prefix, expected in ((b"", "SandboxError"), (REPORT_CONFINED, None)):

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pynox import units
+from pynox import limits, units
 from pynox.errors import ConfigError, PolicyError, PynoxError, UsageError
 
 
@@ -24,7 +24,7 @@ def test_limits() -> None:
     assert units.MAX_TIMEOUT == 86400
     assert units.MIN_MEMORY == 32 * 1024 * 1024
     assert units.MAX_OUTPUT_LIMIT == 16 * 1024 * 1024
-    assert units.DEFAULT_MAX_OUTPUT == 65536
+    assert limits.DEFAULT_MAX_OUTPUT == 65536
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,381 @@
+"""One `pynox pool` process and its JSON Lines protocol, as the API's Pool drives it.
+
+Requests carry ids; one reader thread hands each result to the future waiting for it,
+and host functions run in threads of their own (docs/pool-protocol.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pynox import units
+from pynox.errors import PoolError
+from pynox.limits import MAX_LINE
+
+if TYPE_CHECKING:
+    import asyncio
+
+
+from pynox.api.result import failure
+
+MAX_HOST_VALUE = 8 << 20  # what one host call can carry back into the sandbox
+READY_TIMEOUT = 120.0  # preloading pandas on a cold disk takes a few seconds, not minutes
+STALL_MARGIN = 15.0  # beyond the longest pending timeout: the pool is stuck
+CLOSE_GRACE = 5.0
+_STDERR_KEPT = 16 << 10
+
+# --- the connection to one pool process ----------------------------------------------------
+
+
+@dataclass
+class _Pending:
+    budget: float  # seconds the pool may take without writing anything
+    functions: dict[str, Callable[..., Any]]
+    loop: asyncio.AbstractEventLoop | None = None
+    future: Future[dict[str, Any]] = field(default_factory=Future)
+
+
+class _Connection:
+    """One `pynox pool` process: the pipes, the threads that serve them, pending requests."""
+
+    def __init__(self, command: list[str], stall_margin: float) -> None:
+        try:
+            self.process = subprocess.Popen(
+                command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,  # a Ctrl-C for the application is not the pool's
+            )
+        except OSError as exc:
+            raise PoolError(f"cannot start the pool with {command[0]}: {exc}") from None
+        self.command = command
+        self.stall_margin = stall_margin
+        self.info: dict[str, Any] | None = None
+        self.failure: str | None = None
+        self.closing = False
+        self.settled = threading.Event()  # ready, or failed
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._write_lock = threading.Lock()
+        self._pending: dict[str, _Pending] = {}
+        self._next_id = 0
+        self._progress = time.monotonic()
+        self._stderr = bytearray()
+        self._stderr_done = threading.Event()
+        for target, label in (
+            (self._read, "reader"),
+            (self._drain_stderr, "stderr"),
+            (self._watch, "watchdog"),
+        ):
+            threading.Thread(target=target, name=f"pynox-pool-{label}", daemon=True).start()
+
+    # The public side, called from any thread.
+
+    def wait_ready(self, timeout: float) -> None:
+        if not self.settled.wait(timeout):
+            self.fail(f"the pool did not start within {units.format_duration(timeout)}")
+        if self.info is None:
+            raise PoolError(self.failure or "the pool did not start")
+
+    @property
+    def alive(self) -> bool:
+        return self.failure is None
+
+    def submit(self, request: dict[str, Any], pending: _Pending) -> Future[dict[str, Any]]:
+        future = pending.future
+        key = self.request_id()
+        try:
+            text = json.dumps({"id": key, **request}, separators=(",", ":"), allow_nan=False)
+        except ValueError as exc:  # NaN or Infinity: the pool reads RFC 8259 JSON only
+            message = f"the request is not JSON ({exc}); send plain, finite JSON data"
+            future.set_result(failure("RequestError", message, hint=None).raw)
+            return future
+        line = (text + "\n").encode()
+        if len(line) > MAX_LINE:
+            size = units.format_size(MAX_LINE)
+            message = (
+                f"the request is {len(line)} bytes, more than the {size} the pool reads; "
+                "send shorter code and pass data through files or host functions"
+            )
+            future.set_result(failure("RequestError", message, hint=None).raw)
+            return future
+        with self._lock:
+            if self.failure is not None:
+                future.set_result(failure("PoolError", self.failure).raw)
+                return future
+            if not self._pending:
+                self._progress = time.monotonic()  # the clock of an idle pool starts now
+            self._pending[key] = pending
+            self._wake.notify_all()
+        if not self._write(line):
+            self.fail("the pool stopped reading requests")
+        return future
+
+    def send(self, message: dict[str, Any]) -> bool:
+        """Writes a line that expects no answer anyone waits for (session close, host reply)."""
+        return self._write((json.dumps(message, separators=(",", ":")) + "\n").encode())
+
+    def request_id(self) -> str:
+        with self._lock:
+            self._next_id += 1
+            return str(self._next_id)
+
+    def close(self, grace: float) -> None:
+        """Closes standard input (the pool finishes and exits), then kills it after `grace`."""
+        self.closing = True
+        with self._write_lock:
+            try:
+                if self.process.stdin is not None:
+                    self.process.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.process.wait(grace)
+        except subprocess.TimeoutExpired:
+            self._kill()
+        self.fail("the pool was closed while this request ran")
+
+    def fail(self, reason: str) -> None:
+        """Marks the pool dead: every pending request gets a PoolError result, now."""
+        with self._lock:
+            if self.failure is not None:
+                return
+            self.failure = reason
+            pending, self._pending = self._pending, {}
+            self._wake.notify_all()
+        self.settled.set()
+        self._kill()
+        result = failure("PoolError", reason).raw
+        for item in pending.values():
+            _resolve(item.future, result)
+
+    # The pool's side, on the connection's own threads.
+
+    def _write(self, data: bytes) -> bool:
+        stdin = self.process.stdin
+        if stdin is None:
+            return False
+        with self._write_lock:
+            try:
+                stdin.write(data)
+                stdin.flush()
+            except (OSError, ValueError):
+                return False
+        return True
+
+    def _kill(self) -> None:
+        if self.process.poll() is None:
+            with contextlib.suppress(OSError):
+                self.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(5)
+
+    def _read(self) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        try:
+            for raw in stdout:
+                if not raw.endswith(b"\n"):
+                    break  # the pool died in the middle of a line
+                self._progress = time.monotonic()
+                try:
+                    message = json.loads(raw)
+                except ValueError:
+                    message = None
+                if not isinstance(message, dict):
+                    shown = raw[:200].decode("utf-8", errors="replace").rstrip()
+                    self.fail(f"the pool wrote a line that is not a JSON object: {shown!r}")
+                    return
+                self._dispatch(message)
+        except (OSError, ValueError):
+            pass
+        # Each pipe is closed by the thread that reads it, once at its end: a host
+        # function still running keeps this object alive, but no descriptor of it.
+        with contextlib.suppress(OSError):
+            stdout.close()
+        self._stderr_done.wait(2)
+        try:
+            status = self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            status = None
+        said = self._stderr.decode("utf-8", errors="replace").strip()
+        if len(said) > 2000:
+            said = "..." + said[-2000:]
+        if self.closing:
+            self.fail("the pool was closed while this request ran")
+            return
+        state = "exited" if self.info is None else "exited while requests were running"
+        how = f" with status {status}" if status is not None else ""
+        self.fail(f"the pool {state}{how}" + (f": {said}" if said else ""))
+
+    def _drain_stderr(self) -> None:
+        stderr = self.process.stderr
+        assert stderr is not None
+        try:
+            while True:
+                chunk = os.read(stderr.fileno(), 65536)
+                if not chunk:
+                    break
+                self._stderr += chunk
+                del self._stderr[:-_STDERR_KEPT]
+        except (OSError, ValueError):
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                stderr.close()
+            self._stderr_done.set()
+
+    def _watch(self) -> None:
+        """Fails the pool when it has pending requests and has said nothing for too long.
+
+        Each running request ends within its timeout, so some line arrives at least that
+        often while anything is pending, however long the queue.
+        """
+        with self._lock:
+            while self.failure is None:
+                if not self._pending or self.info is None:
+                    self._wake.wait(None if self.info is not None else 1.0)
+                    continue
+                budget = max(p.budget for p in self._pending.values()) + self.stall_margin
+                silent = time.monotonic() - self._progress
+                if silent < budget:
+                    self._wake.wait(min(budget - silent, 1.0) + 0.01)
+                    continue
+                break
+            else:
+                return
+        self.fail(
+            f"the pool wrote nothing for {silent:.0f}s while requests were running; it was stopped"
+        )
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        event = message.get("event")
+        if event == "ready":
+            self.info = message
+            self.settled.set()
+            with self._lock:
+                self._progress = time.monotonic()
+                self._wake.notify_all()
+            return
+        key = message.get("id")
+        key = str(key) if isinstance(key, (str, int)) and not isinstance(key, bool) else None
+        if event == "host_call":
+            with self._lock:
+                pending = self._pending.get(key) if key is not None else None
+            if pending is not None and key is not None:
+                threading.Thread(
+                    target=self._host_call,
+                    args=(key, message, pending),
+                    name="pynox-host-call",
+                    daemon=True,
+                ).start()
+            return
+        if event is not None or key is None:
+            return  # an event this client does not know, or a result for no request of ours
+        with self._lock:
+            pending = self._pending.pop(key, None)
+        if pending is not None:
+            _resolve(pending.future, message)
+
+    def _host_call(self, key: str, message: dict[str, Any], pending: _Pending) -> None:
+        call = message.get("call")
+        name = message.get("function")
+        args = message.get("args", [])
+        kwargs = message.get("kwargs", {})
+        function = pending.functions.get(name) if isinstance(name, str) else None
+        reply: dict[str, Any]
+        if function is None:
+            reply = {"host_error": {"call": call, "message": f"no host function {name!r}"}}
+        elif not isinstance(args, list) or not isinstance(kwargs, dict):
+            reply = {"host_error": {"call": call, "message": "malformed arguments"}}
+        else:
+            reply = _call_host(function, str(name), call, args, kwargs, pending.loop)
+        self.send({"id": key, **reply})
+
+
+def _call_host(
+    function: Callable[..., Any],
+    name: str,
+    call: object,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    loop: asyncio.AbstractEventLoop | None,
+) -> dict[str, Any]:
+    try:
+        value = function(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = _await(value, loop)
+    except BaseException as exc:  # noqa: B036 - whatever the host function does, the call ends
+        text = str(exc)
+        return {
+            "host_error": {
+                "call": call,
+                "message": f"{type(exc).__name__}: {text}" if text else type(exc).__name__,
+            }
+        }
+    try:
+        encoded = json.dumps(value, allow_nan=False)  # the pool reads RFC 8259 JSON only
+    except (TypeError, ValueError) as exc:
+        return {
+            "host_error": {
+                "call": call,
+                "message": f"{name}() returned a value that is not JSON ({exc})",
+            }
+        }
+    if len(encoded) > MAX_HOST_VALUE:
+        return {
+            "host_error": {
+                "call": call,
+                "message": (
+                    f"{name}() returned {len(encoded)} bytes of JSON, more than the "
+                    f"{units.format_size(MAX_HOST_VALUE)} a call can carry; ask for less"
+                ),
+            }
+        }
+    return {"host_result": {"call": call, "value": value}}
+
+
+def _await(awaitable: Any, loop: asyncio.AbstractEventLoop | None) -> Any:
+    import asyncio
+
+    async def wait() -> Any:
+        return await awaitable
+
+    if loop is not None and loop.is_running():
+        return asyncio.run_coroutine_threadsafe(wait(), loop).result()
+    return asyncio.run(wait())
+
+
+def _resolve(future: Future[dict[str, Any]], message: dict[str, Any]) -> None:
+    if not future.done():
+        # InvalidStateError: an asyncio caller cancelled it in between.
+        with contextlib.suppress(Exception):
+            future.set_result(message)
+
+
+# --- Pool ---------------------------------------------------------------------------------
+
+
+def default_command() -> list[str]:
+    """`pynox` beside this interpreter, else this interpreter with `-m pynox`.
+
+    Never with the working directory on sys.path (-P, or -I before 3.11): the pool
+    imports before it confines a child, and requests may write there.
+    """
+    beside = os.path.join(os.path.dirname(sys.executable), "pynox")
+    if os.access(beside, os.X_OK) and not os.path.isdir(beside):
+        return [beside]
+    safe_path = "-P" if sys.version_info >= (3, 11) else "-I"
+    return [sys.executable, safe_path, "-m", "pynox"]

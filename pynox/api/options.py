@@ -1,0 +1,270 @@
+"""The API's run options: checked and resolved once, for Pool, Session, run() and tool()."""
+
+from __future__ import annotations
+
+import inspect
+import keyword
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pynox import units
+from pynox.errors import PynoxError
+from pynox.limits import DEFAULT_MAX_OUTPUT, DEFAULT_NAME, DEFAULT_TIMEOUT
+from pynox.policy.config import Grants
+
+if TYPE_CHECKING:
+    from pynox.policy.config import Config
+
+from pynox.api.result import Result  # noqa: F401
+
+PathArg = str | os.PathLike[str]
+Paths = PathArg | Iterable[PathArg] | None
+Names = str | Iterable[str] | None
+Duration = str | int | float | None
+Size = str | int | None
+Functions = Mapping[str, Callable[..., Any]] | Iterable[Callable[..., Any]] | None
+
+
+def _paths(value: Paths, what: str, cwd: str) -> list[str]:
+    """Absolute paths: relative ones are resolved against the caller's cwd, now."""
+    result = []
+    for item in _items(value, what, "a path or a list of paths"):
+        if not isinstance(item, (str, os.PathLike)):
+            raise TypeError(f"{what} takes paths (str or os.PathLike), not {type(item).__name__}")
+        text = os.fspath(item)
+        if isinstance(text, bytes):
+            text = os.fsdecode(text)
+        if not text or "\0" in text:
+            raise ValueError(f"{what} lists {text!r}, which is not a path")
+        result.append(os.path.normpath(os.path.join(cwd, os.path.expanduser(text))))
+    return list(dict.fromkeys(result))
+
+
+def strings(value: Names, what: str, kind: str) -> list[str]:
+    result = []
+    for item in _items(value, what, f"a {kind} or a list of them"):
+        if not isinstance(item, str):
+            raise TypeError(f"{what} takes strings, not {type(item).__name__}")
+        if not item or "\0" in item:
+            raise ValueError(f"{what} lists {item!r}, which is not a {kind}")
+        result.append(item)
+    return result
+
+
+def _items(value: object, what: str, expected: str) -> list[object]:
+    if value is None:
+        return []
+    if isinstance(value, (str, os.PathLike)):
+        return [value]
+    if isinstance(value, (bytes, Mapping)) or not isinstance(value, Iterable):
+        raise TypeError(f"{what} takes {expected}, not {type(value).__name__}")
+    return list(value)
+
+
+def _duration(value: Duration, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise TypeError(f"{what} takes a duration like '10s' or a number of seconds")
+    try:
+        return units.parse_duration(value, what)
+    except PynoxError as exc:
+        raise ValueError(exc.message) from None
+
+
+def _size(value: Size, what: str, minimum: int = 0, maximum: int | None = None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TypeError(f"{what} takes a size like '512m' or a number of bytes")
+    try:
+        return units.parse_size(value, what, minimum, maximum)
+    except PynoxError as exc:
+        raise ValueError(exc.message) from None
+
+
+def checked_name(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"name takes a file name like 'agent.py', not {type(value).__name__}")
+    if not value or any(c in value for c in "\0\n\r"):
+        raise ValueError(f"name={value!r} is not a file name; give one like 'agent.py'")
+    return value
+
+
+def _profile(value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise TypeError("profile takes the name of a [profiles.NAME] table of pynox.toml")
+    return value
+
+
+def _network(value: object) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise TypeError(f"allow_network takes True, False or None, not {value!r}")
+    return value
+
+
+def _functions(value: Functions) -> dict[str, Callable[..., Any]]:
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        pairs = list(value.items())
+    elif isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise TypeError("functions takes a dict of name to function, or a list of functions")
+    else:
+        pairs = [(getattr(f, "__name__", None), f) for f in value]
+    result: dict[str, Callable[..., Any]] = {}
+    for name, function in pairs:
+        if not callable(function):
+            raise TypeError(f"functions[{name!r}] is {type(function).__name__}, not callable")
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+            raise ValueError(
+                f"{name!r} cannot be a host function's name: the code imports it with "
+                "`from pynox_host import NAME`, so use a Python identifier"
+            )
+        if name == "HostError" or name.startswith("__"):
+            raise ValueError(f"{name!r} is reserved in pynox_host; give the function another name")
+        result[name] = function
+    return result
+
+
+def function_signature(function: Callable[..., Any]) -> str:
+    """The signature the model sees, like "(query: str, limit: int = 5) -> list[dict]"."""
+    for options in ({"eval_str": True}, {}):
+        try:
+            return str(inspect.signature(function, **options))  # type: ignore[arg-type]
+        except Exception:  # noqa: S112 - a NameError in an annotation, or no signature at all
+            continue
+    return "(...)"
+
+
+def function_spec(name: str, function: Callable[..., Any]) -> dict[str, str]:
+    return {
+        "name": name,
+        "signature": function_signature(function),
+        "doc": inspect.getdoc(function) or "",
+    }
+
+
+class Spec:
+    """One validated set of run options: what a request carries besides its code."""
+
+    __slots__ = (
+        "name",
+        "profile",
+        "allow_read",
+        "allow_write",
+        "package_dirs",
+        "allow_env",
+        "allow_network",
+        "timeout",
+        "memory",
+        "max_output",
+        "max_file_size",
+        "args",
+        "functions",
+        "_limits",
+    )
+
+    def __init__(
+        self,
+        *,
+        name: str = DEFAULT_NAME,
+        profile: str | None = None,
+        allow_read: Paths = None,
+        allow_write: Paths = None,
+        package_dirs: Paths = None,
+        allow_env: Names = None,
+        allow_network: bool | None = None,
+        timeout: Duration = None,
+        memory: Size = None,
+        max_output: Size = None,
+        max_file_size: Size = None,
+        args: Names = None,
+        functions: Functions = None,
+    ) -> None:
+        cwd = os.getcwd()
+        self.name = checked_name(name)
+        self.profile = _profile(profile)
+        self.allow_read = _paths(allow_read, "allow_read", cwd)
+        self.allow_write = _paths(allow_write, "allow_write", cwd)
+        self.package_dirs = _paths(package_dirs, "package_dirs", cwd)
+        self.allow_env = strings(allow_env, "allow_env", "variable name")
+        self.allow_network = _network(allow_network)
+        self.timeout = _duration(timeout, "timeout")
+        self.memory = _size(memory, "memory", minimum=units.MIN_MEMORY)
+        self.max_output = _size(max_output, "max_output", maximum=units.MAX_OUTPUT_LIMIT)
+        self.max_file_size = _size(max_file_size, "max_file_size", minimum=1)
+        self.args = strings(args, "args", "string")
+        self.functions = _functions(functions)
+        # As the caller wrote them: the pool formats its hints from what it was sent.
+        self._limits = {
+            "timeout": timeout,
+            "memory": memory,
+            "max_output": max_output,
+            "max_file_size": max_file_size,
+        }
+
+    def request(self, code: str, session: str | None = None) -> dict[str, Any]:
+        """The request line's fields (without the id)."""
+        if not isinstance(code, str):
+            raise TypeError(f"code must be a str of Python source, not {type(code).__name__}")
+        request: dict[str, Any] = {"code": code, "name": self.name}
+        if self.profile is not None:
+            request["profile"] = self.profile
+        for key in ("allow_read", "allow_write", "package_dirs", "allow_env", "args"):
+            if getattr(self, key):
+                request[key] = getattr(self, key)
+        if self.allow_network is not None:
+            request["allow_network"] = self.allow_network
+        for key, value in self._limits.items():
+            if value is not None:
+                request[key] = value
+        if self.functions:
+            request["functions"] = [function_spec(n, f) for n, f in self.functions.items()]
+        if session is not None:
+            request["session"] = session
+        return request
+
+    def grants(self) -> Grants:
+        """The request's own grants, for describing the policy it will get."""
+        return Grants(
+            allow_read=self.allow_read,
+            allow_write=self.allow_write,
+            package_dirs=self.package_dirs,
+            allow_env=self.allow_env,
+            allow_network=self.allow_network,
+            timeout=self.timeout,
+            memory=self.memory,
+            max_output=self.max_output,
+            max_file_size=self.max_file_size,
+        )
+
+
+def effective_grants(spec: Spec, config: Config | None) -> Grants:
+    """What the pool will grant a request: its profile, then its fields, then the limits'
+    values for what neither sets (as docs/pool-protocol.md says), then the defaults."""
+    grants = spec.grants()
+    if spec.profile is not None:
+        if config is None:
+            raise ValueError(
+                f"profile={spec.profile!r} needs a pynox.toml, and the pool has none; pass "
+                "config= to Pool, set PYNOX_CONFIG, or run where pynox.toml is"
+            )
+        try:
+            profile = config.profile(spec.profile)
+        except PynoxError as exc:
+            raise ValueError(exc.message) from None
+        grants = profile.merged(grants)
+    if config is not None:
+        limits = config.pool_limits
+        for key in ("timeout", "memory", "max_output", "max_file_size"):
+            if getattr(grants, key) is None:
+                setattr(grants, key, getattr(limits, key))
+    if grants.timeout is None:
+        grants.timeout = DEFAULT_TIMEOUT
+    if grants.max_output is None:
+        grants.max_output = DEFAULT_MAX_OUTPUT
+    return grants

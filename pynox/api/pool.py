@@ -1,0 +1,442 @@
+"""The Python client of `pynox pool`: Pool, Session and Result.
+
+A Pool owns one `pynox pool` process and speaks its JSON Lines protocol (docs/pool-protocol.md)
+over the process's standard input and output. Any number of threads, and asyncio tasks through
+`arun`, share it: requests carry ids, one reader thread hands each result to the future waiting
+for it, and host functions run in threads of their own. Nothing here raises because the sandbox
+denied something: a denial, a timeout or a dead pool comes back as a Result whose `text` says
+what happened. Bad arguments of the API itself raise TypeError or ValueError at once.
+
+Imported on first use of `pynox.Pool`, `pynox.run` or `pynox.tool`, never by the command.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import weakref
+from collections.abc import Callable
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import TYPE_CHECKING, Any
+
+from pynox.errors import PoolError, PynoxError
+from pynox.limits import DEFAULT_NAME, DEFAULT_TIMEOUT
+
+if TYPE_CHECKING:
+    from pynox.policy.config import Config
+
+from pynox.api.connection import (
+    CLOSE_GRACE,
+    READY_TIMEOUT,
+    STALL_MARGIN,
+    _Connection,
+    _Pending,
+    default_command,
+)
+from pynox.api.options import (
+    Duration,
+    Functions,
+    Names,
+    Paths,
+    Size,
+    Spec,
+    effective_grants,
+    strings,
+)
+from pynox.api.result import Result
+from pynox.api.session import Session
+
+
+class _State:
+    """What a Pool's finalizer needs: kept apart so threads never hold the Pool itself."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.connection: _Connection | None = None
+        self.generation = 0
+        self.closed = False
+        self.pid = os.getpid()
+
+    def close(self, grace: float = CLOSE_GRACE) -> None:
+        if os.getpid() != self.pid:
+            return  # a forked child: the process and its pipes are the parent's
+        with self.lock:
+            self.closed = True
+            connection, self.connection = self.connection, None
+        if connection is not None:
+            connection.close(grace)
+
+
+class Pool:
+    """A `pynox pool` process that runs code in sandboxed children, shared by all threads.
+
+    `workers` is how many one-shot runs go at once (default: [pool].workers of the config,
+    else 2), `preload` lists modules every child starts with, `config` names the pynox.toml
+    whose profiles and [pool.limits] apply (default: $PYNOX_CONFIG, then ./pynox.toml).
+    The process starts now (with lazy=True: on the first run) and again after it died;
+    close() or the end of the interpreter stops it.
+    """
+
+    def __init__(
+        self,
+        workers: int | None = None,
+        preload: Names = None,
+        config: str | os.PathLike[str] | None = None,
+        *,
+        lazy: bool = False,
+        pynox_command: list[str] | None = None,
+    ) -> None:
+        if workers is not None and (
+            isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+        ):
+            raise ValueError(f"workers={workers!r}: give a whole number of at least 1")
+        self.workers = workers
+        self.preload = strings(preload, "preload", "module name")
+        for module in self.preload:
+            if not all(part.isidentifier() for part in module.split(".")):
+                raise ValueError(f"preload lists {module!r}, which is not a module name")
+        self.config_path = _find_config(config)
+        if pynox_command is not None and (
+            isinstance(pynox_command, str)
+            or not all(isinstance(part, str) for part in pynox_command)
+            or not pynox_command
+        ):
+            raise TypeError("pynox_command takes a list of strings, like ['/usr/bin/pynox']")
+        self._command = list(pynox_command) if pynox_command else default_command()
+        self._stall_margin = STALL_MARGIN
+        self._ready_timeout = READY_TIMEOUT
+        self._pid = os.getpid()
+        self._config: Config | None = None
+        self._config_loaded = False
+        self._state = _State()
+        self._finalizer = weakref.finalize(self, self._state.close, 1.0)
+        if not lazy:
+            self._start()
+
+    # Lifecycle.
+
+    @property
+    def command(self) -> list[str]:
+        """The command line that starts the pool process."""
+        command = [*self._command, "pool"]
+        if self.config_path is not None:
+            command += ["--config", self.config_path]
+        if self.workers is not None:
+            command += ["--workers", str(self.workers)]
+        for module in self.preload:
+            command += ["--preload", module]
+        return command
+
+    @property
+    def closed(self) -> bool:
+        return self._state.closed
+
+    @property
+    def pid(self) -> int | None:
+        """The pool process's id while it runs."""
+        connection = self._state.connection
+        if connection is None or not connection.alive:
+            return None
+        info = connection.info or {}
+        pid = info.get("pid")
+        return pid if isinstance(pid, int) else connection.process.pid
+
+    @property
+    def info(self) -> dict[str, Any] | None:
+        """The pool's `ready` line (pynox and Python versions, workers, pid), once started."""
+        connection = self._state.connection
+        return None if connection is None else connection.info
+
+    def close(self, timeout: float = CLOSE_GRACE) -> None:
+        """Stops the pool: running requests get `timeout` seconds to finish, then it is killed.
+
+        Results still pending then are PoolError results. Closing twice is harmless.
+        """
+        self._finalizer.detach()
+        self._state.close(timeout)
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"pid={self.pid}"
+        return f"<pynox.Pool workers={self.workers} {state}>"
+
+    def _start(self) -> _Connection:
+        """The live connection, starting the process if there is none (no waiting)."""
+        state = self._state
+        with state.lock:
+            if state.closed:
+                raise PoolError("this pool is closed; create a new Pool to run more code")
+            if os.getpid() != self._pid:
+                raise PoolError("a Pool cannot be used in a forked child; create one there")
+            connection = state.connection
+            if connection is None or not connection.alive:
+                connection = _Connection(self.command, self._stall_margin)
+                state.connection = connection
+                state.generation += 1
+            return connection
+
+    def _connection(self) -> tuple[_Connection, int]:
+        """The connection, ready for requests; raises PoolError if the pool cannot start."""
+        connection = self._start()
+        generation = self._state.generation
+        connection.wait_ready(self._ready_timeout)
+        return connection, generation
+
+    def _load_config(self) -> Config | None:
+        """The parsed pynox.toml the pool uses, or None when it has none."""
+        if not self._config_loaded:
+            if self.config_path is not None:
+                from pynox.policy.cache import load_config
+
+                try:
+                    self._config = load_config(self.config_path)
+                except PynoxError as exc:
+                    raise ValueError(exc.message) from None
+            self._config_loaded = True
+        return self._config
+
+    # Running code.
+
+    def run(
+        self,
+        code: str,
+        *,
+        name: str = DEFAULT_NAME,
+        profile: str | None = None,
+        allow_read: Paths = None,
+        allow_write: Paths = None,
+        package_dirs: Paths = None,
+        allow_env: Names = None,
+        allow_network: bool | None = None,
+        timeout: Duration = None,
+        memory: Size = None,
+        max_output: Size = None,
+        max_file_size: Size = None,
+        args: Names = None,
+        functions: Functions = None,
+    ) -> Result:
+        """Runs `code` in a fresh sandboxed process and returns its Result.
+
+        Relative paths are resolved against the current directory now. `functions` maps
+        names to callables the code may call with `from pynox_host import NAME`.
+        """
+        spec = Spec(
+            name=name,
+            profile=profile,
+            allow_read=allow_read,
+            allow_write=allow_write,
+            package_dirs=package_dirs,
+            allow_env=allow_env,
+            allow_network=allow_network,
+            timeout=timeout,
+            memory=memory,
+            max_output=max_output,
+            max_file_size=max_file_size,
+            args=args,
+            functions=functions,
+        )
+        return self.run_spec(code, spec)
+
+    async def arun(
+        self,
+        code: str,
+        *,
+        name: str = DEFAULT_NAME,
+        profile: str | None = None,
+        allow_read: Paths = None,
+        allow_write: Paths = None,
+        package_dirs: Paths = None,
+        allow_env: Names = None,
+        allow_network: bool | None = None,
+        timeout: Duration = None,
+        memory: Size = None,
+        max_output: Size = None,
+        max_file_size: Size = None,
+        args: Names = None,
+        functions: Functions = None,
+    ) -> Result:
+        """`run` for asyncio: awaits the result without blocking the event loop.
+
+        Host functions that are coroutine functions run on this event loop.
+        """
+        spec = Spec(
+            name=name,
+            profile=profile,
+            allow_read=allow_read,
+            allow_write=allow_write,
+            package_dirs=package_dirs,
+            allow_env=allow_env,
+            allow_network=allow_network,
+            timeout=timeout,
+            memory=memory,
+            max_output=max_output,
+            max_file_size=max_file_size,
+            args=args,
+            functions=functions,
+        )
+        return await self.arun_spec(code, spec)
+
+    def session(
+        self,
+        *,
+        name: str = DEFAULT_NAME,
+        profile: str | None = None,
+        allow_read: Paths = None,
+        allow_write: Paths = None,
+        package_dirs: Paths = None,
+        allow_env: Names = None,
+        allow_network: bool | None = None,
+        timeout: Duration = None,
+        memory: Size = None,
+        max_output: Size = None,
+        max_file_size: Size = None,
+        functions: Functions = None,
+    ) -> Session:
+        """A persistent session: one sandboxed process whose globals outlive each step.
+
+        Its permissions are fixed here (relative paths resolved now); nothing starts until
+        the first `run`.
+        """
+        spec = Spec(
+            name=name,
+            profile=profile,
+            allow_read=allow_read,
+            allow_write=allow_write,
+            package_dirs=package_dirs,
+            allow_env=allow_env,
+            allow_network=allow_network,
+            timeout=timeout,
+            memory=memory,
+            max_output=max_output,
+            max_file_size=max_file_size,
+            functions=functions,
+        )
+        return Session(self, spec)
+
+    def tool(
+        self,
+        *,
+        session: bool = False,
+        functions: Functions = None,
+        profile: str | None = None,
+        name: str = DEFAULT_NAME,
+        allow_read: Paths = None,
+        allow_write: Paths = None,
+        package_dirs: Paths = None,
+        allow_env: Names = None,
+        allow_network: bool | None = None,
+        timeout: Duration = None,
+        memory: Size = None,
+        max_output: Size = None,
+        max_file_size: Size = None,
+    ) -> Callable[[str], str]:
+        """A plain `run_python(code: str) -> str` for a model, with a docstring written for it.
+
+        The permissions are fixed here, relative paths resolved against the current directory
+        now; the function returns the Result's `text`. With session=True every call runs in
+        one persistent session.
+        """
+        if not isinstance(session, bool):
+            raise TypeError("session takes True or False")
+        spec = Spec(
+            name=name,
+            profile=profile,
+            allow_read=allow_read,
+            allow_write=allow_write,
+            package_dirs=package_dirs,
+            allow_env=allow_env,
+            allow_network=allow_network,
+            timeout=timeout,
+            memory=memory,
+            max_output=max_output,
+            max_file_size=max_file_size,
+            functions=functions,
+        )
+        from pynox.api.tool import make_tool
+
+        return make_tool(self, spec, Session(self, spec) if session else None)
+
+    def run_spec(self, code: str, spec: Spec, session: Session | None = None) -> Result:
+        """Runs code with options already validated (the other methods end here)."""
+        request = spec.request(code, session.id if session is not None else None)
+        try:
+            connection, generation = self._connection()
+        except PoolError:
+            if session is not None:
+                session._lost()
+            raise
+        future = connection.submit(request, self._pending(spec))
+        message = future.result()
+        return self._finish(message, session, generation)
+
+    async def arun_spec(self, code: str, spec: Spec, session: Session | None = None) -> Result:
+        import asyncio
+
+        request = spec.request(code, session.id if session is not None else None)
+        loop = asyncio.get_running_loop()
+        ready = self._state.connection
+        try:
+            if ready is not None and ready.info is not None and ready.alive:
+                connection, generation = ready, self._state.generation
+            else:  # starting may take a while: not on the event loop's thread
+                connection, generation = await loop.run_in_executor(None, self._connection)
+        except PoolError:
+            if session is not None:
+                session._lost()
+            raise
+        pending = self._pending(spec)
+        pending.loop = loop
+        message = await asyncio.wrap_future(connection.submit(request, pending))
+        return self._finish(message, session, generation)
+
+    def _pending(self, spec: Spec) -> _Pending:
+        try:
+            timeout = effective_grants(spec, self._load_config()).timeout
+        except ValueError:
+            timeout = None  # the pool refuses the request and says why
+        return _Pending(budget=timeout or DEFAULT_TIMEOUT, functions=spec.functions)
+
+    def _finish(self, message: dict[str, Any], session: Session | None, generation: int) -> Result:
+        result = Result.from_json(message)
+        if session is not None:
+            result = session._step_done(result, generation)
+        return result
+
+    def _close_session(self, session_id: str, wait: bool) -> None:
+        connection = self._state.connection
+        if (
+            os.getpid() != self._pid
+            or connection is None
+            or not connection.alive
+            or connection.info is None
+        ):
+            return
+        if not wait:
+            connection.send({"id": connection.request_id(), "close_session": session_id})
+            return
+        pending = _Pending(budget=STALL_MARGIN, functions={})
+        future = connection.submit({"close_session": session_id}, pending)
+        with contextlib.suppress(FutureTimeout):
+            future.result(timeout=STALL_MARGIN * 2)
+
+
+def _find_config(config: str | os.PathLike[str] | None) -> str | None:
+    from pynox.policy.config import find_config_path
+
+    if config is not None and not isinstance(config, (str, os.PathLike)):
+        raise TypeError(f"config takes the path of a pynox.toml, not {type(config).__name__}")
+    explicit = None if config is None else os.fsdecode(os.fspath(config))
+    try:
+        path = find_config_path(explicit, os.environ, os.getcwd())
+    except PynoxError as exc:
+        raise ValueError(exc.message) from None
+    return None if path is None else os.path.abspath(path)
+
+
+# --- Session ------------------------------------------------------------------------------

@@ -1,0 +1,236 @@
+"""What a run gives back through the API: Result, its error, and the text a model reads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypedDict, cast
+
+from pynox.errors import EXIT_SETUP_FAILURE
+
+if TYPE_CHECKING:
+    pass
+
+# Events the model's code cannot cause, for results the client makes itself.
+_POOL_HINT = (
+    "the sandbox service failed, not your code; run the code again, and tell the user if "
+    "this keeps happening"
+)
+_CHAIN_LINES = frozenset(
+    {
+        "During handling of the above exception, another exception occurred:",
+        "The above exception was the direct cause of the following exception:",
+    }
+)
+_NOT_EXCEPTIONS = frozenset({"Timeout", "Signal", "PoolError", "RequestError"})
+
+
+class ErrorInfo(TypedDict):
+    """`Result.error`: what went wrong, where, and the hint written for models."""
+
+    type: str
+    message: str
+    file: str | None
+    line: int | None
+    path: str | None
+    hint: str | None
+
+
+class SessionInfo(TypedDict, total=False):
+    """`Result.session` of a session step."""
+
+    id: str
+    step: int
+    restarted: bool
+    ended: str | None
+
+
+# --- Result -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, repr=False)
+class Result:
+    """The outcome of one run, as the pool reported it.
+
+    `text` is what a model should read; the other fields are the structured form of the same
+    result: the program's exit status (124: timeout, 125: refused or not set up), its output
+    (cut at max_output bytes per stream), the error with its file, line and hint, and the
+    policy that applied.
+    """
+
+    exit: int
+    stdout: str = ""
+    stderr: str = ""
+    error: ErrorInfo | None = None
+    duration_ms: int = 0
+    policy: dict[str, Any] | None = None
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    session: SessionInfo | None = None
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        """The program ended with exit status 0 and no error."""
+        return self.exit == 0 and self.error is None
+
+    @property
+    def truncated(self) -> bool:
+        """Either stream was longer than max_output and was cut."""
+        return self.stdout_truncated or self.stderr_truncated
+
+    @property
+    def text(self) -> str:
+        """What the model reads: the output, then the error, its location and the hint."""
+        return format_text(self)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def __repr__(self) -> str:
+        shown = [f"exit={self.exit}", f"ok={self.ok}", f"duration_ms={self.duration_ms}"]
+        if self.stdout:
+            shown.append(f"stdout={_short(self.stdout)!r}")
+        if self.stderr:
+            shown.append(f"stderr={_short(self.stderr)!r}")
+        if self.error is not None:
+            shown.append(f"error={self.error['type']}")
+        return f"Result({', '.join(shown)})"
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Result:
+        """A Result from a result line of the pool (or `pynox --json`)."""
+        exit_code = data.get("exit")
+        error = data.get("error")
+        session = data.get("session")
+        policy = data.get("policy")
+        duration = data.get("duration_ms")
+        return cls(
+            exit=exit_code if isinstance(exit_code, int) else EXIT_SETUP_FAILURE,
+            stdout=_string(data.get("stdout")),
+            stderr=_string(data.get("stderr")),
+            error=_error_info(error) if isinstance(error, dict) else None,
+            duration_ms=round(duration) if isinstance(duration, (int, float)) else 0,
+            policy=policy if isinstance(policy, dict) else None,
+            stdout_truncated=data.get("stdout_truncated") is True,
+            stderr_truncated=data.get("stderr_truncated") is True,
+            session=cast("SessionInfo", session) if isinstance(session, dict) else None,
+            raw=dict(data),
+        )
+
+
+def failure(kind: str, message: str, hint: str | None = _POOL_HINT) -> Result:
+    """A Result the client makes itself: exit 125 and an error of type `kind`."""
+    error: ErrorInfo = {
+        "type": kind,
+        "message": message,
+        "file": None,
+        "line": None,
+        "path": None,
+        "hint": hint,
+    }
+    return Result(
+        exit=EXIT_SETUP_FAILURE, error=error, raw={"exit": EXIT_SETUP_FAILURE, "error": dict(error)}
+    )
+
+
+def _string(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _error_info(data: dict[str, Any]) -> ErrorInfo:
+    line = data.get("line")
+    return {
+        "type": _string(data.get("type")) or "Error",
+        "message": _string(data.get("message")),
+        "file": data.get("file") if isinstance(data.get("file"), str) else None,
+        "line": line if isinstance(line, int) and not isinstance(line, bool) else None,
+        "path": data.get("path") if isinstance(data.get("path"), str) else None,
+        "hint": data.get("hint") if isinstance(data.get("hint"), str) else None,
+    }
+
+
+def format_text(result: Result) -> str:
+    """The text of a result: compact, and complete enough for a model to act on."""
+    error = result.error
+    parts: list[str] = []
+    session = result.session or {}
+    if session.get("restarted"):
+        parts.append(
+            "[a new session started: the previous one had ended, so variables and imports "
+            "from earlier calls are gone]"
+        )
+    if result.stdout.strip("\n"):
+        parts.append(result.stdout.rstrip("\n"))
+    if result.stdout_truncated:
+        parts.append(_truncation_note("stdout", result.stdout))
+    stderr = _without_report(result.stderr, error)
+    if stderr.strip("\n"):
+        parts.append(stderr.rstrip("\n"))
+    if result.stderr_truncated:
+        parts.append(_truncation_note("stderr", result.stderr))
+    if error is not None:
+        message = error["message"]
+        parts.append(f"{error['type']}: {message}" if message else error["type"])
+        if error["file"] and error["line"] is not None and error["type"] not in _NOT_EXCEPTIONS:
+            parts.append(f"at {error['file']}:{error['line']}")
+        hint = error["hint"]
+        if hint and hint != message:
+            parts.append(f"pynox: {hint}")
+    elif result.exit != 0:
+        parts.append(f"[exit status {result.exit}]")
+    ended = session.get("ended")
+    if ended:
+        parts.append(
+            f"[the session ended ({ended}); the next call starts a fresh one without the "
+            "variables and imports of this one]"
+        )
+    if not parts:
+        return "(no output)"
+    return "\n".join(parts)
+
+
+def _truncation_note(stream: str, kept: str) -> str:
+    size = len(kept.encode("utf-8", errors="replace"))
+    return f"[{stream} truncated: only its first {size} bytes were kept; print less]"
+
+
+def _without_report(stderr: str, error: ErrorInfo | None) -> str:
+    """Standard error without the traceback and hint that `error` already describes."""
+    if not stderr or error is None or error["type"] in _NOT_EXCEPTIONS:
+        return stderr
+    lines = stderr.splitlines(keepends=True)
+    while lines and lines[-1].startswith("pynox: "):
+        lines.pop()
+    headers = [i for i, line in enumerate(lines) if _is_traceback_header(line)]
+    if headers:
+        start = headers[-1]
+        while True:  # walk back over chained exceptions
+            before = start - 1
+            while before >= 0 and not lines[before].strip():
+                before -= 1
+            earlier = [i for i in headers if i < before]
+            if before < 0 or lines[before].strip() not in _CHAIN_LINES or not earlier:
+                break
+            start = earlier[-1]
+        return "".join(lines[:start])
+    # A SyntaxError has no header: its report starts at the last `  File "..."` line.
+    files = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    if files and error["type"].endswith("Error"):
+        return "".join(lines[: files[-1]])
+    return "".join(lines)
+
+
+def _is_traceback_header(line: str) -> bool:
+    text = line.strip().lstrip("+| ")
+    return text in (
+        "Traceback (most recent call last):",
+        "Exception Group Traceback (most recent call last):",
+    )
+
+
+# --- arguments ----------------------------------------------------------------------------

@@ -1,0 +1,120 @@
+"""A session: one sandboxed process whose variables live from one step to the next."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from pynox.errors import PoolError
+
+if TYPE_CHECKING:
+    pass
+
+from pynox.api.options import Spec, checked_name
+from pynox.api.result import Result
+
+if TYPE_CHECKING:
+    from pynox.api.pool import Pool
+
+
+class Session:
+    """A persistent sandboxed process, like a notebook: globals survive between steps.
+
+    A Python error leaves it alive; a timeout, a crash or sys.exit() ends it, and the next
+    `run` starts a fresh one (its Result says `session["restarted"]`). Steps run one at a
+    time, in order. Close it when done; the pool also closes sessions idle for long.
+    """
+
+    def __init__(self, pool: Pool, spec: Spec) -> None:
+        self.pool = pool
+        self.id = uuid.uuid4().hex
+        self._spec = spec
+        self._lock = threading.Lock()
+        self._steps = 0
+        self._alive = False
+        self._closed = False
+        self._generation: int | None = None
+        self._finalizer = weakref.finalize(self, _close_quietly, weakref.ref(pool), self.id)
+
+    @property
+    def alive(self) -> bool:
+        """True while the session's process holds state: after a step that left it running."""
+        return self._alive and not self._closed
+
+    @property
+    def steps(self) -> int:
+        """How many steps this session object has run."""
+        return self._steps
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def run(self, code: str, *, name: str | None = None) -> Result:
+        """Runs one step in the session and returns its Result."""
+        return self.pool.run_spec(code, self._step_spec(name), self)
+
+    async def arun(self, code: str, *, name: str | None = None) -> Result:
+        """`run` for asyncio."""
+        return await self.pool.arun_spec(code, self._step_spec(name), self)
+
+    def close(self) -> None:
+        """Ends the session's process. Closing twice is harmless."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            started = self._generation is not None
+        self._finalizer.detach()
+        if started:
+            self.pool._close_session(self.id, wait=True)
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<pynox.Session {self.id} steps={self.steps} alive={self.alive}>"
+
+    def _step_spec(self, name: str | None) -> Spec:
+        if self._closed:
+            raise PoolError("this session is closed; start another with pool.session()")
+        if name is None or name == self._spec.name:
+            return self._spec
+        spec = Spec.__new__(Spec)
+        for slot in Spec.__slots__:
+            setattr(spec, slot, getattr(self._spec, slot))
+        spec.name = checked_name(name)
+        return spec
+
+    def _lost(self) -> None:
+        self._alive = False
+
+    def _step_done(self, result: Result, generation: int) -> Result:
+        with self._lock:
+            info = result.session
+            restarted = self._generation is not None and self._generation != generation
+            if restarted and info is not None and not info.get("restarted"):
+                # A new pool process: the session it knew is gone, whatever the new one says.
+                info = {**info, "restarted": True}
+                result = Result(**{**_fields(result), "session": info})
+            self._generation = generation
+            self._steps += 1
+            self._alive = info is not None and not info.get("ended") and not self._closed
+            return result
+
+
+def _fields(result: Result) -> dict[str, Any]:
+    return {name: getattr(result, name) for name in result.__dataclass_fields__}
+
+
+def _close_quietly(pool_ref: weakref.ref[Pool], session_id: str) -> None:
+    pool = pool_ref()
+    if pool is not None and not pool.closed:
+        with contextlib.suppress(Exception):  # at interpreter exit, anything may be gone
+            pool._close_session(session_id, wait=False)

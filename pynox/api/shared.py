@@ -1,0 +1,167 @@
+"""`pynox.run`, `pynox.arun` and `pynox.tool`: one pool for the whole process.
+
+The pool is created on first use, its process starts with the first run, and it is closed
+when the interpreter exits. A forked child gets a pool of its own on its first use. For
+several configurations or an explicit lifecycle, create `pynox.Pool` objects instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from collections.abc import Callable
+
+from pynox.api.options import Duration, Functions, Names, Paths, Size, Spec
+from pynox.api.pool import Pool
+from pynox.api.result import Result
+from pynox.limits import DEFAULT_NAME
+
+_lock = threading.Lock()
+_pool: Pool | None = None
+_registered = False
+
+
+def default_pool() -> Pool:
+    """The process's shared pool, created (not yet started) on first use."""
+    global _pool, _registered
+    with _lock:
+        if _pool is None or _pool.closed:
+            _pool = Pool(lazy=True)
+            if not _registered:
+                atexit.register(_close)
+                os.register_at_fork(after_in_child=_forget)
+                _registered = True
+        return _pool
+
+
+def _close() -> None:
+    global _pool
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.close(timeout=1.0)
+
+
+def _forget() -> None:
+    # The parent's pool belongs to the parent: its pipes and threads are not ours.
+    global _pool, _lock
+    _pool = None
+    _lock = threading.Lock()
+
+
+def run(
+    code: str,
+    *,
+    name: str = DEFAULT_NAME,
+    profile: str | None = None,
+    allow_read: Paths = None,
+    allow_write: Paths = None,
+    package_dirs: Paths = None,
+    allow_env: Names = None,
+    allow_network: bool | None = None,
+    timeout: Duration = None,
+    memory: Size = None,
+    max_output: Size = None,
+    max_file_size: Size = None,
+    args: Names = None,
+    functions: Functions = None,
+) -> Result:
+    """Runs `code` in a fresh sandboxed process of the shared pool; see `Pool.run`.
+
+    Never raises because the sandbox denied something: the Result's `text` says what
+    happened. Relative paths are resolved against the current directory now.
+    """
+    spec = Spec(
+        name=name,
+        profile=profile,
+        allow_read=allow_read,
+        allow_write=allow_write,
+        package_dirs=package_dirs,
+        allow_env=allow_env,
+        allow_network=allow_network,
+        timeout=timeout,
+        memory=memory,
+        max_output=max_output,
+        max_file_size=max_file_size,
+        args=args,
+        functions=functions,
+    )
+    return default_pool().run_spec(code, spec)
+
+
+async def arun(
+    code: str,
+    *,
+    name: str = DEFAULT_NAME,
+    profile: str | None = None,
+    allow_read: Paths = None,
+    allow_write: Paths = None,
+    package_dirs: Paths = None,
+    allow_env: Names = None,
+    allow_network: bool | None = None,
+    timeout: Duration = None,
+    memory: Size = None,
+    max_output: Size = None,
+    max_file_size: Size = None,
+    args: Names = None,
+    functions: Functions = None,
+) -> Result:
+    """`run` for asyncio: awaits the Result without blocking the event loop."""
+    spec = Spec(
+        name=name,
+        profile=profile,
+        allow_read=allow_read,
+        allow_write=allow_write,
+        package_dirs=package_dirs,
+        allow_env=allow_env,
+        allow_network=allow_network,
+        timeout=timeout,
+        memory=memory,
+        max_output=max_output,
+        max_file_size=max_file_size,
+        args=args,
+        functions=functions,
+    )
+    return await default_pool().arun_spec(code, spec)
+
+
+def tool(
+    *,
+    session: bool = False,
+    functions: Functions = None,
+    profile: str | None = None,
+    name: str = DEFAULT_NAME,
+    allow_read: Paths = None,
+    allow_write: Paths = None,
+    package_dirs: Paths = None,
+    allow_env: Names = None,
+    allow_network: bool | None = None,
+    timeout: Duration = None,
+    memory: Size = None,
+    max_output: Size = None,
+    max_file_size: Size = None,
+) -> Callable[[str], str]:
+    """A plain `run_python(code: str) -> str` for a model, on the shared pool.
+
+    Its docstring tells the model what the code may touch, its limits, the host functions
+    in `functions` and how errors come back; it returns the Result's `text`. The permissions
+    come from `profile` in pynox.toml and the keyword arguments, relative paths resolved
+    against the current directory now. session=True keeps one persistent session, so
+    variables survive from one call to the next.
+    """
+    return default_pool().tool(
+        session=session,
+        functions=functions,
+        profile=profile,
+        name=name,
+        allow_read=allow_read,
+        allow_write=allow_write,
+        package_dirs=package_dirs,
+        allow_env=allow_env,
+        allow_network=allow_network,
+        timeout=timeout,
+        memory=memory,
+        max_output=max_output,
+        max_file_size=max_file_size,
+    )

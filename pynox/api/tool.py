@@ -1,0 +1,178 @@
+"""The `run_python` tool function and the docstring a model reads to use it.
+
+The docstring is the tool's whole manual for the model: what the code may touch (the grants,
+resolved), its limits, the host functions it may call, and how failures come back. It is a
+Google-style docstring with a single text block, an `Args:` section for `code` and a
+`Returns:` section, which is what frameworks that read docstrings (Pydantic AI, Strands,
+smolagents) turn into the tool's description and parameter schema.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from pynox.api.options import effective_grants, function_spec
+from pynox.units import format_duration
+
+if TYPE_CHECKING:
+    from pynox.api.options import Spec
+    from pynox.api.pool import Pool
+    from pynox.api.session import Session
+    from pynox.policy.config import Grants
+
+TOOL_NAME = "run_python"
+
+
+def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Callable[[str], str]:
+    """`run_python(code: str) -> str` running on `pool` (in `session`, if given)."""
+    doc = tool_docstring(
+        effective_grants(spec, pool._load_config()),
+        [function_spec(name, f) for name, f in spec.functions.items()],
+        session=session is not None,
+        name=spec.name,
+    )
+
+    def run_python(code: str) -> str:
+        if session is not None:
+            return session.run(code).text
+        return pool.run_spec(code, spec).text
+
+    run_python.__name__ = run_python.__qualname__ = TOOL_NAME
+    run_python.__doc__ = doc
+    run_python.__annotations__ = {"code": str, "return": str}
+    run_python.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("code", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)],
+        return_annotation=str,
+    )
+    return run_python
+
+
+def tool_docstring(
+    grants: Grants,
+    functions: list[dict[str, str]],
+    *,
+    session: bool,
+    name: str = "agent.py",
+    python: str | None = None,
+) -> str:
+    """The docstring: one text block, then `Args:` and `Returns:` sections.
+
+    Lines of the text block never end with a colon and never start a section word, so that
+    docstring parsers keep it as one description.
+    """
+    version = python or f"{sys.version_info[0]}.{sys.version_info[1]}"
+    paragraphs = [_summary(version, session), _how_it_runs(session, grants), _permissions(grants)]
+    if functions:
+        paragraphs.append(_host_functions(functions))
+    paragraphs.append(
+        "When the code fails, the result ends with the exception type and message, the line "
+        f"as {name}:LINE, and a hint; a denied file, socket or process names the permission "
+        "that was missing. You cannot grant permissions from your code: if the task needs "
+        "access the sandbox does not give, work without it or tell the user which "
+        "permission the hint names instead of retrying the same thing."
+    )
+    sections = (
+        "Args:\n"
+        "    code: The Python program to run, as complete source code that prints its "
+        "results.\n"
+        "\n"
+        "Returns:\n"
+        "    What the program printed, then the error, its line and a hint if it failed."
+    )
+    return "\n\n".join(paragraphs) + "\n\n" + sections
+
+
+def _summary(version: str, session: bool) -> str:
+    if session:
+        return (
+            f"Run Python {version} code in a persistent sandboxed session and return "
+            "what it printed."
+        )
+    return f"Run Python {version} code in a fresh sandboxed process and return what it printed."
+
+
+def _how_it_runs(session: bool, grants: Grants) -> str:
+    if session:
+        state = (
+            "All calls share one Python process, like a notebook: variables, imports and "
+            "functions defined in one call are still there in the next. A Python error keeps "
+            "that state; a timeout, a crash or sys.exit() ends the session, and the next call "
+            "starts a fresh one without it (the result says so)."
+        )
+    else:
+        state = (
+            "Each call is a new program: nothing carries over from earlier calls, so import "
+            "and define what you need every time."
+        )
+    output = _size(grants.max_output or 0)
+    return (
+        f"{state} Only what the code prints comes back (print() and anything written to "
+        "stdout or stderr), not the value of the last expression, so print the results you "
+        f"need. Output past the first {output} of each stream is cut off: print summaries, "
+        "not whole data sets."
+    )
+
+
+def _permissions(grants: Grants) -> str:
+    reads = ", ".join(grants.allow_read)
+    writes = ", ".join(grants.allow_write)
+    lines = [
+        "The sandbox enforces these permissions, set by the application; anything else fails "
+        "with an error such as PermissionError.",
+        "- Reading files: "
+        + (
+            f"{reads}, and Python's standard library" if reads else "only Python's standard library"
+        ),
+        "- Writing files: "
+        + (f"beneath {writes} (writing does not allow reading)" if writes else "nowhere"),
+        "- Importing: "
+        + (
+            "the standard library and the packages in " + ", ".join(grants.package_dirs)
+            if grants.package_dirs
+            else "the standard library only; third-party packages cannot be imported"
+        ),
+        "- Network: "
+        + (
+            "allowed (IPv4 and IPv6)"
+            if grants.allow_network
+            else "none; sockets and downloads fail"
+        ),
+        "- Environment variables: " + (", ".join(grants.allow_env) if grants.allow_env else "none"),
+        "- Processes: starting programs (subprocess, os.system) always fails; threads work",
+        "- Limits: " + _limits(grants),
+    ]
+    return "\n".join(lines)
+
+
+def _limits(grants: Grants) -> str:
+    limits = [f"{format_duration(grants.timeout or 0)} of wall-clock time per call"]
+    if grants.memory is not None:
+        limits.append(f"{_size(grants.memory)} of memory")
+    if grants.max_file_size is not None:
+        limits.append(f"files of at most {_size(grants.max_file_size)}")
+    return ", ".join(limits)
+
+
+def _host_functions(functions: list[dict[str, str]]) -> str:
+    names = ", ".join(spec["name"] for spec in functions)
+    lines = [
+        "The code can call these functions of the application, imported with "
+        f"`from pynox_host import {names}`. They run outside the sandbox; their arguments "
+        "and return values are JSON data (str, int, float, bool, None, lists and dicts), "
+        "and a failure raises pynox_host.HostError with its message."
+    ]
+    for spec in functions:
+        first = spec["doc"].strip().splitlines()[0].strip() if spec["doc"].strip() else ""
+        line = f"- {spec['name']}{spec['signature']}"
+        lines.append(f"{line}: {first}" if first else line)
+    return "\n".join(lines)
+
+
+def _size(size: int) -> str:
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} bytes"

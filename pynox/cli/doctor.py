@@ -1,0 +1,114 @@
+"""`pynox doctor`: can this machine sandbox, and if not, exactly why.
+
+It probes Landlock, seccomp, no_new_privs and pidfd_open without changing its
+own process, so a hardened container is diagnosed before a run fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from pynox import __version__
+from pynox.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+LANDLOCK_ABI_FLOOR = 3
+
+
+def _landlock_reason(abi: int) -> str | None:
+    if abi >= LANDLOCK_ABI_FLOOR:
+        return None
+    if abi > 0:
+        return (
+            f"Landlock ABI {abi} is older than the ABI {LANDLOCK_ABI_FLOOR} the sandbox needs; "
+            "run on Linux 6.2 or newer"
+        )
+    err = -abi
+    if err == 38:  # ENOSYS
+        return (
+            "the kernel (or the emulator running this program) does not implement Landlock; "
+            "run on Linux 6.2 or newer, natively"
+        )
+    if err == 95:  # EOPNOTSUPP
+        return "Landlock is built into the kernel but disabled at boot; add landlock to lsm="
+    return f"Landlock is unavailable: {os.strerror(err)}"
+
+
+def _availability_reason(name: str, value: int, need: str) -> str | None:
+    if value > 0:
+        return None
+    return f"{name} is unavailable ({os.strerror(-value)}); {need}"
+
+
+def diagnose() -> dict[str, Any]:
+    import platform
+    import sysconfig
+
+    from pynox.engine.sandbox import probe
+
+    found = probe()
+    reasons = [
+        reason
+        for reason in (
+            _landlock_reason(found["landlock_abi"]),
+            _availability_reason(
+                "seccomp filtering",
+                found["seccomp_filter"],
+                "the kernel needs CONFIG_SECCOMP_FILTER and no policy that forbids it",
+            ),
+            _availability_reason(
+                "no_new_privs", found["no_new_privs"], "the kernel is too old (Linux 3.5+)"
+            ),
+            _availability_reason("pidfd_open", found["pidfd"], "timeouts need Linux 5.3 or newer"),
+        )
+        if reason is not None
+    ]
+    libc_name, libc_version = platform.libc_ver()
+    return {
+        "pynox": __version__,
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "architecture": platform.machine(),
+        "platform_tag": sysconfig.get_platform().replace("-", "_").replace(".", "_"),
+        "libc": f"{libc_name} {libc_version}".strip() or "musl",
+        "kernel": platform.release(),
+        "landlock_abi": found["landlock_abi"] if found["landlock_abi"] > 0 else None,
+        "seccomp": found["seccomp_filter"] > 0,
+        "no_new_privs": found["no_new_privs"] > 0,
+        "pidfd": found["pidfd"] > 0,
+        "sandbox_supported": not reasons,
+        "sandbox_unavailable_reasons": reasons,
+    }
+
+
+def _describe(value: object) -> str:
+    if value is True:
+        return "available"
+    if value is False:
+        return "unavailable"
+    if value is None:
+        return "none"
+    return str(value)
+
+
+def doctor_command(argv: list[str]) -> int:
+    if argv not in ([], ["--json"]):
+        raise UsageError("pynox doctor takes only --json")
+    report = diagnose()
+    if argv == ["--json"]:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        for key, value in report.items():
+            if key == "sandbox_unavailable_reasons":
+                for reason in value:
+                    sys.stdout.write(f"  reason: {reason}\n")
+                continue
+            if key == "sandbox_supported":
+                value = "yes" if value else "no (pynox --no-sandbox still runs programs)"
+            sys.stdout.write(f"{key}: {_describe(value)}\n")
+    return 0 if report["sandbox_supported"] else 1

@@ -1,0 +1,233 @@
+"""The `pynox` command: parse, resolve the policy, run, report.
+
+The CLI never touches the kernel itself: the runner forks and the child
+confines itself. Imports stay lazy, because every millisecond here is added to
+every run (TOML only when a config file changed, JSON only for --json).
+"""
+
+import os
+import sys
+
+from pynox import __version__
+from pynox.errors import (
+    EXIT_FLUSH_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_SETUP_FAILURE,
+    PynoxError,
+    UsageError,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+    from pynox.cli.arguments import Invocation
+    from pynox.engine.supervisor import Outcome
+    from pynox.policy.grants import Grants
+    from pynox.policy.resolve import Policy
+
+
+def _program_running() -> bool:
+    child = sys.modules.get("pynox.engine.child")
+    return bool(child is not None and child.program_started)
+
+
+def main() -> "NoReturn":
+    try:
+        code = dispatch(sys.argv[1:])
+    except Exception as exc:
+        if _program_running():
+            raise  # the program ended this way: CPython reports it
+        if isinstance(exc, PynoxError):
+            _print_line(f"pynox: {exc.message}")
+            code = exc.exit_code
+        else:
+            _print_line(f"pynox: internal error: {exc!r}; please report it with the command line")
+            code = EXIT_SETUP_FAILURE
+    except KeyboardInterrupt:
+        if _program_running():
+            raise
+        code = EXIT_INTERRUPTED
+    _leave(code)
+
+
+def _print_line(text: str) -> None:
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _leave(code: int) -> "NoReturn":
+    """Leaves without finalizing: the supervisor has nothing left to clean up."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            code = code or EXIT_FLUSH_FAILED
+    os._exit(code)
+
+
+def dispatch(argv: list[str]) -> int:
+    if not argv:
+        raise UsageError(
+            "give a program to run: a script, -c CODE or -m MODULE "
+            "(pynox --help lists the flags; pynox --no-sandbox starts the interactive "
+            "interpreter)"
+        )
+    first = argv[0]
+    if first in ("--help", "-h"):
+        from pynox.cli.arguments import USAGE
+
+        sys.stdout.write(USAGE)
+        return 0
+    if argv in (["--version"], ["-V"]):
+        major, minor, micro = sys.version_info[:3]
+        sys.stdout.write(f"pynox {__version__} (CPython {major}.{minor}.{micro})\n")
+        return 0
+    if first == "--no-sandbox":
+        sys.stdout.flush()
+        from pynox.jsonfast.hook import startup_environment
+
+        os.execve(sys.executable, [sys.executable, *argv[1:]], startup_environment(argv[1:]))
+    if first in ("doctor", "pool"):
+        from pynox.engine.runner import end_start_up
+
+        end_start_up()
+    if first == "doctor":
+        from pynox.cli.doctor import doctor_command
+
+        return doctor_command(argv[1:])
+    if first == "pool":
+        from pynox.pool.server import pool_command
+
+        return pool_command(argv[1:])
+    return run_command(argv)
+
+
+def run_command(argv: list[str]) -> int:
+    from pynox.cli import arguments as cmdline
+
+    inv = cmdline.parse(argv)
+    if not inv.json:
+        return _run(inv)
+    try:
+        return _run(inv)
+    except PynoxError as exc:
+        if _program_running():
+            raise
+        # Automation asked for JSON: it gets the refusal as a result too.
+        from pynox.engine.result import print_refusal
+
+        _print_line(f"pynox: {exc.message}")
+        return print_refusal(type(exc).__name__, exc.message, exc.exit_code)
+
+
+def _run(inv: "Invocation") -> int:
+    from pynox.engine import program, runner
+    from pynox.policy.resolve import build_policy
+
+    cwd = os.getcwd()
+    grants, config_path = _grants(inv, cwd)
+    isolated = "I" in inv.python_options
+    if inv.kind == "script":
+        prog = program.script(inv.target, inv.args, isolated)
+    elif inv.kind == "code":
+        prog = program.code(inv.target, inv.args, isolated)
+    elif inv.kind == "module":
+        prog = program.module(inv.target, inv.args, isolated, cwd)
+    else:
+        prog = program.stdin(inv.args, isolated)
+    policy = build_policy(grants, prog.implicit_read, os.environ, cwd)
+    if policy.allow_write:
+        from pynox.policy import trusted as trusted_paths
+
+        trusted = trusted_paths.installation()
+        trusted += trusted_paths.configuration([config_path], cwd, os.environ)
+        trusted_paths.refuse_trusted_writes(policy, trusted)
+    outcome = runner.run(
+        prog,
+        policy,
+        capture=inv.json,
+        unbuffered="u" in inv.python_options,
+        no_site="S" in inv.python_options,
+    )
+    if inv.json:
+        from pynox.engine.result import print_json_result
+
+        return print_json_result(outcome, policy)
+    return _finish_plain(outcome, policy)
+
+
+def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None]":
+    """Configuration, then the profile, then flags: each adds to the one before."""
+    from pynox.policy.location import find_config_path
+
+    flags = _flag_grants(inv, cwd)
+    path = find_config_path(inv.config, os.environ, cwd)
+    if path is None:
+        if inv.profile is not None:
+            raise UsageError(
+                f"--profile={inv.profile} needs a pynox.toml, and none was found; pass "
+                "--config=PATH, set PYNOX_CONFIG, or run where pynox.toml is"
+            )
+        return flags, None
+    from pynox.policy.cache import load_config
+
+    config = load_config(path, os.environ)
+    grants: Grants = config.permissions
+    if inv.profile is not None:
+        grants = grants.merged(config.profile(inv.profile))
+    return grants.merged(flags), path  # as found: a link to it is protected too
+
+
+def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":
+    from pynox.policy.grants import Grants
+
+    grants = Grants()
+    grants.allow_read = [os.path.join(cwd, p) for p in inv.allow_read]
+    grants.allow_write = [os.path.join(cwd, p) for p in inv.allow_write]
+    grants.package_dirs = [os.path.join(cwd, p) for p in inv.package_dirs]
+    grants.allow_env = list(inv.allow_env)
+    grants.allow_network = True if inv.allow_network else None
+    if (inv.timeout, inv.memory, inv.max_output, inv.max_file_size) == (None,) * 4:
+        return grants
+    from pynox.units import MAX_OUTPUT_LIMIT, MIN_MEMORY, parse_duration, parse_size
+
+    if inv.timeout is not None:
+        grants.timeout = parse_duration(inv.timeout, "--timeout")
+    if inv.memory is not None:
+        grants.memory = parse_size(inv.memory, "--memory", minimum=MIN_MEMORY)
+    if inv.max_output is not None:
+        grants.max_output = parse_size(inv.max_output, "--max-output", maximum=MAX_OUTPUT_LIMIT)
+    if inv.max_file_size is not None:
+        grants.max_file_size = parse_size(inv.max_file_size, "--max-file-size", minimum=1)
+    return grants
+
+
+def _finish_plain(outcome: "Outcome", policy: "Policy") -> int:
+    if outcome.timed_out:
+        from pynox.engine.result import timeout_line
+
+        _print_line(timeout_line(policy))
+        return outcome.exit_code
+    if outcome.signal is not None:
+        _die_like(outcome.signal)
+    return outcome.exit_code
+
+
+def _die_like(signum: int) -> "NoReturn":
+    """Ends the supervisor by the signal that ended its child, as a shell expects."""
+    import _signal
+    import resource
+
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+    if signum not in (_signal.SIGKILL, _signal.SIGSTOP):  # these have no handler to reset
+        _signal.signal(signum, _signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+    os._exit(128 + signum)

@@ -1,0 +1,484 @@
+"""The child: set the process up as `python` would, confine it, run it.
+
+Never returns. For the command, the program's end (normal, an uncaught
+exception, SystemExit, KeyboardInterrupt) propagates to the top of the
+interpreter, so CPython itself finalizes exactly as `python` would. The pool's
+children leave through pynox.engine.shutdown instead, which is much cheaper there.
+"""
+
+import _signal
+import builtins
+import io  # loaded by every interpreter at start-up; importing it is free
+import os
+import sys
+
+from pynox import PACKAGE_DIR
+from pynox._toplevel import call_at_top, compile_source, exec_at_top
+from pynox.engine import sandbox
+from pynox.engine.access_log import ACCESS_LOG
+from pynox.engine.sandbox import Prepared, confine_policy, scrub_environment
+from pynox.errors import EXIT_CANNOT_OPEN, EXIT_SETUP_FAILURE, SandboxError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import TracebackType
+    from typing import NoReturn, Protocol
+
+    class PoolLink(Protocol):
+        """What a pool child does that others do not (pynox.pool.child_link)."""
+
+        session: bool
+
+        def before_confinement(self) -> None: ...
+        def serve_session(
+            self,
+            main: object,
+            program: "Program",
+            policy: "Policy",
+            setup: "ChildSetup",
+            modules_before: "set[str]",
+        ) -> "NoReturn": ...
+        def script_unreadable(self, error: int) -> None: ...
+
+    from pynox.engine.program import Program
+    from pynox.policy.resolve import Policy
+
+# Frames of pynox itself, cut from the program's tracebacks.
+_PACKAGE_DIR = PACKAGE_DIR + os.sep
+# The first byte on the report pipe once the process is confined. Only the
+# trusted side writes before it; whatever follows comes from the program, so a
+# report after it can never claim that the sandbox failed.
+REPORT_CONFINED = b"\x06"
+
+# True once this process runs a program: whatever propagates from then on is
+# the program's, for CPython to report, never pynox's own error.
+program_started = False
+
+
+class ChildSetup:
+    """What the supervisor hands its child besides the program and policy."""
+
+    __slots__ = (
+        "stdout_fd",
+        "stderr_fd",
+        "stdin_null",
+        "report_fd",
+        "unbuffered",
+        "no_site",
+        "api_hints",
+        "parent_pid",
+        "system_reads",
+        "channel_fd",
+        "pool_link",
+        "quick_exit",
+        "scrub_failure",
+        "prepared",
+        "read_script",
+    )
+
+    def __init__(self) -> None:
+        self.stdout_fd: int | None = None  # capture pipes, or None for the user's own
+        self.stderr_fd: int | None = None
+        self.stdin_null = False
+        self.report_fd: int | None = None  # where a JSON error report goes
+        self.unbuffered = False
+        self.no_site = False
+        self.api_hints = False
+        self.parent_pid = 0
+        self.system_reads: list[str] = []  # what the interpreter itself reads
+        # The pool's frame channel (host functions, session steps), if any, and what
+        # a pool child does over it (pynox.pool.child_link.ChildLink).
+        self.channel_fd: int | None = None
+        self.pool_link: PoolLink | None = None
+        # Leave through pynox.engine.shutdown instead of CPython's full finalization:
+        # the pool's children, where that teardown would dominate each request.
+        self.quick_exit = False
+        self.scrub_failure: SandboxError | None = None
+        # A pool's spare confines itself in two halves (see prepare_sandbox):
+        # the first half, or why it failed, waits here for the request.
+        self.prepared: Prepared | SandboxError | None = None
+        # A pool's script: read from program.filename by the child once it is
+        # confined, so that the run's own grants decide whether it may.
+        self.read_script = False
+
+
+def run_child(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
+    """Prepares this process, confines it, runs the program and ends."""
+    prepare(setup)
+    start(program, policy, setup)
+
+
+def prepare(setup: ChildSetup) -> None:
+    """What every child does whatever its policy: the pool does this ahead of requests."""
+    _reset_signals()
+    try:
+        _setup_stdio(setup)
+        try:
+            scrub_environment()
+        except SandboxError as exc:
+            # Reported after confinement is tried: where the kernel cannot
+            # sandbox at all (an emulator, say), that is the reason to give.
+            setup.scrub_failure = exc
+        from pynox.jsonfast import (
+            hook as json_hook,  # json.dump's fast path, once the program imports json
+        )
+
+        json_hook.install()
+        sys.addaudithook(ACCESS_LOG)
+    except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
+        _setup_failed(exc, setup)
+
+
+def _kept_fds(setup: ChildSetup) -> list[int]:
+    return [fd for fd in (setup.report_fd, setup.channel_fd) if fd is not None]
+
+
+def prepare_sandbox(setup: ChildSetup) -> None:
+    """For a pool's spare: the half of its confinement no request's policy changes.
+
+    Done while the spare waits, so a request pays only for its own policy. A
+    failure is kept and raised by start(), which then refuses to run the program.
+    """
+    try:
+        setup.prepared = sandbox.prepare(setup.system_reads, _kept_fds(setup), setup.parent_pid)
+    except SandboxError as exc:
+        setup.prepared = exc
+
+
+def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
+    """Applies the run's policy and runs the program; never returns."""
+    global program_started
+    program_started = True
+    try:
+        os.environ.update(policy.environment)
+        main_module, program_path = _setup_interpreter(program, policy, setup)
+        if setup.pool_link is not None:
+            setup.pool_link.before_confinement()
+        if isinstance(setup.prepared, SandboxError):
+            raise setup.prepared
+        if setup.prepared is not None:
+            sandbox.finish(setup.prepared, policy)
+        else:
+            confine_policy(policy, setup.system_reads, _kept_fds(setup), setup.parent_pid)
+        if setup.scrub_failure is not None:
+            raise setup.scrub_failure
+        # Only now may imports look where the program's files are: nothing that
+        # pynox imported before confinement came from a directory the program controls.
+        sys.path[:] = program_path
+        if setup.report_fd is not None:
+            os.write(setup.report_fd, REPORT_CONFINED)
+    except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
+        _setup_failed(exc, setup)
+    if setup.read_script:
+        program.source = _read_script(program.filename, setup)
+    modules_before = set(sys.modules)
+    if setup.pool_link is not None and setup.pool_link.session:
+        setup.pool_link.serve_session(main_module, program, policy, setup, modules_before)
+    if setup.quick_exit:
+        _run_then_finish(program, policy, setup, main_module, modules_before)
+    try:
+        _execute(program, main_module)
+    except SystemExit:
+        raise  # CPython prints its message, finalizes and sets the exit status
+    except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
+        report_exception(exc, program, policy, setup)
+        # CPython takes it from here: status 1, or death by SIGINT for
+        # KeyboardInterrupt, after a normal finalization. It is printed already.
+        sys.excepthook = _SilentFor(exc, sys.excepthook)
+        raise
+    raise SystemExit(0)
+
+
+def _run_then_finish(
+    program: "Program",
+    policy: "Policy",
+    setup: ChildSetup,
+    main: object,
+    modules_before: "set[str]",
+) -> "NoReturn":
+    """Runs the program, then leaves through pynox.engine.shutdown (see there why)."""
+    from pynox.engine import shutdown
+
+    interrupted = False
+    try:
+        _execute(program, main)
+    except SystemExit as exc:
+        status = shutdown.system_exit_status(exc)
+    except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
+        report_exception(exc, program, policy, setup)
+        status, interrupted = 1, isinstance(exc, KeyboardInterrupt)
+    else:
+        status = 0
+    del main  # so that the program's objects can be finalized
+    shutdown.finish(status, interrupted, modules_before)
+
+
+def _read_script(path: str, setup: ChildSetup) -> bytes:
+    """A pool request's script, read under the request's own confinement."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as exc:
+        _script_unreadable(setup, exc.errno or 0)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            _script_unreadable(setup, 0)  # a FIFO or a device would stall or flood the run
+        with io.FileIO(fd, "rb", closefd=False) as file:
+            return file.readall()
+    except OSError as exc:
+        _script_unreadable(setup, exc.errno or 0)
+    finally:
+        os.close(fd)
+
+
+def _script_unreadable(setup: ChildSetup, error: int) -> "NoReturn":
+    if setup.pool_link is not None:
+        setup.pool_link.script_unreadable(error)
+    os._exit(EXIT_CANNOT_OPEN if error else EXIT_SETUP_FAILURE)
+
+
+class _SilentFor:
+    """An excepthook that stays quiet for the one exception already reported."""
+
+    def __init__(self, exc: BaseException, hook: object) -> None:
+        self.exc = exc
+        self.hook = hook
+
+    def __call__(self, kind: type, value: BaseException, tb: object) -> None:
+        if value is not self.exc:
+            self.hook(kind, value, tb)  # type: ignore[operator]
+
+
+def _reset_signals() -> None:
+    # The supervisor forwards signals to its child; the child behaves like python.
+    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
+    for name in ("SIGTERM", "SIGHUP", "SIGQUIT"):
+        _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+
+
+def _setup_failed(exc: BaseException, setup: ChildSetup) -> "NoReturn":
+    message = getattr(exc, "message", None) or f"cannot set up the sandbox: {exc!r}"
+    try:
+        os.write(2, f"pynox: {message}\n".encode(errors="replace"))
+        if setup.report_fd is not None:
+            _write_report(
+                setup.report_fd,
+                {
+                    "type": "SandboxError",
+                    "message": message,
+                    "file": None,
+                    "line": None,
+                    "path": None,
+                    "hint": None,
+                },
+            )
+    finally:
+        os._exit(EXIT_SETUP_FAILURE)
+
+
+def _setup_stdio(setup: ChildSetup) -> None:
+    if setup.stdin_null:
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+    for fd, target in ((setup.stdout_fd, 1), (setup.stderr_fd, 2)):
+        if fd is not None:
+            os.dup2(fd, target)
+            os.close(fd)
+    if setup.unbuffered:
+        _make_unbuffered()
+    elif setup.stdout_fd is not None and isinstance(sys.stdout, io.TextIOWrapper):
+        # A pipe, not the terminal: block-buffered, as python makes it.
+        sys.stdout.reconfigure(line_buffering=False)
+
+
+def _make_unbuffered() -> None:
+    """Standard streams as `python -u` makes them: text written straight through."""
+    for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):
+        old = getattr(sys, name)
+        if old is None:
+            continue
+        if mode == "w":
+            old.flush()
+        raw = io.FileIO(fd, mode + "b", closefd=False)
+        raw.name = f"<{name}>"
+        buffer = io.BufferedReader(raw) if mode == "r" else raw
+        stream = io.TextIOWrapper(
+            buffer,
+            encoding=old.encoding,
+            errors=old.errors,
+            newline="\n",
+            line_buffering=False,
+            write_through=True,
+        )
+        stream.mode = mode  # type: ignore[misc]
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
+
+
+def _setup_interpreter(
+    program: "Program", policy: "Policy", setup: ChildSetup
+) -> "tuple[object, list[str]]":
+    """__main__, argv and site's builtins as python sets them up, and the sys.path to use
+    once the process is confined."""
+    sys.argv = list(program.argv)
+    kept = [p for p in sys.path if os.path.basename(p) not in ("site-packages", "dist-packages")]
+    for dropped in set(sys.path) - set(kept):
+        sys.path_importer_cache.pop(dropped, None)
+    prefix = [] if program.path0 is None else [program.path0]
+    new_path = prefix + kept + policy.package_dirs
+
+    main = type(sys)("__main__")  # types.ModuleType, without importing types
+    main.__dict__["__annotations__"] = {}
+    main.__dict__["__builtins__"] = builtins
+    if program.kind == "script":
+        # importlib.machinery's class, without the cost of importing importlib.
+        from _frozen_importlib_external import SourceFileLoader
+
+        main.__dict__["__file__"] = program.filename
+        main.__dict__["__cached__"] = None
+        main.__loader__ = SourceFileLoader("__main__", program.filename)
+    elif program.kind in ("code", "stdin", "request"):
+        from _frozen_importlib import BuiltinImporter
+
+        main.__loader__ = BuiltinImporter  # what python -c and python - give __main__
+    sys.modules["__main__"] = main
+    if not setup.no_site and not hasattr(builtins, "exit"):
+        install_site_builtins()
+    return main, new_path
+
+
+def install_site_builtins() -> None:
+    # The supervisor may skip `site`; a program still gets what site provides.
+    import _sitebuiltins
+
+    builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
+    builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
+    builtins.copyright = _sitebuiltins._Printer("copyright", sys.copyright)
+    builtins.credits = _sitebuiltins._Printer(
+        "credits",
+        "Thanks to CWI, CNRI, BeOpen, Zope Corporation, the Python Software "
+        "Foundation, and a cast of thousands for supporting Python development.  "
+        "See www.python.org for more information.",
+    )
+    builtins.help = _sitebuiltins._Helper()
+
+
+def _execute(program: "Program", main: object) -> None:
+    if program.kind in ("module", "main_dir"):
+        import runpy
+
+        # As `python -m` does, from C: runpy's frames are the bottom of the stack.
+        run_as_main = runpy._run_module_as_main  # type: ignore[attr-defined]
+        if program.kind == "module":
+            call_at_top(run_as_main, program.module)
+        else:
+            call_at_top(run_as_main, "__main__", False)
+        return
+    if program.kind == "code" and sys.version_info >= (3, 13):
+        # python -c keeps its code in linecache from 3.13 on, so tracebacks show it.
+        import linecache
+
+        text = f"{program.source}\n"
+        linecache.cache["<string>"] = (len(text), None, text.splitlines(True), "<string>")
+    run_source(program.source, program.filename, main, program.kind == "request")
+
+
+def run_source(source: "str | bytes", filename: str, main: object, remember: bool) -> None:
+    """Compiles and runs source in __main__, as python runs a script."""
+    if remember:
+        # The pool's code has no file: keep its lines so tracebacks can show them.
+        import linecache
+
+        text = source if isinstance(source, str) else source.decode(errors="replace")
+        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    if isinstance(source, str):
+        code = compile_source(source.encode("utf-8", "surrogatepass"), filename, True)
+    else:
+        code = compile_source(source, filename)
+    exec_at_top(code, main.__dict__)
+
+
+def _is_ours(tb: "TracebackType") -> bool:
+    return tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+
+
+def _user_traceback(tb: "TracebackType | None") -> "TracebackType | None":
+    """The traceback without pynox's own frames, as python would show it.
+
+    Ours lead to the program's frames, and where a program calls into pynox
+    (pynox_host), they end it: the program's own last line is where it failed.
+    """
+    while tb is not None and _is_ours(tb):
+        tb = tb.tb_next
+    last_user = tb
+    walker = tb
+    while walker is not None:
+        if not _is_ours(walker):
+            last_user = walker
+        walker = walker.tb_next
+    if last_user is not None and last_user.tb_next is not None:
+        rest: TracebackType | None = last_user.tb_next
+        while rest is not None and _is_ours(rest):
+            rest = rest.tb_next
+        if rest is None:
+            last_user.tb_next = None
+    return tb
+
+
+def report_exception(
+    exc: BaseException, program: "Program", policy: "Policy", setup: ChildSetup
+) -> dict[str, object]:
+    """Prints an exception as python would, then pynox's hint; returns the error."""
+    # The program may have lowered the recursion limit below what reporting needs.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 1000))
+    try:
+        error = _report_exception(exc, program, policy, setup)
+        if setup.report_fd is not None:
+            _write_report(setup.report_fd, error)
+            setup.report_fd = None
+        return error
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+def _report_exception(
+    exc: BaseException, program: "Program", policy: "Policy", setup: ChildSetup
+) -> dict[str, object]:
+    last_event = ACCESS_LOG.last  # before printing, which opens source files itself
+    tb = _user_traceback(exc.__traceback__)
+    exc.__traceback__ = tb
+    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+    try:
+        if program.kind == "request" and sys.excepthook is sys.__excepthook__:
+            # CPython's own hook reads source lines from files; pool code has none,
+            # but its lines are in linecache, which the traceback module reads.
+            import traceback
+
+            traceback.print_exception(type(exc), exc, tb)
+        else:
+            sys.excepthook(type(exc), exc, tb)
+    except BaseException:  # noqa: BLE001 - python reports a failing hook the same way
+        sys.__excepthook__(type(exc), exc, tb)
+    from pynox.engine.report import describe_error
+
+    error = describe_error(exc, tb, program, policy, last_event, setup.api_hints)
+    if error["hint"]:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.write(2, f"pynox: {error['hint']}\n".encode(errors="replace"))
+    return error
+
+
+def _write_report(fd: int, error: dict[str, object]) -> None:
+    import json
+
+    data = json.dumps(error).encode()
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+    os.close(fd)

@@ -1,0 +1,257 @@
+"""Hints written for models: after a denial, the one grant that would allow it.
+
+The child classifies what was denied (a kind and the path it concerns); the
+text is made from that classification only, by `format_hint`, in the child for
+the line it prints and in the supervisor for the result, so a program cannot
+put words of its own into a result's hint.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+
+from pynox.engine.access_log import PROCESS_EVENTS
+from pynox.units import format_size
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_METADATA_EVENTS = frozenset(
+    {
+        "os.chmod",
+        "os.chown",
+        "os.utime",
+        "os.setxattr",
+        "os.removexattr",
+        "shutil.copymode",
+        "shutil.copystat",
+    }
+)
+# Operations that change a directory's entries: Landlock checks the directory.
+_ENTRY_EVENTS = frozenset(
+    {"os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.link", "os.symlink", "shutil.rmtree"}
+)
+_LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
+# Operations that write to the file they name.
+_FILE_WRITE_EVENTS = frozenset({"os.truncate"})
+
+# What a hint can be about; the value a grant needs, if any, goes with it.
+KINDS = frozenset(
+    {
+        "memory",
+        "file_size",
+        "process",
+        "metadata",
+        "unix_socket",
+        "other_socket",
+        "network",
+        "read",
+        "list",
+        "write",
+        "entries",
+    }
+)
+
+_DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
+
+PROCESS_HINT = (
+    "starting processes (subprocess, os.system, os.fork, os.exec*) is never allowed in the "
+    "sandbox; do the work in Python inside this program"
+)
+METADATA_HINT = (
+    "changing file modes, owners, times or extended attributes is never allowed in the "
+    "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)"
+)
+UNIX_SOCKET_HINT = "Unix sockets of the host are never allowed in the sandbox"
+OTHER_SOCKET_HINT = "only IPv4 and IPv6 sockets can be allowed in the sandbox"
+
+
+class Style:
+    """How a hint names a grant: as a command-line flag or as an API argument."""
+
+    def __init__(self, api: bool) -> None:
+        self.api = api
+
+    def grant(self, name: str, value: str | None = None) -> str:
+        if self.api:
+            if value is None:
+                return f"{name}=True"
+            return f"{name}=[{value!r}]"
+        flag = "--" + name.replace("_", "-")
+        return flag if value is None else f"{flag}={value}"
+
+    def limit(self, name: str, value: str) -> str:
+        if self.api:
+            return f"{name}={value!r}"
+        return "--" + name.replace("_", "-") + "=" + value
+
+
+def _nearest_existing_dir(path: str) -> str:
+    directory = os.path.dirname(path) or "/"
+    while directory != "/" and not os.path.isdir(directory):
+        directory = os.path.dirname(directory)
+    return directory
+
+
+def _is_write_open(args: tuple[Any, ...]) -> bool:
+    mode = args[1] if len(args) > 1 else None
+    flags = args[2] if len(args) > 2 else 0
+    if isinstance(mode, str):
+        return any(letter in mode for letter in "wax+")
+    if isinstance(flags, int):
+        return bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND))
+    return False
+
+
+def _event_path(args: tuple[Any, ...]) -> str | None:
+    if args and isinstance(args[0], (str, bytes, os.PathLike)):
+        return os.path.abspath(os.fsdecode(args[0]))
+    return None
+
+
+def _readable(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def _classify_file(path: str, event: tuple[str, tuple[Any, ...]] | None) -> tuple[str, str]:
+    name, args = event if event is not None else ("", ())
+    same_path = _event_path(args) == path
+    if same_path and name in _METADATA_EVENTS:
+        return "metadata", path
+    if same_path:
+        writing = (name == "open" and _is_write_open(args)) or name in _ENTRY_EVENTS
+        writing = writing or name in _FILE_WRITE_EVENTS
+    else:
+        # No matching event (a C library call, say): a readable path must have
+        # been refused for writing.
+        writing = _readable(path)
+    if not writing:
+        return ("list" if name in _LISTING_EVENTS else "read"), path
+    if name in _ENTRY_EVENTS or not os.path.lexists(path):
+        return "entries", _nearest_existing_dir(path)
+    return "write", path
+
+
+def _underlying(exc: BaseException) -> BaseException:
+    """The OS error a denial hides behind, or exc itself.
+
+    urllib's URLError keeps the socket's error as its `reason`; a program that
+    turns a PermissionError into its own exception leaves it as the cause or
+    context, which the traceback shows above its own.
+    """
+    current: BaseException | None = exc
+    for _ in range(8):
+        if current is None:
+            break
+        if isinstance(current, OSError) and current.errno is not None:
+            return current
+        reason = getattr(current, "reason", None) if isinstance(current, OSError) else None
+        if isinstance(reason, BaseException):
+            current = reason
+        else:
+            current = current.__cause__ or current.__context__
+    return exc
+
+
+def _sqlite_open_failure(
+    exc: BaseException, event: tuple[str, tuple[Any, ...]] | None
+) -> str | None:
+    """The database path of a sqlite3.connect() that could not open its file."""
+    if type(exc).__module__ != "sqlite3" or type(exc).__name__ != "OperationalError":
+        return None
+    if event is None or event[0] != "sqlite3.connect" or "unable to open" not in str(exc):
+        return None
+    path = _event_path(event[1])
+    if path is None or os.fsdecode(event[1][0]).startswith(("file:", ":memory:")):
+        return None
+    return path
+
+
+def classify(
+    exc: BaseException, event: tuple[str, tuple[Any, ...]] | None
+) -> tuple[str | None, str | None, str | None]:
+    """What the exception is about: (hint kind, the grant's value, the denied path)."""
+    if isinstance(exc, MemoryError):
+        return "memory", None, None
+    database = _sqlite_open_failure(exc, event)
+    if database is not None:
+        # SQLite reports no errno; reading an existing file or creating one was refused.
+        if os.path.lexists(database):
+            return "read", database, database
+        return "entries", _nearest_existing_dir(database), database
+    exc = _underlying(exc)
+    if not isinstance(exc, OSError):
+        return None, None, None
+    path = None
+    if exc.filename is not None:
+        path = os.path.abspath(os.fsdecode(exc.filename))
+    if exc.errno == errno.EFBIG:
+        return "file_size", None, path
+    if exc.errno not in _DENIED_ERRNOS:
+        return None, None, path
+    name = event[0] if event is not None else ""
+    if name in PROCESS_EVENTS:
+        return "process", None, path
+    if name == "socket.__new__" and path is None and event is not None:
+        family = event[1][1] if len(event[1]) > 1 else None
+        if family in (socket.AF_INET, socket.AF_INET6):
+            return "network", None, None
+        return ("unix_socket" if family == socket.AF_UNIX else "other_socket"), None, None
+    if name in ("socket.connect", "socket.bind") and path is None:
+        return "network", None, None
+    if path is not None:
+        kind, target = _classify_file(path, event)
+        return kind, target, path
+    return None, None, None
+
+
+def format_hint(
+    kind: object, target: object, style: Style, memory: int | None, max_file_size: int | None
+) -> str | None:
+    """The hint's text, from its kind and value alone."""
+    value = target if isinstance(target, str) else None
+    if kind == "memory":
+        if memory is None:
+            return "the program ran out of memory; allocate less"
+        return (
+            f"the program used up its {format_size(memory)} memory limit; allocate less "
+            f"or raise the limit with {style.limit('memory', format_size(memory * 2))}"
+        )
+    if kind == "file_size":
+        if max_file_size is None:
+            return None
+        return (
+            f"a file reached the {format_size(max_file_size)} size limit; write less or "
+            f"raise it with {style.limit('max_file_size', format_size(max_file_size * 2))}"
+        )
+    fixed = {
+        "process": PROCESS_HINT,
+        "metadata": METADATA_HINT,
+        "unix_socket": UNIX_SOCKET_HINT,
+        "other_socket": OTHER_SOCKET_HINT,
+    }
+    if kind in fixed:
+        return fixed[str(kind)]
+    if kind == "network":
+        return f"the network is off; grant it with {style.grant('allow_network')}"
+    if value is None:
+        return None
+    if kind in ("read", "list"):
+        noun = "listing" if kind == "list" else "reading"
+        return f"{noun} {value} is not allowed; grant it with {style.grant('allow_read', value)}"
+    if kind == "write":
+        return f"writing {value} is not allowed; grant it with {style.grant('allow_write', value)}"
+    if kind == "entries":
+        return (
+            f"changing the entries of {value} is not allowed; grant it with "
+            f"{style.grant('allow_write', value)}"
+        )
+    return None

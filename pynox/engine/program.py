@@ -1,0 +1,98 @@
+"""What to run and how `python` would set it up: argv, sys.path[0], filename.
+
+Everything here happens in the supervisor, before the sandbox exists, so a
+missing script gets the same message and exit status as `python` gives.
+"""
+
+import os
+import sys
+
+from pynox.errors import ProgramNotFound, PynoxError
+
+
+class Program:
+    """A script, inline code, a module or standard input, ready to run."""
+
+    __slots__ = ("kind", "filename", "source", "module", "argv", "path0", "implicit_read")
+
+    def __init__(self, kind: str, argv: list[str]) -> None:
+        # "script", "code", "module", "stdin", "main_dir", or "request" (pool code)
+        self.kind = kind
+        self.filename = ""  # what tracebacks and __file__ show
+        self.source: bytes | str = b""
+        self.module = ""
+        self.argv = argv
+        # None: nothing is put in front of sys.path (python -I does the same).
+        self.path0: str | None = None
+        self.implicit_read: list[str] = []
+
+
+def _cannot_open(path: str, exc: OSError) -> PynoxError:
+    return ProgramNotFound(f"can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}")
+
+
+def script(path: str, args: list[str], isolated: bool) -> "Program":
+    absolute = os.path.abspath(path)
+    if os.path.isdir(absolute) or _is_zip(absolute):
+        # A directory or zip application runs its __main__ module, as python does.
+        program = Program("main_dir", [path, *args])
+        program.path0 = absolute
+        program.implicit_read = [os.path.realpath(absolute)]
+        return program
+    program = Program("script", [path, *args])
+    try:
+        with open(absolute, "rb") as file:
+            program.source = file.read()
+    except OSError as exc:
+        raise _cannot_open(absolute, exc) from None
+    program.filename = absolute
+    directory = os.path.dirname(os.path.realpath(absolute))
+    program.implicit_read = [directory]
+    if not isolated:
+        program.path0 = directory
+    return program
+
+
+def _is_zip(path: str) -> bool:
+    if not os.path.isfile(path):
+        return False
+    try:
+        with open(path, "rb") as file:
+            return file.read(4) == b"PK\x03\x04"
+    except OSError:
+        return False
+
+
+def code(text: str, args: list[str], isolated: bool) -> "Program":
+    program = Program("code", ["-c", *args])
+    program.filename = "<string>"
+    program.source = text
+    if not isolated:
+        program.path0 = ""
+    return program
+
+
+def module(name: str, args: list[str], isolated: bool, cwd: str) -> "Program":
+    program = Program("module", ["-m", *args])
+    program.module = name
+    program.implicit_read = [cwd]
+    if not isolated:
+        program.path0 = cwd
+    return program
+
+
+def stdin(args: list[str], isolated: bool) -> "Program":
+    program = Program("stdin", ["-", *args])
+    program.filename = "<stdin>"
+    program.source = sys.stdin.buffer.read()
+    if not isolated:
+        program.path0 = ""
+    return program
+
+
+def request(text: str, name: str, args: list[str]) -> Program:
+    """Code sent to the pool; errors point at `name`, as if it were a file."""
+    program = Program("request", [name, *args])
+    program.filename = name
+    program.source = text
+    return program

@@ -1,0 +1,181 @@
+"""The JSON result of a run, as `pynox --json` prints it and the pool sends it."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from pynox.errors import EXIT_SETUP_FAILURE
+from pynox.units import format_duration
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from pynox.engine.supervisor import Outcome
+    from pynox.policy.resolve import Policy
+
+
+def python_version() -> str:
+    """The running CPython's version, as results and --version report it."""
+    major, minor, micro = sys.version_info[:3]
+    return f"{major}.{minor}.{micro}"
+
+
+def runtime_info() -> dict[str, str]:
+    return {"name": "pynox", "python": python_version(), "output": "captured"}
+
+
+def timeout_error(policy: Policy, api: bool) -> dict[str, Any]:
+    """The error object of a run stopped at its time limit."""
+    limit = format_duration(policy.timeout or 0)
+    longer = format_duration((policy.timeout or 0) * 2)
+    grant = f"timeout={longer!r}" if api else f"--timeout={longer}"
+    return {
+        "type": "Timeout",
+        "message": f"the program ran past its {limit} time limit and was stopped",
+        "file": None,
+        "line": None,
+        "path": None,
+        "hint": f"make it faster or raise the limit with {grant}",
+    }
+
+
+def timeout_line(policy: Policy) -> str:
+    """What the command prints when it stops a program at its time limit."""
+    error = timeout_error(policy, api=False)
+    return f"pynox: {error['message']}; {error['hint']}"
+
+
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _trusted_report(outcome: Outcome) -> dict[str, Any] | None:
+    """The child's error report, when how it ended says it could have written one.
+
+    Until the child is confined, only pynox writes to the report pipe; once it
+    is, the child writes REPORT_CONFINED and the program runs, so anything
+    after that byte is the program's word. A report before it (with status 125)
+    says why the sandbox could not be set up; one after it is taken only from a
+    program that died of an uncaught exception (status 1, or SIGINT for
+    KeyboardInterrupt), never as a setup failure, and its hint is rebuilt from
+    its kind. A report that is not small, flat, strict JSON is ignored.
+    """
+    import signal
+
+    from pynox import strict_json
+    from pynox.engine.child import REPORT_CONFINED
+
+    if not outcome.report or outcome.timed_out:
+        return None
+    confined = outcome.report.startswith(REPORT_CONFINED)
+    if confined:
+        if outcome.exit_code != 1 and outcome.signal != signal.SIGINT:
+            return None
+    elif outcome.exit_code != EXIT_SETUP_FAILURE:
+        return None
+    try:
+        report = strict_json.loads(outcome.report[len(REPORT_CONFINED) if confined else 0 :])
+    except ValueError:
+        return None
+    if not isinstance(report, dict):
+        return None
+    if confined == (report.get("type") == "SandboxError"):
+        return None
+    return report
+
+
+def _error(outcome: Outcome, policy: Policy, api: bool) -> dict[str, Any] | None:
+    empty = {"file": None, "line": None, "path": None}
+    if outcome.timed_out:
+        return timeout_error(policy, api)
+    report = _trusted_report(outcome)
+    if report is not None:
+        from pynox.engine.hints import Style, format_hint
+
+        line = report.get("line")
+        hint = format_hint(
+            report.get("hint_kind"),
+            report.get("hint_value"),
+            Style(api),
+            policy.memory,
+            policy.max_file_size,
+        )
+        return {
+            "type": _text_or_none(report.get("type")),
+            "message": _text_or_none(report.get("message")),
+            "file": _text_or_none(report.get("file")),
+            "line": line if isinstance(line, int) and not isinstance(line, bool) else None,
+            "path": _text_or_none(report.get("path")),
+            "hint": hint,
+        }
+    if outcome.signal is not None:
+        name = _signal_name(outcome.signal)
+        return {
+            "type": "Signal",
+            "message": f"the program was killed by {name}",
+            **empty,
+            "hint": None,
+        }
+    return None
+
+
+def build_result(outcome: Outcome, policy: Policy, api: bool = False) -> dict[str, Any]:
+    return {
+        "exit": outcome.exit_code,
+        "stdout": outcome.stdout.decode("utf-8", errors="replace"),
+        "stderr": outcome.stderr.decode("utf-8", errors="replace"),
+        "stdout_truncated": outcome.stdout_truncated,
+        "stderr_truncated": outcome.stderr_truncated,
+        "error": _error(outcome, policy, api),
+        "duration_ms": round(outcome.duration_ms),
+        "runtime": runtime_info(),
+        "policy": policy.to_json(),
+    }
+
+
+def error_object(kind: str, message: str) -> dict[str, Any]:
+    """An error that has no place in the program: no file, line, path or hint."""
+    return {
+        "type": kind,
+        "message": message,
+        "file": None,
+        "line": None,
+        "path": None,
+        "hint": None,
+    }
+
+
+def refusal(kind: str, message: str, exit_code: int = EXIT_SETUP_FAILURE) -> dict[str, Any]:
+    """The result of a run refused before it started: no output, no policy."""
+    return {
+        "exit": exit_code,
+        "stdout": "",
+        "stderr": "",
+        "stdout_truncated": False,
+        "stderr_truncated": False,
+        "error": error_object(kind, message),
+        "duration_ms": 0,
+        "runtime": runtime_info(),
+        "policy": None,
+    }
+
+
+def print_refusal(kind: str, message: str, exit_code: int) -> int:
+    sys.stdout.write(json.dumps(refusal(kind, message, exit_code)) + "\n")
+    return exit_code
+
+
+def print_json_result(outcome: Outcome, policy: Policy) -> int:
+    sys.stdout.write(json.dumps(build_result(outcome, policy)) + "\n")
+    return outcome.exit_code

@@ -1,0 +1,55 @@
+"""The one engine: run a program sandboxed, in this process or in a child forked from it.
+
+A plain run (nothing to collect, no clock to enforce) confines this very
+process and runs the program in it. Everything else forks a sandboxed child
+from this warm interpreter and supervises it (pynox.engine.supervisor, imported only
+then, which keeps the plain run's start-up short).
+"""
+
+import sys
+
+from pynox.engine.child import ChildSetup, run_child
+from pynox.policy import system_paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pynox.engine.program import Program
+    from pynox.engine.supervisor import Outcome
+    from pynox.policy.resolve import Policy
+
+
+def run(
+    program: "Program",
+    policy: "Policy",
+    capture: bool,
+    unbuffered: bool,
+    no_site: bool,
+) -> "Outcome":
+    setup = ChildSetup()
+    setup.unbuffered = unbuffered
+    setup.no_site = no_site
+    setup.system_reads = system_paths.interpreter_reads()
+    end_start_up()
+    if not capture and policy.timeout is None:
+        # Nothing to supervise: no output to collect, no clock to enforce. The
+        # program runs in this very process, the terminal's own foreground job,
+        # which spares the fork and the copying of every page a child touches.
+        run_child(program, policy, setup)
+    from pynox.engine import supervisor
+
+    return supervisor.supervise(program, policy, setup, capture)
+
+
+def end_start_up() -> None:
+    """Ends pynox's start-up: the program, or a pool's requests, get a plain interpreter.
+
+    Called once pynox has imported what it runs with, before any program runs. The
+    launcher starts pynox with the garbage collector off (its imports make no cycles)
+    and the start-up image's finder on sys.meta_path (pynox._boot); both go back to
+    what python starts with.
+    """
+    import gc
+
+    gc.freeze()  # pynox's objects stay alive: keep collections off them
+    gc.enable()
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "pynox_start_up", False)]

@@ -1,0 +1,197 @@
+"""The supervisor: forks the sandboxed child and waits for it.
+
+It forwards the terminal's signals to its child (which leaves the terminal's
+session), enforces the wall-clock timeout through a pidfd, collects output
+when asked to, and maps how the child ended.
+"""
+
+import _signal
+import os
+import sys
+import time
+
+from pynox.engine.child import ChildSetup, run_child
+from pynox.errors import EXIT_TIMEOUT
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pynox.engine.program import Program
+    from pynox.policy.resolve import Policy
+
+_FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+_READ_CHUNK = 65536
+_MAX_REPORT = 1 << 20
+
+
+class Outcome:
+    """How a run ended, as the supervisor saw it."""
+
+    __slots__ = (
+        "exit_code",
+        "signal",
+        "timed_out",
+        "stdout",
+        "stderr",
+        "stdout_truncated",
+        "stderr_truncated",
+        "report",
+        "duration_ms",
+    )
+
+    def __init__(self) -> None:
+        self.exit_code = 0
+        self.signal: int | None = None  # the signal that killed the child
+        self.timed_out = False
+        self.stdout = b""
+        self.stderr = b""
+        self.stdout_truncated = False
+        self.stderr_truncated = False
+        self.report = b""  # the child's JSON error report, when it wrote one
+        self.duration_ms = 0.0
+
+
+class _Forwarder:
+    """Passes the terminal's signals on to the child, which has its own session."""
+
+    def __init__(self) -> None:
+        self.pid = 0
+        self.pending: list[int] = []
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.pid:
+            try:
+                os.kill(self.pid, signum)
+            except ProcessLookupError:
+                pass
+        else:
+            self.pending.append(signum)
+
+    def install(self) -> None:
+        for name in _FORWARDED_SIGNALS:
+            _signal.signal(getattr(_signal, name), self)
+
+    def attach(self, pid: int) -> None:
+        self.pid = pid
+        for signum in self.pending:
+            os.kill(pid, signum)
+
+
+def supervise(program: "Program", policy: "Policy", setup: ChildSetup, capture: bool) -> Outcome:
+    """Runs the program in a sandboxed child of this process; returns how it ended."""
+    setup.parent_pid = os.getpid()
+    pipes: dict[str, tuple[int, int]] = {}
+    if capture:
+        setup.stdin_null = True
+        pipes = {name: os.pipe() for name in ("stdout", "stderr", "report")}
+        setup.stdout_fd = pipes["stdout"][1]
+        setup.stderr_fd = pipes["stderr"][1]
+        setup.report_fd = pipes["report"][1]
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    forwarder = _Forwarder()
+    forwarder.install()
+    # Everything alive now belongs to the supervisor: keep the child's garbage
+    # collector off it, or every collection dirties (copies) those pages.
+    import gc
+
+    gc.freeze()
+    started = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:
+        for read_end, _ in pipes.values():
+            os.close(read_end)
+        run_child(program, policy, setup)
+    forwarder.attach(pid)
+    for _, write_end in pipes.values():
+        os.close(write_end)
+    outcome = Outcome()
+    if capture:
+        status = _collect(pid, pipes, policy, outcome)
+    else:
+        status = _wait(pid, policy.timeout, outcome)
+    outcome.duration_ms = (time.perf_counter() - started) * 1000
+    if os.WIFSIGNALED(status):
+        outcome.signal = os.WTERMSIG(status)
+        outcome.exit_code = 128 + outcome.signal
+    else:
+        outcome.exit_code = os.waitstatus_to_exitcode(status)
+    if outcome.timed_out:
+        outcome.exit_code = EXIT_TIMEOUT
+    return outcome
+
+
+def _kill(pid: int, outcome: "Outcome") -> None:
+    outcome.timed_out = True
+    try:
+        os.kill(pid, _signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _wait(pid: int, timeout: float | None, outcome: "Outcome") -> int:
+    if timeout is None:
+        return os.waitpid(pid, 0)[1]
+    import select
+
+    pidfd = os.pidfd_open(pid)
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        deadline = time.monotonic() + timeout
+        while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+            if time.monotonic() >= deadline:
+                _kill(pid, outcome)
+                break
+    finally:
+        os.close(pidfd)
+    return os.waitpid(pid, 0)[1]
+
+
+def _collect(
+    pid: int, pipes: dict[str, tuple[int, int]], policy: "Policy", outcome: "Outcome"
+) -> int:
+    """Reads stdout, stderr and the report up to their limits while waiting."""
+    import select
+
+    limits = {"stdout": policy.max_output, "stderr": policy.max_output, "report": _MAX_REPORT}
+    buffers = {name: bytearray() for name in pipes}
+    truncated = {name: False for name in pipes}
+    names = {pipes[name][0]: name for name in pipes}
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    for fd in names:
+        poller.register(fd, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    deadline = None if policy.timeout is None else time.monotonic() + policy.timeout
+    open_fds = set(names)
+    exited = False
+    while open_fds or not exited:
+        wait_ms = None if deadline is None else max(0.0, deadline - time.monotonic()) * 1000
+        events = poller.poll(wait_ms)
+        if not events and deadline is not None and time.monotonic() >= deadline:
+            _kill(pid, outcome)
+            deadline = None
+        for fd, _ in events:
+            if fd == pidfd:
+                exited = True
+                poller.unregister(pidfd)
+                continue
+            chunk = os.read(fd, _READ_CHUNK)
+            if not chunk:
+                poller.unregister(fd)
+                open_fds.discard(fd)
+                os.close(fd)
+                continue
+            name = names[fd]
+            room = limits[name] - len(buffers[name])
+            if len(chunk) > room:
+                truncated[name] = True
+            if room > 0:
+                buffers[name] += chunk[:room]
+    os.close(pidfd)
+    outcome.stdout, outcome.stderr = bytes(buffers["stdout"]), bytes(buffers["stderr"])
+    outcome.stdout_truncated = truncated["stdout"]
+    outcome.stderr_truncated = truncated["stderr"]
+    outcome.report = bytes(buffers["report"])
+    return os.waitpid(pid, 0)[1]

@@ -1,0 +1,130 @@
+"""Installs pynox.jsonfast.fast_path when, and only when, the program imports json.
+
+`install()` patches json at once if it is imported already (a pool child's
+template imports it); otherwise it puts a finder first on sys.meta_path that
+answers nothing but `json`, takes itself off as json starts to load, and
+patches json once it has loaded. A program that never imports json pays for
+nothing else; one that does finds json's module, spec and loader as CPython
+made them.
+
+`pynox --no-sandbox` runs CPython itself: there the top-level module
+`_pynox_json` (sitehook/ in the source tree, armed by pynox-json.pth) puts
+its own finder first and hands json's lookup to `find_json_spec`. A variable
+left from another process, or CPython started with -S (no .pth at all),
+installs nothing.
+"""
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+    from typing import Any
+
+STARTUP_VARIABLE = "PYNOX_JSON_FAST_PATH"  # read by _pynox_json (sitehook/)
+
+
+def install() -> None:
+    """Never raises: without the fast path, json is simply CPython's."""
+    try:
+        json = sys.modules.get("json")
+        if json is not None:
+            _patch(json)
+        elif not any(type(finder) is _JsonFinder for finder in sys.meta_path):
+            sys.meta_path.insert(0, _JsonFinder())
+    except Exception:  # noqa: BLE001 - see above
+        pass
+
+
+def no_site(python_args: "list[str]") -> bool:
+    """Whether a CPython command line holds -S before its program (then no .pth runs)."""
+    i = 0
+    while i < len(python_args):
+        arg = python_args[i]
+        if not arg.startswith("-") or arg in ("-", "--"):
+            return False  # the program: a script, "-" or what follows "--"
+        if arg.startswith("--"):
+            i += 2 if arg == "--check-hash-based-pycs" else 1
+            continue
+        for j, flag in enumerate(arg[1:], start=1):
+            if flag in "cm":
+                return False
+            if flag == "S":
+                return True
+            if flag in "WX":
+                if j == len(arg) - 1:
+                    i += 1  # the option's value is the next argument
+                break
+        i += 1
+    return False
+
+
+def startup_environment(python_args: "list[str]") -> "dict[str, str]":
+    """The environment for exec'ing CPython with python_args, as the launcher makes it."""
+    environment = dict(os.environ)
+    if STARTUP_VARIABLE not in environment and not no_site(python_args):
+        environment[STARTUP_VARIABLE] = str(os.getpid())
+    return environment
+
+
+def _patch(json: "ModuleType") -> None:
+    from pynox.jsonfast.fast_path import patch
+
+    patch(json)
+
+
+class _JsonFinder:
+    """Finds nothing itself: it only notes where json comes from."""
+
+    def find_spec(
+        self, name: str, path: object = None, target: object = None
+    ) -> "ModuleSpec | None":
+        if name != "json" or path is not None:
+            return None
+        return find_json_spec(self, name, path, target)
+
+
+def find_json_spec(finder: object, name: str, path: object, target: object) -> "ModuleSpec | None":
+    """json's spec from the finders after `finder`, set to patch json once it loads.
+
+    `finder` leaves sys.meta_path as json starts to load.
+    """
+    for other in sys.meta_path:
+        find = getattr(other, "find_spec", None)
+        if other is finder or find is None:
+            continue
+        spec = find(name, path, target)
+        if spec is not None:
+            break
+    else:
+        return None
+    if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+        spec.loader = _PatchingLoader(spec.loader, finder)
+    return spec  # type: ignore[no-any-return]
+
+
+class _PatchingLoader:
+    """Puts the real loader back as json loads, then patches what it loaded."""
+
+    def __init__(self, loader: "Any", finder: "Any") -> None:
+        self.loader = loader
+        self.finder = finder
+
+    def create_module(self, spec: "ModuleSpec") -> "ModuleType | None":
+        return self.loader.create_module(spec)  # type: ignore[no-any-return]
+
+    def exec_module(self, module: "ModuleType") -> None:
+        spec = module.__spec__
+        loader: object = None if spec is None else spec.loader
+        if spec is not None and loader is self:
+            spec.loader = self.loader
+        if module.__dict__.get("__loader__") is self:
+            module.__loader__ = self.loader
+        try:
+            sys.meta_path.remove(self.finder)
+        except ValueError:
+            pass
+        self.loader.exec_module(module)
+        install()

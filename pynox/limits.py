@@ -1,0 +1,10 @@
+"""Limits and defaults that the command, the pool and its clients share, each defined once."""
+
+# Output kept per stream of a captured run when no grant sets max_output.
+DEFAULT_MAX_OUTPUT = 65536
+# The pool's wall-clock limit for a request when neither the request nor its config sets one.
+DEFAULT_TIMEOUT = 30.0
+# The longest line of the pool protocol (a request with its code); longer ones are refused.
+MAX_LINE = 16 << 20
+# What the file of pool code is called in tracebacks unless the request names it.
+DEFAULT_NAME = "agent.py"

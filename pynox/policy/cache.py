@@ -1,0 +1,212 @@
+"""A cache of validated pynox.toml files, so most runs skip the ~20 ms TOML parser import.
+
+An entry is one marshal file per config path holding
+(CACHE_FORMAT, key, the file's bytes, Config.to_data()). The validated result depends on
+exactly the key (the real path, HOME for `~` in paths, a stamp of the validating code) and
+the bytes, so that is what is compared. Comparing the bytes, not size/mtime/inode, costs a
+read of a small file and cannot miss a rewrite within one timestamp tick. Any problem with
+the cache just means a parse: it is an optimisation, never a source of errors.
+"""
+
+import marshal
+import os
+import stat
+
+from pynox import units
+from pynox.policy import config, grants
+from pynox.policy import location as config_location
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    # (real path, HOME, code stamp)
+    CacheKey = tuple[str, str | None, tuple[int, ...]]
+
+CACHE_FORMAT = 3
+_SUFFIX = ".marshal"
+_MAX_NAME = 200
+_MAX_ENTRY_BYTES = 1 << 20
+# Entries kept at most; the ones written longest ago go first.
+_MAX_ENTRIES = 256
+# What a missing, unwritable, truncated or tampered cache raises (LookupError: belt and braces).
+_IGNORED = (OSError, EOFError, ValueError, TypeError, LookupError)
+
+
+def cache_dir(environ: "Mapping[str, str]") -> str | None:
+    """$XDG_CACHE_HOME/pynox/config, else ~/.cache/pynox/config, else None (no cache)."""
+    root = _cache_root(environ)
+    return None if root is None else os.path.join(root, "pynox", "config")
+
+
+def load_config(path: str, environ: "Mapping[str, str] | None" = None) -> config.Config:
+    """The validated configuration in `path` (config.parse_config_file), from the cache when
+    nothing it depends on changed."""
+    if environ is None:
+        environ = os.environ
+    real_path = os.path.realpath(path)
+    try:
+        with open(real_path, "rb") as config_file:
+            raw = config_file.read()
+    except OSError:
+        return config.parse_config_file(real_path, environ)  # reports why it cannot be read
+    key = (real_path, environ.get("HOME"), _code_stamp())
+    entry = _entry_path(real_path, environ)
+    if entry is not None:
+        cached = _read_entry(entry, key, raw)
+        if cached is not None:
+            return cached
+    # Parse the very bytes stored beside the result, never a second read of the file.
+    loaded = config.parse_config_bytes(raw, real_path, environ)
+    if entry is not None:
+        _write_entry(entry, (CACHE_FORMAT, key, raw, loaded.to_data()), environ)
+    return loaded
+
+
+def forget(path: str, environ: "Mapping[str, str]") -> None:
+    """Drop the entry for `path`, e.g. after a sandboxed run that could write the cache."""
+    entry = _entry_path(os.path.realpath(path), environ)
+    if entry is not None:
+        _remove(entry)
+
+
+def forget_all(environ: "Mapping[str, str]") -> None:
+    """Drop every entry: a run that could write the cache directory could plant any of them."""
+    directory = cache_dir(environ)
+    if directory is None:
+        return
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if name.endswith((_SUFFIX, ".tmp")):
+            _remove(os.path.join(directory, name))
+
+
+def _cache_root(environ: "Mapping[str, str]") -> str | None:
+    xdg = environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values
+        return xdg
+    home = environ.get("HOME")
+    if home and os.path.isabs(home):
+        return os.path.join(home, ".cache")
+    return None
+
+
+def _entry_path(real_path: str, environ: "Mapping[str, str]") -> str | None:
+    directory = cache_dir(environ)
+    name = real_path.replace("%", "%25").replace("/", "%2F") + _SUFFIX
+    if directory is None or len(name) > _MAX_NAME:
+        return None
+    return os.path.join(directory, name)
+
+
+def _code_stamp() -> tuple[int, ...]:
+    """Size and mtime of the validating modules: a changed pynox invalidates old entries."""
+    stamp: list[int] = []
+    for module_file in (config.__file__, config_location.__file__, grants.__file__, units.__file__):
+        try:
+            module_stat = os.stat(module_file)
+        except (OSError, TypeError):  # no source file, e.g. a frozen or zipped build
+            continue
+        stamp += (module_stat.st_size, module_stat.st_mtime_ns)
+    return tuple(stamp)
+
+
+def _read_entry(entry: str, key: "CacheKey", raw: bytes) -> "config.Config | None":
+    try:
+        descriptor = os.open(entry, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        entry_stat = os.fstat(descriptor)
+        # Only trust an entry this user wrote and nobody else can change.
+        if (
+            not stat.S_ISREG(entry_stat.st_mode)
+            or entry_stat.st_uid != os.geteuid()
+            or entry_stat.st_mode & 0o022
+            or entry_stat.st_size > _MAX_ENTRY_BYTES
+        ):
+            return None
+        stored = marshal.loads(os.read(descriptor, entry_stat.st_size + 1))
+        if type(stored) is not tuple or len(stored) != 4:
+            return None
+        if stored[0] != CACHE_FORMAT or stored[1] != key or stored[2] != raw:
+            return None
+        return config.Config.from_data(stored[3])
+    except _IGNORED:
+        return None
+    finally:
+        os.close(descriptor)
+
+
+def _write_entry(
+    entry: str,
+    stored: "tuple[int, CacheKey, bytes, dict[str, object]]",
+    environ: "Mapping[str, str]",
+) -> None:
+    temporary = f"{entry}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+    try:
+        raw = marshal.dumps(stored)
+        _make_private_dirs(environ)
+        descriptor = os.open(
+            temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+        )
+        try:
+            view = memoryview(raw)
+            while view:
+                view = view[os.write(descriptor, view) :]
+        finally:
+            os.close(descriptor)
+        os.replace(temporary, entry)
+    except _IGNORED:
+        _remove(temporary)
+        return
+    _prune(os.path.dirname(entry))
+
+
+def _prune(directory: str) -> None:
+    """Drops entries whose pynox.toml is gone, and the oldest beyond _MAX_ENTRIES.
+
+    Runs only after a cache miss wrote an entry, so a cache of projects and
+    temporary directories that come and go does not grow without end.
+    """
+    try:
+        names = [name for name in os.listdir(directory) if name.endswith(_SUFFIX)]
+    except OSError:
+        return
+    kept: list[tuple[float, str]] = []
+    for name in names:
+        entry = os.path.join(directory, name)
+        config_path = name[: -len(_SUFFIX)].replace("%2F", "/").replace("%25", "%")
+        try:
+            os.stat(config_path)
+            kept.append((os.stat(entry).st_mtime, entry))
+        except OSError:
+            _remove(entry)
+    kept.sort()
+    for _, entry in kept[: max(0, len(kept) - _MAX_ENTRIES)]:
+        _remove(entry)
+
+
+def _make_private_dirs(environ: "Mapping[str, str]") -> None:
+    """Create ROOT, ROOT/pynox and ROOT/pynox/config as 0700, but never ROOT's parents.
+
+    Creating parents could conjure up a missing HOME (say HOME=/nonexistent under root).
+    """
+    root = _cache_root(environ)
+    if root is None:
+        raise FileNotFoundError("no cache directory")
+    for directory in (root, os.path.join(root, "pynox"), os.path.join(root, "pynox", "config")):
+        try:  # noqa: SIM105 - contextlib.suppress would add an import to every start-up
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
+
+
+def _remove(path: str) -> None:
+    try:  # noqa: SIM105 - as above, no contextlib
+        os.unlink(path)
+    except OSError:
+        pass  # already gone, or not ours to remove: either way nothing to undo

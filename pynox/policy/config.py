@@ -1,0 +1,368 @@
+"""pynox.toml: the permissions a project grants the programs Pynox runs for it.
+
+Imported by runs that have a pynox.toml (pynox.policy.grants and pynox.policy.location serve the
+others): module level uses only builtins and os (the TOML parser is imported inside
+`parse_config_file`, and pynox.policy.cache.load_config usually skips it).
+Annotations that name classes not yet defined are quoted instead of importing `__future__`.
+"""
+
+import os
+import sys
+
+from pynox import units
+from pynox.errors import ConfigError
+from pynox.policy.grants import (
+    _GRANT_KEYS,
+    Grants,
+    _float,
+    _int,
+    _Record,
+    _str,
+    _str_list,
+    _unique,
+)
+from pynox.policy.location import CONFIG_ENV, CONFIG_NAME, expand_home, find_config_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+# Grants and the finding of the file live in their own modules; they are part of this API too.
+__all__ = ["CONFIG_ENV", "CONFIG_NAME", "Config", "Grants", "PoolSettings", "find_config_path"]
+
+_POOL_KEYS = ("workers", "preload", "max_sessions", "session_idle")
+_POOL_FIELDS = _POOL_KEYS + ("limited",)
+_TABLES_HINT = "settings go in the tables [permissions], [profiles.NAME] and [pool]"
+_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_NAME_CHARS = _NAME_START | frozenset("0123456789")
+_BARE_KEY_CHARS = _NAME_CHARS | frozenset("-")
+
+
+class PoolSettings(_Record):
+    """The [pool] table: how the worker pool runs (its limits are a separate Grants).
+
+    `limited` names the keys [pool.limits] sets: there an empty list still limits
+    (to nothing), where a Grants' empty list means "not set".
+    """
+
+    __slots__ = _POOL_FIELDS
+    _fields = _POOL_FIELDS
+    _checks = (_int, _str_list, _int, _float, _str_list)
+
+    def __init__(
+        self,
+        *,
+        workers: int | None = None,
+        preload: list[str] | None = None,
+        max_sessions: int | None = None,
+        session_idle: float | None = None,
+    ) -> None:
+        self.workers = workers
+        self.preload: list[str] = list(preload or ())
+        self.max_sessions = max_sessions
+        self.session_idle = session_idle  # seconds
+        self.limited: list[str] = []
+
+    @classmethod
+    def from_data(cls, data: object) -> "PoolSettings":
+        pool = cls.__new__(cls)
+        pool._fill(data)
+        return pool
+
+
+def _profiles(value: object) -> dict[str, Grants]:
+    if type(value) is not dict:
+        raise TypeError("expected a dict")
+    return {_str(name): Grants.from_data(grants) for name, grants in value.items()}
+
+
+class Config(_Record):
+    """A validated pynox.toml; `path` is the file's absolute real path."""
+
+    __slots__ = _fields = ("path", "permissions", "profiles", "pool", "pool_limits")
+    _checks = (_str, Grants.from_data, _profiles, PoolSettings.from_data, Grants.from_data)
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        permissions: Grants | None = None,
+        profiles: dict[str, Grants] | None = None,
+        pool: PoolSettings | None = None,
+        pool_limits: Grants | None = None,
+    ) -> None:
+        self.path = path
+        self.permissions = Grants() if permissions is None else permissions
+        self.profiles: dict[str, Grants] = {} if profiles is None else profiles
+        self.pool = PoolSettings() if pool is None else pool
+        self.pool_limits = Grants() if pool_limits is None else pool_limits
+
+    def profile(self, name: str) -> Grants:
+        """The [profiles.NAME] table as written (see `grants_for` for the merged grants)."""
+        found = self.profiles.get(name)
+        if found is not None:
+            return found
+        if not self.profiles:
+            raise ConfigError(f"profile {name!r} is not in {self.path}; it has no [profiles] table")
+        names = ", ".join(sorted(self.profiles))
+        raise ConfigError(f"profile {name!r} is not in {self.path}; its profiles are: {names}")
+
+    def grants_for(self, profile: str | None = None) -> Grants:
+        """[permissions], with the named profile layered on top when one is given."""
+        if profile is None:
+            return self.permissions
+        return self.permissions.merged(self.profile(profile))
+
+    @classmethod
+    def from_data(cls, data: object) -> "Config":
+        config = cls.__new__(cls)
+        config._fill(data)
+        return config
+
+    def __repr__(self) -> str:
+        return f"Config({self.path!r})"
+
+
+def parse_config_file(path: str, environ: "Mapping[str, str]") -> Config:
+    """Read, parse and validate `path` (costs ~20 ms for the TOML parser's import)."""
+    real_path = os.path.realpath(path)
+    try:
+        with open(real_path, "rb") as config_file:
+            raw = config_file.read()
+    except OSError as failure:
+        reason = failure.strerror or str(failure)
+        raise ConfigError(
+            f"cannot read {real_path} ({reason}); check that it exists and that you may read it"
+        ) from None
+    return parse_config_bytes(raw, real_path, environ)
+
+
+def parse_config_bytes(raw: bytes, real_path: str, environ: "Mapping[str, str]") -> Config:
+    """Parse and validate the contents of the pynox.toml whose real path is `real_path`."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as failure:
+        line = raw.count(b"\n", 0, failure.start) + 1
+        raise ConfigError(
+            f"{real_path} is not UTF-8 text (see line {line}); save it as UTF-8"
+        ) from None
+    return config_from_toml(_parse_toml(text, real_path), real_path, environ)
+
+
+def config_from_toml(
+    document: dict[str, object], path: str, environ: "Mapping[str, str]"
+) -> Config:
+    """Validate a parsed pynox.toml; relative paths are taken from the directory of `path`."""
+    reader = _Reader(path, environ)
+    for key, value in document.items():
+        if key in ("permissions", "profiles", "pool"):
+            continue
+        if isinstance(value, dict):
+            raise ConfigError(f"unknown table [{key}] in {path}; {_TABLES_HINT}")
+        if key in _GRANT_KEYS:
+            raise ConfigError(
+                f"{key} at the top of {path} is outside any table; put it under [permissions]"
+            )
+        raise ConfigError(f"unknown key {key!r} at the top of {path}; {_TABLES_HINT}")
+    config = Config(path)
+    permissions = document.get("permissions")
+    if permissions is not None:
+        config.permissions = reader.grants(
+            _table(permissions, "permissions", path), "[permissions]"
+        )
+    profiles = document.get("profiles")
+    if profiles is not None:
+        config.profiles = reader.profiles(_table(profiles, "profiles", path))
+    pool = document.get("pool")
+    if pool is not None:
+        config.pool, config.pool_limits = reader.pool(_table(pool, "pool", path))
+    return config
+
+
+class _Reader:
+    """Checks the tables of one file; every error names the key, the table and the file."""
+
+    __slots__ = ("path", "directory", "environ")
+
+    def __init__(self, path: str, environ: "Mapping[str, str]") -> None:
+        self.path = path
+        self.directory = os.path.dirname(path)
+        self.environ = environ
+
+    def grants(self, table: dict[str, object], section: str) -> Grants:
+        _reject_unknown_keys(table, _GRANT_KEYS, section, self.path, ", ".join(_GRANT_KEYS))
+        grants = Grants()
+        for key in ("allow_read", "allow_write", "package_dirs"):
+            if key in table:
+                paths = self._strings(table[key], key, section)
+                setattr(grants, key, _unique([self._path(p, key, section) for p in paths]))
+        if "allow_env" in table:
+            names = self._strings(table["allow_env"], "allow_env", section)
+            for name in names:
+                if not _is_env_name(name):
+                    raise ConfigError(
+                        f"allow_env in {section} of {self.path} lists {name!r}, which is not an"
+                        " environment variable name; use letters, digits and _, not starting"
+                        " with a digit"
+                    )
+            grants.allow_env = _unique(names)
+        if "allow_network" in table:
+            allowed = table["allow_network"]
+            if not isinstance(allowed, bool):
+                raise self._type_error("allow_network", section, "true or false", "false")
+            grants.allow_network = allowed
+        if "timeout" in table:
+            grants.timeout = units.parse_duration(
+                table["timeout"], self._what("timeout", section), error=ConfigError
+            )
+        for key, minimum, maximum in (
+            ("memory", units.MIN_MEMORY, None),
+            ("max_output", 0, units.MAX_OUTPUT_LIMIT),
+            ("max_file_size", 0, None),
+        ):
+            if key in table:
+                size = units.parse_size(
+                    table[key], self._what(key, section), minimum, maximum, error=ConfigError
+                )
+                setattr(grants, key, size)
+        return grants
+
+    def profiles(self, table: dict[str, object]) -> "dict[str, Grants]":
+        profiles: dict[str, Grants] = {}
+        for name, value in table.items():
+            if not isinstance(value, dict):
+                raise ConfigError(
+                    f"{name!r} in [profiles] of {self.path} is not a profile table;"
+                    " give each profile its own table, like [profiles.fetch]"
+                )
+            profiles[name] = self.grants(value, f"[profiles.{_toml_key(name)}]")
+        return profiles
+
+    def pool(self, table: dict[str, object]) -> "tuple[PoolSettings, Grants]":
+        listed = ", ".join(_POOL_KEYS) + " and the table [pool.limits]"
+        _reject_unknown_keys(table, _POOL_KEYS + ("limits",), "[pool]", self.path, listed)
+        pool = PoolSettings()
+        if "workers" in table:
+            pool.workers = self._whole_number(table["workers"], "workers", 1, "4")
+        if "max_sessions" in table:
+            pool.max_sessions = self._whole_number(table["max_sessions"], "max_sessions", 0, "16")
+        if "session_idle" in table:
+            pool.session_idle = units.parse_duration(
+                table["session_idle"], self._what("session_idle", "[pool]"), error=ConfigError
+            )
+        if "preload" in table:
+            modules = self._strings(table["preload"], "preload", "[pool]", kind="module names")
+            for module in modules:
+                if not _is_module_name(module):
+                    raise ConfigError(
+                        f"preload in [pool] of {self.path} lists {module!r}, which is not a"
+                        ' module name; write importable names, like "pandas" or "numpy.linalg"'
+                    )
+            pool.preload = _unique(modules)
+        limits = Grants()
+        if "limits" in table:
+            limits_table = table["limits"]
+            if not isinstance(limits_table, dict):
+                raise ConfigError(
+                    f"limits in [pool] of {self.path} must be a table, like [pool.limits]"
+                )
+            limits = self.grants(limits_table, "[pool.limits]")
+            pool.limited = sorted(limits_table)
+        return pool, limits
+
+    def _strings(self, value: object, key: str, section: str, kind: str = "strings") -> list[str]:
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise self._type_error(key, section, f"a list of {kind}", _LIST_EXAMPLES[key])
+        return value
+
+    def _path(self, text: str, key: str, section: str) -> str:
+        where = f"{key} in {section} of {self.path}"
+        if not text:
+            raise ConfigError(
+                f'{where} lists an empty path; remove it, or write "." for the directory of'
+                f" {CONFIG_NAME}"
+            )
+        if "\0" in text:
+            raise ConfigError(f"{where} lists a path with a NUL character; remove that character")
+        if text.startswith("~"):
+            text = expand_home(text, self.environ)
+            if text.startswith("~"):
+                user = text[1:].partition("/")[0]
+                raise ConfigError(
+                    f"{where} lists {text!r}, but there is no user {user!r}; write the full path"
+                )
+        return os.path.normpath(os.path.join(self.directory, text))
+
+    def _whole_number(self, value: object, key: str, minimum: int, example: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self._type_error(key, "[pool]", f"a whole number of at least {minimum}", example)
+        return value
+
+    def _what(self, key: str, section: str) -> str:
+        return f"{key} in {section} of {self.path}"
+
+    def _type_error(self, key: str, section: str, expected: str, example: str) -> ConfigError:
+        return ConfigError(
+            f"{key} in {section} of {self.path} must be {expected}, like {key} = {example}"
+        )
+
+
+_LIST_EXAMPLES = {
+    "allow_read": '["data"]',
+    "allow_write": '["out"]',
+    "package_dirs": '["/opt/venv/lib/python3.11/site-packages"]',
+    "allow_env": '["API_KEY"]',
+    "preload": '["pandas"]',
+}
+
+
+def _parse_toml(text: str, path: str) -> dict[str, object]:
+    # Imported here, not at the top: the import alone costs ~20 ms, paid only on a cache miss.
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        try:
+            # The ignore is for mypy run from a 3.11+ environment, where tomli is not installed.
+            import tomli as tomllib  # type: ignore[import-not-found, unused-ignore]
+        except ImportError:
+            raise ConfigError(
+                f"reading {path} on Python 3.10 needs the tomli package; install it with"
+                " `pip install tomli`"
+            ) from None
+    try:
+        document: dict[str, object] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as failure:
+        raise ConfigError(f"{path} is not valid TOML: {failure}; fix it there") from None
+    return document
+
+
+def _table(value: object, name: str, path: str) -> dict[str, object]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{name} in {path} must be a table, like [{name}]")
+    return value
+
+
+def _reject_unknown_keys(
+    table: dict[str, object], known: tuple[str, ...], section: str, path: str, listed: str
+) -> None:
+    for key in table:
+        if key not in known:
+            raise ConfigError(f"unknown key {key!r} in {section} of {path}; the keys are {listed}")
+
+
+def _is_env_name(name: str) -> bool:
+    return bool(name) and name[0] in _NAME_START and all(char in _NAME_CHARS for char in name)
+
+
+def _is_module_name(name: str) -> bool:
+    import keyword  # only reached while validating, next to the ~20 ms TOML import
+
+    return all(part.isidentifier() and not keyword.iskeyword(part) for part in name.split("."))
+
+
+def _toml_key(name: str) -> str:
+    """A profile name as it appears in a table header: bare when TOML allows, else quoted."""
+    if name and all(char in _BARE_KEY_CHARS for char in name):
+        return name
+    escaped = name.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'

@@ -1,0 +1,124 @@
+"""What no write grant may reach: everything a later run trusts.
+
+A sandboxed program writes whatever its write grants let it write. Anything
+beneath them that a later pynox run loads before it confines itself (pynox's
+own code and start-up image, the interpreter, its standard library and the
+shared libraries it loads, the environment whose bin/ holds the `pynox`
+command, the directories of modules imported before confinement) or reads as
+its permissions (a pynox.toml where a run looks for one, whether or not one
+exists yet, and the configuration cache), or the system files every run may
+read (the time zone, the resolver's files, /dev/null: a program that could
+turn one into a link would widen every later run's reads) would let one run
+widen the next.
+Landlock cannot leave a hole in a granted tree, so such a grant is refused.
+
+Paths are compared resolved, as the kernel will see them, and also with their
+last component unresolved: a write grant on the directory that holds a
+symbolic link can replace the link itself.
+"""
+
+import os
+import sys
+
+from pynox.errors import PolicyError
+from pynox.policy import system_paths
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from pynox.policy.resolve import Policy
+
+_OWN_CODE = "pynox's own code, which every run loads before its sandbox exists"
+_ENVIRONMENT = "the Python environment pynox runs in (the pynox command and its interpreter)"
+_INTERPRETER = "the interpreter's installation, which every run loads before its sandbox exists"
+_LIBRARIES = "the shared libraries the interpreter loads before its sandbox exists"
+_IMPORTED = "the home of a module pynox imported before the sandbox existed"
+_SYSTEM = "a system file every run reads (made a link, it would widen that read)"
+_CONFIG = "where pynox reads its configuration, so the program could grant itself more next time"
+_CACHE = "pynox's cache of validated configurations, which later runs trust"
+
+
+def _forms(path: str) -> "list[str]":
+    """The path resolved, and with only its directory resolved (the link itself)."""
+    absolute = os.path.abspath(path)
+    as_named = os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
+    resolved = os.path.realpath(absolute)
+    return [resolved] if resolved == as_named else [resolved, as_named]
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def installation() -> "list[tuple[str, str]]":
+    """pynox, its environment, the interpreter and what it loaded so far, as
+    (path, what it is) pairs."""
+    entries = [(system_paths.pynox_package_dir(), _OWN_CODE)]
+    # pynox starts without `site`, which is what points sys.prefix at a virtual
+    # environment: find the environment from the interpreter's place in it.
+    environment = os.path.dirname(os.path.dirname(sys.executable))
+    if os.path.isfile(os.path.join(environment, "pyvenv.cfg")):
+        entries.append((environment, _ENVIRONMENT))
+    bundle_root = os.path.dirname(sys.prefix)
+    if os.path.isfile(os.path.join(bundle_root, "bin", "pynox")):
+        entries.append((bundle_root, _ENVIRONMENT))  # a bundle: bin/pynox beside python/
+    entries += [(prefix, _ENVIRONMENT) for prefix in (sys.prefix, sys.exec_prefix)]
+    entries += [(prefix, _INTERPRETER) for prefix in (sys.base_prefix, sys.base_exec_prefix)]
+    entries.append((system_paths.stdlib_dir(), _INTERPRETER))
+    if sys.executable:
+        entries.append((sys.executable, _INTERPRETER))
+    entries += [(directory, _LIBRARIES) for directory in system_paths.library_dirs()]
+    system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
+    entries += [(path, _SYSTEM) for path in system + list(system_paths.DEVICES_READ_WRITE)]
+    resolved = [(form, what) for path, what in entries for form in _forms(path)]
+    roots = [form for form, _ in resolved]
+    # Modules imported so far, from wherever they came (a package directory, a
+    # path given to the pool): a later run imports them again before confinement.
+    homes: dict[str, None] = {}
+    for module in list(sys.modules.values()):
+        filename = getattr(module, "__file__", None)
+        if isinstance(filename, str) and not any(_inside(filename, r) for r in roots):
+            homes.setdefault(os.path.dirname(filename), None)
+    resolved += [(form, _IMPORTED) for home in homes for form in _forms(home)]
+    return resolved
+
+
+def configuration(
+    config_paths: "Iterable[str | None]", cwd: str, environ: "Mapping[str, str]"
+) -> "list[tuple[str, str]]":
+    """The configuration a later run would discover or be given, and the cache."""
+    from pynox.policy.cache import cache_dir
+    from pynox.policy.location import CONFIG_ENV, CONFIG_NAME, expand_home
+
+    paths = [os.path.join(cwd, CONFIG_NAME)]  # whether or not it exists yet
+    if environ.get(CONFIG_ENV):
+        paths.append(os.path.join(cwd, expand_home(environ[CONFIG_ENV], environ)))
+    paths += [path for path in config_paths if path]
+    entries = [(form, _CONFIG) for path in paths for form in _forms(path)]
+    cache = cache_dir(environ)
+    if cache is not None:
+        entries += [(form, _CACHE) for form in _forms(cache)]
+    return entries
+
+
+def refuse_trusted_writes(policy: "Policy", trusted: "list[tuple[str, str]]") -> None:
+    """Raises PolicyError when a write grant of the policy reaches a trusted path."""
+    for grant in policy.allow_write:
+        # The most telling reason first: the path itself, the innermost tree holding
+        # the grant, then the first trusted path beneath it.
+        holding = [(path, what) for path, what in trusted if _inside(grant, path)]
+        if holding:
+            path, what = max(holding, key=lambda entry: len(entry[0]))
+            relation = "is" if path == grant else "lies inside"
+            raise PolicyError(
+                f"cannot grant writing {grant}: it {relation} {path}, {what}; grant a "
+                "directory outside it instead"
+            )
+        for path, what in trusted:
+            if _inside(path, grant):
+                raise PolicyError(
+                    f"cannot grant writing {grant}: it covers {path}, {what}; grant a "
+                    "directory that holds none of it instead, such as a subdirectory for the "
+                    "program's output"
+                )

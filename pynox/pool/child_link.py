@@ -1,0 +1,74 @@
+"""A pool child's side of its channel to the server, as the engine's child sees it.
+
+The engine runs every child the same way; what only a pool child does (make host
+functions importable, serve a session's steps, say why its script could not be read,
+announce how it ended) goes through this object, so the engine never imports the pool.
+"""
+
+import _signal
+import os
+
+from pynox.pool import channel
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+    from pynox.engine.child import ChildSetup
+    from pynox.engine.program import Program
+    from pynox.policy.resolve import Policy
+
+# The frame a child sends when it cannot read its script: the server words the result
+# (python's "can't open file") from the errno alone; 0 means not a regular file.
+SCRIPT_UNREADABLE = "script_unreadable"
+
+
+class ChildLink:
+    __slots__ = ("fd", "functions", "session")
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.functions: list[dict[str, str]] = []  # host functions the request declared
+        self.session = False
+
+    def before_confinement(self) -> None:
+        """Makes `pynox_host` importable, while the process may still set it up."""
+        if self.functions:
+            from pynox.pool import host_module
+
+            host_module.install(self.fd, self.functions)
+
+    def serve_session(
+        self,
+        main: object,
+        program: "Program",
+        policy: "Policy",
+        setup: "ChildSetup",
+        modules_before: "set[str]",
+    ) -> "NoReturn":
+        from pynox.pool.session_child import serve
+
+        serve(main, program, policy, setup, modules_before)
+
+    def script_unreadable(self, error: int) -> None:
+        try:
+            channel.send(self.fd, {"type": SCRIPT_UNREADABLE, "errno": error})
+        except (OSError, channel.ChannelError):
+            pass
+
+    def announce_exit(self, status: int, interrupted: bool) -> None:
+        """Tells the server how the program ended, then closes its output, so the result
+        goes out while the kernel still tears the process down."""
+        try:
+            channel.send(
+                self.fd,
+                {
+                    "type": "exit",
+                    "status": status,
+                    "signal": int(_signal.SIGINT) if interrupted else None,
+                },
+            )
+            for stream_fd in (1, 2):
+                os.close(stream_fd)
+        except OSError:
+            pass

@@ -1,0 +1,97 @@
+"""`pynox_host`: the module a sandboxed program imports to call host functions.
+
+Each call travels as a frame to the pool template, which asks the client; the
+function runs in the client's process, outside the sandbox. Arguments and
+results are JSON (RFC 8259: NaN and Infinity are refused here, before they
+leave). A failure in the host function raises HostError here.
+"""
+
+import sys
+import threading
+
+from pynox.pool import channel
+
+MODULE_NAME = "pynox_host"
+
+
+class HostError(Exception):
+    """The host function raised, or the host could not run it."""
+
+
+HostError.__module__ = MODULE_NAME  # what the program imports it from
+
+
+class _HostFunction:
+    def __init__(self, link: "_Link", name: str, signature: str, doc: str) -> None:
+        self._link = link
+        self.__name__ = self.__qualname__ = name
+        self.__doc__ = doc or None
+        self.signature = signature
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        return self._link.call(self.__name__, list(args), kwargs)
+
+    def __repr__(self) -> str:
+        return f"<host function {self.__name__}{self.signature}>"
+
+
+class _Link:
+    """The child's end of the channel; one call at a time, from any thread."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.lock = threading.Lock()
+        self.calls = 0
+
+    def call(self, name: str, args: list[object], kwargs: dict[str, object]) -> object:
+        with self.lock:
+            self.calls += 1
+            number = self.calls
+            call = {
+                "type": "call",
+                "call": number,
+                "function": name,
+                "args": args,
+                "kwargs": kwargs,
+            }
+            try:
+                # The template's own bounds, checked here first: a call it would
+                # refuse (and end the request for) is a HostError the program can catch.
+                frame = channel.encode(
+                    call, limit=channel.CHILD_FRAME, max_depth=channel.CHILD_DEPTH
+                )
+            except (TypeError, ValueError) as exc:
+                raise HostError(f"{name}() takes JSON arguments only: {exc}") from None
+            except channel.ChannelError as exc:
+                raise HostError(f"the arguments of {name}() are too large: {exc}") from None
+            try:
+                channel.write_frame(self.fd, frame)
+                reply = channel.receive(self.fd)
+            except (OSError, channel.ChannelError) as exc:
+                raise HostError(f"the host could not run {name}(): {exc}") from None
+        if reply is None:
+            raise HostError(f"the host went away while {name}() was running")
+        if reply.get("type") == "return" and reply.get("call") == number:
+            return reply.get("value")
+        if reply.get("type") == "raise" and reply.get("call") == number:
+            raise HostError(str(reply.get("message", f"{name}() failed")))
+        raise HostError(f"the host answered {name}() with something unexpected")
+
+
+def install(fd: int, functions: list[dict[str, str]]) -> None:
+    """Puts a `pynox_host` module with the declared functions into sys.modules."""
+    module = type(sys)(MODULE_NAME)
+    module.__doc__ = "Functions of the host application, callable from the sandbox."
+    link = _Link(fd)
+    module.HostError = HostError  # type: ignore[attr-defined]
+    names = []
+    for spec in functions:
+        name = spec["name"]
+        setattr(
+            module,
+            name,
+            _HostFunction(link, name, spec.get("signature", "(...)"), spec.get("doc", "")),
+        )
+        names.append(name)
+    module.__all__ = names  # type: ignore[attr-defined]
+    sys.modules[MODULE_NAME] = module

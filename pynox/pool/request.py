@@ -1,0 +1,237 @@
+"""One line of the pool protocol: parse it, check every field, cap the grants.
+
+Nothing here trusts the line: a wrong type, an unknown field or a grant beyond
+[pool.limits] becomes a RequestError whose message says what to fix.
+"""
+
+import json
+import os
+import sys
+
+from pynox import strict_json
+from pynox.errors import RequestError
+from pynox.policy.config import Grants
+from pynox.policy.resolve import real_path
+from pynox.units import MAX_OUTPUT_LIMIT, MIN_MEMORY, parse_duration, parse_size
+
+_PARSE_RECURSION = 5000
+
+_PATH_FIELDS = ("allow_read", "allow_write", "package_dirs")
+REQUEST_FIELDS = frozenset(
+    {
+        "id",
+        "code",
+        "script",
+        "args",
+        "name",
+        "profile",
+        "allow_read",
+        "allow_write",
+        "package_dirs",
+        "allow_env",
+        "allow_network",
+        "timeout",
+        "memory",
+        "max_output",
+        "max_file_size",
+        "session",
+        "functions",
+    }
+)
+CONTROL_FIELDS = ("host_result", "host_error", "close_session")
+
+
+def parse_line(line: bytes) -> dict[str, object]:
+    # Nesting costs the parser one level of recursion each: allow a few thousand,
+    # the same on every Python version, and refuse deeper lines cleanly.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _PARSE_RECURSION))
+    try:
+        message = strict_json.loads(line)
+    except strict_json.NotFinite as exc:
+        raise _not_finite(line, exc) from None
+    except strict_json.TooDeep:
+        raise RequestError("the line nests too deeply; send flatter JSON") from None
+    except ValueError as exc:
+        raise RequestError(f"the line is not JSON ({exc}); send one JSON object per line") from None
+    finally:
+        sys.setrecursionlimit(limit)
+    if not isinstance(message, dict):
+        raise RequestError("the line is not a JSON object; send one object per line")
+    request_id = message.get("id")
+    if not _is_id(request_id):
+        raise RequestError('every line needs an "id" that is a string or an integer')
+    return message
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+def _not_finite(line: bytes, exc: ValueError) -> RequestError:
+    """The refusal of a line that is JSON but for NaN or Infinity, with its id if it has one.
+
+    Python's lenient parser reads such a line (only here, on the way to refusing it),
+    so that the answer can name the request, or go as an event for a control line.
+    """
+    refusal = RequestError(f"the line is not JSON: {exc}; send finite numbers only")
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return refusal
+    if isinstance(message, dict) and _is_id(message.get("id")):
+        refusal.request_id = message["id"]
+        refusal.control = any(key in message for key in CONTROL_FIELDS)
+    return refusal
+
+
+def string_list(message: dict[str, object], key: str) -> list[str]:
+    value = message.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise RequestError(f"{key} must be a list of strings", message["id"])
+    return list(value)
+
+
+def check_path(path: str, key: str, request_id: object) -> str:
+    """An absolute path without NUL, normalized; anything else is refused."""
+    if "\0" in path:
+        raise RequestError(f"{key} path {path!r} contains a NUL character", request_id)
+    if not os.path.isabs(path):
+        raise RequestError(
+            f"{key} path {path!r} is not absolute; the pool cannot know your working "
+            "directory, so send absolute paths",
+            request_id,
+        )
+    return os.path.normpath(path)
+
+
+def _absolute_paths(message: dict[str, object], key: str) -> list[str]:
+    return [check_path(path, key, message["id"]) for path in string_list(message, key)]
+
+
+def request_grants(message: dict[str, object]) -> Grants:
+    """The grants a request asks for, checked for type and unit."""
+    request_id = message["id"]
+    grants = Grants()
+    for key in _PATH_FIELDS:
+        setattr(grants, key, _absolute_paths(message, key))
+    grants.allow_env = string_list(message, "allow_env")
+    network = message.get("allow_network")
+    if network is not None and not isinstance(network, bool):
+        raise RequestError("allow_network must be true or false", request_id)
+    grants.allow_network = network
+    try:
+        if message.get("timeout") is not None:
+            grants.timeout = parse_duration(message["timeout"], "timeout", error=RequestError)
+        if message.get("memory") is not None:
+            grants.memory = parse_size(
+                message["memory"], "memory", minimum=MIN_MEMORY, error=RequestError
+            )
+        if message.get("max_output") is not None:
+            grants.max_output = parse_size(
+                message["max_output"], "max_output", maximum=MAX_OUTPUT_LIMIT, error=RequestError
+            )
+        if message.get("max_file_size") is not None:
+            grants.max_file_size = parse_size(
+                message["max_file_size"], "max_file_size", minimum=1, error=RequestError
+            )
+    except RequestError as exc:
+        raise RequestError(exc.message, request_id) from None
+    return grants
+
+
+def _within(path: str, roots: list[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def resolve_limits(limits: Grants) -> Grants:
+    """[pool.limits] with its paths resolved once, when the pool starts: a symbolic link
+    that a request plants or swaps later can never move them."""
+    resolved = Grants().merged(limits)
+    for key in _PATH_FIELDS:
+        setattr(resolved, key, [real_path(path) for path in getattr(limits, key)])
+    return resolved
+
+
+def cap(grants: Grants, limits: Grants, limited: frozenset[str], request_id: object) -> Grants:
+    """Refuses what exceeds [pool.limits]; fills what the request left to the limits.
+
+    `limits` has its paths resolved (resolve_limits), and each path a request asks for
+    is compared resolved too: what counts is where the kernel will let the program
+    go, whatever the path's spelling or the links along it. The capped grants carry
+    the resolved paths. `limited` names the keys [pool.limits] sets (an empty list
+    there still limits).
+    """
+
+    def refuse(field: str, detail: str) -> RequestError:
+        return RequestError(f"{field} exceeds [pool.limits]: {detail}", request_id)
+
+    capped = Grants().merged(grants)
+    for key in _PATH_FIELDS:
+        if key not in limited:
+            continue
+        roots = getattr(limits, key)
+        allowed = ", ".join(roots) or "nothing"
+        resolved = []
+        for path in getattr(grants, key):
+            real = real_path(path)
+            if not _within(real, roots):
+                where = path if real == path else f"{path} (which resolves to {real})"
+                raise refuse(key, f"{where} is outside what it allows ({allowed})")
+            resolved.append(real)
+        setattr(capped, key, resolved)
+    if "allow_env" in limited:
+        for name in grants.allow_env:
+            if name not in limits.allow_env:
+                raise refuse("allow_env", f"{name} is not among {limits.allow_env}")
+    if "allow_network" in limited and grants.allow_network and not limits.allow_network:
+        raise refuse("allow_network", "the limits keep the network off")
+    for key in ("timeout", "memory", "max_output", "max_file_size"):
+        if key not in limited:
+            continue
+        asked, most = getattr(grants, key), getattr(limits, key)
+        if asked is None:
+            setattr(capped, key, most)
+        elif asked > most:
+            raise refuse(key, f"{asked} is above the limit of {most}")
+    return capped
+
+
+def check_fields(message: dict[str, object]) -> None:
+    unknown = sorted(set(message) - REQUEST_FIELDS)
+    if unknown:
+        raise RequestError(
+            f"unknown field {unknown[0]!r}; the fields are {', '.join(sorted(REQUEST_FIELDS))}",
+            message["id"],
+        )
+    has_code, has_script = "code" in message, "script" in message
+    if has_code == has_script:
+        raise RequestError('a request needs exactly one of "code" and "script"', message["id"])
+    for key in ("code", "script", "name", "profile", "session"):
+        if key in message and not isinstance(message[key], str):
+            raise RequestError(f"{key} must be a string", message["id"])
+    if isinstance(message.get("script"), str):
+        check_path(message["script"], "script", message["id"])  # type: ignore[arg-type]
+    string_list(message, "args")
+
+
+def host_functions(message: dict[str, object]) -> list[dict[str, str]]:
+    value = message.get("functions", [])
+    if not isinstance(value, list):
+        raise RequestError(
+            'functions must be a list of {"name", "signature", "doc"}', message["id"]
+        )
+    functions = []
+    for spec in value:
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise RequestError('each function needs a "name" string', message["id"])
+        name = spec["name"]
+        if not name.isidentifier() or name.startswith("_"):
+            raise RequestError(f"function name {name!r} is not a public identifier", message["id"])
+        signature, doc = spec.get("signature", "(...)"), spec.get("doc", "")
+        if not isinstance(signature, str) or not isinstance(doc, str):
+            raise RequestError(
+                f"the signature and doc of function {name!r} must be strings", message["id"]
+            )
+        functions.append({"name": name, "signature": signature, "doc": doc})
+    return functions

@@ -1,0 +1,1079 @@
+"""`pynox pool`: a warm template serving sandboxed runs over JSON Lines.
+
+One thread, one poll loop. The template reads requests on stdin, checks and
+caps them, asks the zygote (see zygote.py) to fork a child per request or per
+session, sends each child its program over the child's own channel, relays
+host-function calls to the client, collects output within its limits, enforces
+timeouts through pidfds, and writes one result per request on stdout. The
+protocol is documented in docs/pool-protocol.md.
+"""
+
+import contextlib
+import gc
+import os
+import select
+import signal
+import socket
+import time
+
+from pynox import strict_json
+from pynox.engine.child import REPORT_CONFINED
+from pynox.engine.result import build_result, error_object, python_version, refusal, timeout_error
+from pynox.engine.supervisor import Outcome
+from pynox.errors import (
+    EXIT_CANNOT_OPEN,
+    EXIT_SETUP_FAILURE,
+    EXIT_TIMEOUT,
+    PynoxError,
+    RequestError,
+    UsageError,
+)
+from pynox.limits import DEFAULT_NAME, DEFAULT_TIMEOUT, MAX_LINE
+from pynox.policy import system_paths
+from pynox.policy import trusted as trusted_paths
+from pynox.policy.cache import load_config
+from pynox.policy.config import Config, Grants, find_config_path
+from pynox.policy.resolve import build_policy
+from pynox.pool import channel, zygote
+from pynox.pool import request as pool_request
+from pynox.pool.child_link import SCRIPT_UNREADABLE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from pynox.policy.resolve import Policy
+
+DEFAULT_WORKERS = 2
+DEFAULT_SESSION_IDLE = 600.0
+_READ_CHUNK = 65536
+# New spares wait while a program that started less than this ago runs: forking
+# and warming one up competes for the CPU with it (~0.5 ms of a small request's
+# latency on two cores). A program that runs longer gets its spares anyway.
+_SPARE_DELAY = 0.02
+_REPORT_LIMIT = 1 << 20
+# Host calls of one request: pynox_host makes one at a time; a program that writes
+# call frames itself may have at most this many, carrying at most this many bytes
+# of JSON between them, waiting for the client at once. More ends the request.
+MAX_CALLS_IN_FLIGHT = 4
+MAX_CALL_BYTES_IN_FLIGHT = 16 << 20
+_MAX_CALL_NUMBER = (1 << 53) - 1  # what a JSON client reads exactly as a double
+_MAX_SIGNAL = 64
+# A child whose run or session is over (closed, exited, its result sent) gets this
+# long to leave on its own before the template kills it: with the kill and the
+# kernel's teardown, no child outlives its request or session by more than a second.
+EXIT_GRACE = 0.9
+
+
+class PoolOptions:
+    __slots__ = ("config", "workers", "preload")
+
+    def __init__(self) -> None:
+        self.config: str | None = None
+        self.workers: int | None = None
+        self.preload: list[str] = []
+
+
+def parse_options(argv: list[str]) -> PoolOptions:
+    options = PoolOptions()
+    i = 0
+    while i < len(argv):
+        name, has_value, value = argv[i].partition("=")
+        if name not in ("--config", "--workers", "--preload"):
+            raise UsageError(
+                f"pynox pool does not take {argv[i]}; it takes --config, --workers and --preload"
+            )
+        if not has_value:
+            if i + 1 >= len(argv):
+                raise UsageError(f"{name} needs a value, as in {name}=VALUE")
+            i += 1
+            value = argv[i]
+        if name == "--config":
+            options.config = value
+        elif name == "--preload":
+            options.preload.append(value)
+        else:
+            if not value.isdigit() or int(value) < 1:
+                raise UsageError(f"--workers={value} is not a whole number of at least 1")
+            options.workers = int(value)
+        i += 1
+    return options
+
+
+class Capture:
+    """One output stream of a run, kept up to its limit and drained past it."""
+
+    __slots__ = ("data", "limit", "truncated", "open")
+
+    def __init__(self, limit: int) -> None:
+        self.data = bytearray()
+        self.limit = limit
+        self.truncated = False
+        self.open = True
+
+    def add(self, chunk: bytes) -> None:
+        room = self.limit - len(self.data)
+        if len(chunk) > room:
+            self.truncated = True
+        if room > 0:
+            self.data += chunk[:room]
+
+
+class Child:
+    """A process the zygote forked: a spare until a run or a session takes it."""
+
+    def __init__(self, token: int) -> None:
+        self.token = token
+        self.functions: set[str] = set()
+        self.pid = 0
+        self.pidfd: int | None = None
+        self.status: int | None = None
+        self.fds: dict[str, int] = {}
+        self.stdout = Capture(0)
+        self.stderr = Capture(0)
+        self.report = Capture(_REPORT_LIMIT)
+        self.frames = channel.FrameReader()
+        self.outbound = bytearray()
+        self.pending_calls: dict[int, int] = {}  # call number -> bytes of its frame
+        self.pending_bytes = 0
+        self.kill_reason: str | None = None  # "timeout", or why the template dropped it
+        # How the child said it ended, before the zygote reaped it: (status, signal).
+        self.announced: tuple[int, int | None] | None = None
+        self.finished = False
+        self.kill_at = 0.0  # once its work is over: when the template stops waiting
+        self.script_errno: int | None = None  # why its script could not be read (0: not a file)
+
+    def kill(self, reason: str) -> None:
+        if self.kill_reason is None:
+            self.kill_reason = reason
+        if self.pidfd is not None and self.status is None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+class Run:
+    """A request in flight: a one-shot child, or a step of a session."""
+
+    def __init__(self, request_id: object, policy: "Policy") -> None:
+        self.id = request_id
+        self.policy = policy
+        self.started = time.monotonic()
+        # The clock starts when a child takes the request, not while it queues.
+        self.deadline: float | None = None
+        self.child: Child | None = None
+        self.session: Session | None = None
+        self.script: str | None = None
+
+    def start_clock(self) -> None:
+        self.started = time.monotonic()
+        if self.policy.timeout is not None:
+            self.deadline = self.started + self.policy.timeout
+
+
+class Session:
+    def __init__(self, name: str, policy: "Policy", functions: list[dict[str, str]]) -> None:
+        self.name = name
+        self.policy = policy
+        self.functions = functions
+        self.child: Child | None = None
+        self.steps = 0
+        self.restarted = False
+        self.queue: list[tuple[Run, dict[str, object]]] = []
+        self.running: Run | None = None
+        self.last_used = time.monotonic()
+        self.closing = False
+
+
+def error_result(request_id: object, message: str, kind: str = "RequestError") -> "dict[str, Any]":
+    return {"id": request_id, **refusal(kind, message)}
+
+
+def _failed(
+    result: "dict[str, Any]", kind: str, message: str, exit_code: int = EXIT_SETUP_FAILURE
+) -> None:
+    result["exit"] = exit_code
+    result["error"] = error_object(kind, message)
+
+
+def _report_problem(report: bytes, truncated: bool) -> str | None:
+    """What is wrong with a one-shot child's error report, if anything.
+
+    pynox writes one flat JSON object there; anything else was written by the
+    program, and is refused here, before the result is built from it.
+    """
+    if truncated:
+        return f"it is longer than {_REPORT_LIMIT} bytes"
+    try:
+        parsed = strict_json.loads(report, max_depth=1)
+    except strict_json.TooDeep:
+        return "it is not one flat JSON object"
+    except ValueError as exc:
+        return str(exc)
+    return None if isinstance(parsed, dict) else "it is not one flat JSON object"
+
+
+def _small_int(value: object, low: int, high: int) -> bool:
+    return type(value) is int and low <= value <= high
+
+
+class _OverBound(channel.ChannelError):
+    """A child went past a bound of the protocol; the message names the bound."""
+
+
+class Template:
+    def __init__(self, options: PoolOptions) -> None:
+        cwd = os.getcwd()
+        path = find_config_path(options.config, os.environ, cwd)
+        self.config = load_config(path, os.environ) if path else Config("")
+        settings = self.config.pool
+        self.workers = options.workers or settings.workers or DEFAULT_WORKERS
+        self.max_sessions = settings.max_sessions
+        self.session_idle = settings.session_idle or DEFAULT_SESSION_IDLE
+        self.limits = pool_request.resolve_limits(self.config.pool_limits)
+        self.limited = frozenset(settings.limited)
+        self.cwd = cwd
+        for module in [*settings.preload, *options.preload]:
+            try:
+                __import__(module)
+            except Exception as exc:  # noqa: BLE001 - any failure is the user's to see
+                raise PynoxError(f"cannot preload {module}: {exc!r}; fix or remove it") from None
+        _warm_up()
+        # What no request may write: pynox, what the pool loaded, its configuration.
+        self.trusted = trusted_paths.installation()
+        self.trusted += trusted_paths.configuration([path], cwd, os.environ)
+        self.system_reads = system_paths.interpreter_reads()
+        gc.freeze()  # the children share the template's pages; keep the collector off them
+        self.zygote_pid, self.zygote = zygote.start(self.system_reads)
+        self.poller = select.poll()
+        self.handlers: dict[int, tuple[Child, str]] = {}
+        self.children: dict[int, Child] = {}  # by token
+        self.by_pid: dict[int, Child] = {}
+        self.runs: dict[object, Run] = {}  # by request id
+        self.child_runs: dict[int, Run] = {}  # by token, for one-shot and session steps
+        self.queue: list[tuple[Run, dict[str, object]]] = []
+        self.sessions: dict[str, Session] = {}
+        self.next_token = 0
+        self.stdin_open = True
+        self.spares: list[Child] = []
+        self.dying: dict[int, Child] = {}  # by token: done, and given EXIT_GRACE to exit
+        self.line = bytearray()
+        self.discarding = False
+
+    # --- output -------------------------------------------------------------------------
+
+    def emit(self, message: "dict[str, Any]") -> None:
+        try:
+            text = strict_json.dumps(message)
+        except ValueError as exc:
+            # The stream stays RFC 8259 JSON: a result that cannot be written becomes
+            # a PoolError result; an event that cannot be written is dropped.
+            if "event" in message:
+                return
+            text = strict_json.dumps(
+                error_result(message.get("id"), f"the result is not JSON: {exc}", "PoolError")
+            )
+        data = (text + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(1, data) :]
+        except BrokenPipeError:
+            self.shutdown_now()
+
+    def shutdown_now(self) -> None:
+        """The client is gone: kill every child and leave."""
+        for child in list(self.children.values()):
+            child.kill("the client went away")
+        os._exit(0)
+
+    # --- the loop -----------------------------------------------------------------------
+
+    def serve(self) -> int:
+        self.poller.register(0, select.POLLIN)
+        self.poller.register(1, 0)  # only POLLERR: the client closed our stdout
+        self.poller.register(self.zygote.fileno(), select.POLLIN)
+        self._replenish()
+        self.emit(
+            {
+                "event": "ready",
+                "pynox": _version(),
+                "python": python_version(),
+                "workers": self.workers,
+                "pid": os.getpid(),
+            }
+        )
+        while self.stdin_open or self.runs or self.queue:
+            timeout_ms = self._next_timeout_ms()
+            for fd, events in self._poll(timeout_ms):
+                self._dispatch(fd, events)
+            self._expire()
+            # A request that finds no spare gets one forked on the spot (_take_spare);
+            # with requests queued, spares are what they wait for.
+            if self.queue or not self._just_started():
+                self._replenish()
+        self._close_sessions()
+        return 0
+
+    def _poll(self, timeout_ms: int | None) -> "list[tuple[int, int]]":
+        try:
+            return self.poller.poll(timeout_ms)
+        except InterruptedError:
+            return []
+
+    def _next_timeout_ms(self) -> int | None:
+        now = time.monotonic()
+        deadlines = [run.deadline for run in self.runs.values() if run.deadline is not None]
+        deadlines += [
+            s.last_used + self.session_idle
+            for s in self.sessions.values()
+            if s.running is None and s.child is not None
+        ]
+        deadlines += [child.kill_at for child in self.dying.values()]
+        if len(self.spares) < self.workers and self.stdin_open:
+            # Wake up to replenish the spares once the newest program is no longer new.
+            new = [run.started + _SPARE_DELAY for run in self.child_runs.values()]
+            deadlines += [moment for moment in new if moment > now]
+        if not deadlines:
+            return None
+        return max(0, int((min(deadlines) - now) * 1000) + 1)
+
+    def _dispatch(self, fd: int, events: int) -> None:
+        if fd == 0:
+            self._read_stdin()
+        elif fd == 1:
+            self.shutdown_now()
+        elif fd == self.zygote.fileno():
+            self._from_zygote()
+        elif fd in self.handlers:
+            child, role = self.handlers[fd]
+            if role == "channel":
+                self._channel_event(child, events)
+            else:
+                self._read_output(child, role)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        for run in list(self.runs.values()):
+            if run.deadline is not None and now >= run.deadline and run.child is not None:
+                run.child.kill("timeout")
+                run.deadline = None
+        for session in list(self.sessions.values()):
+            idle = session.running is None and now >= session.last_used + self.session_idle
+            if idle and session.child is not None:
+                self._end_session(session)
+        for child in list(self.dying.values()):
+            if child.status is not None or child.finished:
+                del self.dying[child.token]
+            elif now >= child.kill_at:
+                del self.dying[child.token]
+                child.kill(f"it did not exit within {EXIT_GRACE:g}s of the end of its run")
+
+    def _expect_exit(self, child: Child) -> None:
+        """A child with no more work: it leaves by itself within EXIT_GRACE, or is killed."""
+        if child.status is None and not child.finished and child.token not in self.dying:
+            child.kill_at = time.monotonic() + EXIT_GRACE
+            self.dying[child.token] = child
+
+    # --- stdin --------------------------------------------------------------------------
+
+    def _read_stdin(self) -> None:
+        try:
+            data = os.read(0, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        if not data:
+            if self.line.strip() and not self.discarding:
+                self._handle_line(bytes(self.line))  # a last line without its newline
+            self.line.clear()
+            self.stdin_open = False
+            self.poller.unregister(0)
+            for spare in self.spares:
+                self._close_fd(spare, "channel")  # an unused spare exits quietly
+            self.spares.clear()
+            return
+        while data:
+            newline = data.find(b"\n")
+            if newline < 0:
+                self._extend_line(data)
+                return
+            self._extend_line(data[:newline])
+            data = data[newline + 1 :]
+            if self.discarding:
+                self.discarding = False
+                self.emit(
+                    error_result(
+                        None,
+                        f"the line is longer than {MAX_LINE} bytes; send smaller requests",
+                    )
+                )
+            elif self.line.strip():
+                self._handle_line(bytes(self.line))
+            self.line.clear()
+
+    def _extend_line(self, data: bytes) -> None:
+        if self.discarding:
+            return
+        self.line += data
+        if len(self.line) > MAX_LINE:
+            self.line.clear()
+            self.discarding = True
+
+    def _handle_line(self, line: bytes) -> None:
+        request_id: object = None
+        try:
+            message = pool_request.parse_line(line)
+            request_id = message["id"]
+            if any(key in message for key in pool_request.CONTROL_FIELDS):
+                try:
+                    self._control(message)
+                except PynoxError as exc:
+                    # Not a request: an event, so no client takes it for a result.
+                    self.emit({"id": request_id, "event": "control_error", "message": exc.message})
+                return
+            self._request(message)
+        except RequestError as exc:
+            if exc.request_id is not None:
+                request_id = exc.request_id
+            if exc.control:
+                self.emit({"id": request_id, "event": "control_error", "message": exc.message})
+            else:
+                self.emit(error_result(request_id, exc.message))
+        except PynoxError as exc:
+            self.emit(error_result(request_id, exc.message))
+
+    def _request(self, message: dict[str, object]) -> None:
+        request_id = message["id"]
+        pool_request.check_fields(message)
+        if request_id in self.runs or any(run.id == request_id for run, _ in self.queue):
+            raise RequestError(f"id {request_id!r} is already running; use a new id", request_id)
+        functions = pool_request.host_functions(message)
+        session_name = message.get("session")
+        script = message.get("script")
+        if isinstance(script, str) and isinstance(session_name, str):
+            raise RequestError('a session runs code, not scripts; send "code"', request_id)
+        if isinstance(session_name, str) and session_name in self.sessions:
+            session = self.sessions[session_name]
+            run = Run(request_id, session.policy)
+            self.runs[request_id] = run
+            session.queue.append((run, message))
+            self._next_step(session)
+            return
+        policy = self._policy(message)
+        run = Run(request_id, policy)
+        if isinstance(script, str):
+            run.script = script  # read by the child, once confined (see child.start)
+        if isinstance(session_name, str):
+            if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
+                raise RequestError(
+                    f"the pool has {len(self.sessions)} sessions, its max_sessions; close one "
+                    "with close_session first",
+                    request_id,
+                )
+            session = Session(session_name, policy, functions)
+            self.sessions[session_name] = session
+            self.runs[request_id] = run
+            session.queue.append((run, message))
+            self._next_step(session)
+            return
+        self.runs[request_id] = run
+        self.queue.append((run, message))
+        self._start_queued()
+
+    def _policy(self, message: dict[str, object]) -> "Policy":
+        request_id = message["id"]
+        grants = pool_request.request_grants(message)
+        profile = message.get("profile")
+        if isinstance(profile, str):
+            if not self.config.path:
+                raise RequestError(
+                    f"profile {profile!r} needs a pynox.toml; start the pool with --config",
+                    request_id,
+                )
+            grants = self.config.profile(profile).merged(grants)
+        grants = pool_request.cap(grants, self.limits, self.limited, request_id)
+        if grants.timeout is None:
+            grants.timeout = DEFAULT_TIMEOUT
+        implicit: list[str] = []
+        script = message.get("script")
+        if isinstance(script, str):
+            implicit = self._script_reads(script, request_id)
+        policy = build_policy(grants, implicit, os.environ, self.cwd)
+        trusted_paths.refuse_trusted_writes(policy, self.trusted)
+        return policy
+
+    def _script_reads(self, script: str, request_id: object) -> list[str]:
+        """The script's directory, the run's implicit read, once [pool.limits] allow it.
+
+        It is checked as an allow_read grant of the request would be; the template
+        reads nothing of the script: the child does, under the run's own confinement.
+        """
+        asked = Grants(allow_read=[os.path.dirname(os.path.realpath(script))])
+        try:
+            capped = pool_request.cap(asked, self.limits, self.limited, request_id)
+        except RequestError as exc:
+            message = f"the script {script} cannot run: {exc.message}"
+            raise RequestError(message, request_id) from None
+        # A directory that does not exist has nothing to grant: the child then
+        # reports the script as python does, "can't open file".
+        return [path for path in capped.allow_read if os.path.isdir(path)]
+
+    def _control(self, message: dict[str, object]) -> None:
+        request_id = message["id"]
+        unknown = sorted(set(message) - {"id", *pool_request.CONTROL_FIELDS})
+        if unknown or sum(key in message for key in pool_request.CONTROL_FIELDS) != 1:
+            raise RequestError(
+                "a control line holds an id and exactly one of host_result, host_error and "
+                "close_session",
+                request_id,
+            )
+        if "close_session" in message:
+            name = message["close_session"]
+            session = self.sessions.get(name) if isinstance(name, str) else None
+            if session is None:
+                raise RequestError(f"there is no session {name!r} to close", request_id)
+            self.sessions.pop(session.name, None)
+            self._end_session(session)
+            self.emit({"id": request_id, "session": {"id": session.name, "closed": True}})
+            return
+        run = self.runs.get(request_id)
+        child = run.child if run is not None else None
+        answer = message.get("host_result", message.get("host_error"))
+        if child is None or not isinstance(answer, dict):
+            raise RequestError(
+                f"no running request {request_id!r} waits for a host result", request_id
+            )
+        call = answer.get("call")
+        if type(call) is not int or call not in child.pending_calls:
+            raise RequestError(f"request {request_id!r} has no pending call {call!r}", request_id)
+        text = answer.get("message", "")
+        if "host_error" in message and not isinstance(text, str):
+            raise RequestError("a host_error's message must be a string", request_id)
+        child.pending_bytes -= child.pending_calls.pop(call)
+        if "host_result" in message:
+            frame = {"type": "return", "call": call, "value": answer.get("value")}
+        else:
+            frame = {"type": "raise", "call": call, "message": text}
+        try:
+            self._send_frame(child, frame)
+        except channel.ChannelError as exc:
+            child.kill(f"a host result could not be sent: {exc}")
+
+    # --- children -----------------------------------------------------------------------
+
+    def _start_queued(self) -> None:
+        busy = sum(1 for run in self.runs.values() if run.child is not None and run.session is None)
+        while self.queue and busy < self.workers:
+            run, message = self.queue.pop(0)
+            functions = pool_request.host_functions(message)
+            run.child = self._take_spare(run.policy, functions)
+            run.start_clock()
+            self.child_runs[run.child.token] = run
+            self._start_child(run.child, run.policy, functions, message, session=False)
+            busy += 1
+
+    def _just_started(self) -> bool:
+        """Whether a request or session step started less than _SPARE_DELAY ago runs."""
+        now = time.monotonic()
+        return any(now - run.started < _SPARE_DELAY for run in self.child_runs.values())
+
+    def _take_spare(self, policy: "Policy", functions: list[dict[str, str]]) -> Child:
+        child = self.spares.pop(0) if self.spares else self._spawn()
+        child.functions = {spec["name"] for spec in functions}
+        child.stdout.limit = child.stderr.limit = policy.max_output
+        return child
+
+    def _replenish(self) -> None:
+        while self.stdin_open and len(self.spares) < self.workers:
+            self.spares.append(self._spawn())
+
+    def _spawn(self) -> Child:
+        self.next_token += 1
+        child = Child(self.next_token)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        chan = ours.detach()
+        zygote.send(self.zygote, {"token": child.token}, [out_w, err_w, rep_w, theirs.fileno()])
+        for fd in (out_w, err_w, rep_w):
+            os.close(fd)
+        theirs.close()
+        child.fds = {"stdout": out_r, "stderr": err_r, "report": rep_r, "channel": chan}
+        for role, fd in child.fds.items():
+            os.set_blocking(fd, False)
+            self.handlers[fd] = (child, role)
+            self.poller.register(fd, select.POLLIN)
+        self.children[child.token] = child
+        return child
+
+    def _start_child(
+        self,
+        child: Child,
+        policy: "Policy",
+        functions: list[dict[str, str]],
+        message: dict[str, object],
+        session: bool,
+    ) -> None:
+        """Sends a spare its policy and program; it confines itself and runs."""
+        name = message.get("name", DEFAULT_NAME)
+        args = pool_request.string_list(message, "args")
+        script = message.get("script")
+        start: dict[str, object]
+        if session:
+            start = {"kind": "request", "argv": [name], "filename": name, "source": ""}
+        elif isinstance(script, str):
+            # No source: the child reads the script itself once confined.
+            start = {
+                "kind": "script",
+                "argv": [script, *args],
+                "filename": script,
+                "path0": os.path.dirname(os.path.realpath(script)),
+            }
+        else:
+            start = {
+                "kind": "request",
+                "argv": [name, *args],
+                "filename": name,
+                "source": message["code"],
+            }
+        start.update(type="start", policy=policy.to_wire(), session=session, functions=functions)
+        try:
+            self._send_frame(child, start)
+        except channel.ChannelError as exc:
+            child.kill(f"the program is too large to send: {exc}")
+
+    def _send_frame(self, child: Child, frame: dict[str, object]) -> None:
+        try:
+            child.outbound += channel.encode(frame)
+        except ValueError as exc:
+            raise channel.ChannelError(f"a message is not JSON: {exc}") from None
+        self._flush_channel(child)
+
+    def _flush_channel(self, child: Child) -> None:
+        fd = child.fds.get("channel")
+        if fd is None:
+            return
+        try:
+            while child.outbound:
+                del child.outbound[: os.write(fd, child.outbound)]
+        except BlockingIOError:
+            pass
+        except OSError:
+            child.outbound.clear()
+        events = select.POLLIN | (select.POLLOUT if child.outbound else 0)
+        self.poller.modify(fd, events)
+
+    def _from_zygote(self) -> None:
+        message, fds = zygote.receive(self.zygote)
+        if message is None:
+            raise PynoxError("the pool's zygote stopped; restart the pool")
+        token, pid = message.get("spawned"), message.get("pid")
+        if isinstance(token, int) and isinstance(pid, int):
+            child = self.children.get(token)
+            if child is None:
+                for fd in fds:
+                    os.close(fd)
+                return
+            child.pid = pid
+            child.pidfd = fds[0] if fds else None
+            self.by_pid[child.pid] = child
+            if child.kill_reason is not None:
+                child.kill(child.kill_reason)
+        elif isinstance(exited := message.get("exited"), int):
+            status = message.get("status")
+            child = self.by_pid.pop(exited, None)
+            if child is not None and isinstance(status, int):
+                child.status = status
+                self._child_exited(child)
+
+    def _read_output(self, child: Child, role: str) -> None:
+        fd = child.fds[role]
+        capture = {"stdout": child.stdout, "stderr": child.stderr, "report": child.report}[role]
+        try:
+            data = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        if data:
+            capture.add(data)
+            return
+        capture.open = False
+        self._close_fd(child, role)
+        self._maybe_finish(child)
+
+    def _drain(self, child: Child, roles: "tuple[str, ...]" = ("stdout", "stderr")) -> None:
+        captures = {"stdout": child.stdout, "stderr": child.stderr, "report": child.report}
+        for role in roles:
+            capture = captures[role]
+            fd = child.fds.get(role)
+            while fd is not None:
+                try:
+                    data = os.read(fd, _READ_CHUNK)
+                except BlockingIOError:
+                    break
+                if not data:
+                    capture.open = False
+                    self._close_fd(child, role)
+                    break
+                capture.add(data)
+
+    def _close_fd(self, child: Child, role: str) -> None:
+        fd = child.fds.pop(role, None)
+        if fd is not None:
+            self.poller.unregister(fd)
+            self.handlers.pop(fd, None)
+            os.close(fd)
+
+    def _channel_event(self, child: Child, events: int) -> None:
+        if events & select.POLLOUT:
+            self._flush_channel(child)
+        if not events & (select.POLLIN | select.POLLHUP | select.POLLERR):
+            return
+        fd = child.fds["channel"]
+        try:
+            data = os.read(fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._close_fd(child, "channel")
+            return
+        try:
+            for frame, size in child.frames.feed(data):
+                self._child_frame(child, frame, size)
+        except _OverBound as exc:
+            self._close_fd(child, "channel")
+            child.kill(str(exc))
+        except channel.ChannelError as exc:
+            self._close_fd(child, "channel")
+            child.kill(f"the program broke its channel to the pool: {exc}")
+
+    def _child_frame(self, child: Child, frame: dict[str, object], size: int) -> None:
+        """One frame from a child, checked field by field: ChannelError drops the child."""
+        run = self.child_runs.get(child.token)
+        kind = frame.get("type")
+        if kind == "call" and run is not None:
+            self._host_call(run, child, frame, size)
+        elif kind == "exit":
+            status, signum = frame.get("status"), frame.get("signal")
+            if type(status) is not int or not (
+                signum is None or _small_int(signum, 1, _MAX_SIGNAL)
+            ):
+                raise channel.ChannelError("an exit frame without a status and signal")
+            child.announced = (status & 0xFF, signum)  # type: ignore[assignment]
+            # Its output may have closed already: then the result can go now,
+            # not when the kernel has torn the process down (~0.7 ms later).
+            self._maybe_finish(child)
+        elif kind == "done" and run is not None and run.session is not None:
+            exit_code, error, ended = frame.get("exit"), frame.get("error"), frame.get("ended")
+            flat = error is None or (
+                type(error) is dict
+                and not any(isinstance(value, (list, dict)) for value in error.values())
+            )
+            if not (_small_int(exit_code, 0, 255) and flat and ended in (None, True, False)):
+                raise channel.ChannelError("a done frame without an exit status and flat error")
+            self._drain(child)
+            self._finish_step(
+                run,
+                exit_code,  # type: ignore[arg-type]
+                error,  # type: ignore[arg-type]
+                "exit" if ended else None,
+            )
+        elif (
+            kind == SCRIPT_UNREADABLE
+            and run is not None
+            and run.script is not None
+            and child.script_errno is None
+            and _small_int(frame.get("errno"), 0, 4095)
+        ):
+            child.script_errno = frame["errno"]  # type: ignore[assignment]
+        else:
+            raise channel.ChannelError(f"an unexpected frame of type {str(kind)[:40]!r}")
+
+    def _host_call(self, run: Run, child: Child, frame: dict[str, object], size: int) -> None:
+        """Relays a call to the client, within the bounds of calls and bytes in flight."""
+        call, function = frame.get("call"), frame.get("function")
+        args, kwargs = frame.get("args"), frame.get("kwargs")
+        valid = (
+            _small_int(call, 0, _MAX_CALL_NUMBER)
+            and call not in child.pending_calls
+            and type(function) is str
+            and function in child.functions
+            and type(args) is list
+            and type(kwargs) is dict
+        )
+        if not valid:
+            raise channel.ChannelError("a host call that does not match its declaration")
+        if len(child.pending_calls) >= MAX_CALLS_IN_FLIGHT:
+            raise _OverBound(
+                f"the program had more than {MAX_CALLS_IN_FLIGHT} host calls in flight at once, "
+                "the pool's bound per request (pynox_host makes one at a time)"
+            )
+        if child.pending_bytes + size > MAX_CALL_BYTES_IN_FLIGHT:
+            raise _OverBound(
+                f"the program's host calls in flight carried more than "
+                f"{MAX_CALL_BYTES_IN_FLIGHT >> 20} MiB of arguments, the pool's bound per request"
+            )
+        child.pending_calls[call] = size  # type: ignore[index]
+        child.pending_bytes += size
+        self.emit(
+            {
+                "id": run.id,
+                "event": "host_call",
+                "call": call,
+                "function": function,
+                "args": args,
+                "kwargs": kwargs,
+            }
+        )
+
+    def _child_exited(self, child: Child) -> None:
+        run = self.child_runs.get(child.token)
+        if run is not None and run.session is not None:
+            self._drain(child)
+            self._finish_step(run, None, None, _how_it_ended(child))
+        self._maybe_finish(child)
+
+    def _maybe_finish(self, child: Child) -> None:
+        """A child is done once it ended (or said it did) and its pipes closed.
+
+        A one-shot request gets its result then; so does a session step that was
+        still running (a program can announce its end without a done frame).
+        """
+        if child.finished or (child.status is None and child.announced is None):
+            return
+        if child.stdout.open or child.stderr.open:
+            return
+        if child.status is None:
+            # It announced its end: what it reported came before the announcement.
+            self._drain(child, ("report",))
+        elif child.report.open and "report" in child.fds:
+            return
+        child.finished = True
+        for role in list(child.fds):
+            self._close_fd(child, role)
+        if child.pidfd is not None:
+            if child.status is None:
+                # Gone in a moment anyway; a program that only claimed to end goes now.
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
+            os.close(child.pidfd)
+            child.pidfd = None
+        self.children.pop(child.token, None)
+        self.dying.pop(child.token, None)
+        run = self.child_runs.get(child.token)
+        if run is not None and run.session is not None:
+            self._finish_step(run, None, None, _how_it_ended(child))
+        run = self.child_runs.pop(child.token, None)
+        for session in self.sessions.values():
+            if session.child is child:
+                session.child = None
+        if run is None or run.session is not None:
+            return
+        self._finish_oneshot(run, child)
+
+    def _outcome(self, run: Run, child: Child, exit_code: int | None) -> Outcome:
+        outcome = Outcome()
+        outcome.stdout, outcome.stdout_truncated = bytes(child.stdout.data), child.stdout.truncated
+        outcome.stderr, outcome.stderr_truncated = bytes(child.stderr.data), child.stderr.truncated
+        child.stdout.data.clear()
+        child.stderr.data.clear()
+        child.stdout.truncated = child.stderr.truncated = False
+        outcome.duration_ms = (time.monotonic() - run.started) * 1000
+        if exit_code is not None:
+            outcome.exit_code = exit_code
+            return outcome
+        if child.status is None and child.announced is not None:
+            outcome.exit_code, outcome.signal = child.announced
+            if outcome.signal is not None:
+                outcome.exit_code = 128 + outcome.signal
+            return outcome
+        status = child.status or 0
+        if os.WIFSIGNALED(status):
+            outcome.signal = os.WTERMSIG(status)
+            outcome.exit_code = 128 + outcome.signal
+        else:
+            outcome.exit_code = os.waitstatus_to_exitcode(status)
+        if child.kill_reason == "timeout":
+            outcome.timed_out = True
+            outcome.exit_code = EXIT_TIMEOUT
+            outcome.signal = None
+        return outcome
+
+    def _finish_oneshot(self, run: Run, child: Child) -> None:
+        outcome = self._outcome(run, child, None)
+        outcome.report = bytes(child.report.data)
+        problem = None
+        # After the confinement marker (child.REPORT_CONFINED), the program's report.
+        confined = outcome.report.startswith(REPORT_CONFINED)
+        body = outcome.report[len(REPORT_CONFINED) :] if confined else outcome.report
+        if body and child.kill_reason is None:
+            problem = _report_problem(body, child.report.truncated)
+            if problem is not None:
+                outcome.report = b""
+        result = self._result(outcome, run.policy)
+        if child.kill_reason not in (None, "timeout"):
+            _failed(result, "PoolError", str(child.kill_reason))
+        elif problem is not None:
+            _failed(result, "PoolError", f"the program wrote to its error report: {problem}")
+        elif child.script_errno is not None and run.script is not None:
+            self._script_failed(result, run.script, child.script_errno)
+        self.runs.pop(run.id, None)
+        self.emit({"id": run.id, **result})
+        self._start_queued()
+
+    @staticmethod
+    def _script_failed(result: "dict[str, Any]", script: str, error: int) -> None:
+        """The result of a script its child could not read: worded here, from the errno.
+
+        Only for a child that then left as such a child leaves (child._script_unreadable).
+        """
+        if result["exit"] != (EXIT_CANNOT_OPEN if error else EXIT_SETUP_FAILURE):
+            return
+        if error:
+            message = f"can't open file {script!r}: [Errno {error}] {os.strerror(error)}"
+            _failed(result, "ProgramNotFound", message, EXIT_CANNOT_OPEN)
+        else:
+            message = f"the script {script} is not a regular file; send the path of a Python file"
+            _failed(result, "RequestError", message)
+
+    @staticmethod
+    def _result(outcome: Outcome, policy: "Policy") -> "dict[str, Any]":
+        """The result of a run, whatever its child wrote: a PoolError rather than the pool's end."""
+        try:
+            return build_result(outcome, policy, api=True)
+        except Exception as exc:  # noqa: BLE001 - the child's data must not take the pool down
+            outcome.report = b""
+            result = build_result(outcome, policy, api=True)
+            _failed(result, "PoolError", f"the program's error report is unusable ({exc!r:.200})")
+            return result
+
+    # --- sessions -----------------------------------------------------------------------
+
+    def _next_step(self, session: Session) -> None:
+        if session.running is not None or not session.queue:
+            return
+        run, message = session.queue.pop(0)
+        run.session = session
+        if session.child is None:
+            session.child = self._take_spare(session.policy, session.functions)
+            session.restarted = session.steps > 0
+            self._start_child(
+                session.child, session.policy, session.functions, message, session=True
+            )
+        run.child = session.child
+        run.start_clock()
+        session.running = run
+        self.child_runs[session.child.token] = run
+        name = message.get("name", DEFAULT_NAME)
+        self._send_frame(
+            session.child, {"type": "run", "code": message.get("code", ""), "name": name}
+        )
+
+    def _finish_step(
+        self, run: Run, exit_code: int | None, error: "dict[str, Any] | None", ended: str | None
+    ) -> None:
+        session = run.session
+        child = run.child
+        if session is None or child is None or session.running is not run:
+            return
+        outcome = self._outcome(run, child, exit_code)
+        if error is not None:
+            # A session reports each step's error from inside its sandbox.
+            outcome.report = REPORT_CONFINED + strict_json.dumps(error).encode()
+        result = self._result(outcome, run.policy)
+        if ended == "timeout":
+            result["error"] = timeout_error(run.policy, api=True)
+        elif child.kill_reason is not None and ended == "crash":
+            _failed(result, "PoolError", child.kill_reason)
+        if ended is not None:
+            session.child = None
+            self._expect_exit(child)  # one that said it ends (sys.exit) must really end
+        child.pending_calls.clear()  # a late answer finds no step waiting for it
+        child.pending_bytes = 0
+        session.steps += 1
+        result["session"] = {
+            "id": session.name,
+            "step": session.steps,
+            "restarted": session.restarted,
+            "ended": ended,
+        }
+        session.restarted = False
+        session.running = None
+        session.last_used = time.monotonic()
+        self.child_runs.pop(child.token, None)
+        self.runs.pop(run.id, None)
+        self.emit({"id": run.id, **result})
+        if session.closing:
+            self._release_session(session)
+        else:
+            self._next_step(session)
+
+    def _end_session(self, session: Session) -> None:
+        """Closes a session: queued steps are refused, a running one finishes first."""
+        for run, _ in session.queue:
+            self.runs.pop(run.id, None)
+            self.emit(error_result(run.id, f"session {session.name!r} was closed"))
+        session.queue.clear()
+        session.closing = True
+        if session.running is None:
+            self._release_session(session)
+
+    def _release_session(self, session: Session) -> None:
+        child = session.child
+        session.child = None
+        if child is not None:
+            self._close_fd(child, "channel")  # the session finalizes and exits
+            self._expect_exit(child)  # or is killed, if it lingers (threads, a fake done)
+        if self.sessions.get(session.name) is session:
+            del self.sessions[session.name]
+
+    def _close_sessions(self) -> None:
+        for session in list(self.sessions.values()):
+            self._end_session(session)
+        deadline = time.monotonic() + 2 * EXIT_GRACE
+        while self.children and time.monotonic() < deadline:
+            for fd, events in self._poll(100):
+                self._dispatch(fd, events)
+            self._expire()
+        for child in list(self.children.values()):
+            child.kill("the pool is exiting")
+
+
+def _how_it_ended(child: Child) -> str:
+    """A session's `ended`: "timeout", "exit" (it left by itself) or "crash"."""
+    if child.kill_reason == "timeout":
+        return "timeout"
+    if child.kill_reason is None:
+        if child.status is None and child.announced is not None and child.announced[1] is None:
+            return "exit"
+        if child.status is not None and os.WIFEXITED(child.status):
+            return "exit"
+    return "crash"
+
+
+def _warm_up() -> None:
+    """Imports what children use on their way, so no child pays for it."""
+    import builtins
+    import linecache  # noqa: F401 - tracebacks of pool code read their lines here
+    import traceback  # noqa: F401
+
+    from pynox.engine import (
+        child,
+        shutdown,  # noqa: F401
+    )
+
+    if not hasattr(builtins, "exit"):
+        child.install_site_builtins()
+
+
+def _version() -> str:
+    from pynox import __version__
+
+    return __version__
+
+
+def pool_command(argv: list[str]) -> int:
+    options = parse_options(argv)
+    return Template(options).serve()

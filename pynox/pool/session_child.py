@@ -1,0 +1,83 @@
+"""A session: one sandboxed process that keeps its globals between steps.
+
+The template sends a `run` frame per step; the session runs the code in the
+same __main__ and answers with a `done` frame once the step's output is
+flushed, so the template knows everything before it belongs to this step. A
+Python error leaves the session alive; SystemExit ends it as it would end
+`python`.
+"""
+
+import os
+import sys
+
+from pynox.engine import shutdown
+from pynox.engine.child import ChildSetup, report_exception, run_source
+from pynox.pool import channel
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+    from pynox.engine.program import Program
+    from pynox.policy.resolve import Policy
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _tell(fd: int, message: dict[str, object]) -> bool:
+    """Sends a frame to the template; False when it no longer listens."""
+    try:
+        channel.send(fd, message)
+    except (OSError, channel.ChannelError):
+        return False
+    return True
+
+
+def serve(
+    main: object,
+    program: "Program",
+    policy: "Policy",
+    setup: ChildSetup,
+    modules_before: "set[str]",
+) -> "NoReturn":
+    fd = setup.channel_fd
+    assert fd is not None
+    if setup.report_fd is not None:
+        os.close(setup.report_fd)  # a session reports each step's error in its done frame
+        setup.report_fd = None
+    while True:
+        try:
+            message = channel.receive(fd)
+        except (OSError, channel.ChannelError):
+            message = None
+        if message is None:
+            del main
+            shutdown.finish(0, False, modules_before)  # the template closed the session
+        code, name = message.get("code"), message.get("name")
+        if message.get("type") != "run" or not isinstance(code, str) or not isinstance(name, str):
+            continue
+        program.filename = name
+        error = None
+        status = 0
+        try:
+            run_source(code, name, main, remember=True)
+        except SystemExit as exc:
+            status = shutdown.system_exit_status(exc)
+            _flush()
+            _tell(fd, {"type": "done", "exit": status, "error": None, "ended": True})
+            del main
+            shutdown.finish(status, False, modules_before)
+        except BaseException as exc:  # noqa: BLE001 - the session outlives the step's error
+            error = report_exception(exc, program, policy, setup)
+            status = 1
+        _flush()
+        if not _tell(fd, {"type": "done", "exit": status, "error": error}):
+            del main
+            shutdown.finish(status, False, modules_before)  # nobody waits for this session

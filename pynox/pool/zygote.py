@@ -1,0 +1,195 @@
+"""The zygote: a warm copy of the pool template that only forks children.
+
+The template forks it once, after preloading and before it reads a single
+request, so the zygote's memory never holds a request's code, policy, output
+or host-call data, and neither does any child it forks. The template sends it
+a child's descriptors; the zygote forks a spare child, hands back a pidfd,
+reaps its children and reports how each ended. A spare readies itself, then
+waits for its policy and program, which reach it over its own channel from the
+template.
+"""
+
+import _signal
+import gc
+import os
+import select
+import socket
+
+from pynox._toplevel import compile_source
+from pynox.engine import child, shutdown
+from pynox.engine.child import ChildSetup
+from pynox.engine.program import Program
+from pynox.jsonfast import hook as json_hook
+from pynox.policy.resolve import Policy
+from pynox.pool import channel
+from pynox.pool.child_link import ChildLink
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+MAX_MESSAGE = 1 << 20
+CHILD_FDS = ("stdout", "stderr", "report", "channel")
+
+
+def send(sock: socket.socket, message: dict[str, object], fds: "list[int] | None" = None) -> None:
+    data = channel.encode(message)[4:]
+    socket.send_fds(sock, [data], fds or [])
+
+
+def receive(sock: socket.socket) -> "tuple[dict[str, object] | None, list[int]]":
+    data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 8)
+    if not data:
+        return None, fds
+    return channel.decode(data), fds
+
+
+def start(system_reads: list[str]) -> "tuple[int, socket.socket]":
+    """Forks the zygote; returns its pid and the template's end of its socket."""
+    template_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pid = os.fork()
+    if pid == 0:
+        template_end.close()
+        _serve(zygote_end, system_reads)
+    zygote_end.close()
+    return pid, template_end
+
+
+def _serve(sock: socket.socket, system_reads: list[str]) -> "NoReturn":
+    json_hook.install()  # patched once here, the children share it
+    # Nothing the zygote or its children print may reach the protocol stream.
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    _signal.set_wakeup_fd(wake_write)
+    _signal.signal(_signal.SIGCHLD, lambda signum, frame: None)
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    poller.register(wake_read, select.POLLIN)
+    while True:
+        ready = {fd for fd, _ in _poll(poller)}
+        if wake_read in ready:
+            _drain(wake_read)
+            _reap(sock)
+        if sock.fileno() not in ready:
+            continue
+        message, fds = _receive_or_leave(sock)
+        pid = os.fork()
+        if pid == 0:
+            _become_child(sock, wake_read, wake_write, fds, system_reads)
+        pidfd = os.pidfd_open(pid)
+        _send_or_leave(sock, {"spawned": message.get("token"), "pid": pid}, [pidfd])
+        for fd in (pidfd, *fds):
+            os.close(fd)
+
+
+def _receive_or_leave(sock: socket.socket) -> "tuple[dict[str, object], list[int]]":
+    try:
+        message, fds = receive(sock)
+    except (OSError, channel.ChannelError):
+        message, fds = None, []
+    if message is None:
+        os._exit(0)  # the template is gone; the children die with us
+    return message, fds
+
+
+def _send_or_leave(sock: socket.socket, message: dict[str, object], fds: "list[int]") -> None:
+    try:
+        send(sock, message, fds)
+    except OSError:
+        os._exit(0)  # the template is gone
+
+
+def _poll(poller: select.poll) -> "list[tuple[int, int]]":
+    while True:
+        try:
+            return poller.poll()
+        except InterruptedError:
+            continue
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _reap(sock: socket.socket) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send_or_leave(sock, {"exited": pid, "status": status}, [])
+
+
+def _become_child(
+    sock: socket.socket,
+    wake_read: int,
+    wake_write: int,
+    fds: list[int],
+    system_reads: list[str],
+) -> "NoReturn":
+    """A spare child: ready before any request, then confined to the one it gets."""
+    _signal.set_wakeup_fd(-1)
+    _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+    for fd in (sock.detach(), wake_read, wake_write):
+        os.close(fd)
+    named = dict(zip(CHILD_FDS, fds, strict=True))
+    setup = ChildSetup()
+    setup.stdin_null = True
+    setup.stdout_fd, setup.stderr_fd = named["stdout"], named["stderr"]
+    setup.report_fd, setup.channel_fd = named["report"], named["channel"]
+    setup.api_hints = True
+    setup.quick_exit = True
+    setup.parent_pid = os.getppid()
+    setup.system_reads = system_reads
+    link = ChildLink(named["channel"])
+    setup.pool_link = link
+    child.prepare(setup)
+    shutdown.exit_announcer = link.announce_exit
+    _warm_up()
+    child.prepare_sandbox(setup)
+    # What the spare holds now outlives the request: the collections a request's
+    # end runs (see shutdown.finish) then look only at what the program made.
+    gc.freeze()
+    start = channel.receive(setup.channel_fd)
+    if start is None:
+        os._exit(0)  # the pool closed an unused spare
+    link.session = bool(start.get("session"))
+    functions = start.get("functions")
+    link.functions = list(functions) if isinstance(functions, list) else []
+    policy = Policy.from_wire(start["policy"])  # type: ignore[arg-type]
+    argv = start.get("argv")
+    arguments = [str(arg) for arg in argv] if isinstance(argv, list) else []
+    program = Program(str(start["kind"]), arguments)
+    program.filename = str(start["filename"])
+    # A script is not sent: the child reads it once confined (child.start), so the
+    # request's grants decide whether it may, not the template's.
+    setup.read_script = program.kind == "script"
+    program.source = b"" if setup.read_script else str(start.get("source", ""))
+    path0 = start.get("path0")
+    program.path0 = path0 if isinstance(path0, str) else None
+    child.start(program, policy, setup)
+
+
+def _warm_up() -> None:
+    """Touches the interpreter's common paths now, while no request waits.
+
+    Right after a fork, every page a process writes to is first copied; a
+    spare pays for the pages a small program needs before its request comes.
+    """
+    namespace: dict[str, object] = {"__builtins__": __builtins__}
+    code = compile_source(
+        b"import sys\nbuffer = sys.modules['io'].StringIO()\n"
+        b"print(sum(range(10)), [str(i) for i in range(3)], {'k': 1}, file=buffer)\n"
+        b"try:\n    1 / 0\nexcept ZeroDivisionError:\n    pass\n",
+        "<warm-up>",
+    )
+    exec(code, namespace)  # noqa: S102 - our own fixed code
