@@ -6,5 +6,8 @@ DEFAULT_MAX_OUTPUT = 65536
 DEFAULT_TIMEOUT = 30.0
 # The longest line of the pool protocol (a request with its code); longer ones are refused.
 MAX_LINE = 16 << 20
+# The smallest --memory a program can start in, and the most output kept per stream.
+MIN_MEMORY = 32 * 1024 * 1024
+MAX_OUTPUT_LIMIT = 16 * 1024 * 1024
 # What the file of pool code is called in tracebacks unless the request names it.
 DEFAULT_NAME = "agent.py"

@@ -6,8 +6,6 @@ Imported on every run, so it uses nothing but builtins (no `re`, no `__future__`
 from pynox.errors import PynoxError, UsageError
 
 MAX_TIMEOUT = 24 * 60 * 60.0
-MIN_MEMORY = 32 * 1024 * 1024
-MAX_OUTPUT_LIMIT = 16 * 1024 * 1024
 # Limits end up in setrlimit() as signed 64-bit numbers; no real limit comes near 2**60.
 LARGEST_SIZE = 1 << 60
 

@@ -287,7 +287,7 @@ def test_wrong_types(
         ),
         (
             "max_file_size = -1",
-            "max_file_size = -1 in [permissions] of {} is negative; give a size of at least 0",
+            "max_file_size = -1 in [permissions] of {} is negative; give a size of at least 1",
         ),
         (
             'allow_env = ["API-KEY"]',

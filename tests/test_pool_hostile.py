@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import textwrap
 import time
 import uuid
@@ -814,7 +815,10 @@ def test_host_error_message_must_be_a_string(pool: StrictPool) -> None:
         }
     )
     call = pool.event(lambda m: m.get("event") == "host_call" and m.get("id") == "wait")
-    nested = b"[" * 4000 + b"]" * 4000
+    # Deep enough that str() fails where the parser allows it (3.10, 3.11); from 3.12 on
+    # both are bounded alike, and what this checks is that only a string is taken.
+    depth = 4000 if sys.version_info < (3, 12) else 100
+    nested = b"[" * depth + b"]" * depth
     pool.send_raw(
         b'{"id": "wait", "host_error": {"call": %d, "message": %s}}\n' % (call["call"], nested)
     )

@@ -22,8 +22,8 @@ def test_error_classes_carry_their_exit_codes_and_message() -> None:
 
 def test_limits() -> None:
     assert units.MAX_TIMEOUT == 86400
-    assert units.MIN_MEMORY == 32 * 1024 * 1024
-    assert units.MAX_OUTPUT_LIMIT == 16 * 1024 * 1024
+    assert limits.MIN_MEMORY == 32 * 1024 * 1024
+    assert limits.MAX_OUTPUT_LIMIT == 16 * 1024 * 1024
     assert limits.DEFAULT_MAX_OUTPUT == 65536
 
 
@@ -166,13 +166,13 @@ def test_parse_size_messages() -> None:
         return failure.value.message
 
     assert message("abc") == "--memory=abc is not a size; write it like 65536, 64k, 512m or 1g"
-    assert message("16m", units.MIN_MEMORY) == (
+    assert message("16m", limits.MIN_MEMORY) == (
         "--memory=16m is below the 32m minimum; give at least 32m"
     )
-    assert message("32m", 0, units.MAX_OUTPUT_LIMIT) == (
+    assert message("32m", 0, limits.MAX_OUTPUT_LIMIT) == (
         "--memory=32m is above the 16m maximum; give at most 16m"
     )
-    assert message(-3, units.MIN_MEMORY) == "--memory=-3 is negative; give a size of at least 32m"
+    assert message(-3, limits.MIN_MEMORY) == "--memory=-3 is negative; give a size of at least 32m"
     assert message("-1k") == "--memory=-1k is negative; give a size of at least 0"
     assert message("9" * 5000) == (
         f"--memory={'9' * 5000} is above the 1048576t maximum; give at most 1048576t"
@@ -180,14 +180,14 @@ def test_parse_size_messages() -> None:
 
 
 def test_parse_size_limits_are_inclusive() -> None:
-    assert units.parse_size("32m", "--memory", units.MIN_MEMORY) == units.MIN_MEMORY
-    assert units.parse_size("16m", "--max-output", 0, units.MAX_OUTPUT_LIMIT) == 16 << 20
+    assert units.parse_size("32m", "--memory", limits.MIN_MEMORY) == limits.MIN_MEMORY
+    assert units.parse_size("16m", "--max-output", 0, limits.MAX_OUTPUT_LIMIT) == 16 << 20
 
 
 def test_parse_size_raises_the_error_class_asked_for() -> None:
     with pytest.raises(ConfigError, match=r'^memory = "1m" in \[permissions\] of /p/pynox.toml '):
         units.parse_size(
-            "1m", "memory in [permissions] of /p/pynox.toml", units.MIN_MEMORY, error=ConfigError
+            "1m", "memory in [permissions] of /p/pynox.toml", limits.MIN_MEMORY, error=ConfigError
         )
 
 

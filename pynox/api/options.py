@@ -12,6 +12,7 @@ from pynox import units
 from pynox.errors import PynoxError
 from pynox.limits import DEFAULT_MAX_OUTPUT, DEFAULT_NAME, DEFAULT_TIMEOUT
 from pynox.policy.config import Grants
+from pynox.policy.grants import GRANTS_BY_NAME
 
 if TYPE_CHECKING:
     from pynox.policy.config import Config
@@ -73,13 +74,14 @@ def _duration(value: Duration, what: str) -> float | None:
         raise ValueError(exc.message) from None
 
 
-def _size(value: Size, what: str, minimum: int = 0, maximum: int | None = None) -> int | None:
+def _size(value: Size, what: str) -> int | None:
+    """A size grant (pynox.policy.grants gives its bounds) in bytes."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise TypeError(f"{what} takes a size like '512m' or a number of bytes")
     try:
-        return units.parse_size(value, what, minimum, maximum)
+        return int(GRANTS_BY_NAME[what].parse(value, what))
     except PynoxError as exc:
         raise ValueError(exc.message) from None
 
@@ -194,9 +196,9 @@ class Spec:
         self.allow_env = strings(allow_env, "allow_env", "variable name")
         self.allow_network = _network(allow_network)
         self.timeout = _duration(timeout, "timeout")
-        self.memory = _size(memory, "memory", minimum=units.MIN_MEMORY)
-        self.max_output = _size(max_output, "max_output", maximum=units.MAX_OUTPUT_LIMIT)
-        self.max_file_size = _size(max_file_size, "max_file_size", minimum=1)
+        self.memory = _size(memory, "memory")
+        self.max_output = _size(max_output, "max_output")
+        self.max_file_size = _size(max_file_size, "max_file_size")
         self.args = strings(args, "args", "string")
         self.functions = _functions(functions)
         # As the caller wrote them: the pool formats its hints from what it was sent.

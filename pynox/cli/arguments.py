@@ -6,26 +6,18 @@ alone would cost a large part of pynox's start-up budget.
 """
 
 from pynox.errors import UsageError
+from pynox.policy.grants import DURATION, GRANT_FIELDS, NAMES, PATHS, SIZE, SWITCH
 
 # Interpreter options the sandbox already honours, so they are accepted as is.
 ACCEPTED_PYTHON_OPTIONS = frozenset("IEsSuBq")
 
-# Long flags that take a value, and the attribute of Invocation they fill.
-_LIST_FLAGS = {
-    "--allow-read": "allow_read",
-    "--allow-write": "allow_write",
-    "--package-dir": "package_dirs",
-    "--allow-env": "allow_env",
-}
-_VALUE_FLAGS = {
-    "--timeout": "timeout",
-    "--memory": "memory",
-    "--max-output": "max_output",
-    "--max-file-size": "max_file_size",
-    "--config": "config",
-    "--profile": "profile",
-}
-_SWITCHES = {"--allow-network": "allow_network", "--json": "json"}
+# Long flags and the attribute of Invocation they fill: every grant's (pynox.policy.grants),
+# and the command's own.
+_LIST_FLAGS = {f.flag: f.name for f in GRANT_FIELDS if f.kind in (PATHS, NAMES)}
+_VALUE_FLAGS = {f.flag: f.name for f in GRANT_FIELDS if f.kind in (DURATION, SIZE)}
+_VALUE_FLAGS.update({"--config": "config", "--profile": "profile"})
+_SWITCHES = {f.flag: f.name for f in GRANT_FIELDS if f.kind == SWITCH}
+_SWITCHES["--json"] = "json"
 
 USAGE = """\
 usage: pynox [FLAGS] [-IEsSuBq] (SCRIPT | -c CODE | -m MODULE | -) [ARGS...]
@@ -39,35 +31,23 @@ it may read its own directory and the standard library, nothing else, unless
 you grant more.
 
 flags:
-  --allow-read=PATH     let the program read PATH (file or directory); repeatable
-  --allow-write=PATH    let the program write beneath PATH; does not grant reads
-  --package-dir=PATH    import installed packages from PATH (no .pth execution)
-  --allow-env=NAME      pass the environment variable NAME to the program
-  --allow-network       allow IPv4 and IPv6 sockets
-  --timeout=DURATION    wall-clock limit, e.g. 500ms, 5s, 2m (exit 124 when hit)
-  --memory=SIZE         address-space limit, e.g. 512m (at least 32m)
-  --max-output=SIZE     bytes captured per stream with --json (default 65536)
-  --max-file-size=SIZE  largest size a written file may reach, e.g. 100m
+{grant_flags}
   --config=PATH         pynox.toml to read (default $PYNOX_CONFIG, then ./pynox.toml)
   --profile=NAME        apply [profiles.NAME] of the configuration
   --json                print one JSON result instead of passing output through
   --no-sandbox          run CPython with the rest of the command line, unrestricted
-"""
+""".format(
+    grant_flags="\n".join(
+        f"  {f.flag + ('=' + f.metavar if f.metavar else ''):<22}{f.help}" for f in GRANT_FIELDS
+    )
+)
 
 
 class Invocation:
     """What the user asked for on the command line."""
 
     __slots__ = (
-        "allow_read",
-        "allow_write",
-        "package_dirs",
-        "allow_env",
-        "allow_network",
-        "timeout",
-        "memory",
-        "max_output",
-        "max_file_size",
+        *(field.name for field in GRANT_FIELDS),
         "config",
         "profile",
         "json",
@@ -77,16 +57,25 @@ class Invocation:
         "args",
     )
 
+    # The grants as given: a list per list grant, a bool per switch, else the text or None.
+    allow_read: list[str]
+    allow_write: list[str]
+    package_dirs: list[str]
+    allow_env: list[str]
+    allow_network: bool
+    timeout: str | None
+    memory: str | None
+    max_output: str | None
+    max_file_size: str | None
+
     def __init__(self) -> None:
-        self.allow_read: list[str] = []
-        self.allow_write: list[str] = []
-        self.package_dirs: list[str] = []
-        self.allow_env: list[str] = []
-        self.allow_network = False
-        self.timeout: str | None = None
-        self.memory: str | None = None
-        self.max_output: str | None = None
-        self.max_file_size: str | None = None
+        for field in GRANT_FIELDS:
+            empty: list[str] | bool | None = None
+            if field.kind in (PATHS, NAMES):
+                empty = []
+            elif field.kind == SWITCH:
+                empty = False
+            setattr(self, field.name, empty)
         self.config: str | None = None
         self.profile: str | None = None
         self.json = False

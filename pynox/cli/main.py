@@ -184,26 +184,19 @@ def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None]":
 
 
 def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":
-    from pynox.policy.grants import Grants
+    from pynox.policy.grants import GRANT_FIELDS, NAMES, PATHS, SWITCH, Grants
 
     grants = Grants()
-    grants.allow_read = [os.path.join(cwd, p) for p in inv.allow_read]
-    grants.allow_write = [os.path.join(cwd, p) for p in inv.allow_write]
-    grants.package_dirs = [os.path.join(cwd, p) for p in inv.package_dirs]
-    grants.allow_env = list(inv.allow_env)
-    grants.allow_network = True if inv.allow_network else None
-    if (inv.timeout, inv.memory, inv.max_output, inv.max_file_size) == (None,) * 4:
-        return grants
-    from pynox.units import MAX_OUTPUT_LIMIT, MIN_MEMORY, parse_duration, parse_size
-
-    if inv.timeout is not None:
-        grants.timeout = parse_duration(inv.timeout, "--timeout")
-    if inv.memory is not None:
-        grants.memory = parse_size(inv.memory, "--memory", minimum=MIN_MEMORY)
-    if inv.max_output is not None:
-        grants.max_output = parse_size(inv.max_output, "--max-output", maximum=MAX_OUTPUT_LIMIT)
-    if inv.max_file_size is not None:
-        grants.max_file_size = parse_size(inv.max_file_size, "--max-file-size", minimum=1)
+    for field in GRANT_FIELDS:
+        given = getattr(inv, field.name)
+        if field.kind == PATHS:
+            setattr(grants, field.name, [os.path.join(cwd, p) for p in given])
+        elif field.kind == NAMES:
+            setattr(grants, field.name, list(given))
+        elif field.kind == SWITCH:
+            setattr(grants, field.name, True if given else None)
+        elif given is not None:
+            setattr(grants, field.name, field.parse(given, field.flag))
     return grants
 
 

@@ -13,6 +13,11 @@ from pynox import units
 from pynox.errors import ConfigError
 from pynox.policy.grants import (
     _GRANT_KEYS,
+    DURATION,
+    GRANT_FIELDS,
+    PATH_GRANTS,
+    SIZE,
+    SWITCH,
     Grants,
     _float,
     _int,
@@ -192,7 +197,7 @@ class _Reader:
     def grants(self, table: dict[str, object], section: str) -> Grants:
         _reject_unknown_keys(table, _GRANT_KEYS, section, self.path, ", ".join(_GRANT_KEYS))
         grants = Grants()
-        for key in ("allow_read", "allow_write", "package_dirs"):
+        for key in PATH_GRANTS:
             if key in table:
                 paths = self._strings(table[key], key, section)
                 setattr(grants, key, _unique([self._path(p, key, section) for p in paths]))
@@ -206,25 +211,17 @@ class _Reader:
                         " with a digit"
                     )
             grants.allow_env = _unique(names)
-        if "allow_network" in table:
-            allowed = table["allow_network"]
-            if not isinstance(allowed, bool):
-                raise self._type_error("allow_network", section, "true or false", "false")
-            grants.allow_network = allowed
-        if "timeout" in table:
-            grants.timeout = units.parse_duration(
-                table["timeout"], self._what("timeout", section), error=ConfigError
-            )
-        for key, minimum, maximum in (
-            ("memory", units.MIN_MEMORY, None),
-            ("max_output", 0, units.MAX_OUTPUT_LIMIT),
-            ("max_file_size", 0, None),
-        ):
-            if key in table:
-                size = units.parse_size(
-                    table[key], self._what(key, section), minimum, maximum, error=ConfigError
-                )
-                setattr(grants, key, size)
+        for field in GRANT_FIELDS:
+            if field.name not in table:
+                continue
+            value = table[field.name]
+            if field.kind == SWITCH:
+                if not isinstance(value, bool):
+                    raise self._type_error(field.name, section, "true or false", "false")
+                setattr(grants, field.name, value)
+            elif field.kind in (DURATION, SIZE):
+                what = self._what(field.name, section)
+                setattr(grants, field.name, field.parse(value, what, error=ConfigError))
         return grants
 
     def profiles(self, table: dict[str, object]) -> "dict[str, Grants]":

@@ -5,13 +5,100 @@ kept apart from the TOML reading in pynox.policy.config and uses builtins only.
 Annotations that name classes not yet defined are quoted instead of importing `__future__`.
 """
 
+from pynox.errors import PynoxError, UsageError
+from pynox.limits import MAX_OUTPUT_LIMIT, MIN_MEMORY
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-_LIST_GRANTS = ("allow_read", "allow_write", "package_dirs", "allow_env")
-_SCALAR_GRANTS = ("allow_network", "timeout", "memory", "max_output", "max_file_size")
+# The kinds of value a grant takes.
+PATHS = "paths"  # a list of files or directories
+NAMES = "names"  # a list of environment variable names
+SWITCH = "switch"  # on or off
+DURATION = "duration"  # "500ms", "5s", 2.5
+SIZE = "size"  # "512m", 1048576
+
+
+class GrantField:
+    """One grant, defined once: the command line, pynox.toml, the pool protocol, the API,
+    the policy and the tool's docstring all take it from here.
+
+    `name` is its attribute, TOML key, request key and API keyword alike; `flag` is its
+    command-line flag; sizes and durations are checked against `minimum` and `maximum`.
+    """
+
+    __slots__ = ("name", "flag", "kind", "metavar", "help", "minimum", "maximum")
+
+    def __init__(
+        self,
+        name: str,
+        flag: str,
+        kind: str,
+        help: str,
+        minimum: int = 0,
+        maximum: "int | None" = None,
+    ) -> None:
+        self.name = name
+        self.flag = flag
+        self.kind = kind
+        self.metavar = {PATHS: "PATH", NAMES: "NAME", DURATION: "DURATION", SIZE: "SIZE"}.get(
+            kind, ""
+        )
+        self.help = help
+        self.minimum = minimum
+        self.maximum = maximum
+
+    def parse(self, value: object, what: str, error: "type[PynoxError]" = UsageError) -> float:
+        """A duration in seconds or a size in bytes, checked against the bounds; `what`
+        names the setting as its interface spells it ("--memory", "memory in [pool]")."""
+        from pynox import units  # only runs that set a limit pay for it
+
+        if self.kind == DURATION:
+            return units.parse_duration(value, what, error=error)
+        return units.parse_size(value, what, self.minimum, self.maximum, error=error)
+
+
+GRANT_FIELDS = (
+    GrantField(
+        "allow_read", "--allow-read", PATHS,
+        "let the program read PATH (file or directory); repeatable",
+    ),
+    GrantField(
+        "allow_write", "--allow-write", PATHS,
+        "let the program write beneath PATH; does not grant reads",
+    ),
+    GrantField(
+        "package_dirs", "--package-dir", PATHS,
+        "import installed packages from PATH (no .pth execution)",
+    ),
+    GrantField(
+        "allow_env", "--allow-env", NAMES, "pass the environment variable NAME to the program"
+    ),
+    GrantField("allow_network", "--allow-network", SWITCH, "allow IPv4 and IPv6 sockets"),
+    GrantField(
+        "timeout", "--timeout", DURATION,
+        "wall-clock limit, e.g. 500ms, 5s, 2m (exit 124 when hit)",
+    ),
+    GrantField(
+        "memory", "--memory", SIZE,
+        "address-space limit, e.g. 512m (at least 32m)", minimum=MIN_MEMORY,
+    ),
+    GrantField(
+        "max_output", "--max-output", SIZE,
+        "bytes captured per stream with --json (default 65536)", maximum=MAX_OUTPUT_LIMIT,
+    ),
+    GrantField(
+        "max_file_size", "--max-file-size", SIZE,
+        "largest size a written file may reach, e.g. 100m", minimum=1,
+    ),
+)  # fmt: skip
+GRANTS_BY_NAME = {field.name: field for field in GRANT_FIELDS}
+_LIST_GRANTS = tuple(f.name for f in GRANT_FIELDS if f.kind in (PATHS, NAMES))
+_SCALAR_GRANTS = tuple(f.name for f in GRANT_FIELDS if f.kind not in (PATHS, NAMES))
 _GRANT_KEYS = _LIST_GRANTS + _SCALAR_GRANTS
+PATH_GRANTS = tuple(f.name for f in GRANT_FIELDS if f.kind == PATHS)
+LIMIT_GRANTS = tuple(f.name for f in GRANT_FIELDS if f.kind in (DURATION, SIZE))
 
 
 # Exact type checks for cached data: a bool must not pass for an int, nor an int for a float.

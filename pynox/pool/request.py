@@ -11,12 +11,11 @@ import sys
 from pynox import strict_json
 from pynox.errors import RequestError
 from pynox.policy.config import Grants
+from pynox.policy.grants import GRANT_FIELDS, NAMES, PATH_GRANTS, PATHS, SWITCH
 from pynox.policy.resolve import real_path
-from pynox.units import MAX_OUTPUT_LIMIT, MIN_MEMORY, parse_duration, parse_size
 
 _PARSE_RECURSION = 5000
 
-_PATH_FIELDS = ("allow_read", "allow_write", "package_dirs")
 REQUEST_FIELDS = frozenset(
     {
         "id",
@@ -25,17 +24,9 @@ REQUEST_FIELDS = frozenset(
         "args",
         "name",
         "profile",
-        "allow_read",
-        "allow_write",
-        "package_dirs",
-        "allow_env",
-        "allow_network",
-        "timeout",
-        "memory",
-        "max_output",
-        "max_file_size",
         "session",
         "functions",
+        *(field.name for field in GRANT_FIELDS),
     }
 )
 CONTROL_FIELDS = ("host_result", "host_error", "close_session")
@@ -113,30 +104,21 @@ def request_grants(message: dict[str, object]) -> Grants:
     """The grants a request asks for, checked for type and unit."""
     request_id = message["id"]
     grants = Grants()
-    for key in _PATH_FIELDS:
-        setattr(grants, key, _absolute_paths(message, key))
-    grants.allow_env = string_list(message, "allow_env")
-    network = message.get("allow_network")
-    if network is not None and not isinstance(network, bool):
-        raise RequestError("allow_network must be true or false", request_id)
-    grants.allow_network = network
-    try:
-        if message.get("timeout") is not None:
-            grants.timeout = parse_duration(message["timeout"], "timeout", error=RequestError)
-        if message.get("memory") is not None:
-            grants.memory = parse_size(
-                message["memory"], "memory", minimum=MIN_MEMORY, error=RequestError
-            )
-        if message.get("max_output") is not None:
-            grants.max_output = parse_size(
-                message["max_output"], "max_output", maximum=MAX_OUTPUT_LIMIT, error=RequestError
-            )
-        if message.get("max_file_size") is not None:
-            grants.max_file_size = parse_size(
-                message["max_file_size"], "max_file_size", minimum=1, error=RequestError
-            )
-    except RequestError as exc:
-        raise RequestError(exc.message, request_id) from None
+    for field in GRANT_FIELDS:
+        value = message.get(field.name)
+        if field.kind == PATHS:
+            setattr(grants, field.name, _absolute_paths(message, field.name))
+        elif field.kind == NAMES:
+            setattr(grants, field.name, string_list(message, field.name))
+        elif field.kind == SWITCH:
+            if value is not None and not isinstance(value, bool):
+                raise RequestError(f"{field.name} must be true or false", request_id)
+            setattr(grants, field.name, value)
+        elif value is not None:
+            try:
+                setattr(grants, field.name, field.parse(value, field.name, error=RequestError))
+            except RequestError as exc:
+                raise RequestError(exc.message, request_id) from None
     return grants
 
 
@@ -148,7 +130,7 @@ def resolve_limits(limits: Grants) -> Grants:
     """[pool.limits] with its paths resolved once, when the pool starts: a symbolic link
     that a request plants or swaps later can never move them."""
     resolved = Grants().merged(limits)
-    for key in _PATH_FIELDS:
+    for key in PATH_GRANTS:
         setattr(resolved, key, [real_path(path) for path in getattr(limits, key)])
     return resolved
 
@@ -167,7 +149,7 @@ def cap(grants: Grants, limits: Grants, limited: frozenset[str], request_id: obj
         return RequestError(f"{field} exceeds [pool.limits]: {detail}", request_id)
 
     capped = Grants().merged(grants)
-    for key in _PATH_FIELDS:
+    for key in PATH_GRANTS:
         if key not in limited:
             continue
         roots = getattr(limits, key)
