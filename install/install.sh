@@ -251,7 +251,7 @@ error=$("$tree/bin/pynox" --version 2>&1) ||
 site=$(find "$tree/python/lib" -maxdepth 2 -name site-packages -type d 2>/dev/null | head -n 1)
 if [ -n "$site" ]; then
     error=$(cd / && "$tree/python/bin/python3" -I -S -c \
-        'import sys; sys.path.append(sys.argv[1]); import pynox.sandbox' "$site" 2>&1) ||
+        'import sys; sys.path.append(sys.argv[1]); import pynox.engine.sandbox' "$site" 2>&1) ||
         die "the new pynox's Python does not run here ($(printf '%s' "$error" | tail -n 1)); nothing was changed"
 fi
 
