@@ -83,7 +83,7 @@ def _runtime_options(command: argparse.ArgumentParser) -> None:
 def run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.command == "targets":
-        from bundler.commands import list_targets
+        from bundler.cli import list_targets
 
         return list_targets(args.json)
     if args.command == "host-target":
@@ -92,23 +92,23 @@ def run(argv: list[str]) -> int:
         print(host_target())
         return 0
     if args.command == "default-python":
-        from bundler.commands import default_python
+        from bundler.cli import default_python
 
         return default_python(args.runtime)
     if args.command == "pack-runtime":
-        from bundler.commands import pack
+        from bundler.cli import pack
 
         return pack(args.python, args.output, args.with_tests)
     if args.command == "fetch":
-        from bundler.commands import fetch
+        from bundler.cli import fetch
 
         return fetch(args)
     if args.command == "build-runtime":
-        from bundler.commands import build_runtime
+        from bundler.cli import build_runtime
 
         return build_runtime(args)
     if args.command == "bundle":
-        from bundler.commands import bundle
+        from bundler.cli import bundle
 
         return bundle(args)
     if args.command == "wheel":

@@ -1,4 +1,4 @@
-"""The commands of `python -m bundler`, each a thin call into one module."""
+"""The verbs of `python -m bundler`, each a thin call into one module (parsing is in __main__)."""
 
 from __future__ import annotations
 
