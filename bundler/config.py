@@ -87,14 +87,15 @@ def read_toml(path: Path) -> dict[str, Any]:
         import tomllib
     else:  # pragma: no cover - Python 3.10
         try:
-            import tomli as tomllib
+            import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
             raise BundlerError(
                 f"reading {path.name} on Python 3.10 needs tomli: pip install tomli"
             ) from None
     try:
         with path.open("rb") as file:
-            return tomllib.load(file)
+            data: dict[str, Any] = tomllib.load(file)
+            return data
     except FileNotFoundError:
         raise BundlerError(f"{path} is missing; restore it from the repository") from None
     except tomllib.TOMLDecodeError as exc:
