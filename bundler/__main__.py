@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from bundler import log
 from bundler.errors import BundlerError
 
 
@@ -89,7 +90,7 @@ def run(argv: list[str]) -> int:
     if args.command == "host-target":
         from bundler.host import host_target
 
-        print(host_target())
+        log.output(host_target())
         return 0
     if args.command == "default-python":
         from bundler.cli import default_python
@@ -126,7 +127,7 @@ def main() -> None:
     try:
         code = run(sys.argv[1:])
     except BundlerError as exc:
-        print(f"bundler: {exc.message}", file=sys.stderr)
+        log.error(exc.message)
         code = 1
     except KeyboardInterrupt:
         code = 130

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from bundler import config
+from bundler import config, log
 from bundler.errors import BundlerError
 
 if TYPE_CHECKING:
@@ -19,10 +19,10 @@ if TYPE_CHECKING:
 def list_targets(as_json: bool) -> int:
     matrix = config.load_matrix()
     if as_json:
-        print(json.dumps([{"target": t, "python": p} for t, p in matrix.cells()]))
+        log.output(json.dumps([{"target": t, "python": p} for t, p in matrix.cells()]))
     else:
         for target, python in matrix.cells():
-            print(target, python)
+            log.output(f"{target} {python}")
     return 0
 
 
@@ -33,7 +33,9 @@ def default_python(runtime: str | None) -> int:
     from bundler.runtime_layout import minor_of
 
     value = runtime or os.environ.get("PYNOX_RUNTIME")
-    print(minor_of(Path(value)) if value else f"{sys.version_info.major}.{sys.version_info.minor}")
+    log.output(
+        minor_of(Path(value)) if value else f"{sys.version_info.major}.{sys.version_info.minor}"
+    )
     return 0
 
 
@@ -42,9 +44,7 @@ def pack(python: str, output: Path, with_tests: bool) -> int:
 
     info = pack_runtime(python, output, with_tests)
     size = output.stat().st_size / (1024 * 1024)
-    print(
-        f"bundler: packed CPython {info['version']} into {output} ({size:.1f} MB)", file=sys.stderr
-    )
+    log.step(f"packed CPython {info['version']} into {output} ({size:.1f} MB)")
     return 0
 
 
@@ -69,7 +69,7 @@ def fetch(args: argparse.Namespace) -> int:
     target = config.load_matrix().target(args.target or host_target())
     minor = args.minor or f"{sys.version_info.major}.{sys.version_info.minor}"
     source = fetching.resolve(target, minor, args.runtime, args.mirror, args.sha256)
-    print(source.path)
+    log.output(str(source.path))
     return 0
 
 
@@ -96,18 +96,18 @@ def build_runtime(args: argparse.Namespace) -> int:
         chain = toolchain.choose(target, args.compiler, build_dir / "toolchain")
         result = build(target, build_dir, chain, version, include)
         cap = target.glibc if chain.kind == "zig" else None
-        print(f"{target.name}: {chain.description}")
+        log.output(f"{target.name}: {chain.description}")
         for binary in (result.launcher, result.core_library, *result.extensions.values()):
             if binary.suffix == ".a":
-                print(f"{binary.name}: static library, {binary.stat().st_size} bytes")
+                log.output(f"{binary.name}: static library, {binary.stat().st_size} bytes")
             else:
-                print(checks.check_binary(binary, target, cap).line())
+                log.output(checks.check_binary(binary, target, cap).line())
         note = result.extension_note
         if args.headers is not None:
             note += " (a compile check: a bundle builds them against its runtime's own headers)"
-        print(f"extensions: {note}")
+        log.output(f"extensions: {note}")
         if args.run:
-            print(run_launcher(result.launcher, target))
+            log.output(run_launcher(result.launcher, target))
     return 0
 
 
@@ -123,5 +123,5 @@ def bundle(args: argparse.Namespace) -> int:
     from bundler.pipeline import bundle as make
 
     output = make(_request(args), args.out, args.work)
-    print(output)
+    log.output(str(output))
     return 0

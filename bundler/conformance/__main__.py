@@ -9,6 +9,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from bundler import log
 from bundler.conformance import report
 from bundler.conformance.cell_run import run_cell
 from bundler.conformance.cells import NAMES, cell
@@ -26,9 +27,9 @@ def main(argv: list[str]) -> int:
     if unknown:
         parser.error(f"unknown cell {unknown[0]}; the cells are {', '.join(NAMES)}")
     results = [run_cell(cell(name), args.engine) for name in args.cells or NAMES]
-    print("\nconformance report")
+    log.output("\nconformance report")
     for result in results:
-        print("\n".join(report.lines(result)))
+        log.output("\n".join(report.lines(result)))
     if args.json:
         report.write_json(results, args.json)
     return 1 if any(result.status == "failed" for result in results) else 0

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from bundler import log
 from bundler.conformance import artifacts, binfmt, runtimes
 from bundler.conformance.cells import Cell
 from bundler.conformance.engines import choose
@@ -91,7 +91,7 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
     box.copy_in(artifacts.pytest_for(minor), INSIDE / "pytest")
     installed = box.call(["sh", str(INSIDE / "install.sh"), "--archive",
                           str(INSIDE / "dist" / archive.name)])  # fmt: skip
-    _log(f"{cell.name}: install.sh said:\n{installed.stdout}{installed.stderr}".rstrip())
+    _log(f"{cell.name}: install.sh said:", installed.stdout + installed.stderr)
     if installed.returncode != 0:
         refusal = installed.stderr.strip()
         if "needs glibc" in refusal and cell.runtime == "host":
@@ -116,7 +116,7 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
          str(INSIDE / "suite"), f"--junitxml={junit}", "conformance"],
         env=env, cwd=str(INSIDE / "suite"),
     )  # fmt: skip
-    _log(suite.stdout + suite.stderr)
+    _log(f"{cell.name}: the suite said:", suite.stdout + suite.stderr)
     with tempfile.TemporaryDirectory() as here:
         try:
             box.copy_out(junit, Path(here) / "junit.xml")
@@ -140,6 +140,11 @@ def _counts(junit: Path) -> dict[str, int]:
             "skipped": skipped}  # fmt: skip
 
 
-def _log(text: str) -> None:
-    if os.environ.get("PYNOX_CONFORMANCE_QUIET") != "1":
-        print(text, file=sys.stderr, flush=True)
+def _log(step: str, transcript: str = "") -> None:
+    """A step of the cell, with what a command in the container said; PYNOX_CONFORMANCE_QUIET=1
+    keeps them back (the report says how the cell ended)."""
+    if os.environ.get("PYNOX_CONFORMANCE_QUIET") == "1":
+        return
+    log.step(step)
+    if transcript.strip():
+        log.note(transcript)

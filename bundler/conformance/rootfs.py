@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from bundler import log
 from bundler.conformance import tools
 from bundler.conformance.errors import Missing
 from bundler.paths import cache_dir
@@ -42,14 +43,14 @@ def debian(suite: str, arch: str, include: tuple[str, ...] = ()) -> tuple[Path, 
     command = [debootstrap, "--variant=minbase", f"--arch={arch}"]
     command += [f"--include={','.join(include)}"] if include else []
     started = time.monotonic()
-    print(f"conformance: making {final} ({spec} {MIRROR}); cached for later runs", flush=True)
+    log.step(f"making {final} ({spec} {MIRROR}); cached for later runs")
     done = subprocess.run(
         [*command, suite, str(partial), MIRROR], capture_output=True, text=True, timeout=3600
     )
     if done.returncode != 0:
         _remove(partial)
-        log = (done.stdout + done.stderr).strip().splitlines()
-        raise Missing(f"debootstrap {suite} {arch} failed: {log[-1] if log else 'no message'}")
+        said = (done.stdout + done.stderr).strip().splitlines()
+        raise Missing(f"debootstrap {suite} {arch} failed: {said[-1] if said else 'no message'}")
     _finish(partial)
     (partial / MARKER).write_text(spec + "\n")
     if final.exists():
