@@ -10,11 +10,10 @@ aarch64 glibc to load (Debian's libc6-arm64-cross puts one in /usr/aarch64-linux
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
-from bundler import elf
+from bundler import commands, elf
 from bundler.config import Target
 from bundler.host import host_arch, host_libc
 
@@ -54,8 +53,8 @@ def run_launcher(launcher: Path, target: Target) -> str:
         shutil.copyfile(launcher, copy)
         copy.chmod(0o755)
         (Path(scratch) / "python3").write_text("")  # the launcher only checks it is there
-        done = subprocess.run(
-            [*prefix, str(copy), "--version"], capture_output=True, text=True, timeout=60
+        done = commands.run(
+            [*prefix, str(copy), "--version"], capture=True, check=False, timeout=60
         )
     if done.returncode != 0:
         return f"launcher failed {how}: {(done.stderr or done.stdout).strip()}"

@@ -9,12 +9,13 @@ are kept in the user's cache and taken from there when present.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from bundler import commands
+from bundler.commands import CommandFailed
 from bundler.config import Target, read_toml
 from bundler.errors import BundlerError
 from bundler.paths import dist_config_dir, wheels_cache
@@ -71,14 +72,15 @@ def _pip_download(
     ]
     if wheelhouse is not None:
         command += ["--no-index", "--find-links", str(wheelhouse)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
+    try:
+        commands.run(command, capture=True)
+    except CommandFailed as failed:
         where = f"the folder {wheelhouse}" if wheelhouse else "PyPI"
-        reason = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
+        reason = failed.lines[-1] if failed.lines else failed.message
         raise BundlerError(
             f"cannot get the {project} {version} wheel from {where} ({reason}); "
             "put it in a folder and pass --wheelhouse FOLDER"
-        )
+        ) from None
 
 
 def _wheel(

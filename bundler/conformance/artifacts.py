@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from bundler import commands
+from bundler.commands import CommandFailed
 from bundler.conformance.errors import Missing
+from bundler.errors import BundlerError
 from bundler.paths import cache_dir
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -34,13 +35,12 @@ def archive_name(target: str, minor: str) -> Path:
     return DIST / f"pynox-{version()}-{target}-cp{minor.replace('.', '')}.tar.gz"
 
 
-def _bundler(args: list[str], env: dict[str, str] | None = None) -> None:
-    done = subprocess.run(
+def _bundler(args: list[str]) -> None:
+    commands.run(
         [sys.executable, "-m", "bundler", *args],
-        cwd=PROJECT, env={**os.environ, **(env or {})}, text=True, capture_output=True,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"python -m bundler {args[0]} failed:\n{done.stdout}{done.stderr}")
+        cwd=PROJECT,
+        failure=f"python -m bundler {args[0]} failed",
+    )
 
 
 def bundle(target: str, minor: str, runtime: Path, compiler: str = "auto") -> Path:
@@ -49,7 +49,7 @@ def bundle(target: str, minor: str, runtime: Path, compiler: str = "auto") -> Pa
     _bundler(["bundle", *where, "--compiler", compiler])
     archive = archive_name(target, minor)
     if not archive.is_file():
-        raise RuntimeError(f"the bundler did not write {archive}")
+        raise BundlerError(f"the bundler did not write {archive}")
     return archive
 
 
@@ -68,15 +68,16 @@ def pytest_for(minor: str) -> Path:
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "--target", str(partial), "--python-version", minor, "--only-binary=:all:",
-         "--no-compile", "pytest>=8"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise Missing(f"pytest for CPython {minor} could not be had from PyPI: {tail}")
+    try:
+        commands.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             "--target", partial, "--python-version", minor, "--only-binary=:all:",
+             "--no-compile", "pytest>=8"],
+            capture=True,
+        )  # fmt: skip
+    except CommandFailed as failed:
+        tail = failed.lines[-1] if failed.lines else failed.message
+        raise Missing(f"pytest for CPython {minor} could not be had from PyPI: {tail}") from None
     (partial / ".complete").write_text("pytest>=8\n")
     if folder.exists():
         import shutil

@@ -6,6 +6,7 @@ import os
 import platform
 from pathlib import Path
 
+from bundler import commands
 from bundler.conformance import tools
 from bundler.conformance.errors import Missing
 
@@ -24,7 +25,7 @@ def ensure_aarch64() -> str:
     if os.geteuid() != 0:
         raise Missing("binfmt_misc has no qemu-aarch64 entry, and registering one needs root")
     if not (BINFMT / "register").exists():
-        os.system(f"mount -t binfmt_misc binfmt_misc {BINFMT} >/dev/null 2>&1")
+        commands.run(["mount", "-t", "binfmt_misc", "binfmt_misc", BINFMT], check=False)
     if not (BINFMT / "register").exists():
         raise Missing(f"binfmt_misc cannot be mounted on {BINFMT} (a container without it?)")
     if not CONF.exists():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
@@ -17,6 +16,7 @@ from bundler.conformance.engines import choose
 from bundler.conformance.engines.base import Container
 from bundler.conformance.errors import Missing
 from bundler.conformance.runtimes import ROOTFS_PYTHON
+from bundler.errors import BundlerError
 
 INSIDE = PurePosixPath("/conformance")
 SUITE = artifacts.PROJECT / "tests" / "conformance"
@@ -42,7 +42,9 @@ def run_cell(cell: Cell, engine: str) -> Result:
         _run(cell, engine, result)
     except Missing as missing:
         result.status, result.detail = "skipped", missing.message
-    except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
+    except BundlerError as exc:
+        result.status, result.detail = "failed", exc.message
+    except OSError as exc:
         result.status, result.detail = "failed", str(exc)
     result.seconds = time.monotonic() - started
     return result
@@ -101,7 +103,7 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
                 "is checked with a python-build-standalone runtime (glibc 2.17), which is not "
                 f"reachable here; give one with {runtimes.env_name(cell)}=ARCHIVE"
             )
-        raise RuntimeError(f"install.sh failed: {refusal}")
+        raise BundlerError(f"install.sh failed: {refusal}")
     env = {
         "PYNOX_BIN": "/usr/local/bin/pynox",
         "PYNOX_EXPECT_SANDBOX": "yes" if cell.expect_sandbox else "no",
@@ -121,7 +123,7 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
         try:
             box.copy_out(junit, Path(here) / "junit.xml")
             result.counts = _counts(Path(here) / "junit.xml")
-        except (OSError, subprocess.SubprocessError, ElementTree.ParseError):
+        except (OSError, BundlerError, ElementTree.ParseError):
             result.counts = {}
     passed = suite.returncode == 0 and result.counts.get("passed", 0) > 0
     result.status = "passed" if passed else "failed"

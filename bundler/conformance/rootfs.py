@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
-from bundler import log
+from bundler import commands, log
+from bundler.commands import CommandFailed
 from bundler.conformance import tools
 from bundler.conformance.errors import Missing
 from bundler.paths import cache_dir
@@ -44,13 +44,12 @@ def debian(suite: str, arch: str, include: tuple[str, ...] = ()) -> tuple[Path, 
     command += [f"--include={','.join(include)}"] if include else []
     started = time.monotonic()
     log.step(f"making {final} ({spec} {MIRROR}); cached for later runs")
-    done = subprocess.run(
-        [*command, suite, str(partial), MIRROR], capture_output=True, text=True, timeout=3600
-    )
-    if done.returncode != 0:
+    try:
+        commands.run([*command, suite, partial, MIRROR], timeout=3600)
+    except CommandFailed as failed:
         _remove(partial)
-        said = (done.stdout + done.stderr).strip().splitlines()
-        raise Missing(f"debootstrap {suite} {arch} failed: {said[-1] if said else 'no message'}")
+        said = failed.lines[-1] if failed.lines else failed.message
+        raise Missing(f"debootstrap {suite} {arch} failed: {said}") from None
     _finish(partial)
     (partial / MARKER).write_text(spec + "\n")
     if final.exists():
@@ -82,5 +81,5 @@ def _remove(root: Path) -> None:
     with open("/proc/self/mountinfo") as mounts:
         points = [line.split()[4] for line in mounts]
     for point in sorted((p for p in points if p.startswith(prefix)), reverse=True):
-        subprocess.run(["umount", "-l", point], capture_output=True)
+        commands.run(["umount", "-l", point], check=False)
     shutil.rmtree(root, ignore_errors=True)

@@ -11,14 +11,15 @@ variable overrides the runtime of any cell.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path, PurePosixPath
 
+from bundler import commands
 from bundler.conformance import artifacts, rootfs
 from bundler.conformance.cells import Cell
 from bundler.conformance.engines.bubblewrap import BubblewrapContainer
 from bundler.conformance.errors import Missing
+from bundler.errors import BundlerError
 from bundler.source_date import source_date_epoch
 
 # A Debian root whose python3 feeds pack-runtime: the interpreter and its C headers.
@@ -78,7 +79,7 @@ def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
             cwd="/conformance/src",
         )  # fmt: skip
         if packed.returncode != 0:
-            raise RuntimeError(f"pack-runtime in {root} failed: {packed.stderr.strip()}")
+            raise BundlerError(f"pack-runtime in {root} failed: {packed.stderr.strip()}")
         runtime = scratch / "cpython-rootfs.tar.gz"
         box.copy_out(out, runtime)
     finally:
@@ -88,10 +89,10 @@ def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
 
 
 def _minor_of(runtime: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "bundler", "default-python", "--runtime", str(runtime)],
-        cwd=artifacts.PROJECT, capture_output=True, text=True,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"cannot tell the CPython of {runtime}: {done.stderr.strip()}")
+    done = commands.run(
+        [sys.executable, "-m", "bundler", "default-python", "--runtime", runtime],
+        cwd=artifacts.PROJECT,
+        capture=True,
+        failure=f"cannot tell the CPython of {runtime}",
+    )
     return done.stdout.strip()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 
+from bundler import commands
 from bundler.conformance.errors import Missing
 
 _updated = False
@@ -21,11 +21,11 @@ def ensure(command: str, package: str) -> str:
         raise Missing(f"{command} is not installed (install the {package} package)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     if not _updated:
-        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=900)
+        commands.run(["apt-get", "update", "-qq"], env=env, check=False, timeout=900)
         _updated = True
-    done = subprocess.run(
-        ["apt-get", "install", "-y", "-qq", package],
-        env=env, capture_output=True, text=True, timeout=1800,
+    done = commands.run(
+        ["apt-get", "install", "-y", "-qq", package], env=env, capture=True, check=False,
+        timeout=1800,
     )  # fmt: skip
     found = shutil.which(command) or shutil.which(command, path="/usr/sbin:/sbin")
     if done.returncode != 0 or not found:
