@@ -102,7 +102,8 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise BundlerError(f"{path} is not valid TOML ({exc}); fix it") from None
 
 
-def _field(table: dict[str, Any], key: str, where: str, kind: type = str) -> Any:
+def require(table: dict[str, Any], key: str, where: str, kind: type = str) -> Any:
+    """table[key], refused unless it is a `kind`; where names the table for the error."""
     value = table.get(key)
     if not isinstance(value, kind):
         raise BundlerError(f"{where} needs `{key}` as a {kind.__name__}; fix dist-config")
@@ -112,24 +113,24 @@ def _field(table: dict[str, Any], key: str, where: str, kind: type = str) -> Any
 def load_matrix(config_dir: Path | None = None) -> Matrix:
     path = (config_dir or dist_config_dir()) / TARGETS_FILE
     data = read_toml(path)
-    pythons = tuple(_field(data, "pythons", str(path), list))
+    pythons = tuple(require(data, "pythons", str(path), list))
     targets = []
-    for name, table in sorted(_field(data, "targets", str(path), dict).items()):
+    for name, table in sorted(require(data, "targets", str(path), dict).items()):
         where = f"{path} [targets.{name}]"
         targets.append(
             Target(
                 name=name,
-                arch=_field(table, "arch", where),
-                libc=_field(table, "libc", where),
-                pbs_triple=_field(table, "pbs_triple", where),
-                zig_target=_field(table, "zig_target", where),
-                cmake_processor=_field(table, "cmake_processor", where),
-                wheel_platforms=tuple(_field(table, "wheel_platforms", where, list)),
+                arch=require(table, "arch", where),
+                libc=require(table, "libc", where),
+                pbs_triple=require(table, "pbs_triple", where),
+                zig_target=require(table, "zig_target", where),
+                cmake_processor=require(table, "cmake_processor", where),
+                wheel_platforms=tuple(require(table, "wheel_platforms", where, list)),
                 glibc=table.get("glibc"),
             )
         )
     # The order in the file is the order people read; keep it for listings.
-    order = list(_field(data, "targets", str(path), dict))
+    order = list(require(data, "targets", str(path), dict))
     targets.sort(key=lambda t: order.index(t.name))
     return Matrix(pythons=pythons, targets=tuple(targets))
 
@@ -137,27 +138,27 @@ def load_matrix(config_dir: Path | None = None) -> Matrix:
 def load_release(config_dir: Path | None = None) -> Release:
     path = (config_dir or dist_config_dir()) / RUNTIMES_FILE
     data = read_toml(path)
-    release = _field(data, "release", str(path), dict)
+    release = require(data, "release", str(path), dict)
     where = f"{path} [release]"
     assets = []
     for index, table in enumerate(data.get("assets", [])):
         item = f"{path} [[assets]] #{index + 1}"
-        sha256 = _field(table, "sha256", item)
+        sha256 = require(table, "sha256", item)
         if sha256 and (len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256)):
             raise BundlerError(f"{item} has a malformed sha256; it must be 64 lowercase hex digits")
         assets.append(
             Asset(
-                target=_field(table, "target", item),
-                python=_field(table, "python", item),
-                name=_field(table, "name", item),
-                url=_field(table, "url", item),
+                target=require(table, "target", item),
+                python=require(table, "python", item),
+                name=require(table, "name", item),
+                url=require(table, "url", item),
                 sha256=sha256,
             )
         )
     return Release(
-        tag=_field(release, "tag", where),
-        url_template=_field(release, "url", where),
-        flavor=_field(release, "flavor", where),
-        sums_asset=_field(release, "sums", where),
+        tag=require(release, "tag", where),
+        url_template=require(release, "url", where),
+        flavor=require(release, "flavor", where),
+        sums_asset=require(release, "sums", where),
         assets=tuple(assets),
     )

@@ -52,7 +52,7 @@ def run_cell(cell: Cell, engine: str) -> Result:
 
 def _run(cell: Cell, engine: str, result: Result) -> None:
     missing: list[str] = []
-    if cell.arch in ("arm64", "aarch64"):
+    if cell.cpu == "aarch64":
         try:
             result.notes.append("aarch64 runs " + binfmt.ensure_aarch64())
         except Missing as why:
