@@ -17,8 +17,6 @@ from bundler import commands, elf
 from bundler.config import Target
 from bundler.host import host_arch, host_libc
 
-SYSROOTS = {"aarch64": "/usr/aarch64-linux-gnu", "x86_64": "/usr/x86_64-linux-gnu"}
-
 
 def runner(binary: Path, target: Target) -> tuple[list[str] | None, str]:
     """The command prefix that runs the binary here, or None and why it cannot run."""
@@ -35,7 +33,7 @@ def runner(binary: Path, target: Target) -> tuple[list[str] | None, str]:
         return None, f"no qemu-{target.arch}-static (apt-get install qemu-user-static)"
     if not needs_loader:
         return [qemu], f"under {Path(qemu).name}"
-    sysroot = SYSROOTS.get(target.arch, "")
+    sysroot = f"/usr/{target.arch}-linux-gnu"  # where Debian's libc6-*-cross installs
     loader = Path(sysroot) / "lib" / Path(info.interpreter or "").name
     if target.libc == "gnu" and loader.exists():
         return [qemu, "-L", sysroot], f"under {Path(qemu).name} -L {sysroot}"

@@ -15,7 +15,7 @@ def host_libc() -> str:
     name, _ = platform.libc_ver()
     if name == "glibc":
         return "gnu"
-    if any(os.path.exists(p) for p in ("/lib/ld-musl-x86_64.so.1", "/lib/ld-musl-aarch64.so.1")):
+    if any(os.path.exists(f"/lib/ld-musl-{arch}.so.1") for arch in set(ARCHES.values())):
         return "musl"
     return "gnu" if os.path.exists("/lib64/ld-linux-x86-64.so.2") else "musl"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bundler import commands, config, log, toolchain
 from bundler.errors import BundlerError
-from bundler.host import host_arch, host_libc, host_target
+from bundler.host import host_target
 from bundler.paths import PROJECT
 
 
@@ -27,7 +27,8 @@ def _stdout(command: list[str], env: dict[str, str] | None = None, cwd: Path | N
 
 
 def platform_tag() -> str:
-    return f"{'manylinux_2_28' if host_libc() == 'gnu' else 'musllinux_1_2'}_{host_arch()}"
+    """This machine's best wheel tag: its target's first in dist-config/targets.toml."""
+    return config.load_matrix().target(host_target()).wheel_platforms[0]
 
 
 def build_raw(work: Path, compiler: str) -> Path:
