@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from bundler import config, log
 from bundler.errors import BundlerError
+from bundler.host import running_minor
 
 if TYPE_CHECKING:
     from bundler.pipeline import Request
@@ -33,9 +33,7 @@ def default_python(runtime: str | None) -> int:
     from bundler.runtime_layout import minor_of
 
     value = runtime or os.environ.get("PYNOX_RUNTIME")
-    log.output(
-        minor_of(Path(value)) if value else f"{sys.version_info.major}.{sys.version_info.minor}"
-    )
+    log.output(minor_of(Path(value)) if value else running_minor())
     return 0
 
 
@@ -67,7 +65,7 @@ def fetch(args: argparse.Namespace) -> int:
     from bundler.host import host_target
 
     target = config.load_matrix().target(args.target or host_target())
-    minor = args.minor or f"{sys.version_info.major}.{sys.version_info.minor}"
+    minor = args.minor or running_minor()
     source = fetching.resolve(target, minor, args.runtime, args.mirror, args.sha256)
     log.output(str(source.path))
     return 0
@@ -112,7 +110,7 @@ def build_runtime(args: argparse.Namespace) -> int:
 
 
 def _pinned_version(target: config.Target, minor: str | None) -> str:
-    minor = minor or f"{sys.version_info.major}.{sys.version_info.minor}"
+    minor = minor or running_minor()
     try:
         return config.load_release().asset(target.name, minor).python
     except BundlerError:

@@ -15,13 +15,16 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from bundler import log
 from bundler.errors import BundlerError
 
-Result = subprocess.CompletedProcess  # returncode, stdout, stderr ("" unless capture)
+# returncode, stdout (the transcript, or the data with capture), stderr ("" unless capture)
+Result = subprocess.CompletedProcess
 
 TAIL_LINES = 6  # of a failed command's output, in the error
 
@@ -33,6 +36,11 @@ class CommandFailed(BundlerError):
         super().__init__(message)
         self.lines = lines
         self.returncode = returncode  # None when it did not start or did not finish
+
+    @property
+    def last_line(self) -> str:
+        """What the command said last (usually why it failed), else the message."""
+        return self.lines[-1] if self.lines else self.message
 
 
 def run(
@@ -57,26 +65,23 @@ def run(
     short = shlex.join(argv[:4]) + (" ..." if len(argv) > 4 else "")
     failure = failure or f"`{short}` failed"
     try:
-        if log_file is not None:
-            done = _run_into(log_file, argv, shown, cwd, env, timeout)
-        else:
+        with _output(log_file, shown) as out:
             done = subprocess.run(
                 argv,
                 cwd=cwd,
                 env=env,
                 timeout=timeout,
                 stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
+                stdout=out,
                 stderr=subprocess.PIPE if capture else subprocess.STDOUT,
                 text=True,
                 errors="replace",
             )
-            if not capture:
-                done.stderr = ""
     except OSError as exc:
         raise CommandFailed(f"cannot run {argv[0]}: {exc.strerror or exc}", [], None) from None
     except subprocess.TimeoutExpired:
         raise CommandFailed(f"{failure}: it did not finish in {timeout:g} s", [], None) from None
+    done.stdout, done.stderr = done.stdout or "", done.stderr or ""
     if check and done.returncode != 0:
         lines = last_lines(done, log_file)
         where = f" (log: {log_file})" if log_file is not None else ""
@@ -90,7 +95,7 @@ def last_lines(done: Result[str], log_file: Path | None = None) -> list[str]:
     if log_file is not None:
         text = log_file.read_text(encoding="utf-8", errors="replace")
     else:
-        text = (done.stdout or "") + (done.stderr or "")
+        text = done.stdout + done.stderr
     return text.strip().splitlines()[-TAIL_LINES:]
 
 
@@ -105,24 +110,13 @@ def show(argv: Sequence[str]) -> str:
     return " ".join(parts)
 
 
-def _run_into(
-    log_file: Path,
-    argv: list[str],
-    shown: str,
-    cwd: Path | str | None,
-    env: Mapping[str, str] | None,
-    timeout: float | None,
-) -> Result[str]:
+@contextmanager
+def _output(log_file: Path | None, shown: str) -> Iterator[IO[str] | int]:
+    """Where a command's stdout goes: the log file (after a `$ command` line), or a pipe."""
+    if log_file is None:
+        yield subprocess.PIPE
+        return
     with log_file.open("a", encoding="utf-8") as out:
         out.write(f"$ {shown}\n")
         out.flush()
-        done = subprocess.run(
-            argv,
-            cwd=cwd,
-            env=env,
-            timeout=timeout,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    return subprocess.CompletedProcess(argv, done.returncode, "", "")
+        yield out

@@ -102,6 +102,12 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise BundlerError(f"{path} is not valid TOML ({exc}); fix it") from None
 
 
+def read_file(name: str, config_dir: Path | None = None) -> tuple[Path, dict[str, Any]]:
+    """A file of dist-config/ (or of config_dir), with its path to name in errors."""
+    path = (config_dir or dist_config_dir()) / name
+    return path, read_toml(path)
+
+
 def require(table: dict[str, Any], key: str, where: str, kind: type = str) -> Any:
     """table[key], refused unless it is a `kind`; where names the table for the error."""
     value = table.get(key)
@@ -111,11 +117,11 @@ def require(table: dict[str, Any], key: str, where: str, kind: type = str) -> An
 
 
 def load_matrix(config_dir: Path | None = None) -> Matrix:
-    path = (config_dir or dist_config_dir()) / TARGETS_FILE
-    data = read_toml(path)
+    path, data = read_file(TARGETS_FILE, config_dir)
     pythons = tuple(require(data, "pythons", str(path), list))
     targets = []
-    for name, table in sorted(require(data, "targets", str(path), dict).items()):
+    # In the file's order: the order people read, kept for listings.
+    for name, table in require(data, "targets", str(path), dict).items():
         where = f"{path} [targets.{name}]"
         targets.append(
             Target(
@@ -129,15 +135,11 @@ def load_matrix(config_dir: Path | None = None) -> Matrix:
                 glibc=table.get("glibc"),
             )
         )
-    # The order in the file is the order people read; keep it for listings.
-    order = list(require(data, "targets", str(path), dict))
-    targets.sort(key=lambda t: order.index(t.name))
     return Matrix(pythons=pythons, targets=tuple(targets))
 
 
 def load_release(config_dir: Path | None = None) -> Release:
-    path = (config_dir or dist_config_dir()) / RUNTIMES_FILE
-    data = read_toml(path)
+    path, data = read_file(RUNTIMES_FILE, config_dir)
     release = require(data, "release", str(path), dict)
     where = f"{path} [release]"
     assets = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 
 from bundler.errors import BundlerError
 
@@ -25,6 +26,11 @@ def host_arch() -> str:
     if machine not in ARCHES:
         raise BundlerError(f"this machine is {machine}; bundles exist for x86_64 and aarch64 only")
     return ARCHES[machine]
+
+
+def running_minor() -> str:
+    """The CPython minor running the bundler: a bundle's default, and a host cell's."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def host_target() -> str:

@@ -24,7 +24,7 @@ from bundler.assemble import Parts, assemble
 from bundler.cbuild import BuildResult, build
 from bundler.digest import write_sums
 from bundler.errors import BundlerError
-from bundler.host import host_target
+from bundler.host import host_target, running_minor
 from bundler.paths import PROJECT
 from bundler.source_date import source_date_epoch
 from bundler.unpack import unpack
@@ -59,10 +59,15 @@ def pynox_version() -> str:
     return version
 
 
+def bundle_name(version: str, target: str, minor: str) -> str:
+    """A bundle's top folder, and its archive's name before .tar.gz."""
+    return f"pynox-{version}-{target}-{runtime_layout.python_tag(minor)}"
+
+
 def runtime_for(
     request: Request, target: config.Target, work: Path
 ) -> tuple[runtime_layout.RuntimeInfo, fetch.RuntimeSource]:
-    minor = request.minor or f"{sys.version_info.major}.{sys.version_info.minor}"
+    minor = request.minor or running_minor()
     source = fetch.resolve(target, minor, request.runtime, request.mirror, request.sha256)
     if source.kind == "archive":
         unpack(source.path, work / "runtime")
@@ -111,7 +116,7 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
         cffi=wheelhouse.cffi_backend(target, info.minor, cffi_version(), request.wheelhouse),
         extra=[w for w in [wheelhouse.pure_package("tomli", info.minor, request.wheelhouse)] if w],
     )
-    top = f"pynox-{parts.pynox_version}-{target.name}-{info.python_tag}"
+    top = bundle_name(parts.pynox_version, target.name, info.minor)
     stage = work / "stage" / top
     if stage.exists():
         raise BundlerError(f"{stage} already exists; use an empty --work folder")

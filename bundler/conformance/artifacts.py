@@ -10,9 +10,11 @@ from bundler import commands
 from bundler.commands import CommandFailed
 from bundler.conformance.errors import Missing
 from bundler.errors import BundlerError
-from bundler.paths import cache_dir
+from bundler.host import running_minor
+from bundler.paths import PROJECT, cache_dir
+from bundler.pipeline import bundle_name, pynox_version
+from bundler.runtime_layout import python_tag
 
-PROJECT = Path(__file__).resolve().parents[2]
 DIST = PROJECT / "dist"
 
 
@@ -21,18 +23,12 @@ def host_python() -> str:
     base = Path(getattr(sys, "_base_executable", "") or sys.executable).resolve()
     if Path(sys.base_prefix) in base.parents:
         return str(base)
-    return str(Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}")
-
-
-def version() -> str:
-    for line in (PROJECT / "pynox" / "__init__.py").read_text().splitlines():
-        if line.startswith("__version__"):
-            return line.split("=", 1)[1].strip().strip("\"'")
-    raise Missing("pynox/__init__.py has no __version__")
+    return str(Path(sys.base_prefix) / "bin" / f"python{running_minor()}")
 
 
 def archive_name(target: str, minor: str) -> Path:
-    return DIST / f"pynox-{version()}-{target}-cp{minor.replace('.', '')}.tar.gz"
+    """Where the bundler writes the bundle of TARGET and CPython MINOR in dist/."""
+    return DIST / f"{bundle_name(pynox_version(), target, minor)}.tar.gz"
 
 
 def _bundler(args: list[str]) -> None:
@@ -57,13 +53,12 @@ def host_bundle(target: str, scratch: Path) -> Path:
     """pack-runtime from this machine's CPython, then the bundle with it as its runtime."""
     runtime = scratch / "cpython-host.tar.gz"
     _bundler(["pack-runtime", "--python", host_python(), "--output", str(runtime)])
-    minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    return bundle(target, minor, runtime, compiler="native")
+    return bundle(target, running_minor(), runtime, compiler="native")
 
 
 def pytest_for(minor: str) -> Path:
     """A folder with pytest and its dependencies for CPython MINOR, cached, for PYTHONPATH."""
-    folder = cache_dir() / "conformance" / f"pytest-cp{minor.replace('.', '')}"
+    folder = cache_dir() / "conformance" / f"pytest-{python_tag(minor)}"
     if (folder / ".complete").is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -76,8 +71,8 @@ def pytest_for(minor: str) -> Path:
             capture=True,
         )  # fmt: skip
     except CommandFailed as failed:
-        tail = failed.lines[-1] if failed.lines else failed.message
-        raise Missing(f"pytest for CPython {minor} could not be had from PyPI: {tail}") from None
+        why = failed.last_line
+        raise Missing(f"pytest for CPython {minor} could not be had from PyPI: {why}") from None
     (partial / ".complete").write_text("pytest>=8\n")
     if folder.exists():
         import shutil

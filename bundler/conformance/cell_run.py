@@ -17,9 +17,10 @@ from bundler.conformance.engines.base import Container
 from bundler.conformance.errors import Missing
 from bundler.conformance.runtimes import ROOTFS_PYTHON
 from bundler.errors import BundlerError
+from bundler.paths import PROJECT
 
 INSIDE = PurePosixPath("/conformance")
-SUITE = artifacts.PROJECT / "tests" / "conformance"
+SUITE = PROJECT / "tests" / "conformance"
 
 
 @dataclass
@@ -88,7 +89,7 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
     minor = f"{minor[0]}.{minor[1:]}"
     box.copy_in(archive, INSIDE / "dist" / archive.name)
     box.copy_in(Path(f"{archive}.sha256"), INSIDE / "dist" / f"{archive.name}.sha256")
-    box.copy_in(artifacts.PROJECT / "install" / "install.sh", INSIDE / "install.sh")
+    box.copy_in(PROJECT / "install" / "install.sh", INSIDE / "install.sh")
     box.copy_in(SUITE, INSIDE / "suite" / "conformance")
     box.copy_in(artifacts.pytest_for(minor), INSIDE / "pytest")
     installed = box.call(["sh", str(INSIDE / "install.sh"), "--archive",

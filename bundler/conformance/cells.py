@@ -8,7 +8,6 @@ from pathlib import Path
 
 from bundler import config
 from bundler.errors import BundlerError
-from bundler.paths import dist_config_dir
 
 CELLS_FILE = "conformance.toml"
 RUNTIMES = ("host", "rootfs", "given")  # where a cell's runtime comes from (see the file)
@@ -31,10 +30,8 @@ class Cell:
 
 def load(config_dir: Path | None = None) -> tuple[Cell, ...]:
     """Every cell, in the file's order, checked against the targets."""
-    directory = config_dir or dist_config_dir()
-    path = directory / CELLS_FILE
-    data = config.read_toml(path)
-    matrix = config.load_matrix(directory)
+    path, data = config.read_file(CELLS_FILE, config_dir)
+    matrix = config.load_matrix(config_dir)
     arches = config.require(data, "arches", str(path), dict)
     defaults = {"expect_sandbox": True, "expect_reason": ""}
     cells = []

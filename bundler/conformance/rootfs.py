@@ -48,8 +48,7 @@ def debian(suite: str, arch: str, include: tuple[str, ...] = ()) -> tuple[Path, 
         commands.run([*command, suite, partial, MIRROR], timeout=3600)
     except CommandFailed as failed:
         _remove(partial)
-        said = failed.lines[-1] if failed.lines else failed.message
-        raise Missing(f"debootstrap {suite} {arch} failed: {said}") from None
+        raise Missing(f"debootstrap {suite} {arch} failed: {failed.last_line}") from None
     _finish(partial)
     (partial / MARKER).write_text(spec + "\n")
     if final.exists():

@@ -20,6 +20,9 @@ from bundler.conformance.cells import Cell
 from bundler.conformance.engines.bubblewrap import BubblewrapContainer
 from bundler.conformance.errors import Missing
 from bundler.errors import BundlerError
+from bundler.host import running_minor
+from bundler.paths import PROJECT
+from bundler.pipeline import pynox_version
 from bundler.source_date import source_date_epoch
 
 # A Debian root whose python3 feeds pack-runtime: the interpreter and its C headers.
@@ -37,7 +40,7 @@ def bundle_for(cell: Cell, scratch: Path, notes: list[str]) -> Path:
         notes.append(f"runtime {given} (from {env_name(cell)})")
         return artifacts.bundle(cell.target, minor, Path(given), compiler="zig")
     if cell.runtime == "host":
-        minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        minor = running_minor()
         reused = artifacts.archive_name(cell.target, minor)
         if cell.name != cell.target and _complete(reused):
             notes.append(f"bundle reused from dist/ ({reused.name})")
@@ -58,7 +61,7 @@ def _complete(archive: Path) -> bool:
 
 
 def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
-    existing = sorted(artifacts.DIST.glob(f"pynox-{artifacts.version()}-{cell.target}-cp*.tar.gz"))
+    existing = sorted(artifacts.DIST.glob(f"pynox-{pynox_version()}-{cell.target}-cp*.tar.gz"))
     existing = [archive for archive in existing if _complete(archive)]
     if existing:
         notes.append(f"bundle reused from dist/ ({existing[-1].name}); delete it to rebuild")
@@ -66,7 +69,7 @@ def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
     root, _ = rootfs.debian(cell.suite, cell.arch, ROOTFS_PYTHON)
     box = BubblewrapContainer(root)
     try:
-        box.copy_in(artifacts.PROJECT / "bundler", PurePosixPath("/conformance/src/bundler"))
+        box.copy_in(PROJECT / "bundler", PurePosixPath("/conformance/src/bundler"))
         out = PurePosixPath("/conformance/cpython.tar.gz")
         packed = box.call(
             ["python3", "-m", "bundler", "pack-runtime", "--python", "/usr/bin/python3",
@@ -91,7 +94,7 @@ def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
 def _minor_of(runtime: Path) -> str:
     done = commands.run(
         [sys.executable, "-m", "bundler", "default-python", "--runtime", runtime],
-        cwd=artifacts.PROJECT,
+        cwd=PROJECT,
         capture=True,
         failure=f"cannot tell the CPython of {runtime}",
     )

@@ -14,7 +14,7 @@ _updated = False
 def ensure(command: str, package: str) -> str:
     """The path of COMMAND, after `apt-get install PACKAGE` if it is missing and we are root."""
     global _updated
-    found = shutil.which(command) or shutil.which(command, path="/usr/sbin:/sbin")
+    found = _which(command)
     if found:
         return found
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
@@ -27,8 +27,13 @@ def ensure(command: str, package: str) -> str:
         ["apt-get", "install", "-y", "-qq", package], env=env, capture=True, check=False,
         timeout=1800,
     )  # fmt: skip
-    found = shutil.which(command) or shutil.which(command, path="/usr/sbin:/sbin")
+    found = _which(command)
     if done.returncode != 0 or not found:
         tail = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise Missing(f"{command} is missing and `apt-get install {package}` failed: {tail}")
     return found
+
+
+def _which(command: str) -> str | None:
+    """COMMAND on PATH, or in the sbin folders a user's PATH may leave out."""
+    return shutil.which(command) or shutil.which(command, path="/usr/sbin:/sbin")

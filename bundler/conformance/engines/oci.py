@@ -17,17 +17,17 @@ def available(engine: str, image: str, platform: str) -> tuple[bool, str]:
         return False, f"{engine} is not installed"
     info = commands.run([engine, "info"], capture=True, check=False, timeout=60)
     if info.returncode != 0:
-        return False, f"`{engine} info` failed: {_first_line(info.stderr)}"
+        return False, f"`{engine} info` failed: {_last_line(info.stderr)}"
     trivial = commands.run(
         [engine, "run", "--rm", "--platform", platform, image, "true"],
         capture=True, check=False, timeout=600,
     )  # fmt: skip
     if trivial.returncode != 0:
-        return False, f"`{engine} run {image} true` failed: {_first_line(trivial.stderr)}"
+        return False, f"`{engine} run {image} true` failed: {_last_line(trivial.stderr)}"
     return True, f"{engine} runs {image}"
 
 
-def _first_line(text: str) -> str:
+def _last_line(text: str) -> str:
     lines = text.strip().splitlines()
     return lines[-1] if lines else "no message"
 
