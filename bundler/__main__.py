@@ -10,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from bundler import log
 from bundler.errors import BundlerError
 
 
@@ -83,32 +84,32 @@ def _runtime_options(command: argparse.ArgumentParser) -> None:
 def run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.command == "targets":
-        from bundler.commands import list_targets
+        from bundler.cli import list_targets
 
         return list_targets(args.json)
     if args.command == "host-target":
         from bundler.host import host_target
 
-        print(host_target())
+        log.output(host_target())
         return 0
     if args.command == "default-python":
-        from bundler.commands import default_python
+        from bundler.cli import default_python
 
         return default_python(args.runtime)
     if args.command == "pack-runtime":
-        from bundler.commands import pack
+        from bundler.cli import pack
 
         return pack(args.python, args.output, args.with_tests)
     if args.command == "fetch":
-        from bundler.commands import fetch
+        from bundler.cli import fetch
 
         return fetch(args)
     if args.command == "build-runtime":
-        from bundler.commands import build_runtime
+        from bundler.cli import build_runtime
 
         return build_runtime(args)
     if args.command == "bundle":
-        from bundler.commands import bundle
+        from bundler.cli import bundle
 
         return bundle(args)
     if args.command == "wheel":
@@ -126,7 +127,7 @@ def main() -> None:
     try:
         code = run(sys.argv[1:])
     except BundlerError as exc:
-        print(f"bundler: {exc.message}", file=sys.stderr)
+        log.error(exc.message)
         code = 1
     except KeyboardInterrupt:
         code = 130

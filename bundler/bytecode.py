@@ -11,22 +11,19 @@ pyc_normalize) keep the bytes the same from one build to the next.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
-from bundler.errors import BundlerError
+from bundler import commands
+from bundler.commands import CommandFailed
 from bundler.pyc_normalize import normalize_tree
 
 
 def _minor_of(python: str) -> str | None:
+    """The CPython minor of an interpreter, or None when it does not run here."""
+    code = "import sys; print('%d.%d' % sys.version_info[:2])"
     try:
-        done = subprocess.run(
-            [python, "-I", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-    except (OSError, subprocess.TimeoutExpired):
+        done = commands.run([python, "-I", "-c", code], capture=True, check=False, timeout=60)
+    except CommandFailed:
         return None
     return done.stdout.strip() if done.returncode == 0 else None
 
@@ -38,6 +35,9 @@ def compiler_for(own: Path, minor: str) -> str | None:
             return candidate
     return None
 
+
+# The one environment of both: PYTHONHASHSEED=0, and nothing of the caller's.
+ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
 
 # compileall with the cyclic garbage collector off: when a collection runs depends on
 # how much the process allocated (longer paths, more allocations), and what it frees
@@ -54,15 +54,11 @@ def compile_tree(python: str, minor: str, root: Path, folders: list[Path]) -> No
     # order, and the same small environment (the caller's would change what the process
     # allocates, so what it holds) keep them the same from one build to the next; -B keeps
     # the imports of compileall itself from leaving timestamp-based files behind.
-    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
     command = [
         python, "-B", "-S", "-s", "-c", COMPILEALL, "-f", "-q", "-j", "1",
         "--invalidation-mode", "unchecked-hash", "-s", str(root), *map(str, folders),
     ]  # fmt: skip
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-        raise BundlerError(f"compiling the bundle's Python files failed: {' | '.join(tail)}")
+    commands.run(command, env=ENV, failure="compiling the bundle's Python files failed")
     for folder in folders:
         normalize_tree(folder, minor)
 
@@ -76,9 +72,7 @@ def write_boot_image(python: str, package: Path) -> None:
     """
     cache = package / "__pycache__"
     cache.mkdir(exist_ok=True)
-    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0"}
     command = [python, "-B", "-S", "-s", "-m", "pynox._boot", "--write-image", str(cache)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=package.parent)
-    if done.returncode != 0:
-        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-        raise BundlerError(f"writing pynox's start-up image failed: {' | '.join(tail)}")
+    commands.run(
+        command, env=ENV, cwd=package.parent, failure="writing pynox's start-up image failed"
+    )

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
-import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from bundler import commands
 from bundler.config import Target
 from bundler.errors import BundlerError
 from bundler.paths import PROJECT
@@ -29,18 +29,6 @@ class BuildResult:
     extensions: dict[str, Path]  # module name (e.g. "_core") -> the built file
     extension_note: str  # how they were built, or why they were not
     toolchain: Toolchain
-
-
-def _run(command: list[str], log: Path) -> None:
-    with log.open("a", encoding="utf-8") as out:
-        out.write("$ " + " ".join(command) + "\n")
-        out.flush()
-        done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT)
-    if done.returncode != 0:
-        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-8:]
-        raise BundlerError(
-            f"`{' '.join(command[:3])} ...` failed (log: {log}); last lines: " + " | ".join(tail)
-        )
 
 
 def _require_cffi() -> None:
@@ -90,10 +78,10 @@ def build(
     # and the sandbox core are built then.
     headers = include_dir or Path(sysconfig.get_path("include"))
     configure += [f"-DPYNOX_FFI_PYTHON={sys.executable}", f"-DPython_INCLUDE_DIR={headers}"]
-    _run(configure, log)
+    commands.run(configure, log_file=log)
     out = build_dir / "runtime"
     if include_dir is None:
-        _run(
+        commands.run(
             [
                 "cmake",
                 "--build",
@@ -104,7 +92,7 @@ def build(
                 "pynox_launcher",
                 "pynox_sandbox",
             ],
-            log,
+            log_file=log,
         )
         return BuildResult(
             launcher=out / "pynox",
@@ -114,11 +102,11 @@ def build(
             "(the extensions need its CPython headers)",
             toolchain=toolchain,
         )
-    _run(["cmake", "--build", str(build_dir), "--parallel", "2"], log)
+    commands.run(["cmake", "--build", str(build_dir), "--parallel", "2"], log_file=log)
     installed = build_dir / "installed"
     if installed.exists():
         shutil.rmtree(installed)
-    _run(["cmake", "--install", str(build_dir), "--prefix", str(installed)], log)
+    commands.run(["cmake", "--install", str(build_dir), "--prefix", str(installed)], log_file=log)
     # Every extension module the build installs into the package, whatever it adds later.
     extensions = {p.name.split(".")[0]: p for p in sorted((installed / "pynox").glob("*.so"))}
     if "_core" not in extensions:

@@ -7,11 +7,10 @@ added to the report when `file` is installed, for a person to read.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundler import elf
+from bundler import commands, elf
 from bundler.config import Target
 from bundler.errors import BundlerError
 
@@ -33,7 +32,7 @@ def describe(path: Path) -> str:
     tool = shutil.which("file")
     if tool is None:
         return "(file is not installed)"
-    done = subprocess.run([tool, "-b", str(path)], capture_output=True, text=True)
+    done = commands.run([tool, "-b", path], capture=True, check=False)
     return done.stdout.strip() or done.stderr.strip()
 
 

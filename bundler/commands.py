@@ -1,127 +1,122 @@
-"""The commands of `python -m bundler`, each a thin call into one module."""
+"""Running other programs (cmake, pip, patchelf, git, a container engine): the one way.
+
+Every command is shown as a note (`  $ cmake --build ...`) before it runs, reads
+nothing from the terminal, and has its output collected, never mixed into the
+bundler's own lines: stdout and stderr merged into one transcript (streamed into a
+log file when one is given), or with capture=True kept apart, stdout being data the
+caller reads. A command that cannot start, runs out of time or (unless check=False)
+exits non-zero raises CommandFailed, a BundlerError whose message ends with the
+command's last lines of output; check=False hands a failed result back instead, to a
+caller for which failing is an answer (a probe).
+"""
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
-import tempfile
+import os
+import shlex
+import subprocess
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO
 
-from bundler import config
+from bundler import log
 from bundler.errors import BundlerError
 
-if TYPE_CHECKING:
-    from bundler.pipeline import Request
+# returncode, stdout (the transcript, or the data with capture), stderr ("" unless capture)
+Result = subprocess.CompletedProcess
+
+TAIL_LINES = 6  # of a failed command's output, in the error
 
 
-def list_targets(as_json: bool) -> int:
-    matrix = config.load_matrix()
-    if as_json:
-        print(json.dumps([{"target": t, "python": p} for t, p in matrix.cells()]))
-    else:
-        for target, python in matrix.cells():
-            print(target, python)
-    return 0
+class CommandFailed(BundlerError):
+    """A command that failed, with its last lines of output (none if it did not run)."""
+
+    def __init__(self, message: str, lines: list[str], returncode: int | None) -> None:
+        super().__init__(message)
+        self.lines = lines
+        self.returncode = returncode  # None when it did not start or did not finish
+
+    @property
+    def last_line(self) -> str:
+        """What the command said last (usually why it failed), else the message."""
+        return self.lines[-1] if self.lines else self.message
 
 
-def default_python(runtime: str | None) -> int:
-    """The minor of PYNOX_RUNTIME's CPython if one is set, else this interpreter's."""
-    import os
+def run(
+    command: Sequence[str | os.PathLike[str]],
+    *,
+    cwd: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    capture: bool = False,
+    check: bool = True,
+    log_file: Path | None = None,
+    failure: str | None = None,
+) -> Result[str]:
+    """Runs command and returns its result; failure starts the error's sentence.
 
-    from bundler.runtime_layout import minor_of
-
-    value = runtime or os.environ.get("PYNOX_RUNTIME")
-    print(minor_of(Path(value)) if value else f"{sys.version_info.major}.{sys.version_info.minor}")
-    return 0
-
-
-def pack(python: str, output: Path, with_tests: bool) -> int:
-    from bundler.pack_runtime import pack_runtime
-
-    info = pack_runtime(python, output, with_tests)
-    size = output.stat().st_size / (1024 * 1024)
-    print(
-        f"bundler: packed CPython {info['version']} into {output} ({size:.1f} MB)", file=sys.stderr
-    )
-    return 0
-
-
-def _request(args: argparse.Namespace) -> Request:
-    from bundler.pipeline import Request
-
-    return Request(
-        target=args.target,
-        minor=args.minor,
-        runtime=args.runtime,
-        mirror=args.mirror,
-        sha256=args.sha256,
-        compiler=getattr(args, "compiler", "auto"),
-        wheelhouse=getattr(args, "wheelhouse", None),
-    )
-
-
-def fetch(args: argparse.Namespace) -> int:
-    from bundler import fetch as fetching
-    from bundler.host import host_target
-
-    target = config.load_matrix().target(args.target or host_target())
-    minor = args.minor or f"{sys.version_info.major}.{sys.version_info.minor}"
-    source = fetching.resolve(target, minor, args.runtime, args.mirror, args.sha256)
-    print(source.path)
-    return 0
-
-
-def build_runtime(args: argparse.Namespace) -> int:
-    """Builds runtime/ for a target and prints the checks of what it built."""
-    from bundler import checks, runtime_layout, toolchain
-    from bundler.cbuild import build
-    from bundler.emulation import run_launcher
-    from bundler.host import host_target
-    from bundler.pipeline import runtime_for
-
-    target = config.load_matrix().target(args.target or host_target())
-    with tempfile.TemporaryDirectory(prefix="pynox-build-") as scratch:
-        work = Path(scratch)
-        build_dir = args.build_dir or work / "build"
-        include: Path | None = None
-        version = _pinned_version(target, args.minor)
-        if args.headers is not None:
-            include = args.headers
-            version = runtime_layout.headers_version(include)
-        elif not args.no_runtime:
-            info, _ = runtime_for(_request(args), target, work)
-            include, version = info.include, info.version
-        chain = toolchain.choose(target, args.compiler, build_dir / "toolchain")
-        result = build(target, build_dir, chain, version, include)
-        cap = target.glibc if chain.kind == "zig" else None
-        print(f"{target.name}: {chain.description}")
-        for binary in (result.launcher, result.core_library, *result.extensions.values()):
-            if binary.suffix == ".a":
-                print(f"{binary.name}: static library, {binary.stat().st_size} bytes")
-            else:
-                print(checks.check_binary(binary, target, cap).line())
-        note = result.extension_note
-        if args.headers is not None:
-            note += " (a compile check: a bundle builds them against its runtime's own headers)"
-        print(f"extensions: {note}")
-        if args.run:
-            print(run_launcher(result.launcher, target))
-    return 0
-
-
-def _pinned_version(target: config.Target, minor: str | None) -> str:
-    minor = minor or f"{sys.version_info.major}.{sys.version_info.minor}"
+    env replaces the environment, as subprocess's does. With log_file (not with
+    capture) the transcript is appended to that file and the error names it.
+    """
+    argv = [os.fspath(part) for part in command]
+    shown = show(argv)
+    log.note(f"$ {shown}")
+    short = shlex.join(argv[:4]) + (" ..." if len(argv) > 4 else "")
+    failure = failure or f"`{short}` failed"
     try:
-        return config.load_release().asset(target.name, minor).python
-    except BundlerError:
-        return minor
+        with _output(log_file, shown) as out:
+            done = subprocess.run(
+                argv,
+                cwd=cwd,
+                env=env,
+                timeout=timeout,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.PIPE if capture else subprocess.STDOUT,
+                text=True,
+                errors="replace",
+            )
+    except OSError as exc:
+        raise CommandFailed(f"cannot run {argv[0]}: {exc.strerror or exc}", [], None) from None
+    except subprocess.TimeoutExpired:
+        raise CommandFailed(f"{failure}: it did not finish in {timeout:g} s", [], None) from None
+    done.stdout, done.stderr = done.stdout or "", done.stderr or ""
+    if check and done.returncode != 0:
+        lines = last_lines(done, log_file)
+        where = f" (log: {log_file})" if log_file is not None else ""
+        said = f": {' | '.join(lines)}" if lines else f" with exit status {done.returncode}"
+        raise CommandFailed(f"{failure}{where}{said}", lines, done.returncode)
+    return done
 
 
-def bundle(args: argparse.Namespace) -> int:
-    from bundler.pipeline import bundle as make
+def last_lines(done: Result[str], log_file: Path | None = None) -> list[str]:
+    """The last lines of what a command wrote (of its log file, with one)."""
+    if log_file is not None:
+        text = log_file.read_text(encoding="utf-8", errors="replace")
+    else:
+        text = done.stdout + done.stderr
+    return text.strip().splitlines()[-TAIL_LINES:]
 
-    output = make(_request(args), args.out, args.work)
-    print(output)
-    return 0
+
+def show(argv: Sequence[str]) -> str:
+    """The command as a shell would take it; a multi-line argument (a -c program) shortened."""
+    parts = []
+    for part in argv:
+        if "\n" in part.strip():
+            first = part.strip().splitlines()[0]
+            part = f"{first} ..."
+        parts.append(shlex.quote(part))
+    return " ".join(parts)
+
+
+@contextmanager
+def _output(log_file: Path | None, shown: str) -> Iterator[IO[str] | int]:
+    """Where a command's stdout goes: the log file (after a `$ command` line), or a pipe."""
+    if log_file is None:
+        yield subprocess.PIPE
+        return
+    with log_file.open("a", encoding="utf-8") as out:
+        out.write(f"$ {shown}\n")
+        out.flush()
+        yield out

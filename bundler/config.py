@@ -87,21 +87,29 @@ def read_toml(path: Path) -> dict[str, Any]:
         import tomllib
     else:  # pragma: no cover - Python 3.10
         try:
-            import tomli as tomllib
+            import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
             raise BundlerError(
                 f"reading {path.name} on Python 3.10 needs tomli: pip install tomli"
             ) from None
     try:
         with path.open("rb") as file:
-            return tomllib.load(file)
+            data: dict[str, Any] = tomllib.load(file)
+            return data
     except FileNotFoundError:
         raise BundlerError(f"{path} is missing; restore it from the repository") from None
     except tomllib.TOMLDecodeError as exc:
         raise BundlerError(f"{path} is not valid TOML ({exc}); fix it") from None
 
 
-def _field(table: dict[str, Any], key: str, where: str, kind: type = str) -> Any:
+def read_file(name: str, config_dir: Path | None = None) -> tuple[Path, dict[str, Any]]:
+    """A file of dist-config/ (or of config_dir), with its path to name in errors."""
+    path = (config_dir or dist_config_dir()) / name
+    return path, read_toml(path)
+
+
+def require(table: dict[str, Any], key: str, where: str, kind: type = str) -> Any:
+    """table[key], refused unless it is a `kind`; where names the table for the error."""
     value = table.get(key)
     if not isinstance(value, kind):
         raise BundlerError(f"{where} needs `{key}` as a {kind.__name__}; fix dist-config")
@@ -109,54 +117,50 @@ def _field(table: dict[str, Any], key: str, where: str, kind: type = str) -> Any
 
 
 def load_matrix(config_dir: Path | None = None) -> Matrix:
-    path = (config_dir or dist_config_dir()) / TARGETS_FILE
-    data = read_toml(path)
-    pythons = tuple(_field(data, "pythons", str(path), list))
+    path, data = read_file(TARGETS_FILE, config_dir)
+    pythons = tuple(require(data, "pythons", str(path), list))
     targets = []
-    for name, table in sorted(_field(data, "targets", str(path), dict).items()):
+    # In the file's order: the order people read, kept for listings.
+    for name, table in require(data, "targets", str(path), dict).items():
         where = f"{path} [targets.{name}]"
         targets.append(
             Target(
                 name=name,
-                arch=_field(table, "arch", where),
-                libc=_field(table, "libc", where),
-                pbs_triple=_field(table, "pbs_triple", where),
-                zig_target=_field(table, "zig_target", where),
-                cmake_processor=_field(table, "cmake_processor", where),
-                wheel_platforms=tuple(_field(table, "wheel_platforms", where, list)),
+                arch=require(table, "arch", where),
+                libc=require(table, "libc", where),
+                pbs_triple=require(table, "pbs_triple", where),
+                zig_target=require(table, "zig_target", where),
+                cmake_processor=require(table, "cmake_processor", where),
+                wheel_platforms=tuple(require(table, "wheel_platforms", where, list)),
                 glibc=table.get("glibc"),
             )
         )
-    # The order in the file is the order people read; keep it for listings.
-    order = list(_field(data, "targets", str(path), dict))
-    targets.sort(key=lambda t: order.index(t.name))
     return Matrix(pythons=pythons, targets=tuple(targets))
 
 
 def load_release(config_dir: Path | None = None) -> Release:
-    path = (config_dir or dist_config_dir()) / RUNTIMES_FILE
-    data = read_toml(path)
-    release = _field(data, "release", str(path), dict)
+    path, data = read_file(RUNTIMES_FILE, config_dir)
+    release = require(data, "release", str(path), dict)
     where = f"{path} [release]"
     assets = []
     for index, table in enumerate(data.get("assets", [])):
         item = f"{path} [[assets]] #{index + 1}"
-        sha256 = _field(table, "sha256", item)
+        sha256 = require(table, "sha256", item)
         if sha256 and (len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256)):
             raise BundlerError(f"{item} has a malformed sha256; it must be 64 lowercase hex digits")
         assets.append(
             Asset(
-                target=_field(table, "target", item),
-                python=_field(table, "python", item),
-                name=_field(table, "name", item),
-                url=_field(table, "url", item),
+                target=require(table, "target", item),
+                python=require(table, "python", item),
+                name=require(table, "name", item),
+                url=require(table, "url", item),
                 sha256=sha256,
             )
         )
     return Release(
-        tag=_field(release, "tag", where),
-        url_template=_field(release, "url", where),
-        flavor=_field(release, "flavor", where),
-        sums_asset=_field(release, "sums", where),
+        tag=require(release, "tag", where),
+        url_template=require(release, "url", where),
+        flavor=require(release, "flavor", where),
+        sums_asset=require(release, "sums", where),
         assets=tuple(assets),
     )

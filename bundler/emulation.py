@@ -10,15 +10,12 @@ aarch64 glibc to load (Debian's libc6-arm64-cross puts one in /usr/aarch64-linux
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
-from bundler import elf
+from bundler import commands, elf
 from bundler.config import Target
 from bundler.host import host_arch, host_libc
-
-SYSROOTS = {"aarch64": "/usr/aarch64-linux-gnu", "x86_64": "/usr/x86_64-linux-gnu"}
 
 
 def runner(binary: Path, target: Target) -> tuple[list[str] | None, str]:
@@ -36,7 +33,7 @@ def runner(binary: Path, target: Target) -> tuple[list[str] | None, str]:
         return None, f"no qemu-{target.arch}-static (apt-get install qemu-user-static)"
     if not needs_loader:
         return [qemu], f"under {Path(qemu).name}"
-    sysroot = SYSROOTS.get(target.arch, "")
+    sysroot = f"/usr/{target.arch}-linux-gnu"  # where Debian's libc6-*-cross installs
     loader = Path(sysroot) / "lib" / Path(info.interpreter or "").name
     if target.libc == "gnu" and loader.exists():
         return [qemu, "-L", sysroot], f"under {Path(qemu).name} -L {sysroot}"
@@ -54,8 +51,8 @@ def run_launcher(launcher: Path, target: Target) -> str:
         shutil.copyfile(launcher, copy)
         copy.chmod(0o755)
         (Path(scratch) / "python3").write_text("")  # the launcher only checks it is there
-        done = subprocess.run(
-            [*prefix, str(copy), "--version"], capture_output=True, text=True, timeout=60
+        done = commands.run(
+            [*prefix, str(copy), "--version"], capture=True, check=False, timeout=60
         )
     if done.returncode != 0:
         return f"launcher failed {how}: {(done.stderr or done.stdout).strip()}"

@@ -10,11 +10,10 @@ caller supplies one.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundler import config
+from bundler import config, log
 from bundler.digest import normalize, sha256_file
 from bundler.download import DownloadFailed, download
 from bundler.errors import BundlerError
@@ -35,10 +34,6 @@ class RuntimeSource:
     name: str
     sha256: str | None
     origin: str
-
-
-def _log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
 
 
 def local_runtime(value: str, sha256: str | None) -> RuntimeSource:
@@ -67,7 +62,7 @@ def cached_or_downloaded(
     if kept.is_file():
         if sha256_file(kept) == expected:
             return RuntimeSource("archive", kept, asset.name, expected, f"cache {kept}")
-        _log(f"the cached {kept} does not match its sha256; downloading it again")
+        log.warning(f"the cached {kept} does not match its sha256; downloading it again")
         kept.unlink()
     url = mirror_url(mirror, tag, asset.name) if mirror else asset.url
     part = cache / (asset.name + ".part")

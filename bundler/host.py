@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 
 from bundler.errors import BundlerError
 
@@ -15,7 +16,7 @@ def host_libc() -> str:
     name, _ = platform.libc_ver()
     if name == "glibc":
         return "gnu"
-    if any(os.path.exists(p) for p in ("/lib/ld-musl-x86_64.so.1", "/lib/ld-musl-aarch64.so.1")):
+    if any(os.path.exists(f"/lib/ld-musl-{arch}.so.1") for arch in set(ARCHES.values())):
         return "musl"
     return "gnu" if os.path.exists("/lib64/ld-linux-x86-64.so.2") else "musl"
 
@@ -25,6 +26,11 @@ def host_arch() -> str:
     if machine not in ARCHES:
         raise BundlerError(f"this machine is {machine}; bundles exist for x86_64 and aarch64 only")
     return ARCHES[machine]
+
+
+def running_minor() -> str:
+    """The CPython minor running the bundler: a bundle's default, and a host cell's."""
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
 def host_target() -> str:

@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
-from bundler import elf
+from bundler import commands, elf
 from bundler.archive import write_tar_gz
+from bundler.commands import CommandFailed
 from bundler.errors import BundlerError
 from bundler.relocate import relocate_tree, set_runpath
 from bundler.runtime_layout import PACKED_MARKER
@@ -53,15 +53,16 @@ SKIP_SUFFIXES = (".a", ".o", ".pyc")
 
 def probe(python: str) -> dict[str, object]:
     try:
-        done = subprocess.run(
-            [python, "-I", "-c", PROBE], capture_output=True, text=True, timeout=60
+        done = commands.run(
+            [python, "-I", "-c", PROBE],
+            capture=True,
+            timeout=60,
+            failure=f"{python} failed to describe itself",
         )
-    except OSError as exc:
-        raise BundlerError(
-            f"cannot run {python}: {exc.strerror}; give a CPython executable"
-        ) from None
-    if done.returncode != 0:
-        raise BundlerError(f"{python} failed to describe itself: {done.stderr.strip()[-300:]}")
+    except CommandFailed as failed:
+        if failed.returncode is None:  # it did not start, or hung
+            raise BundlerError(f"{failed.message}; give a CPython executable") from None
+        raise
     info: dict[str, object] = json.loads(done.stdout)
     if info["implementation"] != "cpython":
         raise BundlerError(f"{python} is {info['implementation']}, not CPython; give a CPython")

@@ -8,12 +8,11 @@ stay as they are and the command says so; a checksum is never made up.
 from __future__ import annotations
 
 import re
-import sys
 import urllib.error
 import urllib.parse
 from pathlib import Path
 
-from bundler import config
+from bundler import config, log
 from bundler.download import open_url
 from bundler.errors import BundlerError
 from bundler.mirror import mirror_base
@@ -131,10 +130,9 @@ def refresh(tag: str | None = None, sums_file: Path | None = None) -> int:
         text, origin = _sums_text(release, tag, sums_file)
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        print(
-            f"refresh-pins: cannot reach the {release.sums_asset} of release {tag} ({reason}); "
-            "the pins are unchanged (pass --sums FILE to refresh from a copy)",
-            file=sys.stderr,
+        log.warning(
+            f"refresh-pins cannot reach the {release.sums_asset} of release {tag} ({reason}); "
+            "the pins are unchanged (pass --sums FILE to refresh from a copy)"
         )
         return 0
     sums = parse_sums(text)
@@ -160,5 +158,5 @@ def refresh(tag: str | None = None, sums_file: Path | None = None) -> int:
     )
     path = directory / config.RUNTIMES_FILE
     path.write_text(render(updated, matrix, versions, sums, origin), encoding="utf-8")
-    print(f"refresh-pins: {path} now pins release {tag}", file=sys.stderr)
+    log.step(f"refresh-pins: {path} now pins release {tag}")
     return 0

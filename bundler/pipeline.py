@@ -9,12 +9,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundler import archive, checks, config, fetch, manifest, runtime_layout, toolchain, wheelhouse
+from bundler import (
+    archive,
+    checks,
+    config,
+    fetch,
+    log,
+    manifest,
+    runtime_layout,
+    toolchain,
+    wheelhouse,
+)
 from bundler.assemble import Parts, assemble
 from bundler.cbuild import BuildResult, build
 from bundler.digest import write_sums
 from bundler.errors import BundlerError
-from bundler.host import host_target
+from bundler.host import host_target, running_minor
 from bundler.paths import PROJECT
 from bundler.source_date import source_date_epoch
 from bundler.unpack import unpack
@@ -29,10 +39,6 @@ class Request:
     sha256: str | None
     compiler: str = "auto"
     wheelhouse: Path | None = None
-
-
-def log(text: str) -> None:
-    print(f"bundler: {text}", file=sys.stderr, flush=True)
 
 
 def cffi_version() -> str:
@@ -53,10 +59,15 @@ def pynox_version() -> str:
     return version
 
 
+def bundle_name(version: str, target: str, minor: str) -> str:
+    """A bundle's top folder, and its archive's name before .tar.gz."""
+    return f"pynox-{version}-{target}-{runtime_layout.python_tag(minor)}"
+
+
 def runtime_for(
     request: Request, target: config.Target, work: Path
 ) -> tuple[runtime_layout.RuntimeInfo, fetch.RuntimeSource]:
-    minor = request.minor or f"{sys.version_info.major}.{sys.version_info.minor}"
+    minor = request.minor or running_minor()
     source = fetch.resolve(target, minor, request.runtime, request.mirror, request.sha256)
     if source.kind == "archive":
         unpack(source.path, work / "runtime")
@@ -81,10 +92,10 @@ def build_parts(
     chain = toolchain.choose(target, compiler, work / "toolchain")
     started = time.monotonic()
     result = build(target, work / "build", chain, info.version, info.include)
-    log(f"built runtime/ with {chain.description} in {time.monotonic() - started:.1f} s")
+    log.step(f"built runtime/ with {chain.description} in {time.monotonic() - started:.1f} s")
     cap = target.glibc if chain.kind == "zig" else None
     for binary in (result.launcher, *result.extensions.values()):
-        log(checks.check_binary(binary, target, cap).line())
+        log.note(checks.check_binary(binary, target, cap).line())
     return result
 
 
@@ -92,7 +103,7 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
     """Builds the archive and its .sha256 in out; returns the archive's path."""
     target = config.load_matrix().target(request.target or host_target())
     info, source = runtime_for(request, target, work)
-    log(f"runtime: CPython {info.version} for {target.name} from {source.origin}")
+    log.step(f"runtime: CPython {info.version} for {target.name} from {source.origin}")
     result = build_parts(target, info, work, request.compiler)
     parts = Parts(
         target=target,
@@ -105,7 +116,7 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
         cffi=wheelhouse.cffi_backend(target, info.minor, cffi_version(), request.wheelhouse),
         extra=[w for w in [wheelhouse.pure_package("tomli", info.minor, request.wheelhouse)] if w],
     )
-    top = f"pynox-{parts.pynox_version}-{target.name}-{info.python_tag}"
+    top = bundle_name(parts.pynox_version, target.name, info.minor)
     stage = work / "stage" / top
     if stage.exists():
         raise BundlerError(f"{stage} already exists; use an empty --work folder")
@@ -116,7 +127,7 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
     archive.write_tar_gz(stage, top, output, source_date_epoch())
     write_sums(output)
     size = output.stat().st_size / (1024 * 1024)
-    log(f"wrote {output} ({size:.1f} MB) in {time.monotonic() - started:.1f} s")
+    log.step(f"wrote {output} ({size:.1f} MB) in {time.monotonic() - started:.1f} s")
     return output
 
 

@@ -1,19 +1,18 @@
-"""A download's progress on stderr: a live bar on a terminal, two lines elsewhere."""
+"""A download's progress: a live bar on a terminal, two notes elsewhere (see log)."""
 
 from __future__ import annotations
 
-import sys
 import time
-from typing import TextIO
+
+from bundler import log
 
 MB = 1024 * 1024
 
 
 class Progress:
-    def __init__(self, label: str, stream: TextIO | None = None) -> None:
+    def __init__(self, label: str) -> None:
         self.label = label
-        self.stream = stream if stream is not None else sys.stderr
-        self.live = self.stream.isatty()
+        self.live = log.on_terminal()
         self.total: int | None = None
         self.done = 0
         self.started = time.monotonic()
@@ -26,38 +25,29 @@ class Progress:
         size = f" ({total / MB:.1f} MB)" if total else ""
         verb = f"resuming at {resumed_at / MB:.1f} MB:" if resumed_at else "downloading"
         if not self.live:
-            self._line(f"{verb} {self.label}{size}")
+            log.note(f"{verb} {self.label}{size}")
 
     def advance(self, count: int) -> None:
         self.done += count
         now = time.monotonic()
         if self.live and now - self.shown >= 0.1:
             self.shown = now
-            self._bar(now)
+            log.live(self._bar(now))
 
     def finish(self) -> None:
         if self.live:
-            self._bar(time.monotonic())
-            self.stream.write("\n")
-            self.stream.flush()
+            log.live(self._bar(time.monotonic()), done=True)
         else:
-            self._line(f"downloaded {self.label} ({self.done / MB:.1f} MB)")
+            log.note(f"downloaded {self.label} ({self.done / MB:.1f} MB)")
 
-    def _bar(self, now: float) -> None:
+    def _bar(self, now: float) -> str:
         rate = self.done / max(now - self.started, 1e-3) / MB
         if self.total:
             fraction = min(self.done / self.total, 1.0)
             filled = int(fraction * 30)
             bar = "#" * filled + "." * (30 - filled)
-            text = (
-                f"\r{self.label} [{bar}] {fraction:4.0%} "
+            return (
+                f"{self.label} [{bar}] {fraction:4.0%} "
                 f"{self.done / MB:.1f}/{self.total / MB:.1f} MB {rate:.1f} MB/s"
             )
-        else:
-            text = f"\r{self.label} {self.done / MB:.1f} MB {rate:.1f} MB/s"
-        self.stream.write(text)
-        self.stream.flush()
-
-    def _line(self, text: str) -> None:
-        self.stream.write(text + "\n")
-        self.stream.flush()
+        return f"{self.label} {self.done / MB:.1f} MB {rate:.1f} MB/s"

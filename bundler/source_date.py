@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import subprocess
 
+from bundler import commands
 from bundler.errors import BundlerError
 from bundler.paths import PROJECT
 
@@ -16,14 +16,9 @@ def source_date_epoch() -> int:
             raise BundlerError(f"SOURCE_DATE_EPOCH must be whole seconds since 1970, not {value!r}")
         return int(value)
     try:
-        out = subprocess.run(
-            ["git", "-C", str(PROJECT), "log", "-1", "--format=%ct"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        return int(out)
-    except (OSError, subprocess.CalledProcessError, ValueError):
+        done = commands.run(["git", "-C", PROJECT, "log", "-1", "--format=%ct"], capture=True)
+        return int(done.stdout.strip())
+    except (BundlerError, ValueError):
         raise BundlerError(
             "cannot tell the build's timestamp: set SOURCE_DATE_EPOCH or build from a git checkout"
         ) from None

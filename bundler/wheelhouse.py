@@ -9,15 +9,17 @@ are kept in the user's cache and taken from there when present.
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from bundler.config import Target, read_toml
+from bundler import commands
+from bundler.commands import CommandFailed
+from bundler.config import Target, read_file
 from bundler.errors import BundlerError
-from bundler.paths import dist_config_dir, wheels_cache
+from bundler.paths import wheels_cache
+from bundler.runtime_layout import python_tag
 
 PACKAGES_FILE = "packages.toml"
 
@@ -31,7 +33,7 @@ class WheelFiles:
 
 
 def packages() -> dict[str, dict[str, object]]:
-    return read_toml(dist_config_dir() / PACKAGES_FILE)
+    return read_file(PACKAGES_FILE)[1]
 
 
 def _tags(name: str) -> tuple[set[str], set[str], set[str]]:
@@ -71,14 +73,14 @@ def _pip_download(
     ]
     if wheelhouse is not None:
         command += ["--no-index", "--find-links", str(wheelhouse)]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
+    try:
+        commands.run(command, capture=True)
+    except CommandFailed as failed:
         where = f"the folder {wheelhouse}" if wheelhouse else "PyPI"
-        reason = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
         raise BundlerError(
-            f"cannot get the {project} {version} wheel from {where} ({reason}); "
+            f"cannot get the {project} {version} wheel from {where} ({failed.last_line}); "
             "put it in a folder and pass --wheelhouse FOLDER"
-        )
+        ) from None
 
 
 def _wheel(
@@ -120,7 +122,7 @@ def _contents(wheel: Path, keep: re.Pattern[str]) -> WheelFiles:
 
 def cffi_backend(target: Target, minor: str, version: str, wheelhouse: Path | None) -> WheelFiles:
     """cffi's `_cffi_backend` extension for the target, from the cffi wheel of `version`."""
-    tag = "cp" + minor.replace(".", "")
+    tag = python_tag(minor)
     options = ["--implementation", "cp", "--python-version", minor, "--abi", tag]
     for platform in target.wheel_platforms:
         options += ["--platform", platform]

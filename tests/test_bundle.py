@@ -18,7 +18,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 import pytest
-from bundle_support import extract
+from bundle_support import PROJECT, extract
 from bundle_support.artifacts import Bundles, Runtime, bundler, bundles, clean_env, minor, runtime
 
 # Building the bundles takes half a minute per CPython: the primary CPython runs these
@@ -231,6 +231,28 @@ def test_elf_reader_agrees_with_readelf() -> None:
         assert f"[{info.runpath}]" in dynamic
     for version in info.versions:
         assert version in dynamic
+
+
+def test_conformance_cells_come_from_dist_config() -> None:
+    """Each cell once, in dist-config/conformance.toml: the runner and nox read the same."""
+    from bundler.config import load_matrix
+    from bundler.conformance import cells
+
+    listed = cells.names()
+    assert listed and len(set(listed)) == len(listed)
+    targets = {target.name: target for target in load_matrix().targets}
+    for cell in cells.load():
+        assert targets[cell.target].arch == cell.cpu
+        assert cell.platform in ("linux/amd64", "linux/arm64")
+        assert cell.runtime in cells.RUNTIMES
+    done = subprocess.run(
+        [sys.executable, "-m", "bundler.conformance", "no-such-cell"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and ", ".join(listed) in done.stderr, done.stderr
 
 
 def test_prune_rules() -> None:

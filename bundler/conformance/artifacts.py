@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from bundler import commands
+from bundler.commands import CommandFailed
 from bundler.conformance.errors import Missing
-from bundler.paths import cache_dir
+from bundler.errors import BundlerError
+from bundler.host import running_minor
+from bundler.paths import PROJECT, cache_dir
+from bundler.pipeline import bundle_name, pynox_version
+from bundler.runtime_layout import python_tag
 
-PROJECT = Path(__file__).resolve().parents[2]
 DIST = PROJECT / "dist"
 
 
@@ -20,27 +23,20 @@ def host_python() -> str:
     base = Path(getattr(sys, "_base_executable", "") or sys.executable).resolve()
     if Path(sys.base_prefix) in base.parents:
         return str(base)
-    return str(Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}")
-
-
-def version() -> str:
-    for line in (PROJECT / "pynox" / "__init__.py").read_text().splitlines():
-        if line.startswith("__version__"):
-            return line.split("=", 1)[1].strip().strip("\"'")
-    raise Missing("pynox/__init__.py has no __version__")
+    return str(Path(sys.base_prefix) / "bin" / f"python{running_minor()}")
 
 
 def archive_name(target: str, minor: str) -> Path:
-    return DIST / f"pynox-{version()}-{target}-cp{minor.replace('.', '')}.tar.gz"
+    """Where the bundler writes the bundle of TARGET and CPython MINOR in dist/."""
+    return DIST / f"{bundle_name(pynox_version(), target, minor)}.tar.gz"
 
 
-def _bundler(args: list[str], env: dict[str, str] | None = None) -> None:
-    done = subprocess.run(
+def _bundler(args: list[str]) -> None:
+    commands.run(
         [sys.executable, "-m", "bundler", *args],
-        cwd=PROJECT, env={**os.environ, **(env or {})}, text=True, capture_output=True,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"python -m bundler {args[0]} failed:\n{done.stdout}{done.stderr}")
+        cwd=PROJECT,
+        failure=f"python -m bundler {args[0]} failed",
+    )
 
 
 def bundle(target: str, minor: str, runtime: Path, compiler: str = "auto") -> Path:
@@ -49,7 +45,7 @@ def bundle(target: str, minor: str, runtime: Path, compiler: str = "auto") -> Pa
     _bundler(["bundle", *where, "--compiler", compiler])
     archive = archive_name(target, minor)
     if not archive.is_file():
-        raise RuntimeError(f"the bundler did not write {archive}")
+        raise BundlerError(f"the bundler did not write {archive}")
     return archive
 
 
@@ -57,26 +53,26 @@ def host_bundle(target: str, scratch: Path) -> Path:
     """pack-runtime from this machine's CPython, then the bundle with it as its runtime."""
     runtime = scratch / "cpython-host.tar.gz"
     _bundler(["pack-runtime", "--python", host_python(), "--output", str(runtime)])
-    minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    return bundle(target, minor, runtime, compiler="native")
+    return bundle(target, running_minor(), runtime, compiler="native")
 
 
 def pytest_for(minor: str) -> Path:
     """A folder with pytest and its dependencies for CPython MINOR, cached, for PYTHONPATH."""
-    folder = cache_dir() / "conformance" / f"pytest-cp{minor.replace('.', '')}"
+    folder = cache_dir() / "conformance" / f"pytest-{python_tag(minor)}"
     if (folder / ".complete").is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
-    done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "--target", str(partial), "--python-version", minor, "--only-binary=:all:",
-         "--no-compile", "pytest>=8"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no message"])[-1]
-        raise Missing(f"pytest for CPython {minor} could not be had from PyPI: {tail}")
+    try:
+        commands.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             "--target", partial, "--python-version", minor, "--only-binary=:all:",
+             "--no-compile", "pytest>=8"],
+            capture=True,
+        )  # fmt: skip
+    except CommandFailed as failed:
+        why = failed.last_line
+        raise Missing(f"pytest for CPython {minor} could not be had from PyPI: {why}") from None
     (partial / ".complete").write_text("pytest>=8\n")
     if folder.exists():
         import shutil

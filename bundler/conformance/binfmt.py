@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import platform
 from pathlib import Path
 
+from bundler import commands
 from bundler.conformance import tools
 from bundler.conformance.errors import Missing
+from bundler.host import host_arch
 
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
 CONF = Path("/usr/lib/binfmt.d/qemu-aarch64.conf")
@@ -15,7 +16,7 @@ CONF = Path("/usr/lib/binfmt.d/qemu-aarch64.conf")
 
 def ensure_aarch64() -> str:
     """How aarch64 binaries run here (a sentence for the report), or Missing why they cannot."""
-    if platform.machine() in ("aarch64", "arm64"):
+    if host_arch() == "aarch64":
         return "natively"
     entry = BINFMT / "qemu-aarch64"
     if entry.exists() and entry.read_text().startswith("enabled"):
@@ -24,7 +25,7 @@ def ensure_aarch64() -> str:
     if os.geteuid() != 0:
         raise Missing("binfmt_misc has no qemu-aarch64 entry, and registering one needs root")
     if not (BINFMT / "register").exists():
-        os.system(f"mount -t binfmt_misc binfmt_misc {BINFMT} >/dev/null 2>&1")
+        commands.run(["mount", "-t", "binfmt_misc", "binfmt_misc", BINFMT], check=False)
     if not (BINFMT / "register").exists():
         raise Missing(f"binfmt_misc cannot be mounted on {BINFMT} (a container without it?)")
     if not CONF.exists():

@@ -3,23 +3,24 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from bundler import log
 from bundler.conformance import artifacts, binfmt, runtimes
 from bundler.conformance.cells import Cell
 from bundler.conformance.engines import choose
 from bundler.conformance.engines.base import Container
 from bundler.conformance.errors import Missing
 from bundler.conformance.runtimes import ROOTFS_PYTHON
+from bundler.errors import BundlerError
+from bundler.paths import PROJECT
 
 INSIDE = PurePosixPath("/conformance")
-SUITE = artifacts.PROJECT / "tests" / "conformance"
+SUITE = PROJECT / "tests" / "conformance"
 
 
 @dataclass
@@ -42,7 +43,9 @@ def run_cell(cell: Cell, engine: str) -> Result:
         _run(cell, engine, result)
     except Missing as missing:
         result.status, result.detail = "skipped", missing.message
-    except (RuntimeError, subprocess.SubprocessError, OSError) as exc:
+    except BundlerError as exc:
+        result.status, result.detail = "failed", exc.message
+    except OSError as exc:
         result.status, result.detail = "failed", str(exc)
     result.seconds = time.monotonic() - started
     return result
@@ -50,7 +53,7 @@ def run_cell(cell: Cell, engine: str) -> Result:
 
 def _run(cell: Cell, engine: str, result: Result) -> None:
     missing: list[str] = []
-    if cell.arch in ("arm64", "aarch64"):
+    if cell.cpu == "aarch64":
         try:
             result.notes.append("aarch64 runs " + binfmt.ensure_aarch64())
         except Missing as why:
@@ -86,12 +89,12 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
     minor = f"{minor[0]}.{minor[1:]}"
     box.copy_in(archive, INSIDE / "dist" / archive.name)
     box.copy_in(Path(f"{archive}.sha256"), INSIDE / "dist" / f"{archive.name}.sha256")
-    box.copy_in(artifacts.PROJECT / "install" / "install.sh", INSIDE / "install.sh")
+    box.copy_in(PROJECT / "install" / "install.sh", INSIDE / "install.sh")
     box.copy_in(SUITE, INSIDE / "suite" / "conformance")
     box.copy_in(artifacts.pytest_for(minor), INSIDE / "pytest")
     installed = box.call(["sh", str(INSIDE / "install.sh"), "--archive",
                           str(INSIDE / "dist" / archive.name)])  # fmt: skip
-    _log(f"{cell.name}: install.sh said:\n{installed.stdout}{installed.stderr}".rstrip())
+    _log(f"{cell.name}: install.sh said:", installed.stdout + installed.stderr)
     if installed.returncode != 0:
         refusal = installed.stderr.strip()
         if "needs glibc" in refusal and cell.runtime == "host":
@@ -101,7 +104,7 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
                 "is checked with a python-build-standalone runtime (glibc 2.17), which is not "
                 f"reachable here; give one with {runtimes.env_name(cell)}=ARCHIVE"
             )
-        raise RuntimeError(f"install.sh failed: {refusal}")
+        raise BundlerError(f"install.sh failed: {refusal}")
     env = {
         "PYNOX_BIN": "/usr/local/bin/pynox",
         "PYNOX_EXPECT_SANDBOX": "yes" if cell.expect_sandbox else "no",
@@ -116,12 +119,12 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
          str(INSIDE / "suite"), f"--junitxml={junit}", "conformance"],
         env=env, cwd=str(INSIDE / "suite"),
     )  # fmt: skip
-    _log(suite.stdout + suite.stderr)
+    _log(f"{cell.name}: the suite said:", suite.stdout + suite.stderr)
     with tempfile.TemporaryDirectory() as here:
         try:
             box.copy_out(junit, Path(here) / "junit.xml")
             result.counts = _counts(Path(here) / "junit.xml")
-        except (OSError, subprocess.SubprocessError, ElementTree.ParseError):
+        except (OSError, BundlerError, ElementTree.ParseError):
             result.counts = {}
     passed = suite.returncode == 0 and result.counts.get("passed", 0) > 0
     result.status = "passed" if passed else "failed"
@@ -140,6 +143,11 @@ def _counts(junit: Path) -> dict[str, int]:
             "skipped": skipped}  # fmt: skip
 
 
-def _log(text: str) -> None:
-    if os.environ.get("PYNOX_CONFORMANCE_QUIET") != "1":
-        print(text, file=sys.stderr, flush=True)
+def _log(step: str, transcript: str = "") -> None:
+    """A step of the cell, with what a command in the container said; PYNOX_CONFORMANCE_QUIET=1
+    keeps them back (the report says how the cell ended)."""
+    if os.environ.get("PYNOX_CONFORMANCE_QUIET") == "1":
+        return
+    log.step(step)
+    if transcript.strip():
+        log.note(transcript)

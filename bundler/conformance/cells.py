@@ -1,87 +1,72 @@
-"""The cells: a target, the root file system it runs in, and what the suite expects."""
+"""The cells, read from dist-config/conformance.toml: a target, the root file system it
+runs in, and what the suite expects there."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+from bundler import config
+from bundler.errors import BundlerError
+
+CELLS_FILE = "conformance.toml"
+RUNTIMES = ("host", "rootfs", "given")  # where a cell's runtime comes from (see the file)
 
 
 @dataclass(frozen=True)
 class Cell:
     name: str
     target: str  # a target of dist-config/targets.toml
+    cpu: str  # that target's arch (x86_64, aarch64)
     distro: str  # debian or alpine
     suite: str  # the distribution's release (bookworm, bullseye, 3.20)
-    arch: str  # the distribution's name for the CPU (amd64, arm64)
-    # Where the bundle's runtime comes from: the CPython running the runner ("host"),
-    # the root file system's python3 ("rootfs"), or only a given one ("given").
-    runtime: str
+    arch: str  # the distribution's name for the CPU (amd64, arm64 on Debian)
+    platform: str  # the OCI platform docker or podman runs (linux/arm64)
+    image: str  # the OCI image for docker or podman
+    runtime: str  # one of RUNTIMES
     expect_sandbox: bool = True
     expect_reason: str = ""  # a part of doctor's reason when the sandbox cannot work
-    image: str = ""  # the OCI image for docker or podman
-
-    @property
-    def rootfs_name(self) -> str:
-        return f"{self.distro}-{self.suite}-{self.arch}"
 
 
-QEMU_REASON = "does not implement Landlock"
+def load(config_dir: Path | None = None) -> tuple[Cell, ...]:
+    """Every cell, in the file's order, checked against the targets."""
+    path, data = config.read_file(CELLS_FILE, config_dir)
+    matrix = config.load_matrix(config_dir)
+    arches = config.require(data, "arches", str(path), dict)
+    defaults = {"expect_sandbox": True, "expect_reason": ""}
+    cells = []
+    for name, table in config.require(data, "cells", str(path), dict).items():
+        where = f"{path} [cells.{name}]"
+        target = matrix.target(config.require(table, "target", where))
+        distro = config.require(table, "distro", where)
+        names = config.require(arches, target.arch, f"{path} [arches]", dict)
+        runtime = config.require(table, "runtime", where)
+        if runtime not in RUNTIMES:
+            raise BundlerError(f"{where} has runtime {runtime!r}, not one of {', '.join(RUNTIMES)}")
+        cells.append(
+            Cell(
+                name=name,
+                target=target.name,
+                cpu=target.arch,
+                distro=distro,
+                suite=config.require(table, "suite", where),
+                arch=config.require(names, distro, f"{path} [arches.{target.arch}]"),
+                platform=config.require(names, "oci_platform", f"{path} [arches.{target.arch}]"),
+                image=config.require(table, "image", where),
+                runtime=runtime,
+                expect_sandbox=config.require(defaults | table, "expect_sandbox", where, bool),
+                expect_reason=config.require(defaults | table, "expect_reason", where),
+            )
+        )
+    return tuple(cells)
 
-CELLS = [
-    Cell(
-        "x86_64-linux-gnu",
-        "x86_64-linux-gnu",
-        "debian",
-        "bookworm",
-        "amd64",
-        "host",
-        image="docker.io/library/debian:bookworm-slim",
-    ),
-    Cell(
-        "aarch64-linux-gnu",
-        "aarch64-linux-gnu",
-        "debian",
-        "bookworm",
-        "arm64",
-        "rootfs",
-        expect_sandbox=False,
-        expect_reason=QEMU_REASON,
-        image="docker.io/arm64v8/debian:bookworm-slim",
-    ),
-    Cell(
-        "x86_64-linux-musl",
-        "x86_64-linux-musl",
-        "alpine",
-        "3.20",
-        "x86_64",
-        "given",
-        image="docker.io/library/alpine:3.20",
-    ),
-    Cell(
-        "aarch64-linux-musl",
-        "aarch64-linux-musl",
-        "alpine",
-        "3.20",
-        "aarch64",
-        "given",
-        expect_sandbox=False,
-        expect_reason=QEMU_REASON,
-        image="docker.io/arm64v8/alpine:3.20",
-    ),
-    Cell(
-        "x86_64-linux-gnu-old-glibc",
-        "x86_64-linux-gnu",
-        "debian",
-        "bullseye",
-        "amd64",
-        "host",
-        image="docker.io/library/debian:bullseye-slim",
-    ),
-]
-NAMES = [cell.name for cell in CELLS]
+
+def names() -> list[str]:
+    return [cell.name for cell in load()]
 
 
 def cell(name: str) -> Cell:
-    for candidate in CELLS:
+    for candidate in load():
         if candidate.name == name:
             return candidate
-    raise KeyError(f"no conformance cell {name!r}; the cells are {', '.join(NAMES)}")
+    raise BundlerError(f"no conformance cell {name!r}; the cells are {', '.join(names())}")

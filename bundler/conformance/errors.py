@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from bundler.errors import BundlerError
 
-class Missing(Exception):
-    """The cell is skipped; the message names the missing part and how to get it."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
+class Missing(BundlerError):
+    """The cell is skipped; the message names the missing part and how to get it.
+
+    Any other BundlerError a cell meets (a command that failed) fails the cell.
+    """

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
+from bundler import commands, log
+from bundler.commands import CommandFailed
 from bundler.conformance import tools
 from bundler.conformance.errors import Missing
 from bundler.paths import cache_dir
@@ -42,14 +43,12 @@ def debian(suite: str, arch: str, include: tuple[str, ...] = ()) -> tuple[Path, 
     command = [debootstrap, "--variant=minbase", f"--arch={arch}"]
     command += [f"--include={','.join(include)}"] if include else []
     started = time.monotonic()
-    print(f"conformance: making {final} ({spec} {MIRROR}); cached for later runs", flush=True)
-    done = subprocess.run(
-        [*command, suite, str(partial), MIRROR], capture_output=True, text=True, timeout=3600
-    )
-    if done.returncode != 0:
+    log.step(f"making {final} ({spec} {MIRROR}); cached for later runs")
+    try:
+        commands.run([*command, suite, partial, MIRROR], timeout=3600)
+    except CommandFailed as failed:
         _remove(partial)
-        log = (done.stdout + done.stderr).strip().splitlines()
-        raise Missing(f"debootstrap {suite} {arch} failed: {log[-1] if log else 'no message'}")
+        raise Missing(f"debootstrap {suite} {arch} failed: {failed.last_line}") from None
     _finish(partial)
     (partial / MARKER).write_text(spec + "\n")
     if final.exists():
@@ -81,5 +80,5 @@ def _remove(root: Path) -> None:
     with open("/proc/self/mountinfo") as mounts:
         points = [line.split()[4] for line in mounts]
     for point in sorted((p for p in points if p.startswith(prefix)), reverse=True):
-        subprocess.run(["umount", "-l", point], capture_output=True)
+        commands.run(["umount", "-l", point], check=False)
     shutil.rmtree(root, ignore_errors=True)

@@ -11,14 +11,18 @@ variable overrides the runtime of any cell.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path, PurePosixPath
 
+from bundler import commands
 from bundler.conformance import artifacts, rootfs
 from bundler.conformance.cells import Cell
 from bundler.conformance.engines.bubblewrap import BubblewrapContainer
 from bundler.conformance.errors import Missing
+from bundler.errors import BundlerError
+from bundler.host import running_minor
+from bundler.paths import PROJECT
+from bundler.pipeline import pynox_version
 from bundler.source_date import source_date_epoch
 
 # A Debian root whose python3 feeds pack-runtime: the interpreter and its C headers.
@@ -36,7 +40,7 @@ def bundle_for(cell: Cell, scratch: Path, notes: list[str]) -> Path:
         notes.append(f"runtime {given} (from {env_name(cell)})")
         return artifacts.bundle(cell.target, minor, Path(given), compiler="zig")
     if cell.runtime == "host":
-        minor = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        minor = running_minor()
         reused = artifacts.archive_name(cell.target, minor)
         if cell.name != cell.target and _complete(reused):
             notes.append(f"bundle reused from dist/ ({reused.name})")
@@ -57,7 +61,7 @@ def _complete(archive: Path) -> bool:
 
 
 def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
-    existing = sorted(artifacts.DIST.glob(f"pynox-{artifacts.version()}-{cell.target}-cp*.tar.gz"))
+    existing = sorted(artifacts.DIST.glob(f"pynox-{pynox_version()}-{cell.target}-cp*.tar.gz"))
     existing = [archive for archive in existing if _complete(archive)]
     if existing:
         notes.append(f"bundle reused from dist/ ({existing[-1].name}); delete it to rebuild")
@@ -65,7 +69,7 @@ def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
     root, _ = rootfs.debian(cell.suite, cell.arch, ROOTFS_PYTHON)
     box = BubblewrapContainer(root)
     try:
-        box.copy_in(artifacts.PROJECT / "bundler", PurePosixPath("/conformance/src/bundler"))
+        box.copy_in(PROJECT / "bundler", PurePosixPath("/conformance/src/bundler"))
         out = PurePosixPath("/conformance/cpython.tar.gz")
         packed = box.call(
             ["python3", "-m", "bundler", "pack-runtime", "--python", "/usr/bin/python3",
@@ -78,7 +82,7 @@ def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
             cwd="/conformance/src",
         )  # fmt: skip
         if packed.returncode != 0:
-            raise RuntimeError(f"pack-runtime in {root} failed: {packed.stderr.strip()}")
+            raise BundlerError(f"pack-runtime in {root} failed: {packed.stderr.strip()}")
         runtime = scratch / "cpython-rootfs.tar.gz"
         box.copy_out(out, runtime)
     finally:
@@ -88,10 +92,10 @@ def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
 
 
 def _minor_of(runtime: Path) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "bundler", "default-python", "--runtime", str(runtime)],
-        cwd=artifacts.PROJECT, capture_output=True, text=True,
-    )  # fmt: skip
-    if done.returncode != 0:
-        raise RuntimeError(f"cannot tell the CPython of {runtime}: {done.stderr.strip()}")
+    done = commands.run(
+        [sys.executable, "-m", "bundler", "default-python", "--runtime", runtime],
+        cwd=PROJECT,
+        capture=True,
+        failure=f"cannot tell the CPython of {runtime}",
+    )
     return done.stdout.strip()

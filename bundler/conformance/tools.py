@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 
+from bundler import commands
 from bundler.conformance.errors import Missing
 
 _updated = False
@@ -14,21 +14,26 @@ _updated = False
 def ensure(command: str, package: str) -> str:
     """The path of COMMAND, after `apt-get install PACKAGE` if it is missing and we are root."""
     global _updated
-    found = shutil.which(command) or shutil.which(command, path="/usr/sbin:/sbin")
+    found = _which(command)
     if found:
         return found
     if os.geteuid() != 0 or shutil.which("apt-get") is None:
         raise Missing(f"{command} is not installed (install the {package} package)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     if not _updated:
-        subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=900)
+        commands.run(["apt-get", "update", "-qq"], env=env, check=False, timeout=900)
         _updated = True
-    done = subprocess.run(
-        ["apt-get", "install", "-y", "-qq", package],
-        env=env, capture_output=True, text=True, timeout=1800,
+    done = commands.run(
+        ["apt-get", "install", "-y", "-qq", package], env=env, capture=True, check=False,
+        timeout=1800,
     )  # fmt: skip
-    found = shutil.which(command) or shutil.which(command, path="/usr/sbin:/sbin")
+    found = _which(command)
     if done.returncode != 0 or not found:
         tail = (done.stderr.strip().splitlines() or ["no message"])[-1]
         raise Missing(f"{command} is missing and `apt-get install {package}` failed: {tail}")
     return found
+
+
+def _which(command: str) -> str | None:
+    """COMMAND on PATH, or in the sbin folders a user's PATH may leave out."""
+    return shutil.which(command) or shutil.which(command, path="/usr/sbin:/sbin")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
+
+from bundler.commands import Result
 
 BASE_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -23,7 +24,7 @@ class Container(Protocol):
 
     def call(
         self, args: list[str], env: Mapping[str, str] | None = None, cwd: str = "/"
-    ) -> subprocess.CompletedProcess[str]:
+    ) -> Result[str]:
         """Runs a command in the container, output captured, environment BASE_ENV + env."""
 
     def copy_out(self, source: PurePosixPath, destination: Path) -> None:

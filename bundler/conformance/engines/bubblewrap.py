@@ -8,11 +8,12 @@ machine, so what one call writes the next one sees; /tmp is a fresh tmpfs per ca
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 
+from bundler import commands
+from bundler.commands import Result
 from bundler.conformance.engines.base import BASE_ENV
 
 WRITABLE = ("/opt", "/usr/local/bin", "/root", "/conformance")
@@ -23,10 +24,10 @@ def available() -> tuple[bool, str]:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         return False, "bwrap is not installed (apt-get install bubblewrap)"
-    done = subprocess.run(
+    done = commands.run(
         [bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--unshare-pid", "true"],
-        capture_output=True,
-        text=True,
+        capture=True,
+        check=False,
         timeout=60,
     )
     if done.returncode != 0:
@@ -35,7 +36,7 @@ def available() -> tuple[bool, str]:
 
 
 def version() -> str:
-    done = subprocess.run(["bwrap", "--version"], capture_output=True, text=True, timeout=60)
+    done = commands.run(["bwrap", "--version"], capture=True, check=False, timeout=60)
     return done.stdout.strip() or "bubblewrap"
 
 
@@ -85,10 +86,8 @@ class BubblewrapContainer:
 
     def call(
         self, args: list[str], env: Mapping[str, str] | None = None, cwd: str = "/"
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.command(args, env, cwd), capture_output=True, text=True, timeout=3600
-        )
+    ) -> Result[str]:
+        return commands.run(self.command(args, env, cwd), capture=True, check=False, timeout=3600)
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)

@@ -8,9 +8,6 @@ from bundler.conformance.engines import bubblewrap, oci
 from bundler.conformance.engines.base import Container
 from bundler.conformance.errors import Missing
 
-PLATFORMS = {"amd64": "linux/amd64", "x86_64": "linux/amd64", "arm64": "linux/arm64",
-             "aarch64": "linux/arm64"}  # fmt: skip
-
 
 def container(cell: Cell, engine: str, include: tuple[str, ...]) -> tuple[Container, list[str]]:
     """A started container for the cell, and why the engines before it were passed over."""
@@ -18,9 +15,9 @@ def container(cell: Cell, engine: str, include: tuple[str, ...]) -> tuple[Contai
     for name in ("docker", "podman"):
         if engine not in ("auto", name):
             continue
-        ok, why = oci.available(name, cell.image, PLATFORMS[cell.arch])
+        ok, why = oci.available(name, cell.image, cell.platform)
         if ok:
-            return oci.OCIContainer(name, cell.image, PLATFORMS[cell.arch]), passed_over
+            return oci.OCIContainer(name, cell.image, cell.platform), passed_over
         passed_over.append(why)
     if engine not in ("auto", "bubblewrap"):
         raise Missing(f"the {engine} engine cannot run here: {'; '.join(passed_over)}")
