@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-SOURCES := pyproject.toml CMakeLists.txt $(wildcard runtime/*) $(wildcard pynox/*.py) $(wildcard sitehook/*)
+SOURCES := pyproject.toml CMakeLists.txt $(wildcard runtime/*) $(wildcard pynox/*.py pynox/*/*.py) $(wildcard sitehook/*)
 
 # With pyenv, make every installed CPython visible as python3.X for the test matrix.
 ifneq ($(shell command -v pyenv 2>/dev/null),)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import inspect
 
-from pynox.api.options import Spec
+from pynox.api import shared
+from pynox.api.options import RunOptions, SessionOptions, Spec
 from pynox.api.pool import Pool
 from pynox.cli import arguments
 from pynox.policy import grants
@@ -31,10 +32,16 @@ def test_pynox_toml_and_the_pool_protocol_take_every_grant() -> None:
 
 
 def test_the_api_takes_every_grant_as_a_keyword() -> None:
-    for call in (Spec.__init__, Pool.run, Pool.arun, Pool.tool, Pool.session):
-        keywords = set(inspect.signature(call).parameters)
-        assert set(NAMES) <= keywords, (call.__qualname__, set(NAMES) - keywords)
+    """Spec checks the keywords at run time; RunOptions and SessionOptions type them for
+    every call that takes them (Pool.run, arun, session, tool; pynox.run, arun, tool)."""
+    assert set(NAMES) <= set(inspect.signature(Spec.__init__).parameters)
     assert set(NAMES) <= set(Spec.__slots__)
+    assert set(RunOptions.__annotations__) | set(SessionOptions.__annotations__) == (
+        set(inspect.signature(Spec.__init__).parameters) - {"self"}
+    )
+    for call in (Pool.run, Pool.arun, Pool.session, Pool.tool, shared.run, shared.tool):
+        kinds = {p.kind for p in inspect.signature(call).parameters.values()}
+        assert inspect.Parameter.VAR_KEYWORD in kinds, call.__qualname__
 
 
 def test_the_policy_carries_every_grant_it_enforces() -> None:

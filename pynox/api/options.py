@@ -6,7 +6,7 @@ import inspect
 import keyword
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pynox import units
 from pynox.errors import PynoxError
@@ -148,6 +148,30 @@ def function_spec(name: str, function: Callable[..., Any]) -> dict[str, str]:
         "signature": function_signature(function),
         "doc": inspect.getdoc(function) or "",
     }
+
+
+class SessionOptions(TypedDict, total=False):
+    """The keyword arguments of a session or a tool (Pool.session, Pool.tool, pynox.tool):
+    written once here for type checkers, and checked at run time by Spec."""
+
+    name: str
+    profile: str | None
+    allow_read: Paths
+    allow_write: Paths
+    package_dirs: Paths
+    allow_env: Names
+    allow_network: bool | None
+    timeout: Duration
+    memory: Size
+    max_output: Size
+    max_file_size: Size
+    functions: Functions
+
+
+class RunOptions(SessionOptions, total=False):
+    """The keyword arguments of one run (Pool.run, Pool.arun, pynox.run, pynox.arun)."""
+
+    args: Names
 
 
 class Spec:

@@ -20,12 +20,6 @@ from collections.abc import Callable
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
-from pynox.errors import PoolError, PynoxError
-from pynox.limits import DEFAULT_NAME, DEFAULT_TIMEOUT
-
-if TYPE_CHECKING:
-    from pynox.policy.config import Config
-
 from pynox.api.connection import (
     CLOSE_GRACE,
     READY_TIMEOUT,
@@ -34,18 +28,16 @@ from pynox.api.connection import (
     _Pending,
     default_command,
 )
-from pynox.api.options import (
-    Duration,
-    Functions,
-    Names,
-    Paths,
-    Size,
-    Spec,
-    effective_grants,
-    strings,
-)
+from pynox.api.options import Names, RunOptions, SessionOptions, Spec, effective_grants, strings
 from pynox.api.result import Result
 from pynox.api.session import Session
+from pynox.errors import PoolError, PynoxError
+from pynox.limits import DEFAULT_TIMEOUT
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from pynox.policy.config import Config
 
 
 class _State:
@@ -206,135 +198,45 @@ class Pool:
     def run(
         self,
         code: str,
-        *,
-        name: str = DEFAULT_NAME,
-        profile: str | None = None,
-        allow_read: Paths = None,
-        allow_write: Paths = None,
-        package_dirs: Paths = None,
-        allow_env: Names = None,
-        allow_network: bool | None = None,
-        timeout: Duration = None,
-        memory: Size = None,
-        max_output: Size = None,
-        max_file_size: Size = None,
-        args: Names = None,
-        functions: Functions = None,
+        **options: Unpack[RunOptions],
     ) -> Result:
         """Runs `code` in a fresh sandboxed process and returns its Result.
 
         Relative paths are resolved against the current directory now. `functions` maps
         names to callables the code may call with `from pynox_host import NAME`.
         """
-        spec = Spec(
-            name=name,
-            profile=profile,
-            allow_read=allow_read,
-            allow_write=allow_write,
-            package_dirs=package_dirs,
-            allow_env=allow_env,
-            allow_network=allow_network,
-            timeout=timeout,
-            memory=memory,
-            max_output=max_output,
-            max_file_size=max_file_size,
-            args=args,
-            functions=functions,
-        )
+        spec = Spec(**options)
         return self.run_spec(code, spec)
 
     async def arun(
         self,
         code: str,
-        *,
-        name: str = DEFAULT_NAME,
-        profile: str | None = None,
-        allow_read: Paths = None,
-        allow_write: Paths = None,
-        package_dirs: Paths = None,
-        allow_env: Names = None,
-        allow_network: bool | None = None,
-        timeout: Duration = None,
-        memory: Size = None,
-        max_output: Size = None,
-        max_file_size: Size = None,
-        args: Names = None,
-        functions: Functions = None,
+        **options: Unpack[RunOptions],
     ) -> Result:
         """`run` for asyncio: awaits the result without blocking the event loop.
 
         Host functions that are coroutine functions run on this event loop.
         """
-        spec = Spec(
-            name=name,
-            profile=profile,
-            allow_read=allow_read,
-            allow_write=allow_write,
-            package_dirs=package_dirs,
-            allow_env=allow_env,
-            allow_network=allow_network,
-            timeout=timeout,
-            memory=memory,
-            max_output=max_output,
-            max_file_size=max_file_size,
-            args=args,
-            functions=functions,
-        )
+        spec = Spec(**options)
         return await self.arun_spec(code, spec)
 
     def session(
         self,
-        *,
-        name: str = DEFAULT_NAME,
-        profile: str | None = None,
-        allow_read: Paths = None,
-        allow_write: Paths = None,
-        package_dirs: Paths = None,
-        allow_env: Names = None,
-        allow_network: bool | None = None,
-        timeout: Duration = None,
-        memory: Size = None,
-        max_output: Size = None,
-        max_file_size: Size = None,
-        functions: Functions = None,
+        **options: Unpack[SessionOptions],
     ) -> Session:
         """A persistent session: one sandboxed process whose globals outlive each step.
 
         Its permissions are fixed here (relative paths resolved now); nothing starts until
         the first `run`.
         """
-        spec = Spec(
-            name=name,
-            profile=profile,
-            allow_read=allow_read,
-            allow_write=allow_write,
-            package_dirs=package_dirs,
-            allow_env=allow_env,
-            allow_network=allow_network,
-            timeout=timeout,
-            memory=memory,
-            max_output=max_output,
-            max_file_size=max_file_size,
-            functions=functions,
-        )
+        spec = Spec(**options)
         return Session(self, spec)
 
     def tool(
         self,
         *,
         session: bool = False,
-        functions: Functions = None,
-        profile: str | None = None,
-        name: str = DEFAULT_NAME,
-        allow_read: Paths = None,
-        allow_write: Paths = None,
-        package_dirs: Paths = None,
-        allow_env: Names = None,
-        allow_network: bool | None = None,
-        timeout: Duration = None,
-        memory: Size = None,
-        max_output: Size = None,
-        max_file_size: Size = None,
+        **options: Unpack[SessionOptions],
     ) -> Callable[[str], str]:
         """A plain `run_python(code: str) -> str` for a model, with a docstring written for it.
 
@@ -344,20 +246,7 @@ class Pool:
         """
         if not isinstance(session, bool):
             raise TypeError("session takes True or False")
-        spec = Spec(
-            name=name,
-            profile=profile,
-            allow_read=allow_read,
-            allow_write=allow_write,
-            package_dirs=package_dirs,
-            allow_env=allow_env,
-            allow_network=allow_network,
-            timeout=timeout,
-            memory=memory,
-            max_output=max_output,
-            max_file_size=max_file_size,
-            functions=functions,
-        )
+        spec = Spec(**options)
         from pynox.api.tool import make_tool
 
         return make_tool(self, spec, Session(self, spec) if session else None)

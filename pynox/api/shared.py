@@ -12,10 +12,13 @@ import os
 import threading
 from collections.abc import Callable
 
-from pynox.api.options import Duration, Functions, Names, Paths, Size, Spec
+from pynox.api.options import RunOptions, SessionOptions, Spec
 from pynox.api.pool import Pool
 from pynox.api.result import Result
-from pynox.limits import DEFAULT_NAME
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 _lock = threading.Lock()
 _pool: Pool | None = None
@@ -52,95 +55,30 @@ def _forget() -> None:
 
 def run(
     code: str,
-    *,
-    name: str = DEFAULT_NAME,
-    profile: str | None = None,
-    allow_read: Paths = None,
-    allow_write: Paths = None,
-    package_dirs: Paths = None,
-    allow_env: Names = None,
-    allow_network: bool | None = None,
-    timeout: Duration = None,
-    memory: Size = None,
-    max_output: Size = None,
-    max_file_size: Size = None,
-    args: Names = None,
-    functions: Functions = None,
+    **options: Unpack[RunOptions],
 ) -> Result:
     """Runs `code` in a fresh sandboxed process of the shared pool; see `Pool.run`.
 
     Never raises because the sandbox denied something: the Result's `text` says what
     happened. Relative paths are resolved against the current directory now.
     """
-    spec = Spec(
-        name=name,
-        profile=profile,
-        allow_read=allow_read,
-        allow_write=allow_write,
-        package_dirs=package_dirs,
-        allow_env=allow_env,
-        allow_network=allow_network,
-        timeout=timeout,
-        memory=memory,
-        max_output=max_output,
-        max_file_size=max_file_size,
-        args=args,
-        functions=functions,
-    )
+    spec = Spec(**options)
     return default_pool().run_spec(code, spec)
 
 
 async def arun(
     code: str,
-    *,
-    name: str = DEFAULT_NAME,
-    profile: str | None = None,
-    allow_read: Paths = None,
-    allow_write: Paths = None,
-    package_dirs: Paths = None,
-    allow_env: Names = None,
-    allow_network: bool | None = None,
-    timeout: Duration = None,
-    memory: Size = None,
-    max_output: Size = None,
-    max_file_size: Size = None,
-    args: Names = None,
-    functions: Functions = None,
+    **options: Unpack[RunOptions],
 ) -> Result:
     """`run` for asyncio: awaits the Result without blocking the event loop."""
-    spec = Spec(
-        name=name,
-        profile=profile,
-        allow_read=allow_read,
-        allow_write=allow_write,
-        package_dirs=package_dirs,
-        allow_env=allow_env,
-        allow_network=allow_network,
-        timeout=timeout,
-        memory=memory,
-        max_output=max_output,
-        max_file_size=max_file_size,
-        args=args,
-        functions=functions,
-    )
+    spec = Spec(**options)
     return await default_pool().arun_spec(code, spec)
 
 
 def tool(
     *,
     session: bool = False,
-    functions: Functions = None,
-    profile: str | None = None,
-    name: str = DEFAULT_NAME,
-    allow_read: Paths = None,
-    allow_write: Paths = None,
-    package_dirs: Paths = None,
-    allow_env: Names = None,
-    allow_network: bool | None = None,
-    timeout: Duration = None,
-    memory: Size = None,
-    max_output: Size = None,
-    max_file_size: Size = None,
+    **options: Unpack[SessionOptions],
 ) -> Callable[[str], str]:
     """A plain `run_python(code: str) -> str` for a model, on the shared pool.
 
@@ -150,18 +88,4 @@ def tool(
     against the current directory now. session=True keeps one persistent session, so
     variables survive from one call to the next.
     """
-    return default_pool().tool(
-        session=session,
-        functions=functions,
-        profile=profile,
-        name=name,
-        allow_read=allow_read,
-        allow_write=allow_write,
-        package_dirs=package_dirs,
-        allow_env=allow_env,
-        allow_network=allow_network,
-        timeout=timeout,
-        memory=memory,
-        max_output=max_output,
-        max_file_size=max_file_size,
-    )
+    return default_pool().tool(session=session, **options)
