@@ -142,7 +142,7 @@ def test_bundle_layout(built: Bundles) -> None:
     x = minor()
     site = f"python/lib/python{x}/site-packages"
     assert "bin/pynox" in names
-    assert f"{site}/pynox/cli.py" in names
+    assert f"{site}/pynox/cli/main.py" in names
     assert f"{site}/pynox-json.pth" in names  # json.dump's fast path under --no-sandbox
     assert f"{site}/_pynox_json.py" in names
     assert any(n.startswith(f"{site}/pynox/_core.cpython-") and n.endswith(".so") for n in names)

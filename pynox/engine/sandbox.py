@@ -108,8 +108,9 @@ def confine_policy(
     """
     devices = list(system_paths.DEVICES_READ_WRITE)
     base = _CPolicy(system_reads + devices, devices, keep_fds, False, None, None, parent_pid)
+    own = _own_policy(policy)  # held: its buffers must outlive the call
     err = ffi.new(_CHARS, 512)
-    _check(lib.pynox_sandbox_apply(base.struct, _own_policy(policy).struct, err, len(err)), err)
+    _check(lib.pynox_sandbox_apply(base.struct, own.struct, err, len(err)), err)
 
 
 def _own_policy(policy: "Policy") -> _CPolicy:
