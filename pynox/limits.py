@@ -9,5 +9,7 @@ MAX_LINE = 16 << 20
 # The smallest --memory a program can start in, and the most output kept per stream.
 MIN_MEMORY = 32 * 1024 * 1024
 MAX_OUTPUT_LIMIT = 16 * 1024 * 1024
+# The most a child's JSON error report may take on its pipe.
+REPORT_LIMIT = 1 << 20
 # What the file of pool code is called in tracebacks unless the request names it.
 DEFAULT_NAME = "agent.py"

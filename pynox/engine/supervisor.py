@@ -12,6 +12,7 @@ import time
 
 from pynox.engine.child import ChildSetup, run_child
 from pynox.errors import EXIT_TIMEOUT
+from pynox.limits import REPORT_LIMIT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
 
 _FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 _READ_CHUNK = 65536
-_MAX_REPORT = 1 << 20
 
 
 class Outcome:
@@ -48,6 +48,41 @@ class Outcome:
         self.stderr_truncated = False
         self.report = b""  # the child's JSON error report, when it wrote one
         self.duration_ms = 0.0
+
+    def ended(self, status: int, timed_out: bool) -> None:
+        """How the child ended, from its wait status; stopped at its time limit, with
+        EXIT_TIMEOUT whatever killed it."""
+        self.timed_out = timed_out
+        if timed_out:
+            self.signal, self.exit_code = None, EXIT_TIMEOUT
+        elif os.WIFSIGNALED(status):
+            self.signal = os.WTERMSIG(status)
+            self.exit_code = 128 + self.signal
+        else:
+            self.exit_code = os.waitstatus_to_exitcode(status)
+
+    def take_output(self, stdout: "Capture", stderr: "Capture") -> None:
+        self.stdout, self.stdout_truncated = bytes(stdout.data), stdout.truncated
+        self.stderr, self.stderr_truncated = bytes(stderr.data), stderr.truncated
+
+
+class Capture:
+    """One output stream of a run, kept up to its limit and drained past it."""
+
+    __slots__ = ("data", "limit", "truncated", "open")
+
+    def __init__(self, limit: int) -> None:
+        self.data = bytearray()
+        self.limit = limit
+        self.truncated = False
+        self.open = True
+
+    def add(self, chunk: bytes) -> None:
+        room = self.limit - len(self.data)
+        if len(chunk) > room:
+            self.truncated = True
+        if room > 0:
+            self.data += chunk[:room]
 
 
 class _Forwarder:
@@ -111,13 +146,7 @@ def supervise(program: "Program", policy: "Policy", setup: ChildSetup, capture: 
     else:
         status = _wait(pid, policy.timeout, outcome)
     outcome.duration_ms = (time.perf_counter() - started) * 1000
-    if os.WIFSIGNALED(status):
-        outcome.signal = os.WTERMSIG(status)
-        outcome.exit_code = 128 + outcome.signal
-    else:
-        outcome.exit_code = os.waitstatus_to_exitcode(status)
-    if outcome.timed_out:
-        outcome.exit_code = EXIT_TIMEOUT
+    outcome.ended(status, outcome.timed_out)
     return outcome
 
 
@@ -154,9 +183,8 @@ def _collect(
     """Reads stdout, stderr and the report up to their limits while waiting."""
     import select
 
-    limits = {"stdout": policy.max_output, "stderr": policy.max_output, "report": _MAX_REPORT}
-    buffers = {name: bytearray() for name in pipes}
-    truncated = {name: False for name in pipes}
+    limits = {"stdout": policy.max_output, "stderr": policy.max_output, "report": REPORT_LIMIT}
+    captures = {name: Capture(limits[name]) for name in pipes}
     names = {pipes[name][0]: name for name in pipes}
     pidfd = os.pidfd_open(pid)
     poller = select.poll()
@@ -183,15 +211,8 @@ def _collect(
                 open_fds.discard(fd)
                 os.close(fd)
                 continue
-            name = names[fd]
-            room = limits[name] - len(buffers[name])
-            if len(chunk) > room:
-                truncated[name] = True
-            if room > 0:
-                buffers[name] += chunk[:room]
+            captures[names[fd]].add(chunk)
     os.close(pidfd)
-    outcome.stdout, outcome.stderr = bytes(buffers["stdout"]), bytes(buffers["stderr"])
-    outcome.stdout_truncated = truncated["stdout"]
-    outcome.stderr_truncated = truncated["stderr"]
-    outcome.report = bytes(buffers["report"])
+    outcome.take_output(captures["stdout"], captures["stderr"])
+    outcome.report = bytes(captures["report"].data)
     return os.waitpid(pid, 0)[1]

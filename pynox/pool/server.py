@@ -19,16 +19,15 @@ import time
 from pynox import strict_json
 from pynox.engine.child import REPORT_CONFINED
 from pynox.engine.result import build_result, error_object, python_version, refusal, timeout_error
-from pynox.engine.supervisor import Outcome
+from pynox.engine.supervisor import Capture, Outcome
 from pynox.errors import (
     EXIT_CANNOT_OPEN,
     EXIT_SETUP_FAILURE,
-    EXIT_TIMEOUT,
     PynoxError,
     RequestError,
     UsageError,
 )
-from pynox.limits import DEFAULT_NAME, DEFAULT_TIMEOUT, MAX_LINE
+from pynox.limits import DEFAULT_NAME, DEFAULT_TIMEOUT, MAX_LINE, REPORT_LIMIT
 from pynox.policy import system_paths
 from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
@@ -51,7 +50,6 @@ _READ_CHUNK = 65536
 # and warming one up competes for the CPU with it (~0.5 ms of a small request's
 # latency on two cores). A program that runs longer gets its spares anyway.
 _SPARE_DELAY = 0.02
-_REPORT_LIMIT = 1 << 20
 # Host calls of one request: pynox_host makes one at a time; a program that writes
 # call frames itself may have at most this many, carrying at most this many bytes
 # of JSON between them, waiting for the client at once. More ends the request.
@@ -100,25 +98,6 @@ def parse_options(argv: list[str]) -> PoolOptions:
     return options
 
 
-class Capture:
-    """One output stream of a run, kept up to its limit and drained past it."""
-
-    __slots__ = ("data", "limit", "truncated", "open")
-
-    def __init__(self, limit: int) -> None:
-        self.data = bytearray()
-        self.limit = limit
-        self.truncated = False
-        self.open = True
-
-    def add(self, chunk: bytes) -> None:
-        room = self.limit - len(self.data)
-        if len(chunk) > room:
-            self.truncated = True
-        if room > 0:
-            self.data += chunk[:room]
-
-
 class Child:
     """A process the zygote forked: a spare until a run or a session takes it."""
 
@@ -131,7 +110,7 @@ class Child:
         self.fds: dict[str, int] = {}
         self.stdout = Capture(0)
         self.stderr = Capture(0)
-        self.report = Capture(_REPORT_LIMIT)
+        self.report = Capture(REPORT_LIMIT)
         self.frames = channel.FrameReader()
         self.outbound = bytearray()
         self.pending_calls: dict[int, int] = {}  # call number -> bytes of its frame
@@ -204,7 +183,7 @@ def _report_problem(report: bytes, truncated: bool) -> str | None:
     program, and is refused here, before the result is built from it.
     """
     if truncated:
-        return f"it is longer than {_REPORT_LIMIT} bytes"
+        return f"it is longer than {REPORT_LIMIT} bytes"
     try:
         parsed = strict_json.loads(report, max_depth=1)
     except strict_json.TooDeep:
@@ -875,8 +854,7 @@ class Template:
 
     def _outcome(self, run: Run, child: Child, exit_code: int | None) -> Outcome:
         outcome = Outcome()
-        outcome.stdout, outcome.stdout_truncated = bytes(child.stdout.data), child.stdout.truncated
-        outcome.stderr, outcome.stderr_truncated = bytes(child.stderr.data), child.stderr.truncated
+        outcome.take_output(child.stdout, child.stderr)
         child.stdout.data.clear()
         child.stderr.data.clear()
         child.stdout.truncated = child.stderr.truncated = False
@@ -889,16 +867,7 @@ class Template:
             if outcome.signal is not None:
                 outcome.exit_code = 128 + outcome.signal
             return outcome
-        status = child.status or 0
-        if os.WIFSIGNALED(status):
-            outcome.signal = os.WTERMSIG(status)
-            outcome.exit_code = 128 + outcome.signal
-        else:
-            outcome.exit_code = os.waitstatus_to_exitcode(status)
-        if child.kill_reason == "timeout":
-            outcome.timed_out = True
-            outcome.exit_code = EXIT_TIMEOUT
-            outcome.signal = None
+        outcome.ended(child.status or 0, child.kill_reason == "timeout")
         return outcome
 
     def _finish_oneshot(self, run: Run, child: Child) -> None:
