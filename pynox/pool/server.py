@@ -708,25 +708,34 @@ class Template:
             self._flush_channel(child)
         if not events & (select.POLLIN | select.POLLHUP | select.POLLERR):
             return
-        fd = child.fds["channel"]
+        self._read_channel(child)
+
+    def _read_channel(self, child: Child) -> bool:
+        """Reads and handles what the child's channel holds now; False once nothing is left."""
+        fd = child.fds.get("channel")
+        if fd is None:
+            return False
         try:
             data = os.read(fd, _READ_CHUNK)
         except BlockingIOError:
-            return
+            return False
         except OSError:
             data = b""
         if not data:
             self._close_fd(child, "channel")
-            return
+            return False
         try:
             for frame, size in child.frames.feed(data):
                 self._child_frame(child, frame, size)
         except _OverBound as exc:
             self._close_fd(child, "channel")
             child.kill(str(exc))
+            return False
         except channel.ChannelError as exc:
             self._close_fd(child, "channel")
             child.kill(f"the program broke its channel to the pool: {exc}")
+            return False
+        return True
 
     def _child_frame(self, child: Child, frame: dict[str, object], size: int) -> None:
         """One frame from a child, checked field by field: ChannelError drops the child."""
@@ -829,6 +838,13 @@ class Template:
             self._drain(child, ("report",))
         elif child.report.open and "report" in child.fds:
             return
+        else:
+            # Reaped: whatever it sent on its channel is there now; it may tell how the
+            # run ended (a script it could not read, say), so it is read first.
+            while self._read_channel(child) and not child.finished:
+                pass
+            if child.finished:
+                return
         child.finished = True
         for role in list(child.fds):
             self._close_fd(child, role)
