@@ -18,6 +18,7 @@ from pynox.engine import sandbox
 from pynox.engine.access_log import ACCESS_LOG
 from pynox.engine.sandbox import Prepared, confine_policy, scrub_environment
 from pynox.errors import EXIT_CANNOT_OPEN, EXIT_SETUP_FAILURE, SandboxError
+from pynox.jsonfast import hook as json_hook  # imported with pynox, from the start-up image
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -119,11 +120,7 @@ def prepare(setup: ChildSetup) -> None:
             # Reported after confinement is tried: where the kernel cannot
             # sandbox at all (an emulator, say), that is the reason to give.
             setup.scrub_failure = exc
-        from pynox.jsonfast import (
-            hook as json_hook,  # json.dump's fast path, once the program imports json
-        )
-
-        json_hook.install()
+        json_hook.install()  # json.dump's fast path, once the program imports json
         sys.addaudithook(ACCESS_LOG)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
