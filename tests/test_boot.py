@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import pynox as run_pynox
-from conftest import python
+from support.commands import pynox as run_pynox
+from support.commands import python
 
 import pynox
 from pynox import _boot
@@ -164,7 +164,7 @@ def test_the_image_holds_what_a_plain_run_imports_and_every_mode_uses_all_of_it(
 ) -> None:
     """HOT_MODULES is exactly the plain run's pynox modules (each one missing would cost
     an import, each one too many a load for nothing); the other modes load them too."""
-    from pool_client import PoolClient
+    from support.pool_client import PoolClient
 
     hot = set(_boot.HOT_MODULES)
     plain = set(run_pynox("-c", IMPORTED, cwd=tmp_path).stdout.decode().split())

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import PYNOX, pynox, python, run
-from pool_client import PoolClient
+from support.commands import PYNOX, pynox, python, run
+from support.pool_client import PoolClient
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import PYNOX, TESTS
+from support.commands import PYNOX
+from support.paths import TESTS
 
 EXAMPLES = TESTS.parent / "examples"
 

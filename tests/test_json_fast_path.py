@@ -14,9 +14,9 @@ import traceback
 import types
 
 import pytest
-from conftest import pynox, python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.commands import pynox, python
 
 from pynox.jsonfast import fast_path as json_fast_path
 from pynox.jsonfast.fast_path import encode_once
@@ -404,7 +404,7 @@ def _outputs(folder) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("mode", ["sandboxed", "json", "no-sandbox"])
 def test_command_parity_with_python(tmp_path, mode: str) -> None:  # type: ignore[no-untyped-def]
-    from conftest import pynox, python
+    from support.commands import pynox, python
 
     script = tmp_path / "app.py"
     script.write_text(PROGRAM)
@@ -439,7 +439,7 @@ def test_command_parity_with_python(tmp_path, mode: str) -> None:  # type: ignor
 
 @pytest.mark.parametrize("args", [[], ["-S"], ["-I"], ["-X", "dev"], ["-c", "pass", "-S"]])
 def test_no_sandbox_leaves_no_trace(args: list[str]) -> None:
-    from conftest import pynox, python
+    from support.commands import pynox, python
 
     probe = "import os, posix, sys; print(sorted(os.environ), sorted(posix.environ), sys.argv)"
     args = ["-c", probe, *args[2:]] if args[:1] == ["-c"] else [*args, "-c", probe, "x"]
@@ -450,7 +450,7 @@ def test_no_sandbox_leaves_no_trace(args: list[str]) -> None:
 
 
 def test_no_sandbox_has_the_fast_path() -> None:
-    from conftest import pynox
+    from support.commands import pynox
 
     probe = "import json; print(type(json.dump.__code__.co_consts[1]).__name__)"
     assert pynox("--no-sandbox", "-c", probe).stdout == (b"_Hook\n" if PATCHED else b"NoneType\n")
@@ -470,7 +470,7 @@ print(json.__spec__.loader is json.__loader__, type(json.__loader__).__name__)
 
 
 def test_no_sandbox_loads_pynox_only_when_json_is_imported() -> None:
-    from conftest import pynox, python
+    from support.commands import pynox, python
 
     got = pynox("--no-sandbox", "-c", NO_SANDBOX_PROBE)
     assert got.returncode == 0, got.stderr
@@ -483,7 +483,7 @@ def test_no_sandbox_loads_pynox_only_when_json_is_imported() -> None:
 
 
 def test_no_sandbox_fast_path_ignores_a_pynox_beside_the_program(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from conftest import pynox
+    from support.commands import pynox
 
     # `python -c` puts the working directory first on sys.path, before json is imported.
     (tmp_path / "pynox").mkdir()

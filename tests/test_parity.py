@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import PYNOX, PYTHON, TESTS, pynox, python, run
+from support.commands import PYNOX, PYTHON, pynox, python, run
+from support.paths import TESTS
 
 from pynox.limits import DEFAULT_MAX_OUTPUT
 

@@ -6,7 +6,7 @@ descriptor or break their channel; host functions that raise or hang; sessions; 
 [pool.limits] caps; the client or the pool killed mid-request (no orphans); and 10,000
 requests in a row with bounded descriptors, processes and memory.
 
-Every test talks to the installed `pynox pool` through tests/pool_client.py.
+Every test talks to the installed `pynox pool` through tests/support/pool_client.py.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from pool_client import (
+from support.pool_client import (
     NO_ANSWER,
     PYNOX,
     Message,

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pool_client import PoolClient
+from support.pool_client import PoolClient
 
 from pynox.pool.request import REQUEST_FIELDS
 

@@ -16,8 +16,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import pynox, python
-from pool_client import PoolClient
+from support.commands import pynox, python
+from support.pool_client import PoolClient
 
 import pynox as pynox_package
 
