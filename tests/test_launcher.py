@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from bundle_support import PROJECT
+from support.bundles import PROJECT
 from support.commands import PYNOX, run
 
 PYTHON_VERSION = ".".join(str(part) for part in sys.version_info[:3])
