@@ -143,6 +143,7 @@ EXAMPLE_LIST = [
 ]
 
 
+@pytest.mark.unit
 def test_every_example_is_checked() -> None:
     files = {str(path.relative_to(EXAMPLES)) for path in EXAMPLES.rglob("*.py")}
     assert files - HELPERS == {example.path for example in EXAMPLE_LIST}

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 from pynox.api.options import Spec
 from pynox.api.pool import Pool
 from pynox.cli import arguments
 from pynox.policy import grants
 from pynox.policy.resolve import Policy
 from pynox.pool.request import REQUEST_FIELDS
+
+pytestmark = pytest.mark.unit
 
 NAMES = [field.name for field in grants.GRANT_FIELDS]
 

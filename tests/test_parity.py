@@ -269,6 +269,7 @@ def test_signal_from_outside(tmp_path: Path, signum: int, mode: str) -> None:
     assert got == ref
 
 
+@pytest.mark.unit
 def test_corpus_is_complete() -> None:
     files = corpus_files()
     assert len(files) >= 30
