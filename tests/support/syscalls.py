@@ -124,6 +124,22 @@ _NUMBERS: dict[str, tuple[int | None, int | None]] = {
     "vfork": (58, None),
     "pidfd_open": (434, 434),
     "memfd_create": (319, 279),
+    "execve": (59, 221),
+    "vhangup": (153, 58),
+    "memfd_secret": (447, 447),
+    "vmsplice": (278, 75),
+    "inotify_init": (253, None),
+    "inotify_init1": (294, 26),
+    "inotify_add_watch": (254, 27),
+    "openat2": (437, 437),
+    "socket": (41, 198),
+    "socketpair": (53, 199),
+    "bind": (49, 200),
+    "listen": (50, 201),
+    "setsockopt": (54, 208),
+    "ioctl": (16, 29),
+    "fcntl": (72, 25),
+    "openat": (257, 56),
 }
 NR: dict[str, int | None] = {
     name: pair[0 if MACHINE == "x86_64" else 1] if TABLED else None
