@@ -22,6 +22,20 @@ from support.commands import PYNOX, pynox, run
 from support.pool_client import PoolClient
 from support.syscalls import NR
 
+# The system-call numbers every probe gets (W["nr"]): those of the calls the probes make.
+PROBE_NR = {
+    name: NR[name]
+    for name in (
+        *("getpid", "clone", "clone3", "fork", "vfork", "unshare", "setns", "ptrace"),
+        *("process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root"),
+        *("chroot", "bpf", "perf_event_open", "keyctl", "add_key", "userfaultfd"),
+        *("io_uring_setup", "personality", "kexec_load", "init_module", "finit_module"),
+        *("open_by_handle_at", "shmget", "mq_open", "kill", "tkill", "tgkill", "pidfd_open"),
+        *("pidfd_send_signal", "pidfd_getfd", "prlimit64", "syslog", "memfd_create"),
+        *("execveat", "iopl", "setpriority"),
+    )
+}
+
 # The start of every probe: attempt() prints one line per attempt; raw() makes
 # a system call through ctypes and returns its result or -errno.
 PRELUDE = """\
@@ -100,7 +114,7 @@ class World:
 
     def paths(self) -> dict[str, object]:
         out: dict[str, object] = {k: str(v) for k, v in vars(self).items()}
-        out["nr"] = NR
+        out["nr"] = PROBE_NR
         return out
 
 
