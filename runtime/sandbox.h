@@ -84,6 +84,25 @@ void pynox_probe_kernel(struct pynox_probe *out);
  * struct pynox_probe), or -EINVAL for an ABI below 1. */
 int pynox_limit_landlock_abi(int abi);
 
+/* The seccomp filter's rules as data, for tests: built for `policy` as
+ * pynox_sandbox_apply() builds them, and never installed. With merged == 0,
+ * the rules as collected, one per system call in the order they were added
+ * (duplicates included, were there any); otherwise as the filter holds them,
+ * sorted, consecutive denials merged into one range, after the checks that
+ * refuse to install a filter (two rules for one call, a table or program too
+ * big). Copies at most `capacity` rules and returns how many there are (more
+ * than capacity: call again with more room), or -1 with the reason in err. */
+struct pynox_seccomp_rule {
+    unsigned int first;  /* the system calls first..last */
+    unsigned int last;
+    int denied;          /* 1: refused outright with `action`; 0: its arguments decide */
+    unsigned int action; /* SECCOMP_RET_ERRNO | errno when denied, else 0 */
+};
+
+int pynox_seccomp_rules(const struct pynox_policy *policy, int merged,
+                        struct pynox_seccomp_rule *rules, size_t capacity, char *err,
+                        size_t err_len);
+
 /* Overwrites the environment strings the process was started with (its own
  * os.environ is separate). Returns 0, or -1 with the reason in err. */
 int pynox_scrub_environment_block(char *err, size_t err_len);

@@ -888,6 +888,33 @@ int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err
     return install(&prog, "seccomp filter", err, err_len);
 }
 
+/* For tests (see sandbox.h): the rules as data; nothing is installed. */
+int pynox_seccomp_rules(const struct pynox_policy *policy, int merged,
+                        struct pynox_seccomp_rule *out, size_t capacity, char *err,
+                        size_t err_len)
+{
+    struct pynox_bpf prog;
+    struct rules rules;
+    if (merged) {
+        build_filter(&prog, &rules, policy);
+        if (prog.broken != NULL)
+            return pynox_fail(err, err_len, "%s", prog.broken);
+    } else {
+        collect_rules(&rules, policy);
+        if (rules.overflow)
+            return pynox_fail(err, err_len, "the seccomp rules outgrew their table");
+    }
+    for (size_t i = 0; i < rules.count && i < capacity; i++) {
+        const struct rule *rule = &rules.items[i];
+        int denied = rule->kind == RULE_DENY;
+        out[i] = (struct pynox_seccomp_rule){.first = rule->nr,
+                                             .last = rule->last,
+                                             .denied = denied,
+                                             .action = denied ? rule->action : 0};
+    }
+    return (int)rules.count;
+}
+
 int pynox_apply_seccomp_no_network(char *err, size_t err_len)
 {
     static const uint32_t inet[] = {AF_INET, AF_INET6};

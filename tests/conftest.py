@@ -1,7 +1,7 @@
-"""Shared fixtures: the installed `pynox` command and a way to run it.
+"""Fixtures and hooks for the whole suite: the installed `pynox` command, a private
+HOME and TMPDIR for the session, and a check that nothing is left behind.
 
-The suite runs against the package installed in the current environment (nox
-builds and installs it), exactly as a user would call it.
+The helpers tests call (run, pynox, python, the pool client...) are in `support/`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import gc
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -19,58 +18,26 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.commands import PYNOX, PYTHON
 
-PYTHON = sys.executable
-PYNOX = str(Path(sys.executable).with_name("pynox"))
-TESTS = Path(__file__).parent
-
-# Every temporary file of the session, pytest's own tmp_path trees included, and
-# HOME (Pynox's configuration cache, the caches of the tools tests run) live in
-# one directory, removed when the session ends; its temporary directory must
-# then hold nothing but pytest's trees (see `leaves_nothing_behind`).
-SESSION_DIR = Path(tempfile.mkdtemp(prefix="pynox-tests-"))
-SESSION_HOME = SESSION_DIR / "home"
-SESSION_HOME.mkdir()
-SESSION_TMP = SESSION_DIR / "tmp"
-SESSION_TMP.mkdir()
-os.environ["TMPDIR"] = str(SESSION_TMP)
-os.environ["HOME"] = str(SESSION_HOME)
-os.environ.pop("XDG_CACHE_HOME", None)
-tempfile.tempdir = str(SESSION_TMP)
+# The session's own directory, made by pytest_configure (see there).
+SESSION_DIR = pytest.StashKey[Path]()
 
 
-def run(
-    command: list[str],
-    cwd: str | Path | None = None,
-    env: dict[str, str] | None = None,
-    input: bytes | None = None,
-    timeout: float = 60,
-) -> subprocess.CompletedProcess[bytes]:
-    """Runs a command with captured output and a clean, predictable environment."""
-    base = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "LANG": "C.UTF-8",
-        "HOME": os.environ["HOME"],
-        "TMPDIR": os.environ["TMPDIR"],
-    }
-    base.update(env or {})
-    return subprocess.run(
-        command,
-        cwd=cwd,
-        env=base,
-        input=input,
-        capture_output=True,
-        timeout=timeout,
-        stdin=None if input is not None else subprocess.DEVNULL,
-    )
-
-
-def pynox(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
-    return run([PYNOX, *args], **kwargs)  # type: ignore[arg-type]
-
-
-def python(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
-    return run([PYTHON, *args], **kwargs)  # type: ignore[arg-type]
+def pytest_configure(config: pytest.Config) -> None:
+    """Every temporary file of the session, pytest's own tmp_path trees included, and
+    HOME (Pynox's configuration cache, the caches of the tools tests run) live in one
+    directory, removed when the session ends; its temporary directory must then hold
+    nothing but pytest's trees (see `leaves_nothing_behind`). Set before any test
+    module is collected, as HOME and TMPDIR are read when a test runs a command."""
+    session = Path(tempfile.mkdtemp(prefix="pynox-tests-"))
+    (session / "home").mkdir()
+    (session / "tmp").mkdir()
+    os.environ["TMPDIR"] = str(session / "tmp")
+    os.environ["HOME"] = str(session / "home")
+    os.environ.pop("XDG_CACHE_HOME", None)
+    tempfile.tempdir = str(session / "tmp")
+    config.stash[SESSION_DIR] = session
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +56,7 @@ def _pynox_processes() -> dict[int, str]:
     Only descendants of this process count: another test session running at the same
     time has pynox processes of its own, which are not this one's to judge or to kill.
     """
-    from pool_client import descendants
+    from support.pool_client import descendants
 
     found = {}
     for pid in descendants(os.getpid(), zombies=False):
@@ -110,7 +77,7 @@ def _open_descriptors() -> set[str]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def leaves_nothing_behind() -> Iterator[None]:
+def leaves_nothing_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     """After the whole suite: no pynox process, no new descriptor, no file left behind."""
     processes_before = set(_pynox_processes())
     descriptors_before = _open_descriptors()
@@ -132,9 +99,10 @@ def leaves_nothing_behind() -> Iterator[None]:
     links = {fd: target for fd, target in links.items() if target is not None}
     assert not links, f"the tests left descriptors open: {links}"
     # pytest's tmp_path trees are pytest's to manage; anything else is a test's leftover.
-    leftovers = [p.name for p in SESSION_TMP.iterdir() if not p.name.startswith("pytest-of-")]
+    session = request.config.stash[SESSION_DIR]
+    leftovers = [p.name for p in (session / "tmp").iterdir() if not p.name.startswith("pytest-of-")]
     assert not leftovers, f"the tests left files behind: {sorted(leftovers)}"
-    shutil.rmtree(SESSION_DIR, ignore_errors=True)
+    shutil.rmtree(session, ignore_errors=True)
 
 
 def _describe(fd: str) -> str | None:

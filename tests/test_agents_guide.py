@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import TESTS
+from support.paths import TESTS
 
 CONFIG = """\
 [profiles.analysis]

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import pynox as run_pynox
-from conftest import python
+from support.commands import pynox as run_pynox
+from support.commands import python
 
 import pynox
 from pynox import _boot
@@ -38,6 +38,7 @@ def write_image(copy: Path) -> Path:
     return Path(_boot.write_image(str(copy / "__pycache__")))
 
 
+@pytest.mark.unit
 def test_written_image_loads_every_hot_module(package_copy: Path) -> None:
     assert _boot._load_image() is None  # none yet
     assert write_image(package_copy) == image_of(package_copy)
@@ -69,6 +70,7 @@ def test_the_image_is_the_same_from_one_build_to_the_next(tmp_path: Path) -> Non
     assert images[0] == images[1]
 
 
+@pytest.mark.unit
 def test_a_source_of_another_size_makes_the_image_unused(package_copy: Path) -> None:
     write_image(package_copy)
     source = package_copy / "engine" / "child.py"
@@ -76,6 +78,7 @@ def test_a_source_of_another_size_makes_the_image_unused(package_copy: Path) -> 
     assert _boot._load_image() is None
 
 
+@pytest.mark.unit
 def test_a_damaged_image_or_another_magic_is_unused(package_copy: Path) -> None:
     image = write_image(package_copy)
     data = image.read_bytes()
@@ -123,6 +126,7 @@ def test_runs_load_pynox_from_the_image_and_the_program_never_sees_it(mode: list
     assert proc.stdout.decode() == "_ImageFinder\nFalse True\n"
 
 
+@pytest.mark.unit
 def test_the_image_holds_code_that_optimize_2_leaves_unchanged_but_for_docstrings() -> None:
     """The image compiles as `python -OO` does: no hot module may rely on assert or __debug__."""
     import ast
@@ -164,7 +168,7 @@ def test_the_image_holds_what_a_plain_run_imports_and_every_mode_uses_all_of_it(
 ) -> None:
     """HOT_MODULES is exactly the plain run's pynox modules (each one missing would cost
     an import, each one too many a load for nothing); the other modes load them too."""
-    from pool_client import PoolClient
+    from support.pool_client import PoolClient
 
     hot = set(_boot.HOT_MODULES)
     plain = set(run_pynox("-c", IMPORTED, cwd=tmp_path).stdout.decode().split())

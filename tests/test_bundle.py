@@ -18,8 +18,8 @@ import tarfile
 from pathlib import Path, PurePosixPath
 
 import pytest
-from bundle_support import PROJECT, extract
-from bundle_support.artifacts import Bundles, Runtime, bundler, bundles, clean_env, minor, runtime
+from support.bundles import PROJECT, extract
+from support.bundles.artifacts import Bundles, Runtime, bundler, bundles, clean_env, minor, runtime
 
 # Building the bundles takes half a minute per CPython: the primary CPython runs these
 # (nox's `tests` session) and the conformance cell installs a bundle of its own.

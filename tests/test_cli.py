@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import PYNOX, PYTHON, pynox, run
+from support.commands import PYNOX, PYTHON, pynox, run
 
 PYTHON_VERSION = ".".join(str(part) for part in sys.version_info[:3])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import pynox
+from support.commands import pynox
 
 
 def write(path: Path, text: str) -> Path:

@@ -294,6 +294,7 @@ def test_the_docs_have_pages_and_commands() -> None:
     assert [c for c in shown if c.text in CI_COMMANDS]
 
 
+@pytest.mark.unit
 def test_commands_use_the_console_convention() -> None:
     for page in PAGES:
         for block in blocks(page):
@@ -311,6 +312,7 @@ def test_commands_use_the_console_convention() -> None:
                 assert not prompts, f"{where}: commands belong in a ```console block: {prompts}"
 
 
+@pytest.mark.unit
 def test_every_ci_command_is_shown_and_covered() -> None:
     shown = {command.text for page in PAGES for command in commands(page)}
     for command, covered_by in CI_COMMANDS.items():
@@ -348,6 +350,7 @@ MEASUREMENT = re.compile(
 )
 
 
+@pytest.mark.unit
 def test_no_measurement_outside_the_bench_results() -> None:
     """Every figure of the site comes from `make bench`, which writes bench/results.md."""
     for page in PAGES:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import PYNOX, TESTS
+from support.commands import PYNOX
+from support.paths import TESTS
 
 EXAMPLES = TESTS.parent / "examples"
 
@@ -142,6 +143,7 @@ EXAMPLE_LIST = [
 ]
 
 
+@pytest.mark.unit
 def test_every_example_is_checked() -> None:
     files = {str(path.relative_to(EXAMPLES)) for path in EXAMPLES.rglob("*.py")}
     assert files - HELPERS == {example.path for example in EXAMPLE_LIST}

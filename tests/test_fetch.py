@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from bundle_support import PROJECT
-from bundle_support.artifacts import clean_env, host_target
-from bundle_support.http_mirror import Mirror
+from support.bundles import PROJECT
+from support.bundles.artifacts import clean_env, host_target
+from support.bundles.http_mirror import Mirror
 
 TAG = "t1"
 

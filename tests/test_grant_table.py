@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
+
 from pynox.api import shared
 from pynox.api.options import RunOptions, SessionOptions, Spec
 from pynox.api.pool import Pool
@@ -13,6 +15,8 @@ from pynox.cli import arguments
 from pynox.policy import grants
 from pynox.policy.resolve import Policy
 from pynox.pool.request import REQUEST_FIELDS
+
+pytestmark = pytest.mark.unit
 
 NAMES = [field.name for field in grants.GRANT_FIELDS]
 

@@ -20,8 +20,8 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from bundle_support import PROJECT
-from bundle_support.artifacts import Bundles, bundles
+from support.bundles import PROJECT
+from support.bundles.artifacts import Bundles, bundles
 
 INSTALL = PROJECT / "install" / "install.sh"
 

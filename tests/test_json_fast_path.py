@@ -14,9 +14,9 @@ import traceback
 import types
 
 import pytest
-from conftest import pynox, python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.commands import pynox, python
 
 from pynox.jsonfast import fast_path as json_fast_path
 from pynox.jsonfast.fast_path import encode_once
@@ -190,12 +190,14 @@ def _compare_in_memory(obj: object, opts: dict) -> None:
     assert actual == expected
 
 
+@pytest.mark.unit
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data, options)
 def test_same_text_errors_and_calls_in_memory(obj: object, opts: dict) -> None:
     _compare_in_memory(obj, opts)
 
 
+@pytest.mark.unit
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data,
@@ -236,6 +238,7 @@ plain_leaves = st.one_of(
 plain_data = nested(plain_leaves, plain_keys, size=5, max_leaves=30)
 
 
+@pytest.mark.unit
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     plain_data,
@@ -263,6 +266,7 @@ def test_the_plain_encoder_writes_what_json_dumps_writes(
         assert text == expected
 
 
+@pytest.mark.unit
 def test_the_plain_encoder_leaves_what_is_not_plain() -> None:
     from pynox._jsonscan import encode
 
@@ -271,6 +275,7 @@ def test_the_plain_encoder_leaves_what_is_not_plain() -> None:
     assert encode([[[1]]], 3, True, True, ", ", ": ") == "[[[1]]]"
 
 
+@pytest.mark.unit
 def test_circular_references_fall_back() -> None:
     looped: list[object] = [1]
     looped.append(looped)
@@ -302,6 +307,7 @@ def test_a_branching_cycle_is_reported_at_once_as_by_python() -> None:
     assert (got.returncode, got.stdout, got.stderr) == (0, expected.stdout, b"")
 
 
+@pytest.mark.unit
 def test_deep_nesting_matches_the_recursion_limit() -> None:
     for depth in (50, 400, 900, 990, 1200):
         nested: object = 0
@@ -329,6 +335,7 @@ def _fast(obj: object, fp: object, **opts: object) -> bool:
 RECORDS = [{"id": i, "name": f"n{i}", "tags": ["a", i], "score": i / 3} for i in range(50)]
 
 
+@pytest.mark.unit
 def test_plain_data_takes_the_fast_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert _fast(RECORDS, io.StringIO())
     assert _fast(RECORDS, io.StringIO(), sort_keys=True, separators=(",", ":"))
@@ -338,6 +345,7 @@ def test_plain_data_takes_the_fast_path(tmp_path) -> None:  # type: ignore[no-un
         assert _fast({"é": "ü"}, fp, ensure_ascii=False)
 
 
+@pytest.mark.unit
 def test_what_falls_back(tmp_path) -> None:  # type: ignore[no-untyped-def]
     fp = io.StringIO()
     assert not _fast([Point(1)], fp, default=repr)  # default would run: CPython's code
@@ -362,6 +370,7 @@ def test_what_falls_back(tmp_path) -> None:  # type: ignore[no-untyped-def]
         assert not _fast([1], fp)  # a standard stream may share its file with another
 
 
+@pytest.mark.unit
 def test_json_dump_keeps_its_face() -> None:
     assert FAST.__code__.co_filename == ORIGINAL.__code__.co_filename
     assert FAST.__code__.co_firstlineno == ORIGINAL.__code__.co_firstlineno
@@ -370,6 +379,7 @@ def test_json_dump_keeps_its_face() -> None:
     assert FAST.__doc__ == ORIGINAL.__doc__
 
 
+@pytest.mark.unit
 def test_unserialisable_traceback_is_cpythons() -> None:
     expected_fp, actual_fp = io.StringIO(), io.StringIO()
     obj = {"a": [1, 2, {"b": Point(1)}]}
@@ -404,7 +414,7 @@ def _outputs(folder) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("mode", ["sandboxed", "json", "no-sandbox"])
 def test_command_parity_with_python(tmp_path, mode: str) -> None:  # type: ignore[no-untyped-def]
-    from conftest import pynox, python
+    from support.commands import pynox, python
 
     script = tmp_path / "app.py"
     script.write_text(PROGRAM)
@@ -439,7 +449,7 @@ def test_command_parity_with_python(tmp_path, mode: str) -> None:  # type: ignor
 
 @pytest.mark.parametrize("args", [[], ["-S"], ["-I"], ["-X", "dev"], ["-c", "pass", "-S"]])
 def test_no_sandbox_leaves_no_trace(args: list[str]) -> None:
-    from conftest import pynox, python
+    from support.commands import pynox, python
 
     probe = "import os, posix, sys; print(sorted(os.environ), sorted(posix.environ), sys.argv)"
     args = ["-c", probe, *args[2:]] if args[:1] == ["-c"] else [*args, "-c", probe, "x"]
@@ -450,7 +460,7 @@ def test_no_sandbox_leaves_no_trace(args: list[str]) -> None:
 
 
 def test_no_sandbox_has_the_fast_path() -> None:
-    from conftest import pynox
+    from support.commands import pynox
 
     probe = "import json; print(type(json.dump.__code__.co_consts[1]).__name__)"
     assert pynox("--no-sandbox", "-c", probe).stdout == (b"_Hook\n" if PATCHED else b"NoneType\n")
@@ -470,7 +480,7 @@ print(json.__spec__.loader is json.__loader__, type(json.__loader__).__name__)
 
 
 def test_no_sandbox_loads_pynox_only_when_json_is_imported() -> None:
-    from conftest import pynox, python
+    from support.commands import pynox, python
 
     got = pynox("--no-sandbox", "-c", NO_SANDBOX_PROBE)
     assert got.returncode == 0, got.stderr
@@ -483,7 +493,7 @@ def test_no_sandbox_loads_pynox_only_when_json_is_imported() -> None:
 
 
 def test_no_sandbox_fast_path_ignores_a_pynox_beside_the_program(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from conftest import pynox
+    from support.commands import pynox
 
     # `python -c` puts the working directory first on sys.path, before json is imported.
     (tmp_path / "pynox").mkdir()
@@ -498,6 +508,7 @@ def test_no_sandbox_fast_path_ignores_a_pynox_beside_the_program(tmp_path) -> No
     assert (got.returncode, got.stdout) == (0, b"a pynox of its own\nNoneType\n")
 
 
+@pytest.mark.unit
 def test_no_site_reads_cpythons_command_line() -> None:
     from pynox.jsonfast.hook import no_site
 

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PYNOX, pynox
-from pool_client import PoolClient
 from pynox._core import lib
+from support.commands import PYNOX, pynox
+from support.pool_client import PoolClient
 
 from pynox.engine import sandbox
 from pynox.policy.resolve import Policy

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from bundle_support import PROJECT
-from conftest import PYNOX, run
+from support.bundles import PROJECT
+from support.commands import PYNOX, run
 
 PYTHON_VERSION = ".".join(str(part) for part in sys.version_info[:3])
 MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"

@@ -10,6 +10,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.unit
+
 PACKAGE = Path(__file__).resolve().parent.parent / "pynox"  # the sources, as laid out
 
 # What each part may import besides itself and the root modules (errors, units, ...).

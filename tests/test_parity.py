@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import PYNOX, PYTHON, TESTS, pynox, python, run
+from support.commands import PYNOX, PYTHON, pynox, python, run
+from support.paths import TESTS
 
 from pynox.limits import DEFAULT_MAX_OUTPUT
 
@@ -268,6 +269,7 @@ def test_signal_from_outside(tmp_path: Path, signum: int, mode: str) -> None:
     assert got == ref
 
 
+@pytest.mark.unit
 def test_corpus_is_complete() -> None:
     files = corpus_files()
     assert len(files) >= 30

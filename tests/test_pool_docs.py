@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pool_client import PoolClient
+from support.pool_client import PoolClient
 
 from pynox.pool.request import REQUEST_FIELDS
 
@@ -91,6 +91,7 @@ def pool() -> Iterator[PoolClient]:
         assert client.close() == 0
 
 
+@pytest.mark.unit
 def test_the_page_has_the_examples_this_test_reads() -> None:
     print(f"{len(EXAMPLES)} JSON examples, {len(REQUESTS)} requests: {REQUESTS}")
     assert [r for r in REQUESTS if "code" in r and "functions" not in r]
@@ -108,6 +109,7 @@ def test_ready_event(pool: PoolClient) -> None:
     assert pool.ready["python"] == ".".join(map(str, sys.version_info[:3]))
 
 
+@pytest.mark.unit
 def test_documented_fields_are_the_fields() -> None:
     table = re.findall(r"^\| (`.*?`) \|", TEXT, flags=re.M)
     names = {name for cell in table for name in re.findall(r"`(\w+)`", cell)}

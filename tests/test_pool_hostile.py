@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pool_client import (
+from support.pool_client import (
     NO_ANSWER,
     Message,
     PoolClient,

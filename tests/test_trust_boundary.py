@@ -16,8 +16,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import pynox, python
-from pool_client import PoolClient
+from support.commands import pynox, python
+from support.pool_client import PoolClient
 
 import pynox as pynox_package
 
@@ -330,6 +330,7 @@ def test_a_program_cannot_forge_a_setup_failure_in_the_pool(tmp_path: Path) -> N
         assert pool.run({"id": 2, "code": "print('served')"})["stdout"] == "served\n"
 
 
+@pytest.mark.unit
 def test_only_a_report_written_before_confinement_says_the_sandbox_failed() -> None:
     """The decision itself: the same SandboxError report, with status 125, is a setup
     failure before the confinement marker and nothing at all after it."""

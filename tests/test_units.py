@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 from pynox import limits, units
 from pynox.errors import ConfigError, PolicyError, PynoxError, UsageError
 
+pytestmark = pytest.mark.unit
+
 
 def test_error_classes_carry_their_exit_codes_and_message() -> None:
     assert UsageError("x").exit_code == 2

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from bundle_support import PROJECT
-from bundle_support.http_mirror import Mirror
+from support.bundles import PROJECT
+from support.bundles.http_mirror import Mirror
 
 TAG = "test"
 FLAVOR = "install_only_stripped"

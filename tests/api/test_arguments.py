@@ -1,0 +1,147 @@
+"""Arguments: checked when given, relative grants resolved against the caller's cwd, a
+request that carries only what was set, the pool's command line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import pynox
+import pynox.api.shared
+from pynox.api.options import Spec, function_signature
+from pynox.api.pool import Pool
+
+pytestmark = pytest.mark.unit
+
+
+def test_relative_grants_resolve_against_the_callers_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    spec = Spec(
+        allow_read=["data", Path("more")], allow_write="out", package_dirs=[str(tmp_path / "site")]
+    )
+    request = spec.request("pass")
+    assert request["allow_read"] == [str(tmp_path / "data"), str(tmp_path / "more")]
+    assert request["allow_write"] == [str(tmp_path / "out")]
+    assert request["package_dirs"] == [str(tmp_path / "site")]
+    home = Spec(allow_read="~/x").request("pass")["allow_read"]
+    assert home == [os.path.join(os.path.expanduser("~"), "x")]
+
+
+def test_request_sends_only_what_was_set() -> None:
+    request = Spec().request("print(1)")
+    assert request == {"code": "print(1)", "name": "agent.py"}
+    request = Spec(
+        timeout="10s",
+        memory="256m",
+        allow_network=False,
+        allow_env="KEY",
+        args=["a"],
+        profile="p",
+        name="job.py",
+    ).request("x", session="s1")
+    assert request == {
+        "code": "x",
+        "name": "job.py",
+        "profile": "p",
+        "allow_env": ["KEY"],
+        "args": ["a"],
+        "allow_network": False,
+        "timeout": "10s",
+        "memory": "256m",
+        "session": "s1",
+    }
+
+
+@pytest.mark.parametrize(
+    ("options", "exception", "fragment"),
+    [
+        ({"timeout": "soon"}, ValueError, "not a duration"),
+        ({"timeout": [1]}, TypeError, "duration"),
+        ({"memory": "1m"}, ValueError, "below the 32m minimum"),
+        ({"max_output": "1g"}, ValueError, "above"),
+        ({"allow_read": 5}, TypeError, "allow_read"),
+        ({"allow_read": [b"/x"]}, TypeError, "allow_read"),
+        ({"allow_read": [""]}, ValueError, "not a path"),
+        ({"allow_network": "yes"}, TypeError, "allow_network"),
+        ({"functions": {"f": 3}}, TypeError, "not callable"),
+        ({"functions": {"not a name": print}}, ValueError, "identifier"),
+        ({"functions": {"HostError": print}}, ValueError, "reserved"),
+        ({"name": ""}, ValueError, "file name"),
+        ({"profile": 3}, TypeError, "profile"),
+    ],
+)
+def test_bad_arguments_raise_at_once(
+    options: dict[str, Any], exception: type[Exception], fragment: str
+) -> None:
+    with pytest.raises(exception, match=fragment):
+        Spec(**options)
+
+
+def test_unknown_keyword_and_bad_code_raise_type_error() -> None:
+    pool = Pool(lazy=True)
+    with pytest.raises(TypeError):
+        pool.run("pass", allow_reed=["x"])  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        pool.run(b"print(1)")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        pynox.tool(allow_reed=["x"])  # type: ignore[call-arg]
+    pool.close()
+
+
+def test_pool_arguments_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="workers"):
+        Pool(workers=0, lazy=True)
+    with pytest.raises(ValueError, match="module name"):
+        Pool(preload=["not a module"], lazy=True)
+    with pytest.raises(ValueError, match="--config"):
+        Pool(config=tmp_path / "missing.toml", lazy=True)
+    with pytest.raises(TypeError):
+        Pool(pynox_command="pynox", lazy=True)  # type: ignore[arg-type]
+
+
+def test_pool_command_line(tmp_path: Path) -> None:
+    config = tmp_path / "pynox.toml"
+    config.write_text("[pool]\nworkers = 3\n")
+    pool = Pool(
+        workers=4, preload=["json", "csv"], config=config, lazy=True, pynox_command=["/opt/pynox"]
+    )
+    assert pool.command == [
+        "/opt/pynox",
+        "pool",
+        "--config",
+        str(config),
+        "--workers",
+        "4",
+        "--preload",
+        "json",
+        "--preload",
+        "csv",
+    ]
+    assert Pool(lazy=True, pynox_command=["p"]).command[:2] == ["p", "pool"]
+
+
+def test_functions_are_described_with_their_signatures() -> None:
+    def search(query: str, limit: int = 5) -> list[dict[str, Any]]:
+        """Search the product catalog.
+
+        Longer text the model does not need."""
+        return []
+
+    spec = Spec(functions={"search": search}).request("pass")["functions"]
+    assert spec == [
+        {
+            "name": "search",
+            "signature": "(query: str, limit: int = 5) -> list[dict[str, typing.Any]]",
+            "doc": "Search the product catalog.\n\nLonger text the model does not need.",
+        }
+    ]
+    assert Spec(functions=[search]).functions == {"search": search}
+    # Annotations written as strings are evaluated; a signature that cannot be read is "(...)".
+    namespace: dict[str, Any] = {}
+    exec("from __future__ import annotations\ndef f(a: int) -> str: ...", namespace)
+    assert function_signature(namespace["f"]) == "(a: int) -> str"

@@ -1,0 +1,192 @@
+"""A fake `pynox pool` written here drives the client through the failures a real pool
+should never show: garbage, silence, death, a pool that cannot start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.waiting import wait_until
+
+from pynox.api.pool import Pool
+from pynox.api.result import Result
+from pynox.errors import PoolError
+
+FAKE_POOL = r"""
+import json, os, sys
+if os.environ.get("FAKE_POOL_MODE") == "fail":
+    sys.stderr.write("pynox: cannot preload nothing_here: ModuleNotFoundError\n")
+    sys.exit(125)
+
+def emit(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+emit({"event": "ready", "pynox": "0.1.0", "python": "3", "workers": 2, "pid": os.getpid(),
+      "argv": sys.argv[1:]})
+for line in sys.stdin:
+    message = json.loads(line)
+    rid = message["id"]
+    if "host_result" in message or "host_error" in message:
+        reply = {k: message[k] for k in ("host_result", "host_error") if k in message}
+        emit({"id": rid, "exit": 0, "stdout": json.dumps(reply), "stderr": "", "error": None})
+        continue
+    if "close_session" in message:
+        emit({"id": rid, "session": {"id": message["close_session"], "closed": True}})
+        continue
+    code = message["code"]
+    if code == "hang":
+        continue
+    if code == "garbage":
+        sys.stdout.write("this is not json\n")
+        sys.stdout.flush()
+        continue
+    if code == "die":
+        os._exit(3)
+    if code.startswith("host:"):
+        _, function, args = code.split(":", 2)
+        emit({"id": rid, "event": "host_call", "call": 1, "function": function,
+              "args": json.loads(args), "kwargs": {}})
+        continue
+    emit({"id": rid, "exit": 0, "stdout": json.dumps(message), "stderr": "", "error": None,
+          "session": {"id": message["session"], "step": 1, "restarted": False, "ended": None}
+          if "session" in message else None})
+"""
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> list[str]:
+    script = tmp_path / "fake_pool.py"
+    script.write_text(FAKE_POOL)
+    return [sys.executable, str(script)]
+
+
+def test_fake_pool_echo_shows_the_request(
+    fake: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Pool(pynox_command=fake, preload=["json"]) as pool:
+        monkeypatch.chdir(tmp_path)
+        sent = json.loads(pool.run("print(1)", allow_read=["d"], timeout=5).stdout)
+        assert sent == {
+            "id": sent["id"],
+            "code": "print(1)",
+            "name": "agent.py",
+            "allow_read": [str(tmp_path / "d")],
+            "timeout": 5,
+        }
+        assert pool.info is not None and pool.info["argv"] == ["pool", "--preload", "json"]
+
+
+def test_a_pool_that_cannot_start_raises_pool_error_with_its_words(
+    fake: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_POOL_MODE", "fail")
+    with Pool(pynox_command=fake) as pool, pytest.raises(PoolError) as caught:
+        pool.run("print(1)")
+    assert "cannot preload nothing_here" in str(caught.value)
+    assert "status 125" in str(caught.value)
+
+
+def test_a_line_that_is_not_json_fails_every_pending_request(fake: list[str]) -> None:
+    with Pool(pynox_command=fake) as pool:
+        waiting = []
+        thread = threading.Thread(target=lambda: waiting.append(pool.run("hang")))
+        thread.start()
+        assert wait_until(lambda: bool(pool._state.connection and pool._state.connection._pending))
+        broken = pool.run("garbage")
+        thread.join(10)
+        for r in (broken, waiting[0]):
+            assert r.exit == 125 and r.error is not None and r.error["type"] == "PoolError"
+            assert "not a JSON object" in r.error["message"]
+        assert "PoolError: " in broken.text
+        # The next run starts a fresh pool.
+        assert pool.run("print(2)").ok
+
+
+def test_a_pool_that_dies_gives_pool_error_results_then_restarts(fake: list[str]) -> None:
+    with Pool(pynox_command=fake) as pool:
+        first = pool.pid
+        died = pool.run("die")
+        assert died.exit == 125 and died.error is not None
+        assert died.error["type"] == "PoolError" and "status 3" in died.error["message"]
+        assert pool.run("print(1)").ok
+        assert pool.pid != first
+
+
+def test_a_silent_pool_is_stopped_after_the_timeout_and_a_margin(fake: list[str]) -> None:
+    pool = Pool(pynox_command=fake, lazy=True)
+    pool._stall_margin = 0.5
+    started = time.monotonic()
+    r = pool.run("hang", timeout="500ms")
+    assert time.monotonic() - started < 5
+    assert r.error is not None and r.error["type"] == "PoolError"
+    assert "wrote nothing" in r.error["message"]
+    pool.close()
+
+
+def test_close_resolves_what_is_still_pending(fake: list[str]) -> None:
+    pool = Pool(pynox_command=fake)
+    results: list[Result] = []
+    thread = threading.Thread(target=lambda: results.append(pool.run("hang")))
+    thread.start()
+    assert wait_until(lambda: bool(pool._state.connection and pool._state.connection._pending))
+    pool.close(timeout=0.5)
+    thread.join(10)
+    assert results[0].error is not None and "closed" in results[0].error["message"]
+    with pytest.raises(PoolError, match="closed"):
+        pool.run("print(1)")
+
+
+def test_host_calls_answer_with_value_or_error(fake: list[str]) -> None:
+    def search(query: str) -> list[str]:
+        return [query.upper()]
+
+    def broken(query: str) -> None:
+        raise LookupError("the catalog is down")
+
+    def odd(query: str) -> object:
+        return {1, 2}
+
+    functions = {"search": search, "broken": broken, "odd": odd}
+    with Pool(pynox_command=fake) as pool:
+        value = json.loads(pool.run('host:search:["lamp"]', functions=functions).stdout)
+        assert value == {"host_result": {"call": 1, "value": ["LAMP"]}}
+        failed = json.loads(pool.run('host:broken:["x"]', functions=functions).stdout)
+        assert failed == {"host_error": {"call": 1, "message": "LookupError: the catalog is down"}}
+        odd_value = json.loads(pool.run('host:odd:["x"]', functions=functions).stdout)
+        assert "odd() returned a value that is not JSON" in odd_value["host_error"]["message"]
+        missing = json.loads(pool.run("host:nope:[]", functions=functions).stdout)
+        assert "no host function 'nope'" in missing["host_error"]["message"]
+
+
+def test_async_host_functions_run_on_the_callers_loop(fake: list[str]) -> None:
+    async def lookup(key: str) -> dict[str, object]:
+        await asyncio.sleep(0.01)
+        return {"key": key, "loop": id(asyncio.get_running_loop())}
+
+    async def main() -> tuple[dict[str, Any], int]:
+        with Pool(pynox_command=fake) as pool:
+            r = await pool.arun('host:lookup:["k"]', functions={"lookup": lookup})
+        return json.loads(r.stdout), id(asyncio.get_running_loop())
+
+    reply, loop_id = asyncio.run(main())
+    assert reply == {"host_result": {"call": 1, "value": {"key": "k", "loop": loop_id}}}
+
+
+def test_fake_session_close_is_sent(fake: list[str]) -> None:
+    with Pool(pynox_command=fake) as pool:
+        session = pool.session()
+        assert not session.alive and session.steps == 0
+        r = session.run("x = 1")
+        assert json.loads(r.stdout)["session"] == session.id
+        assert session.alive and session.steps == 1
+        session.close()
+        assert not session.alive and session.closed
+        with pytest.raises(PoolError, match="closed"):
+            session.run("x")

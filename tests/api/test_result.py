@@ -1,0 +1,149 @@
+"""Result and its text: what a model reads (output, the error with its location and
+hint, timeouts, truncation, sessions), from the pool's JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pynox.api.result import Result
+
+pytestmark = pytest.mark.unit
+
+
+def result(**fields: Any) -> Result:
+    data = {"exit": 0, "stdout": "", "stderr": "", "error": None, "duration_ms": 1}
+    data.update(fields)
+    return Result.from_json(data)
+
+
+def error(
+    kind: str,
+    message: str,
+    file: str | None = "agent.py",
+    line: int | None = 1,
+    hint: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "type": kind,
+        "message": message,
+        "file": file,
+        "line": line,
+        "path": None,
+        "hint": hint,
+    }
+
+
+def test_ok_result_text_is_the_output() -> None:
+    r = result(stdout="45\n")
+    assert r.ok and not r.truncated
+    assert r.text == "45"
+    assert str(r) == r.text
+
+
+def test_no_output_says_so() -> None:
+    assert result().text == "(no output)"
+    assert result(stdout="\n\n").text == "(no output)"
+
+
+def test_error_text_is_type_message_location_and_hint() -> None:
+    stderr = (
+        "Traceback (most recent call last):\n"
+        '  File "agent.py", line 1, in <module>\n'
+        "PermissionError: [Errno 13] Permission denied: '/etc/passwd'\n"
+        "pynox: reading /etc/passwd is not allowed; grant it with allow_read=['/etc/passwd']\n"
+    )
+    hint = "reading /etc/passwd is not allowed; grant it with allow_read=['/etc/passwd']"
+    r = result(
+        exit=1,
+        stdout="before\n",
+        stderr=stderr,
+        error=error("PermissionError", "[Errno 13] Permission denied: '/etc/passwd'", hint=hint),
+    )
+    assert not r.ok
+    assert r.text == (
+        "before\n"
+        "PermissionError: [Errno 13] Permission denied: '/etc/passwd'\n"
+        "at agent.py:1\n"
+        f"pynox: {hint}"
+    )
+
+
+def test_stderr_the_program_wrote_stays_and_the_traceback_goes() -> None:
+    stderr = (
+        "warning: careful\n"
+        "Traceback (most recent call last):\n"
+        '  File "agent.py", line 4, in f\n'
+        "KeyError: 'a'\n"
+        "\n"
+        "The above exception was the direct cause of the following exception:\n"
+        "\n"
+        "Traceback (most recent call last):\n"
+        '  File "agent.py", line 6, in <module>\n'
+        "ValueError: bad\n"
+    )
+    r = result(exit=1, stderr=stderr, error=error("ValueError", "bad", line=6))
+    assert r.text == "warning: careful\nValueError: bad\nat agent.py:6"
+
+
+def test_syntax_error_report_is_not_repeated() -> None:
+    stderr = (
+        "  File \"agent.py\", line 1\n    x = (\n        ^\nSyntaxError: '(' was never closed\n"
+    )
+    r = result(
+        exit=1, stderr=stderr, error=error("SyntaxError", "'(' was never closed (agent.py, line 1)")
+    )
+    assert r.text == "SyntaxError: '(' was never closed (agent.py, line 1)\nat agent.py:1"
+
+
+def test_stderr_without_error_is_kept_and_exit_status_shown() -> None:
+    r = result(exit=3, stdout="out\n", stderr="bye\n")
+    assert r.text == "out\nbye\n[exit status 3]"
+    assert not r.ok
+
+
+def test_timeout_text_has_no_location_and_no_repeated_hint() -> None:
+    message = "the program ran past its 1s time limit and was stopped; raise it with timeout='2s'"
+    r = result(
+        exit=124,
+        stdout="partial\n",
+        error=error("Timeout", message, file=None, line=None, hint=message),
+    )
+    assert r.text == f"partial\nTimeout: {message}"
+
+
+def test_truncation_is_noted() -> None:
+    r = result(stdout="x" * 100, stdout_truncated=True)
+    assert r.truncated
+    assert r.text.endswith("[stdout truncated: only its first 100 bytes were kept; print less]")
+
+
+def test_session_restart_and_end_are_noted() -> None:
+    restarted = result(
+        stdout="1\n", session={"id": "s", "step": 3, "restarted": True, "ended": None}
+    )
+    assert restarted.text.startswith("[a new session started")
+    ended = result(
+        exit=124,
+        session={"id": "s", "step": 2, "restarted": False, "ended": "timeout"},
+        error=error("Timeout", "too slow", file=None, line=None),
+    )
+    assert "[the session ended (timeout)" in ended.text
+
+
+def test_result_fields_from_json() -> None:
+    data = {
+        "id": "1",
+        "exit": 0,
+        "stdout": "a",
+        "stderr": "b",
+        "stdout_truncated": False,
+        "stderr_truncated": True,
+        "error": None,
+        "duration_ms": 7,
+        "policy": {"network": "deny"},
+    }
+    r = Result.from_json(data)
+    assert (r.exit, r.stdout, r.stderr, r.duration_ms) == (0, "a", "b", 7)
+    assert r.truncated and r.policy == {"network": "deny"} and r.raw == data

@@ -1,0 +1,100 @@
+"""pynox.tool: a plain typed function whose docstring tells a model what it may do
+(grants, limits, host functions, sessions), in the shape docstring parsers expect."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+
+from pynox.api.pool import Pool
+from pynox.api.tool import tool_docstring
+from pynox.policy.config import Grants
+
+pytestmark = pytest.mark.unit
+
+
+def test_tool_is_a_plain_typed_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    pool = Pool(lazy=True)
+    run_python = pool.tool(allow_read=["data"], allow_write=["out"], timeout="10s", memory="256m")
+    assert run_python.__name__ == "run_python"
+    assert str(inspect.signature(run_python)) == "(code: str) -> str"
+    assert run_python.__annotations__ == {"code": str, "return": str}
+    doc = inspect.getdoc(run_python) or ""
+    assert f"Reading files: {tmp_path / 'data'}" in doc
+    assert f"Writing files: beneath {tmp_path / 'out'}" in doc
+    assert "Network: none" in doc
+    assert "10s of wall-clock time per call, 256 MiB of memory" in doc
+    assert "fresh sandboxed process" in doc
+    assert "agent.py:LINE" in doc
+    assert doc.rstrip().endswith("a hint if it failed.")
+    assert "\nArgs:\n    code: " in doc and "\nReturns:\n    " in doc
+    pool.close()
+
+
+def test_docstring_is_one_description_then_args_and_returns() -> None:
+    doc = tool_docstring(Grants(timeout=30.0, max_output=65536), [], session=False)
+    description, _, sections = doc.partition("\n\nArgs:\n")
+    # Docstring parsers end the description at a line like "Title:" or a section word.
+    for line in description.splitlines():
+        assert not line.rstrip().endswith(":"), line
+    for word in ("Args:", "Returns:", "Raises:"):
+        assert word not in description
+    assert sections.count("\n") == 3
+
+
+def test_docstring_lists_host_functions_and_session_state() -> None:
+    functions = [
+        {
+            "name": "search",
+            "signature": "(query: str, limit: int = 5) -> list[dict]",
+            "doc": "Search the product catalog.\n\nMore.",
+        },
+        {"name": "ping", "signature": "()", "doc": ""},
+    ]
+    grants = Grants(
+        allow_network=True,
+        allow_env=["API_KEY"],
+        package_dirs=["/venv/site"],
+        timeout=5.0,
+        max_output=1 << 20,
+        max_file_size=100 << 20,
+    )
+    doc = tool_docstring(grants, functions, session=True)
+    assert "from pynox_host import search, ping" in doc
+    assert "- search(query: str, limit: int = 5) -> list[dict]: Search the product catalog." in doc
+    assert "- ping()\n" in doc
+    assert "pynox_host.HostError" in doc
+    assert "persistent sandboxed session" in doc and "still there in the next" in doc
+    assert "Network: allowed" in doc and "Environment variables: API_KEY" in doc
+    assert "packages in /venv/site" in doc
+    assert "first 1 MiB of each stream" in doc
+    assert "5s of wall-clock time per call, files of at most 100 MiB" in doc
+
+
+def test_tool_docstring_shows_the_profile_and_the_limits(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    config = tmp_path / "pynox.toml"
+    config.write_text(
+        '[profiles.analysis]\nallow_read = ["data"]\nallow_network = true\n'
+        '[pool.limits]\ntimeout = "20s"\nmemory = "1g"\n'
+    )
+    pool = Pool(config=config, lazy=True)
+    doc = pool.tool(profile="analysis", allow_env=["HOME"]).__doc__ or ""
+    assert f"Reading files: {tmp_path / 'data'}" in doc
+    assert "Network: allowed" in doc and "Environment variables: HOME" in doc
+    assert "20s of wall-clock time per call, 1 GiB of memory" in doc
+    with pytest.raises(ValueError, match="'nope' is not in"):
+        pool.tool(profile="nope")
+    pool.close()
+
+
+def test_a_profile_without_a_config_is_refused_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYNOX_CONFIG", raising=False)
+    with pytest.raises(ValueError, match="needs a pynox.toml"):
+        Pool(lazy=True).tool(profile="analysis")

@@ -1,0 +1,99 @@
+"""limits.c: hard limits that cannot be raised; memory and file size as set."""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.sandboxed_child import errno_of, needs_landlock, raw, read_file, sandboxed
+
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only"),
+    pytest.mark.usefixtures("confinement"),  # each test confines in one call, then in two
+]
+
+
+@needs_landlock
+def test_hard_limits_cannot_be_raised() -> None:
+    class RLimit(ctypes.Structure):
+        _fields_ = [("cur", ctypes.c_uint64), ("max", ctypes.c_uint64)]
+
+    def body(_: Any) -> Any:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        raised = RLimit(hard + 1, hard + 1)
+        core = resource.getrlimit(resource.RLIMIT_CORE)
+        try:
+            resource.setrlimit(resource.RLIMIT_CORE, (1, 1))
+            set_core = "raised"
+        except ValueError:  # Python's word for EPERM here
+            set_core = "refused"
+        return {
+            "prlimit_nofile": -raw(
+                "prlimit64", 0, resource.RLIMIT_NOFILE, ctypes.addressof(raised), None
+            ),
+            "core": list(core),
+            "setrlimit_core": set_core,
+            "lower_ok": errno_of(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, soft)),
+        }
+
+    assert sandboxed(body) == {
+        "prlimit_nofile": errno.EPERM,
+        "core": [0, 0],
+        "setrlimit_core": "refused",
+        "lower_ok": 0,
+    }
+
+
+def _vm_size() -> int:
+    for line in read_file("/proc/self/status").splitlines():
+        if line.startswith("VmSize:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmSize")
+
+
+@needs_landlock
+def test_memory_limit_gives_memory_error() -> None:
+    def body(limit: int) -> Any:
+        small = bytearray(16 << 20)
+        try:
+            bytearray(1 << 30)
+            big = "allocated"
+        except MemoryError:
+            big = "MemoryError"
+        return [len(small), big, list(resource.getrlimit(resource.RLIMIT_AS)), limit]
+
+    # The limit depends on the child's own size: 256 MiB above it.
+    small, big, rlimit, limit = sandboxed(
+        body,
+        setup=lambda: _vm_size() + (256 << 20),
+        policy_from=lambda limit: {"memory_bytes": limit},
+    )
+    assert small == 16 << 20
+    assert big == "MemoryError"
+    assert rlimit == [limit, limit]
+
+
+@needs_landlock
+def test_file_size_limit_gives_efbig(tree: Path) -> None:
+    target = tree / "rw" / "big.bin"
+
+    def body(_: Any) -> Any:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o600)
+        first = os.write(fd, b"x" * 4096)
+        return [
+            signal.getsignal(signal.SIGXFSZ) == signal.SIG_IGN,
+            first,
+            errno_of(os.write, fd, b"y"),
+            list(resource.getrlimit(resource.RLIMIT_FSIZE)),
+        ]
+
+    result = sandboxed(body, write=[tree / "rw"], max_file_size=4096)
+    assert result == [True, 4096, errno.EFBIG, [4096, 4096]]
+    assert target.stat().st_size == 4096

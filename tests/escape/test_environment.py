@@ -1,0 +1,87 @@
+"""The environment: only allowed names, no value left in memory, loader variables
+refused."""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+
+import pytest
+from support.commands import pynox
+from support.probes import MODES, World, outcomes, run_probe
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+
+
+def test_environment_holds_only_allowed_names(world: World) -> None:
+    token = "tok-" + uuid.uuid4().hex
+    proc = run_probe(
+        world,
+        """
+        print("environ:", json.dumps(dict(os.environ), sort_keys=True))
+        import posix
+        print("posix-environ:", sorted(posix.environ))
+        attempt("getenv-secret", os.getenv, "SECRET_TOKEN")
+        LIBC.getenv.restype = ctypes.c_char_p
+        attempt("libc-getenv", LIBC.getenv, b"SECRET_TOKEN")
+        attempt("libc-getenv-allowed", LIBC.getenv, b"ALLOWED_VAR")
+        attempt("proc-environ", lambda: open("/proc/self/environ", "rb").read())
+    """,
+        "--allow-env=ALLOWED_VAR",
+        "--allow-env=UNSET_VAR",
+        env={"SECRET_TOKEN": token, "ALLOWED_VAR": "visible", "PYTHONPATH": "/x"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = outcomes(proc)
+    # Locale variables (LANG, LC_*, TZ) always pass through, so that text and
+    # local time come out as under python; run() sets LANG=C.UTF-8.
+    assert json.loads(lines["environ"]) == {"ALLOWED_VAR": "visible", "LANG": "C.UTF-8"}
+    assert lines["posix-environ"] == "[b'ALLOWED_VAR', b'LANG']"
+    assert lines["getenv-secret"] == "ok None"
+    assert lines["libc-getenv"] == "ok None"
+    assert lines["libc-getenv-allowed"] == "ok b'visible'"
+    assert lines["proc-environ"] == "PermissionError EACCES"
+    assert token.encode() not in proc.stdout
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_environment_values_are_not_left_in_memory(world: World, mode: str) -> None:
+    """The values of variables not granted must be gone, not just unlisted.
+
+    The kernel puts the environment strings at the top of the main stack, next
+    to the auxiliary vector's AT_EXECFN string; reading one's own memory needs
+    no permission, so a leftover copy there is as good as os.environ.
+    """
+    token = "tok-" + uuid.uuid4().hex
+    proc = run_probe(
+        world,
+        """
+        LIBC.getauxval.restype = ctypes.c_ulong
+        top = LIBC.getauxval(31)  # AT_EXECFN, near the environment strings
+        found = []
+        if top:
+            blob = ctypes.string_at(top - 16384, 16384)
+            found = [s.decode(errors="replace") for s in blob.split(b"\\0") if b"SECRET" in s]
+        print("stack-scan:", json.dumps(found))
+    """,
+        *MODES[mode],
+        env={"SECRET_TOKEN": token},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert outcomes(proc)["stack-scan"] == "[]"
+    assert token.encode() not in proc.stdout
+
+
+@pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "GCONV_PATH"])
+def test_loader_variables_are_refused_at_the_cli(world: World, name: str) -> None:
+    marker = world.rw / "ran"
+    script = world.app / "probe.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    # Refused by name, set or not (setting LD_PRELOAD here would act on pynox itself).
+    proc = pynox(f"--allow-env={name}", f"--allow-write={world.rw}", str(script), cwd=world.app)
+    assert proc.returncode == 125
+    assert proc.stdout == b""
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"pynox: the environment variable {name} ")
+    assert not marker.exists()

@@ -1,0 +1,146 @@
+"""One uncaught denial per run, of every kind (files, processes, sockets, and a denial
+behind another exception): python's traceback, then exactly one `pynox:` hint line."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from support.probes import World, hints, listings, run_probe, snapshot
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+
+
+# One uncaught attempt per run: python's traceback, then pynox's hint line.
+HINTED = [
+    (
+        "read-etc-passwd",
+        "open('/etc/passwd').read()",
+        "PermissionError",
+        "reading /etc/passwd is not allowed; grant it with --allow-read=/etc/passwd",
+    ),
+    (
+        "read-home-secret",
+        "open(W['secret']).read()",
+        "PermissionError",
+        "reading {secret} is not allowed; grant it with --allow-read={secret}",
+    ),
+    (
+        "create-outside",
+        "open(W['outside'] + '/new.txt', 'w')",
+        "PermissionError",
+        "changing the entries of {outside} is not allowed; grant it with --allow-write={outside}",
+    ),
+    (
+        "unlink-outside",
+        "os.unlink(W['victim'])",
+        "PermissionError",
+        "changing the entries of {outside} is not allowed; grant it with --allow-write={outside}",
+    ),
+    (
+        "append-outside",
+        "open(W['victim'], 'a')",
+        "PermissionError",
+        "writing {victim} is not allowed; grant it with --allow-write={victim}",
+    ),
+    (
+        "truncate-outside",
+        "os.truncate(W['victim'], 0)",
+        "PermissionError",
+        "writing {victim} is not allowed; grant it with --allow-write={victim}",
+    ),
+    (
+        "write-into-read-only-dir",
+        "open(W['ro'] + '/new.txt', 'w')",
+        "PermissionError",
+        "changing the entries of {ro} is not allowed; grant it with --allow-write={ro}",
+    ),
+    (
+        "read-from-write-only-dir",
+        "open(W['wo_file']).read()",
+        "PermissionError",
+        "reading {wo_file} is not allowed; grant it with --allow-read={wo_file}",
+    ),
+    (
+        "chmod-script",
+        "os.chmod(__file__, 0o777)",
+        "PermissionError",
+        "changing file modes, owners, times or extended attributes is never allowed in the "
+        "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)",
+    ),
+    ("os-fork", "os.fork()", "PermissionError", "PROCESS"),
+    ("os-system", "os.system('true')", "PermissionError", "PROCESS"),
+    ("subprocess-run", "import subprocess; subprocess.run(['true'])", "PermissionError", "PROCESS"),
+    ("posix-spawn", "os.posix_spawn('/bin/true', ['true'], {})", "PermissionError", "PROCESS"),
+    ("os-execv", "os.execv('/bin/true', ['true'])", "PermissionError", "PROCESS"),
+    ("os-forkpty", "os.forkpty()", "PermissionError", "PROCESS"),
+    (
+        "socket-inet",
+        "import socket; socket.socket()",
+        "PermissionError",
+        "the network is off; grant it with --allow-network",
+    ),
+    (
+        "socket-unix",
+        "import socket; socket.socket(socket.AF_UNIX)",
+        "PermissionError",
+        "Unix sockets of the host are never allowed in the sandbox",
+    ),
+    (
+        "socket-netlink",
+        "import socket; socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)",
+        "PermissionError",
+        "only IPv4 and IPv6 sockets can be allowed in the sandbox",
+    ),
+    # The denial behind another exception: urllib's, SQLite's, the program's own.
+    (
+        "urllib-without-network",
+        "import urllib.request; urllib.request.urlopen('http://127.0.0.1:9/')",
+        "urllib.error.URLError",
+        "the network is off; grant it with --allow-network",
+    ),
+    (
+        "sqlite-outside",
+        "import sqlite3; sqlite3.connect(W['secret']).execute('select 1')",
+        "sqlite3.OperationalError",
+        "reading {secret} is not allowed; grant it with --allow-read={secret}",
+    ),
+    (
+        "sqlite-create-outside",
+        "import sqlite3; sqlite3.connect(W['outside'] + '/new.db').execute('select 1')",
+        "sqlite3.OperationalError",
+        "changing the entries of {outside} is not allowed; grant it with --allow-write={outside}",
+    ),
+    (
+        "denial-as-cause",
+        "try:\n    open(W['secret']).read()\n"
+        "except PermissionError as exc:\n    raise RuntimeError('no settings') from exc",
+        "RuntimeError",
+        "reading {secret} is not allowed; grant it with --allow-read={secret}",
+    ),
+]
+PROCESS_HINT = (
+    "starting processes (subprocess, os.system, os.fork, os.exec*) is never "
+    "allowed in the sandbox; do the work in Python inside this program"
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "exc", "hint"), [h[1:] for h in HINTED], ids=[h[0] for h in HINTED]
+)
+def test_uncaught_denial_prints_the_hint(world: World, code: str, exc: str, hint: str) -> None:
+    before = {p: snapshot(p) for p in (world.victim, world.secret, world.ro_file)}
+    listing = listings(world)
+    proc = run_probe(world, code + "\nprint('not reached')\n", *world.grants())
+    err = proc.stderr.decode(errors="replace")
+    assert proc.returncode == 1, err
+    assert proc.stdout == b""
+    assert err.startswith("Traceback (most recent call last):\n"), err
+    last_python_line = [ln for ln in err.splitlines() if not ln.startswith("pynox:")][-1]
+    assert last_python_line.startswith(exc + ":"), err
+    expected = PROCESS_HINT if hint == "PROCESS" else hint.format(**world.paths())
+    assert hints(proc) == ["pynox: " + expected]
+    assert err.endswith("pynox: " + expected + "\n")
+    assert {p: snapshot(p) for p in before} == before
+    listing["app"] = sorted(set(listing["app"]) | {"probe.py"})
+    assert listings(world) == listing

@@ -1,0 +1,140 @@
+"""Limits: memory, file size and time hold, with their hints, and cannot be raised."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+from support.commands import pynox
+from support.probes import World, outcomes, run_probe
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+
+
+RLIMIT_AS = 9
+
+
+def test_memory_limit_gives_memory_error_and_hint(world: World) -> None:
+    proc = run_probe(
+        world,
+        """
+        print("before", flush=True)
+        hog = bytearray(256 * 1024 * 1024)
+        print("not reached")
+    """,
+        "--memory=64m",
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert proc.stdout == b"before\n"
+    assert err.splitlines()[-2:] == [
+        "MemoryError",
+        "pynox: the program used up its 64m memory limit; allocate less or raise the "
+        "limit with --memory=128m",
+    ]
+
+
+def test_memory_limit_cannot_be_raised(world: World) -> None:
+    limit = 64 * 1024 * 1024
+    proc = run_probe(
+        world,
+        f"""
+        import resource
+        inf = resource.RLIM_INFINITY
+        attempt("getrlimit-as", resource.getrlimit, resource.RLIMIT_AS)
+        attempt("setrlimit-as-up", resource.setrlimit, resource.RLIMIT_AS, (inf, inf))
+        attempt("prlimit-as-up", resource.prlimit, 0, resource.RLIMIT_AS, (inf, inf))
+        new = (ctypes.c_uint64 * 2)(2**63 - 1, 2**63 - 1)
+        sys_attempt("raw-prlimit64-as-up", "prlimit64", 0, {RLIMIT_AS}, ctypes.addressof(new), None)
+        attempt("setrlimit-nofile-up", resource.setrlimit, resource.RLIMIT_NOFILE,
+                (resource.getrlimit(resource.RLIMIT_NOFILE)[0],
+                 resource.getrlimit(resource.RLIMIT_NOFILE)[1] + 1))
+        attempt("setrlimit-fsize-up", resource.setrlimit, resource.RLIMIT_FSIZE, (inf, inf))
+        attempt("setrlimit-core-up", resource.setrlimit, resource.RLIMIT_CORE, (1 << 20, 1 << 20))
+        attempt("getrlimit-as-after", resource.getrlimit, resource.RLIMIT_AS)
+        attempt("lower-soft-is-fine", resource.setrlimit, resource.RLIMIT_AS,
+                ({limit // 2}, {limit}))
+        attempt("big-allocation", bytearray, 128 * 1024 * 1024)
+    """,
+        "--memory=64m",
+        "--max-file-size=1m",
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = outcomes(proc)
+    raised = "ValueError -"  # CPython's word for EPERM from setrlimit/prlimit
+    assert lines == {
+        "getrlimit-as": f"ok ({limit}, {limit})",
+        "setrlimit-as-up": raised,
+        "prlimit-as-up": "PermissionError EPERM",
+        "raw-prlimit64-as-up": "errno EPERM",
+        "setrlimit-nofile-up": raised,
+        "setrlimit-fsize-up": raised,
+        "setrlimit-core-up": raised,
+        "getrlimit-as-after": f"ok ({limit}, {limit})",
+        "lower-soft-is-fine": "ok None",
+        "big-allocation": "MemoryError -",
+    }
+
+
+def test_file_size_limit_gives_efbig(world: World) -> None:
+    target = world.wo / "big.bin"
+    proc = run_probe(
+        world,
+        f"""
+        with open({str(target)!r}, "wb") as f:
+            f.write(b"x" * (2 * 1024 * 1024))
+    """,
+        "--max-file-size=1m",
+        f"--allow-write={world.wo}",
+    )
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert "OSError: [Errno 27] File too large" in err
+    assert err.splitlines()[-1] == (
+        "pynox: a file reached the 1m size limit; write less or raise it with --max-file-size=2m"
+    )
+    assert target.stat().st_size <= 1024 * 1024
+
+
+TIMEOUT_PROBES = {
+    "busy-loop": "while True:\n    pass\n",
+    "ignores-sigterm-and-sigint": (
+        "import signal\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "while True:\n    pass\n"
+    ),
+    "spawns-spinning-threads": (
+        "import threading\n"
+        "def spin():\n    while True:\n        pass\n"
+        "while True:\n"
+        "    try:\n        threading.Thread(target=spin, daemon=False).start()\n"
+        "    except RuntimeError:\n        pass\n"
+    ),
+    "sleeps-in-c": "import time\ntime.sleep(3600)\n",
+}
+
+
+@pytest.mark.parametrize("kind", list(TIMEOUT_PROBES))
+def test_timeout_stops_the_program(world: World, kind: str) -> None:
+    pid_file = world.wo / "pid"
+    script = world.app / "probe.py"
+    script.write_text(
+        f"import os\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\n" + TIMEOUT_PROBES[kind]
+    )
+    started = time.monotonic()
+    proc = pynox(
+        "--timeout=1s", f"--allow-write={world.wo}", str(script), cwd=world.app, timeout=30
+    )
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 124, proc.stderr
+    assert 0.9 < elapsed < 10
+    lines = proc.stderr.decode().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("pynox: the program ran past its 1s time limit")
+    assert "--timeout=2s" in lines[0]
+    pid = int(pid_file.read_text())
+    assert not os.path.exists(f"/proc/{pid}"), "the program outlived its timeout"

@@ -1,0 +1,80 @@
+"""The terminal: a program cannot push input into the terminal pynox runs in, nor take
+it over."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pty
+import subprocess
+import sys
+import termios
+import textwrap
+import tty
+
+import pytest
+from support.commands import PYNOX
+from support.probes import MODES, PRELUDE, World, outcomes
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_terminal_injection_is_denied(world: World, mode: str) -> None:
+    """The pty is pynox's controlling terminal, as a user's terminal is."""
+    master, slave = pty.openpty()
+    try:
+        tty.setraw(slave)
+        script = world.app / "probe.py"
+        script.write_text(
+            PRELUDE
+            + textwrap.dedent("""
+            import fcntl, struct, termios
+            attempt("stdin-isatty", os.isatty, 0)
+            for fd in (0, 1):
+                attempt(f"tiocsti-fd{fd}", fcntl.ioctl, fd, termios.TIOCSTI, b"X")
+            attempt("tiocsti-loop", lambda: [fcntl.ioctl(0, termios.TIOCSTI, bytes([c]))
+                                             for c in b"id\\n"])
+            attempt("tiocspgrp", fcntl.ioctl, 0, termios.TIOCSPGRP, struct.pack("i", os.getpid()))
+            attempt("tioccons", fcntl.ioctl, 0, termios.TIOCCONS)
+            attempt("tiocsctty", fcntl.ioctl, 0, termios.TIOCSCTTY, 1)
+        """)
+        )
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+
+        def make_controlling_terminal() -> None:
+            import fcntl
+
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        proc = subprocess.run(
+            [PYNOX, *MODES[mode], str(script)],
+            stdin=slave,
+            capture_output=True,
+            cwd=world.app,
+            env=env,
+            timeout=60,
+            start_new_session=True,
+            preexec_fn=make_controlling_terminal,
+        )
+        os.set_blocking(slave, False)
+        os.set_blocking(master, False)
+        injected = b""
+        for fd in (slave, master):
+            with contextlib.suppress(OSError):  # BlockingIOError: nothing there
+                injected += os.read(fd, 100)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert proc.returncode == 0, proc.stderr
+    denied = "PermissionError EPERM"
+    assert outcomes(proc) == {
+        "stdin-isatty": "ok True",
+        "tiocsti-fd0": denied,
+        "tiocsti-fd1": denied,  # a pipe, but the filter answers first
+        "tiocsti-loop": denied,
+        "tiocspgrp": denied,
+        "tioccons": denied,
+        "tiocsctty": denied,
+    }
+    assert injected == b""

@@ -1,0 +1,234 @@
+"""Children that misbehave (segfault, run out of memory, run past their timeout, forge
+protocol lines, write garbage frames, break the host-call rules, print too much): each
+ends its own request with a result, and the pool keeps serving."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from support.pool_client import PoolClient
+from support.pool_requests import assert_ok, code, new_id, serves
+
+
+def test_segfault(pool: PoolClient) -> None:
+    result = pool.run({"id": new_id(), "code": "import ctypes\nctypes.string_at(0)"})
+    assert result["exit"] == 128 + signal.SIGSEGV == 139
+    assert result["error"]["type"] == "Signal"
+    assert "SIGSEGV" in result["error"]["message"]
+    serves(pool)
+
+
+def test_out_of_memory(pool: PoolClient) -> None:
+    for program in (
+        "x = bytearray(256 * 1024 * 1024)",
+        "kept = []\nwhile True:\n    kept.append(bytearray(1 << 20))",
+    ):
+        result = pool.run({"id": new_id(), "code": program, "memory": "64m"})
+        assert result["exit"] == 1, result
+        assert result["error"]["type"] == "MemoryError"
+        assert "memory" in result["error"]["hint"]
+        assert "64m" in result["error"]["hint"]
+        assert result["policy"]["memory_bytes"] == 64 << 20
+    serves(pool)
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "while True:\n    pass",
+        "import time\ntime.sleep(60)",
+        "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals))\n"
+        "while True:\n    pass",
+    ],
+)
+def test_timeout_stops_it(pool: PoolClient, program: str) -> None:
+    started = time.monotonic()
+    result = pool.run({"id": new_id(), "code": program, "timeout": "1s"}, timeout=30)
+    elapsed = time.monotonic() - started
+    print(f"1s timeout: result after {elapsed:.2f}s (duration_ms {result['duration_ms']})")
+    assert result["exit"] == 124
+    assert result["error"]["type"] == "Timeout"
+    assert "1s" in result["error"]["message"]
+    assert 1.0 <= elapsed < 3.0
+    serves(pool)
+
+
+def test_a_queued_requests_timeout_starts_when_it_runs() -> None:
+    """`timeout` is the program's wall-clock limit: time waiting for a worker is not the
+    program's. With one worker, a 0.3 s program with a 1 s timeout queued behind a 1.5 s one
+    must succeed."""
+    with PoolClient(workers=1) as client:
+        client.send({"id": "long", "code": "import time\ntime.sleep(1.5)", "timeout": 5})
+        client.send(
+            {"id": "short", "code": "import time\ntime.sleep(0.3)\nprint('ok')", "timeout": "1s"}
+        )
+        short = client.result("short", 30)
+        assert_ok(client.result("long", 30), "")
+        print("queued request:", short["exit"], short["error"], short["duration_ms"])
+        assert_ok(short, "ok\n")
+        assert client.close() == 0
+
+
+FORGERY = code("""
+    import json, os, time
+    fake = {"id": "other", "exit": 0, "stdout": "forged\\n", "stderr": "", "error": None,
+            "stdout_truncated": False, "stderr_truncated": False, "duration_ms": 1}
+    call = {"id": "other", "event": "host_call", "call": 1, "function": "f", "args": [],
+            "kwargs": {}}
+    lines = (json.dumps(fake) + "\\n" + json.dumps(call) + "\\n").encode()
+    body = json.dumps({"type": "call", "call": 1, "function": "f", "args": [],
+                       "kwargs": {}}).encode()
+    frame = len(body).to_bytes(4, "big") + body
+    done = json.dumps({"type": "done", "exit": 0, "error": None}).encode()
+    payload = lines + frame + len(done).to_bytes(4, "big") + done + b"\\n" + lines
+    written = []
+    for fd in range(1024):
+        try:
+            os.write(fd, payload)
+            written.append(fd)
+        except OSError:
+            pass
+    print(json.dumps({"written": written}), flush=True)
+    time.sleep(3)
+""")
+
+
+def test_child_forging_protocol_lines_on_every_descriptor(pool: PoolClient) -> None:
+    hostile_id = new_id("hostile")
+    first = len(pool.lines)
+    pool.send(
+        {
+            "id": "other",
+            "code": code("""
+        import time
+        time.sleep(1)
+        print('clean')
+    """),
+        }
+    )
+    pool.send({"id": hostile_id, "code": FORGERY, "timeout": "20s"})
+    hostile = pool.result(hostile_id, 30)
+    other = pool.result("other", 30)
+    seen = pool.lines[first:]
+    print("hostile result:", hostile["exit"], hostile["error"], hostile["stdout"][-200:])
+    # The honest request is exactly right, and only its own result carries its id.
+    assert_ok(other, "clean\n")
+    assert other["stderr"] == ""
+    assert [line for line in seen if line.get("id") == "other"] == [other]
+    assert not [line for line in seen if line.get("event") == "host_call"]
+    assert all(line.get("id") in (hostile_id, "other") for line in seen), seen
+    # The forged lines are inside the hostile request's own output, as JSON strings.
+    assert '"id": "other"' in hostile["stdout"]
+    assert '"id": "other"' in hostile["stderr"]
+    assert '"event": "host_call"' in hostile["stdout"]
+    # Writing to its channel broke it: the pool dropped it.
+    assert hostile["exit"] == 125
+    assert hostile["error"]["type"] == "PoolError"
+    assert "channel" in hostile["error"]["message"]
+    serves(pool)
+
+
+def test_child_writing_garbage_frames(pool: PoolClient) -> None:
+    request_id = new_id("garbage")
+    started = time.monotonic()
+    result = pool.run(
+        {
+            "id": request_id,
+            "code": code("""
+        import os, time
+        for fd in range(1024):
+            try:
+                os.write(fd, (2 ** 31).to_bytes(4, "big"))
+            except OSError:
+                pass
+        time.sleep(10)
+    """),
+            "timeout": "30s",
+        }
+    )
+    elapsed = time.monotonic() - started
+    print(f"garbage frame: {result['exit']} {result['error']} after {elapsed:.2f}s")
+    assert result["exit"] == 125
+    assert result["error"]["type"] == "PoolError"
+    assert "channel" in result["error"]["message"]
+    assert elapsed < 5, "the pool should drop the child at once, not at its timeout"
+    serves(pool)
+
+
+def test_child_calling_an_undeclared_host_function(pool: PoolClient) -> None:
+    request_id = new_id("undeclared")
+    result = pool.run(
+        {
+            "id": request_id,
+            "functions": [{"name": "public"}],
+            "code": code("""
+        import json, os, time
+        import pynox_host
+        body = json.dumps({"type": "call", "call": 1, "function": "secret", "args": [],
+                           "kwargs": {}}).encode()
+        frame = len(body).to_bytes(4, "big") + body
+        for fd in range(3, 1024):
+            try:
+                os.write(fd, frame)
+            except OSError:
+                pass
+        time.sleep(10)
+    """),
+            "timeout": "30s",
+        },
+        host={"public": lambda: "ok", "secret": lambda: "leaked"},
+    )
+    assert not [c for c in pool.host_calls if c["id"] == request_id], pool.host_calls
+    assert result["exit"] == 125
+    assert result["error"]["type"] == "PoolError"
+    assert result["duration_ms"] < 5000
+    serves(pool)
+
+
+def test_child_repeating_a_pending_call_number(pool: PoolClient) -> None:
+    """Two calls with one number: the second is not relayed, the child is dropped."""
+    request_id = new_id("twice")
+    pool.send(
+        {
+            "id": request_id,
+            "functions": [{"name": "f"}],
+            "timeout": "30s",
+            "code": code("""
+        import json, time
+        import pynox_host
+        fd = pynox_host.f._link.fd
+        body = json.dumps({"type": "call", "call": 9, "function": "f", "args": [],
+                           "kwargs": {}}).encode()
+        frame = len(body).to_bytes(4, "big") + body
+        import os
+        os.write(fd, frame + frame)
+        time.sleep(10)
+    """),
+        }
+    )
+    result = pool.result(request_id, 30)
+    calls = [c for c in pool.host_calls if c["id"] == request_id]
+    assert len(calls) <= 1, calls
+    assert result["exit"] == 125 and result["error"]["type"] == "PoolError"
+    serves(pool)
+
+
+def test_output_beyond_max_output_is_truncated(pool: PoolClient) -> None:
+    result = pool.run(
+        {
+            "id": new_id(),
+            "max_output": 1000,
+            "code": code("""
+        import sys
+        sys.stdout.write('x' * 300000)
+        sys.stderr.write('y' * 300000)
+        print('done', file=sys.stderr)
+    """),
+        }
+    )
+    assert result["exit"] == 0
+    assert result["stdout"] == "x" * 1000 and result["stdout_truncated"] is True
+    assert result["stderr"] == "y" * 1000 and result["stderr_truncated"] is True
+    serves(pool)

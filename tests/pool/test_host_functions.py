@@ -1,0 +1,185 @@
+"""Host functions: values and exceptions come back, a hanging one times out, many calls
+and calls from threads are answered, arguments are checked in the child."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from support.pool_client import NO_ANSWER, PoolClient
+from support.pool_requests import assert_ok, code, new_id, serves
+
+
+def test_host_function_returns_a_value(pool: PoolClient) -> None:
+    request_id = new_id("host")
+    got: list[tuple[Any, ...]] = []
+
+    def search(query: str, limit: int = 5) -> list[dict[str, str]]:
+        got.append((query, limit))
+        return [{"name": f"{query} {i}"} for i in range(limit)]
+
+    result = pool.run(
+        {
+            "id": request_id,
+            "code": code("""
+        from pynox_host import search
+        print(search('lamp', limit=2))
+    """),
+            "functions": [{"name": "search", "signature": "(query, limit=5)", "doc": "d"}],
+        },
+        host={"search": search},
+    )
+    assert_ok(result, "[{'name': 'lamp 0'}, {'name': 'lamp 1'}]\n")
+    assert got == [("lamp", 2)]
+    call = [c for c in pool.host_calls if c["id"] == request_id]
+    assert call == [
+        {
+            "id": request_id,
+            "event": "host_call",
+            "call": 1,
+            "function": "search",
+            "args": ["lamp"],
+            "kwargs": {"limit": 2},
+        }
+    ]
+
+
+def test_host_function_raises(pool: PoolClient) -> None:
+    def search(query: str) -> None:
+        raise RuntimeError(f"the catalog is down for {query}")
+
+    result = pool.run(
+        {
+            "id": new_id(),
+            "functions": [{"name": "search"}],
+            "code": code("""
+        import pynox_host
+        try:
+            pynox_host.search('lamp')
+        except pynox_host.HostError as exc:
+            print(type(exc).__module__, type(exc).__name__, exc)
+    """),
+        },
+        host={"search": search},
+    )
+    assert_ok(result, "pynox_host HostError the catalog is down for lamp\n")
+    uncaught = pool.run(
+        {
+            "id": new_id(),
+            "functions": [{"name": "search"}],
+            "code": "import pynox_host\npynox_host.search('x')",
+        },
+        host={"search": search},
+    )
+    assert uncaught["exit"] == 1
+    assert uncaught["error"]["type"].endswith("HostError")
+    assert uncaught["error"]["message"] == "the catalog is down for x"
+
+
+def test_host_function_that_hangs_times_out(pool: PoolClient) -> None:
+    request_id = new_id("hang")
+    started = time.monotonic()
+    result = pool.run(
+        {
+            "id": request_id,
+            "functions": [{"name": "wait"}],
+            "timeout": "2s",
+            "code": "import pynox_host\nprint(pynox_host.wait())",
+        },
+        host={"wait": lambda: NO_ANSWER},
+    )
+    elapsed = time.monotonic() - started
+    print(f"hanging host function: result after {elapsed:.2f}s")
+    assert result["exit"] == 124 and result["error"]["type"] == "Timeout"
+    assert 2.0 <= elapsed < 4.0
+    # A late answer has nobody waiting: an event, not a result.
+    pool.send({"id": request_id, "host_result": {"call": 1, "value": 1}})
+    event = pool.event(lambda m: m.get("id") == request_id and m.get("event") == "control_error")
+    assert "host result" in event["message"]
+    serves(pool)
+
+
+def test_host_function_called_many_times(pool: PoolClient) -> None:
+    request_id = new_id("many")
+    result = pool.run(
+        {
+            "id": request_id,
+            "functions": [{"name": "double"}],
+            "code": code("""
+        from pynox_host import double
+        print(sum(double(i) for i in range(100)))
+    """),
+        },
+        host={"double": lambda x: 2 * x},
+    )
+    assert_ok(result, f"{2 * sum(range(100))}\n")
+    numbers = [c["call"] for c in pool.host_calls if c["id"] == request_id]
+    assert sorted(numbers) == list(range(1, 101))
+
+
+def test_host_function_from_two_threads(pool: PoolClient) -> None:
+    def slow_echo(value: str) -> str:
+        return value.upper()
+
+    result = pool.run(
+        {
+            "id": new_id("threads"),
+            "functions": [{"name": "echo"}],
+            "code": code("""
+        import threading
+        from pynox_host import echo
+        out = {}
+        def work(name):
+            out[name] = [echo(f"{name}{i}") for i in range(20)]
+        threads = [threading.Thread(target=work, args=(n,)) for n in ("a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(out["a"] == [f"A{i}" for i in range(20)], out["b"] == [f"B{i}" for i in range(20)])
+    """),
+        },
+        host={"echo": slow_echo},
+    )
+    assert_ok(result, "True True\n")
+
+
+def test_host_call_arguments_are_checked_in_the_child(pool: PoolClient) -> None:
+    request_id = new_id("args")
+    result = pool.run(
+        {
+            "id": request_id,
+            "functions": [{"name": "f"}],
+            "code": code("""
+        import pynox_host
+        for value in ({1, 2}, "x" * (9 << 20)):
+            try:
+                pynox_host.f(value)
+            except pynox_host.HostError as exc:
+                print("HostError", str(exc)[:30])
+            except Exception as exc:
+                print("other", type(exc).__module__, type(exc).__name__)
+    """),
+        },
+        host={"f": lambda value: "called"},
+    )
+    assert not [c for c in pool.host_calls if c["id"] == request_id]
+    print(result["stdout"])
+    lines = result["stdout"].splitlines()
+    assert lines[0].startswith("HostError f() takes JSON")
+    assert lines[1].startswith("HostError"), "an oversized call should raise HostError too"
+
+
+def test_a_large_host_result_reaches_the_program(pool: PoolClient) -> None:
+    """The 8 MiB bound is on what a child sends; the client's answers may be larger."""
+    request_id = new_id("bigresult")
+    result = pool.run(
+        {
+            "id": request_id,
+            "functions": [{"name": "f"}],
+            "code": "import pynox_host\nprint(len(pynox_host.f()))",
+        },
+        host={"f": lambda: "x" * (9 << 20)},
+    )
+    assert (result["exit"], result["stdout"]) == (0, f"{9 << 20}\n"), result["error"]
+    serves(pool)

@@ -1,0 +1,212 @@
+"""The pool's life: the client or the pool killed mid-request leaves no orphan, closing
+stdin finishes the work in flight, the ready event, a silent clean shutdown; and 10,000
+requests in a row with descriptors, processes and memory held steady (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from support.pool_client import (
+    PYNOX,
+    PoolClient,
+    clean_env,
+    descendants,
+    open_fds,
+    process_table,
+    processes_with,
+    rss_kib,
+    wait_gone,
+)
+from support.pool_requests import assert_ok, code, step, write_config
+
+INTERMEDIATE = code("""
+    import json, subprocess, sys, time
+    pynox, config = sys.argv[1], sys.argv[2]
+    pool = subprocess.Popen([pynox, "pool", "--config", config], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/")
+    ready = json.loads(pool.stdout.readline())
+    pool.stdin.write(b'{"id": "sleeper", "code": "import time\\\\ntime.sleep(30)"}\\n')
+    pool.stdin.flush()
+    print(json.dumps({"pool": pool.pid, "ready": ready}), flush=True)
+    time.sleep(120)
+""")
+
+
+def wait_for_tree(pid: int, size: int, timeout: float = 10) -> set[int]:
+    """pid's descendants once there are at least size of them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = descendants(pid, zombies=False)
+        if len(found) >= size or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def test_client_killed_mid_request(tmp_path: Path) -> None:
+    marker = f"pynox-marker-{uuid.uuid4().hex}"
+    config = write_config(tmp_path / marker, "")
+    script = tmp_path / "client.py"
+    script.write_text(INTERMEDIATE)
+    client = subprocess.Popen(
+        [sys.executable, str(script), PYNOX, str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=clean_env(),
+    )
+    try:
+        assert client.stdout is not None
+        hello = json.loads(client.stdout.readline())
+        pool_pid = hello["pool"]
+        assert hello["ready"]["pid"] == pool_pid
+        # The zygote, the sleeping child and two spares.
+        tree = wait_for_tree(pool_pid, 4) | {pool_pid}
+        time.sleep(0.3)
+        tree |= descendants(pool_pid)
+        assert len(tree) >= 5, tree
+        assert processes_with(marker) >= tree
+        killed_at = time.monotonic()
+        client.send_signal(signal.SIGKILL)
+        client.wait(10)
+        left = wait_gone(tree, 5)
+        print(
+            f"client killed: {len(tree)} pool processes gone after "
+            f"{time.monotonic() - killed_at:.2f}s; left: {sorted(left)}"
+        )
+        assert not left, "pool processes outlived their client"
+        assert not processes_with(marker)
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+
+
+def test_pool_killed_mid_request(tmp_path: Path) -> None:
+    with PoolClient(workers=2) as client:
+        client.send({"id": "sleeper", "code": "import time\ntime.sleep(30)"})
+        tree = wait_for_tree(client.pid, 4)
+        time.sleep(0.3)
+        tree |= descendants(client.pid)
+        assert len(tree) >= 4
+        os.kill(client.pid, signal.SIGKILL)
+        client.proc.wait(10)
+        left = wait_gone(tree, 5)
+        print(f"pool killed: {len(tree)} processes below it, left: {sorted(left)}")
+        assert not left, "children outlived the pool"
+
+
+def test_client_closes_stdout(tmp_path: Path) -> None:
+    with PoolClient(workers=2) as client:
+        client.send({"id": "sleeper", "code": "import time\ntime.sleep(30)"})
+        tree = wait_for_tree(client.pid, 4) | {client.pid}
+        assert client.proc.stdout is not None
+        client.proc.stdout.close()
+        started = time.monotonic()
+        client.proc.wait(5)
+        left = wait_gone(tree, 5)
+        print(
+            f"stdout closed: pool exited {client.proc.returncode} after "
+            f"{time.monotonic() - started:.2f}s"
+        )
+        assert not left
+
+
+def test_stdin_closed_with_requests_in_flight() -> None:
+    with PoolClient(workers=2) as client:
+        for i in range(6):  # more than the workers: some wait in the queue
+            client.send({"id": i, "code": f"import time\ntime.sleep(0.3)\nprint({i})"})
+        started = time.monotonic()
+        assert client.close() == 0  # also checks that every process is gone
+        print(f"stdin closed: 6 requests finished in {time.monotonic() - started:.2f}s")
+        for i in range(6):
+            assert_ok(client.results[i][0], f"{i}\n")
+
+
+def test_stdin_closed_with_a_session_open() -> None:
+    with PoolClient(workers=2) as client:
+        step(client, "open", "x = 1")
+        assert client.close() == 0
+
+
+def test_ready_event() -> None:
+    with PoolClient(workers=3, preload=["json"]) as client:
+        ready = client.ready
+        assert ready["pid"] == client.pid
+        assert ready["workers"] == 3
+        assert ready["python"] == ".".join(map(str, sys.version_info[:3]))
+        tree = wait_for_tree(client.pid, 4)
+        assert len(tree) == 4, f"a zygote and three spares, not {tree}"
+        assert client.close() == 0
+
+
+def test_clean_shutdown_is_silent() -> None:
+    """Closing stdin is the normal way to stop the pool: nothing on stderr, exit 0."""
+    noisy = []
+    for round_number in range(15):
+        with PoolClient(workers=2) as client:
+            for i in range(3):
+                client.send({"id": i, "code": "print(1)"})
+            code_ = client.close()
+            stderr = client.stderr()
+            if code_ != 0 or stderr:
+                noisy.append((round_number, code_, stderr.decode(errors="replace")))
+    print(f"{len(noisy)} of 15 shutdowns were noisy: {noisy[:2]}")
+    assert not noisy
+
+
+@pytest.mark.slow
+def test_ten_thousand_requests_hold_resources_steady() -> None:
+    workers, total, batch = 2, 10_000, 100
+    with PoolClient(workers=workers) as client:
+        pool_pid = client.pid
+        zygotes = [pid for pid, (parent, _) in process_table().items() if parent == pool_pid]
+        assert len(zygotes) == 1, zygotes  # the template's only child; spares are the zygote's
+        zygote = zygotes[0]
+        started = time.monotonic()
+        samples = {}
+        for start in range(0, total, batch):
+            client.send_raw(
+                b"".join(
+                    b'{"id": %d, "code": "print(1)"}\n' % n for n in range(start, start + batch)
+                )
+            )
+            for _ in range(batch):
+                line = client.read(60)
+                assert line.get("exit") == 0 and line.get("stdout") == "1\n", line
+            client.results.clear()
+            client.lines.clear()
+            done = start + batch
+            if done in (500, total):
+                time.sleep(0.5)  # let the spares settle
+                samples[done] = {
+                    "fds": open_fds(pool_pid),
+                    "zygote_fds": open_fds(zygote),
+                    "processes": len(descendants(pool_pid)),
+                    "rss_kib": rss_kib(pool_pid),
+                    "zygote_rss_kib": rss_kib(zygote),
+                    "seconds": round(time.monotonic() - started, 1),
+                }
+        elapsed = time.monotonic() - started
+        deadline = time.monotonic() + 3
+        while len(descendants(pool_pid)) > workers + 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        processes = len(descendants(pool_pid))
+        print(
+            f"\n{total} requests in {elapsed:.1f}s ({elapsed / total * 1000:.2f} ms each); "
+            f"after 500: {samples[500]}; at the end: {samples[total]}; processes after "
+            f"settling: {processes}"
+        )
+        first, last = samples[500], samples[total]
+        assert abs(last["fds"] - first["fds"]) <= 2
+        assert abs(last["zygote_fds"] - first["zygote_fds"]) <= 2
+        assert processes <= workers + 2
+        assert last["rss_kib"] - first["rss_kib"] < 20 * 1024
+        assert last["zygote_rss_kib"] - first["zygote_rss_kib"] < 20 * 1024
+        assert client.close() == 0

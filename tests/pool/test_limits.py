@@ -1,0 +1,92 @@
+"""[pool.limits]: a request asking for more than the limits is refused; an omitted
+timeout is filled in; an empty list still limits."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.pool_client import PoolClient
+from support.pool_requests import assert_ok, assert_refused, write_config
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[PoolClient, Path]]:
+    base = tmp_path_factory.mktemp("limits")
+    data = base / "data"
+    data.mkdir()
+    (data / "in.txt").write_text("inside")
+    outside = base / "outside"
+    outside.mkdir()
+    config = write_config(
+        base / "config",
+        f"""
+        [pool.limits]
+        allow_read = [{json.dumps(str(data))}]
+        allow_network = false
+        timeout = "5s"
+        memory = "512m"
+    """,
+    )
+    with PoolClient(config=config) as client:
+        yield client, base
+        assert client.close() == 0
+
+
+def test_limits_refuse_a_read_outside(limited: tuple[PoolClient, Path]) -> None:
+    client, base = limited
+    refused = client.run({"id": "out", "code": "", "allow_read": [str(base / "outside")]})
+    assert_refused(refused, "out", "allow_read", "[pool.limits]", str(base / "outside"))
+    inside = client.run(
+        {
+            "id": "in",
+            "allow_read": [str(base / "data")],
+            "code": f"print(open({str(base / 'data' / 'in.txt')!r}).read())",
+        }
+    )
+    assert_ok(inside, "inside\n")
+    sneaky = client.run(
+        {"id": "dotdot", "code": "", "allow_read": [str(base / "data" / ".." / "outside")]}
+    )
+    assert_refused(sneaky, "dotdot", "allow_read")
+
+
+def test_limits_refuse_network(limited: tuple[PoolClient, Path]) -> None:
+    client, _ = limited
+    assert_refused(
+        client.run({"id": "net", "code": "", "allow_network": True}),
+        "net",
+        "allow_network",
+        "[pool.limits]",
+    )
+    assert client.run({"id": "nonet", "code": "", "allow_network": False})["exit"] == 0
+
+
+def test_limits_refuse_a_longer_timeout_and_fill_an_omitted_one(
+    limited: tuple[PoolClient, Path],
+) -> None:
+    client, _ = limited
+    assert_refused(
+        client.run({"id": "t", "code": "", "timeout": "10s"}), "t", "timeout", "[pool.limits]"
+    )
+    assert_refused(client.run({"id": "m", "code": "", "memory": "1g"}), "m", "memory")
+    filled = client.run({"id": "fill", "code": "print(1)"})
+    assert filled["policy"]["timeout_ms"] == 5000
+    assert filled["policy"]["memory_bytes"] == 512 << 20
+    shorter = client.run({"id": "short", "code": "", "timeout": "2s"})
+    assert shorter["policy"]["timeout_ms"] == 2000
+
+
+def test_empty_limit_lists_still_limit(tmp_path: Path) -> None:
+    """`allow_read = []` in [pool.limits] allows reading nothing (pool_request.cap says "an
+    empty list there still limits"); a request asking for a path must be refused."""
+    config = write_config(tmp_path / "config", "[pool.limits]\nallow_read = []\nallow_env = []\n")
+    with PoolClient(config=config) as client:
+        read = client.run({"id": "r", "code": "print(1)", "allow_read": ["/etc"]})
+        env = client.run({"id": "e", "code": "print(1)", "allow_env": ["HOME"]})
+        print("with empty limits:", read["exit"], read["policy"], env["exit"])
+        assert_refused(read, "r", "allow_read")
+        assert_refused(env, "e", "allow_env")
+        assert client.close() == 0

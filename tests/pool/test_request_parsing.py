@@ -1,0 +1,152 @@
+"""The parser of request lines, called directly (hypothesis): whatever a line holds, it
+raises only request errors, and each refusal names what to fix. No pool runs here."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from support.request_lines import JSON_VALUES, named, request_shaped, validate, wrong_type_cases
+
+from pynox.errors import PynoxError, RequestError
+from pynox.pool.request import CONTROL_FIELDS, REQUEST_FIELDS, parse_line
+
+pytestmark = pytest.mark.unit
+
+
+ASSERTIVE = settings(max_examples=400, deadline=None, database=None)
+
+
+def assert_only_request_errors(line: bytes) -> None:
+    try:
+        validate(line)
+    except RequestError as exc:
+        assert exc.message, "a RequestError must say what to fix"
+    except PynoxError:
+        pass  # a PolicyError or ConfigError: the template answers those as RequestError too
+    # Anything else propagates and fails the test: it would take the pool down.
+
+
+@ASSERTIVE
+@given(st.binary(max_size=300))
+def test_parser_random_bytes_raise_only_request_errors(line: bytes) -> None:
+    assert_only_request_errors(line)
+
+
+@ASSERTIVE
+@given(JSON_VALUES)
+def test_parser_random_json_values(value: object) -> None:
+    line = json.dumps(value).encode()
+    if not isinstance(value, dict):
+        with pytest.raises(RequestError, match="not a JSON object"):
+            parse_line(line)
+    else:
+        assert_only_request_errors(line)
+
+
+@ASSERTIVE
+@given(request_shaped())
+def test_parser_objects_with_random_fields(message: dict[str, Any]) -> None:
+    line = json.dumps(message).encode()
+    try:
+        kind = validate(line)
+    except PynoxError as exc:
+        if isinstance(exc, RequestError) and exc.request_id is not None:
+            assert exc.request_id == message["id"]
+        unknown = sorted(set(message) - REQUEST_FIELDS)
+        if unknown and not any(key in message for key in CONTROL_FIELDS):
+            assert isinstance(exc, RequestError)
+            assert f"unknown field {unknown[0]!r}" in exc.message
+        return
+    if kind == "request":
+        assert set(message) <= REQUEST_FIELDS
+        assert ("code" in message) != ("script" in message)
+
+
+@ASSERTIVE
+@given(st.text(max_size=60), st.binary(min_size=1, max_size=8))
+def test_parser_nul_bytes_and_invalid_utf8(text: str, junk: bytes) -> None:
+    for line in (
+        b'{"id": 1, "code": "' + junk + b'"}',  # raw bytes inside a string
+        b'{"id": 1, "code": "print(1)"}' + junk,
+        json.dumps({"id": text, "code": "\x00" + text}).encode(),  # escaped NUL: valid
+        b'{"id": "\x00", "code": ""}',
+        b"\xff\xfe" + json.dumps({"id": 1}).encode(),
+    ):
+        assert_only_request_errors(line)
+
+
+@pytest.mark.parametrize("field", ["allow_read", "allow_write", "package_dirs"])
+@given(st.text(max_size=20))
+@settings(max_examples=100, deadline=None, database=None)
+def test_parser_paths_with_nul_bytes(field: str, tail: str) -> None:
+    """A NUL in a granted path cannot be a path: it must be refused, not crash the checks."""
+    line = json.dumps({"id": 1, "code": "", field: ["/tmp/a\x00" + tail]}).encode()
+    assert_only_request_errors(line)
+
+
+def test_parser_script_with_nul_byte() -> None:
+    assert_only_request_errors(json.dumps({"id": 1, "script": "/tmp/a\x00.py"}).encode())
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+@pytest.mark.parametrize("shape", ["array", "object", "in_field"])
+def test_parser_deeply_nested(shape: str, depth: int) -> None:
+    if shape == "array":
+        line = b"[" * depth + b"]" * depth
+    elif shape == "object":
+        line = b'{"a":' * depth + b"1" + b"}" * depth
+    else:
+        line = b'{"id": 1, "code": "", "args": ' + b"[" * depth + b"]" * depth + b"}"
+    with pytest.raises(RequestError):
+        validate(line)
+
+
+@given(st.integers(min_value=100_000, max_value=3_000_000), st.sampled_from(["id", "x", "code"]))
+@settings(max_examples=10, deadline=None, database=None)
+def test_parser_huge_strings(size: int, key: str) -> None:
+    big = "é" * size
+    message = {"id": big if key == "id" else 1, "code": 5 if key != "code" else big, key: big}
+    assert_only_request_errors(json.dumps(message).encode())
+
+
+def test_unknown_field_is_named() -> None:
+    with pytest.raises(RequestError, match="unknown field 'allow_reed'") as caught:
+        validate(b'{"id": "u", "code": "", "allow_reed": ["/tmp"]}')
+    assert caught.value.request_id == "u"
+
+
+@pytest.mark.parametrize("field", ["allow_read", "allow_write", "package_dirs"])
+def test_relative_path_is_refused(field: str) -> None:
+    with pytest.raises(RequestError, match="not absolute") as caught:
+        validate(json.dumps({"id": 3, "code": "", field: ["data"]}).encode())
+    assert field in caught.value.message and "'data'" in caught.value.message
+    assert caught.value.request_id == 3
+
+
+def test_relative_script_is_refused() -> None:
+    """docs: "Paths must be absolute: the pool cannot know the client's working directory"."""
+    with pytest.raises(RequestError, match="absolute"):
+        validate(b'{"id": 1, "script": "tool.py"}')
+
+
+@pytest.mark.parametrize("fields", [{}, {"code": "", "script": "/tmp/x.py"}])
+def test_exactly_one_of_code_and_script(fields: dict[str, str]) -> None:
+    with pytest.raises(RequestError, match='exactly one of "code" and "script"'):
+        validate(json.dumps({"id": 1, **fields}).encode())
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "line"),
+    wrong_type_cases(),
+    ids=[f"{f}={v!r}"[:40] for f, v, _ in wrong_type_cases()],
+)
+def test_wrong_types_for_every_field(field: str, value: object, line: bytes) -> None:
+    with pytest.raises(PynoxError) as caught:
+        validate(line)
+    assert named(field, caught.value.message), caught.value.message
+    if isinstance(caught.value, RequestError) and field != "id":
+        assert caught.value.request_id == "w"

@@ -1,0 +1,166 @@
+"""Sessions: state kept across steps run in order, ends and restarts, closing (even mid
+step), max_sessions, the idle timeout, and permissions fixed at the first step."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from support.pool_client import PoolClient, alive, wait_gone
+from support.pool_requests import assert_ok, assert_refused, new_id, serves, step, write_config
+
+
+def test_session_keeps_state_and_survives_errors(pool: PoolClient) -> None:
+    name = new_id("notebook")
+    first = step(pool, name, "x = 41")
+    assert first["exit"] == 0
+    assert first["session"] == {"id": name, "step": 1, "restarted": False, "ended": None}
+    failed = step(pool, name, "1 / 0")
+    assert failed["exit"] == 1 and failed["error"]["type"] == "ZeroDivisionError"
+    assert failed["session"]["ended"] is None
+    later = step(pool, name, "print(x + 1)")
+    assert_ok(later, "42\n")
+    assert later["session"] == {"id": name, "step": 3, "restarted": False, "ended": None}
+    close(pool, name)
+
+
+def close(client: PoolClient, name: str) -> None:
+    control_id = new_id("close")
+    client.send({"id": control_id, "close_session": name})
+    client.wait_for(lambda: control_id in client.results)
+    answer = client.results.pop(control_id)[0]
+    assert answer == {"id": control_id, "session": {"id": name, "closed": True}}
+
+
+def test_session_steps_run_in_order(pool: PoolClient) -> None:
+    name = new_id("ordered")
+    ids = [new_id("o") for _ in range(5)]
+    for i, request_id in enumerate(ids):
+        pool.send(
+            {
+                "id": request_id,
+                "session": name,
+                "code": f"import time\ntime.sleep(0.05)\nlog = globals().get('log', [])"
+                f"\nlog.append({i})\nprint(log)",
+            }
+        )
+    for i, request_id in enumerate(ids):
+        result = pool.result(request_id)
+        assert_ok(result, f"{list(range(i + 1))}\n")
+        assert result["session"]["step"] == i + 1
+    close(pool, name)
+
+
+@pytest.mark.parametrize(
+    ("program", "ended", "exit_code", "kind"),
+    [
+        ("while True:\n    pass", "timeout", 124, "Timeout"),
+        ("import sys\nsys.exit(3)", "exit", 3, None),
+        ("import ctypes\nctypes.string_at(0)", "crash", 139, "Signal"),
+    ],
+)
+def test_session_ends_and_restarts(
+    pool: PoolClient, program: str, ended: str, exit_code: int, kind: str | None
+) -> None:
+    name = new_id(f"ending-{ended}")
+    first = step(pool, name, "import os\nx = 1\nprint(os.getpid())", timeout="2s")
+    pid = int(first["stdout"])
+    started = time.monotonic()
+    end = step(pool, name, program)
+    print(f"session {ended}: {end['exit']} {end['error']} after {time.monotonic() - started:.2f}s")
+    assert end["exit"] == exit_code
+    assert (end["error"] or {}).get("type") == kind
+    assert end["session"] == {"id": name, "step": 2, "restarted": False, "ended": ended}
+    assert not wait_gone([pid], 5), "the ended session's process is still there"
+    fresh = step(pool, name, "print('x' in globals())")
+    assert_ok(fresh, "False\n")
+    assert fresh["session"] == {"id": name, "step": 3, "restarted": True, "ended": None}
+    again = step(pool, name, "print('again')")
+    assert again["session"]["restarted"] is False
+    close(pool, name)
+
+
+def test_close_session(pool: PoolClient) -> None:
+    name = new_id("closing")
+    pid = int(step(pool, name, "import os\nprint(os.getpid())")["stdout"])
+    assert alive(pid)
+    close(pool, name)
+    assert not wait_gone([pid], 5)
+    control_id = new_id("close")
+    pool.send({"id": control_id, "close_session": name})
+    event = pool.event(lambda m: m.get("id") == control_id)
+    assert event["event"] == "control_error" and name in event["message"]
+    # The name is free again: a new session, not a restarted one.
+    fresh = step(pool, name, "print('pid' in globals())")
+    assert_ok(fresh, "False\n")
+    assert fresh["session"]["step"] == 1
+    close(pool, name)
+
+
+def test_close_session_while_a_step_runs(pool: PoolClient) -> None:
+    name = new_id("busy")
+    pid = int(step(pool, name, "import os\nprint(os.getpid())")["stdout"])
+    running, queued = new_id("running"), new_id("queued")
+    pool.send(
+        {"id": running, "session": name, "code": "import time\ntime.sleep(1)\nprint('slept')"}
+    )
+    pool.send({"id": queued, "session": name, "code": "print('never')"})
+    time.sleep(0.3)
+    close(pool, name)
+    assert_refused(pool.result(queued), queued, "closed")
+    result = pool.result(running, 30)
+    print(
+        "the step that ran while its session closed:",
+        {k: result[k] for k in ("exit", "stdout", "error", "session")},
+        result["stderr"][-300:],
+    )
+    assert not wait_gone([pid], 5)
+    # Whatever the pool makes of it, the program's result carries none of pynox's insides.
+    assert "pynox/" not in result["stderr"] and "BrokenPipeError" not in result["stderr"]
+    assert result["exit"] == 0 or result["error"] is not None, "a failure needs a reason"
+    serves(pool)
+
+
+def test_max_sessions(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "[pool]\nmax_sessions = 1\n")
+    with PoolClient(config=config) as client:
+        assert step(client, "one", "a = 1")["exit"] == 0
+        refused = step(client, "two", "b = 1")
+        assert refused["exit"] == 125
+        assert refused["error"]["type"] == "RequestError"
+        assert "max_sessions" in refused["error"]["message"]
+        assert step(client, "one", "print(a)")["stdout"] == "1\n"
+        assert_ok(client.run({"id": "oneshot", "code": "print(1)"}), "1\n")  # not a session
+        close(client, "one")
+        assert step(client, "two", "print('two')")["stdout"] == "two\n"
+        assert client.close() == 0
+
+
+def test_idle_session_is_closed(tmp_path: Path) -> None:
+    config = write_config(tmp_path, '[pool]\nsession_idle = "1s"\n')
+    with PoolClient(config=config) as client:
+        first = step(client, "idle", "import os\nx = 1\nprint(os.getpid())")
+        pid = int(first["stdout"])
+        kept = step(client, "idle", "print(x)")  # within the idle time: the same session
+        assert_ok(kept, "1\n")
+        time.sleep(2)
+        assert not wait_gone([pid], 3), "the idle session's process is still there"
+        after = step(client, "idle", "print('x' in globals())")
+        print("step after the idle close:", after["session"])
+        # docs: an idle session "is closed"; its state is gone and the name starts afresh.
+        assert_ok(after, "False\n")
+        assert after["session"]["ended"] is None
+        assert client.close() == 0
+
+
+def test_session_ignores_later_permissions(pool: PoolClient, tmp_path: Path) -> None:
+    (tmp_path / "f.txt").write_text("secret")
+    name = new_id("perm")
+    step(pool, name, "x = 1")
+    later = step(
+        pool, name, f"print(open({str(tmp_path / 'f.txt')!r}).read())", allow_read=[str(tmp_path)]
+    )
+    assert later["exit"] == 1
+    assert later["error"]["type"] == "PermissionError"
+    close(pool, name)

@@ -1,0 +1,49 @@
+"""The installed `pynox` command, the interpreter it belongs to, and a way to run them.
+
+The suite runs against the package installed in the current environment (nox
+builds and installs it), exactly as a user would call it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PYTHON = sys.executable
+PYNOX = str(Path(sys.executable).with_name("pynox"))
+
+
+def run(
+    command: list[str],
+    cwd: str | Path | None = None,
+    env: dict[str, str] | None = None,
+    input: bytes | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[bytes]:
+    """Runs a command with captured output and a clean, predictable environment."""
+    base = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "HOME": os.environ["HOME"],
+        "TMPDIR": os.environ["TMPDIR"],
+    }
+    base.update(env or {})
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        env=base,
+        input=input,
+        capture_output=True,
+        timeout=timeout,
+        stdin=None if input is not None else subprocess.DEVNULL,
+    )
+
+
+def pynox(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+    return run([PYNOX, *args], **kwargs)  # type: ignore[arg-type]
+
+
+def python(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
+    return run([PYTHON, *args], **kwargs)  # type: ignore[arg-type]
