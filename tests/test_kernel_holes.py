@@ -15,7 +15,6 @@ import fcntl
 import json
 import os
 import platform
-import select
 import signal
 import socket
 import stat
@@ -24,7 +23,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -34,6 +32,8 @@ import pytest
 from pynox._core import lib
 from support.commands import PYNOX, pynox
 from support.pool_client import PoolClient
+from support.probes import outcomes
+from support.sandboxed_child import report_from_child
 
 from pynox.engine import sandbox
 from pynox.policy.resolve import Policy
@@ -155,16 +155,6 @@ def run_program(
     return pynox(*flags, str(script), *args, cwd=directory, timeout=timeout + 30)
 
 
-def outcomes(proc: subprocess.CompletedProcess[bytes]) -> dict[str, str]:
-    """The "name: outcome" lines a probe printed."""
-    lines = {}
-    for line in proc.stdout.decode(errors="replace").splitlines():
-        name, sep, rest = line.partition(": ")
-        if sep:
-            lines[name] = rest
-    return lines
-
-
 def confined_child(
     body: Callable[[], Any],
     *,
@@ -177,46 +167,20 @@ def confined_child(
     """Forks a child that limits Landlock to `abi`, confines itself to a policy
     with pynox.engine.sandbox (in one call as the command does, or in the pool's two
     halves), runs body() and sends back what it returns (JSON)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        try:
-            os.close(r)
-            in_effect = lib.pynox_limit_landlock_abi(abi)
-            policy = Policy()
-            policy.network = network
-            policy.allow_write = [str(p) for p in writes]
-            policy.implicit_read = [str(p) for p in writes]
-            if two_steps:
-                sandbox.finish(sandbox.prepare([], [w], 0), policy)
-            else:
-                sandbox.confine_policy(policy, [], [w], 0)
-            report = {"abi": in_effect, "value": body()}
-        except BaseException:  # report everything, even SystemExit
-            report = {"crash": traceback.format_exc()}
-        try:
-            os.write(w, json.dumps(report).encode())
-        finally:
-            os._exit(0)
-    os.close(w)
-    chunks = []
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([r], [], [], left)[0]:
-                os.kill(pid, signal.SIGKILL)
-                raise AssertionError("the confined child timed out")
-            chunk = os.read(r, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(r)
-        _, status = os.waitpid(pid, 0)
-    assert chunks, f"the confined child died without a report (wait status {status:#x})"
-    report = json.loads(b"".join(chunks))
-    assert "crash" not in report, report["crash"]
+
+    def child(w: int) -> dict[str, Any]:
+        in_effect = lib.pynox_limit_landlock_abi(abi)
+        policy = Policy()
+        policy.network = network
+        policy.allow_write = [str(p) for p in writes]
+        policy.implicit_read = [str(p) for p in writes]
+        if two_steps:
+            sandbox.finish(sandbox.prepare([], [w], 0), policy)
+        else:
+            sandbox.confine_policy(policy, [], [w], 0)
+        return {"abi": in_effect, "value": body()}
+
+    report = report_from_child(child, timeout)
     assert report["abi"] == min(abi, KERNEL_ABI), report
     return report["value"]
 

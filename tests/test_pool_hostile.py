@@ -18,9 +18,7 @@ import json
 import math
 import os
 import sys
-import textwrap
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,16 +33,9 @@ from support.pool_client import (
     descendants,
     wait_gone,
 )
+from support.pool_requests import assert_ok, code, new_id, serves, step, write_config
 
 # --- helpers ------------------------------------------------------------------------------
-
-
-def new_id(prefix: str = "r") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def code(text: str) -> str:
-    return textwrap.dedent(text).strip() + "\n"
 
 
 def _refuse_constant(name: str) -> object:
@@ -90,30 +81,12 @@ def pool() -> Iterator[StrictPool]:
             assert client.close() == 0
 
 
-def write_config(directory: Path, text: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "pynox.toml"
-    path.write_text(textwrap.dedent(text))
-    return path
-
-
-def assert_ok(result: Message, stdout: str) -> None:
-    shown = {k: result.get(k) for k in ("exit", "stdout", "stderr", "error")}
-    assert result["exit"] == 0, shown
-    assert result["error"] is None, shown
-    assert result["stdout"] == stdout, shown
-
-
 def assert_pool_error(result: Message, *words: str) -> None:
     shown = {k: result.get(k) for k in ("exit", "error", "stderr")}
     assert result["exit"] == 125, shown
     assert result["error"]["type"] == "PoolError", shown
     for word in words:
         assert word in result["error"]["message"], (word, shown)
-
-
-def step(client: PoolClient, session: str, program: str, **fields: Any) -> Message:
-    return client.run({"id": new_id("s"), "session": session, "code": program, **fields})
 
 
 def close_session(client: PoolClient, name: str) -> float:
@@ -124,16 +97,6 @@ def close_session(client: PoolClient, name: str) -> float:
     answer = client.results.pop(control_id)[0]
     assert answer == {"id": control_id, "session": {"id": name, "closed": True}}
     return time.monotonic()
-
-
-def serves(client: PoolClient) -> None:
-    """The pool still answers a normal request, and that answer is the next line it writes."""
-    request_id = new_id("alive")
-    client.send({"id": request_id, "code": "print(6 * 7)"})
-    line = client.read(30)
-    assert line.get("id") == request_id, f"an unexpected line before the check's result: {line}"
-    client.results.pop(request_id, None)
-    assert_ok(line, "42\n")
 
 
 class Bystander:

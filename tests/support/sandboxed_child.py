@@ -164,36 +164,19 @@ def apply(policy: Any) -> tuple[int, str]:
     return int(rc), ffi.string(err).decode()
 
 
-def run_sandboxed(
-    body: Callable[[Any], Any],
-    *,
-    setup: Callable[[], Any] | None = None,
-    policy_from: Callable[[Any], dict[str, Any]] | None = None,
-    keep: Iterable[int] = (),
-    timeout: float = 60.0,
-    **policy_kwargs: Any,
+def report_from_child(
+    child: Callable[[int], dict[str, Any]], timeout: float = 60.0
 ) -> dict[str, Any]:
-    """Forks; the child runs ctx = setup(), applies the policy (policy_kwargs,
-    updated with policy_from(ctx)), runs body(ctx) and reports {"applied",
-    "rc", "error", "value"} as JSON. Fails the test on a crash."""
+    """Forks; the child runs child(w), which confines it and returns a report, sent back
+    as JSON on pipe w (which child must keep open). Fails the test on a crash, a timeout
+    or a child that died without a report."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         report: dict[str, Any]
         try:
             os.close(r)
-            ctx = setup() if setup is not None else None
-            kwargs = dict(policy_kwargs, keep=[w, *keep])
-            if policy_from is not None:
-                extra = policy_from(ctx)
-                kwargs["keep"] += list(extra.pop("keep", ()))
-                kwargs.update(extra)
-            policy, refs = make_policy(**kwargs)
-            rc, message = apply(policy)
-            del refs
-            report = {"applied": rc == 0, "rc": rc, "error": message}
-            if rc == 0:
-                report["value"] = body(ctx)
+            report = child(w)
         except BaseException:  # report everything, even SystemExit
             report = {"crash": traceback.format_exc()}
         try:
@@ -220,6 +203,37 @@ def run_sandboxed(
     report = json.loads(b"".join(chunks))
     assert "crash" not in report, report["crash"]
     return report
+
+
+def run_sandboxed(
+    body: Callable[[Any], Any],
+    *,
+    setup: Callable[[], Any] | None = None,
+    policy_from: Callable[[Any], dict[str, Any]] | None = None,
+    keep: Iterable[int] = (),
+    timeout: float = 60.0,
+    **policy_kwargs: Any,
+) -> dict[str, Any]:
+    """Forks; the child runs ctx = setup(), applies the policy (policy_kwargs,
+    updated with policy_from(ctx)), runs body(ctx) and reports {"applied",
+    "rc", "error", "value"} as JSON. Fails the test on a crash."""
+
+    def child(w: int) -> dict[str, Any]:
+        ctx = setup() if setup is not None else None
+        kwargs = dict(policy_kwargs, keep=[w, *keep])
+        if policy_from is not None:
+            extra = policy_from(ctx)
+            kwargs["keep"] += list(extra.pop("keep", ()))
+            kwargs.update(extra)
+        policy, refs = make_policy(**kwargs)
+        rc, message = apply(policy)
+        del refs
+        report = {"applied": rc == 0, "rc": rc, "error": message}
+        if rc == 0:
+            report["value"] = body(ctx)
+        return report
+
+    return report_from_child(child, timeout)
 
 
 def in_child(body: Callable[[int], str]) -> str:
