@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from support.commands import PYNOX, PYTHON, pynox, run
 
+from pynox.engine.scratch import VARIABLES as SCRATCH_VARIABLES
+
 PYTHON_VERSION = ".".join(str(part) for part in sys.version_info[:3])
 
 
@@ -219,7 +221,10 @@ def test_package_dir_imports_without_pth_execution(tmp_path: Path) -> None:
 
 def test_environment_is_empty_unless_allowed() -> None:
     env = {"SECRET_TOKEN": "s3", "API_KEY": "k1", "LANG": "C.UTF-8", "TZ": "UTC"}
-    code = "import os\nprint(sorted(os.environ.items()))"
+    code = (
+        "import os\nfor name in " + repr(SCRATCH_VARIABLES) + ": del os.environ[name]\n"
+        "print(sorted(os.environ.items()))"
+    )
     # Locale and time zone pass through so text and local time behave as under python.
     locale = "('LANG', 'C.UTF-8'), ('TZ', 'UTC')"
     assert pynox("-c", code, env=env).stdout.decode() == f"[{locale}]\n"

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -204,5 +205,9 @@ def test_example(example: Example, tmp_path: Path) -> None:
         if path not in pynox_cache and not path.startswith(".cache/pynox/config/")
     ]
     assert left_in_home == [], "the example left files in HOME"
+    # Each run's scratch directory is removed just after it ends, by a helper for a plain run.
+    deadline = time.monotonic() + 10
+    while listing(tmp) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert listing(tmp) == [], "the example left files in TMPDIR"
     assert listing(EXAMPLES) == before, "the example left files in examples/"

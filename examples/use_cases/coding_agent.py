@@ -57,7 +57,7 @@ def test_removes_an_existing_file():
 
 # The project directory is read-only to the tests, so no cache and output captured in
 # memory (pytest's default capture goes through temporary files).
-PYTEST_ARGS = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--capture=sys"]
+PYTEST_ARGS = ["-m", "pytest", "-q", "-p", "no:cacheprovider"]
 
 
 def pynox_command() -> list[str]:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pynox.api.options import effective_grants, function_spec
+from pynox.policy.grants import GRANT_FIELDS
 from pynox.units import format_duration
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def tool_docstring(
     docstring parsers keep it as one description.
     """
     version = python or f"{sys.version_info[0]}.{sys.version_info[1]}"
-    paragraphs = [_summary(version, session), _how_it_runs(session, grants), _permissions(grants)]
+    paragraphs = [_summary(version, session), _how_it_runs(session, grants), _permissions(grants, session)]
     if functions:
         paragraphs.append(_host_functions(functions))
     paragraphs.append(
@@ -116,44 +117,74 @@ def _how_it_runs(session: bool, grants: Grants) -> str:
     )
 
 
-def _permissions(grants: Grants) -> str:
-    reads = ", ".join(grants.allow_read)
-    writes = ", ".join(grants.allow_write)
+def _permissions(grants: Grants, session: bool) -> str:
     lines = [
         "The sandbox enforces these permissions, set by the application; anything else fails "
-        "with an error such as PermissionError.",
-        "- Reading files: "
-        + (
-            f"{reads}, and Python's standard library" if reads else "only Python's standard library"
-        ),
-        "- Writing files: "
-        + (f"beneath {writes} (writing does not allow reading)" if writes else "nowhere"),
-        "- Importing: "
-        + (
-            "the standard library and the packages in " + ", ".join(grants.package_dirs)
-            if grants.package_dirs
-            else "the standard library only; third-party packages cannot be imported"
-        ),
-        "- Network: "
-        + (
-            "allowed (IPv4 and IPv6)"
-            if grants.allow_network
-            else "none; sockets and downloads fail"
-        ),
-        "- Environment variables: " + (", ".join(grants.allow_env) if grants.allow_env else "none"),
-        "- Processes: starting programs (subprocess, os.system) always fails; threads work",
-        "- Limits: " + _limits(grants),
+        "with an error such as PermissionError."
     ]
+    for field in GRANT_FIELDS:
+        line = _GRANT_LINES[field.name](grants)
+        if line is not None:
+            lines.append("- " + line)
+    lines.append(
+        "- Scratch space: each call has a private, empty directory of its own, which "
+        "tempfile, $TMPDIR and $HOME name; read and write it freely (libraries keep their "
+        "caches there). "
+        + ("It lasts as long as the session" if session else "It is deleted when the call ends")
+        + "; files meant to last go where writing is allowed above"
+    )
+    lines.append(
+        "- Processes: starting programs or processes (subprocess, os.system, "
+        "multiprocessing) always fails; threads work"
+    )
+    lines.append("- Limits: " + _limits(grants))
     return "\n".join(lines)
 
 
-def _limits(grants: Grants) -> str:
-    limits = [f"{format_duration(grants.timeout or 0)} of wall-clock time per call"]
-    if grants.memory is not None:
-        limits.append(f"{_size(grants.memory)} of memory")
-    if grants.max_file_size is not None:
-        limits.append(f"files of at most {_size(grants.max_file_size)}")
-    return ", ".join(limits)
+def _reads(grants: Grants) -> str:
+    reads = ", ".join(grants.allow_read)
+    return "Reading files: " + (
+        f"{reads}, and Python's standard library" if reads else "only Python's standard library"
+    )
+
+
+def _writes(grants: Grants) -> str:
+    writes = ", ".join(grants.allow_write)
+    if not writes:
+        return "Writing files: nowhere but the scratch space below"
+    return f"Writing files: beneath {writes} (writing there does not allow reading it back)"
+
+
+def _imports(grants: Grants) -> str:
+    if grants.package_dirs:
+        return "Importing: the standard library and the packages in " + ", ".join(
+            grants.package_dirs
+        )
+    return "Importing: the standard library only; third-party packages cannot be imported"
+
+
+def _network(grants: Grants) -> str:
+    if grants.allow_network:
+        return "Network: allowed (IPv4 and IPv6, HTTPS with the system's certificates)"
+    return "Network: none; sockets and downloads fail"
+
+
+def _environment(grants: Grants) -> str:
+    return "Environment variables: " + (", ".join(grants.allow_env) if grants.allow_env else "none")
+
+
+# What each grant means to the model, one line per grant (None: told under Limits).
+_GRANT_LINES: "dict[str, Callable[[Grants], str | None]]" = {
+    "allow_read": _reads,
+    "allow_write": _writes,
+    "package_dirs": _imports,
+    "allow_env": _environment,
+    "allow_network": _network,
+    "timeout": lambda grants: None,
+    "memory": lambda grants: None,
+    "max_output": lambda grants: None,  # told with the output, in _how_it_runs
+    "max_file_size": lambda grants: None,
+}
 
 
 def _host_functions(functions: list[dict[str, str]]) -> str:

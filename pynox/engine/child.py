@@ -8,6 +8,7 @@ children leave through pynox.engine.shutdown instead, which is much cheaper ther
 
 import _signal
 import builtins
+import gc
 import io  # loaded by every interpreter at start-up; importing it is free
 import os
 import sys
@@ -75,6 +76,7 @@ class ChildSetup:
         "scrub_failure",
         "prepared",
         "read_script",
+        "scratch_fd",
     )
 
     def __init__(self) -> None:
@@ -101,6 +103,9 @@ class ChildSetup:
         # A pool's script: read from program.filename by the child once it is
         # confined, so that the run's own grants decide whether it may.
         self.read_script = False
+        # A run in pynox's own process: the pipe whose end tells the helper that
+        # removes the scratch directory that the run is over (pynox.engine.scratch).
+        self.scratch_fd: int | None = None
 
 
 def run_child(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
@@ -127,7 +132,8 @@ def prepare(setup: ChildSetup) -> None:
 
 
 def _kept_fds(setup: ChildSetup) -> list[int]:
-    return [fd for fd in (setup.report_fd, setup.channel_fd) if fd is not None]
+    kept = (setup.report_fd, setup.channel_fd, setup.scratch_fd)
+    return [fd for fd in kept if fd is not None]
 
 
 def prepare_sandbox(setup: ChildSetup) -> None:
@@ -168,6 +174,9 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         _setup_failed(exc, setup)
     if setup.read_script:
         program.source = _read_script(program.filename, setup)
+    # The collector's count starts from nothing, whatever pynox's own set-up
+    # allocated: when the program's cycles are collected depends on the program alone.
+    gc.freeze()
     modules_before = set(sys.modules)
     if setup.pool_link is not None and setup.pool_link.session:
         setup.pool_link.serve_session(main_module, program, policy, setup, modules_before)

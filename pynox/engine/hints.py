@@ -13,11 +13,14 @@ import os
 import socket
 
 from pynox.engine.access_log import PROCESS_EVENTS
+from pynox.policy.grants import GRANTS_BY_NAME
 from pynox.units import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from pynox.policy.resolve import Policy
 
 _METADATA_EVENTS = frozenset(
     {
@@ -52,6 +55,7 @@ KINDS = frozenset(
         "list",
         "write",
         "entries",
+        "read_write",
     }
 )
 
@@ -80,13 +84,13 @@ class Style:
             if value is None:
                 return f"{name}=True"
             return f"{name}=[{value!r}]"
-        flag = "--" + name.replace("_", "-")
+        flag = GRANTS_BY_NAME[name].flag
         return flag if value is None else f"{flag}={value}"
 
     def limit(self, name: str, value: str) -> str:
         if self.api:
             return f"{name}={value!r}"
-        return "--" + name.replace("_", "-") + "=" + value
+        return GRANTS_BY_NAME[name].flag + "=" + value
 
 
 def _nearest_existing_dir(path: str) -> str:
@@ -106,6 +110,24 @@ def _is_write_open(args: tuple[Any, ...]) -> bool:
     return False
 
 
+def _is_read_write_open(args: tuple[Any, ...]) -> bool:
+    """An open that reads the file it writes: "w+b" (Pillow, and so matplotlib's PNGs),
+    "r+", "a+", or O_RDWR (SQLite)."""
+    mode = args[1] if len(args) > 1 else None
+    flags = args[2] if len(args) > 2 else 0
+    if isinstance(mode, str):
+        return "+" in mode
+    return isinstance(flags, int) and flags & os.O_ACCMODE == os.O_RDWR
+
+
+def _covering(path: str, roots: list[str]) -> str | None:
+    """The granted directory or file that path lies in, if any."""
+    for root in roots:
+        if path == root or path.startswith(root.rstrip("/") + "/"):
+            return root
+    return None
+
+
 def _event_path(args: tuple[Any, ...]) -> str | None:
     if args and isinstance(args[0], (str, bytes, os.PathLike)):
         return os.path.abspath(os.fsdecode(args[0]))
@@ -121,11 +143,15 @@ def _readable(path: str) -> bool:
     return True
 
 
-def _classify_file(path: str, event: tuple[str, tuple[Any, ...]] | None) -> tuple[str, str]:
+def _classify_file(
+    path: str, event: tuple[str, tuple[Any, ...]] | None, policy: "Policy | None"
+) -> tuple[str | None, str | None]:
     name, args = event if event is not None else ("", ())
     same_path = _event_path(args) == path
     if same_path and name in _METADATA_EVENTS:
         return "metadata", path
+    if same_path and name == "open" and _is_read_write_open(args):
+        return _read_write(path, policy)
     if same_path:
         writing = (name == "open" and _is_write_open(args)) or name in _ENTRY_EVENTS
         writing = writing or name in _FILE_WRITE_EVENTS
@@ -134,10 +160,42 @@ def _classify_file(path: str, event: tuple[str, tuple[Any, ...]] | None) -> tupl
         # been refused for writing.
         writing = _readable(path)
     if not writing:
-        return ("list" if name in _LISTING_EVENTS else "read"), path
+        return _only_missing("list" if name in _LISTING_EVENTS else "read", path, policy)
     if name in _ENTRY_EVENTS or not os.path.lexists(path):
-        return "entries", _nearest_existing_dir(path)
-    return "write", path
+        return _only_missing("entries", _nearest_existing_dir(path), policy)
+    return _only_missing("write", path, policy)
+
+
+def _read_write(path: str, policy: "Policy | None") -> tuple[str | None, str | None]:
+    """A file opened to be both written and read: what of the two is missing.
+
+    Writes never imply reads, so a file created in a write tree cannot be read back
+    until the tree is granted for reading too: that tree, which exists, is what to
+    name (not the file, which may not exist yet, and not the write grant, given).
+    """
+    real = os.path.realpath(path)
+    write_tree = _covering(real, policy.writes()) if policy is not None else None
+    if write_tree is not None:
+        return _only_missing("read", write_tree, policy)
+    # Neither granted: both, on what exists (the file, or the directory to create it in).
+    target = path if os.path.lexists(path) else _nearest_existing_dir(path)
+    if policy is not None and _covering(os.path.realpath(target), policy.reads()):
+        return _only_missing("entries" if target != path else "write", target, policy)
+    return "read_write", target
+
+
+def _only_missing(kind: str, target: str, policy: "Policy | None") -> tuple[str | None, str | None]:
+    """The hint, unless it would name a grant the run has already: then none.
+
+    A grant that is present and still refused means something else stood in the
+    way (a link out of the tree, a file system's own permissions): naming the
+    grant again would send the model round in a circle.
+    """
+    if policy is not None:
+        granted = policy.reads() if kind in ("read", "list") else policy.writes()
+        if _covering(os.path.realpath(target), granted) is not None:
+            return None, None
+    return kind, target
 
 
 def _underlying(exc: BaseException) -> BaseException:
@@ -161,6 +219,22 @@ def _underlying(exc: BaseException) -> BaseException:
     return exc
 
 
+def _sqlite_database(
+    database: str, policy: "Policy | None"
+) -> tuple[str | None, str | None, str | None]:
+    """SQLite reports no errno. A database that exists outside the write grants was
+    refused for reading: granting that is enough to query it. Otherwise SQLite
+    creates it and reads it back, with its journal beside it: the hint is the one for a
+    file opened to be written and read."""
+    if os.path.lexists(database) and (
+        policy is None or _covering(os.path.realpath(database), policy.writes()) is None
+    ):
+        kind, target = _only_missing("read", database, policy)
+    else:
+        kind, target = _read_write(database, policy)
+    return kind, target, database
+
+
 def _sqlite_open_failure(
     exc: BaseException, event: tuple[str, tuple[Any, ...]] | None
 ) -> str | None:
@@ -176,17 +250,19 @@ def _sqlite_open_failure(
 
 
 def classify(
-    exc: BaseException, event: tuple[str, tuple[Any, ...]] | None
+    exc: BaseException,
+    event: tuple[str, tuple[Any, ...]] | None,
+    policy: "Policy | None" = None,
 ) -> tuple[str | None, str | None, str | None]:
-    """What the exception is about: (hint kind, the grant's value, the denied path)."""
+    """What the exception is about: (hint kind, the grant's value, the denied path).
+
+    With the run's policy, a hint never names a grant the run already has.
+    """
     if isinstance(exc, MemoryError):
         return "memory", None, None
     database = _sqlite_open_failure(exc, event)
     if database is not None:
-        # SQLite reports no errno; reading an existing file or creating one was refused.
-        if os.path.lexists(database):
-            return "read", database, database
-        return "entries", _nearest_existing_dir(database), database
+        return _sqlite_database(database, policy)
     exc = _underlying(exc)
     if not isinstance(exc, OSError):
         return None, None, None
@@ -208,7 +284,7 @@ def classify(
     if name in ("socket.connect", "socket.bind") and path is None:
         return "network", None, None
     if path is not None:
-        kind, target = _classify_file(path, event)
+        kind, target = _classify_file(path, event, policy)
         return kind, target, path
     return None, None, None
 
@@ -253,5 +329,10 @@ def format_hint(
         return (
             f"changing the entries of {value} is not allowed; grant it with "
             f"{style.grant('allow_write', value)}"
+        )
+    if kind == "read_write":
+        return (
+            f"the program reads back what it writes in {value}; grant both with "
+            f"{style.grant('allow_read', value)} {style.grant('allow_write', value)}"
         )
     return None

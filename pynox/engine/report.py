@@ -57,7 +57,7 @@ def describe_error(
     last_event: tuple[str, tuple[Any, ...]] | None,
     api_hints: bool,
 ) -> dict[str, Any]:
-    kind, value, path = classify(exc, last_event)
+    kind, value, path = classify(exc, last_event, policy)
     hint = format_hint(kind, value, Style(api_hints), policy.memory, policy.max_file_size)
     filename, line = _location(exc, tb, program)
     try:

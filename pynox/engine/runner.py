@@ -8,6 +8,7 @@ then, which keeps the plain run's start-up short).
 
 import sys
 
+from pynox.engine import scratch
 from pynox.engine.child import ChildSetup, run_child
 from pynox.policy import system_paths
 
@@ -29,15 +30,20 @@ def run(
     setup.unbuffered = unbuffered
     setup.no_site = no_site
     setup.system_reads = system_paths.interpreter_reads()
+    directory = scratch.attach(policy)
     end_start_up()
     if not capture and policy.timeout is None:
         # Nothing to supervise: no output to collect, no clock to enforce. The
         # program runs in this very process, the terminal's own foreground job,
         # which spares the fork and the copying of every page a child touches.
+        setup.scratch_fd = scratch.remove_when_gone(directory)
         run_child(program, policy, setup)
     from pynox.engine import supervisor
 
-    return supervisor.supervise(program, policy, setup, capture)
+    try:
+        return supervisor.supervise(program, policy, setup, capture)
+    finally:
+        scratch.remove(directory)
 
 
 def end_start_up() -> None:

@@ -123,7 +123,7 @@ def _own_policy(policy: "Policy") -> _CPolicy:
     """
     resolver = system_paths.network_reads() if policy.network else []
     reads = [_own_process(path) for path in resolver + policy.reads()]
-    writes = [_own_process(path) for path in policy.allow_write]
+    writes = [_own_process(path) for path in policy.writes()]
     return _CPolicy(
         reads, writes, [], policy.network, policy.memory, policy.max_file_size, 0, resolved=True
     )

@@ -60,6 +60,7 @@ class Policy:
         "memory",
         "max_output",
         "max_file_size",
+        "scratch",
     )
 
     def __init__(self) -> None:
@@ -74,10 +75,19 @@ class Policy:
         self.memory: int | None = None
         self.max_output = DEFAULT_MAX_OUTPUT
         self.max_file_size: int | None = None
+        # The run's own directory (pynox.engine.scratch), readable and writable.
+        self.scratch: str | None = None
 
     def reads(self) -> list[str]:
         """Every path granted for reading, implicit ones included."""
-        return self.implicit_read + self.allow_read + self.package_dirs
+        return self.implicit_read + self.allow_read + self.package_dirs + self.scratch_list()
+
+    def writes(self) -> list[str]:
+        """Every path granted for writing."""
+        return self.allow_write + self.scratch_list()
+
+    def scratch_list(self) -> list[str]:
+        return [] if self.scratch is None else [self.scratch]
 
     def to_wire(self) -> "dict[str, Any]":
         """Every field, for handing the policy to another process."""
@@ -104,6 +114,7 @@ class Policy:
             "memory_bytes": self.memory,
             "max_file_size_bytes": self.max_file_size,
             "max_output_bytes": self.max_output,
+            "scratch": self.scratch,
             "backend": "landlock+seccomp",
         }
 

@@ -17,6 +17,7 @@ import socket
 import time
 
 from pynox import strict_json
+from pynox.engine import scratch
 from pynox.engine.child import REPORT_CONFINED
 from pynox.engine.result import build_result, error_object, python_version, refusal, timeout_error
 from pynox.engine.supervisor import Capture, Outcome
@@ -121,6 +122,7 @@ class Child:
         self.finished = False
         self.kill_at = 0.0  # once its work is over: when the template stops waiting
         self.script_errno: int | None = None  # why its script could not be read (0: not a file)
+        self.scratch: str | None = None  # the scratch directory to remove once it is gone
 
     def kill(self, reason: str) -> None:
         if self.kill_reason is None:
@@ -264,7 +266,16 @@ class Template:
         """The client is gone: kill every child and leave."""
         for child in list(self.children.values()):
             child.kill("the client went away")
+        for directory in self._scratch_directories():
+            scratch.remove(directory)
         os._exit(0)
+
+    def _scratch_directories(self) -> "list[str]":
+        """Those of every run and session still known."""
+        policies = [run.policy for run in self.runs.values()]
+        policies += [session.policy for session in self.sessions.values()]
+        directories = [p.scratch for p in policies] + [c.scratch for c in self.children.values()]
+        return [d for d in dict.fromkeys(directories) if d is not None]
 
     # --- the loop -----------------------------------------------------------------------
 
@@ -449,12 +460,14 @@ class Template:
                     "with close_session first",
                     request_id,
                 )
+            scratch.attach(policy)  # the session's, for its life
             session = Session(session_name, policy, functions)
             self.sessions[session_name] = session
             self.runs[request_id] = run
             session.queue.append((run, message))
             self._next_step(session)
             return
+        scratch.attach(policy)
         self.runs[request_id] = run
         self.queue.append((run, message))
         self._start_queued()
@@ -546,6 +559,7 @@ class Template:
             run, message = self.queue.pop(0)
             functions = pool_request.host_functions(message)
             run.child = self._take_spare(run.policy, functions)
+            run.child.scratch = run.policy.scratch
             run.start_clock()
             self.child_runs[run.child.token] = run
             self._start_child(run.child, run.policy, functions, message, session=False)
@@ -846,6 +860,7 @@ class Template:
             if child.finished:
                 return
         child.finished = True
+        scratch.remove(child.scratch)
         for role in list(child.fds):
             self._close_fd(child, role)
         if child.pidfd is not None:
@@ -1008,7 +1023,10 @@ class Template:
     def _release_session(self, session: Session) -> None:
         child = session.child
         session.child = None
-        if child is not None:
+        if child is None:
+            scratch.remove(session.policy.scratch)
+        else:
+            child.scratch = session.policy.scratch  # removed once the child is gone
             self._close_fd(child, "channel")  # the session finalizes and exits
             self._expect_exit(child)  # or is killed, if it lingers (threads, a fake done)
         if self.sessions.get(session.name) is session:
@@ -1024,6 +1042,8 @@ class Template:
             self._expire()
         for child in list(self.children.values()):
             child.kill("the pool is exiting")
+        for directory in self._scratch_directories():
+            scratch.remove(directory)
 
 
 def _how_it_ended(child: Child) -> str:

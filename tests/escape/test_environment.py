@@ -4,12 +4,16 @@ refused."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import uuid
 
 import pytest
 from support.commands import pynox
 from support.probes import MODES, World, outcomes, run_probe
+
+from pynox.engine.scratch import PREFIX as SCRATCH_PREFIX
+from pynox.engine.scratch import VARIABLES as SCRATCH_VARIABLES
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -36,8 +40,13 @@ def test_environment_holds_only_allowed_names(world: World) -> None:
     lines = outcomes(proc)
     # Locale variables (LANG, LC_*, TZ) always pass through, so that text and
     # local time come out as under python; run() sets LANG=C.UTF-8.
-    assert json.loads(lines["environ"]) == {"ALLOWED_VAR": "visible", "LANG": "C.UTF-8"}
-    assert lines["posix-environ"] == "[b'ALLOWED_VAR', b'LANG']"
+    # And the run's scratch directory, where libraries look for a writable place.
+    environ = json.loads(lines["environ"])
+    scratch = {environ.pop(name) for name in SCRATCH_VARIABLES}
+    assert len(scratch) == 1 and os.path.basename(scratch.pop()).startswith(SCRATCH_PREFIX)
+    assert environ == {"ALLOWED_VAR": "visible", "LANG": "C.UTF-8"}
+    names = sorted(["ALLOWED_VAR", "LANG", *SCRATCH_VARIABLES])
+    assert lines["posix-environ"] == str([name.encode() for name in names])
     assert lines["getenv-secret"] == "ok None"
     assert lines["libc-getenv"] == "ok None"
     assert lines["libc-getenv-allowed"] == "ok b'visible'"

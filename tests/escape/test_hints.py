@@ -109,7 +109,8 @@ HINTED = [
         "sqlite-create-outside",
         "import sqlite3; sqlite3.connect(W['outside'] + '/new.db').execute('select 1')",
         "sqlite3.OperationalError",
-        "changing the entries of {outside} is not allowed; grant it with --allow-write={outside}",
+        "the program reads back what it writes in {outside}; grant both with "
+        "--allow-read={outside} --allow-write={outside}",
     ),
     (
         "denial-as-cause",

@@ -1,0 +1,120 @@
+"""Each run's scratch directory: private, empty at the start, gone at the end.
+
+Libraries write caches and temporary files where TMPDIR and HOME point
+(tempfile, matplotlib's configuration and font cache, SQLite's temporary
+files), whatever the program's own grants. So every run (a session: for its
+life) gets a fresh directory it may read and write, named by those variables,
+and removed once the run is over.
+"""
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pynox.policy.resolve import Policy
+
+# Where libraries look for a writable place: tempfile and SQLite read TMPDIR (tempfile
+# also TEMP and TMP); matplotlib, fontconfig and others fall back on HOME.
+VARIABLES = ("TMPDIR", "TEMP", "TMP", "HOME")
+PREFIX = "pynox-run-"
+
+
+def attach(policy: "Policy") -> str:
+    """Creates the run's scratch directory and grants it to `policy`.
+
+    A variable the host passes in itself (allow_env) keeps the host's value.
+    """
+    path = create()
+    policy.scratch = path
+    for name in VARIABLES:
+        if name not in policy.allow_env:
+            policy.environment[name] = path
+    return path
+
+
+def create() -> str:
+    """A new directory only this user can enter, under the host's temporary directory."""
+    base = os.environ.get("TMPDIR") or "/tmp"
+    if not os.path.isabs(base) or not os.path.isdir(base):
+        base = "/tmp"
+    # Resolved: the sandbox grants the directory itself, not a link to it.
+    base = os.path.realpath(base)
+    while True:
+        path = os.path.join(base, PREFIX + os.urandom(6).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            from pynox.errors import PolicyError
+
+            raise PolicyError(
+                f"cannot create the run's scratch directory in {base}: {exc.strerror}; "
+                "set TMPDIR to a writable directory"
+            ) from None
+        return path
+
+
+def remove(path: "str | None") -> None:
+    """Removes a scratch directory and everything the program left in it.
+
+    shutil.rmtree works through descriptors and never follows a link the
+    program planted, so nothing outside the directory is touched.
+    """
+    if path is None:
+        return
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_when_gone(path: str) -> int:
+    """For a run in this very process: a helper removes `path` once this process ends.
+
+    A confined process may empty its scratch directory but never remove it (that
+    is a change to the directory above, which it may not write). The helper waits
+    in its own session, away from the terminal's signals, for the end of a pipe
+    whose other end this process holds until it exits, however it exits. Returns
+    that descriptor, which the sandbox must keep open.
+    """
+    read_end, write_end = os.pipe()
+    try:
+        os.posix_spawn(
+            "/bin/sh",
+            ["sh", "-c", 'while read -r _; do :; done; exec rm -rf -- "$0"', path],
+            {"PATH": "/usr/bin:/bin"},
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, read_end, 0),
+                (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
+                (os.POSIX_SPAWN_DUP2, 1, 2),
+            ],
+            setsid=True,
+        )
+    except OSError as exc:
+        os.close(write_end)
+        remove(path)
+        from pynox.errors import SandboxError
+
+        raise SandboxError(
+            f"cannot start /bin/sh to remove the run's scratch directory later: {exc.strerror}"
+        ) from None
+    finally:
+        os.close(read_end)
+    # Out of the way of the program's own descriptors, which python numbers from 3.
+    high = _HIGH_FD
+    while _is_open(high):
+        high += 1
+    os.dup2(write_end, high, inheritable=False)
+    os.close(write_end)
+    return high
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+_HIGH_FD = 200

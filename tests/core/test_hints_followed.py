@@ -1,0 +1,113 @@
+"""Hints are right when following them works: each denial here is followed by its hint's
+grants, and the same program then succeeds.
+
+Writes never imply reads, and many writers read back what they write: "w+b" (Pillow,
+so matplotlib's PNGs), SQLite, zipfile's append mode. The hint then names the write tree
+for reading, never a grant the run already has, and never a path that does not exist.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from support.commands import pynox
+from support.hints import hint_line, hinted_flags
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+
+READ_BACK = "open('out/r.bin', 'w+b').write(b'data'); print(open('out/r.bin', 'rb').read())"
+SQLITE = (
+    "import sqlite3\n"
+    "db = sqlite3.connect('out/app.db')\n"
+    "db.execute('create table if not exists t(x)'); db.execute('insert into t values (1)')\n"
+    "db.commit(); print(db.execute('select count(*) from t').fetchone()[0])"
+)
+ZIP_APPEND = (
+    "import zipfile\n"
+    "with zipfile.ZipFile('out/a.zip', 'a') as z: z.writestr('x.txt', 'hello')\n"
+    "print(zipfile.ZipFile('out/a.zip').read('x.txt'))"
+)
+READ = "print(open('data/in.txt').read())"
+CREATE = "open('made/new.txt', 'w').write('x'); print('ok')"
+NESTED_CREATE = "import os; os.makedirs('made/a/b'); print('ok')"
+
+
+def _world(tmp_path: Path) -> Path:
+    for name in ("out", "data", "made"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "data" / "in.txt").write_text("input")
+    return tmp_path
+
+
+def _follow(cwd: Path, code: str, grants: list[str], steps: int = 3) -> list[str]:
+    """Runs code, adding each hint's grants, until it succeeds; returns the hints seen."""
+    hints: list[str] = []
+    for _ in range(steps):
+        proc = pynox(*grants, "-c", code, cwd=cwd)
+        if proc.returncode == 0:
+            return hints
+        line = hint_line(proc.stderr)
+        hints.append(line)
+        added = hinted_flags(proc.stderr)
+        assert not set(added) & set(grants), f"the hint repeats a grant given: {line}"
+        for flag in added:
+            _, _, value = flag.partition("=")
+            assert not value or os.path.exists(value), f"the hint names a missing path: {line}"
+        grants = grants + added
+    raise AssertionError(f"still failing after following {hints}")
+
+
+@pytest.mark.parametrize(
+    "code, grants, expected",
+    [
+        (READ_BACK, ["--allow-write=out"], ["--allow-read={out}"]),
+        (SQLITE, ["--allow-write=out"], ["--allow-read={out}"]),
+        (ZIP_APPEND, ["--allow-write=out"], ["--allow-read={out}"]),
+        (SQLITE, [], ["--allow-read={out} --allow-write={out}"]),
+        (READ_BACK, [], ["--allow-read={out} --allow-write={out}"]),
+        (READ, [], ["--allow-read={data}/in.txt"]),
+        (CREATE, [], ["--allow-write={made}"]),
+        (NESTED_CREATE, [], ["--allow-write={made}"]),
+    ],
+    ids=[
+        "w+b-in-write-tree", "sqlite-in-write-tree", "zip-append-in-write-tree",
+        "sqlite-no-grant", "w+b-no-grant", "read", "create", "makedirs",
+    ],
+)  # fmt: skip
+def test_following_the_hint_works(
+    tmp_path: Path, code: str, grants: list[str], expected: list[str]
+) -> None:
+    cwd = _world(tmp_path)
+    names = {name: str(cwd / name) for name in ("out", "data", "made")}
+    hints = _follow(cwd, code, grants)
+    wanted = [text.format(**names) for text in expected]
+    assert len(hints) == len(wanted), hints
+    for hint, grant in zip(hints, wanted, strict=True):
+        assert hint.endswith(grant), hint
+
+
+def test_a_write_denied_despite_its_grant_gets_no_circular_hint(tmp_path: Path) -> None:
+    """A link in the write tree leads outside it: granting the tree again would not help."""
+    cwd = _world(tmp_path)
+    (cwd / "out" / "escape").symlink_to(cwd / "data" / "in.txt")
+    proc = pynox("--allow-write=out", "-c", "open('out/escape', 'w').write('x')", cwd=cwd)
+    assert proc.returncode == 1 and b"PermissionError" in proc.stderr
+    assert f"--allow-write={cwd / 'out'}".encode() not in proc.stderr
+    assert (cwd / "data" / "in.txt").read_text() == "input"
+
+
+def test_the_api_hint_is_in_keyword_spelling_and_following_it_works(tmp_path: Path) -> None:
+    import pynox as api
+
+    cwd = _world(tmp_path)
+    code = READ_BACK.replace("out/", str(cwd / "out") + "/")
+    first = api.run(code, allow_write=[str(cwd / "out")])
+    assert first.exit == 1
+    assert first.error is not None and first.error["hint"] is not None
+    assert first.error["hint"].endswith(f"allow_read=[{str(cwd / 'out')!r}]")
+    second = api.run(code, allow_write=[str(cwd / "out")], allow_read=[str(cwd / "out")])
+    assert second.exit == 0, second.text
+    assert second.stdout == "b'data'\n"
