@@ -67,8 +67,11 @@ def test_help_lists_every_flag() -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        ([], "give a program to run"),
-        (["--allow-reed=x", "a.py"], "unknown flag --allow-reed"),
+        (["--allow-reed=x", "a.py"], "unknown flag --allow-reed; did you mean --allow-read?"),
+        (["--zzz", "a.py"], "unknown flag --zzz; run pynox --help to see the flags"),
+        (["-allow-read=x", "a.py"], "unknown option -allow-read; did you mean --allow-read?"),
+        (["pool", "--worker=1"], "pynox pool does not take --worker; did you mean --workers?"),
+        (["pool", "--zzz"], "pynox pool does not take --zzz; it takes --config"),
         (["--timeout=abc", "-c", "pass"], "--timeout=abc is not a duration"),
         (["--memory=1m", "-c", "pass"], "below the 32m minimum"),
         (["--max-output=1g", "-c", "pass"], "--max-output"),
@@ -87,6 +90,56 @@ def test_usage_errors_are_one_line_with_status_2(args: list[str], fragment: str)
     assert stderr.count("\n") == 1 and stderr.startswith("pynox: "), stderr
     assert fragment in stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("args", [[], ["--allow-read=."], ["-u"], ["--"]])
+def test_no_program_on_a_terminal_is_a_usage_error(args: list[str]) -> None:
+    """python would start its interactive interpreter; pynox has none, and says so."""
+    controller, terminal = os.openpty()
+    try:
+        proc = subprocess.run([PYNOX, *args], stdin=terminal, capture_output=True, timeout=30)
+    finally:
+        os.close(controller)
+        os.close(terminal)
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == (
+        "pynox: give a program to run: a script, -c CODE, -m MODULE, or pipe it into "
+        "standard input (pynox --help lists the flags; pynox --no-sandbox starts the "
+        "interactive interpreter)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("typo", "fixed"),
+    [
+        ("--allow-reed", "--allow-read"),
+        ("-allow-read", "--allow-read"),
+        ("--allow_read", "--allow-read"),
+    ],
+)
+def test_the_suggested_flag_works(tmp_path: Path, typo: str, fixed: str) -> None:
+    data = write(tmp_path / "data" / "note.txt", "granted")
+    script = write(tmp_path / "app" / "a.py", f"print(open({str(data)!r}).read())\n")
+    proc = pynox(f"{typo}={data.parent}", str(script))
+    assert proc.returncode == 2
+    assert proc.stderr.decode().endswith(f"did you mean {fixed}?\n"), proc.stderr
+    proc = pynox(f"{fixed}={data.parent}", str(script))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"granted\n"
+
+
+def test_the_suggested_pool_flag_works() -> None:
+    proc = pynox("pool", "--worker=1")
+    assert (
+        proc.stderr.decode()
+        == "pynox: pynox pool does not take --worker; did you mean --workers?\n"
+    )
+    request = b'{"id": 1, "code": "print(6 * 7)"}\n'
+    proc = pynox("pool", "--workers=1", input=request)
+    assert proc.returncode == 0, proc.stderr
+    replies = [json.loads(line) for line in proc.stdout.decode().splitlines()]
+    assert replies[0]["event"] == "ready" and replies[0]["workers"] == 1
+    assert replies[1]["id"] == 1 and replies[1]["stdout"] == "42\n"
 
 
 def test_missing_script_matches_pythons_status(tmp_path: Path) -> None:
@@ -473,6 +526,54 @@ def test_stdin_program() -> None:
     assert proc.stdout == b"['-', 'a1']\n"
 
 
+def test_piped_program_gets_the_grants(tmp_path: Path) -> None:
+    """With no program named, the piped one runs under the flags given."""
+    data = write(tmp_path / "data.txt", "granted")
+    program = f"print(open({str(data)!r}).read())\n".encode()
+    denied = run([PYNOX], input=program, cwd=tmp_path)
+    assert denied.returncode == 1 and b"PermissionError" in denied.stderr
+    assert b'File "<stdin>", line 1' in denied.stderr
+    allowed = run([PYNOX, f"--allow-read={tmp_path}"], input=program)
+    assert allowed.returncode == 0, allowed.stderr
+    assert allowed.stdout == b"granted\n"
+    result = result_of(run([PYNOX, "--json", "-q"], input=b"import sys\nprint(sys.argv)\n"))
+    assert result["exit"] == 0 and result["stdout"] == "['']\n"
+
+
+@pytest.mark.parametrize("args", [[], ["-"]])
+def test_program_from_a_file_on_stdin_like_python(tmp_path: Path, args: list[str]) -> None:
+    """A file as stdin: python honours its coding declaration and leaves stdin at its end."""
+    source = "# -*- coding: latin-1 -*-\nimport sys\nprint('caf\xe9', repr(sys.stdin.read()))\n"
+    program = tmp_path / "prog.py"
+    program.write_bytes(source.encode("latin-1"))
+    outcomes = []
+    for command in ([PYTHON, *args], [PYNOX, *args]):
+        with program.open("rb") as stdin:
+            proc = subprocess.run(command, stdin=stdin, capture_output=True, timeout=30)
+        outcomes.append((proc.returncode, proc.stdout, proc.stderr))
+    assert outcomes[0] == (0, "café ''\n".encode(), b"")
+    assert outcomes[1] == outcomes[0]
+
+
+def test_piped_program_with_a_coding_declaration_runs() -> None:
+    """The one documented difference: CPython cannot seek back in a pipe to re-read with
+    the declared encoding and stops; pynox has the whole program and honours it."""
+    source = "# -*- coding: latin-1 -*-\nprint('caf\xe9')\n".encode("latin-1")
+    ref = run([PYTHON], input=source)
+    assert ref.returncode == 1 and b"encoding problem" in ref.stderr
+    got = run([PYNOX], input=source)
+    assert (got.returncode, got.stdout, got.stderr) == (0, "café\n".encode(), b"")
+
+
+@pytest.mark.parametrize("args", [[], ["-"], ["-u"]])
+def test_closed_stdin_runs_an_empty_program_like_python(args: list[str]) -> None:
+    closed = ["sh", "-c", 'exec "$@" <&-', "sh"]
+    ref = run([*closed, PYTHON, *args])
+    got = run([*closed, PYNOX, *args])
+    assert (ref.returncode, ref.stdout, ref.stderr) == (0, b"", b"")
+    assert (got.returncode, got.stdout, got.stderr) == (0, b"", b"")
+
+
 def test_launcher_passes_arguments_through_unchanged(tmp_path: Path) -> None:
     script = write(tmp_path / "a.py", "import sys\nprint(sys.argv[1:])\n")
     args = ["--json", "-c", "x y", "--allow-read=/", ""]
@@ -496,3 +597,52 @@ def test_json_refusal_is_a_result_too(tmp_path: Path) -> None:
     assert result["error"]["type"] == "PolicyError"
     assert result["error"]["message"].startswith(f"cannot grant reading {tmp_path / 'missing'}")
     assert proc.stderr.decode().startswith("pynox: cannot grant reading")
+
+
+# --- parsing, in process -------------------------------------------------------------
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("argv", "target", "args"),
+    [([], "", []), (["-u", "--"], "", []), (["-"], "-", []), (["--json", "-", "a"], "-", ["a"])],
+)
+def test_stdin_is_the_program_when_none_is_named(
+    argv: list[str], target: str, args: list[str]
+) -> None:
+    from pynox.cli.arguments import parse
+
+    inv = parse(argv, stdin_is_terminal=lambda: False)
+    assert (inv.kind, inv.target, inv.args) == ("stdin", target, args)
+
+
+@pytest.mark.unit
+def test_no_program_and_a_terminal_is_refused_in_process() -> None:
+    from pynox.cli.arguments import parse
+    from pynox.errors import UsageError
+
+    with pytest.raises(UsageError, match="give a program to run"):
+        parse(["--allow-read=."], stdin_is_terminal=lambda: True)
+    # A named program never asks about the terminal.
+    assert parse(["a.py"], stdin_is_terminal=lambda: 1 / 0).kind == "script"  # type: ignore[arg-type,return-value]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("typo", "suggestion"),
+    [
+        ("--allow-net", "--allow-network"),
+        ("--timout=5s", "--timeout"),
+        ("--package-dirs=x", "--package-dir"),
+        ("--jsn", "--json"),
+        ("--profle=ci", "--profile"),
+    ],
+)
+def test_mistyped_flags_get_the_closest_one(typo: str, suggestion: str) -> None:
+    from pynox.cli.arguments import parse
+    from pynox.errors import UsageError
+
+    with pytest.raises(UsageError) as caught:
+        parse([typo, "a.py"], stdin_is_terminal=lambda: False)
+    name = typo.partition("=")[0]
+    assert caught.value.message == f"unknown flag {name}; did you mean {suggestion}?"

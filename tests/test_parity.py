@@ -91,6 +91,19 @@ _CODE = (
     "print(sys.path[0] == '', [k for k in globals() if k != 'sys'])\n"
 )
 
+# A program on standard input: python reads all of it first, so the program
+# finds stdin at its end (input() raises EOFError) wherever it came from.
+_STDIN_PROGRAM = b"""\
+import sys
+print(sys.argv, __name__, __file__, __cached__, sys.path[0] == '', list(globals()))
+print(repr(sys.stdin.read()))
+try:
+    input('more? ')
+except EOFError as exc:
+    print('EOFError', repr(exc))
+print('leftover line, never read as input')
+"""
+
 # Command lines other than a single corpus file, run in the corpus copy.
 INVOCATIONS: dict[str, Case] = {
     "c-code-with-args": Case(options=["-c", _CODE], args=["a", "-b", "--c", ""]),
@@ -117,6 +130,20 @@ INVOCATIONS: dict[str, Case] = {
         stdin=b"import sys\nprint(sys.argv, __name__)\n\n1 / 0\n",
         status=1,
     ),
+    # No program at all and stdin not a terminal: python runs stdin, argv [""].
+    "stdin-no-program": Case(stdin=_STDIN_PROGRAM),
+    "stdin-no-program-options": Case(options=["-B", "-u", "-q"], stdin=_STDIN_PROGRAM),
+    "stdin-no-program-isolated": Case(options=["-I"], stdin=_STDIN_PROGRAM),
+    "stdin-after-double-dash": Case(options=["--"], stdin=_STDIN_PROGRAM),
+    "stdin-dash-consumed": Case(options=["-"], args=["a", "-b"], stdin=_STDIN_PROGRAM),
+    "stdin-no-program-raises": Case(stdin=b"def f():\n    return {}['k']\nf()\n", status=1),
+    "stdin-no-program-sys-exit-3": Case(stdin=b"import sys\nprint('bye')\nsys.exit(3)\n", status=3),
+    "stdin-no-program-input-eof": Case(
+        stdin=b"print('before')\nname = input('name? ')\n", status=1
+    ),
+    "stdin-no-program-syntax-error": Case(stdin=b"print('never')\nx = (1,\n", status=1),
+    "stdin-no-program-empty": Case(stdin=b""),
+    "stdin-no-program-dev-null": Case(),  # stdin is /dev/null: an empty program
     "directory-application": Case(options=["app_dir"], args=["x"]),
     "zip-application": Case(options=["app.pyz"], args=["y"]),
     "B-option": Case(options=["-B", "import_sibling.py"]),

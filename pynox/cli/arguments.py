@@ -5,6 +5,8 @@ program on, everything belongs to Python. Kept free of argparse, whose import
 alone would cost a large part of pynox's start-up budget.
 """
 
+import sys
+
 from pynox.errors import UsageError
 from pynox.policy.grants import DURATION, GRANT_FIELDS, NAMES, PATHS, SIZE, SWITCH
 
@@ -18,9 +20,15 @@ _VALUE_FLAGS = {f.flag: f.name for f in GRANT_FIELDS if f.kind in (DURATION, SIZ
 _VALUE_FLAGS.update({"--config": "config", "--profile": "profile"})
 _SWITCHES = {f.flag: f.name for f in GRANT_FIELDS if f.kind == SWITCH}
 _SWITCHES["--json"] = "json"
+# Flags that must come alone or first, handled before parsing.
+_OTHER_FLAGS = ("--no-sandbox", "--help", "--version")
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 USAGE = """\
-usage: pynox [FLAGS] [-IEsSuBq] (SCRIPT | -c CODE | -m MODULE | -) [ARGS...]
+usage: pynox [FLAGS] [-IEsSuBq] [SCRIPT | -c CODE | -m MODULE | -] [ARGS...]
        pynox --no-sandbox [PYTHON ARGS...]
        pynox doctor [--json]
        pynox pool [--config FILE] [--workers N] [--preload MODULE]...
@@ -28,7 +36,8 @@ usage: pynox [FLAGS] [-IEsSuBq] (SCRIPT | -c CODE | -m MODULE | -) [ARGS...]
 
 Runs a Python program like `python` does, under a kernel-enforced sandbox:
 it may read its own directory and the standard library, nothing else, unless
-you grant more.
+you grant more. With no program, or with -, the program is read from standard
+input (as `python` does when standard input is not a terminal).
 
 flags:
 {grant_flags}
@@ -40,6 +49,11 @@ flags:
     grant_flags="\n".join(
         f"  {f.flag + ('=' + f.metavar if f.metavar else ''):<22}{f.help}" for f in GRANT_FIELDS
     )
+)
+
+NO_PROGRAM = (
+    "give a program to run: a script, -c CODE, -m MODULE, or pipe it into standard input "
+    "(pynox --help lists the flags; pynox --no-sandbox starts the interactive interpreter)"
 )
 
 
@@ -81,18 +95,54 @@ class Invocation:
         self.json = False
         self.python_options: set[str] = set()
         # kind is "script", "code", "module" or "stdin"; target is the path,
-        # the code or the module name; args are the program's own arguments.
+        # the code or the module name ("-" or "" for stdin, as given); args are the
+        # program's own arguments.
         self.kind = ""
         self.target = ""
         self.args: list[str] = []
 
 
-def parse(argv: list[str]) -> "Invocation":
-    """Parses the arguments after the command name."""
+def _stdin_is_terminal() -> bool:
+    stream = sys.stdin
+    if stream is None:  # closed: python runs it as an empty program
+        return False
+    try:
+        return stream.isatty()
+    except (OSError, ValueError):
+        return False
+
+
+def parse(
+    argv: list[str], stdin_is_terminal: "Callable[[], bool]" = _stdin_is_terminal
+) -> "Invocation":
+    """Parses the arguments after the command name.
+
+    With no program, the program is standard input unless that is a terminal
+    (python would start its interactive interpreter there; pynox has none).
+    """
     inv = Invocation()
     i = _parse_pynox_flags(argv, inv)
-    _parse_python_part(argv, i, inv)
+    _parse_python_part(argv, i, inv, stdin_is_terminal)
     return inv
+
+
+def known_flags() -> list[str]:
+    return [*_SWITCHES, *_LIST_FLAGS, *_VALUE_FLAGS, *_OTHER_FLAGS]
+
+
+def did_you_mean(given: str, known: "Iterable[str]") -> str:
+    """The suggestion " did you mean X?" for the closest known flag, or nothing."""
+    import difflib  # only on this error path
+
+    matches = difflib.get_close_matches(given, list(known), n=1)
+    return f" did you mean {matches[0]}?" if matches else ""
+
+
+def unknown_flag(name: str) -> UsageError:
+    suggestion = did_you_mean(name, known_flags())
+    if suggestion:
+        return UsageError(f"unknown flag {name};{suggestion}")
+    return UsageError(f"unknown flag {name}; run pynox --help to see the flags")
 
 
 def _parse_pynox_flags(argv: list[str], inv: "Invocation") -> int:
@@ -129,11 +179,13 @@ def _parse_pynox_flags(argv: list[str], inv: "Invocation") -> int:
             )
         if name in ("--help", "--version"):
             raise UsageError(f"{name} must be given alone, as in: pynox {name}")
-        raise UsageError(f"unknown flag {name}; run pynox --help to see the flags")
+        raise unknown_flag(name)
     return i
 
 
-def _parse_python_part(argv: list[str], i: int, inv: "Invocation") -> None:
+def _parse_python_part(
+    argv: list[str], i: int, inv: "Invocation", stdin_is_terminal: "Callable[[], bool]"
+) -> None:
     while i < len(argv):
         arg = argv[i]
         if arg == "--":
@@ -162,6 +214,11 @@ def _parse_python_part(argv: list[str], i: int, inv: "Invocation") -> None:
                 inv.args = argv[i + 1 :]
                 return
             if letter not in ACCEPTED_PYTHON_OPTIONS:
+                if pos == 1 and len(arg) > 2:
+                    # -allow-read=. is a pynox flag missing a dash, not -a -l -l...
+                    suggestion = did_you_mean("-" + arg.partition("=")[0], known_flags())
+                    if suggestion:
+                        raise UsageError(f"unknown option {arg.partition('=')[0]};{suggestion}")
                 raise UsageError(
                     f"the interpreter option -{letter} needs --no-sandbox "
                     f"(pynox --no-sandbox -{letter} ...); in the sandbox only "
@@ -170,10 +227,10 @@ def _parse_python_part(argv: list[str], i: int, inv: "Invocation") -> None:
             inv.python_options.add(letter)
         i += 1
     if i >= len(argv):
-        raise UsageError(
-            "give a program to run: a script, -c CODE or -m MODULE "
-            "(for the interactive interpreter use pynox --no-sandbox)"
-        )
+        if stdin_is_terminal():
+            raise UsageError(NO_PROGRAM)
+        inv.kind = "stdin"  # python's sys.argv is then [""]
+        return
     inv.target = argv[i]
     inv.kind = "stdin" if inv.target == "-" else "script"
     inv.args = argv[i + 1 :]

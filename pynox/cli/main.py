@@ -72,11 +72,7 @@ def _leave(code: int) -> "NoReturn":
 
 def dispatch(argv: list[str]) -> int:
     if not argv:
-        raise UsageError(
-            "give a program to run: a script, -c CODE or -m MODULE "
-            "(pynox --help lists the flags; pynox --no-sandbox starts the interactive "
-            "interpreter)"
-        )
+        return run_command(argv)  # the program on standard input, as python does
     first = argv[0]
     if first in ("--help", "-h"):
         from pynox.cli.arguments import USAGE
@@ -139,7 +135,7 @@ def _run(inv: "Invocation") -> int:
     elif inv.kind == "module":
         prog = program.module(inv.target, inv.args, isolated, cwd)
     else:
-        prog = program.stdin(inv.args, isolated)
+        prog = program.stdin(inv.target, inv.args, isolated)
     policy = build_policy(grants, prog.implicit_read, os.environ, cwd)
     if policy.allow_write:
         from pynox.policy import trusted as trusted_paths

@@ -349,6 +349,9 @@ def _setup_interpreter(
         from _frozen_importlib import BuiltinImporter
 
         main.__loader__ = BuiltinImporter  # what python -c and python - give __main__
+        if program.kind == "stdin":  # python names the file it runs, even <stdin>
+            main.__dict__["__file__"] = program.filename
+            main.__dict__["__cached__"] = None
     sys.modules["__main__"] = main
     if not setup.no_site and not hasattr(builtins, "exit"):
         install_site_builtins()

@@ -81,10 +81,21 @@ def module(name: str, args: list[str], isolated: bool, cwd: str) -> "Program":
     return program
 
 
-def stdin(args: list[str], isolated: bool) -> "Program":
-    program = Program("stdin", ["-", *args])
+def stdin(name: str, args: list[str], isolated: bool) -> "Program":
+    """The program on standard input, read whole before the sandbox exists.
+
+    `name` is "-" or "" (no program given): python's sys.argv[0] either way.
+    Like python, this consumes standard input: the program then finds it at its end.
+    """
+    program = Program("stdin", [name, *args])
     program.filename = "<stdin>"
-    program.source = sys.stdin.buffer.read()
+    if sys.stdin is not None:  # closed, python runs an empty program
+        try:
+            program.source = sys.stdin.buffer.read()
+        except OSError as exc:
+            raise ProgramNotFound(
+                f"can't read the program from standard input: [Errno {exc.errno}] {exc.strerror}"
+            ) from None
     if not isolated:
         program.path0 = ""
     return program

@@ -73,12 +73,20 @@ class PoolOptions:
         self.preload: list[str] = []
 
 
+_POOL_FLAGS = ("--config", "--workers", "--preload")
+
+
 def parse_options(argv: list[str]) -> PoolOptions:
     options = PoolOptions()
     i = 0
     while i < len(argv):
         name, has_value, value = argv[i].partition("=")
-        if name not in ("--config", "--workers", "--preload"):
+        if name not in _POOL_FLAGS:
+            import difflib  # only on this error path
+
+            close = difflib.get_close_matches(name, _POOL_FLAGS, n=1)
+            if close:
+                raise UsageError(f"pynox pool does not take {name}; did you mean {close[0]}?")
             raise UsageError(
                 f"pynox pool does not take {argv[i]}; it takes --config, --workers and --preload"
             )
