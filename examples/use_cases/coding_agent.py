@@ -55,8 +55,8 @@ def test_removes_an_existing_file():
     assert remove_if_exists("~/important-notes.txt") is True
 """
 
-# The project directory is read-only to the tests, so no cache and output captured in
-# memory (pytest's default capture goes through temporary files).
+# The project directory is read-only to the tests, so no cache; pytest's temporary files
+# go to the run's scratch directory.
 PYTEST_ARGS = ["-m", "pytest", "-q", "-p", "no:cacheprovider"]
 
 

@@ -65,7 +65,11 @@ def tool_docstring(
     docstring parsers keep it as one description.
     """
     version = python or f"{sys.version_info[0]}.{sys.version_info[1]}"
-    paragraphs = [_summary(version, session), _how_it_runs(session, grants), _permissions(grants, session)]
+    paragraphs = [
+        _summary(version, session),
+        _how_it_runs(session, grants),
+        _permissions(grants, session),
+    ]
     if functions:
         paragraphs.append(_host_functions(functions))
     paragraphs.append(
@@ -174,7 +178,7 @@ def _environment(grants: Grants) -> str:
 
 
 # What each grant means to the model, one line per grant (None: told under Limits).
-_GRANT_LINES: "dict[str, Callable[[Grants], str | None]]" = {
+_GRANT_LINES: dict[str, Callable[[Grants], str | None]] = {
     "allow_read": _reads,
     "allow_write": _writes,
     "package_dirs": _imports,
@@ -185,6 +189,15 @@ _GRANT_LINES: "dict[str, Callable[[Grants], str | None]]" = {
     "max_output": lambda grants: None,  # told with the output, in _how_it_runs
     "max_file_size": lambda grants: None,
 }
+
+
+def _limits(grants: Grants) -> str:
+    limits = [f"{format_duration(grants.timeout or 0)} of wall-clock time per call"]
+    if grants.memory is not None:
+        limits.append(f"{_size(grants.memory)} of memory")
+    if grants.max_file_size is not None:
+        limits.append(f"files of at most {_size(grants.max_file_size)}")
+    return ", ".join(limits)
 
 
 def _host_functions(functions: list[dict[str, str]]) -> str:

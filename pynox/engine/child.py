@@ -8,7 +8,6 @@ children leave through pynox.engine.shutdown instead, which is much cheaper ther
 
 import _signal
 import builtins
-import gc
 import io  # loaded by every interpreter at start-up; importing it is free
 import os
 import sys
@@ -174,9 +173,6 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         _setup_failed(exc, setup)
     if setup.read_script:
         program.source = _read_script(program.filename, setup)
-    # The collector's count starts from nothing, whatever pynox's own set-up
-    # allocated: when the program's cycles are collected depends on the program alone.
-    gc.freeze()
     modules_before = set(sys.modules)
     if setup.pool_link is not None and setup.pool_link.session:
         setup.pool_link.serve_session(main_module, program, policy, setup, modules_before)

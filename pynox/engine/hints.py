@@ -14,6 +14,7 @@ import socket
 
 from pynox.engine.access_log import PROCESS_EVENTS
 from pynox.policy.grants import GRANTS_BY_NAME
+from pynox.policy.resolve import real_path
 from pynox.units import format_size
 
 TYPE_CHECKING = False
@@ -144,7 +145,7 @@ def _readable(path: str) -> bool:
 
 
 def _classify_file(
-    path: str, event: tuple[str, tuple[Any, ...]] | None, policy: "Policy | None"
+    path: str, event: tuple[str, tuple[Any, ...]] | None, policy: Policy | None
 ) -> tuple[str | None, str | None]:
     name, args = event if event is not None else ("", ())
     same_path = _event_path(args) == path
@@ -160,13 +161,16 @@ def _classify_file(
         # been refused for writing.
         writing = _readable(path)
     if not writing:
-        return _only_missing("list" if name in _LISTING_EVENTS else "read", path, policy)
+        # Read back from a write tree: the tree is what to grant, not one file of it.
+        write_tree = _covering(os.path.realpath(path), policy.writes()) if policy else None
+        target = path if write_tree is None else write_tree
+        return _only_missing("list" if name in _LISTING_EVENTS else "read", target, policy)
     if name in _ENTRY_EVENTS or not os.path.lexists(path):
         return _only_missing("entries", _nearest_existing_dir(path), policy)
     return _only_missing("write", path, policy)
 
 
-def _read_write(path: str, policy: "Policy | None") -> tuple[str | None, str | None]:
+def _read_write(path: str, policy: Policy | None) -> tuple[str | None, str | None]:
     """A file opened to be both written and read: what of the two is missing.
 
     Writes never imply reads, so a file created in a write tree cannot be read back
@@ -184,18 +188,19 @@ def _read_write(path: str, policy: "Policy | None") -> tuple[str | None, str | N
     return "read_write", target
 
 
-def _only_missing(kind: str, target: str, policy: "Policy | None") -> tuple[str | None, str | None]:
+def _only_missing(kind: str, target: str, policy: Policy | None) -> tuple[str | None, str | None]:
     """The hint, unless it would name a grant the run has already: then none.
 
     A grant that is present and still refused means something else stood in the
     way (a link out of the tree, a file system's own permissions): naming the
     grant again would send the model round in a circle.
     """
+    real = real_path(target)  # what the sandbox decides on, and what a grant resolves to
     if policy is not None:
         granted = policy.reads() if kind in ("read", "list") else policy.writes()
-        if _covering(os.path.realpath(target), granted) is not None:
+        if _covering(real, granted) is not None:
             return None, None
-    return kind, target
+    return kind, real
 
 
 def _underlying(exc: BaseException) -> BaseException:
@@ -220,7 +225,7 @@ def _underlying(exc: BaseException) -> BaseException:
 
 
 def _sqlite_database(
-    database: str, policy: "Policy | None"
+    database: str, policy: Policy | None
 ) -> tuple[str | None, str | None, str | None]:
     """SQLite reports no errno. A database that exists outside the write grants was
     refused for reading: granting that is enough to query it. Otherwise SQLite
@@ -252,7 +257,7 @@ def _sqlite_open_failure(
 def classify(
     exc: BaseException,
     event: tuple[str, tuple[Any, ...]] | None,
-    policy: "Policy | None" = None,
+    policy: Policy | None = None,
 ) -> tuple[str | None, str | None, str | None]:
     """What the exception is about: (hint kind, the grant's value, the denied path).
 

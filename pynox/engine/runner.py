@@ -6,6 +6,7 @@ from this warm interpreter and supervises it (pynox.engine.supervisor, imported 
 then, which keeps the plain run's start-up short).
 """
 
+import os
 import sys
 
 from pynox.engine import scratch
@@ -43,7 +44,10 @@ def run(
     try:
         return supervisor.supervise(program, policy, setup, capture)
     finally:
-        scratch.remove(directory)
+        # The child's own end (SystemExit) comes through here too: only the supervisor,
+        # once the child is gone, removes the directory.
+        if os.getpid() == setup.parent_pid:
+            scratch.remove(directory)
 
 
 def end_start_up() -> None:

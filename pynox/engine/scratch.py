@@ -17,14 +17,16 @@ if TYPE_CHECKING:
 # also TEMP and TMP); matplotlib, fontconfig and others fall back on HOME.
 VARIABLES = ("TMPDIR", "TEMP", "TMP", "HOME")
 PREFIX = "pynox-run-"
+# What the helper that removes a directory once its owner ends runs ($0: the directory).
+HELPER_SCRIPT = 'while read -r _; do :; done; exec rm -rf -- "$0"'
 
 
-def attach(policy: "Policy") -> str:
-    """Creates the run's scratch directory and grants it to `policy`.
+def attach(policy: "Policy", base: "str | None" = None) -> str:
+    """Creates the run's scratch directory (in `base`, if given) and grants it to `policy`.
 
     A variable the host passes in itself (allow_env) keeps the host's value.
     """
-    path = create()
+    path = create(base)
     policy.scratch = path
     for name in VARIABLES:
         if name not in policy.allow_env:
@@ -32,13 +34,14 @@ def attach(policy: "Policy") -> str:
     return path
 
 
-def create() -> str:
-    """A new directory only this user can enter, under the host's temporary directory."""
-    base = os.environ.get("TMPDIR") or "/tmp"
-    if not os.path.isabs(base) or not os.path.isdir(base):
-        base = "/tmp"
-    # Resolved: the sandbox grants the directory itself, not a link to it.
-    base = os.path.realpath(base)
+def create(base: "str | None" = None) -> str:
+    """A new directory only this user can enter, in `base` or the host's temporary directory."""
+    if base is None:
+        base = os.environ.get("TMPDIR") or "/tmp"
+        if not os.path.isabs(base) or not os.path.isdir(base):
+            base = "/tmp"
+        # Resolved: the sandbox grants the directory itself, not a link to it.
+        base = os.path.realpath(base)
     while True:
         path = os.path.join(base, PREFIX + os.urandom(6).hex())
         try:
@@ -81,7 +84,7 @@ def remove_when_gone(path: str) -> int:
     try:
         os.posix_spawn(
             "/bin/sh",
-            ["sh", "-c", 'while read -r _; do :; done; exec rm -rf -- "$0"', path],
+            ["sh", "-c", HELPER_SCRIPT, path],
             {"PATH": "/usr/bin:/bin"},
             file_actions=[
                 (os.POSIX_SPAWN_DUP2, read_end, 0),

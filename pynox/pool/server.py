@@ -235,6 +235,11 @@ class Template:
         self.system_reads = system_paths.interpreter_reads()
         gc.freeze()  # the children share the template's pages; keep the collector off them
         self.zygote_pid, self.zygote = zygote.start(self.system_reads)
+        # Each run's scratch directory is made in one of the pool's own, which a helper
+        # removes once the pool ends, however it ends (after the zygote's fork: the
+        # helper's pipe must not stay open in it).
+        self.scratch_root = scratch.create()
+        self.scratch_fd = scratch.remove_when_gone(self.scratch_root)
         self.poller = select.poll()
         self.handlers: dict[int, tuple[Child, str]] = {}
         self.children: dict[int, Child] = {}  # by token
@@ -468,14 +473,14 @@ class Template:
                     "with close_session first",
                     request_id,
                 )
-            scratch.attach(policy)  # the session's, for its life
+            scratch.attach(policy, self.scratch_root)  # the session's, for its life
             session = Session(session_name, policy, functions)
             self.sessions[session_name] = session
             self.runs[request_id] = run
             session.queue.append((run, message))
             self._next_step(session)
             return
-        scratch.attach(policy)
+        scratch.attach(policy, self.scratch_root)
         self.runs[request_id] = run
         self.queue.append((run, message))
         self._start_queued()

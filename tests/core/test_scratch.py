@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is 
 # What each way of running a program does with its output and clock.
 MODES = {"plain": [], "timeout": ["--timeout=30s"], "json": ["--json"]}
 
-SHOW_SCRATCH = """
+SHOW_SCRATCH = f"""
 import json, os, tempfile
 directory = tempfile.gettempdir()
 fd, name = tempfile.mkstemp()
@@ -28,9 +28,9 @@ os.write(fd, b"kept"); os.close(fd)
 with tempfile.NamedTemporaryFile("w+") as named:
     named.write("read back"); named.flush(); named.seek(0)
     text = named.read()
-print(json.dumps({"dir": directory, "env": {k: os.environ[k] for k in %r},
-                  "entries": os.listdir(directory), "text": text}))
-""" % (list(VARIABLES),)
+print(json.dumps({{"dir": directory, "env": {{k: os.environ[k] for k in {list(VARIABLES)!r}}},
+                  "entries": os.listdir(directory), "text": text}}))
+"""
 
 
 def _stdout(proc: subprocess.CompletedProcess[bytes], mode: str) -> str:
@@ -169,3 +169,21 @@ def test_pool_requests_and_sessions_get_their_own() -> None:
         assert os.path.exists(home)
         session.close()
         assert _gone(home)
+
+
+def test_a_killed_pool_still_loses_its_runs_directories() -> None:
+    """SIGKILL gives the pool no chance to clean up: its helper does it."""
+    from pynox import Pool
+
+    pool = Pool(workers=1)
+    try:
+        directory = pool.run("import os; print(os.environ['TMPDIR'])").stdout.strip()
+        root = os.path.dirname(directory)
+        assert os.path.basename(root).startswith(PREFIX)  # the pool's own, holding the runs'
+        assert os.path.isdir(root)
+        pid = pool.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        assert _gone(root)
+    finally:
+        pool.close()

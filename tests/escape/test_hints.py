@@ -59,7 +59,8 @@ HINTED = [
         "read-from-write-only-dir",
         "open(W['wo_file']).read()",
         "PermissionError",
-        "reading {wo_file} is not allowed; grant it with --allow-read={wo_file}",
+        # Written files are read back from their write tree: that is what to grant.
+        "reading {wo} is not allowed; grant it with --allow-read={wo}",
     ),
     (
         "chmod-script",

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from pynox.engine.scratch import HELPER_SCRIPT
+
 PYNOX = str(Path(sys.executable).with_name("pynox"))
 
 Message = dict[str, Any]
@@ -57,10 +59,14 @@ def process_table() -> dict[int, tuple[int, str]]:
 
 
 def descendants(pid: int, zombies: bool = True) -> set[int]:
-    """Every process below pid (not pid itself); zombies too unless told otherwise."""
+    """Every process below pid (not pid itself); zombies too unless told otherwise.
+
+    Not the helper that removes the pool's scratch directories once the pool ends: it
+    outlives the pool by design (tests/core/test_scratch.py checks that it does its job).
+    """
     children: dict[int, list[int]] = {}
     for child, (parent, state) in process_table().items():
-        if zombies or state != "Z":
+        if (zombies or state != "Z") and not _is_scratch_helper(child):
             children.setdefault(parent, []).append(child)
     found: set[int] = set()
     todo = list(children.get(pid, []))
@@ -70,6 +76,14 @@ def descendants(pid: int, zombies: bool = True) -> set[int]:
             found.add(current)
             todo.extend(children.get(current, []))
     return found
+
+
+def _is_scratch_helper(pid: int) -> bool:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return len(argv) > 2 and argv[2] == HELPER_SCRIPT.encode()
 
 
 def alive(pid: int) -> bool:
