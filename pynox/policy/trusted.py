@@ -7,7 +7,7 @@ shared libraries it loads, the environment whose bin/ holds the `pynox`
 command, the directories of modules imported before confinement) or reads as
 its permissions (a pynox.toml where a run looks for one, whether or not one
 exists yet, and the configuration cache), or the system files every run may
-read (the time zone, the resolver's files, /dev/null: a program that could
+read (the time zone, the resolver's files, the CA store, /dev/null: a program that could
 turn one into a link would widen every later run's reads) would let one run
 widen the next.
 Landlock cannot leave a hole in a granted tree, so such a grant is refused.
@@ -70,6 +70,7 @@ def installation() -> "list[tuple[str, str]]":
         entries.append((sys.executable, _INTERPRETER))
     entries += [(directory, _LIBRARIES) for directory in system_paths.library_dirs()]
     system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
+    system += system_paths.CA_STORE_LOCATIONS
     entries += [(path, _SYSTEM) for path in system + list(system_paths.DEVICES_READ_WRITE)]
     resolved = [(form, what) for path, what in entries for form in _forms(path)]
     roots = [form for form, _ in resolved]
