@@ -121,7 +121,7 @@ class Policy:
 
 def resolve_grant(path: str, kind: str, cwd: str) -> str:
     """The real path of a granted file or directory, which must exist."""
-    absolute = os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+    absolute = _absolute(path, cwd)
     try:
         os.stat(absolute)
     except FileNotFoundError:
@@ -134,14 +134,26 @@ def resolve_grant(path: str, kind: str, cwd: str) -> str:
     except ValueError:  # a NUL character
         raise PolicyError(f"cannot grant {kind} {absolute!r}: it is not a valid path") from None
     resolved = real_path(absolute)
+    through = _magic_link_on_way(absolute, resolved)
+    if through:
+        raise PolicyError(
+            f"cannot grant {kind} {absolute}: it goes through {through}, a link of /proc "
+            "that leads wherever a process's root, working directory, executable or "
+            "descriptors lead; grant the real path you mean instead"
+        )
+    return resolved
+
+
+def _absolute(path: str, cwd: str) -> str:
+    return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+
+
+def _magic_link_on_way(absolute: str, resolved: str) -> str | None:
+    """The form of the path that is or goes through a magic link of /proc, if any."""
     for form in (absolute, resolved):
         if _through_proc_magic_link(form):
-            raise PolicyError(
-                f"cannot grant {kind} {absolute}: it goes through {form}, a link of /proc "
-                "that leads wherever a process's root, working directory, executable or "
-                "descriptors lead; grant the real path you mean instead"
-            )
-    return resolved
+            return form
+    return None
 
 
 def real_path(path: str) -> str:
@@ -209,12 +221,50 @@ def build_policy(
         if name in environ:
             policy.environment[name] = environ[name]
     policy.network = bool(grants.allow_network)
+    if policy.network:
+        policy.implicit_read = _unique(policy.implicit_read + ca_reads(policy, cwd))
     policy.timeout = grants.timeout
     policy.memory = grants.memory
     if grants.max_output is not None:
         policy.max_output = grants.max_output
     policy.max_file_size = grants.max_file_size
     return policy
+
+
+def ca_reads(policy: "Policy", cwd: str) -> list[str]:
+    """What a run granted the network reads to verify TLS peers: the interpreter's
+    default CA store, and what the CA variables passed to the program name.
+
+    A variable naming nothing that exists adds nothing, as OpenSSL then loads
+    nothing from it; one that goes through a magic link of /proc is refused,
+    as a grant of that path would be.
+    """
+    from pynox.policy import system_paths
+
+    reads = system_paths.ca_store_reads()
+    for name in system_paths.CA_VARIABLES:
+        value = policy.environment.get(name) if name in policy.allow_env else None
+        if not value:
+            continue
+        absolute = os.path.normpath(os.path.join(cwd, value))  # OpenSSL expands no ~
+        try:
+            os.stat(absolute)
+        except (OSError, ValueError):
+            continue
+        resolved = real_path(absolute)
+        if _magic_link_on_way(absolute, resolved):
+            raise PolicyError(
+                f"{name} names {absolute}, a path through a link of /proc that leads "
+                "wherever a process's root, working directory, executable or descriptors "
+                f"lead; set {name} to the real path of the CA file or directory"
+            )
+        reads.append(resolved)
+    # SSL_CERT_FILE often names a file of the default CA directory.
+    return [path for path in reads if not any(_within(path, other) for other in reads)]
+
+
+def _within(path: str, directory: str) -> bool:
+    return path != directory and path.startswith(directory.rstrip("/") + "/")
 
 
 def covering_write(policy: "Policy", path: str) -> str | None:

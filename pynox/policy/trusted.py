@@ -7,7 +7,7 @@ shared libraries it loads, the environment whose bin/ holds the `pynox`
 command, the directories of modules imported before confinement) or reads as
 its permissions (a pynox.toml where a run looks for one, whether or not one
 exists yet, and the configuration cache), or the system files every run may
-read (the time zone, the resolver's files, /dev/null: a program that could
+read (the time zone, the resolver's files, the CA store, /dev/null: a program that could
 turn one into a link would widen every later run's reads) would let one run
 widen the next.
 Landlock cannot leave a hole in a granted tree, so such a grant is refused.
@@ -35,6 +35,7 @@ _INTERPRETER = "the interpreter's installation, which every run loads before its
 _LIBRARIES = "the shared libraries the interpreter loads before its sandbox exists"
 _IMPORTED = "the home of a module pynox imported before the sandbox existed"
 _SYSTEM = "a system file every run reads (made a link, it would widen that read)"
+_CA_STORE = "the CA store, which runs granted the network read (a planted link would widen that)"
 _CONFIG = "where pynox reads its configuration, so the program could grant itself more next time"
 _CACHE = "pynox's cache of validated configurations, which later runs trust"
 
@@ -71,6 +72,9 @@ def installation() -> "list[tuple[str, str]]":
     entries += [(directory, _LIBRARIES) for directory in system_paths.library_dirs()]
     system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
     entries += [(path, _SYSTEM) for path in system + list(system_paths.DEVICES_READ_WRITE)]
+    entries += [
+        (path, _CA_STORE) for path in system_paths.existing(system_paths.CA_STORE_LOCATIONS)
+    ]
     resolved = [(form, what) for path, what in entries for form in _forms(path)]
     roots = [form for form, _ in resolved]
     # Modules imported so far, from wherever they came (a package directory, a

@@ -1,0 +1,220 @@
+"""HTTPS under a network grant: the CA store becomes readable, and only then.
+
+A test CA and a certificate for localhost signed by it (made with the openssl
+command), a TLS server on loopback, and programs in the sandbox that verify it.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.commands import pynox, python
+from support.pool_client import PoolClient, clean_env
+
+pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl")
+
+_LEAF_EXTENSIONS = """\
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth
+subjectAltName = DNS:localhost, IP:127.0.0.1
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid
+"""
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with ca.pem (the test CA) and server.pem/server.key (localhost)."""
+    folder = tmp_path_factory.mktemp("tls")
+    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=pynox test CA",
+             "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=folder)  # fmt: skip
+    _openssl("req", "-new", *key, "-keyout", "server.key", "-out", "server.csr",
+             "-subj", "/CN=localhost", cwd=folder)  # fmt: skip
+    (folder / "leaf.ext").write_text(_LEAF_EXTENSIONS)
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "2", "-extfile", "leaf.ext", "-out", "server.pem",
+             cwd=folder)  # fmt: skip
+    return folder
+
+
+class _Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+        body = b"hello over tls"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(certificates: Path) -> Iterator[str]:
+    """The URL of a TLS server on loopback that presents the localhost certificate."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificates / "server.pem", certificates / "server.key")
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"https://localhost:{httpd.server_address[1]}/"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _fetch(url: str) -> str:
+    return f"import urllib.request; print(urllib.request.urlopen({url!r}, timeout=10).read())"
+
+
+def test_urllib_verifies_with_the_ca_file_ssl_cert_file_names(
+    certificates: Path, server: str
+) -> None:
+    env = {"SSL_CERT_FILE": str(certificates / "ca.pem")}
+    done = pynox("--allow-network", "--allow-env=SSL_CERT_FILE", "-c", _fetch(server), env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b"b'hello over tls'\n"
+
+
+def test_without_the_test_ca_the_certificate_fails_to_verify(
+    certificates: Path, server: str
+) -> None:
+    env = {"SSL_CERT_FILE": str(certificates / "ca.pem")}
+    done = pynox("--allow-network", "-c", _fetch(server), env=env)  # the variable not passed
+    assert done.returncode == 1
+    assert b"CERTIFICATE_VERIFY_FAILED" in done.stderr
+
+
+def test_the_default_context_has_the_system_cas() -> None:
+    stats = "import ssl; print(ssl.create_default_context().cert_store_stats())"
+    outside = python("-I", "-c", stats)  # the commands' environment sets no SSL_CERT_*
+    assert outside.returncode == 0, outside.stderr.decode()
+    if "'x509_ca': 0" in outside.stdout.decode():
+        pytest.skip("this machine has no CA bundle where OpenSSL looks by default")
+    inside = pynox("--allow-network", "-c", stats)
+    assert inside.returncode == 0, inside.stderr.decode()
+    assert inside.stdout == outside.stdout
+
+
+def test_the_json_policy_lists_the_ca_reads(certificates: Path) -> None:
+    ca = certificates / "ca.pem"
+    done = pynox("--allow-network", "--allow-env=SSL_CERT_FILE", "--json", "-c", "pass",
+                 env={"SSL_CERT_FILE": str(ca)})  # fmt: skip
+    implicit = json.loads(done.stdout)["policy"]["implicit_read"]
+    assert str(ca.resolve()) in implicit
+    default_dir = ssl.get_default_verify_paths().openssl_capath
+    if os.path.isdir(default_dir):
+        assert os.path.realpath(default_dir) in implicit
+    plain = pynox(
+        "--allow-env=SSL_CERT_FILE", "--json", "-c", "pass", env={"SSL_CERT_FILE": str(ca)}
+    )
+    assert json.loads(plain.stdout)["policy"]["implicit_read"] == []
+
+
+def test_requests_verifies_with_requests_ca_bundle(certificates: Path, server: str) -> None:
+    packages = os.environ.get("PYNOX_TEST_PACKAGES")
+    if not packages:
+        pytest.skip("PYNOX_TEST_PACKAGES is unset: no directory with requests installed")
+    if not os.path.isdir(os.path.join(packages, "requests")):
+        pytest.skip(f"requests is not installed in PYNOX_TEST_PACKAGES ({packages})")
+    code = f"import requests; print(requests.get({server!r}, timeout=10).text)"
+    env = {"REQUESTS_CA_BUNDLE": str(certificates / "ca.pem")}
+    done = pynox("--allow-network", f"--package-dir={packages}",
+                 "--allow-env=REQUESTS_CA_BUNDLE", "-c", code, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout == b"hello over tls\n"
+
+
+_OPENS = """\
+import os, ssl
+paths = ssl.get_default_verify_paths()
+for path in (os.environ["SSL_CERT_FILE"], paths.openssl_cafile, paths.openssl_capath):
+    if os.path.exists(path):
+        try:
+            (os.listdir if os.path.isdir(path) else open)(path)
+        except PermissionError:
+            print("denied", path)
+        else:
+            print("read", path)
+print(ssl.create_default_context().cert_store_stats()["x509_ca"] > 0)
+"""
+
+
+def test_without_the_network_the_ca_store_stays_closed(certificates: Path) -> None:
+    env = {"SSL_CERT_FILE": str(certificates / "ca.pem")}
+    closed = pynox("--allow-env=SSL_CERT_FILE", "-c", _OPENS, env=env)
+    assert closed.returncode == 0, closed.stderr.decode()
+    lines = closed.stdout.decode().splitlines()
+    assert lines[0] == f"denied {certificates / 'ca.pem'}"
+    assert all(line.startswith("denied ") for line in lines[:-1]) and lines[-1] == "False"
+    # The same program with the network reads all of it.
+    opened = pynox("--allow-network", "--allow-env=SSL_CERT_FILE", "-c", _OPENS, env=env)
+    assert opened.returncode == 0, opened.stderr.decode()
+    assert all(line.startswith("read ") for line in opened.stdout.decode().splitlines()[:-1])
+
+
+def test_a_ca_variable_through_a_proc_magic_link_is_refused(
+    certificates: Path, server: str
+) -> None:
+    ca = certificates / "ca.pem"
+    env = {"SSL_CERT_FILE": f"/proc/self/root{ca}"}
+    args = ("--allow-network", "--allow-env=SSL_CERT_FILE", "-c", _fetch(server))
+    refused = pynox(*args, env=env)
+    assert refused.returncode == 125
+    message = refused.stderr.decode()
+    assert message.startswith("pynox: SSL_CERT_FILE names /proc/self/root/") and (
+        message.count("\n") == 1
+    )
+    assert "set SSL_CERT_FILE to the real path" in message
+    assert pynox(*args, env={"SSL_CERT_FILE": str(ca)}).returncode == 0  # the hint works
+
+
+def test_a_ca_variable_naming_nothing_adds_nothing(certificates: Path) -> None:
+    env = {"SSL_CERT_FILE": str(certificates / "missing.pem")}
+    done = pynox("--allow-network", "--allow-env=SSL_CERT_FILE", "--json", "-c", "pass", env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    implicit = json.loads(done.stdout)["policy"]["implicit_read"]
+    assert not any(path.startswith(str(certificates)) for path in implicit)
+
+
+def test_no_write_grant_reaches_the_ca_store() -> None:
+    capath = ssl.get_default_verify_paths().openssl_capath
+    if not os.path.isdir(capath):
+        pytest.skip(f"OpenSSL's CA directory {capath} does not exist here")
+    done = pynox(f"--allow-write={capath}", "-c", "pass")
+    assert done.returncode == 125
+    assert b"the CA store, which runs granted the network read" in done.stderr
+
+
+def test_pool_requests_and_sessions_verify_with_the_granted_ca(
+    certificates: Path, server: str
+) -> None:
+    env = clean_env({"SSL_CERT_FILE": str(certificates / "ca.pem")})
+    request = {"code": _fetch(server), "allow_network": True, "allow_env": ["SSL_CERT_FILE"]}
+    with PoolClient(workers=1, env=env) as pool:
+        one = pool.run({"id": 1, **request})
+        assert one["exit"] == 0, one
+        assert one["stdout"] == "b'hello over tls'\n"
+        assert str((certificates / "ca.pem").resolve()) in one["policy"]["implicit_read"]
+        step = pool.run({"id": 2, "session": "s", **request})
+        assert step["exit"] == 0, step
+        assert step["stdout"] == "b'hello over tls'\n"
+        closed = pool.run({"id": 3, "code": _fetch(server), "allow_env": ["SSL_CERT_FILE"]})
+        assert closed["exit"] == 1 and closed["policy"]["implicit_read"] == []
