@@ -26,7 +26,7 @@ struct pynox_policy {
     size_t keep_fd_count;
 
     int allow_network;          /* nonzero: AF_INET and AF_INET6 sockets */
-    long long memory_bytes;     /* RLIMIT_AS; 0 leaves it as it is */
+    long long memory_bytes;     /* RLIMIT_DATA (see limits.c); 0: no limit */
     long long max_file_size;    /* RLIMIT_FSIZE; 0 leaves it as it is */
     int new_session;            /* nonzero: setsid(), leave the terminal's session */
     int parent_pid;             /* nonzero: die when this process goes away */

@@ -304,7 +304,7 @@ def test_network_is_off_until_allowed() -> None:
 def test_subprocesses_are_never_allowed() -> None:
     proc = pynox("-c", "import subprocess\nsubprocess.run(['true'])")
     assert proc.returncode == 1
-    assert "pynox: starting processes" in proc.stderr.decode()
+    assert "pynox: processes (subprocess" in proc.stderr.decode()
 
 
 # --- limits -------------------------------------------------------------------------

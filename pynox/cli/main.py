@@ -203,6 +203,12 @@ def _finish_plain(outcome: "Outcome", policy: "Policy") -> int:
         _print_line(timeout_line(policy))
         return outcome.exit_code
     if outcome.signal is not None:
+        if policy.memory is not None:
+            from pynox.engine.result import signal_line
+
+            line = signal_line(outcome, policy)
+            if line is not None:
+                _print_line(line)
         _die_like(outcome.signal)
     return outcome.exit_code
 

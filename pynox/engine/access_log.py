@@ -25,6 +25,12 @@ PROCESS_EVENTS = frozenset(
     }
 )
 
+# Modules whose refusals all come from processes that cannot start: a
+# multiprocessing lock or queue (sem_open in /dev/shm, which no grant opens),
+# shared memory, ProcessPoolExecutor. Their C calls raise no audit event, so a
+# refusal is known by the module of the frame it was raised in.
+PROCESS_MODULES = ("multiprocessing", "concurrent.futures.process")
+
 WATCHED_EVENTS = PROCESS_EVENTS | frozenset(
     {
         "open",

@@ -154,6 +154,13 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
     try:
         os.environ.update(policy.environment)
         main_module, program_path = _setup_interpreter(program, policy, setup)
+        if policy.memory is not None:
+            # A program that used up its memory leaves none to import the
+            # error report with, which would then end in pynox's own traceback.
+            import pynox.engine.report  # noqa: F401
+
+            if setup.report_fd is not None:
+                import json  # noqa: F401
         if setup.pool_link is not None:
             setup.pool_link.before_confinement()
         if isinstance(setup.prepared, SandboxError):

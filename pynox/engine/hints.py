@@ -12,7 +12,7 @@ import errno
 import os
 import socket
 
-from pynox.engine.access_log import PROCESS_EVENTS
+from pynox.engine.access_log import PROCESS_EVENTS, PROCESS_MODULES
 from pynox.policy.grants import GRANTS_BY_NAME
 from pynox.policy.resolve import real_path
 from pynox.units import format_size
@@ -46,6 +46,8 @@ _FILE_WRITE_EVENTS = frozenset({"os.truncate"})
 KINDS = frozenset(
     {
         "memory",
+        "native_abort",
+        "open_files",
         "file_size",
         "process",
         "metadata",
@@ -62,9 +64,12 @@ KINDS = frozenset(
 
 _DENIED_ERRNOS = frozenset({errno.EACCES, errno.EPERM})
 
+# multiprocessing.pool.ThreadPool is no way out: its queues take multiprocessing
+# locks, which are named semaphores in /dev/shm.
 PROCESS_HINT = (
-    "starting processes (subprocess, os.system, os.fork, os.exec*) is never allowed in the "
-    "sandbox; do the work in Python inside this program"
+    "processes (subprocess, os.system, os.fork, multiprocessing, ProcessPoolExecutor) never "
+    "run in the sandbox, threads do: use concurrent.futures.ThreadPoolExecutor or threading, "
+    "or do the work in this program"
 )
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
@@ -240,6 +245,19 @@ def _sqlite_database(
     return kind, target, database
 
 
+def _raised_in_process_module(exc: BaseException) -> bool:
+    """Whether the innermost frame of exc's traceback is multiprocessing's own."""
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__")
+    if not isinstance(module, str):
+        return False
+    return any(module == name or module.startswith(name + ".") for name in PROCESS_MODULES)
+
+
 def _sqlite_open_failure(
     exc: BaseException, event: tuple[str, tuple[Any, ...]] | None
 ) -> str | None:
@@ -276,10 +294,12 @@ def classify(
         path = os.path.abspath(os.fsdecode(exc.filename))
     if exc.errno == errno.EFBIG:
         return "file_size", None, path
+    if exc.errno == errno.EMFILE:
+        return "open_files", None, path
     if exc.errno not in _DENIED_ERRNOS:
         return None, None, path
     name = event[0] if event is not None else ""
-    if name in PROCESS_EVENTS:
+    if name in PROCESS_EVENTS or _raised_in_process_module(exc):
         return "process", None, path
     if name == "socket.__new__" and path is None and event is not None:
         family = event[1][1] if len(event[1]) > 1 else None
@@ -294,6 +314,30 @@ def classify(
     return None, None, None
 
 
+# The memory limit also caps open files: one per MiB of it, from 64 to 1024
+# (runtime/limits.c).
+_MIB = 1 << 20
+_MIN_DESCRIPTORS = 64
+_MAX_DESCRIPTORS = 1024
+
+
+def _open_files_hint(style: Style, memory: int | None) -> str | None:
+    if memory is None:
+        return None  # the host's own limit: no grant raises it
+    size = format_size(memory)
+    if memory >= _MAX_DESCRIPTORS * _MIB:
+        return (
+            f"the {size} memory limit allows at most {_MAX_DESCRIPTORS} open files; "
+            "close files the program no longer needs"
+        )
+    larger = max(memory * 2, 2 * _MIN_DESCRIPTORS * _MIB)
+    return (
+        f"the {size} memory limit allows one open file per MiB (at least {_MIN_DESCRIPTORS}); "
+        f"close files the program no longer needs or raise the limit with "
+        f"{style.limit('memory', format_size(larger))}"
+    )
+
+
 def format_hint(
     kind: object, target: object, style: Style, memory: int | None, max_file_size: int | None
 ) -> str | None:
@@ -306,6 +350,16 @@ def format_hint(
             f"the program used up its {format_size(memory)} memory limit; allocate less "
             f"or raise the limit with {style.limit('memory', format_size(memory * 2))}"
         )
+    if kind == "native_abort":
+        if memory is None:
+            return None
+        return (
+            f"native code ended the program, as it often does when an allocation fails under "
+            f"the {format_size(memory)} memory limit; raise the limit with "
+            f"{style.limit('memory', format_size(memory * 2))}"
+        )
+    if kind == "open_files":
+        return _open_files_hint(style, memory)
     if kind == "file_size":
         if max_file_size is None:
             return None

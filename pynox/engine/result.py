@@ -56,6 +56,31 @@ def _signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
+# Deaths native code dies when an allocation fails and it does not check
+# (SIGSEGV), gives up (SIGABRT: abort() in a library or in the C++ runtime),
+# or the kernel's out-of-memory killer picks the process (SIGKILL).
+_NATIVE_MEMORY_SIGNALS = frozenset({6, 9, 11})  # SIGABRT, SIGKILL, SIGSEGV
+
+
+def _signal_hint(outcome: Outcome, policy: Policy, api: bool) -> str | None:
+    """Under a memory limit, the hint for a program that native code ended."""
+    if policy.memory is None or outcome.signal not in _NATIVE_MEMORY_SIGNALS:
+        return None
+    from pynox.engine.hints import Style, format_hint
+
+    return format_hint("native_abort", None, Style(api), policy.memory, policy.max_file_size)
+
+
+def signal_line(outcome: Outcome, policy: Policy) -> str | None:
+    """What the command prints when its program was killed by a signal, if anything."""
+    if outcome.signal is None or outcome.timed_out:
+        return None
+    hint = _signal_hint(outcome, policy, api=False)
+    if hint is None:
+        return None
+    return f"pynox: the program was killed by {_signal_name(outcome.signal)}; {hint}"
+
+
 def _text_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -125,7 +150,7 @@ def _error(outcome: Outcome, policy: Policy, api: bool) -> dict[str, Any] | None
             "type": "Signal",
             "message": f"the program was killed by {name}",
             **empty,
-            "hint": None,
+            "hint": _signal_hint(outcome, policy, api),
         }
     return None
 

@@ -33,10 +33,12 @@ def run(
     setup.system_reads = system_paths.interpreter_reads()
     directory = scratch.attach(policy)
     end_start_up()
-    if not capture and policy.timeout is None:
-        # Nothing to supervise: no output to collect, no clock to enforce. The
-        # program runs in this very process, the terminal's own foreground job,
-        # which spares the fork and the copying of every page a child touches.
+    if not capture and policy.timeout is None and policy.memory is None:
+        # Nothing to supervise: no output to collect, no clock to enforce, no
+        # memory limit that native code may die of (the supervisor then says
+        # so). The program runs in this very process, the terminal's own
+        # foreground job, which spares the fork and the copying of every page a
+        # child touches.
         setup.scratch_fd = scratch.remove_when_gone(directory)
         run_child(program, policy, setup)
     from pynox.engine import supervisor

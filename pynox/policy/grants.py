@@ -82,7 +82,7 @@ GRANT_FIELDS = (
     ),
     GrantField(
         "memory", "--memory", SIZE,
-        "address-space limit, e.g. 512m (at least 32m)", minimum=MIN_MEMORY,
+        "memory used (not address space), e.g. 512m (at least 32m)", minimum=MIN_MEMORY,
     ),
     GrantField(
         "max_output", "--max-output", SIZE,

@@ -122,8 +122,9 @@ HINTED = [
     ),
 ]
 PROCESS_HINT = (
-    "starting processes (subprocess, os.system, os.fork, os.exec*) is never "
-    "allowed in the sandbox; do the work in Python inside this program"
+    "processes (subprocess, os.system, os.fork, multiprocessing, ProcessPoolExecutor) never "
+    "run in the sandbox, threads do: use concurrent.futures.ThreadPoolExecutor or threading, "
+    "or do the work in this program"
 )
 
 

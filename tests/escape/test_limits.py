@@ -13,7 +13,7 @@ from support.probes import World, outcomes, run_probe
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
 
-RLIMIT_AS = 9
+RLIMIT_DATA = 2
 
 
 def test_memory_limit_gives_memory_error_and_hint(world: World) -> None:
@@ -43,18 +43,21 @@ def test_memory_limit_cannot_be_raised(world: World) -> None:
         f"""
         import resource
         inf = resource.RLIM_INFINITY
-        attempt("getrlimit-as", resource.getrlimit, resource.RLIMIT_AS)
-        attempt("setrlimit-as-up", resource.setrlimit, resource.RLIMIT_AS, (inf, inf))
-        attempt("prlimit-as-up", resource.prlimit, 0, resource.RLIMIT_AS, (inf, inf))
+        attempt("getrlimit-data", resource.getrlimit, resource.RLIMIT_DATA)
+        attempt("setrlimit-data-up", resource.setrlimit, resource.RLIMIT_DATA, (inf, inf))
+        attempt("prlimit-data-up", resource.prlimit, 0, resource.RLIMIT_DATA, (inf, inf))
         new = (ctypes.c_uint64 * 2)(2**63 - 1, 2**63 - 1)
-        sys_attempt("raw-prlimit64-as-up", "prlimit64", 0, {RLIMIT_AS}, ctypes.addressof(new), None)
+        sys_attempt("raw-prlimit64-data-up", "prlimit64", 0, {RLIMIT_DATA},
+                    ctypes.addressof(new), None)
+        attempt("setrlimit-as-up", resource.setrlimit, resource.RLIMIT_AS, (inf, inf))
+        attempt("setrlimit-stack-up", resource.setrlimit, resource.RLIMIT_STACK, (inf, inf))
         attempt("setrlimit-nofile-up", resource.setrlimit, resource.RLIMIT_NOFILE,
                 (resource.getrlimit(resource.RLIMIT_NOFILE)[0],
                  resource.getrlimit(resource.RLIMIT_NOFILE)[1] + 1))
         attempt("setrlimit-fsize-up", resource.setrlimit, resource.RLIMIT_FSIZE, (inf, inf))
         attempt("setrlimit-core-up", resource.setrlimit, resource.RLIMIT_CORE, (1 << 20, 1 << 20))
-        attempt("getrlimit-as-after", resource.getrlimit, resource.RLIMIT_AS)
-        attempt("lower-soft-is-fine", resource.setrlimit, resource.RLIMIT_AS,
+        attempt("getrlimit-data-after", resource.getrlimit, resource.RLIMIT_DATA)
+        attempt("lower-soft-is-fine", resource.setrlimit, resource.RLIMIT_DATA,
                 ({limit // 2}, {limit}))
         attempt("big-allocation", bytearray, 128 * 1024 * 1024)
     """,
@@ -65,14 +68,16 @@ def test_memory_limit_cannot_be_raised(world: World) -> None:
     lines = outcomes(proc)
     raised = "ValueError -"  # CPython's word for EPERM from setrlimit/prlimit
     assert lines == {
-        "getrlimit-as": f"ok ({limit}, {limit})",
+        "getrlimit-data": f"ok ({limit}, {limit})",
+        "setrlimit-data-up": raised,
+        "prlimit-data-up": "PermissionError EPERM",
+        "raw-prlimit64-data-up": "errno EPERM",
         "setrlimit-as-up": raised,
-        "prlimit-as-up": "PermissionError EPERM",
-        "raw-prlimit64-as-up": "errno EPERM",
+        "setrlimit-stack-up": raised,
         "setrlimit-nofile-up": raised,
         "setrlimit-fsize-up": raised,
         "setrlimit-core-up": raised,
-        "getrlimit-as-after": f"ok ({limit}, {limit})",
+        "getrlimit-data-after": f"ok ({limit}, {limit})",
         "lower-soft-is-fine": "ok None",
         "big-allocation": "MemoryError -",
     }
