@@ -42,6 +42,19 @@ def _paths(value: Paths, what: str, cwd: str) -> list[str]:
     return list(dict.fromkeys(result))
 
 
+def pool_package_dirs(value: Paths) -> list[str]:
+    """Pool(package_dirs=...): absolute paths that exist, checked now so that a wrong one
+    is a ValueError here rather than a pool that cannot start."""
+    paths = _paths(value, "package_dirs", os.getcwd())
+    for path in paths:
+        if not os.path.exists(path):
+            raise ValueError(
+                f"package_dirs lists {path}, which does not exist; give the site-packages "
+                "directory that holds the packages"
+            )
+    return paths
+
+
 def strings(value: Names, what: str, kind: str) -> list[str]:
     result = []
     for item in _items(value, what, f"a {kind} or a list of them"):

@@ -28,7 +28,16 @@ from pynox.api.connection import (
     _Pending,
     default_command,
 )
-from pynox.api.options import Names, RunOptions, SessionOptions, Spec, effective_grants, strings
+from pynox.api.options import (
+    Names,
+    Paths,
+    RunOptions,
+    SessionOptions,
+    Spec,
+    effective_grants,
+    pool_package_dirs,
+    strings,
+)
 from pynox.api.result import Result
 from pynox.api.session import Session
 from pynox.errors import PoolError, PynoxError
@@ -64,8 +73,11 @@ class Pool:
     """A `pynox pool` process that runs code in sandboxed children, shared by all threads.
 
     `workers` is how many one-shot runs go at once (default: [pool].workers of the config,
-    else 2), `preload` lists modules every child starts with, `config` names the pynox.toml
-    whose profiles and [pool.limits] apply (default: $PYNOX_CONFIG, then ./pynox.toml).
+    else 2), `preload` lists modules every child starts with, `package_dirs` lists directories
+    of installed packages (a site-packages) that preload imports from and every run may
+    import from, with no grant of its own (relative paths resolved against the current
+    directory now), `config` names the pynox.toml whose profiles and [pool.limits] apply
+    (default: $PYNOX_CONFIG, then ./pynox.toml).
     The process starts now (with lazy=True: on the first run) and again after it died;
     close() or the end of the interpreter stops it.
     """
@@ -76,6 +88,7 @@ class Pool:
         preload: Names = None,
         config: str | os.PathLike[str] | None = None,
         *,
+        package_dirs: Paths = None,
         lazy: bool = False,
         pynox_command: list[str] | None = None,
     ) -> None:
@@ -88,6 +101,7 @@ class Pool:
         for module in self.preload:
             if not all(part.isidentifier() for part in module.split(".")):
                 raise ValueError(f"preload lists {module!r}, which is not a module name")
+        self.package_dirs = pool_package_dirs(package_dirs)
         self.config_path = _find_config(config)
         if pynox_command is not None and (
             isinstance(pynox_command, str)
@@ -118,6 +132,8 @@ class Pool:
             command += ["--workers", str(self.workers)]
         for module in self.preload:
             command += ["--preload", module]
+        for directory in self.package_dirs:
+            command += ["--package-dir", directory]
         return command
 
     @property

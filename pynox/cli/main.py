@@ -126,7 +126,7 @@ def _run(inv: "Invocation") -> int:
     from pynox.policy.resolve import build_policy
 
     cwd = os.getcwd()
-    grants, config_path = _grants(inv, cwd)
+    grants, config_path, config_package_dirs = _grants(inv, cwd)
     isolated = "I" in inv.python_options
     if inv.kind == "script":
         prog = program.script(inv.target, inv.args, isolated)
@@ -149,6 +149,7 @@ def _run(inv: "Invocation") -> int:
         capture=inv.json,
         unbuffered="u" in inv.python_options,
         no_site="S" in inv.python_options,
+        config_package_dirs=config_package_dirs,
     )
     if inv.json:
         from pynox.engine.result import print_json_result
@@ -157,8 +158,9 @@ def _run(inv: "Invocation") -> int:
     return _finish_plain(outcome, policy)
 
 
-def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None]":
-    """Configuration, then the profile, then flags: each adds to the one before."""
+def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None, list[str]]":
+    """Configuration, then the profile, then flags: each adds to the one before; and
+    every package directory the configuration names, for the hint of a failed import."""
     from pynox.policy.location import find_config_path
 
     flags = _flag_grants(inv, cwd)
@@ -169,14 +171,15 @@ def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None]":
                 f"--profile={inv.profile} needs a pynox.toml, and none was found; pass "
                 "--config=PATH, set PYNOX_CONFIG, or run where pynox.toml is"
             )
-        return flags, None
+        return flags, None, []
     from pynox.policy.cache import load_config
 
     config = load_config(path, os.environ)
     grants: Grants = config.permissions
     if inv.profile is not None:
         grants = grants.merged(config.profile(inv.profile))
-    return grants.merged(flags), path  # as found: a link to it is protected too
+    # As found: a link to it is protected too.
+    return grants.merged(flags), path, config.package_dirs_named()
 
 
 def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":

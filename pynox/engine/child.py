@@ -76,6 +76,8 @@ class ChildSetup:
         "prepared",
         "read_script",
         "scratch_fd",
+        "config_package_dirs",
+        "user_base",
     )
 
     def __init__(self) -> None:
@@ -105,6 +107,12 @@ class ChildSetup:
         # A run in pynox's own process: the pipe whose end tells the helper that
         # removes the scratch directory that the run is over (pynox.engine.scratch).
         self.scratch_fd: int | None = None
+        # Package directories a pynox.toml names, granted or not (profiles, [pool]), and
+        # the user base of the user site: where the ModuleNotFoundError hint looks for
+        # a module the program could not import, besides pynox's and the interpreter's
+        # own site-packages (see _module_hint).
+        self.config_package_dirs: list[str] = []
+        self.user_base: str | None = None
 
 
 def run_child(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
@@ -117,6 +125,8 @@ def prepare(setup: ChildSetup) -> None:
     """What every child does whatever its policy: the pool does this ahead of requests."""
     _reset_signals()
     try:
+        # Before the environment is emptied: where the user site is (see _module_hint).
+        setup.user_base = os.environ.get("PYTHONUSERBASE") or _home_local()
         _setup_stdio(setup)
         try:
             scrub_environment()
@@ -128,6 +138,36 @@ def prepare(setup: ChildSetup) -> None:
         sys.addaudithook(ACCESS_LOG)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
+
+
+def _home_local() -> str | None:
+    home = os.environ.get("HOME")
+    return home + "/.local" if home else None
+
+
+def installed_package_dirs(user_base: str | None) -> list[str]:
+    """Where packages that `python` would import are installed, as strings only.
+
+    The site-packages of the environment pynox runs in (a virtual environment's or
+    a bundle's) and of the interpreter's own prefixes, then the user site. Nothing
+    is listed or even checked here, and neither sysconfig nor site is imported:
+    this is computed only once an import failed, inside the sandbox, from what
+    never changes there (sys) and the user base taken before confinement.
+    """
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    if "t" in sys.abiflags:
+        version += "t"  # a free-threaded build keeps its packages apart
+    environment = os.path.dirname(os.path.dirname(sys.executable or "/"))
+    prefixes = (environment, sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
+    dirs = [os.path.dirname(PACKAGE_DIR)]
+    for prefix in dict.fromkeys(prefixes):
+        for lib in dict.fromkeys(("lib", sys.platlibdir)):
+            dirs.append(f"{prefix}/{lib}/{version}/site-packages")
+        if prefix == "/usr":  # Debian's python3 and what pip installs for it
+            dirs += [f"/usr/local/lib/{version}/dist-packages", "/usr/lib/python3/dist-packages"]
+    if user_base:
+        dirs.append(f"{user_base}/lib/{version}/site-packages")
+    return dirs
 
 
 def _kept_fds(setup: ChildSetup) -> list[int]:
@@ -477,6 +517,8 @@ def _report_exception(
     from pynox.engine.report import describe_error
 
     error = describe_error(exc, tb, program, policy, last_event, setup.api_hints)
+    if error["hint_kind"] is None and isinstance(exc, ModuleNotFoundError):
+        _module_hint(error, exc, policy, setup)
     if error["hint"]:
         try:
             sys.stderr.flush()
@@ -484,6 +526,20 @@ def _report_exception(
             pass
         os.write(2, f"pynox: {error['hint']}\n".encode(errors="replace"))
     return error
+
+
+def _module_hint(
+    error: dict[str, object], exc: ModuleNotFoundError, policy: "Policy", setup: ChildSetup
+) -> None:
+    """The package directory that holds a module the program could not import, if one
+    of the known ones does and the run was not given it."""
+    from pynox.engine.hints import Style, format_hint, missing_module_dir
+
+    candidates = setup.config_package_dirs + installed_package_dirs(setup.user_base)
+    directory = missing_module_dir(exc, candidates, policy.package_dirs)
+    if directory is not None:
+        error["hint_kind"], error["hint_value"] = "module", directory
+        error["hint"] = format_hint("module", directory, Style(setup.api_hints), None, None)
 
 
 def _write_report(fd: int, error: dict[str, object]) -> None:

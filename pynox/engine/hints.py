@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
+import sys
 
 from pynox.engine.access_log import PROCESS_EVENTS, PROCESS_MODULES
 from pynox.policy.grants import GRANTS_BY_NAME
@@ -59,6 +60,7 @@ KINDS = frozenset(
         "write",
         "entries",
         "read_write",
+        "module",
     }
 )
 
@@ -394,4 +396,54 @@ def format_hint(
             f"the program reads back what it writes in {value}; grant both with "
             f"{style.grant('allow_read', value)} {style.grant('allow_write', value)}"
         )
+    if kind == "module":
+        return module_hint(value, style)
+    return None
+
+
+# --- a module that is installed where the run may not import from ------------------------
+
+
+def module_hint(directory: str, style: Style) -> str:
+    """The hint for a module found installed in directory, which the run was not given."""
+    grant = style.grant("package_dirs", directory)
+    return f"the module is installed in {directory}; import from there with {grant}"
+
+
+def missing_module_dir(
+    exc: ModuleNotFoundError, candidates: list[str], granted: list[str]
+) -> str | None:
+    """The first of candidates that holds the module exc could not find, unless granted.
+
+    Runs in the confined child once a ModuleNotFoundError reached the top: Landlock
+    does not restrict stat(), so probing the few names an import would look for
+    works without any read grant and without listing a directory. A directory
+    that holds a regular module or package wins over one where the name is only a
+    directory (a namespace package, or any directory of that name).
+    """
+    name = exc.name
+    if not isinstance(name, str) or not name:
+        return None
+    top = name.partition(".")[0]
+    if top in sys.modules or not top.isidentifier():
+        return None  # the package imports; a submodule of it is what is missing
+    import _imp
+
+    names = [
+        os.path.join(top, "__init__.py"),
+        top + ".py",
+        *(top + suffix for suffix in _imp.extension_suffixes()),
+    ]
+    given = set(granted)  # real paths already: the policy's package_dirs are resolved
+    directories: list[str] = []
+    for candidate in candidates:
+        directory = os.path.realpath(candidate)
+        if directory not in given and directory not in directories:
+            directories.append(directory)
+    for directory in directories:
+        if any(os.path.isfile(os.path.join(directory, entry)) for entry in names):
+            return directory
+    for directory in directories:
+        if os.path.isdir(os.path.join(directory, top)):
+            return directory
     return None

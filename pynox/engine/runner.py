@@ -26,8 +26,10 @@ def run(
     capture: bool,
     unbuffered: bool,
     no_site: bool,
+    config_package_dirs: "list[str] | None" = None,
 ) -> "Outcome":
     setup = ChildSetup()
+    setup.config_package_dirs = config_package_dirs or []
     setup.unbuffered = unbuffered
     setup.no_site = no_site
     setup.system_reads = system_paths.interpreter_reads()

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 # Grants and the finding of the file live in their own modules; they are part of this API too.
 __all__ = ["CONFIG_ENV", "CONFIG_NAME", "Config", "Grants", "PoolSettings", "find_config_path"]
 
-_POOL_KEYS = ("workers", "preload", "max_sessions", "session_idle")
+_POOL_KEYS = ("workers", "preload", "package_dirs", "max_sessions", "session_idle")
 _POOL_FIELDS = _POOL_KEYS + ("limited",)
 _TABLES_HINT = "settings go in the tables [permissions], [profiles.NAME] and [pool]"
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
@@ -52,18 +52,21 @@ class PoolSettings(_Record):
 
     __slots__ = _POOL_FIELDS
     _fields = _POOL_FIELDS
-    _checks = (_int, _str_list, _int, _float, _str_list)
+    _checks = (_int, _str_list, _str_list, _int, _float, _str_list)
 
     def __init__(
         self,
         *,
         workers: int | None = None,
         preload: list[str] | None = None,
+        package_dirs: list[str] | None = None,
         max_sessions: int | None = None,
         session_idle: float | None = None,
     ) -> None:
         self.workers = workers
         self.preload: list[str] = list(preload or ())
+        # Importable by every request of the pool, and where preload looks first.
+        self.package_dirs: list[str] = list(package_dirs or ())
         self.max_sessions = max_sessions
         self.session_idle = session_idle  # seconds
         self.limited: list[str] = []
@@ -111,6 +114,13 @@ class Config(_Record):
             raise ConfigError(f"profile {name!r} is not in {self.path}; it has no [profiles] table")
         names = ", ".join(sorted(self.profiles))
         raise ConfigError(f"profile {name!r} is not in {self.path}; its profiles are: {names}")
+
+    def package_dirs_named(self) -> list[str]:
+        """Every package directory the file names, in any table: where a module a run
+        cannot import may be installed (see the ModuleNotFoundError hint)."""
+        tables = [self.permissions, *self.profiles.values()]
+        paths = [path for table in tables for path in table.package_dirs]
+        return _unique(paths + self.pool.package_dirs)
 
     def grants_for(self, profile: str | None = None) -> Grants:
         """[permissions], with the named profile layered on top when one is given."""
@@ -256,6 +266,9 @@ class _Reader:
                         ' module name; write importable names, like "pandas" or "numpy.linalg"'
                     )
             pool.preload = _unique(modules)
+        if "package_dirs" in table:
+            paths = self._strings(table["package_dirs"], "package_dirs", "[pool]")
+            pool.package_dirs = _unique([self._path(p, "package_dirs", "[pool]") for p in paths])
         limits = Grants()
         if "limits" in table:
             limits_table = table["limits"]

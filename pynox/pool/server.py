@@ -33,7 +33,7 @@ from pynox.policy import system_paths
 from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
-from pynox.policy.resolve import build_policy
+from pynox.policy.resolve import build_policy, resolve_grant
 from pynox.pool import channel, zygote
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
@@ -65,15 +65,16 @@ EXIT_GRACE = 0.9
 
 
 class PoolOptions:
-    __slots__ = ("config", "workers", "preload")
+    __slots__ = ("config", "workers", "preload", "package_dirs")
 
     def __init__(self) -> None:
         self.config: str | None = None
         self.workers: int | None = None
         self.preload: list[str] = []
+        self.package_dirs: list[str] = []  # as given: relative to the working directory
 
 
-_POOL_FLAGS = ("--config", "--workers", "--preload")
+_POOL_FLAGS = ("--config", "--workers", "--preload", "--package-dir")
 
 
 def parse_options(argv: list[str]) -> PoolOptions:
@@ -88,7 +89,8 @@ def parse_options(argv: list[str]) -> PoolOptions:
             if close:
                 raise UsageError(f"pynox pool does not take {name}; did you mean {close[0]}?")
             raise UsageError(
-                f"pynox pool does not take {argv[i]}; it takes --config, --workers and --preload"
+                f"pynox pool does not take {argv[i]}; it takes --config, --workers, --preload "
+                "and --package-dir"
             )
         if not has_value:
             if i + 1 >= len(argv):
@@ -99,6 +101,10 @@ def parse_options(argv: list[str]) -> PoolOptions:
             options.config = value
         elif name == "--preload":
             options.preload.append(value)
+        elif name == "--package-dir":
+            if not value or "\0" in value:
+                raise UsageError(f"--package-dir={value!r} is not a path; give a directory")
+            options.package_dirs.append(value)
         else:
             if not value.isdigit() or int(value) < 1:
                 raise UsageError(f"--workers={value} is not a whole number of at least 1")
@@ -223,18 +229,20 @@ class Template:
         self.limits = pool_request.resolve_limits(self.config.pool_limits)
         self.limited = frozenset(settings.limited)
         self.cwd = cwd
-        for module in [*settings.preload, *options.preload]:
-            try:
-                __import__(module)
-            except Exception as exc:  # noqa: BLE001 - any failure is the user's to see
-                raise PynoxError(f"cannot preload {module}: {exc!r}; fix or remove it") from None
+        # Granted to every request (and on its sys.path), resolved as any grant is.
+        self.package_dirs = _pool_package_dirs(settings.package_dirs, options.package_dirs, cwd)
+        _preload([*settings.preload, *options.preload], self.package_dirs)
         _warm_up()
-        # What no request may write: pynox, what the pool loaded, its configuration.
+        # What no request may write: pynox, what the pool loaded, its configuration,
+        # and the package directories every request imports from.
         self.trusted = trusted_paths.installation()
         self.trusted += trusted_paths.configuration([path], cwd, os.environ)
+        self.trusted += [(directory, _POOL_PACKAGES) for directory in self.package_dirs]
         self.system_reads = system_paths.interpreter_reads()
         gc.freeze()  # the children share the template's pages; keep the collector off them
-        self.zygote_pid, self.zygote = zygote.start(self.system_reads)
+        # Where a module a request cannot import may be installed, for its hint.
+        known = self.config.package_dirs_named()
+        self.zygote_pid, self.zygote = zygote.start(self.system_reads, known)
         # Each run's scratch directory is made in one of the pool's own, which a helper
         # removes once the pool ends, however it ends (after the zygote's fork: the
         # helper's pipe must not stay open in it).
@@ -504,6 +512,8 @@ class Template:
         if isinstance(script, str):
             implicit = self._script_reads(script, request_id)
         policy = build_policy(grants, implicit, os.environ, self.cwd)
+        # The pool's own package directories come first, as they did for preload.
+        policy.package_dirs = list(dict.fromkeys(self.package_dirs + policy.package_dirs))
         trusted_paths.refuse_trusted_writes(policy, self.trusted)
         return policy
 
@@ -1069,6 +1079,42 @@ def _how_it_ended(child: Child) -> str:
         if child.status is not None and os.WIFEXITED(child.status):
             return "exit"
     return "crash"
+
+
+_POOL_PACKAGES = "a package directory of the pool, which every request imports from"
+
+
+def _pool_package_dirs(configured: list[str], given: list[str], cwd: str) -> list[str]:
+    """[pool] package_dirs (already absolute, from the file's directory) and the
+    --package-dir flags (from the working directory), resolved as any grant is."""
+    resolved = [resolve_grant(path, "imports from", cwd) for path in [*configured, *given]]
+    return list(dict.fromkeys(resolved))
+
+
+def _preload(modules: list[str], package_dirs: list[str]) -> None:
+    """Imports what every request starts with, from the pool's package directories too.
+
+    sys.path gets them only while it imports: the zygote and its children start
+    with pynox's own path, and a child adds the package directories of its policy
+    once it is confined, as for any run.
+    """
+    import sys
+
+    saved = list(sys.path)
+    sys.path += [path for path in package_dirs if path not in saved]
+    try:
+        for module in modules:
+            try:
+                __import__(module)
+            except Exception as exc:  # noqa: BLE001 - any failure is the user's to see
+                hint = ""
+                if isinstance(exc, ModuleNotFoundError) and not package_dirs:
+                    hint = " (give the directory it is installed in with --package-dir)"
+                raise PynoxError(
+                    f"cannot preload {module}: {exc!r}{hint}; fix or remove it"
+                ) from None
+    finally:
+        sys.path[:] = saved
 
 
 def _warm_up() -> None:

@@ -44,18 +44,26 @@ def receive(sock: socket.socket) -> "tuple[dict[str, object] | None, list[int]]"
     return channel.decode(data), fds
 
 
-def start(system_reads: list[str]) -> "tuple[int, socket.socket]":
-    """Forks the zygote; returns its pid and the template's end of its socket."""
+def start(
+    system_reads: list[str], config_package_dirs: "list[str] | None" = None
+) -> "tuple[int, socket.socket]":
+    """Forks the zygote; returns its pid and the template's end of its socket.
+
+    config_package_dirs: every package directory the pool's pynox.toml names, where
+    the hint of a failed import looks (pynox.engine.child._module_hint).
+    """
     template_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:
         template_end.close()
-        _serve(zygote_end, system_reads)
+        _serve(zygote_end, system_reads, list(config_package_dirs or ()))
     zygote_end.close()
     return pid, template_end
 
 
-def _serve(sock: socket.socket, system_reads: list[str]) -> "NoReturn":
+def _serve(
+    sock: socket.socket, system_reads: list[str], config_package_dirs: list[str]
+) -> "NoReturn":
     json_hook.install()  # patched once here, the children share it
     # Nothing the zygote or its children print may reach the protocol stream.
     null = os.open(os.devnull, os.O_RDWR)
@@ -78,7 +86,7 @@ def _serve(sock: socket.socket, system_reads: list[str]) -> "NoReturn":
         message, fds = _receive_or_leave(sock)
         pid = os.fork()
         if pid == 0:
-            _become_child(sock, wake_read, wake_write, fds, system_reads)
+            _become_child(sock, wake_read, wake_write, fds, system_reads, config_package_dirs)
         pidfd = os.pidfd_open(pid)
         _send_or_leave(sock, {"spawned": message.get("token"), "pid": pid}, [pidfd])
         for fd in (pidfd, *fds):
@@ -135,6 +143,7 @@ def _become_child(
     wake_write: int,
     fds: list[int],
     system_reads: list[str],
+    config_package_dirs: list[str],
 ) -> "NoReturn":
     """A spare child: ready before any request, then confined to the one it gets."""
     _signal.set_wakeup_fd(-1)
@@ -150,6 +159,7 @@ def _become_child(
     setup.quick_exit = True
     setup.parent_pid = os.getppid()
     setup.system_reads = system_reads
+    setup.config_package_dirs = config_package_dirs
     link = ChildLink(named["channel"])
     setup.pool_link = link
     child.prepare(setup)

@@ -1,0 +1,76 @@
+"""`Pool(package_dirs=[...])`: the pool preloads from them and every run imports from them
+without a grant of its own; a module installed where a run may not import gets a hint
+in the API's spelling, which works when followed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pynox.api.pool import Pool
+
+PACKAGES = os.environ.get("PYNOX_TEST_PACKAGES")
+needs_packages = pytest.mark.skipif(
+    not PACKAGES,
+    reason="PYNOX_TEST_PACKAGES names no directory of installed packages (numpy, pandas); "
+    "the nox session sets it",
+)
+
+
+@pytest.mark.unit
+def test_the_pool_command_carries_the_directories(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "site").mkdir()
+    monkeypatch.chdir(tmp_path)
+    pool = Pool(package_dirs=["site", tmp_path / "site"], lazy=True, pynox_command=["pynox"])
+    assert pool.package_dirs == [str(tmp_path / "site")]
+    assert pool.command[-2:] == ["--package-dir", str(tmp_path / "site")]
+    pool.close()
+
+
+@pytest.mark.unit
+def test_bad_package_dirs_raise_at_once(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="does not exist"):
+        Pool(package_dirs=[tmp_path / "nowhere"], lazy=True)
+    with pytest.raises(TypeError, match="package_dirs takes"):
+        Pool(package_dirs=[3], lazy=True)  # type: ignore[list-item]
+
+
+@needs_packages
+def test_preloaded_pandas_needs_no_grant_per_run(tmp_path: Path) -> None:
+    assert PACKAGES is not None
+    data = tmp_path / "data.csv"
+    data.write_text("a,b\n1,2\n3,4\n")
+    with Pool(preload=["pandas"], package_dirs=[PACKAGES], workers=1) as pool:
+        result = pool.run("import pandas as pd; print(pd.DataFrame({'a': [1, 2]}).a.sum())")
+        assert result.ok and result.stdout == "3\n", result.text
+        # Submodules pandas imports on first use: the CSV writer and reader.
+        result = pool.run("import pandas as pd; print(pd.DataFrame({'a': [5]}).to_csv())")
+        assert result.ok and result.stdout == ",a\n0,5\n\n", result.text
+        result = pool.run(
+            f"import pandas as pd; print(pd.read_csv({str(data)!r}).b.sum())", allow_read=[data]
+        )
+        assert result.ok and result.stdout == "6\n", result.text
+        session = pool.session()
+        assert session.run("import pandas as pd; s = pd.Series([1, 2])").ok
+        assert session.run("print(s.sum())").stdout == "3\n"
+        session.close()
+
+
+@needs_packages
+def test_the_hint_for_a_module_of_an_unused_profile_works_when_followed(tmp_path: Path) -> None:
+    """The project keeps numpy in one profile; a run without it is told which directory,
+    spelled as the keyword argument to pass."""
+    assert PACKAGES is not None
+    config = tmp_path / "pynox.toml"
+    config.write_text(f"[profiles.analysis]\npackage_dirs = [{PACKAGES!r}]\n".replace("'", '"'))
+    with Pool(config=config, workers=1) as pool:
+        failed = pool.run("import numpy; print(numpy.arange(3).sum())")
+        assert failed.error is not None and failed.error["type"] == "ModuleNotFoundError"
+        directory = os.path.realpath(PACKAGES)
+        assert failed.error["hint"].endswith(f"package_dirs=[{directory!r}]")
+        followed = pool.run("import numpy; print(numpy.arange(3).sum())", package_dirs=[directory])
+        assert followed.ok and followed.stdout == "3\n", followed.text

@@ -1,0 +1,162 @@
+"""The hint of a failed import: the package directory that holds the module, when one
+pynox knows of does and the run was not given it.
+
+Each test follows the hint as a user or a model would: run the program without the
+grant, take the `--package-dir=DIR` (or `package_dirs=[DIR]`) the hint names, run it
+again with that grant, and see it work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from support.commands import pynox
+
+PACKAGES = os.environ.get("PYNOX_TEST_PACKAGES")
+needs_packages = pytest.mark.skipif(
+    not PACKAGES,
+    reason="PYNOX_TEST_PACKAGES names no directory of installed packages (numpy, pandas); "
+    "the nox session sets it",
+)
+FLAG = re.compile(r"--package-dir=(\S+)")
+HINT_LINE = re.compile(r"^pynox: the module is installed in (\S+); import from there with ")
+VERSION = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+
+
+def _hint(stderr: bytes) -> str:
+    """The hint line pynox printed after the traceback."""
+    last = stderr.decode().rstrip("\n").splitlines()[-1]
+    assert HINT_LINE.match(last), stderr.decode()
+    return last
+
+
+def _flag(stderr: bytes) -> str:
+    found = FLAG.search(_hint(stderr))
+    assert found is not None
+    return found.group(0)
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    """A copy of a package, made of hard links where the file system allows them."""
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=link, symlinks=True)
+
+
+@needs_packages
+def test_a_package_dir_of_a_profile_the_run_did_not_choose(tmp_path: Path) -> None:
+    """A project keeps its analysis packages in one profile of pynox.toml; a plain
+    `pynox -c` there does not get them. The hint names the directory; granting it works."""
+    assert PACKAGES is not None
+    (tmp_path / "pynox.toml").write_text(
+        textwrap.dedent(
+            f"""
+            [profiles.analysis]
+            package_dirs = [{json.dumps(PACKAGES)}]
+            """
+        )
+    )
+    code = "import numpy; print(numpy.arange(4).sum())"
+    failed = pynox("-c", code, cwd=tmp_path)
+    assert failed.returncode == 1
+    assert b"ModuleNotFoundError: No module named 'numpy'" in failed.stderr
+    flag = _flag(failed.stderr)
+    assert flag == f"--package-dir={os.path.realpath(PACKAGES)}"
+    followed = pynox(flag, "-c", code, cwd=tmp_path)
+    assert followed.returncode == 0, followed.stderr.decode()
+    assert followed.stdout == b"6\n"
+
+
+@needs_packages
+def test_the_hint_in_a_json_result_is_the_same(tmp_path: Path) -> None:
+    """--json results carry the hint the supervisor rebuilds from its kind."""
+    assert PACKAGES is not None
+    (tmp_path / "pynox.toml").write_text(
+        f"[profiles.analysis]\npackage_dirs = [{json.dumps(PACKAGES)}]\n"
+    )
+    result = json.loads(pynox("--json", "-c", "import numpy", cwd=tmp_path).stdout)
+    directory = os.path.realpath(PACKAGES)
+    assert result["error"]["type"] == "ModuleNotFoundError"
+    assert result["error"]["hint"].endswith(f"--package-dir={directory}")
+
+
+@needs_packages
+def test_the_user_site(tmp_path: Path) -> None:
+    """`pip install --user numpy` puts numpy in ~/.local/lib/pythonX.Y/site-packages,
+    where `python` finds it and the sandbox, which imports no site-packages unless told,
+    does not. The hint names the user site; granting it works."""
+    assert PACKAGES is not None
+    home = tmp_path / "home"
+    site = home / ".local" / "lib" / VERSION / "site-packages"
+    site.mkdir(parents=True)
+    for name in ("numpy", "numpy.libs"):
+        if (Path(PACKAGES) / name).exists():
+            _link_tree(Path(PACKAGES) / name, site / name)
+    env = {"HOME": str(home)}
+    code = "import numpy; print(numpy.ones(3).sum())"
+    failed = pynox("-c", code, cwd=tmp_path, env=env)
+    assert failed.returncode == 1
+    flag = _flag(failed.stderr)
+    assert flag == f"--package-dir={os.path.realpath(site)}"
+    followed = pynox(flag, "-c", code, cwd=tmp_path, env=env)
+    assert followed.returncode == 0, followed.stderr.decode()
+    assert followed.stdout == b"3.0\n"
+
+
+def test_the_environment_pynox_runs_in(tmp_path: Path) -> None:
+    """pynox installed into a virtual environment beside the project's packages: the
+    packages import under `python` but not in the sandbox. pytest is one such package
+    here (the suite runs from pynox's environment). The hint names that environment's
+    site-packages, and a --package-dir of it is accepted although pynox lives there
+    (only writes to it are refused)."""
+    code = "import pytest; print(pytest.__name__)"
+    failed = pynox("-c", code, cwd=tmp_path)
+    assert failed.returncode == 1
+    flag = _flag(failed.stderr)
+    site = os.path.dirname(os.path.dirname(pytest.__file__))
+    assert flag == f"--package-dir={os.path.realpath(site)}"
+    followed = pynox(flag, "-c", code, cwd=tmp_path)
+    assert followed.returncode == 0, followed.stderr.decode()
+    assert followed.stdout == b"pytest\n"
+
+
+def test_no_hint_names_a_directory_already_granted(tmp_path: Path) -> None:
+    """The run was given the directory that holds the module, yet the import fails (the
+    program took the directory off sys.path): naming it again would send the reader in
+    a circle, so there is no hint."""
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    (libs / "helper.py").write_text("VALUE = 1\n")
+    (tmp_path / "pynox.toml").write_text('[profiles.tools]\npackage_dirs = ["libs"]\n')
+    code = f"import sys; sys.path.remove({str(libs)!r}); import helper"
+    failed = pynox("--profile=tools", "-c", code, cwd=tmp_path)
+    assert failed.returncode == 1
+    assert b"No module named 'helper'" in failed.stderr
+    assert not failed.stderr.decode().splitlines()[-1].startswith("pynox:")
+    # Without the profile the same directory is not granted, and the hint names it.
+    failed = pynox("-c", "import helper", cwd=tmp_path)
+    assert _flag(failed.stderr) == f"--package-dir={os.path.realpath(libs)}"
+    assert pynox(_flag(failed.stderr), "-c", "import helper", cwd=tmp_path).returncode == 0
+
+
+def test_only_a_module_found_somewhere_gets_a_hint(tmp_path: Path) -> None:
+    """A module installed nowhere pynox knows, or a submodule missing from a package that
+    imports (`json.nothing`), gets no hint: no directory would help."""
+    found = pynox("-c", "import pytest", cwd=tmp_path)
+    assert _flag(found.stderr)
+    for code in ("import surely_not_installed_anywhere", "import json.nothing"):
+        failed = pynox("-c", code, cwd=tmp_path)
+        assert failed.returncode == 1
+        assert failed.stderr.decode().splitlines()[-1].startswith("ModuleNotFoundError")
