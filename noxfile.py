@@ -46,14 +46,30 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS)
 def tests(session: nox.Session) -> None:
-    """Build and install the package for one CPython, then run the suite."""
+    """Build and install the package for one CPython, then run the suite.
+
+    On the CPython running nox, the packages agents use are installed into a directory of
+    their own for the real agent tasks (tests/test_agent_tasks.py); the other CPythons
+    skip the slow tests and those.
+    """
     if shutil.which(f"python{session.python}") is None:
         session.skip(f"CPython {session.python} is not installed on this machine")
     session.install(".[test]")
     selection = [] if session.python == PRIMARY else ["-m", "not slow"]
+    env = {}
     if selection:
-        session.log(f"slow tests run on CPython {PRIMARY} only")
-    session.run("pytest", *selection, *session.posargs)
+        session.log(f"slow tests and agent tasks run on CPython {PRIMARY} only")
+    else:
+        env = {"PYNOX_TEST_PACKAGES": agent_packages(session)}
+    session.run("pytest", *selection, *session.posargs, env=env)
+
+
+def agent_packages(session: nox.Session) -> str:
+    """requirements/agent-tasks.txt installed into a package directory; its path."""
+    target = Path(session.virtualenv.location) / "agent-packages"
+    requirements = "requirements/agent-tasks.txt"
+    session.run("python", "-m", "pip", "install", "-q", "--target", str(target), "-r", requirements)
+    return str(target)
 
 
 # --- The documentation site (docs/, mkdocs.yml) ------------------------------------------
@@ -68,6 +84,7 @@ def docs(session: nox.Session) -> None:
     """
     session.install(".[test]", *DOCS_DEPS)
     env = {"NO_MKDOCS_2_WARNING": "1", "PYNOX_DOCS_BUILD": "1"}
+    env["PYNOX_TEST_PACKAGES"] = agent_packages(session)  # docs/agent-tasks.md uses them
     session.run("mkdocs", "build", "--strict", env=env)
     session.run("pytest", "tests/test_docs.py", *session.posargs, env=env)
 

@@ -58,6 +58,10 @@ CI_COMMANDS = {
     "python examples/agents/strands_agents.py": "noxfile.py::examples",
     "python examples/agents/smolagents_agents.py": "noxfile.py::examples",
     "python examples/monty_bridge.py": "noxfile.py::examples",
+    # The network of a test machine reaches no public server: a loopback one stands in.
+    "pynox --package-dir=packages --allow-network tasks/fetch.py": (
+        "tests/test_agent_tasks.py::test_requests_over_https_to_a_loopback_server"
+    ),
     "sh install/install.sh --archive dist/pynox-*.tar.gz": (
         "tests/test_install.py::test_install_move_and_run"
     ),
@@ -256,6 +260,8 @@ def run_in(project: Path, command: Command, home: Path) -> str:
 def check_page(page: Path, tmp_path: Path) -> int:
     project = tmp_path / "project"
     shutil.copytree(ROOT / "examples", project / "examples")
+    if any(_PACKAGES_DIR in command.text for command in commands(page)):
+        _link_packages(project)
     home = tmp_path / "home"
     home.mkdir()
     ran = 0
@@ -282,6 +288,22 @@ def check_page(page: Path, tmp_path: Path) -> int:
         )
         ran += 1
     return ran
+
+
+# Pages whose commands import numpy, pandas and the like name this directory of the project.
+_PACKAGES_DIR = "--package-dir=packages"
+
+
+def _link_packages(project: Path) -> None:
+    """project/packages: the agents' packages the test session installed
+    (requirements/agent-tasks.txt), as a virtual environment's site-packages."""
+    packages = os.environ.get("PYNOX_TEST_PACKAGES")
+    if not packages:
+        if os.environ.get("PYNOX_DOCS_BUILD") == "1":
+            pytest.fail("PYNOX_TEST_PACKAGES is unset: the docs session installs the packages")
+        pytest.skip("PYNOX_TEST_PACKAGES is unset: `nox -s docs` installs the agents' packages")
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "packages").symlink_to(packages)
 
 
 # --- the tests ------------------------------------------------------------------------

@@ -291,6 +291,10 @@ def classify(
     exc = _underlying(exc)
     if not isinstance(exc, OSError):
         return None, None, None
+    if isinstance(exc, socket.gaierror) and policy is not None and not policy.network:
+        # Without the network, the resolver's files are not readable: no name resolves,
+        # not even localhost, before any socket is refused.
+        return "network", None, None
     path = None
     if exc.filename is not None:
         path = os.path.abspath(os.fsdecode(exc.filename))

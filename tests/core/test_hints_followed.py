@@ -33,6 +33,8 @@ ZIP_APPEND = (
 READ = "print(open('data/in.txt').read())"
 CREATE = "open('made/new.txt', 'w').write('x'); print('ok')"
 NESTED_CREATE = "import os; os.makedirs('made/a/b'); print('ok')"
+# Without the network no name resolves, not even localhost: the resolver's files are closed.
+RESOLVE = "import socket; print(bool(socket.getaddrinfo('localhost', 80)))"
 
 
 def _world(tmp_path: Path) -> Path:
@@ -71,10 +73,11 @@ def _follow(cwd: Path, code: str, grants: list[str], steps: int = 3) -> list[str
         (READ, [], ["--allow-read={data}/in.txt"]),
         (CREATE, [], ["--allow-write={made}"]),
         (NESTED_CREATE, [], ["--allow-write={made}"]),
+        (RESOLVE, [], ["--allow-network"]),
     ],
     ids=[
         "w+b-in-write-tree", "sqlite-in-write-tree", "zip-append-in-write-tree",
-        "sqlite-no-grant", "w+b-no-grant", "read", "create", "makedirs",
+        "sqlite-no-grant", "w+b-no-grant", "read", "create", "makedirs", "resolve",
     ],
 )  # fmt: skip
 def test_following_the_hint_works(
