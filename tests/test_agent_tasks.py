@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.commands import pynox
-from support.hints import hint_line, hinted_flags
+from support.hints import follow
 from support.tls import https_server, make_certificates
 
 PACKAGES = os.environ.get("PYNOX_TEST_PACKAGES", "")
@@ -100,16 +100,10 @@ def _follow_hints(
     project: Path, code: str, grants: list[str], env: dict[str, str] | None = None
 ) -> tuple[str, list[str]]:
     """Runs code, adding each hint's grants until it succeeds: (its output, the hints)."""
-    hints: list[str] = []
-    for _ in range(4):
-        proc = pynox(*grants, "-c", code, cwd=project, env=env, timeout=120)
-        if proc.returncode == 0:
-            return proc.stdout.decode(), hints
-        hints.append(hint_line(proc.stderr))
-        added = hinted_flags(proc.stderr)
-        assert not set(added) & set(grants), f"the hint repeats a grant: {hints[-1]}"
-        grants = grants + added
-    raise AssertionError(f"still failing after following {hints}")
+    proc, hints = follow(
+        lambda flags: pynox(*flags, "-c", code, cwd=project, env=env, timeout=120), grants
+    )
+    return proc.stdout.decode(), hints
 
 
 def test_a_matplotlib_chart_saved_into_out(project: Path) -> None:

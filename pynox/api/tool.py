@@ -29,8 +29,13 @@ TOOL_NAME = "run_python"
 
 def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Callable[[str], str]:
     """`run_python(code: str) -> str` running on `pool` (in `session`, if given)."""
+    config = pool._load_config()
+    grants = effective_grants(spec, config)
+    # The pool's own package directories are importable by every run too.
+    pool_dirs = pool.package_dirs + (config.pool.package_dirs if config is not None else [])
+    grants.package_dirs = list(dict.fromkeys(pool_dirs + grants.package_dirs))
     doc = tool_docstring(
-        effective_grants(spec, pool._load_config()),
+        grants,
         [function_spec(name, f) for name, f in spec.functions.items()],
         session=session is not None,
         name=spec.name,

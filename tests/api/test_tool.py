@@ -98,3 +98,36 @@ def test_a_profile_without_a_config_is_refused_at_once(
     monkeypatch.delenv("PYNOX_CONFIG", raising=False)
     with pytest.raises(ValueError, match="needs a pynox.toml"):
         Pool(lazy=True).tool(profile="analysis")
+
+
+def test_docstring_names_the_scratch_space_and_reading_back() -> None:
+    one_shot = tool_docstring(Grants(allow_write=["/w"], timeout=5.0), [], session=False)
+    assert "Writing files: beneath /w (writing there does not allow reading it back)" in one_shot
+    assert "private, empty directory of its own, which tempfile, $TMPDIR and $HOME name" in (
+        one_shot
+    )
+    assert "It is deleted when the call ends" in one_shot
+    session = tool_docstring(Grants(timeout=5.0), [], session=True)
+    assert "It lasts as long as the session" in session
+    assert "Writing files: nowhere but the scratch space below" in session
+
+
+def test_every_grant_is_described_to_the_model() -> None:
+    """Each grant of the grant table has its line (or is told with the limits): a new
+    grant cannot reach the model's manual unexplained."""
+    from pynox.api.tool import _GRANT_LINES
+    from pynox.policy.grants import GRANT_FIELDS
+
+    assert list(_GRANT_LINES) == [field.name for field in GRANT_FIELDS]
+
+
+def test_the_pools_package_directories_are_importable_in_the_docstring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    site = tmp_path / "site"
+    site.mkdir()
+    pool = Pool(lazy=True, package_dirs=[str(site)])
+    doc = inspect.getdoc(pool.tool()) or ""
+    assert f"the standard library and the packages in {site}" in doc
+    pool.close()

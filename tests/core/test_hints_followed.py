@@ -8,13 +8,12 @@ for reading, never a grant the run already has, and never a path that does not e
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 from support.commands import pynox
-from support.hints import hint_line, hinted_flags
+from support.hints import follow, hinted_flags
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -34,6 +33,7 @@ READ = "print(open('data/in.txt').read())"
 CREATE = "open('made/new.txt', 'w').write('x'); print('ok')"
 NESTED_CREATE = "import os; os.makedirs('made/a/b'); print('ok')"
 # Without the network no name resolves, not even localhost: the resolver's files are closed.
+BIG_WRITE = "f = open('out/big.bin', 'wb'); f.write(b'x' * 1500); f.close(); print('ok')"
 RESOLVE = "import socket; print(bool(socket.getaddrinfo('localhost', 80)))"
 
 
@@ -44,22 +44,10 @@ def _world(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _follow(cwd: Path, code: str, grants: list[str], steps: int = 3) -> list[str]:
+def _follow(cwd: Path, code: str, grants: list[str]) -> list[str]:
     """Runs code, adding each hint's grants, until it succeeds; returns the hints seen."""
-    hints: list[str] = []
-    for _ in range(steps):
-        proc = pynox(*grants, "-c", code, cwd=cwd)
-        if proc.returncode == 0:
-            return hints
-        line = hint_line(proc.stderr)
-        hints.append(line)
-        added = hinted_flags(proc.stderr)
-        assert not set(added) & set(grants), f"the hint repeats a grant given: {line}"
-        for flag in added:
-            _, _, value = flag.partition("=")
-            assert not value or os.path.exists(value), f"the hint names a missing path: {line}"
-        grants = grants + added
-    raise AssertionError(f"still failing after following {hints}")
+    _, hints = follow(lambda flags: pynox(*flags, "-c", code, cwd=cwd), grants)
+    return hints
 
 
 @pytest.mark.parametrize(
@@ -74,10 +62,12 @@ def _follow(cwd: Path, code: str, grants: list[str], steps: int = 3) -> list[str
         (CREATE, [], ["--allow-write={made}"]),
         (NESTED_CREATE, [], ["--allow-write={made}"]),
         (RESOLVE, [], ["--allow-network"]),
+        (BIG_WRITE, ["--allow-write=out", "--max-file-size=1k"], ["--max-file-size=2048"]),
     ],
     ids=[
         "w+b-in-write-tree", "sqlite-in-write-tree", "zip-append-in-write-tree",
         "sqlite-no-grant", "w+b-no-grant", "read", "create", "makedirs", "resolve",
+        "file-size",
     ],
 )  # fmt: skip
 def test_following_the_hint_works(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+from collections.abc import Callable
 
 # A flag with its value, as hints write them: --allow-read=/some/path
 _FLAG = re.compile(r"(--[a-z-]+(?:=\S+)?)")
@@ -24,3 +27,34 @@ def hinted_flags(stderr: bytes | str) -> list[str]:
     flags = [flag.rstrip(".,;") for flag in _FLAG.findall(grants)]
     assert flags, f"the hint names no grant: {line}"
     return flags
+
+
+# Flags whose value is a path the hint names: it must exist, or granting it fails.
+_PATH_FLAGS = ("--allow-read", "--allow-write", "--package-dir")
+
+
+def follow(
+    run: Callable[[list[str]], subprocess.CompletedProcess[bytes]],
+    grants: list[str],
+    steps: int = 4,
+) -> tuple[subprocess.CompletedProcess[bytes], list[str]]:
+    """Runs with grants, adding each hint's grants, until the run succeeds.
+
+    Returns the successful run and the hint lines seen on the way. A hint that names a
+    grant already given, or a path that does not exist, fails the test.
+    """
+    hints: list[str] = []
+    for _ in range(steps):
+        proc = run(grants)
+        if proc.returncode == 0:
+            return proc, hints
+        line = hint_line(proc.stderr)
+        hints.append(line)
+        added = hinted_flags(proc.stderr)
+        assert not set(added) & set(grants), f"the hint repeats a grant given: {line}"
+        for flag in added:
+            name, _, value = flag.partition("=")
+            if name in _PATH_FLAGS:
+                assert os.path.exists(value), f"the hint names a missing path: {line}"
+        grants = grants + added
+    raise AssertionError(f"still failing after following {hints}")
