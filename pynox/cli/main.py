@@ -205,13 +205,13 @@ def _finish_plain(outcome: "Outcome", policy: "Policy") -> int:
 
         _print_line(timeout_line(policy))
         return outcome.exit_code
-    if outcome.signal is not None:
-        if policy.memory is not None:
-            from pynox.engine.result import signal_line
+    if policy.memory is not None:
+        from pynox.engine.result import signal_line
 
-            line = signal_line(outcome, policy)
-            if line is not None:
-                _print_line(line)
+        line = signal_line(outcome, policy)
+        if line is not None:
+            _print_line(line)
+    if outcome.signal is not None:
         _die_like(outcome.signal)
     return outcome.exit_code
 

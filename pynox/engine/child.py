@@ -50,6 +50,8 @@ _PACKAGE_DIR = PACKAGE_DIR + os.sep
 # trusted side writes before it; whatever follows comes from the program, so a
 # report after it can never claim that the sandbox failed.
 REPORT_CONFINED = b"\x06"
+# What the child writes once Python has seen the program to its end.
+PYTHON_FINISHED = b"\x04"
 
 # True once this process runs a program: whatever propagates from then on is
 # the program's, for CPython to report, never pynox's own error.
@@ -76,8 +78,10 @@ class ChildSetup:
         "prepared",
         "read_script",
         "scratch_fd",
+        "end_fd",
         "config_package_dirs",
         "user_base",
+        "own_pipes",
     )
 
     def __init__(self) -> None:
@@ -107,6 +111,12 @@ class ChildSetup:
         # A run in pynox's own process: the pipe whose end tells the helper that
         # removes the scratch directory that the run is over (pynox.engine.scratch).
         self.scratch_fd: int | None = None
+        # Where the child says that Python saw the program to its end (see
+        # supervisor.Outcome.python_finished), when the supervisor watches for it.
+        self.end_fd: int | None = None
+        # What the report and end pipes are (device, inode), taken before the program
+        # runs: a program may close them and open files of its own under their numbers.
+        self.own_pipes: dict[int, tuple[int, int]] = {}
         # Package directories a pynox.toml names, granted or not (profiles, [pool]), and
         # the user base of the user site: where the ModuleNotFoundError hint looks for
         # a module the program could not import, besides pynox's and the interpreter's
@@ -171,7 +181,7 @@ def installed_package_dirs(user_base: str | None) -> list[str]:
 
 
 def _kept_fds(setup: ChildSetup) -> list[int]:
-    kept = (setup.report_fd, setup.channel_fd, setup.scratch_fd)
+    kept = (setup.report_fd, setup.channel_fd, setup.scratch_fd, setup.end_fd)
     return [fd for fd in kept if fd is not None]
 
 
@@ -216,6 +226,9 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         sys.path[:] = program_path
         if setup.report_fd is not None:
             os.write(setup.report_fd, REPORT_CONFINED)
+        for fd in (setup.report_fd, setup.end_fd):
+            if fd is not None:
+                setup.own_pipes[fd] = fd_identity(fd)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
     if setup.read_script:
@@ -228,14 +241,37 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
     try:
         _execute(program, main_module)
     except SystemExit:
+        _python_finished(setup)
         raise  # CPython prints its message, finalizes and sets the exit status
     except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
+        _python_finished(setup)
         report_exception(exc, program, policy, setup)
         # CPython takes it from here: status 1, or death by SIGINT for
         # KeyboardInterrupt, after a normal finalization. It is printed already.
         sys.excepthook = _SilentFor(exc, sys.excepthook)
         raise
+    _python_finished(setup)
     raise SystemExit(0)
+
+
+def _python_finished(setup: ChildSetup) -> None:
+    if setup.end_fd is not None and still_own_pipe(setup, setup.end_fd):
+        os.write(setup.end_fd, PYTHON_FINISHED)
+
+
+def fd_identity(fd: int) -> tuple[int, int]:
+    """What fd is open on (device, inode): which pipe, socket or file."""
+    status = os.fstat(fd)
+    return status.st_dev, status.st_ino
+
+
+def still_own_pipe(setup: ChildSetup, fd: int) -> bool:
+    """Whether fd is still the pipe pynox gave this child, not a file the program
+    opened under its number after closing it: pynox writes only into its own."""
+    try:
+        return fd_identity(fd) == setup.own_pipes.get(fd)
+    except OSError:
+        return False
 
 
 def _run_then_finish(
@@ -488,7 +524,7 @@ def report_exception(
     sys.setrecursionlimit(max(limit, 1000))
     try:
         error = _report_exception(exc, program, policy, setup)
-        if setup.report_fd is not None:
+        if setup.report_fd is not None and still_own_pipe(setup, setup.report_fd):
             _write_report(setup.report_fd, error)
             setup.report_fd = None
         return error

@@ -48,6 +48,7 @@ KINDS = frozenset(
     {
         "memory",
         "native_abort",
+        "native_exit",
         "open_files",
         "file_size",
         "process",
@@ -363,6 +364,14 @@ def format_hint(
             f"native code ended the program, as it often does when an allocation fails under "
             f"the {format_size(memory)} memory limit; raise the limit with "
             f"{style.limit('memory', format_size(memory * 2))}"
+        )
+    if kind == "native_exit":
+        if memory is None:
+            return None
+        return (
+            f"native code ended the program before Python finished it, as libraries such as "
+            f"OpenBLAS do when an allocation fails under the {format_size(memory)} memory "
+            f"limit; raise the limit with {style.limit('memory', format_size(memory * 2))}"
         )
     if kind == "open_files":
         return _open_files_hint(style, memory)

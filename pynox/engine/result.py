@@ -71,10 +71,34 @@ def _signal_hint(outcome: Outcome, policy: Policy, api: bool) -> str | None:
     return format_hint("native_abort", None, Style(api), policy.memory, policy.max_file_size)
 
 
-def signal_line(outcome: Outcome, policy: Policy) -> str | None:
-    """What the command prints when its program was killed by a signal, if anything."""
-    if outcome.signal is None or outcome.timed_out:
+def _ended_behind_python(outcome: Outcome, policy: Policy) -> bool:
+    """Under a memory limit, whether native code exit()ed with a failure status before
+    Python saw the program to its end (OpenBLAS's "giving up", say)."""
+    return (
+        policy.memory is not None
+        and outcome.python_finished is False
+        and outcome.signal is None
+        and not outcome.timed_out
+        and outcome.exit_code not in (0, EXIT_SETUP_FAILURE)
+    )
+
+
+def _native_exit_hint(outcome: Outcome, policy: Policy, api: bool) -> str | None:
+    if not _ended_behind_python(outcome, policy):
         return None
+    from pynox.engine.hints import Style, format_hint
+
+    return format_hint("native_exit", None, Style(api), policy.memory, policy.max_file_size)
+
+
+def signal_line(outcome: Outcome, policy: Policy) -> str | None:
+    """What the command prints when native code ended its program (a signal, or an exit
+    behind Python's back under a memory limit), if anything."""
+    if outcome.timed_out:
+        return None
+    if outcome.signal is None:
+        hint = _native_exit_hint(outcome, policy, api=False)
+        return None if hint is None else f"pynox: {hint}"
     hint = _signal_hint(outcome, policy, api=False)
     if hint is None:
         return None
@@ -151,6 +175,13 @@ def _error(outcome: Outcome, policy: Policy, api: bool) -> dict[str, Any] | None
             "message": f"the program was killed by {name}",
             **empty,
             "hint": _signal_hint(outcome, policy, api),
+        }
+    if _ended_behind_python(outcome, policy):
+        return {
+            "type": "NativeExit",
+            "message": f"native code ended the program with exit status {outcome.exit_code}",
+            **empty,
+            "hint": _native_exit_hint(outcome, policy, api),
         }
     return None
 

@@ -10,7 +10,7 @@ import os
 import sys
 import time
 
-from pynox.engine.child import ChildSetup, run_child
+from pynox.engine.child import PYTHON_FINISHED, ChildSetup, run_child
 from pynox.errors import EXIT_TIMEOUT
 from pynox.limits import REPORT_LIMIT
 
@@ -36,6 +36,7 @@ class Outcome:
         "stderr_truncated",
         "report",
         "duration_ms",
+        "python_finished",
     )
 
     def __init__(self) -> None:
@@ -48,6 +49,9 @@ class Outcome:
         self.stderr_truncated = False
         self.report = b""  # the child's JSON error report, when it wrote one
         self.duration_ms = 0.0
+        # Whether Python saw the program to its end, when that was watched (under a
+        # memory limit): native code that gives up calls exit() behind Python's back.
+        self.python_finished: bool | None = None
 
     def ended(self, status: int, timed_out: bool) -> None:
         """How the child ended, from its wait status; stopped at its time limit, with
@@ -124,6 +128,9 @@ def supervise(program: "Program", policy: "Policy", setup: ChildSetup, capture: 
     for stream in (sys.stdout, sys.stderr):
         if stream is not None:
             stream.flush()
+    end_pipe = os.pipe() if policy.memory is not None else None
+    if end_pipe is not None:
+        setup.end_fd = end_pipe[1]
     forwarder = _Forwarder()
     forwarder.install()
     # Everything alive now belongs to the supervisor: keep the child's garbage
@@ -140,6 +147,8 @@ def supervise(program: "Program", policy: "Policy", setup: ChildSetup, capture: 
     forwarder.attach(pid)
     for _, write_end in pipes.values():
         os.close(write_end)
+    if end_pipe is not None:
+        os.close(end_pipe[1])
     outcome = Outcome()
     if capture:
         status = _collect(pid, pipes, policy, outcome)
@@ -147,6 +156,10 @@ def supervise(program: "Program", policy: "Policy", setup: ChildSetup, capture: 
         status = _wait(pid, policy.timeout, outcome)
     outcome.duration_ms = (time.perf_counter() - started) * 1000
     outcome.ended(status, outcome.timed_out)
+    if end_pipe is not None:
+        # The child is gone, and with it the pipe's only write end: no wait here.
+        outcome.python_finished = os.read(end_pipe[0], 1) == PYTHON_FINISHED
+        os.close(end_pipe[0])
     return outcome
 
 

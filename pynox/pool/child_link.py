@@ -8,6 +8,7 @@ announce how it ended) goes through this object, so the engine never imports the
 import _signal
 import os
 
+from pynox.engine.child import fd_identity
 from pynox.pool import channel
 
 TYPE_CHECKING = False
@@ -24,12 +25,22 @@ SCRIPT_UNREADABLE = "script_unreadable"
 
 
 class ChildLink:
-    __slots__ = ("fd", "functions", "session")
+    __slots__ = ("fd", "functions", "session", "identity")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.functions: list[dict[str, str]] = []  # host functions the request declared
         self.session = False
+        # The channel's socket, before the program runs: a program may close the
+        # channel and open a file of its own under its number, which pynox never writes.
+        self.identity = fd_identity(fd)
+
+    def intact(self) -> bool:
+        """Whether self.fd is still the channel to the server."""
+        try:
+            return fd_identity(self.fd) == self.identity
+        except OSError:
+            return False
 
     def before_confinement(self) -> None:
         """Makes `pynox_host` importable, while the process may still set it up."""
@@ -51,6 +62,8 @@ class ChildLink:
         serve(main, program, policy, setup, modules_before)
 
     def script_unreadable(self, error: int) -> None:
+        if not self.intact():
+            return
         try:
             channel.send(self.fd, {"type": SCRIPT_UNREADABLE, "errno": error})
         except (OSError, channel.ChannelError):
@@ -59,6 +72,8 @@ class ChildLink:
     def announce_exit(self, status: int, interrupted: bool) -> None:
         """Tells the server how the program ended, then closes its output, so the result
         goes out while the kernel still tears the process down."""
+        if not self.intact():
+            return
         try:
             channel.send(
                 self.fd,

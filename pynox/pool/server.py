@@ -926,6 +926,10 @@ class Template:
 
     def _finish_oneshot(self, run: Run, child: Child) -> None:
         outcome = self._outcome(run, child, None)
+        if run.policy.memory is not None:
+            # A child announces its end once Python saw the program to it: native code
+            # that gave up under the memory limit exit()ed without a word.
+            outcome.python_finished = child.announced is not None
         outcome.report = bytes(child.report.data)
         problem = None
         # After the confinement marker (child.REPORT_CONFINED), the program's report.

@@ -11,7 +11,7 @@ import os
 import sys
 
 from pynox.engine import shutdown
-from pynox.engine.child import ChildSetup, report_exception, run_source
+from pynox.engine.child import ChildSetup, fd_identity, report_exception, run_source
 from pynox.pool import channel
 
 TYPE_CHECKING = False
@@ -31,9 +31,12 @@ def _flush() -> None:
             pass
 
 
-def _tell(fd: int, message: dict[str, object]) -> bool:
-    """Sends a frame to the template; False when it no longer listens."""
+def _tell(fd: int, identity: tuple[int, int], message: dict[str, object]) -> bool:
+    """Sends a frame to the template; False when it no longer listens, or when the
+    program closed the channel (a file it opened since may have taken its number)."""
     try:
+        if fd_identity(fd) != identity:
+            return False
         channel.send(fd, message)
     except (OSError, channel.ChannelError):
         return False
@@ -49,6 +52,7 @@ def serve(
 ) -> "NoReturn":
     fd = setup.channel_fd
     assert fd is not None
+    identity = fd_identity(fd)  # before any step of the program runs
     if setup.report_fd is not None:
         os.close(setup.report_fd)  # a session reports each step's error in its done frame
         setup.report_fd = None
@@ -71,13 +75,13 @@ def serve(
         except SystemExit as exc:
             status = shutdown.system_exit_status(exc)
             _flush()
-            _tell(fd, {"type": "done", "exit": status, "error": None, "ended": True})
+            _tell(fd, identity, {"type": "done", "exit": status, "error": None, "ended": True})
             del main
             shutdown.finish(status, False, modules_before)
         except BaseException as exc:  # noqa: BLE001 - the session outlives the step's error
             error = report_exception(exc, program, policy, setup)
             status = 1
         _flush()
-        if not _tell(fd, {"type": "done", "exit": status, "error": error}):
+        if not _tell(fd, identity, {"type": "done", "exit": status, "error": error}):
             del main
             shutdown.finish(status, False, modules_before)  # nobody waits for this session

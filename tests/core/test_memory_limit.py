@@ -307,3 +307,56 @@ def test_too_many_open_files_under_a_limit_gets_a_hint(tmp_path: Path) -> None:
     assert result["error"]["hint"] == hint
     raised = pynox("--memory=128m", str(script), cwd=tmp_path)
     assert (raised.returncode, raised.stdout) == (0, b"100\n"), raised.stderr.decode()
+
+
+# --- native code that exits behind Python's back -----------------------------------------
+
+# OpenBLAS prints "giving up" and calls exit(1) when it cannot allocate its buffers.
+NATIVE_EXIT = "import ctypes; ctypes.CDLL(None).exit(3)"
+NATIVE_EXIT_HINT = (
+    "native code ended the program before Python finished it, as libraries such as "
+    "OpenBLAS do when an allocation fails under the 64m memory limit; raise the limit "
+    "with --memory=128m"
+)
+
+
+def test_native_exit_under_a_limit_gets_the_memory_hint(tmp_path: Path) -> None:
+    plain = pynox("--memory=64m", "-c", NATIVE_EXIT, cwd=tmp_path)
+    assert plain.returncode == 3
+    assert plain.stderr.decode().splitlines()[-1] == f"pynox: {NATIVE_EXIT_HINT}"
+    result = json.loads(pynox("--memory=64m", "--json", "-c", NATIVE_EXIT, cwd=tmp_path).stdout)
+    assert result["exit"] == 3
+    assert result["error"]["type"] == "NativeExit"
+    assert result["error"]["hint"] == NATIVE_EXIT_HINT
+
+
+def test_python_exits_get_no_native_exit_hint(tmp_path: Path) -> None:
+    for code in ("import sys; sys.exit(3)", "raise SystemExit(3)", "1/0"):
+        proc = pynox("--memory=64m", "-c", code, cwd=tmp_path)
+        assert proc.returncode in (1, 3)
+        assert b"native code" not in proc.stderr, code
+    proc = pynox("--memory=64m", "-c", NATIVE_EXIT.replace("exit(3)", "exit(0)"), cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr == b""
+
+
+def test_native_exit_in_the_pool_gets_the_memory_hint(tmp_path: Path) -> None:
+    with PoolClient(workers=1, cwd=tmp_path) as client:
+        native = client.run({"id": "n", "code": NATIVE_EXIT, "memory": "64m"})
+        python = client.run({"id": "p", "code": "import sys; sys.exit(3)", "memory": "64m"})
+    assert native["exit"] == 3
+    assert native["error"]["hint"] == NATIVE_EXIT_HINT.replace("--memory=128m", "memory='128m'")
+    assert python["exit"] == 3 and python["error"] is None
+
+
+@needs_packages
+def test_numpy_that_gives_up_under_a_small_limit_works_after_its_hints(tmp_path: Path) -> None:
+    from support.hints import follow
+
+    assert PACKAGES is not None
+    code = "import numpy; print(int(numpy.ones(10).sum()))"
+    grants = [f"--package-dir={PACKAGES}", *BLAS_FLAGS, "--memory=64m"]
+    proc, hints = follow(
+        lambda flags: pynox(*flags, "-c", code, cwd=tmp_path, env=BLAS_ENV), grants
+    )
+    assert hints and all("--memory=" in hint for hint in hints)
+    assert proc.stdout == b"10\n"
