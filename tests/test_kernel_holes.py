@@ -171,7 +171,7 @@ def confined_child(
     def child(w: int) -> dict[str, Any]:
         in_effect = lib.pynox_limit_landlock_abi(abi)
         policy = Policy()
-        policy.network = network
+        policy.allow_network = network
         policy.allow_write = [str(p) for p in writes]
         policy.implicit_read = [str(p) for p in writes]
         if two_steps:

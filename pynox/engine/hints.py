@@ -292,7 +292,7 @@ def classify(
     exc = _underlying(exc)
     if not isinstance(exc, OSError):
         return None, None, None
-    if isinstance(exc, socket.gaierror) and policy is not None and not policy.network:
+    if isinstance(exc, socket.gaierror) and policy is not None and not policy.allow_network:
         # Without the network, the resolver's files are not readable: no name resolves,
         # not even localhost, before any socket is refused.
         return "network", None, None

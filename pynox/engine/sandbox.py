@@ -121,11 +121,18 @@ def _own_policy(policy: "Policy") -> _CPolicy:
     since would redirect. /proc/self and /proc/thread-self become this
     process's own entries.
     """
-    resolver = system_paths.network_reads() if policy.network else []
+    resolver = system_paths.network_reads() if policy.allow_network else []
     reads = [_own_process(path) for path in resolver + policy.reads()]
     writes = [_own_process(path) for path in policy.writes()]
     return _CPolicy(
-        reads, writes, [], policy.network, policy.memory, policy.max_file_size, 0, resolved=True
+        reads,
+        writes,
+        [],
+        policy.allow_network,
+        policy.memory,
+        policy.max_file_size,
+        0,
+        resolved=True,
     )
 
 

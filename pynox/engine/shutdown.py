@@ -1,6 +1,6 @@
 """End a pool child the way CPython's finalization ends `python`, at a fraction of the cost.
 
-A forked child that runs Py_FinalizeEx tears down every module the template
+A forked child that runs Py_FinalizeEx tears down every module the pool server
 loaded, touching (and so copying) most of its memory: measured here, that cost
 more than a small request itself. What a program commonly observes of
 finalization is kept, in CPython's order: the SystemExit message, waiting for

@@ -1,7 +1,7 @@
 """Installs pynox.jsonfast.fast_path when, and only when, the program imports json.
 
 `install()` patches json at once if it is imported already (a pool child's
-template imports it); otherwise it puts a finder first on sys.meta_path that
+pool server imports it); otherwise it puts a finder first on sys.meta_path that
 answers nothing but `json`, takes itself off as json starts to load, and
 patches json once it has loaded. A program that never imports json pays for
 nothing else; one that does finds json's module, spec and loader as CPython

@@ -94,6 +94,7 @@ GRANT_FIELDS = (
     ),
 )  # fmt: skip
 GRANTS_BY_NAME = {field.name: field for field in GRANT_FIELDS}
+GRANT_NAMES = tuple(GRANTS_BY_NAME)
 _LIST_GRANTS = tuple(f.name for f in GRANT_FIELDS if f.kind in (PATHS, NAMES))
 _SCALAR_GRANTS = tuple(f.name for f in GRANT_FIELDS if f.kind not in (PATHS, NAMES))
 _GRANT_KEYS = _LIST_GRANTS + _SCALAR_GRANTS

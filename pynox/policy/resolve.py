@@ -9,6 +9,7 @@ import os
 
 from pynox.errors import PolicyError
 from pynox.limits import DEFAULT_MAX_OUTPUT
+from pynox.policy.grants import GRANT_NAMES
 
 TYPE_CHECKING = False  # typing itself costs milliseconds to import
 if TYPE_CHECKING:
@@ -48,33 +49,23 @@ def is_loader_variable(name: str) -> bool:
 class Policy:
     """Everything the sandbox enforces for one run."""
 
-    __slots__ = (
-        "allow_read",
-        "allow_write",
-        "implicit_read",
-        "package_dirs",
-        "allow_env",
-        "environment",
-        "network",
-        "timeout",
-        "memory",
-        "max_output",
-        "max_file_size",
-        "scratch",
-    )
+    # One field per grant (pynox.policy.grants), resolved, and what the run adds to them.
+    __slots__ = (*GRANT_NAMES, "implicit_read", "environment", "scratch")
 
     def __init__(self) -> None:
-        self.allow_read: list[str] = []
+        self.allow_read: list[str] = []  # real paths, like every path below
         self.allow_write: list[str] = []
-        self.implicit_read: list[str] = []
         self.package_dirs: list[str] = []
         self.allow_env: list[str] = []
-        self.environment: dict[str, str] = {}
-        self.network = False
+        self.allow_network = False
         self.timeout: float | None = None
         self.memory: int | None = None
         self.max_output = DEFAULT_MAX_OUTPUT
         self.max_file_size: int | None = None
+        # What the interpreter and the program's own location need to be read.
+        self.implicit_read: list[str] = []
+        # The program's environment: locale variables, granted ones, the scratch's.
+        self.environment: dict[str, str] = {}
         # The run's own directory (pynox.engine.scratch), readable and writable.
         self.scratch: str | None = None
 
@@ -107,7 +98,7 @@ class Policy:
             "implicit_read": self.implicit_read,
             "package_dirs": self.package_dirs,
             "allow_env": self.allow_env,
-            "network": "allow" if self.network else "deny",
+            "network": "allow" if self.allow_network else "deny",
             "subprocesses": "deny",
             "host_unix_sockets": "deny",
             "timeout_ms": None if self.timeout is None else round(self.timeout * 1000),
@@ -220,8 +211,8 @@ def build_policy(
         policy.allow_env.append(name)
         if name in environ:
             policy.environment[name] = environ[name]
-    policy.network = bool(grants.allow_network)
-    if policy.network:
+    policy.allow_network = bool(grants.allow_network)
+    if policy.allow_network:
         policy.implicit_read = _unique(policy.implicit_read + ca_reads(policy, cwd))
     policy.timeout = grants.timeout
     policy.memory = grants.memory

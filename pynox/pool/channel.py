@@ -1,8 +1,8 @@
-"""Framed JSON messages between the pool template and one child.
+"""Framed JSON messages between the pool server and one child.
 
 A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON
 (RFC 8259: no NaN or Infinity, see pynox.strict_json). The child's side is
-untrusted: the template bounds every frame in size (CHILD_FRAME) and nesting
+untrusted: the pool server bounds every frame in size (CHILD_FRAME) and nesting
 (CHILD_DEPTH), decodes it as data only, and drops the child at the first frame
 that breaks the rules.
 """
@@ -11,7 +11,7 @@ import os
 
 from pynox import strict_json
 
-# Frames from the template carry a program (up to a 16 MiB request line);
+# Frames from the pool server carry a program (up to a 16 MiB request line);
 # frames from a child (host calls, reports) are held to CHILD_FRAME bytes and
 # CHILD_DEPTH levels of nesting (the frame's own object is the first level).
 MAX_FRAME = 32 << 20
@@ -84,7 +84,7 @@ def decode(body: bytes, max_depth: "int | None" = None) -> dict[str, object]:
 
 
 class FrameReader:
-    """Splits a non-blocking byte stream into frames, for the template's loop."""
+    """Splits a non-blocking byte stream into frames, for the pool server's loop."""
 
     def __init__(self, limit: int = CHILD_FRAME, max_depth: int = CHILD_DEPTH) -> None:
         self.buffer = bytearray()

@@ -1,6 +1,6 @@
 """`pynox_host`: the module a sandboxed program imports to call host functions.
 
-Each call travels as a frame to the pool template, which asks the client; the
+Each call travels as a frame to the pool server, which asks the client; the
 function runs in the client's process, outside the sandbox. Arguments and
 results are JSON (RFC 8259: NaN and Infinity are refused here, before they
 leave). A failure in the host function raises HostError here.
@@ -55,7 +55,7 @@ class _Link:
                 "kwargs": kwargs,
             }
             try:
-                # The template's own bounds, checked here first: a call it would
+                # The pool server's own bounds, checked here first: a call it would
                 # refuse (and end the request for) is a HostError the program can catch.
                 frame = channel.encode(
                     call, limit=channel.CHILD_FRAME, max_depth=channel.CHILD_DEPTH

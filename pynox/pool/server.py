@@ -1,6 +1,6 @@
-"""`pynox pool`: a warm template serving sandboxed runs over JSON Lines.
+"""`pynox pool`: a warm server of sandboxed runs over JSON Lines.
 
-One thread, one poll loop. The template reads requests on stdin, checks and
+One thread, one poll loop. The pool server reads requests on stdin, checks and
 caps them, asks the zygote (see zygote.py) to fork a child per request or per
 session, sends each child its program over the child's own channel, relays
 host-function calls to the client, collects output within its limits, enforces
@@ -59,7 +59,7 @@ MAX_CALL_BYTES_IN_FLIGHT = 16 << 20
 _MAX_CALL_NUMBER = (1 << 53) - 1  # what a JSON client reads exactly as a double
 _MAX_SIGNAL = 64
 # A child whose run or session is over (closed, exited, its result sent) gets this
-# long to leave on its own before the template kills it: with the kill and the
+# long to leave on its own before the pool server kills it: with the kill and the
 # kernel's teardown, no child outlives its request or session by more than a second.
 EXIT_GRACE = 0.9
 
@@ -130,11 +130,11 @@ class Child:
         self.outbound = bytearray()
         self.pending_calls: dict[int, int] = {}  # call number -> bytes of its frame
         self.pending_bytes = 0
-        self.kill_reason: str | None = None  # "timeout", or why the template dropped it
+        self.kill_reason: str | None = None  # "timeout", or why the pool server dropped it
         # How the child said it ended, before the zygote reaped it: (status, signal).
         self.announced: tuple[int, int | None] | None = None
         self.finished = False
-        self.kill_at = 0.0  # once its work is over: when the template stops waiting
+        self.kill_at = 0.0  # once its work is over: when the pool server stops waiting
         self.script_errno: int | None = None  # why its script could not be read (0: not a file)
         self.scratch: str | None = None  # the scratch directory to remove once it is gone
 
@@ -217,7 +217,7 @@ class _OverBound(channel.ChannelError):
     """A child went past a bound of the protocol; the message names the bound."""
 
 
-class Template:
+class PoolServer:
     def __init__(self, options: PoolOptions) -> None:
         cwd = os.getcwd()
         path = find_config_path(options.config, os.environ, cwd)
@@ -239,7 +239,7 @@ class Template:
         self.trusted += trusted_paths.configuration([path], cwd, os.environ)
         self.trusted += [(directory, _POOL_PACKAGES) for directory in self.package_dirs]
         self.system_reads = system_paths.interpreter_reads()
-        gc.freeze()  # the children share the template's pages; keep the collector off them
+        gc.freeze()  # the children share the pool server's pages; keep the collector off them
         # Where a module a request cannot import may be installed, for its hint.
         known = self.config.package_dirs_named()
         self.zygote_pid, self.zygote = zygote.start(self.system_reads, known)
@@ -520,7 +520,7 @@ class Template:
     def _script_reads(self, script: str, request_id: object) -> list[str]:
         """The script's directory, the run's implicit read, once [pool.limits] allow it.
 
-        It is checked as an allow_read grant of the request would be; the template
+        It is checked as an allow_read grant of the request would be; the pool server
         reads nothing of the script: the child does, under the run's own confinement.
         """
         asked = Grants(allow_read=[os.path.dirname(os.path.realpath(script))])
@@ -1144,4 +1144,4 @@ def _version() -> str:
 
 def pool_command(argv: list[str]) -> int:
     options = parse_options(argv)
-    return Template(options).serve()
+    return PoolServer(options).serve()

@@ -1,8 +1,8 @@
 """A session: one sandboxed process that keeps its globals between steps.
 
-The template sends a `run` frame per step; the session runs the code in the
+The pool server sends a `run` frame per step; the session runs the code in the
 same __main__ and answers with a `done` frame once the step's output is
-flushed, so the template knows everything before it belongs to this step. A
+flushed, so the pool server knows everything before it belongs to this step. A
 Python error leaves the session alive; SystemExit ends it as it would end
 `python`.
 """
@@ -32,7 +32,7 @@ def _flush() -> None:
 
 
 def _tell(fd: int, identity: tuple[int, int], message: dict[str, object]) -> bool:
-    """Sends a frame to the template; False when it no longer listens, or when the
+    """Sends a frame to the pool server; False when it no longer listens, or when the
     program closed the channel (a file it opened since may have taken its number)."""
     try:
         if fd_identity(fd) != identity:
@@ -63,7 +63,7 @@ def serve(
             message = None
         if message is None:
             del main
-            shutdown.finish(0, False, modules_before)  # the template closed the session
+            shutdown.finish(0, False, modules_before)  # the pool server closed the session
         code, name = message.get("code"), message.get("name")
         if message.get("type") != "run" or not isinstance(code, str) or not isinstance(name, str):
             continue

@@ -1,12 +1,12 @@
-"""The zygote: a warm copy of the pool template that only forks children.
+"""The zygote: a warm copy of the pool server that only forks children.
 
-The template forks it once, after preloading and before it reads a single
+The pool server forks it once, after preloading and before it reads a single
 request, so the zygote's memory never holds a request's code, policy, output
-or host-call data, and neither does any child it forks. The template sends it
+or host-call data, and neither does any child it forks. The pool server sends it
 a child's descriptors; the zygote forks a spare child, hands back a pidfd,
 reaps its children and reports how each ended. A spare readies itself, then
 waits for its policy and program, which reach it over its own channel from the
-template.
+pool server.
 """
 
 import _signal
@@ -47,18 +47,18 @@ def receive(sock: socket.socket) -> "tuple[dict[str, object] | None, list[int]]"
 def start(
     system_reads: list[str], config_package_dirs: "list[str] | None" = None
 ) -> "tuple[int, socket.socket]":
-    """Forks the zygote; returns its pid and the template's end of its socket.
+    """Forks the zygote; returns its pid and the pool server's end of its socket.
 
     config_package_dirs: every package directory the pool's pynox.toml names, where
     the hint of a failed import looks (pynox.engine.child._module_hint).
     """
-    template_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:
-        template_end.close()
+        server_end.close()
         _serve(zygote_end, system_reads, list(config_package_dirs or ()))
     zygote_end.close()
-    return pid, template_end
+    return pid, server_end
 
 
 def _serve(
@@ -99,7 +99,7 @@ def _receive_or_leave(sock: socket.socket) -> "tuple[dict[str, object], list[int
     except (OSError, channel.ChannelError):
         message, fds = None, []
     if message is None:
-        os._exit(0)  # the template is gone; the children die with us
+        os._exit(0)  # the pool server is gone; the children die with us
     return message, fds
 
 
@@ -107,7 +107,7 @@ def _send_or_leave(sock: socket.socket, message: dict[str, object], fds: "list[i
     try:
         send(sock, message, fds)
     except OSError:
-        os._exit(0)  # the template is gone
+        os._exit(0)  # the pool server is gone
 
 
 def _poll(poller: select.poll) -> "list[tuple[int, int]]":
@@ -181,7 +181,7 @@ def _become_child(
     program = Program(str(start["kind"]), arguments)
     program.filename = str(start["filename"])
     # A script is not sent: the child reads it once confined (child.start), so the
-    # request's grants decide whether it may, not the template's.
+    # request's grants decide whether it may, not the pool server's.
     setup.read_script = program.kind == "script"
     program.source = b"" if setup.read_script else str(start.get("source", ""))
     path0 = start.get("path0")

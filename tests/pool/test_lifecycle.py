@@ -167,7 +167,7 @@ def test_ten_thousand_requests_hold_resources_steady() -> None:
     with PoolClient(workers=workers) as client:
         pool_pid = client.pid
         zygotes = [pid for pid, (parent, _) in process_table().items() if parent == pool_pid]
-        assert len(zygotes) == 1, zygotes  # the template's only child; spares are the zygote's
+        assert len(zygotes) == 1, zygotes  # the pool server's only child; spares are the zygote's
         zygote = zygotes[0]
         started = time.monotonic()
         samples = {}

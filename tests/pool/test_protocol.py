@@ -1,6 +1,6 @@
 """The protocol through a live pool: hostile and malformed lines get exactly one refusal
 and the pool keeps serving; big lines, ids, control lines, line endings; scripts the
-template opens for the client."""
+pool server opens for the client."""
 
 from __future__ import annotations
 
@@ -254,7 +254,7 @@ def test_script_runs_with_args_and_its_directory_readable(pool: PoolClient, tmp_
 
 @pytest.mark.parametrize("kind", ["fifo", "own_stdin", "nine_mib"])
 def test_script_path_that_is_not_a_small_regular_file(tmp_path: Path, kind: str) -> None:
-    """The template reads the script itself, in its one thread: a FIFO must not block it,
+    """The pool server reads the script itself, in its one thread: a FIFO must not block it,
     /dev/stdin must not swallow the protocol, a script too big for the channel must not
     crash it. Each is refused or fails alone while the pool keeps serving."""
     if kind == "fifo":

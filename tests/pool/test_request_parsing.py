@@ -26,7 +26,7 @@ def assert_only_request_errors(line: bytes) -> None:
     except RequestError as exc:
         assert exc.message, "a RequestError must say what to fix"
     except PynoxError:
-        pass  # a PolicyError or ConfigError: the template answers those as RequestError too
+        pass  # a PolicyError or ConfigError: the pool server answers those as RequestError too
     # Anything else propagates and fails the test: it would take the pool down.
 
 

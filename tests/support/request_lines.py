@@ -1,5 +1,5 @@
 """Request lines for `pynox pool`, for the parser's tests (tests/pool/): hypothesis
-strategies for JSON and request-shaped objects, the template's checks in its order
+strategies for JSON and request-shaped objects, the pool server's checks in its order
 (`validate`), and wrong values for every field with a check that the message names it.
 """
 
@@ -26,9 +26,9 @@ from pynox.pool.request import (
 
 
 def validate(line: bytes) -> str:
-    """The template's checks for one line, in its order (pool_server.Template._handle_line,
+    """The pool server's checks for one line, in its order (server.PoolServer._handle_line,
     _request, _policy), without running anything. Returns "control" or "request", or raises;
-    anything but a PynoxError escaping here would escape the template's loop too."""
+    anything but a PynoxError escaping here would escape the pool server's loop too."""
     message = parse_line(line)
     if any(key in message for key in CONTROL_FIELDS):
         return "control"
