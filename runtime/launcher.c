@@ -13,6 +13,7 @@
  *   ./python3                 a virtual environment or an install prefix
  *   ../python/bin/python3     a bundle (python-build-standalone runtime)
  */
+#include "launcher_scratch.h"
 #include "launcher_sys.h"
 
 #ifndef PYNOX_VERSION
@@ -361,6 +362,18 @@ static size_t resolve_directory(const char *path, char *out, size_t size)
     return (size_t)got;
 }
 
+/* Whether the command runs a program (which gets a scratch directory), rather than
+ * `pynox pool`, `pynox doctor` or the help. */
+static int runs_a_program(int argc, char **argv)
+{
+    if (argc < 2) {
+        return 1;  /* the program comes on standard input */
+    }
+    const char *first = argv[1];
+    return !(str_equal(first, "pool") || str_equal(first, "doctor") || str_equal(first, "--help")
+             || str_equal(first, "-h"));
+}
+
 int launcher_main(int argc, char **argv, char **envp)
 {
     char dir[PATH_MAX];
@@ -378,14 +391,22 @@ int launcher_main(int argc, char **argv, char **envp)
     char site_dir[PATH_MAX];
     char resolved[PATH_MAX];
     char json_hook[sizeof JSON_HOOK_VARIABLE + 24];
-    int with_json_hook = 0;
+    char scratch_helper[sizeof SCRATCH_HELPER_VARIABLE + 48];
+    char *extra[2];  /* entries added to the environment */
+    size_t extras = 0;
     size_t n = 0;
     args[n++] = python;
     int first = 1;
     if (argc > 1 && str_equal(argv[1], "--no-sandbox")) {
         first = 2;  /* CPython's own command line, unchanged */
-        with_json_hook = json_hook_entry(argc, argv, first, envp, json_hook, sizeof json_hook);
+        if (json_hook_entry(argc, argv, first, envp, json_hook, sizeof json_hook)) {
+            extra[extras++] = json_hook;
+        }
     } else {
+        if (runs_a_program(argc, argv)
+            && scratch_helper_start(scratch_helper, sizeof scratch_helper)) {
+            extra[extras++] = scratch_helper;
+        }
         char marker[PATH_MAX];
         size_t length = 0;
         int with_site_dir =
@@ -412,18 +433,20 @@ int launcher_main(int argc, char **argv, char **envp)
     }
     args[n] = NULL;
 
-    /* The environment, with the json hook's variable added at its end if asked. */
+    /* The environment, with the extra entries added at its end. */
     size_t envc = 0;
-    while (with_json_hook && envp[envc] != NULL) {
+    while (extras > 0 && envp[envc] != NULL) {
         envc++;
     }
-    char *marked[with_json_hook ? envc + 2 : 1];
-    if (with_json_hook) {
+    char *marked[extras > 0 ? envc + extras + 1 : 1];
+    if (extras > 0) {
         for (size_t i = 0; i < envc; i++) {
             marked[i] = envp[i];
         }
-        marked[envc] = json_hook;
-        marked[envc + 1] = NULL;
+        for (size_t i = 0; i < extras; i++) {
+            marked[envc + i] = extra[i];
+        }
+        marked[envc + extras] = NULL;
         envp = marked;
     }
     long error = sys_execve(python, args, envp);

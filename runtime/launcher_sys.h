@@ -20,7 +20,16 @@
 #define SYS_openat 257
 #define SYS_readlinkat 267
 #define SYS_faccessat 269
+#define SYS_lseek 8
+#define SYS_fcntl 72
+#define SYS_clone 56
+#define SYS_wait4 61
+#define SYS_setsid 112
+#define SYS_getdents64 217
+#define SYS_unlinkat 263
+#define SYS_pipe2 293
 #define LAUNCHER_O_DIRECTORY 0200000
+#define LAUNCHER_O_NOFOLLOW 0400000
 #elif defined(__aarch64__)
 #define SYS_faccessat 48
 #define SYS_openat 56
@@ -31,7 +40,16 @@
 #define SYS_exit_group 94
 #define SYS_getpid 172
 #define SYS_execve 221
+#define SYS_unlinkat 35
+#define SYS_fcntl 25
+#define SYS_pipe2 59
+#define SYS_getdents64 61
+#define SYS_lseek 62
+#define SYS_setsid 157
+#define SYS_clone 220
+#define SYS_wait4 260
 #define LAUNCHER_O_DIRECTORY 040000
+#define LAUNCHER_O_NOFOLLOW 0100000
 #else
 #error "the launcher supports Linux on x86_64 and aarch64 only"
 #endif
@@ -42,6 +60,13 @@
 #define LAUNCHER_O_CLOEXEC 02000000
 #define LAUNCHER_O_PATH 010000000
 #define LAUNCHER_F_OK 0
+#define LAUNCHER_AT_REMOVEDIR 0x200
+#define LAUNCHER_F_SETFD 2
+#define LAUNCHER_FD_CLOEXEC 1
+#define LAUNCHER_SIGCHLD 17
+#define LAUNCHER_SEEK_SET 0
+#define LAUNCHER_DT_DIR 4
+#define SYS_close_range 436 /* the same on both architectures */
 
 /* The same numbers on both architectures (asm-generic). */
 #define LAUNCHER_EPERM 1
@@ -122,6 +147,13 @@ static inline long sys_execve(const char *path, char *const *argv, char *const *
 static inline long sys_getpid(void)
 {
     return sys_call(SYS_getpid, 0, 0, 0, 0);
+}
+
+/* fork(): clone with only the signal the parent gets at the child's end (the
+ * argument order of clone differs between architectures, but not in its first). */
+static inline long sys_fork(void)
+{
+    return sys_call(SYS_clone, LAUNCHER_SIGCHLD, 0, 0, 0);
 }
 
 _Noreturn void sys_exit(int status);

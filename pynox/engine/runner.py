@@ -45,6 +45,10 @@ def run(
         run_child(program, policy, setup)
     from pynox.engine import supervisor
 
+    # Removed by the supervisor after the child, and by the launcher's helper, if any,
+    # should the supervisor itself be killed (its pipe stays open until this process
+    # ends; the child's copy closes as it is confined).
+    scratch.hand_to_launcher_helper(directory)
     try:
         return supervisor.supervise(program, policy, setup, capture)
     finally:

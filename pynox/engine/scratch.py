@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 VARIABLES = ("TMPDIR", "TEMP", "TMP", "HOME")
 PREFIX = "pynox-run-"
 # What the helper that removes a directory once its owner ends runs ($0: the directory).
+# Set by the launcher, when it started a helper of its own: "FD:PID".
+LAUNCHER_HELPER_VARIABLE = "PYNOX_SCRATCH_HELPER"
 HELPER_SCRIPT = 'while read -r _; do :; done; exec rm -rf -- "$0"'
 
 
@@ -71,15 +73,41 @@ def remove(path: "str | None") -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+def hand_to_launcher_helper(path: str) -> "int | None":
+    """Names `path` to the helper the launcher started (runtime/launcher_scratch.c), which
+    removes it once this process ends; returns the pipe to keep open, or None when
+    pynox was not started by its launcher."""
+    entry = os.environ.pop(LAUNCHER_HELPER_VARIABLE, None)
+    if entry is None:
+        return None
+    fd_text, _, pid_text = entry.partition(":")
+    # The launcher's own process (exec keeps the pid): not a variable inherited from
+    # another pynox, nor one the caller set.
+    if not (fd_text.isdigit() and pid_text == str(os.getpid())):
+        return None
+    fd = int(fd_text)
+    try:
+        if fd < 3 or os.fstat(fd).st_mode & 0o170000 != 0o010000:  # a pipe (S_ISFIFO)
+            return None
+        os.write(fd, os.fsencode(path) + b"\n")
+    except OSError:
+        return None
+    return _out_of_the_way(fd)
+
+
 def remove_when_gone(path: str) -> int:
     """For a run in this very process: a helper removes `path` once this process ends.
 
     A confined process may empty its scratch directory but never remove it (that
     is a change to the directory above, which it may not write). The helper waits
     in its own session, away from the terminal's signals, for the end of a pipe
-    whose other end this process holds until it exits, however it exits. Returns
-    that descriptor, which the sandbox must keep open.
+    whose other end this process holds until it exits, however it exits. It is the
+    launcher's, if pynox was started by it, else a /bin/sh started here. Returns the
+    pipe's descriptor, which the sandbox must keep open.
     """
+    launcher_helper = hand_to_launcher_helper(path)
+    if launcher_helper is not None:
+        return launcher_helper
     read_end, write_end = os.pipe()
     try:
         os.posix_spawn(
@@ -103,12 +131,16 @@ def remove_when_gone(path: str) -> int:
         ) from None
     finally:
         os.close(read_end)
-    # Out of the way of the program's own descriptors, which python numbers from 3.
+    return _out_of_the_way(write_end)
+
+
+def _out_of_the_way(fd: int) -> int:
+    """fd moved past the program's own descriptors, which python numbers from 3."""
     high = _HIGH_FD
     while _is_open(high):
         high += 1
-    os.dup2(write_end, high, inheritable=False)
-    os.close(write_end)
+    os.dup2(fd, high, inheritable=False)
+    os.close(fd)
     return high
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -187,3 +188,91 @@ def test_a_killed_pool_still_loses_its_runs_directories() -> None:
         assert _gone(root)
     finally:
         pool.close()
+
+
+def test_without_the_launcher_a_helper_of_pynoxs_own_removes_it(tmp_path: Path) -> None:
+    """`python -m pynox` has no launcher to start the helper: pynox starts /bin/sh."""
+    from support.commands import python
+
+    proc = python("-m", "pynox", "-c", "import os; print(os.environ['TMPDIR'])", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    directory = proc.stdout.decode().strip()
+    assert os.path.basename(directory).startswith(PREFIX)
+    assert _gone(directory)
+
+
+def test_what_a_program_writes_to_the_helpers_pipe_is_ignored(tmp_path: Path) -> None:
+    """Only the first line, which pynox writes before the program runs, names what to
+    remove: a program that finds the pipe and names another directory removes nothing."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep").write_text("data")
+    code = (
+        "import os, stat\n"
+        "for fd in range(3, 1024):\n"
+        "    try:\n"
+        "        if stat.S_ISFIFO(os.fstat(fd).st_mode):\n"
+        f"            os.write(fd, {str(victim)!r}.encode() + b'\\n')\n"
+        "            print('wrote', fd)\n"
+        "    except OSError:\n"
+        "        pass\n"
+    )
+    proc = pynox("-c", code, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.startswith(b"wrote ")  # it found the pipe
+    time.sleep(0.5)
+    assert (victim / "keep").read_text() == "data"
+
+
+def test_the_launchers_helper_holds_nothing_but_its_pipe(tmp_path: Path) -> None:
+    """No copy of the run's stdout, stderr or terminal, in a session of its own and
+    nobody's child: a pipeline ends when the run does, and no one waits for the helper."""
+    run = subprocess.Popen(
+        [PYNOX, "-c", "import time; print('ready', flush=True); time.sleep(30)"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        assert run.stdout is not None and run.stdout.readline() == b"ready\n"
+        helpers = [
+            pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+            if _parent(pid) == 1 and _command(pid)[:1] == [PYNOX] and pid != run.pid
+            and os.getsid(pid) == pid and _has_pipe_of(pid, run.pid)
+        ]  # fmt: skip
+        assert len(helpers) == 1, helpers
+        assert len(os.listdir(f"/proc/{helpers[0]}/fd")) == 1
+    finally:
+        run.kill()
+        run.wait()
+        assert run.stdout is not None
+        run.stdout.close()
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _command(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return []
+
+
+def _pipes(pid: int) -> set[str]:
+    found = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("pipe:"):
+                    found.add(target)
+    except OSError:
+        pass
+    return found
+
+
+def _has_pipe_of(pid: int, run: int) -> bool:
+    return bool(_pipes(pid) & _pipes(run))
