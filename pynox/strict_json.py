@@ -10,8 +10,16 @@ instead of writing them. Both take an optional `max_depth`: a bound on nesting
 that holds on every Python version, well below the interpreter's own limits.
 """
 
-import json
 import math
+
+# What json.dumps writes strings with. json itself is imported where it parses or
+# writes: it imports re, which a run with --json that only writes its result
+# (dumps_readable) need not pay for.
+from _json import encode_basestring_ascii as _json_string
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import json
 
 
 class NotFinite(ValueError):
@@ -33,14 +41,23 @@ def _finite_float(text: str) -> float:
     return value
 
 
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+_DECODER: "json.JSONDecoder | None" = None
+
+
+def _decoder() -> "json.JSONDecoder":
+    global _DECODER
+    if _DECODER is None:
+        import json
+
+        _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+    return _DECODER
 
 
 def loads(data: "bytes | bytearray | str", max_depth: "int | None" = None) -> object:
     """Parses one JSON text; any malformed, non-UTF-8 or too deeply nested text is ValueError."""
     try:
         text = data if isinstance(data, str) else bytes(data).decode("utf-8")
-        value = _DECODER.decode(text)
+        value = _decoder().decode(text)
     except RecursionError:
         # The parser recurses once per level of nesting; the interpreter's limit bounds it.
         raise TooDeep("the JSON nests too deeply") from None
@@ -51,6 +68,8 @@ def loads(data: "bytes | bytearray | str", max_depth: "int | None" = None) -> ob
 
 def dumps(value: object, max_depth: "int | None" = None) -> str:
     """Compact JSON text; a NaN or infinite float raises ValueError instead of being written."""
+    import json
+
     try:
         text = json.dumps(value, separators=(",", ":"), allow_nan=False)
     except RecursionError:
@@ -86,3 +105,30 @@ def _deeper_than(value: object, text: str, limit: int) -> bool:
             below += [item for item in items if isinstance(item, (list, dict))]
         level = below
     return False
+
+
+def dumps_readable(value: object) -> str:
+    """The text json.dumps(value) writes (", " and ": " between items, ASCII only), for
+    the plain data of a result (dict, list, str, int, float, bool, None); a NaN or
+    infinite float raises NotFinite. Written here, since importing json (which imports
+    re) would cost a run with --json more than writing its one result takes."""
+    if isinstance(value, str):
+        return _json_string(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise NotFinite("NaN and Infinity are not JSON values (RFC 8259)")
+        return float.__repr__(value)
+    if isinstance(value, dict):
+        items = (f"{_json_string(str(key))}: {dumps_readable(item)}" for key, item in value.items())
+        return "{" + ", ".join(items) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(dumps_readable(item) for item in value) + "]"
+    raise TypeError(f"{type(value).__name__} is not plain JSON data")

@@ -1,10 +1,8 @@
 """The JSON result of a run, as `pynox --json` prints it and the pool sends it."""
 
-from __future__ import annotations
-
-import json
 import sys
 
+from pynox import strict_json
 from pynox.errors import EXIT_SETUP_FAILURE
 from pynox.units import format_duration
 
@@ -26,7 +24,7 @@ def runtime_info() -> dict[str, str]:
     return {"name": "pynox", "python": python_version(), "output": "captured"}
 
 
-def timeout_error(policy: Policy, api: bool) -> dict[str, Any]:
+def timeout_error(policy: "Policy", api: bool) -> "dict[str, Any]":
     """The error object of a run stopped at its time limit."""
     limit = format_duration(policy.timeout or 0)
     longer = format_duration((policy.timeout or 0) * 2)
@@ -41,7 +39,7 @@ def timeout_error(policy: Policy, api: bool) -> dict[str, Any]:
     }
 
 
-def timeout_line(policy: Policy) -> str:
+def timeout_line(policy: "Policy") -> str:
     """What the command prints when it stops a program at its time limit."""
     error = timeout_error(policy, api=False)
     return f"pynox: {error['message']}; {error['hint']}"
@@ -62,7 +60,7 @@ def _signal_name(signum: int) -> str:
 _NATIVE_MEMORY_SIGNALS = frozenset({6, 9, 11})  # SIGABRT, SIGKILL, SIGSEGV
 
 
-def _signal_hint(outcome: Outcome, policy: Policy, api: bool) -> str | None:
+def _signal_hint(outcome: "Outcome", policy: "Policy", api: bool) -> str | None:
     """Under a memory limit, the hint for a program that native code ended."""
     if policy.memory is None or outcome.signal not in _NATIVE_MEMORY_SIGNALS:
         return None
@@ -71,7 +69,7 @@ def _signal_hint(outcome: Outcome, policy: Policy, api: bool) -> str | None:
     return format_hint("native_abort", None, Style(api), policy.memory, policy.max_file_size)
 
 
-def _ended_behind_python(outcome: Outcome, policy: Policy) -> bool:
+def _ended_behind_python(outcome: "Outcome", policy: "Policy") -> bool:
     """Under a memory limit, whether native code exit()ed with a failure status before
     Python saw the program to its end (OpenBLAS's "giving up", say)."""
     return (
@@ -83,7 +81,7 @@ def _ended_behind_python(outcome: Outcome, policy: Policy) -> bool:
     )
 
 
-def _native_exit_hint(outcome: Outcome, policy: Policy, api: bool) -> str | None:
+def _native_exit_hint(outcome: "Outcome", policy: "Policy", api: bool) -> str | None:
     if not _ended_behind_python(outcome, policy):
         return None
     from pynox.engine.hints import Style, format_hint
@@ -91,7 +89,7 @@ def _native_exit_hint(outcome: Outcome, policy: Policy, api: bool) -> str | None
     return format_hint("native_exit", None, Style(api), policy.memory, policy.max_file_size)
 
 
-def signal_line(outcome: Outcome, policy: Policy) -> str | None:
+def signal_line(outcome: "Outcome", policy: "Policy") -> str | None:
     """What the command prints when native code ended its program (a signal, or an exit
     behind Python's back under a memory limit), if anything."""
     if outcome.timed_out:
@@ -109,7 +107,7 @@ def _text_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _trusted_report(outcome: Outcome) -> dict[str, Any] | None:
+def _trusted_report(outcome: "Outcome") -> "dict[str, Any] | None":
     """The child's error report, when how it ended says it could have written one.
 
     Until the child is confined, only pynox writes to the report pipe; once it
@@ -122,7 +120,6 @@ def _trusted_report(outcome: Outcome) -> dict[str, Any] | None:
     """
     import signal
 
-    from pynox import strict_json
     from pynox.engine.child import REPORT_CONFINED
 
     if not outcome.report or outcome.timed_out:
@@ -144,7 +141,7 @@ def _trusted_report(outcome: Outcome) -> dict[str, Any] | None:
     return report
 
 
-def _error(outcome: Outcome, policy: Policy, api: bool) -> dict[str, Any] | None:
+def _error(outcome: "Outcome", policy: "Policy", api: bool) -> "dict[str, Any] | None":
     empty = {"file": None, "line": None, "path": None}
     if outcome.timed_out:
         return timeout_error(policy, api)
@@ -186,7 +183,7 @@ def _error(outcome: Outcome, policy: Policy, api: bool) -> dict[str, Any] | None
     return None
 
 
-def build_result(outcome: Outcome, policy: Policy, api: bool = False) -> dict[str, Any]:
+def build_result(outcome: "Outcome", policy: "Policy", api: bool = False) -> "dict[str, Any]":
     return {
         "exit": outcome.exit_code,
         "stdout": outcome.stdout.decode("utf-8", errors="replace"),
@@ -200,7 +197,7 @@ def build_result(outcome: Outcome, policy: Policy, api: bool = False) -> dict[st
     }
 
 
-def error_object(kind: str, message: str) -> dict[str, Any]:
+def error_object(kind: str, message: str) -> "dict[str, Any]":
     """An error that has no place in the program: no file, line, path or hint."""
     return {
         "type": kind,
@@ -212,7 +209,7 @@ def error_object(kind: str, message: str) -> dict[str, Any]:
     }
 
 
-def refusal(kind: str, message: str, exit_code: int = EXIT_SETUP_FAILURE) -> dict[str, Any]:
+def refusal(kind: str, message: str, exit_code: int = EXIT_SETUP_FAILURE) -> "dict[str, Any]":
     """The result of a run refused before it started: no output, no policy."""
     return {
         "exit": exit_code,
@@ -228,10 +225,10 @@ def refusal(kind: str, message: str, exit_code: int = EXIT_SETUP_FAILURE) -> dic
 
 
 def print_refusal(kind: str, message: str, exit_code: int) -> int:
-    sys.stdout.write(json.dumps(refusal(kind, message, exit_code)) + "\n")
+    sys.stdout.write(strict_json.dumps_readable(refusal(kind, message, exit_code)) + "\n")
     return exit_code
 
 
-def print_json_result(outcome: Outcome, policy: Policy) -> int:
-    sys.stdout.write(json.dumps(build_result(outcome, policy)) + "\n")
+def print_json_result(outcome: "Outcome", policy: "Policy") -> int:
+    sys.stdout.write(strict_json.dumps_readable(build_result(outcome, policy)) + "\n")
     return outcome.exit_code

@@ -1,0 +1,44 @@
+"""strict_json.dumps_readable writes what json.dumps writes, without importing json."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pynox import strict_json
+
+pytestmark = pytest.mark.unit
+
+PLAIN = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)  # fmt: skip
+
+
+@given(PLAIN)
+def test_it_writes_what_json_dumps_writes(value: object) -> None:
+    assert strict_json.dumps_readable(value) == json.dumps(value)
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+def test_non_finite_numbers_are_refused(number: float) -> None:
+    with pytest.raises(strict_json.NotFinite):
+        strict_json.dumps_readable({"x": [number]})
+
+
+def test_writing_imports_neither_json_nor_re() -> None:
+    code = (
+        "import sys; from pynox import strict_json\n"
+        "strict_json.dumps_readable({'a': [1, 2.5, 'é', None, True]})\n"
+        "print(sorted(m for m in ('json', 're') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True)
+    assert done.stdout == "[]\n", done.stderr
