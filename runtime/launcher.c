@@ -14,6 +14,7 @@
  *   ../python/bin/python3     a bundle (python-build-standalone runtime)
  */
 #include "launcher_scratch.h"
+#include "launcher_supervise.h"
 #include "launcher_sys.h"
 
 #ifndef PYNOX_VERSION
@@ -392,7 +393,8 @@ int launcher_main(int argc, char **argv, char **envp)
     char resolved[PATH_MAX];
     char json_hook[sizeof JSON_HOOK_VARIABLE + 24];
     char scratch_helper[sizeof SCRATCH_HELPER_VARIABLE + 48];
-    char *extra[2];  /* entries added to the environment */
+    char supervisor[sizeof SUPERVISOR_VARIABLE + 48];
+    char *extra[3];  /* entries added to the environment */
     size_t extras = 0;
     size_t n = 0;
     args[n++] = python;
@@ -403,9 +405,15 @@ int launcher_main(int argc, char **argv, char **envp)
             extra[extras++] = json_hook;
         }
     } else {
-        if (runs_a_program(argc, argv)
-            && scratch_helper_start(scratch_helper, sizeof scratch_helper)) {
-            extra[extras++] = scratch_helper;
+        if (runs_a_program(argc, argv)) {
+            /* This process stays behind as the run's supervisor; the interpreter
+             * starts in a child (launcher_supervise.c). */
+            if (supervise(supervisor, sizeof supervisor)) {
+                extra[extras++] = supervisor;
+            }
+            if (scratch_helper_start(scratch_helper, sizeof scratch_helper)) {
+                extra[extras++] = scratch_helper;
+            }
         }
         char marker[PATH_MAX];
         size_t length = 0;

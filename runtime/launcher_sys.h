@@ -28,6 +28,13 @@
 #define SYS_getdents64 217
 #define SYS_unlinkat 263
 #define SYS_pipe2 293
+#define SYS_rt_sigaction 13
+#define SYS_rt_sigprocmask 14
+#define SYS_kill 62
+#define SYS_clock_gettime 228
+#define SYS_ppoll 271
+#define SYS_signalfd4 289
+#define SYS_prlimit64 302
 #define LAUNCHER_O_DIRECTORY 0200000
 #define LAUNCHER_O_NOFOLLOW 0400000
 #elif defined(__aarch64__)
@@ -48,6 +55,13 @@
 #define SYS_setsid 157
 #define SYS_clone 220
 #define SYS_wait4 260
+#define SYS_signalfd4 74
+#define SYS_ppoll 73
+#define SYS_clock_gettime 113
+#define SYS_kill 129
+#define SYS_rt_sigaction 134
+#define SYS_rt_sigprocmask 135
+#define SYS_prlimit64 261
 #define LAUNCHER_O_DIRECTORY 040000
 #define LAUNCHER_O_NOFOLLOW 0100000
 #else
@@ -67,6 +81,7 @@
 #define LAUNCHER_SEEK_SET 0
 #define LAUNCHER_DT_DIR 4
 #define SYS_close_range 436 /* the same on both architectures */
+#define SYS_pidfd_open 434
 
 /* The same numbers on both architectures (asm-generic). */
 #define LAUNCHER_EPERM 1
@@ -105,6 +120,33 @@ static inline long sys_call(long number, long a, long b, long c, long d)
     register long x2 __asm__("x2") = c;
     register long x3 __asm__("x3") = d;
     __asm__ volatile("svc #0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3) : "memory", "cc");
+    return x0;
+#endif
+}
+
+/* The same with a fifth argument (ppoll's). */
+static inline long sys_call5(long number, long a, long b, long c, long d, long e)
+{
+#if defined(__x86_64__)
+    long result;
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    __asm__ volatile("syscall"
+                     : "=a"(result)
+                     : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
+                     : "rcx", "r11", "memory");
+    return result;
+#else
+    register long x8 __asm__("x8") = number;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    register long x3 __asm__("x3") = d;
+    register long x4 __asm__("x4") = e;
+    __asm__ volatile("svc #0"
+                     : "+r"(x0)
+                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4)
+                     : "memory", "cc");
     return x0;
 #endif
 }

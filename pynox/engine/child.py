@@ -82,6 +82,7 @@ class ChildSetup:
         "config_package_dirs",
         "user_base",
         "own_pipes",
+        "new_session",
     )
 
     def __init__(self) -> None:
@@ -117,6 +118,9 @@ class ChildSetup:
         # What the report and end pipes are (device, inode), taken before the program
         # runs: a program may close them and open files of its own under their numbers.
         self.own_pipes: dict[int, tuple[int, int]] = {}
+        # A child bound to a supervisor (parent_pid) leaves the terminal's session,
+        # except under the launcher's own supervision: it stays the foreground job.
+        self.new_session = True
         # Package directories a pynox.toml names, granted or not (profiles, [pool]), and
         # the user base of the user site: where the ModuleNotFoundError hint looks for
         # a module the program could not import, besides pynox's and the interpreter's
@@ -218,7 +222,9 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         if setup.prepared is not None:
             sandbox.finish(setup.prepared, policy)
         else:
-            confine_policy(policy, setup.system_reads, _kept_fds(setup), setup.parent_pid)
+            confine_policy(
+                policy, setup.system_reads, _kept_fds(setup), setup.parent_pid, setup.new_session
+            )
         if setup.scrub_failure is not None:
             raise setup.scrub_failure
         # Only now may imports look where the program's files are: nothing that

@@ -1,9 +1,12 @@
 """The one engine: run a program sandboxed, in this process or in a child forked from it.
 
-A plain run (nothing to collect, no clock to enforce) confines this very
-process and runs the program in it. Everything else forks a sandboxed child
-from this warm interpreter and supervises it (pynox.engine.supervisor, imported only
-then, which keeps the plain run's start-up short).
+A run with no output to collect and no memory limit confines this very process
+and runs the program in it. Its wall-clock limit, if any, is kept by the launcher,
+which stayed behind as this process's parent (runtime/launcher_supervise.c);
+without the launcher (python -m pynox), a run with a limit is supervised as the
+others are. Everything else forks a sandboxed child from this warm interpreter and
+supervises it (pynox.engine.supervisor, imported only then, which keeps the plain
+run's start-up short).
 """
 
 import os
@@ -34,15 +37,21 @@ def run(
     setup.no_site = no_site
     setup.system_reads = system_paths.interpreter_reads()
     directory = scratch.attach(policy)
+    launcher = launcher_supervisor()
     end_start_up()
-    if not capture and policy.timeout is None and policy.memory is None:
-        # Nothing to supervise: no output to collect, no clock to enforce, no
-        # memory limit that native code may die of (the supervisor then says
-        # so). The program runs in this very process, the terminal's own
-        # foreground job, which spares the fork and the copying of every page a
-        # child touches.
+    in_process = not capture and policy.memory is None
+    if in_process and (launcher is not None or policy.timeout is None):
+        # No output to collect, no memory limit that native code may die of (the
+        # supervisor then says so), and a clock, if any, that the launcher keeps.
+        # The program runs in this very process, the terminal's own foreground job,
+        # which spares the fork and the copying of every page a child touches.
+        if launcher is not None:
+            _hand_over_the_clock(launcher, policy)
+            setup.parent_pid, setup.new_session = os.getppid(), False
         setup.scratch_fd = scratch.remove_when_gone(directory)
         run_child(program, policy, setup)
+    if launcher is not None:
+        os.close(launcher)  # it only waits: this process supervises the run itself
     from pynox.engine import supervisor
 
     # Removed by the supervisor after the child, and by the launcher's helper, if any,
@@ -56,6 +65,42 @@ def run(
         # once the child is gone, removes the directory.
         if os.getpid() == setup.parent_pid:
             scratch.remove(directory)
+
+
+# Set by the launcher when it stays behind as the run's supervisor: "FD:PID".
+LAUNCHER_SUPERVISOR_VARIABLE = "PYNOX_SUPERVISOR"
+
+
+def launcher_supervisor() -> "int | None":
+    """The pipe to the launcher that supervises this process, if it does."""
+    entry = os.environ.pop(LAUNCHER_SUPERVISOR_VARIABLE, None)
+    if entry is None:
+        return None
+    fd_text, _, pid_text = entry.partition(":")
+    # Set by this process's parent: not a variable the caller set or a run passed on.
+    if not (fd_text.isdigit() and pid_text == str(os.getppid())):
+        return None
+    fd = int(fd_text)
+    try:
+        if fd < 3 or os.fstat(fd).st_mode & 0o170000 != 0o010000:  # a pipe (S_ISFIFO)
+            return None
+    except OSError:
+        return None
+    return fd
+
+
+def _hand_over_the_clock(fd: int, policy: "Policy") -> None:
+    """Tells the launcher the wall-clock limit and the line to print when it is hit."""
+    message = "0\n"
+    if policy.timeout is not None:
+        from pynox.engine.result import timeout_line
+
+        milliseconds = max(1, round(policy.timeout * 1000))
+        message = f"{milliseconds}\n{timeout_line(policy)}\n"
+    try:
+        os.write(fd, message.encode())
+    finally:
+        os.close(fd)
 
 
 def end_start_up() -> None:

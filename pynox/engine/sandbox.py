@@ -35,6 +35,7 @@ class _CPolicy:
         max_file_size: int | None,
         parent_pid: int,
         resolved: bool = False,
+        new_session: bool = True,
     ) -> None:
         self.buffers = [ffi.new(_CHARS, os.fsencode(p)) for p in reads + writes]
         read_array = ffi.new(_STRINGS, self.buffers[: len(reads)])
@@ -54,8 +55,9 @@ class _CPolicy:
                 "memory_bytes": memory or 0,
                 "max_file_size": max_file_size or 0,
                 # A supervised child leaves the terminal's session; a program run in
-                # the pynox process itself is the terminal's foreground job and stays.
-                "new_session": int(parent_pid != 0),
+                # the pynox process itself is the terminal's foreground job and stays,
+                # bound to the launcher that supervises it, if any.
+                "new_session": int(parent_pid != 0 and new_session),
                 "parent_pid": parent_pid,
                 "paths_resolved": int(resolved),
             },
@@ -100,14 +102,21 @@ def finish(prepared: Prepared, policy: "Policy") -> None:
 
 
 def confine_policy(
-    policy: "Policy", system_reads: list[str], keep_fds: list[int], parent_pid: int
+    policy: "Policy",
+    system_reads: list[str],
+    keep_fds: list[int],
+    parent_pid: int,
+    new_session: bool = True,
 ) -> None:
     """Confines this process for good to a run's policy plus what the interpreter needs.
 
     Raises SandboxError with the reason when the kernel cannot.
     """
     devices = list(system_paths.DEVICES_READ_WRITE)
-    base = _CPolicy(system_reads + devices, devices, keep_fds, False, None, None, parent_pid)
+    base = _CPolicy(
+        system_reads + devices, devices, keep_fds, False, None, None, parent_pid,
+        new_session=new_session,
+    )  # fmt: skip
     own = _own_policy(policy)  # held: its buffers must outlive the call
     err = ffi.new(_CHARS, 512)
     _check(lib.pynox_sandbox_apply(base.struct, own.struct, err, len(err)), err)

@@ -233,10 +233,14 @@ def test_the_launchers_helper_holds_nothing_but_its_pipe(tmp_path: Path) -> None
     )  # fmt: skip
     try:
         assert run.stdout is not None and run.stdout.readline() == b"ready\n"
+        # The run: the launcher, supervising, and the interpreter, its child.
+        pids = list(map(int, filter(str.isdigit, os.listdir("/proc"))))
+        interpreter = [pid for pid in pids if _parent(pid) == run.pid]
+        assert len(interpreter) == 1, interpreter
         helpers = [
-            pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+            pid for pid in pids
             if _parent(pid) == 1 and _command(pid)[:1] == [PYNOX] and pid != run.pid
-            and os.getsid(pid) == pid and _has_pipe_of(pid, run.pid)
+            and os.getsid(pid) == pid and _has_pipe_of(pid, interpreter[0])
         ]  # fmt: skip
         assert len(helpers) == 1, helpers
         assert len(os.listdir(f"/proc/{helpers[0]}/fd")) == 1

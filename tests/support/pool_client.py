@@ -66,7 +66,7 @@ def descendants(pid: int, zombies: bool = True) -> set[int]:
     """
     children: dict[int, list[int]] = {}
     for child, (parent, state) in process_table().items():
-        if (zombies or state != "Z") and not _is_scratch_helper(child):
+        if (zombies or state != "Z") and not is_scratch_helper(child):
             children.setdefault(parent, []).append(child)
     found: set[int] = set()
     todo = list(children.get(pid, []))
@@ -78,7 +78,8 @@ def descendants(pid: int, zombies: bool = True) -> set[int]:
     return found
 
 
-def _is_scratch_helper(pid: int) -> bool:
+def is_scratch_helper(pid: int) -> bool:
+    """Whether pid is the helper that removes a pool's scratch directories (/bin/sh)."""
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:

@@ -153,7 +153,14 @@ def run_probe(
 # How pynox runs a program: a plain run has nothing to supervise and runs in
 # the pynox process itself; a timeout (or --json) makes pynox fork a child and
 # supervise it. Probes that matter in both run in both.
-MODES = {"in-process": [], "supervised": ["--timeout=120s"]}
+# How a run can be shaped: in the interpreter the launcher started (with or without the
+# launcher keeping its clock), or in a child the Python supervisor forks (--memory, like
+# --json, is supervised in Python; 64g leaves every probe its memory).
+MODES = {
+    "in-process": [],
+    "launcher-clock": ["--timeout=120s"],
+    "supervised": ["--memory=64g"],
+}
 
 
 # A pool child confines itself in two halves (what no policy changes while it

@@ -1,0 +1,104 @@
+"""The launcher keeps a run's wall-clock limit itself: no second interpreter.
+
+`pynox --timeout=...` (or a pynox.toml limit) runs the program in the interpreter the
+launcher started, which the launcher, staying behind as its parent, watches: it kills
+the run at the deadline and prints the line, passes on the signals sent to it, and
+ends as the run ended.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.commands import PYNOX, pynox, python
+from support.pool_client import alive, descendants
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+
+SLEEPS = "import time; print('ready', flush=True); time.sleep(30)"
+
+
+def _start(tmp_path: Path, *flags: str, code: str = SLEEPS) -> subprocess.Popen[bytes]:
+    run = subprocess.Popen(
+        [PYNOX, *flags, "-c", code], cwd=tmp_path, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert run.stdout is not None and run.stdout.readline() == b"ready\n"
+    return run
+
+
+def _finish(run: subprocess.Popen[bytes]) -> bytes:
+    _, stderr = run.communicate(timeout=30)
+    return stderr
+
+
+def test_a_limited_run_has_one_interpreter_under_the_launcher(tmp_path: Path) -> None:
+    run = _start(tmp_path, "--timeout=30s")
+    try:
+        # pynox's process is the launcher itself, not an interpreter...
+        assert os.readlink(f"/proc/{run.pid}/exe") == os.path.realpath(PYNOX)
+        # ...and below it one interpreter, running the program itself.
+        below = descendants(run.pid, zombies=False)
+        assert len(below) == 1, below
+        (interpreter,) = below
+        assert "python" in os.path.basename(os.readlink(f"/proc/{interpreter}/exe"))
+    finally:
+        run.kill()
+        _finish(run)
+
+
+def test_the_deadline_kills_the_run_and_prints_the_line(tmp_path: Path) -> None:
+    started = time.monotonic()
+    proc = pynox("--timeout=300ms", "-c", "import time; time.sleep(30)", cwd=tmp_path)
+    assert proc.returncode == 124
+    assert proc.stderr.decode().endswith(
+        "pynox: the program ran past its 300ms time limit and was stopped; make it faster "
+        "or raise the limit with --timeout=600ms\n"
+    )
+    assert time.monotonic() - started < 10
+
+
+def test_a_limit_from_pynox_toml_is_kept_too(tmp_path: Path) -> None:
+    (tmp_path / "pynox.toml").write_text('[permissions]\ntimeout = "300ms"\n')
+    proc = pynox("-c", "import time; time.sleep(30)", cwd=tmp_path)
+    assert proc.returncode == 124
+
+
+@pytest.mark.parametrize("flags", [[], ["--timeout=30s"]], ids=["plain", "limited"])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
+def test_signals_sent_to_pynox_reach_the_program(
+    tmp_path: Path, flags: list[str], signum: int
+) -> None:
+    run = _start(tmp_path, *flags)
+    run.send_signal(signum)
+    stderr = _finish(run)
+    assert run.returncode == -signum, stderr
+    if signum == signal.SIGINT:
+        assert b"KeyboardInterrupt" in stderr  # the program's own handler ran
+
+
+def test_killing_pynox_ends_the_run(tmp_path: Path) -> None:
+    run = _start(tmp_path, "--timeout=30s")
+    interpreter = descendants(run.pid, zombies=False)
+    run.kill()
+    _finish(run)
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in interpreter) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(alive(pid) for pid in interpreter)
+
+
+def test_a_variable_the_caller_sets_is_not_taken_for_the_launcher(tmp_path: Path) -> None:
+    """Without the launcher, pynox supervises a limited run itself, whatever the
+    environment says; a forged variable names no pipe of pynox's parent."""
+    code = "import time; time.sleep(30)"
+    env = {"PYNOX_SUPERVISOR": f"1:{os.getpid()}"}
+    proc = python("-m", "pynox", "--timeout=300ms", "-c", code, cwd=tmp_path, env=env)
+    assert proc.returncode == 124
+    assert b"time limit" in proc.stderr
