@@ -23,12 +23,13 @@ LAUNCHER_HELPER_VARIABLE = "PYNOX_SCRATCH_HELPER"
 HELPER_SCRIPT = 'while read -r _; do :; done; exec rm -rf -- "$0"'
 
 
-def attach(policy: "Policy", base: "str | None" = None) -> str:
-    """Creates the run's scratch directory (in `base`, if given) and grants it to `policy`.
+def attach(policy: "Policy", base: "str | None" = None, ready: "str | None" = None) -> str:
+    """Grants the run's scratch directory to `policy`: `ready`, one made ahead and never
+    used, or a new one (in `base`, if given).
 
     A variable the host passes in itself (allow_env) keeps the host's value.
     """
-    path = create(base)
+    path = ready if ready is not None else create(base)
     policy.scratch = path
     for name in VARIABLES:
         if name not in policy.allow_env:

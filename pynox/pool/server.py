@@ -248,6 +248,7 @@ class PoolServer:
         # helper's pipe must not stay open in it).
         self.scratch_root = scratch.create()
         self.scratch_fd = scratch.remove_when_gone(self.scratch_root)
+        self.ready_scratch: list[str] = []
         self.poller = select.poll()
         self.handlers: dict[int, tuple[Child, str]] = {}
         self.children: dict[int, Child] = {}  # by token
@@ -296,6 +297,7 @@ class PoolServer:
         policies = [run.policy for run in self.runs.values()]
         policies += [session.policy for session in self.sessions.values()]
         directories = [p.scratch for p in policies] + [c.scratch for c in self.children.values()]
+        directories += self.ready_scratch
         return [d for d in dict.fromkeys(directories) if d is not None]
 
     # --- the loop -----------------------------------------------------------------------
@@ -481,14 +483,14 @@ class PoolServer:
                     "with close_session first",
                     request_id,
                 )
-            scratch.attach(policy, self.scratch_root)  # the session's, for its life
+            self._scratch_for(policy)  # the session's, for its life
             session = Session(session_name, policy, functions)
             self.sessions[session_name] = session
             self.runs[request_id] = run
             session.queue.append((run, message))
             self._next_step(session)
             return
-        scratch.attach(policy, self.scratch_root)
+        self._scratch_for(policy)
         self.runs[request_id] = run
         self.queue.append((run, message))
         self._start_queued()
@@ -602,6 +604,13 @@ class PoolServer:
     def _replenish(self) -> None:
         while self.stdin_open and len(self.spares) < self.workers:
             self.spares.append(self._spawn())
+        # Scratch directories made ahead, as spares are: a request does not wait for one.
+        while self.stdin_open and len(self.ready_scratch) < self.workers:
+            self.ready_scratch.append(scratch.create(self.scratch_root))
+
+    def _scratch_for(self, policy: "Policy") -> None:
+        ready = self.ready_scratch.pop() if self.ready_scratch else None
+        scratch.attach(policy, self.scratch_root, ready)
 
     def _spawn(self) -> Child:
         self.next_token += 1
@@ -883,7 +892,13 @@ class PoolServer:
             if child.finished:
                 return
         child.finished = True
-        scratch.remove(child.scratch)
+        try:
+            self._finish_child(child)
+        finally:
+            # Once the child is surely gone and its result is out: off the result's path.
+            scratch.remove(child.scratch)
+
+    def _finish_child(self, child: Child) -> None:
         for role in list(child.fds):
             self._close_fd(child, role)
         if child.pidfd is not None:
