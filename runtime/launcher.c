@@ -392,8 +392,9 @@ int launcher_main(int argc, char **argv, char **envp)
     char site_dir[PATH_MAX];
     char resolved[PATH_MAX];
     char json_hook[sizeof JSON_HOOK_VARIABLE + 24];
-    char scratch_helper[sizeof SCRATCH_HELPER_VARIABLE + 48];
-    char supervisor[sizeof SUPERVISOR_VARIABLE + 48];
+    /* Two entries of the same size, "NAME=FD:PID" (supervise() fills both). */
+    char scratch_helper[sizeof SCRATCH_HELPER_VARIABLE + sizeof SUPERVISOR_VARIABLE + 48];
+    char supervisor[sizeof scratch_helper];
     char *extra[3];  /* entries added to the environment */
     size_t extras = 0;
     size_t n = 0;
@@ -406,13 +407,15 @@ int launcher_main(int argc, char **argv, char **envp)
         }
     } else {
         if (runs_a_program(argc, argv)) {
-            /* This process stays behind as the run's supervisor; the interpreter
-             * starts in a child (launcher_supervise.c). */
-            if (supervise(supervisor, sizeof supervisor)) {
+            /* This process stays behind as the run's supervisor, and starts the
+             * scratch directory's helper; the interpreter starts in a child
+             * (launcher_supervise.c, launcher_scratch.c). */
+            int helper = 0;
+            if (supervise(supervisor, scratch_helper, sizeof supervisor, &helper)) {
                 extra[extras++] = supervisor;
-            }
-            if (scratch_helper_start(scratch_helper, sizeof scratch_helper)) {
-                extra[extras++] = scratch_helper;
+                if (helper) {
+                    extra[extras++] = scratch_helper;
+                }
             }
         }
         char marker[PATH_MAX];

@@ -2,16 +2,16 @@
  *
  * A sandboxed process may empty its scratch directory but never remove it: that is a
  * change to the directory above. So the launcher starts a helper before it execs the
- * interpreter: a copy of this small static process, detached (forked twice, so it is
- * nobody's child that anyone waits for, and in a session of its own, away from the
- * terminal's signals). pynox writes the directory's path on a pipe once it made the
+ * interpreter: a copy of this small static process, in a session of its own, away
+ * from the terminal's signals, which outlives the supervisor and nobody waits for. pynox writes the directory's path on a pipe once it made the
  * directory, before any program runs, and keeps the pipe's write end open until its
  * process ends, however it ends. The helper reads that one line, waits for the end of
  * the pipe, then removes the directory without following any link in it. Whatever
  * comes after the first line is ignored: only pynox writes before the program runs.
  *
- * This replaces, where the launcher is used, the /bin/sh helper pynox spawns itself
- * (pynox.engine.scratch): a fork of this process costs a fraction of an exec.
+ * The launcher, staying behind as the run's supervisor (launcher_supervise.c), forks
+ * it while the interpreter starts: off the run's path, and a fraction of the cost of
+ * the /bin/sh helper pynox spawns itself without the launcher (pynox.engine.scratch).
  */
 #include "launcher_scratch.h"
 
@@ -138,40 +138,33 @@ static _Noreturn void run_helper(int fd)
     sys_exit(0);
 }
 
-int scratch_helper_start(char *entry, size_t size)
+int scratch_helper_pipe(int ends[2])
 {
-    int ends[2];
     if (sys_call(SYS_pipe2, (long)ends, 0, 0, 0) != 0) {
-        return 0;
+        return -1;
     }
     /* The read end is the helper's alone; the write end goes on to the interpreter. */
     if (sys_call(SYS_fcntl, ends[0], LAUNCHER_F_SETFD, LAUNCHER_FD_CLOEXEC, 0) != 0) {
         (void)sys_close(ends[0]);
         (void)sys_close(ends[1]);
-        return 0;
+        return -1;
     }
-    long middle = sys_fork();
-    if (middle == 0) {
-        long helper = sys_fork();
-        if (helper == 0) {
-            (void)sys_close(ends[1]);
-            run_helper(ends[0]);
-        }
-        sys_exit(helper < 0 ? 1 : 0);
+    return 0;
+}
+
+void scratch_helper_spawn(int read_end)
+{
+    if (sys_fork() == 0) {
+        run_helper(read_end);
     }
-    (void)sys_close(ends[0]);
-    int status = 0;
-    long waited = -LAUNCHER_EINTR;
-    while (middle > 0 && waited == -LAUNCHER_EINTR) {
-        waited = sys_call(SYS_wait4, middle, (long)&status, 0, 0);
-    }
+    /* Without a helper (the fork failed), the directory stays: pynox cannot know. */
+    (void)sys_close(read_end);
+}
+
+int scratch_helper_entry(char *entry, size_t size, int write_end, long pid)
+{
     size_t n = 0;
-    if (middle < 0 || waited < 0 || status != 0
-        || buf_append(entry, size, &n, SCRATCH_HELPER_VARIABLE "=") != 0
-        || buf_append_long(entry, size, &n, ends[1]) != 0 || buf_append(entry, size, &n, ":") != 0
-        || buf_append_long(entry, size, &n, sys_getpid()) != 0) {
-        (void)sys_close(ends[1]);  /* no helper: the helper, if any, sees the end */
-        return 0;
-    }
-    return 1;
+    return buf_append(entry, size, &n, SCRATCH_HELPER_VARIABLE "=") == 0
+           && buf_append_long(entry, size, &n, write_end) == 0
+           && buf_append(entry, size, &n, ":") == 0 && buf_append_long(entry, size, &n, pid) == 0;
 }

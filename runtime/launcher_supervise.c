@@ -20,6 +20,7 @@
  */
 #include "launcher_supervise.h"
 
+#include "launcher_scratch.h"
 #include "launcher_sys.h"
 
 #define SIGINT 2
@@ -211,9 +212,10 @@ static _Noreturn void watch(long child, int control, int signals)
     }
 }
 
-int supervise(char *entry, size_t size)
+int supervise(char *entry, char *helper_entry, size_t size, int *helper)
 {
     int ends[2];
+    int scratch[2] = {-1, -1};
     if (sys_call(SYS_pipe2, (long)ends, 0, 0, 0) != 0) {
         return 0;
     }
@@ -222,20 +224,24 @@ int supervise(char *entry, size_t size)
         (void)sys_close(ends[1]);
         return 0;
     }
+    *helper = scratch_helper_pipe(scratch) == 0;
     unsigned long forwarded = bit(SIGTERM) | bit(SIGHUP) | bit(SIGINT) | bit(SIGQUIT);
     unsigned long old_mask = 0;
     /* Blocked before the fork, so that none is lost between it and the signalfd. */
-    if (sys_call(SYS_rt_sigprocmask, SIG_BLOCK, (long)&forwarded, (long)&old_mask,
-                 sizeof forwarded) != 0) {
-        (void)sys_close(ends[0]);
-        (void)sys_close(ends[1]);
-        return 0;
-    }
+    long blocked = sys_call(SYS_rt_sigprocmask, SIG_BLOCK, (long)&forwarded, (long)&old_mask,
+                            sizeof forwarded);
     long parent = sys_getpid();
-    long child = sys_fork();
+    long child = blocked == 0 ? sys_fork() : -1;
     if (child == 0) {
         (void)sys_call(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old_mask, 0, sizeof old_mask);
         (void)sys_close(ends[0]);
+        if (*helper) {
+            (void)sys_close(scratch[0]);
+            *helper = scratch_helper_entry(helper_entry, size, scratch[1], sys_getpid());
+            if (!*helper) {
+                (void)sys_close(scratch[1]);
+            }
+        }
         size_t n = 0;
         if (buf_append(entry, size, &n, SUPERVISOR_VARIABLE "=") != 0
             || buf_append_long(entry, size, &n, ends[1]) != 0
@@ -247,10 +253,23 @@ int supervise(char *entry, size_t size)
         return 1;
     }
     (void)sys_close(ends[1]);
+    if (*helper) {
+        (void)sys_close(scratch[1]);
+    }
     if (child < 0) {
         (void)sys_close(ends[0]);
-        (void)sys_call(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old_mask, 0, sizeof old_mask);
+        if (*helper) {
+            (void)sys_close(scratch[0]);  /* no helper: nothing holds its pipe */
+        }
+        if (blocked == 0) {
+            (void)sys_call(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old_mask, 0, sizeof old_mask);
+        }
+        *helper = 0;
         return 0;
+    }
+    /* Started while the interpreter starts, off its path. */
+    if (*helper) {
+        scratch_helper_spawn(scratch[0]);
     }
     long signals = sys_call(SYS_signalfd4, -1, (long)&forwarded, sizeof forwarded, SFD_CLOEXEC);
     watch(child, ends[0], (int)signals);

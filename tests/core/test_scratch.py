@@ -225,25 +225,25 @@ def test_what_a_program_writes_to_the_helpers_pipe_is_ignored(tmp_path: Path) ->
 
 
 def test_the_launchers_helper_holds_nothing_but_its_pipe(tmp_path: Path) -> None:
-    """No copy of the run's stdout, stderr or terminal, in a session of its own and
-    nobody's child: a pipeline ends when the run does, and no one waits for the helper."""
+    """No copy of the run's stdout, stderr or terminal, and a session of its own: a
+    pipeline ends when the run does, and the terminal's signals do not reach it."""
     run = subprocess.Popen(
         [PYNOX, "-c", "import time; print('ready', flush=True); time.sleep(30)"],
         cwd=tmp_path, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         assert run.stdout is not None and run.stdout.readline() == b"ready\n"
-        # The run: the launcher, supervising, and the interpreter, its child.
-        pids = list(map(int, filter(str.isdigit, os.listdir("/proc"))))
-        interpreter = [pid for pid in pids if _parent(pid) == run.pid]
-        assert len(interpreter) == 1, interpreter
-        helpers = [
-            pid for pid in pids
-            if _parent(pid) == 1 and _command(pid)[:1] == [PYNOX] and pid != run.pid
-            and os.getsid(pid) == pid and _has_pipe_of(pid, interpreter[0])
-        ]  # fmt: skip
-        assert len(helpers) == 1, helpers
-        assert len(os.listdir(f"/proc/{helpers[0]}/fd")) == 1
+        # The run: the launcher, supervising; the interpreter and the helper, its children.
+        launcher = os.path.realpath(PYNOX)
+        children = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+                    if _parent(pid) == run.pid]  # fmt: skip
+        helpers = [pid for pid in children if os.readlink(f"/proc/{pid}/exe") == launcher]
+        interpreters = [pid for pid in children if pid not in helpers]
+        assert len(helpers) == 1 and len(interpreters) == 1, children
+        (helper,) = helpers
+        assert os.getsid(helper) == helper
+        assert len(os.listdir(f"/proc/{helper}/fd")) == 1
+        assert _has_pipe_of(helper, interpreters[0])
     finally:
         run.kill()
         run.wait()
@@ -256,13 +256,6 @@ def _parent(pid: int) -> int:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return 0
-
-
-def _command(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
-    except OSError:
-        return []
 
 
 def _pipes(pid: int) -> set[str]:
