@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from machine import Machine
+from modes_bench import ModeResult
 from pool_bench import PoolResults
 from runners import PYTHON, RUNNERS
 from targets import Target
@@ -102,6 +103,27 @@ def pool_table(pool: PoolResults) -> list[str]:
     ]
 
 
+def modes_table(results: list[ModeResult]) -> list[str]:
+    rows = [
+        [
+            result.mode.label,
+            _ms(result.pynox.median),
+            _ms(result.python.median),
+            f"{result.paired:.3f}x",
+            f"{_spread(result.pynox)} / {_spread(result.python)}",
+        ]
+        for result in results
+    ]
+    header = ["Mode", "pynox p50", "python p50", "Paired ratio", "p10–p90 ms (pynox / python)"]
+    return [
+        "**Command-line modes.** The tiny script under each way of calling pynox, each beside "
+        "`python -I` called the same way (`-c` with its text, `-m` with `-E -s`, which is "
+        f"`-I` without `-P`), all interleaved in the same {results[0].pynox.runs} rounds.",
+        "",
+        *_table(header, ["---", "---:", "---:", "---:", "---:"], rows),
+    ]
+
+
 def targets_table(targets: list[Target]) -> list[str]:
     rows = [[t.goal, t.measured, "met" if t.met else "**not met**"] for t in targets]
     caption = (
@@ -162,12 +184,15 @@ def render(
     machine: Machine,
     method: Method,
     workloads: list[WorkloadResult],
+    modes: list[ModeResult],
     pool: PoolResults | None,
     targets: list[Target],
 ) -> str:
     lines = ["<!-- Written by `make bench` (bench/suite.py); edit the suite, not this file. -->"]
     if workloads:
         lines += ["", *workload_tables(workloads)]
+    if modes:
+        lines += ["", *modes_table(modes)]
     if pool is not None:
         lines += ["", *pool_table(pool)]
     if targets:

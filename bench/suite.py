@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from machine import describe
+from modes_bench import measure_modes
 from pool_bench import measure_pool
 from report import Method, render
 from runners import interpreter
@@ -29,6 +30,7 @@ from workloads import WORKLOADS
 RESULTS = Path(__file__).resolve().parent / "results.md"
 FULL = {"requests": 200, "batches": 5, "batch_size": 100}
 QUICK = {"requests": 20, "batches": 1, "batch_size": 20}
+MODE_ROUNDS = 60
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -47,6 +49,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
         help=f"comma-separated, from {', '.join(keys)} (empty: none)",
     )
     parser.add_argument("--no-pool", action="store_true", help="skip the pool latency rows")
+    parser.add_argument(
+        "--no-modes", action="store_true", help="skip the command-line modes (tiny script)"
+    )
     parser.add_argument(
         "--output",
         type=Path,
@@ -82,17 +87,19 @@ def main(argv: list[str] | None = None) -> int:
     machine = describe(f"{platform.python_implementation()} {platform.python_version()}", pynox)
     with tempfile.TemporaryDirectory(prefix="pynox-bench-") as workdir:
         workloads = measure_workloads(plan, python, pynox, workdir)
+        mode_rounds = options.rounds or (5 if options.quick else MODE_ROUNDS)
+        modes = [] if options.no_modes else measure_modes(python, pynox, workdir, mode_rounds)
         pool = None
         if not options.no_pool:
             pool = measure_pool(
                 python, pynox, workdir, options.requests, options.batches, options.batch_size
             )
     method = Method(warmup_rounds=1, settle_ms=SETTLE_SECONDS * 1000, pool_workers=POOL_WORKERS)
-    text = render(machine, method, workloads, pool, evaluate(workloads, pool))
+    text = render(machine, method, workloads, modes, pool, evaluate(workloads, modes, pool))
     sys.stdout.write(text)
     output = options.output
     overridden = any(argv_value is not None for argv_value in overrides)
-    everything = len(plan) == len(WORKLOADS) and pool is not None
+    everything = len(plan) == len(WORKLOADS) and pool is not None and bool(modes)
     if output is None and everything and not options.quick and not overridden:
         output = RESULTS
     if output is not None:

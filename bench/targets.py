@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from modes_bench import ModeResult
 from pool_bench import PoolResults
 from runners import NO_SANDBOX, POOL, PYNOX, PYTHON
 from workload_bench import WorkloadResult
@@ -17,6 +18,12 @@ TINY_MAX_RATIO = 1.15
 TINY_NO_SANDBOX_MAX_RATIO = 1.05
 POOL_MAX_RATIO_TO_COLD = 0.2
 JSON_MIN_SPEEDUP = 1.9
+# The pool at the floor of this 2-core machine: a fork round trip of a warm CPython is
+# about 0.65 ms, a pipe round trip about 0.05 ms, confining a child about 0.4 ms.
+POOL_MAX_P50_MS = 1.0
+SESSION_MAX_P50_MS = 0.3
+POOL_MIN_THROUGHPUT = 1000
+POOL_FLOOR_WORKERS = 2
 
 
 @dataclass(frozen=True)
@@ -36,7 +43,42 @@ def _by_key(results: list[WorkloadResult]) -> dict[str, WorkloadResult]:
     return {result.workload.key: result for result in results}
 
 
-def evaluate(workloads: list[WorkloadResult], pool: PoolResults | None) -> list[Target]:
+def _modes(results: list[ModeResult]) -> list[Target]:
+    targets = []
+    for result in results:
+        bound = TINY_NO_SANDBOX_MAX_RATIO if result.mode.key == "no_sandbox" else TINY_MAX_RATIO
+        of_medians = result.pynox.ratio_to(result.python)
+        targets.append(
+            Target(
+                f"Mode {result.mode.label} ≤ {bound}x python",
+                _measured(result.paired, of_medians),
+                result.paired <= bound,
+            )
+        )
+    return targets
+
+
+def _pool_floor(pool: PoolResults) -> list[Target]:
+    targets = []
+    for row in pool.rows:
+        if row.workers != POOL_FLOOR_WORKERS:
+            continue
+        workers = f"{row.workers} workers"
+        for goal, measured, met in (
+            (f"Pool request p50 ({workers}) ≤ {POOL_MAX_P50_MS} ms",
+             f"{row.latency.median:.3f} ms", row.latency.median <= POOL_MAX_P50_MS),
+            (f"Session step p50 ({workers}) ≤ {SESSION_MAX_P50_MS} ms",
+             f"{row.session_step.median:.3f} ms", row.session_step.median <= SESSION_MAX_P50_MS),
+            (f"Pool throughput ({workers}) ≥ {POOL_MIN_THROUGHPUT}/s",
+             f"{row.throughput:.0f}/s", row.throughput >= POOL_MIN_THROUGHPUT),
+        ):  # fmt: skip
+            targets.append(Target(goal, measured, met))
+    return targets
+
+
+def evaluate(
+    workloads: list[WorkloadResult], modes: list[ModeResult], pool: PoolResults | None
+) -> list[Target]:
     """The targets whose measurements this run has (a partial run checks fewer)."""
     targets = []
     measured = _by_key(workloads)
@@ -67,6 +109,7 @@ def evaluate(workloads: list[WorkloadResult], pool: PoolResults | None) -> list[
                     ratio <= POOL_MAX_RATIO_TO_COLD,
                 )
             )
+        targets += _pool_floor(pool)
     if "json_pipeline" in measured:
         pipeline = measured["json_pipeline"]
         summaries = pipeline.summaries
@@ -80,4 +123,4 @@ def evaluate(workloads: list[WorkloadResult], pool: PoolResults | None) -> list[
                     speedup >= JSON_MIN_SPEEDUP,
                 )
             )
-    return targets
+    return targets + _modes(modes)

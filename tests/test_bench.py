@@ -113,8 +113,17 @@ def test_targets_follow_the_figures_shown(report: tuple[str, str]) -> None:
     found = tables(report[0])
     header, *rows = found["Targets"]
     assert header == ["Target", "Measured", "Status"]
-    assert len(rows) == 6
-    for goal, measured, status in rows:
+    # Tiny script 2, pool 2, JSON pipeline 2, the pool's floor 3, the modes 7.
+    assert len(rows) == 16
+    absolute = [row for row in rows if re.fullmatch(r"\d+\.\d{3} ms|\d+/s", row[1])]
+    assert len(absolute) == 3
+    for goal, measured, status in absolute:
+        bound = re.search(r"([≤≥]) (\d+(?:\.\d+)?)", goal)
+        value = float(measured.removesuffix(" ms").removesuffix("/s"))
+        assert bound, goal
+        met = value <= float(bound[2]) if bound[1] == "≤" else value >= float(bound[2])
+        assert (status == "met") == met, (goal, measured, status)
+    for goal, measured, status in [row for row in rows if row not in absolute]:
         assert status in ("met", "**not met**")
         # The paired ratio decides; the ratio of the medians the tables show is beside it.
         shown = re.match(r"(\d+\.\d{3})x(?: speed-up)? \(ratio of medians \d+\.\d{3}x", measured)
@@ -132,6 +141,29 @@ def test_targets_follow_the_figures_shown(report: tuple[str, str]) -> None:
         of_medians = re.search(r"ratio of medians (\d+\.\d{3})x", target[1])
         # Three decimals against two: they differ by at most 0.005, plus float rounding.
         assert of_medians and abs(float(of_medians[1]) - shown_ratio) <= 0.005 + 1e-9
+
+
+def test_modes_table(report: tuple[str, str]) -> None:
+    found = tables(report[0])
+    header, *rows = found["Command-line modes"]
+    assert header[:4] == ["Mode", "pynox p50", "python p50", "Paired ratio"]
+    assert [row[0] for row in rows] == [
+        "`pynox tiny.py`",
+        "`pynox --timeout=10s tiny.py`",
+        "`pynox --json tiny.py`",
+        '`pynox tiny.py` with `timeout = "10s"` in pynox.toml',
+        "`pynox -c CODE`",
+        "`pynox -m tiny`",
+        "`pynox --no-sandbox -I tiny.py`",
+    ]
+    targets = {row[0]: row[1] for row in found["Targets"][1:]}
+    for row in rows:
+        assert re.fullmatch(r"\d+\.\d\d ms", row[1]) and re.fullmatch(r"\d+\.\d\d ms", row[2])
+        paired = re.fullmatch(r"(\d+\.\d{3})x", row[3])
+        assert paired, row
+        # Its target shows the same paired ratio.
+        goal = next(goal for goal in targets if goal.startswith(f"Mode {row[0]} "))
+        assert targets[goal].startswith(paired[1] + "x"), (goal, targets[goal])
 
 
 def test_machine_and_method(report: tuple[str, str]) -> None:
