@@ -36,8 +36,14 @@ class PoolProcess:
         self._stdin.write(line.encode())
         self._stdin.flush()
 
-    def receive(self) -> dict[str, Any]:
-        """The next result; events are skipped. A failed request stops the benchmark."""
+    @property
+    def next_id(self) -> int:
+        """The id of the last request sent (the next one gets this plus one)."""
+        return self._next_id
+
+    def receive(self, check: bool = True) -> dict[str, Any]:
+        """The next result; events are skipped. A failed request stops the benchmark,
+        unless check is false (a batch whose programs may fail)."""
         while True:
             line = self._stdout.readline()
             if not line:
@@ -45,7 +51,7 @@ class PoolProcess:
             message: dict[str, Any] = json.loads(line)
             if "event" in message:
                 continue
-            if message.get("exit") != 0:
+            if check and message.get("exit") != 0:
                 raise RuntimeError(f"a benchmark request failed in the pool: {message}")
             return message
 

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from batch_bench import measure_batch
 from machine import describe
 from modes_bench import measure_modes
 from pool_bench import measure_pool
@@ -31,6 +32,7 @@ RESULTS = Path(__file__).resolve().parent / "results.md"
 FULL = {"requests": 200, "batches": 5, "batch_size": 100}
 QUICK = {"requests": 20, "batches": 1, "batch_size": 20}
 MODE_ROUNDS = 60
+BATCH_ROUNDS = 3
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -51,6 +53,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-pool", action="store_true", help="skip the pool latency rows")
     parser.add_argument(
         "--no-modes", action="store_true", help="skip the command-line modes (tiny script)"
+    )
+    parser.add_argument(
+        "--no-batch", action="store_true", help="skip the batch of 200 small programs"
     )
     parser.add_argument(
         "--output",
@@ -89,17 +94,20 @@ def main(argv: list[str] | None = None) -> int:
         workloads = measure_workloads(plan, python, pynox, workdir)
         mode_rounds = options.rounds or (5 if options.quick else MODE_ROUNDS)
         modes = [] if options.no_modes else measure_modes(python, pynox, workdir, mode_rounds)
+        batch_rounds = 1 if options.quick else BATCH_ROUNDS
+        batch = None if options.no_batch else measure_batch(python, pynox, workdir, batch_rounds)
         pool = None
         if not options.no_pool:
             pool = measure_pool(
                 python, pynox, workdir, options.requests, options.batches, options.batch_size
             )
     method = Method(warmup_rounds=1, settle_ms=SETTLE_SECONDS * 1000, pool_workers=POOL_WORKERS)
-    text = render(machine, method, workloads, modes, pool, evaluate(workloads, modes, pool))
+    targets = evaluate(workloads, modes, pool, batch)
+    text = render(machine, method, workloads, modes, pool, batch, targets)
     sys.stdout.write(text)
     output = options.output
     overridden = any(argv_value is not None for argv_value in overrides)
-    everything = len(plan) == len(WORKLOADS) and pool is not None and bool(modes)
+    everything = len(plan) == len(WORKLOADS) and None not in (pool, batch) and bool(modes)
     if output is None and everything and not options.quick and not overridden:
         output = RESULTS
     if output is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from batch_bench import BatchResult
 from modes_bench import ModeResult
 from pool_bench import PoolResults
 from runners import NO_SANDBOX, POOL, PYNOX, PYTHON
@@ -24,6 +25,7 @@ POOL_MAX_P50_MS = 1.0
 SESSION_MAX_P50_MS = 0.3
 POOL_MIN_THROUGHPUT = 1000
 POOL_FLOOR_WORKERS = 2
+BATCH_MAX_RATIO = 0.2
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,10 @@ def _pool_floor(pool: PoolResults) -> list[Target]:
 
 
 def evaluate(
-    workloads: list[WorkloadResult], modes: list[ModeResult], pool: PoolResults | None
+    workloads: list[WorkloadResult],
+    modes: list[ModeResult],
+    pool: PoolResults | None,
+    batch: BatchResult | None = None,
 ) -> list[Target]:
     """The targets whose measurements this run has (a partial run checks fewer)."""
     targets = []
@@ -123,4 +128,13 @@ def evaluate(
                     speedup >= JSON_MIN_SPEEDUP,
                 )
             )
+    if batch is not None:
+        of_medians = batch.pool.ratio_to(batch.python)
+        targets.append(
+            Target(
+                f"Batch of {batch.programs} programs: the pool ≤ {BATCH_MAX_RATIO}x python each",
+                _measured(batch.paired, of_medians),
+                batch.paired <= BATCH_MAX_RATIO,
+            )
+        )
     return targets + _modes(modes)

@@ -113,8 +113,8 @@ def test_targets_follow_the_figures_shown(report: tuple[str, str]) -> None:
     found = tables(report[0])
     header, *rows = found["Targets"]
     assert header == ["Target", "Measured", "Status"]
-    # Tiny script 2, pool 2, JSON pipeline 2, the pool's floor 3, the modes 7.
-    assert len(rows) == 16
+    # Tiny script 2, pool 2, JSON pipeline 2, the pool's floor 3, the batch 1, the modes 7.
+    assert len(rows) == 17
     absolute = [row for row in rows if re.fullmatch(r"\d+\.\d{3} ms|\d+/s", row[1])]
     assert len(absolute) == 3
     for goal, measured, status in absolute:
@@ -164,6 +164,15 @@ def test_modes_table(report: tuple[str, str]) -> None:
         # Its target shows the same paired ratio.
         goal = next(goal for goal in targets if goal.startswith(f"Mode {row[0]} "))
         assert targets[goal].startswith(paired[1] + "x"), (goal, targets[goal])
+
+
+def test_batch_table(report: tuple[str, str]) -> None:
+    found = tables(report[0])
+    header, row = found["Batch"]
+    assert header[0] == "Programs" and row[0] == "200" and row[1] == "20"
+    assert re.fullmatch(r"\d+\.\d{3}x", row[4])
+    goal = next(r for r in found["Targets"] if r[0].startswith("Batch of 200 programs"))
+    assert goal[1].startswith(row[4])
 
 
 def test_machine_and_method(report: tuple[str, str]) -> None:
