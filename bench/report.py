@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from batch_bench import BatchResult
 from machine import Machine
+from memory_bench import MemoryResult
 from modes_bench import ModeResult
 from pool_bench import PoolResults
 from runners import PYTHON, RUNNERS
@@ -145,6 +146,24 @@ def batch_table(batch: BatchResult) -> list[str]:
     ]
 
 
+def memory_table(memory: MemoryResult) -> list[str]:
+    header = ["Workers", "Processes", "PSS idle", f"PSS after {memory.requests} requests"]
+    row = [
+        str(memory.workers),
+        str(memory.processes),
+        f"{memory.idle_kib / 1024:.1f} MiB",
+        f"{memory.after_kib / 1024:.1f} MiB",
+    ]
+    return [
+        "**Pool memory.** The proportional set size of the pool server, its zygote and its "
+        "spare children (`/proc/PID/smaps_rollup`), idle, then after "
+        f"{memory.requests} requests of `print(1)` written in batches of 100, each 1 s after "
+        "the last result.",
+        "",
+        *_table(header, ["---:"] * len(header), [row]),
+    ]
+
+
 def targets_table(targets: list[Target]) -> list[str]:
     rows = [[t.goal, t.measured, "met" if t.met else "**not met**"] for t in targets]
     caption = (
@@ -208,6 +227,7 @@ def render(
     modes: list[ModeResult],
     pool: PoolResults | None,
     batch: BatchResult | None,
+    memory: MemoryResult | None,
     targets: list[Target],
 ) -> str:
     lines = ["<!-- Written by `make bench` (bench/suite.py); edit the suite, not this file. -->"]
@@ -219,6 +239,8 @@ def render(
         lines += ["", *pool_table(pool)]
     if batch is not None:
         lines += ["", *batch_table(batch)]
+    if memory is not None:
+        lines += ["", *memory_table(memory)]
     if targets:
         lines += ["", *targets_table(targets)]
     lines += ["", *machine_and_method(machine, method, workloads, pool is not None)]

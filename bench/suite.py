@@ -19,6 +19,7 @@ from pathlib import Path
 
 from batch_bench import measure_batch
 from machine import describe
+from memory_bench import measure_memory
 from modes_bench import measure_modes
 from pool_bench import measure_pool
 from report import Method, render
@@ -33,6 +34,7 @@ FULL = {"requests": 200, "batches": 5, "batch_size": 100}
 QUICK = {"requests": 20, "batches": 1, "batch_size": 20}
 MODE_ROUNDS = 60
 BATCH_ROUNDS = 3
+MEMORY_REQUESTS = 10_000
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -56,6 +58,9 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--no-batch", action="store_true", help="skip the batch of 200 small programs"
+    )
+    parser.add_argument(
+        "--no-memory", action="store_true", help="skip the pool's memory after many requests"
     )
     parser.add_argument(
         "--output",
@@ -96,18 +101,21 @@ def main(argv: list[str] | None = None) -> int:
         modes = [] if options.no_modes else measure_modes(python, pynox, workdir, mode_rounds)
         batch_rounds = 1 if options.quick else BATCH_ROUNDS
         batch = None if options.no_batch else measure_batch(python, pynox, workdir, batch_rounds)
+        memory_requests = 200 if options.quick else MEMORY_REQUESTS
+        memory = None if options.no_memory else measure_memory(pynox, workdir, memory_requests)
         pool = None
         if not options.no_pool:
             pool = measure_pool(
                 python, pynox, workdir, options.requests, options.batches, options.batch_size
             )
     method = Method(warmup_rounds=1, settle_ms=SETTLE_SECONDS * 1000, pool_workers=POOL_WORKERS)
-    targets = evaluate(workloads, modes, pool, batch)
-    text = render(machine, method, workloads, modes, pool, batch, targets)
+    targets = evaluate(workloads, modes, pool, batch, memory)
+    text = render(machine, method, workloads, modes, pool, batch, memory, targets)
     sys.stdout.write(text)
     output = options.output
     overridden = any(argv_value is not None for argv_value in overrides)
-    everything = len(plan) == len(WORKLOADS) and None not in (pool, batch) and bool(modes)
+    measured = (pool, batch, memory)
+    everything = len(plan) == len(WORKLOADS) and None not in measured and bool(modes)
     if output is None and everything and not options.quick and not overridden:
         output = RESULTS
     if output is not None:

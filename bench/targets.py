@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batch_bench import BatchResult
+from memory_bench import MemoryResult
 from modes_bench import ModeResult
 from pool_bench import PoolResults
 from runners import NO_SANDBOX, POOL, PYNOX, PYTHON
@@ -26,6 +27,8 @@ SESSION_MAX_P50_MS = 0.3
 POOL_MIN_THROUGHPUT = 1000
 POOL_FLOOR_WORKERS = 2
 BATCH_MAX_RATIO = 0.2
+POOL_MAX_IDLE_MIB = 40
+POOL_MAX_GROWTH_MIB = 2
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ def evaluate(
     modes: list[ModeResult],
     pool: PoolResults | None,
     batch: BatchResult | None = None,
+    memory: MemoryResult | None = None,
 ) -> list[Target]:
     """The targets whose measurements this run has (a partial run checks fewer)."""
     targets = []
@@ -137,4 +141,18 @@ def evaluate(
                 batch.paired <= BATCH_MAX_RATIO,
             )
         )
+    if memory is not None:
+        idle, growth = memory.idle_kib / 1024, (memory.after_kib - memory.idle_kib) / 1024
+        targets.append(
+            Target(
+                f"Pool memory, idle ({memory.workers} workers) ≤ {POOL_MAX_IDLE_MIB} MiB PSS",
+                f"{idle:.1f} MiB", idle <= POOL_MAX_IDLE_MIB,
+            )
+        )  # fmt: skip
+        targets.append(
+            Target(
+                f"Pool memory after {memory.requests} requests ≤ idle + {POOL_MAX_GROWTH_MIB} MiB",
+                f"{growth:+.1f} MiB", growth <= POOL_MAX_GROWTH_MIB,
+            )
+        )  # fmt: skip
     return targets + _modes(modes)

@@ -113,13 +113,16 @@ def test_targets_follow_the_figures_shown(report: tuple[str, str]) -> None:
     found = tables(report[0])
     header, *rows = found["Targets"]
     assert header == ["Target", "Measured", "Status"]
-    # Tiny script 2, pool 2, JSON pipeline 2, the pool's floor 3, the batch 1, the modes 7.
-    assert len(rows) == 17
-    absolute = [row for row in rows if re.fullmatch(r"\d+\.\d{3} ms|\d+/s", row[1])]
-    assert len(absolute) == 3
+    # Tiny script 2, pool 2, JSON pipeline 2, the pool's floor 3, the batch 1, memory 2,
+    # the modes 7.
+    assert len(rows) == 19
+    absolute = [
+        row for row in rows if re.fullmatch(r"\d+\.\d{3} ms|\d+/s|[+-]?\d+\.\d MiB", row[1])
+    ]
+    assert len(absolute) == 5
     for goal, measured, status in absolute:
-        bound = re.search(r"([≤≥]) (\d+(?:\.\d+)?)", goal)
-        value = float(measured.removesuffix(" ms").removesuffix("/s"))
+        bound = re.search(r"([≤≥]) (?:idle \+ )?(\d+(?:\.\d+)?)", goal)
+        value = float(re.sub(r" ms|/s| MiB", "", measured))
         assert bound, goal
         met = value <= float(bound[2]) if bound[1] == "≤" else value >= float(bound[2])
         assert (status == "met") == met, (goal, measured, status)
@@ -173,6 +176,13 @@ def test_batch_table(report: tuple[str, str]) -> None:
     assert re.fullmatch(r"\d+\.\d{3}x", row[4])
     goal = next(r for r in found["Targets"] if r[0].startswith("Batch of 200 programs"))
     assert goal[1].startswith(row[4])
+
+
+def test_memory_table(report: tuple[str, str]) -> None:
+    header, row = tables(report[0])["Pool memory"]
+    assert header[:3] == ["Workers", "Processes", "PSS idle"]
+    assert row[0] == "2" and int(row[1]) >= 4  # the pool server, its zygote and two spares
+    assert all(re.fullmatch(r"\d+\.\d MiB", cell) for cell in row[2:])
 
 
 def test_machine_and_method(report: tuple[str, str]) -> None:
