@@ -13,9 +13,11 @@ from typing import Any
 
 
 class PoolProcess:
-    def __init__(self, pynox: str, workers: int, cwd: str) -> None:
+    def __init__(
+        self, pynox: str, workers: int, cwd: str, options: list[str] | None = None
+    ) -> None:
         self.process = subprocess.Popen(
-            [pynox, "pool", f"--workers={workers}"],
+            [pynox, "pool", f"--workers={workers}", *(options or [])],
             cwd=cwd,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batch_bench import BatchResult
+from heavy_bench import HeavyRow
 from machine import Machine
 from memory_bench import MemoryResult
 from modes_bench import ModeResult
@@ -164,6 +165,22 @@ def memory_table(memory: MemoryResult) -> list[str]:
     ]
 
 
+def heavy_table(rows: list[HeavyRow]) -> list[str]:
+    header = ["Request", "Pool p50", "Pool p90", "Cold python p50", "Paired ratio"]
+    cells = [
+        [row.label, _ms(row.pool.median), _ms(row.pool.p90), _ms(row.python.median),
+         f"{row.paired:.3f}x"]
+        for row in rows
+    ]  # fmt: skip
+    return [
+        "**Warm heavy imports.** A request that uses pandas or matplotlib in a pool of 2 "
+        "workers that preloaded them from a package directory, against a cold `python -I` "
+        f"doing the same, interleaved in {rows[0].pool.runs} rounds.",
+        "",
+        *_table(header, ["---", "---:", "---:", "---:", "---:"], cells),
+    ]
+
+
 def targets_table(targets: list[Target]) -> list[str]:
     rows = [[t.goal, t.measured, "met" if t.met else "**not met**"] for t in targets]
     caption = (
@@ -228,6 +245,7 @@ def render(
     pool: PoolResults | None,
     batch: BatchResult | None,
     memory: MemoryResult | None,
+    heavy: list[HeavyRow],
     targets: list[Target],
 ) -> str:
     lines = ["<!-- Written by `make bench` (bench/suite.py); edit the suite, not this file. -->"]
@@ -241,6 +259,8 @@ def render(
         lines += ["", *batch_table(batch)]
     if memory is not None:
         lines += ["", *memory_table(memory)]
+    if heavy:
+        lines += ["", *heavy_table(heavy)]
     if targets:
         lines += ["", *targets_table(targets)]
     lines += ["", *machine_and_method(machine, method, workloads, pool is not None)]

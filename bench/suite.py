@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from batch_bench import measure_batch
+from heavy_bench import measure_heavy
 from machine import describe
 from memory_bench import measure_memory
 from modes_bench import measure_modes
@@ -35,6 +36,7 @@ QUICK = {"requests": 20, "batches": 1, "batch_size": 20}
 MODE_ROUNDS = 60
 BATCH_ROUNDS = 3
 MEMORY_REQUESTS = 10_000
+HEAVY_ROUNDS = 30
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -61,6 +63,12 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--no-memory", action="store_true", help="skip the pool's memory after many requests"
+    )
+    parser.add_argument(
+        "--packages",
+        type=Path,
+        help="a directory with pandas and matplotlib installed (pip install --target): "
+        "times the pool with them preloaded; make bench installs one",
     )
     parser.add_argument(
         "--output",
@@ -103,19 +111,24 @@ def main(argv: list[str] | None = None) -> int:
         batch = None if options.no_batch else measure_batch(python, pynox, workdir, batch_rounds)
         memory_requests = 200 if options.quick else MEMORY_REQUESTS
         memory = None if options.no_memory else measure_memory(pynox, workdir, memory_requests)
+        heavy = []
+        if options.packages is not None:
+            heavy_rounds = 3 if options.quick else HEAVY_ROUNDS
+            packages = str(options.packages.resolve())
+            heavy = measure_heavy(python, pynox, workdir, packages, heavy_rounds)
         pool = None
         if not options.no_pool:
             pool = measure_pool(
                 python, pynox, workdir, options.requests, options.batches, options.batch_size
             )
     method = Method(warmup_rounds=1, settle_ms=SETTLE_SECONDS * 1000, pool_workers=POOL_WORKERS)
-    targets = evaluate(workloads, modes, pool, batch, memory)
-    text = render(machine, method, workloads, modes, pool, batch, memory, targets)
+    targets = evaluate(workloads, modes, pool, batch, memory, heavy)
+    text = render(machine, method, workloads, modes, pool, batch, memory, heavy, targets)
     sys.stdout.write(text)
     output = options.output
     overridden = any(argv_value is not None for argv_value in overrides)
     measured = (pool, batch, memory)
-    everything = len(plan) == len(WORKLOADS) and None not in measured and bool(modes)
+    everything = len(plan) == len(WORKLOADS) and None not in measured and bool(modes and heavy)
     if output is None and everything and not options.quick and not overridden:
         output = RESULTS
     if output is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batch_bench import BatchResult
+from heavy_bench import HeavyRow
 from memory_bench import MemoryResult
 from modes_bench import ModeResult
 from pool_bench import PoolResults
@@ -29,6 +30,7 @@ POOL_FLOOR_WORKERS = 2
 BATCH_MAX_RATIO = 0.2
 POOL_MAX_IDLE_MIB = 40
 POOL_MAX_GROWTH_MIB = 2
+HEAVY_MAX_P50_MS = 10.0
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ def evaluate(
     pool: PoolResults | None,
     batch: BatchResult | None = None,
     memory: MemoryResult | None = None,
+    heavy: list[HeavyRow] | None = None,
 ) -> list[Target]:
     """The targets whose measurements this run has (a partial run checks fewer)."""
     targets = []
@@ -153,6 +156,13 @@ def evaluate(
             Target(
                 f"Pool memory after {memory.requests} requests ≤ idle + {POOL_MAX_GROWTH_MIB} MiB",
                 f"{growth:+.1f} MiB", growth <= POOL_MAX_GROWTH_MIB,
+            )
+        )  # fmt: skip
+    for row in heavy or []:
+        targets.append(
+            Target(
+                f"Preloaded pool: {row.label} p50 ≤ {HEAVY_MAX_P50_MS:g} ms",
+                f"{row.pool.median:.3f} ms", row.pool.median <= HEAVY_MAX_P50_MS,
             )
         )  # fmt: skip
     return targets + _modes(modes)

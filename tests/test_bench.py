@@ -6,6 +6,7 @@ shows, targets judged by the figures shown), never that the machine meets a targ
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 # half a minute: it runs on the primary CPython only.
 pytestmark = pytest.mark.slow
 
+PACKAGES = os.environ.get("PYNOX_TEST_PACKAGES", "")
 ROOT = Path(__file__).resolve().parents[1]
 RUNNERS = ["CPython `python -I`", "pynox", "pynox --no-sandbox", "pynox pool"]
 WORKLOADS = [
@@ -52,6 +54,8 @@ def close(ratio: float, numerator: float, denominator: float) -> bool:
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     output = tmp_path_factory.mktemp("bench") / "results.md"
     counts = ["--rounds=2", "--requests=3", "--batches=1", "--batch-size=3"]
+    if PACKAGES:
+        counts.append(f"--packages={PACKAGES}")
     completed = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "suite.py"), "--quick", *counts, "--output", output],
         cwd=ROOT,
@@ -114,12 +118,13 @@ def test_targets_follow_the_figures_shown(report: tuple[str, str]) -> None:
     header, *rows = found["Targets"]
     assert header == ["Target", "Measured", "Status"]
     # Tiny script 2, pool 2, JSON pipeline 2, the pool's floor 3, the batch 1, memory 2,
-    # the modes 7.
-    assert len(rows) == 19
+    # the preloaded pool 2 (with the packages), the modes 7.
+    heavy = 2 if PACKAGES else 0
+    assert len(rows) == 19 + heavy
     absolute = [
         row for row in rows if re.fullmatch(r"\d+\.\d{3} ms|\d+/s|[+-]?\d+\.\d MiB", row[1])
     ]
-    assert len(absolute) == 5
+    assert len(absolute) == 5 + heavy
     for goal, measured, status in absolute:
         bound = re.search(r"([≤≥]) (?:idle \+ )?(\d+(?:\.\d+)?)", goal)
         value = float(re.sub(r" ms|/s| MiB", "", measured))
@@ -183,6 +188,16 @@ def test_memory_table(report: tuple[str, str]) -> None:
     assert header[:3] == ["Workers", "Processes", "PSS idle"]
     assert row[0] == "2" and int(row[1]) >= 4  # the pool server, its zygote and two spares
     assert all(re.fullmatch(r"\d+\.\d MiB", cell) for cell in row[2:])
+
+
+@pytest.mark.skipif(not PACKAGES, reason="PYNOX_TEST_PACKAGES is unset: nox sets it")
+def test_heavy_imports_table(report: tuple[str, str]) -> None:
+    found = tables(report[0])
+    header, *rows = found["Warm heavy imports"]
+    assert header[0] == "Request"
+    assert [row[0] for row in rows] == ["pandas group-by, 1,000 rows", "matplotlib chart to PNG"]
+    for row in rows:
+        assert all(re.fullmatch(r"\d+\.\d\d ms", cell) for cell in row[1:4]), row
 
 
 def test_machine_and_method(report: tuple[str, str]) -> None:

@@ -1,0 +1,66 @@
+"""Warm heavy imports: a request that uses pandas (a 1,000-row group-by) or matplotlib (a
+chart rendered to PNG), in a pool that preloaded them from a package directory, against
+a cold `python -I` doing the same. Measured only when a directory with the packages is
+given (`make bench` installs requirements/agent-tasks.txt into one)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pool_process import PoolProcess
+from timing import Summary, interleave, paired_ratio, summarize, time_command
+
+PANDAS = (
+    "import pandas as pd\n"
+    "frame = pd.DataFrame({'key': [i % 10 for i in range(1000)], 'value': range(1000)})\n"
+    "print(int(frame.groupby('key')['value'].sum().iloc[0]))\n"
+)
+CHART = (
+    "import io\n"
+    "import matplotlib\n"
+    "matplotlib.use('Agg')\n"
+    "import matplotlib.pyplot as plt\n"
+    "figure, axes = plt.subplots()\n"
+    "axes.bar(['north', 'south'], [120, 80])\n"
+    "buffer = io.BytesIO()\n"
+    "figure.savefig(buffer, format='png')\n"
+    "print(buffer.getvalue()[:4] == b'\\x89PNG')\n"
+)
+
+
+@dataclass(frozen=True)
+class HeavyRow:
+    key: str
+    label: str
+    pool: Summary
+    python: Summary
+    paired: float
+
+
+def _cold(python: str, packages: str, code: str, workdir: str):  # noqa: ANN202 - a Measure
+    source = f"import sys; sys.path.insert(0, {packages!r})\n" + code
+    return lambda: time_command([python, "-I", "-c", source], workdir)
+
+
+def measure_heavy(
+    python: str, pynox: str, workdir: str, packages: str, rounds: int
+) -> list[HeavyRow]:
+    rows = []
+    for key, label, preload, code in (
+        ("pandas", "pandas group-by, 1,000 rows", ["pandas"], PANDAS),
+        ("chart", "matplotlib chart to PNG", ["matplotlib", "matplotlib.pyplot"], CHART),
+    ):
+        extra = [f"--preload={m}" for m in preload] + [f"--package-dir={packages}"]
+        with PoolProcess(pynox, 2, workdir, extra) as pool:
+            subjects = {
+                "pool": lambda pool=pool, code=code: pool.time_request({"code": code}),
+                "python": _cold(python, packages, code, workdir),
+            }
+            samples = interleave(subjects, rounds, warmup=2)
+        rows.append(
+            HeavyRow(
+                key, label, summarize(samples["pool"]), summarize(samples["python"]),
+                paired_ratio(samples["pool"], samples["python"]),
+            )
+        )  # fmt: skip
+    return rows
