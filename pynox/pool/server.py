@@ -51,6 +51,10 @@ _READ_CHUNK = 65536
 # and warming one up competes for the CPU with it (~0.5 ms of a small request's
 # latency on two cores). A program that runs longer gets its spares anyway.
 _SPARE_DELAY = 0.02
+# A pool idle this long removes the scratch directories of the runs that ended; with
+# more than this many waiting, it removes them at once.
+_IDLE_CLEANUP = 0.02
+_USED_SCRATCH_MAX = 64
 # Host calls of one request: pynox_host makes one at a time; a program that writes
 # call frames itself may have at most this many, carrying at most this many bytes
 # of JSON between them, waiting for the client at once. More ends the request.
@@ -249,6 +253,7 @@ class PoolServer:
         self.scratch_root = scratch.create()
         self.scratch_fd = scratch.remove_when_gone(self.scratch_root)
         self.ready_scratch: list[str] = []
+        self.used_scratch: list[str] = []  # of runs that ended: removed when idle
         self.poller = select.poll()
         self.handlers: dict[int, tuple[Child, str]] = {}
         self.children: dict[int, Child] = {}  # by token
@@ -297,7 +302,7 @@ class PoolServer:
         policies = [run.policy for run in self.runs.values()]
         policies += [session.policy for session in self.sessions.values()]
         directories = [p.scratch for p in policies] + [c.scratch for c in self.children.values()]
-        directories += self.ready_scratch
+        directories += self.ready_scratch + self.used_scratch
         return [d for d in dict.fromkeys(directories) if d is not None]
 
     # --- the loop -----------------------------------------------------------------------
@@ -318,8 +323,11 @@ class PoolServer:
         )
         while self.stdin_open or self.runs or self.queue:
             timeout_ms = self._next_timeout_ms()
-            for fd, events in self._poll(timeout_ms):
+            ready = self._poll(timeout_ms)
+            for fd, events in ready:
                 self._dispatch(fd, events)
+            if (not ready and self.used_scratch) or len(self.used_scratch) > _USED_SCRATCH_MAX:
+                self._remove_used_scratch()
             self._expire()
             # A request that finds no spare gets one forked on the spot (_take_spare);
             # with requests queued, spares are what they wait for.
@@ -327,6 +335,12 @@ class PoolServer:
                 self._replenish()
         self._close_sessions()
         return 0
+
+    def _remove_used_scratch(self) -> None:
+        """The scratch directories of runs that ended: removed while the pool is idle,
+        off the path of results and requests, or when too many wait."""
+        while self.used_scratch:
+            scratch.remove(self.used_scratch.pop())
 
     def _poll(self, timeout_ms: int | None) -> "list[tuple[int, int]]":
         try:
@@ -343,6 +357,8 @@ class PoolServer:
             if s.running is None and s.child is not None
         ]
         deadlines += [child.kill_at for child in self.dying.values()]
+        if self.used_scratch:
+            deadlines.append(now + _IDLE_CLEANUP)
         if len(self.spares) < self.workers and self.stdin_open:
             # Wake up to replenish the spares once the newest program is no longer new.
             new = [run.started + _SPARE_DELAY for run in self.child_runs.values()]
@@ -895,8 +911,10 @@ class PoolServer:
         try:
             self._finish_child(child)
         finally:
-            # Once the child is surely gone and its result is out: off the result's path.
-            scratch.remove(child.scratch)
+            # Removed once the child is surely gone, while the pool is idle: off the
+            # path of this result and of the next request (_remove_used_scratch).
+            if child.scratch is not None:
+                self.used_scratch.append(child.scratch)
 
     def _finish_child(self, child: Child) -> None:
         for role in list(child.fds):
