@@ -31,6 +31,8 @@ int pynox_sandbox_apply(const struct pynox_policy *base, const struct pynox_poli
 
 struct pynox_prepared {
     int ready;
+    int rulesets[2];
+    unsigned long long handled_fs;
 };
 int pynox_sandbox_prepare(const struct pynox_policy *base, struct pynox_prepared *prepared,
                           char *err, size_t err_len);

@@ -35,6 +35,12 @@ int pynox_landlock_abi(void); /* the ABI version (at most the limit a test set),
 /* 0 when the kernel's Landlock is recent enough, else -1 with the reason. */
 int pynox_require_landlock(char *err, size_t err_len);
 /* The rules of several policies in one ruleset; TCP handled unless allowed. */
+/* The base policy's rules in two rulesets (index 1 denies TCP), ahead of a program's
+ * own; then those added to the one its network wants, and enforced. */
+int pynox_landlock_prepare(const struct pynox_policy *base, int rulesets[2],
+                           unsigned long long *handled_fs, char *err, size_t err_len);
+int pynox_landlock_finish(int rulesets[2], unsigned long long handled_fs,
+                          const struct pynox_policy *policy, char *err, size_t err_len);
 int pynox_apply_landlock_of(const struct pynox_policy *const *policies, size_t count,
                             int allow_network, char *err, size_t err_len);
 

@@ -290,3 +290,48 @@ int pynox_apply_landlock_of(const struct pynox_policy *const *policies, size_t c
     (void)close(ruleset_fd); /* the domain lives on in the process */
     return rc;
 }
+
+static void close_rulesets(int rulesets[2])
+{
+    for (int i = 0; i < 2; i++) {
+        if (rulesets[i] >= 0)
+            (void)close(rulesets[i]); /* a ruleset: nothing to flush */
+        rulesets[i] = -1;
+    }
+}
+
+int pynox_landlock_prepare(const struct pynox_policy *base, int rulesets[2],
+                           unsigned long long *handled_fs, char *err, size_t err_len)
+{
+    rulesets[0] = rulesets[1] = -1;
+    int abi = pynox_landlock_abi();
+    if (abi < PYNOX_LANDLOCK_ABI_FLOOR)
+        return explain_abi(abi, err, err_len);
+    __u64 handled = 0;
+    for (int deny_tcp = 0; deny_tcp < 2; deny_tcp++) {
+        rulesets[deny_tcp] = new_ruleset(abi, deny_tcp, &handled, err, err_len);
+        if (rulesets[deny_tcp] < 0 || add_rules(rulesets[deny_tcp], base, handled, err, err_len)) {
+            close_rulesets(rulesets);
+            return -1;
+        }
+    }
+    *handled_fs = handled;
+    return 0;
+}
+
+int pynox_landlock_finish(int rulesets[2], unsigned long long handled_fs,
+                          const struct pynox_policy *policy, char *err, size_t err_len)
+{
+    int chosen = policy->allow_network ? 0 : 1;
+    int rc = -1;
+    if (rulesets[chosen] < 0)
+        rc = pynox_fail(err, err_len, "the Landlock ruleset was not prepared");
+    else if (add_rules(rulesets[chosen], policy, (__u64)handled_fs, err, err_len) == 0) {
+        rc = 0;
+        if (syscall(__NR_landlock_restrict_self, rulesets[chosen], 0) != 0)
+            rc = pynox_fail(err, err_len, "landlock_restrict_self() failed: %s",
+                            strerror(errno));
+    }
+    close_rulesets(rulesets); /* the domain lives on in the process */
+    return rc;
+}

@@ -93,6 +93,7 @@ int pynox_sandbox_prepare(const struct pynox_policy *base, struct pynox_prepared
     if (prepared == NULL)
         return pynox_fail(err, err_len, "no place for the prepared sandbox was given");
     prepared->ready = 0;
+    prepared->rulesets[0] = prepared->rulesets[1] = -1;
     if (check_policy(base, err, err_len) != 0 || settle_process(base, err, err_len) != 0)
         return -1;
     /* The limits and Landlock wait for the program's policy; the seccomp
@@ -104,6 +105,10 @@ int pynox_sandbox_prepare(const struct pynox_policy *base, struct pynox_prepared
     struct pynox_policy with_network = *base;
     with_network.allow_network = 1;
     if (pynox_apply_seccomp(&with_network, err, err_len) != 0)
+        return -1;
+    /* The base policy's Landlock rules, which every program gets: built now, so that
+     * a request pays only for its own paths. */
+    if (pynox_landlock_prepare(base, prepared->rulesets, &prepared->handled_fs, err, err_len))
         return -1;
     prepared->ready = 1;
     return 0;
@@ -123,8 +128,7 @@ int pynox_sandbox_finish(struct pynox_prepared *prepared, const struct pynox_pol
         return -1;
     if (pynox_set_limits(policy->memory_bytes, policy->max_file_size, err, err_len) != 0)
         return -1;
-    const struct pynox_policy *both[] = {base, policy};
-    if (pynox_apply_landlock_of(both, 2, policy->allow_network, err, err_len) != 0)
+    if (pynox_landlock_finish(prepared->rulesets, prepared->handled_fs, policy, err, err_len))
         return -1;
     if (!policy->allow_network && pynox_apply_seccomp_no_network(err, err_len) != 0)
         return -1;

@@ -60,6 +60,11 @@ int pynox_sandbox_apply(const struct pynox_policy *base, const struct pynox_poli
  * either call fails, it must not run the program. */
 struct pynox_prepared {
     int ready; /* 1 once prepared, 0 again once finished */
+    /* Landlock rulesets holding the base policy's rules, one that leaves TCP to the
+     * seccomp filter and one that denies it, for finish() to add the program's rules to
+     * and enforce (the other is closed); -1 where none is open. */
+    int rulesets[2];
+    unsigned long long handled_fs; /* the file-system rights both rulesets handle */
 };
 
 int pynox_sandbox_prepare(const struct pynox_policy *base, struct pynox_prepared *prepared,
