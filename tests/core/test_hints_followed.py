@@ -30,6 +30,7 @@ ZIP_APPEND = (
     "print(zipfile.ZipFile('out/a.zip').read('x.txt'))"
 )
 READ = "print(open('data/in.txt').read())"
+LIST = "import os; print(sorted(os.listdir('data')))"
 CREATE = "open('made/new.txt', 'w').write('x'); print('ok')"
 NESTED_CREATE = "import os; os.makedirs('made/a/b'); print('ok')"
 # Without the network no name resolves, not even localhost: the resolver's files are closed.
@@ -59,6 +60,7 @@ def _follow(cwd: Path, code: str, grants: list[str]) -> list[str]:
         (SQLITE, [], ["--allow-read={out} --allow-write={out}"]),
         (READ_BACK, [], ["--allow-read={out} --allow-write={out}"]),
         (READ, [], ["--allow-read={data}/in.txt"]),
+        (LIST, [], ["--allow-read={data}"]),
         (CREATE, [], ["--allow-write={made}"]),
         (NESTED_CREATE, [], ["--allow-write={made}"]),
         (RESOLVE, [], ["--allow-network"]),
@@ -66,7 +68,7 @@ def _follow(cwd: Path, code: str, grants: list[str]) -> list[str]:
     ],
     ids=[
         "w+b-in-write-tree", "sqlite-in-write-tree", "zip-append-in-write-tree",
-        "sqlite-no-grant", "w+b-no-grant", "read", "create", "makedirs", "resolve",
+        "sqlite-no-grant", "w+b-no-grant", "read", "list", "create", "makedirs", "resolve",
         "file-size",
     ],
 )  # fmt: skip
