@@ -118,8 +118,8 @@ def test_targets_follow_the_figures_shown(report: tuple[str, str]) -> None:
     header, *rows = found["Targets"]
     assert header == ["Target", "Measured", "Status"]
     # Tiny script 2, pool 2, JSON pipeline 2, the pool's floor 3, the batch 1, memory 2,
-    # the preloaded pool 2 (with the packages), the modes 7.
-    heavy = 2 if PACKAGES else 0
+    # the preloaded pandas 1 (with the packages), the modes 7.
+    heavy = 1 if PACKAGES else 0
     assert len(rows) == 19 + heavy
     absolute = [
         row for row in rows if re.fullmatch(r"\d+\.\d{3} ms|\d+/s|[+-]?\d+\.\d MiB", row[1])
