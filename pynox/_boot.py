@@ -48,6 +48,7 @@ HOT_MODULES = (
     "pynox.engine",
     "pynox.engine.program",
     "pynox.engine.runner",
+    "pynox.engine.launcher_link",
     "pynox.engine.scratch",
     "pynox.engine.child",
     "pynox.engine.access_log",

@@ -14,6 +14,7 @@ import sys
 
 from pynox.engine import scratch
 from pynox.engine.child import ChildSetup, run_child
+from pynox.engine.launcher_link import launcher_pipe
 from pynox.policy import system_paths
 
 TYPE_CHECKING = False
@@ -72,21 +73,8 @@ LAUNCHER_SUPERVISOR_VARIABLE = "PYNOX_SUPERVISOR"
 
 
 def launcher_supervisor() -> "int | None":
-    """The pipe to the launcher that supervises this process, if it does."""
-    entry = os.environ.pop(LAUNCHER_SUPERVISOR_VARIABLE, None)
-    if entry is None:
-        return None
-    fd_text, _, pid_text = entry.partition(":")
-    # Set by this process's parent: not a variable the caller set or a run passed on.
-    if not (fd_text.isdigit() and pid_text == str(os.getppid())):
-        return None
-    fd = int(fd_text)
-    try:
-        if fd < 3 or os.fstat(fd).st_mode & 0o170000 != 0o010000:  # a pipe (S_ISFIFO)
-            return None
-    except OSError:
-        return None
-    return fd
+    """The pipe to the launcher that supervises this process (its parent), if it does."""
+    return launcher_pipe(LAUNCHER_SUPERVISOR_VARIABLE, os.getppid())
 
 
 def _hand_over_the_clock(fd: int, policy: "Policy") -> None:

@@ -9,6 +9,8 @@ and removed once the run is over.
 
 import os
 
+from pynox.engine.launcher_link import launcher_pipe
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pynox.policy.resolve import Policy
@@ -116,20 +118,14 @@ def hand_to_launcher_helper(path: str) -> "int | None":
     """Names `path` to the helper the launcher started (runtime/launcher_scratch.c), which
     removes it once this process ends; returns the pipe to keep open, or None when
     pynox was not started by its launcher."""
-    entry = os.environ.pop(LAUNCHER_HELPER_VARIABLE, None)
-    if entry is None:
+    # Set for this very process: the launcher's child, which exec made the interpreter.
+    fd = launcher_pipe(LAUNCHER_HELPER_VARIABLE, os.getpid())
+    if fd is None:
         return None
-    fd_text, _, pid_text = entry.partition(":")
-    # The launcher's own process (exec keeps the pid): not a variable inherited from
-    # another pynox, nor one the caller set.
-    if not (fd_text.isdigit() and pid_text == str(os.getpid())):
-        return None
-    fd = int(fd_text)
     try:
-        if fd < 3 or os.fstat(fd).st_mode & 0o170000 != 0o010000:  # a pipe (S_ISFIFO)
-            return None
         os.write(fd, os.fsencode(path) + b"\n")
     except OSError:
+        os.close(fd)
         return None
     return _out_of_the_way(fd)
 
