@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.pool_client import descendants
 from support.waiting import wait_until
 
 import pynox
@@ -22,25 +23,9 @@ from pynox.api.result import Result
 from pynox.errors import PoolError
 
 
-def descendants(pid: int) -> set[int]:
-    """pid and every live process below it, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        current = todo.pop()
-        found.add(current)
-        todo.extend(children.get(current, []))
-    return found
+def process_tree(pid: int) -> set[int]:
+    """pid and every live process below it."""
+    return {pid} | descendants(pid, zombies=False)
 
 
 def alive(pid: int) -> bool:
@@ -276,7 +261,7 @@ def test_close_leaves_no_process_behind() -> None:
     time.sleep(0.5)
     pid = closing.pid
     assert pid is not None
-    tree = descendants(pid)
+    tree = process_tree(pid)
     assert len(tree) >= 3  # the pool, its zygote and children
     closing.close(timeout=1.0)
     running.join(15)
