@@ -207,7 +207,7 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
     program_started = True
     try:
         os.environ.update(policy.environment)
-        main_module, program_path = _setup_interpreter(program, policy, setup)
+        main_module, program_path = setup_interpreter(program, policy, setup)
         if policy.memory is not None:
             # A program that used up its memory leaves none to import the
             # error report with, which would then end in pynox's own traceback.
@@ -408,7 +408,7 @@ def _make_unbuffered() -> None:
         setattr(sys, f"__{name}__", stream)
 
 
-def _setup_interpreter(
+def setup_interpreter(
     program: "Program", policy: "Policy", setup: ChildSetup
 ) -> "tuple[object, list[str]]":
     """__main__, argv and site's builtins as python sets them up, and the sys.path to use

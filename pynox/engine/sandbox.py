@@ -96,7 +96,7 @@ def prepare(system_reads: list[str], keep_fds: list[int], parent_pid: int) -> Pr
 def finish(prepared: Prepared, policy: "Policy") -> None:
     """Confines a prepared process to the run's policy, for good."""
     err = ffi.new(_CHARS, 512)
-    own = _own_policy(policy)
+    own = own_policy(policy)
     rc = lib.pynox_sandbox_finish(prepared.state, prepared.base.struct, own.struct, err, len(err))
     _check(rc, err)
 
@@ -117,12 +117,12 @@ def confine_policy(
         system_reads + devices, devices, keep_fds, False, None, None, parent_pid,
         new_session=new_session,
     )  # fmt: skip
-    own = _own_policy(policy)  # held: its buffers must outlive the call
+    own = own_policy(policy)  # held: its buffers must outlive the call
     err = ffi.new(_CHARS, 512)
     _check(lib.pynox_sandbox_apply(base.struct, own.struct, err, len(err)), err)
 
 
-def _own_policy(policy: "Policy") -> _CPolicy:
+def own_policy(policy: "Policy") -> _CPolicy:
     """What the run itself may read and write, its network and limits.
 
     Its paths are resolved (the policy's grants, the resolver's files with the

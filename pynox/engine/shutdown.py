@@ -45,7 +45,7 @@ def system_exit_status(exc: SystemExit) -> int:
     return 1
 
 
-def _flush_stdio() -> bool:
+def flush_stdio() -> bool:
     ok = True
     for stream in (sys.stdout, sys.stderr):
         if stream is None or getattr(stream, "closed", False):
@@ -84,7 +84,7 @@ def finish(status: int, interrupted: bool, modules_before: "set[str]") -> "NoRet
         sys.modules.pop(name, None)
     sys.modules.pop("__main__", None)
     gc.collect()
-    if not _flush_stdio():
+    if not flush_stdio():
         status = EXIT_FLUSH_FAILED
     if exit_announcer is not None:
         exit_announcer(status, interrupted)

@@ -10,13 +10,14 @@ pool server.
 """
 
 import _signal
+import atexit
 import gc
 import os
 import select
 import socket
 
 from pynox._toplevel import compile_source
-from pynox.engine import child, shutdown
+from pynox.engine import child, sandbox, scratch, shutdown
 from pynox.engine.child import ChildSetup
 from pynox.engine.program import Program
 from pynox.jsonfast import hook as json_hook
@@ -165,6 +166,7 @@ def _become_child(
     child.prepare(setup)
     shutdown.exit_announcer = link.announce_exit
     _warm_up()
+    _rehearse(setup)
     child.prepare_sandbox(setup)
     # What the spare holds now outlives the request: the collections a request's
     # end runs (see shutdown.finish) then look only at what the program made.
@@ -203,3 +205,27 @@ def _warm_up() -> None:
         "<warm-up>",
     )
     exec(code, namespace)  # noqa: S102 - our own fixed code
+
+
+def _rehearse(setup: ChildSetup) -> None:
+    """Walks the pure-Python steps of a request that leave nothing behind.
+
+    The spare copies the pages (and warms the caches) those steps touch now, not
+    while a request waits: decoding a start frame, the policy, the environment,
+    and the checks and flushes of a program's end.
+    """
+    sample = Policy().to_wire()
+    # What it sets up (argv, __main__) a request's start sets up again.
+    child.setup_interpreter(Program("request", ["<rehearsal>"]), Policy(), setup)
+    channel.decode(channel.encode({"type": "start", "policy": sample, "argv": ["<x>"]})[4:])
+    sandbox.own_policy(Policy.from_wire(sample))
+    saved = dict(os.environ)
+    os.environ.update(dict.fromkeys(scratch.VARIABLES, "/"))
+    for name in scratch.VARIABLES:
+        if name in saved:
+            os.environ[name] = saved[name]
+        else:
+            del os.environ[name]
+    if atexit._ncallbacks() == 0:  # never the exit handlers of what the pool preloaded
+        atexit._run_exitfuncs()
+    shutdown.flush_stdio()

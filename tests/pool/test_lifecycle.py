@@ -214,3 +214,25 @@ def test_ten_thousand_requests_hold_resources_steady() -> None:
         assert last["rss_kib"] - first["rss_kib"] < 20 * 1024
         assert last["zygote_rss_kib"] - first["zygote_rss_kib"] < 20 * 1024
         assert client.close() == 0
+
+
+def test_a_spare_readied_ahead_leaves_no_trace_for_its_request() -> None:
+    """A spare walks a request's steps before any request comes (pynox.pool.zygote); the
+    program still sees its own argv, environment and __main__, and the exit handlers of
+    what the pool preloaded are still there to run at its end, as under python."""
+    program = code("""
+        import atexit, json, os, sys
+        print(json.dumps({
+            "argv": sys.argv,
+            "environ": sorted(os.environ),
+            "main": sorted(n for n in vars(sys.modules["__main__"]) if not n.startswith("__")),
+            "exit_handlers": atexit._ncallbacks(),
+        }))
+    """)
+    with PoolClient(workers=1, preload=["logging"]) as client:
+        result = client.run({"id": 1, "code": program, "name": "agent.py", "args": ["x"]})
+        seen = json.loads(result["stdout"])
+        assert seen["argv"] == ["agent.py", "x"]
+        assert seen["environ"] == ["HOME", "LANG", "TEMP", "TMP", "TMPDIR"]
+        assert seen["main"] == ["atexit", "json", "os", "sys"]
+        assert seen["exit_handlers"] >= 1, "logging's exit handler ran before the request"
