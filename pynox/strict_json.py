@@ -10,7 +10,6 @@ instead of writing them. Both take an optional `max_depth`: a bound on nesting
 that holds on every Python version, well below the interpreter's own limits.
 """
 
-
 # What json.dumps writes strings with. json itself is imported where it parses or
 # writes: it imports re, which a run with --json that only writes its result
 # (dumps_readable) need not pay for.
