@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import CodeType, ModuleType
 
-# Every plain run imports these, subpackages included; the image holds nothing else
-# (tests/test_boot.py checks this list against what runs import).
+# Every plain run imports these, subpackages included (tests/test_boot.py checks this
+# list against what runs import).
 HOT_MODULES = (
     "pynox.errors",
     "pynox.limits",
@@ -57,6 +57,17 @@ HOT_MODULES = (
     "pynox.jsonfast.hook",
 )
 
+# What a supervised run (--json, --memory) imports on top, to collect the output and
+# write the result. The image holds them too; as every module in it, each is unpacked
+# only when imported, so a plain run pays for reading their bytes alone.
+SUPERVISED_MODULES = (
+    "pynox.engine.supervisor",
+    "pynox.engine.result",
+    "pynox.strict_json",
+    "pynox.units",
+)
+IMAGE_MODULES = HOT_MODULES + SUPERVISED_MODULES
+
 _IMAGE = os.path.join(PACKAGE_DIR, "__pycache__", f"_boot.{sys.implementation.cache_tag}.image")
 _PACKAGE_FILE = "__init__.py"
 
@@ -66,8 +77,8 @@ class _ImageFinder:
 
     pynox_start_up = True  # what end_start_up recognizes it by
 
-    def __init__(self, codes: "dict[str, tuple[str, CodeType]]") -> None:
-        self.codes = codes  # name -> (source path, code)
+    def __init__(self, codes: "dict[str, tuple[str, bytes]]") -> None:
+        self.codes = codes  # name -> (source path, marshalled code)
 
     def find_spec(
         self,
@@ -89,7 +100,16 @@ class _ImageFinder:
         return None  # the default module object
 
     def exec_module(self, module: "ModuleType") -> None:
-        exec(self.codes[module.__name__][1], module.__dict__)  # noqa: S102 - pynox's own code
+        code = unpack(*self.codes[module.__name__])
+        exec(code, module.__dict__)  # noqa: S102 - pynox's own code
+
+
+def unpack(source: str, data: bytes) -> "CodeType":
+    """A module's code from the image, naming its source where it is now (inner
+    functions included): tracebacks name the installed files after a move."""
+    code = marshal.loads(data)
+    _fix_co_filename(code, source)
+    return code
 
 
 def main() -> None:
@@ -116,26 +136,25 @@ def _relative_source(name: str) -> str:
     return os.path.join(*parts, _PACKAGE_FILE)
 
 
-def _load_image() -> "dict[str, tuple[str, CodeType]] | None":
+def _load_image() -> "dict[str, tuple[str, bytes]] | None":
     try:
         with open(_IMAGE, "rb") as image:
             magic, entries = marshal.loads(image.read())
-        if magic != MAGIC_NUMBER or set(entries) != set(HOT_MODULES):
+        if magic != MAGIC_NUMBER or set(entries) != set(IMAGE_MODULES):
             return None
         codes = {}
         for name, (relative, size, code) in entries.items():
             source = os.path.join(PACKAGE_DIR, relative)
-            if size != os.stat(source).st_size:
+            if size != os.stat(source).st_size or type(code) is not bytes:
                 return None
-            codes[name] = (source, marshal.loads(code))
-            _fix_co_filename(codes[name][1], source)
+            codes[name] = (source, code)
         return codes
     except Exception:  # noqa: BLE001 - a missing or unusable image means importing as usual
         return None
 
 
 def write_image(directory: str) -> str:
-    """Compiles the hot modules' sources into an image in `directory`; returns its path.
+    """Compiles the imaged modules' sources into an image in `directory`; returns its path.
 
     For the build only: the same sources always give the same bytes when run with
     PYTHONHASHSEED=0 (set and frozenset constants keep their order).
@@ -144,7 +163,7 @@ def write_image(directory: str) -> str:
 
     gc.disable()  # collections change reference counts, which marshal writes (FLAG_REF)
     entries = {}
-    for name in HOT_MODULES:
+    for name in IMAGE_MODULES:
         relative = _relative_source(name)
         with open(os.path.join(PACKAGE_DIR, relative), "rb") as source:
             text = source.read()

@@ -44,10 +44,11 @@ def test_written_image_loads_every_hot_module(package_copy: Path) -> None:
     assert write_image(package_copy) == image_of(package_copy)
     codes = _boot._load_image()
     assert codes is not None
-    assert set(codes) == set(_boot.HOT_MODULES)
+    assert set(codes) == set(_boot.HOT_MODULES) | set(_boot.SUPERVISED_MODULES)
     # Compiled under a relative name, loaded naming the sources where they are now,
     # inner functions included: tracebacks name the installed files after a move.
-    source, cli = codes["pynox.cli.main"]
+    source = codes["pynox.cli.main"][0]
+    cli = _boot.unpack(*codes["pynox.cli.main"])
     assert source == cli.co_filename == str(package_copy / "cli" / "main.py")
     inner = [c for c in cli.co_consts if hasattr(c, "co_filename")]
     assert inner and {c.co_filename for c in inner} == {source}
@@ -131,7 +132,7 @@ def test_the_image_holds_code_that_optimize_2_leaves_unchanged_but_for_docstring
     """The image compiles as `python -OO` does: no hot module may rely on assert or __debug__."""
     import ast
 
-    for name in _boot.HOT_MODULES:
+    for name in _boot.IMAGE_MODULES:
         tree = ast.parse((PACKAGE / _boot._relative_source(name)).read_text())
         asserts = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Assert)]
         debug = [
@@ -177,6 +178,18 @@ def test_the_image_holds_what_a_plain_run_imports_and_every_mode_uses_all_of_it(
     assert hot <= set(supervised.stdout.decode().split())
     result = json.loads(run_pynox("--json", "-c", IMPORTED, cwd=tmp_path).stdout)
     assert hot <= set(result["stdout"].split())
+    # What a supervised run adds comes from the image too, never what a plain run loads.
+    assert not plain & set(_boot.SUPERVISED_MODULES)
     with PoolClient(cwd=tmp_path, workers=1) as pool:
         in_pool = set(pool.run({"id": 1, "code": IMPORTED})["stdout"].split())
     assert hot - in_pool == {"pynox.cli.arguments"}  # the pool parses no run's flags
+
+
+def test_a_supervised_run_loads_what_it_adds_from_the_image() -> None:
+    """--json collects output and writes a result: those modules come from the image too."""
+    probe = "import sys\nprint(type(sys.modules['pynox.engine.result'].__spec__.loader).__name__)"
+    for mode in (["--json"], ["--memory=8g"]):
+        proc = run_pynox(*mode, "-c", probe)
+        assert proc.returncode == 0, proc.stderr
+        stdout = json.loads(proc.stdout)["stdout"] if mode == ["--json"] else proc.stdout.decode()
+        assert stdout == "_ImageFinder\n", mode

@@ -39,7 +39,6 @@ def run(
     setup.system_reads = system_paths.interpreter_reads()
     directory = scratch.attach(policy)
     launcher = launcher_supervisor()
-    end_start_up()
     in_process = not capture and policy.memory is None
     if in_process and (launcher is not None or policy.timeout is None):
         # No output to collect, no memory limit that native code may die of (the
@@ -49,12 +48,15 @@ def run(
         if launcher is not None:
             _hand_over_the_clock(launcher, policy)
             setup.parent_pid, setup.new_session = os.getppid(), False
+        end_start_up()
         setup.scratch_fd = scratch.remove_when_gone(directory)
         run_child(program, policy, setup)
+    # Imported while the start-up image still serves them (pynox._boot.SUPERVISED_MODULES).
+    from pynox.engine import result, supervisor  # noqa: F401
+
+    end_start_up()
     if launcher is not None:
         os.close(launcher)  # it only waits: this process supervises the run itself
-    from pynox.engine import supervisor
-
     # Removed by the supervisor after the child, and by the launcher's helper, if any,
     # should the supervisor itself be killed (its pipe stays open until this process
     # ends; the child's copy closes as it is confined).
