@@ -107,7 +107,7 @@ class _ImageFinder:
 def unpack(source: str, data: bytes) -> "CodeType":
     """A module's code from the image, naming its source where it is now (inner
     functions included): tracebacks name the installed files after a move."""
-    code = marshal.loads(data)
+    code: CodeType = marshal.loads(data)
     _fix_co_filename(code, source)
     return code
 
