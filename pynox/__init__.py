@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from pynox.api.pool import Pool
     from pynox.api.result import Result
     from pynox.api.session import Session
-    from pynox.api.stream import Output
     from pynox.api.shared import arun, run, tool
+    from pynox.api.stream import Output
     from pynox.errors import PoolError
 
 
