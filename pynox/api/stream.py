@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
+    from pynox.api.connection import _Connection, _Pending
     from pynox.api.options import Spec
     from pynox.api.pool import Pool
     from pynox.api.result import Result
@@ -34,6 +35,12 @@ def _chunk(message: dict[str, Any]) -> Output | None:
     if stream in ("stdout", "stderr") and isinstance(data, str):
         return Output(stream, data)
     return None
+
+
+def _cancel(connection: _Connection, pending: _Pending, session: Session | None) -> None:
+    connection.cancel(pending)
+    if session is not None:
+        session._lost()  # a cancelled step ends its session
 
 
 def stream_spec(
@@ -60,7 +67,7 @@ def stream_spec(
                 yield item
     finally:
         if not finished:
-            connection.cancel(pending)
+            _cancel(connection, pending, session)
 
 
 async def astream_spec(
@@ -95,4 +102,4 @@ async def astream_spec(
                 yield item
     finally:
         if not finished:
-            connection.cancel(pending)
+            _cancel(connection, pending, session)

@@ -183,3 +183,23 @@ def test_cancelled_text_names_what_happened() -> None:
     assert result.text == (
         "Cancelled: the client cancelled the request while it ran, and its process was killed"
     )
+
+
+def test_a_session_step_streams_and_leaving_it_restarts_the_session(
+    pool: Pool, tmp_path: Path
+) -> None:
+    path = tmp_path / "pid"
+    with pool.session(allow_write=[str(tmp_path)]) as session:
+        *chunks, result = session.stream("x = 41\nprint(x + 1)")
+        assert chunks == [pynox.Output("stdout", "42\n")]
+        assert isinstance(result, Result) and result.session is not None
+        assert result.session["step"] == 1 and session.alive
+        stream = session.stream("print('first', flush=True)\n" + sleeper(path))
+        assert next(stream) == pynox.Output("stdout", "first\n")
+        pid = pid_of(path)
+        stream.close()
+        gone_within(pid, FREE_WITHIN)
+        assert not session.alive
+        after = session.run("print('x' in globals())")
+        assert after.stdout == "False\n"
+        assert after.session is not None and after.session["restarted"] is True
