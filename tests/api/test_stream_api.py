@@ -203,3 +203,34 @@ def test_a_session_step_streams_and_leaving_it_restarts_the_session(
         after = session.run("print('x' in globals())")
         assert after.stdout == "False\n"
         assert after.session is not None and after.session["restarted"] is True
+
+
+def test_a_loop_that_falls_behind_does_not_make_the_client_hold_everything(
+    pool: Pool, tmp_path: Path
+) -> None:
+    """A program that writes far more than the client holds for a loop that has stopped:
+    the chunks held stay within the bound, and what was left out is counted."""
+    from pynox.limits import STREAM_BUFFER
+
+    total = 4 * STREAM_BUFFER
+    done = tmp_path / "done"
+    program = (
+        "import sys\nprint('start', flush=True)\n"
+        f"for _ in range({total // 65536}):\n    sys.stdout.write('z' * 65536)\n"
+        f"sys.stdout.flush()\nopen({str(done)!r}, 'w').write('yes')"
+    )
+    stream = pool.stream(program, allow_write=[str(tmp_path)], max_output=100)
+    assert next(stream) == pynox.Output("stdout", "start\n")
+    deadline = time.monotonic() + 60
+    while not done.exists():  # the loop takes nothing while the program writes it all
+        assert time.monotonic() < deadline, "the program did not finish"
+        time.sleep(0.05)
+    time.sleep(0.5)  # and the pool's last lines reach the client
+    *chunks, result = list(stream)
+    assert isinstance(result, Result) and result.ok and result.stdout_truncated
+    outputs = [c for c in chunks if isinstance(c, pynox.Output)]
+    held = sum(len(c.data) for c in outputs)
+    skipped = sum(c.skipped for c in outputs)
+    print(f"held {held} characters, skipped {skipped}")
+    assert held + skipped == total
+    assert held <= STREAM_BUFFER and skipped >= total - STREAM_BUFFER
