@@ -292,4 +292,10 @@ def test_streaming(project: Path) -> None:
                     print(item.ok)                        # the Result comes last: True
     """,
     )
-    assert output.splitlines() == ["stdout '0\\n'", "stdout '1\\n'", "stdout '2\\n'", "True"]
+    *chunks, last = output.splitlines()
+    assert last == "True"
+    # Three chunks as the guide shows, unless a slow machine read two prints at once.
+    assert all(chunk.startswith("stdout '") for chunk in chunks), chunks
+    assert "".join(chunk[len("stdout ") :] for chunk in chunks).replace("''", "") == (
+        "'0\\n1\\n2\\n'"
+    )
