@@ -13,3 +13,9 @@ MAX_OUTPUT_LIMIT = 16 * 1024 * 1024
 REPORT_LIMIT = 1 << 20
 # What the file of pool code is called in tracebacks unless the request names it.
 DEFAULT_NAME = "agent.py"
+# Bytes of lines the pool has written and its client has not read yet, beyond which it
+# stops reading the output of streaming requests (their programs then wait on their pipes).
+STREAM_BACKLOG = 1 << 20
+# Characters of streamed output the Python client holds for a loop that has not taken them
+# yet; beyond, it counts them as skipped rather than hold more (pynox.api.stream).
+STREAM_BUFFER = 16 << 20
