@@ -70,7 +70,9 @@ def test_install_move_and_run(built: Bundles, tmp_path: Path) -> None:
         "--archive", built.from_archive, "--prefix", prefix, "--bin-dir", links, "--verify-key", key
     )
     assert done.returncode == 0, done.stderr
-    assert f"made for {built.from_archive.name} by pynox-release, per the key in {key}" in done.stdout
+    assert (
+        f"made for {built.from_archive.name} by pynox-release, per the key in {key}" in done.stdout
+    )
     assert "installed pynox 0.1.0" in done.stdout
     assert "sandbox_supported: yes" in done.stdout, "it ends with pynox doctor"
     assert (links / "pynox").resolve() == prefix / "bin" / "pynox"
@@ -585,9 +587,7 @@ def test_bad_signatures_are_refused(tmp_path: Path, keys: tuple[Path, Path]) -> 
     )
 
 
-def test_a_key_that_is_not_a_public_key_is_refused(
-    tmp_path: Path, keys: tuple[Path, Path]
-) -> None:
+def test_a_key_that_is_not_a_public_key_is_refused(tmp_path: Path, keys: tuple[Path, Path]) -> None:
     archive = fake_bundle(tmp_path)
     ssh_sign(archive, keys[0])
     line = refused_signature(archive, "--verify-key", keys[0])  # the private half
