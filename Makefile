@@ -58,6 +58,7 @@ clean:
 # make bundle                      this machine's target, the venv's CPython minor
 # make bundle TARGET=aarch64-linux-musl PYTHON=3.12
 # make bundle PYNOX_RUNTIME=cpython.tar.gz   a local runtime (its minor is the default)
+# make bundle SIGN_KEY=release-key  also ARCHIVE.sig (ssh-keygen -Y sign -n pynox-bundle)
 # make wheel                       the host wheel, repaired by auditwheel, in dist/
 .PHONY: bundle wheel cross refresh-pins
 # Given on make's command line, these reach the bundler too (only when set).
@@ -71,7 +72,7 @@ bundle:
 	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
 	@target="$(TARGET)"; [ -n "$$target" ] || target=$$($(BIN)/python -m bundler host-target) || exit 1; \
 	minor="$(BUNDLE_MINOR)"; [ -n "$$minor" ] || minor=$$($(BIN)/python -m bundler default-python) || exit 1; \
-	$(BIN)/nox -s "bundle(target='$$target', cpython='$$minor')"
+	$(BIN)/nox -s "bundle(target='$$target', cpython='$$minor')" $(if $(SIGN_KEY),-- --sign-key "$(SIGN_KEY)")
 
 wheel:
 	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)

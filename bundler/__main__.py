@@ -61,6 +61,11 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument(
         "--wheelhouse", type=Path, help="a folder of wheels to take cffi from, instead of PyPI"
     )
+    command.add_argument(
+        "--sign-key",
+        type=Path,
+        help="an OpenSSH private key: sign the archive into ARCHIVE.sig (ssh-keygen -Y sign)",
+    )
 
     command = commands.add_parser("wheel", help="build, repair and check the host wheel")
     command.add_argument("--out", type=Path, default=Path("dist"))

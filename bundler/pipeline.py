@@ -17,6 +17,7 @@ from bundler import (
     log,
     manifest,
     runtime_layout,
+    signing,
     toolchain,
     wheelhouse,
 )
@@ -39,6 +40,7 @@ class Request:
     sha256: str | None
     compiler: str = "auto"
     wheelhouse: Path | None = None
+    sign_key: Path | None = None
 
 
 def cffi_version() -> str:
@@ -126,6 +128,8 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
     output = out / f"{top}.tar.gz"
     archive.write_tar_gz(stage, top, output, source_date_epoch())
     write_sums(output)
+    if signing.sign(output, request.sign_key):
+        log.step(f"signed {output.name} with {request.sign_key} (namespace {signing.NAMESPACE})")
     size = output.stat().st_size / (1024 * 1024)
     log.step(f"wrote {output} ({size:.1f} MB) in {time.monotonic() - started:.1f} s")
     return output

@@ -327,3 +327,34 @@ def test_pyc_normalization_removes_reference_count_noise() -> None:
         canonical = normalize_marshal(marshal.dumps(code), running)
         assert marshal.loads(canonical) == code
         assert normalize_marshal(canonical, running) == canonical
+
+
+@BUILDS_BUNDLES
+def test_a_signing_key_signs_the_archive(built: Bundles, tmp_path: Path) -> None:
+    """--sign-key (make bundle SIGN_KEY=...) writes ARCHIVE.sig for namespace pynox-bundle."""
+    signature = Path(f"{built.from_archive}.sig")
+    public = built.signing_key.with_name("key.pub").read_text()
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(f'builder namespaces="pynox-bundle" {public}')
+    with built.from_archive.open("rb") as archive:
+        done = subprocess.run(
+            ["ssh-keygen", "-Y", "verify", "-f", str(signers), "-I", "builder"]
+            + ["-n", "pynox-bundle", "-s", str(signature)],
+            stdin=archive,
+            capture_output=True,
+            text=True,
+        )
+    assert done.returncode == 0, done.stderr
+    assert not Path(f"{built.from_mirror}.sig").exists(), "no key, no signature"
+
+
+def test_make_bundle_passes_sign_key_to_the_bundler() -> None:
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", "bundle", "SIGN_KEY=keys/release key"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '-- --sign-key "keys/release key"' in done.stdout.splitlines()[-1]
