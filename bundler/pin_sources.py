@@ -155,8 +155,7 @@ def parse_versions_json(data: Any, origin: str) -> Listing:
                 continue
             if not isinstance(sha256, str) or not HEX64.fullmatch(sha256.lower()):
                 raise BundlerError(
-                    f"{origin} gives {item['filename']} a malformed sha256 {sha256!r}; "
-                    "refusing it"
+                    f"{origin} gives {item['filename']} a malformed sha256 {sha256!r}; refusing it"
                 )
             listing.add(item["filename"], sha256.lower())
     return listing
