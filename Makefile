@@ -82,9 +82,10 @@ cross:
 	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
 	$(BIN)/nox -s $(if $(TARGET),"cross(target='$(TARGET)')",cross)
 
+# make refresh-pins PINS_ARGS="--tag 20260814 --table dist-config/pbs-checksums/pbs-20260814.tsv"
 refresh-pins:
 	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
-	$(BIN)/nox -s refresh_pins
+	$(BIN)/nox -s refresh_pins $(if $(PINS_ARGS),-- $(PINS_ARGS))
 
 # --- Conformance (bundler/conformance, tests/conformance) ----------------------------
 # make conformance               this machine's cell (x86_64-linux-gnu), in a container

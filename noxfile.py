@@ -151,11 +151,14 @@ def wheel(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def refresh_pins(session: nox.Session) -> None:
-    """Rewrite dist-config/runtimes.toml from the release's SHA256SUMS, if it can be reached.
+    """Rewrite dist-config/runtimes.toml from checksum lists (see dist-config/README.md).
 
-    `nox -s refresh_pins -- --tag TAG` pins another release; `-- --sums FILE` uses a copy.
+    With no arguments, from the pinned release's SHA256SUMS, if it can be reached.
+    `-- --tag TAG` pins another release; offline, `-- --sums FILE`, `-- --table FILE`
+    (dist-config/pbs-checksums/) and `-- --pbs-installer` read checksums at hand, several
+    at once: a pin on which they disagree is refused.
     """
-    session.install("tomli; python_version < '3.11'")
+    session.install("tomli; python_version < '3.11'", "pbs-installer")
     session.run("python", "-m", "bundler", "refresh-pins", *session.posargs)
 
 

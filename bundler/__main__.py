@@ -72,9 +72,29 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("--compiler", choices=("auto", "zig", "native"), default="auto")
     command.add_argument("--no-smoke", action="store_true", help="skip the fresh-venv check")
 
-    command = commands.add_parser("refresh-pins", help="rewrite the runtime pins from SHA256SUMS")
+    command = commands.add_parser(
+        "refresh-pins", help="rewrite the runtime pins from checksum lists"
+    )
     command.add_argument("--tag", help="the release to pin (default: the pinned one)")
-    command.add_argument("--sums", type=Path, help="a copy of the release's SHA256SUMS")
+    command.add_argument(
+        "--sums", type=Path, action="append", default=[], help="a copy of a SHA256SUMS"
+    )
+    command.add_argument(
+        "--table",
+        type=Path,
+        action="append",
+        default=[],
+        help="a checksum table (dist-config/pbs-checksums/ format)",
+    )
+    command.add_argument(
+        "--pbs-installer",
+        nargs="?",
+        const="",
+        action="append",
+        default=[],
+        metavar="VERSIONS_JSON",
+        help="pbs-installer's versions.json (default: the installed package's)",
+    )
     return parser
 
 
@@ -122,9 +142,10 @@ def run(argv: list[str]) -> int:
 
         return build_wheel(args.out, args.compiler, smoke_test=not args.no_smoke)
     if args.command == "refresh-pins":
-        from bundler.pins import refresh
+        from bundler.pins import Sources, refresh
 
-        return refresh(args.tag, args.sums)
+        installer = tuple(Path(p) if p else None for p in args.pbs_installer)
+        return refresh(args.tag, Sources(tuple(args.sums), tuple(args.table), installer))
     raise AssertionError(args.command)
 
 
