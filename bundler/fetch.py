@@ -101,6 +101,13 @@ def resolve(
         return local_runtime(local, given)
     release = config.load_release(config_dir)
     asset = release.asset(target.name, minor)
+    if given and asset.sha256 and given != asset.sha256:
+        # A checksum given by hand only fills a missing pin: it never overrides one.
+        raise BundlerError(
+            f"the sha256 given for {asset.name} ({given}) is not the one pinned in "
+            f"dist-config/{config.RUNTIMES_FILE} ({asset.sha256}); drop --sha256 and "
+            f"{SHA256_ENV}, or re-pin with `nox -s refresh_pins`"
+        )
     expected = given or asset.sha256
     if not expected:
         raise BundlerError(

@@ -188,6 +188,20 @@ def test_unpinned_download_is_refused_unless_a_checksum_is_given(
     assert given.returncode == 0, given.stderr
 
 
+def test_a_given_checksum_never_overrides_a_pin(release: dict[str, object]) -> None:
+    _pin(release, str(release["sha256"]))
+    with Mirror(release["mirror"]) as mirror:  # type: ignore[arg-type]
+        done = fetch(release, PYNOX_PBS_MIRROR=mirror.url, PYNOX_RUNTIME_SHA256="1" * 64)
+        assert done.returncode == 1
+        line = one_line(done.stderr)
+        assert "is not the one pinned" in line and str(release["sha256"]) in line
+        assert mirror.state.requests == [], "nothing is downloaded"
+        same = fetch(
+            release, PYNOX_PBS_MIRROR=mirror.url, PYNOX_RUNTIME_SHA256=str(release["sha256"])
+        )
+    assert same.returncode == 0, same.stderr
+
+
 def test_local_runtime_is_used_as_given(release: dict[str, object], tmp_path: Path) -> None:
     _pin(release, "")
     archive = Path(release["mirror"], TAG, release["name"])  # type: ignore[arg-type]
