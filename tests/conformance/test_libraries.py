@@ -50,7 +50,7 @@ HTTPS = textwrap.dedent(
     server.socket = context.wrap_socket(server.socket, server_side=True)
     threading.Thread(target=server.handle_request, daemon=True).start()
     client = ssl.create_default_context(cafile=folder + "/cert.pem")
-    url = "https://localhost:%d/" % server.server_address[1]
+    url = "https://127.0.0.1:%d/" % server.server_address[1]  # the root may lack /etc/hosts
     print(urllib.request.urlopen(url, context=client, timeout=30).read().decode())
     """
 )
