@@ -195,3 +195,21 @@ def test_bundler_refuses_a_runtime_with_a_machine_library_left_in(
     relative = needing.relative_to(tmp_path / "runtime").as_posix()
     assert last.startswith(f"bundler: {relative} needs {soname}, which is neither"), last
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.tar.gz"))
+
+
+@pytest.mark.unit
+def test_the_sandbox_reads_the_interpreters_own_lib_only(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A bundle's carried libraries load after confinement (ctypes, sqlite3): its lib/ is
+    readable; a system interpreter's /usr/lib is not granted as a whole for that."""
+    from pynox.policy import system_paths
+
+    (tmp_path / "python" / "lib").mkdir(parents=True)
+    monkeypatch.setattr(sys, "base_prefix", str(tmp_path / "python"))
+    assert str(tmp_path / "python" / "lib") in system_paths.library_dirs()
+    monkeypatch.setattr(sys, "base_prefix", "/usr")
+    assert system_paths.runtime_library_dirs() == []
+    assert "/usr/lib" not in system_paths.library_dirs() or not getattr(
+        sys.implementation, "_multiarch", ""
+    )
