@@ -118,10 +118,17 @@ def _search(info: elf.ElfFile, root: Path) -> list[Path]:
     return folders
 
 
-def audit(root: Path, libc: str) -> None:
+def audit(root: Path, libc: str, runtime: bool = False) -> None:
     """Fails, naming the file and the library, unless every ELF file under root needs only
-    what root holds and the C library's own libraries."""
-    infos = [i for i in (elf.read(p) for p in _elf_files(root)) if i is not None]
+    what root holds and the C library's own libraries.
+
+    runtime: root is a runtime about to be bundled (checked before the build, to fail
+    early): files the bundle leaves out are not checked, and files are named as the
+    bundle names them (python/...)."""
+    files = _elf_files(root)
+    if runtime:
+        files = [p for p in files if not dropped(PurePosixPath(p.relative_to(root)))]
+    infos = [i for i in (elf.read(p) for p in files) if i is not None]
     # What the runtime's executables load at start is found by soname by every later
     # dlopen (extension modules need libpython without a RUNPATH to it).
     loaded: set[str] = set()
@@ -143,8 +150,11 @@ def audit(root: Path, libc: str) -> None:
                 continue
             if any((folder / soname).is_file() for folder in _search(info, root)):
                 continue
+            name = (
+                ("python" / info.path.relative_to(root)) if runtime else info.path.relative_to(root)
+            )
             raise BundlerError(
-                f"{info.path.relative_to(root)} needs {soname}, which is neither in the bundle "
+                f"{name.as_posix()} needs {soname}, which is neither in the bundle "
                 f"(on its RUNPATH) nor part of the {libc} C library; pack the runtime with "
                 "`python -m bundler pack-runtime`, which carries such libraries"
             )
