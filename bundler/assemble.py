@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bundler import bytecode, licenses, manifest
+from bundler import bytecode, licenses, manifest, vendor
 from bundler.checks import highest_glibc
 from bundler.config import Target
 from bundler.paths import PROJECT
@@ -109,6 +109,8 @@ def assemble(parts: Parts, stage: Path) -> dict[str, Any]:
         pyc = "unchecked-hash"
     else:
         pyc = f"none (no CPython {runtime.minor} on the build machine to compile with)"
+    # Refused unless every ELF file needs only the bundle and the target's C library.
+    vendor.audit(stage, parts.target.libc)
     glibc = highest_glibc(
         [p for p in sorted(stage.rglob("*")) if p.is_file() and not p.is_symlink()]
     )

@@ -19,6 +19,7 @@ from bundler import (
     runtime_layout,
     signing,
     toolchain,
+    vendor,
     wheelhouse,
 )
 from bundler.assemble import Parts, assemble
@@ -80,6 +81,8 @@ def runtime_for(
         raise BundlerError(
             f"the runtime {source.name} is for {info.arch} with {info.libc}, not {target.name}"
         )
+    # Before the build, so that a runtime needing the build machine's libraries fails fast.
+    vendor.audit(info.root, target.libc, runtime=True)
     if request.minor and info.minor != request.minor:
         raise BundlerError(
             f"the runtime {source.name} is CPython {info.version}, not {request.minor}; "

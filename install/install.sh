@@ -221,6 +221,14 @@ refuse_unknown() {
         die "$1 holds ${unknown#./}, which no pynox install put there; move it out of the prefix and run again (nothing was $2)"
 }
 
+# Whether this machine's C library is musl: its loader, or what its ldd says.
+host_is_musl() {
+    for loader in /lib/ld-musl-*.so.1; do
+        [ -e "$loader" ] && return 0
+    done
+    ldd --version 2>&1 | grep -qi musl
+}
+
 # --- uninstall -----------------------------------------------------------------
 
 if [ "$uninstall" = yes ]; then
@@ -359,6 +367,9 @@ arch=$(machine_arch)
 
 if [ "$want_libc" = gnu ]; then
     glibc=$(glibc_version)
+    if [ -z "$glibc" ] && host_is_musl; then
+        die "this bundle needs glibc, and this machine's C library is musl; install the $want_arch-linux-musl bundle"
+    fi
     [ -n "$glibc" ] ||
         die "this bundle needs glibc, and this machine has none that getconf or ldd reports (musl?); install the musl bundle"
     if [ -n "$want_glibc" ] && [ "$want_glibc" != null ] && ! version_ge "$glibc" "$want_glibc"; then

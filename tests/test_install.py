@@ -595,3 +595,115 @@ def test_a_key_that_is_not_a_public_key_is_refused(tmp_path: Path, keys: tuple[P
         f"install.sh: {keys[0]} is not an OpenSSH public key (a line like ssh-ed25519 AAAA..."
         " name); give the .pub file"
     )
+
+
+def fake_tools(folder: Path, **scripts: str) -> dict[str, str]:
+    """A PATH whose first folder holds the given commands as shell scripts."""
+    folder.mkdir()
+    for name, body in scripts.items():
+        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / name).chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+
+
+@pytest.mark.parametrize(
+    ("scripts", "expected"),
+    [
+        (
+            {"getconf": "echo 'glibc 2.28'"},
+            "this bundle needs glibc 2.31 or newer, and this machine has 2.28",
+        ),
+        (  # no getconf answer: ldd's first line gives the version
+            {"getconf": "exit 1", "ldd": "echo 'ldd (GNU libc) 2.17'"},
+            "this bundle needs glibc 2.31 or newer, and this machine has 2.17",
+        ),
+    ],
+)
+def test_an_older_glibc_is_refused(tmp_path: Path, scripts: dict[str, str], expected: str) -> None:
+    archive = fake_bundle(tmp_path, glibc_min="2.31")
+    env = fake_tools(tmp_path / "fake-bin", **scripts)
+    line = failure_line(
+        install("--archive", archive, "--prefix", tmp_path / "p", "--no-link", env=env)
+    )
+    assert line == f"install.sh: {expected}"
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_musl_machine_is_told_to_take_the_musl_bundle(tmp_path: Path) -> None:
+    archive = fake_bundle(tmp_path, glibc_min="2.17")
+    env = fake_tools(
+        tmp_path / "fake-bin",
+        getconf="exit 1",
+        ldd="echo 'musl libc (x86_64)' >&2; echo 'Version 1.2.5' >&2; exit 1",
+    )
+    line = failure_line(
+        install("--archive", archive, "--prefix", tmp_path / "p", "--no-link", env=env)
+    )
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("pynox-9.9.9-test-cp399/MANIFEST.json")
+        assert member is not None
+        machine = json.loads(member.read())["arch"]
+    assert line == (
+        "install.sh: this bundle needs glibc, and this machine's C library is musl; "
+        f"install the {machine}-linux-musl bundle"
+    )
+
+
+def test_a_newer_or_equal_glibc_passes_the_check(tmp_path: Path) -> None:
+    """The same fake getconf at the floor: the install goes past the C library check."""
+    archive = fake_bundle(tmp_path, glibc_min="2.31", kernel_min="99.0")
+    env = fake_tools(tmp_path / "fake-bin", getconf="echo 'glibc 2.31'")
+    line = failure_line(
+        install("--archive", archive, "--prefix", tmp_path / "p", "--no-link", env=env)
+    )
+    assert "the sandbox needs; pass --allow-old-kernel" in line, "the next check refuses"
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under root with its size and modification time."""
+    return {
+        p.relative_to(root).as_posix(): (p.lstat().st_size, p.lstat().st_mtime_ns)
+        for p in root.rglob("*")
+    }
+
+
+@BUILDS_BUNDLES
+def test_a_moved_install_names_its_new_place_and_is_never_written(
+    built: Bundles, tmp_path: Path
+) -> None:
+    """The start-up image and the bytecode were made at build time: after a move, a
+    traceback names the new prefix (the program's frames, the standard library's and
+    pynox's own modules from the image), and running writes nothing into the prefix."""
+    prefix = tmp_path / "opt" / "pynox"
+    done = install("--archive", built.from_archive, "--prefix", prefix, "--no-link")
+    assert done.returncode == 0, done.stderr
+    moved = tmp_path / "moved" / "pynox"
+    moved.parent.mkdir()
+    shutil.move(str(prefix), str(moved))
+    site = moved / "python" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    image = site / "site-packages" / "pynox" / "__pycache__"
+    assert list(image.glob("_boot.*.image")), "the bundle carries its start-up image"
+    before = snapshot(moved)
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "fails.py").write_text('import json\njson.loads("{")\n')
+    pynox = str(moved / "bin" / "pynox")
+    for flags in ([], ["--no-sandbox"]):
+        failed = bare([pynox, *flags, "fails.py"], work)
+        assert failed.returncode == 1
+        assert f'File "{site / "json" / "decoder.py"}"' in failed.stderr, failed.stderr
+        assert str(prefix) not in failed.stderr
+    # pynox's modules came from the image, their code naming the moved sources (a
+    # sandboxed program runs in the process that started from the image).
+    where = bare(
+        [pynox, "-c",
+         "import sys; m = sys.modules['pynox.cli.main']; "
+         "print(type(m.__spec__.loader).__name__); print(m.main.__code__.co_filename)"],
+        work,
+    )  # fmt: skip
+    loader, filename = where.stdout.split()
+    assert loader == "_ImageFinder", where.stderr
+    assert filename == str(site / "site-packages" / "pynox" / "cli" / "main.py")
+    assert bare([pynox, "--version"], work).returncode == 0
+    assert snapshot(moved) == before, "nothing was written into the installed prefix"
