@@ -18,9 +18,11 @@ import shlex
 import sys
 import tempfile
 import venv
+import zipfile
 from pathlib import Path
 
 from bundler import commands, config, log, toolchain
+from bundler.digest import sha256_file
 from bundler.errors import BundlerError
 from bundler.host import host_target
 from bundler.paths import PROJECT
@@ -124,10 +126,40 @@ def smoke(wheel: Path, work: Path) -> None:
     log.step(f"a fresh venv runs it: {version}; {hello}")
 
 
-def build_wheel(out: Path, compiler: str, smoke_test: bool = True) -> int:
+def differing_entries(one: Path, two: Path) -> list[str]:
+    """The names whose content or metadata differ between two wheels."""
+    infos = []
+    for wheel in (one, two):
+        with zipfile.ZipFile(wheel) as archive:
+            infos.append(
+                {
+                    i.filename: (i.date_time, i.external_attr, archive.read(i.filename))
+                    for i in archive.infolist()
+                }
+            )
+    names = infos[0].keys() | infos[1].keys()
+    return sorted(n for n in names if infos[0].get(n) != infos[1].get(n)) or ["(the zip layout)"]
+
+
+def check_again(wheel: Path, work: Path, compiler: str) -> None:
+    """Builds and repairs the wheel again in another folder; the bytes must be the same."""
+    again = repair(build_raw(work, compiler), work / "again")
+    if again.read_bytes() != wheel.read_bytes():
+        raise BundlerError(
+            f"{wheel.name} is not reproducible: built again, these entries differ: "
+            + ", ".join(differing_entries(wheel, again)[:10])
+        )
+    log.step(f"built again in another folder: the same bytes ({sha256_file(wheel)})")
+
+
+def build_wheel(
+    out: Path, compiler: str, smoke_test: bool = True, check_reproducible: bool = False
+) -> int:
     with tempfile.TemporaryDirectory(prefix="pynox-wheel-") as scratch:
         work = Path(scratch)
-        wheel = repair(build_raw(work, compiler), out)
+        wheel = repair(build_raw(work / "first", compiler), out)
+        if check_reproducible:
+            check_again(wheel, work / "second", compiler)
         if smoke_test:
             smoke(wheel, work)
     log.output(str(wheel))
