@@ -20,11 +20,15 @@ licence. The record is JSON:
 `license` names a copy, inside the runtime, of the licence as the origin ships
 it (on Debian and Ubuntu the package's /usr/share/doc/PACKAGE/copyright).
 A runtime without the file vendored nothing (a python-build-standalone build).
+`from_host` fills an entry for a library copied from this machine, with dpkg
+where the machine has it.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -71,3 +75,41 @@ def write(lib: Path, libraries: list[Library]) -> Path:
     entries = [asdict(library) for library in sorted(libraries, key=lambda x: x.file)]
     path.write_text(json.dumps({"libraries": entries}, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+def _dpkg(*args: str) -> str:
+    """dpkg's answer, or "" where there is no dpkg or it does not know."""
+    if shutil.which(args[0]) is None:
+        return ""
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def debian_package(path: Path) -> str:
+    """The Debian package that installed a file (merged /usr tried both ways), or ""."""
+    real = path.resolve()
+    candidates = [path, real]
+    for one in (path, real):
+        text = one.as_posix()
+        candidates.append(Path(text[4:] if text.startswith("/usr/") else "/usr" + text))
+    for candidate in dict.fromkeys(candidates):
+        answer = _dpkg("dpkg-query", "-S", str(candidate))
+        if answer:
+            return answer.splitlines()[0].split(":", 1)[0].split(",")[0].strip()
+    return ""
+
+
+def from_host(path: Path, file: str, lib: Path) -> Library:
+    """The entry for `path`, copied into lib/ as `file`; copies its licence into lib/."""
+    package = debian_package(path)
+    if not package:
+        return Library(file, file, "", str(path), "")
+    version = _dpkg("dpkg-query", "-W", "-f", "${Version}", package)
+    origin = f"{path} (Debian package {package})"
+    copyright = Path("/usr/share/doc") / package / "copyright"
+    if not copyright.is_file():
+        return Library(file, package, version, origin, "")
+    (lib / LICENSES).mkdir(exist_ok=True)
+    kept = lib / LICENSES / f"{package}.copyright"
+    shutil.copyfile(copyright, kept)
+    return Library(file, package, version, origin, kept.relative_to(lib).as_posix())

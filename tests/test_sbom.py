@@ -234,3 +234,34 @@ def test_local_archive_with_the_pinned_sha256_is_that_asset(tmp_path: Path, same
     source = fetch.resolve(target, "3.12", runtime=str(archive), config_dir=config)
     assert source.sha256 == hashlib.sha256(b"an archive").hexdigest()
     assert (source.release, source.url) == (("20260814", URL) if same else (None, None))
+
+
+def loaded_libc() -> Path:
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        if line.rstrip().endswith("/libc.so.6"):
+            return Path(line.split()[-1])
+    pytest.skip("this process maps no libc.so.6 (not glibc)")
+
+
+def test_a_host_library_is_recorded_with_its_debian_package_and_copyright(tmp_path: Path) -> None:
+    if shutil.which("dpkg-query") is None:
+        pytest.skip("no dpkg on this machine: a library is recorded by its path only")
+    libc = loaded_libc()
+    package = vendored.debian_package(libc)
+    if not package:
+        pytest.skip(f"{libc} was not installed by a Debian package")
+    entry = vendored.from_host(libc, "libc.so.6", tmp_path)
+    assert entry.name == package
+    assert entry.version
+    assert entry.origin == f"{libc} (Debian package {package})"
+    copyright = Path("/usr/share/doc") / package / "copyright"
+    assert (tmp_path / entry.license).read_bytes() == copyright.read_bytes()
+    vendored.write(tmp_path, [entry])
+    assert vendored.read(tmp_path) == [entry]
+
+
+def test_a_library_no_package_manager_knows_is_recorded_by_its_path(tmp_path: Path) -> None:
+    entry = vendored.from_host(tmp_path / "libmade.so.1", "libmade.so.1", tmp_path)
+    assert entry == vendored.Library(
+        "libmade.so.1", "libmade.so.1", "", str(tmp_path / "libmade.so.1"), ""
+    )
