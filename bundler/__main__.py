@@ -71,6 +71,11 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("--out", type=Path, default=Path("dist"))
     command.add_argument("--compiler", choices=("auto", "zig", "native"), default="auto")
     command.add_argument("--no-smoke", action="store_true", help="skip the fresh-venv check")
+    command.add_argument(
+        "--check-reproducible",
+        action="store_true",
+        help="build it a second time in another folder and require the same bytes",
+    )
 
     command = commands.add_parser(
         "refresh-pins", help="rewrite the runtime pins from checksum lists"
@@ -140,7 +145,12 @@ def run(argv: list[str]) -> int:
     if args.command == "wheel":
         from bundler.wheel import build_wheel
 
-        return build_wheel(args.out, args.compiler, smoke_test=not args.no_smoke)
+        return build_wheel(
+            args.out,
+            args.compiler,
+            smoke_test=not args.no_smoke,
+            check_reproducible=args.check_reproducible,
+        )
     if args.command == "refresh-pins":
         from bundler.pins import Sources, refresh
 

@@ -120,6 +120,8 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
         extensions=result.extensions,
         cffi=wheelhouse.cffi_backend(target, info.minor, cffi_version(), request.wheelhouse),
         extra=[w for w in [wheelhouse.pure_package("tomli", info.minor, request.wheelhouse)] if w],
+        runtime_release=source.release,
+        runtime_url=source.url,
     )
     top = bundle_name(parts.pynox_version, target.name, info.minor)
     stage = work / "stage" / top

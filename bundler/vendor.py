@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from auditwheel.lddtree import LIBPYTHON_RE, ldd
 
-from bundler import elf
+from bundler import elf, vendored
 from bundler.errors import BundlerError
 from bundler.prune import dropped
 from bundler.relocate import set_runpath
@@ -92,10 +92,15 @@ def vendor(root: Path, libc: str) -> list[str]:
                 )
             if not _inside(library.realpath, root):
                 found[soname] = library.realpath
+    records = []
     for soname, source in sorted(found.items()):
         copy = lib / soname
         shutil.copyfile(source, copy)
         copy.chmod(0o755)
+        records.append(vendored.from_host(source, soname, lib))
+    if records:
+        # What the bundle's SBOM and licences name (bundler/vendored.py).
+        vendored.write(lib, records)
     for path in [*files, *(lib / s for s in sorted(found))]:
         info = elf.read(path)
         if info is None or not set(info.needed) & set(found):
