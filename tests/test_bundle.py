@@ -234,6 +234,13 @@ def test_sbom_names_every_part_and_its_licence_files(
     assert [n for n in named if n.startswith("licenses/cffi-")]
     for path in named:
         assert (root / path).is_file(), path
+    # Every library the packed runtime carries from its build machine is a component.
+    carried = sorted(p.name for p in (root / "python" / "lib").glob("lib*.so*"))
+    carried = [name for name in carried if not name.startswith("libpython")]
+    assert carried, "the packed CPython links host libraries, which the bundle carries"
+    assert sorted(
+        ref.removeprefix("vendored:") for ref in found if ref.startswith("vendored:")
+    ) == (carried)
 
 
 def test_user_errors_are_one_line(packed: Runtime) -> None:
