@@ -13,3 +13,11 @@ MAX_OUTPUT_LIMIT = 16 * 1024 * 1024
 REPORT_LIMIT = 1 << 20
 # What the file of pool code is called in tracebacks unless the request names it.
 DEFAULT_NAME = "agent.py"
+# What a pool run gives back besides its output (pynox.pool.display): the repr of the code's
+# last expression, cut to this many bytes of UTF-8; and the PNG images of the figures it drew,
+# at most this many per run or session step, this many bytes together, and this many
+# pixels a side.
+MAX_VALUE = 65536
+MAX_IMAGES = 8
+MAX_IMAGE_BYTES = 4 << 20
+MAX_IMAGE_SIDE = 8192

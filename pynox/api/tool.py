@@ -90,7 +90,8 @@ def tool_docstring(
         "results.\n"
         "\n"
         "Returns:\n"
-        "    What the program printed, then the error, its line and a hint if it failed."
+        "    What the program printed and the value of its final expression, then the error, "
+        "its line and a hint if it failed."
     )
     return "\n\n".join(paragraphs) + "\n\n" + sections
 
@@ -118,11 +119,17 @@ def _how_it_runs(session: bool, grants: Grants) -> str:
             "and define what you need every time."
         )
     output = _size(grants.max_output or 0)
+    figures = (
+        " Figures drawn with matplotlib (plt.show(), or still open when the code ends) come "
+        "back as PNG images, each named in the result as [image N: WIDTHxHEIGHT PNG]."
+        if grants.package_dirs
+        else ""
+    )
     return (
-        f"{state} Only what the code prints comes back (print() and anything written to "
-        "stdout or stderr), not the value of the last expression, so print the results you "
-        f"need. Output past the first {output} of each stream is cut off: print summaries, "
-        "not whole data sets."
+        f"{state} What the code prints comes back (print() and anything written to stdout "
+        "or stderr) and, as in a notebook, the repr of the value of a final expression, "
+        f"after 'Out:'.{figures} Output past the first {output} of each stream is cut off: "
+        "print summaries, not whole data sets."
     )
 
 
