@@ -40,12 +40,11 @@ def value_repr(value: object) -> "str | None":
         return None
     try:
         text = repr(value)
-        if not isinstance(text, str):
-            raise TypeError(f"__repr__ returned {type(text).__name__}")
     except Exception as exc:  # noqa: BLE001 - the program's repr, whatever it raises
         _note(f"repr() of the last expression's value failed: {type(exc).__name__}: {exc}")
         return None
-    data = text.encode("utf-8", "backslashreplace")  # a repr may hold lone surrogates
+    # str's own encode, not a str subclass's; a repr may hold lone surrogates.
+    data = str.encode(text, "utf-8", "backslashreplace")
     if len(data) <= MAX_VALUE:
         return data.decode()
     note = f"... [{len(data) - MAX_VALUE} more bytes of the value's repr were cut]"
