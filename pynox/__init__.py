@@ -13,7 +13,17 @@ __version__ = "0.1.0"
 # which frames tracebacks leave out, where the start-up image lies.
 PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
 
-__all__ = ["Pool", "PoolError", "Result", "Session", "__version__", "arun", "run", "tool"]
+__all__ = [
+    "Image",
+    "Pool",
+    "PoolError",
+    "Result",
+    "Session",
+    "__version__",
+    "arun",
+    "run",
+    "tool",
+]
 
 _LAZY = {
     "run": "pynox.api.shared",
@@ -22,13 +32,14 @@ _LAZY = {
     "Pool": "pynox.api.pool",
     "PoolError": "pynox.errors",
     "Result": "pynox.api.result",
+    "Image": "pynox.api.result",
     "Session": "pynox.api.session",
 }
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pynox.api.pool import Pool
-    from pynox.api.result import Result
+    from pynox.api.result import Image, Result
     from pynox.api.session import Session
     from pynox.api.shared import arun, run, tool
     from pynox.errors import PoolError

@@ -526,9 +526,10 @@ def _split_last_expression(source: "str | bytes", filename: str) -> "tuple[objec
         tree = ast.parse(source, filename)
     except (SyntaxError, ValueError):
         return None
-    if not tree.body or not isinstance(tree.body[-1], ast.Expr):
+    last = tree.body[-1] if tree.body else None
+    if not isinstance(last, ast.Expr):
         return None
-    last = tree.body.pop()
+    del tree.body[-1]
     try:
         body = compile(tree, filename, "exec", dont_inherit=True)
         # `from __future__` imports of the code apply to its last expression too.
@@ -541,7 +542,6 @@ def _split_last_expression(source: "str | bytes", filename: str) -> "tuple[objec
         return body, compile(expression, filename, "eval", flags=flags, dont_inherit=True)
     except (SyntaxError, ValueError):
         return None
-
 
 
 def _is_ours(tb: "TracebackType") -> bool:

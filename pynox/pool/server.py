@@ -1167,6 +1167,7 @@ def _preload(modules: list[str], package_dirs: list[str]) -> None:
 def _warm_up() -> None:
     """Imports what children use on their way, so no child pays for it."""
     import __future__  # noqa: F401 - a code's last expression is compiled apart, with ast
+
     import ast
     import builtins
     import linecache  # noqa: F401 - tracebacks of pool code read their lines here

@@ -8,7 +8,6 @@ import base64
 import os
 import struct
 import zlib
-from collections.abc import Iterator
 
 import pytest
 from support.pool_client import PoolClient
@@ -130,7 +129,9 @@ def test_the_api_gives_image_objects_and_the_tool_names_them() -> None:
 @needs_matplotlib
 def test_session_steps_give_the_figures_of_each_step(pool: PoolClient) -> None:
     name = new_id("charts")
-    first = step(pool, name, "import sys\nx = 1\n'matplotlib' in sys.modules", package_dirs=[PACKAGES])
+    first = step(
+        pool, name, "import sys\nx = 1\n'matplotlib' in sys.modules", package_dirs=[PACKAGES]
+    )
     assert first["value"] == "False" and first["images"] == []  # never imported for nothing
     drawn = step(pool, name, "import matplotlib.pyplot as plt\nplt.figure(figsize=(3, 2))\nx += 1")
     assert [(i["width"], i["height"]) for i in drawn["images"]] == [(300, 200)]
