@@ -21,6 +21,7 @@ from pynox.units import format_duration
 if TYPE_CHECKING:
     from pynox.api.options import Spec
     from pynox.api.pool import Pool
+    from pynox.api.result import Result
     from pynox.api.session import Session
     from pynox.policy.config import Grants
 
@@ -28,7 +29,11 @@ TOOL_NAME = "run_python"
 
 
 def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Callable[[str], str]:
-    """`run_python(code: str) -> str` running on `pool` (in `session`, if given)."""
+    """`run_python(code: str) -> str` running on `pool` (in `session`, if given).
+
+    Its attribute `run(code)` runs the same way and returns the whole Result: for a
+    framework whose tools can hand the model images (`Result.images`) besides text.
+    """
     config = pool._load_config()
     grants = effective_grants(spec, config)
     # The pool's own package directories are importable by every run too.
@@ -41,11 +46,16 @@ def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Callable[[str]
         name=spec.name,
     )
 
-    def run_python(code: str) -> str:
+    def run(code: str) -> Result:
         if session is not None:
-            return session.run(code).text
-        return pool.run_spec(code, spec).text
+            return session.run(code)
+        return pool.run_spec(code, spec)
 
+    def run_python(code: str) -> str:
+        return run(code).text
+
+    # The whole Result, images included, for frameworks whose tools can return them.
+    run_python.run = run  # type: ignore[attr-defined]
     run_python.__name__ = run_python.__qualname__ = TOOL_NAME
     run_python.__doc__ = doc
     run_python.__annotations__ = {"code": str, "return": str}

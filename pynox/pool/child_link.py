@@ -7,7 +7,6 @@ announce how it ended) goes through this object, so the engine never imports the
 
 import _signal
 import os
-import sys
 
 from pynox.engine.child import fd_identity
 from pynox.pool import channel
@@ -70,15 +69,8 @@ class ChildLink:
         from pynox.pool import display
 
         display.sender = self.send
-        if "MPLBACKEND" in os.environ:
-            return
-        os.environ["MPLBACKEND"] = display.BACKEND
-        matplotlib = sys.modules.get("matplotlib")
-        if matplotlib is not None:  # preloaded by the pool: it read its backend already
-            try:
-                matplotlib.use(display.BACKEND)
-            except Exception:  # noqa: BLE001, S110 - figures then stay in the program
-                pass
+        # A matplotlib the pool preloaded has its backend already (display.prepare_preloaded).
+        os.environ.setdefault("MPLBACKEND", display.BACKEND)
 
     def finish_code(self, value: object) -> None:
         """The code ended: its value (for code) and its open figures go to the server."""

@@ -26,6 +26,22 @@ sender: "Callable[[dict[str, object]], bool] | None" = None
 _sent = [0, 0]
 
 
+def prepare_preloaded() -> None:
+    """For a pool that preloaded matplotlib, which then read its backend already: it gets
+    pynox's, and the PIL plugins its PNG writer imports on first use are imported now,
+    from where the pool found them, not later inside a sandbox that may not read there."""
+    matplotlib = sys.modules.get("matplotlib")
+    if matplotlib is None:
+        return
+    try:
+        matplotlib.use(BACKEND)
+        from PIL import Image
+
+        Image.preinit()
+    except Exception:  # noqa: BLE001, S110 - figures then stay in the program, as before
+        pass
+
+
 def start_step() -> None:
     """A session step starts: its images are counted afresh."""
     _sent[0] = _sent[1] = 0
@@ -78,14 +94,34 @@ def send_png(data: bytes, width: int, height: int) -> bool:
     return sender({"type": "image", "data": binascii.b2a_base64(data, newline=False).decode()})
 
 
+def show_figures() -> None:
+    """Sends every figure pyplot has open as a PNG, then closes them (plt.show())."""
+    import io
+
+    from matplotlib._pylab_helpers import Gcf
+
+    for manager in Gcf.get_all_fig_managers():
+        figure = manager.canvas.figure
+        try:
+            width, height = (round(side) for side in figure.get_size_inches() * figure.dpi)
+            if max(width, height) > MAX_IMAGE_SIDE:
+                send_png(b"", width, height)  # refused, with a note saying why
+                continue
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format="png")
+            data = buffer.getvalue()
+            # IHDR's width and height, as the PNG has them.
+            send_png(data, int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big"))
+        finally:
+            Gcf.destroy(manager)
+
+
 def send_open_figures() -> None:
     """The figures the code left open, when it used pyplot; never imports matplotlib."""
     if sender is None or "matplotlib.pyplot" not in sys.modules:
         return
     try:
-        from pynox.pool import matplotlib_backend
-
-        matplotlib_backend.show()
+        show_figures()
     except Exception as exc:  # noqa: BLE001 - drawing is the program's; it must not fail the run
         _note(f"the open figures could not be drawn: {type(exc).__name__}: {exc}")
 

@@ -1173,9 +1173,10 @@ def _warm_up() -> None:
     import linecache  # noqa: F401 - tracebacks of pool code read their lines here
     import traceback  # noqa: F401
 
-    from pynox.pool import display  # noqa: F401 - values and figures go back through it
+    from pynox.pool import display
 
     ast.parse("value")  # builds the syntax tree's classes once, for every child
+    display.prepare_preloaded()
 
     from pynox.engine import (
         child,
