@@ -130,15 +130,17 @@ def charts() -> Iterator[Scenario]:
     run_python = pynox.tool(
         session=True, allow_read=[str(data_analyst.DATA)], package_dirs=[packages], timeout="60s"
     )
-    calls = [(intent, f"SALES = {sales!r}\n" + code) for intent, code in CHART_CALLS]
+    (intent, first), *rest = CHART_CALLS
+    calls = [(intent, f"SALES = {sales!r}\n" + first), *rest]
     yield Scenario(
         title="chart analyst: values and images",
         request="Chart the March revenue by region.",
         run_python=run_python,
         calls=calls,
         answer="West leads with 2360.50; the chart shows the three regions.",
-        outcome=lambda replies: "images the model was told of: "
-        + str(sum(reply.count("[image ") for reply in replies)),
+        outcome=lambda replies: (
+            "images the model was told of: " + str(sum(reply.count("[image ") for reply in replies))
+        ),
     )
 
 
