@@ -223,3 +223,31 @@ def test_the_session_tool_echoes_values(api_pool: Pool) -> None:
     assert tool("answer = 42") == "(no output)"
     assert tool("answer") == "Out: 42"
     assert "final expression" in (tool.__doc__ or "")
+
+
+def test_the_tools_run_gives_the_whole_result(api_pool: Pool) -> None:
+    tool = api_pool.tool()
+    result = tool.run("6 * 7")  # type: ignore[attr-defined]
+    assert result.value == "42" and result.ok and result.text == tool("6 * 7")
+
+
+@pytest.mark.unit
+def test_result_lines_become_result_fields() -> None:
+    from pynox.api.result import Image, Result
+
+    png = b"\x89PNG\r\n\x1a\n"
+    line = {
+        "exit": 0,
+        "stdout": "",
+        "value": "42",
+        "images": [
+            {"mime": "image/png", "width": 2, "height": 1, "data": "iVBORw0KGgo="},
+            {"mime": "image/png", "width": "2", "height": 1, "data": "iVBORw0KGgo="},
+            "not an image",
+        ],
+    }
+    result = Result.from_json(line)
+    assert result.value == "42"
+    assert result.images == (Image("image/png", 2, 1, png),)
+    assert result.text == "Out: 42\n[image 1: 2x1 PNG]"
+    assert Result.from_json({"exit": 0, "value": 42, "images": {}}).value is None
