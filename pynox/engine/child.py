@@ -23,7 +23,7 @@ from pynox.jsonfast import hook as json_hook  # imported with pynox, from the st
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import TracebackType
-    from typing import NoReturn, Protocol
+    from typing import Any, NoReturn, Protocol
 
     class PoolLink(Protocol):
         """What a pool child does that others do not (pynox.pool.child_link)."""
@@ -492,7 +492,7 @@ def run_source(
     """Compiles and runs source in __main__, as python runs a script.
 
     With echo, code that ends with an expression statement gives that expression's value,
-    as a notebook's cell does (see _split_last_expression); otherwise None.
+    as a notebook's cell does (see _compile_with_value); otherwise None.
     """
     if remember:
         # The pool's code has no file: keep its lines so tracebacks can show them.
@@ -501,10 +501,11 @@ def run_source(
         text = source if isinstance(source, str) else source.decode(errors="replace")
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     if echo:
-        split = _split_last_expression(source, filename)
-        if split is not None:
-            exec_at_top(split[0], main.__dict__)
-            return exec_at_top(split[1], main.__dict__)
+        compiled = _compile_with_value(source, filename)
+        if compiled is not None:
+            body, expression = compiled
+            exec_at_top(body, main.__dict__)
+            return None if expression is None else exec_at_top(expression, main.__dict__)
     if isinstance(source, str):
         code = compile_source(source.encode("utf-8", "surrogatepass"), filename, True)
     else:
@@ -513,24 +514,21 @@ def run_source(
     return None
 
 
-def _split_last_expression(source: "str | bytes", filename: str) -> "tuple[object, object] | None":
-    """The code before a final expression statement and that expression, compiled apart.
+def _compile_with_value(source: "str | bytes", filename: str) -> "tuple[Any, Any] | None":
+    """The code, and apart from it its final expression statement if it ends with one.
 
-    The nodes keep their positions, so line numbers and tracebacks are those of the whole
-    code. None when the code does not end with an expression, or does not parse: then it is
-    compiled whole, which raises python's own SyntaxError.
+    Compiled from one syntax tree whose nodes keep their positions, so line numbers and
+    tracebacks are those of the whole code. None when it does not compile: then it is
+    compiled again as a script is, which raises python's own SyntaxError.
     """
     import ast
 
     try:
         tree = ast.parse(source, filename)
-    except (SyntaxError, ValueError):
-        return None
-    last = tree.body[-1] if tree.body else None
-    if not isinstance(last, ast.Expr):
-        return None
-    del tree.body[-1]
-    try:
+        last = tree.body[-1] if tree.body else None
+        if not isinstance(last, ast.Expr):
+            return compile(tree, filename, "exec", dont_inherit=True), None
+        del tree.body[-1]
         body = compile(tree, filename, "exec", dont_inherit=True)
         # `from __future__` imports of the code apply to its last expression too.
         import __future__
