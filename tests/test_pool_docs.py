@@ -269,3 +269,13 @@ def test_image_example_has_the_fields_the_pool_writes() -> None:
         IMAGE["height"],
     )
     assert str(image["data"]).startswith(IMAGE["data"].rstrip("."))  # the PNG signature
+
+
+@pytest.mark.unit
+def test_the_page_gives_the_bounds_of_values_and_images() -> None:
+    from pynox.limits import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_VALUE
+
+    assert f"cut to {MAX_VALUE} bytes of UTF-8 (`pynox.limits.MAX_VALUE`)" in TEXT
+    assert f"At most {MAX_IMAGES} images come back per request" in TEXT
+    assert f"at most {MAX_IMAGE_BYTES >> 20} MiB of\nPNG together" in TEXT
+    assert f"at most {MAX_IMAGE_SIDE} pixels a side (`MAX_IMAGE_SIDE`)" in TEXT
