@@ -57,15 +57,15 @@ def value_repr(value: object) -> "str | None":
     try:
         text = repr(value)
     except Exception as exc:  # noqa: BLE001 - the program's repr, whatever it raises
-        _note(f"repr() of the last expression's value failed: {type(exc).__name__}: {exc}")
+        _note(f"repr() of the last expression's value failed: {_describe(exc)}")
         return None
     # str's own encode, not a str subclass's; a repr may hold lone surrogates.
     data = str.encode(text, "utf-8", "backslashreplace")
     if len(data) <= MAX_VALUE:
         return data.decode()
-    note = f"... [{len(data) - MAX_VALUE} more bytes of the value's repr were cut]"
-    kept = data[: MAX_VALUE - len(note)]
-    return kept.decode("utf-8", "ignore") + note
+    kept = data[: MAX_VALUE - 100].decode("utf-8", "ignore")  # room for the note
+    cut = len(data) - len(kept.encode())
+    return f"{kept}... [{cut} more bytes of the value's repr were cut]"
 
 
 def send_value(value: object) -> None:
@@ -123,7 +123,7 @@ def send_open_figures() -> None:
     try:
         show_figures()
     except Exception as exc:  # noqa: BLE001 - drawing is the program's; it must not fail the run
-        _note(f"the open figures could not be drawn: {type(exc).__name__}: {exc}")
+        _note(f"the open figures could not be drawn: {_describe(exc)}")
 
 
 def finish_code(value: object, echo: bool) -> None:
@@ -131,6 +131,14 @@ def finish_code(value: object, echo: bool) -> None:
     if echo:
         send_value(value)
     send_open_figures()
+
+
+def _describe(exc: Exception) -> str:
+    """The exception's type and message; its type alone when its message fails too."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - the program's __str__, whatever it raises
+        return type(exc).__name__
 
 
 def _note(message: str) -> None:
