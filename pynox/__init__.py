@@ -13,7 +13,18 @@ __version__ = "0.1.0"
 # which frames tracebacks leave out, where the start-up image lies.
 PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
 
-__all__ = ["Output", "Pool", "PoolError", "Result", "Session", "__version__", "arun", "run", "tool"]
+__all__ = [
+    "Image",
+    "Output",
+    "Pool",
+    "PoolError",
+    "Result",
+    "Session",
+    "__version__",
+    "arun",
+    "run",
+    "tool",
+]
 
 _LAZY = {
     "run": "pynox.api.shared",
@@ -23,13 +34,14 @@ _LAZY = {
     "Output": "pynox.api.stream",
     "PoolError": "pynox.errors",
     "Result": "pynox.api.result",
+    "Image": "pynox.api.result",
     "Session": "pynox.api.session",
 }
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pynox.api.pool import Pool
-    from pynox.api.result import Result
+    from pynox.api.result import Image, Result
     from pynox.api.session import Session
     from pynox.api.shared import arun, run, tool
     from pynox.api.stream import Output

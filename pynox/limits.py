@@ -19,3 +19,11 @@ STREAM_BACKLOG = 1 << 20
 # Characters of streamed output the Python client holds for a loop that has not taken them
 # yet; beyond, it counts them as skipped rather than hold more (pynox.api.stream).
 STREAM_BUFFER = 16 << 20
+# What a pool run gives back besides its output (pynox.pool.display): the repr of the code's
+# last expression, cut to this many bytes of UTF-8; and the PNG images of the figures it drew,
+# at most this many per run or session step, this many bytes together, and this many
+# pixels a side.
+MAX_VALUE = 65536
+MAX_IMAGES = 8
+MAX_IMAGE_BYTES = 4 << 20
+MAX_IMAGE_SIDE = 8192

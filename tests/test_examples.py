@@ -13,6 +13,7 @@ that there a missing framework fails instead of skipping.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -48,6 +49,20 @@ API = [
     "PX-1001: out for delivery (Lyon)",
     "PX-1002: held at customs (Basel)",
 ]
+# The chart analyst, played when matplotlib is installed beside the interpreter (the
+# examples session installs it): a value and an image reach the model.
+MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+CHARTS = (
+    [
+        "> Out: {'North': 1931.0, 'South': 1111.5, 'West': 2360.5}",
+        "> [image 1: 640x480 PNG]",
+        "images the model was told of: 1",
+    ]
+    if MATPLOTLIB
+    else ["no chart analyst: matplotlib is not installed here"]
+)
+# Images handed to the model as content, for the frameworks whose tools can return them.
+SEES_IMAGE = ["the model sees an image: image/png"] if MATPLOTLIB else []
 # Secrets the examples hold that must never reach the model.
 SECRETS = ["not-a-real-password", "demo-key-0123456789"]
 
@@ -77,6 +92,12 @@ EXAMPLE_LIST = [
             "Hello from an agent tool ['agent.py']",
             "PermissionError: [Errno 13] Permission denied: '/etc/passwd'\nat agent.py:1\n",
             "allow_read=['/etc/passwd']",
+            "Out: 447.75",
+            *(
+                ["[image 1: 640x480 PNG]", "the application holds image/png, 640x480: b'\\x89PNG"]
+                if MATPLOTLIB
+                else ["matplotlib is not installed beside this Python"]
+            ),
         ],
     ),
     Example(
@@ -115,18 +136,32 @@ EXAMPLE_LIST = [
     ),
     Example(
         "agents/pydantic_ai_agents.py",
-        [*ANALYST, *SUPPORT, *API, "the API key appeared in a tool result: no"],
+        [
+            *ANALYST,
+            *SUPPORT,
+            *API,
+            "the API key appeared in a tool result: no",
+            *CHARTS,
+            *SEES_IMAGE,
+        ],
         framework="pydantic_ai",
         minimum_python=(3, 11),
     ),
     Example(
         "agents/strands_agents.py",
-        [*ANALYST, *SUPPORT, *API, "the API key appeared in a tool result: no"],
+        [
+            *ANALYST,
+            *SUPPORT,
+            *API,
+            "the API key appeared in a tool result: no",
+            *CHARTS,
+            *SEES_IMAGE,
+        ],
         framework="strands",
     ),
     Example(
         "agents/smolagents_agents.py",
-        [*ANALYST, *SUPPORT, *API, "the API key appeared in a tool result: no"],
+        [*ANALYST, *SUPPORT, *API, "the API key appeared in a tool result: no", *CHARTS],
         framework="smolagents",
     ),
     Example(

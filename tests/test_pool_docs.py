@@ -275,3 +275,49 @@ def test_cancel_example(pool: PoolClient) -> None:
     event = pool.event(lambda m: m.get("event") == "control_error" and m["id"] == CANCEL["id"])
     assert event["message"] == missing.group(1)
     pool.events.remove(event)
+
+
+SHOWN = one(lambda m: set(m) == {"value", "images"}, "value and images of a result")
+IMAGE = one(lambda m: m.get("mime") == "image/png", "image of a result")
+
+
+def test_value_example(pool: PoolClient) -> None:
+    """The page's request that ends with an expression gives the value it shows."""
+    request = one(lambda m: m.get("id") == "area" and "code" in m, "request with a value")
+    result = pool.run(dict(request))
+    assert result["exit"] == 0, result
+    assert {key: result[key] for key in SHOWN} == SHOWN
+
+
+@pytest.mark.unit
+def test_image_example_has_the_fields_the_pool_writes() -> None:
+    """The page's image, as the pool server writes one for a PNG of that size."""
+    import base64
+    import struct
+    import zlib
+
+    from pynox.pool.display_check import Shown
+
+    header = b"IHDR" + struct.pack(">IIBBBBB", IMAGE["width"], IMAGE["height"], 8, 2, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + header
+    png += struct.pack(">I", zlib.crc32(header))
+    shown = Shown(echo=True)
+    shown.take_image({"type": "image", "data": base64.b64encode(png).decode()})
+    (image,) = shown.images
+    assert list(image) == list(IMAGE)
+    assert (image["mime"], image["width"], image["height"]) == (
+        IMAGE["mime"],
+        IMAGE["width"],
+        IMAGE["height"],
+    )
+    assert str(image["data"]).startswith(IMAGE["data"].rstrip("."))  # the PNG signature
+
+
+@pytest.mark.unit
+def test_the_page_gives_the_bounds_of_values_and_images() -> None:
+    from pynox.limits import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_VALUE
+
+    assert f"cut to {MAX_VALUE} bytes of UTF-8 (`pynox.limits.MAX_VALUE`)" in TEXT
+    assert f"At most {MAX_IMAGES} images come back per request" in TEXT
+    assert f"at most {MAX_IMAGE_BYTES >> 20} MiB of\nPNG together" in TEXT
+    assert f"at most {MAX_IMAGE_SIDE} pixels a side (`MAX_IMAGE_SIDE`)" in TEXT

@@ -9,6 +9,8 @@ shows exactly what the model read.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +24,8 @@ import api_agent  # noqa: E402
 import data_analyst  # noqa: E402
 import support_agent  # noqa: E402
 from transcript import show_reply, show_request  # noqa: E402
+
+import pynox  # noqa: E402
 
 
 @dataclass
@@ -82,7 +86,65 @@ def api() -> Iterator[Scenario]:
         )
 
 
-SCENARIOS = [analyst, support, api]
+def matplotlib_dir() -> str | None:
+    """The package directory matplotlib is installed in, beside this interpreter."""
+    spec = importlib.util.find_spec("matplotlib")
+    if spec is None or spec.origin is None:
+        return None
+    return os.path.dirname(os.path.dirname(spec.origin))
+
+
+# The chart analyst's calls: a total read back as the value of the last expression, then
+# a chart that comes back as an image.
+CHART_CALLS = [
+    (
+        "total the revenue by region; the last expression is the answer",
+        """\
+import csv
+with open(SALES, newline="") as file:
+    rows = list(csv.DictReader(file))
+revenue = {}
+for row in rows:
+    amount = int(row["units"]) * float(row["unit_price"])
+    revenue[row["region"]] = revenue.get(row["region"], 0.0) + amount
+dict(sorted(revenue.items()))
+""",
+    ),
+    (
+        "draw the totals as a bar chart and look at it",
+        """\
+import matplotlib.pyplot as plt
+plt.bar(list(revenue), list(revenue.values()))
+plt.title("Revenue by region, March 2024")
+plt.show()
+""",
+    ),
+]
+
+
+@contextmanager
+def charts() -> Iterator[Scenario]:
+    packages = matplotlib_dir()
+    assert packages is not None, "play_all runs this scenario only with matplotlib"
+    sales = str(data_analyst.DATA / "sales.csv")
+    run_python = pynox.tool(
+        session=True, allow_read=[str(data_analyst.DATA)], package_dirs=[packages], timeout="60s"
+    )
+    (intent, first), *rest = CHART_CALLS
+    calls = [(intent, f"SALES = {sales!r}\n" + first), *rest]
+    yield Scenario(
+        title="chart analyst: values and images",
+        request="Chart the March revenue by region.",
+        run_python=run_python,
+        calls=calls,
+        answer="West leads with 2360.50; the chart shows the three regions.",
+        outcome=lambda replies: (
+            "images the model was told of: " + str(sum(reply.count("[image ") for reply in replies))
+        ),
+    )
+
+
+SCENARIOS = [analyst, support, api, charts]
 
 
 @dataclass
@@ -101,6 +163,13 @@ class Script:
                 print(f"tool offered to the model: {name}: {lines[0]} [{len(lines)} lines]")
             print()
 
+    def sees_images(self, images: list[tuple[str, int]]) -> None:
+        """Prints the images that reached the model as content, besides the text."""
+        for mime, size in images:
+            print(f"  the model sees an image: {mime}, {size} bytes")
+        if images:
+            print()
+
     def next_call(self, reply: str | None) -> str | None:
         """Reads the previous call's result; returns the next call's code, None when done."""
         if reply is not None:
@@ -117,6 +186,10 @@ class Script:
 def play_all(play: Callable[[Scenario, Script], str], framework: str) -> None:
     """Runs every scenario through `play` (one framework's agent) and prints the outcome."""
     for open_scenario in SCENARIOS:
+        if open_scenario is charts and matplotlib_dir() is None:
+            print(f"=== {framework}: no chart analyst: matplotlib is not installed here")
+            print()
+            continue
         with open_scenario() as scenario:
             print(f"=== {framework}: {scenario.title}")
             print(f"user: {scenario.request}")

@@ -6,6 +6,10 @@ model's own code in smolagents' executor, in this process and outside the sandbo
 only what it passes to run_python sandboxed. The model is a `Model` subclass that answers
 each turn with the next call, so the run needs no key and no network.
 
+A `ToolCallingAgent` hands the model its tools' text: figures the code draws reach it as
+the lines that name them ("[image 1: 640x480 PNG]"); `run_python.run(code).images` holds
+their PNG bytes for an application that shows them.
+
     pip install smolagents            # then, with pynox installed:
     python examples/agents/smolagents_agents.py
 """

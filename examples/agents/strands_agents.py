@@ -5,14 +5,19 @@ Strands only takes decorated tools, so the function from `pynox.tool()` goes in 
 `strands.models.Model` subclass that streams the next tool call for each turn, so the run
 needs no key and no network; pass a real model (Bedrock, Anthropic, ...) for a real agent.
 
+Figures the code draws come back as images: the tool's text names them, and
+`with_images` returns their PNG bytes as image blocks of the tool result, beside that
+text, which a multimodal model sees as images.
+
     pip install strands-agents        # then, with pynox installed:
     python examples/agents/strands_agents.py
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import AsyncGenerator, AsyncIterable
+from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from typing import Any
 
 from scenarios import Scenario, Script, play_all
@@ -57,6 +62,15 @@ class ScriptedModel(Model):
             if "toolResult" in block
         ]
         code = self.script.next_call(replies[0] if replies else None)
+        self.script.sees_images(
+            [
+                ("image/" + item["image"]["format"], len(item["image"]["source"]["bytes"]))
+                for block in messages[-1]["content"]
+                if "toolResult" in block
+                for item in block["toolResult"]["content"]
+                if "image" in item
+            ]
+        )
         yield {"messageStart": {"role": "assistant"}}
         if code is None:
             yield {"contentBlockDelta": {"delta": {"text": self.scenario.answer}}}
@@ -70,10 +84,25 @@ class ScriptedModel(Model):
         yield {"messageStop": {"stopReason": "tool_use"}}
 
 
+def with_images(run_python: Callable[[str], str]) -> Callable[[str], dict[str, Any]]:
+    """The pynox tool, returning a tool result: its text, then an image block per image."""
+    run = run_python.run  # type: ignore[attr-defined]
+
+    @functools.wraps(run_python)
+    def images_too(code: str) -> dict[str, Any]:
+        result = run(code)
+        content: list[dict[str, Any]] = [{"text": result.text}]
+        for image in result.images:
+            content.append({"image": {"format": "png", "source": {"bytes": image.data}}})
+        return {"status": "success", "content": content}
+
+    return images_too
+
+
 def play(scenario: Scenario, script: Script) -> str:
     agent = Agent(
         model=ScriptedModel(scenario, script),
-        tools=[tool(scenario.run_python)],
+        tools=[tool(with_images(scenario.run_python))],
         callback_handler=None,  # the transcript is printed by the script
     )
     return str(agent(scenario.request)).strip()

@@ -45,6 +45,39 @@ class SessionInfo(TypedDict, total=False):
     ended: str | None
 
 
+@dataclass(frozen=True)
+class Image:
+    """An image a run drew (a matplotlib figure): `Result.images`."""
+
+    mime: str
+    width: int
+    height: int
+    data: bytes = field(repr=False)
+
+    def __repr__(self) -> str:
+        return f"Image({self.mime}, {self.width}x{self.height}, {len(self.data)} bytes)"
+
+
+def _images(value: object) -> tuple[Image, ...]:
+    """The images of a result line; entries that are not well-formed are left out."""
+    import binascii
+
+    images = []
+    for item in value if isinstance(value, list) else []:
+        if not isinstance(item, dict):
+            continue
+        mime, width, height, data = (item.get(k) for k in ("mime", "width", "height", "data"))
+        if not (isinstance(mime, str) and isinstance(data, str)):
+            continue
+        if not (type(width) is int and type(height) is int):
+            continue
+        try:
+            images.append(Image(mime, width, height, binascii.a2b_base64(data)))
+        except (binascii.Error, ValueError):
+            continue
+    return tuple(images)
+
+
 # --- Result -------------------------------------------------------------------------------
 
 
@@ -55,7 +88,9 @@ class Result:
     `text` is what a model should read; the other fields are the structured form of the same
     result: the program's exit status (124: timeout, 125: refused or not set up), its output
     (cut at max_output bytes per stream), the error with its file, line and hint, and the
-    policy that applied.
+    policy that applied. For code (not scripts), `value` is the repr of its last expression,
+    as a notebook shows it (None when the code does not end with one, or it is None);
+    `images` are the figures it drew with matplotlib, as PNGs.
     """
 
     exit: int
@@ -67,6 +102,8 @@ class Result:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     session: SessionInfo | None = None
+    value: str | None = None
+    images: tuple[Image, ...] = ()
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -93,6 +130,10 @@ class Result:
             shown.append(f"stdout={_short(self.stdout)!r}")
         if self.stderr:
             shown.append(f"stderr={_short(self.stderr)!r}")
+        if self.value is not None:
+            shown.append(f"value={_short(self.value)!r}")
+        if self.images:
+            shown.append(f"images={len(self.images)}")
         if self.error is not None:
             shown.append(f"error={self.error['type']}")
         return f"Result({', '.join(shown)})"
@@ -115,6 +156,8 @@ class Result:
             stdout_truncated=data.get("stdout_truncated") is True,
             stderr_truncated=data.get("stderr_truncated") is True,
             session=cast("SessionInfo", session) if isinstance(session, dict) else None,
+            value=data.get("value") if isinstance(data.get("value"), str) else None,
+            images=_images(data.get("images")),
             raw=dict(data),
         )
 
@@ -173,6 +216,7 @@ def format_text(result: Result) -> str:
         parts.append(stderr.rstrip("\n"))
     if result.stderr_truncated:
         parts.append(_truncation_note("stderr", result.stderr))
+    parts += _shown(result)
     if error is not None:
         message = error["message"]
         parts.append(f"{error['type']}: {message}" if message else error["type"])
@@ -192,6 +236,18 @@ def format_text(result: Result) -> str:
     if not parts:
         return "(no output)"
     return "\n".join(parts)
+
+
+def _shown(result: Result) -> list[str]:
+    """The value (a multi-line repr starts on a line of its own) and a line per image."""
+    lines = []
+    if result.value is not None:
+        separator = "\n" if "\n" in result.value else " "
+        lines.append(f"Out:{separator}{result.value}")
+    for number, image in enumerate(result.images, 1):
+        kind = image.mime.rpartition("/")[2].upper()
+        lines.append(f"[image {number}: {image.width}x{image.height} {kind}]")
+    return lines
 
 
 def _truncation_note(stream: str, kept: str) -> str:

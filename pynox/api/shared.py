@@ -86,6 +86,7 @@ def tool(
     in `functions` and how errors come back; it returns the Result's `text`. The permissions
     come from `profile` in pynox.toml and the keyword arguments, relative paths resolved
     against the current directory now. session=True keeps one persistent session, so
-    variables survive from one call to the next.
+    variables survive from one call to the next. `run_python.run(code)` returns the whole
+    Result instead of its text, images included.
     """
     return default_pool().tool(session=session, **options)

@@ -21,6 +21,7 @@ from pynox.units import format_duration
 if TYPE_CHECKING:
     from pynox.api.options import Spec
     from pynox.api.pool import Pool
+    from pynox.api.result import Result
     from pynox.api.session import Session
     from pynox.policy.config import Grants
 
@@ -28,7 +29,11 @@ TOOL_NAME = "run_python"
 
 
 def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Callable[[str], str]:
-    """`run_python(code: str) -> str` running on `pool` (in `session`, if given)."""
+    """`run_python(code: str) -> str` running on `pool` (in `session`, if given).
+
+    Its attribute `run(code)` runs the same way and returns the whole Result: for a
+    framework whose tools can hand the model images (`Result.images`) besides text.
+    """
     config = pool._load_config()
     grants = effective_grants(spec, config)
     # The pool's own package directories are importable by every run too.
@@ -41,11 +46,16 @@ def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Callable[[str]
         name=spec.name,
     )
 
-    def run_python(code: str) -> str:
+    def run(code: str) -> Result:
         if session is not None:
-            return session.run(code).text
-        return pool.run_spec(code, spec).text
+            return session.run(code)
+        return pool.run_spec(code, spec)
 
+    def run_python(code: str) -> str:
+        return run(code).text
+
+    # The whole Result, images included, for frameworks whose tools can return them.
+    run_python.run = run  # type: ignore[attr-defined]
     run_python.__name__ = run_python.__qualname__ = TOOL_NAME
     run_python.__doc__ = doc
     run_python.__annotations__ = {"code": str, "return": str}
@@ -90,7 +100,8 @@ def tool_docstring(
         "results.\n"
         "\n"
         "Returns:\n"
-        "    What the program printed, then the error, its line and a hint if it failed."
+        "    What the program printed and the value of its final expression, then the error, "
+        "its line and a hint if it failed."
     )
     return "\n\n".join(paragraphs) + "\n\n" + sections
 
@@ -118,11 +129,17 @@ def _how_it_runs(session: bool, grants: Grants) -> str:
             "and define what you need every time."
         )
     output = _size(grants.max_output or 0)
+    figures = (
+        " Figures drawn with matplotlib (plt.show(), or still open when the code ends) come "
+        "back as PNG images, each named in the result as [image N: WIDTHxHEIGHT PNG]."
+        if grants.package_dirs
+        else ""
+    )
     return (
-        f"{state} Only what the code prints comes back (print() and anything written to "
-        "stdout or stderr), not the value of the last expression, so print the results you "
-        f"need. Output past the first {output} of each stream is cut off: print summaries, "
-        "not whole data sets."
+        f"{state} What the code prints comes back (print() and anything written to stdout "
+        "or stderr) and, as in a notebook, the repr of the value of a final expression, "
+        f"after 'Out:'.{figures} Output past the first {output} of each stream is cut off: "
+        "print summaries, not whole data sets."
     )
 
 

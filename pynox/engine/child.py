@@ -23,14 +23,16 @@ from pynox.jsonfast import hook as json_hook  # imported with pynox, from the st
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import TracebackType
-    from typing import NoReturn, Protocol
+    from typing import Any, NoReturn, Protocol
 
     class PoolLink(Protocol):
         """What a pool child does that others do not (pynox.pool.child_link)."""
 
         session: bool
+        echo: bool
 
         def before_confinement(self) -> None: ...
+        def finish_code(self, value: object) -> None: ...
         def serve_session(
             self,
             main: object,
@@ -291,8 +293,12 @@ def _run_then_finish(
     from pynox.engine import shutdown
 
     interrupted = False
+    link = setup.pool_link
     try:
-        _execute(program, main)
+        value = _execute(program, main, link is not None and link.echo)
+        if link is not None:
+            link.finish_code(value)
+            del value
     except SystemExit as exc:
         status = shutdown.system_exit_status(exc)
     except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
@@ -459,7 +465,8 @@ def install_site_builtins() -> None:
     builtins.help = _sitebuiltins._Helper()
 
 
-def _execute(program: "Program", main: object) -> None:
+def _execute(program: "Program", main: object, echo: bool = False) -> object:
+    """Runs the program; with echo, returns the value of its last expression, if any."""
     if program.kind in ("module", "main_dir"):
         import runpy
 
@@ -469,29 +476,70 @@ def _execute(program: "Program", main: object) -> None:
             call_at_top(run_as_main, program.module)
         else:
             call_at_top(run_as_main, "__main__", False)
-        return
+        return None
     if program.kind == "code" and sys.version_info >= (3, 13):
         # python -c keeps its code in linecache from 3.13 on, so tracebacks show it.
         import linecache
 
         text = f"{program.source}\n"
         linecache.cache["<string>"] = (len(text), None, text.splitlines(True), "<string>")
-    run_source(program.source, program.filename, main, program.kind == "request")
+    return run_source(program.source, program.filename, main, program.kind == "request", echo)
 
 
-def run_source(source: "str | bytes", filename: str, main: object, remember: bool) -> None:
-    """Compiles and runs source in __main__, as python runs a script."""
+def run_source(
+    source: "str | bytes", filename: str, main: object, remember: bool, echo: bool = False
+) -> object:
+    """Compiles and runs source in __main__, as python runs a script.
+
+    With echo, code that ends with an expression statement gives that expression's value,
+    as a notebook's cell does (see _compile_with_value); otherwise None.
+    """
     if remember:
         # The pool's code has no file: keep its lines so tracebacks can show them.
         import linecache
 
         text = source if isinstance(source, str) else source.decode(errors="replace")
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    if echo:
+        compiled = _compile_with_value(source, filename)
+        if compiled is not None:
+            body, expression = compiled
+            exec_at_top(body, main.__dict__)
+            return None if expression is None else exec_at_top(expression, main.__dict__)
     if isinstance(source, str):
         code = compile_source(source.encode("utf-8", "surrogatepass"), filename, True)
     else:
         code = compile_source(source, filename)
     exec_at_top(code, main.__dict__)
+    return None
+
+
+def _compile_with_value(source: "str | bytes", filename: str) -> "tuple[Any, Any] | None":
+    """The code, and apart from it its final expression statement if it ends with one.
+
+    Compiled from one syntax tree whose nodes keep their positions, so line numbers and
+    tracebacks are those of the whole code. None when it does not compile: then it is
+    compiled again as a script is, which raises python's own SyntaxError.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(source, filename)
+        last = tree.body[-1] if tree.body else None
+        if not isinstance(last, ast.Expr):
+            return compile(tree, filename, "exec", dont_inherit=True), None
+        del tree.body[-1]
+        body = compile(tree, filename, "exec", dont_inherit=True)
+        # `from __future__` imports of the code apply to its last expression too.
+        import __future__
+
+        flags = 0
+        for feature in __future__.all_feature_names:
+            flags |= body.co_flags & getattr(__future__, feature).compiler_flag
+        expression = ast.Expression(last.value)
+        return body, compile(expression, filename, "eval", flags=flags, dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
 
 
 def _is_ours(tb: "TracebackType") -> bool:

@@ -25,12 +25,14 @@ SCRIPT_UNREADABLE = "script_unreadable"
 
 
 class ChildLink:
-    __slots__ = ("fd", "functions", "session", "identity")
+    __slots__ = ("fd", "functions", "session", "identity", "echo")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.functions: list[dict[str, str]] = []  # host functions the request declared
         self.session = False
+        # Whether the run's last expression comes back as its value: for code, not scripts.
+        self.echo = False
         # The channel's socket, before the program runs: a program may close the
         # channel and open a file of its own under its number, which pynox never writes.
         self.identity = fd_identity(fd)
@@ -42,12 +44,39 @@ class ChildLink:
         except OSError:
             return False
 
+    def send(self, message: dict[str, object]) -> bool:
+        """Sends a frame to the pool server; False when the channel is gone or not ours."""
+        if not self.intact():
+            return False
+        try:
+            channel.send(self.fd, message)
+        except (OSError, channel.ChannelError):
+            return False
+        return True
+
     def before_confinement(self) -> None:
-        """Makes `pynox_host` importable, while the process may still set it up."""
+        """Makes `pynox_host` importable and figures returnable, while the process may
+        still set them up."""
         if self.functions:
             from pynox.pool import host_module
 
             host_module.install(self.fd, self.functions)
+        self._show_figures()
+
+    def _show_figures(self) -> None:
+        """Figures the program draws come back as images: matplotlib gets pynox's backend,
+        unless the run's environment names one of its own."""
+        from pynox.pool import display
+
+        display.sender = self.send
+        # A matplotlib the pool preloaded has its backend already (display.prepare_preloaded).
+        os.environ.setdefault("MPLBACKEND", display.BACKEND)
+
+    def finish_code(self, value: object) -> None:
+        """The code ended: its value (for code) and its open figures go to the server."""
+        from pynox.pool import display
+
+        display.finish_code(value, self.echo)
 
     def serve_session(
         self,

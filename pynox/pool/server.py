@@ -40,6 +40,7 @@ from pynox.policy.resolve import build_policy, resolve_grant
 from pynox.pool import channel, zygote
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
+from pynox.pool.display_check import Shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -172,6 +173,7 @@ class Run:
         # With "stream": one incremental decoder per stream, so that a character split
         # between two reads reaches the client whole. Empty once the run stops streaming.
         self.decoders: dict[str, codecs.IncrementalDecoder] = {}
+        self.shown = Shown(echo=True)  # its value and images, as its child sends them
 
     def stream(self) -> None:
         for role in ("stdout", "stderr"):
@@ -533,6 +535,7 @@ class PoolServer:
             run.stream()
         if isinstance(script, str):
             run.script = script  # read by the child, once confined (see child.start)
+            run.shown.echo = False  # a script has no value, as under python
         if isinstance(session_name, str):
             if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
                 raise RequestError(
@@ -764,6 +767,7 @@ class PoolServer:
                 "source": message["code"],
             }
         start.update(type="start", policy=policy.to_wire(), session=session, functions=functions)
+        start["echo"] = not isinstance(script, str) or session
         try:
             self._send_frame(child, start)
         except channel.ChannelError as exc:
@@ -935,6 +939,10 @@ class PoolServer:
             # Its output may have closed already: then the result can go now,
             # not when the kernel has torn the process down (~0.7 ms later).
             self._maybe_finish(child)
+        elif kind == "value" and run is not None:
+            run.shown.take_value(frame)
+        elif kind == "image" and run is not None:
+            run.shown.take_image(frame)
         elif kind == "done" and run is not None and run.session is not None:
             exit_code, error, ended = frame.get("exit"), frame.get("error"), frame.get("ended")
             flat = error is None or (
@@ -1101,6 +1109,7 @@ class PoolServer:
             _failed(result, "PoolError", f"the program wrote to its error report: {problem}")
         elif child.script_errno is not None and run.script is not None:
             self._script_failed(result, run.script, child.script_errno)
+        result.update(run.shown.fields())
         self.runs.pop(run.id, None)
         self._end_stream(run)
         self.emit({"id": run.id, **result})
@@ -1186,6 +1195,7 @@ class PoolServer:
             "restarted": session.restarted,
             "ended": ended,
         }
+        result.update(run.shown.fields())
         session.restarted = False
         session.running = None
         session.last_used = time.monotonic()
@@ -1294,9 +1304,17 @@ def _preload(modules: list[str], package_dirs: list[str]) -> None:
 
 def _warm_up() -> None:
     """Imports what children use on their way, so no child pays for it."""
+    import __future__  # noqa: F401 - a code's last expression is compiled apart, with ast
+
+    import ast
     import builtins
     import linecache  # noqa: F401 - tracebacks of pool code read their lines here
     import traceback  # noqa: F401
+
+    from pynox.pool import display
+
+    ast.parse("value")  # builds the syntax tree's classes once, for every child
+    display.prepare_preloaded()
 
     from pynox.engine import (
         child,

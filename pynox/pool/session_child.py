@@ -12,7 +12,7 @@ import sys
 
 from pynox.engine import shutdown
 from pynox.engine.child import ChildSetup, fd_identity, report_exception, run_source
-from pynox.pool import channel
+from pynox.pool import channel, display
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -71,7 +71,11 @@ def serve(
         error = None
         status = 0
         try:
-            run_source(code, name, main, remember=True)
+            display.start_step()
+            value = run_source(code, name, main, remember=True, echo=True)
+            if setup.pool_link is not None:
+                setup.pool_link.finish_code(value)  # its value and figures, before done
+            del value
         except SystemExit as exc:
             status = shutdown.system_exit_status(exc)
             _flush()

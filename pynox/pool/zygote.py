@@ -175,6 +175,7 @@ def _become_child(
     if start is None:
         os._exit(0)  # the pool closed an unused spare
     link.session = bool(start.get("session"))
+    link.echo = start.get("echo") is True
     functions = start.get("functions")
     link.functions = list(functions) if isinstance(functions, list) else []
     policy = Policy.from_wire(start["policy"])  # type: ignore[arg-type]

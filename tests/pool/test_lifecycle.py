@@ -233,6 +233,7 @@ def test_a_spare_readied_ahead_leaves_no_trace_for_its_request() -> None:
         result = client.run({"id": 1, "code": program, "name": "agent.py", "args": ["x"]})
         seen = json.loads(result["stdout"])
         assert seen["argv"] == ["agent.py", "x"]
-        assert seen["environ"] == ["HOME", "LANG", "TEMP", "TMP", "TMPDIR"]
+        # MPLBACKEND: figures come back as images (docs/pool-protocol.md).
+        assert seen["environ"] == ["HOME", "LANG", "MPLBACKEND", "TEMP", "TMP", "TMPDIR"]
         assert seen["main"] == ["atexit", "json", "os", "sys"]
         assert seen["exit_handlers"] >= 1, "logging's exit handler ran before the request"

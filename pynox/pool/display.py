@@ -1,0 +1,152 @@
+"""What a pool child shows besides its output: its last expression's value and its figures.
+
+Runs inside the sandbox. The value's repr and the figures' PNG bytes are made here, cut to
+the bounds of pynox.limits, and sent to the pool server as `value` and `image` frames on
+the child's channel; the server checks them again (pynox.pool.display_check), since the
+program can write frames of its own there. Figures come from matplotlib, only when the
+program imported it: pynox's backend (pynox.pool.matplotlib_backend) sends each figure
+that `plt.show()` shows, and figures still open when the code ends are sent then.
+"""
+
+import os
+import sys
+
+from pynox.limits import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_VALUE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+# The backend a pool child's matplotlib uses unless the run's environment names another.
+BACKEND = "module://pynox.pool.matplotlib_backend"
+
+# How this child sends a frame to the pool server (ChildLink.send); None outside the pool.
+sender: "Callable[[dict[str, object]], bool] | None" = None
+# What the current run or session step has sent so far: [images, bytes].
+_sent = [0, 0]
+
+
+def prepare_preloaded() -> None:
+    """For a pool that preloaded matplotlib, which then read its backend already: it gets
+    pynox's, and the PIL plugins its PNG writer imports on first use are imported now,
+    from where the pool found them, not later inside a sandbox that may not read there."""
+    matplotlib = sys.modules.get("matplotlib")
+    if matplotlib is None:
+        return
+    try:
+        matplotlib.use(BACKEND)
+        from PIL import Image
+
+        Image.preinit()
+    except Exception:  # noqa: BLE001, S110 - figures then stay in the program, as before
+        pass
+
+
+def start_step() -> None:
+    """A session step starts: its images are counted afresh."""
+    _sent[0] = _sent[1] = 0
+
+
+def value_repr(value: object) -> "str | None":
+    """The repr of a value, cut to MAX_VALUE bytes; None for None, as a notebook shows it.
+
+    A repr that fails is told on stderr and gives no value: it must not fail the run.
+    """
+    if value is None:
+        return None
+    try:
+        text = repr(value)
+    except Exception as exc:  # noqa: BLE001 - the program's repr, whatever it raises
+        _note(f"repr() of the last expression's value failed: {_describe(exc)}")
+        return None
+    # str's own encode, not a str subclass's; a repr may hold lone surrogates.
+    data = str.encode(text, "utf-8", "backslashreplace")
+    if len(data) <= MAX_VALUE:
+        return data.decode()
+    kept = data[: MAX_VALUE - 100].decode("utf-8", "ignore")  # room for the note
+    cut = len(data) - len(kept.encode())
+    return f"{kept}... [{cut} more bytes of the value's repr were cut]"
+
+
+def send_value(value: object) -> None:
+    text = value_repr(value)
+    if text is not None and sender is not None:
+        sender({"type": "value", "repr": text})
+
+
+def send_png(data: bytes, width: int, height: int) -> bool:
+    """Sends one image if it fits the run's bounds; False (and a note) when it does not."""
+    if sender is None:
+        return False
+    if _sent[0] >= MAX_IMAGES:
+        _note(f"a figure was not returned: at most {MAX_IMAGES} images come back per run")
+        return False
+    if max(width, height) > MAX_IMAGE_SIDE:
+        _note(f"a figure of {width}x{height} was not returned: at most {MAX_IMAGE_SIDE} a side")
+        return False
+    if _sent[1] + len(data) > MAX_IMAGE_BYTES:
+        _note(f"a figure was not returned: images come back up to {MAX_IMAGE_BYTES} bytes a run")
+        return False
+    import binascii
+
+    _sent[0] += 1
+    _sent[1] += len(data)
+    return sender({"type": "image", "data": binascii.b2a_base64(data, newline=False).decode()})
+
+
+def show_figures() -> None:
+    """Sends every figure pyplot has open as a PNG, then closes them (plt.show())."""
+    import io
+
+    from matplotlib._pylab_helpers import Gcf
+
+    for manager in Gcf.get_all_fig_managers():
+        figure = manager.canvas.figure
+        try:
+            width, height = (round(side) for side in figure.get_size_inches() * figure.dpi)
+            if max(width, height) > MAX_IMAGE_SIDE:
+                send_png(b"", width, height)  # refused, with a note saying why
+                continue
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format="png")
+            data = buffer.getvalue()
+            # IHDR's width and height, as the PNG has them.
+            send_png(data, int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big"))
+        finally:
+            Gcf.destroy(manager)
+
+
+def send_open_figures() -> None:
+    """The figures the code left open, when it used pyplot; never imports matplotlib."""
+    if sender is None or "matplotlib.pyplot" not in sys.modules:
+        return
+    try:
+        show_figures()
+    except Exception as exc:  # noqa: BLE001 - drawing is the program's; it must not fail the run
+        _note(f"the open figures could not be drawn: {_describe(exc)}")
+
+
+def finish_code(value: object, echo: bool) -> None:
+    """At the end of a run or session step: its value (when echo), then its open figures."""
+    if echo:
+        send_value(value)
+    send_open_figures()
+
+
+def _describe(exc: Exception) -> str:
+    """The exception's type and message; its type alone when its message fails too."""
+    try:
+        return f"{type(exc).__name__}: {exc}"
+    except Exception:  # noqa: BLE001 - the program's __str__, whatever it raises
+        return type(exc).__name__
+
+
+def _note(message: str) -> None:
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        os.write(2, f"pynox: {message}\n".encode(errors="replace"))
+    except OSError:
+        pass
