@@ -660,6 +660,7 @@ class PoolServer:
                 child.kill("cancelled")
             return
         result = {"id": request_id, **refusal("Cancelled", CANCELLED_QUEUED, EXIT_CANCELLED)}
+        result.update(run.shown.fields())  # none: it never ran, but its fields are there
         self.runs.pop(request_id, None)
         for queued in self.queue:
             if queued[0] is run:

@@ -40,6 +40,8 @@ def assert_cancelled(result: Message, request_id: str, before_start: bool = Fals
     assert error["type"] == "Cancelled", result
     when = "before it started" if before_start else "while it ran"
     assert error["message"].startswith(f"the client cancelled the request {when}"), error
+    # A cancelled request's result has the fields of any run's result.
+    assert result["value"] is None and result["images"] == [], result
 
 
 def test_cancel_a_running_request(single: PoolClient) -> None:
