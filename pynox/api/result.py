@@ -54,8 +54,8 @@ class Result:
 
     `text` is what a model should read; the other fields are the structured form of the same
     result: the program's exit status (124: timeout, 125: refused or not set up), its output
-    (cut at max_output bytes per stream), the error with its file, line and hint, and the
-    policy that applied.
+    (past max_output bytes per stream, its head and tail), the error with its file, line and
+    hint, and the policy that applied.
     """
 
     exit: int
@@ -76,7 +76,7 @@ class Result:
 
     @property
     def truncated(self) -> bool:
-        """Either stream was longer than max_output and was cut."""
+        """Either stream was longer than max_output: its middle was left out."""
         return self.stdout_truncated or self.stderr_truncated
 
     @property
@@ -167,12 +167,12 @@ def format_text(result: Result) -> str:
     if result.stdout.strip("\n"):
         parts.append(result.stdout.rstrip("\n"))
     if result.stdout_truncated:
-        parts.append(_truncation_note("stdout", result.stdout))
+        parts.append(_truncation_note("stdout"))
     stderr = _without_report(result.stderr, error)
     if stderr.strip("\n"):
         parts.append(stderr.rstrip("\n"))
     if result.stderr_truncated:
-        parts.append(_truncation_note("stderr", result.stderr))
+        parts.append(_truncation_note("stderr"))
     if error is not None:
         message = error["message"]
         parts.append(f"{error['type']}: {message}" if message else error["type"])
@@ -194,9 +194,8 @@ def format_text(result: Result) -> str:
     return "\n".join(parts)
 
 
-def _truncation_note(stream: str, kept: str) -> str:
-    size = len(kept.encode("utf-8", errors="replace"))
-    return f"[{stream} truncated: only its first {size} bytes were kept; print less]"
+def _truncation_note(stream: str) -> str:
+    return f"[{stream} truncated: its middle was left out, its start and end kept; print less]"
 
 
 def _without_report(stderr: str, error: ErrorInfo | None) -> str:

@@ -942,9 +942,8 @@ class PoolServer:
     def _outcome(self, run: Run, child: Child, exit_code: int | None) -> Outcome:
         outcome = Outcome()
         outcome.take_output(child.stdout, child.stderr)
-        child.stdout.data.clear()
-        child.stderr.data.clear()
-        child.stdout.truncated = child.stderr.truncated = False
+        child.stdout.reset()
+        child.stderr.reset()
         outcome.duration_ms = (time.monotonic() - run.started) * 1000
         if exit_code is not None:
             outcome.exit_code = exit_code
