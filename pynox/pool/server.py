@@ -35,6 +35,7 @@ from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
 from pynox.policy.resolve import build_policy, resolve_grant
 from pynox.pool import channel, zygote
+from pynox.pool import files as pool_files
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
 
@@ -164,6 +165,7 @@ class Run:
         self.child: Child | None = None
         self.session: Session | None = None
         self.script: str | None = None
+        self.files: dict[str, bytes] = {}  # to place in the scratch directory before it runs
 
     def start_clock(self) -> None:
         self.started = time.monotonic()
@@ -474,6 +476,7 @@ class PoolServer:
     def _request(self, message: dict[str, object]) -> None:
         request_id = message["id"]
         pool_request.check_fields(message)
+        files = pool_request.request_files(message)
         if request_id in self.runs or any(run.id == request_id for run, _ in self.queue):
             raise RequestError(f"id {request_id!r} is already running; use a new id", request_id)
         functions = pool_request.host_functions(message)
@@ -484,6 +487,7 @@ class PoolServer:
         if isinstance(session_name, str) and session_name in self.sessions:
             session = self.sessions[session_name]
             run = Run(request_id, session.policy)
+            run.files = files
             self.runs[request_id] = run
             session.queue.append((run, message))
             self._next_step(session)
@@ -502,11 +506,18 @@ class PoolServer:
             self._scratch_for(policy)  # the session's, for its life
             session = Session(session_name, policy, functions)
             self.sessions[session_name] = session
+            run.files = files
             self.runs[request_id] = run
             session.queue.append((run, message))
             self._next_step(session)
             return
         self._scratch_for(policy)
+        if files:
+            try:
+                pool_files.place(policy.scratch or "", files, request_id)
+            except RequestError:
+                scratch.remove(policy.scratch)
+                raise
         self.runs[request_id] = run
         self.queue.append((run, message))
         self._start_queued()
@@ -622,11 +633,30 @@ class PoolServer:
             self.spares.append(self._spawn())
         # Scratch directories made ahead, as spares are: a request does not wait for one.
         while self.stdin_open and len(self.ready_scratch) < self.workers:
-            self.ready_scratch.append(scratch.create(self.scratch_root))
+            self.ready_scratch.append(self._new_scratch())
+
+    def _new_scratch(self) -> str:
+        """A run's scratch directory, with the empty out/ whose files its result returns."""
+        path = scratch.create(self.scratch_root)
+        pool_files.make_out_dir(path)
+        return path
 
     def _scratch_for(self, policy: "Policy") -> None:
-        ready = self.ready_scratch.pop() if self.ready_scratch else None
+        ready = self.ready_scratch.pop() if self.ready_scratch else self._new_scratch()
         scratch.attach(policy, self.scratch_root, ready)
+
+    def _files_out(self, run: Run, result: "dict[str, Any]") -> None:
+        """Adds the files the run left in its scratch directory's out/ to its result; a
+        session's are moved away, so that each step returns what it wrote."""
+        if run.policy.scratch is None:
+            return
+        fields = pool_files.collect(run.policy.scratch).fields()
+        result.update(fields)
+        if fields and run.session is not None:
+            trash = scratch.create(self.scratch_root)
+            os.rmdir(trash)  # only its name: out/ takes its place
+            if pool_files.move_out_dir(run.policy.scratch, trash):
+                self.used_scratch.append(trash)
 
     def _spawn(self) -> Child:
         self.next_token += 1
@@ -978,6 +1008,7 @@ class PoolServer:
             _failed(result, "PoolError", f"the program wrote to its error report: {problem}")
         elif child.script_errno is not None and run.script is not None:
             self._script_failed(result, run.script, child.script_errno)
+        self._files_out(run, result)
         self.runs.pop(run.id, None)
         self.emit({"id": run.id, **result})
         self._start_queued()
@@ -1014,6 +1045,15 @@ class PoolServer:
         if session.running is not None or not session.queue:
             return
         run, message = session.queue.pop(0)
+        if run.files:
+            try:
+                pool_files.place(session.policy.scratch or "", run.files, run.id)
+            except RequestError as exc:
+                self.runs.pop(run.id, None)
+                self.emit(error_result(run.id, exc.message))
+                self._next_step(session)
+                return
+            run.files = {}
         run.session = session
         if session.child is None:
             session.child = self._take_spare(session.policy, session.functions)
@@ -1062,6 +1102,7 @@ class PoolServer:
         session.running = None
         session.last_used = time.monotonic()
         self.child_runs.pop(child.token, None)
+        self._files_out(run, result)
         self.runs.pop(run.id, None)
         self.emit({"id": run.id, **result})
         if session.closing:
