@@ -67,6 +67,10 @@ class Result:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     session: SessionInfo | None = None
+    # What the run wrote into out/ of its scratch directory, by path relative to out/;
+    # and what of it was left out, one "path: reason" each.
+    files: dict[str, bytes] = field(default_factory=dict)
+    files_left_out: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -115,6 +119,8 @@ class Result:
             stdout_truncated=data.get("stdout_truncated") is True,
             stderr_truncated=data.get("stderr_truncated") is True,
             session=cast("SessionInfo", session) if isinstance(session, dict) else None,
+            files=_files(data.get("files")),
+            files_left_out=_strings(data.get("files_left_out")),
             raw=dict(data),
         )
 
@@ -136,6 +142,27 @@ def failure(kind: str, message: str, hint: str | None = _POOL_HINT) -> Result:
 
 def _string(value: object) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _files(value: object) -> dict[str, bytes]:
+    """The result's {path: base64} as {path: bytes}; an entry that is not base64 is skipped."""
+    if not isinstance(value, dict):
+        return {}
+    import base64
+    import binascii
+
+    files = {}
+    for name, encoded in value.items():
+        if isinstance(name, str) and isinstance(encoded, str):
+            try:
+                files[name] = base64.b64decode(encoded, validate=True)
+            except (ValueError, binascii.Error):
+                continue
+    return files
+
+
+def _strings(value: object) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -173,6 +200,11 @@ def format_text(result: Result) -> str:
         parts.append(stderr.rstrip("\n"))
     if result.stderr_truncated:
         parts.append(_truncation_note("stderr"))
+    if result.files:
+        listed = ", ".join(f"out/{name} ({len(data)} bytes)" for name, data in result.files.items())
+        parts.append(f"[files returned: {listed}]")
+    if result.files_left_out:
+        parts.append(f"[files not returned: {'; '.join(result.files_left_out)}]")
     if error is not None:
         message = error["message"]
         parts.append(f"{error['type']}: {message}" if message else error["type"])
