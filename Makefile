@@ -58,8 +58,12 @@ clean:
 # make bundle                      this machine's target, the venv's CPython minor
 # make bundle TARGET=aarch64-linux-musl PYTHON=3.12
 # make bundle PYNOX_RUNTIME=cpython.tar.gz   a local runtime (its minor is the default)
-# make wheel                       the host wheel, repaired by auditwheel, in dist/
-.PHONY: bundle wheel cross refresh-pins
+# make bundle SIGN_KEY=release-key  also ARCHIVE.sig (ssh-keygen -Y sign -n pynox-bundle)
+# make wheel                       the host wheel for the venv's CPython, repaired by auditwheel
+# make wheel PYTHON=3.12           the host wheel for CPython 3.12 (which must be installed)
+# make wheel WHEEL_ARGS=--check-reproducible   built twice, the same bytes required
+# make wheels                      one wheel per installed CPython 3.10-3.14 (nox -s wheels)
+.PHONY: bundle wheel wheels cross refresh-pins
 # Given on make's command line, these reach the bundler too (only when set).
 BUNDLE_ENV := PYNOX_RUNTIME PYNOX_RUNTIME_SHA256 PYNOX_PBS_MIRROR SOURCE_DATE_EPOCH
 $(foreach v,$(BUNDLE_ENV),$(if $($(v)),$(eval export $(v))))
@@ -71,19 +75,25 @@ bundle:
 	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
 	@target="$(TARGET)"; [ -n "$$target" ] || target=$$($(BIN)/python -m bundler host-target) || exit 1; \
 	minor="$(BUNDLE_MINOR)"; [ -n "$$minor" ] || minor=$$($(BIN)/python -m bundler default-python) || exit 1; \
-	$(BIN)/nox -s "bundle(target='$$target', cpython='$$minor')"
+	$(BIN)/nox -s "bundle(target='$$target', cpython='$$minor')" $(if $(SIGN_KEY),-- --sign-key "$(SIGN_KEY)")
 
 wheel:
 	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
-	$(BIN)/nox -s wheel
+	@minor="$(BUNDLE_MINOR)"; [ -n "$$minor" ] || minor=$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
+	$(BIN)/nox --error-on-missing-interpreters -s "wheels-$$minor" -- $(WHEEL_ARGS)
+
+wheels:
+	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
+	$(BIN)/nox -s wheels -- $(WHEEL_ARGS)
 
 cross:
 	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
 	$(BIN)/nox -s $(if $(TARGET),"cross(target='$(TARGET)')",cross)
 
+# make refresh-pins PINS_ARGS="--tag 20260814 --table dist-config/pbs-checksums/pbs-20260814.tsv"
 refresh-pins:
 	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
-	$(BIN)/nox -s refresh_pins
+	$(BIN)/nox -s refresh_pins $(if $(PINS_ARGS),-- $(PINS_ARGS))
 
 # --- Conformance (bundler/conformance, tests/conformance) ----------------------------
 # make conformance               this machine's cell (x86_64-linux-gnu), in a container

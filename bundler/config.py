@@ -41,6 +41,7 @@ class Asset:
     name: str
     url: str
     sha256: str  # "" when it could not be obtained: such an asset is never used unchecked
+    sources: tuple[str, ...] = ()  # where refresh-pins read the sha256 (all agreed)
 
     @property
     def minor(self) -> str:
@@ -146,6 +147,9 @@ def load_release(config_dir: Path | None = None) -> Release:
     for index, table in enumerate(data.get("assets", [])):
         item = f"{path} [[assets]] #{index + 1}"
         sha256 = require(table, "sha256", item)
+        sources = table.get("sources", [])
+        if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+            raise BundlerError(f"{item} needs `sources` as a list of strings; fix dist-config")
         if sha256 and (len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256)):
             raise BundlerError(f"{item} has a malformed sha256; it must be 64 lowercase hex digits")
         assets.append(
@@ -155,6 +159,7 @@ def load_release(config_dir: Path | None = None) -> Release:
                 name=require(table, "name", item),
                 url=require(table, "url", item),
                 sha256=sha256,
+                sources=tuple(sources),
             )
         )
     return Release(

@@ -1,26 +1,26 @@
-"""Just enough of ELF to check and relocate what the bundler ships.
+"""The ELF facts the bundler checks and relocates, read with pyelftools.
 
-Reads 64-bit little-endian ELF files (x86_64 and aarch64): the machine, the
-program interpreter (glibc's or musl's loader, or none for a static binary),
-DT_NEEDED, DT_RUNPATH/DT_RPATH and the symbol versions the file needs from its
-libraries. It can also rewrite a RUNPATH in place when the new value fits in
-the old one's bytes, which keeps the file otherwise identical.
+The machine, the program interpreter (glibc's or musl's loader, or none for a
+static binary), DT_NEEDED, DT_RUNPATH/DT_RPATH, DT_SONAME and the symbol
+versions the file needs from its libraries. A RUNPATH can also be rewritten in
+place when the new value fits in the old one's bytes, which keeps the file
+otherwise identical (patchelf does the rest, see relocate.py).
 """
 
 from __future__ import annotations
 
 import re
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSegment
+from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerNeedSection
+from elftools.elf.segments import InterpSegment
+
 MAGIC = b"\x7fELF"
-MACHINES = {62: "x86_64", 183: "aarch64", 3: "i386", 40: "arm"}
-PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
-DT_NULL, DT_NEEDED, DT_STRTAB, DT_RPATH, DT_RUNPATH = 0, 1, 5, 15, 29
-DT_VERNEED = 0x6FFFFFFE
-DT_VERNEEDNUM = 0x6FFFFFFF
-ET_EXEC, ET_DYN = 2, 3
+MACHINES = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_386": "i386", "EM_ARM": "arm"}
 
 
 @dataclass
@@ -30,8 +30,9 @@ class ElfFile:
     kind: str  # "executable" or "shared object"
     interpreter: str | None
     needed: list[str] = field(default_factory=list)
+    soname: str | None = None
     runpath: str | None = None  # DT_RUNPATH, or DT_RPATH when that is what the file has
-    runpath_tag: int | None = None
+    runpath_tag: str | None = None
     versions: set[str] = field(default_factory=set)  # e.g. {"GLIBC_2.17", "GLIBC_2.28"}
     _runpath_offset: int | None = None
 
@@ -70,71 +71,62 @@ def is_elf(path: Path) -> bool:
 
 def read(path: Path) -> ElfFile | None:
     """The ELF facts of a file, or None if it is not a 64-bit little-endian ELF file."""
-    data = path.read_bytes()
-    if data[:4] != MAGIC or data[4] != 2 or data[5] != 1:
+    if not is_elf(path):
         return None
-    (e_type, e_machine, _, _, e_phoff, _, _, _, e_phentsize, e_phnum) = struct.unpack_from(
-        "<HHIQQQIHHH", data, 16
-    )
-    segments = [
-        struct.unpack_from("<IIQQQQQQ", data, e_phoff + i * e_phentsize) for i in range(e_phnum)
-    ]
-    # (vaddr, offset, filesz) of each loaded segment
-    loads: list[tuple[int, int, int]] = [(s[3], s[2], s[5]) for s in segments if s[0] == PT_LOAD]
-
-    def offset_of(vaddr: int) -> int:
-        for start, offset, size in loads:
-            if start <= vaddr < start + size:
-                return vaddr - start + offset
-        raise ValueError(f"address {vaddr:#x} is in no loaded segment")
-
-    def string(offset: int) -> str:
-        end = data.index(b"\0", offset)
-        return data[offset:end].decode("utf-8", "replace")
-
-    interpreter = None
-    dynamic: list[tuple[int, int]] = []
-    for p_type, _, p_offset, _, _, p_filesz, _, _ in segments:
-        if p_type == PT_INTERP:
-            interpreter = data[p_offset : p_offset + p_filesz].rstrip(b"\0").decode()
-        elif p_type == PT_DYNAMIC:
-            for i in range(p_filesz // 16):
-                tag, value = struct.unpack_from("<qQ", data, p_offset + i * 16)
-                if tag == DT_NULL:
-                    break
-                dynamic.append((tag, value))
-    info = ElfFile(
-        path=path,
-        machine=MACHINES.get(e_machine, f"machine {e_machine}"),
-        kind="executable" if e_type == ET_EXEC or interpreter else "shared object",
-        interpreter=interpreter,
-    )
-    tags = dict(dynamic)
-    if DT_STRTAB not in tags:
-        return info
-    strtab = offset_of(tags[DT_STRTAB])
-    info.needed = [string(strtab + v) for t, v in dynamic if t == DT_NEEDED]
-    for tag in (DT_RUNPATH, DT_RPATH):
-        if tag in tags:
-            info.runpath = string(strtab + tags[tag])
-            info.runpath_tag = tag
-            info._runpath_offset = strtab + tags[tag]
-            break
-    if DT_VERNEED in tags:
-        entry = offset_of(tags[DT_VERNEED])
-        for _ in range(tags.get(DT_VERNEEDNUM, 0)):
-            _, count, _, aux_offset, next_offset = struct.unpack_from("<HHIII", data, entry)
-            aux = entry + aux_offset
-            for _ in range(count):
-                _, _, _, name, aux_next = struct.unpack_from("<IHHII", data, aux)
-                info.versions.add(string(strtab + name))
-                if not aux_next:
-                    break
-                aux += aux_next
-            if not next_offset:
-                break
-            entry += next_offset
+    with path.open("rb") as file:
+        try:
+            elf = ELFFile(file)
+        except ELFError:
+            return None
+        if elf.elfclass != 64 or not elf.little_endian:
+            return None
+        interpreter = None
+        dynamic: DynamicSegment | None = None
+        for segment in elf.iter_segments():
+            if isinstance(segment, InterpSegment):
+                interpreter = segment.get_interp_name()
+            elif isinstance(segment, DynamicSegment) and dynamic is None:
+                dynamic = segment
+        machine = str(elf["e_machine"])
+        info = ElfFile(
+            path=path,
+            machine=MACHINES.get(machine, machine),
+            kind="executable" if elf["e_type"] == "ET_EXEC" or interpreter else "shared object",
+            interpreter=interpreter,
+        )
+        if dynamic is None:
+            return info
+        strtab = next(
+            (t.entry.d_val for t in dynamic.iter_tags() if t.entry.d_tag == "DT_STRTAB"), None
+        )
+        for tag in dynamic.iter_tags():
+            kind = tag.entry.d_tag
+            if kind not in ("DT_NEEDED", "DT_SONAME", "DT_RUNPATH", "DT_RPATH"):
+                continue
+            # pyelftools gives a string tag's value as the attribute named after it.
+            text = str(getattr(tag, kind[3:].lower()))
+            if kind == "DT_NEEDED":
+                info.needed.append(text)
+            elif kind == "DT_SONAME":
+                info.soname = text
+            elif info.runpath_tag != "DT_RUNPATH":  # RUNPATH wins over RPATH, as in ld.so
+                info.runpath = text
+                info.runpath_tag = kind
+                if strtab is not None:
+                    info._runpath_offset = _file_offset(elf, strtab) + tag.entry.d_val
+        for section in elf.iter_sections():
+            if isinstance(section, GNUVerNeedSection):
+                for _, auxiliaries in section.iter_versions():
+                    info.versions.update(aux.name for aux in auxiliaries)
     return info
+
+
+def _file_offset(elf: ELFFile, address: int) -> int:
+    """Where in the file a virtual address of a loaded segment is."""
+    offsets = list(elf.address_offsets(address))
+    if not offsets:
+        raise ValueError(f"address {address:#x} is in no loaded segment")
+    return int(offsets[0])
 
 
 def rewrite_runpath_in_place(info: ElfFile, value: str) -> bool:

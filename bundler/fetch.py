@@ -9,6 +9,7 @@ caller supplies one.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,8 @@ class RuntimeSource:
     name: str
     sha256: str | None
     origin: str
+    release: str | None = None  # the pinned release's tag; None for a local runtime
+    url: str | None = None  # the pinned asset's upstream address
 
 
 def local_runtime(value: str, sha256: str | None) -> RuntimeSource:
@@ -61,7 +64,9 @@ def cached_or_downloaded(
     kept = cache / asset.name
     if kept.is_file():
         if sha256_file(kept) == expected:
-            return RuntimeSource("archive", kept, asset.name, expected, f"cache {kept}")
+            return RuntimeSource(
+                "archive", kept, asset.name, expected, f"cache {kept}", tag, asset.url
+            )
         log.warning(f"the cached {kept} does not match its sha256; downloading it again")
         kept.unlink()
     url = mirror_url(mirror, tag, asset.name) if mirror else asset.url
@@ -82,7 +87,21 @@ def cached_or_downloaded(
             f"{expected}; refusing it (the mirror or the pin is wrong)"
         )
     part.replace(kept)
-    return RuntimeSource("archive", kept, asset.name, expected, url)
+    return RuntimeSource("archive", kept, asset.name, expected, url, tag, asset.url)
+
+
+def as_pinned(
+    source: RuntimeSource, target: config.Target, minor: str, config_dir: Path | None
+) -> RuntimeSource:
+    """A local archive that is the pinned asset (same sha256) is named as that asset."""
+    try:
+        release = config.load_release(config_dir)
+        asset = release.asset(target.name, minor)
+    except BundlerError:
+        return source
+    if not source.sha256 or source.sha256 != asset.sha256:
+        return source
+    return dataclasses.replace(source, release=release.tag, url=asset.url)
 
 
 def resolve(
@@ -98,9 +117,16 @@ def resolve(
     given = normalize(given, "the runtime's sha256") if given else None
     local = runtime or os.environ.get(RUNTIME_ENV)
     if local:
-        return local_runtime(local, given)
+        return as_pinned(local_runtime(local, given), target, minor, config_dir)
     release = config.load_release(config_dir)
     asset = release.asset(target.name, minor)
+    if given and asset.sha256 and given != asset.sha256:
+        # A checksum given by hand only fills a missing pin: it never overrides one.
+        raise BundlerError(
+            f"the sha256 given for {asset.name} ({given}) is not the one pinned in "
+            f"dist-config/{config.RUNTIMES_FILE} ({asset.sha256}); drop --sha256 and "
+            f"{SHA256_ENV}, or re-pin with `nox -s refresh_pins`"
+        )
     expected = given or asset.sha256
     if not expected:
         raise BundlerError(

@@ -1,10 +1,14 @@
-"""The licences a bundle carries: pynox's, CPython's, the runtime build's, cffi's, tomli's."""
+"""The licences a bundle carries: pynox's, CPython's, the runtime build's, the libraries
+vendored into the runtime, cffi's and tomli's. `collect` says which file is whose (the
+SBOM names them)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bundler import vendored
+from bundler.errors import BundlerError
 from bundler.paths import PROJECT
 from bundler.runtime_layout import PACKED_MARKER, RuntimeInfo
 
@@ -31,8 +35,9 @@ licence texts. This bundle leaves out Tcl/Tk and tkinter."""
 
 FROM_PACK = """\
 It was made from a local CPython installation by `python -m bundler pack-runtime`
-(see PYNOX-PACKED.txt in python/); the shared libraries its extension modules
-load are those of the machine it runs on."""
+(see PYNOX-PACKED.txt in python/). The shared libraries it loads from the machine
+it was packed on, other than the C library's own, were copied into python/lib/;
+each is listed, with its origin and licence, in SBOM.cdx.json and vendored/."""
 
 PYNOX_NOTE = """\
 Pynox is licensed under the Apache License, Version 2.0
@@ -46,16 +51,29 @@ def collect(
     sha256: str | None,
     wheels: list[WheelFiles],
     into: Path,
-) -> None:
+) -> dict[str, list[str]]:
+    """Writes the licence files into `into`; returns {component: [paths in the bundle]}.
+
+    Components are "pynox", "cpython", each wheel's project and "vendored:FILE" for each
+    library the runtime's lib/vendored.json records.
+    """
     into.mkdir(parents=True, exist_ok=True)
+    written: dict[str, list[str]] = {}
+
+    def write(component: str, name: str, content: bytes) -> None:
+        (into / name).parent.mkdir(parents=True, exist_ok=True)
+        (into / name).write_bytes(content)
+        written.setdefault(component, []).append(f"{into.name}/{name}")
+
     project_license = PROJECT / "LICENSE"
-    (into / "pynox-LICENSE.txt").write_text(
-        project_license.read_text(encoding="utf-8") if project_license.is_file() else PYNOX_NOTE,
-        encoding="utf-8",
+    write(
+        "pynox",
+        "pynox-LICENSE.txt",
+        project_license.read_bytes() if project_license.is_file() else PYNOX_NOTE.encode(),
     )
     cpython = runtime.stdlib / "LICENSE.txt"
     if cpython.is_file():
-        (into / "CPython-LICENSE.txt").write_bytes(cpython.read_bytes())
+        write("cpython", "CPython-LICENSE.txt", cpython.read_bytes())
     packed = (runtime.root / PACKED_MARKER).is_file()
     (into / "runtime-NOTICE.txt").write_text(
         PBS_NOTE.format(
@@ -66,7 +84,18 @@ def collect(
         ),
         encoding="utf-8",
     )
+    written.setdefault("cpython", []).append(f"{into.name}/runtime-NOTICE.txt")
+    lib = runtime.root / "lib"
+    for library in vendored.read(lib):
+        if library.license:
+            source = lib / library.license
+            if not source.is_file():
+                raise BundlerError(
+                    f"{lib / vendored.RECORD} names the licence {library.license} of "
+                    f"{library.file}, which the runtime lacks; pack the runtime again"
+                )
+            write(f"vendored:{library.file}", f"vendored/{source.name}", source.read_bytes())
     for wheel in wheels:
-        project = wheel.wheel.split("-")[0]
         for name, content in sorted(wheel.licenses.items()):
-            (into / f"{project}-{name}").write_bytes(content)
+            write(wheel.project, f"{wheel.project}-{name}", content)
+    return written

@@ -4,6 +4,9 @@ The archive has PBS's layout (python/bin/python3.X with python3 and python
 links, python/lib/libpython3.X.so* when the build is shared, python/lib/python3.X,
 python/include/python3.X), so everything downstream treats it as a PBS runtime.
 It is relocatable: the executable finds libpython through RUNPATH $ORIGIN/../lib.
+It needs nothing from the machine it was packed on but the C library: the other
+libraries its files load (libssl, libsqlite3, libffi, readline...) are copied into
+lib/ and found there through $ORIGIN-relative RUNPATHs (see vendor.py).
 Site-packages stays empty and the test suite is left out unless asked for.
 """
 
@@ -15,7 +18,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bundler import commands, elf
+from bundler import commands, elf, vendor
 from bundler.archive import write_tar_gz
 from bundler.commands import CommandFailed
 from bundler.errors import BundlerError
@@ -146,9 +149,12 @@ def stage(python: str, root: Path, with_tests: bool = False) -> dict[str, object
     if shared:
         set_runpath(root / "bin" / f"python{minor}", "$ORIGIN/../lib")
     os.chmod(root / "bin" / f"python{minor}", 0o755)
+    carried = vendor.vendor(root, binary.libc if binary is not None else "gnu")
+    info["vendored"] = carried
     (root / PACKED_MARKER).write_text(
         f"This runtime was packed by `python -m bundler pack-runtime` from CPython "
-        f"{info['version']} installed in {info['prefix']}.\n",
+        f"{info['version']} installed in {info['prefix']}.\n"
+        f"Libraries copied into lib/ from that machine: {', '.join(carried) or 'none'}.\n",
         encoding="utf-8",
     )
     return info

@@ -1,8 +1,11 @@
-"""Refreshing dist-config/runtimes.toml from a release's SHA256SUMS asset.
+"""Refreshing dist-config/runtimes.toml from checksum lists, never from guesses.
 
-The pins are only ever written from a checksum list: the release's own
-SHA256SUMS, downloaded or given as a file. When neither is at hand the pins
-stay as they are and the command says so; a checksum is never made up.
+The sources are the release's own SHA256SUMS (downloaded, or given as files) and,
+offline, the tables of dist-config/pbs-checksums/ and pbs-installer's
+versions.json (see bundler/pin_sources.py). Several may be given at once: each
+pin records every source that lists its asset, and an asset two sources give
+different checksums is refused. A target and CPython minor that no source lists
+is named in a comment of the file and gets no pin; a checksum is never made up.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import re
 import urllib.error
 import urllib.parse
+from dataclasses import dataclass
 from pathlib import Path
 
 from bundler import config, log
@@ -17,8 +21,28 @@ from bundler.download import open_url
 from bundler.errors import BundlerError
 from bundler.mirror import mirror_base
 from bundler.paths import dist_config_dir
+from bundler.pin_sources import Listing, parse_sums, read_sums, read_table, read_versions_json
 
 VERSION = r"(?P<version>3\.\d+\.\d+)"
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What refresh-pins was told to read; nothing at all means: download SHA256SUMS."""
+
+    sums: tuple[Path, ...] = ()
+    tables: tuple[Path, ...] = ()
+    # pbs-installer versions.json files; None stands for the installed package's.
+    pbs_installer: tuple[Path | None, ...] = ()
+
+    def offline(self) -> bool:
+        return bool(self.sums or self.tables or self.pbs_installer)
+
+
+@dataclass(frozen=True)
+class Pin:
+    sha256: str
+    sources: tuple[str, ...]
 
 
 def asset_name(version: str, tag: str, triple: str, flavor: str) -> str:
@@ -30,124 +54,162 @@ def asset_url(template: str, tag: str, name: str) -> str:
     return template.format(tag=tag, name=urllib.parse.quote(name))
 
 
-def parse_sums(text: str) -> dict[str, str]:
-    """`{hex}  {filename}` lines (sha256sum's format) as {filename: hex}."""
-    sums: dict[str, str] = {}
-    for line in text.splitlines():
-        parts = line.strip().split()
-        if len(parts) == 2 and re.fullmatch(r"[0-9a-fA-F]{64}", parts[0]):
-            sums[parts[1].lstrip("*")] = parts[0].lower()
-    return sums
+def merge(listings: list[Listing], names: set[str]) -> dict[str, Pin]:
+    """Per asset of `names`, its checksum and every source that lists it.
+
+    Two sources that give one asset different checksums refuse the refresh.
+    """
+    pins: dict[str, Pin] = {}
+    first: dict[str, Listing] = {}
+    for listing in listings:
+        for name in sorted(names & listing.sums.keys()):
+            sha256 = listing.sums[name]
+            if name not in pins:
+                first[name] = listing
+                pins[name] = Pin(sha256, (listing.provenance[name],))
+                continue
+            if pins[name].sha256 != sha256:
+                raise BundlerError(
+                    f"the sources disagree on {name}: {first[name].origin} gives sha256 "
+                    f"{pins[name].sha256} but {listing.origin} gives {sha256}; the pins are "
+                    "unchanged: find out which source is wrong and leave it out"
+                )
+            pins[name] = Pin(sha256, (*pins[name].sources, listing.provenance[name]))
+    return pins
 
 
 def pick_versions(
-    sums: dict[str, str], tag: str, matrix: config.Matrix, flavor: str
+    names: set[str], tag: str, triple: str, pythons: tuple[str, ...], flavor: str
 ) -> dict[str, str]:
-    """For each CPython minor of the matrix, the newest final version the release has."""
+    """For each CPython minor of `pythons`, the newest final version listed for `triple`."""
     found: dict[str, tuple[int, ...]] = {}
-    triple = matrix.targets[0].pbs_triple
     pattern = re.compile(
         rf"cpython-{VERSION}\+{re.escape(tag)}-{re.escape(triple)}-{re.escape(flavor)}\.tar\.gz"
     )
-    for name in sums:
+    for name in names:
         match = pattern.fullmatch(name)
         if not match:
             continue
         parts = tuple(int(p) for p in match["version"].split("."))
         minor = f"{parts[0]}.{parts[1]}"
-        if minor in matrix.pythons and parts > found.get(minor, ()):
+        if minor in pythons and parts > found.get(minor, ()):
             found[minor] = parts
     return {minor: ".".join(map(str, parts)) for minor, parts in found.items()}
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def render(
     release: config.Release,
     matrix: config.Matrix,
-    versions: dict[str, str],
-    sums: dict[str, str],
-    sums_origin: str,
+    chosen: dict[tuple[str, str], tuple[str, str]],
+    pins: dict[str, Pin],
+    origins: list[str],
 ) -> str:
-    """The whole runtimes.toml, in a fixed order so that a refresh diff shows only changes."""
+    """The whole runtimes.toml, in a fixed order so that a refresh diff shows only changes.
+
+    chosen maps (target, minor) to the version and asset name pinned for it.
+    """
     lines = [
         "# Runtime pins: python-build-standalone (PBS) release assets, one per target and",
         "# CPython minor. Written by `python -m bundler refresh-pins` (`nox -s refresh_pins`)",
-        "# from the release's SHA256SUMS asset; never edit a sha256 by hand.",
-        "#",
-        '# sha256 = "" means the checksum could not be obtained where the pin was written:',
-        "# the bundler refuses to use such a download unless it is given a checksum",
-        "# (--sha256 or PYNOX_RUNTIME_SHA256) or a local runtime (PYNOX_RUNTIME).",
+        "# from checksum lists (the release's SHA256SUMS, dist-config/pbs-checksums/,",
+        "# pbs-installer's versions.json); never edit a sha256 by hand.",
+        "# `sources` names, per pin, every source that gave its sha256 (they all agreed).",
         "",
         "[release]",
-        f'tag = "{release.tag}"',
-        f'url = "{release.url_template}"',
-        f'flavor = "{release.flavor}"',
-        f'sums = "{release.sums_asset}"',
-        f'sha256_source = "{sums_origin}"',
+        f"tag = {_quoted(release.tag)}",
+        f"url = {_quoted(release.url_template)}",
+        f"flavor = {_quoted(release.flavor)}",
+        f"sums = {_quoted(release.sums_asset)}",
+        f"sha256_source = {_quoted('; '.join(origins))}",
         "",
     ]
     for target in matrix.targets:
         for minor in matrix.pythons:
-            version = versions.get(minor)
-            if version is None:
+            if (target.name, minor) not in chosen:
+                lines += [
+                    f"# No pin for CPython {minor} on {target.name}: no source lists "
+                    f"release {release.tag}'s {release.flavor} asset for it.",
+                    "",
+                ]
                 continue
-            name = asset_name(version, release.tag, target.pbs_triple, release.flavor)
+            version, name = chosen[target.name, minor]
             lines += [
                 "[[assets]]",
-                f'target = "{target.name}"',
-                f'python = "{version}"',
-                f'name = "{name}"',
-                f'url = "{asset_url(release.url_template, release.tag, name)}"',
-                f'sha256 = "{sums.get(name, "")}"',
+                f"target = {_quoted(target.name)}",
+                f"python = {_quoted(version)}",
+                f"name = {_quoted(name)}",
+                f"url = {_quoted(asset_url(release.url_template, release.tag, name))}",
+                f"sha256 = {_quoted(pins[name].sha256)}",
+                "sources = [" + ", ".join(_quoted(s) for s in pins[name].sources) + "]",
                 "",
             ]
     return "\n".join(lines)
 
 
-def _sums_text(release: config.Release, tag: str, sums_file: Path | None) -> tuple[str, str]:
-    if sums_file is not None:
-        try:
-            return sums_file.read_text(
-                encoding="utf-8"
-            ), f"{release.sums_asset} of {tag}, from a file"
-        except OSError as exc:
-            raise BundlerError(f"cannot read {sums_file}: {exc.strerror}") from None
+def _download_sums(release: config.Release, tag: str) -> Listing:
     base = mirror_base()
     if base is not None:
         url = f"{base.rstrip('/')}/{tag}/{release.sums_asset}"
     else:
         url = asset_url(release.url_template, tag, release.sums_asset)
     with open_url(url, timeout=30) as response:
-        return response.read().decode("utf-8"), f"{release.sums_asset} of release {tag}"
+        text = response.read().decode("utf-8", errors="replace")
+    return parse_sums(text, f"{release.sums_asset} of release {tag}")
 
 
-def refresh(tag: str | None = None, sums_file: Path | None = None) -> int:
-    """Rewrites runtimes.toml from the release's checksums; 0 also when it changed nothing."""
+def read_sources(sources: Sources) -> list[Listing]:
+    return [
+        *(read_sums(path) for path in sources.sums),
+        *(read_table(path) for path in sources.tables),
+        *(read_versions_json(path) for path in sources.pbs_installer),
+    ]
+
+
+def refresh(tag: str | None = None, sources: Sources | None = None) -> int:
+    """Rewrites runtimes.toml from the sources' checksums; 0 also when it changed nothing."""
+    sources = sources or Sources()
     directory = dist_config_dir()
     release = config.load_release(directory)
     matrix = config.load_matrix(directory)
     tag = tag or release.tag
-    try:
-        text, origin = _sums_text(release, tag, sums_file)
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        log.warning(
-            f"refresh-pins cannot reach the {release.sums_asset} of release {tag} ({reason}); "
-            "the pins are unchanged (pass --sums FILE to refresh from a copy)"
-        )
-        return 0
-    sums = parse_sums(text)
-    versions = pick_versions(sums, tag, matrix, release.flavor)
-    missing = [
-        f"{t.name} {m}"
-        for t in matrix.targets
-        for m in matrix.pythons
-        if m not in versions
-        or asset_name(versions[m], tag, t.pbs_triple, release.flavor) not in sums
-    ]
-    if missing:
+    if sources.offline():
+        listings = read_sources(sources)
+    else:
+        try:
+            listings = [_download_sums(release, tag)]
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            log.warning(
+                f"refresh-pins cannot reach the {release.sums_asset} of release {tag} "
+                f"({reason}); the pins are unchanged (pass --sums FILE, --table FILE or "
+                "--pbs-installer to refresh from checksums at hand)"
+            )
+            return 0
+    listed = set().union(*(listing.sums.keys() for listing in listings))
+    chosen: dict[tuple[str, str], tuple[str, str]] = {}
+    for target in matrix.targets:
+        versions = pick_versions(listed, tag, target.pbs_triple, matrix.pythons, release.flavor)
+        for minor, version in versions.items():
+            name = asset_name(version, tag, target.pbs_triple, release.flavor)
+            chosen[target.name, minor] = (version, name)
+    if not chosen:
         raise BundlerError(
-            f"release {tag} has no {release.flavor} asset for {', '.join(missing)}; "
-            "the pins are unchanged: pick a release that has them all"
+            f"no source lists any {release.flavor} asset of release {tag} for the targets; "
+            "the pins are unchanged: check --tag and the sources"
+        )
+    pins = merge(listings, {name for _, name in chosen.values()})
+    for listing in listings:
+        if not pins.keys() & listing.sums.keys():
+            log.warning(f"{listing.origin} lists none of the assets pinned for release {tag}")
+    missing = [f"{t} {m}" for t, m in matrix.cells() if (t, m) not in chosen]
+    if missing:
+        log.warning(
+            f"no source lists release {tag}'s {release.flavor} asset for "
+            f"{', '.join(missing)}; runtimes.toml says so and pins nothing for them"
         )
     updated = config.Release(
         tag=tag,
@@ -157,6 +219,7 @@ def refresh(tag: str | None = None, sums_file: Path | None = None) -> int:
         assets=(),
     )
     path = directory / config.RUNTIMES_FILE
-    path.write_text(render(updated, matrix, versions, sums, origin), encoding="utf-8")
-    log.step(f"refresh-pins: {path} now pins release {tag}")
+    origins = [listing.origin for listing in listings]
+    path.write_text(render(updated, matrix, chosen, pins, origins), encoding="utf-8")
+    log.step(f"refresh-pins: {path} now pins release {tag} ({len(pins)} assets)")
     return 0

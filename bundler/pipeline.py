@@ -17,7 +17,9 @@ from bundler import (
     log,
     manifest,
     runtime_layout,
+    signing,
     toolchain,
+    vendor,
     wheelhouse,
 )
 from bundler.assemble import Parts, assemble
@@ -39,6 +41,7 @@ class Request:
     sha256: str | None
     compiler: str = "auto"
     wheelhouse: Path | None = None
+    sign_key: Path | None = None
 
 
 def cffi_version() -> str:
@@ -78,6 +81,8 @@ def runtime_for(
         raise BundlerError(
             f"the runtime {source.name} is for {info.arch} with {info.libc}, not {target.name}"
         )
+    # Before the build, so that a runtime needing the build machine's libraries fails fast.
+    vendor.audit(info.root, target.libc, runtime=True)
     if request.minor and info.minor != request.minor:
         raise BundlerError(
             f"the runtime {source.name} is CPython {info.version}, not {request.minor}; "
@@ -115,6 +120,8 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
         extensions=result.extensions,
         cffi=wheelhouse.cffi_backend(target, info.minor, cffi_version(), request.wheelhouse),
         extra=[w for w in [wheelhouse.pure_package("tomli", info.minor, request.wheelhouse)] if w],
+        runtime_release=source.release,
+        runtime_url=source.url,
     )
     top = bundle_name(parts.pynox_version, target.name, info.minor)
     stage = work / "stage" / top
@@ -126,6 +133,8 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
     output = out / f"{top}.tar.gz"
     archive.write_tar_gz(stage, top, output, source_date_epoch())
     write_sums(output)
+    if signing.sign(output, request.sign_key):
+        log.step(f"signed {output.name} with {request.sign_key} (namespace {signing.NAMESPACE})")
     size = output.stat().st_size / (1024 * 1024)
     log.step(f"wrote {output} ({size:.1f} MB) in {time.monotonic() - started:.1f} s")
     return output

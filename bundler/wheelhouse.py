@@ -8,6 +8,7 @@ are kept in the user's cache and taken from there when present.
 
 from __future__ import annotations
 
+import email.parser
 import re
 import sys
 import zipfile
@@ -17,6 +18,7 @@ from pathlib import Path
 from bundler import commands
 from bundler.commands import CommandFailed
 from bundler.config import Target, read_file
+from bundler.digest import sha256_file
 from bundler.errors import BundlerError
 from bundler.paths import wheels_cache
 from bundler.runtime_layout import python_tag
@@ -30,6 +32,12 @@ class WheelFiles:
     version: str
     files: dict[str, bytes]  # path in site-packages -> content
     licenses: dict[str, bytes]  # licence file name -> content
+    sha256: str = ""  # of the wheel file
+    license: str = ""  # its METADATA's License-Expression, else its License field
+
+    @property
+    def project(self) -> str:
+        return self.wheel.split("-")[0]
 
 
 def packages() -> dict[str, dict[str, object]]:
@@ -108,16 +116,20 @@ def _wheel(
 def _contents(wheel: Path, keep: re.Pattern[str]) -> WheelFiles:
     files: dict[str, bytes] = {}
     licenses: dict[str, bytes] = {}
+    license = ""
     with zipfile.ZipFile(wheel) as archive:
         for name in sorted(archive.namelist()):
             if name.endswith("/"):
                 continue
-            if ".dist-info/" in name and re.search(r"(LICEN[CS]E|COPYING|NOTICE)", name, re.I):
+            if re.fullmatch(r"[^/]+\.dist-info/METADATA", name):
+                headers = email.parser.BytesHeaderParser().parsebytes(archive.read(name))
+                license = headers.get("License-Expression") or headers.get("License") or ""
+            elif ".dist-info/" in name and re.search(r"(LICEN[CS]E|COPYING|NOTICE)", name, re.I):
                 licenses[name.rsplit("/", 1)[-1]] = archive.read(name)
             elif keep.fullmatch(name):
                 files[name] = archive.read(name)
     version = wheel.name.split("-")[1]
-    return WheelFiles(wheel.name, version, files, licenses)
+    return WheelFiles(wheel.name, version, files, licenses, sha256_file(wheel), license.strip())
 
 
 def cffi_backend(target: Target, minor: str, version: str, wheelhouse: Path | None) -> WheelFiles:

@@ -2,14 +2,22 @@
 # Installs a pynox bundle (pynox-VERSION-TARGET-cpXY.tar.gz) with no network access.
 #
 #   install.sh --archive FILE [--prefix DIR] [--bin-dir DIR] [--no-link] [--allow-old-kernel]
+#              [--allow-downgrade] [--verify-key=KEY.pub | --allowed-signers=FILE]
 #   install.sh --uninstall [--prefix DIR]
 #
-# The archive's sha256 is checked against FILE.sha256 (the install refuses to go on
-# without a tool to check it), then the bundle's MANIFEST.json against this machine:
-# CPU architecture, C library (and glibc version), kernel. The bundle is unpacked
-# beside the prefix and renamed into place; an existing install stays until the new
-# one has run. `pynox` is linked into ~/.local/bin (/usr/local/bin as root) unless
-# --no-link, what was done is recorded for --uninstall, and `pynox doctor` ends it.
+# The archive's sha256 is checked against FILE.sha256, which must name FILE (the install
+# refuses to go on without a tool to check it); with --verify-key or --allowed-signers,
+# its signature FILE.sig too (ssh-keygen -Y verify, namespace pynox-bundle). Then the
+# bundle's MANIFEST.json is checked against this machine: CPU architecture, C library
+# (and glibc version), kernel. The bundle is unpacked beside the prefix and renamed into
+# place; an existing install stays until the new one has run.
+#
+# Nothing is deleted that this script did not install: the prefix gets a receipt
+# (.pynox-install) listing every file and folder put there, and an upgrade or --uninstall
+# refuses a prefix that holds anything its receipt does not list, or that has no receipt.
+# An older version replaces a newer one only with --allow-downgrade. `pynox` is linked
+# into ~/.local/bin (/usr/local/bin as root) unless --no-link; an existing `pynox` there
+# is replaced only when it links into a pynox install. `pynox doctor` ends it.
 # Every failure is one line on stderr and exit status 1.
 
 set -eu
@@ -17,6 +25,10 @@ umask 022
 
 PROG=install.sh
 RECORD=.pynox-install
+# What a bundle's signature is made for (ssh-keygen -Y sign -n NAMESPACE), and the
+# principal --verify-key trusts its key as.
+NAMESPACE=pynox-bundle
+PRINCIPAL=pynox-release
 
 die() {
     printf '%s: %s\n' "$PROG" "$*" >&2
@@ -30,6 +42,7 @@ say() {
 usage() {
     cat <<'EOF'
 usage: install.sh --archive FILE [--prefix DIR] [--bin-dir DIR] [--no-link] [--allow-old-kernel]
+                  [--allow-downgrade] [--verify-key=KEY.pub | --allowed-signers=FILE]
        install.sh --uninstall [--prefix DIR]
 EOF
 }
@@ -42,6 +55,9 @@ bin_dir=""
 link=yes
 uninstall=no
 old_kernel=no
+downgrade=no
+verify_key=""
+allowed_signers=""
 
 need_value() {
     if [ "$#" -lt 2 ] || [ -z "$2" ]; then
@@ -57,13 +73,21 @@ while [ "$#" -gt 0 ]; do
         --prefix=*) prefix=${1#*=}; shift ;;
         --bin-dir) need_value "$@"; bin_dir=$2; shift 2 ;;
         --bin-dir=*) bin_dir=${1#*=}; shift ;;
+        --verify-key) need_value "$@"; verify_key=$2; shift 2 ;;
+        --verify-key=*) verify_key=${1#*=}; shift ;;
+        --allowed-signers) need_value "$@"; allowed_signers=$2; shift 2 ;;
+        --allowed-signers=*) allowed_signers=${1#*=}; shift ;;
         --no-link) link=no; shift ;;
         --uninstall) uninstall=yes; shift ;;
         --allow-old-kernel) old_kernel=yes; shift ;;
+        --allow-downgrade) downgrade=yes; shift ;;
         -h|--help) usage; exit 0 ;;
         *) die "unknown option $1 (see --help)" ;;
     esac
 done
+if [ -n "$verify_key" ] && [ -n "$allowed_signers" ]; then
+    die "give --verify-key or --allowed-signers, not both"
+fi
 
 if [ "$(id -u)" = 0 ]; then
     default_prefix=/opt/pynox
@@ -87,6 +111,19 @@ esac
 if [ -z "$prefix" ] || [ "$prefix" = / ]; then
     die "the prefix cannot be /; pass --prefix DIR"
 fi
+
+# Scratch files (listings, the signers file --verify-key makes) and the unpacked bundle,
+# both removed on every exit.
+staging=""
+work=""
+cleanup() {
+    if [ -n "$staging" ]; then rm -rf "$staging"; fi
+    if [ -n "$work" ]; then rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 1' HUP INT TERM
+work=$(mktemp -d "${TMPDIR:-/tmp}/pynox-install.XXXXXX") ||
+    die "cannot create a temporary folder with mktemp -d; set TMPDIR to a folder you may write to"
 
 # --- helpers -------------------------------------------------------------------
 
@@ -120,10 +157,13 @@ sha256_of() {
     esac
 }
 
-# manifest_field NAME: a top-level scalar of MANIFEST.json ("null" stays "null").
+# json_field NAME: a top-level scalar of the MANIFEST.json on stdin ("null" stays "null").
+json_field() {
+    sed -n "s/^  \"$1\": \"\\{0,1\\}\\([^\",]*\\)\"\\{0,1\\},\\{0,1\\}\$/\\1/p" | head -n 1
+}
+
 manifest_field() {
-    printf '%s\n' "$manifest" |
-        sed -n "s/^  \"$1\": \"\\{0,1\\}\\([^\",]*\\)\"\\{0,1\\},\\{0,1\\}\$/\\1/p" | head -n 1
+    printf '%s\n' "$manifest" | json_field "$1"
 }
 
 machine_arch() {
@@ -143,10 +183,57 @@ glibc_version() {
     echo "$version"
 }
 
+# known_paths DIR: every path (as ./relative) that the receipt in DIR lists, itself included.
+known_paths() {
+    if grep -q '^file=' "$1/$RECORD"; then
+        sed -n -e 's/^file=//p' -e 's/^dir=//p' "$1/$RECORD"
+    else
+        # A record from an install.sh before receipts: what its bundle's manifest lists
+        # (the "files" and "links" objects, one key a line), with their folders.
+        if [ -f "$1/MANIFEST.json" ]; then
+            awk '/^  "(files|links)": \{$/ { inside = 1; next }
+                inside && /^  \}/ { inside = 0; next }
+                inside && match($0, /^    "[^"\\]*": /) {
+                    path = substr($0, 6, RLENGTH - 8); print "./" path
+                    n = split(path, part, "/"); folder = "."
+                    for (i = 1; i < n; i++) { folder = folder "/" part[i]; print folder }
+                }' "$1/MANIFEST.json"
+        fi
+        echo ./MANIFEST.json
+    fi
+    echo "./$RECORD"
+}
+
+# first_unknown DIR: the first path in DIR that its receipt does not list, or nothing;
+# fails when DIR cannot be listed to the end.
+first_unknown() {
+    known_paths "$1" >"$work/known" || return 1
+    (cd "$1" && find . ! -name .) >"$work/found" 2>/dev/null || return 1
+    awk 'FNR == NR { known[$0] = 1; next } !($0 in known) { print; exit }' \
+        "$work/known" "$work/found"
+}
+
+# refuse_unknown DIR WHAT: dies unless DIR holds only what its receipt lists.
+refuse_unknown() {
+    unknown=$(first_unknown "$1") ||
+        die "cannot list every file in $1, so cannot tell what is yours there; nothing was $2"
+    [ -z "$unknown" ] ||
+        die "$1 holds ${unknown#./}, which no pynox install put there; move it out of the prefix and run again (nothing was $2)"
+}
+
+# Whether this machine's C library is musl: its loader, or what its ldd says.
+host_is_musl() {
+    for loader in /lib/ld-musl-*.so.1; do
+        [ -e "$loader" ] && return 0
+    done
+    ldd --version 2>&1 | grep -qi musl
+}
+
 # --- uninstall -----------------------------------------------------------------
 
 if [ "$uninstall" = yes ]; then
     [ -f "$prefix/$RECORD" ] || die "$prefix holds no pynox install record ($RECORD); nothing was removed"
+    refuse_unknown "$prefix" removed
     recorded=$(sed -n 's/^prefix=//p' "$prefix/$RECORD")
     linked=$(sed -n 's/^link=//p' "$prefix/$RECORD")
     if [ -n "$linked" ] && [ -L "$linked" ]; then
@@ -169,23 +256,97 @@ case "$archive" in
     /*) ;;
     *) archive=$(pwd)/$archive ;;
 esac
+name=$(basename "$archive")
 sums=$archive.sha256
 [ -f "$sums" ] || die "$sums is missing; copy it along with the archive, the install verifies it"
-expected=$(sed -n '1s/^\([0-9a-fA-F]\{64\}\)[ *].*$/\1/p' "$sums" | tr 'A-F' 'a-f')
-[ -n "$expected" ] || die "$sums holds no sha256 on its first line"
+# The sha256 on the line that names this archive, in sha256sum's format: "HEX  NAME" or
+# "HEX *NAME". A .sha256 made for another file does not vouch for this one.
+found=$(NAME=$name awk '
+    length($0) > 66 && substr($0, 1, 64) !~ /[^0-9a-fA-F]/ && substr($0, 65, 1) == " " {
+        hashes++
+        file = substr($0, 67)
+        if (substr($0, 66, 1) == " " || substr($0, 66, 1) == "*") {
+            if (file == ENVIRON["NAME"]) { print "sha256 " tolower(substr($0, 1, 64)); exit }
+            if (other == "") other = file
+        }
+    }
+    END { if (other != "") print "other " other; else if (!hashes) print "none" }' "$sums" | head -n 1)
+case "$found" in
+    "sha256 "*) expected=${found#sha256 } ;;
+    "other "*) die "$sums gives the sha256 of ${found#other }, not of $name; copy the .sha256 that came with the archive" ;;
+    *) die "$sums holds no sha256 line for $name (HEX  $name)" ;;
+esac
 tool=$(sha256_tool)
 [ -n "$tool" ] ||
     die "no sha256sum, shasum or openssl to verify $archive with; install one (an unverified archive is never installed)"
 actual=$(sha256_of "$archive" "$tool")
 [ "$actual" = "$expected" ] ||
     die "$archive has sha256 $actual, not the $expected of $sums; the file is damaged or not the one released"
+say "checked the sha256 of $name against $(basename "$sums")"
 
-top=$(tar -tzf "$archive" 2>/dev/null | head -n 1) || true
-top=${top%%/*}
+# --- verify its signature: who made it, not only that it is whole -------------------
+
+sig=$archive.sig
+if [ -n "$verify_key$allowed_signers" ]; then
+    [ -f "$sig" ] ||
+        die "$sig is missing, and this install accepts only a signed archive; copy the .sig that came with it"
+    command -v ssh-keygen >/dev/null 2>&1 ||
+        die "no ssh-keygen to verify $sig with; install OpenSSH's client (a signature is never skipped)"
+    if [ -n "$verify_key" ]; then
+        [ -f "$verify_key" ] || die "the key $verify_key does not exist"
+        # Trust the key as one principal, for bundle signatures only.
+        signers=$work/allowed_signers
+        awk -v principal="$PRINCIPAL" -v namespace="$NAMESPACE" '
+            /^[ \t]*(#|$)/ { next }
+            NF >= 2 && $1 ~ /^(ssh-|ecdsa-|sk-)/ {
+                printf "%s namespaces=\"%s\" %s %s\n", principal, namespace, $1, $2; keys++; next
+            }
+            { bad = 1 }
+            END { exit bad || !keys }' "$verify_key" >"$signers" ||
+            die "$verify_key is not an OpenSSH public key (a line like ssh-ed25519 AAAA... name); give the .pub file"
+        principals=$PRINCIPAL
+        source="the key in $verify_key"
+    else
+        [ -f "$allowed_signers" ] || die "the allowed signers file $allowed_signers does not exist"
+        signers=$allowed_signers
+        principals=$(ssh-keygen -Y find-principals -s "$sig" -f "$signers" 2>/dev/null | tr ',' '\n') ||
+            principals=""
+        source="the allowed signers in $allowed_signers"
+    fi
+    # -Y verify, unlike -Y check-novalidate, binds the signature to a principal's key
+    # and to the namespace the signers file allows that key.
+    signer=$(printf '%s\n' "$principals" | while IFS= read -r principal; do
+        [ -n "$principal" ] || continue
+        if ssh-keygen -Y verify -f "$signers" -I "$principal" -n "$NAMESPACE" -s "$sig" \
+            <"$archive" >/dev/null 2>&1; then
+            printf '%s\n' "$principal"
+            break
+        fi
+    done)
+    [ -n "$signer" ] ||
+        die "$sig is not a $NAMESPACE signature of $name by $source; the archive is not the one that was signed, or not by a key you trust"
+    say "verified the signature $(basename "$sig"): made for $name by $signer, per $source"
+elif [ -f "$sig" ]; then
+    say "did not check the signature $(basename "$sig"); pass --verify-key=KEY.pub to check who made the archive"
+fi
+
+# --- read it: a pynox bundle, whole, with nothing outside its folder ---------------
+
+members=$work/members
+if ! tar -tzf "$archive" >"$members" 2>"$work/tar-error"; then
+    die "$archive is truncated or corrupt (tar: $(head -n 1 "$work/tar-error")); copy it again"
+fi
+top=$(sed -n '1{s|^\./||;s|/.*||;p;}' "$members")
 case "$top" in
     pynox-*) ;;
     *) die "$archive is not a pynox bundle (no pynox-* folder at its top)" ;;
 esac
+outside=$(TOP=$top awk '{
+        path = $0; sub(/^\.\//, "", path)
+        if ((path != ENVIRON["TOP"] && index(path, ENVIRON["TOP"] "/") != 1) ||
+            ("/" path "/") ~ /\/\.\.\//) { print $0; exit }
+    }' "$members")
+[ -z "$outside" ] || die "$archive is not a pynox bundle: $outside is outside its $top folder"
 manifest=$(tar -xzf "$archive" -O "$top/MANIFEST.json" 2>/dev/null) ||
     die "$archive has no $top/MANIFEST.json; it is not a pynox bundle"
 
@@ -206,6 +367,9 @@ arch=$(machine_arch)
 
 if [ "$want_libc" = gnu ]; then
     glibc=$(glibc_version)
+    if [ -z "$glibc" ] && host_is_musl; then
+        die "this bundle needs glibc, and this machine's C library is musl; install the $want_arch-linux-musl bundle"
+    fi
     [ -n "$glibc" ] ||
         die "this bundle needs glibc, and this machine has none that getconf or ldd reports (musl?); install the musl bundle"
     if [ -n "$want_glibc" ] && [ "$want_glibc" != null ] && ! version_ge "$glibc" "$want_glibc"; then
@@ -223,21 +387,31 @@ if [ -n "$want_kernel" ] && ! version_ge "$kernel" "$want_kernel" && [ "$old_ker
     die "Linux $kernel is older than the $want_kernel the sandbox needs; pass --allow-old-kernel to install anyway (only pynox --no-sandbox will work)"
 fi
 
+# --- what is at the prefix now: nothing, an empty folder, or our own install --------
+
+previous_version=""
+if [ -f "$prefix/$RECORD" ]; then
+    refuse_unknown "$prefix" changed
+    previous_version=$(json_field version <"$prefix/MANIFEST.json" 2>/dev/null) || true
+    [ -n "$previous_version" ] || previous_version=$(sed -n 's/^version=//p' "$prefix/$RECORD")
+    [ -n "$previous_version" ] || previous_version=unknown
+    if [ "$previous_version" != unknown ] && [ "$downgrade" = no ] &&
+        ! version_ge "$version" "$previous_version"; then
+        die "$prefix holds pynox $previous_version, newer than this bundle's $version; pass --allow-downgrade to install the older one (nothing was changed)"
+    fi
+elif [ -e "$prefix/MANIFEST.json" ] || [ -L "$prefix/MANIFEST.json" ]; then
+    die "$prefix holds a MANIFEST.json but no receipt of a pynox install ($RECORD), so nothing there is known to be pynox's; choose another --prefix (nothing was changed)"
+elif [ -e "$prefix" ] || [ -L "$prefix" ]; then
+    if [ ! -d "$prefix" ] || [ -L "$prefix" ] || [ -n "$(ls -A "$prefix")" ]; then
+        die "$prefix exists and is not a pynox install; choose another --prefix or remove it"
+    fi
+fi
+
 # --- unpack beside the prefix, check it runs, then rename it into place ------------
 
 parent=$(dirname "$prefix")
 mkdir -p "$parent" 2>/dev/null || die "cannot create $parent; choose another --prefix"
-if [ -e "$prefix" ] && [ ! -f "$prefix/$RECORD" ] && [ ! -f "$prefix/MANIFEST.json" ]; then
-    rmdir "$prefix" 2>/dev/null ||
-        die "$prefix exists and is not a pynox install; choose another --prefix or remove it"
-fi
-
 staging=$prefix.new.$$
-cleanup() {
-    rm -rf "$staging"
-}
-trap cleanup EXIT
-trap 'exit 1' HUP INT TERM
 mkdir "$staging" 2>/dev/null || die "cannot create $staging; may you write to $parent?"
 error=$(tar -xzf "$archive" -C "$staging" 2>&1) ||
     die "cannot unpack $archive into $staging: $(printf '%s' "$error" | head -n 1)"
@@ -255,61 +429,102 @@ if [ -n "$site" ]; then
         die "the new pynox's Python does not run here ($(printf '%s' "$error" | tail -n 1)); nothing was changed"
 fi
 
+# The receipt: every folder and file the bundle put into the prefix, by type.
+(cd "$tree" && find . ! -name . -type d) | sed 's/^/dir=/' >"$work/entries" &&
+    (cd "$tree" && find . ! -name . ! -type d) | sed 's/^/file=/' >>"$work/entries" ||
+    die "cannot list the unpacked bundle in $tree"
+
+# write_receipt DIR LINK: the receipt, written whole or not at all.
+write_receipt() {
+    {
+        echo "# What install.sh put here: an upgrade or --uninstall removes only these."
+        echo "version=$version"
+        echo "prefix=$prefix"
+        echo "link=$2"
+        echo "archive=$name"
+        echo "sha256=$actual"
+        cat "$work/entries"
+    } >"$1/$RECORD.tmp" && mv -f "$1/$RECORD.tmp" "$1/$RECORD"
+}
+write_receipt "$tree" "" || die "cannot write the receipt $tree/$RECORD"
+
 kept_link=""
-if [ -f "$prefix/$RECORD" ]; then
+if [ -n "$previous_version" ]; then
     kept_link=$(sed -n 's/^link=//p' "$prefix/$RECORD")
-fi
-if [ -e "$prefix" ]; then
     previous=$prefix.old.$$
     mv "$prefix" "$previous" || die "cannot move the old install $prefix aside"
     if ! mv "$tree" "$prefix"; then
         mv "$previous" "$prefix" || true
         die "cannot move the new install into $prefix; the old one is back in place"
     fi
-    rm -rf "$previous"
-    action=upgraded
+    # Checked again now that nothing else can write there: only what the receipt lists goes.
+    unknown=$(first_unknown "$previous") || unknown="(a file that cannot be listed)"
+    if [ -z "$unknown" ]; then
+        rm -rf "$previous"
+        say "removed the previous pynox $previous_version: the $(wc -l <"$work/known" | tr -d ' ') paths its receipt lists"
+    else
+        say "kept the previous install in $previous: it holds ${unknown#./}, which no pynox install put there"
+    fi
+    if [ "$previous_version" = "$version" ]; then
+        done_line="reinstalled pynox $version in $prefix"
+    elif [ "$previous_version" = unknown ] || version_ge "$version" "$previous_version"; then
+        done_line="upgraded pynox $previous_version to $version in $prefix"
+    else
+        done_line="downgraded pynox $previous_version to $version in $prefix (--allow-downgrade)"
+    fi
 else
+    if [ -d "$prefix" ]; then
+        rmdir "$prefix" || die "$prefix is no longer empty; choose another --prefix"
+    fi
     mv "$tree" "$prefix" || die "cannot move the new install into $prefix"
-    action=installed
+    done_line="installed pynox $version in $prefix"
 fi
+say "$done_line"
 
-# --- link onto PATH, record, and let pynox check the machine ------------------------
+# --- link onto PATH, complete the receipt, and let pynox check the machine ----------
+
+# into_pynox LINK: whether the symlink LINK points at bin/pynox of a pynox install
+# (a folder with our receipt).
+into_pynox() {
+    current=$(readlink "$1" 2>/dev/null) || return 1
+    case "$current" in
+        /*) ;;
+        *) current=$(dirname "$1")/$current ;;
+    esac
+    owner=${current%/bin/pynox}
+    [ "$owner" != "$current" ] && [ -f "$owner/$RECORD" ]
+}
 
 linked=""
 if [ "$link" = yes ]; then
     mkdir -p "$bin_dir" 2>/dev/null || die "cannot create $bin_dir; pass --bin-dir DIR or --no-link"
     destination=$bin_dir/pynox
-    if [ -e "$destination" ] || [ -L "$destination" ]; then
-        current=$(readlink "$destination" 2>/dev/null) ||
-            die "$destination exists and is not a link to a pynox install; remove it or pass --no-link"
-        case "$current" in
-            */bin/pynox) ;;
-            *) die "$destination links to $current, not to a pynox install; remove it or pass --no-link" ;;
-        esac
+    replacing=""
+    if [ -L "$destination" ] && into_pynox "$destination"; then
+        [ "$owner" = "$prefix" ] || replacing=$owner
+    elif [ -e "$destination" ] || [ -L "$destination" ]; then
+        destination=""
     fi
-    ln -s "$prefix/bin/pynox" "$bin_dir/.pynox.$$" 2>/dev/null ||
-        die "cannot create a link in $bin_dir; pass --bin-dir DIR or --no-link"
-    mv -f "$bin_dir/.pynox.$$" "$destination" || die "cannot replace $destination"
-    linked=$destination
+    if [ -n "$destination" ]; then
+        ln -s "$prefix/bin/pynox" "$bin_dir/.pynox.$$" 2>/dev/null ||
+            die "cannot create a link in $bin_dir; pass --bin-dir DIR or --no-link"
+        mv -f "$bin_dir/.pynox.$$" "$destination" || die "cannot replace $destination"
+        linked=$destination
+        if [ -n "$replacing" ]; then
+            say "replaced the link $linked, which pointed into the pynox install in $replacing"
+        fi
+        case ":${PATH:-}:" in
+            *":$bin_dir:"*) say "linked $linked" ;;
+            *) say "linked $linked; add $bin_dir to PATH to call it as pynox" ;;
+        esac
+    else
+        say "left $bin_dir/pynox as it is: it is not a link into a pynox install; run $prefix/bin/pynox, or remove it and run this again"
+    fi
 elif [ -n "$kept_link" ] && [ "$(readlink "$kept_link" 2>/dev/null)" = "$prefix/bin/pynox" ]; then
     linked=$kept_link  # an upgrade with --no-link keeps the earlier link, and its record
 fi
+write_receipt "$prefix" "$linked" || die "cannot write the receipt $prefix/$RECORD"
 
-{
-    echo "version=$version"
-    echo "prefix=$prefix"
-    echo "link=$linked"
-    echo "archive=$(basename "$archive")"
-    echo "sha256=$actual"
-} >"$prefix/$RECORD" || die "cannot write $prefix/$RECORD"
-
-say "$action pynox $version in $prefix"
-if [ -n "$linked" ]; then
-    case ":${PATH:-}:" in
-        *":$bin_dir:"*) say "linked $linked" ;;
-        *) say "linked $linked; add $bin_dir to PATH to call it as pynox" ;;
-    esac
-fi
 if ! "$prefix/bin/pynox" doctor; then
     say "pynox is installed, but this machine cannot sandbox (reasons above); pynox --no-sandbox still runs programs"
 fi

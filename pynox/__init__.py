@@ -13,13 +13,14 @@ __version__ = "0.1.0"
 # which frames tracebacks leave out, where the start-up image lies.
 PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
 
-__all__ = ["Pool", "PoolError", "Result", "Session", "__version__", "arun", "run", "tool"]
+__all__ = ["Output", "Pool", "PoolError", "Result", "Session", "__version__", "arun", "run", "tool"]
 
 _LAZY = {
     "run": "pynox.api.shared",
     "arun": "pynox.api.shared",
     "tool": "pynox.api.shared",
     "Pool": "pynox.api.pool",
+    "Output": "pynox.api.stream",
     "PoolError": "pynox.errors",
     "Result": "pynox.api.result",
     "Session": "pynox.api.session",
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from pynox.api.result import Result
     from pynox.api.session import Session
     from pynox.api.shared import arun, run, tool
+    from pynox.api.stream import Output
     from pynox.errors import PoolError
 
 

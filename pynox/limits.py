@@ -25,3 +25,9 @@ MAX_FILE_NAME = 1024
 MAX_FILE_DEPTH = 16
 # The most entries of out/ (files and directories) looked at, whatever the program left.
 MAX_OUT_ENTRIES = 10000
+# Bytes of lines the pool has written and its client has not read yet, beyond which it
+# stops reading the output of streaming requests (their programs then wait on their pipes).
+STREAM_BACKLOG = 1 << 20
+# Characters of streamed output the Python client holds for a loop that has not taken them
+# yet; beyond, it counts them as skipped rather than hold more (pynox.api.stream).
+STREAM_BUFFER = 16 << 20

@@ -272,3 +272,30 @@ def test_tool_in_a_plain_dict(project: Path) -> None:
         assert tool_result == "4", tool_result
     """,
     )
+
+
+# --- "Output as it comes, and stopping a run" ---------------------------------------------
+
+
+def test_streaming(project: Path) -> None:
+    output = run_example(
+        project,
+        """
+        import pynox
+
+        code = "import time\\nfor i in range(3):\\n    print(i, flush=True)\\n    time.sleep(0.1)"
+        with pynox.Pool() as pool:
+            for item in pool.stream(code):
+                if isinstance(item, pynox.Output):
+                    print(item.stream, repr(item.data))   # stdout '0\\n', then '1\\n' and '2\\n'
+                else:
+                    print(item.ok)                        # the Result comes last: True
+    """,
+    )
+    *chunks, last = output.splitlines()
+    assert last == "True"
+    # Three chunks as the guide shows, unless a slow machine read two prints at once.
+    assert all(chunk.startswith("stdout '") for chunk in chunks), chunks
+    assert "".join(chunk[len("stdout ") :] for chunk in chunks).replace("''", "") == (
+        "'0\\n1\\n2\\n'"
+    )

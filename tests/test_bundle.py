@@ -197,6 +197,45 @@ def test_manifest_lists_every_file(built: Bundles, tmp_path: Path) -> None:
         assert f'\n  "{key}": "{document[key]}",\n' in text
 
 
+@BUILDS_BUNDLES
+def test_sbom_names_every_part_and_its_licence_files(
+    built: Bundles, packed: Runtime, tmp_path: Path
+) -> None:
+    """The bundle's SBOM is valid CycloneDX; its licence files are in the bundle."""
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+
+    extract(built.from_archive, tmp_path)
+    root = next(tmp_path.iterdir())
+    text = (root / "SBOM.cdx.json").read_text()
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    document = json.loads(text)
+    assert json.loads((root / "MANIFEST.json").read_text())["sbom"] == "SBOM.cdx.json"
+    found = {c["bom-ref"]: c for c in document["components"]}
+    values = {
+        ref: {p["name"]: p["value"] for p in c.get("properties", [])} for ref, c in found.items()
+    }
+    # Built from PYNOX_RUNTIME, an archive with the sha256 the test's dist-config pins:
+    # it is named as that release's asset (a local archive of other bytes says "local").
+    assert found["cpython"]["version"] == packed.version
+    assert values["cpython"]["pynox:runtime:release"] == "test"
+    assert values["cpython"]["pynox:runtime:asset"] == packed.archive.name
+    assert values["cpython"]["pynox:runtime:sha256"] == packed.sha256
+    assert found["pypi:pynox"]["version"] == "0.1.0"
+    assert found["pypi:cffi"]["purl"].startswith("pkg:pypi/cffi@")
+    assert ("pypi:tomli" in found) == (minor() == "3.10")
+    named = [
+        p["value"]
+        for c in found.values()
+        for p in c.get("properties", [])
+        if p["name"] == "pynox:license-file"
+    ]
+    assert "licenses/CPython-LICENSE.txt" in named
+    assert [n for n in named if n.startswith("licenses/cffi-")]
+    for path in named:
+        assert (root / path).is_file(), path
+
+
 def test_user_errors_are_one_line(packed: Runtime) -> None:
     env = clean_env(PYNOX_DIST_CONFIG=str(packed.config), PYNOX_RUNTIME=str(packed.archive))
     for args, expected in (
@@ -327,3 +366,34 @@ def test_pyc_normalization_removes_reference_count_noise() -> None:
         canonical = normalize_marshal(marshal.dumps(code), running)
         assert marshal.loads(canonical) == code
         assert normalize_marshal(canonical, running) == canonical
+
+
+@BUILDS_BUNDLES
+def test_a_signing_key_signs_the_archive(built: Bundles, tmp_path: Path) -> None:
+    """--sign-key (make bundle SIGN_KEY=...) writes ARCHIVE.sig for namespace pynox-bundle."""
+    signature = Path(f"{built.from_archive}.sig")
+    public = built.signing_key.with_name("key.pub").read_text()
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(f'builder namespaces="pynox-bundle" {public}')
+    with built.from_archive.open("rb") as archive:
+        done = subprocess.run(
+            ["ssh-keygen", "-Y", "verify", "-f", str(signers), "-I", "builder"]
+            + ["-n", "pynox-bundle", "-s", str(signature)],
+            stdin=archive,
+            capture_output=True,
+            text=True,
+        )
+    assert done.returncode == 0, done.stderr
+    assert not Path(f"{built.from_mirror}.sig").exists(), "no key, no signature"
+
+
+def test_make_bundle_passes_sign_key_to_the_bundler() -> None:
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", "bundle", "SIGN_KEY=keys/release key"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert '-- --sign-key "keys/release key"' in done.stdout.splitlines()[-1]

@@ -11,7 +11,12 @@ Each command is either
   under a traceback are ignored (they differ between CPython versions) and the project
   directory reads as /home/you/project; or
 - listed in CI_COMMANDS with what runs it (a test, a nox session or the CI script), and
-  that test, session or line must exist.
+  that test, session or line must exist; or
+- in STAND_INS: `make bundle SIGN_KEY=...` on the installation page, which would build a
+  bundle from the network. The test session's bundle (built from a local runtime, see
+  tests/support/bundles) stands in for the build, and is signed with the page's key by the
+  same function `make bundle` signs with; the page's later commands (install.sh with the
+  signature check, the installed pynox) then run for real.
 
 A command that is neither fails. Blocks fenced as sh, bash or shell are refused, so no
 command can hide from this test. The build runs `mkdocs build --strict` into a temporary
@@ -29,10 +34,12 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from support.bundles.artifacts import Bundles, bundles
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -40,7 +47,10 @@ PAGES = sorted(DOCS.glob("*.md"))
 SHOWN_PROJECT = "/home/you/project"
 
 # Programs whose commands the pages may show and this test runs.
-RUNNABLE = frozenset({"pynox", "python", "mkdir", "cat", "echo"})
+RUNNABLE = frozenset(
+    {"pynox", "python", "mkdir", "cat", "echo", "ls", "ssh-keygen", "install/install.sh"}
+    | {"~/.local/bin/pynox"}
+)
 SHELL_FENCES = frozenset({"sh", "bash", "shell", "zsh", "shell-session", "sh-session"})
 
 # Commands the pages show that are too slow or too machine-changing to run here, and what
@@ -61,15 +71,6 @@ CI_COMMANDS = {
     # The network of a test machine reaches no public server: a loopback one stands in.
     "pynox --package-dir=packages --allow-network tasks/fetch.py": (
         "tests/test_agent_tasks.py::test_requests_over_https_to_a_loopback_server"
-    ),
-    "sh install/install.sh --archive dist/pynox-*.tar.gz": (
-        "tests/test_install.py::test_install_move_and_run"
-    ),
-    "sh install/install.sh --archive pynox-*.tar.gz --prefix /opt/pynox": (
-        "tests/test_install.py::test_install_move_and_run"
-    ),
-    "sh install/install.sh --uninstall --prefix /opt/pynox": (
-        "tests/test_install.py::test_upgrade_and_uninstall"
     ),
 }
 
@@ -153,6 +154,8 @@ def programs_of(command: str) -> list[str]:
         words = part.split()
         while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*", words[0]):
             words.pop(0)
+        if words[:1] == ["sh"] and len(words) > 1:
+            words.pop(0)  # a script the shell runs is the program
         programs.append(words[0] if words else "")
     return programs
 
@@ -257,9 +260,31 @@ def run_in(project: Path, command: Command, home: Path) -> str:
     return text.replace(str(project), SHOWN_PROJECT)
 
 
-def check_page(page: Path, tmp_path: Path) -> int:
+# Commands a test cannot run as shown, and what stands in for them: (project, bundles).
+StandIn = Callable[[Path, Bundles], None]
+
+
+def _signed_bundle(project: Path, built: Bundles) -> None:
+    """`make bundle SIGN_KEY=release-key`: the session's bundle in dist/, signed there."""
+    from bundler.digest import write_sums
+    from bundler.signing import sign
+
+    dist = project / "dist"
+    dist.mkdir()
+    archive = dist / built.from_mirror.name
+    shutil.copyfile(built.from_mirror, archive)
+    write_sums(archive)
+    sign(archive, project / "release-key")
+
+
+STAND_INS: dict[str, StandIn] = {"make bundle SIGN_KEY=release-key": _signed_bundle}
+
+
+def check_page(page: Path, tmp_path: Path, built: Bundles | None = None) -> int:
     project = tmp_path / "project"
     shutil.copytree(ROOT / "examples", project / "examples")
+    if any("install/install.sh" in command.text for command in commands(page)):
+        shutil.copytree(ROOT / "install", project / "install")
     if any(_PACKAGES_DIR in command.text for command in commands(page)):
         _link_packages(project)
     home = tmp_path / "home"
@@ -272,6 +297,10 @@ def check_page(page: Path, tmp_path: Path) -> int:
             target.write_text(step.content)
             continue
         where = f"{step.page}:{step.line}: `{step.text}`"
+        if step.text in STAND_INS:
+            assert built is not None, f"{where} needs the test session's bundle"
+            STAND_INS[step.text](project, built)
+            continue
         if step.text in CI_COMMANDS:
             problem = coverage_problem(step.text, CI_COMMANDS[step.text])
             assert problem is None, f"{where} is listed as run by CI, but {problem}"
@@ -343,9 +372,28 @@ def test_every_ci_command_is_shown_and_covered() -> None:
         assert problem is None, f"`{command}`: {problem}"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
-def test_page_commands(page: Path, tmp_path: Path) -> None:
-    check_page(page, tmp_path)
+def needs_a_bundle(page: Path) -> bool:
+    return any(command.text in STAND_INS for command in commands(page))
+
+
+@pytest.mark.parametrize(
+    "page",
+    [pytest.param(p, marks=pytest.mark.slow) if needs_a_bundle(p) else p for p in PAGES],
+    ids=lambda page: page.name,
+)
+def test_page_commands(
+    page: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    check_page(page, tmp_path, bundles(tmp_path_factory) if needs_a_bundle(page) else None)
+
+
+@pytest.mark.unit
+def test_the_installation_page_runs_every_command() -> None:
+    """The air-gapped walkthrough: no command of it is left to CI."""
+    shown = commands(DOCS / "installation.md")
+    assert any("--verify-key=" in command.text for command in shown)
+    left = [c.text for c in shown if c.text in CI_COMMANDS and c.text != "make bundle"]
+    assert not left, f"installation.md leaves these to CI: {left}"
 
 
 def test_a_changed_output_fails(tmp_path: Path) -> None:

@@ -188,6 +188,20 @@ def test_unpinned_download_is_refused_unless_a_checksum_is_given(
     assert given.returncode == 0, given.stderr
 
 
+def test_a_given_checksum_never_overrides_a_pin(release: dict[str, object]) -> None:
+    _pin(release, str(release["sha256"]))
+    with Mirror(release["mirror"]) as mirror:  # type: ignore[arg-type]
+        done = fetch(release, PYNOX_PBS_MIRROR=mirror.url, PYNOX_RUNTIME_SHA256="1" * 64)
+        assert done.returncode == 1
+        line = one_line(done.stderr)
+        assert "is not the one pinned" in line and str(release["sha256"]) in line
+        assert mirror.state.requests == [], "nothing is downloaded"
+        same = fetch(
+            release, PYNOX_PBS_MIRROR=mirror.url, PYNOX_RUNTIME_SHA256=str(release["sha256"])
+        )
+    assert same.returncode == 0, same.stderr
+
+
 def test_local_runtime_is_used_as_given(release: dict[str, object], tmp_path: Path) -> None:
     _pin(release, "")
     archive = Path(release["mirror"], TAG, release["name"])  # type: ignore[arg-type]
@@ -259,22 +273,6 @@ def test_refresh_pins_from_a_sums_file(tmp_path: Path) -> None:
     assert offline.returncode == 0
     assert "the pins are unchanged" in offline.stderr
     assert (config / "runtimes.toml").read_text() == before
-
-
-def test_shipped_pins_never_carry_a_made_up_checksum() -> None:
-    from bundler.config import load_matrix, load_release
-
-    release = load_release(PROJECT / "dist-config")
-    matrix = load_matrix(PROJECT / "dist-config")
-    assert len(release.assets) == len(matrix.cells()) == 20
-    for asset in release.assets:
-        assert asset.name == (
-            f"cpython-{asset.python}+{release.tag}-"
-            f"{matrix.target(asset.target).pbs_triple}-install_only_stripped.tar.gz"
-        )
-        assert "%2B" in asset.url and "_v2" not in asset.url and "_v3" not in asset.url
-        # Either unknown, or written by refresh-pins from the release's SHA256SUMS.
-        assert asset.sha256 == "" or len(asset.sha256) == 64
 
 
 def test_local_runtime_folder(release: dict[str, object], tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.bundles import PROJECT
-from support.bundles.artifacts import Bundles, bundles
+from support.bundles.artifacts import Bundles, bundles, throwaway_key
 
 INSTALL = PROJECT / "install" / "install.sh"
 
@@ -65,8 +65,14 @@ def failure_line(done: subprocess.CompletedProcess[str]) -> str:
 def test_install_move_and_run(built: Bundles, tmp_path: Path) -> None:
     prefix = tmp_path / "opt" / "pynox"
     links = tmp_path / "bin"
-    done = install("--archive", built.from_archive, "--prefix", prefix, "--bin-dir", links)
+    key = built.signing_key.with_name("key.pub")
+    done = install(
+        "--archive", built.from_archive, "--prefix", prefix, "--bin-dir", links, "--verify-key", key
+    )
     assert done.returncode == 0, done.stderr
+    assert (
+        f"made for {built.from_archive.name} by pynox-release, per the key in {key}" in done.stdout
+    )
     assert "installed pynox 0.1.0" in done.stdout
     assert "sandbox_supported: yes" in done.stdout, "it ends with pynox doctor"
     assert (links / "pynox").resolve() == prefix / "bin" / "pynox"
@@ -122,10 +128,17 @@ def test_upgrade_and_uninstall(built: Bundles, tmp_path: Path) -> None:
     )
     marker = prefix / "python" / "old-tree-marker"
     marker.write_text("")
+    line = failure_line(install("--archive", built.from_archive, "--prefix", prefix, "--no-link"))
+    assert line == (
+        f"install.sh: {prefix} holds python/old-tree-marker, which no pynox install put there;"
+        " move it out of the prefix and run again (nothing was changed)"
+    )
+    assert marker.exists()
+    marker.unlink()
     again = install("--archive", built.from_archive, "--prefix", prefix, "--bin-dir", links)
     assert again.returncode == 0, again.stderr
-    assert "upgraded pynox 0.1.0" in again.stdout
-    assert not marker.exists(), "the new tree replaced the old one"
+    assert "reinstalled pynox 0.1.0" in again.stdout
+    assert "install.sh: removed the previous pynox 0.1.0: the " in again.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "pynox"], "nothing left beside"
     record = (prefix / ".pynox-install").read_text()
     assert f"link={links / 'pynox'}" in record
@@ -150,22 +163,23 @@ def fake_bundle(folder: Path, launcher: str = "#!/bin/sh\nexit 0\n", **fields: o
         "kernel_min": "3.2",
         **fields,
     }
-    archive = folder / "pynox-9.9.9-test-cp399.tar.gz"
+    top = f"pynox-{manifest['version']}-test-cp399"
+    archive = folder / f"{top}.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
         for name, data, mode in (
-            (
-                "pynox-9.9.9-test-cp399/MANIFEST.json",
-                json.dumps(manifest, indent=2).encode(),
-                0o644,
-            ),
-            ("pynox-9.9.9-test-cp399/bin/pynox", launcher.encode(), 0o755),
+            (f"{top}/MANIFEST.json", json.dumps(manifest, indent=2).encode(), 0o644),
+            (f"{top}/bin/pynox", launcher.encode(), 0o755),
         ):
             info = tarfile.TarInfo(name)
             info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
-    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
-    Path(f"{archive}.sha256").write_text(f"{digest}  {archive.name}\n")
+    write_sums(archive)
     return archive
+
+
+def write_sums(archive: Path, name: str | None = None) -> None:
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    Path(f"{archive}.sha256").write_text(f"{digest}  {name or archive.name}\n")
 
 
 @pytest.mark.parametrize(
@@ -235,19 +249,461 @@ def test_upgrade_keeps_the_old_tree_when_the_new_one_does_not_run(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken", "good", "p"]
 
 
-def test_refuses_to_replace_a_foreign_command(tmp_path: Path) -> None:
-    archive = fake_bundle(tmp_path)
-    links = tmp_path / "bin"
-    links.mkdir()
-    (links / "pynox").write_text("someone else's\n")
-    line = failure_line(
-        install("--archive", archive, "--prefix", tmp_path / "p", "--bin-dir", links)
-    )
-    assert "is not a link to a pynox install; remove it or pass --no-link" in line
-
-
 def test_install_script_is_shellcheck_clean() -> None:
     if not shutil.which("shellcheck"):
         pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
     done = subprocess.run(["shellcheck", str(INSTALL)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
+
+
+# --- never lose data: the receipt ------------------------------------------------------
+
+
+def test_a_manifest_alone_does_not_make_a_prefix_ours(tmp_path: Path) -> None:
+    """The data loss of a prefix that merely held a file named MANIFEST.json."""
+    archive = fake_bundle(tmp_path)
+    prefix = tmp_path / "x"
+    prefix.mkdir()
+    (prefix / "MANIFEST.json").write_text("{}\n")
+    (prefix / "userdata.db").write_text("precious\n")
+    line = failure_line(install("--archive", archive, "--prefix", prefix, "--no-link"))
+    assert line == (
+        f"install.sh: {prefix} holds a MANIFEST.json but no receipt of a pynox install"
+        " (.pynox-install), so nothing there is known to be pynox's; choose another --prefix"
+        " (nothing was changed)"
+    )
+    assert (prefix / "userdata.db").read_text() == "precious\n"
+    assert sorted(p.name for p in prefix.iterdir()) == ["MANIFEST.json", "userdata.db"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [archive.name, f"{archive.name}.sha256", "x"]
+    )
+
+
+def test_the_receipt_lists_what_was_installed(tmp_path: Path) -> None:
+    archive = fake_bundle(tmp_path)
+    prefix = tmp_path / "p"
+    done = install("--archive", archive, "--prefix", prefix, "--no-link")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[:2] == [
+        f"install.sh: checked the sha256 of {archive.name} against {archive.name}.sha256",
+        f"install.sh: installed pynox 9.9.9 in {prefix}",
+    ]
+    receipt = (prefix / ".pynox-install").read_text().splitlines()
+    assert "version=9.9.9" in receipt
+    entries = sorted(line for line in receipt if line.startswith(("dir=", "file=")))
+    assert entries == ["dir=./bin", "file=./MANIFEST.json", "file=./bin/pynox"]
+
+
+@pytest.mark.parametrize("where", ["userdata.db", "bin/notes.txt", "cache/x"])
+def test_upgrade_and_uninstall_keep_what_the_receipt_does_not_list(
+    tmp_path: Path, where: str
+) -> None:
+    archive = fake_bundle(tmp_path)
+    prefix = tmp_path / "p"
+    assert install("--archive", archive, "--prefix", prefix, "--no-link").returncode == 0
+    mine = prefix / where
+    mine.parent.mkdir(exist_ok=True)
+    mine.write_text("precious\n")
+    first = where.split("/")[0] if where.startswith("cache") else where
+    for args, outcome in ((("--archive", archive), "changed"), (("--uninstall",), "removed")):
+        line = failure_line(install(*args, "--prefix", prefix, "--no-link"))
+        assert line == (
+            f"install.sh: {prefix} holds {first}, which no pynox install put there;"
+            f" move it out of the prefix and run again (nothing was {outcome})"
+        )
+        assert mine.read_text() == "precious\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [archive.name, f"{archive.name}.sha256", "p"]
+    )
+
+
+def test_upgrade_removes_what_the_old_receipt_lists(tmp_path: Path) -> None:
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old = fake_bundle(tmp_path / "old", version="1.0.0")
+    new = fake_bundle(tmp_path / "new", version="1.1.0")
+    prefix = tmp_path / "p"
+    assert install("--archive", old, "--prefix", prefix, "--no-link").returncode == 0
+    done = install("--archive", new, "--prefix", prefix, "--no-link")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:3] == [
+        "install.sh: removed the previous pynox 1.0.0: the 4 paths its receipt lists",
+        f"install.sh: upgraded pynox 1.0.0 to 1.1.0 in {prefix}",
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new", "old", "p"]
+
+
+def test_a_record_from_before_receipts_is_read_from_its_manifest(tmp_path: Path) -> None:
+    """An install made before receipts: its MANIFEST.json's files and links are what it owns."""
+    archive = fake_bundle(tmp_path, files={"bin/pynox": "0" * 64}, links={})
+    prefix = tmp_path / "p"
+    assert install("--archive", archive, "--prefix", prefix, "--no-link").returncode == 0
+    record = prefix / ".pynox-install"
+    record.write_text("".join(f"{line}\n" for line in record.read_text().splitlines()[1:6]))
+    (prefix / "userdata.db").write_text("precious\n")
+    line = failure_line(install("--archive", archive, "--prefix", prefix, "--no-link"))
+    assert f"{prefix} holds userdata.db, which no pynox install put there" in line
+    (prefix / "userdata.db").unlink()
+    done = install("--archive", archive, "--prefix", prefix, "--no-link")
+    assert done.returncode == 0, done.stderr
+    assert f"install.sh: reinstalled pynox 9.9.9 in {prefix}" in done.stdout
+
+
+def test_a_downgrade_needs_allow_downgrade(tmp_path: Path) -> None:
+    (tmp_path / "new").mkdir()
+    (tmp_path / "old").mkdir()
+    new = fake_bundle(tmp_path / "new", version="1.10.0")
+    old = fake_bundle(tmp_path / "old", version="1.9.0")
+    prefix = tmp_path / "p"
+    assert install("--archive", new, "--prefix", prefix, "--no-link").returncode == 0
+    line = failure_line(install("--archive", old, "--prefix", prefix, "--no-link"))
+    assert line == (
+        f"install.sh: {prefix} holds pynox 1.10.0, newer than this bundle's 1.9.0;"
+        " pass --allow-downgrade to install the older one (nothing was changed)"
+    )
+    assert json.loads((prefix / "MANIFEST.json").read_text())["version"] == "1.10.0"
+    done = install("--archive", old, "--prefix", prefix, "--no-link", "--allow-downgrade")
+    assert done.returncode == 0, done.stderr
+    assert f"install.sh: downgraded pynox 1.10.0 to 1.9.0 in {prefix} (--allow-downgrade)" in (
+        done.stdout
+    )
+    assert json.loads((prefix / "MANIFEST.json").read_text())["version"] == "1.9.0"
+
+
+# --- the archive: its .sha256 and whether it is whole -------------------------------
+
+
+def test_the_sha256_file_must_name_the_archive(tmp_path: Path) -> None:
+    archive = fake_bundle(tmp_path)
+    write_sums(archive, name="pynox-9.9.9-other-cp399.tar.gz")
+    line = failure_line(install("--archive", archive, "--prefix", tmp_path / "p", "--no-link"))
+    assert line == (
+        f"install.sh: {archive}.sha256 gives the sha256 of pynox-9.9.9-other-cp399.tar.gz,"
+        f" not of {archive.name}; copy the .sha256 that came with the archive"
+    )
+    Path(f"{archive}.sha256").write_text(hashlib.sha256(archive.read_bytes()).hexdigest() + "\n")
+    line = failure_line(install("--archive", archive, "--prefix", tmp_path / "p", "--no-link"))
+    assert line.endswith(f"holds no sha256 line for {archive.name} (HEX  {archive.name})")
+    # sha256sum's binary mode, and a name with spaces, are fine.
+    spaced = tmp_path / "with space"
+    spaced.mkdir()
+    moved = spaced / archive.name
+    archive.rename(moved)
+    digest = hashlib.sha256(moved.read_bytes()).hexdigest()
+    Path(f"{moved}.sha256").write_text(f"{digest} *{moved.name}\n")
+    done = install("--archive", moved, "--prefix", spaced / "p q", "--no-link")
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_truncated_archive_says_so(tmp_path: Path) -> None:
+    archive = fake_bundle(tmp_path, padding="x" * 50_000)
+    data = archive.read_bytes()
+    archive.write_bytes(data[: len(data) // 2])
+    write_sums(archive)
+    line = failure_line(install("--archive", archive, "--prefix", tmp_path / "p", "--no-link"))
+    assert line.startswith(f"install.sh: {archive} is truncated or corrupt (tar: ")
+    assert line.endswith("); copy it again")
+    assert not (tmp_path / "p").exists()
+
+
+def test_members_outside_the_bundle_folder_are_refused(tmp_path: Path) -> None:
+    archive = tmp_path / "pynox-9.9.9-test-cp399.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name in ("pynox-9.9.9-test-cp399/MANIFEST.json", "pynox-9.9.9-test-cp399/../../x"):
+            info = tarfile.TarInfo(name)
+            tar.addfile(info, io.BytesIO(b""))
+    write_sums(archive)
+    line = failure_line(install("--archive", archive, "--prefix", tmp_path / "p", "--no-link"))
+    assert line == (
+        f"install.sh: {archive} is not a pynox bundle: pynox-9.9.9-test-cp399/../../x is"
+        " outside its pynox-9.9.9-test-cp399 folder"
+    )
+
+
+# --- the pynox link on PATH ------------------------------------------------------------
+
+
+def test_a_foreign_pynox_on_path_is_left_as_it_is(tmp_path: Path) -> None:
+    archive = fake_bundle(tmp_path)
+    links = tmp_path / "bin"
+    links.mkdir()
+    (links / "pynox").write_text("someone else's\n")
+    elsewhere = tmp_path / "elsewhere" / "bin"
+    elsewhere.mkdir(parents=True)
+    (links / "other").symlink_to(elsewhere / "pynox")
+    for setup in ("file", "link"):
+        if setup == "link":
+            (links / "pynox").unlink()
+            (links / "pynox").symlink_to(elsewhere / "pynox")  # bin/pynox, but no receipt there
+        prefix = tmp_path / f"p-{setup}"
+        done = install("--archive", archive, "--prefix", prefix, "--bin-dir", links)
+        assert done.returncode == 0, done.stderr
+        assert (
+            f"install.sh: left {links}/pynox as it is: it is not a link into a pynox install;"
+            f" run {prefix}/bin/pynox, or remove it and run this again"
+        ) in done.stdout.splitlines()
+        assert "link=\n" in (prefix / ".pynox-install").read_text()
+    assert (links / "pynox").readlink() == elsewhere / "pynox"
+
+
+def test_a_link_into_another_pynox_install_is_replaced(tmp_path: Path) -> None:
+    archive = fake_bundle(tmp_path)
+    links = tmp_path / "bin"
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert install("--archive", archive, "--prefix", first, "--bin-dir", links).returncode == 0
+    assert (links / "pynox").readlink() == first / "bin" / "pynox"
+    done = install("--archive", archive, "--prefix", second, "--bin-dir", links)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"install.sh: replaced the link {links}/pynox, which pointed into the pynox install"
+        f" in {first}"
+    ) in done.stdout.splitlines()
+    assert (links / "pynox").readlink() == second / "bin" / "pynox"
+
+
+# --- authenticity: the signature ---------------------------------------------------------
+
+
+def ssh_sign(path: Path, key: Path, namespace: str = "pynox-bundle") -> Path:
+    subprocess.run(
+        ["ssh-keygen", "-Y", "sign", "-f", str(key), "-n", namespace, str(path)],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+    )
+    return Path(f"{path}.sig")
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> tuple[Path, Path]:
+    """The release key and an attacker's, in folders whose names hold spaces."""
+    if not shutil.which("ssh-keygen"):
+        pytest.skip("ssh-keygen is not installed")
+    return (
+        throwaway_key(tmp_path / "release keys", "release"),
+        throwaway_key(tmp_path / "attacker keys", "attacker"),
+    )
+
+
+def signers_file(folder: Path, key: Path, options: str = 'namespaces="pynox-bundle"') -> Path:
+    signers = folder / "allowed signers"
+    public = key.with_name("key.pub").read_text()
+    signers.write_text(f"release@example.org {options} {public}")
+    return signers
+
+
+def test_a_good_signature_is_verified(tmp_path: Path, keys: tuple[Path, Path]) -> None:
+    release, _ = keys
+    folder = tmp_path / "from the build host"
+    folder.mkdir()
+    archive = fake_bundle(folder)
+    ssh_sign(archive, release)
+    public = release.with_name("key.pub")
+    done = install("--archive", archive, "--prefix", tmp_path / "p 1", "--verify-key", public)
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"install.sh: verified the signature {archive.name}.sig: made for {archive.name} by"
+        f" pynox-release, per the key in {public}"
+    ) in done.stdout.splitlines()
+    signers = signers_file(tmp_path, release)
+    done = install(
+        "--archive", archive, "--prefix", tmp_path / "p 2", f"--allowed-signers={signers}"
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"install.sh: verified the signature {archive.name}.sig: made for {archive.name} by"
+        f" release@example.org, per the allowed signers in {signers}"
+    ) in done.stdout.splitlines()
+
+
+def test_without_a_key_the_signature_is_not_checked_and_it_says_so(
+    tmp_path: Path, keys: tuple[Path, Path]
+) -> None:
+    archive = fake_bundle(tmp_path)
+    ssh_sign(archive, keys[0])
+    done = install("--archive", archive, "--prefix", tmp_path / "p", "--no-link")
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"install.sh: did not check the signature {archive.name}.sig; pass --verify-key=KEY.pub"
+        " to check who made the archive"
+    ) in done.stdout.splitlines()
+
+
+def refused_signature(archive: Path, *args: object) -> str:
+    prefix = archive.parent / "p"
+    line = failure_line(install("--archive", archive, "--prefix", prefix, "--no-link", *args))
+    assert not prefix.exists()
+    return line
+
+
+def test_bad_signatures_are_refused(tmp_path: Path, keys: tuple[Path, Path]) -> None:
+    release, attacker = keys
+    public = release.with_name("key.pub")
+    archive = fake_bundle(tmp_path)
+    signature = ssh_sign(archive, release)
+    good = signature.read_bytes()
+    verify = ("--verify-key", public)
+
+    def not_signed(line: str, by: str = f"the key in {public}") -> bool:
+        return line == (
+            f"install.sh: {signature} is not a pynox-bundle signature of {archive.name} by {by};"
+            " the archive is not the one that was signed, or not by a key you trust"
+        )
+
+    # A swapped pair: another archive with its own, matching .sha256, beside the real .sig.
+    genuine = tmp_path / "genuine"
+    shutil.copyfile(archive, genuine)
+    (tmp_path / "evil").mkdir()
+    evil = fake_bundle(tmp_path / "evil", launcher="#!/bin/sh\necho evil\n")
+    shutil.copyfile(evil, archive)
+    shutil.copyfile(f"{evil}.sha256", f"{archive}.sha256")
+    assert not_signed(refused_signature(archive, *verify))
+    # The attacker signs the swapped archive with their own key.
+    signature.unlink()
+    ssh_sign(archive, attacker)
+    assert not_signed(refused_signature(archive, *verify))
+    # A real signature by the release key, but of another file.
+    other = tmp_path / "release-notes.txt"
+    other.write_text("notes\n")
+    shutil.copyfile(ssh_sign(other, release), signature)
+    assert not_signed(refused_signature(archive, *verify))
+    # The genuine archive, signed by the release key for another namespace.
+    shutil.copyfile(genuine, archive)
+    write_sums(archive)
+    signature.unlink()
+    ssh_sign(archive, release, namespace="git")
+    assert not_signed(refused_signature(archive, *verify))
+    # The right signature, but the signers file allows the key for another namespace only.
+    signature.write_bytes(good)
+    assert install("--archive", archive, "--prefix", tmp_path / "ok", *verify).returncode == 0
+    git_only = signers_file(tmp_path, release, options='namespaces="git"')
+    by = f"the allowed signers in {git_only}"
+    assert not_signed(refused_signature(archive, "--allowed-signers", git_only), by)
+    # No signature at all.
+    signature.unlink()
+    assert refused_signature(archive, *verify) == (
+        f"install.sh: {signature} is missing, and this install accepts only a signed archive;"
+        " copy the .sig that came with it"
+    )
+
+
+def test_a_key_that_is_not_a_public_key_is_refused(tmp_path: Path, keys: tuple[Path, Path]) -> None:
+    archive = fake_bundle(tmp_path)
+    ssh_sign(archive, keys[0])
+    line = refused_signature(archive, "--verify-key", keys[0])  # the private half
+    assert line == (
+        f"install.sh: {keys[0]} is not an OpenSSH public key (a line like ssh-ed25519 AAAA..."
+        " name); give the .pub file"
+    )
+
+
+def fake_tools(folder: Path, **scripts: str) -> dict[str, str]:
+    """A PATH whose first folder holds the given commands as shell scripts."""
+    folder.mkdir()
+    for name, body in scripts.items():
+        (folder / name).write_text(f"#!/bin/sh\n{body}\n")
+        (folder / name).chmod(0o755)
+    return {"PATH": f"{folder}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+
+
+@pytest.mark.parametrize(
+    ("scripts", "expected"),
+    [
+        (
+            {"getconf": "echo 'glibc 2.28'"},
+            "this bundle needs glibc 2.31 or newer, and this machine has 2.28",
+        ),
+        (  # no getconf answer: ldd's first line gives the version
+            {"getconf": "exit 1", "ldd": "echo 'ldd (GNU libc) 2.17'"},
+            "this bundle needs glibc 2.31 or newer, and this machine has 2.17",
+        ),
+    ],
+)
+def test_an_older_glibc_is_refused(tmp_path: Path, scripts: dict[str, str], expected: str) -> None:
+    archive = fake_bundle(tmp_path, glibc_min="2.31")
+    env = fake_tools(tmp_path / "fake-bin", **scripts)
+    line = failure_line(
+        install("--archive", archive, "--prefix", tmp_path / "p", "--no-link", env=env)
+    )
+    assert line == f"install.sh: {expected}"
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_musl_machine_is_told_to_take_the_musl_bundle(tmp_path: Path) -> None:
+    archive = fake_bundle(tmp_path, glibc_min="2.17")
+    env = fake_tools(
+        tmp_path / "fake-bin",
+        getconf="exit 1",
+        ldd="echo 'musl libc (x86_64)' >&2; echo 'Version 1.2.5' >&2; exit 1",
+    )
+    line = failure_line(
+        install("--archive", archive, "--prefix", tmp_path / "p", "--no-link", env=env)
+    )
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("pynox-9.9.9-test-cp399/MANIFEST.json")
+        assert member is not None
+        machine = json.loads(member.read())["arch"]
+    assert line == (
+        "install.sh: this bundle needs glibc, and this machine's C library is musl; "
+        f"install the {machine}-linux-musl bundle"
+    )
+
+
+def test_a_newer_or_equal_glibc_passes_the_check(tmp_path: Path) -> None:
+    """The same fake getconf at the floor: the install goes past the C library check."""
+    archive = fake_bundle(tmp_path, glibc_min="2.31", kernel_min="99.0")
+    env = fake_tools(tmp_path / "fake-bin", getconf="echo 'glibc 2.31'")
+    line = failure_line(
+        install("--archive", archive, "--prefix", tmp_path / "p", "--no-link", env=env)
+    )
+    assert "the sandbox needs; pass --allow-old-kernel" in line, "the next check refuses"
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under root with its size and modification time."""
+    return {
+        p.relative_to(root).as_posix(): (p.lstat().st_size, p.lstat().st_mtime_ns)
+        for p in root.rglob("*")
+    }
+
+
+@BUILDS_BUNDLES
+def test_a_moved_install_names_its_new_place_and_is_never_written(
+    built: Bundles, tmp_path: Path
+) -> None:
+    """The start-up image and the bytecode were made at build time: after a move, a
+    traceback names the new prefix (the program's frames, the standard library's and
+    pynox's own modules from the image), and running writes nothing into the prefix."""
+    prefix = tmp_path / "opt" / "pynox"
+    done = install("--archive", built.from_archive, "--prefix", prefix, "--no-link")
+    assert done.returncode == 0, done.stderr
+    moved = tmp_path / "moved" / "pynox"
+    moved.parent.mkdir()
+    shutil.move(str(prefix), str(moved))
+    site = moved / "python" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    image = site / "site-packages" / "pynox" / "__pycache__"
+    assert list(image.glob("_boot.*.image")), "the bundle carries its start-up image"
+    before = snapshot(moved)
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "fails.py").write_text('import json\njson.loads("{")\n')
+    pynox = str(moved / "bin" / "pynox")
+    for flags in ([], ["--no-sandbox"]):
+        failed = bare([pynox, *flags, "fails.py"], work)
+        assert failed.returncode == 1
+        assert f'File "{site / "json" / "decoder.py"}"' in failed.stderr, failed.stderr
+        assert str(prefix) not in failed.stderr
+    # pynox's modules came from the image, their code naming the moved sources (a
+    # sandboxed program runs in the process that started from the image).
+    where = bare(
+        [pynox, "-c",
+         "import sys; m = sys.modules['pynox.cli.main']; "
+         "print(type(m.__spec__.loader).__name__); print(m.main.__code__.co_filename)"],
+        work,
+    )  # fmt: skip
+    loader, filename = where.stdout.split()
+    assert loader == "_ImageFinder", where.stderr
+    assert filename == str(site / "site-packages" / "pynox" / "cli" / "main.py")
+    assert bare([pynox, "--version"], work).returncode == 0
+    assert snapshot(moved) == before, "nothing was written into the installed prefix"

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from support.pool_client import PoolClient
 
+from pynox.limits import STREAM_BACKLOG
 from pynox.pool.request import REQUEST_FIELDS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "pool-protocol.md"
@@ -81,6 +82,13 @@ CLOSED = one(
 )
 CONTROL_ERROR = one(lambda m: m.get("event") == "control_error", "control_error event")
 FILES_FIELDS = one(lambda m: set(m) == {"files", "files_left_out"}, "files fields of a result")
+OUTPUT_EVENTS = of(lambda m: m.get("event") == "output")
+STREAMING = one(lambda m: m.get("stream") is True and "code" in m, "streaming request")
+CANCEL = one(lambda m: m.get("control") == "cancel", "cancel line")
+CANCELLED = one(
+    lambda m: isinstance(m.get("error"), dict) and m["error"]["type"] == "Cancelled",
+    "cancelled result",
+)
 SESSION_FIELD = one(
     lambda m: set(m) == {"session"} and "step" in m["session"], "session field of a step's result"
 )
@@ -130,7 +138,11 @@ def plain_requests() -> list[Message]:
     return [
         r
         for r in REQUESTS
-        if "code" in r and "functions" not in r and "session" not in r and "files" not in r
+        if "code" in r
+        and "functions" not in r
+        and "session" not in r
+        and "files" not in r
+        and r["id"] != CANCEL["id"]
     ]
 
 
@@ -246,3 +258,33 @@ def test_exit_statuses_the_page_names(pool: PoolClient) -> None:
     assert re.search(r"128\+N that signal N killed it", TEXT)
     killed = pool.run({"id": "killed", "code": "import os, signal\nos.kill(os.getpid(), 9)"})
     assert killed["exit"] == 128 + 9
+
+
+def test_streaming_example(pool: PoolClient) -> None:
+    documented = [e for e in OUTPUT_EVENTS if e["id"] == STREAMING["id"]]
+    assert documented, "the page shows no output event of its streaming request"
+    start = len(pool.lines)  # the plain-request test may have sent it before
+    result = pool.run(dict(STREAMING))
+    lines = pool.lines[start:]
+    events = [e for e in lines if e.get("event") == "output" and e["id"] == STREAMING["id"]]
+    assert events == documented
+    assert lines.index(events[-1]) < lines.index(result), "the events come first"
+    assert result["stdout"] == "".join(e["data"] for e in events)
+    section = TEXT.split("## Streaming", 1)[1].split("\n## ", 1)[0]
+    assert f"pass {STREAM_BACKLOG >> 20} MiB" in section
+
+
+def test_cancel_example(pool: PoolClient) -> None:
+    request = one(lambda m: "code" in m and m["id"] == CANCEL["id"], "request the page cancels")
+    pool.send(dict(request))
+    pool.send_raw(json.dumps(CANCEL).encode() + b"\n")  # the documented line, as written
+    result = pool.result(CANCEL["id"])
+    assert result["exit"] == CANCELLED["exit"]
+    assert result["error"] == CANCELLED["error"]
+    flat = " ".join(TEXT.split())
+    missing = re.search(r"\(\"(there is no running or queued request '(.+?)' to cancel)\"\)", flat)
+    assert missing, "the page no longer quotes the answer to cancelling a finished request"
+    pool.send_raw(json.dumps(CANCEL).encode() + b"\n")
+    event = pool.event(lambda m: m.get("event") == "control_error" and m["id"] == CANCEL["id"])
+    assert event["message"] == missing.group(1)
+    pool.events.remove(event)

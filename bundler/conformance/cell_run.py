@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from bundler import log
+from bundler import commands, log
 from bundler.conformance import artifacts, binfmt, runtimes
 from bundler.conformance.cells import Cell
 from bundler.conformance.engines import choose
@@ -92,6 +93,14 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
     box.copy_in(PROJECT / "install" / "install.sh", INSIDE / "install.sh")
     box.copy_in(SUITE, INSIDE / "suite" / "conformance")
     box.copy_in(artifacts.pytest_for(minor), INSIDE / "pytest")
+    hidden = box.hide(cell.absent) if cell.absent else []
+    if cell.absent:
+        if not hidden:
+            raise BundlerError(f"the root holds none of {', '.join(cell.absent)} to make absent")
+        result.notes.append(f"made unloadable in the root: {', '.join(hidden)}")
+    tls = _certificate(box)
+    if tls is None:
+        result.notes.append("no openssl here: the loopback HTTPS check is skipped")
     installed = box.call(["sh", str(INSIDE / "install.sh"), "--archive",
                           str(INSIDE / "dist" / archive.name)])  # fmt: skip
     _log(f"{cell.name}: install.sh said:", installed.stdout + installed.stderr)
@@ -111,6 +120,8 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
         "PYNOX_EXPECT_REASON": cell.expect_reason,
         "PYTHONPATH": str(INSIDE / "pytest"),
         "PYTHONDONTWRITEBYTECODE": "1",
+        "PYNOX_TLS_DIR": tls or "",
+        "PYNOX_ABSENT_LIBS": ":".join(hidden),
     }
     python = "/opt/pynox/python/bin/python3"
     junit = INSIDE / "junit.xml"
@@ -130,6 +141,24 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
     result.status = "passed" if passed else "failed"
     summary = (suite.stdout.strip().splitlines() or ["no output"])[-1]
     result.detail = summary.strip("= ")
+
+
+def _certificate(box: Container) -> str | None:
+    """A throwaway self-signed certificate for localhost, made here (the root may have no
+    openssl) and copied in; the folder holding cert.pem and key.pem, or None."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return None
+    with tempfile.TemporaryDirectory() as here:
+        commands.run(
+            [openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
+             "-nodes", "-days", "2", "-subj", "/CN=localhost",
+             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+             "-keyout", f"{here}/key.pem", "-out", f"{here}/cert.pem"],
+            capture=True, failure="openssl could not make a test certificate",
+        )  # fmt: skip
+        box.copy_in(Path(here), INSIDE / "tls")
+    return str(INSIDE / "tls")
 
 
 def _counts(junit: Path) -> dict[str, int]:

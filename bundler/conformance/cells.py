@@ -26,6 +26,7 @@ class Cell:
     runtime: str  # one of RUNTIMES
     expect_sandbox: bool = True
     expect_reason: str = ""  # a part of doctor's reason when the sandbox cannot work
+    absent: tuple[str, ...] = ()  # globs of system libraries made unloadable in the root
 
 
 def load(config_dir: Path | None = None) -> tuple[Cell, ...]:
@@ -33,7 +34,7 @@ def load(config_dir: Path | None = None) -> tuple[Cell, ...]:
     path, data = config.read_file(CELLS_FILE, config_dir)
     matrix = config.load_matrix(config_dir)
     arches = config.require(data, "arches", str(path), dict)
-    defaults = {"expect_sandbox": True, "expect_reason": ""}
+    defaults = {"expect_sandbox": True, "expect_reason": "", "absent": []}
     cells = []
     for name, table in config.require(data, "cells", str(path), dict).items():
         where = f"{path} [cells.{name}]"
@@ -56,6 +57,7 @@ def load(config_dir: Path | None = None) -> tuple[Cell, ...]:
                 runtime=runtime,
                 expect_sandbox=config.require(defaults | table, "expect_sandbox", where, bool),
                 expect_reason=config.require(defaults | table, "expect_reason", where),
+                absent=tuple(config.require(defaults | table, "absent", where, list)),
             )
         )
     return tuple(cells)

@@ -10,6 +10,7 @@ variable overrides the runtime of any cell.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path, PurePosixPath
@@ -25,8 +26,11 @@ from bundler.paths import PROJECT
 from bundler.pipeline import pynox_version
 from bundler.source_date import source_date_epoch
 
-# A Debian root whose python3 feeds pack-runtime: the interpreter and its C headers.
-ROOTFS_PYTHON = ("python3", "libpython3-dev")
+# A Debian root whose python3 feeds pack-runtime: the interpreter and its C headers, and
+# patchelf, which points the libraries pack-runtime carries at each other.
+ROOTFS_PYTHON = ("python3", "libpython3-dev", "patchelf")
+# The pure-Python packages pack-runtime reads ELF files with, copied in beside the bundler.
+PACK_RUNTIME_PACKAGES = ("elftools", "auditwheel", "packaging")
 
 
 def env_name(cell: Cell) -> str:
@@ -70,6 +74,8 @@ def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
     box = BubblewrapContainer(root)
     try:
         box.copy_in(PROJECT / "bundler", PurePosixPath("/conformance/src/bundler"))
+        for name in PACK_RUNTIME_PACKAGES:
+            box.copy_in(_package_dir(name), PurePosixPath("/conformance/src") / name)
         out = PurePosixPath("/conformance/cpython.tar.gz")
         packed = box.call(
             ["python3", "-m", "bundler", "pack-runtime", "--python", "/usr/bin/python3",
@@ -89,6 +95,13 @@ def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
         box.close()
     notes.append(f"runtime packed from /usr/bin/python3 of {root}")
     return artifacts.bundle(cell.target, _minor_of(runtime), runtime, compiler="zig")
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise Missing(f"{name} is not installed here (pip install auditwheel)")
+    return Path(list(spec.submodule_search_locations)[0])
 
 
 def _minor_of(runtime: Path) -> str:

@@ -44,6 +44,9 @@ class _Pending:
     functions: dict[str, Callable[..., Any]]
     loop: asyncio.AbstractEventLoop | None = None
     future: Future[dict[str, Any]] = field(default_factory=Future)
+    key: str | None = None  # the request's id, once submitted
+    # Called on the reader thread with each output event of a streaming request.
+    on_output: Callable[[dict[str, Any]], None] | None = None
 
 
 class _Connection:
@@ -95,7 +98,7 @@ class _Connection:
 
     def submit(self, request: dict[str, Any], pending: _Pending) -> Future[dict[str, Any]]:
         future = pending.future
-        key = self.request_id()
+        key = pending.key = self.request_id()
         try:
             text = json.dumps({"id": key, **request}, separators=(",", ":"), allow_nan=False)
         except ValueError as exc:  # NaN or Infinity: the pool reads RFC 8259 JSON only
@@ -122,6 +125,13 @@ class _Connection:
         if not self._write(line):
             self.fail("the pool stopped reading requests")
         return future
+
+    def cancel(self, pending: _Pending) -> None:
+        """Asks the pool to end a request whose result nobody waits for any more."""
+        with self._lock:
+            waiting = pending.key is not None and pending.key in self._pending
+        if waiting:
+            self.send({"id": pending.key, "control": "cancel"})
 
     def send(self, message: dict[str, Any]) -> bool:
         """Writes a line that expects no answer anyone waits for (session close, host reply)."""
@@ -281,6 +291,12 @@ class _Connection:
                     name="pynox-host-call",
                     daemon=True,
                 ).start()
+            return
+        if event == "output" and key is not None:
+            with self._lock:
+                pending = self._pending.get(key)
+            if pending is not None and pending.on_output is not None:
+                pending.on_output(message)
             return
         if event is not None or key is None:
             return  # an event this client does not know, or a result for no request of ours

@@ -16,7 +16,7 @@ import contextlib
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from pynox.api.options import (
 )
 from pynox.api.result import Result
 from pynox.api.session import Session
+from pynox.api.stream import Output, astream_spec, stream_spec
 from pynox.errors import PoolError, PynoxError
 from pynox.limits import DEFAULT_TIMEOUT
 
@@ -280,29 +281,69 @@ class Pool:
             if session is not None:
                 session._lost()
             raise
-        future = connection.submit(request, self._pending(spec))
-        message = future.result()
+        pending = self._pending(spec)
+        future = connection.submit(request, pending)
+        try:
+            message = future.result()
+        except BaseException:  # Ctrl-C while waiting: the run stops too
+            connection.cancel(pending)
+            raise
         return self._finish(message, session, generation)
 
     async def arun_spec(self, code: str, spec: Spec, session: Session | None = None) -> Result:
         import asyncio
 
         request = spec.request(code, session.id if session is not None else None)
-        loop = asyncio.get_running_loop()
+        connection, generation = await self._aconnection(session)
+        pending = self._pending(spec)
+        pending.loop = asyncio.get_running_loop()
+        try:
+            message = await asyncio.wrap_future(connection.submit(request, pending))
+        except asyncio.CancelledError:
+            # The task was cancelled: so is the request, and its worker is free again.
+            connection.cancel(pending)
+            if session is not None:
+                session._lost()  # a cancelled step ends its session
+            raise
+        return self._finish(message, session, generation)
+
+    async def _aconnection(self, session: Session | None) -> tuple[_Connection, int]:
+        """`_connection` for asyncio: starting may take a while, not on the loop's thread."""
+        import asyncio
+
         ready = self._state.connection
         try:
             if ready is not None and ready.info is not None and ready.alive:
-                connection, generation = ready, self._state.generation
-            else:  # starting may take a while: not on the event loop's thread
-                connection, generation = await loop.run_in_executor(None, self._connection)
+                return ready, self._state.generation
+            return await asyncio.get_running_loop().run_in_executor(None, self._connection)
         except PoolError:
             if session is not None:
                 session._lost()
             raise
-        pending = self._pending(spec)
-        pending.loop = loop
-        message = await asyncio.wrap_future(connection.submit(request, pending))
-        return self._finish(message, session, generation)
+
+    def stream(
+        self,
+        code: str,
+        **options: Unpack[RunOptions],
+    ) -> Iterator[Output | Result]:
+        """Runs `code` as `run` does, yielding its output as it is written, then its Result.
+
+        Each chunk is an `Output(stream, data)`, `stream` being "stdout" or "stderr"; the last
+        item is the Result (whose stdout and stderr hold the output again, up to max_output).
+        Leaving the loop early (break, close()) cancels the run.
+        """
+        return stream_spec(self, code, Spec(**options))
+
+    def astream(
+        self,
+        code: str,
+        **options: Unpack[RunOptions],
+    ) -> AsyncIterator[Output | Result]:
+        """`stream` for asyncio: `async for item in pool.astream(code)`.
+
+        Leaving it early (break, aclose(), the task cancelled) cancels the run.
+        """
+        return astream_spec(self, code, Spec(**options))
 
     def _pending(self, spec: Spec) -> _Pending:
         try:

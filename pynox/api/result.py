@@ -22,7 +22,7 @@ _CHAIN_LINES = frozenset(
         "The above exception was the direct cause of the following exception:",
     }
 )
-_NOT_EXCEPTIONS = frozenset({"Timeout", "Signal", "PoolError", "RequestError"})
+_NOT_EXCEPTIONS = frozenset({"Timeout", "Signal", "PoolError", "RequestError", "Cancelled"})
 
 
 class ErrorInfo(TypedDict):

@@ -15,8 +15,11 @@ if TYPE_CHECKING:
 
 from pynox.api.options import Files, Spec, checked_name, files_field
 from pynox.api.result import Result
+from pynox.api.stream import Output, astream_spec, stream_spec
 
 if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterator
+
     from pynox.api.pool import Pool
 
 
@@ -63,8 +66,19 @@ class Session:
         return self.pool.run_spec(code, self._step_spec(name, files), self)
 
     async def arun(self, code: str, *, name: str | None = None, files: Files = None) -> Result:
-        """`run` for asyncio."""
+        """`run` for asyncio. Cancelling its task stops the step and ends the session."""
         return await self.pool.arun_spec(code, self._step_spec(name, files), self)
+
+    def stream(self, code: str, *, name: str | None = None) -> Iterator[Output | Result]:
+        """Runs one step as `Pool.stream` runs code: its output as it comes, then its Result.
+
+        Leaving early stops the step and ends the session, as a timeout does.
+        """
+        return stream_spec(self.pool, code, self._step_spec(name), self)
+
+    def astream(self, code: str, *, name: str | None = None) -> AsyncIterator[Output | Result]:
+        """`stream` for asyncio."""
+        return astream_spec(self.pool, code, self._step_spec(name), self)
 
     def close(self) -> None:
         """Ends the session's process. Closing twice is harmless."""

@@ -65,6 +65,10 @@ def stdlib_dir() -> str:
     return os.path.dirname(os.__file__)
 
 
+# Prefixes shared with the rest of the system: their lib/ is not the interpreter's own.
+SYSTEM_PREFIXES = ("/", "/usr", "/usr/local")
+
+
 def library_dirs() -> list[str]:
     """The directories the dynamic loader takes shared libraries from."""
     multiarch = getattr(sys.implementation, "_multiarch", "")
@@ -72,7 +76,17 @@ def library_dirs() -> list[str]:
     if not dirs:
         # musl and other single-directory layouts keep libraries directly in /lib.
         dirs = existing(["/lib", "/usr/lib"])
-    return dirs + existing(["/lib64", "/usr/lib64"])
+    return dirs + existing(["/lib64", "/usr/lib64"]) + runtime_library_dirs()
+
+
+def runtime_library_dirs() -> list[str]:
+    """The interpreter's own lib/ where its installation is its own (a bundle, pyenv,
+    python-build-standalone): libpython and the libraries a bundle carries (libssl,
+    libffi...), which extension modules load through $ORIGIN RUNPATHs after the sandbox
+    exists. Never /usr/lib: a system interpreter's libraries are in the dirs above."""
+    if os.path.realpath(sys.base_prefix) in SYSTEM_PREFIXES:
+        return []
+    return existing([os.path.join(sys.base_prefix, "lib")])
 
 
 def pynox_package_dir() -> str:

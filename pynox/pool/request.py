@@ -28,10 +28,11 @@ REQUEST_FIELDS = frozenset(
         "session",
         "functions",
         "files",
+        "stream",
         *(field.name for field in GRANT_FIELDS),
     }
 )
-CONTROL_FIELDS = ("host_result", "host_error", "close_session")
+CONTROL_FIELDS = ("host_result", "host_error", "close_session", "control")
 
 
 def parse_line(line: bytes) -> dict[str, object]:
@@ -222,6 +223,8 @@ def check_fields(message: dict[str, object]) -> None:
     if isinstance(message.get("script"), str):
         check_path(message["script"], "script", message["id"])  # type: ignore[arg-type]
     string_list(message, "args")
+    if "stream" in message and not isinstance(message["stream"], bool):
+        raise RequestError("stream must be true or false", message["id"])
 
 
 def request_files(message: dict[str, object]) -> dict[str, bytes]:

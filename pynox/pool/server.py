@@ -8,12 +8,14 @@ timeouts through pidfds, and writes one result per request on stdout. The
 protocol is documented in docs/pool-protocol.md.
 """
 
+import codecs
 import contextlib
 import gc
 import os
 import select
 import signal
 import socket
+import stat
 import time
 
 from pynox import strict_json
@@ -22,13 +24,14 @@ from pynox.engine.child import REPORT_CONFINED
 from pynox.engine.result import build_result, error_object, python_version, refusal, timeout_error
 from pynox.engine.supervisor import Capture, Outcome
 from pynox.errors import (
+    EXIT_CANCELLED,
     EXIT_CANNOT_OPEN,
     EXIT_SETUP_FAILURE,
     PynoxError,
     RequestError,
     UsageError,
 )
-from pynox.limits import DEFAULT_NAME, DEFAULT_TIMEOUT, MAX_LINE, REPORT_LIMIT
+from pynox.limits import DEFAULT_NAME, DEFAULT_TIMEOUT, MAX_LINE, REPORT_LIMIT, STREAM_BACKLOG
 from pynox.policy import system_paths
 from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
@@ -67,6 +70,8 @@ _MAX_SIGNAL = 64
 # long to leave on its own before the pool server kills it: with the kill and the
 # kernel's teardown, no child outlives its request or session by more than a second.
 EXIT_GRACE = 0.9
+CANCELLED_RUNNING = "the client cancelled the request while it ran, and its process was killed"
+CANCELLED_QUEUED = "the client cancelled the request before it started"
 
 
 class PoolOptions:
@@ -166,6 +171,13 @@ class Run:
         self.session: Session | None = None
         self.script: str | None = None
         self.files: dict[str, bytes] = {}  # to place in the scratch directory before it runs
+        # With "stream": one incremental decoder per stream, so that a character split
+        # between two reads reaches the client whole. Empty once the run stops streaming.
+        self.decoders: dict[str, codecs.IncrementalDecoder] = {}
+
+    def stream(self) -> None:
+        for role in ("stdout", "stderr"):
+            self.decoders[role] = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def start_clock(self) -> None:
         self.started = time.monotonic()
@@ -270,6 +282,12 @@ class PoolServer:
         self.dying: dict[int, Child] = {}  # by token: done, and given EXIT_GRACE to exit
         self.line = bytearray()
         self.discarding = False
+        # Lines for the client not written yet: a client that reads slowly makes them wait
+        # here, and past STREAM_BACKLOG bytes the output of streaming runs waits in their
+        # pipes instead (held: unregistered from the poller) until the client catches up.
+        self.out = bytearray()
+        self.held: set[int] = set()
+        _stdout_nonblocking()
 
     # --- output -------------------------------------------------------------------------
 
@@ -284,12 +302,27 @@ class PoolServer:
             text = strict_json.dumps(
                 error_result(message.get("id"), f"the result is not JSON: {exc}", "PoolError")
             )
-        data = (text + "\n").encode()
+        self.out += (text + "\n").encode()
+        self._flush_out()
+
+    def _flush_out(self) -> None:
         try:
-            while data:
-                data = data[os.write(1, data) :]
+            while self.out:
+                del self.out[: os.write(1, self.out)]
+        except BlockingIOError:
+            pass
         except BrokenPipeError:
             self.shutdown_now()
+        self.poller.modify(1, select.POLLOUT if self.out else 0)
+        if len(self.out) <= STREAM_BACKLOG and self.held:
+            for fd in self.held:
+                self.poller.register(fd, select.POLLIN)
+            self.held.clear()
+
+    def _finish_output(self) -> None:
+        """Writes what is left for the client before the pool exits (it may wait for it)."""
+        os.set_blocking(1, True)
+        self._flush_out()
 
     def shutdown_now(self) -> None:
         """The client is gone: kill every child and leave."""
@@ -311,7 +344,7 @@ class PoolServer:
 
     def serve(self) -> int:
         self.poller.register(0, select.POLLIN)
-        self.poller.register(1, 0)  # only POLLERR: the client closed our stdout
+        self.poller.register(1, 0)  # POLLERR: the client closed our stdout; POLLOUT: room
         self.poller.register(self.zygote.fileno(), select.POLLIN)
         self._replenish()
         self.emit(
@@ -336,6 +369,7 @@ class PoolServer:
             if self.queue or not self._just_started():
                 self._replenish()
         self._close_sessions()
+        self._finish_output()
         return 0
 
     def _remove_used_scratch(self) -> None:
@@ -373,7 +407,9 @@ class PoolServer:
         if fd == 0:
             self._read_stdin()
         elif fd == 1:
-            self.shutdown_now()
+            if events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
+                self.shutdown_now()
+            self._flush_out()
         elif fd == self.zygote.fileno():
             self._from_zygote()
         elif fd in self.handlers:
@@ -482,18 +518,23 @@ class PoolServer:
         functions = pool_request.host_functions(message)
         session_name = message.get("session")
         script = message.get("script")
+        stream = message.get("stream") is True
         if isinstance(script, str) and isinstance(session_name, str):
             raise RequestError('a session runs code, not scripts; send "code"', request_id)
         if isinstance(session_name, str) and session_name in self.sessions:
             session = self.sessions[session_name]
             run = Run(request_id, session.policy)
             run.files = files
+            if stream:
+                run.stream()
             self.runs[request_id] = run
             session.queue.append((run, message))
             self._next_step(session)
             return
         policy = self._policy(message)
         run = Run(request_id, policy)
+        if stream:
+            run.stream()
         if isinstance(script, str):
             run.script = script  # read by the child, once confined (see child.start)
         if isinstance(session_name, str):
@@ -567,10 +608,15 @@ class PoolServer:
         unknown = sorted(set(message) - {"id", *pool_request.CONTROL_FIELDS})
         if unknown or sum(key in message for key in pool_request.CONTROL_FIELDS) != 1:
             raise RequestError(
-                "a control line holds an id and exactly one of host_result, host_error and "
-                "close_session",
+                "a control line holds an id and exactly one of host_result, host_error, "
+                "close_session and control",
                 request_id,
             )
+        if "control" in message:
+            if message["control"] != "cancel":
+                raise RequestError('"control" takes "cancel", the one control there is', request_id)
+            self._cancel(request_id)
+            return
         if "close_session" in message:
             name = message["close_session"]
             session = self.sessions.get(name) if isinstance(name, str) else None
@@ -602,6 +648,45 @@ class PoolServer:
             self._send_frame(child, frame)
         except channel.ChannelError as exc:
             child.kill(f"a host result could not be sent: {exc}")
+
+    def _cancel(self, request_id: object) -> None:
+        """Ends a request: its child killed now, or its place in a queue given up.
+
+        Either way the request's result says Cancelled, and it is its only result; a
+        child that already ended gives its own result instead.
+        """
+        run = self.runs.get(request_id)
+        if run is None:
+            raise RequestError(
+                f"there is no running or queued request {request_id!r} to cancel", request_id
+            )
+        child = run.child
+        if child is not None:
+            if child.status is None and child.announced is None and not child.finished:
+                run.decoders.clear()  # no more output events: its result comes next
+                self._release(child)
+                child.kill("cancelled")
+            return
+        result = {"id": request_id, **refusal("Cancelled", CANCELLED_QUEUED, EXIT_CANCELLED)}
+        self.runs.pop(request_id, None)
+        for queued in self.queue:
+            if queued[0] is run:
+                self.queue.remove(queued)
+                if run.policy.scratch is not None:
+                    self.used_scratch.append(run.policy.scratch)
+                break
+        for session in self.sessions.values():
+            for queued in session.queue:
+                if queued[0] is run:
+                    session.queue.remove(queued)
+                    result["session"] = {
+                        "id": session.name,
+                        "step": None,  # it never ran
+                        "restarted": False,
+                        "ended": None,
+                    }
+                    break
+        self.emit(result)
 
     # --- children -----------------------------------------------------------------------
 
@@ -761,19 +846,42 @@ class PoolServer:
     def _read_output(self, child: Child, role: str) -> None:
         fd = child.fds[role]
         capture = {"stdout": child.stdout, "stderr": child.stderr, "report": child.report}[role]
+        run = self.child_runs.get(child.token)
+        if len(self.out) > STREAM_BACKLOG and run is not None and role in run.decoders:
+            # Back-pressure: the program blocks on its full pipe until the client reads.
+            self.poller.unregister(fd)
+            self.held.add(fd)
+            return
         try:
             data = os.read(fd, _READ_CHUNK)
         except BlockingIOError:
             return
         if data:
             capture.add(data)
+            self._stream_output(run, role, data)
             return
         capture.open = False
         self._close_fd(child, role)
         self._maybe_finish(child)
 
+    def _stream_output(self, run: Run | None, role: str, data: bytes, final: bool = False) -> None:
+        """An output event for a streaming run: the text its program wrote, decoded."""
+        decoder = run.decoders.get(role) if run is not None else None
+        if decoder is None or run is None:
+            return
+        text = decoder.decode(data, final)
+        if text:
+            self.emit({"id": run.id, "event": "output", "stream": role, "data": text})
+
+    def _end_stream(self, run: Run) -> None:
+        """Before a streaming run's result: the end of a character cut short, if any."""
+        for role in list(run.decoders):
+            self._stream_output(run, role, b"", final=True)
+        run.decoders.clear()
+
     def _drain(self, child: Child, roles: "tuple[str, ...]" = ("stdout", "stderr")) -> None:
         captures = {"stdout": child.stdout, "stderr": child.stderr, "report": child.report}
+        run = self.child_runs.get(child.token)
         for role in roles:
             capture = captures[role]
             fd = child.fds.get(role)
@@ -787,13 +895,25 @@ class PoolServer:
                     self._close_fd(child, role)
                     break
                 capture.add(data)
+                self._stream_output(run, role, data)
 
     def _close_fd(self, child: Child, role: str) -> None:
         fd = child.fds.pop(role, None)
         if fd is not None:
-            self.poller.unregister(fd)
+            if fd in self.held:
+                self.held.discard(fd)
+            else:
+                self.poller.unregister(fd)
             self.handlers.pop(fd, None)
             os.close(fd)
+
+    def _release(self, child: Child) -> None:
+        """Reads a child's held output again, whatever the client's backlog."""
+        for role in ("stdout", "stderr"):
+            fd = child.fds.get(role)
+            if fd is not None and fd in self.held:
+                self.held.discard(fd)
+                self.poller.register(fd, select.POLLIN)
 
     def _channel_event(self, child: Child, events: int) -> None:
         if events & select.POLLOUT:
@@ -1002,7 +1122,9 @@ class PoolServer:
             if problem is not None:
                 outcome.report = b""
         result = self._result(outcome, run.policy)
-        if child.kill_reason not in (None, "timeout"):
+        if child.kill_reason == "cancelled":
+            _failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
+        elif child.kill_reason not in (None, "timeout"):
             _failed(result, "PoolError", str(child.kill_reason))
         elif problem is not None:
             _failed(result, "PoolError", f"the program wrote to its error report: {problem}")
@@ -1010,6 +1132,7 @@ class PoolServer:
             self._script_failed(result, run.script, child.script_errno)
         self._files_out(run, result)
         self.runs.pop(run.id, None)
+        self._end_stream(run)
         self.emit({"id": run.id, **result})
         self._start_queued()
 
@@ -1077,6 +1200,8 @@ class PoolServer:
         child = run.child
         if session is None or child is None or session.running is not run:
             return
+        if child.kill_reason == "cancelled":
+            ended = "cancelled"  # even if the step got to its end as the kill went out
         outcome = self._outcome(run, child, exit_code)
         if error is not None:
             # A session reports each step's error from inside its sandbox.
@@ -1084,6 +1209,8 @@ class PoolServer:
         result = self._result(outcome, run.policy)
         if ended == "timeout":
             result["error"] = timeout_error(run.policy, api=True)
+        elif ended == "cancelled":
+            _failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
         elif child.kill_reason is not None and ended == "crash":
             _failed(result, "PoolError", child.kill_reason)
         if ended is not None:
@@ -1104,6 +1231,7 @@ class PoolServer:
         self.child_runs.pop(child.token, None)
         self._files_out(run, result)
         self.runs.pop(run.id, None)
+        self._end_stream(run)
         self.emit({"id": run.id, **result})
         if session.closing:
             self._release_session(session)
@@ -1147,15 +1275,25 @@ class PoolServer:
 
 
 def _how_it_ended(child: Child) -> str:
-    """A session's `ended`: "timeout", "exit" (it left by itself) or "crash"."""
-    if child.kill_reason == "timeout":
-        return "timeout"
+    """A session's `ended`: "timeout", "cancelled", "exit" (it left by itself) or "crash"."""
+    if child.kill_reason in ("timeout", "cancelled"):
+        return str(child.kill_reason)
     if child.kill_reason is None:
         if child.status is None and child.announced is not None and child.announced[1] is None:
             return "exit"
         if child.status is not None and os.WIFEXITED(child.status):
             return "exit"
     return "crash"
+
+
+def _stdout_nonblocking() -> None:
+    """The pool's output to a pipe or socket does not block the loop (see PoolServer.out).
+
+    A file or a terminal keeps blocking writes: neither fills up because a client is slow.
+    """
+    mode = os.fstat(1).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        os.set_blocking(1, False)
 
 
 _POOL_PACKAGES = "a package directory of the pool, which every request imports from"

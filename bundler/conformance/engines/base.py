@@ -30,5 +30,9 @@ class Container(Protocol):
     def copy_out(self, source: PurePosixPath, destination: Path) -> None:
         """Copies a file of the container to this machine."""
 
+    def hide(self, patterns: tuple[str, ...]) -> list[str]:
+        """Makes the system libraries whose file names match these globs unloadable in
+        the container; returns their paths there."""
+
     def close(self) -> None:
         """Removes the container and what it wrote."""

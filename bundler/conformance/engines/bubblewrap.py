@@ -7,6 +7,7 @@ machine, so what one call writes the next one sees; /tmp is a fresh tmpfs per ca
 
 from __future__ import annotations
 
+import fnmatch
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from bundler.commands import Result
 from bundler.conformance.engines.base import BASE_ENV
 
 WRITABLE = ("/opt", "/usr/local/bin", "/root", "/conformance")
+LIBRARY_DIRS = ("lib", "lib64", "usr/lib", "usr/lib64")
 
 
 def available() -> tuple[bool, str]:
@@ -53,6 +55,7 @@ class BubblewrapContainer:
             # The mount point in the (cached, our own) root: bwrap cannot make it read-only.
             (rootfs / inside.strip("/")).mkdir(parents=True, exist_ok=True)
             self.binds[inside] = outside
+        self.hidden: list[str] = []  # paths in the root that /dev/null is bound over
 
     def _outside(self, path: PurePosixPath) -> Path:
         for inside, outside in self.binds.items():
@@ -75,6 +78,8 @@ class BubblewrapContainer:
         command = ["bwrap", "--ro-bind", str(self.rootfs), "/"]
         for inside, outside in self.binds.items():
             command += ["--bind", str(outside), inside]
+        for path in self.hidden:
+            command += ["--ro-bind", "/dev/null", path]
         command += [
             "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--proc", "/proc", "--dev", "/dev",
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net",
@@ -88,6 +93,22 @@ class BubblewrapContainer:
         self, args: list[str], env: Mapping[str, str] | None = None, cwd: str = "/"
     ) -> Result[str]:
         return commands.run(self.command(args, env, cwd), capture=True, check=False, timeout=3600)
+
+    def hide(self, patterns: tuple[str, ...]) -> list[str]:
+        # The cached root is shared with other cells: each library is covered by an empty
+        # file (/dev/null bound over it), which the loader refuses, instead of deleted.
+        found: set[str] = set()
+        for folder in LIBRARY_DIRS:
+            base = self.rootfs / folder
+            if base.is_symlink() or not base.is_dir():
+                continue  # merged /usr: lib is usr/lib
+            for path in base.rglob("*"):
+                if any(fnmatch.fnmatchcase(path.name, p) for p in patterns):
+                    real = path.resolve()
+                    if real.is_file() and self.rootfs.resolve() in real.parents:
+                        found.add("/" + real.relative_to(self.rootfs.resolve()).as_posix())
+        self.hidden = sorted(found)
+        return self.hidden
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)

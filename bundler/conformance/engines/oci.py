@@ -58,5 +58,12 @@ class OCIContainer:
             command += ["--env", f"{name}={value}"]
         return commands.run([*command, self.name, *args], capture=True, check=False, timeout=3600)
 
+    def hide(self, patterns: tuple[str, ...]) -> list[str]:
+        # The container is this cell's own: its libraries are simply deleted.
+        names = " -o ".join(f"-name '{p}'" for p in patterns)
+        script = f"find /lib /lib64 /usr/lib /usr/lib64 \\( {names} \\) -print -delete 2>/dev/null"
+        done = self.call(["sh", "-c", script])
+        return sorted(set(done.stdout.split()))
+
     def close(self) -> None:
         commands.run([self.engine, "rm", "--force", self.name], check=False, timeout=120)

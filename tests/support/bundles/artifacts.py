@@ -2,8 +2,9 @@
 
 A runtime packed from the CPython running the tests (pack-runtime), a
 dist-config whose pin is that archive's real sha256, a mirror folder laid out
-like the release, and the bundle built twice: from PYNOX_RUNTIME, and through
-the loopback HTTP mirror. Pytest fixtures of scope "session" in each test
+like the release, and the bundle built twice: from PYNOX_RUNTIME (signed with a
+throwaway key, as `make bundle SIGN_KEY=...` does), and through the loopback HTTP
+mirror. Pytest fixtures of scope "session" in each test
 module call these; the cache here makes them run once whichever module asks.
 """
 
@@ -123,9 +124,23 @@ def runtime(factory: pytest.TempPathFactory) -> Runtime:
 
 @dataclass(frozen=True)
 class Bundles:
-    from_archive: Path
-    from_mirror: Path
+    from_archive: Path  # with ARCHIVE.sig, made with signing_key
+    from_mirror: Path  # unsigned
     mirror_requests: int
+    signing_key: Path  # an ed25519 private key; its public half is signing_key.pub
+
+
+def throwaway_key(folder: Path, comment: str = "pynox test") -> Path:
+    """A new ed25519 key pair without a passphrase: folder/key and folder/key.pub."""
+    folder.mkdir(parents=True, exist_ok=True)
+    key = folder / "key"
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)],
+        check=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    return key
 
 
 def bundles(factory: pytest.TempPathFactory) -> Bundles:
@@ -135,9 +150,11 @@ def bundles(factory: pytest.TempPathFactory) -> Bundles:
     packed = runtime(factory)
     work = factory.mktemp("bundles")
     env = clean_env(XDG_CACHE_HOME=str(packed.cache), PYNOX_DIST_CONFIG=str(packed.config))
+    key = throwaway_key(work / "signing key")
     started = time.monotonic()
     first = bundler(
-        ["bundle", "--out", str(work / "one"), "--python", minor(), "--compiler", "native"],
+        ["bundle", "--out", str(work / "one"), "--python", minor(), "--compiler", "native"]
+        + ["--sign-key", str(key)],
         {**env, "PYNOX_RUNTIME": str(packed.archive)},
     )
     TIMINGS["bundle from PYNOX_RUNTIME"] = time.monotonic() - started
@@ -155,6 +172,7 @@ def bundles(factory: pytest.TempPathFactory) -> Bundles:
         Path(first.stdout.strip().splitlines()[-1]),
         Path(second.stdout.strip().splitlines()[-1]),
         requests,
+        key,
     )
     _made["bundles"] = made
     return made

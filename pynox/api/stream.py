@@ -1,0 +1,149 @@
+"""Streaming runs: a program's output as it writes it, then its Result.
+
+`Pool.stream` and `Pool.astream` send a request with "stream": true and turn the pool's
+output events (docs/pool-protocol.md) into `Output` chunks; the last item is the Result.
+Leaving early cancels the request, so its worker is free again at once.
+
+The connection's one reader thread delivers every line of the pool, so it never waits for a
+slow loop (that loop may itself wait for another result of the same pool): output a loop has
+not taken yet is held up to STREAM_BUFFER characters, and what comes beyond is counted in
+the next chunk's `skipped` instead of held. The Result keeps the output either way.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from pynox.limits import STREAM_BUFFER
+
+if TYPE_CHECKING:
+    from pynox.api.connection import _Connection, _Pending
+    from pynox.api.options import Spec
+    from pynox.api.pool import Pool
+    from pynox.api.result import Result
+    from pynox.api.session import Session
+
+
+class Output(NamedTuple):
+    """A piece of a streaming run's output, in the order the program wrote it.
+
+    `skipped` counts the characters of this stream left out just before this chunk because
+    the loop fell more than STREAM_BUFFER characters behind (0 when it keeps up).
+    """
+
+    stream: str  # "stdout" or "stderr"
+    data: str
+    skipped: int = 0
+
+
+_DONE = object()  # the result is there
+
+
+class _Buffer:
+    """Chunks on their way from the reader thread to the loop, bounded in characters."""
+
+    def __init__(self, put: Callable[[object], None]) -> None:
+        self._put = put
+        self._lock = threading.Lock()
+        self._held = 0
+        self._skipped = {"stdout": 0, "stderr": 0}
+
+    def output(self, message: dict[str, Any]) -> None:  # on the reader thread
+        stream, data = message.get("stream"), message.get("data")
+        if stream not in self._skipped or not isinstance(data, str):
+            return
+        with self._lock:
+            if self._held + len(data) > STREAM_BUFFER:
+                self._skipped[stream] += len(data)
+                return
+            self._held += len(data)
+            skipped, self._skipped[stream] = self._skipped[stream], 0
+        self._put(Output(stream, data, skipped))
+
+    def done(self) -> None:  # on the reader thread, after the request's last output event
+        with self._lock:
+            left = [(stream, n) for stream, n in self._skipped.items() if n]
+        for stream, skipped in left:
+            self._put(Output(stream, "", skipped))
+        self._put(_DONE)
+
+    def taken(self, item: object) -> None:
+        if isinstance(item, Output):
+            with self._lock:
+                self._held -= len(item.data)
+
+
+def _cancel(connection: _Connection, pending: _Pending, session: Session | None) -> None:
+    connection.cancel(pending)
+    if session is not None:
+        session._lost()  # a cancelled step ends its session
+
+
+def stream_spec(
+    pool: Pool, code: str, spec: Spec, session: Session | None = None
+) -> Iterator[Output | Result]:
+    request = spec.request(code, session.id if session is not None else None)
+    request["stream"] = True
+    connection, generation = pool._connection()
+    items: queue.SimpleQueue[object] = queue.SimpleQueue()
+    buffer = _Buffer(items.put)
+    pending = pool._pending(spec)
+    pending.on_output = buffer.output
+    future = connection.submit(request, pending)
+    future.add_done_callback(lambda _: buffer.done())
+    finished = False
+    try:
+        while True:
+            item = items.get()
+            buffer.taken(item)
+            if item is _DONE:
+                finished = True
+                yield pool._finish(future.result(), session, generation)
+                return
+            if isinstance(item, Output):
+                yield item
+    finally:
+        if not finished:
+            _cancel(connection, pending, session)
+
+
+async def astream_spec(
+    pool: Pool, code: str, spec: Spec, session: Session | None = None
+) -> AsyncIterator[Output | Result]:
+    import asyncio
+
+    request = spec.request(code, session.id if session is not None else None)
+    request["stream"] = True
+    connection, generation = await pool._aconnection(session)
+    loop = asyncio.get_running_loop()
+    items: asyncio.Queue[object] = asyncio.Queue()
+
+    def put(item: object) -> None:
+        try:
+            loop.call_soon_threadsafe(items.put_nowait, item)
+        except RuntimeError:
+            pass  # the loop closed: nobody reads any more
+
+    buffer = _Buffer(put)
+    pending = pool._pending(spec)
+    pending.loop = loop
+    pending.on_output = buffer.output
+    future = connection.submit(request, pending)
+    future.add_done_callback(lambda _: buffer.done())
+    finished = False
+    try:
+        while True:
+            item = await items.get()
+            buffer.taken(item)
+            if item is _DONE:
+                finished = True
+                yield pool._finish(future.result(), session, generation)
+                return
+            if isinstance(item, Output):
+                yield item
+    finally:
+        if not finished:
+            _cancel(connection, pending, session)

@@ -1,0 +1,88 @@
+"""Wheels: one per CPython, for the CPython asked for, the same bytes when built again.
+
+Building wheels needs zig and auditwheel, which `nox -s wheels` installs; CI builds
+the primary CPython's wheel twice with `make wheel WHEEL_ARGS=--check-reproducible`
+(.ci/run). What is checked here is how a request reaches the right CPython and how
+a wheel for another one, or one that is not reproducible, is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from support.bundles import PROJECT
+
+# isort: split
+from bundler.errors import BundlerError
+from bundler.wheel import check_tag, differing_entries
+
+MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
+TAG = f"cp{sys.version_info.major}{sys.version_info.minor}"
+
+
+def dry_run(*args: str) -> str:
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", *args],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.parametrize("minor", ["3.10", "3.12", "3.14"])
+def test_make_wheel_python_runs_that_cpythons_session(minor: str) -> None:
+    """`make wheel PYTHON=3.X` once built for the venv's CPython whatever X was."""
+    out = dry_run("wheel", f"PYTHON={minor}")
+    assert re.search(r'--error-on-missing-interpreters -s "wheels-\$minor"', out)
+    assert f'minor="{minor}"' in out
+
+
+def test_nox_has_a_wheel_session_per_cpython() -> None:
+    # The project's venv has nox (make setup); a nox session's venv may not.
+    venv = PROJECT / ".venv" / "bin" / "python"
+    python = str(venv) if venv.is_file() else sys.executable
+    done = subprocess.run(
+        [python, "-m", "nox", "--list", "--json", "-s", "wheels"],
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if done.returncode != 0 and "No module named nox" in done.stderr:
+        pytest.skip("nox is not installed in this environment")
+    assert done.returncode == 0, done.stderr
+    names = {session["session"] for session in json.loads(done.stdout)}
+    assert names == {f"wheels-3.{m}" for m in range(10, 15)}
+
+
+def wheel_file(folder: Path, tag: str, entries: dict[str, bytes], stamp: int = 2024) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"pynox-0.1.0-{tag}-{tag}-manylinux_2_17_x86_64.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, content in entries.items():
+            archive.writestr(zipfile.ZipInfo(name, (stamp, 1, 1, 0, 0, 0)), content)
+    return path
+
+
+def test_a_wheel_for_another_cpython_is_refused(tmp_path: Path) -> None:
+    other = "cp39" if TAG != "cp39" else "cp310"
+    check_tag(wheel_file(tmp_path, TAG, {"pynox/__init__.py": b""}))
+    with pytest.raises(BundlerError, match=f"is for {other}, not {TAG}"):
+        check_tag(wheel_file(tmp_path, other, {"pynox/__init__.py": b""}))
+
+
+def test_differing_entries_names_content_and_timestamps(tmp_path: Path) -> None:
+    one = wheel_file(tmp_path / "one", TAG, {"a.py": b"1", "b.py": b"2", "c.py": b"3"})
+    two = wheel_file(tmp_path / "two", TAG, {"a.py": b"1", "b.py": b"changed", "d.py": b""})
+    assert differing_entries(one, two) == ["b.py", "c.py", "d.py"]
+    later = wheel_file(tmp_path / "later", TAG, {"a.py": b"1", "b.py": b"2", "c.py": b"3"}, 2025)
+    assert differing_entries(one, later) == ["a.py", "b.py", "c.py"]
