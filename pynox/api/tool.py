@@ -121,8 +121,8 @@ def _how_it_runs(session: bool, grants: Grants) -> str:
     return (
         f"{state} Only what the code prints comes back (print() and anything written to "
         "stdout or stderr), not the value of the last expression, so print the results you "
-        f"need. Output past the first {output} of each stream is cut off: print summaries, "
-        "not whole data sets."
+        f"need. Of a stream longer than {output}, only its start and its end come back: "
+        "print summaries, not whole data sets."
     )
 
 
