@@ -13,6 +13,18 @@ MAX_OUTPUT_LIMIT = 16 * 1024 * 1024
 REPORT_LIMIT = 1 << 20
 # What the file of pool code is called in tracebacks unless the request names it.
 DEFAULT_NAME = "agent.py"
+# Files a request hands to its run ("files"): how many, and their bytes together, decoded.
+MAX_FILES_IN = 1000
+MAX_FILES_IN_BYTES = 8 << 20
+# Files a result carries back from the run's out/ directory: how many, and their bytes
+# together; what goes past either, or is not a regular file, is named in files_left_out.
+MAX_FILES_OUT = 100
+MAX_FILES_OUT_BYTES = 8 << 20
+# The longest name of a file handed in or out (bytes of UTF-8), and its deepest nesting.
+MAX_FILE_NAME = 1024
+MAX_FILE_DEPTH = 16
+# The most entries of out/ (files and directories) looked at, whatever the program left.
+MAX_OUT_ENTRIES = 10000
 # Bytes of lines the pool has written and its client has not read yet, beyond which it
 # stops reading the output of streaming requests (their programs then wait on their pipes).
 STREAM_BACKLOG = 1 << 20

@@ -81,6 +81,7 @@ CLOSED = one(
     "answer to close_session",
 )
 CONTROL_ERROR = one(lambda m: m.get("event") == "control_error", "control_error event")
+FILES_FIELDS = one(lambda m: set(m) == {"files", "files_left_out"}, "files fields of a result")
 OUTPUT_EVENTS = of(lambda m: m.get("event") == "output")
 STREAMING = one(lambda m: m.get("stream") is True and "code" in m, "streaming request")
 CANCEL = one(lambda m: m.get("control") == "cancel", "cancel line")
@@ -137,7 +138,11 @@ def plain_requests() -> list[Message]:
     return [
         r
         for r in REQUESTS
-        if "code" in r and "functions" not in r and "session" not in r and r["id"] != CANCEL["id"]
+        if "code" in r
+        and "functions" not in r
+        and "session" not in r
+        and "files" not in r
+        and r["id"] != CANCEL["id"]
     ]
 
 
@@ -209,6 +214,14 @@ def test_host_function_example(pool: PoolClient, request_: Message, answer_kind:
         assert result["exit"] == 1, result
         assert result["error"]["type"].rsplit(".", 1)[-1] == "HostError"
         assert result["error"]["message"] == answer["host_error"]["message"]
+
+
+def test_files_example(pool: PoolClient) -> None:
+    request = one(lambda m: "files" in m and "code" in m, "request with files")
+    result = pool.run(dict(request))
+    assert result["exit"] == 0, result
+    assert set(result) == set(RESULT) | set(FILES_FIELDS)
+    assert {key: result[key] for key in FILES_FIELDS} == FILES_FIELDS
 
 
 def test_session_example_and_close_session(pool: PoolClient) -> None:

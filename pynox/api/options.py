@@ -8,9 +8,15 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from pynox import units
+from pynox import file_names, units
 from pynox.errors import PynoxError
-from pynox.limits import DEFAULT_MAX_OUTPUT, DEFAULT_NAME, DEFAULT_TIMEOUT
+from pynox.limits import (
+    DEFAULT_MAX_OUTPUT,
+    DEFAULT_NAME,
+    DEFAULT_TIMEOUT,
+    MAX_FILES_IN,
+    MAX_FILES_IN_BYTES,
+)
 from pynox.policy.config import Grants
 from pynox.policy.grants import GRANTS_BY_NAME
 
@@ -25,6 +31,39 @@ Names = str | Iterable[str] | None
 Duration = str | int | float | None
 Size = str | int | None
 Functions = Mapping[str, Callable[..., Any]] | Iterable[Callable[..., Any]] | None
+Files = Mapping[str, bytes | bytearray | memoryview] | None
+
+
+def files_field(value: Files) -> dict[str, str]:
+    """run(files=...): {relative path: bytes}, checked as the pool checks it, as the
+    request's {relative path: base64}."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise TypeError(f"files takes a dict of {{name: bytes}}, not {type(value).__name__}")
+    if len(value) > MAX_FILES_IN:
+        raise ValueError(
+            f"files holds {len(value)} files, more than the {MAX_FILES_IN} a run may be "
+            "handed; pack them into an archive"
+        )
+    import base64
+
+    encoded = {}
+    total = 0
+    for name, data in value.items():
+        problem = file_names.problem(name)
+        if problem is not None:
+            raise ValueError(f"files name {name!r} {problem}")
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"files[{name!r}] must be bytes, not {type(data).__name__}")
+        total += memoryview(data).nbytes
+        if total > MAX_FILES_IN_BYTES:
+            raise ValueError(
+                f"files holds more than the {MAX_FILES_IN_BYTES} bytes a run may be handed; "
+                "hand in less, or grant a directory with allow_read"
+            )
+        encoded[name] = base64.b64encode(data).decode("ascii")
+    return encoded
 
 
 def _paths(value: Paths, what: str, cwd: str) -> list[str]:
@@ -185,6 +224,7 @@ class RunOptions(SessionOptions, total=False):
     """The keyword arguments of one run (Pool.run, Pool.arun, pynox.run, pynox.arun)."""
 
     args: Names
+    files: Files
 
 
 class Spec:
@@ -204,6 +244,7 @@ class Spec:
         "max_file_size",
         "args",
         "functions",
+        "files",
         "_limits",
     )
 
@@ -223,6 +264,7 @@ class Spec:
         max_file_size: Size = None,
         args: Names = None,
         functions: Functions = None,
+        files: Files = None,
     ) -> None:
         cwd = os.getcwd()
         self.name = checked_name(name)
@@ -238,6 +280,7 @@ class Spec:
         self.max_file_size = _size(max_file_size, "max_file_size")
         self.args = strings(args, "args", "string")
         self.functions = _functions(functions)
+        self.files = files_field(files)  # placed in the scratch directory before the code runs
         # As the caller wrote them: the pool formats its hints from what it was sent.
         self._limits = {
             "timeout": timeout,
@@ -263,6 +306,8 @@ class Spec:
                 request[key] = value
         if self.functions:
             request["functions"] = [function_spec(n, f) for n, f in self.functions.items()]
+        if self.files:
+            request["files"] = self.files
         if session is not None:
             request["session"] = session
         return request

@@ -220,7 +220,9 @@ class Pool:
         """Runs `code` in a fresh sandboxed process and returns its Result.
 
         Relative paths are resolved against the current directory now. `functions` maps
-        names to callables the code may call with `from pynox_host import NAME`.
+        names to callables the code may call with `from pynox_host import NAME`. `files`
+        ({relative path: bytes}) are placed in the run's scratch directory (its HOME)
+        before the code starts; what it writes into out/ there comes back as Result.files.
         """
         spec = Spec(**options)
         return self.run_spec(code, spec)
@@ -264,6 +266,8 @@ class Pool:
         if not isinstance(session, bool):
             raise TypeError("session takes True or False")
         spec = Spec(**options)
+        if spec.files:
+            raise TypeError("a tool takes no files; give them to pool.run or session.run")
         from pynox.api.tool import make_tool
 
         return make_tool(self, spec, Session(self, spec) if session else None)

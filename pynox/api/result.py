@@ -87,10 +87,10 @@ class Result:
 
     `text` is what a model should read; the other fields are the structured form of the same
     result: the program's exit status (124: timeout, 125: refused or not set up), its output
-    (cut at max_output bytes per stream), the error with its file, line and hint, and the
-    policy that applied. For code (not scripts), `value` is the repr of its last expression,
-    as a notebook shows it (None when the code does not end with one, or it is None);
-    `images` are the figures it drew with matplotlib, as PNGs.
+    (past max_output bytes per stream, its head and tail), the error with its file, line and
+    hint, and the policy that applied. For code (not scripts), `value` is the repr of its
+    last expression, as a notebook shows it (None when the code does not end with one, or
+    it is None); `images` are the figures it drew with matplotlib, as PNGs.
     """
 
     exit: int
@@ -104,6 +104,10 @@ class Result:
     session: SessionInfo | None = None
     value: str | None = None
     images: tuple[Image, ...] = ()
+    # What the run wrote into out/ of its scratch directory, by path relative to out/;
+    # and what of it was left out, one "path: reason" each.
+    files: dict[str, bytes] = field(default_factory=dict)
+    files_left_out: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -113,7 +117,7 @@ class Result:
 
     @property
     def truncated(self) -> bool:
-        """Either stream was longer than max_output and was cut."""
+        """Either stream was longer than max_output: its middle was left out."""
         return self.stdout_truncated or self.stderr_truncated
 
     @property
@@ -158,6 +162,8 @@ class Result:
             session=cast("SessionInfo", session) if isinstance(session, dict) else None,
             value=data.get("value") if isinstance(data.get("value"), str) else None,
             images=_images(data.get("images")),
+            files=_files(data.get("files")),
+            files_left_out=_strings(data.get("files_left_out")),
             raw=dict(data),
         )
 
@@ -179,6 +185,27 @@ def failure(kind: str, message: str, hint: str | None = _POOL_HINT) -> Result:
 
 def _string(value: object) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _files(value: object) -> dict[str, bytes]:
+    """The result's {path: base64} as {path: bytes}; an entry that is not base64 is skipped."""
+    if not isinstance(value, dict):
+        return {}
+    import base64
+    import binascii
+
+    files = {}
+    for name, encoded in value.items():
+        if isinstance(name, str) and isinstance(encoded, str):
+            try:
+                files[name] = base64.b64decode(encoded, validate=True)
+            except (ValueError, binascii.Error):
+                continue
+    return files
+
+
+def _strings(value: object) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -210,13 +237,18 @@ def format_text(result: Result) -> str:
     if result.stdout.strip("\n"):
         parts.append(result.stdout.rstrip("\n"))
     if result.stdout_truncated:
-        parts.append(_truncation_note("stdout", result.stdout))
+        parts.append(_truncation_note("stdout"))
     stderr = _without_report(result.stderr, error)
     if stderr.strip("\n"):
         parts.append(stderr.rstrip("\n"))
     if result.stderr_truncated:
-        parts.append(_truncation_note("stderr", result.stderr))
+        parts.append(_truncation_note("stderr"))
     parts += _shown(result)
+    if result.files:
+        listed = ", ".join(f"out/{name} ({len(data)} bytes)" for name, data in result.files.items())
+        parts.append(f"[files returned: {listed}]")
+    if result.files_left_out:
+        parts.append(f"[files not returned: {'; '.join(result.files_left_out)}]")
     if error is not None:
         message = error["message"]
         parts.append(f"{error['type']}: {message}" if message else error["type"])
@@ -250,9 +282,8 @@ def _shown(result: Result) -> list[str]:
     return lines
 
 
-def _truncation_note(stream: str, kept: str) -> str:
-    size = len(kept.encode("utf-8", errors="replace"))
-    return f"[{stream} truncated: only its first {size} bytes were kept; print less]"
+def _truncation_note(stream: str) -> str:
+    return f"[{stream} truncated: its middle was left out, its start and end kept; print less]"
 
 
 def _without_report(stderr: str, error: ErrorInfo | None) -> str:

@@ -13,7 +13,7 @@ from pynox.errors import PoolError
 if TYPE_CHECKING:
     pass
 
-from pynox.api.options import Spec, checked_name
+from pynox.api.options import Files, Spec, checked_name, files_field
 from pynox.api.result import Result
 from pynox.api.stream import Output, astream_spec, stream_spec
 
@@ -32,6 +32,8 @@ class Session:
     """
 
     def __init__(self, pool: Pool, spec: Spec) -> None:
+        if spec.files:
+            raise TypeError("a session takes files with each step: session.run(code, files=...)")
         self.pool = pool
         self.id = uuid.uuid4().hex
         self._spec = spec
@@ -56,13 +58,16 @@ class Session:
     def closed(self) -> bool:
         return self._closed
 
-    def run(self, code: str, *, name: str | None = None) -> Result:
-        """Runs one step in the session and returns its Result."""
-        return self.pool.run_spec(code, self._step_spec(name), self)
+    def run(self, code: str, *, name: str | None = None, files: Files = None) -> Result:
+        """Runs one step in the session and returns its Result.
 
-    async def arun(self, code: str, *, name: str | None = None) -> Result:
+        `files` are placed in the session's scratch directory before the step runs; the
+        step's Result.files are what it wrote into out/ there (moved out of it)."""
+        return self.pool.run_spec(code, self._step_spec(name, files), self)
+
+    async def arun(self, code: str, *, name: str | None = None, files: Files = None) -> Result:
         """`run` for asyncio. Cancelling its task stops the step and ends the session."""
-        return await self.pool.arun_spec(code, self._step_spec(name), self)
+        return await self.pool.arun_spec(code, self._step_spec(name, files), self)
 
     def stream(self, code: str, *, name: str | None = None) -> Iterator[Output | Result]:
         """Runs one step as `Pool.stream` runs code: its output as it comes, then its Result.
@@ -95,15 +100,17 @@ class Session:
     def __repr__(self) -> str:
         return f"<pynox.Session {self.id} steps={self.steps} alive={self.alive}>"
 
-    def _step_spec(self, name: str | None) -> Spec:
+    def _step_spec(self, name: str | None, files: Files = None) -> Spec:
         if self._closed:
             raise PoolError("this session is closed; start another with pool.session()")
-        if name is None or name == self._spec.name:
+        if (name is None or name == self._spec.name) and files is None:
             return self._spec
         spec = Spec.__new__(Spec)
         for slot in Spec.__slots__:
             setattr(spec, slot, getattr(self._spec, slot))
-        spec.name = checked_name(name)
+        if name is not None:
+            spec.name = checked_name(name)
+        spec.files = files_field(files)
         return spec
 
     def _lost(self) -> None:

@@ -138,7 +138,8 @@ def _how_it_runs(session: bool, grants: Grants) -> str:
     return (
         f"{state} What the code prints comes back (print() and anything written to stdout "
         "or stderr) and, as in a notebook, the repr of the value of a final expression, "
-        f"after 'Out:'.{figures} Output past the first {output} of each stream is cut off: "
+        f"after 'Out:'.{figures} Of a stream longer than {output}, only its start and its "
+        "end come back: "
         "print summaries, not whole data sets."
     )
 

@@ -66,27 +66,115 @@ class Outcome:
             self.exit_code = os.waitstatus_to_exitcode(status)
 
     def take_output(self, stdout: "Capture", stderr: "Capture") -> None:
-        self.stdout, self.stdout_truncated = bytes(stdout.data), stdout.truncated
-        self.stderr, self.stderr_truncated = bytes(stderr.data), stderr.truncated
+        self.stdout, self.stdout_truncated = stdout.kept(), stdout.truncated
+        self.stderr, self.stderr_truncated = stderr.kept(), stderr.truncated
 
 
 class Capture:
-    """One output stream of a run, kept up to its limit and drained past it."""
+    """One output stream of a run: all of it up to its limit; past it, its head and its tail.
 
-    __slots__ = ("data", "limit", "truncated", "open")
+    What a longer stream keeps is its first bytes and its last, half of the limit each
+    (less the line between them that says how much was left out), so the end of a long
+    output (a traceback, the `pynox:` hint) always survives. While the program writes,
+    the tail is a rolling window of at most twice its share (trimmed in amortized
+    constant time per byte), whatever it writes: the stream is drained, never buffered.
+    """
+
+    __slots__ = ("data", "tail", "limit", "seen", "truncated", "open")
 
     def __init__(self, limit: int) -> None:
-        self.data = bytearray()
+        self.data = bytearray()  # the head: the whole stream while it fits the limit
+        self.tail = bytearray()  # past the limit: the latest bytes after the head
         self.limit = limit
+        self.seen = 0  # bytes the stream carried
         self.truncated = False
         self.open = True
 
     def add(self, chunk: bytes) -> None:
-        room = self.limit - len(self.data)
-        if len(chunk) > room:
+        self.seen += len(chunk)
+        if not self.truncated:
+            room = self.limit - len(self.data)
+            if len(chunk) <= room:
+                self.data += chunk
+                return
             self.truncated = True
-        if room > 0:
             self.data += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        share = self._tail_share()
+        if len(self.tail) > 2 * share:
+            del self.tail[: len(self.tail) - share]
+
+    def reset(self) -> None:
+        """Empty again, for the next step of a session."""
+        self.data.clear()
+        self.tail.clear()
+        self.seen = 0
+        self.truncated = False
+
+    def _tail_share(self) -> int:
+        return self.limit - self.limit // 2
+
+    def kept(self) -> bytes:
+        """What the result shows: the stream, or its head, the line saying how many bytes
+        were left out, and its tail, within the limit."""
+        if not self.truncated:
+            return bytes(self.data)
+        # Room for the marker, sized for the largest count it can show, and the newline
+        # that may end the head.
+        budget = self.limit - len(_left_out_line(self.seen)) - 1
+        if budget < 2:
+            return bytes(self.data[: self.limit])  # too small to show both ends
+        head_size = budget // 2
+        tail_size = budget - head_size
+        if len(self.tail) >= tail_size:
+            tail = bytes(self.tail[len(self.tail) - tail_size :])
+        else:  # the tail was never trimmed: it follows the head directly
+            tail = bytes((self.data + self.tail)[-tail_size:])
+        head = _cut_head(bytes(self.data[:head_size]))
+        tail = _cut_tail(tail)
+        left_out = self.seen - len(head) - len(tail)
+        if not head.endswith(b"\n"):
+            head += b"\n"
+        return head + _left_out_line(left_out) + tail
+
+
+def _left_out_line(count: int) -> bytes:
+    return b"[... %d bytes left out ...]\n" % count
+
+
+def _cut_head(head: bytes) -> bytes:
+    """The head up to the end of a line, if that keeps three quarters of it; else up to the
+    end of its last whole UTF-8 character."""
+    newline = head.rfind(b"\n")
+    if newline >= 0 and newline + 1 >= len(head) * 3 // 4:
+        return head[: newline + 1]
+    return head[: _utf8_end(head)]
+
+
+def _cut_tail(tail: bytes) -> bytes:
+    """The tail from the start of a line, if that keeps three quarters of it; else from the
+    start of its first whole UTF-8 character."""
+    newline = tail.find(b"\n")
+    if newline >= 0 and newline + 1 <= len(tail) // 4:
+        return tail[newline + 1 :]
+    start = 0
+    while start < min(3, len(tail)) and tail[start] & 0xC0 == 0x80:
+        start += 1  # a continuation byte: the middle of a character
+    return tail[start:]
+
+
+def _utf8_end(data: bytes) -> int:
+    """len(data), less a UTF-8 sequence cut short at its end."""
+    size = len(data)
+    for back in range(1, min(4, size) + 1):
+        byte = data[size - back]
+        if byte & 0xC0 != 0x80:  # the lead byte of the last sequence
+            need = 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
+            if byte < 0x80 or byte >> 3 > 0b11110:
+                need = 1  # ASCII, or not UTF-8 at all: nothing to complete
+            return size if back >= need else size - back
+    return size
 
 
 class _Forwarder:
@@ -227,5 +315,5 @@ def _collect(
             captures[names[fd]].add(chunk)
     os.close(pidfd)
     outcome.take_output(captures["stdout"], captures["stderr"])
-    outcome.report = bytes(captures["report"].data)
+    outcome.report = bytes(captures["report"].data)  # its head: a longer one is refused
     return os.waitpid(pid, 0)[1]

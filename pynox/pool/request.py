@@ -8,8 +8,9 @@ import json
 import os
 import sys
 
-from pynox import strict_json
+from pynox import file_names, strict_json
 from pynox.errors import RequestError
+from pynox.limits import MAX_FILES_IN, MAX_FILES_IN_BYTES
 from pynox.policy.config import Grants
 from pynox.policy.grants import GRANT_FIELDS, NAMES, PATH_GRANTS, PATHS, SWITCH
 from pynox.policy.resolve import real_path
@@ -26,6 +27,7 @@ REQUEST_FIELDS = frozenset(
         "profile",
         "session",
         "functions",
+        "files",
         "stream",
         *(field.name for field in GRANT_FIELDS),
     }
@@ -53,7 +55,32 @@ def parse_line(line: bytes) -> dict[str, object]:
     request_id = message.get("id")
     if not _is_id(request_id):
         raise RequestError('every line needs an "id" that is a string or an integer')
+    if isinstance(message.get("files"), dict):
+        _refuse_repeated_file_names(line, message)
     return message
+
+
+def _refuse_repeated_file_names(line: bytes, message: dict[str, object]) -> None:
+    """A name given twice in "files" (which JSON parsers resolve by keeping the last) is
+    refused rather than dropped: the line is read again, noting keys that repeat."""
+    repeated: set[str] = set()
+
+    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
+        seen = set()
+        for key, _ in items:
+            if key in seen:
+                repeated.add(key)
+            seen.add(key)
+        return dict(items)
+
+    json.loads(line, object_pairs_hook=pairs)  # already parsed once: it parses again
+    files = message["files"]
+    assert isinstance(files, dict)
+    twice = sorted(name for name in repeated if name in files)
+    if twice:
+        raise RequestError(
+            f"files names {twice[0]!r} more than once; give each file once", message["id"]
+        )
 
 
 def _is_id(value: object) -> bool:
@@ -198,6 +225,43 @@ def check_fields(message: dict[str, object]) -> None:
     string_list(message, "args")
     if "stream" in message and not isinstance(message["stream"], bool):
         raise RequestError("stream must be true or false", message["id"])
+
+
+def request_files(message: dict[str, object]) -> dict[str, bytes]:
+    """The request's "files", {relative path: base64}, checked and decoded."""
+    value = message.get("files", {})
+    request_id = message["id"]
+    if not isinstance(value, dict):
+        raise RequestError('files must be an object of {"relative/path": "base64"}', request_id)
+    if len(value) > MAX_FILES_IN:
+        raise RequestError(
+            f"files holds {len(value)} files, more than the {MAX_FILES_IN} a request may "
+            "hand in; pack them into an archive",
+            request_id,
+        )
+    import base64
+
+    files: dict[str, bytes] = {}
+    total = 0
+    for name, encoded in value.items():
+        problem = file_names.problem(name)
+        if problem is not None:
+            raise RequestError(f"files name {name!r} {problem}", request_id)
+        if not isinstance(encoded, str):
+            raise RequestError(f"files[{name!r}] must be a base64 string", request_id)
+        try:
+            data = base64.b64decode(encoded, validate=True)
+        except ValueError:
+            raise RequestError(f"files[{name!r}] is not base64 (RFC 4648)", request_id) from None
+        total += len(data)
+        if total > MAX_FILES_IN_BYTES:
+            raise RequestError(
+                f"files holds more than the {MAX_FILES_IN_BYTES} bytes a request may hand in; "
+                "hand in less, or grant a directory with allow_read",
+                request_id,
+            )
+        files[name] = data
+    return files
 
 
 def host_functions(message: dict[str, object]) -> list[dict[str, str]]:

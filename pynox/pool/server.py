@@ -38,6 +38,7 @@ from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
 from pynox.policy.resolve import build_policy, resolve_grant
 from pynox.pool import channel, zygote
+from pynox.pool import files as pool_files
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
 from pynox.pool.display_check import Shown
@@ -170,6 +171,7 @@ class Run:
         self.child: Child | None = None
         self.session: Session | None = None
         self.script: str | None = None
+        self.files: dict[str, bytes] = {}  # to place in the scratch directory before it runs
         # With "stream": one incremental decoder per stream, so that a character split
         # between two reads reaches the client whole. Empty once the run stops streaming.
         self.decoders: dict[str, codecs.IncrementalDecoder] = {}
@@ -512,6 +514,7 @@ class PoolServer:
     def _request(self, message: dict[str, object]) -> None:
         request_id = message["id"]
         pool_request.check_fields(message)
+        files = pool_request.request_files(message)
         if request_id in self.runs or any(run.id == request_id for run, _ in self.queue):
             raise RequestError(f"id {request_id!r} is already running; use a new id", request_id)
         functions = pool_request.host_functions(message)
@@ -523,6 +526,7 @@ class PoolServer:
         if isinstance(session_name, str) and session_name in self.sessions:
             session = self.sessions[session_name]
             run = Run(request_id, session.policy)
+            run.files = files
             if stream:
                 run.stream()
             self.runs[request_id] = run
@@ -546,11 +550,18 @@ class PoolServer:
             self._scratch_for(policy)  # the session's, for its life
             session = Session(session_name, policy, functions)
             self.sessions[session_name] = session
+            run.files = files
             self.runs[request_id] = run
             session.queue.append((run, message))
             self._next_step(session)
             return
         self._scratch_for(policy)
+        if files:
+            try:
+                pool_files.place(policy.scratch or "", files, request_id)
+            except RequestError:
+                scratch.remove(policy.scratch)
+                raise
         self.runs[request_id] = run
         self.queue.append((run, message))
         self._start_queued()
@@ -711,11 +722,30 @@ class PoolServer:
             self.spares.append(self._spawn())
         # Scratch directories made ahead, as spares are: a request does not wait for one.
         while self.stdin_open and len(self.ready_scratch) < self.workers:
-            self.ready_scratch.append(scratch.create(self.scratch_root))
+            self.ready_scratch.append(self._new_scratch())
+
+    def _new_scratch(self) -> str:
+        """A run's scratch directory, with the empty out/ whose files its result returns."""
+        path = scratch.create(self.scratch_root)
+        pool_files.make_out_dir(path)
+        return path
 
     def _scratch_for(self, policy: "Policy") -> None:
-        ready = self.ready_scratch.pop() if self.ready_scratch else None
+        ready = self.ready_scratch.pop() if self.ready_scratch else self._new_scratch()
         scratch.attach(policy, self.scratch_root, ready)
+
+    def _files_out(self, run: Run, result: "dict[str, Any]") -> None:
+        """Adds the files the run left in its scratch directory's out/ to its result; a
+        session's are moved away, so that each step returns what it wrote."""
+        if run.policy.scratch is None:
+            return
+        fields = pool_files.collect(run.policy.scratch).fields()
+        result.update(fields)
+        if fields and run.session is not None:
+            trash = scratch.create(self.scratch_root)
+            os.rmdir(trash)  # only its name: out/ takes its place
+            if pool_files.move_out_dir(run.policy.scratch, trash):
+                self.used_scratch.append(trash)
 
     def _spawn(self) -> Child:
         self.next_token += 1
@@ -1071,9 +1101,8 @@ class PoolServer:
     def _outcome(self, run: Run, child: Child, exit_code: int | None) -> Outcome:
         outcome = Outcome()
         outcome.take_output(child.stdout, child.stderr)
-        child.stdout.data.clear()
-        child.stderr.data.clear()
-        child.stdout.truncated = child.stderr.truncated = False
+        child.stdout.reset()
+        child.stderr.reset()
         outcome.duration_ms = (time.monotonic() - run.started) * 1000
         if exit_code is not None:
             outcome.exit_code = exit_code
@@ -1111,6 +1140,7 @@ class PoolServer:
         elif child.script_errno is not None and run.script is not None:
             self._script_failed(result, run.script, child.script_errno)
         result.update(run.shown.fields())
+        self._files_out(run, result)
         self.runs.pop(run.id, None)
         self._end_stream(run)
         self.emit({"id": run.id, **result})
@@ -1148,6 +1178,15 @@ class PoolServer:
         if session.running is not None or not session.queue:
             return
         run, message = session.queue.pop(0)
+        if run.files:
+            try:
+                pool_files.place(session.policy.scratch or "", run.files, run.id)
+            except RequestError as exc:
+                self.runs.pop(run.id, None)
+                self.emit(error_result(run.id, exc.message))
+                self._next_step(session)
+                return
+            run.files = {}
         run.session = session
         if session.child is None:
             session.child = self._take_spare(session.policy, session.functions)
@@ -1201,6 +1240,7 @@ class PoolServer:
         session.running = None
         session.last_used = time.monotonic()
         self.child_runs.pop(child.token, None)
+        self._files_out(run, result)
         self.runs.pop(run.id, None)
         self._end_stream(run)
         self.emit({"id": run.id, **result})

@@ -84,9 +84,25 @@ def test_timeout_is_text(pool: Pool) -> None:
 
 
 def test_output_is_cut_at_max_output(pool: Pool) -> None:
-    r = pool.run("print('x' * 10000)", max_output=100)
-    assert r.truncated and r.stdout_truncated and len(r.stdout) == 100
-    assert "[stdout truncated: only its first 100 bytes were kept; print less]" in r.text
+    r = pool.run("print('x' * 10000)\nprint('the end')", max_output=100)
+    assert r.truncated and r.stdout_truncated and len(r.stdout) <= 100
+    assert r.stdout.startswith("x") and r.stdout.endswith("\nthe end\n")
+    assert "bytes left out ...]\n" in r.stdout
+    assert "[stdout truncated: its middle was left out, its start and end kept; print less]" in (
+        r.text
+    )
+
+
+def test_the_text_of_long_output_ends_with_the_error_and_hint(pool: Pool) -> None:
+    code = "print('o' * 1_000_000)\nopen('/etc/hostname')"
+    r = pool.run(code, max_output=4096)
+    lines = r.text.splitlines()
+    assert lines[-4:] == [
+        "[stdout truncated: its middle was left out, its start and end kept; print less]",
+        "PermissionError: [Errno 13] Permission denied: '/etc/hostname'",
+        "at agent.py:2",
+        "pynox: reading /etc/hostname is not allowed; grant it with allow_read=['/etc/hostname']",
+    ]
 
 
 def test_relative_grants_resolve_against_the_cwd_of_the_call(

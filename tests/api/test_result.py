@@ -116,7 +116,9 @@ def test_timeout_text_has_no_location_and_no_repeated_hint() -> None:
 def test_truncation_is_noted() -> None:
     r = result(stdout="x" * 100, stdout_truncated=True)
     assert r.truncated
-    assert r.text.endswith("[stdout truncated: only its first 100 bytes were kept; print less]")
+    assert r.text.endswith(
+        "[stdout truncated: its middle was left out, its start and end kept; print less]"
+    )
 
 
 def test_session_restart_and_end_are_noted() -> None:

@@ -70,7 +70,7 @@ def test_docstring_lists_host_functions_and_session_state() -> None:
     assert "persistent sandboxed session" in doc and "still there in the next" in doc
     assert "Network: allowed" in doc and "Environment variables: API_KEY" in doc
     assert "packages in /venv/site" in doc
-    assert "first 1 MiB of each stream" in doc
+    assert "Of a stream longer than 1 MiB, only its start and its end come back" in doc
     assert "5s of wall-clock time per call, files of at most 100 MiB" in doc
 
 

@@ -166,7 +166,8 @@ def test_pool_requests_and_sessions_get_their_own() -> None:
         assert _gone(first) and _gone(second)
         session = pool.session()
         home = session.run(show).stdout.strip()
-        assert session.run("print(os.listdir(os.environ['HOME']))").stdout == "['f']\n"
+        listed = "print(sorted(os.listdir(os.environ['HOME'])))"
+        assert session.run(listed).stdout == "['f', 'out']\n"  # out/: files it returns
         assert os.path.exists(home)
         session.close()
         assert _gone(home)

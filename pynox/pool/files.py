@@ -1,0 +1,227 @@
+"""Files in and out of a pool run's scratch directory, through directory descriptors only.
+
+The program owns the scratch directory and may have left anything there (a session's
+earlier steps, or a run writing while the pool reads): links, FIFOs, huge sparse files,
+names that are not UTF-8, thousands of entries. So nothing here follows a symbolic link
+(every open is O_NOFOLLOW, relative to a directory descriptor), a file is written only as a
+new inode (whatever held its name is unlinked first, and O_EXCL refuses a link planted in
+between), only regular files of one link are read back, without blocking, and every walk,
+count and read is bounded (pynox/limits.py).
+"""
+
+import base64
+import os
+import stat
+
+from pynox.errors import RequestError
+from pynox.file_names import OUT_DIR
+from pynox.limits import (
+    MAX_FILE_DEPTH,
+    MAX_FILES_OUT,
+    MAX_FILES_OUT_BYTES,
+    MAX_OUT_ENTRIES,
+)
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+# How many files left out a result names one by one; the rest are counted.
+_LEFT_OUT_NAMED = 20
+
+
+def make_out_dir(scratch: str) -> None:
+    """The empty out/ a run writes the files it returns into."""
+    os.mkdir(os.path.join(scratch, OUT_DIR), 0o700)
+
+
+def place(scratch: str, files: "dict[str, bytes]", request_id: object) -> None:
+    """Writes a request's files (names already checked) into the scratch directory."""
+    root = os.open(scratch, _DIR)
+    try:
+        for name, data in files.items():
+            try:
+                _place_one(root, name, data)
+            except OSError as exc:
+                raise RequestError(
+                    f"cannot place file {name!r} in the scratch directory: "
+                    f"{exc.strerror or exc}; give names that are neither a directory nor "
+                    "under a file or link",
+                    request_id,
+                ) from None
+    finally:
+        os.close(root)
+
+
+def _place_one(root: int, name: str, data: bytes) -> None:
+    *directories, base = name.split("/")
+    fd = os.dup(root)
+    try:
+        for directory in directories:
+            try:
+                os.mkdir(directory, 0o700, dir_fd=fd)
+            except FileExistsError:
+                pass  # opened below: a link or a file there is refused, never followed
+            inner = os.open(directory, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        try:
+            os.unlink(base, dir_fd=fd)  # a link or another file's inode is never written to
+        except FileNotFoundError:
+            pass
+        out = os.open(base, _NEW_FILE, 0o600, dir_fd=fd)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(out, view) :]
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+
+
+class Collected:
+    """What a run left in out/: files as base64 by path (relative to out/), and what was
+    left out, one "path: reason" each."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, str] = {}
+        self.left_out: list[str] = []
+        self.more_left_out = 0
+        self.total = 0
+        self.examined = 0
+
+    def leave_out(self, path: str, reason: str) -> None:
+        if len(self.left_out) < _LEFT_OUT_NAMED:
+            self.left_out.append(f"{path}: {reason}")
+        else:
+            self.more_left_out += 1
+
+    def fields(self) -> "dict[str, object]":
+        """The result's fields: none when out/ held nothing."""
+        if not self.files and not self.left_out:
+            return {}
+        left_out = list(self.left_out)
+        if self.more_left_out:
+            left_out.append(f"and {self.more_left_out} more entries")
+        return {"files": dict(sorted(self.files.items())), "files_left_out": left_out}
+
+
+def collect(scratch: str) -> Collected:
+    """The regular files under scratch/out/, within the bounds of a result."""
+    found = Collected()
+    try:
+        root = os.open(scratch, _DIR)
+    except OSError:
+        return found
+    try:
+        out = os.open(OUT_DIR, _DIR, dir_fd=root)
+    except FileNotFoundError:
+        return found
+    except OSError:
+        found.leave_out(OUT_DIR, "not a directory (a link is never followed)")
+        return found
+    finally:
+        os.close(root)
+    try:
+        _walk(out, "", 0, found)
+    finally:
+        os.close(out)
+    return found
+
+
+def _walk(fd: int, prefix: str, depth: int, found: Collected) -> None:
+    names = []
+    with os.scandir(fd) as entries:
+        for entry in entries:
+            if found.examined >= MAX_OUT_ENTRIES:
+                found.leave_out(prefix or ".", f"more than {MAX_OUT_ENTRIES} entries; not read")
+                break
+            found.examined += 1
+            names.append((entry.name, entry.is_dir(follow_symlinks=False)))
+    for name, is_dir in sorted(names):
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = os.fsencode(prefix + name).decode("utf-8", errors="replace")
+            found.leave_out(shown, "its name is not UTF-8")
+            continue
+        path = prefix + name
+        if is_dir:
+            if depth + 1 >= MAX_FILE_DEPTH:
+                found.leave_out(path, f"nested deeper than {MAX_FILE_DEPTH} directories")
+                continue
+            try:
+                inner = os.open(name, _DIR, dir_fd=fd)
+            except OSError:
+                found.leave_out(path, "not a directory that can be read")
+                continue
+            try:
+                _walk(inner, path + "/", depth + 1, found)
+            finally:
+                os.close(inner)
+        else:
+            _read_file(fd, name, path, found)
+
+
+def _read_file(fd: int, name: str, path: str, found: Collected) -> None:
+    if len(found.files) >= MAX_FILES_OUT:
+        found.leave_out(path, f"past the {MAX_FILES_OUT} files a result carries")
+        return
+    try:
+        file = os.open(name, _READ, dir_fd=fd)
+    except OSError:
+        found.leave_out(path, "not a regular file (a link, say)")
+        return
+    try:
+        info = os.fstat(file)
+        if not stat.S_ISREG(info.st_mode):
+            found.leave_out(path, "not a regular file")
+            return
+        if info.st_nlink != 1:
+            found.leave_out(path, "linked from elsewhere too (a hard link)")
+            return
+        room = MAX_FILES_OUT_BYTES - found.total
+        if info.st_size > room:
+            found.leave_out(
+                path, f"{info.st_size} bytes, past the {MAX_FILES_OUT_BYTES} a result carries"
+            )
+            return
+        data = _read_at_most(file, room + 1)
+        if len(data) > room:  # it grew while read
+            found.leave_out(path, f"past the {MAX_FILES_OUT_BYTES} bytes a result carries")
+            return
+    except OSError as exc:
+        found.leave_out(path, f"could not be read ({exc.strerror})")
+        return
+    finally:
+        os.close(file)
+    found.total += len(data)
+    found.files[path] = base64.b64encode(data).decode("ascii")
+
+
+def _read_at_most(fd: int, size: int) -> bytes:
+    parts = []
+    while size > 0:
+        chunk = os.read(fd, min(size, 1 << 20))
+        if not chunk:
+            break
+        parts.append(chunk)
+        size -= len(chunk)
+    return b"".join(parts)
+
+
+def move_out_dir(scratch: str, trash: str) -> bool:
+    """Moves out/ (whatever it is) to `trash` and makes a new empty one: a session's next
+    step returns only what it writes. False when there was no out/ to move."""
+    root = os.open(scratch, _DIR)
+    try:
+        try:
+            os.rename(OUT_DIR, trash, src_dir_fd=root)
+        except FileNotFoundError:
+            moved = False
+        else:
+            moved = True
+        os.mkdir(OUT_DIR, 0o700, dir_fd=root)
+    finally:
+        os.close(root)
+    return moved
