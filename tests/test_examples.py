@@ -161,7 +161,14 @@ EXAMPLE_LIST = [
     ),
     Example(
         "agents/smolagents_agents.py",
-        [*ANALYST, *SUPPORT, *API, "the API key appeared in a tool result: no", *CHARTS],
+        [
+            *ANALYST,
+            *SUPPORT,
+            *API,
+            "the API key appeared in a tool result: no",
+            *CHARTS,
+            *SEES_IMAGE,
+        ],
         framework="smolagents",
     ),
     Example(

@@ -6,9 +6,10 @@ model's own code in smolagents' executor, in this process and outside the sandbo
 only what it passes to run_python sandboxed. The model is a `Model` subclass that answers
 each turn with the next call, so the run needs no key and no network.
 
-A `ToolCallingAgent` hands the model its tools' text: figures the code draws reach it as
-the lines that name them ("[image 1: 640x480 PNG]"); `run_python.run(code).images` holds
-their PNG bytes for an application that shows them.
+A tool's return value reaches the model as text, so the figures the code draws come back
+as lines that name them ("[image 1: 640x480 PNG]"), and a step callback hands their PNGs to
+the model as the step's observation images, as smolagents does for screenshots
+(`run_python.run(code)` gives the whole Result, images included).
 
     pip install smolagents            # then, with pynox installed:
     python examples/agents/smolagents_agents.py
@@ -16,10 +17,12 @@ their PNG bytes for an application that shows them.
 
 from __future__ import annotations
 
+import functools
+import io
 from typing import Any
 
 from scenarios import Scenario, Script, play_all
-from smolagents import ToolCallingAgent, tool
+from smolagents import ActionStep, ToolCallingAgent, tool
 from smolagents.models import (
     ChatMessage,
     ChatMessageToolCall,
@@ -36,6 +39,18 @@ class ScriptedModel(Model):
         super().__init__(model_id="scripted")
         self.scenario = scenario
         self.script = script
+        self.seen: set[int] = set()  # the images of earlier steps come with every turn
+
+    def new_images(self, messages: list[ChatMessage | dict[str, Any]]) -> list[tuple[str, int]]:
+        images = []
+        for message in messages:
+            content = message.content if isinstance(message, ChatMessage) else message["content"]
+            for item in content if isinstance(content, list) else []:
+                image = item.get("image") if item.get("type") == "image" else None
+                if image is not None and id(image) not in self.seen:
+                    self.seen.add(id(image))
+                    images.append(("image/png", image.info["png_bytes"]))
+        return images
 
     def generate(
         self,
@@ -46,6 +61,7 @@ class ScriptedModel(Model):
         **kwargs: Any,
     ) -> ChatMessage:
         self.script.sees_tools({t.name: t.description for t in tools_to_call_from or []})
+        self.script.sees_images(self.new_images(messages))
         last = (
             ChatMessage.from_dict(messages[-1]) if isinstance(messages[-1], dict) else messages[-1]
         )
@@ -66,9 +82,29 @@ class ScriptedModel(Model):
 
 
 def play(scenario: Scenario, script: Script) -> str:
+    drawn: list[bytes] = []  # the PNGs of the last call, for the step callback
+
+    @functools.wraps(scenario.run_python)
+    def run_python(code: str) -> str:
+        result = scenario.run_python.run(code)  # the whole Result, images included
+        drawn[:] = [image.data for image in result.images]
+        return result.text
+
+    def show_images(step: ActionStep) -> None:
+        from PIL import Image
+
+        images = []
+        for png in drawn:
+            image = Image.open(io.BytesIO(png))
+            image.info["png_bytes"] = len(png)
+            images.append(image)
+        step.observations_images = images or None
+        drawn.clear()
+
     agent = ToolCallingAgent(
-        tools=[tool(scenario.run_python)],
+        tools=[tool(run_python)],
         model=ScriptedModel(scenario, script),
+        step_callbacks=[show_images],
         verbosity_level=0,  # the transcript is printed by the script
     )
     return str(agent.run(scenario.request))
