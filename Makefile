@@ -20,7 +20,7 @@ $(VENV)/.installed: $(SOURCES)
 	touch $@
 
 test: setup
-	$(BIN)/nox -s lint tests docs examples
+	$(BIN)/nox -s lint tests ray docs examples
 
 lint: setup
 	$(BIN)/nox -s lint

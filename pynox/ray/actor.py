@@ -42,6 +42,7 @@ REQUEST_FIELDS = frozenset(
     }
 )
 CONFIG_NAME = "pynox.toml"
+DIRECTORY_PREFIX = "pynox-ray-"
 
 
 def checked_request(request: object) -> tuple[str, Spec]:
@@ -72,7 +73,10 @@ class NodePool:
     ) -> None:
         self.generation = generation
         # A private directory: the file the local pool reads its limits from is ours alone.
-        self._directory = tempfile.mkdtemp(prefix="pynox-ray-")
+        # Its name holds this process's id, so that the next actor on the node removes it
+        # should this one be killed before it could.
+        _remove_orphans()
+        self._directory = tempfile.mkdtemp(prefix=f"{DIRECTORY_PREFIX}{os.getpid()}-")
         config = os.path.join(self._directory, CONFIG_NAME)
         with open(config, "x", encoding="utf-8") as file:
             file.write(config_text)
@@ -124,6 +128,25 @@ class NodePool:
         self.sessions.clear()
         await asyncio.get_running_loop().run_in_executor(None, self.pool.close)
         shutil.rmtree(self._directory, ignore_errors=True)
+
+
+def _remove_orphans() -> None:
+    """Removes the config directories of actors on this node whose process is gone."""
+    parent = tempfile.gettempdir()
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(DIRECTORY_PREFIX) :].split("-", 1)[0]
+        if not name.startswith(DIRECTORY_PREFIX) or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+        except OSError:
+            continue  # alive, another user's
 
 
 def _node_id() -> str | None:

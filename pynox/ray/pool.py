@@ -120,6 +120,13 @@ class RayPool:
             self.info = ray.get(
                 [slot.actor.ready.remote() for slot in self._slots], timeout=START_TIMEOUT
             )
+        except ray.exceptions.GetTimeoutError:
+            self.close(timeout=0)
+            raise PoolError(
+                f"the RayPool's actors did not start within {START_TIMEOUT:.0f} s; the "
+                f"cluster may lack what each asks for ({_asks(options)}): free it, or lower "
+                "num_cpus in actor_options"
+            ) from None
         except ray.exceptions.RayError as exc:
             self.close(timeout=0)
             raise PoolError(f"the RayPool's actors could not start: {_reason(exc)}") from None
@@ -276,8 +283,8 @@ class RayPool:
         """Runs code with options already validated (run, sessions and tools end here)."""
         request = spec.request(code)
         slot = session.slot if isinstance(session, RaySession) else None
-        for attempt in self._attempts(idempotent, session):
-            slot, actor, generation = self._acquire(slot)
+        for last in self._attempts(idempotent, session):
+            chosen, actor, generation = self._acquire(slot)
             try:
                 ref = actor.run.remote(request, None if session is None else session.id)
                 try:
@@ -286,13 +293,11 @@ class RayPool:
                     ray.cancel(ref)
                     raise
             except ray.exceptions.RayError as exc:
-                raw = self._failed(slot, actor, exc, last=attempt)
-                if raw is None:
-                    slot = None
-                    continue
+                raw = self._failed(chosen, actor, exc, last=last)
             finally:
-                self._release(slot)
-            return self._finish(raw, session, generation)
+                self._release(chosen)
+            if raw is not None:
+                return self._finish(raw, session, generation)
         raise AssertionError("unreachable: the last attempt returns")
 
     async def arun_spec(
@@ -302,8 +307,8 @@ class RayPool:
 
         request = spec.request(code)
         slot = session.slot if isinstance(session, RaySession) else None
-        for attempt in self._attempts(idempotent, session):
-            slot, actor, generation = self._acquire(slot)
+        for last in self._attempts(idempotent, session):
+            chosen, actor, generation = self._acquire(slot)
             try:
                 ref = actor.run.remote(request, None if session is None else session.id)
                 try:
@@ -314,13 +319,11 @@ class RayPool:
                         session._lost()  # a cancelled step ends its session
                     raise
             except ray.exceptions.RayError as exc:
-                raw = self._failed(slot, actor, exc, last=attempt)
-                if raw is None:
-                    slot = None
-                    continue
+                raw = self._failed(chosen, actor, exc, last=last)
             finally:
-                self._release(slot)
-            return self._finish(raw, session, generation)
+                self._release(chosen)
+            if raw is not None:
+                return self._finish(raw, session, generation)
         raise AssertionError("unreachable: the last attempt returns")
 
     def _attempts(self, idempotent: bool, session: Session | None) -> list[bool]:
@@ -439,6 +442,11 @@ def _reason(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     text = lines[0] if lines else type(exc).__name__
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _asks(options: Mapping[str, Any]) -> str:
+    keys = ("num_cpus", "num_gpus", "memory", "resources")
+    return ", ".join(f"{key}={options[key]!r}" for key in keys if key in options)
 
 
 def _whole(name: str, value: object, least: int) -> None:
