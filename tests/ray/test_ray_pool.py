@@ -13,6 +13,8 @@ import ctypes
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -264,6 +266,28 @@ def test_the_limits_of_the_config_hold_on_the_actor(local_ray: LocalRay, tmp_pat
     finally:
         ray.get(actor.shutdown.remote())
         ray.kill(actor)
+
+
+def test_the_ray_page_runs_as_shown(local_ray: LocalRay, pool: RayPool, tmp_path: Path) -> None:
+    """docs/ray.md's evaluate.py, run as a driver of this instance, prints what it shows."""
+    from test_docs import DOCS, Command, File, steps
+
+    page = steps(DOCS / "ray.md")
+    source = next(s for s in page if isinstance(s, File) and s.path == "evaluate.py")
+    shown = next(s for s in page if isinstance(s, Command) and s.text == "python evaluate.py")
+    (tmp_path / "evaluate.py").write_text(source.content)
+    pool.close()  # the page's actors take a CPU each: room for them on the instance's two
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    done = subprocess.run(
+        [sys.executable, "evaluate.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == shown.expected
 
 
 def _descendants() -> dict[int, str]:
