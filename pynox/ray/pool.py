@@ -114,10 +114,11 @@ class RayPool:
         self._slots = [_Slot(index) for index in range(actors)]
         for slot in self._slots:
             self._start(slot)
-        self._finalizer = weakref.finalize(self, _kill, [slot.actor for slot in self._slots])
+        self._finalizer = weakref.finalize(self, _kill_slots, self._slots)
         self._finalizer.atexit = False  # at exit, Ray ends the driver's actors itself
         try:
-            self.info = ray.get(
+            # What each actor said when it started: its pid, its pool's, its node.
+            self.info: list[dict[str, Any]] = ray.get(
                 [slot.actor.ready.remote() for slot in self._slots], timeout=START_TIMEOUT
             )
         except ray.exceptions.GetTimeoutError:
@@ -327,11 +328,14 @@ class RayPool:
         raise AssertionError("unreachable: the last attempt returns")
 
     def _attempts(self, idempotent: bool, session: Session | None) -> list[bool]:
-        """One flag per attempt: whether it is the last. Session steps are never sent twice."""
+        """One flag per attempt: whether it is the last."""
+        return [False, True] if self._may_retry(idempotent, session) else [True]
+
+    def _may_retry(self, idempotent: bool, session: Session | None) -> bool:
+        """Only when the caller asked for both; session steps are never sent twice."""
         if not isinstance(idempotent, bool):
             raise TypeError("idempotent takes True or False")
-        again = idempotent and self.retries == 1 and session is None
-        return [False, True] if again else [True]
+        return idempotent and self.retries == 1 and session is None
 
     def _failed(
         self, slot: _Slot, actor: Any, exc: BaseException, *, last: bool
@@ -339,6 +343,8 @@ class RayPool:
         """The result of a request whose Ray call failed; None to send it again."""
         if not isinstance(exc, ray.exceptions.RayActorError):
             return failure("PoolError", f"the Ray call failed: {_reason(exc)}").raw
+        if self._closed:
+            return failure("PoolError", "the RayPool was closed while this request ran").raw
         self._replace(slot, actor)
         if not last:
             return None
@@ -387,12 +393,14 @@ class RayPool:
         try:
             raw = ray.get(ref)
         except ray.exceptions.RayError as exc:
-            again = self._attempts(idempotent, None) == [False, True]
-            raw = self._failed(slot, actor, exc, last=not again)
-            if raw is None:
-                self._release(slot)
-                return self._collect(self._send(request, None), False)
-        self._release(slot)
+            raw = self._failed(slot, actor, exc, last=not self._may_retry(idempotent, None))
+        except BaseException:  # Ctrl-C while waiting: the run stops too
+            ray.cancel(ref)
+            raise
+        finally:
+            self._release(slot)
+        if raw is None:
+            return self._collect(self._send(request, None), False)
         return self._finish(raw, None, generation)
 
     def _close_session(self, session_id: str, wait: bool) -> None:
@@ -429,6 +437,10 @@ class RaySession(Session):
 
     def astream(self, code: str, *, name: str | None = None) -> Any:
         raise TypeError("a RayPool session does not stream; use run or arun")
+
+
+def _kill_slots(slots: list[_Slot]) -> None:
+    _kill([slot.actor for slot in slots])
 
 
 def _kill(actors: list[Any]) -> None:

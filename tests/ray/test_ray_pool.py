@@ -9,6 +9,7 @@ would be imported in place of Ray itself.
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import shutil
@@ -134,6 +135,8 @@ def pool(_ray_module: LocalRay) -> Iterator[RayPool]:
 def test_run_gives_the_result_a_local_pool_gives(pool: RayPool) -> None:
     result = pool.run("print(6 * 7)")
     assert result.ok and result.stdout == "42\n"
+    awaited = asyncio.run(pool.arun("print(7 * 6)"))
+    assert awaited.ok and awaited.stdout == "42\n"
     code = "open('/etc/hostname').read()"
     with pynox.Pool(1) as local:
         expected = local.run(code)
