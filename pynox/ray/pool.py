@@ -100,11 +100,12 @@ class RayPool:
         self.config_path = _find_config(config)
         self.retries = retries
         self.max_in_flight = max_in_flight or 2 * actors * (workers or 2)
+        # Parsed first, so that a config that cannot be used is a ValueError that says why.
+        self._config = self._parse_config()
         self._config_text = ""
         if self.config_path is not None:
             with open(self.config_path, encoding="utf-8") as file:
                 self._config_text = file.read()
-        self._config = self._parse_config()
         options: dict[str, Any] = {"num_cpus": workers or 1}
         options.update(actor_options or {})
         options["max_restarts"] = 0  # the pool replaces a dead actor itself

@@ -194,6 +194,17 @@ def test_host_functions_are_refused_with_a_reason(pool: RayPool) -> None:
         pool.run("pass", functions=[print])
 
 
+def test_bad_arguments_are_refused_before_any_actor_starts(tmp_path: Path) -> None:
+    config = tmp_path / "pynox.toml"
+    config.write_text("[pool.limits]\ntimeout = 'soon'\n")
+    with pytest.raises(ValueError, match="timeout"):
+        RayPool(config=config)
+    with pytest.raises(ValueError, match="retries=2: give 0 or 1"):
+        RayPool(retries=2)
+    with pytest.raises(ValueError, match="actors=0: give a whole number of at least 1"):
+        RayPool(actors=0)
+
+
 def test_an_actor_killed_mid_request_fails_it_and_the_rest_go_on(
     pool: RayPool, tmp_path: Path
 ) -> None:
