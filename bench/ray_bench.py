@@ -9,6 +9,7 @@ Needs Ray (`make bench` installs it into the environment); without it the row is
 
 from __future__ import annotations
 
+import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -79,7 +80,15 @@ def measure_ray(python: str, workdir: str, rounds: int) -> RayBatchResult:
     ray_ns: list[int] = []
     pool_ns: list[int] = []
     python_ns: list[int] = []
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # Ray's sessions (logs, sockets) in the suite's directory, removed with it.
+    temp_dir = os.path.join(workdir, "ray")
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        _temp_dir=temp_dir,
+    )
     try:
         options = {"num_cpus": 1}
         with (
