@@ -20,7 +20,7 @@ $(VENV)/.installed: $(SOURCES)
 	touch $@
 
 test: setup
-	$(BIN)/nox -s lint tests docs examples
+	$(BIN)/nox -s lint tests ray docs examples
 
 lint: setup
 	$(BIN)/nox -s lint
@@ -44,8 +44,13 @@ demo: setup
 # The packages the heavy-import rows preload, installed once beside the virtualenv.
 BENCH_PACKAGES := .bench-packages
 
-bench: setup $(BENCH_PACKAGES)/.installed
+bench: setup $(BENCH_PACKAGES)/.installed $(VENV)/.ray-installed
 	$(BIN)/python bench/suite.py --packages $(BENCH_PACKAGES) $(BENCH_ARGS)
+
+# The Ray row runs RayPool (pynox[ray]), whose actors import Ray from the environment.
+$(VENV)/.ray-installed: $(VENV)/.installed
+	$(BIN)/python -c 'import ray' 2>/dev/null || $(BIN)/python -m pip install -q ".[ray]"
+	touch $@
 
 $(BENCH_PACKAGES)/.installed: requirements/agent-tasks.txt
 	$(BIN)/python -m pip install -q --target $(BENCH_PACKAGES) -r requirements/agent-tasks.txt

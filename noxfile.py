@@ -1,4 +1,4 @@
-"""The project's jobs. `make test` runs `lint`, `tests`, `docs` and `examples`."""
+"""The project's jobs. `make test` runs `lint`, `tests`, `ray`, `docs` and `examples`."""
 
 from __future__ import annotations
 
@@ -81,7 +81,16 @@ def tests(session: nox.Session) -> None:
         session.log(f"slow tests and agent tasks run on CPython {PRIMARY} only")
     else:
         env = {"PYNOX_TEST_PACKAGES": agent_packages(session)}
-    session.run("pytest", *selection, *session.posargs, env=env)
+    # tests/ray run in the `ray` session, which installs Ray.
+    session.run("pytest", "--ignore=tests/ray", *selection, *session.posargs, env=env)
+
+
+@nox.session
+def ray(session: nox.Session) -> None:
+    """RayPool on a local Ray instance (tests/ray): the `ray` extra, on the CPython running
+    nox; Ray takes a while to start, so the other sessions leave these tests out."""
+    session.install(".[test,ray]")
+    session.run("pytest", "tests/ray", *session.posargs)
 
 
 def agent_packages(session: nox.Session) -> str:

@@ -14,6 +14,7 @@ from machine import Machine
 from memory_bench import MemoryResult
 from modes_bench import ModeResult
 from pool_bench import PoolResults
+from ray_bench import RayBatchResult, ray_table
 from runners import PYTHON, RUNNERS
 from targets import Target
 from timing import Summary
@@ -248,6 +249,7 @@ def render(
     memory: MemoryResult | None,
     heavy: list[HeavyRow],
     targets: list[Target],
+    ray: RayBatchResult | None = None,
 ) -> str:
     lines = ["<!-- Written by `make bench` (bench/suite.py); edit the suite, not this file. -->"]
     if workloads:
@@ -258,6 +260,8 @@ def render(
         lines += ["", *pool_table(pool)]
     if batch is not None:
         lines += ["", *batch_table(batch)]
+    if ray is not None:
+        lines += ["", *ray_table(ray)]
     if memory is not None:
         lines += ["", *memory_table(memory)]
     if heavy:

@@ -7,6 +7,7 @@ report and, for a full run, writes it to bench/results.md.
     python bench/suite.py                  # the full suite (make bench), a few minutes
     python bench/suite.py --quick          # a smoke run; writes nothing unless --output
     python bench/suite.py --workloads tiny --no-pool
+    python bench/suite.py --workloads= --no-modes --no-batch --no-memory --no-pool  # Ray only
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from machine import describe
 from memory_bench import measure_memory
 from modes_bench import measure_modes
 from pool_bench import measure_pool
+from ray_bench import measure_ray, ray_available
 from report import Method, render
 from runners import interpreter
 from targets import evaluate
@@ -37,6 +39,7 @@ MODE_ROUNDS = 60
 BATCH_ROUNDS = 3
 MEMORY_REQUESTS = 10_000
 HEAVY_ROUNDS = 30
+RAY_ROUNDS = 3
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -60,6 +63,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--no-batch", action="store_true", help="skip the batch of 200 small programs"
+    )
+    parser.add_argument(
+        "--no-ray",
+        action="store_true",
+        help="skip the batch of 1,000 programs through RayPool (skipped anyway without Ray)",
     )
     parser.add_argument(
         "--no-memory", action="store_true", help="skip the pool's memory after many requests"
@@ -109,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         modes = [] if options.no_modes else measure_modes(python, pynox, workdir, mode_rounds)
         batch_rounds = 1 if options.quick else BATCH_ROUNDS
         batch = None if options.no_batch else measure_batch(python, pynox, workdir, batch_rounds)
+        ray = None
+        if not options.no_ray and ray_available():
+            ray = measure_ray(python, workdir, 1 if options.quick else RAY_ROUNDS)
+        elif not options.no_ray:
+            print("the Ray row is skipped: Ray is not installed", file=sys.stderr)
         memory_requests = 200 if options.quick else MEMORY_REQUESTS
         memory = None if options.no_memory else measure_memory(pynox, workdir, memory_requests)
         heavy = []
@@ -123,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     method = Method(warmup_rounds=1, settle_ms=SETTLE_SECONDS * 1000, pool_workers=POOL_WORKERS)
     targets = evaluate(workloads, modes, pool, batch, memory, heavy)
-    text = render(machine, method, workloads, modes, pool, batch, memory, heavy, targets)
+    text = render(machine, method, workloads, modes, pool, batch, memory, heavy, targets, ray)
     sys.stdout.write(text)
     output = options.output
     overridden = any(argv_value is not None for argv_value in overrides)

@@ -53,7 +53,7 @@ def close(ratio: float, numerator: float, denominator: float) -> bool:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     output = tmp_path_factory.mktemp("bench") / "results.md"
-    counts = ["--rounds=2", "--requests=3", "--batches=1", "--batch-size=3"]
+    counts = ["--rounds=2", "--requests=3", "--batches=1", "--batch-size=3", "--no-ray"]
     if PACKAGES:
         counts.append(f"--packages={PACKAGES}")
     completed = subprocess.run(

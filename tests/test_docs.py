@@ -68,6 +68,9 @@ CI_COMMANDS = {
     "python examples/agents/strands_agents.py": "noxfile.py::examples",
     "python examples/agents/smolagents_agents.py": "noxfile.py::examples",
     "python examples/monty_bridge.py": "noxfile.py::examples",
+    # RayPool's page: the ray session installs the extra and runs the page's program.
+    "pip install 'pynox[ray]'": "noxfile.py::ray",
+    "python evaluate.py": "tests/ray/test_ray_pool.py::test_the_ray_page_runs_as_shown",
     # The network of a test machine reaches no public server: a loopback one stands in.
     "pynox --package-dir=packages --allow-network tasks/fetch.py": (
         "tests/test_agent_tasks.py::test_requests_over_https_to_a_loopback_server"

@@ -1,0 +1,467 @@
+"""RayPool: `pynox.Pool`'s calls over Ray actors, each owning a local pool on its node."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import threading
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+try:
+    import ray
+    import ray.exceptions
+except ImportError:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "pynox.ray needs Ray on this machine and on every node: pip install 'pynox[ray]'"
+    ) from None
+
+from pynox.api.options import (
+    Names,
+    RunOptions,
+    SessionOptions,
+    Spec,
+    strings,
+)
+from pynox.api.pool import _find_config
+from pynox.api.result import Result, failure
+from pynox.api.session import Session
+from pynox.errors import PoolError, PynoxError
+from pynox.ray.actor import NodePool
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from pynox.policy.config import Config
+
+# How long close() lets each actor stop its local pool before it is killed.
+CLOSE_GRACE = 10.0
+# How long an actor may take to start its local pool before RayPool() gives up.
+START_TIMEOUT = 120.0
+
+_generations = itertools.count(1)
+
+
+class _Slot:
+    """One actor of the pool and what replaced it: requests go to its current actor."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.actor: Any = None
+        self.generation = 0
+        self.in_flight = 0
+        self.sessions: set[str] = set()  # the ids of the sessions pinned here
+
+
+class RayPool:
+    """`pynox.Pool` across a Ray cluster: `actors` Ray actors, each a local pool on its node.
+
+    Each actor owns a `pynox.Pool` of `workers` workers (default: [pool].workers of the
+    config, else 2) started with `preload` and `package_dirs` (paths on the nodes), and the
+    `pynox.toml` found here as `pynox.Pool` finds it (`config`, $PYNOX_CONFIG, ./pynox.toml):
+    its text is sent to every actor at creation, and each node's pool enforces its
+    [pool.limits] and profiles. `actor_options` go to Ray's `.options()` (num_cpus,
+    resources, scheduling_strategy, runtime_env...); num_cpus defaults to the workers.
+
+    Ray is connected as `ray.init()` would be when nothing connected it yet. A request
+    whose actor dies (its process, or its node) comes back as a PoolError Result and the
+    actor is replaced; with retries=1, requests run with idempotent=True are sent once more
+    instead. `max_in_flight` bounds the requests `map` keeps sent at once.
+    """
+
+    def __init__(
+        self,
+        actors: int = 2,
+        workers: int | None = None,
+        preload: Names = None,
+        config: str | os.PathLike[str] | None = None,
+        *,
+        package_dirs: Names = None,
+        actor_options: Mapping[str, Any] | None = None,
+        max_in_flight: int | None = None,
+        retries: int = 0,
+    ) -> None:
+        _whole("actors", actors, 1)
+        if workers is not None:
+            _whole("workers", workers, 1)
+        if max_in_flight is not None:
+            _whole("max_in_flight", max_in_flight, 1)
+        if retries not in (0, 1) or isinstance(retries, bool):
+            raise ValueError(f"retries={retries!r}: give 0 or 1 (one retry of idempotent runs)")
+        if actor_options is not None and not isinstance(actor_options, Mapping):
+            raise TypeError("actor_options takes a dict of Ray actor options, like {'num_cpus': 2}")
+        self.workers = workers
+        self.preload = strings(preload, "preload", "module name")
+        # Paths on the nodes: each node's pool checks that they exist there.
+        self.package_dirs = strings(package_dirs, "package_dirs", "path")
+        self.config_path = _find_config(config)
+        self.retries = retries
+        self.max_in_flight = max_in_flight or 2 * actors * (workers or 2)
+        # Parsed first, so that a config that cannot be used is a ValueError that says why.
+        self._config = self._parse_config()
+        self._config_text = ""
+        if self.config_path is not None:
+            with open(self.config_path, encoding="utf-8") as file:
+                self._config_text = file.read()
+        options: dict[str, Any] = {"num_cpus": workers or 1}
+        options.update(actor_options or {})
+        options["max_restarts"] = 0  # the pool replaces a dead actor itself
+        self._actor_class = ray.remote(NodePool).options(**options)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._slots = [_Slot(index) for index in range(actors)]
+        for slot in self._slots:
+            self._start(slot)
+        self._finalizer = weakref.finalize(self, _kill_slots, self._slots)
+        self._finalizer.atexit = False  # at exit, Ray ends the driver's actors itself
+        try:
+            # What each actor said when it started: its pid, its pool's, its node.
+            self.info: list[dict[str, Any]] = ray.get(
+                [slot.actor.ready.remote() for slot in self._slots], timeout=START_TIMEOUT
+            )
+        except ray.exceptions.GetTimeoutError:
+            self.close(timeout=0)
+            raise PoolError(
+                f"the RayPool's actors did not start within {START_TIMEOUT:.0f} s; the "
+                f"cluster may lack what each asks for ({_asks(options)}): free it, or lower "
+                "num_cpus in actor_options"
+            ) from None
+        except ray.exceptions.RayError as exc:
+            self.close(timeout=0)
+            raise PoolError(f"the RayPool's actors could not start: {_reason(exc)}") from None
+
+    # Lifecycle.
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self, timeout: float = CLOSE_GRACE) -> None:
+        """Stops every actor's local pool (waiting up to `timeout` seconds), then the actors.
+
+        Results still pending then are PoolError results. Closing twice is harmless.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            actors = [slot.actor for slot in self._slots if slot.actor is not None]
+        self._finalizer.detach()
+        if timeout > 0:
+            with contextlib.suppress(ray.exceptions.RayError):
+                ray.wait(
+                    [actor.shutdown.remote() for actor in actors],
+                    num_returns=len(actors),
+                    timeout=timeout,
+                )
+        _kill(actors)
+
+    def __enter__(self) -> RayPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<pynox.ray.RayPool actors={len(self._slots)} workers={self.workers} {state}>"
+
+    def _start(self, slot: _Slot) -> None:
+        """A new actor in `slot` (the caller holds the lock, or no other thread runs)."""
+        slot.generation = next(_generations)
+        slot.actor = self._actor_class.remote(
+            slot.generation, self._config_text, self.workers, self.preload, self.package_dirs
+        )
+
+    def _replace(self, slot: _Slot, dead: Any) -> None:
+        """The actor `dead` died: kill what is left of it and start another, once."""
+        with self._lock:
+            if slot.actor is not dead or self._closed:
+                return
+            self._start(slot)
+        _kill([dead])
+
+    def _parse_config(self) -> Config | None:
+        if self.config_path is None:
+            return None
+        from pynox.policy.cache import load_config
+
+        try:
+            return load_config(self.config_path)
+        except PynoxError as exc:
+            raise ValueError(exc.message) from None
+
+    def _load_config(self) -> Config | None:
+        """The config as this machine read it (for tool docstrings); the nodes have its text."""
+        return self._config
+
+    # Choosing an actor.
+
+    def _acquire(self, slot: _Slot | None) -> tuple[_Slot, Any, int]:
+        """The slot (the least busy when not given), its actor and generation, counted busy."""
+        with self._lock:
+            if self._closed:
+                raise PoolError("this RayPool is closed; create a new RayPool to run more code")
+            if slot is None:
+                slot = min(self._slots, key=lambda s: (s.in_flight, len(s.sessions)))
+            slot.in_flight += 1
+            return slot, slot.actor, slot.generation
+
+    def _release(self, slot: _Slot) -> None:
+        with self._lock:
+            slot.in_flight -= 1
+
+    # Running code.
+
+    def run(self, code: str, *, idempotent: bool = False, **options: Unpack[RunOptions]) -> Result:
+        """Runs `code` in a fresh sandboxed process on one actor's node; its Result.
+
+        idempotent=True lets a RayPool made with retries=1 send it once more if its actor
+        dies before answering.
+        """
+        return self.run_spec(code, self._spec(options), idempotent=idempotent)
+
+    async def arun(
+        self, code: str, *, idempotent: bool = False, **options: Unpack[RunOptions]
+    ) -> Result:
+        """`run` for asyncio: awaits the Result without blocking the event loop."""
+        return await self.arun_spec(code, self._spec(options), idempotent=idempotent)
+
+    def map(
+        self,
+        codes: Iterable[str],
+        *,
+        idempotent: bool = False,
+        max_in_flight: int | None = None,
+        **options: Unpack[RunOptions],
+    ) -> Iterator[Result]:
+        """Runs each program with the same options; their Results, in the order of `codes`.
+
+        At most `max_in_flight` (default: the pool's) are sent and not yet yielded: the next
+        program is taken from `codes` only when one is yielded, so a slow consumer or a
+        generator of programs holds the rest back. Leaving the loop early cancels the
+        requests still running.
+        """
+        spec = self._spec(options)
+        if max_in_flight is not None:
+            _whole("max_in_flight", max_in_flight, 1)
+        return self._map(iter(codes), spec, max_in_flight or self.max_in_flight, idempotent)
+
+    def session(self, **options: Unpack[SessionOptions]) -> Session:
+        """A persistent session held by one actor: every step runs there.
+
+        If that actor dies, the step running then returns a PoolError Result and the next
+        one starts a fresh session on its replacement, its Result saying `restarted`.
+        """
+        return RaySession(self, self._spec(cast("dict[str, Any]", options)))
+
+    def tool(
+        self, *, session: bool = False, **options: Unpack[SessionOptions]
+    ) -> Callable[[str], str]:
+        """A plain `run_python(code: str) -> str` for a model, as `pynox.Pool.tool` gives."""
+        if not isinstance(session, bool):
+            raise TypeError("session takes True or False")
+        spec = self._spec(cast("dict[str, Any]", options))
+        from pynox.api.tool import make_tool
+
+        held = RaySession(self, spec) if session else None
+        return make_tool(cast("Any", self), spec, held)
+
+    def _spec(self, options: Mapping[str, Any]) -> Spec:
+        spec = Spec(**options)
+        if spec.functions:
+            raise ValueError(
+                "functions: host functions run in the caller's process, which a RayPool's "
+                "nodes cannot call; use pynox.Pool for programs that need them"
+            )
+        return spec
+
+    def run_spec(
+        self, code: str, spec: Spec, session: Session | None = None, *, idempotent: bool = False
+    ) -> Result:
+        """Runs code with options already validated (run, sessions and tools end here)."""
+        request = spec.request(code)
+        slot = session.slot if isinstance(session, RaySession) else None
+        for last in self._attempts(idempotent, session):
+            chosen, actor, generation = self._acquire(slot)
+            try:
+                ref = actor.run.remote(request, None if session is None else session.id)
+                try:
+                    raw = ray.get(ref)
+                except BaseException:  # Ctrl-C while waiting: the run stops too
+                    ray.cancel(ref)
+                    raise
+            except ray.exceptions.RayError as exc:
+                raw = self._failed(chosen, actor, exc, last=last)
+            finally:
+                self._release(chosen)
+            if raw is not None:
+                return self._finish(raw, session, generation)
+        raise AssertionError("unreachable: the last attempt returns")
+
+    async def arun_spec(
+        self, code: str, spec: Spec, session: Session | None = None, *, idempotent: bool = False
+    ) -> Result:
+        import asyncio
+
+        request = spec.request(code)
+        slot = session.slot if isinstance(session, RaySession) else None
+        for last in self._attempts(idempotent, session):
+            chosen, actor, generation = self._acquire(slot)
+            try:
+                ref = actor.run.remote(request, None if session is None else session.id)
+                try:
+                    raw = await ref
+                except asyncio.CancelledError:
+                    ray.cancel(ref)
+                    if session is not None:
+                        session._lost()  # a cancelled step ends its session
+                    raise
+            except ray.exceptions.RayError as exc:
+                raw = self._failed(chosen, actor, exc, last=last)
+            finally:
+                self._release(chosen)
+            if raw is not None:
+                return self._finish(raw, session, generation)
+        raise AssertionError("unreachable: the last attempt returns")
+
+    def _attempts(self, idempotent: bool, session: Session | None) -> list[bool]:
+        """One flag per attempt: whether it is the last."""
+        return [False, True] if self._may_retry(idempotent, session) else [True]
+
+    def _may_retry(self, idempotent: bool, session: Session | None) -> bool:
+        """Only when the caller asked for both; session steps are never sent twice."""
+        if not isinstance(idempotent, bool):
+            raise TypeError("idempotent takes True or False")
+        return idempotent and self.retries == 1 and session is None
+
+    def _failed(
+        self, slot: _Slot, actor: Any, exc: BaseException, *, last: bool
+    ) -> dict[str, Any] | None:
+        """The result of a request whose Ray call failed; None to send it again."""
+        if not isinstance(exc, ray.exceptions.RayActorError):
+            return failure("PoolError", f"the Ray call failed: {_reason(exc)}").raw
+        if self._closed:
+            return failure("PoolError", "the RayPool was closed while this request ran").raw
+        self._replace(slot, actor)
+        if not last:
+            return None
+        return failure(
+            "PoolError",
+            "the Ray actor running this request died before it answered (its process or its "
+            f"node ended: {_reason(exc)}); the program may or may not have run, and a "
+            "replacement actor has started",
+            hint="run the code again; if this keeps happening, tell the user",
+        ).raw
+
+    def _finish(self, raw: dict[str, Any], session: Session | None, generation: int) -> Result:
+        result = Result.from_json(raw)
+        if session is not None:
+            result = session._step_done(result, generation)
+        return result
+
+    def _map(
+        self, codes: Iterator[str], spec: Spec, limit: int, idempotent: bool
+    ) -> Iterator[Result]:
+        window: deque[tuple[dict[str, Any], _Slot, Any, int, Any]] = deque()
+        try:
+            for code in codes:
+                request = spec.request(code)
+                if len(window) >= limit:
+                    yield self._collect(window.popleft(), idempotent)
+                window.append(self._send(request, None))
+            while window:
+                yield self._collect(window.popleft(), idempotent)
+        finally:
+            for _, slot, _, _, ref in window:
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref)
+                self._release(slot)
+
+    def _send(
+        self, request: dict[str, Any], slot: _Slot | None
+    ) -> tuple[dict[str, Any], _Slot, Any, int, Any]:
+        slot, actor, generation = self._acquire(slot)
+        return request, slot, actor, generation, actor.run.remote(request, None)
+
+    def _collect(
+        self, sent: tuple[dict[str, Any], _Slot, Any, int, Any], idempotent: bool
+    ) -> Result:
+        request, slot, actor, generation, ref = sent
+        try:
+            raw = ray.get(ref)
+        except ray.exceptions.RayError as exc:
+            raw = self._failed(slot, actor, exc, last=not self._may_retry(idempotent, None))
+        except BaseException:  # Ctrl-C while waiting: the run stops too
+            ray.cancel(ref)
+            raise
+        finally:
+            self._release(slot)
+        if raw is None:
+            return self._collect(self._send(request, None), False)
+        return self._finish(raw, None, generation)
+
+    def _close_session(self, session_id: str, wait: bool) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            held = [slot for slot in self._slots if session_id in slot.sessions]
+            for slot in held:
+                slot.sessions.discard(session_id)
+            actors = [slot.actor for slot in held]
+        refs = [actor.close_session.remote(session_id) for actor in actors]
+        if wait:
+            with contextlib.suppress(ray.exceptions.RayError):
+                ray.wait(refs, num_returns=len(refs), timeout=CLOSE_GRACE)
+
+
+class RaySession(Session):
+    """A session of a RayPool, pinned to the actor that holds it (see `RayPool.session`)."""
+
+    def __init__(self, pool: RayPool, spec: Spec) -> None:
+        super().__init__(cast("Any", pool), spec)
+        with pool._lock:
+            self.slot = min(pool._slots, key=lambda s: (len(s.sessions), s.in_flight))
+            self.slot.sessions.add(self.id)
+
+    def close(self) -> None:
+        super().close()
+        pool = cast("RayPool", self.pool)
+        with pool._lock:
+            self.slot.sessions.discard(self.id)
+
+    def stream(self, code: str, *, name: str | None = None) -> Any:
+        raise TypeError("a RayPool session does not stream; use run or arun")
+
+    def astream(self, code: str, *, name: str | None = None) -> Any:
+        raise TypeError("a RayPool session does not stream; use run or arun")
+
+
+def _kill_slots(slots: list[_Slot]) -> None:
+    _kill([slot.actor for slot in slots])
+
+
+def _kill(actors: list[Any]) -> None:
+    for actor in actors:
+        with contextlib.suppress(Exception):
+            ray.kill(actor, no_restart=True)
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line of a Ray error, bounded: Ray's messages run to many lines."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = lines[0] if lines else type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _asks(options: Mapping[str, Any]) -> str:
+    keys = ("num_cpus", "num_gpus", "memory", "resources")
+    return ", ".join(f"{key}={options[key]!r}" for key in keys if key in options)
+
+
+def _whole(name: str, value: object, least: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name}={value!r}: give a whole number of at least {least}")

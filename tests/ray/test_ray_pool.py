@@ -1,0 +1,356 @@
+"""RayPool against a local Ray instance: runs, map, sessions, dead actors, limits, shutdown.
+
+`nox -s ray` (part of `make test`) runs this file; the `tests` sessions leave tests/ray out.
+One local Ray instance (ray.init(num_cpus=2)) serves the module, started on first use; the
+last test stops it and checks that nothing Ray or the pools started still runs, so keep it
+last. This directory has no __init__.py or conftest.py: as a package on the tests' path it
+would be imported in place of Ray itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import KEPT_OPEN
+
+import pynox
+
+pytestmark = pytest.mark.ray
+
+pytest.importorskip("ray.exceptions", reason="tests/ray need Ray: pip install 'pynox[ray]'")
+import ray  # noqa: E402
+
+from pynox.ray import RayPool  # noqa: E402
+from pynox.ray.actor import NodePool  # noqa: E402
+
+PR_SET_CHILD_SUBREAPER = 36
+# A quarter of a CPU each, so that the pools of several tests fit in ray.init(num_cpus=2).
+ACTOR = {"actor_options": {"num_cpus": 0.25}}
+PROGRAMS = 500
+
+
+def programs(count: int) -> list[str]:
+    """A function and asserts on it, every tenth wrong, every 50th a NameError; each prints
+    its index, so the order of the results shows."""
+    made = []
+    for index in range(count):
+        factor = index % 7 + 1
+        expected = 3 * factor + (1 if index % 10 == 9 else 0)
+        source = f"def scale(x):\n    return x * {factor}\n\nprint({index})\n"
+        source += f"assert scale(3) == {expected}, 'scale(3)'\n"
+        if index % 50 == 25:
+            source += "undefined_name\n"
+        made.append(source)
+    return made
+
+
+def verdict(result: pynox.Result) -> tuple[int, str, str | None]:
+    return result.exit, result.stdout, None if result.error is None else result.error["type"]
+
+
+def wait_for(path: Path, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.05)
+
+
+def kill_actor_running(pool: RayPool) -> None:
+    """SIGKILL the process of the actor that has a request in flight, as a crash would."""
+    busy = [slot for slot in pool._slots if slot.in_flight]
+    assert len(busy) == 1
+    pid = ray.get(busy[0].actor.ready.remote())["pid"]
+    os.kill(pid, signal.SIGKILL)
+
+
+class LocalRay:
+    """Starts and stops the local instance, noting the descriptors Ray's driver keeps open
+    after ray.shutdown() (its core worker's logs and event loop), which no test can close."""
+
+    def __init__(self, config: pytest.Config, temp_dir: Path) -> None:
+        self.config = config
+        self.temp_dir = temp_dir
+        self.before: set[str] = set()
+
+    def start(self) -> None:
+        if not ray.is_initialized():
+            self.before = set(os.listdir("/proc/self/fd"))
+            ray.init(
+                num_cpus=2,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+                _temp_dir=str(self.temp_dir),
+            )
+
+    def stop(self) -> None:
+        if ray.is_initialized():
+            ray.shutdown()
+            kept = set(os.listdir("/proc/self/fd")) - self.before
+            self.config.stash.setdefault(KEPT_OPEN, set()).update(kept)
+
+
+@pytest.fixture(scope="module")
+def _ray_module(request: pytest.FixtureRequest) -> Iterator[LocalRay]:
+    # Processes orphaned below this one (a killed actor's pool, say) become its children
+    # rather than init's, so that "nothing left running" sees them.
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0, os.strerror(ctypes.get_errno())
+    # Short: Ray's socket paths beneath it must fit in a socket address.
+    temp_dir = Path(tempfile.mkdtemp(prefix="ray-", dir=os.environ.get("TMPDIR")))
+    local = LocalRay(request.config, temp_dir)
+    yield local
+    local.stop()
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def local_ray(_ray_module: LocalRay) -> LocalRay:
+    """The module's local instance, started if it is not running (a test may stop it)."""
+    _ray_module.start()
+    return _ray_module
+
+
+@pytest.fixture(scope="module")
+def pool(_ray_module: LocalRay) -> Iterator[RayPool]:
+    """Shared by the tests that do not make their own (a test may kill its actors)."""
+    _ray_module.start()
+    with RayPool(actors=2, workers=1, **ACTOR) as made:
+        yield made
+
+
+def test_run_gives_the_result_a_local_pool_gives(pool: RayPool) -> None:
+    result = pool.run("print(6 * 7)")
+    assert result.ok and result.stdout == "42\n"
+    awaited = asyncio.run(pool.arun("print(7 * 6)"))
+    assert awaited.ok and awaited.stdout == "42\n"
+    code = "open('/etc/hostname').read()"
+    with pynox.Pool(1) as local:
+        expected = local.run(code)
+    got = pool.run(code)
+    assert got.exit == expected.exit == 1
+    assert got.error is not None and got.error["type"] == "PermissionError"
+    assert got.text == expected.text
+
+
+def test_map_gives_the_verdicts_of_a_local_pool_in_order(pool: RayPool) -> None:
+    codes = programs(PROGRAMS)
+    with pynox.Pool(2) as local, ThreadPoolExecutor(4) as threads:
+        expected = [verdict(result) for result in threads.map(local.run, codes)]
+    got = [verdict(result) for result in pool.map(codes)]
+    assert got == expected
+    assert [stdout for _, stdout, _ in got] == [f"{index}\n" for index in range(PROGRAMS)]
+    assert {error for _, _, error in got} == {None, "AssertionError", "NameError"}
+
+
+def test_map_takes_programs_only_as_results_are_taken(pool: RayPool) -> None:
+    taken = 0
+
+    def codes() -> Any:
+        nonlocal taken
+        for index in range(20):
+            taken += 1
+            yield f"print({index})"
+
+    results = pool.map(codes(), max_in_flight=3)
+    assert taken == 0  # nothing is sent before the first result is asked for
+    first = next(results)
+    assert first.stdout == "0\n"
+    assert taken <= 4  # three in flight, and the one that made room
+    assert [result.stdout for result in results] == [f"{i}\n" for i in range(1, 20)]
+
+
+def test_a_session_keeps_its_variables_across_calls(pool: RayPool) -> None:
+    with pool.session() as session:
+        first = session.run("total = 40")
+        second = session.run("total += 2\nprint(total)")
+    assert first.ok and second.ok and second.stdout == "42\n"
+    assert second.session is not None and second.session["id"] == session.id
+    assert second.session["step"] == 2 and not second.session["restarted"]
+
+
+def test_tool_returns_the_text(pool: RayPool) -> None:
+    run_python = pool.tool(session=True)
+    assert run_python("x = 3") == "(no output)"
+    assert run_python("print(x * 2)").strip() == "6"
+    assert "run_python" in run_python.__name__
+
+
+def test_host_functions_are_refused_with_a_reason(pool: RayPool) -> None:
+    with pytest.raises(ValueError, match="host functions run in the caller's process"):
+        pool.run("pass", functions=[print])
+
+
+def test_bad_arguments_are_refused_before_any_actor_starts(tmp_path: Path) -> None:
+    config = tmp_path / "pynox.toml"
+    config.write_text("[pool.limits]\ntimeout = 'soon'\n")
+    with pytest.raises(ValueError, match="timeout"):
+        RayPool(config=config)
+    with pytest.raises(ValueError, match="retries=2: give 0 or 1"):
+        RayPool(retries=2)
+    with pytest.raises(ValueError, match="actors=0: give a whole number of at least 1"):
+        RayPool(actors=0)
+
+
+def test_an_actor_killed_mid_request_fails_it_and_the_rest_go_on(
+    pool: RayPool, tmp_path: Path
+) -> None:
+    other = pool.session()
+    assert other.run("kept = 'still here'").ok
+    doomed = pool.session(allow_write=[str(tmp_path)])
+    assert doomed.slot is not other.slot  # sessions spread over the actors
+    marker = tmp_path / "started"
+    code = f"open({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(60)"
+    with ThreadPoolExecutor(1) as thread:
+        step = thread.submit(doomed.run, code)
+        wait_for(marker)
+        kill_actor_running(pool)
+        lost = step.result(timeout=60)
+    assert lost.exit == 125 and lost.error is not None and lost.error["type"] == "PoolError"
+    assert "the Ray actor running this request died before it answered" in lost.text
+    # The session on the other actor goes on; the lost one starts afresh on the replacement.
+    assert other.run("print(kept)").stdout == "still here\n"
+    fresh = doomed.run("print('again')")
+    assert fresh.ok and fresh.session is not None and fresh.session["restarted"]
+    assert "[a new session started" in fresh.text
+    results = list(pool.map(["print(1)"] * 10))
+    assert all(result.ok for result in results)
+    other.close()
+    doomed.close()
+
+
+def test_an_idempotent_run_is_sent_again_once(local_ray: LocalRay, tmp_path: Path) -> None:
+    marker = tmp_path / "attempts"
+    code = (
+        f"with open({str(marker)!r}, 'a') as f:\n    f.write('x')\n"
+        "import time\ntime.sleep(1)\nprint('done')"
+    )
+    with RayPool(actors=1, workers=1, retries=1, **ACTOR) as pool:
+        with ThreadPoolExecutor(1) as thread:
+            run = thread.submit(pool.run, code, allow_write=[str(tmp_path)], idempotent=True)
+            wait_for(marker)
+            kill_actor_running(pool)
+            result = run.result(timeout=60)
+        assert result.ok and result.stdout == "done\n"
+        assert marker.read_text() == "xx"
+
+
+def test_the_limits_of_the_config_hold_on_the_actor(local_ray: LocalRay, tmp_path: Path) -> None:
+    config = tmp_path / "pynox.toml"
+    config.write_text('[pool.limits]\ntimeout = "2s"\n')
+    with RayPool(actors=1, workers=1, config=config, **ACTOR) as pool:
+        # Widening the file here changes nothing: the nodes hold the text sent at creation.
+        config.write_text('[pool.limits]\ntimeout = "1h"\n')
+        refused = pool.run("print('hi')", timeout="10s")
+        assert refused.error is not None and refused.error["type"] == "RequestError"
+        assert "timeout exceeds [pool.limits]" in refused.text
+        assert pool.run("print('hi')", timeout="1s").ok
+    # An actor asked directly, past RayPool's client: the same refusal, and no field of a
+    # request names another config.
+    actor = ray.remote(NodePool).remote(1, '[pool.limits]\ntimeout = "2s"\n', 1, [], [])
+    try:
+        raw = ray.get(actor.run.remote({"code": "pass", "timeout": "10s"}, None))
+        assert raw["error"]["type"] == "RequestError"
+        assert "timeout exceeds [pool.limits]" in raw["error"]["message"]
+        forged = {"code": "pass", "config": str(config), "timeout": "10s"}
+        raw = ray.get(actor.run.remote(forged, None))
+        assert raw["error"] == {
+            "type": "RequestError",
+            "message": "a RayPool request cannot carry config",
+            "file": None,
+            "line": None,
+            "path": None,
+            "hint": None,
+        }
+        raw = ray.get(actor.run.remote({"code": "print(1)", "timeout": "1s"}, None))
+        assert raw["exit"] == 0 and raw["stdout"] == "1\n"
+    finally:
+        ray.get(actor.shutdown.remote())
+        ray.kill(actor)
+
+
+def test_the_ray_page_runs_as_shown(local_ray: LocalRay, pool: RayPool, tmp_path: Path) -> None:
+    """docs/ray.md's evaluate.py, run as a driver of this instance, prints what it shows."""
+    from test_docs import DOCS, Command, File, steps
+
+    page = steps(DOCS / "ray.md")
+    source = next(s for s in page if isinstance(s, File) and s.path == "evaluate.py")
+    shown = next(s for s in page if isinstance(s, Command) and s.text == "python evaluate.py")
+    (tmp_path / "evaluate.py").write_text(source.content)
+    pool.close()  # the page's actors take a CPU each: room for them on the instance's two
+    env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    done = subprocess.run(
+        [sys.executable, "evaluate.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == shown.expected
+
+
+def _descendants() -> dict[int, str]:
+    """Live processes below this one (orphans included: it is their subreaper)."""
+    parents: dict[int, int] = {}
+    commands: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if fields[0] == "Z":
+            continue
+        parents[int(entry)] = int(fields[1])
+        commands[int(entry)] = command.decode(errors="replace").strip()
+    below = {os.getpid()}
+    changed = True
+    while changed:
+        changed = False
+        for pid, parent in parents.items():
+            if parent in below and pid not in below:
+                below.add(pid)
+                changed = True
+    below.discard(os.getpid())
+    return {pid: commands[pid] for pid in below}
+
+
+def test_nothing_is_left_running_after_shutdown(local_ray: LocalRay, pool: RayPool) -> None:
+    pool.close()  # the module's, before Ray stops
+    fresh = RayPool(actors=2, workers=1, **ACTOR)
+    assert [result.ok for result in fresh.map(["print(1)"] * 4)] == [True] * 4
+    session = fresh.session()
+    assert session.run("x = 1").ok
+    pool_pids = [info["pool_pid"] for info in fresh.info]
+    running = _descendants()
+    assert all(pid in running for pid in pool_pids)
+    assert any("raylet" in command for command in running.values())
+    fresh.close()
+    fresh.close()  # harmless
+    with pytest.raises(pynox.PoolError, match="this RayPool is closed"):
+        fresh.run("pass")
+    local_ray.stop()
+    deadline = time.monotonic() + 30
+    while (left := _descendants()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == {}, "still running after close() and ray.shutdown(): " + "; ".join(
+        f"{pid} {command[:120]}" for pid, command in left.items()
+    )
