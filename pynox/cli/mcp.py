@@ -65,7 +65,8 @@ def mcp_command(argv: list[str]) -> int:
     from pynox.mcp.tools import PythonTools
 
     try:
-        pool = Pool(workers=options.workers, config=options.config, lazy=True)
+        # Started now, so that it is warm by the first call.
+        pool = Pool(workers=options.workers, config=options.config)
         tools = PythonTools(pool, options.profile)
     except ValueError as exc:
         raise UsageError(f"mcp: {exc}") from None

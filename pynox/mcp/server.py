@@ -16,6 +16,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
 from pynox import __version__
+from pynox.errors import PynoxError
 from pynox.mcp.tools import BadCall, PythonTools, Reply
 
 NAME = "pynox"
@@ -38,6 +39,8 @@ def build_server(tools: PythonTools) -> Server[Any]:
             reply = await tools.call(params.name, params.arguments)
         except BadCall as exc:
             raise MCPError(code=types.INVALID_PARAMS, message=exc.message) from None
+        except PynoxError as exc:  # the pool could not start: the server owner must act
+            raise MCPError(code=types.INTERNAL_ERROR, message=exc.message) from None
         return tool_result(reply)
 
     return Server(

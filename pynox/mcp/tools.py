@@ -7,6 +7,7 @@ bad one raises `BadCall` with one sentence saying what to send instead.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from dataclasses import dataclass, field
@@ -121,9 +122,9 @@ class PythonTools:
             code = _code(arguments)
             session_id = arguments.get("session_id")
             if session_id is None:
-                session_id, entry = self._open()
+                session_id, entry = await self._open()
             else:
-                entry = self._find(session_id)
+                entry = await self._find(session_id)
             entry.last_used = time.monotonic()
             result = await entry.session.arun(code)
             entry.last_used = time.monotonic()
@@ -136,9 +137,9 @@ class PythonTools:
             _only(arguments, {"session_id"}, name)
             if "session_id" not in arguments:
                 raise BadCall(f"{CLOSE} needs session_id, the id python_session gave")
-            entry = self._find(arguments["session_id"])
+            entry = await self._find(arguments["session_id"])
             del self.sessions[arguments["session_id"]]
-            entry.session.close()
+            await _close(entry.session)
             return Reply(None, f"session {arguments['session_id']} closed")
         raise BadCall(f"there is no tool {_shown(name)}; the tools are {RUN}, {SESSION}, {CLOSE}")
 
@@ -147,8 +148,8 @@ class PythonTools:
             entry.session.close()
         self.sessions.clear()
 
-    def _open(self) -> tuple[str, _Open]:
-        self._close_idle()
+    async def _open(self) -> tuple[str, _Open]:
+        await self._close_idle()
         if len(self.sessions) >= self.max_sessions:
             raise BadCall(
                 f"{len(self.sessions)} sessions are open, the most this server allows; close "
@@ -159,10 +160,10 @@ class PythonTools:
         self.sessions[session_id] = entry
         return session_id, entry
 
-    def _find(self, session_id: object) -> _Open:
+    async def _find(self, session_id: object) -> _Open:
         if not isinstance(session_id, str):
             raise BadCall(f"session_id must be a string, not {_json_type(session_id)}")
-        self._close_idle()
+        await self._close_idle()
         entry = self.sessions.get(session_id)
         if entry is None:
             raise BadCall(
@@ -172,13 +173,21 @@ class PythonTools:
             )
         return entry
 
-    def _close_idle(self) -> None:
+    async def _close_idle(self) -> None:
         """Closes sessions unused for session_idle, so forgotten ones do not pile up."""
         now = time.monotonic()
-        for session_id, entry in list(self.sessions.items()):
-            if now >= entry.last_used + self.session_idle and not entry.session.closed:
-                del self.sessions[session_id]
-                entry.session.close()
+        idle = [
+            session_id
+            for session_id, entry in self.sessions.items()
+            if now >= entry.last_used + self.session_idle
+        ]
+        for session_id in idle:
+            await _close(self.sessions.pop(session_id).session)
+
+
+async def _close(session: Session) -> None:
+    """Session.close waits for the pool's answer: in a thread, not on the event loop."""
+    await asyncio.get_running_loop().run_in_executor(None, session.close)
 
 
 def _tool(
