@@ -72,7 +72,7 @@ class Client:
         self.loop.close()
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -107,15 +107,18 @@ def stdio_server(args: list[str], cwd: Path) -> Client:
 
 
 @contextlib.contextmanager
-def http_server(args: list[str], cwd: Path) -> Iterator[Client]:
-    """`pynox mcp ARGS --http PORT` on loopback, with a client connected to it."""
-    port = _free_port()
-    server = subprocess.Popen(
-        [PYNOX, "mcp", *args, "--http", str(port)], cwd=cwd, env=environment()
-    )
+def http_server(args: list[str], cwd: Path, url: str | None = None) -> Iterator[Client]:
+    """`pynox mcp ARGS --http PORT` on loopback, with a client connected to it; with `url`,
+    ARGS hold --http already and `url` is where it serves."""
+    if url is None:
+        port = free_port()
+        args = [*args, "--http", str(port)]
+        url = f"http://127.0.0.1:{port}/mcp"
+    port = int(url.split(":")[2].split("/")[0])
+    server = subprocess.Popen([PYNOX, "mcp", *args], cwd=cwd, env=environment())
     try:
         _wait_listening(port, server)
-        client = Client(lambda: streamable_http_client(f"http://127.0.0.1:{port}/mcp"))
+        client = Client(lambda: streamable_http_client(url))
         try:
             yield client
         finally:
