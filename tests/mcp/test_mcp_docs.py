@@ -12,6 +12,8 @@ import json
 import re
 import shlex
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,36 @@ def test_the_http_command_and_configuration_work_together(tmp_path: Path) -> Non
     url = server["url"].replace(":8000/", f":{port}/")
     with http_server(args, cwd=TESTS, url=url) as client:
         assert_serves_the_profile(client, root)
+        # As the page says: a page on another site cannot reach it through DNS rebinding.
+        assert post(url, {"Host": f"attacker.example:{port}"}) == 421
+        assert post(url, {"Origin": "http://attacker.example"}) == 403
+
+
+def post(url: str, headers: dict[str, str]) -> int:
+    """The status of an initialize request to `url` with these extra headers."""
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "page", "version": "1"},
+        },
+    }
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(hello).encode(),
+        headers={
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **headers,
+        },
+    )
+    try:
+        # Straight to loopback, whatever proxy the environment names.
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(request, timeout=30) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
