@@ -67,6 +67,7 @@ CI_COMMANDS = {
     "python examples/agents/pydantic_ai_agents.py": "noxfile.py::examples",
     "python examples/agents/strands_agents.py": "noxfile.py::examples",
     "python examples/agents/smolagents_agents.py": "noxfile.py::examples",
+    "python examples/agents/smolagents_executor.py": "noxfile.py::examples",
     "python examples/monty_bridge.py": "noxfile.py::examples",
     # The network of a test machine reaches no public server: a loopback one stands in.
     "pynox --package-dir=packages --allow-network tasks/fetch.py": (
