@@ -62,6 +62,7 @@ class Reply:
 class _Open:
     session: Session
     last_used: float = field(default_factory=time.monotonic)
+    running: int = 0  # steps under way: a session is never idle while it runs one
 
 
 class PythonTools:
@@ -125,9 +126,12 @@ class PythonTools:
                 session_id, entry = await self._open()
             else:
                 entry = await self._find(session_id)
-            entry.last_used = time.monotonic()
-            result = await entry.session.arun(code)
-            entry.last_used = time.monotonic()
+            entry.running += 1
+            try:
+                result = await entry.session.arun(code)
+            finally:
+                entry.running -= 1
+                entry.last_used = time.monotonic()
             if not entry.session.alive and (result.session or {}).get("ended"):
                 note = f"session_id: {session_id} (its process ended; the next call starts afresh)"
             else:
@@ -179,7 +183,7 @@ class PythonTools:
         idle = [
             session_id
             for session_id, entry in self.sessions.items()
-            if now >= entry.last_used + self.session_idle
+            if not entry.running and now >= entry.last_used + self.session_idle
         ]
         for session_id in idle:
             await _close(self.sessions.pop(session_id).session)

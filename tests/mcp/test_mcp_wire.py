@@ -14,6 +14,7 @@ import pytest
 from support.commands import PYNOX
 
 from pynox.api.pool import Pool
+from pynox.limits import DEFAULT_MCP_SESSIONS
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 pytest.importorskip("mcp", reason="the MCP SDK comes with the test extra (pynox[mcp])")
@@ -97,5 +98,37 @@ def test_arguments_are_refused_before_anything_runs(
             asyncio.run(tools.call("run_python", arguments))
         assert caught.value.message.startswith(message)
         assert pool.pid is None  # refused on the trusted side: no pool was started for it
+    finally:
+        pool.close()
+
+
+def test_idle_sessions_are_closed_and_a_later_call_is_told_to_start_anew() -> None:
+    pool = Pool(lazy=True)
+    try:
+        tools = PythonTools(pool)
+        session_id, entry = asyncio.run(tools._open())
+        entry.last_used -= tools.session_idle + 1
+        with pytest.raises(BadCall) as caught:
+            asyncio.run(tools.call("python_session", {"code": "1", "session_id": session_id}))
+        assert caught.value.message == (
+            f"there is no session {session_id!r} (closed, or unused for 10m); call "
+            "python_session without session_id to start a new one"
+        )
+        assert entry.session.closed and tools.sessions == {}
+    finally:
+        pool.close()
+
+
+def test_sessions_are_bounded_even_when_the_config_sets_no_bound() -> None:
+    pool = Pool(lazy=True)
+    try:
+        tools = PythonTools(pool)
+        assert tools.max_sessions == DEFAULT_MCP_SESSIONS
+        for _ in range(DEFAULT_MCP_SESSIONS):
+            asyncio.run(tools._open())
+        with pytest.raises(BadCall, match="16 sessions are open, the most this server allows"):
+            asyncio.run(tools.call("python_session", {"code": "1"}))
+        assert len(tools.sessions) == DEFAULT_MCP_SESSIONS
+        tools.close()
     finally:
         pool.close()
