@@ -57,6 +57,7 @@ def lint(session: nox.Session) -> None:
         "nox",
         "auditwheel",
         SBOM,
+        "mcp>=2.3,<3",  # pynox.mcp is type-checked against it
     )
     paths = ["pynox", "sitehook", "bundler", "tests", "runtime", "noxfile.py", "bench", "examples"]
     session.run("ruff", "check", *paths)

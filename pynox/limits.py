@@ -4,6 +4,14 @@
 DEFAULT_MAX_OUTPUT = 65536
 # The pool's wall-clock limit for a request when neither the request nor its config sets one.
 DEFAULT_TIMEOUT = 30.0
+# How long a pool session may wait for its next step before the pool closes it, in seconds,
+# when [pool] session_idle does not say.
+DEFAULT_SESSION_IDLE = 600.0
+# `pynox mcp`: the most sessions open at once when [pool] max_sessions does not say, and the
+# longest code (in characters) one tool call may carry; the pool's own MAX_LINE stays far
+# above it, whatever the code's JSON escaping.
+DEFAULT_MCP_SESSIONS = 16
+MAX_MCP_CODE = 1 << 20
 # The longest line of the pool protocol (a request with its code); longer ones are refused.
 MAX_LINE = 16 << 20
 # The smallest --memory a program can start in, and the most output kept per stream.

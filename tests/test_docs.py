@@ -67,6 +67,7 @@ CI_COMMANDS = {
     "python examples/agents/pydantic_ai_agents.py": "noxfile.py::examples",
     "python examples/agents/strands_agents.py": "noxfile.py::examples",
     "python examples/agents/smolagents_agents.py": "noxfile.py::examples",
+    "python examples/agents/smolagents_executor.py": "noxfile.py::examples",
     "python examples/monty_bridge.py": "noxfile.py::examples",
     # RayPool's page: the ray session installs the extra and runs the page's program.
     "pip install 'pynox[ray]'": "noxfile.py::ray",

@@ -172,6 +172,17 @@ EXAMPLE_LIST = [
         framework="smolagents",
     ),
     Example(
+        "agents/smolagents_executor.py",
+        [
+            "--- observation 1 ---\nObservation:\nExecution logs:\nWest: 2360.50",
+            "PermissionError: [Errno 13] Permission denied: '",
+            "/.env is not allowed; grant it with allow_read=",
+            "target for West: 2000.00, reached: True",  # a host tool, called from the sandbox
+            "answer: West sold most: 2360.50 (target 2000.00)",
+        ],
+        framework="smolagents",
+    ),
+    Example(
         "monty_bridge.py",
         [
             "monty> West: 2360.50",

@@ -34,17 +34,7 @@ def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Callable[[str]
     Its attribute `run(code)` runs the same way and returns the whole Result: for a
     framework whose tools can hand the model images (`Result.images`) besides text.
     """
-    config = pool._load_config()
-    grants = effective_grants(spec, config)
-    # The pool's own package directories are importable by every run too.
-    pool_dirs = pool.package_dirs + (config.pool.package_dirs if config is not None else [])
-    grants.package_dirs = list(dict.fromkeys(pool_dirs + grants.package_dirs))
-    doc = tool_docstring(
-        grants,
-        [function_spec(name, f) for name, f in spec.functions.items()],
-        session=session is not None,
-        name=spec.name,
-    )
+    doc = describe(pool, spec, session=session is not None)
 
     def run(code: str) -> Result:
         if session is not None:
@@ -64,6 +54,21 @@ def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Callable[[str]
         return_annotation=str,
     )
     return run_python
+
+
+def describe(pool: Pool, spec: Spec, *, session: bool) -> str:
+    """The docstring of a tool running `spec` on `pool`: the grants the pool will apply."""
+    config = pool._load_config()
+    grants = effective_grants(spec, config)
+    # The pool's own package directories are importable by every run too.
+    pool_dirs = pool.package_dirs + (config.pool.package_dirs if config is not None else [])
+    grants.package_dirs = list(dict.fromkeys(pool_dirs + grants.package_dirs))
+    return tool_docstring(
+        grants,
+        [function_spec(name, f) for name, f in spec.functions.items()],
+        session=session,
+        name=spec.name,
+    )
 
 
 def tool_docstring(

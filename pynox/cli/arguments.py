@@ -32,6 +32,7 @@ usage: pynox [FLAGS] [-IEsSuBq] [SCRIPT | -c CODE | -m MODULE | -] [ARGS...]
        pynox --no-sandbox [PYTHON ARGS...]
        pynox doctor [--json]
        pynox pool [--config FILE] [--workers N] [--preload MODULE]...
+       pynox mcp [--config FILE] [--profile NAME] [--workers N] [--http [HOST:]PORT]
        pynox --version
 
 Runs a Python program like `python` does, under a kernel-enforced sandbox:

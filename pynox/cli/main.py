@@ -88,7 +88,7 @@ def dispatch(argv: list[str]) -> int:
         from pynox.jsonfast.hook import startup_environment
 
         os.execve(sys.executable, [sys.executable, *argv[1:]], startup_environment(argv[1:]))
-    if first in ("doctor", "pool"):
+    if first in ("doctor", "pool", "mcp"):
         from pynox.engine.runner import end_start_up
 
         end_start_up()
@@ -100,6 +100,10 @@ def dispatch(argv: list[str]) -> int:
         from pynox.pool.server import pool_command
 
         return pool_command(argv[1:])
+    if first == "mcp":
+        from pynox.cli.mcp import mcp_command
+
+        return mcp_command(argv[1:])
     return run_command(argv)
 
 

@@ -31,7 +31,14 @@ from pynox.errors import (
     RequestError,
     UsageError,
 )
-from pynox.limits import DEFAULT_NAME, DEFAULT_TIMEOUT, MAX_LINE, REPORT_LIMIT, STREAM_BACKLOG
+from pynox.limits import (
+    DEFAULT_NAME,
+    DEFAULT_SESSION_IDLE,
+    DEFAULT_TIMEOUT,
+    MAX_LINE,
+    REPORT_LIMIT,
+    STREAM_BACKLOG,
+)
 from pynox.policy import system_paths
 from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
@@ -50,7 +57,6 @@ if TYPE_CHECKING:
     from pynox.policy.resolve import Policy
 
 DEFAULT_WORKERS = 2
-DEFAULT_SESSION_IDLE = 600.0
 _READ_CHUNK = 65536
 # New spares wait while a program that started less than this ago runs: forking
 # and warming one up competes for the CPU with it (~0.5 ms of a small request's

@@ -1,0 +1,89 @@
+"""`pynox mcp`: parse its command line, then serve the MCP tools until the client leaves."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pynox.errors import UsageError
+
+USAGE = "pynox mcp [--config FILE] [--profile NAME] [--workers N] [--http [HOST:]PORT]"
+DESCRIPTION = (
+    "Serve run_python, python_session and close_python_session over the Model Context "
+    "Protocol: on standard input and output, or with --http as streamable HTTP at "
+    "http://HOST:PORT/mcp. What the code may touch comes from pynox.toml ([permissions], "
+    "then --profile), never from the client."
+)
+MISSING_SDK = "pynox mcp needs the MCP SDK, which the mcp extra installs: pip install 'pynox[mcp]'"
+LOOPBACK = "127.0.0.1"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"mcp: {message} (usage: {USAGE})")
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = _Parser(prog="pynox mcp", usage=USAGE, description=DESCRIPTION)
+    parser.add_argument("--config", help="pynox.toml to read (default $PYNOX_CONFIG, then ./)")
+    parser.add_argument("--profile", help="apply [profiles.NAME] of the configuration")
+    parser.add_argument("--workers", type=int, help="one-shot runs at once ([pool] workers)")
+    parser.add_argument(
+        "--http",
+        metavar="[HOST:]PORT",
+        help=f"serve streamable HTTP instead of stdio (HOST defaults to {LOOPBACK})",
+    )
+    options = parser.parse_args(argv)
+    if options.workers is not None and options.workers < 1:
+        raise UsageError("mcp: --workers takes a whole number of at least 1")
+    if options.http is not None:
+        options.host, options.port = _address(options.http)
+    return options
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    host = host.strip("[]") or LOOPBACK
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"mcp: --http={text}: give a port such as 8000 or 127.0.0.1:8000")
+    return host, int(port)
+
+
+def mcp_command(argv: list[str]) -> int:
+    try:
+        options = parse(argv)
+    except SystemExit as exc:  # --help, printed
+        return exc.code if isinstance(exc.code, int) else 0
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise UsageError(MISSING_SDK) from None
+    import anyio
+
+    from pynox.api.pool import Pool
+    from pynox.mcp.server import build_server, serve_http, serve_stdio
+    from pynox.mcp.tools import PythonTools
+
+    try:
+        # Started now, so that it is warm by the first call.
+        pool = Pool(workers=options.workers, config=options.config)
+        tools = PythonTools(pool, options.profile)
+    except ValueError as exc:
+        raise UsageError(f"mcp: {exc}") from None
+    server = build_server(tools)
+    try:
+        if options.http is None:
+            anyio.run(serve_stdio, server)
+        else:
+            if options.host not in (LOOPBACK, "localhost", "::1"):
+                sys.stderr.write(
+                    f"pynox mcp: serving on {options.host}: anyone who reaches this address "
+                    "can run code under this policy\n"
+                )
+            anyio.run(serve_http, server, options.host, options.port)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        tools.close()
+        pool.close()
+    return 0

@@ -1,0 +1,1 @@
+"""Pynox inside agent frameworks that take an executor rather than a tool."""

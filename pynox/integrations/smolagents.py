@@ -1,0 +1,165 @@
+"""A smolagents executor: each step of a `CodeAgent` runs in a Pynox session.
+
+    from smolagents import CodeAgent
+    from pynox.integrations.smolagents import PynoxExecutor
+
+    agent = CodeAgent(tools=[...], model=model, executor=PynoxExecutor(allow_read=["data"]))
+
+Variables persist between steps (one session, like a notebook). The agent's tools run on
+the host as Pynox host functions, so a sandboxed step can call them by name, with JSON data
+for arguments and results. `final_answer(x)` ends the run with `x` (JSON data; anything
+else reaches the host as its repr). A step that fails, a denial included, raises an error
+whose message is the Result's text, which smolagents hands the model as the observation:
+the output, the error, its line and the hint. Needs `pip install 'pynox[smolagents]'`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from typing import TYPE_CHECKING, Any
+
+from smolagents.local_python_executor import CodeOutput, PythonExecutor
+
+from pynox.api.options import Spec
+from pynox.api.pool import Pool
+from pynox.api.session import Session
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from pynox.api.options import SessionOptions
+    from pynox.api.result import Result
+
+# The host function final_answer() hands its answer to, and the exception that then ends
+# the step (a BaseException, so the step's own `except Exception` cannot swallow it).
+_ANSWER = "pynox_final_answer"
+_PRELUDE = """\
+from pynox_host import {imports}
+
+
+class FinalAnswerException(BaseException):
+    pass
+
+
+def final_answer(answer):
+    try:
+        {answer}(answer)
+    except Exception:  # not JSON data
+        {answer}(repr(answer))
+    raise FinalAnswerException()
+"""
+
+
+class StepError(Exception):
+    """A step that failed; its message is what the model reads (Result.text)."""
+
+
+class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
+    """Runs a CodeAgent's steps in one Pynox session with the options of `Pool.session`.
+
+    `pool` is the Pool to run on (default: a new one, closed by `cleanup()`); the other
+    keyword arguments are the session's permissions (profile, allow_read, timeout, ...).
+    """
+
+    def __init__(self, pool: Pool | None = None, **options: Unpack[SessionOptions]) -> None:
+        if "functions" in options:
+            raise TypeError("the agent's tools are the host functions; pass them to the agent")
+        Spec(**options)  # checked now, not at the first step
+        self._own_pool = pool is None
+        self.pool = Pool(lazy=True) if pool is None else pool
+        self._options = options
+        self._tools: dict[str, Any] = {}
+        self._variables: dict[str, Any] = {}
+        self._session: Session | None = None
+        self._answered: list[Any] = []
+        self.state: dict[str, Any] = {}
+
+    def send_tools(self, tools: dict[str, Any]) -> None:
+        tools = {name: tool for name, tool in tools.items() if name != "final_answer"}
+        if tools.keys() != self._tools.keys():
+            self._close_session()  # the host functions of a session are fixed when it starts
+        self._tools = tools
+
+    def send_variables(self, variables: dict[str, Any]) -> None:
+        for name, value in variables.items():
+            try:
+                json.dumps(value)
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"variable {name!r} is {type(value).__name__}, not JSON data; the Pynox "
+                    "executor passes str, int, float, bool, None, lists and dicts"
+                ) from None
+        self._variables.update(variables)
+        if self._session is not None and variables:
+            self._step(_assign(variables))
+
+    def __call__(self, code_action: str) -> CodeOutput:
+        self._answered.clear()
+        result = self._run(code_action)
+        logs = result.stdout + result.stderr
+        if self._answered:
+            return CodeOutput(output=self._answered[0], logs=logs, is_final_answer=True)
+        if not result.ok:
+            raise StepError(result.text)
+        return CodeOutput(output=result.value, logs=logs, is_final_answer=False)
+
+    def cleanup(self) -> None:
+        self._close_session()
+        if self._own_pool:
+            self.pool.close()
+
+    def _run(self, code: str) -> Result:
+        if self._session is None:
+            self._session = self._start()
+        result = self._session.run(code)
+        if result.session is not None and result.session.get("ended"):
+            self._close_session()  # a timeout or a crash: the next step starts afresh
+        return result
+
+    def _start(self) -> Session:
+        functions = {name: _host_function(name, tool) for name, tool in self._tools.items()}
+        functions[_ANSWER] = self._answered.append
+        options: SessionOptions = {**self._options, "functions": functions}
+        session = self.pool.session(**options)
+        imports = ", ".join([*self._tools, _ANSWER])
+        prelude = _PRELUDE.format(imports=imports, answer=_ANSWER)
+        if self._variables:
+            prelude += _assign(self._variables)
+        result = session.run(prelude, name="prelude.py")
+        if not result.ok:
+            session.close()
+            raise StepError(f"the session did not start: {result.text}")
+        return session
+
+    def _step(self, code: str) -> None:
+        assert self._session is not None
+        result = self._session.run(code, name="variables.py")
+        if not result.ok:
+            raise StepError(result.text)
+
+    def _close_session(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+
+def _assign(variables: dict[str, Any]) -> str:
+    data = json.dumps(json.dumps(variables))
+    return f"import json as _json\nglobals().update(_json.loads({data}))\ndel _json\n"
+
+
+def _host_function(name: str, tool: Any) -> Any:
+    """The tool as a plain function with its own parameters, for the model's docs."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return tool(*args, **kwargs)
+
+    call.__name__ = name
+    call.__doc__ = getattr(tool, "description", None)
+    parameters = [
+        inspect.Parameter(argument, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        for argument in getattr(tool, "inputs", {})
+    ]
+    call.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    return call

@@ -1,0 +1,90 @@
+"""The MCP server: the tools of `pynox.mcp.tools` on the SDK's low-level Server.
+
+A call the tools refuse (unknown tool, wrong arguments, code too long) is an MCP error
+(invalid params) with one sentence; a run that failed, a denial included, is a tool result
+with isError set, whose text is the Result's, so the model reads the error and its hint.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from pynox import __version__
+from pynox.errors import PynoxError
+from pynox.mcp.tools import BadCall, PythonTools, Reply
+
+NAME = "pynox"
+
+
+def build_server(tools: PythonTools) -> Server[Any]:
+    listed = types.ListToolsResult(
+        tools=[types.Tool(**description) for description in tools.descriptions()]
+    )
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return listed
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            reply = await tools.call(params.name, params.arguments)
+        except BadCall as exc:
+            raise MCPError(code=types.INVALID_PARAMS, message=exc.message) from None
+        except PynoxError as exc:  # the pool could not start: the server owner must act
+            raise MCPError(code=types.INTERNAL_ERROR, message=exc.message) from None
+        return tool_result(reply)
+
+    return Server(
+        NAME,
+        version=__version__,
+        instructions=(
+            "Runs Python in a kernel-enforced sandbox: run_python for one program, "
+            "python_session for state kept across calls. Each tool's description says "
+            "what the code may touch."
+        ),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def tool_result(reply: Reply) -> types.CallToolResult:
+    """The Result's text (as pynox.tool() gives it), its images, then the reply's note."""
+    content: list[types.ContentBlock] = []
+    result = reply.result
+    if result is not None:
+        content.append(types.TextContent(text=result.text))
+        for image in result.images:
+            content.append(
+                types.ImageContent(
+                    data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime
+                )
+            )
+    if reply.note is not None:
+        content.append(types.TextContent(text=reply.note))
+    return types.CallToolResult(content=content, is_error=result is not None and not result.ok)
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+async def serve_http(server: Server[Any], host: str, port: int) -> None:
+    """Streamable HTTP at http://HOST:PORT/mcp; the SDK guards loopback hosts against DNS
+    rebinding (only loopback Host and Origin headers are taken)."""
+    import uvicorn
+
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve()

@@ -1,0 +1,51 @@
+"""`pynox mcp`'s command line: its help, its refusals, and the SDK it needs."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from support.commands import PYNOX, run
+
+from pynox.cli import mcp as mcp_cli
+from pynox.errors import UsageError
+
+
+def test_help_names_the_tools_and_the_http_flag() -> None:
+    result = run([PYNOX, "mcp", "--help"])
+    assert result.returncode == 0
+    out = result.stdout.decode()
+    assert out.startswith("usage: pynox mcp [--config FILE] [--profile NAME]")
+    assert "run_python, python_session and close_python_session" in out
+    assert "--http [HOST:]PORT" in out
+
+
+@pytest.mark.parametrize("address", ["x:y", "0", "70000", "host:"])
+def test_a_bad_http_address_is_one_sentence(address: str) -> None:
+    result = run([PYNOX, "mcp", "--http", address])
+    assert result.returncode == 2
+    assert result.stderr.decode() == (
+        f"pynox: mcp: --http={address}: give a port such as 8000 or 127.0.0.1:8000\n"
+    )
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("8000", ("127.0.0.1", 8000)), ("0.0.0.0:80", ("0.0.0.0", 80)), ("[::1]:9", ("::1", 9))],
+)
+def test_http_binds_to_loopback_unless_a_host_is_given(
+    text: str, expected: tuple[str, int]
+) -> None:
+    options = mcp_cli.parse(["--http", text])
+    assert (options.host, options.port) == expected
+
+
+@pytest.mark.unit
+def test_without_the_sdk_it_says_which_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # import mcp raises ImportError
+    with pytest.raises(UsageError) as caught:
+        mcp_cli.mcp_command([])
+    assert caught.value.message == (
+        "pynox mcp needs the MCP SDK, which the mcp extra installs: pip install 'pynox[mcp]'"
+    )

@@ -1,0 +1,134 @@
+"""What no SDK client would send: raw lines on `pynox mcp`'s standard input, and arguments
+the tools refuse before any run (checked in-process, on a pool that never starts)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import select
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from support.commands import PYNOX
+
+from pynox.api.pool import Pool
+from pynox.limits import DEFAULT_MCP_SESSIONS
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+pytest.importorskip("mcp", reason="the MCP SDK comes with the test extra (pynox[mcp])")
+
+from pynox.mcp.tools import BadCall, PythonTools  # noqa: E402
+
+HELLO = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "1"},
+    },
+}
+
+
+def call(request_id: int, params: Any) -> str:
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    )
+
+
+def test_garbage_lines_are_answered_or_dropped_and_serving_goes_on() -> None:
+    server = subprocess.Popen(
+        [PYNOX, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def send(line: str | bytes) -> None:
+        assert server.stdin is not None
+        server.stdin.write((line.encode() if isinstance(line, str) else line) + b"\n")
+        server.stdin.flush()
+
+    def answer() -> dict[str, Any]:
+        assert server.stdout is not None
+        ready, _, _ = select.select([server.stdout], [], [], 60)
+        assert ready, "pynox mcp did not answer within 60 s"
+        return dict(json.loads(server.stdout.readline()))
+
+    try:
+        send(json.dumps(HELLO))
+        assert answer()["id"] == 0
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        send("not json")
+        send(b"\xff\xfe{")
+        send('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"code":"\\ud800"}}')
+        send(call(2, {"name": "run_python", "arguments": [1]}))
+        assert answer() == {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "error": {"code": -32602, "message": "Invalid request parameters", "data": ""},
+        }
+        send(call(3, {"name": "run_python", "arguments": {"code": "print('alive')"}}))
+        reply = answer()
+        assert reply["id"] == 3
+        assert reply["result"]["content"] == [{"type": "text", "text": "alive"}]
+    finally:
+        server.stdin.close()
+        server.wait(timeout=30)
+    assert server.returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"code": "\ud800"}, "code is not valid Unicode text (it has a lone surrogate)"),
+        ({"code": None}, "code is missing"),
+        ({"code": ["print(1)"]}, "code must be a string of Python source, not an array"),
+        ({"code": "1", "timeout": "1h"}, "run_python takes only code, not 'timeout'"),
+    ],
+)
+def test_arguments_are_refused_before_anything_runs(
+    arguments: dict[str, Any], message: str
+) -> None:
+    pool = Pool(lazy=True)
+    try:
+        tools = PythonTools(pool)
+        with pytest.raises(BadCall) as caught:
+            asyncio.run(tools.call("run_python", arguments))
+        assert caught.value.message.startswith(message)
+        assert pool.pid is None  # refused on the trusted side: no pool was started for it
+    finally:
+        pool.close()
+
+
+def test_idle_sessions_are_closed_and_a_later_call_is_told_to_start_anew() -> None:
+    pool = Pool(lazy=True)
+    try:
+        tools = PythonTools(pool)
+        session_id, entry = asyncio.run(tools._open())
+        entry.last_used -= tools.session_idle + 1
+        with pytest.raises(BadCall) as caught:
+            asyncio.run(tools.call("python_session", {"code": "1", "session_id": session_id}))
+        assert caught.value.message == (
+            f"there is no session {session_id!r} (closed, or unused for 10m); call "
+            "python_session without session_id to start a new one"
+        )
+        assert entry.session.closed and tools.sessions == {}
+    finally:
+        pool.close()
+
+
+def test_sessions_are_bounded_even_when_the_config_sets_no_bound() -> None:
+    pool = Pool(lazy=True)
+    try:
+        tools = PythonTools(pool)
+        assert tools.max_sessions == DEFAULT_MCP_SESSIONS
+        for _ in range(DEFAULT_MCP_SESSIONS):
+            asyncio.run(tools._open())
+        with pytest.raises(BadCall, match="16 sessions are open, the most this server allows"):
+            asyncio.run(tools.call("python_session", {"code": "1"}))
+        assert len(tools.sessions) == DEFAULT_MCP_SESSIONS
+        tools.close()
+    finally:
+        pool.close()
