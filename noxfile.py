@@ -76,14 +76,29 @@ def tests(session: nox.Session) -> None:
     if shutil.which(f"python{session.python}") is None:
         session.skip(f"CPython {session.python} is not installed on this machine")
     session.install(".[test]")
-    selection = [] if session.python == PRIMARY else ["-m", "not slow"]
+    # The ray, docs and examples sessions run these, with what they need installed.
+    selection = [f"--ignore=tests/{name}" for name in RUN_ELSEWHERE]
     env = {}
-    if selection:
-        session.log(f"slow tests and agent tasks run on CPython {PRIMARY} only")
-    else:
+    if session.python == PRIMARY:
         env = {"PYNOX_TEST_PACKAGES": agent_packages(session)}
-    # tests/ray run in the `ray` session, which installs Ray.
-    session.run("pytest", "--ignore=tests/ray", *selection, *session.posargs, env=env)
+    else:
+        session.log(f"slow tests, agent tasks and the build tooling's run on CPython {PRIMARY}")
+        selection += ["-m", "not slow", *(f"--ignore=tests/{name}" for name in TOOLING_TESTS)]
+    session.run("pytest", *selection, *session.posargs, env=env)
+
+
+# Tests that other sessions run (see tests, ray, docs, examples).
+RUN_ELSEWHERE = ("ray", "test_docs.py", "test_examples.py")
+# The build tooling's tests: they test code that does not depend on the CPython running it
+# (bundle and wheel builds themselves still run on every CPython, in test_bundle.py).
+TOOLING_TESTS = (
+    "test_pins.py",
+    "test_fetch.py",
+    "test_sbom.py",
+    "test_wheel.py",
+    "test_install.py",
+    "test_bench.py",
+)
 
 
 @nox.session
