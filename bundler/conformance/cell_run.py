@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -15,6 +16,7 @@ from bundler.conformance import artifacts, binfmt, runtimes
 from bundler.conformance.cells import Cell
 from bundler.conformance.engines import choose
 from bundler.conformance.engines.base import Container
+from bundler.conformance.engines.vm import VMContainer
 from bundler.conformance.errors import Missing
 from bundler.conformance.runtimes import ROOTFS_PYTHON
 from bundler.errors import BundlerError
@@ -24,26 +26,34 @@ INSIDE = PurePosixPath("/conformance")
 SUITE = PROJECT / "tests" / "conformance"
 
 
+STATUSES = ("passed", "failed", "not run")  # not run: this machine cannot run the cell
+# pytest -k for PYNOX_CONFORMANCE_SELECT=sandboxed: the tests of the sandbox itself
+# (and the refusals where the kernel cannot sandbox), without the parity and library checks.
+SANDBOXED_ONLY = "test_denials or test_config or test_pool or test_refusal or test_doctor"
+
+
 @dataclass
 class Result:
     cell: str
-    status: str  # passed, failed or skipped
+    status: str  # one of STATUSES
     detail: str
     engine: str = ""
     root: str = ""
     bundle: str = ""
+    kernel: str = ""  # the kernel the suite ran on, and its Landlock ABI
     counts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    provenance: list[str] = field(default_factory=list)  # what a vm cell booted
 
 
 def run_cell(cell: Cell, engine: str) -> Result:
     started = time.monotonic()
-    result = Result(cell.name, "skipped", "")
+    result = Result(cell.name, "not run", "")
     try:
         _run(cell, engine, result)
     except Missing as missing:
-        result.status, result.detail = "skipped", missing.message
+        result.status, result.detail = "not run", missing.message
     except BundlerError as exc:
         result.status, result.detail = "failed", exc.message
     except OSError as exc:
@@ -54,7 +64,7 @@ def run_cell(cell: Cell, engine: str) -> Result:
 
 def _run(cell: Cell, engine: str, result: Result) -> None:
     missing: list[str] = []
-    if cell.cpu == "aarch64":
+    if cell.cpu == "aarch64" and cell.engine == "container":
         try:
             result.notes.append("aarch64 runs " + binfmt.ensure_aarch64())
         except Missing as why:
@@ -72,6 +82,8 @@ def _run(cell: Cell, engine: str, result: Result) -> None:
             box, passed_over = choose.container(cell, engine, include)
             result.notes += [f"passed over: {why}" for why in passed_over]
             result.engine, result.root = box.engine, box.root
+            if isinstance(box, VMContainer):
+                result.provenance = box.boot.provenance
         except Missing as why:
             missing.append(why.message)
         if missing or archive is None or box is None:
@@ -114,6 +126,7 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
                 f"reachable here; give one with {runtimes.env_name(cell)}=ARCHIVE"
             )
         raise BundlerError(f"install.sh failed: {refusal}")
+    result.kernel = _kernel(box)
     env = {
         "PYNOX_BIN": "/usr/local/bin/pynox",
         "PYNOX_EXPECT_SANDBOX": "yes" if cell.expect_sandbox else "no",
@@ -125,9 +138,14 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
     }
     python = "/opt/pynox/python/bin/python3"
     junit = INSIDE / "junit.xml"
+    select: list[str] = []
+    if os.environ.get("PYNOX_CONFORMANCE_SELECT") == "sandboxed":
+        select = ["-k", SANDBOXED_ONLY]
+        result.notes.append(f"only the sandbox's tests were selected (-k '{SANDBOXED_ONLY}')")
     suite = box.call(
         [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs", "--rootdir",
-         str(INSIDE / "suite"), f"--junitxml={junit}", "conformance"],
+         str(INSIDE / "suite"), f"--junitxml={junit}",
+         "-o", "junit_family=xunit1", *select, "conformance"],
         env=env, cwd=str(INSIDE / "suite"),
     )  # fmt: skip
     _log(f"{cell.name}: the suite said:", suite.stdout + suite.stderr)
@@ -141,6 +159,18 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
     result.status = "passed" if passed else "failed"
     summary = (suite.stdout.strip().splitlines() or ["no output"])[-1]
     result.detail = summary.strip("= ")
+
+
+def _kernel(box: Container) -> str:
+    """The kernel the installed pynox finds itself on, as `pynox doctor --json` says."""
+    done = box.call(["/usr/local/bin/pynox", "doctor", "--json"])
+    try:
+        report = json.loads(done.stdout)
+        abi = report["landlock_abi"]
+        landlock = f"Landlock ABI {abi}" if abi > 0 else "no Landlock"
+        return f"{report['kernel']} ({report['architecture']}), {landlock}"
+    except (ValueError, KeyError, TypeError):
+        raise BundlerError(f"`pynox doctor --json` said no report: {done.stderr.strip()[-300:]}")
 
 
 def _certificate(box: Container) -> str | None:
@@ -168,8 +198,14 @@ def _counts(junit: Path) -> dict[str, int]:
         return {}
     total, failed = int(suite.get("tests", 0)), int(suite.get("failures", 0))
     errors, skipped = int(suite.get("errors", 0)), int(suite.get("skipped", 0))
+    # The tests of the sandbox itself that ran and passed (conftest marks them).
+    sandboxed = sum(
+        1 for case in suite.iter("testcase")
+        if case.find("properties/property[@name='sandboxed']") is not None
+        and not any(case.find(kind) is not None for kind in ("failure", "error", "skipped"))
+    )  # fmt: skip
     return {"passed": total - failed - errors - skipped, "failed": failed + errors,
-            "skipped": skipped}  # fmt: skip
+            "skipped": skipped, "sandboxed": sandboxed}  # fmt: skip
 
 
 def _log(step: str, transcript: str = "") -> None:

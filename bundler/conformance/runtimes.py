@@ -16,7 +16,7 @@ import sys
 from pathlib import Path, PurePosixPath
 
 from bundler import commands
-from bundler.conformance import artifacts, rootfs
+from bundler.conformance import artifacts, binfmt, rootfs
 from bundler.conformance.cells import Cell
 from bundler.conformance.engines.bubblewrap import BubblewrapContainer
 from bundler.conformance.errors import Missing
@@ -71,6 +71,8 @@ def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
         notes.append(f"bundle reused from dist/ ({existing[-1].name}); delete it to rebuild")
         return existing[-1]
     root, _ = rootfs.debian(cell.suite, cell.arch, ROOTFS_PYTHON)
+    if cell.cpu == "aarch64":
+        notes.append("runtime packed under qemu-user: aarch64 runs " + binfmt.ensure_aarch64())
     box = BubblewrapContainer(root)
     try:
         box.copy_in(PROJECT / "bundler", PurePosixPath("/conformance/src/bundler"))
