@@ -122,7 +122,9 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
         # should; the suite then checks that every sandboxed run is refused.
         result.notes.append(f"install.sh refused first, as it should: {installed.stderr.strip()}")
         installed = box.call([*install, "--allow-old-kernel"])
-        _log(f"{cell.name}: install.sh --allow-old-kernel said:", installed.stdout + installed.stderr)
+        _log(
+            f"{cell.name}: install.sh --allow-old-kernel said:", installed.stdout + installed.stderr
+        )
     if installed.returncode != 0:
         refusal = installed.stderr.strip()
         if "needs glibc" in refusal and cell.runtime == "host":
@@ -181,7 +183,8 @@ def _kernel(box: Container) -> tuple[str, list[str]]:
         kernel = f"{report['kernel']} ({report['architecture']}), {landlock}"
         return kernel, [str(reason) for reason in report["sandbox_unavailable_reasons"]]
     except (ValueError, KeyError, TypeError):
-        raise BundlerError(f"`pynox doctor --json` said no report: {done.stderr.strip()[-300:]}")
+        said = done.stderr.strip()[-300:]
+        raise BundlerError(f"`pynox doctor --json` gave no report: {said}") from None
 
 
 def _certificate(box: Container) -> str | None:

@@ -58,7 +58,9 @@ def _cell(text: str) -> str:
 def write_summary(results: list[Result], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     failed = sum(r.status == "failed" for r in results)
-    head = "# Conformance\n\n" + (f"{failed} cell(s) failed.\n\n" if failed else "No cell failed.\n\n")
+    head = "# Conformance\n\n" + (
+        f"{failed} cell(s) failed.\n\n" if failed else "No cell failed.\n\n"
+    )
     notes = (
         "\n\n`not run`: this machine cannot run the cell (the reason says what is missing); "
         f"`{NOT_SELECTED}`: the run was not asked for it. `sandboxed`: tests of the sandbox "

@@ -101,7 +101,9 @@ def download(package: str, arch: str, into: Path) -> tuple[Path, str]:
         commands.run(["apt-get", "download", "-q", f"{package}:{arch}={version}"], cwd=into,
                      capture=True, timeout=1800)  # fmt: skip
     except CommandFailed as failed:
-        raise BundlerError(f"apt-get download {package}:{arch} failed: {failed.last_line}") from None
+        raise BundlerError(
+            f"apt-get download {package}:{arch} failed: {failed.last_line}"
+        ) from None
     debs = sorted(into.glob(f"{package}_*_{arch}.deb"))
     if not debs:
         raise BundlerError(f"apt-get download {package}:{arch} wrote no .deb into {into}")
@@ -168,7 +170,7 @@ def _modules(tree: Path) -> list[tuple[str, bytes]]:
         seen.add(name)
         data = _read_module(files[name])
         match = re.search(rb"(?:^|\x00)depends=([^\x00]*)\x00", data)
-        for dependency in (match.group(1).decode().split(",") if match else []):
+        for dependency in match.group(1).decode().split(",") if match else []:
             if dependency:
                 add(dependency.replace("-", "_"))
         ordered.append((name, data))

@@ -16,8 +16,7 @@ def container(cell: Cell, engine: str, include: tuple[str, ...]) -> tuple[Contai
     if cell.engine == "vm":
         boot = vmimages.boot(cell.kernel, cell.arch)
         disk, how = vmimages.root_disk(cell.suite, cell.arch, include)
-        box = vm.VMContainer(cell.cpu, boot, disk, how)
-        return box, passed_over
+        return vm.VMContainer(cell.cpu, boot, disk, how), passed_over
     for name in ("docker", "podman"):
         if engine not in ("auto", name):
             continue

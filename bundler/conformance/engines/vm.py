@@ -54,7 +54,9 @@ MACHINES = {
         ("-M", "virt", "-cpu", "max,pauth-impdef=on"),
         "ttyAMA0",
     ),
-    "x86_64": Machine("qemu-system-x86_64", "qemu-system-x86", ("-M", "q35", "-cpu", "max"), "ttyS0"),
+    "x86_64": Machine(
+        "qemu-system-x86_64", "qemu-system-x86", ("-M", "q35", "-cpu", "max"), "ttyS0"
+    ),
 }
 
 
@@ -127,7 +129,7 @@ class VMContainer:
         append = f"console={self.machine.console} panic=-1 quiet rdinit=/init"
         if os.environ.get(NO_REPORT) == "1":
             append += " pynox.noreport"
-        command = [
+        command: list[str | Path] = [
             self.qemu, *self.machine.args, "-m", "2048", "-smp", str(min(2, os.cpu_count() or 1)),
             "-nodefaults", "-display", "none", "-no-reboot",
             "-serial", f"file:{self.console}",
@@ -145,8 +147,7 @@ class VMContainer:
             text = self._read("/result")
         except BundlerError:
             raise GuestSilent(
-                f"the guest never reported (no /result on the payload disk); "
-                f"{self._console_tail()}"
+                f"the guest never reported (no /result on the payload disk); {self._console_tail()}"
             ) from None
         fields = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
         if not fields.get("exit", "").isdigit():
@@ -182,4 +183,3 @@ class VMContainer:
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
-
