@@ -9,6 +9,8 @@ need what `make conformance-deps` installs and the cached arm64 root (made by a 
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -97,6 +99,15 @@ def test_a_missing_tool_names_the_deps_target() -> None:
 # --- Booting the arm64 kernel -------------------------------------------------------------
 
 
+@pytest.fixture
+def user_cache(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The user's own cache (the session's HOME is a fresh one): the roots, images and
+    runtimes a first `make conformance` left there."""
+    cache = str(Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", cache)
+    return cache
+
+
 def arm64_cell_ready() -> None:
     if shutil.which("qemu-system-aarch64") is None or shutil.which("debugfs") is None:
         pytest.skip("QEMU and e2fsprogs are not installed: run `make conformance-deps`")
@@ -107,20 +118,23 @@ def arm64_cell_ready() -> None:
         pytest.skip(f"no cached arm64 root at {root}: run `make conformance CELL={ARM64_CELL}`")
 
 
-def run_cell(tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+def run_cell(
+    tmp_path: Path, cache: str, **env: str
+) -> tuple[subprocess.CompletedProcess[str], dict]:
     results = tmp_path / "results.json"
     done = subprocess.run(
         [sys.executable, "-m", "bundler.conformance", ARM64_CELL, "--json", str(results),
          "--summary", str(tmp_path / "conformance.md")],
-        cwd=PROJECT, env=clean_env(**env), capture_output=True, text=True, timeout=3600,
+        cwd=PROJECT, env=clean_env(XDG_CACHE_HOME=cache, **env), capture_output=True,
+        text=True, timeout=3600,
     )  # fmt: skip
     return done, json.loads(results.read_text())[0]
 
 
 @pytest.mark.slow
-def test_a_guest_that_never_reports_fails_the_cell(tmp_path: Path) -> None:
+def test_a_guest_that_never_reports_fails_the_cell(tmp_path: Path, user_cache: str) -> None:
     arm64_cell_ready()
-    done, result = run_cell(tmp_path, PYNOX_CONFORMANCE_VM_NO_REPORT="1")
+    done, result = run_cell(tmp_path, user_cache, PYNOX_CONFORMANCE_VM_NO_REPORT="1")
     assert done.returncode == 1, done.stdout + done.stderr
     assert result["status"] == "failed"
     assert result["detail"].startswith("the guest never reported"), result["detail"]
@@ -128,7 +142,9 @@ def test_a_guest_that_never_reports_fails_the_cell(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_wrong_aarch64_syscall_number_fails_the_arm64_cell(tmp_path: Path) -> None:
+def test_a_wrong_aarch64_syscall_number_fails_the_arm64_cell(
+    tmp_path: Path, user_cache: str
+) -> None:
     """socket's number swapped on aarch64 alone: the sandbox's tests on the arm64 kernel
     catch it (the network is no longer off)."""
     arm64_cell_ready()
@@ -137,16 +153,22 @@ def test_a_wrong_aarch64_syscall_number_fails_the_arm64_cell(tmp_path: Path) -> 
 
     notes: list[str] = []
     runtime = runtimes.rootfs_runtime(cells.cell(ARM64_CELL), notes)
-    minor = bundler(["default-python", "--runtime", str(runtime)], clean_env()).stdout.strip()
+    minor = bundler(
+        ["default-python", "--runtime", str(runtime)], clean_env(XDG_CACHE_HOME=user_cache)
+    ).stdout.strip()
     built = bundler(
         ["bundle", "--target", "aarch64-linux-gnu", "--python", minor, "--runtime",
          str(runtime), "--out", str(tmp_path / "dist"), "--compiler", "zig"],
-        clean_env(PYNOX_TEST_C_DEFINE="PYNOX_TEST_WRONG_AARCH64_SOCKET"), timeout=1800,
+        clean_env(PYNOX_TEST_C_DEFINE="PYNOX_TEST_WRONG_AARCH64_SOCKET",
+                  XDG_CACHE_HOME=user_cache), timeout=1800,
     )  # fmt: skip
     assert built.returncode == 0, built.stdout + built.stderr
     (archive,) = (tmp_path / "dist").glob("pynox-*-aarch64-linux-gnu-cp*.tar.gz")
     done, result = run_cell(
-        tmp_path, PYNOX_CONFORMANCE_BUNDLE=str(archive), PYNOX_CONFORMANCE_SELECT="sandboxed"
+        tmp_path,
+        user_cache,
+        PYNOX_CONFORMANCE_BUNDLE=str(archive),
+        PYNOX_CONFORMANCE_SELECT="sandboxed",
     )
     assert done.returncode == 1 and result["status"] == "failed", result
     assert "Landlock ABI 6" in result["kernel"]
