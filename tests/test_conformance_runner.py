@@ -178,3 +178,19 @@ def test_a_wrong_aarch64_syscall_number_fails_the_arm64_cell(
     assert "Landlock ABI 6" in result["kernel"]
     said = done.stdout + done.stderr
     assert "FAILED conformance/test_denials.py::test_network_is_off_until_allowed" in said
+
+
+def test_release_unregisters_only_what_the_run_registered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bundler.conformance import binfmt
+
+    ours, theirs = tmp_path / "qemu-aarch64", tmp_path / "qemu-arm"
+    for entry in (ours, theirs):
+        entry.write_text("enabled\n")
+    monkeypatch.setattr(binfmt, "_registered", [ours])
+    monkeypatch.setattr(binfmt, "_mounted", [])
+    assert binfmt.release() == ["unregistered qemu-aarch64"]
+    # binfmt_misc removes an entry when "-1" is written to it.
+    assert (ours.read_text(), theirs.read_text()) == ("-1\n", "enabled\n")
+    assert binfmt.release() == []
