@@ -172,7 +172,7 @@ def test_a_wrong_aarch64_syscall_number_fails_the_arm64_cell(
         tmp_path,
         user_cache,
         PYNOX_CONFORMANCE_BUNDLE=str(archive),
-        PYNOX_CONFORMANCE_SELECT="sandboxed",
+        PYNOX_CONFORMANCE_VM_SELECT="sandboxed",
     )
     assert done.returncode == 1 and result["status"] == "failed", result
     assert "Landlock ABI 6" in result["kernel"]
