@@ -101,9 +101,28 @@ refresh-pins:
 	$(BIN)/nox -s refresh_pins $(if $(PINS_ARGS),-- $(PINS_ARGS))
 
 # --- Conformance (bundler/conformance, tests/conformance) ----------------------------
+# make conformance-deps          installs what the cells need, with apt (asks for nothing else)
 # make conformance               this machine's cell (x86_64-linux-gnu), in a container
-# make conformance CELL=aarch64-linux-gnu
-.PHONY: conformance
+# make conformance CELL=aarch64-linux-gnu                the arm64 kernel, under QEMU
+# make conformance CELL="x86_64-linux-gnu aarch64-linux-gnu-kernel-6.1"   several cells
+# make conformance CELL=all      every cell of dist-config/conformance.toml
+# `make conformance` installs nothing on the machine: it says what is missing. Every run
+# prints the table of every cell and writes it to dist/conformance.md.
+.PHONY: conformance conformance-deps
 CELL ?= x86_64-linux-gnu
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# QEMU for both CPUs, qemu-user and binfmt for packing the arm64 runtime, debootstrap and
+# bubblewrap for the roots, e2fsprogs for the VM's disks. The VM's kernels and busybox come
+# from `apt-get download PACKAGE:ARCH` (busybox-static:arm64 cannot be installed beside
+# the amd64 one), which needs the arm64 architecture known to dpkg.
+CONFORMANCE_DEBS := bubblewrap debootstrap qemu-system-arm qemu-system-x86 qemu-user-static \
+	e2fsprogs xz-utils openssl
+conformance-deps:
+	$(SUDO) dpkg --add-architecture arm64
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		$(CONFORMANCE_DEBS)
+	apt-get download --print-uris busybox-static:arm64 >/dev/null
+
 conformance: setup
-	$(BIN)/nox -s "conformance(cell='$(CELL)')"
+	$(BIN)/nox -s conformance $(if $(filter all,$(CELL)),,-- $(CELL))

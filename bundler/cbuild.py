@@ -9,6 +9,7 @@ are built, and the result says why the extension is missing.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
 import sysconfig
@@ -64,7 +65,8 @@ def build(
         "-DCMAKE_BUILD_TYPE=Release",
         f"-DPYNOX_PYTHON_VERSION={python_version}",
         # No debug info, no build paths: the same sources give the same binaries.
-        f"-DCMAKE_C_FLAGS=-g0 -ffile-prefix-map={PROJECT}=. -ffile-prefix-map={build_dir}=build",
+        f"-DCMAKE_C_FLAGS=-g0 -ffile-prefix-map={PROJECT}=. -ffile-prefix-map={build_dir}=build"
+        + _test_define(),
         "-DCMAKE_EXE_LINKER_FLAGS=-s",
         "-DCMAKE_SHARED_LINKER_FLAGS=-s",
         "-DCMAKE_MODULE_LINKER_FLAGS=-s",
@@ -118,3 +120,14 @@ def build(
         extension_note=f"built against {include_dir}",
         toolchain=toolchain,
     )
+
+
+def _test_define() -> str:
+    """` -DNAME` for PYNOX_TEST_C_DEFINE=NAME: a test's deliberately broken build (see
+    runtime/syscalls.h); nothing else sets it."""
+    name = os.environ.get("PYNOX_TEST_C_DEFINE", "")
+    if not name:
+        return ""
+    if not name.isidentifier() or not name.startswith("PYNOX_TEST_"):
+        raise BundlerError(f"PYNOX_TEST_C_DEFINE={name!r} is not a PYNOX_TEST_ macro name")
+    return f" -D{name}"

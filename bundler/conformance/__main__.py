@@ -1,7 +1,9 @@
-"""`python -m bundler.conformance [CELL...]`: run cells and print the report per cell.
+"""`python -m bundler.conformance [CELL...]`: run cells, print the report per cell and the
+summary table of every cell, and write that table to dist/conformance.md.
 
 The cells are those of dist-config/conformance.toml. Exit status 0 when no cell failed
-(a skipped cell names what it lacks), 1 otherwise.
+(a cell this machine cannot run is listed as not run, with why), 1 otherwise. binfmt
+handlers registered for a run are unregistered when it ends.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ import sys
 from pathlib import Path
 
 from bundler import log
-from bundler.conformance import cells, report
-from bundler.conformance.cell_run import run_cell
+from bundler.conformance import binfmt, cells, report
+from bundler.conformance.cell_run import Result, run_cell
 from bundler.errors import BundlerError
 
 
@@ -24,16 +26,27 @@ def run(argv: list[str]) -> int:
         "--engine", choices=("auto", "docker", "podman", "bubblewrap"), default="auto"
     )
     parser.add_argument("--json", type=Path, help="also write the results to this file")
+    parser.add_argument("--summary", type=Path, default=report.SUMMARY,
+                        help="where the summary table goes (default: %(default)s)")  # fmt: skip
     args = parser.parse_args(argv)
     unknown = [name for name in args.cells if name not in known]
     if unknown:
         parser.error(f"unknown cell {unknown[0]}; the cells are {', '.join(known)}")
-    results = [run_cell(cells.cell(name), args.engine) for name in args.cells or known]
+    selected = args.cells or known
+    try:
+        ran = {name: run_cell(cells.cell(name), args.engine) for name in selected}
+    finally:
+        for undone in binfmt.release():
+            log.output(f"binfmt: {undone}")
     log.output("\nconformance report")
-    for result in results:
+    for result in ran.values():
         log.output("\n".join(report.lines(result)))
+    results = [ran.get(name) or Result(name, report.NOT_SELECTED, "") for name in known]
+    log.output("\n" + report.table(results))
+    report.write_summary(results, args.summary)
+    log.output(f"(written to {args.summary})")
     if args.json:
-        report.write_json(results, args.json)
+        report.write_json(list(ran.values()), args.json)
     return 1 if any(result.status == "failed" for result in results) else 0
 
 

@@ -1,4 +1,8 @@
-"""Running aarch64 binaries on an x86_64 machine: qemu-user-static through binfmt_misc."""
+"""Running aarch64 binaries on an x86_64 machine: qemu-user-static through binfmt_misc.
+
+What this process registers (and mounts) it undoes in release(), which the runner calls
+when it ends: a run leaves binfmt_misc as it found it.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,8 @@ from bundler.host import host_arch
 
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
 CONF = Path("/usr/lib/binfmt.d/qemu-aarch64.conf")
+_registered: list[Path] = []  # entries this process registered
+_mounted: list[Path] = []  # binfmt_misc mounts this process made
 
 
 def ensure_aarch64() -> str:
@@ -26,6 +32,8 @@ def ensure_aarch64() -> str:
         raise Missing("binfmt_misc has no qemu-aarch64 entry, and registering one needs root")
     if not (BINFMT / "register").exists():
         commands.run(["mount", "-t", "binfmt_misc", "binfmt_misc", BINFMT], check=False)
+        if (BINFMT / "register").exists():
+            _mounted.append(BINFMT)
     if not (BINFMT / "register").exists():
         raise Missing(f"binfmt_misc cannot be mounted on {BINFMT} (a container without it?)")
     if not CONF.exists():
@@ -35,7 +43,26 @@ def ensure_aarch64() -> str:
         (BINFMT / "register").write_text(line + "\n")
     except OSError as exc:
         raise Missing(f"cannot register qemu-aarch64 with binfmt_misc: {exc.strerror}") from exc
-    return f"under qemu-user through binfmt ({_interpreter(entry)}, registered now)"
+    _registered.append(entry)
+    return f"under qemu-user through binfmt ({_interpreter(entry)}, registered for this run)"
+
+
+def release() -> list[str]:
+    """Unregisters the entries this process registered and unmounts what it mounted;
+    what was undone, one sentence each."""
+    undone = []
+    while _registered:
+        entry = _registered.pop()
+        try:
+            entry.write_text("-1\n")  # binfmt_misc's "remove this entry"
+            undone.append(f"unregistered {entry.name}")
+        except OSError as exc:
+            undone.append(f"could not unregister {entry.name}: {exc.strerror}")
+    while _mounted:
+        point = _mounted.pop()
+        commands.run(["umount", point], check=False)
+        undone.append(f"unmounted {point}")
+    return undone
 
 
 def _interpreter(entry: Path) -> str:

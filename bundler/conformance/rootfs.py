@@ -14,7 +14,7 @@ from pathlib import Path
 
 from bundler import commands, log
 from bundler.commands import CommandFailed
-from bundler.conformance import tools
+from bundler.conformance import binfmt, tools
 from bundler.conformance.errors import Missing
 from bundler.paths import cache_dir
 
@@ -37,6 +37,8 @@ def debian(suite: str, arch: str, include: tuple[str, ...] = ()) -> tuple[Path, 
     debootstrap = tools.ensure("debootstrap", "debootstrap")
     if os.geteuid() != 0:
         raise Missing(f"no cached {final}, and debootstrap needs root to make it")
+    if arch == "arm64":
+        binfmt.ensure_aarch64()  # debootstrap's second stage runs the root's programs
     final.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale(final.parent, name)
     partial = final.parent / f"{name}.partial.{os.getpid()}"

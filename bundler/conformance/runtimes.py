@@ -16,13 +16,13 @@ import sys
 from pathlib import Path, PurePosixPath
 
 from bundler import commands
-from bundler.conformance import artifacts, rootfs
+from bundler.conformance import artifacts, binfmt, rootfs
 from bundler.conformance.cells import Cell
 from bundler.conformance.engines.bubblewrap import BubblewrapContainer
 from bundler.conformance.errors import Missing
 from bundler.errors import BundlerError
 from bundler.host import running_minor
-from bundler.paths import PROJECT
+from bundler.paths import PROJECT, cache_dir
 from bundler.pipeline import pynox_version
 from bundler.source_date import source_date_epoch
 
@@ -33,11 +33,20 @@ ROOTFS_PYTHON = ("python3", "libpython3-dev", "patchelf")
 PACK_RUNTIME_PACKAGES = ("elftools", "auditwheel", "packaging")
 
 
+# A bundle archive (with its .sha256 beside it) every cell of the run tests instead of its
+# own: how a test puts a deliberately broken build in front of a cell.
+BUNDLE_ENV = "PYNOX_CONFORMANCE_BUNDLE"
+
+
 def env_name(cell: Cell) -> str:
     return "PYNOX_CONFORMANCE_RUNTIME_" + cell.name.upper().replace("-", "_").replace(".", "_")
 
 
 def bundle_for(cell: Cell, scratch: Path, notes: list[str]) -> Path:
+    bundle = os.environ.get(BUNDLE_ENV)
+    if bundle:
+        notes.append(f"bundle {bundle} (from {BUNDLE_ENV})")
+        return Path(bundle)
     given = os.environ.get(env_name(cell))
     if given:
         minor = _minor_of(Path(given))
@@ -52,7 +61,7 @@ def bundle_for(cell: Cell, scratch: Path, notes: list[str]) -> Path:
         notes.append(f"runtime packed from {artifacts.host_python()}")
         return artifacts.host_bundle(cell.target, scratch)
     if cell.runtime == "rootfs":
-        return _rootfs_bundle(cell, scratch, notes)
+        return _rootfs_bundle(cell, notes)
     raise Missing(
         f"no {cell.target} runtime: python-build-standalone is not reachable from this "
         f"machine and no local CPython is built for {cell.target}; give one with "
@@ -64,13 +73,26 @@ def _complete(archive: Path) -> bool:
     return archive.is_file() and Path(f"{archive}.sha256").is_file()
 
 
-def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
+def _rootfs_bundle(cell: Cell, notes: list[str]) -> Path:
     existing = sorted(artifacts.DIST.glob(f"pynox-{pynox_version()}-{cell.target}-cp*.tar.gz"))
     existing = [archive for archive in existing if _complete(archive)]
     if existing:
         notes.append(f"bundle reused from dist/ ({existing[-1].name}); delete it to rebuild")
         return existing[-1]
+    runtime = rootfs_runtime(cell, notes)
+    return artifacts.bundle(cell.target, _minor_of(runtime), runtime, compiler="zig")
+
+
+def rootfs_runtime(cell: Cell, notes: list[str]) -> Path:
+    """The runtime packed from the python3 of the cell's Debian root, cached beside the
+    roots (a test rebuilds the bundle from it)."""
     root, _ = rootfs.debian(cell.suite, cell.arch, ROOTFS_PYTHON)
+    runtime = cache_dir() / "conformance" / f"cpython-{root.name}.tar.gz"
+    if runtime.is_file() and runtime.stat().st_mtime >= (root / rootfs.MARKER).stat().st_mtime:
+        notes.append(f"runtime {runtime} (packed from /usr/bin/python3 of {root})")
+        return runtime
+    if cell.cpu == "aarch64":
+        notes.append("runtime packed under qemu-user: aarch64 runs " + binfmt.ensure_aarch64())
     box = BubblewrapContainer(root)
     try:
         box.copy_in(PROJECT / "bundler", PurePosixPath("/conformance/src/bundler"))
@@ -89,12 +111,14 @@ def _rootfs_bundle(cell: Cell, scratch: Path, notes: list[str]) -> Path:
         )  # fmt: skip
         if packed.returncode != 0:
             raise BundlerError(f"pack-runtime in {root} failed: {packed.stderr.strip()}")
-        runtime = scratch / "cpython-rootfs.tar.gz"
-        box.copy_out(out, runtime)
+        runtime.parent.mkdir(parents=True, exist_ok=True)
+        partial = runtime.with_name(runtime.name + ".partial")
+        box.copy_out(out, partial)
+        partial.rename(runtime)
     finally:
         box.close()
     notes.append(f"runtime packed from /usr/bin/python3 of {root}")
-    return artifacts.bundle(cell.target, _minor_of(runtime), runtime, compiler="zig")
+    return runtime
 
 
 def _package_dir(name: str) -> Path:

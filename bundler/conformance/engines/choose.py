@@ -1,10 +1,11 @@
-"""Which engine runs a cell: docker or podman where one answers, else bubblewrap."""
+"""Which engine runs a cell: its own kernel under QEMU for a vm cell; else docker or podman
+where one answers, else bubblewrap."""
 
 from __future__ import annotations
 
-from bundler.conformance import rootfs
+from bundler.conformance import rootfs, tools, vmimages
 from bundler.conformance.cells import Cell
-from bundler.conformance.engines import bubblewrap, oci
+from bundler.conformance.engines import bubblewrap, oci, vm
 from bundler.conformance.engines.base import Container
 from bundler.conformance.errors import Missing
 
@@ -12,6 +13,10 @@ from bundler.conformance.errors import Missing
 def container(cell: Cell, engine: str, include: tuple[str, ...]) -> tuple[Container, list[str]]:
     """A started container for the cell, and why the engines before it were passed over."""
     passed_over: list[str] = []
+    if cell.engine == "vm":
+        boot = vmimages.boot(cell.kernel, cell.arch)
+        disk, how = vmimages.root_disk(cell.suite, cell.arch, include)
+        return vm.VMContainer(cell.cpu, boot, disk, how), passed_over
     for name in ("docker", "podman"):
         if engine not in ("auto", name):
             continue
@@ -21,8 +26,6 @@ def container(cell: Cell, engine: str, include: tuple[str, ...]) -> tuple[Contai
         passed_over.append(why)
     if engine not in ("auto", "bubblewrap"):
         raise Missing(f"the {engine} engine cannot run here: {'; '.join(passed_over)}")
-    from bundler.conformance import tools
-
     tools.ensure("bwrap", "bubblewrap")
     ok, why = bubblewrap.available()
     if not ok:

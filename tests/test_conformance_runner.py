@@ -1,0 +1,196 @@
+"""The conformance runner itself: its cells, its summary, and that a VM cell can fail.
+
+The slow tests boot the arm64 kernel under QEMU: a guest that never reports must fail
+the cell, and so must a bundle whose aarch64 seccomp table is deliberately wrong. They
+take minutes (a cross-built bundle, two cells under TCG), more than CI's budget leaves, so
+they run only when asked: `PYNOX_TEST_VM=1 pytest -m slow tests/test_conformance_runner.py`,
+with what `make conformance-deps` installs and the cached arm64 root (made by a first
+`make conformance CELL=aarch64-linux-gnu`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support.bundles import PROJECT
+from support.bundles.artifacts import bundler, clean_env
+
+from bundler.conformance import cells, report, tools
+from bundler.conformance.cell_run import Result
+from bundler.conformance.errors import Unprepared
+from bundler.errors import BundlerError
+
+ARM64_CELL = "aarch64-linux-gnu"
+
+
+def write_cells(folder: Path, cell: str) -> Path:
+    """A dist-config folder whose conformance.toml has CELL's table (and the real rest)."""
+    shutil.copytree(PROJECT / "dist-config", folder, dirs_exist_ok=True)
+    text = (folder / "conformance.toml").read_text()
+    (folder / "conformance.toml").write_text(text + cell)
+    return folder
+
+
+def test_a_vm_cell_needs_a_kernel(tmp_path: Path) -> None:
+    config = write_cells(
+        tmp_path,
+        '\n[cells.nokernel]\ntarget = "aarch64-linux-gnu"\ndistro = "debian"\n'
+        'suite = "bookworm"\nruntime = "rootfs"\nengine = "vm"\n',
+    )
+    with pytest.raises(BundlerError, match="a `kernel` is given exactly when engine is vm"):
+        cells.load(config)
+
+
+def test_an_unknown_engine_is_refused(tmp_path: Path) -> None:
+    config = write_cells(
+        tmp_path,
+        '\n[cells.odd]\ntarget = "x86_64-linux-gnu"\ndistro = "debian"\nsuite = "bookworm"\n'
+        'image = "debian"\nruntime = "host"\nengine = "firecracker"\n',
+    )
+    with pytest.raises(BundlerError, match="engine 'firecracker', not one of container, vm"):
+        cells.load(config)
+
+
+def test_the_issue_cells_are_vm_cells() -> None:
+    by_name = {cell.name: cell for cell in cells.load()}
+    arm = by_name[ARM64_CELL]
+    assert (arm.engine, arm.expect_sandbox) == ("vm", True) and "6.12" in arm.kernel
+    for name in ("x86_64-linux-gnu-kernel-6.1", "aarch64-linux-gnu-kernel-6.1"):
+        old = by_name[name]
+        assert old.engine == "vm" and not old.expect_sandbox
+        assert "Landlock ABI 2" in old.expect_reason
+    assert by_name["x86_64-linux-gnu-minimal"].absent  # the container cells are kept
+
+
+def test_the_summary_lists_every_cell_with_its_reason(tmp_path: Path) -> None:
+    results = [
+        Result(
+            "a",
+            "passed",
+            "40 passed",
+            engine="vm (QEMU, TCG)",
+            kernel="6.12 (aarch64), Landlock ABI 6",
+            counts={"passed": 40, "failed": 0, "skipped": 2, "sandboxed": 22},
+        ),  # fmt: skip
+        Result("b", "not run", "no musl runtime | reachable"),
+        Result("c", report.NOT_SELECTED, ""),
+    ]
+    out = tmp_path / "conformance.md"
+    report.write_summary(results, out)
+    rows = out.read_text().splitlines()
+    assert (
+        "| a | passed | vm | 6.12 (aarch64), Landlock ABI 6 |  | 40 | 0 | 2 | 22 | 40 passed |"
+        in rows
+    )
+    assert "| b | not run |  |  |  |  |  |  |  | no musl runtime \\| reachable |" in rows
+    assert any(line.startswith("| c | not selected |") for line in rows)
+
+
+def test_a_missing_tool_names_the_deps_target() -> None:
+    with pytest.raises(Unprepared, match="run `make conformance-deps`"):
+        tools.ensure("no-such-tool-pynox", "pynox-tools")
+
+
+# --- Booting the arm64 kernel -------------------------------------------------------------
+
+
+@pytest.fixture
+def user_cache(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The user's own cache (the session's HOME is a fresh one): the roots, images and
+    runtimes a first `make conformance` left there."""
+    cache = str(Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache")
+    monkeypatch.setenv("XDG_CACHE_HOME", cache)
+    return cache
+
+
+def arm64_cell_ready() -> None:
+    if os.environ.get("PYNOX_TEST_VM") != "1":
+        pytest.skip("boots QEMU for minutes: set PYNOX_TEST_VM=1 to run it")
+    if shutil.which("qemu-system-aarch64") is None or shutil.which("debugfs") is None:
+        pytest.skip("QEMU and e2fsprogs are not installed: run `make conformance-deps`")
+    from bundler.conformance import rootfs
+
+    root = rootfs.rootfs_cache() / "debian-bookworm-arm64"
+    if not (root / rootfs.MARKER).is_file():
+        pytest.skip(f"no cached arm64 root at {root}: run `make conformance CELL={ARM64_CELL}`")
+
+
+def run_cell(
+    tmp_path: Path, cache: str, **env: str
+) -> tuple[subprocess.CompletedProcess[str], dict]:
+    results = tmp_path / "results.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "bundler.conformance", ARM64_CELL, "--json", str(results),
+         "--summary", str(tmp_path / "conformance.md")],
+        cwd=PROJECT, env=clean_env(XDG_CACHE_HOME=cache, **env), capture_output=True,
+        text=True, timeout=3600,
+    )  # fmt: skip
+    return done, json.loads(results.read_text())[0]
+
+
+@pytest.mark.slow
+def test_a_guest_that_never_reports_fails_the_cell(tmp_path: Path, user_cache: str) -> None:
+    arm64_cell_ready()
+    done, result = run_cell(tmp_path, user_cache, PYNOX_CONFORMANCE_VM_NO_REPORT="1")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert result["status"] == "failed"
+    assert result["detail"].startswith("the guest never reported"), result["detail"]
+    assert f"| {ARM64_CELL} | failed | " in (tmp_path / "conformance.md").read_text()
+
+
+@pytest.mark.slow
+def test_a_wrong_aarch64_syscall_number_fails_the_arm64_cell(
+    tmp_path: Path, user_cache: str
+) -> None:
+    """socket's number swapped on aarch64 alone: the sandbox's tests on the arm64 kernel
+    catch it (the network is no longer off)."""
+    arm64_cell_ready()
+    pytest.importorskip("ziglang", reason="the aarch64 bundle is cross-built with zig")
+    from bundler.conformance import runtimes
+
+    notes: list[str] = []
+    runtime = runtimes.rootfs_runtime(cells.cell(ARM64_CELL), notes)
+    minor = bundler(
+        ["default-python", "--runtime", str(runtime)], clean_env(XDG_CACHE_HOME=user_cache)
+    ).stdout.strip()
+    built = bundler(
+        ["bundle", "--target", "aarch64-linux-gnu", "--python", minor, "--runtime",
+         str(runtime), "--out", str(tmp_path / "dist"), "--compiler", "zig"],
+        clean_env(PYNOX_TEST_C_DEFINE="PYNOX_TEST_WRONG_AARCH64_SOCKET",
+                  XDG_CACHE_HOME=user_cache), timeout=1800,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stdout + built.stderr
+    (archive,) = (tmp_path / "dist").glob("pynox-*-aarch64-linux-gnu-cp*.tar.gz")
+    done, result = run_cell(
+        tmp_path,
+        user_cache,
+        PYNOX_CONFORMANCE_BUNDLE=str(archive),
+        PYNOX_CONFORMANCE_VM_SELECT="sandboxed",
+    )
+    assert done.returncode == 1 and result["status"] == "failed", result
+    assert "Landlock ABI 6" in result["kernel"]
+    said = done.stdout + done.stderr
+    assert "FAILED conformance/test_denials.py::test_network_is_off_until_allowed" in said
+
+
+def test_release_unregisters_only_what_the_run_registered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bundler.conformance import binfmt
+
+    ours, theirs = tmp_path / "qemu-aarch64", tmp_path / "qemu-arm"
+    for entry in (ours, theirs):
+        entry.write_text("enabled\n")
+    monkeypatch.setattr(binfmt, "_registered", [ours])
+    monkeypatch.setattr(binfmt, "_mounted", [])
+    assert binfmt.release() == ["unregistered qemu-aarch64"]
+    # binfmt_misc removes an entry when "-1" is written to it.
+    assert (ours.read_text(), theirs.read_text()) == ("-1\n", "enabled\n")
+    assert binfmt.release() == []
