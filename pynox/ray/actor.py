@@ -23,24 +23,10 @@ from pynox.api.result import failure
 from pynox.api.session import Session
 from pynox.errors import PoolError
 
-# The request fields an actor takes besides `code`: Spec's keyword arguments that a request
-# line carries (host functions never travel: they run in the caller's process).
-REQUEST_FIELDS = frozenset(
-    {
-        "name",
-        "profile",
-        "allow_read",
-        "allow_write",
-        "package_dirs",
-        "allow_env",
-        "allow_network",
-        "timeout",
-        "memory",
-        "max_output",
-        "max_file_size",
-        "args",
-    }
-)
+# The request fields an actor takes besides `code`: Spec's options, but for host functions,
+# which never travel (they run in the caller's process), and files, which RayPool does not
+# carry to its actors.
+REQUEST_FIELDS = frozenset(Spec.__slots__) - {"functions", "files", "_limits"}
 CONFIG_NAME = "pynox.toml"
 DIRECTORY_PREFIX = "pynox-ray-"
 
