@@ -1,1 +1,0 @@
-"""Pynox inside agent frameworks that take an executor rather than a tool."""
