@@ -87,9 +87,11 @@ def tests(session: nox.Session) -> None:
 
 # Tests that other sessions run (see tests, ray, docs, examples).
 RUN_ELSEWHERE = ("ray", "test_docs.py", "test_examples.py")
-# The build tooling's tests: they test code that does not depend on the CPython running it
-# (bundle and wheel builds themselves still run on every CPython, in test_bundle.py).
+# The build tooling's tests: the bundler runs on the primary CPython in CI's builds too, and
+# the bundle's CPython is its runtime's, not the one running the tests.
 TOOLING_TESTS = (
+    "test_bundle.py",
+    "test_vendoring.py",
     "test_pins.py",
     "test_fetch.py",
     "test_sbom.py",
