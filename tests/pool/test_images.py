@@ -11,6 +11,7 @@ import zlib
 
 import pytest
 from support.pool_client import PoolClient
+from support.pool_requests import FORGE as FORGE_FRAME
 from support.pool_requests import code, new_id, serves, step
 
 from pynox.api.pool import Pool
@@ -56,21 +57,9 @@ def ihdr_size(data: bytes) -> tuple[int, int]:
     return width, height
 
 
-FORGE = code("""
-    import base64, json, os, stat
-    CHANNEL = None
-    for _fd in range(3, 256):
-        try:
-            if stat.S_ISSOCK(os.fstat(_fd).st_mode):
-                CHANNEL = _fd
-        except OSError:
-            pass
-
-    def forge(message):
-        body = json.dumps(message).encode()
-        data = len(body).to_bytes(4, "big") + body
-        while data:
-            data = data[os.write(CHANNEL, data):]
+# The pool's forge prelude (support.pool_requests) and a frame of an image.
+FORGE = FORGE_FRAME + code("""
+    import base64
 
     def image(data, **fields):
         forge({"type": "image", "data": base64.b64encode(data).decode(), **fields})

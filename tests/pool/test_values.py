@@ -11,29 +11,10 @@ from pathlib import Path
 import pytest
 from support.commands import PYNOX, run
 from support.pool_client import PoolClient
-from support.pool_requests import assert_ok, code, new_id, serves, step
+from support.pool_requests import FORGE, assert_ok, code, new_id, serves, step
 
 from pynox.api.pool import Pool
 from pynox.limits import MAX_VALUE
-
-# Finds the program's channel to the pool (the one socket it holds) and writes a frame on
-# it, as a hostile program would.
-FORGE = code("""
-    import json, os, stat
-    CHANNEL = None
-    for _fd in range(3, 256):
-        try:
-            if stat.S_ISSOCK(os.fstat(_fd).st_mode):
-                CHANNEL = _fd
-        except OSError:
-            pass
-
-    def forge(message=None, body=None):
-        body = json.dumps(message).encode() if body is None else body
-        data = len(body).to_bytes(4, "big") + body
-        while data:
-            data = data[os.write(CHANNEL, data):]
-""")
 
 
 def run_code(pool: PoolClient, program: str, **fields: object) -> dict[str, object]:

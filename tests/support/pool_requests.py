@@ -23,6 +23,27 @@ def code(text: str) -> str:
     return textwrap.dedent(text).strip() + "\n"
 
 
+# A program's prelude that finds its channel to the pool (the one socket it holds) and
+# writes a frame of its choosing on it, as a hostile program would: forge(message) or
+# forge(body=raw bytes).
+FORGE = code("""
+    import json, os, stat
+    CHANNEL = None
+    for _fd in range(3, 256):
+        try:
+            if stat.S_ISSOCK(os.fstat(_fd).st_mode):
+                CHANNEL = _fd
+        except OSError:
+            pass
+
+    def forge(message=None, body=None):
+        body = json.dumps(message).encode() if body is None else body
+        data = len(body).to_bytes(4, "big") + body
+        while data:
+            data = data[os.write(CHANNEL, data):]
+""")
+
+
 def assert_ok(result: Message, stdout: str) -> None:
     shown = {k: result.get(k) for k in ("exit", "stdout", "stderr", "error")}
     assert result["exit"] == 0, shown
