@@ -175,7 +175,7 @@ def confined_child(
         policy.allow_write = [str(p) for p in writes]
         policy.implicit_read = [str(p) for p in writes]
         if two_steps:
-            sandbox.finish(sandbox.prepare([], [w], 0), policy)
+            sandbox.finish(sandbox.prepare(sandbox.base_policy([], 0), [w]), policy)
         else:
             sandbox.confine_policy(policy, [], [w], 0)
         return {"abi": in_effect, "value": body()}

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any, NoReturn, Protocol
 
+    from pynox.engine.sandbox import CPolicy
+
     class PoolLink(Protocol):
         """What a pool child does that others do not (pynox.pool.child_link)."""
 
@@ -191,14 +193,15 @@ def _kept_fds(setup: ChildSetup) -> list[int]:
     return [fd for fd in kept if fd is not None]
 
 
-def prepare_sandbox(setup: ChildSetup) -> None:
+def prepare_sandbox(setup: ChildSetup, base: "CPolicy") -> None:
     """For a pool's spare: the half of its confinement no request's policy changes.
 
     Done while the spare waits, so a request pays only for its own policy. A
     failure is kept and raised by start(), which then refuses to run the program.
+    base: sandbox.base_policy() of setup's system reads and parent.
     """
     try:
-        setup.prepared = sandbox.prepare(setup.system_reads, _kept_fds(setup), setup.parent_pid)
+        setup.prepared = sandbox.prepare(base, _kept_fds(setup))
     except SandboxError as exc:
         setup.prepared = exc
 

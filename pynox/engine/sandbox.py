@@ -21,7 +21,7 @@ _POLICY = ffi.typeof("struct pynox_policy *")
 _PREPARED = ffi.typeof("struct pynox_prepared *")
 
 
-class _CPolicy:
+class CPolicy:
     """A struct pynox_policy and the buffers it points into (cffi frees what ffi.new
     returns once unreferenced, so they live as long as this object)."""
 
@@ -63,6 +63,13 @@ class _CPolicy:
             },
         )
 
+    def keep(self, keep_fds: list[int]) -> None:
+        """The descriptors the process keeps open: this process's own, in a shared base."""
+        fds = ffi.new(_INTS, keep_fds or [0])
+        self.arrays = (*self.arrays[:2], fds)
+        self.struct.keep_fds = fds
+        self.struct.keep_fd_count = len(keep_fds)
+
 
 def _check(rc: int, err: object) -> None:
     if rc != 0:
@@ -73,20 +80,29 @@ def _check(rc: int, err: object) -> None:
 class Prepared:
     """The first half of a confinement, done while a pool's spare waits (see prepare)."""
 
-    def __init__(self, base: _CPolicy) -> None:
+    def __init__(self, base: CPolicy) -> None:
         self.base = base  # built ahead too: the request pays only for its own paths
         self.state = ffi.new(_PREPARED)
 
 
-def prepare(system_reads: list[str], keep_fds: list[int], parent_pid: int) -> Prepared:
+def base_policy(system_reads: list[str], parent_pid: int) -> CPolicy:
+    """What every program of a pool may use (the interpreter's files, the devices).
+
+    A pool's zygote builds it once; every spare it forks shares that copy (see
+    prepare) instead of building the same structure again for each request.
+    """
+    devices = list(system_paths.DEVICES_READ_WRITE)
+    return CPolicy(system_reads + devices, devices, [], True, None, None, parent_pid)
+
+
+def prepare(base: CPolicy, keep_fds: list[int]) -> Prepared:
     """Everything of confine_policy() that no program's policy changes, ahead of the program.
 
     The process is then bound to its parent, in its own session, without its other
-    descriptors, privileges or capabilities, and under a seccomp filter that still
-    allows IPv4 and IPv6 sockets; `finish` adds the program's own policy.
+    descriptors (all but keep_fds), privileges or capabilities, and under a seccomp
+    filter that still allows IPv4 and IPv6 sockets; `finish` adds the program's own policy.
     """
-    devices = list(system_paths.DEVICES_READ_WRITE)
-    base = _CPolicy(system_reads + devices, devices, keep_fds, True, None, None, parent_pid)
+    base.keep(keep_fds)
     prepared = Prepared(base)
     err = ffi.new(_CHARS, 512)
     _check(lib.pynox_sandbox_prepare(base.struct, prepared.state, err, len(err)), err)
@@ -113,7 +129,7 @@ def confine_policy(
     Raises SandboxError with the reason when the kernel cannot.
     """
     devices = list(system_paths.DEVICES_READ_WRITE)
-    base = _CPolicy(
+    base = CPolicy(
         system_reads + devices, devices, keep_fds, False, None, None, parent_pid,
         new_session=new_session,
     )  # fmt: skip
@@ -122,7 +138,7 @@ def confine_policy(
     _check(lib.pynox_sandbox_apply(base.struct, own.struct, err, len(err)), err)
 
 
-def own_policy(policy: "Policy") -> _CPolicy:
+def own_policy(policy: "Policy") -> CPolicy:
     """What the run itself may read and write, its network and limits.
 
     Its paths are resolved (the policy's grants, the resolver's files with the
@@ -133,7 +149,7 @@ def own_policy(policy: "Policy") -> _CPolicy:
     resolver = system_paths.network_reads() if policy.allow_network else []
     reads = [_own_process(path) for path in resolver + policy.reads()]
     writes = [_own_process(path) for path in policy.writes()]
-    return _CPolicy(
+    return CPolicy(
         reads,
         writes,
         [],

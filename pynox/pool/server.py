@@ -521,7 +521,7 @@ class PoolServer:
         request_id = message["id"]
         pool_request.check_fields(message)
         files = pool_request.request_files(message)
-        if request_id in self.runs or any(run.id == request_id for run, _ in self.queue):
+        if request_id in self.runs:  # queued runs are there too
             raise RequestError(f"id {request_id!r} is already running; use a new id", request_id)
         functions = pool_request.host_functions(message)
         session_name = message.get("session")
@@ -701,7 +701,7 @@ class PoolServer:
     # --- children -----------------------------------------------------------------------
 
     def _start_queued(self) -> None:
-        busy = sum(1 for run in self.runs.values() if run.child is not None and run.session is None)
+        busy = sum(1 for run in self.child_runs.values() if run.session is None)
         while self.queue and busy < self.workers:
             run, message = self.queue.pop(0)
             functions = pool_request.host_functions(message)

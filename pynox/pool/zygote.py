@@ -77,6 +77,7 @@ def _serve(
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLIN)
     poller.register(wake_read, select.POLLIN)
+    base = sandbox.base_policy(system_reads, os.getpid())  # shared by every spare
     while True:
         ready = {fd for fd, _ in _poll(poller)}
         if wake_read in ready:
@@ -87,7 +88,7 @@ def _serve(
         message, fds = _receive_or_leave(sock)
         pid = os.fork()
         if pid == 0:
-            _become_child(sock, wake_read, wake_write, fds, system_reads, config_package_dirs)
+            _become_child(sock, wake_read, wake_write, fds, base, config_package_dirs)
         pidfd = os.pidfd_open(pid)
         _send_or_leave(sock, {"spawned": message.get("token"), "pid": pid}, [pidfd])
         for fd in (pidfd, *fds):
@@ -143,7 +144,7 @@ def _become_child(
     wake_read: int,
     wake_write: int,
     fds: list[int],
-    system_reads: list[str],
+    base: sandbox.CPolicy,
     config_package_dirs: list[str],
 ) -> "NoReturn":
     """A spare child: ready before any request, then confined to the one it gets."""
@@ -159,15 +160,19 @@ def _become_child(
     setup.api_hints = True
     setup.quick_exit = True
     setup.parent_pid = os.getppid()
-    setup.system_reads = system_reads
     setup.config_package_dirs = config_package_dirs
     link = ChildLink(named["channel"])
     setup.pool_link = link
     child.prepare(setup)
     shutdown.exit_announcer = link.announce_exit
-    _warm_up()
-    _rehearse(setup)
-    child.prepare_sandbox(setup)
+    # Warming up pays only while the spare would wait anyway. In a busy pool its
+    # request is often there before it is ready: then the warm-up would only
+    # take CPU time from the requests that run meanwhile.
+    if not _request_waiting(setup.channel_fd):
+        _warm_up()
+    if not _request_waiting(setup.channel_fd):
+        _rehearse(setup)
+    child.prepare_sandbox(setup, base)
     # What the spare holds now outlives the request: the collections a request's
     # end runs (see shutdown.finish) then look only at what the program made.
     gc.freeze()
@@ -190,6 +195,13 @@ def _become_child(
     path0 = start.get("path0")
     program.path0 = path0 if isinstance(path0, str) else None
     child.start(program, policy, setup)
+
+
+def _request_waiting(fd: int) -> bool:
+    """Whether the spare's start frame (or the pool's goodbye) already waits on fd."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _warm_up() -> None:

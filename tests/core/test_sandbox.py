@@ -142,7 +142,8 @@ def test_python_halves_refuse_a_missing_grant(tmp_path: Path) -> None:
     from pynox.policy.resolve import Policy
 
     def child(w: int) -> str:
-        prepared = sandbox.prepare(system_paths.interpreter_reads(), [w], os.getppid())
+        base = sandbox.base_policy(system_paths.interpreter_reads(), os.getppid())
+        prepared = sandbox.prepare(base, [w])
         policy = Policy()
         policy.allow_read = [str(tmp_path / "gone")]
         try:
