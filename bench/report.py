@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import earlier_figures
 from batch_bench import BatchResult
 from heavy_bench import HeavyRow
 from machine import Machine
@@ -68,6 +69,32 @@ def workload_tables(results: list[WorkloadResult]) -> list[str]:
         "**Spread.** 10th to 90th percentile of the same runs, in milliseconds.",
         "",
         *_table(["Workload", "Runs", *labels], ["---", "---:", *right], spreads),
+    ]
+
+
+def earlier_table(results: list[WorkloadResult]) -> list[str]:
+    """Our ratios to CPython beside those the earlier implementation published."""
+    labels = [runner.label for runner in RUNNERS if runner is not PYTHON]
+    rows = []
+    for result in results:
+        theirs = earlier_figures.ratios(result.workload.key)
+        if theirs is None:
+            continue
+        base = result.summaries[PYTHON.key]
+        cells = [result.title]
+        for runner in RUNNERS:
+            if runner is not PYTHON:
+                ours = result.summaries[runner.key].ratio_to(base)
+                cells.append(f"{ours:.2f}x / {theirs[runner.key]:.2f}x")
+        rows.append(cells)
+    if not rows:
+        return []
+    return [
+        "**Beside the earlier implementation.** Each runner's median over CPython's, ours "
+        f"(above) / the figures published in {earlier_figures.SOURCE}; lower is faster. "
+        "The machines differ, so only the ratios compare.",
+        "",
+        *_table(["Workload", *labels], ["---", *["---:"] * len(labels)], rows),
     ]
 
 
@@ -254,6 +281,8 @@ def render(
     lines = ["<!-- Written by `make bench` (bench/suite.py); edit the suite, not this file. -->"]
     if workloads:
         lines += ["", *workload_tables(workloads)]
+        if earlier := earlier_table(workloads):
+            lines += ["", *earlier]
     if modes:
         lines += ["", *modes_table(modes)]
     if pool is not None:

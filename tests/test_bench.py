@@ -87,6 +87,23 @@ def test_workload_table(report: tuple[str, str]) -> None:
             assert close(ratio, median, medians[0]), row
 
 
+def test_beside_the_earlier_implementation(report: tuple[str, str]) -> None:
+    """Our ratios as the workload table shows them, beside the published ones (its README:
+    tiny script 7.45 / 10.06 / 7.67 / 4.47 ms, JSON pipeline 153.63 / 81.52 / 78.46 / 74.48)."""
+    ours = {row[0]: row[1:] for row in tables(report[0])["Workloads"][1:]}
+    header, *rows = tables(report[0])["Beside the earlier implementation"]
+    assert header == ["Workload", *RUNNERS[1:]]
+    published = {
+        "Tiny script": ["1.35x", "1.03x", "0.60x"],
+        "JSON pipeline": ["0.53x", "0.51x", "0.48x"],
+    }
+    assert [row[0].split(",")[0] for row in rows] == list(published)
+    for row in rows:
+        shown = [cell.split(" / ") for cell in row[1:]]
+        assert [theirs for _, theirs in shown] == published[row[0].split(",")[0]]
+        assert [f"({mine})" for mine, _ in shown] == [c.split()[-1] for c in ours[row[0]][1:]]
+
+
 def test_spread_table(report: tuple[str, str]) -> None:
     header, *rows = tables(report[0])["Spread"]
     assert header == ["Workload", "Runs", *RUNNERS]
