@@ -4,9 +4,11 @@ never a host Unix socket, by path, by abstract name or through a socketpair() en
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -139,9 +141,14 @@ def test_name_resolution_comes_with_the_network(world: World, network: bool) -> 
 
 @pytest.fixture
 def unix_listeners(world: World) -> Iterator[tuple[Path, Path, Callable[[], list[bytes]]]]:
-    """A stream listener and a datagram receiver of the host, outside every grant."""
-    stream_path = world.outside / "service.sock"
-    dgram_path = world.outside / "dgram.sock"
+    """A stream listener and a datagram receiver of the host, outside every grant.
+
+    In a directory of their own with a short path: a socket's path has at most 107
+    bytes, and a test's temporary directory can be longer than that.
+    """
+    sockets = Path(tempfile.mkdtemp(prefix=f"pynox-{world.tag[:8]}-"))
+    stream_path = sockets / "service.sock"
+    dgram_path = sockets / "dgram.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(stream_path))
     listener.listen(5)
@@ -171,6 +178,7 @@ def unix_listeners(world: World) -> Iterator[tuple[Path, Path, Callable[[], list
 
     with listener, receiver:
         yield stream_path, dgram_path, reached
+    shutil.rmtree(sockets)
 
 
 def test_unix_sockets_cannot_be_created(world: World, unix_listeners) -> None:  # type: ignore[no-untyped-def]
