@@ -50,6 +50,7 @@ HOT_MODULES = (
     "pynox.engine.runner",
     "pynox.engine.launcher_link",
     "pynox.engine.scratch",
+    "pynox.engine.child_setup",
     "pynox.engine.child",
     "pynox.engine.access_log",
     "pynox.engine.sandbox",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import marshal
 import shutil
@@ -130,7 +131,6 @@ def test_runs_load_pynox_from_the_image_and_the_program_never_sees_it(mode: list
 @pytest.mark.unit
 def test_the_image_holds_code_that_optimize_2_leaves_unchanged_but_for_docstrings() -> None:
     """The image compiles as `python -OO` does: no hot module may rely on assert or __debug__."""
-    import ast
 
     for name in _boot.IMAGE_MODULES:
         tree = ast.parse((PACKAGE / _boot._relative_source(name)).read_text())
@@ -185,11 +185,37 @@ def test_the_image_holds_what_a_plain_run_imports_and_every_mode_uses_all_of_it(
     assert hot - in_pool == {"pynox.cli.arguments"}  # the pool parses no run's flags
 
 
-def test_a_supervised_run_loads_what_it_adds_from_the_image() -> None:
-    """--json collects output and writes a result: those modules come from the image too."""
-    probe = "import sys\nprint(type(sys.modules['pynox.engine.result'].__spec__.loader).__name__)"
+# The supervisor of a --json or --memory run, as the launcher starts it, reporting at its
+# end (os._exit) which of pynox's modules it loaded and from where.
+SUPERVISOR_PROBE = """
+import os, sys
+sys.argv = ["pynox", *sys.argv[1:]]
+leave, supervisor = os._exit, os.getpid()
+def report_and_leave(code):
+    if os.getpid() == supervisor:
+        loaded = {n: type(m.__spec__.loader).__name__ for n, m in sys.modules.items()
+                  if n.startswith("pynox.")}
+        os.write(2, ("LOADED " + repr(loaded) + "\\n").encode())
+    leave(code)
+os._exit = report_and_leave
+from pynox import _boot
+_boot.main()
+"""
+
+
+def test_a_supervisor_loads_its_own_half_from_the_image_and_leaves_the_childs_to_it(
+    tmp_path: Path,
+) -> None:
+    """--json and --memory fork a child to run the program: the supervisor loads what it
+    collects output and writes results with from the image, and none of what the child
+    sets itself up with (the sandbox core among it), so that it forks a smaller process."""
     for mode in (["--json"], ["--memory=8g"]):
-        proc = run_pynox(*mode, "-c", probe)
+        proc = python("-c", SUPERVISOR_PROBE, *mode, "-c", "print(7)", cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
-        stdout = json.loads(proc.stdout)["stdout"] if mode == ["--json"] else proc.stdout.decode()
-        assert stdout == "_ImageFinder\n", mode
+        assert b"7" in proc.stdout, mode
+        line = next(x for x in proc.stderr.decode().splitlines() if x.startswith("LOADED "))
+        loaded = ast.literal_eval(line.removeprefix("LOADED "))
+        for name in ("pynox.engine.supervisor", "pynox.engine.result"):
+            assert loaded.get(name) == "_ImageFinder", (mode, name, loaded)
+        child_half = {"pynox.engine.child", "pynox.engine.sandbox", "pynox.engine.access_log"}
+        assert not child_half & set(loaded), (mode, loaded)

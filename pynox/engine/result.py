@@ -121,7 +121,7 @@ def _trusted_report(outcome: "Outcome") -> "dict[str, Any] | None":
     KeyboardInterrupt), never as a setup failure, and its hint is rebuilt from
     its kind. A report that is not small, flat, strict JSON is ignored.
     """
-    from pynox.engine.child import REPORT_CONFINED
+    from pynox.engine.child_setup import REPORT_CONFINED
 
     if not outcome.report or outcome.timed_out:
         return None

@@ -13,12 +13,13 @@ import os
 import sys
 
 from pynox.engine import scratch
-from pynox.engine.child import ChildSetup, run_child
+from pynox.engine.child_setup import ChildSetup
 from pynox.engine.launcher_link import launcher_pipe
-from pynox.policy import system_paths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import NoReturn
+
     from pynox.engine.program import Program
     from pynox.engine.supervisor import Outcome
     from pynox.policy.resolve import Policy
@@ -36,7 +37,6 @@ def run(
     setup.config_package_dirs = config_package_dirs or []
     setup.unbuffered = unbuffered
     setup.no_site = no_site
-    setup.system_reads = system_paths.interpreter_reads()
     directory = scratch.attach(policy)
     launcher = launcher_supervisor()
     in_process = not capture and policy.memory is None
@@ -48,13 +48,14 @@ def run(
         if launcher is not None:
             _hand_over_the_clock(launcher, policy)
             setup.parent_pid, setup.new_session = os.getppid(), False
-        end_start_up()
         setup.scratch_fd = scratch.remove_when_gone(directory)
-        run_child(program, policy, setup)
-    # Imported while the start-up image still serves them (pynox._boot.SUPERVISED_MODULES).
-    from pynox.engine import result, supervisor  # noqa: F401
+        run_in_this_process(program, policy, setup)
+    # Only the supervisor's own half: the child imports the rest itself
+    # (run_in_this_process), so that the process it is forked from stays small.
+    # Both come from the start-up image (pynox._boot.SUPERVISED_MODULES); the
+    # supervisor runs no program, so its start-up never has to end.
+    from pynox.engine import supervisor
 
-    end_start_up()
     if launcher is not None:
         os.close(launcher)  # it only waits: this process supervises the run itself
     # Removed by the supervisor after the child, and by the launcher's helper, if any,
@@ -62,12 +63,23 @@ def run(
     # ends; the child's copy closes as it is confined).
     scratch.hand_to_launcher_helper(directory)
     try:
-        return supervisor.supervise(program, policy, setup, capture)
+        return supervisor.supervise(program, policy, setup, capture, run_in_this_process)
     finally:
         # The child's own end (SystemExit) comes through here too: only the supervisor,
         # once the child is gone, removes the directory.
         if os.getpid() == setup.parent_pid:
             scratch.remove(directory)
+
+
+def run_in_this_process(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
+    """Confines this process and runs the program in it: the command's own process, or
+    the child its supervisor forked."""
+    from pynox.engine.child import run_child
+    from pynox.policy import system_paths
+
+    setup.system_reads = system_paths.interpreter_reads()
+    end_start_up()
+    run_child(program, policy, setup)
 
 
 # Set by the launcher when it stays behind as the run's supervisor: "FD:PID".

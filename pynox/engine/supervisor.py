@@ -10,12 +10,15 @@ import os
 import sys
 import time
 
-from pynox.engine.child import PYTHON_FINISHED, ChildSetup, run_child
+from pynox.engine.child_setup import PYTHON_FINISHED, ChildSetup
 from pynox.errors import EXIT_TIMEOUT
 from pynox.limits import REPORT_LIMIT
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import NoReturn
+
     from pynox.engine.program import Program
     from pynox.policy.resolve import Policy
 
@@ -203,8 +206,17 @@ class _Forwarder:
             os.kill(pid, signum)
 
 
-def supervise(program: "Program", policy: "Policy", setup: ChildSetup, capture: bool) -> Outcome:
-    """Runs the program in a sandboxed child of this process; returns how it ended."""
+def supervise(
+    program: "Program",
+    policy: "Policy",
+    setup: ChildSetup,
+    capture: bool,
+    run_child: "Callable[[Program, Policy, ChildSetup], NoReturn]",
+) -> Outcome:
+    """Runs the program in a sandboxed child of this process; returns how it ended.
+
+    run_child(program, policy, setup) is what the child does: confine itself and run.
+    """
     setup.parent_pid = os.getpid()
     pipes: dict[str, tuple[int, int]] = {}
     if capture:
@@ -235,6 +247,10 @@ def supervise(program: "Program", policy: "Policy", setup: ChildSetup, capture: 
     forwarder.attach(pid)
     for _, write_end in pipes.values():
         os.close(write_end)
+    if capture:
+        # What the result is built with, loaded while the child starts (on another
+        # core, where there is one) rather than after it ended.
+        from pynox.engine import result  # noqa: F401
     if end_pipe is not None:
         os.close(end_pipe[1])
     outcome = Outcome()

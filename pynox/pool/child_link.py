@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
 
-    from pynox.engine.child import ChildSetup
+    from pynox.engine.child_setup import ChildSetup
     from pynox.engine.program import Program
     from pynox.policy.resolve import Policy
 

@@ -20,7 +20,7 @@ import time
 
 from pynox import strict_json
 from pynox.engine import scratch
-from pynox.engine.child import REPORT_CONFINED
+from pynox.engine.child_setup import REPORT_CONFINED
 from pynox.engine.result import build_result, error_object, python_version, refusal, timeout_error
 from pynox.engine.supervisor import Capture, Outcome
 from pynox.errors import (

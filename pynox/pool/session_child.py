@@ -11,7 +11,8 @@ import os
 import sys
 
 from pynox.engine import shutdown
-from pynox.engine.child import ChildSetup, fd_identity, report_exception, run_source
+from pynox.engine.child import fd_identity, report_exception, run_source
+from pynox.engine.child_setup import ChildSetup
 from pynox.pool import channel, display
 
 TYPE_CHECKING = False

@@ -18,7 +18,7 @@ import socket
 
 from pynox._toplevel import compile_source
 from pynox.engine import child, sandbox, scratch, shutdown
-from pynox.engine.child import ChildSetup
+from pynox.engine.child_setup import ChildSetup
 from pynox.engine.program import Program
 from pynox.jsonfast import hook as json_hook
 from pynox.policy.resolve import Policy

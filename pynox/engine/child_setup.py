@@ -1,0 +1,112 @@
+"""What a supervisor hands the child it forks, and the bytes the two exchange.
+
+Apart from pynox.engine.child so that a supervisor can fork before it imports
+the child's half (the sandbox core among it): the child imports that itself,
+and the supervisor's smaller heap is cheaper to fork.
+"""
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn, Protocol
+
+    from pynox.engine.program import Program
+    from pynox.engine.sandbox import Prepared
+    from pynox.errors import SandboxError
+    from pynox.policy.resolve import Policy
+
+    class PoolLink(Protocol):
+        """What a pool child does that others do not (pynox.pool.child_link)."""
+
+        session: bool
+        echo: bool
+
+        def before_confinement(self) -> None: ...
+        def finish_code(self, value: object) -> None: ...
+        def serve_session(
+            self,
+            main: object,
+            program: "Program",
+            policy: "Policy",
+            setup: "ChildSetup",
+            modules_before: "set[str]",
+        ) -> "NoReturn": ...
+        def script_unreadable(self, error: int) -> None: ...
+
+
+# The first byte on the report pipe once the process is confined. Only the
+# trusted side writes before it; whatever follows comes from the program, so a
+# report after it can never claim that the sandbox failed.
+REPORT_CONFINED = b"\x06"
+# What the child writes once Python has seen the program to its end.
+PYTHON_FINISHED = b"\x04"
+
+
+class ChildSetup:
+    """What the supervisor hands its child besides the program and policy."""
+
+    __slots__ = (
+        "stdout_fd",
+        "stderr_fd",
+        "stdin_null",
+        "report_fd",
+        "unbuffered",
+        "no_site",
+        "api_hints",
+        "parent_pid",
+        "system_reads",
+        "channel_fd",
+        "pool_link",
+        "quick_exit",
+        "scrub_failure",
+        "prepared",
+        "read_script",
+        "scratch_fd",
+        "end_fd",
+        "config_package_dirs",
+        "user_base",
+        "own_pipes",
+        "new_session",
+    )
+
+    def __init__(self) -> None:
+        self.stdout_fd: int | None = None  # capture pipes, or None for the user's own
+        self.stderr_fd: int | None = None
+        self.stdin_null = False
+        self.report_fd: int | None = None  # where a JSON error report goes
+        self.unbuffered = False
+        self.no_site = False
+        self.api_hints = False
+        self.parent_pid = 0
+        self.system_reads: list[str] = []  # what the interpreter itself reads
+        # The pool's frame channel (host functions, session steps), if any, and what
+        # a pool child does over it (pynox.pool.child_link.ChildLink).
+        self.channel_fd: int | None = None
+        self.pool_link: PoolLink | None = None
+        # Leave through pynox.engine.shutdown instead of CPython's full finalization:
+        # the pool's children, where that teardown would dominate each request.
+        self.quick_exit = False
+        self.scrub_failure: SandboxError | None = None
+        # A pool's spare confines itself in two halves (see prepare_sandbox):
+        # the first half, or why it failed, waits here for the request.
+        self.prepared: Prepared | SandboxError | None = None
+        # A pool's script: read from program.filename by the child once it is
+        # confined, so that the run's own grants decide whether it may.
+        self.read_script = False
+        # A run in pynox's own process: the pipe whose end tells the helper that
+        # removes the scratch directory that the run is over (pynox.engine.scratch).
+        self.scratch_fd: int | None = None
+        # Where the child says that Python saw the program to its end (see
+        # supervisor.Outcome.python_finished), when the supervisor watches for it.
+        self.end_fd: int | None = None
+        # What the report and end pipes are (device, inode), taken before the program
+        # runs: a program may close them and open files of its own under their numbers.
+        self.own_pipes: dict[int, tuple[int, int]] = {}
+        # A child bound to a supervisor (parent_pid) leaves the terminal's session,
+        # except under the launcher's own supervision: it stays the foreground job.
+        self.new_session = True
+        # Package directories a pynox.toml names, granted or not (profiles, [pool]), and
+        # the user base of the user site: where the ModuleNotFoundError hint looks for
+        # a module the program could not import, besides pynox's and the interpreter's
+        # own site-packages (see _module_hint).
+        self.config_package_dirs: list[str] = []
+        self.user_base: str | None = None
