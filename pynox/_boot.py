@@ -59,15 +59,22 @@ HOT_MODULES = (
 )
 
 # What a supervised run (--json, --memory) imports on top, to collect the output and
-# write the result. The image holds them too; as every module in it, each is unpacked
-# only when imported, so a plain run pays for reading their bytes alone.
+# write the result, and a run with a time limit, to word the line it ends with. The
+# image holds them too; as every module in it, each is unpacked only when imported, so
+# a plain run pays for reading their bytes alone.
 SUPERVISED_MODULES = (
     "pynox.engine.supervisor",
     "pynox.engine.result",
+    "pynox.engine.time_limit",
     "pynox.strict_json",
     "pynox.units",
 )
-IMAGE_MODULES = HOT_MODULES + SUPERVISED_MODULES
+# What a run in a project with a pynox.toml imports on top: its cached configuration.
+CONFIGURED_MODULES = (
+    "pynox.policy.cache",
+    "pynox.policy.config",
+)
+IMAGE_MODULES = HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES
 
 _IMAGE = os.path.join(PACKAGE_DIR, "__pycache__", f"_boot.{sys.implementation.cache_tag}.image")
 _PACKAGE_FILE = "__init__.py"

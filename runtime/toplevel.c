@@ -1,4 +1,4 @@
-/* pynox._toplevel: run a program the way `python script.py` runs it.
+/* Run a program the way `python script.py` runs it (part of pynox._native).
  *
  * Two things a Python-level runner cannot do:
  *
@@ -16,8 +16,7 @@
  *   and puts both back afterwards. The fields are CPython's per-version
  *   thread state, hence the version branches.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "native.h"
 
 static PyObject *compile_source(PyObject *module, PyObject *args)
 {
@@ -133,7 +132,7 @@ static PyObject *call_at_top(PyObject *module, PyObject *args)
     return result;
 }
 
-static PyMethodDef methods[] = {
+PyMethodDef pynox_toplevel_methods[] = {
     {"compile_source", compile_source, METH_VARARGS,
      "compile_source(source: bytes, filename: str, from_text: bool = False) -> code\n\n"
      "Compile a module's source as `python` compiles a script."},
@@ -145,14 +144,3 @@ static PyMethodDef methods[] = {
      "Call a function as the bottom frame of the stack, as `python -m` calls runpy."},
     {NULL, NULL, 0, NULL},
 };
-
-static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "pynox._toplevel", NULL, 0, methods, NULL, NULL, NULL, NULL,
-};
-
-PyMODINIT_FUNC PyInit__toplevel(void);
-
-PyMODINIT_FUNC PyInit__toplevel(void)
-{
-    return PyModule_Create(&module_def);
-}

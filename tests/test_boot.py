@@ -45,7 +45,7 @@ def test_written_image_loads_every_hot_module(package_copy: Path) -> None:
     assert write_image(package_copy) == image_of(package_copy)
     codes = _boot._load_image()
     assert codes is not None
-    assert set(codes) == set(_boot.HOT_MODULES) | set(_boot.SUPERVISED_MODULES)
+    assert set(codes) == set(_boot.IMAGE_MODULES)
     # Compiled under a relative name, loaded naming the sources where they are now,
     # inner functions included: tracebacks name the installed files after a move.
     source = codes["pynox.cli.main"][0]
@@ -144,8 +144,9 @@ def test_the_image_holds_code_that_optimize_2_leaves_unchanged_but_for_docstring
 
 
 MODULES = "import sys\nprint(' '.join(sorted(sys.modules)))\n"
-# What pynox itself brings along: its own modules, its cffi binding's backend, gc.
-OWN = ("pynox", "_cffi_backend", "gc")
+# What pynox itself brings along: its own modules and gc. Not cffi's backend: a run
+# calls the sandbox core through pynox._native.
+OWN = ("pynox", "gc")
 
 
 def test_a_plain_run_imports_nothing_python_would_not(tmp_path: Path) -> None:
@@ -161,7 +162,7 @@ def test_a_plain_run_imports_nothing_python_would_not(tmp_path: Path) -> None:
 
 IMPORTED = "import sys; print(' '.join(m for m in sys.modules if m.startswith('pynox.')))"
 # Loaded by every run but not from the image: the start-up itself and compiled modules.
-NOT_IMAGED = {"pynox._boot", "pynox._core", "pynox._core.lib", "pynox._toplevel"}
+NOT_IMAGED = {"pynox._boot", "pynox._native"}
 
 
 def test_the_image_holds_what_a_plain_run_imports_and_every_mode_uses_all_of_it(
@@ -219,3 +220,20 @@ def test_a_supervisor_loads_its_own_half_from_the_image_and_leaves_the_childs_to
             assert loaded.get(name) == "_ImageFinder", (mode, name, loaded)
         child_half = {"pynox.engine.child", "pynox.engine.sandbox", "pynox.engine.access_log"}
         assert not child_half & set(loaded), (mode, loaded)
+
+
+def test_a_run_with_a_pynox_toml_and_a_time_limit_loads_what_they_add_from_the_image(
+    tmp_path: Path,
+) -> None:
+    """The configuration's cache and the time limit's wording come from the image; the
+    time limit no longer loads the result's JSON writer (its line is all it needs)."""
+    (tmp_path / "pynox.toml").write_text('[permissions]\ntimeout = "30s"\n')
+    added = ("pynox.policy.cache", "pynox.policy.config", "pynox.engine.time_limit")
+    probe = (
+        "import sys\n"
+        f"print([type(sys.modules[n].__spec__.loader).__name__ for n in {added!r}])\n"
+        "print('pynox.engine.result' in sys.modules, 'pynox.strict_json' in sys.modules)\n"
+    )
+    proc = run_pynox("-c", probe, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().splitlines() == [str(["_ImageFinder"] * 3), "False False"]

@@ -205,7 +205,7 @@ def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":
 
 def _finish_plain(outcome: "Outcome", policy: "Policy") -> int:
     if outcome.timed_out:
-        from pynox.engine.result import timeout_line
+        from pynox.engine.time_limit import timeout_line
 
         _print_line(timeout_line(policy))
         return outcome.exit_code

@@ -13,7 +13,7 @@ import os
 import sys
 
 from pynox import PACKAGE_DIR
-from pynox._toplevel import call_at_top, compile_source, exec_at_top
+from pynox._native import call_at_top, compile_source, exec_at_top
 from pynox.engine import sandbox
 from pynox.engine.access_log import ACCESS_LOG
 from pynox.engine.child_setup import PYTHON_FINISHED, REPORT_CONFINED, ChildSetup

@@ -4,8 +4,8 @@ import _signal
 import sys
 
 from pynox import strict_json
+from pynox.engine.time_limit import timeout_error
 from pynox.errors import EXIT_SETUP_FAILURE
-from pynox.units import format_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,27 +23,6 @@ def python_version() -> str:
 
 def runtime_info() -> dict[str, str]:
     return {"name": "pynox", "python": python_version(), "output": "captured"}
-
-
-def timeout_error(policy: "Policy", api: bool) -> "dict[str, Any]":
-    """The error object of a run stopped at its time limit."""
-    limit = format_duration(policy.timeout or 0)
-    longer = format_duration((policy.timeout or 0) * 2)
-    grant = f"timeout={longer!r}" if api else f"--timeout={longer}"
-    return {
-        "type": "Timeout",
-        "message": f"the program ran past its {limit} time limit and was stopped",
-        "file": None,
-        "line": None,
-        "path": None,
-        "hint": f"make it faster or raise the limit with {grant}",
-    }
-
-
-def timeout_line(policy: "Policy") -> str:
-    """What the command prints when it stops a program at its time limit."""
-    error = timeout_error(policy, api=False)
-    return f"pynox: {error['message']}; {error['hint']}"
 
 
 def signal_name(signum: int) -> str:

@@ -95,7 +95,7 @@ def _hand_over_the_clock(fd: int, policy: "Policy") -> None:
     """Tells the launcher the wall-clock limit and the line to print when it is hit."""
     message = "0\n"
     if policy.timeout is not None:
-        from pynox.engine.result import timeout_line
+        from pynox.engine.time_limit import timeout_line
 
         milliseconds = max(1, round(policy.timeout * 1000))
         message = f"{milliseconds}\n{timeout_line(policy)}\n"

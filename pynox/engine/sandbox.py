@@ -1,8 +1,8 @@
-"""The Python face of the C sandbox core (pynox._core, a cffi extension)."""
+"""The Python face of the C sandbox core, through pynox._native (runtime/binding.c)."""
 
 import os
 
-from pynox._core import ffi, lib
+import pynox._native as _native
 from pynox.errors import SandboxError
 from pynox.policy import system_paths
 from pynox.policy.resolve import OWN_PROCESS_LINKS
@@ -12,18 +12,11 @@ if TYPE_CHECKING:
     from pynox.policy.resolve import Policy
 
 
-# Parsed once at import: a pool's children are forked after that and share the
-# result, instead of each parsing the same C declarations again (~0.3 ms).
-_CHARS = ffi.typeof("char[]")
-_STRINGS = ffi.typeof("char *[]")
-_INTS = ffi.typeof("int[]")
-_POLICY = ffi.typeof("struct pynox_policy *")
-_PREPARED = ffi.typeof("struct pynox_prepared *")
-
-
 class CPolicy:
-    """A struct pynox_policy and the buffers it points into (cffi frees what ffi.new
-    returns once unreferenced, so they live as long as this object)."""
+    """A struct pynox_policy, as the binding takes it (runtime/binding.c): a tuple of
+    its fields, the paths encoded."""
+
+    __slots__ = ("fields",)
 
     def __init__(
         self,
@@ -37,43 +30,28 @@ class CPolicy:
         resolved: bool = False,
         new_session: bool = True,
     ) -> None:
-        self.buffers = [ffi.new(_CHARS, os.fsencode(p)) for p in reads + writes]
-        read_array = ffi.new(_STRINGS, self.buffers[: len(reads)])
-        write_array = ffi.new(_STRINGS, self.buffers[len(reads) :])
-        fds = ffi.new(_INTS, keep_fds or [0])
-        self.arrays = (read_array, write_array, fds)
-        self.struct = ffi.new(
-            _POLICY,
-            {
-                "read_paths": read_array,
-                "read_count": len(reads),
-                "write_paths": write_array,
-                "write_count": len(writes),
-                "keep_fds": fds,
-                "keep_fd_count": len(keep_fds),
-                "allow_network": int(network),
-                "memory_bytes": memory or 0,
-                "max_file_size": max_file_size or 0,
-                # A supervised child leaves the terminal's session; a program run in
-                # the pynox process itself is the terminal's foreground job and stays,
-                # bound to the launcher that supervises it, if any.
-                "new_session": int(parent_pid != 0 and new_session),
-                "parent_pid": parent_pid,
-                "paths_resolved": int(resolved),
-            },
+        self.fields = (
+            [os.fsencode(path) for path in reads],
+            [os.fsencode(path) for path in writes],
+            list(keep_fds),
+            int(network),
+            memory or 0,
+            max_file_size or 0,
+            # A supervised child leaves the terminal's session; a program run in
+            # the pynox process itself is the terminal's foreground job and stays,
+            # bound to the launcher that supervises it, if any.
+            int(parent_pid != 0 and new_session),
+            parent_pid,
+            int(resolved),
         )
 
     def keep(self, keep_fds: list[int]) -> None:
         """The descriptors the process keeps open: this process's own, in a shared base."""
-        fds = ffi.new(_INTS, keep_fds or [0])
-        self.arrays = (*self.arrays[:2], fds)
-        self.struct.keep_fds = fds
-        self.struct.keep_fd_count = len(keep_fds)
+        self.fields = (*self.fields[:2], list(keep_fds), *self.fields[3:])
 
 
-def _check(rc: int, err: object) -> None:
-    if rc != 0:
-        reason = ffi.string(err).decode(errors="replace")
+def _check(reason: str | None) -> None:
+    if reason is not None:
         raise SandboxError("cannot apply the sandbox: " + reason)
 
 
@@ -82,7 +60,7 @@ class Prepared:
 
     def __init__(self, base: CPolicy) -> None:
         self.base = base  # built ahead too: the request pays only for its own paths
-        self.state = ffi.new(_PREPARED)
+        self.state = bytearray(_native.PREPARED_SIZE)  # a struct pynox_prepared
 
 
 def base_policy(system_reads: list[str], parent_pid: int) -> CPolicy:
@@ -104,17 +82,13 @@ def prepare(base: CPolicy, keep_fds: list[int]) -> Prepared:
     """
     base.keep(keep_fds)
     prepared = Prepared(base)
-    err = ffi.new(_CHARS, 512)
-    _check(lib.pynox_sandbox_prepare(base.struct, prepared.state, err, len(err)), err)
+    _check(_native.prepare(base.fields, prepared.state))
     return prepared
 
 
 def finish(prepared: Prepared, policy: "Policy") -> None:
     """Confines a prepared process to the run's policy, for good."""
-    err = ffi.new(_CHARS, 512)
-    own = own_policy(policy)
-    rc = lib.pynox_sandbox_finish(prepared.state, prepared.base.struct, own.struct, err, len(err))
-    _check(rc, err)
+    _check(_native.finish(prepared.state, prepared.base.fields, own_policy(policy).fields))
 
 
 def confine_policy(
@@ -133,9 +107,7 @@ def confine_policy(
         system_reads + devices, devices, keep_fds, False, None, None, parent_pid,
         new_session=new_session,
     )  # fmt: skip
-    own = own_policy(policy)  # held: its buffers must outlive the call
-    err = ffi.new(_CHARS, 512)
-    _check(lib.pynox_sandbox_apply(base.struct, own.struct, err, len(err)), err)
+    _check(_native.apply(base.fields, own_policy(policy).fields))
 
 
 def own_policy(policy: "Policy") -> CPolicy:
@@ -193,17 +165,18 @@ def scrub_environment() -> None:
     for value in held:
         # Single bytes and the empty string are shared singletons: never touch them.
         if len(value) > 1:
-            ffi.memmove(ffi.from_buffer(value), b"\0" * len(value), len(value))
+            _native.wipe(value)
     del held
-    err = ffi.new(_CHARS, 256)
-    if lib.pynox_scrub_environment_block(err, len(err)) != 0:
-        raise SandboxError(
-            "cannot clear the environment: " + ffi.string(err).decode(errors="replace")
-        )
+    reason = _native.scrub_environment_block()
+    if reason is not None:
+        raise SandboxError("cannot clear the environment: " + reason)
 
 
 def probe() -> dict[str, int]:
-    """What the kernel offers, without changing this process."""
+    """What the kernel offers, without changing this process (for `pynox doctor`, through
+    the complete binding: no run needs it)."""
+    from pynox._core import ffi, lib
+
     out = ffi.new("struct pynox_probe *")
     lib.pynox_probe_kernel(out)
     return {

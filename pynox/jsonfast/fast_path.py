@@ -172,7 +172,7 @@ def _rebuild(code: "CodeType") -> "CodeType | None":
 def _function_code(source: str, code: "CodeType") -> "CodeType | None":
     # What compile(source, filename, "exec", dont_inherit=True) gives, without the
     # ~1.8 ms that compile() spends building the ast module's classes on first use.
-    from pynox._toplevel import compile_source
+    from pynox._native import compile_source
 
     module = compile_source(source.encode(), code.co_filename, True)
     for const in module.co_consts:

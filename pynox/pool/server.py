@@ -21,8 +21,9 @@ import time
 from pynox import strict_json
 from pynox.engine import scratch
 from pynox.engine.child_setup import REPORT_CONFINED
-from pynox.engine.result import build_result, error_object, python_version, refusal, timeout_error
+from pynox.engine.result import build_result, error_object, python_version, refusal
 from pynox.engine.supervisor import Capture, Outcome
+from pynox.engine.time_limit import timeout_error
 from pynox.errors import (
     EXIT_CANCELLED,
     EXIT_CANNOT_OPEN,

@@ -16,7 +16,7 @@ import os
 import select
 import socket
 
-from pynox._toplevel import compile_source
+from pynox._native import compile_source
 from pynox.engine import child, sandbox, scratch, shutdown
 from pynox.engine.child_setup import ChildSetup
 from pynox.engine.program import Program

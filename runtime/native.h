@@ -1,0 +1,16 @@
+/* pynox._native: what a run calls in C, in one module (native.c), so that a run
+ * loads one shared object for all of it. */
+#ifndef PYNOX_NATIVE_H
+#define PYNOX_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+/* toplevel.c: compiling and running a program as `python` runs a script. */
+extern PyMethodDef pynox_toplevel_methods[];
+
+/* binding.c: the calls of the sandbox core that a run makes. */
+extern PyMethodDef pynox_binding_methods[];
+int pynox_binding_add_constants(PyObject *module);
+
+#endif
