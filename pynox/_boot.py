@@ -2,17 +2,24 @@
 
 Importing a module costs a cold process about 0.1 ms beyond running its code
 (finding it, stat calls, opening and reading its .pyc). A run needs the same
-thirteen modules every time, so their code objects live in one file beside the
-.pyc files, `__pycache__/_boot.<cache tag>.image`, loaded with one read.
+modules every time, so their code objects live in one file beside the .pyc
+files, `__pycache__/_boot.<cache tag>.image`, loaded with one read.
 
 The image is made when the wheel or bundle is built (`python -m pynox._boot
 --write-image DIRECTORY`, with the interpreter it is for), never at run time:
 nothing a run writes may be code a later run executes before its sandbox
-exists. Each entry records its source's size; a source of another size, another
-interpreter version or a damaged file makes the image unused, and the modules
-import as usual. The code objects name their files as compiled in the build;
-loading points them at the sources where they are now, as importlib does for a
-.pyc, so that tracebacks name the installed files wherever the prefix moved.
+exists. Another interpreter version or a damaged file makes the image unused,
+and the modules import as usual; so does each module whose source is not of
+the size its entry records. The code objects name their files as compiled in
+the build; loading points them at the sources where they are now, as importlib
+does for a .pyc, so that tracebacks name the installed files wherever the
+prefix moved.
+
+The file holds the length of its index (4 bytes, little-endian), the index
+(marshalled: the magic number and, per module, its source relative to the
+package, the source's size, and where its code lies after the index), then
+the modules' marshalled code, one after another. A run reads it whole, once,
+and unmarshals only the modules it imports, straight from that one buffer.
 
 The finder serves only pynox's own modules and leaves sys.meta_path before
 the program runs (see `leave`), so the program never sees it.
@@ -31,6 +38,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from types import CodeType, ModuleType
+
+    # A module in the image: its source's path and size, and its marshalled code.
+    Entry = tuple[str, int, memoryview]
 
 # Every plain run imports these, subpackages included (tests/test_boot.py checks this
 # list against what runs import).
@@ -78,6 +88,7 @@ IMAGE_MODULES = HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES
 
 _IMAGE = os.path.join(PACKAGE_DIR, "__pycache__", f"_boot.{sys.implementation.cache_tag}.image")
 _PACKAGE_FILE = "__init__.py"
+_INDEX_SIZE_BYTES = 4
 
 
 class _ImageFinder:
@@ -85,8 +96,8 @@ class _ImageFinder:
 
     pynox_start_up = True  # what end_start_up recognizes it by
 
-    def __init__(self, codes: "dict[str, tuple[str, bytes]]") -> None:
-        self.codes = codes  # name -> (source path, marshalled code)
+    def __init__(self, codes: "dict[str, Entry]") -> None:
+        self.codes = codes
 
     def find_spec(
         self,
@@ -94,9 +105,10 @@ class _ImageFinder:
         path: "Sequence[str] | None" = None,
         target: "ModuleType | None" = None,
     ) -> "ModuleSpec | None":
-        if name not in self.codes:
+        entry = self.codes.get(name)
+        if entry is None or not _unchanged(entry):
             return None
-        source = self.codes[name][0]
+        source = entry[0]
         package = source.endswith(_PACKAGE_FILE)
         spec = ModuleSpec(name, self, origin=source, is_package=package)  # type: ignore[arg-type]
         if package:
@@ -108,13 +120,22 @@ class _ImageFinder:
         return None  # the default module object
 
     def exec_module(self, module: "ModuleType") -> None:
-        code = unpack(*self.codes[module.__name__])
+        code = unpack(self.codes[module.__name__])
         exec(code, module.__dict__)  # noqa: S102 - pynox's own code
 
 
-def unpack(source: str, data: bytes) -> "CodeType":
+def _unchanged(entry: "Entry") -> bool:
+    """Whether the module's source is still of the size it had when the image was made."""
+    try:
+        return os.stat(entry[0]).st_size == entry[1]
+    except OSError:
+        return False
+
+
+def unpack(entry: "Entry") -> "CodeType":
     """A module's code from the image, naming its source where it is now (inner
     functions included): tracebacks name the installed files after a move."""
+    source, _, data = entry
     code: CodeType = marshal.loads(data)
     _fix_co_filename(code, source)
     return code
@@ -144,19 +165,23 @@ def _relative_source(name: str) -> str:
     return os.path.join(*parts, _PACKAGE_FILE)
 
 
-def _load_image() -> "dict[str, tuple[str, bytes]] | None":
+def _load_image() -> "dict[str, Entry] | None":
     try:
         with open(_IMAGE, "rb") as image:
-            magic, entries = marshal.loads(image.read())
-        if magic != MAGIC_NUMBER or set(entries) != set(IMAGE_MODULES):
+            data = memoryview(image.read())
+        index_size = int.from_bytes(data[:_INDEX_SIZE_BYTES], "little")
+        body = data[_INDEX_SIZE_BYTES + index_size :]
+        magic, index = marshal.loads(data[_INDEX_SIZE_BYTES : _INDEX_SIZE_BYTES + index_size])
+        if magic != MAGIC_NUMBER or set(index) != set(IMAGE_MODULES):
             return None
         codes = {}
-        for name, (relative, size, code) in entries.items():
-            source = os.path.join(PACKAGE_DIR, relative)
-            if size != os.stat(source).st_size or type(code) is not bytes:
-                return None
-            codes[name] = (source, code)
-        return codes
+        end = 0
+        for name, (relative, size, offset, length) in index.items():
+            if offset != end:
+                return None  # the code follows the index, module after module
+            end = offset + length
+            codes[name] = (os.path.join(PACKAGE_DIR, relative), size, body[offset:end])
+        return codes if end == len(body) else None
     except Exception:  # noqa: BLE001 - a missing or unusable image means importing as usual
         return None
 
@@ -170,7 +195,9 @@ def write_image(directory: str) -> str:
     import gc
 
     gc.disable()  # collections change reference counts, which marshal writes (FLAG_REF)
-    entries = {}
+    index = {}
+    codes = []
+    offset = 0
     for name in IMAGE_MODULES:
         relative = _relative_source(name)
         with open(os.path.join(PACKAGE_DIR, relative), "rb") as source:
@@ -178,11 +205,16 @@ def write_image(directory: str) -> str:
         # Without docstrings (as `python -OO` compiles): nothing reads them there,
         # and the image loads faster. These modules have no asserts. The file name
         # is fixed up when the image loads (see _load_image).
-        code = compile(text, "pynox/" + relative, "exec", dont_inherit=True, optimize=2)
-        entries[name] = (relative, len(text), marshal.dumps(code))
+        code = marshal.dumps(
+            compile(text, "pynox/" + relative, "exec", dont_inherit=True, optimize=2)
+        )
+        index[name] = (relative, len(text), offset, len(code))
+        codes.append(code)
+        offset += len(code)
+    header = marshal.dumps((MAGIC_NUMBER, index))
     path = os.path.join(directory, os.path.basename(_IMAGE))
     with open(path, "wb") as image:
-        image.write(marshal.dumps((MAGIC_NUMBER, entries)))
+        image.write(len(header).to_bytes(_INDEX_SIZE_BYTES, "little") + header + b"".join(codes))
     return path
 
 

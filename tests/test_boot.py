@@ -6,7 +6,7 @@ import ast
 import json
 import marshal
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -49,7 +49,7 @@ def test_written_image_loads_every_hot_module(package_copy: Path) -> None:
     # Compiled under a relative name, loaded naming the sources where they are now,
     # inner functions included: tracebacks name the installed files after a move.
     source = codes["pynox.cli.main"][0]
-    cli = _boot.unpack(*codes["pynox.cli.main"])
+    cli = _boot.unpack(codes["pynox.cli.main"])
     assert source == cli.co_filename == str(package_copy / "cli" / "main.py")
     inner = [c for c in cli.co_consts if hasattr(c, "co_filename")]
     assert inner and {c.co_filename for c in inner} == {source}
@@ -73,11 +73,26 @@ def test_the_image_is_the_same_from_one_build_to_the_next(tmp_path: Path) -> Non
 
 
 @pytest.mark.unit
-def test_a_source_of_another_size_makes_the_image_unused(package_copy: Path) -> None:
+def test_a_source_of_another_size_imports_as_usual(package_copy: Path) -> None:
     write_image(package_copy)
     source = package_copy / "engine" / "child.py"
     source.write_text(source.read_text() + "\n# changed\n")
-    assert _boot._load_image() is None
+    codes = _boot._load_image()
+    assert codes is not None
+    finder = _boot._ImageFinder(codes)
+    assert finder.find_spec("pynox.engine.child") is None  # the path finder's, then
+    spec = finder.find_spec("pynox.cli.main")
+    assert spec is not None and spec.loader is finder
+
+
+def rewritten_image(image: Path, change: Callable[[bytes, dict[str, tuple]], bytes]) -> None:
+    """The image with its index changed: change(magic, index) gives the new magic."""
+    data = image.read_bytes()
+    size = int.from_bytes(data[:4], "little")
+    magic, index = marshal.loads(data[4 : 4 + size])
+    magic = change(magic, index)
+    header = marshal.dumps((magic, index))
+    image.write_bytes(len(header).to_bytes(4, "little") + header + data[4 + size :])
 
 
 @pytest.mark.unit
@@ -86,11 +101,19 @@ def test_a_damaged_image_or_another_magic_is_unused(package_copy: Path) -> None:
     data = image.read_bytes()
     image.write_bytes(data[: len(data) // 2])
     assert _boot._load_image() is None
-    magic, entries = marshal.loads(data)
-    image.write_bytes(marshal.dumps((b"\0\0\r\n", entries)))
+    image.write_bytes(data[:-1])  # only the last byte of the last module's code
     assert _boot._load_image() is None
-    del entries["pynox.cli.main"]
-    image.write_bytes(marshal.dumps((magic, entries)))
+    image.write_bytes(data)
+    assert _boot._load_image() is not None
+    rewritten_image(image, lambda magic, index: b"\0\0\r\n")
+    assert _boot._load_image() is None
+    image.write_bytes(data)
+
+    def without_cli_main(magic: bytes, index: dict[str, tuple]) -> bytes:
+        del index["pynox.cli.main"]
+        return magic
+
+    rewritten_image(image, without_cli_main)
     assert _boot._load_image() is None
 
 
