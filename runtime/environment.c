@@ -42,8 +42,9 @@ int pynox_scrub_environment_block(char *err, size_t err_len)
         }
         cursor++;
     }
-    if (env_start == 0 || env_end <= env_start)
+    if (env_start == 0 || env_end < env_start)
         return pynox_fail(err, err_len, "/proc/self/stat gives no environment block");
+    /* An empty block (a process started with no environment) has nothing to wipe. */
     memset((void *)env_start, 0, env_end - env_start);
     return 0;
 }

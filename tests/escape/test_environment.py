@@ -94,3 +94,21 @@ def test_loader_variables_are_refused_at_the_cli(world: World, name: str) -> Non
     lines = proc.stderr.decode().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"pynox: the environment variable {name} ")
     assert not marker.exists()
+
+
+def test_a_run_started_with_an_empty_environment_runs(tmp_path: os.PathLike[str]) -> None:
+    """Nothing to scrub is no reason to refuse: `env -i python -m pynox` runs as python does
+    (the launcher always adds a variable of its own; python -m pynox adds none)."""
+    import subprocess
+
+    for mode in ([], ["--json"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pynox", *mode, "-c", "print(6 * 7)"],
+            env={},
+            cwd=tmp_path,
+            capture_output=True,
+            timeout=60,
+        )
+        assert proc.returncode == 0, (mode, proc.stderr.decode())
+        stdout = json.loads(proc.stdout)["stdout"] if mode else proc.stdout.decode()
+        assert stdout == "42\n", mode
