@@ -119,6 +119,20 @@ static int policy_from(PyObject *tuple, struct policy_arrays *arrays)
     return 0;
 }
 
+/* Both policies of a call, or -1 with an exception and nothing to free. */
+static int policies_from(PyObject *base_tuple, PyObject *own_tuple, struct policy_arrays *base,
+                         struct policy_arrays *own)
+{
+    if (policy_from(base_tuple, base) != 0) {
+        return -1;
+    }
+    if (policy_from(own_tuple, own) != 0) {
+        policy_free(base);
+        return -1;
+    }
+    return 0;
+}
+
 /* None for rc 0, else the reason as a str. */
 static PyObject *outcome(int rc, const char *reason)
 {
@@ -149,11 +163,7 @@ static PyObject *apply(PyObject *module, PyObject *args)
     }
     struct policy_arrays base;
     struct policy_arrays own;
-    if (policy_from(base_tuple, &base) != 0) {
-        return NULL;
-    }
-    if (policy_from(own_tuple, &own) != 0) {
-        policy_free(&base);
+    if (policies_from(base_tuple, own_tuple, &base, &own) != 0) {
         return NULL;
     }
     char reason[REASON_SIZE] = "";
@@ -198,11 +208,7 @@ static PyObject *finish(PyObject *module, PyObject *args)
     char *buffer = prepared_buffer(state);
     struct policy_arrays base;
     struct policy_arrays own;
-    if (buffer == NULL || policy_from(base_tuple, &base) != 0) {
-        return NULL;
-    }
-    if (policy_from(own_tuple, &own) != 0) {
-        policy_free(&base);
+    if (buffer == NULL || policies_from(base_tuple, own_tuple, &base, &own) != 0) {
         return NULL;
     }
     struct pynox_prepared prepared;
