@@ -177,7 +177,11 @@ _MAX_CA_DIRS = 16  # a bound on a loop of links, far above any real layout
 
 def _dirs_leading_out(directory: str) -> list[str]:
     """The directories, as the links name them, of regular files that links in
-    directory lead to outside it."""
+    directory lead to outside it.
+
+    A link into a directory already found needs no stat: it cannot add to the result.
+    Most links of a CA directory lead into the same one or two directories.
+    """
     dirs: dict[str, None] = {}
     try:
         with os.scandir(directory) as entries:
@@ -186,11 +190,14 @@ def _dirs_leading_out(directory: str) -> list[str]:
                     continue
                 try:
                     target = os.readlink(entry.path)
-                    if "/" not in target or not stat.S_ISREG(os.stat(entry.path).st_mode):
+                    if "/" not in target:
+                        continue
+                    leads_to = os.path.dirname(os.path.join(directory, target))
+                    if leads_to in dirs or not stat.S_ISREG(os.stat(entry.path).st_mode):
                         continue
                 except OSError:
                     continue
-                dirs.setdefault(os.path.dirname(os.path.join(directory, target)), None)
+                dirs[leads_to] = None
     except OSError:
         pass
     return list(dirs)

@@ -172,3 +172,25 @@ def test_pool_requests_and_sessions_verify_with_the_granted_ca(
         assert step["stdout"] == "b'hello over tls'\n"
         closed = pool.run({"id": 3, "code": _fetch(server), "allow_env": ["SSL_CERT_FILE"]})
         assert closed["exit"] == 1 and closed["policy"]["implicit_read"] == []
+
+
+@pytest.mark.unit
+def test_a_ca_directory_grants_the_directories_its_links_lead_to_files_in(tmp_path: Path) -> None:
+    """Each directory a link leads to is granted when a link leads to a file there, however
+    many links lead there and in whatever order: a link to a directory grants nothing."""
+    from pynox.policy import system_paths
+
+    store, files, elsewhere = tmp_path / "certs", tmp_path / "files", tmp_path / "elsewhere"
+    for directory in (store, files, elsewhere / "sub"):
+        directory.mkdir(parents=True)
+    for name in ("a.crt", "b.crt"):
+        (files / name).write_text("pem")
+    (elsewhere / "c.crt").write_text("pem")
+    (store / "0-dir.pem").symlink_to(elsewhere / "sub")  # a directory: grants nothing
+    (store / "a.pem").symlink_to(files / "a.crt")
+    (store / "b.pem").symlink_to(files / "b.crt")
+    (store / "c.pem").symlink_to(elsewhere / "c.crt")  # a file beside it: grants elsewhere
+    (store / "1234abcd.0").symlink_to("a.pem")  # a hash link beside its file
+    (store / "gone.pem").symlink_to(tmp_path / "missing" / "x.crt")
+    found = system_paths._dirs_leading_out(str(store))
+    assert sorted(found) == sorted([str(files), str(elsewhere)])
