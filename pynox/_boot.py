@@ -22,7 +22,7 @@ the modules' marshalled code, one after another. A run reads it whole, once,
 and unmarshals only the modules it imports, straight from that one buffer.
 
 The finder serves only pynox's own modules and leaves sys.meta_path before
-the program runs (see `leave`), so the program never sees it.
+the program runs (pynox.engine.runner.end_start_up), so the program never sees it.
 """
 
 import marshal
@@ -204,7 +204,7 @@ def write_image(directory: str) -> str:
             text = source.read()
         # Without docstrings (as `python -OO` compiles): nothing reads them there,
         # and the image loads faster. These modules have no asserts. The file name
-        # is fixed up when the image loads (see _load_image).
+        # is fixed up when a module is unpacked (see unpack).
         code = marshal.dumps(
             compile(text, "pynox/" + relative, "exec", dont_inherit=True, optimize=2)
         )
