@@ -69,12 +69,14 @@ HOT_MODULES = (
 )
 
 # What a supervised run (--json, --memory) imports on top, to collect the output and
-# write the result, and a run with a time limit, to word the line it ends with. The
+# write the result (or, under the launcher, to tell it how), and a run with a time
+# limit, to word the line it ends with. The
 # image holds them too; as every module in it, each is unpacked only when imported, so
 # a plain run pays for reading their bytes alone.
 SUPERVISED_MODULES = (
     "pynox.engine.supervisor",
     "pynox.engine.result",
+    "pynox.engine.hint_text",
     "pynox.engine.time_limit",
     "pynox.strict_json",
     "pynox.units",

@@ -10,10 +10,8 @@ instead of writing them. Both take an optional `max_depth`: a bound on nesting
 that holds on every Python version, well below the interpreter's own limits.
 """
 
-# What json.dumps writes strings with. json itself is imported where it parses or
-# writes: it imports re, which a run with --json that only writes its result
-# (dumps_readable) need not pay for.
-from _json import encode_basestring_ascii as _json_string
+# json itself is imported where it parses or writes: it imports re, which a run
+# with --json that only writes its result (dumps_readable) need not pay for.
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -109,6 +107,17 @@ def _deeper_than(value: object, text: str, limit: int) -> bool:
             below += [item for item in items if isinstance(item, (list, dict))]
         level = below
     return False
+
+
+def _json_string(text: str) -> str:
+    """A string as json.dumps writes it. Most are printable ASCII without a quote or a
+    backslash, written as they are: a run with --json then need not load the shared
+    library of _json (~0.3 ms) for the few strings of its result."""
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return f'"{text}"'
+    from _json import encode_basestring_ascii
+
+    return encode_basestring_ascii(text)
 
 
 def dumps_readable(value: object) -> str:

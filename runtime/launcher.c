@@ -375,6 +375,18 @@ static int runs_a_program(int argc, char **argv)
              || str_equal(first, "-h"));
 }
 
+/* Whether --json is among the arguments: then the launcher makes the pipes to capture
+ * the run's output, which pynox uses if --json is its flag (and not the program's). */
+static int asks_for_json(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (str_equal(argv[i], "--json")) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int launcher_main(int argc, char **argv, char **envp)
 {
     char dir[PATH_MAX];
@@ -392,10 +404,8 @@ int launcher_main(int argc, char **argv, char **envp)
     char site_dir[PATH_MAX];
     char resolved[PATH_MAX];
     char json_hook[sizeof JSON_HOOK_VARIABLE + 24];
-    /* Two entries of the same size, "NAME=FD:PID" (supervise() fills both). */
-    char scratch_helper[sizeof SCRATCH_HELPER_VARIABLE + sizeof SUPERVISOR_VARIABLE + 48];
-    char supervisor[sizeof scratch_helper];
-    char *extra[3];  /* entries added to the environment */
+    struct supervision supervision;
+    char *extra[4];  /* entries added to the environment */
     size_t extras = 0;
     size_t n = 0;
     args[n++] = python;
@@ -410,11 +420,13 @@ int launcher_main(int argc, char **argv, char **envp)
             /* This process stays behind as the run's supervisor, and starts the
              * scratch directory's helper; the interpreter starts in a child
              * (launcher_supervise.c, launcher_scratch.c). */
-            int helper = 0;
-            if (supervise(supervisor, scratch_helper, sizeof supervisor, &helper)) {
-                extra[extras++] = supervisor;
-                if (helper) {
-                    extra[extras++] = scratch_helper;
+            if (supervise(&supervision, asks_for_json(argc, argv))) {
+                extra[extras++] = supervision.supervisor_entry;
+                if (supervision.helper) {
+                    extra[extras++] = supervision.helper_entry;
+                }
+                if (supervision.capture) {
+                    extra[extras++] = supervision.capture_entry;
                 }
             }
         }

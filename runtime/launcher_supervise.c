@@ -20,6 +20,7 @@
  */
 #include "launcher_supervise.h"
 
+#include "launcher_result.h"
 #include "launcher_scratch.h"
 #include "launcher_sys.h"
 
@@ -37,8 +38,9 @@
 #define SFD_CLOEXEC 02000000
 #define EXIT_SETUP_FAILURE 125
 
-/* The limit and the line, as pynox writes them: "MILLISECONDS\nLINE". */
-#define MESSAGE_MAX 2048
+/* Where the message starts; it grows by doubling. */
+#define MESSAGE_START 4096
+#define READ_CHUNK 65536
 
 struct pollfd {
     int fd;
@@ -93,25 +95,6 @@ static long now_ms(void)
     return now.tv_sec * 1000 + now.tv_nsec / 1000000;
 }
 
-/* "MILLISECONDS\nLINE": the limit (0: none) and where the line starts. */
-static long parse_message(char *message, size_t length, const char **line)
-{
-    long ms = 0;
-    size_t i = 0;
-    for (; i < length && message[i] >= '0' && message[i] <= '9'; i++) {
-        if (ms < 100000000000L) {
-            ms = ms * 10 + (message[i] - '0');
-        }
-    }
-    if (i == 0 || i >= length || message[i] != '\n') {
-        *line = "";
-        return 0;
-    }
-    message[length] = '\0';
-    *line = message + i + 1;
-    return ms;
-}
-
 /* Ends this process as the child ended: its exit status, or death by its signal. */
 static _Noreturn void end_like(int status)
 {
@@ -143,60 +126,229 @@ static int reap(long child)
     return got == child ? status : (128 + SIGKILL) << 8;
 }
 
-static _Noreturn void watch(long child, int control, int signals)
+/* What pynox sends: netstrings (launcher_result.h), as pynox/engine/launcher_link.py
+ * writes them. */
+struct message {
+    char *data;
+    size_t length;
+    size_t size;
+    long limit_ms;       /* 0: none */
+    struct text line;    /* printed at the deadline, when not capturing */
+    int capture;         /* the result is this process's to write (--json) */
+    struct result_frame frame;
+};
+
+/* Reads what is there of the message; 1 once it is complete (or cannot be read). */
+static int read_message(int control, struct message *message)
+{
+    if (message->length == message->size) {
+        size_t size = message->size * 2;
+        char *larger = sys_alloc(size);
+        if (larger == NULL) {
+            return 1;
+        }
+        memcpy(larger, message->data, message->length);
+        sys_free(message->data, message->size);
+        message->data = larger;
+        message->size = size;
+    }
+    long got = sys_read(control, message->data + message->length, message->size - message->length);
+    if (got == -LAUNCHER_EINTR || got == -11 /* EAGAIN */) {
+        return 0;
+    }
+    if (got > 0) {
+        message->length += (size_t)got;
+        return 0;
+    }
+    return 1;
+}
+
+static long decimal(struct text text)
+{
+    long value = 0;
+    if (text.length == 0 || text.length > 15) {
+        return -1;
+    }
+    for (size_t i = 0; i < text.length; i++) {
+        if (text.data[i] < '0' || text.data[i] > '9') {
+            return -1;
+        }
+        value = value * 10 + (text.data[i] - '0');
+    }
+    return value;
+}
+
+/* Parses the whole message: 0, or -1 if it does not parse (then with no limit, and
+ * capturing nothing). */
+static int parse_message(struct message *message)
+{
+    struct text all = {message->data, message->length};
+    struct text ms;
+    struct text capture;
+    struct text max_output;
+    struct text report_limit;
+    size_t at = 0;
+    message->limit_ms = 0;
+    message->capture = 0;
+    if (message->data == NULL || netstring(all, &at, &ms) != 0
+        || netstring(all, &at, &message->line) != 0 || decimal(ms) < 0) {
+        return -1;
+    }
+    message->limit_ms = decimal(ms);
+    if (at == all.length) {
+        return 0;
+    }
+    struct result_frame *frame = &message->frame;
+    if (netstring(all, &at, &capture) != 0 || netstring(all, &at, &max_output) != 0
+        || netstring(all, &at, &report_limit) != 0 || netstring(all, &at, &frame->layout) != 0
+        || netstring(all, &at, &frame->timeout_error) != 0
+        || netstring(all, &at, &frame->signal_names) != 0 || decimal(max_output) < 0
+        || decimal(report_limit) < 0) {
+        return -1;
+    }
+    frame->max_output = (size_t)decimal(max_output);
+    frame->report_limit = (size_t)decimal(report_limit);
+    frame->hints.data = all.data + at;
+    frame->hints.length = all.length - at;
+    message->capture = 1;
+    return 0;
+}
+
+/* The run's captured streams: stdout, stderr and pynox's error report. */
+#define STREAMS 3
+
+struct streams {
+    int fds[STREAMS];  /* read ends; -1 once closed */
+    struct capture captures[STREAMS];
+};
+
+static void close_streams(struct streams *streams)
+{
+    for (int i = 0; i < STREAMS; i++) {
+        if (streams->fds[i] >= 0) {
+            (void)sys_close(streams->fds[i]);
+            streams->fds[i] = -1;
+        }
+    }
+}
+
+static int streams_open(const struct streams *streams)
+{
+    for (int i = 0; i < STREAMS; i++) {
+        if (streams->fds[i] >= 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static _Noreturn void refuse(long child, const char *why)
+{
+    (void)sys_call(SYS_kill, child, SIGKILL, 0, 0);
+    (void)reap(child);
+    (void)write_all(2, why, length_of(why));
+    sys_exit(EXIT_SETUP_FAILURE);
+}
+
+static _Noreturn void watch(long child, int control, int signals, struct streams *streams)
 {
     long pidfd = sys_call(SYS_pidfd_open, child, 0, 0, 0);
     if (pidfd < 0 || signals < 0) {
         /* Without them no limit could be enforced: the run does not go on. */
-        static const char refusal[] =
-            "pynox: cannot watch the run (pidfd_open or signalfd failed); the wall-clock "
-            "limit cannot be enforced\n";
-        (void)sys_call(SYS_kill, child, SIGKILL, 0, 0);
-        (void)reap(child);
-        (void)write_all(2, refusal, sizeof refusal - 1);
-        sys_exit(EXIT_SETUP_FAILURE);
+        refuse(child, "pynox: cannot watch the run (pidfd_open or signalfd failed); the "
+                      "wall-clock limit cannot be enforced\n");
     }
-    char message[MESSAGE_MAX + 1];
-    size_t length = 0;
-    int reading = 1;
+    struct message message = {sys_alloc(MESSAGE_START), 0, MESSAGE_START, 0, {"", 0}, 0,
+                              {0, 0, {NULL, 0}, {NULL, 0}, {NULL, 0}, {NULL, 0}}};
+    int reading = message.data != NULL;
+    if (!reading) {
+        close_streams(streams);
+        (void)sys_close(control);
+    }
     long deadline = -1;
-    const char *line = "";
+    long started = 0;
+    struct run_end end = {0, 0, 0};
+    int exited = 0;
+    static char chunk[READ_CHUNK];
     for (;;) {
-        struct pollfd fds[3] = {
-            {(int)pidfd, POLLIN, 0},
+        int capturing = !reading && message.capture;
+        if (exited && !reading && !(capturing && streams_open(streams))) {
+            break;
+        }
+        struct pollfd fds[3 + STREAMS] = {
+            {exited ? -1 : (int)pidfd, POLLIN, 0},
             {signals, POLLIN, 0},
             {reading ? control : -1, POLLIN, 0},
         };
+        for (int i = 0; i < STREAMS; i++) {
+            fds[3 + i].fd = capturing ? streams->fds[i] : -1;
+            fds[3 + i].events = POLLIN;
+            fds[3 + i].revents = 0;
+        }
         struct timespec_k wait;
         struct timespec_k *timeout = 0;
         if (deadline >= 0) {
             long left = deadline - now_ms();
             if (left <= 0) {
                 (void)sys_call(SYS_kill, child, SIGKILL, 0, 0);
-                (void)reap(child);
-                (void)write_all(2, line, length_of(line));
-                sys_exit(EXIT_TIMEOUT);
+                if (!capturing) {
+                    (void)reap(child);
+                    (void)write_all(2, message.line.data, message.line.length);
+                    sys_exit(EXIT_TIMEOUT);
+                }
+                /* What the program wrote until then still goes into the result. */
+                end.timed_out = 1;
+                deadline = -1;
+                continue;
             }
             wait.tv_sec = left / 1000;
             wait.tv_nsec = (left % 1000) * 1000000;
             timeout = &wait;
         }
-        long ready = sys_call5(SYS_ppoll, (long)fds, 3, (long)timeout, 0, sizeof(unsigned long));
+        long ready = sys_call5(SYS_ppoll, (long)fds, 3 + STREAMS, (long)timeout, 0,
+                               sizeof(unsigned long));
         if (ready < 0 && ready != -LAUNCHER_EINTR) {
+            if (capturing) {
+                refuse(child, "pynox: cannot wait for the run's output (ppoll failed)\n");
+            }
             end_like(reap(child));
         }
-        if (fds[2].revents != 0) {
-            long got = sys_read(control, message + length, MESSAGE_MAX - length);
-            if (got > 0) {
-                length += (size_t)got;
+        if (fds[2].revents != 0 && read_message(control, &message)) {
+            reading = 0;
+            (void)sys_close(control);
+            if (parse_message(&message) != 0 && message.length > 0 && streams->fds[0] >= 0) {
+                /* pynox may be about to write into the pipes: nobody would read them.
+                 * (No message at all: pynox ended before any run, a usage error say.) */
+                refuse(child, "pynox: cannot read what pynox told the launcher; run it again\n");
             }
-            if (got == 0 || length == MESSAGE_MAX || (got < 0 && got != -LAUNCHER_EINTR)) {
-                reading = 0;
-                (void)sys_close(control);
-                long ms = parse_message(message, length, &line);
-                if (ms > 0) {
-                    deadline = now_ms() + ms;
+            started = now_ms();
+            if (message.limit_ms > 0) {
+                deadline = started + message.limit_ms;
+            }
+            if (message.capture) {
+                const size_t limits[STREAMS] = {message.frame.max_output,
+                                                message.frame.max_output,
+                                                message.frame.report_limit};
+                for (int i = 0; i < STREAMS; i++) {
+                    if (streams->fds[i] < 0 || capture_init(&streams->captures[i], limits[i]) != 0) {
+                        refuse(child, "pynox: cannot capture the run's output (no memory, or no "
+                                      "pipes from the launcher)\n");
+                    }
                 }
+            } else {
+                close_streams(streams);  /* pynox does not capture, or sent no message */
+            }
+        }
+        for (int i = 0; i < STREAMS; i++) {
+            if (fds[3 + i].revents == 0) {
+                continue;
+            }
+            long got = sys_read(streams->fds[i], chunk, sizeof chunk);
+            if (got > 0) {
+                capture_add(&streams->captures[i], chunk, (size_t)got);
+            } else if (got != -LAUNCHER_EINTR) {
+                (void)sys_close(streams->fds[i]);
+                streams->fds[i] = -1;
             }
         }
         if (fds[1].revents != 0) {
@@ -207,15 +359,57 @@ static _Noreturn void watch(long child, int control, int signals)
             }
         }
         if (fds[0].revents != 0) {
-            end_like(reap(child));
+            end.status = reap(child);
+            end.duration_ns = (now_ms() - started) * 1000000;
+            exited = 1;
         }
     }
+    if (!message.capture || reading) {
+        end_like(end.status);
+    }
+    sys_exit(write_result(1, &message.frame, &streams->captures[0], &streams->captures[1],
+                          &streams->captures[2], &end));
 }
 
-int supervise(char *entry, char *helper_entry, size_t size, int *helper)
+/* Three pipes for a captured run; their read ends (close-on-exec) stay here, their
+ * write ends go in the variable's entry, "OUT,ERR,REPORT:PID". 0, or -1. */
+static int capture_pipes(struct streams *streams, int writes[STREAMS])
+{
+    for (int i = 0; i < STREAMS; i++) {
+        int ends[2];
+        if (sys_call(SYS_pipe2, (long)ends, 0, 0, 0) != 0) {
+            return -1;
+        }
+        streams->fds[i] = ends[0];
+        writes[i] = ends[1];
+        if (sys_call(SYS_fcntl, ends[0], LAUNCHER_F_SETFD, LAUNCHER_FD_CLOEXEC, 0) != 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int capture_entry(char *entry, size_t size, const int writes[STREAMS], long parent)
+{
+    size_t n = 0;
+    if (buf_append(entry, size, &n, CAPTURE_VARIABLE "=") != 0) {
+        return 0;
+    }
+    for (int i = 0; i < STREAMS; i++) {
+        if ((i > 0 && buf_append(entry, size, &n, ",") != 0)
+            || buf_append_long(entry, size, &n, writes[i]) != 0) {
+            return 0;
+        }
+    }
+    return buf_append(entry, size, &n, ":") == 0 && buf_append_long(entry, size, &n, parent) == 0;
+}
+
+int supervise(struct supervision *entries, int capture)
 {
     int ends[2];
     int scratch[2] = {-1, -1};
+    struct streams streams = {{-1, -1, -1}, {{0}, {0}, {0}}};
+    int writes[STREAMS] = {-1, -1, -1};
     if (sys_call(SYS_pipe2, (long)ends, 0, 0, 0) != 0) {
         return 0;
     }
@@ -224,7 +418,17 @@ int supervise(char *entry, char *helper_entry, size_t size, int *helper)
         (void)sys_close(ends[1]);
         return 0;
     }
-    *helper = scratch_helper_pipe(scratch) == 0;
+    /* Without its pipes, a captured run is supervised by pynox, as without the launcher. */
+    if (capture && capture_pipes(&streams, writes) != 0) {
+        close_streams(&streams);
+        for (int i = 0; i < STREAMS; i++) {
+            if (writes[i] >= 0) {
+                (void)sys_close(writes[i]);
+                writes[i] = -1;
+            }
+        }
+    }
+    entries->helper = scratch_helper_pipe(scratch) == 0;
     unsigned long forwarded = bit(SIGTERM) | bit(SIGHUP) | bit(SIGINT) | bit(SIGQUIT);
     unsigned long old_mask = 0;
     /* Blocked before the fork, so that none is lost between it and the signalfd. */
@@ -235,14 +439,22 @@ int supervise(char *entry, char *helper_entry, size_t size, int *helper)
     if (child == 0) {
         (void)sys_call(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old_mask, 0, sizeof old_mask);
         (void)sys_close(ends[0]);
-        if (*helper) {
+        close_streams(&streams);
+        if (entries->helper) {
             (void)sys_close(scratch[0]);
-            *helper = scratch_helper_entry(helper_entry, size, scratch[1], sys_getpid());
-            if (!*helper) {
+            entries->helper = scratch_helper_entry(entries->helper_entry,
+                                                   sizeof entries->helper_entry, scratch[1],
+                                                   sys_getpid());
+            if (!entries->helper) {
                 (void)sys_close(scratch[1]);
             }
         }
+        entries->capture = writes[0] >= 0
+                           && capture_entry(entries->capture_entry, sizeof entries->capture_entry,
+                                            writes, parent);
         size_t n = 0;
+        char *entry = entries->supervisor_entry;
+        size_t size = sizeof entries->supervisor_entry;
         if (buf_append(entry, size, &n, SUPERVISOR_VARIABLE "=") != 0
             || buf_append_long(entry, size, &n, ends[1]) != 0
             || buf_append(entry, size, &n, ":") != 0
@@ -253,24 +465,30 @@ int supervise(char *entry, char *helper_entry, size_t size, int *helper)
         return 1;
     }
     (void)sys_close(ends[1]);
-    if (*helper) {
+    for (int i = 0; i < STREAMS; i++) {
+        if (writes[i] >= 0) {
+            (void)sys_close(writes[i]);
+        }
+    }
+    if (entries->helper) {
         (void)sys_close(scratch[1]);
     }
     if (child < 0) {
         (void)sys_close(ends[0]);
-        if (*helper) {
+        close_streams(&streams);
+        if (entries->helper) {
             (void)sys_close(scratch[0]);  /* no helper: nothing holds its pipe */
         }
         if (blocked == 0) {
             (void)sys_call(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old_mask, 0, sizeof old_mask);
         }
-        *helper = 0;
+        entries->helper = 0;
         return 0;
     }
     /* Started while the interpreter starts, off its path. */
-    if (*helper) {
+    if (entries->helper) {
         scratch_helper_spawn(scratch[0]);
     }
     long signals = sys_call(SYS_signalfd4, -1, (long)&forwarded, sizeof forwarded, SFD_CLOEXEC);
-    watch(child, ends[0], (int)signals);
+    watch(child, ends[0], (int)signals, &streams);
 }

@@ -92,6 +92,24 @@ int memcmp(const void *a, const void *b, size_t size)
     return 0;
 }
 
+#define PROT_READ_WRITE 0x3
+#define MAP_PRIVATE_ANONYMOUS_NORESERVE 0x4022
+
+void *sys_alloc(size_t size)
+{
+    long address = sys_call6(SYS_mmap, 0, (long)(size > 0 ? size : 1), PROT_READ_WRITE,
+                             MAP_PRIVATE_ANONYMOUS_NORESERVE, -1, 0);
+    /* Failures are -errno: the last page of the address space, never a mapping. */
+    return address < 0 && address > -4096 ? NULL : (void *)address;
+}
+
+void sys_free(void *memory, size_t size)
+{
+    if (memory != NULL) {
+        (void)sys_call(SYS_munmap, (long)memory, (long)(size > 0 ? size : 1), 0, 0);
+    }
+}
+
 int str_equal(const char *a, const char *b)
 {
     while (*a != '\0' && *a == *b) {

@@ -35,6 +35,8 @@
 #define SYS_ppoll 271
 #define SYS_signalfd4 289
 #define SYS_prlimit64 302
+#define SYS_mmap 9
+#define SYS_munmap 11
 #define LAUNCHER_O_DIRECTORY 0200000
 #define LAUNCHER_O_NOFOLLOW 0400000
 #elif defined(__aarch64__)
@@ -62,6 +64,8 @@
 #define SYS_rt_sigaction 134
 #define SYS_rt_sigprocmask 135
 #define SYS_prlimit64 261
+#define SYS_mmap 222
+#define SYS_munmap 215
 #define LAUNCHER_O_DIRECTORY 040000
 #define LAUNCHER_O_NOFOLLOW 0100000
 #else
@@ -124,6 +128,35 @@ static inline long sys_call5(long number, long a, long b, long c, long d, long e
     __asm__ volatile("svc #0"
                      : "+r"(x0)
                      : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4)
+                     : "memory", "cc");
+    return x0;
+#endif
+}
+
+/* mmap's six arguments. */
+static inline long sys_call6(long number, long a, long b, long c, long d, long e, long f)
+{
+#if defined(__x86_64__)
+    long result;
+    register long r10 __asm__("r10") = d;
+    register long r8 __asm__("r8") = e;
+    register long r9 __asm__("r9") = f;
+    __asm__ volatile("syscall"
+                     : "=a"(result)
+                     : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+                     : "rcx", "r11", "memory");
+    return result;
+#else
+    register long x8 __asm__("x8") = number;
+    register long x0 __asm__("x0") = a;
+    register long x1 __asm__("x1") = b;
+    register long x2 __asm__("x2") = c;
+    register long x3 __asm__("x3") = d;
+    register long x4 __asm__("x4") = e;
+    register long x5 __asm__("x5") = f;
+    __asm__ volatile("svc #0"
+                     : "+r"(x0)
+                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
                      : "memory", "cc");
     return x0;
 #endif
@@ -193,6 +226,10 @@ void *memcpy(void *restrict to, const void *restrict from, size_t size);
 void *memmove(void *to, const void *from, size_t size);
 void *memset(void *to, int byte, size_t size);
 int memcmp(const void *a, const void *b, size_t size);
+
+/* size bytes of zeroed memory, mapped only as they are touched; NULL if there is none. */
+void *sys_alloc(size_t size);
+void sys_free(void *memory, size_t size);
 
 int str_equal(const char *a, const char *b);
 /* The last '/' in text, or NULL. */

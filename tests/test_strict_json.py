@@ -28,6 +28,11 @@ def test_it_writes_what_json_dumps_writes(value: object) -> None:
     assert strict_json.dumps_readable(value) == json.dumps(value)
 
 
+@given(st.text(alphabet=st.characters(max_codepoint=127)))
+def test_ascii_strings_are_written_as_json_dumps_writes_them(text: str) -> None:
+    assert strict_json.dumps_readable([text, {text: text}]) == json.dumps([text, {text: text}])
+
+
 @pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
 def test_non_finite_numbers_are_refused(number: float) -> None:
     with pytest.raises(strict_json.NotFinite):

@@ -530,7 +530,8 @@ def _module_hint(
 ) -> None:
     """The package directory that holds a module the program could not import, if one
     of the known ones does and the run was not given it."""
-    from pynox.engine.hints import Style, format_hint, missing_module_dir
+    from pynox.engine.hint_text import Style, format_hint
+    from pynox.engine.hints import missing_module_dir
 
     candidates = setup.config_package_dirs + installed_package_dirs(setup.user_base)
     directory = missing_module_dir(exc, candidates, policy.package_dirs)

@@ -1,23 +1,77 @@
-"""The pipes the `pynox` launcher hands over (runtime/launcher_supervise.c and
-launcher_scratch.c): each named by an environment variable, "FD:PID"."""
+"""What the `pynox` launcher hands over, and what pynox tells it back.
+
+The launcher (runtime/launcher_supervise.c, launcher_scratch.c) passes pipes, each
+named by an environment variable, "FD:PID", or "FD,FD,FD:PID" for several. When it
+stays behind as the run's supervisor, pynox writes it one message before the program
+starts and closes the pipe: netstrings ("LENGTH:BYTES"), the wall-clock limit in
+milliseconds (0: none) and the line to print when it is reached; for a captured run
+(--json), then what the launcher needs to write the run's result itself
+(pynox.engine.result.launcher_frame).
+"""
 
 import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pynox.policy.resolve import Policy
 
 
 def launcher_pipe(variable: str, pid: int) -> "int | None":
     """The pipe named by `variable`, taken out of the environment; None unless it was
     set for process `pid` (the launcher's: not a variable the caller set or another
     run passed on) and names a pipe."""
+    pipes = launcher_pipes(variable, pid, 1)
+    return None if pipes is None else pipes[0]
+
+
+def launcher_pipes(variable: str, pid: int, count: int) -> "list[int] | None":
+    """The `count` pipes named by `variable`, as launcher_pipe takes one."""
     entry = os.environ.pop(variable, None)
     if entry is None:
         return None
-    fd_text, _, pid_text = entry.partition(":")
-    if not (fd_text.isdigit() and pid_text == str(pid)):
+    fds_text, _, pid_text = entry.partition(":")
+    texts = fds_text.split(",")
+    if pid_text != str(pid) or len(texts) != count or not all(t.isdigit() for t in texts):
         return None
-    fd = int(fd_text)
+    fds = [int(text) for text in texts]
     try:
-        if fd < 3 or os.fstat(fd).st_mode & 0o170000 != 0o010000:  # a pipe (S_ISFIFO)
-            return None
+        for fd in fds:
+            if fd < 3 or os.fstat(fd).st_mode & 0o170000 != 0o010000:  # a pipe (S_ISFIFO)
+                return None
     except OSError:
         return None
-    return fd
+    return fds
+
+
+def netstring(data: "bytes | str | int") -> bytes:
+    if isinstance(data, int):
+        data = str(data)
+    if isinstance(data, str):
+        data = data.encode()
+    return b"%d:%s" % (len(data), data)
+
+
+def supervisor_message(policy: "Policy", capture: bool) -> bytes:
+    """What the launcher that supervises this run is told (see the module's text)."""
+    milliseconds, line = 0, ""
+    if policy.timeout is not None:
+        from pynox.engine.time_limit import timeout_line
+
+        milliseconds = max(1, round(policy.timeout * 1000))
+        line = timeout_line(policy) + "\n"
+    message = netstring(milliseconds) + netstring(line)
+    if capture:
+        from pynox.engine.result import launcher_frame
+
+        message += b"".join(map(netstring, launcher_frame(policy)))
+    return message
+
+
+def write_message(fd: int, message: bytes) -> None:
+    """Writes the message whole and closes the pipe: its end tells the launcher it is all."""
+    try:
+        view = memoryview(message)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 
-from pynox.engine.hints import Style, classify, format_hint
+from pynox.engine.hint_text import Style, format_hint
+from pynox.engine.hints import classify
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -25,15 +25,20 @@ def runtime_info() -> dict[str, str]:
     return {"name": "pynox", "python": python_version(), "output": "captured"}
 
 
+def _signal_names() -> "dict[int, str]":
+    """signal.Signals(n).name for every n that has one, without importing signal and
+    enum (~1 ms of a --json run): of a number's names (SIGABRT, SIGIOT), the enum
+    keeps the first."""
+    names: dict[int, str] = {}
+    for name, value in vars(_signal).items():
+        named = isinstance(value, int) and name.isupper() and name[:3] == "SIG"
+        if named and "_" not in name[:4] and (value not in names or name < names[value]):
+            names[value] = name
+    return names
+
+
 def signal_name(signum: int) -> str:
-    """signal.Signals(signum).name, without importing signal and enum (~1 ms of a
-    --json run): of a number's names (SIGABRT, SIGIOT), the enum keeps the first."""
-    names = [
-        name
-        for name, value in vars(_signal).items()
-        if value == signum and name.isupper() and name.startswith("SIG") and "_" not in name[:4]
-    ]
-    return min(names) if names else f"signal {signum}"
+    return _signal_names().get(signum) or f"signal {signum}"
 
 
 # Deaths native code dies when an allocation fails and it does not check
@@ -46,7 +51,7 @@ def _signal_hint(outcome: "Outcome", policy: "Policy", api: bool) -> str | None:
     """Under a memory limit, the hint for a program that native code ended."""
     if policy.memory is None or outcome.signal not in _NATIVE_MEMORY_SIGNALS:
         return None
-    from pynox.engine.hints import Style, format_hint
+    from pynox.engine.hint_text import Style, format_hint
 
     return format_hint("native_abort", None, Style(api), policy.memory, policy.max_file_size)
 
@@ -66,7 +71,7 @@ def _ended_behind_python(outcome: "Outcome", policy: "Policy") -> bool:
 def _native_exit_hint(outcome: "Outcome", policy: "Policy", api: bool) -> str | None:
     if not _ended_behind_python(outcome, policy):
         return None
-    from pynox.engine.hints import Style, format_hint
+    from pynox.engine.hint_text import Style, format_hint
 
     return format_hint("native_exit", None, Style(api), policy.memory, policy.max_file_size)
 
@@ -98,11 +103,12 @@ def _trusted_report(outcome: "Outcome") -> "dict[str, Any] | None":
     says why the sandbox could not be set up; one after it is taken only from a
     program that died of an uncaught exception (status 1, or SIGINT for
     KeyboardInterrupt), never as a setup failure, and its hint is rebuilt from
-    its kind. A report that is not small, flat, strict JSON is ignored.
+    its kind. A report that is not small, flat, strict JSON is ignored: an object
+    of strings, integers, booleans and nulls, no longer than REPORT_LIMIT.
     """
     from pynox.engine.child_setup import REPORT_CONFINED
 
-    if not outcome.report or outcome.timed_out:
+    if not outcome.report or outcome.report_truncated or outcome.timed_out:
         return None
     confined = outcome.report.startswith(REPORT_CONFINED)
     if confined:
@@ -114,11 +120,19 @@ def _trusted_report(outcome: "Outcome") -> "dict[str, Any] | None":
         report = strict_json.loads(outcome.report[len(REPORT_CONFINED) if confined else 0 :])
     except ValueError:
         return None
-    if not isinstance(report, dict):
+    if not isinstance(report, dict) or not all(map(_flat, report.values())):
         return None
     if confined == (report.get("type") == "SandboxError"):
         return None
     return report
+
+
+def _flat(value: object) -> bool:
+    """Whether a report may hold value: a string, null, a boolean, or a 64-bit integer
+    (the launcher reads reports by the same rule, runtime/launcher_result.c)."""
+    if isinstance(value, int):
+        return -(1 << 63) <= value < 1 << 63
+    return value is None or isinstance(value, str)
 
 
 def _error(outcome: "Outcome", policy: "Policy", api: bool) -> "dict[str, Any] | None":
@@ -127,7 +141,7 @@ def _error(outcome: "Outcome", policy: "Policy", api: bool) -> "dict[str, Any] |
         return timeout_error(policy, api)
     report = _trusted_report(outcome)
     if report is not None:
-        from pynox.engine.hints import Style, format_hint
+        from pynox.engine.hint_text import Style, format_hint
 
         line = report.get("line")
         hint = format_hint(
@@ -172,9 +186,13 @@ def build_result(outcome: "Outcome", policy: "Policy", api: bool = False) -> "di
         "stderr_truncated": outcome.stderr_truncated,
         "error": _error(outcome, policy, api),
         "duration_ms": round(outcome.duration_ms),
-        "runtime": runtime_info(),
-        "policy": policy.to_json(),
+        **_settings(policy),
     }
+
+
+def _settings(policy: "Policy") -> "dict[str, Any]":
+    """What a result says about the run that does not depend on how it went."""
+    return {"runtime": runtime_info(), "policy": policy.to_json()}
 
 
 def error_object(kind: str, message: str) -> "dict[str, Any]":
@@ -212,3 +230,38 @@ def print_refusal(kind: str, message: str, exit_code: int) -> int:
 def print_json_result(outcome: "Outcome", policy: "Policy") -> int:
     sys.stdout.write(strict_json.dumps_readable(build_result(outcome, policy)) + "\n")
     return outcome.exit_code
+
+
+# The fields of build_result that the launcher fills in when it writes a --json result
+# itself, in their order, each with the letter of its slot (runtime/launcher_result.c).
+_LAUNCHER_SLOTS = {
+    "exit": "x",
+    "stdout": "o",
+    "stderr": "e",
+    "stdout_truncated": "O",
+    "stderr_truncated": "E",
+    "error": "r",
+    "duration_ms": "d",
+}
+
+
+def launcher_frame(policy: "Policy") -> "list[str | int]":
+    """What the launcher needs to write this run's --json result as build_result would,
+    in the order it reads them (see pynox.engine.launcher_link): everything the run's
+    course does not change, computed here, before the program runs, by the trusted side."""
+    from pynox.engine.hint_text import hint_texts
+    from pynox.limits import REPORT_LIMIT
+
+    slots = ", ".join(f'"{name}": \x01{slot}' for name, slot in _LAUNCHER_SLOTS.items())
+    names = _signal_names()
+    frame: list[str | int] = [
+        "capture",
+        policy.max_output,
+        REPORT_LIMIT,
+        "{" + slots + ", " + strict_json.dumps_readable(_settings(policy))[1:],
+        strict_json.dumps_readable(timeout_error(policy, api=False)),
+        "\n".join(names.get(n, "") for n in range(1, _signal.NSIG)),
+    ]
+    for kind, text in hint_texts(policy).items():
+        frame += [kind, text]
+    return frame

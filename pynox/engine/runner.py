@@ -1,20 +1,21 @@
 """The one engine: run a program sandboxed, in this process or in a child forked from it.
 
-A run with no output to collect and no memory limit confines this very process
-and runs the program in it. Its wall-clock limit, if any, is kept by the launcher,
-which stayed behind as this process's parent (runtime/launcher_supervise.c);
-without the launcher (python -m pynox), a run with a limit is supervised as the
-others are. Everything else forks a sandboxed child from this warm interpreter and
-supervises it (pynox.engine.supervisor, imported only then, which keeps the plain
-run's start-up short).
+A run with no memory limit confines this very process and runs the program in it
+when the launcher stayed behind as this process's parent to supervise it
+(runtime/launcher_supervise.c): the launcher keeps the wall-clock limit, if any,
+and for --json collects the output and writes the result, from what this process
+tells it before the program starts (pynox.engine.launcher_link). Without the
+launcher (python -m pynox), only a run with no limit, no output to collect and no
+memory limit runs in this process. Everything else forks a sandboxed child from
+this warm interpreter and supervises it (pynox.engine.supervisor, imported only
+then, which keeps the plain run's start-up short).
 """
 
 import os
 import sys
 
-from pynox.engine import scratch
+from pynox.engine import launcher_link, scratch
 from pynox.engine.child_setup import ChildSetup
-from pynox.engine.launcher_link import launcher_pipe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,17 +40,25 @@ def run(
     setup.no_site = no_site
     directory = scratch.attach(policy)
     launcher = launcher_supervisor()
-    in_process = not capture and policy.memory is None
-    if in_process and (launcher is not None or policy.timeout is None):
-        # No output to collect, no memory limit that native code may die of (the
-        # supervisor then says so), and a clock, if any, that the launcher keeps.
-        # The program runs in this very process, the terminal's own foreground job,
-        # which spares the fork and the copying of every page a child touches.
+    captured = launcher_capture()
+    by_launcher = launcher is not None and (not capture or captured is not None)
+    unsupervised = launcher is None and policy.timeout is None and not capture
+    if policy.memory is None and (by_launcher or unsupervised):
+        # No memory limit that native code may die of (the supervisor then says so),
+        # and a clock and output, if any, that the launcher keeps. The program runs
+        # in this very process, the terminal's own foreground job, which spares the
+        # fork and the copying of every page a child touches.
+        if capture and captured is not None:
+            setup.stdin_null = True
+            setup.stdout_fd, setup.stderr_fd, setup.report_fd = captured
+        else:
+            _close(captured)
         if launcher is not None:
-            _hand_over_the_clock(launcher, policy)
+            launcher_link.write_message(launcher, launcher_link.supervisor_message(policy, capture))
             setup.parent_pid, setup.new_session = os.getppid(), False
         setup.scratch_fd = scratch.remove_when_gone(directory)
         run_in_this_process(program, policy, setup)
+    _close(captured)
     # Only the supervisor's own half: the child imports the rest itself
     # (run_in_this_process), so that the process it is forked from stays small.
     # Both come from the start-up image (pynox._boot.SUPERVISED_MODULES); the
@@ -88,20 +97,21 @@ LAUNCHER_SUPERVISOR_VARIABLE = "PYNOX_SUPERVISOR"
 
 def launcher_supervisor() -> "int | None":
     """The pipe to the launcher that supervises this process (its parent), if it does."""
-    return launcher_pipe(LAUNCHER_SUPERVISOR_VARIABLE, os.getppid())
+    return launcher_link.launcher_pipe(LAUNCHER_SUPERVISOR_VARIABLE, os.getppid())
 
 
-def _hand_over_the_clock(fd: int, policy: "Policy") -> None:
-    """Tells the launcher the wall-clock limit and the line to print when it is hit."""
-    message = "0\n"
-    if policy.timeout is not None:
-        from pynox.engine.time_limit import timeout_line
+# Set by the launcher when the command line has --json: "OUT,ERR,REPORT:PID", the
+# write ends of the pipes it collects the run's output and error report from.
+LAUNCHER_CAPTURE_VARIABLE = "PYNOX_CAPTURE"
 
-        milliseconds = max(1, round(policy.timeout * 1000))
-        message = f"{milliseconds}\n{timeout_line(policy)}\n"
-    try:
-        os.write(fd, message.encode())
-    finally:
+
+def launcher_capture() -> "list[int] | None":
+    """The pipes the launcher that supervises this process captures the run from."""
+    return launcher_link.launcher_pipes(LAUNCHER_CAPTURE_VARIABLE, os.getppid(), 3)
+
+
+def _close(fds: "list[int] | None") -> None:
+    for fd in fds or ():
         os.close(fd)
 
 

@@ -38,6 +38,7 @@ class Outcome:
         "stdout_truncated",
         "stderr_truncated",
         "report",
+        "report_truncated",
         "duration_ms",
         "python_finished",
     )
@@ -51,6 +52,7 @@ class Outcome:
         self.stdout_truncated = False
         self.stderr_truncated = False
         self.report = b""  # the child's JSON error report, when it wrote one
+        self.report_truncated = False  # longer than REPORT_LIMIT: never taken
         self.duration_ms = 0.0
         # Whether Python saw the program to its end, when that was watched (under a
         # memory limit): native code that gives up calls exit() behind Python's back.
@@ -331,5 +333,6 @@ def _collect(
             captures[names[fd]].add(chunk)
     os.close(pidfd)
     outcome.take_output(captures["stdout"], captures["stderr"])
-    outcome.report = bytes(captures["report"].data)  # its head: a longer one is refused
+    outcome.report = bytes(captures["report"].data)
+    outcome.report_truncated = captures["report"].truncated
     return os.waitpid(pid, 0)[1]

@@ -1,0 +1,189 @@
+"""The text of a hint, made from its kind and value alone.
+
+Apart from pynox.engine.hints, which classifies a failure (and imports what that
+takes): a supervisor makes a result's hint from the child's word for its kind and
+value, and a run with --json hands every hint's text to the launcher before the
+program starts (hint_texts), without importing what classifying takes.
+"""
+
+from __future__ import annotations
+
+from pynox.policy.grants import GRANTS_BY_NAME
+from pynox.units import format_size
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pynox.policy.resolve import Policy
+
+# What a hint can be about; the value a grant needs, if any, goes with it.
+KINDS = frozenset(
+    {
+        "memory",
+        "native_abort",
+        "native_exit",
+        "open_files",
+        "file_size",
+        "process",
+        "metadata",
+        "unix_socket",
+        "other_socket",
+        "network",
+        "read",
+        "list",
+        "write",
+        "entries",
+        "read_write",
+        "module",
+    }
+)
+
+# multiprocessing.pool.ThreadPool is no way out: its queues take multiprocessing
+# locks, which are named semaphores in /dev/shm.
+PROCESS_HINT = (
+    "processes (subprocess, os.system, os.fork, multiprocessing, ProcessPoolExecutor) never "
+    "run in the sandbox, threads do: use concurrent.futures.ThreadPoolExecutor or threading, "
+    "or do the work in this program"
+)
+METADATA_HINT = (
+    "changing file modes, owners, times or extended attributes is never allowed in the "
+    "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)"
+)
+UNIX_SOCKET_HINT = "Unix sockets of the host are never allowed in the sandbox"
+OTHER_SOCKET_HINT = "only IPv4 and IPv6 sockets can be allowed in the sandbox"
+
+
+class Style:
+    """How a hint names a grant: as a command-line flag or as an API argument."""
+
+    def __init__(self, api: bool) -> None:
+        self.api = api
+
+    def grant(self, name: str, value: str | None = None) -> str:
+        if self.api:
+            if value is None:
+                return f"{name}=True"
+            return f"{name}=[{value!r}]"
+        flag = GRANTS_BY_NAME[name].flag
+        return flag if value is None else f"{flag}={value}"
+
+    def limit(self, name: str, value: str) -> str:
+        if self.api:
+            return f"{name}={value!r}"
+        return GRANTS_BY_NAME[name].flag + "=" + value
+
+
+# The memory limit also caps open files: one per MiB of it, from 64 to 1024
+# (runtime/limits.c).
+_MIB = 1 << 20
+_MIN_DESCRIPTORS = 64
+_MAX_DESCRIPTORS = 1024
+
+
+def _open_files_hint(style: Style, memory: int | None) -> str | None:
+    if memory is None:
+        return None  # the host's own limit: no grant raises it
+    size = format_size(memory)
+    if memory >= _MAX_DESCRIPTORS * _MIB:
+        return (
+            f"the {size} memory limit allows at most {_MAX_DESCRIPTORS} open files; "
+            "close files the program no longer needs"
+        )
+    larger = max(memory * 2, 2 * _MIN_DESCRIPTORS * _MIB)
+    return (
+        f"the {size} memory limit allows one open file per MiB (at least {_MIN_DESCRIPTORS}); "
+        f"close files the program no longer needs or raise the limit with "
+        f"{style.limit('memory', format_size(larger))}"
+    )
+
+
+def format_hint(
+    kind: object, target: object, style: Style, memory: int | None, max_file_size: int | None
+) -> str | None:
+    """The hint's text, from its kind and value alone."""
+    value = target if isinstance(target, str) else None
+    if kind == "memory":
+        if memory is None:
+            return "the program ran out of memory; allocate less"
+        return (
+            f"the program used up its {format_size(memory)} memory limit; allocate less "
+            f"or raise the limit with {style.limit('memory', format_size(memory * 2))}"
+        )
+    if kind == "native_abort":
+        if memory is None:
+            return None
+        return (
+            f"native code ended the program, as it often does when an allocation fails under "
+            f"the {format_size(memory)} memory limit; raise the limit with "
+            f"{style.limit('memory', format_size(memory * 2))}"
+        )
+    if kind == "native_exit":
+        if memory is None:
+            return None
+        return (
+            f"native code ended the program before Python finished it, as libraries such as "
+            f"OpenBLAS do when an allocation fails under the {format_size(memory)} memory "
+            f"limit; raise the limit with {style.limit('memory', format_size(memory * 2))}"
+        )
+    if kind == "open_files":
+        return _open_files_hint(style, memory)
+    if kind == "file_size":
+        if max_file_size is None:
+            return None
+        return (
+            f"a file reached the {format_size(max_file_size)} size limit; write less or "
+            f"raise it with {style.limit('max_file_size', format_size(max_file_size * 2))}"
+        )
+    fixed = {
+        "process": PROCESS_HINT,
+        "metadata": METADATA_HINT,
+        "unix_socket": UNIX_SOCKET_HINT,
+        "other_socket": OTHER_SOCKET_HINT,
+    }
+    if kind in fixed:
+        return fixed[str(kind)]
+    if kind == "network":
+        return f"the network is off; grant it with {style.grant('allow_network')}"
+    if value is None:
+        return None
+    if kind in ("read", "list"):
+        noun = "listing" if kind == "list" else "reading"
+        return f"{noun} {value} is not allowed; grant it with {style.grant('allow_read', value)}"
+    if kind == "write":
+        return f"writing {value} is not allowed; grant it with {style.grant('allow_write', value)}"
+    if kind == "entries":
+        return (
+            f"changing the entries of {value} is not allowed; grant it with "
+            f"{style.grant('allow_write', value)}"
+        )
+    if kind == "read_write":
+        return (
+            f"the program reads back what it writes in {value}; grant both with "
+            f"{style.grant('allow_read', value)} {style.grant('allow_write', value)}"
+        )
+    if kind == "module":
+        return module_hint(value, style)
+    return None
+
+
+# Where a hint's value goes in the texts hint_texts gives.
+VALUE_PLACEHOLDER = "\0"
+
+
+def hint_texts(policy: Policy) -> dict[str, str]:
+    """The command line's hint of every kind that has one under policy, with
+    VALUE_PLACEHOLDER for the value: for the launcher, which writes a --json result
+    itself and cannot call format_hint (see pynox.engine.result.launcher_frame)."""
+    texts = {}
+    for kind in sorted(KINDS):
+        text = format_hint(
+            kind, VALUE_PLACEHOLDER, Style(False), policy.memory, policy.max_file_size
+        )
+        if text is not None:
+            texts[kind] = text
+    return texts
+
+
+def module_hint(directory: str, style: Style) -> str:
+    """The hint for a module found installed in directory, which the run was not given."""
+    grant = style.grant("package_dirs", directory)
+    return f"the module is installed in {directory}; import from there with {grant}"
