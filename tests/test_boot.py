@@ -172,14 +172,22 @@ MODULES = "import sys\nprint(' '.join(sorted(sys.modules)))\n"
 OWN = ("pynox", "gc")
 
 
-def test_a_plain_run_imports_nothing_python_would_not(tmp_path: Path) -> None:
-    """Every module on the start-up path costs every run: only pynox's own may be extra."""
+@pytest.mark.parametrize(
+    "mode", [[], ["--timeout=30s"], ["--json"]], ids=["plain", "timeout", "json"]
+)
+def test_a_run_imports_nothing_python_would_not(tmp_path: Path, mode: list[str]) -> None:
+    """Every module on the start-up path costs every run: only pynox's own may be extra.
+    (A --json run tells the launcher how to write its result: that takes no more than
+    pynox's own modules either, neither __future__ nor _json.)"""
     script = tmp_path / "modules.py"
     script.write_text(MODULES)
     python_modules = set(python("-I", str(script)).stdout.decode().split())
-    proc = run_pynox(str(script))
+    proc = run_pynox(*mode, str(script))
     assert proc.returncode == 0, proc.stderr
-    extra = set(proc.stdout.decode().split()) - python_modules
+    output = proc.stdout.decode()
+    if mode == ["--json"]:
+        output = json.loads(output)["stdout"]
+    extra = set(output.split()) - python_modules
     assert sorted(m for m in extra if m.partition(".")[0] not in OWN) == []
 
 

@@ -6,8 +6,6 @@ value, and a run with --json hands every hint's text to the launcher before the
 program starts (hint_texts), without importing what classifying takes.
 """
 
-from __future__ import annotations
-
 from pynox.policy.grants import GRANTS_BY_NAME
 from pynox.units import format_size
 
@@ -169,7 +167,7 @@ def format_hint(
 VALUE_PLACEHOLDER = "\0"
 
 
-def hint_texts(policy: Policy) -> dict[str, str]:
+def hint_texts(policy: "Policy") -> dict[str, str]:
     """The command line's hint of every kind that has one under policy, with
     VALUE_PLACEHOLDER for the value: for the launcher, which writes a --json result
     itself and cannot call format_hint (see pynox.engine.result.launcher_frame)."""

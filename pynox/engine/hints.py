@@ -6,8 +6,6 @@ child for the line it prints and in the supervisor for the result, so a program
 cannot put words of its own into a result's hint.
 """
 
-from __future__ import annotations
-
 import errno
 import os
 import socket
@@ -51,7 +49,7 @@ def _nearest_existing_dir(path: str) -> str:
     return directory
 
 
-def _is_write_open(args: tuple[Any, ...]) -> bool:
+def _is_write_open(args: "tuple[Any, ...]") -> bool:
     mode = args[1] if len(args) > 1 else None
     flags = args[2] if len(args) > 2 else 0
     if isinstance(mode, str):
@@ -61,7 +59,7 @@ def _is_write_open(args: tuple[Any, ...]) -> bool:
     return False
 
 
-def _is_read_write_open(args: tuple[Any, ...]) -> bool:
+def _is_read_write_open(args: "tuple[Any, ...]") -> bool:
     """An open that reads the file it writes: "w+b" (Pillow, and so matplotlib's PNGs),
     "r+", "a+", or O_RDWR (SQLite)."""
     mode = args[1] if len(args) > 1 else None
@@ -79,7 +77,7 @@ def _covering(path: str, roots: list[str]) -> str | None:
     return None
 
 
-def _event_path(args: tuple[Any, ...]) -> str | None:
+def _event_path(args: "tuple[Any, ...]") -> str | None:
     if args and isinstance(args[0], (str, bytes, os.PathLike)):
         return os.path.abspath(os.fsdecode(args[0]))
     return None
@@ -95,7 +93,7 @@ def _readable(path: str) -> bool:
 
 
 def _classify_file(
-    path: str, event: tuple[str, tuple[Any, ...]] | None, policy: Policy | None
+    path: str, event: "tuple[str, tuple[Any, ...]] | None", policy: "Policy | None"
 ) -> tuple[str | None, str | None]:
     name, args = event if event is not None else ("", ())
     same_path = _event_path(args) == path
@@ -120,7 +118,7 @@ def _classify_file(
     return _only_missing("write", path, policy)
 
 
-def _read_write(path: str, policy: Policy | None) -> tuple[str | None, str | None]:
+def _read_write(path: str, policy: "Policy | None") -> tuple[str | None, str | None]:
     """A file opened to be both written and read: what of the two is missing.
 
     Writes never imply reads, so a file created in a write tree cannot be read back
@@ -138,7 +136,7 @@ def _read_write(path: str, policy: Policy | None) -> tuple[str | None, str | Non
     return "read_write", target
 
 
-def _only_missing(kind: str, target: str, policy: Policy | None) -> tuple[str | None, str | None]:
+def _only_missing(kind: str, target: str, policy: "Policy | None") -> tuple[str | None, str | None]:
     """The hint, unless it would name a grant the run has already: then none.
 
     A grant that is present and still refused means something else stood in the
@@ -175,7 +173,7 @@ def _underlying(exc: BaseException) -> BaseException:
 
 
 def _sqlite_database(
-    database: str, policy: Policy | None
+    database: str, policy: "Policy | None"
 ) -> tuple[str | None, str | None, str | None]:
     """SQLite reports no errno. A database that exists outside the write grants was
     refused for reading: granting that is enough to query it. Otherwise SQLite
@@ -204,7 +202,7 @@ def _raised_in_process_module(exc: BaseException) -> bool:
 
 
 def _sqlite_open_failure(
-    exc: BaseException, event: tuple[str, tuple[Any, ...]] | None
+    exc: BaseException, event: "tuple[str, tuple[Any, ...]] | None"
 ) -> str | None:
     """The database path of a sqlite3.connect() that could not open its file."""
     if type(exc).__module__ != "sqlite3" or type(exc).__name__ != "OperationalError":
@@ -219,8 +217,8 @@ def _sqlite_open_failure(
 
 def classify(
     exc: BaseException,
-    event: tuple[str, tuple[Any, ...]] | None,
-    policy: Policy | None = None,
+    event: "tuple[str, tuple[Any, ...]] | None",
+    policy: "Policy | None" = None,
 ) -> tuple[str | None, str | None, str | None]:
     """What the exception is about: (hint kind, the grant's value, the denied path).
 

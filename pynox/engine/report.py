@@ -3,8 +3,6 @@
 Imported only in a child whose program failed.
 """
 
-from __future__ import annotations
-
 import os
 
 from pynox.engine.hint_text import Style, format_hint
@@ -29,7 +27,7 @@ def _type_name(exc: BaseException) -> str:
 
 
 def _location(
-    exc: BaseException, tb: TracebackType | None, program: Program
+    exc: BaseException, tb: "TracebackType | None", program: "Program"
 ) -> tuple[str | None, int | None]:
     """The line of the user's program the error comes from."""
     if isinstance(exc, SyntaxError) and exc.filename:
@@ -52,12 +50,12 @@ def _location(
 
 def describe_error(
     exc: BaseException,
-    tb: TracebackType | None,
-    program: Program,
-    policy: Policy,
-    last_event: tuple[str, tuple[Any, ...]] | None,
+    tb: "TracebackType | None",
+    program: "Program",
+    policy: "Policy",
+    last_event: "tuple[str, tuple[Any, ...]] | None",
     api_hints: bool,
-) -> dict[str, Any]:
+) -> "dict[str, Any]":
     kind, value, path = classify(exc, last_event, policy)
     hint = format_hint(kind, value, Style(api_hints), policy.memory, policy.max_file_size)
     filename, line = _location(exc, tb, program)
