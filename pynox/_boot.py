@@ -81,9 +81,11 @@ SUPERVISED_MODULES = (
     "pynox.strict_json",
     "pynox.units",
 )
-# What a run in a project with a pynox.toml imports on top: its cached configuration.
+# What a run in a project with a pynox.toml imports on top: its cached configuration
+# (and, when the cache misses, the file's reader).
 CONFIGURED_MODULES = (
     "pynox.policy.cache",
+    "pynox.policy.config_values",
     "pynox.policy.config",
 )
 IMAGE_MODULES = HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES

@@ -257,14 +257,17 @@ def test_a_run_with_a_pynox_toml_and_a_time_limit_loads_what_they_add_from_the_i
     tmp_path: Path,
 ) -> None:
     """The configuration's cache and the time limit's wording come from the image; the
-    time limit no longer loads the result's JSON writer (its line is all it needs)."""
+    time limit no longer loads the result's JSON writer (its line is all it needs), and
+    a configuration found in the cache does not load the file's reader."""
     (tmp_path / "pynox.toml").write_text('[permissions]\ntimeout = "30s"\n')
-    added = ("pynox.policy.cache", "pynox.policy.config", "pynox.engine.time_limit")
+    added = ("pynox.policy.cache", "pynox.policy.config_values", "pynox.engine.time_limit")
+    left = ("pynox.engine.result", "pynox.strict_json", "pynox.policy.config")
     probe = (
         "import sys\n"
         f"print([type(sys.modules[n].__spec__.loader).__name__ for n in {added!r}])\n"
-        "print('pynox.engine.result' in sys.modules, 'pynox.strict_json' in sys.modules)\n"
+        f"print([n in sys.modules for n in {left!r}])\n"
     )
+    assert run_pynox("-c", "pass", cwd=tmp_path).returncode == 0  # the cache's entry
     proc = run_pynox("-c", probe, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.decode().splitlines() == [str(["_ImageFinder"] * 3), "False False"]
+    assert proc.stdout.decode().splitlines() == [str(["_ImageFinder"] * 3), str([False] * 3)]

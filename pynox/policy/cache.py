@@ -12,9 +12,7 @@ import marshal
 import os
 import stat
 
-from pynox import units
-from pynox.policy import config, grants
-from pynox.policy import location as config_location
+from pynox.policy.config_values import Config
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,7 +37,7 @@ def cache_dir(environ: "Mapping[str, str]") -> str | None:
     return None if root is None else os.path.join(root, "pynox", "config")
 
 
-def load_config(path: str, environ: "Mapping[str, str] | None" = None) -> config.Config:
+def load_config(path: str, environ: "Mapping[str, str] | None" = None) -> Config:
     """The validated configuration in `path` (config.parse_config_file), from the cache when
     nothing it depends on changed."""
     if environ is None:
@@ -49,6 +47,8 @@ def load_config(path: str, environ: "Mapping[str, str] | None" = None) -> config
         with open(real_path, "rb") as config_file:
             raw = config_file.read()
     except OSError:
+        from pynox.policy import config
+
         return config.parse_config_file(real_path, environ)  # reports why it cannot be read
     key = (real_path, environ.get("HOME"), _code_stamp())
     entry = _entry_path(real_path, environ)
@@ -57,6 +57,8 @@ def load_config(path: str, environ: "Mapping[str, str] | None" = None) -> config
         if cached is not None:
             return cached
     # Parse the very bytes stored beside the result, never a second read of the file.
+    from pynox.policy import config
+
     loaded = config.parse_config_bytes(raw, real_path, environ)
     if entry is not None:
         _write_entry(entry, (CACHE_FORMAT, key, raw, loaded.to_data()), environ)
@@ -102,19 +104,31 @@ def _entry_path(real_path: str, environ: "Mapping[str, str]") -> str | None:
     return os.path.join(directory, name)
 
 
+# The modules that validate a pynox.toml, beside this one: not imported to find them,
+# since a run that finds its configuration in the cache loads only config_values.
+_VALIDATING_MODULES = (
+    "config.py",
+    "config_values.py",
+    "location.py",
+    "grants.py",
+    os.path.join(os.pardir, "units.py"),
+)
+
+
 def _code_stamp() -> tuple[int, ...]:
     """Size and mtime of the validating modules: a changed pynox invalidates old entries."""
     stamp: list[int] = []
-    for module_file in (config.__file__, config_location.__file__, grants.__file__, units.__file__):
+    here = os.path.dirname(__file__)
+    for module_file in _VALIDATING_MODULES:
         try:
-            module_stat = os.stat(module_file)
-        except (OSError, TypeError):  # no source file, e.g. a frozen or zipped build
+            module_stat = os.stat(os.path.join(here, module_file))
+        except OSError:  # no source file, e.g. a frozen or zipped build
             continue
         stamp += (module_stat.st_size, module_stat.st_mtime_ns)
     return tuple(stamp)
 
 
-def _read_entry(entry: str, key: "CacheKey", raw: bytes) -> "config.Config | None":
+def _read_entry(entry: str, key: "CacheKey", raw: bytes) -> "Config | None":
     try:
         descriptor = os.open(entry, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     except OSError:
@@ -134,7 +148,7 @@ def _read_entry(entry: str, key: "CacheKey", raw: bytes) -> "config.Config | Non
             return None
         if stored[0] != CACHE_FORMAT or stored[1] != key or stored[2] != raw:
             return None
-        return config.Config.from_data(stored[3])
+        return Config.from_data(stored[3])
     except _IGNORED:
         return None
     finally:

@@ -1,8 +1,9 @@
 """pynox.toml: the permissions a project grants the programs Pynox runs for it.
 
-Imported by runs that have a pynox.toml (pynox.policy.grants and pynox.policy.location serve the
-others): module level uses only builtins and os (the TOML parser is imported inside
-`parse_config_file`, and pynox.policy.cache.load_config usually skips it).
+Reads and validates the file into a Config (pynox.policy.config_values). Imported
+when a pynox.toml is read rather than found in the cache (pynox.policy.cache):
+module level uses only builtins and os (the TOML parser is imported inside
+`parse_config_file`).
 Annotations that name classes not yet defined are quoted instead of importing `__future__`.
 """
 
@@ -11,6 +12,7 @@ import sys
 
 from pynox import units
 from pynox.errors import ConfigError
+from pynox.policy.config_values import POOL_KEYS, Config, PoolSettings
 from pynox.policy.grants import (
     _GRANT_KEYS,
     DURATION,
@@ -19,11 +21,6 @@ from pynox.policy.grants import (
     SIZE,
     SWITCH,
     Grants,
-    _float,
-    _int,
-    _Record,
-    _str,
-    _str_list,
     _unique,
 )
 from pynox.policy.location import CONFIG_ENV, CONFIG_NAME, expand_home, find_config_path
@@ -35,107 +32,10 @@ if TYPE_CHECKING:
 # Grants and the finding of the file live in their own modules; they are part of this API too.
 __all__ = ["CONFIG_ENV", "CONFIG_NAME", "Config", "Grants", "PoolSettings", "find_config_path"]
 
-_POOL_KEYS = ("workers", "preload", "package_dirs", "max_sessions", "session_idle")
-_POOL_FIELDS = _POOL_KEYS + ("limited",)
 _TABLES_HINT = "settings go in the tables [permissions], [profiles.NAME] and [pool]"
 _NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _NAME_CHARS = _NAME_START | frozenset("0123456789")
 _BARE_KEY_CHARS = _NAME_CHARS | frozenset("-")
-
-
-class PoolSettings(_Record):
-    """The [pool] table: how the worker pool runs (its limits are a separate Grants).
-
-    `limited` names the keys [pool.limits] sets: there an empty list still limits
-    (to nothing), where a Grants' empty list means "not set".
-    """
-
-    __slots__ = _POOL_FIELDS
-    _fields = _POOL_FIELDS
-    _checks = (_int, _str_list, _str_list, _int, _float, _str_list)
-
-    def __init__(
-        self,
-        *,
-        workers: int | None = None,
-        preload: list[str] | None = None,
-        package_dirs: list[str] | None = None,
-        max_sessions: int | None = None,
-        session_idle: float | None = None,
-    ) -> None:
-        self.workers = workers
-        self.preload: list[str] = list(preload or ())
-        # Importable by every request of the pool, and where preload looks first.
-        self.package_dirs: list[str] = list(package_dirs or ())
-        self.max_sessions = max_sessions
-        self.session_idle = session_idle  # seconds
-        self.limited: list[str] = []
-
-    @classmethod
-    def from_data(cls, data: object) -> "PoolSettings":
-        pool = cls.__new__(cls)
-        pool._fill(data)
-        return pool
-
-
-def _profiles(value: object) -> dict[str, Grants]:
-    if type(value) is not dict:
-        raise TypeError("expected a dict")
-    return {_str(name): Grants.from_data(grants) for name, grants in value.items()}
-
-
-class Config(_Record):
-    """A validated pynox.toml; `path` is the file's absolute real path."""
-
-    __slots__ = _fields = ("path", "permissions", "profiles", "pool", "pool_limits")
-    _checks = (_str, Grants.from_data, _profiles, PoolSettings.from_data, Grants.from_data)
-
-    def __init__(
-        self,
-        path: str,
-        *,
-        permissions: Grants | None = None,
-        profiles: dict[str, Grants] | None = None,
-        pool: PoolSettings | None = None,
-        pool_limits: Grants | None = None,
-    ) -> None:
-        self.path = path
-        self.permissions = Grants() if permissions is None else permissions
-        self.profiles: dict[str, Grants] = {} if profiles is None else profiles
-        self.pool = PoolSettings() if pool is None else pool
-        self.pool_limits = Grants() if pool_limits is None else pool_limits
-
-    def profile(self, name: str) -> Grants:
-        """The [profiles.NAME] table as written (see `grants_for` for the merged grants)."""
-        found = self.profiles.get(name)
-        if found is not None:
-            return found
-        if not self.profiles:
-            raise ConfigError(f"profile {name!r} is not in {self.path}; it has no [profiles] table")
-        names = ", ".join(sorted(self.profiles))
-        raise ConfigError(f"profile {name!r} is not in {self.path}; its profiles are: {names}")
-
-    def package_dirs_named(self) -> list[str]:
-        """Every package directory the file names, in any table: where a module a run
-        cannot import may be installed (see the ModuleNotFoundError hint)."""
-        tables = [self.permissions, *self.profiles.values()]
-        paths = [path for table in tables for path in table.package_dirs]
-        return _unique(paths + self.pool.package_dirs)
-
-    def grants_for(self, profile: str | None = None) -> Grants:
-        """[permissions], with the named profile layered on top when one is given."""
-        if profile is None:
-            return self.permissions
-        return self.permissions.merged(self.profile(profile))
-
-    @classmethod
-    def from_data(cls, data: object) -> "Config":
-        config = cls.__new__(cls)
-        config._fill(data)
-        return config
-
-    def __repr__(self) -> str:
-        return f"Config({self.path!r})"
 
 
 def parse_config_file(path: str, environ: "Mapping[str, str]") -> Config:
@@ -246,8 +146,8 @@ class _Reader:
         return profiles
 
     def pool(self, table: dict[str, object]) -> "tuple[PoolSettings, Grants]":
-        listed = ", ".join(_POOL_KEYS) + " and the table [pool.limits]"
-        _reject_unknown_keys(table, _POOL_KEYS + ("limits",), "[pool]", self.path, listed)
+        listed = ", ".join(POOL_KEYS) + " and the table [pool.limits]"
+        _reject_unknown_keys(table, POOL_KEYS + ("limits",), "[pool]", self.path, listed)
         pool = PoolSettings()
         if "workers" in table:
             pool.workers = self._whole_number(table["workers"], "workers", 1, "4")
