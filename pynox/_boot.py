@@ -28,7 +28,7 @@ the program runs (pynox.engine.runner.end_start_up), so the program never sees i
 import marshal
 import os
 import sys
-from _frozen_importlib import ModuleSpec
+from _frozen_importlib import ModuleSpec, module_from_spec
 from _frozen_importlib_external import MAGIC_NUMBER
 from _imp import _fix_co_filename  # type: ignore[attr-defined]
 
@@ -43,44 +43,52 @@ if TYPE_CHECKING:
     Entry = tuple[str, int, memoryview]
 
 # Every plain run imports these, subpackages included (tests/test_boot.py checks this
-# list against what runs import).
-HOT_MODULES = (
+# list against what runs import). They run at once, in this order, each after the
+# modules its own top level imports (tests/test_boot.py checks that too): main() runs
+# the command's half, and the process that runs the program the child's half
+# (pynox.engine.runner.run_from_image), so that a supervisor forks without the latter.
+COMMAND_MODULES = (
     "pynox.errors",
     "pynox.limits",
-    "pynox.cli",
-    "pynox.cli.main",
-    "pynox.cli.arguments",
     "pynox.policy",
     "pynox.policy.grants",
     "pynox.policy.location",
     "pynox.policy.resolve",
     "pynox.policy.system_paths",
+    "pynox.cli",
+    "pynox.cli.main",
+    "pynox.cli.arguments",
     "pynox.engine",
     "pynox.engine.program",
-    "pynox.engine.runner",
     "pynox.engine.launcher_link",
     "pynox.engine.scratch",
     "pynox.engine.child_setup",
-    "pynox.engine.child",
+    "pynox.engine.runner",
+)
+CHILD_MODULES = (
     "pynox.engine.access_log",
     "pynox.engine.sandbox",
     "pynox.jsonfast",
     "pynox.jsonfast.hook",
+    "pynox.engine.child",
 )
+HOT_MODULES = COMMAND_MODULES + CHILD_MODULES
 
-# What a supervised run (--json, --memory) imports on top, to collect the output and
-# write the result (or, under the launcher, to tell it how), and a run with a time
-# limit, to word the line it ends with. The
-# image holds them too; as every module in it, each is unpacked only when imported, so
-# a plain run pays for reading their bytes alone.
-SUPERVISED_MODULES = (
-    "pynox.engine.supervisor",
-    "pynox.engine.result",
-    "pynox.engine.hint_text",
-    "pynox.engine.time_limit",
-    "pynox.strict_json",
+# What a run with --json, --memory or a time limit imports on top: the time limit's
+# wording, and the result's writer (or, under the launcher, what it is told to write
+# the result with), in the order they run at once (pynox.engine.runner), then the
+# Python supervisor. The image holds them too; as every module in it, each
+# is unpacked only when imported, so a plain run pays for reading their bytes alone.
+RESULT_MODULES = (
     "pynox.units",
+    "pynox.strict_json",
+    "pynox.engine.time_limit",
+    "pynox.engine.hint_text",
+    "pynox.engine.result",
 )
+SUPERVISED_MODULES = RESULT_MODULES + ("pynox.engine.supervisor",)
+# The groups the engine has run at once, by name (pynox.engine.runner.run_from_image).
+GROUPS = {"child": CHILD_MODULES, "result": RESULT_MODULES}
 # What a run in a project with a pynox.toml imports on top: its cached configuration
 # (and, when the cache misses, the file's reader).
 CONFIGURED_MODULES = (
@@ -127,6 +135,33 @@ class _ImageFinder:
         code = unpack(self.codes[module.__name__])
         exec(code, module.__dict__)  # noqa: S102 - pynox's own code
 
+    def run_group(self, group: str) -> None:
+        """run_all of a group the engine names: "child" or "result" (see GROUPS)."""
+        self.run_all(GROUPS[group])
+
+    def run_all(self, names: "Sequence[str]") -> None:
+        """Runs these modules, in order, as an import of each would, without the import
+        system's own work per module (its locks, its search of sys.meta_path, its
+        checks on the way back), which costs a cold process some 30 µs a module: 0.6 ms
+        of a plain run. A module that one of them imports before its turn is imported
+        as usual; so is one whose source changed (find_spec leaves it to the path finder).
+        """
+        for name in names:
+            if name in sys.modules:
+                continue
+            spec = self.find_spec(name)
+            if spec is None:
+                continue
+            module = module_from_spec(spec)
+            sys.modules[name] = module
+            try:
+                self.exec_module(module)
+            except BaseException:
+                del sys.modules[name]
+                raise
+            parent, _, child = name.rpartition(".")
+            setattr(sys.modules[parent], child, module)
+
 
 def _unchanged(entry: "Entry") -> bool:
     """Whether the module's source is still of the size it had when the image was made."""
@@ -154,7 +189,9 @@ def main() -> None:
     """
     codes = _load_image()
     if codes is not None:
-        sys.meta_path.insert(0, _ImageFinder(codes))
+        finder = _ImageFinder(codes)
+        sys.meta_path.insert(0, finder)
+        finder.run_all(COMMAND_MODULES)
     from pynox.cli.main import main as command
 
     command()

@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.commands import PYNOX, python, run
 from support.commands import pynox as run_pynox
-from support.commands import python
 
 import pynox
 from pynox import _boot
@@ -117,21 +117,30 @@ def test_a_damaged_image_or_another_magic_is_unused(package_copy: Path) -> None:
     assert _boot._load_image() is None
 
 
+def _installation_without_image(tmp_path: Path) -> tuple[Path, Path]:
+    """A virtual environment of this interpreter with a copy of the installed pynox (the
+    package and the launcher) but no start-up image: its launcher, and its __pycache__.
+    A copy, so that the installed package, which tests running beside this one use,
+    keeps its image."""
+    venv = tmp_path / "venv"
+    proc = python("-m", "venv", "--without-pip", str(venv))
+    assert proc.returncode == 0, proc.stderr
+    site = next(venv.glob("lib/python*/site-packages"))
+    shutil.copytree(PACKAGE, site / "pynox", ignore=shutil.ignore_patterns("*.image"))
+    shutil.copy2(PYNOX, venv / "bin" / "pynox")
+    return venv / "bin" / "pynox", site / "pynox" / "__pycache__"
+
+
 def test_a_run_writes_nothing_into_the_installed_package(tmp_path: Path) -> None:
     """The image comes with the install; a run never writes one (a sandboxed run's
     write grant could otherwise forge what every later run executes unconfined)."""
-    installed = Path(_boot._IMAGE)
-    assert installed.exists(), "the installed package has no start-up image"
-    aside = tmp_path / installed.name
-    shutil.move(installed, aside)
-    try:
-        before = sorted(p.name for p in installed.parent.iterdir())
-        for mode in ([], ["--timeout=30s"], ["--json"]):
-            proc = run_pynox(*mode, "-c", "pass")
-            assert proc.returncode == 0, proc.stderr
-        assert sorted(p.name for p in installed.parent.iterdir()) == before
-    finally:
-        shutil.move(aside, installed)
+    assert Path(_boot._IMAGE).exists(), "the installed package has no start-up image"
+    launcher, cache = _installation_without_image(tmp_path)
+    before = sorted(p.name for p in cache.iterdir())
+    for mode in ([], ["--timeout=30s"], ["--json"]):
+        proc = run([str(launcher), *mode, "-c", "pass"], cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in cache.iterdir()) == before
 
 
 PROBE = (
@@ -164,6 +173,52 @@ def test_the_image_holds_code_that_optimize_2_leaves_unchanged_but_for_docstring
             if isinstance(node, ast.Name) and node.id == "__debug__"
         ]
         assert asserts == [] and debug == [], (name, asserts, debug)
+
+
+def _imported_at_top(name: str, group: list[str]) -> set[str]:
+    """The modules of group that a module's top level imports (its package's among them)."""
+    tree = ast.parse((PACKAGE / _boot._relative_source(name)).read_text())
+    parts = name.split(".")
+    found = {".".join(parts[:i]) for i in range(2, len(parts))}
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return (found & set(group)) - {name}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("group", ["HOT_MODULES", "RESULT_MODULES"])
+def test_each_module_run_at_once_comes_after_what_its_top_level_imports(group: str) -> None:
+    """A group of modules runs in its order without the import system
+    (_ImageFinder.run_all): a module imported before its turn would go through it, and
+    cost what the order saves. (The result's modules run after the hot ones.)"""
+    order = list(getattr(_boot, group))
+    for position, name in enumerate(order):
+        later = {m for m in _imported_at_top(name, order) if order.index(m) > position}
+        assert not later, f"{name} imports {sorted(later)} at its top, which come after it"
+
+
+@pytest.mark.parametrize("mode", [[], ["--json"]], ids=["plain", "json"])
+def test_a_run_imports_no_module_of_the_image_through_the_import_system(
+    tmp_path: Path, mode: list[str]
+) -> None:
+    """Every hot module of a run, and a --json run's result modules, come from the image
+    by _ImageFinder.run_all, not one by one through the import system, which marks the
+    spec of each module it loads (_initializing) where run_all does not."""
+    names = _boot.HOT_MODULES + (_boot.RESULT_MODULES if mode else ())
+    probe = (
+        "import sys\n"
+        f"specs = [sys.modules[n].__spec__ for n in {names!r}]\n"
+        "print(all(type(s.loader).__name__ == '_ImageFinder' for s in specs),"
+        " any(hasattr(s, '_initializing') for s in specs))\n"
+    )
+    proc = run_pynox(*mode, "-c", probe, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    output = json.loads(proc.stdout)["stdout"] if mode else proc.stdout.decode()
+    assert output == "True False\n"
 
 
 MODULES = "import sys\nprint(' '.join(sorted(sys.modules)))\n"
@@ -214,7 +269,7 @@ def test_the_image_holds_what_a_plain_run_imports_and_every_mode_uses_all_of_it(
     assert not plain & set(_boot.SUPERVISED_MODULES)
     with PoolClient(cwd=tmp_path, workers=1) as pool:
         in_pool = set(pool.run({"id": 1, "code": IMPORTED})["stdout"].split())
-    assert hot - in_pool == {"pynox.cli.arguments"}  # the pool parses no run's flags
+    assert hot <= in_pool
 
 
 # The supervisor of a --json or --memory run, as the launcher starts it, reporting at its

@@ -54,6 +54,8 @@ def run(
         else:
             _close(captured)
         if launcher is not None:
+            if capture:
+                run_from_image("result")
             launcher_link.write_message(launcher, launcher_link.supervisor_message(policy, capture))
             setup.parent_pid, setup.new_session = os.getppid(), False
         setup.scratch_fd = scratch.remove_when_gone(directory)
@@ -83,6 +85,7 @@ def run(
 def run_in_this_process(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
     """Confines this process and runs the program in it: the command's own process, or
     the child its supervisor forked."""
+    run_from_image("child")
     from pynox.engine.child import run_child
     from pynox.policy import system_paths
 
@@ -113,6 +116,15 @@ def launcher_capture() -> "list[int] | None":
 def _close(fds: "list[int] | None") -> None:
     for fd in fds or ():
         os.close(fd)
+
+
+def run_from_image(group: str) -> None:
+    """Runs a group of pynox's modules from the start-up image at once, while pynox
+    starts up from it: "child", what confining itself takes, or "result", what tells
+    the launcher how to write a --json result (pynox._boot.GROUPS)."""
+    for finder in sys.meta_path:
+        if getattr(finder, "pynox_start_up", False):
+            finder.run_group(group)  # type: ignore[attr-defined]
 
 
 def end_start_up() -> None:
