@@ -87,15 +87,15 @@ RESULT_MODULES = (
     "pynox.engine.result",
 )
 SUPERVISED_MODULES = RESULT_MODULES + ("pynox.engine.supervisor",)
-# The groups the engine has run at once, by name (pynox.engine.runner.run_from_image).
-GROUPS = {"child": CHILD_MODULES, "result": RESULT_MODULES}
-# What a run in a project with a pynox.toml imports on top: its cached configuration
-# (and, when the cache misses, the file's reader).
-CONFIGURED_MODULES = (
-    "pynox.policy.cache",
+# What a run in a project with a pynox.toml imports on top: its cached configuration,
+# run at once (pynox.cli.main), and, when the cache misses, the file's reader.
+CACHED_CONFIG_MODULES = (
     "pynox.policy.config_values",
-    "pynox.policy.config",
+    "pynox.policy.cache",
 )
+CONFIGURED_MODULES = CACHED_CONFIG_MODULES + ("pynox.policy.config",)
+# The groups the engine has run at once, by name (pynox.engine.runner.run_from_image).
+GROUPS = {"child": CHILD_MODULES, "result": RESULT_MODULES, "config": CACHED_CONFIG_MODULES}
 IMAGE_MODULES = HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES
 
 _IMAGE = os.path.join(PACKAGE_DIR, "__pycache__", f"_boot.{sys.implementation.cache_tag}.image")
@@ -136,7 +136,7 @@ class _ImageFinder:
         exec(code, module.__dict__)  # noqa: S102 - pynox's own code
 
     def run_group(self, group: str) -> None:
-        """run_all of a group the engine names: "child" or "result" (see GROUPS)."""
+        """run_all of a group the engine names (see GROUPS)."""
         self.run_all(GROUPS[group])
 
     def run_all(self, names: "Sequence[str]") -> None:

@@ -176,6 +176,9 @@ def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None, list[str]
                 "--config=PATH, set PYNOX_CONFIG, or run where pynox.toml is"
             )
         return flags, None, []
+    from pynox.engine.runner import run_from_image
+
+    run_from_image("config")
     from pynox.policy.cache import load_config
 
     config = load_config(path, os.environ)
