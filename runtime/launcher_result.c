@@ -746,8 +746,9 @@ static void put_error(struct sink *sink, const struct result_frame *frame,
         put(sink, frame->timeout_error.data, frame->timeout_error.length);
         return;
     }
-    /* The report's strings, rewritten, take at most three times its size. */
-    size_t room = 3 * report_stream->head_length + 16;
+    /* The report's strings, rewritten, take at most six times its size (a raw DEL
+     * becomes \u007f). */
+    size_t room = 6 * report_stream->head_length + 16;
     struct sink arena = {sys_alloc(room), 0, room, -1, 0};
     struct report report = {{ABSENT, {NULL, 0}, 0}, {ABSENT, {NULL, 0}, 0},
                             {ABSENT, {NULL, 0}, 0}, {ABSENT, {NULL, 0}, 0},

@@ -147,6 +147,7 @@ def test_output_past_the_limit_is_cut_alike(tmp_path: Path, limit: int) -> None:
         b'{"hint_kind": "no such kind", "hint_value": "x"}',
         b'{"t\\u0079pe": "escaped key"}',
         b'{"type": "X"}' + b" " * (1 << 20),
+        b'{"type": "' + b"\x7f" * 300000 + b'"}',
     ],
     ids=lambda value: value[:30].decode(errors="replace"),
 )
