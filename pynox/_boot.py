@@ -23,6 +23,9 @@ and unmarshals only the modules it imports, straight from that one buffer.
 
 The finder serves only pynox's own modules and leaves sys.meta_path before
 the program runs (pynox.engine.runner.end_start_up), so the program never sees it.
+It also runs groups of modules a run needs at once (run_all: main() the command's
+half, the engine the rest as it needs them), without the import system's own work
+per module.
 """
 
 import marshal
