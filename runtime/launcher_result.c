@@ -315,16 +315,12 @@ static size_t capture_kept(const struct capture *capture, char *kept, size_t roo
     size_t head_size = budget / 2;
     size_t tail_size = budget - head_size;
     /* The head, up to the end of a line if that keeps three quarters of it. */
-    size_t head = head_size;
     size_t newline = head_size;
     while (newline > 0 && capture->head[newline - 1] != '\n') {
         newline--;
     }
-    if (newline > 0 && newline >= head_size * 3 / 4) {
-        head = newline;
-    } else {
-        head = utf8_end(capture->head, head_size);
-    }
+    int at_line = newline > 0 && newline >= head_size * 3 / 4;
+    size_t head = at_line ? newline : utf8_end(capture->head, head_size);
     /* The tail, from the start of a line if that keeps three quarters of it. */
     char *tail = kept + room - tail_size;  /* the buffer's end: free until the tail goes */
     capture_last(capture, tail_size, tail);

@@ -106,34 +106,7 @@
 #define LAUNCHER_ENAMETOOLONG 36
 #define LAUNCHER_ELOOP 40
 
-/* A system call with up to five arguments: the result, or -errno. */
-static inline long sys_call5(long number, long a, long b, long c, long d, long e)
-{
-#if defined(__x86_64__)
-    long result;
-    register long r10 __asm__("r10") = d;
-    register long r8 __asm__("r8") = e;
-    __asm__ volatile("syscall"
-                     : "=a"(result)
-                     : "a"(number), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8)
-                     : "rcx", "r11", "memory");
-    return result;
-#else
-    register long x8 __asm__("x8") = number;
-    register long x0 __asm__("x0") = a;
-    register long x1 __asm__("x1") = b;
-    register long x2 __asm__("x2") = c;
-    register long x3 __asm__("x3") = d;
-    register long x4 __asm__("x4") = e;
-    __asm__ volatile("svc #0"
-                     : "+r"(x0)
-                     : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4)
-                     : "memory", "cc");
-    return x0;
-#endif
-}
-
-/* mmap's six arguments. */
+/* A system call with up to six arguments (mmap's): the result, or -errno. */
 static inline long sys_call6(long number, long a, long b, long c, long d, long e, long f)
 {
 #if defined(__x86_64__)
@@ -160,6 +133,13 @@ static inline long sys_call6(long number, long a, long b, long c, long d, long e
                      : "memory", "cc");
     return x0;
 #endif
+}
+
+/* With five: the sixth argument register is set to 0, which the kernel ignores for
+ * calls that take fewer. */
+static inline long sys_call5(long number, long a, long b, long c, long d, long e)
+{
+    return sys_call6(number, a, b, c, d, e, 0);
 }
 
 /* The same with four: the fifth argument register is set to 0, which the kernel
