@@ -399,7 +399,7 @@ def run_source(
     """Compiles and runs source in __main__, as python runs a script.
 
     With echo, code that ends with an expression statement gives that expression's value,
-    as a notebook's cell does (see _compile_with_value); otherwise None.
+    as a notebook's cell does (see compile_with_value); otherwise None.
     """
     if remember:
         # The pool's code has no file: keep its lines so tracebacks can show them.
@@ -408,7 +408,7 @@ def run_source(
         text = source if isinstance(source, str) else source.decode(errors="replace")
         linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
     if echo:
-        compiled = _compile_with_value(source, filename)
+        compiled = compile_with_value(source, filename)
         if compiled is not None:
             body, expression = compiled
             exec_at_top(body, main.__dict__)
@@ -421,7 +421,7 @@ def run_source(
     return None
 
 
-def _compile_with_value(source: "str | bytes", filename: str) -> "tuple[Any, Any] | None":
+def compile_with_value(source: "str | bytes", filename: str) -> "tuple[Any, Any] | None":
     """The code, and apart from it its final expression statement if it ends with one.
 
     Compiled from one syntax tree whose nodes keep their positions, so line numbers and

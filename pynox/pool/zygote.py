@@ -218,6 +218,9 @@ def _warm_up() -> None:
         "<warm-up>",
     )
     exec(code, namespace)  # noqa: S102 - our own fixed code
+    # A request's code is compiled apart from its last expression, through a syntax
+    # tree (child.run_source with echo): a path of its own, with pages of its own.
+    child.compile_with_value(b"import sys\nvalue = [i for i in range(3)]\nvalue", "<warm-up>")
 
 
 def _rehearse(setup: ChildSetup) -> None:
@@ -242,3 +245,7 @@ def _rehearse(setup: ChildSetup) -> None:
     if atexit._ncallbacks() == 0:  # never the exit handlers of what the pool preloaded
         atexit._run_exitfuncs()
     shutdown.flush_stdio()
+    # A program's end runs the collector (shutdown.finish); its first pass in a new
+    # process copies the collector's own pages. Before gc.freeze, it only looks at
+    # what the spare made since its fork.
+    gc.collect()
