@@ -307,7 +307,8 @@ static int python_skips_site(int argc, char **argv, int first)
 }
 
 /* As getenv(name) != NULL: an entry "name=...". */
-static int has_variable(char **envp, const char *name)
+/* The value of the environment's first entry for name (as getenv), or NULL. */
+static const char *variable_value(char **envp, const char *name)
 {
     for (; *envp != NULL; envp++) {
         const char *entry = *envp;
@@ -317,16 +318,16 @@ static int has_variable(char **envp, const char *name)
             want++;
         }
         if (*want == '\0' && *entry == '=') {
-            return 1;
+            return entry + 1;
         }
     }
-    return 0;
+    return NULL;
 }
 
 /* Writes "PYNOX_JSON_FAST_PATH=<pid>" into entry if the environment should get it. */
 static int json_hook_entry(int argc, char **argv, int first, char **envp, char *entry, size_t size)
 {
-    if (python_skips_site(argc, argv, first) || has_variable(envp, JSON_HOOK_VARIABLE)) {
+    if (python_skips_site(argc, argv, first) || variable_value(envp, JSON_HOOK_VARIABLE) != NULL) {
         return 0;
     }
     long pid = sys_getpid();
@@ -420,7 +421,8 @@ int launcher_main(int argc, char **argv, char **envp)
             /* This process stays behind as the run's supervisor, and starts the
              * scratch directory's helper; the interpreter starts in a child
              * (launcher_supervise.c, launcher_scratch.c). */
-            if (supervise(&supervision, asks_for_json(argc, argv))) {
+            if (supervise(&supervision, asks_for_json(argc, argv),
+                          variable_value(envp, "TMPDIR"))) {
                 extra[extras++] = supervision.supervisor_entry;
                 if (supervision.helper) {
                     extra[extras++] = supervision.helper_entry;

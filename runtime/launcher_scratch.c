@@ -1,13 +1,21 @@
-/* The helper that removes a run's scratch directory once the run's process ends.
+/* The helper that makes a run's scratch directory, and removes it once the run's
+ * process ends.
  *
  * A sandboxed process may empty its scratch directory but never remove it: that is a
  * change to the directory above. So the launcher starts a helper before it execs the
  * interpreter: a copy of this small static process, in a session of its own, away
- * from the terminal's signals, which outlives the supervisor and nobody waits for. pynox writes the directory's path on a pipe once it made the
- * directory, before any program runs, and keeps the pipe's write end open until its
- * process ends, however it ends. The helper reads that one line, waits for the end of
- * the pipe, then removes the directory without following any link in it. Whatever
- * comes after the first line is ignored: only pynox writes before the program runs.
+ * from the terminal's signals, which outlives the supervisor and nobody waits for.
+ *
+ * While the interpreter starts, the helper makes a directory where pynox would make
+ * the run's (pynox.engine.scratch.create) and writes its name on a pipe of its own,
+ * which it then closes: pynox takes that directory instead of making one, so that the
+ * mkdir (a fraction of a millisecond, more on a busy file system) is off the run's
+ * path. pynox then writes the path of the directory the run uses on the other pipe,
+ * before any program runs, and keeps that pipe's write end open until its process
+ * ends, however it ends. The helper reads that one line, waits for the end of the
+ * pipe, then removes that directory and the one it made (if pynox did not take it),
+ * without following any link in them. Whatever comes after the first line is
+ * ignored: only pynox writes before the program runs.
  *
  * The launcher, staying behind as the run's supervisor (launcher_supervise.c), forks
  * it while the interpreter starts: off the run's path, and a fraction of the cost of
@@ -113,38 +121,115 @@ static int read_path(int fd, char *path, size_t size)
     }
 }
 
-static _Noreturn void run_helper(int fd)
+/* rm -rf path, for an absolute path whose last part is a name. */
+static void remove_path(char *path)
 {
-    (void)sys_call(SYS_setsid, 0, 0, 0, 0);  /* away from the terminal; fine if it fails */
-    /* Only the pipe stays open: the helper holds nobody's terminal or pipe. */
-    if (fd > 0) {
-        (void)sys_call(SYS_close_range, 0, fd - 1, 0, 0);
-    }
-    (void)sys_call(SYS_close_range, fd + 1, ~0U, 0, 0);
-    char path[LAUNCHER_PATH_MAX];
-    if (read_path(fd, path, sizeof path) != 0 || path[0] != '/') {
-        sys_exit(0);
+    if (path[0] != '/') {
+        return;
     }
     char *slash = str_last_slash(path);
     if (slash == path || slash[1] == '\0') {
-        sys_exit(0);  /* "/" or a path ending in "/": not a directory pynox made */
+        return;  /* "/" or a path ending in "/": not a directory a run uses */
     }
     *slash = '\0';
     long parent = sys_openat(LAUNCHER_AT_FDCWD, path,
                              LAUNCHER_O_PATH | LAUNCHER_O_DIRECTORY | LAUNCHER_O_CLOEXEC);
+    *slash = '/';
     if (parent >= 0) {
         remove_tree((int)parent, slash + 1, 0);
+        (void)sys_close((int)parent);  /* an O_PATH descriptor: nothing to lose */
+    }
+}
+
+/* Makes base/pynox-run-<12 hex digits>, mode 0700, into path, where base is TMPDIR if
+ * it names a directory by an absolute path, else /tmp: where and as
+ * pynox.engine.scratch.create makes one. Then writes its name and a newline on fd.
+ * 0 once it made it (whether the write worked or not), -1 if it did not. */
+static int make_directory(const char *tmpdir, int fd, char *path, size_t size)
+{
+    static const char hex[] = "0123456789abcdef";
+    const char *base = "/tmp";
+    if (tmpdir != NULL && tmpdir[0] == '/') {
+        long found = sys_openat(LAUNCHER_AT_FDCWD, tmpdir,
+                                LAUNCHER_O_PATH | LAUNCHER_O_DIRECTORY | LAUNCHER_O_CLOEXEC);
+        if (found >= 0) {
+            (void)sys_close((int)found);  /* an O_PATH descriptor: nothing to lose */
+            base = tmpdir;
+        }
+    }
+    for (int attempt = 0; attempt < 16; attempt++) {
+        unsigned char random[6];
+        if (sys_call(SYS_getrandom, (long)random, sizeof random, 0, 0) != (long)sizeof random) {
+            return -1;
+        }
+        char line[sizeof SCRATCH_PREFIX + 2 * sizeof random + 1];
+        size_t n = 0;
+        (void)buf_append(line, sizeof line, &n, SCRATCH_PREFIX);
+        for (size_t i = 0; i < sizeof random; i++) {
+            line[n++] = hex[random[i] >> 4];
+            line[n++] = hex[random[i] & 15];
+        }
+        line[n] = '\0';
+        size_t length = 0;
+        if (buf_append(path, size, &length, base) != 0 || buf_append(path, size, &length, "/") != 0
+            || buf_append(path, size, &length, line) != 0) {
+            return -1;
+        }
+        long made = sys_call(SYS_mkdirat, LAUNCHER_AT_FDCWD, (long)path, 0700, 0);
+        if (made == -LAUNCHER_EEXIST) {
+            continue;
+        }
+        if (made != 0) {
+            return -1;
+        }
+        line[n++] = '\n';
+        (void)write_all(fd, line, n);  /* if pynox does not get it, it makes its own */
+        return 0;
+    }
+    return -1;
+}
+
+/* Closes every descriptor but a and b. */
+static void close_all_but(int a, int b)
+{
+    int low = a < b ? a : b;
+    int high = a < b ? b : a;
+    if (low > 0) {
+        (void)sys_call(SYS_close_range, 0, low - 1, 0, 0);
+    }
+    if (high > low + 1) {
+        (void)sys_call(SYS_close_range, low + 1, high - 1, 0, 0);
+    }
+    (void)sys_call(SYS_close_range, high + 1, ~0U, 0, 0);
+}
+
+static _Noreturn void run_helper(const struct scratch_pipes *pipes, const char *tmpdir)
+{
+    (void)sys_call(SYS_setsid, 0, 0, 0, 0);  /* away from the terminal; fine if it fails */
+    /* Only the pipes stay open: the helper holds nobody's terminal or pipe. */
+    close_all_but(pipes->path[0], pipes->made[1]);
+    char made[LAUNCHER_PATH_MAX];
+    int has_made = make_directory(tmpdir, pipes->made[1], made, sizeof made) == 0;
+    (void)sys_close(pipes->made[1]);  /* the end of its name, for pynox's read */
+    char path[LAUNCHER_PATH_MAX];
+    int has_path = read_path(pipes->path[0], path, sizeof path) == 0;
+    if (has_path) {
+        remove_path(path);
+    }
+    if (has_made && !(has_path && str_equal(path, made))) {
+        remove_path(made);  /* not taken by pynox, or named by another path */
     }
     sys_exit(0);
 }
 
-int scratch_helper_pipe(int ends[2])
+/* A pipe whose end `own` (0 or 1) is close-on-exec: the helper's. 0, or -1 with
+ * nothing open. */
+static int helper_pipe(int ends[2], int own)
 {
     if (sys_call(SYS_pipe2, (long)ends, 0, 0, 0) != 0) {
         return -1;
     }
-    /* The read end is the helper's alone; the write end goes on to the interpreter. */
-    if (sys_call(SYS_fcntl, ends[0], LAUNCHER_F_SETFD, LAUNCHER_FD_CLOEXEC, 0) != 0) {
+    if (sys_call(SYS_fcntl, ends[own], LAUNCHER_F_SETFD, LAUNCHER_FD_CLOEXEC, 0) != 0) {
         (void)sys_close(ends[0]);
         (void)sys_close(ends[1]);
         return -1;
@@ -152,19 +237,41 @@ int scratch_helper_pipe(int ends[2])
     return 0;
 }
 
-void scratch_helper_spawn(int read_end)
+int scratch_helper_pipes(struct scratch_pipes *pipes)
 {
-    if (sys_fork() == 0) {
-        run_helper(read_end);
+    if (helper_pipe(pipes->path, 0) != 0) {
+        return -1;
     }
-    /* Without a helper (the fork failed), the directory stays: pynox cannot know. */
-    (void)sys_close(read_end);
+    if (helper_pipe(pipes->made, 1) != 0) {
+        (void)sys_close(pipes->path[0]);
+        (void)sys_close(pipes->path[1]);
+        return -1;
+    }
+    return 0;
 }
 
-int scratch_helper_entry(char *entry, size_t size, int write_end, long pid)
+void scratch_helper_close(const struct scratch_pipes *pipes, int helpers)
+{
+    (void)sys_close(helpers ? pipes->path[0] : pipes->path[1]);
+    (void)sys_close(helpers ? pipes->made[1] : pipes->made[0]);
+}
+
+void scratch_helper_spawn(const struct scratch_pipes *pipes, const char *tmpdir)
+{
+    if (sys_fork() == 0) {
+        run_helper(pipes, tmpdir);
+    }
+    /* Without a helper (the fork failed), pynox reads the end of the name's pipe and
+     * makes its own directory; the directory then stays: pynox cannot know. */
+    scratch_helper_close(pipes, 1);
+}
+
+int scratch_helper_entry(char *entry, size_t size, const struct scratch_pipes *pipes, long pid)
 {
     size_t n = 0;
     return buf_append(entry, size, &n, SCRATCH_HELPER_VARIABLE "=") == 0
-           && buf_append_long(entry, size, &n, write_end) == 0
+           && buf_append_long(entry, size, &n, pipes->path[1]) == 0
+           && buf_append(entry, size, &n, ",") == 0
+           && buf_append_long(entry, size, &n, pipes->made[0]) == 0
            && buf_append(entry, size, &n, ":") == 0 && buf_append_long(entry, size, &n, pid) == 0;
 }

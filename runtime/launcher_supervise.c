@@ -404,10 +404,10 @@ static int capture_entry(char *entry, size_t size, const int writes[STREAMS], lo
     return buf_append(entry, size, &n, ":") == 0 && buf_append_long(entry, size, &n, parent) == 0;
 }
 
-int supervise(struct supervision *entries, int capture)
+int supervise(struct supervision *entries, int capture, const char *tmpdir)
 {
     int ends[2];
-    int scratch[2] = {-1, -1};
+    struct scratch_pipes scratch;
     struct streams streams = {{-1, -1, -1}, {{0}, {0}, {0}}};
     int writes[STREAMS] = {-1, -1, -1};
     if (sys_call(SYS_pipe2, (long)ends, 0, 0, 0) != 0) {
@@ -428,7 +428,7 @@ int supervise(struct supervision *entries, int capture)
             }
         }
     }
-    entries->helper = scratch_helper_pipe(scratch) == 0;
+    entries->helper = scratch_helper_pipes(&scratch) == 0;
     unsigned long forwarded = bit(SIGTERM) | bit(SIGHUP) | bit(SIGINT) | bit(SIGQUIT);
     unsigned long old_mask = 0;
     /* Blocked before the fork, so that none is lost between it and the signalfd. */
@@ -441,12 +441,12 @@ int supervise(struct supervision *entries, int capture)
         (void)sys_close(ends[0]);
         close_streams(&streams);
         if (entries->helper) {
-            (void)sys_close(scratch[0]);
+            scratch_helper_close(&scratch, 1);
             entries->helper = scratch_helper_entry(entries->helper_entry,
-                                                   sizeof entries->helper_entry, scratch[1],
+                                                   sizeof entries->helper_entry, &scratch,
                                                    sys_getpid());
             if (!entries->helper) {
-                (void)sys_close(scratch[1]);
+                scratch_helper_close(&scratch, 0);
             }
         }
         entries->capture = writes[0] >= 0
@@ -471,13 +471,13 @@ int supervise(struct supervision *entries, int capture)
         }
     }
     if (entries->helper) {
-        (void)sys_close(scratch[1]);
+        scratch_helper_close(&scratch, 0);
     }
     if (child < 0) {
         (void)sys_close(ends[0]);
         close_streams(&streams);
         if (entries->helper) {
-            (void)sys_close(scratch[0]);  /* no helper: nothing holds its pipe */
+            scratch_helper_close(&scratch, 1);  /* no helper: nothing holds its pipes */
         }
         if (blocked == 0) {
             (void)sys_call(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old_mask, 0, sizeof old_mask);
@@ -487,7 +487,7 @@ int supervise(struct supervision *entries, int capture)
     }
     /* Started while the interpreter starts, off its path. */
     if (entries->helper) {
-        scratch_helper_spawn(scratch[0]);
+        scratch_helper_spawn(&scratch, tmpdir);
     }
     long signals = sys_call(SYS_signalfd4, -1, (long)&forwarded, sizeof forwarded, SFD_CLOEXEC);
     watch(child, ends[0], (int)signals, &streams);

@@ -15,7 +15,7 @@
 /* The environment entries supervise() makes for the interpreter, "NAME=VALUE". */
 struct supervision {
     char supervisor_entry[sizeof SUPERVISOR_VARIABLE + 48];
-    char helper_entry[sizeof SCRATCH_HELPER_VARIABLE + 48];  /* the scratch helper's (launcher_scratch.h) */
+    char helper_entry[sizeof SCRATCH_HELPER_VARIABLE + 72];  /* the scratch helper's (launcher_scratch.h) */
     char capture_entry[sizeof CAPTURE_VARIABLE + 80];
     int helper;   /* whether helper_entry is set */
     int capture;  /* whether capture_entry is set */
@@ -25,9 +25,10 @@ struct supervision {
  * their flags say (the child then execs the interpreter); returns 0 in this process
  * if it cannot supervise (nothing was forked). With `capture` (the command line has
  * --json), it also makes the pipes for the run's output. This process, the
- * supervisor, never returns: it starts the scratch helper, waits for the child,
+ * supervisor, never returns: it starts the scratch helper (which makes the run's
+ * directory in tmpdir, TMPDIR's value or NULL: launcher_scratch.h), waits for the child,
  * enforces the deadline pynox sends, writes the result of a captured run, and ends as
  * the child ended. */
-int supervise(struct supervision *entries, int capture);
+int supervise(struct supervision *entries, int capture, const char *tmpdir);
 
 #endif

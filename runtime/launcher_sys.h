@@ -37,6 +37,8 @@
 #define SYS_prlimit64 302
 #define SYS_mmap 9
 #define SYS_munmap 11
+#define SYS_mkdirat 258
+#define SYS_getrandom 318
 #define LAUNCHER_O_DIRECTORY 0200000
 #define LAUNCHER_O_NOFOLLOW 0400000
 #elif defined(__aarch64__)
@@ -66,6 +68,8 @@
 #define SYS_prlimit64 261
 #define SYS_mmap 222
 #define SYS_munmap 215
+#define SYS_mkdirat 34
+#define SYS_getrandom 278
 #define LAUNCHER_O_DIRECTORY 040000
 #define LAUNCHER_O_NOFOLLOW 0100000
 #else
@@ -97,6 +101,7 @@
 #define LAUNCHER_ENOMEM 12
 #define LAUNCHER_EACCES 13
 #define LAUNCHER_EFAULT 14
+#define LAUNCHER_EEXIST 17
 #define LAUNCHER_ENOTDIR 20
 #define LAUNCHER_EISDIR 21
 #define LAUNCHER_EINVAL 22

@@ -9,7 +9,7 @@ and removed once the run is over.
 
 import os
 
-from pynox.engine.launcher_link import launcher_pipe
+from pynox.engine.launcher_link import launcher_pipes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,8 +20,11 @@ if TYPE_CHECKING:
 VARIABLES = ("TMPDIR", "TEMP", "TMP", "HOME")
 PREFIX = "pynox-run-"
 # What the helper that removes a directory once its owner ends runs ($0: the directory).
-# Set by the launcher, when it started a helper of its own: "FD:PID".
+# Set by the launcher, when it started a helper of its own (runtime/launcher_scratch.c):
+# "PATH,MADE:PID", the pipe to name the directory to remove on, and the one on which the
+# helper names the directory it made for the run.
 LAUNCHER_HELPER_VARIABLE = "PYNOX_SCRATCH_HELPER"
+_NAME_LENGTH = len(PREFIX) + 12  # PREFIX and 6 random bytes in hexadecimal
 HELPER_SCRIPT = 'while read -r _; do :; done; exec rm -rf -- "$0"'
 
 
@@ -47,6 +50,9 @@ def create(base: "str | None" = None) -> str:
             base = "/tmp"
         # Resolved: the sandbox grants the directory itself, not a link to it.
         base = os.path.realpath(base)
+        made = _made_by_launcher(base)
+        if made is not None:
+            return made
     while True:
         path = os.path.join(base, PREFIX + os.urandom(6).hex())
         try:
@@ -114,14 +120,65 @@ def _remove_entry(parent_fd: int, name: str, depth: int) -> None:
         pass
 
 
+_helper_pipes: "list[int] | None" = None
+_helper_pipes_taken = False
+
+
+def _launcher_helper_pipes() -> "list[int] | None":
+    """The helper's pipes [PATH, MADE], taken out of the environment once."""
+    global _helper_pipes, _helper_pipes_taken
+    if not _helper_pipes_taken:
+        _helper_pipes_taken = True
+        # Set for this very process: the launcher's child, which exec made the interpreter.
+        _helper_pipes = launcher_pipes(LAUNCHER_HELPER_VARIABLE, os.getpid(), 2)
+    return _helper_pipes
+
+
+def _made_by_launcher(base: str) -> "str | None":
+    """The directory the launcher's helper made in `base` while the interpreter started,
+    if it did and it is one this user owns there; else None (then pynox makes its own).
+
+    Read once: the pipe is closed after, whatever it held.
+    """
+    pipes = _launcher_helper_pipes()
+    if pipes is None or pipes[1] < 0:
+        return None
+    fd, pipes[1] = pipes[1], -1
+    try:
+        line = os.read(fd, _NAME_LENGTH + 2)  # written at once, before the helper closes it
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    name = line[:-1].decode("ascii", "replace")
+    digits = name[len(PREFIX) :]
+    well_formed = (
+        len(line) == _NAME_LENGTH + 1
+        and line.endswith(b"\n")
+        and name.startswith(PREFIX)
+        and all(c in "0123456789abcdef" for c in digits)
+    )
+    if not well_formed:
+        return None
+    path = os.path.join(base, name)
+    try:
+        status = os.lstat(path)
+    except OSError:
+        return None  # made where TMPDIR pointed then, not where it resolves now
+    is_directory = status.st_mode & 0o170000 == 0o040000  # S_ISDIR, not a link
+    if not is_directory or status.st_uid != os.geteuid() or status.st_mode & 0o077:
+        return None
+    return path
+
+
 def hand_to_launcher_helper(path: str) -> "int | None":
     """Names `path` to the helper the launcher started (runtime/launcher_scratch.c), which
     removes it once this process ends; returns the pipe to keep open, or None when
     pynox was not started by its launcher."""
-    # Set for this very process: the launcher's child, which exec made the interpreter.
-    fd = launcher_pipe(LAUNCHER_HELPER_VARIABLE, os.getpid())
-    if fd is None:
+    pipes = _launcher_helper_pipes()
+    if pipes is None or pipes[0] < 0:
         return None
+    fd, pipes[0] = pipes[0], -1
     try:
         os.write(fd, os.fsencode(path) + b"\n")
     except OSError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,8 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from support.commands import PYNOX, pynox
+from support.commands import PYNOX, pynox, run
 
+from pynox.engine import scratch
 from pynox.engine.scratch import PREFIX, VARIABLES
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -274,3 +276,129 @@ def _pipes(pid: int) -> set[str]:
 
 def _has_pipe_of(pid: int, run: int) -> bool:
     return bool(_pipes(pid) & _pipes(run))
+
+
+def test_the_launchers_helper_makes_the_directory_off_the_runs_path(tmp_path: Path) -> None:
+    """The mkdir is the helper's, made while the interpreter starts; pynox only takes it."""
+    strace = shutil.which("strace")
+    if strace is None:
+        pytest.skip("strace is not installed (make conformance-deps installs it)")
+    base = tmp_path / "tmp"
+    base.mkdir()
+    trace = tmp_path / "trace"
+    code = "import os; print(os.getpid(), os.environ['TMPDIR'])"
+    proc = run(
+        [strace, "-f", "-qq", "-e", "trace=mkdir,mkdirat", "-o", str(trace), PYNOX, "-c", code],
+        cwd=tmp_path, env={"TMPDIR": str(base)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    interpreter, directory = proc.stdout.decode().split()
+    assert os.path.dirname(directory) == str(base)
+    made = [line for line in trace.read_text().splitlines() if f'"{directory}"' in line]
+    assert len(made) == 1 and made[0].endswith("= 0"), made
+    assert made[0].split()[0] != interpreter, made  # not pynox's own mkdir
+    assert _gone(directory)
+
+
+@pytest.mark.parametrize("args", [["--no-such-option", "-c", "pass"], ["missing.py"]])
+def test_a_directory_the_run_never_took_is_removed(tmp_path: Path, args: list[str]) -> None:
+    """The helper makes a directory before pynox reads its command line; a run that ends
+    before it takes it (a usage error, a script that is not there) leaves none behind."""
+    base = tmp_path / "tmp"
+    base.mkdir()
+    proc = pynox(*args, cwd=tmp_path, env={"TMPDIR": str(base)})
+    assert proc.returncode == 2, proc.stderr.decode()
+    deadline = time.monotonic() + 10
+    while list(base.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(base.iterdir()) == []
+
+
+class _FakeHelper:
+    """The launcher's helper as pynox sees it: its two pipes, named in the environment."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, base: Path) -> None:
+        self.path_read, path_write = os.pipe()
+        self.made_read, self.made_write = os.pipe()
+        monkeypatch.setenv("TMPDIR", str(base))
+        monkeypatch.setenv(
+            scratch.LAUNCHER_HELPER_VARIABLE, f"{path_write},{self.made_read}:{os.getpid()}"
+        )
+        monkeypatch.setattr(scratch, "_helper_pipes_taken", False)
+        monkeypatch.setattr(scratch, "_helper_pipes", None)
+        self.path_write = path_write
+
+    def says(self, line: bytes) -> str:
+        """What scratch.create() makes of the helper's line; the pipe is closed after."""
+        os.write(self.made_write, line)
+        os.close(self.made_write)
+        try:
+            return scratch.create()
+        finally:
+            with pytest.raises(OSError):
+                os.fstat(self.made_read)  # read once, then closed
+            os.close(self.path_read)
+            os.close(self.path_write)
+
+
+def _adopted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prepare: str) -> bool:
+    base = tmp_path / "tmp"
+    base.mkdir()
+    name = PREFIX + "0123456789ab"
+    target = base / name
+    if prepare == "directory":
+        target.mkdir(mode=0o700)
+    elif prepare == "open directory":
+        target.mkdir()
+        target.chmod(0o755)
+    elif prepare == "link":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        target.symlink_to(tmp_path / "elsewhere")
+    elif prepare == "file":
+        target.write_text("")
+    helper = _FakeHelper(monkeypatch, base)
+    path = helper.says(name.encode() + b"\n")
+    assert os.path.dirname(path) == str(base) and os.path.isdir(path)
+    return path == str(target)
+
+
+def test_pynox_takes_the_directory_its_helper_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _adopted(tmp_path, monkeypatch, "directory")
+
+
+@pytest.mark.parametrize("prepare", ["open directory", "link", "file", "nothing"])
+def test_pynox_makes_its_own_unless_the_helpers_is_a_private_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prepare: str
+) -> None:
+    assert not _adopted(tmp_path, monkeypatch, prepare)
+
+
+@pytest.mark.parametrize(
+    ("line", "made"),
+    [
+        (b"", []),  # the helper could not make one
+        (b"pynox-run-0123456789ab", ["tmp/pynox-run-0123456789ab"]),  # no end of line
+        (b"pynox-run-0123456789ab\nx", ["tmp/pynox-run-0123456789ab"]),
+        (b"pynox-run-0123456789AB\n", ["tmp/pynox-run-0123456789AB"]),
+        (b"pynox-run-0123456789a\n", ["tmp/pynox-run-0123456789a"]),
+        (b"pynox-run-0123456789abc\n", ["tmp/pynox-run-0123456789abc"]),
+        (b"pynox-run-../../outsid\n", ["tmp/pynox-run-..", "tmp/outsid"]),
+        (b"pynox-run-\xff123456789a\n", []),
+    ],
+)
+def test_a_malformed_name_from_the_helper_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: bytes, made: list[str]
+) -> None:
+    """Whatever the line names, even a private directory that is there, is not taken
+    unless it is PREFIX and 12 hexadecimal digits, on a line of its own."""
+    base = tmp_path / "tmp"
+    base.mkdir()
+    for directory in made:
+        (tmp_path / directory).mkdir(mode=0o700)
+    before = {path.name for path in base.iterdir()}
+    path = _FakeHelper(monkeypatch, base).says(line)
+    assert os.path.dirname(path) == str(base)
+    assert os.path.basename(path) not in before
+    assert os.path.isdir(path)
