@@ -50,6 +50,7 @@ from pynox.pool import files as pool_files
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
 from pynox.pool.display_check import Shown
+from pynox.pool.scratch_keeper import ScratchKeeper
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -275,8 +276,7 @@ class PoolServer:
         # helper's pipe must not stay open in it).
         self.scratch_root = scratch.create()
         self.scratch_fd = scratch.remove_when_gone(self.scratch_root)
-        self.ready_scratch: list[str] = []
-        self.used_scratch: list[str] = []  # of runs that ended: removed when idle
+        self.scratch_keeper = ScratchKeeper(self.scratch_root)
         self.poller = select.poll()
         self.handlers: dict[int, tuple[Child, str]] = {}
         self.children: dict[int, Child] = {}  # by token
@@ -346,7 +346,7 @@ class PoolServer:
         policies = [run.policy for run in self.runs.values()]
         policies += [session.policy for session in self.sessions.values()]
         directories = [p.scratch for p in policies] + [c.scratch for c in self.children.values()]
-        directories += self.ready_scratch + self.used_scratch
+        directories += self.scratch_keeper.directories()
         return [d for d in dict.fromkeys(directories) if d is not None]
 
     # --- the loop -----------------------------------------------------------------------
@@ -370,8 +370,9 @@ class PoolServer:
             ready = self._poll(timeout_ms)
             for fd, events in ready:
                 self._dispatch(fd, events)
-            if (not ready and self.used_scratch) or len(self.used_scratch) > _USED_SCRATCH_MAX:
-                self._remove_used_scratch()
+            used = self.scratch_keeper.used()
+            if (not ready and used) or used > _USED_SCRATCH_MAX:
+                self.scratch_keeper.remove_used()
             self._expire()
             # A request that finds no spare gets one forked on the spot (_take_spare);
             # with requests queued, spares are what they wait for.
@@ -380,12 +381,6 @@ class PoolServer:
         self._close_sessions()
         self._finish_output()
         return 0
-
-    def _remove_used_scratch(self) -> None:
-        """The scratch directories of runs that ended: removed while the pool is idle,
-        off the path of results and requests, or when too many wait."""
-        while self.used_scratch:
-            scratch.remove(self.used_scratch.pop())
 
     def _poll(self, timeout_ms: int | None) -> "list[tuple[int, int]]":
         try:
@@ -402,7 +397,7 @@ class PoolServer:
             if s.running is None and s.child is not None
         ]
         deadlines += [child.kill_at for child in self.dying.values()]
-        if self.used_scratch:
+        if self.scratch_keeper.used():
             deadlines.append(now + _IDLE_CLEANUP)
         if len(self.spares) < self.workers and self.stdin_open:
             # Wake up to replenish the spares once the newest program is no longer new.
@@ -684,7 +679,7 @@ class PoolServer:
             if queued[0] is run:
                 self.queue.remove(queued)
                 if run.policy.scratch is not None:
-                    self.used_scratch.append(run.policy.scratch)
+                    self.scratch_keeper.discard(run.policy.scratch)
                 break
         for session in self.sessions.values():
             for queued in session.queue:
@@ -728,18 +723,11 @@ class PoolServer:
         while self.stdin_open and len(self.spares) < self.workers:
             self.spares.append(self._spawn())
         # Scratch directories made ahead, as spares are: a request does not wait for one.
-        while self.stdin_open and len(self.ready_scratch) < self.workers:
-            self.ready_scratch.append(self._new_scratch())
-
-    def _new_scratch(self) -> str:
-        """A run's scratch directory, with the empty out/ whose files its result returns."""
-        path = scratch.create(self.scratch_root)
-        pool_files.make_out_dir(path)
-        return path
+        if self.stdin_open:
+            self.scratch_keeper.keep_ready(self.workers)
 
     def _scratch_for(self, policy: "Policy") -> None:
-        ready = self.ready_scratch.pop() if self.ready_scratch else self._new_scratch()
-        scratch.attach(policy, self.scratch_root, ready)
+        scratch.attach(policy, self.scratch_root, self.scratch_keeper.take())
 
     def _files_out(self, run: Run, result: "dict[str, Any]") -> None:
         """Adds the files the run left in its scratch directory's out/ to its result; a
@@ -752,7 +740,7 @@ class PoolServer:
             trash = scratch.create(self.scratch_root)
             os.rmdir(trash)  # only its name: out/ takes its place
             if pool_files.move_out_dir(run.policy.scratch, trash):
-                self.used_scratch.append(trash)
+                self.scratch_keeper.discard(trash)
 
     def _spawn(self) -> Child:
         self.next_token += 1
@@ -1078,9 +1066,9 @@ class PoolServer:
             self._finish_child(child)
         finally:
             # Removed once the child is surely gone, while the pool is idle: off the
-            # path of this result and of the next request (_remove_used_scratch).
+            # path of this result and of the next request (ScratchKeeper.remove_used).
             if child.scratch is not None:
-                self.used_scratch.append(child.scratch)
+                self.scratch_keeper.discard(child.scratch)
 
     def _finish_child(self, child: Child) -> None:
         for role in list(child.fds):
@@ -1288,6 +1276,7 @@ class PoolServer:
             self._expire()
         for child in list(self.children.values()):
             child.kill("the pool is exiting")
+        self.scratch_keeper.close()
         for directory in self._scratch_directories():
             scratch.remove(directory)
 

@@ -1,0 +1,78 @@
+"""The pool's scratch directories, made ahead and removed after by a thread of their own."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from pynox.errors import PolicyError
+from pynox.file_names import OUT_DIR
+from pynox.pool.scratch_keeper import ScratchKeeper
+
+
+def _eventually(condition: object, within: float = 10) -> bool:
+    deadline = time.monotonic() + within
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_directories_are_made_ahead_with_their_out_directory(tmp_path: Path) -> None:
+    keeper = ScratchKeeper(str(tmp_path))
+    try:
+        keeper.keep_ready(2)
+        assert _eventually(lambda: len(os.listdir(tmp_path)) == 2)
+        made = set(os.listdir(tmp_path))
+        taken = keeper.take()
+        assert os.path.basename(taken) in made  # one made ahead, not a new one
+        assert os.listdir(taken) == [OUT_DIR]
+        assert os.stat(taken).st_mode & 0o777 == 0o700
+        time.sleep(0.1)
+        assert len(os.listdir(tmp_path)) == 2  # none made while its program starts
+        keeper.keep_ready(2)
+        assert _eventually(lambda: len(os.listdir(tmp_path)) == 3)
+    finally:
+        keeper.close()
+    assert os.listdir(tmp_path) == [os.path.basename(taken)]  # only the one given out
+
+
+def test_used_directories_wait_until_asked_then_go(tmp_path: Path) -> None:
+    keeper = ScratchKeeper(str(tmp_path))
+    try:
+        used = [keeper.take() for _ in range(3)]
+        Path(used[0], OUT_DIR, "chart.png").write_bytes(b"x")
+        for path in used:
+            keeper.discard(path)
+        assert keeper.used() == 3
+        time.sleep(0.1)
+        assert all(os.path.isdir(path) for path in used)  # not before remove_used
+        keeper.remove_used()
+        assert keeper.used() == 0  # no longer waiting: being removed
+        assert _eventually(lambda: not any(os.path.lexists(path) for path in used))
+    finally:
+        keeper.close()
+
+
+def test_close_removes_every_directory_it_holds(tmp_path: Path) -> None:
+    keeper = ScratchKeeper(str(tmp_path))
+    keeper.keep_ready(2)
+    assert _eventually(lambda: len(os.listdir(tmp_path)) == 2)
+    keeper.discard(keeper.take())
+    keeper.close()
+    assert os.listdir(tmp_path) == []
+
+
+def test_without_a_directory_take_says_why(tmp_path: Path) -> None:
+    root = tmp_path / "gone"
+    keeper = ScratchKeeper(str(root))
+    try:
+        keeper.keep_ready(2)  # the thread fails, and leaves it to take()
+        with pytest.raises(PolicyError, match="cannot create the run's scratch directory"):
+            keeper.take()
+    finally:
+        keeper.close()
