@@ -208,6 +208,10 @@ static _Noreturn void run_helper(const struct scratch_pipes *pipes, const char *
     (void)sys_call(SYS_setsid, 0, 0, 0, 0);  /* away from the terminal; fine if it fails */
     /* Only the pipes stay open: the helper holds nobody's terminal or pipe. */
     close_all_but(pipes->path[0], pipes->made[1]);
+    /* An interpreter that ended before it read the name must not kill the helper with
+     * SIGPIPE: the directory would stay. */
+    struct sigaction_k ignore = {LAUNCHER_SIG_IGN, 0, 0, 0};
+    (void)sys_call(SYS_rt_sigaction, LAUNCHER_SIGPIPE, (long)&ignore, 0, sizeof(unsigned long));
     char made[LAUNCHER_PATH_MAX];
     int has_made = make_directory(tmpdir, pipes->made[1], made, sizeof made) == 0;
     (void)sys_close(pipes->made[1]);  /* the end of its name, for pynox's read */

@@ -60,13 +60,6 @@ struct signalfd_siginfo_k {
     unsigned char rest[116];
 };
 
-struct sigaction_k {
-    void *handler;
-    unsigned long flags;
-    void *restorer;
-    unsigned long mask;
-};
-
 struct rlimit_k {
     unsigned long current;
     unsigned long maximum;

@@ -111,6 +111,17 @@
 #define LAUNCHER_ENAMETOOLONG 36
 #define LAUNCHER_ELOOP 40
 
+/* The kernel's struct sigaction, for rt_sigaction with SIG_DFL or SIG_IGN (the fields
+ * after the handler stay 0, where they lie does not matter then). */
+struct sigaction_k {
+    void *handler;
+    unsigned long flags;
+    void *restorer;
+    unsigned long mask;
+};
+#define LAUNCHER_SIGPIPE 13
+#define LAUNCHER_SIG_IGN ((void *)1)
+
 /* A system call with up to six arguments (mmap's): the result, or -errno. */
 static inline long sys_call6(long number, long a, long b, long c, long d, long e, long f)
 {

@@ -14,6 +14,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,20 @@ def test_the_start_file_is_passed_by_its_real_path(folder: Path) -> None:
     resolved = os.path.realpath(site)
     start = os.path.join(resolved, "pynox", "_start.py")
     assert argv == [python, "-I", "-S", start, "script.py"]
+
+
+def test_the_helpers_directory_goes_when_the_interpreter_never_took_it(folder: Path) -> None:
+    """The stand-in interpreter ends at once, often before the scratch helper has named
+    the directory it made: the helper must still remove it (not die of SIGPIPE)."""
+    launcher = launcher_copy(folder)
+    tmp = folder / "tmp"
+    tmp.mkdir()
+    for _ in range(20):
+        handed_on(run([str(launcher), "script.py"], env={"TMPDIR": str(tmp)}))
+    deadline = time.monotonic() + 10
+    while list(tmp.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(tmp.iterdir()) == []
 
 
 def test_a_missing_interpreter_is_one_line_and_125(folder: Path) -> None:
