@@ -306,7 +306,6 @@ static int python_skips_site(int argc, char **argv, int first)
     return 0;
 }
 
-/* As getenv(name) != NULL: an entry "name=...". */
 /* The value of the environment's first entry for name (as getenv), or NULL. */
 static const char *variable_value(char **envp, const char *name)
 {

@@ -5,7 +5,7 @@ On some file systems a mkdir or a removal takes a millisecond or more (ext4 with
 journal skips every inode freed in the last minutes, one by one). The pool server's loop
 would spend that time instead of reading results and requests; the thread spends it
 beside the loop, in system calls that let the loop run. The loop still decides when the
-work is done (see PoolServer._replenish and _remove_used_scratch), so that it does not
+work is done (see PoolServer._replenish and PoolServer.serve), so that it does not
 compete with a program that just started.
 """
 
