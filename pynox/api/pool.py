@@ -74,7 +74,9 @@ class Pool:
     """A `pynox pool` process that runs code in sandboxed children, shared by all threads.
 
     `workers` is how many one-shot runs go at once (default: [pool].workers of the config,
-    else 2), `preload` lists modules every child starts with, `package_dirs` lists directories
+    else 2), `preload` lists modules every child starts with, `warmup` is code that readies
+    them (run once after preloading and again in each child before its request, as host code;
+    see pynox.pool.warmup), `package_dirs` lists directories
     of installed packages (a site-packages) that preload imports from and every run may
     import from, with no grant of its own (relative paths resolved against the current
     directory now), `config` names the pynox.toml whose profiles and [pool.limits] apply
@@ -89,6 +91,7 @@ class Pool:
         preload: Names = None,
         config: str | os.PathLike[str] | None = None,
         *,
+        warmup: str | None = None,
         package_dirs: Paths = None,
         lazy: bool = False,
         pynox_command: list[str] | None = None,
@@ -102,6 +105,11 @@ class Pool:
         for module in self.preload:
             if not all(part.isidentifier() for part in module.split(".")):
                 raise ValueError(f"preload lists {module!r}, which is not a module name")
+        if warmup is not None and not isinstance(warmup, str):
+            raise TypeError("warmup takes Python code as a string, like 'import pandas'")
+        if warmup is not None and "\0" in warmup:
+            raise ValueError("warmup holds a NUL character, which no command line can pass")
+        self.warmup = warmup
         self.package_dirs = pool_package_dirs(package_dirs)
         self.config_path = _find_config(config)
         if pynox_command is not None and (
@@ -133,6 +141,8 @@ class Pool:
             command += ["--workers", str(self.workers)]
         for module in self.preload:
             command += ["--preload", module]
+        if self.warmup is not None:
+            command += ["--warmup", self.warmup]
         for directory in self.package_dirs:
             command += ["--package-dir", directory]
         return command

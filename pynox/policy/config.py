@@ -166,6 +166,12 @@ class _Reader:
                         ' module name; write importable names, like "pandas" or "numpy.linalg"'
                     )
             pool.preload = _unique(modules)
+        if "warmup" in table:
+            if not isinstance(table["warmup"], str):
+                raise self._type_error(
+                    "warmup", "[pool]", "a string of Python code", '"import pandas"'
+                )
+            pool.warmup = table["warmup"]
         if "package_dirs" in table:
             paths = self._strings(table["package_dirs"], "package_dirs", "[pool]")
             pool.package_dirs = _unique([self._path(p, "package_dirs", "[pool]") for p in paths])

@@ -10,6 +10,7 @@ from pynox.policy.grants import (
     Grants,
     _float,
     _int,
+    _optional_str,
     _Record,
     _str,
     _str_list,
@@ -17,7 +18,7 @@ from pynox.policy.grants import (
 )
 
 # The keys of [pool] (besides the table [pool.limits]).
-POOL_KEYS = ("workers", "preload", "package_dirs", "max_sessions", "session_idle")
+POOL_KEYS = ("workers", "preload", "warmup", "package_dirs", "max_sessions", "session_idle")
 _POOL_FIELDS = POOL_KEYS + ("limited",)
 
 
@@ -30,19 +31,23 @@ class PoolSettings(_Record):
 
     __slots__ = _POOL_FIELDS
     _fields = _POOL_FIELDS
-    _checks = (_int, _str_list, _str_list, _int, _float, _str_list)
+    _checks = (_int, _str_list, _optional_str, _str_list, _int, _float, _str_list)
 
     def __init__(
         self,
         *,
         workers: int | None = None,
         preload: list[str] | None = None,
+        warmup: str | None = None,
         package_dirs: list[str] | None = None,
         max_sessions: int | None = None,
         session_idle: float | None = None,
     ) -> None:
         self.workers = workers
         self.preload: list[str] = list(preload or ())
+        # Code the pool runs once it has preloaded, and again in each spare child
+        # before its request comes (pynox.pool.warmup).
+        self.warmup = warmup
         # Importable by every request of the pool, and where preload looks first.
         self.package_dirs: list[str] = list(package_dirs or ())
         self.max_sessions = max_sessions

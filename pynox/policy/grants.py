@@ -109,6 +109,12 @@ def _str(value: object) -> str:
     return value
 
 
+def _optional_str(value: object) -> str | None:
+    if value is None or type(value) is str:
+        return value
+    raise TypeError("expected a string or None")
+
+
 def _str_list(value: object) -> list[str]:
     if type(value) is not list or not all(type(item) is str for item in value):
         raise TypeError("expected a list of strings")

@@ -42,6 +42,26 @@ def prepare_preloaded() -> None:
         pass
 
 
+def release_warmup_leftovers() -> None:
+    """After the pool's warm-up (pynox.pool.warmup), what it left that a request must not get.
+
+    Its open figures would come back as the request's images. matplotlib's cached fonts
+    hold their files open, which the sandbox closes before the program runs; matplotlib
+    drops that cache after a fork for the same reason, but a spare's warm-up comes after
+    its fork.
+    """
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    font_manager = sys.modules.get("matplotlib.font_manager")
+    try:
+        if pyplot is not None:
+            pyplot.close("all")
+        clear = getattr(getattr(font_manager, "_get_font", None), "cache_clear", None)
+        if clear is not None:
+            clear()
+    except Exception:  # noqa: BLE001, S110 - a matplotlib without these has nothing to drop
+        pass
+
+
 def start_step() -> None:
     """A session step starts: its images are counted afresh."""
     _sent[0] = _sent[1] = 0

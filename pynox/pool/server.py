@@ -45,7 +45,7 @@ from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
 from pynox.policy.resolve import build_policy, resolve_grant
-from pynox.pool import channel, zygote
+from pynox.pool import channel, warmup, zygote
 from pynox.pool import files as pool_files
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
@@ -84,16 +84,17 @@ CANCELLED_QUEUED = "the client cancelled the request before it started"
 
 
 class PoolOptions:
-    __slots__ = ("config", "workers", "preload", "package_dirs")
+    __slots__ = ("config", "workers", "preload", "warmup", "package_dirs")
 
     def __init__(self) -> None:
         self.config: str | None = None
         self.workers: int | None = None
         self.preload: list[str] = []
+        self.warmup: str | None = None  # in place of [pool].warmup
         self.package_dirs: list[str] = []  # as given: relative to the working directory
 
 
-_POOL_FLAGS = ("--config", "--workers", "--preload", "--package-dir")
+_POOL_FLAGS = ("--config", "--workers", "--preload", "--warmup", "--package-dir")
 
 
 def parse_options(argv: list[str]) -> PoolOptions:
@@ -108,8 +109,8 @@ def parse_options(argv: list[str]) -> PoolOptions:
             if close:
                 raise UsageError(f"pynox pool does not take {name}; did you mean {close[0]}?")
             raise UsageError(
-                f"pynox pool does not take {argv[i]}; it takes --config, --workers, --preload "
-                "and --package-dir"
+                f"pynox pool does not take {argv[i]}; it takes --config, --workers, --preload, "
+                "--warmup and --package-dir"
             )
         if not has_value:
             if i + 1 >= len(argv):
@@ -120,6 +121,8 @@ def parse_options(argv: list[str]) -> PoolOptions:
             options.config = value
         elif name == "--preload":
             options.preload.append(value)
+        elif name == "--warmup":
+            options.warmup = value
         elif name == "--package-dir":
             if not value or "\0" in value:
                 raise UsageError(f"--package-dir={value!r} is not a path; give a directory")
@@ -260,6 +263,11 @@ class PoolServer:
         # Granted to every request (and on its sys.path), resolved as any grant is.
         self.package_dirs = _pool_package_dirs(settings.package_dirs, options.package_dirs, cwd)
         _preload([*settings.preload, *options.preload], self.package_dirs)
+        warmup_source = options.warmup if options.warmup is not None else settings.warmup
+        warmup_code = None
+        if warmup_source:
+            warmup_code = warmup.compile_warmup(warmup_source)
+            warmup.run_in_server(warmup_code, self.package_dirs)
         _warm_up()
         # What no request may write: pynox, what the pool loaded, its configuration,
         # and the package directories every request imports from.
@@ -270,7 +278,7 @@ class PoolServer:
         gc.freeze()  # the children share the pool server's pages; keep the collector off them
         # Where a module a request cannot import may be installed, for its hint.
         known = self.config.package_dirs_named()
-        self.zygote_pid, self.zygote = zygote.start(self.system_reads, known)
+        self.zygote_pid, self.zygote = zygote.start(self.system_reads, known, warmup_code)
         # Each run's scratch directory is made in one of the pool's own, which a helper
         # removes once the pool ends, however it ends (after the zygote's fork: the
         # helper's pipe must not stay open in it).

@@ -22,11 +22,12 @@ from pynox.engine.child_setup import ChildSetup
 from pynox.engine.program import Program
 from pynox.jsonfast import hook as json_hook
 from pynox.policy.resolve import Policy
-from pynox.pool import channel
+from pynox.pool import channel, warmup
 from pynox.pool.child_link import ChildLink
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import CodeType
     from typing import NoReturn
 
 MAX_MESSAGE = 1 << 20
@@ -46,24 +47,30 @@ def receive(sock: socket.socket) -> "tuple[dict[str, object] | None, list[int]]"
 
 
 def start(
-    system_reads: list[str], config_package_dirs: "list[str] | None" = None
+    system_reads: list[str],
+    config_package_dirs: "list[str] | None" = None,
+    warmup_code: "CodeType | None" = None,
 ) -> "tuple[int, socket.socket]":
     """Forks the zygote; returns its pid and the pool server's end of its socket.
 
     config_package_dirs: every package directory the pool's pynox.toml names, where
     the hint of a failed import looks (pynox.engine.child._module_hint).
+    warmup_code: the pool's warm-up, which each spare runs before its request comes.
     """
     server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:
         server_end.close()
-        _serve(zygote_end, system_reads, list(config_package_dirs or ()))
+        _serve(zygote_end, system_reads, list(config_package_dirs or ()), warmup_code)
     zygote_end.close()
     return pid, server_end
 
 
 def _serve(
-    sock: socket.socket, system_reads: list[str], config_package_dirs: list[str]
+    sock: socket.socket,
+    system_reads: list[str],
+    config_package_dirs: list[str],
+    warmup_code: "CodeType | None",
 ) -> "NoReturn":
     json_hook.install()  # patched once here, the children share it
     # Nothing the zygote or its children print may reach the protocol stream.
@@ -88,7 +95,7 @@ def _serve(
         message, fds = _receive_or_leave(sock)
         pid = os.fork()
         if pid == 0:
-            _become_child(sock, wake_read, wake_write, fds, base, config_package_dirs)
+            _become_child(sock, wake_read, wake_write, fds, base, config_package_dirs, warmup_code)
         pidfd = os.pidfd_open(pid)
         _send_or_leave(sock, {"spawned": message.get("token"), "pid": pid}, [pidfd])
         for fd in (pidfd, *fds):
@@ -146,6 +153,7 @@ def _become_child(
     fds: list[int],
     base: sandbox.CPolicy,
     config_package_dirs: list[str],
+    warmup_code: "CodeType | None",
 ) -> "NoReturn":
     """A spare child: ready before any request, then confined to the one it gets."""
     _signal.set_wakeup_fd(-1)
@@ -170,6 +178,8 @@ def _become_child(
     # take CPU time from the requests that run meanwhile.
     if not _request_waiting(setup.channel_fd):
         _warm_up()
+    if warmup_code is not None and not _request_waiting(setup.channel_fd):
+        warmup.run_in_spare(warmup_code)
     if not _request_waiting(setup.channel_fd):
         _rehearse(setup)
     child.prepare_sandbox(setup, base)

@@ -56,6 +56,7 @@ class NodePool:
         workers: int | None,
         preload: list[str],
         package_dirs: list[str],
+        warmup: str | None = None,
     ) -> None:
         self.generation = generation
         # A private directory: the file the local pool reads its limits from is ours alone.
@@ -66,7 +67,7 @@ class NodePool:
         config = os.path.join(self._directory, CONFIG_NAME)
         with open(config, "x", encoding="utf-8") as file:
             file.write(config_text)
-        self.pool = Pool(workers, preload, config, package_dirs=package_dirs)
+        self.pool = Pool(workers, preload, config, warmup=warmup, package_dirs=package_dirs)
         self.sessions: dict[str, Session] = {}
 
     async def ready(self) -> dict[str, Any]:

@@ -60,11 +60,12 @@ class RayPool:
     """`pynox.Pool` across a Ray cluster: `actors` Ray actors, each a local pool on its node.
 
     Each actor owns a `pynox.Pool` of `workers` workers (default: [pool].workers of the
-    config, else 2) started with `preload` and `package_dirs` (paths on the nodes), and the
-    `pynox.toml` found here as `pynox.Pool` finds it (`config`, $PYNOX_CONFIG, ./pynox.toml):
-    its text is sent to every actor at creation, and each node's pool enforces its
-    [pool.limits] and profiles. `actor_options` go to Ray's `.options()` (num_cpus,
-    resources, scheduling_strategy, runtime_env...); num_cpus defaults to the workers.
+    config, else 2) started with `preload`, `warmup` and `package_dirs` (paths on the
+    nodes), and the `pynox.toml` found here as `pynox.Pool` finds it (`config`,
+    $PYNOX_CONFIG, ./pynox.toml): its text is sent to every actor at creation, and each
+    node's pool enforces its [pool.limits] and profiles. `actor_options` go to Ray's
+    `.options()` (num_cpus, resources, scheduling_strategy, runtime_env...); num_cpus
+    defaults to the workers.
 
     Ray is connected as `ray.init()` would be when nothing connected it yet. A request
     whose actor dies (its process, or its node) comes back as a PoolError Result and the
@@ -79,6 +80,7 @@ class RayPool:
         preload: Names = None,
         config: str | os.PathLike[str] | None = None,
         *,
+        warmup: str | None = None,
         package_dirs: Names = None,
         actor_options: Mapping[str, Any] | None = None,
         max_in_flight: int | None = None,
@@ -95,6 +97,9 @@ class RayPool:
             raise TypeError("actor_options takes a dict of Ray actor options, like {'num_cpus': 2}")
         self.workers = workers
         self.preload = strings(preload, "preload", "module name")
+        if warmup is not None and not isinstance(warmup, str):
+            raise TypeError("warmup takes Python code as a string, like 'import pandas'")
+        self.warmup = warmup
         # Paths on the nodes: each node's pool checks that they exist there.
         self.package_dirs = strings(package_dirs, "package_dirs", "path")
         self.config_path = _find_config(config)
@@ -173,7 +178,12 @@ class RayPool:
         """A new actor in `slot` (the caller holds the lock, or no other thread runs)."""
         slot.generation = next(_generations)
         slot.actor = self._actor_class.remote(
-            slot.generation, self._config_text, self.workers, self.preload, self.package_dirs
+            slot.generation,
+            self._config_text,
+            self.workers,
+            self.preload,
+            self.package_dirs,
+            self.warmup,
         )
 
     def _replace(self, slot: _Slot, dead: Any) -> None:

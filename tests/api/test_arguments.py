@@ -102,6 +102,10 @@ def test_pool_arguments_are_checked(tmp_path: Path) -> None:
         Pool(config=tmp_path / "missing.toml", lazy=True)
     with pytest.raises(TypeError):
         Pool(pynox_command="pynox", lazy=True)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="warmup takes Python code"):
+        Pool(warmup=["import json"], lazy=True)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="NUL"):
+        Pool(warmup="import json\0", lazy=True)
 
 
 def test_pool_command_line(tmp_path: Path) -> None:
@@ -122,6 +126,8 @@ def test_pool_command_line(tmp_path: Path) -> None:
         "--preload",
         "csv",
     ]
+    warmed = Pool(preload=["json"], warmup="import json; json.dumps([1])", lazy=True)
+    assert warmed.command[-4:] == ["--preload", "json", "--warmup", "import json; json.dumps([1])"]
     assert Pool(lazy=True, pynox_command=["p"]).command[:2] == ["p", "pool"]
 
 

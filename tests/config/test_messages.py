@@ -211,7 +211,7 @@ def test_unknown_key_in_pool(project: Path, environ: dict[str, str]) -> None:
     message, path = error_for(project, environ, '[pool]\nallow_read = ["data"]\n')
     assert message == (
         f"unknown key 'allow_read' in [pool] of {path}; the keys are workers, preload,"
-        " package_dirs, max_sessions, session_idle and the table [pool.limits]"
+        " warmup, package_dirs, max_sessions, session_idle and the table [pool.limits]"
     )
 
 

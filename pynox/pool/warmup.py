@@ -1,0 +1,149 @@
+"""The pool's warm-up: host code that readies what the pool preloaded.
+
+Preloading imports a package once, but a heavy package still does much of its
+work on first use (its caches, its lazy imports), and a child forked from the
+pool copies every page it writes to. So the code given as `[pool].warmup`
+(`--warmup`, `Pool(warmup=...)`) runs twice over:
+
+- once in the pool server after its preloads, before the zygote is forked:
+  what it fills in stays shared by every child, and a failure stops the pool
+  with a sentence, as a failed preload does;
+- again in each spare child before its request comes (pynox.pool.zygote), so
+  the pages the request will need are copied while the spare waits.
+
+It is the host's code, as a preload is: it runs unconfined, in a namespace of
+its own that no request sees, and what it prints never reaches the protocol
+stream. Whatever it leaves open is closed when the child confines itself (the
+sandbox keeps only the descriptors pynox names), so a file a package keeps open
+for later would be closed under the request: the pool refuses to start when the
+server's run leaves one, naming it, rather than fail requests in ways that name
+nothing (matplotlib's fonts it drops itself, see display.release_warmup_leftovers).
+"""
+
+import gc
+import os
+import sys
+
+from pynox.errors import PynoxError
+from pynox.pool import display
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import CodeType
+
+FILENAME = "<pool warm-up>"
+
+
+def compile_warmup(code: str) -> "CodeType":
+    """The warm-up's code object; a syntax error stops the pool with one sentence."""
+    try:
+        return compile(code, FILENAME, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError) as exc:
+        where = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
+        message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+        raise PynoxError(
+            f"the pool's warm-up code does not compile{where}: {message}; fix or remove it"
+        ) from None
+
+
+def run_in_server(code: "CodeType", package_dirs: list[str]) -> None:
+    """Runs the warm-up once, as preloading does: with the pool's package directories on
+    sys.path while it runs. What it prints goes to the pool's stderr (stdout is the
+    protocol's); a failure stops the pool."""
+    saved_path = list(sys.path)
+    sys.path += [path for path in package_dirs if path not in saved_path]
+    open_before = _open_descriptors()
+    sys.stdout.flush()
+    saved_stdout_fd = os.dup(1)
+    saved_stdout = sys.stdout
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        exec(code, _namespace())  # noqa: S102 - the host's own code, as a preload
+    except BaseException as exc:  # noqa: BLE001 - any failure is the host's to see
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise PynoxError(f"the pool's warm-up code failed: {exc!r}; fix or remove it") from None
+    finally:
+        sys.stdout = saved_stdout
+        _flush_standard_streams()  # to stderr, not into the protocol stream
+        os.dup2(saved_stdout_fd, 1)
+        os.close(saved_stdout_fd)
+        sys.path[:] = saved_path
+    display.release_warmup_leftovers()
+    gc.collect()  # what it dropped may close its files only once collected
+    left_open = sorted(_open_descriptors() - open_before)
+    if left_open:
+        named = ", ".join(_describe_descriptor(fd) for fd in left_open[:3])
+        more = f" and {len(left_open) - 3} more" if len(left_open) > 3 else ""
+        raise PynoxError(
+            f"the pool's warm-up code leaves {named}{more} open, which each child closes"
+            " before its request runs, so a request would find it closed; close it in the"
+            " warm-up, or leave out the step that opens it"
+        )
+
+
+def run_in_spare(code: "CodeType") -> None:
+    """Runs the warm-up in a spare child, before any request reaches it.
+
+    It already ran once in the pool server, so a failure here (code that depends on
+    state the spare does not have) only means the spare is less warm; the request
+    runs all the same. Its output goes nowhere.
+    """
+    # The spare's descriptors 1 and 2 are already its request's output pipes.
+    null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    saved_fds = [os.dup(1), os.dup(2)]
+    saved = sys.stdout, sys.stderr
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    sink = open(null, "w", closefd=False)  # noqa: SIM115 - closed below
+    sys.stdout = sys.stderr = sink
+    try:
+        exec(code, _namespace())  # noqa: S102 - the host's own code, as a preload
+    except (Exception, SystemExit):  # noqa: BLE001, S110 - see the docstring
+        pass
+    finally:
+        sys.stdout, sys.stderr = saved
+        _flush_standard_streams()  # what it wrote around sys.stdout: to the null device too
+        sink.close()
+        for target, fd in enumerate(saved_fds, start=1):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.close(null)
+    display.release_warmup_leftovers()
+
+
+def _flush_standard_streams() -> None:
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass  # closed by the warm-up, or its device is gone: nothing left to write
+
+
+def _open_descriptors() -> set[int]:
+    """The process's open descriptors, without the ones the listing itself used."""
+    return {fd for fd in map(int, os.listdir("/proc/self/fd")) if _is_open(fd)}
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.get_inheritable(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _describe_descriptor(fd: int) -> str:
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        return f"descriptor {fd}"
+    return target if target.startswith("/") else f"descriptor {fd} ({target})"
+
+
+def _namespace() -> dict[str, object]:
+    import builtins
+
+    return {"__name__": "__pynox_warmup__", "__builtins__": builtins}
