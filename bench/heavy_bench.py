@@ -1,7 +1,8 @@
 """Warm heavy imports: a request that uses pandas (a 1,000-row group-by) or matplotlib (a
-chart rendered to PNG), in a pool that preloaded them from a package directory, against
-a cold `python -I` doing the same. Measured only when a directory with the packages is
-given (`make bench` installs requirements/agent-tasks.txt into one)."""
+chart rendered to PNG), in a pool that preloaded them from a package directory, then in
+one that also warms them up with the same code (`--warmup`), against a cold `python -I`
+doing the same. Measured only when a directory with the packages is given (`make bench`
+installs requirements/agent-tasks.txt into one)."""
 
 from __future__ import annotations
 
@@ -48,9 +49,13 @@ def measure_heavy(
     rows = []
     for key, label, preload, code in (
         ("pandas", "pandas group-by, 1,000 rows", ["pandas"], PANDAS),
+        ("pandas-warmed", "pandas group-by, warmed up", ["pandas"], PANDAS),
         ("chart", "matplotlib chart to PNG", ["matplotlib", "matplotlib.pyplot"], CHART),
+        ("chart-warmed", "matplotlib chart, warmed up", ["matplotlib", "matplotlib.pyplot"], CHART),
     ):
         extra = [f"--preload={m}" for m in preload] + [f"--package-dir={packages}"]
+        if key.endswith("-warmed"):
+            extra.append(f"--warmup={code}")
         with PoolProcess(pynox, 2, workdir, extra) as pool:
             subjects = {
                 "pool": lambda pool=pool, code=code: pool.time_request({"code": code}),

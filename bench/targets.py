@@ -158,12 +158,13 @@ def evaluate(
                 f"{growth:+.1f} MiB", growth <= POOL_MAX_GROWTH_MIB,
             )
         )  # fmt: skip
-    # The bound is for the pandas request; the chart is shown, not judged: its
-    # rendering alone takes longer than that.
-    for row in [row for row in heavy or [] if row.key == "pandas"]:
+    # The bound is for the pandas request, preloaded, and also warmed up; the chart is
+    # shown, not judged: its rendering alone takes longer than that.
+    pools = {"pandas": "Preloaded pool", "pandas-warmed": "Preloaded, warmed-up pool"}
+    for row in [row for row in heavy or [] if row.key in pools]:
         targets.append(
             Target(
-                f"Preloaded pool: {row.label} p50 ≤ {HEAVY_MAX_P50_MS:g} ms",
+                f"{pools[row.key]}: {row.label} p50 ≤ {HEAVY_MAX_P50_MS:g} ms",
                 f"{row.pool.median:.3f} ms", row.pool.median <= HEAVY_MAX_P50_MS,
             )
         )  # fmt: skip
