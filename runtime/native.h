@@ -9,6 +9,9 @@
 /* toplevel.c: compiling and running a program as `python` runs a script. */
 extern PyMethodDef pynox_toplevel_methods[];
 
+/* immortal.c: what the pool server holds, made immortal before it forks. */
+extern PyMethodDef pynox_immortal_methods[];
+
 /* binding.c: the calls of the sandbox core that a run makes. */
 extern PyMethodDef pynox_binding_methods[];
 int pynox_binding_add_constants(PyObject *module);

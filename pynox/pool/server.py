@@ -19,6 +19,7 @@ import stat
 import time
 
 from pynox import strict_json
+from pynox._native import immortalize
 from pynox.engine import scratch
 from pynox.engine.child_setup import REPORT_CONFINED
 from pynox.engine.result import build_result, error_object, python_version, refusal
@@ -275,7 +276,10 @@ class PoolServer:
         self.trusted += trusted_paths.configuration([path], cwd, os.environ)
         self.trusted += [(directory, _POOL_PACKAGES) for directory in self.package_dirs]
         self.system_reads = system_paths.interpreter_reads()
-        gc.freeze()  # the children share the pool server's pages; keep the collector off them
+        # The children share the pool server's pages: keep their reference counts (from
+        # 3.12 on, runtime/immortal.c) and the collector off them.
+        immortalize(gc.get_objects())
+        gc.freeze()
         # Where a module a request cannot import may be installed, for its hint.
         known = self.config.package_dirs_named()
         self.zygote_pid, self.zygote = zygote.start(self.system_reads, known, warmup_code)
