@@ -229,14 +229,15 @@ def remove_when_gone(path: str) -> int:
 def _out_of_the_way(fd: int) -> int:
     """fd moved past the program's own descriptors, which python numbers from 3."""
     high = _HIGH_FD
-    while _is_open(high):
+    while is_open(high):
         high += 1
     os.dup2(fd, high, inheritable=False)
     os.close(fd)
     return high
 
 
-def _is_open(fd: int) -> bool:
+def is_open(fd: int) -> bool:
+    """Whether fd is an open descriptor of this process."""
     try:
         os.fstat(fd)
     except OSError:

@@ -24,6 +24,7 @@ import gc
 import os
 import sys
 
+from pynox.engine.scratch import is_open
 from pynox.errors import PynoxError
 from pynox.pool import display
 
@@ -124,15 +125,7 @@ def _flush_standard_streams() -> None:
 
 def _open_descriptors() -> set[int]:
     """The process's open descriptors, without the ones the listing itself used."""
-    return {fd for fd in map(int, os.listdir("/proc/self/fd")) if _is_open(fd)}
-
-
-def _is_open(fd: int) -> bool:
-    try:
-        os.get_inheritable(fd)
-    except OSError:
-        return False
-    return True
+    return {fd for fd in map(int, os.listdir("/proc/self/fd")) if is_open(fd)}
 
 
 def _describe_descriptor(fd: int) -> str:
