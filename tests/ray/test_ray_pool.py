@@ -248,6 +248,16 @@ def test_an_idempotent_run_is_sent_again_once(local_ray: LocalRay, tmp_path: Pat
         assert marker.read_text() == "xx"
 
 
+def test_the_warmup_runs_in_each_actors_pool(local_ray: LocalRay) -> None:
+    """What the warm-up leaves in a preloaded module, every request on the actor finds."""
+    warmup = "import fractions\nfractions.warmed_by = 'the warm-up'"
+    with RayPool(actors=1, workers=1, preload=["fractions"], warmup=warmup, **ACTOR) as pool:
+        results = list(pool.map(["import fractions\nprint(fractions.warmed_by)"] * 3))
+        assert [result.stdout for result in results] == ["the warm-up\n"] * 3
+    with pytest.raises(TypeError, match="warmup takes Python code as a string"):
+        RayPool(warmup=b"import fractions")  # type: ignore[arg-type]
+
+
 def test_the_limits_of_the_config_hold_on_the_actor(local_ray: LocalRay, tmp_path: Path) -> None:
     config = tmp_path / "pynox.toml"
     config.write_text('[pool.limits]\ntimeout = "2s"\n')
