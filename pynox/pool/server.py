@@ -833,7 +833,11 @@ class PoolServer:
         self.poller.modify(fd, events)
 
     def _from_zygote(self) -> None:
-        message, fds = zygote.receive(self.zygote)
+        try:
+            message, fds = zygote.receive(self.zygote)
+        except channel.ChannelError as exc:
+            problem = f"the pool's zygote broke its protocol ({exc}); restart the pool"
+            raise PynoxError(problem) from None
         if message is None:
             raise PynoxError("the pool's zygote stopped; restart the pool")
         token, pid = message.get("spawned"), message.get("pid")

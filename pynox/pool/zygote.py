@@ -30,8 +30,10 @@ if TYPE_CHECKING:
     from types import CodeType
     from typing import NoReturn
 
-MAX_MESSAGE = 1 << 20
 CHILD_FDS = ("stdout", "stderr", "report", "channel")
+# The server and the zygote trade a token, a pid or an exit status: a few dozen bytes.
+# The buffer is allocated per message, so it stays small (1 MiB cost a mapping each).
+MAX_MESSAGE = 4096
 
 
 def send(sock: socket.socket, message: dict[str, object], fds: "list[int] | None" = None) -> None:
@@ -40,7 +42,12 @@ def send(sock: socket.socket, message: dict[str, object], fds: "list[int] | None
 
 
 def receive(sock: socket.socket) -> "tuple[dict[str, object] | None, list[int]]":
-    data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 8)
+    """One message and its descriptors; ChannelError for one cut short."""
+    data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, len(CHILD_FDS))
+    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+        for fd in fds:
+            os.close(fd)
+        raise channel.ChannelError("a message between the pool server and its zygote was cut short")
     if not data:
         return None, fds
     return channel.decode(data), fds
