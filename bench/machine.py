@@ -18,6 +18,8 @@ class Machine:
     python: str
     pynox: str
     date: str
+    scratch: str
+    """Where runs and pools make their scratch directories, and its file system."""
 
 
 def _cpu_model() -> str:
@@ -47,6 +49,32 @@ def _pynox_version(pynox: str) -> str:
     return f"{version}, commit {commit.stdout.strip()}" if commit.returncode == 0 else version
 
 
+def scratch_base() -> str:
+    """The directory pynox makes scratch directories in, as pynox.engine.scratch chooses it."""
+    base = os.environ.get("TMPDIR") or "/tmp"
+    if not os.path.isabs(base) or not os.path.isdir(base):
+        base = "/tmp"
+    return os.path.realpath(base)
+
+
+def file_system(path: str) -> str:
+    """The type of the file system path is on (the longest mount point above it)."""
+    found, best = "unknown", ""
+    try:
+        with open("/proc/self/mounts", encoding="utf-8") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) < 3:
+                    continue
+                point = fields[1].replace("\\040", " ")
+                inside = path == point or path.startswith(point.rstrip("/") + "/")
+                if inside and len(point) >= len(best):
+                    found, best = fields[2], point
+    except OSError:
+        pass
+    return found
+
+
 def describe(python_version: str, pynox: str) -> Machine:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return Machine(
@@ -56,4 +84,5 @@ def describe(python_version: str, pynox: str) -> Machine:
         python=python_version,
         pynox=_pynox_version(pynox),
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        scratch=f"{scratch_base()} ({file_system(scratch_base())})",
     )

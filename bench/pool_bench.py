@@ -4,21 +4,26 @@ Two pools run at once, one with 1 worker and one with 2. One round times, in rot
 order: a cold `python -I -c pass`, a request to each pool (one in flight, from sending the
 line to reading its result), and a session step in each pool. Throughput is timed after
 that: batches of requests written all at once, each pool in turn, the result lines read
-back as they come.
+back as they come. A third pool of 2 workers, whose TMPDIR is a tmpfs, takes its turn in
+those batches too: each request's scratch directory is made and removed there instead.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass
 
+from machine import file_system, scratch_base
 from pool_process import PoolProcess
 from timing import Summary, interleave, paired_ratio, summarize, time_command
 
 CODE = "print(sum(range(10)))"
 STEP = "steps += 1\nprint(steps)"
 WORKER_COUNTS = (1, 2)
+# Where the third pool makes its scratch directories: memory, not the disk.
+TMPFS = "/dev/shm"
 
 
 @dataclass(frozen=True)
@@ -33,12 +38,24 @@ class PoolRow:
 
 
 @dataclass(frozen=True)
+class ScratchComparison:
+    """Throughput of 2 workers by where the pool makes its scratch directories."""
+
+    default_place: str
+    """The directory and its file system, as the table's pools have it."""
+    default_throughput: float
+    tmpfs_throughput: float
+
+
+@dataclass(frozen=True)
 class PoolResults:
     cold_python: Summary
     rows: list[PoolRow]
     requests: int
     batches: int
     batch_size: int
+    scratch: ScratchComparison | None
+    """None where there is no tmpfs at TMPFS, or the table's pools use one already."""
 
 
 def _throughput(pool: PoolProcess, batch_size: int) -> float:
@@ -50,10 +67,18 @@ def _throughput(pool: PoolProcess, batch_size: int) -> float:
     return batch_size / ((time.perf_counter_ns() - started) / 1e9)
 
 
+def _tmpfs_pool(pynox: str, workdir: str) -> PoolProcess | None:
+    """A pool of 2 whose scratch directories go to a tmpfs, if the table's do not already."""
+    if file_system(TMPFS) != "tmpfs" or file_system(scratch_base()) == "tmpfs":
+        return None
+    return PoolProcess(pynox, 2, workdir, env={**os.environ, "TMPDIR": TMPFS})
+
+
 def measure_pool(
     python: str, pynox: str, workdir: str, requests: int, batches: int, batch_size: int
 ) -> PoolResults:
     pools = {workers: PoolProcess(pynox, workers, workdir) for workers in WORKER_COUNTS}
+    tmpfs_pool = _tmpfs_pool(pynox, workdir)
     try:
         subjects = {"cold": lambda: time_command([python, "-I", "-c", "pass"], workdir)}
         for workers, pool in pools.items():
@@ -65,13 +90,19 @@ def measure_pool(
             )
         samples = interleave(subjects, requests, warmup=5)
         rates: dict[int, list[float]] = {workers: [] for workers in pools}
+        tmpfs_rates: list[float] = []
         for _ in range(batches):
             for workers, pool in pools.items():
                 rates[workers].append(_throughput(pool, batch_size))
                 time.sleep(0.05)
+            if tmpfs_pool is not None:
+                tmpfs_rates.append(_throughput(tmpfs_pool, batch_size))
+                time.sleep(0.05)
     finally:
         for pool in pools.values():
             pool.close()
+        if tmpfs_pool is not None:
+            tmpfs_pool.close()
     rows = [
         PoolRow(
             workers,
@@ -82,4 +113,10 @@ def measure_pool(
         )
         for workers in pools
     ]
-    return PoolResults(summarize(samples["cold"]), rows, requests, batches, batch_size)
+    scratch = None
+    if tmpfs_rates:
+        place = f"{scratch_base()} ({file_system(scratch_base())})"
+        scratch = ScratchComparison(
+            place, statistics.median(rates[2]), statistics.median(tmpfs_rates)
+        )
+    return PoolResults(summarize(samples["cold"]), rows, requests, batches, batch_size, scratch)

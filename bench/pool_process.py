@@ -14,11 +14,17 @@ from typing import Any
 
 class PoolProcess:
     def __init__(
-        self, pynox: str, workers: int, cwd: str, options: list[str] | None = None
+        self,
+        pynox: str,
+        workers: int,
+        cwd: str,
+        options: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.process = subprocess.Popen(
             [pynox, "pool", f"--workers={workers}", *(options or [])],
             cwd=cwd,
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )

@@ -14,7 +14,7 @@ from heavy_bench import HeavyRow
 from machine import Machine
 from memory_bench import MemoryResult
 from modes_bench import ModeResult
-from pool_bench import PoolResults
+from pool_bench import TMPFS, PoolResults, ScratchComparison
 from ray_bench import RayBatchResult, ray_table
 from runners import PYTHON, RUNNERS
 from targets import Target
@@ -131,6 +131,21 @@ def pool_table(pool: PoolResults) -> list[str]:
         "`steps += 1; print(steps)` in a session kept between requests.",
         "",
         *_table(header, ["---:"] * len(header), rows),
+        *_scratch_comparison(pool.scratch),
+    ]
+
+
+def _scratch_comparison(scratch: ScratchComparison | None) -> list[str]:
+    if scratch is None:
+        return []
+    return [
+        "",
+        "**Where the pool makes scratch directories.** Each request gets one, made and removed "
+        f"by the pool. Throughput of 2 workers with them in {scratch.default_place}, as above: "
+        f"{scratch.default_throughput:.0f}/s; in a pool whose `TMPDIR` is `{TMPFS}` (tmpfs), "
+        f"its batches taking turns with the table's: {scratch.tmpfs_throughput:.0f}/s. "
+        "Shown, not judged: files a program writes to a tmpfs are memory that `--memory` "
+        "does not count (see docs/performance.md).",
     ]
 
 
@@ -234,6 +249,7 @@ def machine_and_method(
         f"- Kernel: {machine.kernel}",
         f"- Python: {machine.python}; {machine.pynox}",
         f"- Date: {machine.date}",
+        f"- Scratch directories of runs and pools: {machine.scratch}",
         "",
         "**Method.**",
         "",

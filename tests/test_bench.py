@@ -130,6 +130,30 @@ def test_pool_table(report: tuple[str, str]) -> None:
         assert re.fullmatch(r"\d+/s", row[4])
 
 
+def _dev_shm_is_tmpfs() -> bool:
+    with open("/proc/self/mounts", encoding="utf-8") as mounts:
+        return any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in mounts)
+
+
+def test_throughput_with_scratch_directories_on_tmpfs(report: tuple[str, str]) -> None:
+    text = report[0]
+    place = re.search(r"^- Scratch directories of runs and pools: (/\S*) \((\S+)\)$", text, re.M)
+    assert place, "the machine section names where scratch directories go"
+    sentence = re.search(
+        r"Throughput of 2 workers with them in (/\S*) \((\S+)\), as above: (\d+)/s; in a pool "
+        r"whose `TMPDIR` is `/dev/shm` \(tmpfs\), its batches taking turns with the table's: "
+        r"(\d+)/s\.",
+        text,
+    )
+    if place[2] == "tmpfs" or not _dev_shm_is_tmpfs():
+        assert sentence is None  # nothing to compare with
+        return
+    assert sentence, "a tmpfs at /dev/shm and scratch directories elsewhere: compared"
+    assert (sentence[1], sentence[2]) == (place[1], place[2])
+    two_workers = tables(text)["Pool"][2]
+    assert two_workers[0] == "2" and two_workers[4] == f"{sentence[3]}/s"  # the table's figure
+
+
 def test_targets_follow_the_figures_shown(report: tuple[str, str]) -> None:
     found = tables(report[0])
     header, *rows = found["Targets"]
