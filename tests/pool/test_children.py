@@ -157,6 +157,29 @@ def test_child_writing_garbage_frames(pool: PoolClient) -> None:
     serves(pool)
 
 
+def test_an_error_report_larger_than_its_pipe_arrives_whole(pool: PoolClient) -> None:
+    """A report past the report pipe's buffer (an exception type named by 200,000
+    letters) arrives whole, and at once: the pool reads it while the child writes it."""
+    started = time.monotonic()
+    result = pool.run(
+        {
+            "id": new_id("report"),
+            "code": code("""
+        Long = type("E" * 200_000, (Exception,), {})
+        raise Long("boom")
+    """),
+            "timeout": "20s",
+        },
+        timeout=40,
+    )
+    elapsed = time.monotonic() - started
+    assert result["exit"] == 1, result["error"]
+    assert result["error"]["type"] == "E" * 200_000
+    assert result["error"]["message"] == "boom"
+    assert elapsed < 10, "the report should not wait for the run's timeout"
+    serves(pool)
+
+
 def test_child_calling_an_undeclared_host_function(pool: PoolClient) -> None:
     request_id = new_id("undeclared")
     result = pool.run(
