@@ -49,12 +49,18 @@ def _pynox_version(pynox: str) -> str:
     return f"{version}, commit {commit.stdout.strip()}" if commit.returncode == 0 else version
 
 
-def scratch_base() -> str:
-    """The directory pynox makes scratch directories in, as pynox.engine.scratch chooses it."""
-    base = os.environ.get("TMPDIR") or "/tmp"
-    if not os.path.isabs(base) or not os.path.isdir(base):
-        base = "/tmp"
-    return os.path.realpath(base)
+def scratch_base(pynox: str) -> str:
+    """The directory pynox makes a run's scratch directory in, as a run of it reports
+    (the program's TMPDIR is its scratch directory)."""
+    report = "import os; print(os.path.dirname(os.environ['TMPDIR']))"
+    completed = subprocess.run([pynox, "-c", report], capture_output=True, text=True, check=True)
+    return completed.stdout.strip()
+
+
+def scratch_place(pynox: str) -> str:
+    """scratch_base and the file system it is on, as the report shows them."""
+    base = scratch_base(pynox)
+    return f"{base} ({file_system(base)})"
 
 
 def file_system(path: str) -> str:
@@ -84,5 +90,5 @@ def describe(python_version: str, pynox: str) -> Machine:
         python=python_version,
         pynox=_pynox_version(pynox),
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        scratch=f"{scratch_base()} ({file_system(scratch_base())})",
+        scratch=scratch_place(pynox),
     )

@@ -15,7 +15,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from machine import file_system, scratch_base
+from machine import file_system, scratch_base, scratch_place
 from pool_process import PoolProcess
 from timing import Summary, interleave, paired_ratio, summarize, time_command
 
@@ -69,7 +69,7 @@ def _throughput(pool: PoolProcess, batch_size: int) -> float:
 
 def _tmpfs_pool(pynox: str, workdir: str) -> PoolProcess | None:
     """A pool of 2 whose scratch directories go to a tmpfs, if the table's do not already."""
-    if file_system(TMPFS) != "tmpfs" or file_system(scratch_base()) == "tmpfs":
+    if file_system(TMPFS) != "tmpfs" or file_system(scratch_base(pynox)) == "tmpfs":
         return None
     return PoolProcess(pynox, 2, workdir, env={**os.environ, "TMPDIR": TMPFS})
 
@@ -115,8 +115,7 @@ def measure_pool(
     ]
     scratch = None
     if tmpfs_rates:
-        place = f"{scratch_base()} ({file_system(scratch_base())})"
         scratch = ScratchComparison(
-            place, statistics.median(rates[2]), statistics.median(tmpfs_rates)
+            scratch_place(pynox), statistics.median(rates[2]), statistics.median(tmpfs_rates)
         )
     return PoolResults(summarize(samples["cold"]), rows, requests, batches, batch_size, scratch)
