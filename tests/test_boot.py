@@ -333,3 +333,33 @@ def test_a_run_with_a_pynox_toml_and_a_time_limit_loads_what_they_add_from_the_i
     proc = run_pynox("-c", probe, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.decode().splitlines() == [str(["_ImageFinder"] * 3), str([False] * 3)]
+
+
+# Runs the launcher's start file as the launcher does (python -I -S FILE), with an audit
+# hook that names every directory listed from then on, before pynox's own code runs.
+LISTINGS = """
+import sys
+def hook(event, args):
+    if event == "os.listdir":
+        sys.stderr.write(f"listed {args[0]}\\n")
+sys.addaudithook(hook)
+start = sys.argv[1]
+sys.argv = sys.argv[1:]
+exec(compile(open(start).read(), start, "exec"), {"__name__": "__main__", "__file__": start})
+"""
+
+
+def test_the_start_file_finds_pynox_without_searching_sys_path(tmp_path: Path) -> None:
+    """Looking pynox up on sys.path lists lib-dynload and site-packages, hundreds of names
+    in a busy environment, on every run: the start file loads it from where it lies."""
+    start = PACKAGE / "_start.py"
+    proc = python("-I", "-S", "-c", LISTINGS, str(start), "-c", "print('ran')", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"ran\n"
+    listed = {line[len("listed ") :] for line in proc.stderr.decode().splitlines()}
+    searched = {
+        str(PACKAGE.parent),
+        *python("-I", "-S", "-c", "import sys; print(*sys.path)").stdout.decode().split(),
+    }
+    assert listed, "the hook saw no listing at all: the probe does not work"
+    assert not listed & searched, f"listed while starting: {sorted(listed & searched)}"
