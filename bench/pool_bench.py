@@ -6,6 +6,8 @@ line to reading its result), and a session step in each pool. Throughput is time
 that: batches of requests written all at once, each pool in turn, the result lines read
 back as they come. A third pool of 2 workers, whose TMPDIR is a tmpfs, takes its turn in
 those batches too: each request's scratch directory is made and removed there instead.
+Over its batches, the table's pool of 2 workers is read for where its CPU time goes
+(pool_costs).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from machine import file_system, scratch_base, scratch_place
+from pool_costs import PoolCosts, per_request, read, zygote_of
 from pool_process import PoolProcess
 from timing import Summary, interleave, paired_ratio, summarize, time_command
 
@@ -24,6 +27,8 @@ STEP = "steps += 1\nprint(steps)"
 WORKER_COUNTS = (1, 2)
 # Where the third pool makes its scratch directories: memory, not the disk.
 TMPFS = "/dev/shm"
+# The pool whose costs are read over its throughput batches: the judged one.
+COSTS_WORKERS = 2
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,8 @@ class PoolResults:
     batch_size: int
     scratch: ScratchComparison | None
     """None where there is no tmpfs at TMPFS, or the table's pools use one already."""
+    costs: PoolCosts | None
+    """The pool of 2 workers over its throughput batches; None where /proc cannot tell."""
 
 
 def _throughput(pool: PoolProcess, batch_size: int) -> float:
@@ -91,13 +98,19 @@ def measure_pool(
         samples = interleave(subjects, requests, warmup=5)
         rates: dict[int, list[float]] = {workers: [] for workers in pools}
         tmpfs_rates: list[float] = []
+        watched = pools[COSTS_WORKERS].process.pid
+        zygote = zygote_of(watched)
+        before = None if zygote is None else read(watched, zygote)
         for _ in range(batches):
             for workers, pool in pools.items():
                 rates[workers].append(_throughput(pool, batch_size))
-                time.sleep(0.05)
+                time.sleep(0.05)  # its children end, and are reaped, before the next reading
             if tmpfs_pool is not None:
                 tmpfs_rates.append(_throughput(tmpfs_pool, batch_size))
                 time.sleep(0.05)
+        costs = None
+        if zygote is not None and before is not None:
+            costs = per_request(before, read(watched, zygote), batches * batch_size)
     finally:
         for pool in pools.values():
             pool.close()
@@ -118,4 +131,6 @@ def measure_pool(
         scratch = ScratchComparison(
             scratch_place(pynox), statistics.median(rates[2]), statistics.median(tmpfs_rates)
         )
-    return PoolResults(summarize(samples["cold"]), rows, requests, batches, batch_size, scratch)
+    return PoolResults(
+        summarize(samples["cold"]), rows, requests, batches, batch_size, scratch, costs
+    )

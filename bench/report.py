@@ -14,7 +14,8 @@ from heavy_bench import HeavyRow
 from machine import Machine
 from memory_bench import MemoryResult
 from modes_bench import ModeResult
-from pool_bench import TMPFS, PoolResults, ScratchComparison
+from pool_bench import COSTS_WORKERS, TMPFS, PoolResults, ScratchComparison
+from pool_costs import PoolCosts
 from ray_bench import RayBatchResult, ray_table
 from runners import PYTHON, RUNNERS
 from targets import Target
@@ -132,6 +133,7 @@ def pool_table(pool: PoolResults) -> list[str]:
         "",
         *_table(header, ["---:"] * len(header), rows),
         *_scratch_comparison(pool.scratch),
+        *_costs_table(pool.costs),
     ]
 
 
@@ -146,6 +148,39 @@ def _scratch_comparison(scratch: ScratchComparison | None) -> list[str]:
         f"its batches taking turns with the table's: {scratch.tmpfs_throughput:.0f}/s. "
         "Shown, not judged: files a program writes to a tmpfs are memory that `--memory` "
         "does not count (see docs/performance.md).",
+    ]
+
+
+def _costs_table(costs: PoolCosts | None) -> list[str]:
+    if costs is None:
+        return []
+    shares = [
+        ("pool server, with its threads", costs.server),
+        ("zygote, forking spares", costs.zygote),
+        ("children: a spare each, then its request", costs.children),
+    ]
+    rows = [
+        [
+            name,
+            _ms(share.cpu_ms),
+            _ms(share.system_ms),
+            f"{share.minor_faults:.0f}",
+        ]
+        for name, share in shares
+    ]
+    total_cpu = sum(share.cpu_ms for _, share in shares)
+    total_system = sum(share.system_ms for _, share in shares)
+    total_faults = sum(share.minor_faults for _, share in shares)
+    rows.append(["all", _ms(total_cpu), _ms(total_system), f"{total_faults:.0f}"])
+    header = ["Process", "CPU per request", "of it in the kernel", "Page faults per request"]
+    return [
+        "",
+        f"**Where a pool request's CPU time goes.** The pool of {COSTS_WORKERS} workers "
+        f"over its throughput batches ({costs.requests} requests), from `/proc/PID/stat`: "
+        "user and system time, and minor page faults (a page first touched, or copied "
+        "after a fork). A child's figures reach its zygote when the zygote reaps it.",
+        "",
+        *_table(header, ["---", "---:", "---:", "---:"], rows),
     ]
 
 

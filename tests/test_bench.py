@@ -154,6 +154,35 @@ def test_throughput_with_scratch_directories_on_tmpfs(report: tuple[str, str]) -
     assert two_workers[0] == "2" and two_workers[4] == f"{sentence[3]}/s"  # the table's figure
 
 
+def test_where_a_pool_requests_cpu_time_goes(report: tuple[str, str]) -> None:
+    text = report[0]
+    header, *rows = tables(text)["Where a pool request's CPU time goes"]
+    assert header == [
+        "Process",
+        "CPU per request",
+        "of it in the kernel",
+        "Page faults per request",
+    ]
+    assert [row[0] for row in rows] == [
+        "pool server, with its threads",
+        "zygote, forking spares",
+        "children: a spare each, then its request",
+        "all",
+    ]
+    figures = [[float(cell.removesuffix(" ms")) for cell in row[1:]] for row in rows]
+    for cpu, kernel, _faults in figures:
+        assert 0 <= kernel <= cpu
+    *parts, total = figures
+    # Each part is rounded as shown: to 0.01 ms, or to a whole fault.
+    for column, rounding in enumerate((0.015, 0.015, 1.5)):
+        assert abs(sum(part[column] for part in parts) - total[column]) <= rounding + 0.005
+    # Every request's child touches pages of its own, and they reach the zygote that
+    # reaps it: none would mean the figures were read off the wrong process.
+    assert figures[2][2] > 0
+    requests = re.search(r"over its throughput batches \((\d+) requests\)", text)
+    assert requests and int(requests[1]) == 3  # --batches=1 --batch-size=3
+
+
 def test_targets_follow_the_figures_shown(report: tuple[str, str]) -> None:
     found = tables(report[0])
     header, *rows = found["Targets"]
