@@ -108,9 +108,10 @@ def measure_pool(
             if tmpfs_pool is not None:
                 tmpfs_rates.append(_throughput(tmpfs_pool, batch_size))
                 time.sleep(0.05)
+        after = None if zygote is None else read(watched, zygote)
         costs = None
-        if zygote is not None and before is not None:
-            costs = per_request(before, read(watched, zygote), batches * batch_size)
+        if before is not None and after is not None:
+            costs = per_request(before, after, batches * batch_size)
     finally:
         for pool in pools.values():
             pool.close()

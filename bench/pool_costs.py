@@ -81,22 +81,35 @@ def _waited_for(fields: list[str]) -> Usage:
 
 
 def zygote_of(server: int) -> int | None:
-    """The pool server's zygote: its child that runs the server's own executable."""
-    executable = os.readlink(f"/proc/{server}/exe")
-    for task in os.listdir(f"/proc/{server}/task"):
-        with open(f"/proc/{server}/task/{task}/children", encoding="ascii") as children:
-            for child in children.read().split():
-                try:
-                    if os.readlink(f"/proc/{child}/exe") == executable:
-                        return int(child)
-                except OSError:
-                    continue  # gone since it was listed
+    """The pool server's zygote: its child that runs the server's own executable; None
+    where /proc does not show it."""
+    try:
+        executable = os.readlink(f"/proc/{server}/exe")
+        tasks = os.listdir(f"/proc/{server}/task")
+    except OSError:
+        return None
+    for task in tasks:
+        try:
+            with open(f"/proc/{server}/task/{task}/children", encoding="ascii") as children:
+                listed = children.read().split()
+        except OSError:
+            continue  # a thread that ended since it was listed
+        for child in listed:
+            try:
+                if os.readlink(f"/proc/{child}/exe") == executable:
+                    return int(child)
+            except OSError:
+                continue  # gone since it was listed
     return None
 
 
-def read(server: int, zygote: int) -> Reading:
-    zygote_fields = _fields(zygote)
-    return Reading(_own(_fields(server)), _own(zygote_fields), _waited_for(zygote_fields))
+def read(server: int, zygote: int) -> Reading | None:
+    """Both processes' figures now; None where /proc cannot give them."""
+    try:
+        zygote_fields = _fields(zygote)
+        return Reading(_own(_fields(server)), _own(zygote_fields), _waited_for(zygote_fields))
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def per_request(before: Reading, after: Reading, requests: int) -> PoolCosts:
