@@ -99,10 +99,16 @@ class ChildLink:
             pass
 
     def announce_exit(self, status: int, interrupted: bool) -> None:
-        """Tells the server how the program ended, then closes its output, so the result
-        goes out while the kernel still tears the process down."""
+        """Closes the program's output, then tells the server how the program ended: the
+        server finds the output complete when the frame wakes it, and the result goes out
+        while the kernel still tears the process down."""
         if not self.intact():
             return
+        try:
+            for stream_fd in (1, 2):
+                os.close(stream_fd)
+        except OSError:
+            pass
         try:
             channel.send(
                 self.fd,
@@ -112,7 +118,5 @@ class ChildLink:
                     "signal": int(_signal.SIGINT) if interrupted else None,
                 },
             )
-            for stream_fd in (1, 2):
-                os.close(stream_fd)
-        except OSError:
+        except (OSError, channel.ChannelError):
             pass

@@ -69,6 +69,12 @@ _SPARE_DELAY = 0.02
 # more than this many waiting, it removes them at once.
 _IDLE_CLEANUP = 0.02
 _USED_SCRATCH_MAX = 64
+# A run's output and report pipes go unread for its first moments (see _quiet): a small
+# program has written and closed them by the time it says it ended, and the pool server
+# then wakes once to read it all, instead of once per write and once per close. A
+# program that fills a pipe (64 KiB) sooner waits at most this long for the reader.
+_QUIET = 0.005
+_QUIET_ROLES = ("stdout", "stderr", "report")
 # Host calls of one request: pynox_host makes one at a time; a program that writes
 # call frames itself may have at most this many, carrying at most this many bytes
 # of JSON between them, waiting for the client at once. More ends the request.
@@ -160,6 +166,7 @@ class Child:
         self.kill_at = 0.0  # once its work is over: when the pool server stops waiting
         self.script_errno: int | None = None  # why its script could not be read (0: not a file)
         self.scratch: str | None = None  # the scratch directory to remove once it is gone
+        self.quiet_until = 0.0  # while its run is new: when its pipes are read again
 
     def kill(self, reason: str) -> None:
         if self.kill_reason is None:
@@ -308,6 +315,8 @@ class PoolServer:
         # pipes instead (held: unregistered from the poller) until the client catches up.
         self.out = bytearray()
         self.held: set[int] = set()
+        # Children whose output pipes are unregistered while their run is new (_quiet).
+        self.quiet: dict[int, Child] = {}  # by token
         _stdout_nonblocking()
 
     # --- output -------------------------------------------------------------------------
@@ -409,6 +418,7 @@ class PoolServer:
             if s.running is None and s.child is not None
         ]
         deadlines += [child.kill_at for child in self.dying.values()]
+        deadlines += [child.quiet_until for child in self.quiet.values()]
         if self.scratch_keeper.used():
             deadlines.append(now + _IDLE_CLEANUP)
         if len(self.spares) < self.workers and self.stdin_open:
@@ -437,6 +447,9 @@ class PoolServer:
 
     def _expire(self) -> None:
         now = time.monotonic()
+        for child in list(self.quiet.values()):
+            if now >= child.quiet_until:
+                self._unquiet(child)
         for run in list(self.runs.values()):
             if run.deadline is not None and now >= run.deadline and run.child is not None:
                 run.child.kill("timeout")
@@ -718,6 +731,7 @@ class PoolServer:
             run.start_clock()
             self.child_runs[run.child.token] = run
             self._start_child(run.child, run.policy, functions, message, session=False)
+            self._quiet(run)
             busy += 1
 
     def _just_started(self) -> bool:
@@ -918,10 +932,36 @@ class PoolServer:
         if fd is not None:
             if fd in self.held:
                 self.held.discard(fd)
-            else:
+            elif child.quiet_until == 0.0 or role not in _QUIET_ROLES:
                 self.poller.unregister(fd)
             self.handlers.pop(fd, None)
             os.close(fd)
+
+    def _quiet(self, run: Run) -> None:
+        """Leaves the pipes of a run that just started unread for _QUIET, or until it ends.
+
+        Not for a streaming run: its client reads the output as it comes.
+        """
+        child = run.child
+        if child is None or run.decoders or child.quiet_until:
+            return
+        for role in _QUIET_ROLES:
+            fd = child.fds.get(role)
+            if fd is not None and fd not in self.held:
+                self.poller.unregister(fd)
+        child.quiet_until = time.monotonic() + _QUIET
+        self.quiet[child.token] = child
+
+    def _unquiet(self, child: Child) -> None:
+        """Reads a quiet child's pipes again: its run is no longer new, or it ended."""
+        if not child.quiet_until:
+            return
+        child.quiet_until = 0.0
+        del self.quiet[child.token]
+        for role in _QUIET_ROLES:
+            fd = child.fds.get(role)
+            if fd is not None and fd not in self.held:
+                self.poller.register(fd, select.POLLIN)
 
     def _release(self, child: Child) -> None:
         """Reads a child's held output again, whatever the client's backlog."""
@@ -978,8 +1018,11 @@ class PoolServer:
             ):
                 raise channel.ChannelError("an exit frame without a status and signal")
             child.announced = (status & 0xFF, signum)  # type: ignore[assignment]
-            # Its output may have closed already: then the result can go now,
-            # not when the kernel has torn the process down (~0.7 ms later).
+            # Its output has closed already, unless the program kept a copy of it open:
+            # then the result can go now, not when the kernel has torn the process
+            # down (~0.7 ms later).
+            self._unquiet(child)
+            self._drain(child)
             self._maybe_finish(child)
         elif kind == "value" and run is not None:
             run.shown.take_value(frame)
@@ -993,6 +1036,7 @@ class PoolServer:
             )
             if not (_small_int(exit_code, 0, 255) and flat and ended in (None, True, False)):
                 raise channel.ChannelError("a done frame without an exit status and flat error")
+            self._unquiet(child)
             self._drain(child)
             self._finish_step(
                 run,
@@ -1049,6 +1093,7 @@ class PoolServer:
         )
 
     def _child_exited(self, child: Child) -> None:
+        self._unquiet(child)
         run = self.child_runs.get(child.token)
         if run is not None and run.session is not None:
             self._drain(child)
@@ -1089,6 +1134,7 @@ class PoolServer:
     def _finish_child(self, child: Child) -> None:
         for role in list(child.fds):
             self._close_fd(child, role)
+        self.quiet.pop(child.token, None)
         if child.pidfd is not None:
             if child.status is None:
                 # Gone in a moment anyway; a program that only claimed to end goes now.
@@ -1213,6 +1259,7 @@ class PoolServer:
         self._send_frame(
             session.child, {"type": "run", "code": message.get("code", ""), "name": name}
         )
+        self._quiet(run)
 
     def _finish_step(
         self, run: Run, exit_code: int | None, error: "dict[str, Any] | None", ended: str | None

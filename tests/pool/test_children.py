@@ -259,3 +259,35 @@ def test_output_beyond_max_output_is_truncated(pool: PoolClient) -> None:
     assert result["stderr"].endswith("\n" + "y" * 479 + "done\n")
     assert len(result["stderr"]) <= 1000 and result["stderr_truncated"] is True
     serves(pool)
+
+
+def test_a_program_that_keeps_a_copy_of_its_output_open_gets_its_result(
+    pool: PoolClient,
+) -> None:
+    """A child closes its output before it says it ended, so that the pool finds the
+    output complete; a copy the program kept open delays that to the child's end."""
+    started = time.monotonic()
+    result = pool.run(
+        {
+            "id": new_id("kept"),
+            "code": "import os, sys\nkept = os.dup(1)\nos.write(kept, b'late\\n')\nprint('hi')",
+        }
+    )
+    assert result["exit"] == 0, result["error"]
+    assert result["stdout"] == "late\nhi\n"
+    assert time.monotonic() - started < 5
+    serves(pool)
+
+
+def test_output_past_a_pipe_written_at_the_start_arrives_whole(pool: PoolClient) -> None:
+    """The pool leaves a new run's pipes unread for a moment; a program that fills one
+    in that moment waits for the reader, and loses nothing."""
+    for request in (
+        {"code": "import sys\nsys.stdout.write('x' * 300_000)"},
+        {"code": "import sys\nsys.stdout.write('x' * 300_000)", "session": "big-output"},
+    ):
+        result = pool.run({"id": new_id("big"), "max_output": "1m", **request})
+        assert result["exit"] == 0, result["error"]
+        assert result["stdout"] == "x" * 300_000
+        assert result["stdout_truncated"] is False
+    serves(pool)
