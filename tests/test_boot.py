@@ -363,3 +363,37 @@ def test_the_start_file_finds_pynox_without_searching_sys_path(tmp_path: Path) -
     }
     assert listed, "the hook saw no listing at all: the probe does not work"
     assert not listed & searched, f"listed while starting: {sorted(listed & searched)}"
+
+
+# Counts the calls of the builtin compile() while it imports a module of its own.
+COMPILE_CALLS = """
+import builtins, sys
+calls = []
+def profile(frame, event, arg):
+    if event == "c_call" and arg is builtins.compile:
+        calls.append(frame.f_code.co_name)
+sys.setprofile(profile)
+import sibling
+sys.setprofile(None)
+print(sibling.VALUE, calls)
+"""
+
+
+@pytest.mark.parametrize("mode", [[], ["--timeout=30s"]], ids=["in-process", "supervised"])
+def test_a_programs_imports_compile_without_the_builtin_compile(
+    tmp_path: Path, mode: list[str]
+) -> None:
+    """The builtin compile() builds every Python AST class on its first call (~1.5 ms).
+    python pays that once per module of the program, then reuses the bytecode it wrote
+    beside it; a sandboxed program seldom may write there, so a run would pay it each
+    time: its imports compile as its script does, without it."""
+    (tmp_path / "sibling.py").write_text("VALUE = 'imported'\n")
+    (tmp_path / "probe.py").write_text(COMPILE_CALLS)
+    # The probe sees python's import call compile() (-B: no bytecode left for pynox).
+    assert (
+        python("-B", "probe.py", cwd=tmp_path).stdout == b"imported ['_call_with_frames_removed']\n"
+    )
+    proc = run_pynox(*mode, "probe.py", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"imported []\n"
+    assert not (tmp_path / "__pycache__").exists()

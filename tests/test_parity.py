@@ -147,6 +147,8 @@ INVOCATIONS: dict[str, Case] = {
     "directory-application": Case(options=["app_dir"], args=["x"]),
     "zip-application": Case(options=["app.pyz"], args=["y"]),
     "B-option": Case(options=["-B", "import_sibling.py"]),
+    # Neither writes bytecode: pynox compiles the module, coding declaration and all.
+    "B-option-coding-declaration": Case(options=["-B", "import_latin1_module.py"]),
     "u-option-interleaving": Case(options=["-u", "stderr_interleave.py"], merge=True),
     "u-option-stdio": Case(options=["-u", "stdio_properties.py"]),
     "Bu-grouped-options": Case(options=["-Bu", "argv_args.py"], args=["-u", "x"]),

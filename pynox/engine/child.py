@@ -11,6 +11,8 @@ import builtins
 import io  # loaded by every interpreter at start-up; importing it is free
 import os
 import sys
+from _frozen_importlib import _call_with_frames_removed  # type: ignore[attr-defined]
+from _frozen_importlib_external import SourceLoader
 
 from pynox import PACKAGE_DIR
 from pynox._native import call_at_top, compile_source, exec_at_top
@@ -35,6 +37,34 @@ _PACKAGE_DIR = PACKAGE_DIR + os.sep
 # True once this process runs a program: whatever propagates from then on is
 # the program's, for CPython to report, never pynox's own error.
 program_started = False
+
+# importlib compiles a module's source with the builtin compile(), whose first call in a
+# process builds every Python AST class (compile_source says why; ~1.5 ms here). Python
+# pays that once per module, then reuses the bytecode it wrote beside the source; a
+# sandboxed program seldom may write there, so every run that imports a module of its
+# own would pay it again. The program's imports compile with compile_source instead,
+# with the flags importlib gives compile() (see start).
+_compile_with_builtin = SourceLoader.source_to_code
+
+
+def _source_to_code(self: object, data: object, path: object, *, _optimize: int = -1) -> object:
+    if type(data) is bytes and type(path) is str and _optimize == -1:
+        return _call_with_frames_removed(compile_source, data, path)
+    return _compile_with_builtin(self, data, path, _optimize=_optimize)  # type: ignore[arg-type]
+
+
+# Named as the import system's own method: tracebacks leave its frame out as they leave
+# importlib's out (remove_importlib_frames in CPython's Python/import.c).
+_source_to_code.__code__ = _source_to_code.__code__.replace(
+    co_filename="<frozen importlib._bootstrap_external>", co_name="source_to_code"
+)
+if sys.version_info >= (3, 11):
+    _source_to_code.__code__ = _source_to_code.__code__.replace(
+        co_qualname="SourceLoader.source_to_code"
+    )
+_source_to_code.__name__ = "source_to_code"
+_source_to_code.__qualname__ = "SourceLoader.source_to_code"
+_source_to_code.__module__ = SourceLoader.__module__
 
 
 def run_child(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
@@ -117,6 +147,7 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
     try:
         os.environ.update(policy.environment)
         main_module, program_path = setup_interpreter(program, policy, setup)
+        SourceLoader.source_to_code = _source_to_code  # type: ignore[method-assign, assignment]
         if policy.memory is not None:
             # A program that used up its memory leaves none to import the
             # error report with, which would then end in pynox's own traceback.
