@@ -10,6 +10,7 @@ protocol is documented in docs/pool-protocol.md.
 
 import codecs
 import contextlib
+import fcntl
 import gc
 import os
 import select
@@ -71,10 +72,15 @@ _IDLE_CLEANUP = 0.02
 _USED_SCRATCH_MAX = 64
 # A run's output and report pipes go unread for its first moments (see _quiet): a small
 # program has written and closed them by the time it says it ended, and the pool server
-# then wakes once to read it all, instead of once per write and once per close. A
-# program that fills a pipe (64 KiB) sooner waits at most this long for the reader.
-_QUIET = 0.005
+# then wakes once to read it all, instead of once per write and once per close.
+# Meanwhile its output pipes hold up to _QUIET_PIPE bytes (the most an unprivileged
+# process may ask for), not 64 KiB: a program that writes more that soon waits at most
+# _QUIET for the reader. They shrink back after, as the kernel counts their size against
+# the user's pipes (past its soft limit, every new pipe of the user gets 8 KiB).
+_QUIET = 0.003
 _QUIET_ROLES = ("stdout", "stderr", "report")
+_QUIET_PIPE = 1 << 20
+_PIPE = 1 << 16  # Linux's default
 # Host calls of one request: pynox_host makes one at a time; a program that writes
 # call frames itself may have at most this many, carrying at most this many bytes
 # of JSON between them, waiting for the client at once. More ends the request.
@@ -949,6 +955,8 @@ class PoolServer:
             fd = child.fds.get(role)
             if fd is not None and fd not in self.held:
                 self.poller.unregister(fd)
+                if role != "report":
+                    _resize_pipe(fd, _QUIET_PIPE)
         child.quiet_until = time.monotonic() + _QUIET
         self.quiet[child.token] = child
 
@@ -962,6 +970,8 @@ class PoolServer:
             fd = child.fds.get(role)
             if fd is not None and fd not in self.held:
                 self.poller.register(fd, select.POLLIN)
+                if role != "report":
+                    _resize_pipe(fd, _PIPE)  # fails while it holds more: then it stays
 
     def _release(self, child: Child) -> None:
         """Reads a child's held output again, whatever the client's backlog."""
@@ -1354,6 +1364,12 @@ def _how_it_ended(child: Child) -> str:
         if child.status is not None and os.WIFEXITED(child.status):
             return "exit"
     return "crash"
+
+
+def _resize_pipe(fd: int, size: int) -> None:
+    """Asks for a pipe of `size` bytes; where the kernel refuses, it stays as it is."""
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
 
 
 def _stdout_nonblocking() -> None:
