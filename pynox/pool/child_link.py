@@ -104,11 +104,11 @@ class ChildLink:
         while the kernel still tears the process down."""
         if not self.intact():
             return
-        try:
-            for stream_fd in (1, 2):
+        for stream_fd in (1, 2):
+            try:
                 os.close(stream_fd)
-        except OSError:
-            pass
+            except OSError:
+                pass  # the program closed it already
         try:
             channel.send(
                 self.fd,
