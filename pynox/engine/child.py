@@ -48,7 +48,8 @@ _compile_with_builtin = SourceLoader.source_to_code
 
 
 def _source_to_code(self: object, data: object, path: object, *, _optimize: int = -1) -> object:
-    if type(data) is bytes and type(path) is str and _optimize == -1:
+    # A null byte is an error whose type differs between versions: compile() raises it.
+    if type(data) is bytes and type(path) is str and _optimize == -1 and b"\0" not in data:
         return _call_with_frames_removed(compile_source, data, path)
     return _compile_with_builtin(self, data, path, _optimize=_optimize)  # type: ignore[arg-type]
 
