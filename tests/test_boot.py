@@ -397,3 +397,37 @@ def test_a_programs_imports_compile_without_the_builtin_compile(
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == b"imported []\n"
     assert not (tmp_path / "__pycache__").exists()
+
+
+# Counts the modules a program's imports compile from source.
+COMPILED_MODULES = """
+import sys
+compiled = []
+def profile(frame, event, arg):
+    if event == "c_call" and getattr(arg, "__name__", "") in ("compile", "compile_source"):
+        compiled.append(arg.__name__)
+sys.setprofile(profile)
+import mylib.core
+sys.setprofile(None)
+print(mylib.core.VALUE, len(compiled))
+"""
+
+
+def test_a_package_directory_compiled_once_is_not_compiled_by_every_run(tmp_path: Path) -> None:
+    """A run cannot write the bytecode of what it imports from a package directory (a
+    read grant): without it there, every run compiles those modules again. The advice in
+    docs/agent-tasks.md, compileall once, leaves them nothing to compile."""
+    package = tmp_path / "packages" / "mylib"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "core.py").write_text("VALUE = 'from mylib'\n")
+    (tmp_path / "probe.py").write_text(COMPILED_MODULES)
+    for _ in range(2):
+        proc = run_pynox("--package-dir=packages", "probe.py", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == b"from mylib 2\n"  # both modules, every time
+    assert not list(package.rglob("*.pyc")), "a run wrote bytecode into a package directory"
+    compiled = python("-m", "compileall", "-q", "packages", cwd=tmp_path)
+    assert compiled.returncode == 0, compiled.stderr
+    proc = run_pynox("--package-dir=packages", "probe.py", cwd=tmp_path)
+    assert proc.stdout == b"from mylib 0\n"
