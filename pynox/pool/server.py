@@ -965,7 +965,7 @@ class PoolServer:
         if not child.quiet_until:
             return
         child.quiet_until = 0.0
-        del self.quiet[child.token]
+        self.quiet.pop(child.token, None)
         for role in _QUIET_ROLES:
             fd = child.fds.get(role)
             if fd is not None and fd not in self.held:
@@ -1145,6 +1145,7 @@ class PoolServer:
         for role in list(child.fds):
             self._close_fd(child, role)
         self.quiet.pop(child.token, None)
+        child.quiet_until = 0.0  # no pipe of it is left to read
         if child.pidfd is not None:
             if child.status is None:
                 # Gone in a moment anyway; a program that only claimed to end goes now.
