@@ -79,6 +79,7 @@ _USED_SCRATCH_MAX = 64
 # the user's pipes (past its soft limit, every new pipe of the user gets 8 KiB).
 _QUIET = 0.003
 _QUIET_ROLES = ("stdout", "stderr", "report")
+_GROWN_ROLES = ("stdout", "stderr")  # the report is small unless a program abuses it
 _QUIET_PIPE = 1 << 20
 _PIPE = 1 << 16  # Linux's default
 # Host calls of one request: pynox_host makes one at a time; a program that writes
@@ -955,7 +956,7 @@ class PoolServer:
             fd = child.fds.get(role)
             if fd is not None and fd not in self.held:
                 self.poller.unregister(fd)
-                if role != "report":
+                if role in _GROWN_ROLES:
                     _resize_pipe(fd, _QUIET_PIPE)
         child.quiet_until = time.monotonic() + _QUIET
         self.quiet[child.token] = child
@@ -970,7 +971,7 @@ class PoolServer:
             fd = child.fds.get(role)
             if fd is not None and fd not in self.held:
                 self.poller.register(fd, select.POLLIN)
-                if role != "report":
+                if role in _GROWN_ROLES:
                     _resize_pipe(fd, _PIPE)  # fails while it holds more: then it stays
 
     def _release(self, child: Child) -> None:
