@@ -129,6 +129,7 @@ class _ImageFinder:
         if package:
             spec.submodule_search_locations = [os.path.dirname(source)]
         spec.has_location = True  # so the module gets __file__, as when imported
+        spec.cached = _cached_path(source)
         return spec
 
     def create_module(self, spec: "ModuleSpec") -> None:
@@ -164,6 +165,17 @@ class _ImageFinder:
                 raise
             parent, _, child = name.rpartition(".")
             setattr(sys.modules[parent], child, module)
+
+
+def _cached_path(source: str) -> "str | None":
+    """The module's __cached__ as importlib's cache_from_source names it, in the one case
+    every run is (no -O, no pycache prefix), without the import system's own path
+    handling per module; None leaves it to importlib."""
+    tag = sys.implementation.cache_tag
+    if tag is None or sys.flags.optimize or sys.pycache_prefix is not None:
+        return None
+    directory, _, name = source.rpartition("/")
+    return f"{directory}/__pycache__/{name[:-3]}.{tag}.pyc"
 
 
 def _unchanged(entry: "Entry") -> bool:

@@ -7,6 +7,8 @@ import json
 import marshal
 import shutil
 from collections.abc import Callable, Iterator
+from importlib import _bootstrap_external
+from importlib.util import cache_from_source, module_from_spec
 from pathlib import Path
 
 import pytest
@@ -55,6 +57,28 @@ def test_written_image_loads_every_hot_module(package_copy: Path) -> None:
     assert inner and {c.co_filename for c in inner} == {source}
     # A subpackage is served as a package, from its __init__.py.
     assert codes["pynox.cli"][0] == str(package_copy / "cli" / "__init__.py")
+
+
+@pytest.mark.unit
+def test_a_module_from_the_image_names_its_bytecode_without_importlibs_path_work(
+    package_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """__cached__ is what importlib would name, worked out once per module by the finder:
+    importlib would otherwise run its path handling for every module of every run."""
+    write_image(package_copy)
+    codes = _boot._load_image()
+    assert codes is not None
+    expected = {name: cache_from_source(codes[name][0]) for name in _boot.IMAGE_MODULES}
+
+    def unexpected(*args: object, **kwargs: object) -> str:
+        raise AssertionError("importlib worked out __cached__ of a module from the image")
+
+    monkeypatch.setattr(_bootstrap_external, "cache_from_source", unexpected)
+    finder = _boot._ImageFinder(codes)
+    for name in _boot.IMAGE_MODULES:
+        spec = finder.find_spec(name)
+        assert spec is not None
+        assert module_from_spec(spec).__cached__ == expected[name]
 
 
 def test_the_image_is_the_same_from_one_build_to_the_next(tmp_path: Path) -> None:
