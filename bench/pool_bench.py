@@ -8,6 +8,10 @@ back as they come. A third pool of 2 workers, whose TMPDIR is a tmpfs, takes its
 those batches too: each request's scratch directory is made and removed there instead.
 Over its batches, the table's pool of 2 workers is read for where its CPU time goes
 (pool_costs).
+
+Beside them, for what a pause costs: the same rounds time four pipe hops between Python
+processes that do nothing else (hop_chain), and after the rounds the pool of 2 workers
+runs session steps back to back, with nothing between them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
+from hop_chain import HopChain
 from machine import file_system, scratch_base, scratch_place
 from pool_costs import PoolCosts, per_request, read, zygote_of
 from pool_process import PoolProcess
@@ -29,6 +34,9 @@ WORKER_COUNTS = (1, 2)
 TMPFS = "/dev/shm"
 # The pool whose costs are read over its throughput batches: the judged one.
 COSTS_WORKERS = 2
+# The pool whose session steps are also timed back to back, and how many.
+BACK_TO_BACK_WORKERS = 2
+BACK_TO_BACK_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,10 @@ class PoolResults:
     """None where there is no tmpfs at TMPFS, or the table's pools use one already."""
     costs: PoolCosts | None
     """The pool of 2 workers over its throughput batches; None where /proc cannot tell."""
+    hops: Summary
+    """Four pipe hops between idle Python processes, timed in the same rounds."""
+    steps_back_to_back: Summary
+    """Session steps of the pool of BACK_TO_BACK_WORKERS, one right after the other."""
 
 
 def _throughput(pool: PoolProcess, batch_size: int) -> float:
@@ -86,8 +98,12 @@ def measure_pool(
 ) -> PoolResults:
     pools = {workers: PoolProcess(pynox, workers, workdir) for workers in WORKER_COUNTS}
     tmpfs_pool = _tmpfs_pool(pynox, workdir)
+    hops = HopChain(python)
     try:
-        subjects = {"cold": lambda: time_command([python, "-I", "-c", "pass"], workdir)}
+        subjects = {
+            "cold": lambda: time_command([python, "-I", "-c", "pass"], workdir),
+            "hops": hops.time_hops,
+        }
         for workers, pool in pools.items():
             session = f"bench-{workers}"
             pool.run({"code": "steps = 0", "session": session})
@@ -96,6 +112,9 @@ def measure_pool(
                 {"code": STEP, "session": session}
             )
         samples = interleave(subjects, requests, warmup=5)
+        back_to_back = [
+            subjects[f"step-{BACK_TO_BACK_WORKERS}"]() for _ in range(BACK_TO_BACK_STEPS)
+        ]
         rates: dict[int, list[float]] = {workers: [] for workers in pools}
         tmpfs_rates: list[float] = []
         watched = pools[COSTS_WORKERS].process.pid
@@ -117,6 +136,7 @@ def measure_pool(
             pool.close()
         if tmpfs_pool is not None:
             tmpfs_pool.close()
+        hops.close()
     rows = [
         PoolRow(
             workers,
@@ -133,5 +153,13 @@ def measure_pool(
             scratch_place(pynox), statistics.median(rates[2]), statistics.median(tmpfs_rates)
         )
     return PoolResults(
-        summarize(samples["cold"]), rows, requests, batches, batch_size, scratch, costs
+        summarize(samples["cold"]),
+        rows,
+        requests,
+        batches,
+        batch_size,
+        scratch,
+        costs,
+        summarize(samples["hops"]),
+        summarize(back_to_back),
     )

@@ -14,7 +14,13 @@ from heavy_bench import HeavyRow
 from machine import Machine
 from memory_bench import MemoryResult
 from modes_bench import ModeResult
-from pool_bench import COSTS_WORKERS, TMPFS, PoolResults, ScratchComparison
+from pool_bench import (
+    BACK_TO_BACK_WORKERS,
+    COSTS_WORKERS,
+    TMPFS,
+    PoolResults,
+    ScratchComparison,
+)
 from pool_costs import PoolCosts
 from ray_bench import RayBatchResult, ray_table
 from runners import PYTHON, RUNNERS
@@ -132,8 +138,25 @@ def pool_table(pool: PoolResults) -> list[str]:
         "`steps += 1; print(steps)` in a session kept between requests.",
         "",
         *_table(header, ["---:"] * len(header), rows),
+        *_pause_costs(pool),
         *_scratch_comparison(pool.scratch),
         *_costs_table(pool.costs),
+    ]
+
+
+def _pause_costs(pool: PoolResults) -> list[str]:
+    step = next(row.session_step for row in pool.rows if row.workers == BACK_TO_BACK_WORKERS)
+    back = pool.steps_back_to_back
+    return [
+        "",
+        "**What a pause costs.** In the rounds above, every request and step comes after a "
+        "pause and after the other subjects ran. Shown, not judged: four pipe hops between "
+        "two Python processes that do nothing else (the hops of a session step: client, "
+        f"relay, echo and back), timed in the same rounds: p50 {_ms(pool.hops.median)} "
+        f"(p10–p90 {_spread(pool.hops)} ms); and the session step of {BACK_TO_BACK_WORKERS} "
+        f"workers, {back.runs} times back to back with nothing between: p50 "
+        f"{_ms(back.median)} (p10–p90 {_spread(back)} ms), against {_ms(step.median)} in "
+        "the rounds.",
     ]
 
 

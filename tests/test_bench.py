@@ -130,6 +130,24 @@ def test_pool_table(report: tuple[str, str]) -> None:
         assert re.fullmatch(r"\d+/s", row[4])
 
 
+def test_what_a_pause_costs(report: tuple[str, str]) -> None:
+    text = report[0]
+    sentence = re.search(
+        r"four pipe hops between two Python processes that do nothing else .*?: p50 "
+        r"(\d+\.\d\d) ms \(p10–p90 (\d+\.\d\d)–(\d+\.\d\d) ms\); and the session step "
+        r"of 2 workers, (\d+) times back to back with nothing between: p50 (\d+\.\d\d) ms "
+        r"\(p10–p90 (\d+\.\d\d)–(\d+\.\d\d) ms\), against (\d+\.\d\d) ms in the rounds\.",
+        text,
+    )
+    assert sentence, "the pool section shows what a pause costs"
+    hops, hops_low, hops_high, steps, back, back_low, back_high, in_rounds = sentence.groups()
+    assert float(hops_low) <= float(hops) <= float(hops_high)
+    assert float(back_low) <= float(back) <= float(back_high)
+    assert int(steps) > 1
+    two_workers = tables(text)["Pool"][2]
+    assert two_workers[0] == "2" and two_workers[5] == f"{in_rounds} ms"  # the table's figure
+
+
 def _dev_shm_is_tmpfs() -> bool:
     with open("/proc/self/mounts", encoding="utf-8") as mounts:
         return any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in mounts)
