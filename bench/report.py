@@ -331,8 +331,9 @@ def machine_and_method(
     if pool:
         lines.append(
             "- The pool rows: a pool of 1 and one of 2 workers run side by side; each round "
-            "times a cold `python -I -c pass`, a request and a session step in each pool, in "
-            "rotating order, after 5 untimed rounds."
+            "times a cold `python -I -c pass`, the four pipe hops, a request and a session "
+            "step in each pool, in rotating order, after 5 untimed rounds; the session steps "
+            "back to back come after the rounds."
         )
     lines.append(
         "- Times are wall clock (`time.perf_counter_ns`) in the benchmark process. "
