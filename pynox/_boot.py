@@ -77,19 +77,26 @@ CHILD_MODULES = (
 )
 HOT_MODULES = COMMAND_MODULES + CHILD_MODULES
 
-# What a run with --json, --memory or a time limit imports on top: the time limit's
-# wording, and the result's writer (or, under the launcher, what it is told to write
-# the result with), in the order they run at once (pynox.engine.runner), then the
-# Python supervisor. The image holds them too; as every module in it, each
-# is unpacked only when imported, so a plain run pays for reading their bytes alone.
+# What a run with --json under the launcher imports on top, in the order they run at
+# once (pynox.engine.runner): what the launcher is told to write the result with (the
+# wording of limits and hints, the result's fixed fields). The image holds them too;
+# as every module in it, each is unpacked only when imported, so a plain run pays for
+# reading their bytes alone.
 RESULT_MODULES = (
-    "pynox.units",
-    "pynox.strict_json",
+    "pynox.unit_format",
+    "pynox.readable_json",
     "pynox.engine.time_limit",
     "pynox.engine.hint_text",
-    "pynox.engine.result",
+    "pynox.engine.result_frame",
 )
-SUPERVISED_MODULES = RESULT_MODULES + ("pynox.engine.supervisor",)
+# Then what a limit given on the command line (--timeout, --memory) and a Python
+# supervisor, which builds and writes the result itself, import on top of those.
+SUPERVISED_MODULES = RESULT_MODULES + (
+    "pynox.units",
+    "pynox.strict_json",
+    "pynox.engine.result",
+    "pynox.engine.supervisor",
+)
 # What a run in a project with a pynox.toml imports on top: its cached configuration,
 # run at once (pynox.cli.main), and, when the cache misses, the file's reader.
 CACHED_CONFIG_MODULES = (

@@ -10,26 +10,19 @@ instead of writing them. Both take an optional `max_depth`: a bound on nesting
 that holds on every Python version, well below the interpreter's own limits.
 """
 
+from pynox.readable_json import NotFinite as NotFinite  # loads and dumps raise it too
+from pynox.readable_json import finite
+
 # json itself is imported where it parses or writes: it imports re, which a run
-# with --json that only writes its result (dumps_readable) need not pay for.
+# with --json that only writes its result (pynox.readable_json) need not pay for.
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import json
 
 
-class NotFinite(ValueError):
-    """NaN, Infinity, or a number too large for a double: none of them is JSON's to carry."""
-
-
 class TooDeep(ValueError):
     """The JSON nests deeper than the reader allows."""
-
-
-def _finite(value: float) -> bool:
-    """math.isfinite, without loading math's shared library (~0.5 ms of a --json run):
-    for NaN and the infinities, value - value is NaN."""
-    return value - value == 0.0
 
 
 def _refuse_constant(name: str) -> object:
@@ -38,7 +31,7 @@ def _refuse_constant(name: str) -> object:
 
 def _finite_float(text: str) -> float:
     value = float(text)
-    if not _finite(value):
+    if not finite(value):
         raise NotFinite(f"the number {text[:40]} is beyond the range of a double")
     return value
 
@@ -107,41 +100,3 @@ def _deeper_than(value: object, text: str, limit: int) -> bool:
             below += [item for item in items if isinstance(item, (list, dict))]
         level = below
     return False
-
-
-def _json_string(text: str) -> str:
-    """A string as json.dumps writes it. Most are printable ASCII without a quote or a
-    backslash, written as they are: a run with --json then need not load the shared
-    library of _json (~0.3 ms) for the few strings of its result."""
-    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
-        return f'"{text}"'
-    from _json import encode_basestring_ascii
-
-    return encode_basestring_ascii(text)
-
-
-def dumps_readable(value: object) -> str:
-    """The text json.dumps(value) writes (", " and ": " between items, ASCII only), for
-    the plain data of a result (dict, list, str, int, float, bool, None); a NaN or
-    infinite float raises NotFinite. Written here, since importing json (which imports
-    re) would cost a run with --json more than writing its one result takes."""
-    if isinstance(value, str):
-        return _json_string(value)
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int):
-        return int.__repr__(value)
-    if isinstance(value, float):
-        if not _finite(value):
-            raise NotFinite("NaN and Infinity are not JSON values (RFC 8259)")
-        return float.__repr__(value)
-    if isinstance(value, dict):
-        items = (f"{_json_string(str(key))}: {dumps_readable(item)}" for key, item in value.items())
-        return "{" + ", ".join(items) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(dumps_readable(item) for item in value) + "]"
-    raise TypeError(f"{type(value).__name__} is not plain JSON data")

@@ -1,9 +1,11 @@
 """Durations and sizes as people write them: "500ms", "10s", "2m", "512m", "1g".
 
-Imported on every run, so it uses nothing but builtins (no `re`, no `__future__`).
+Imported by every run with a limit, so it uses nothing but builtins (no `re`, no
+`__future__`). How pynox writes them back is pynox.unit_format's.
 """
 
 from pynox.errors import PynoxError, UsageError
+from pynox.unit_format import format_duration, format_size
 
 MAX_TIMEOUT = 24 * 60 * 60.0
 # Limits end up in setrlimit() as signed 64-bit numbers; no real limit comes near 2**60.
@@ -11,8 +13,6 @@ LARGEST_SIZE = 1 << 60
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-# format_size only uses units from a mebibyte up: smaller limits read fine in bytes.
-_FORMAT_SIZE_UNITS = (("t", 1 << 40), ("g", 1 << 30), ("m", 1 << 20))
 _NUMBER_CHARS = frozenset("0123456789.")
 _DURATION_HINT = "write it like 500ms, 5s, 2m or 1h"
 _SIZE_HINT = "write it like 65536, 64k, 512m or 1g"
@@ -62,27 +62,6 @@ def parse_size(
         ceiling = format_size(limit)
         raise error(f"{subject} is above the {ceiling} maximum; give at most {ceiling}")
     return size
-
-
-def format_duration(seconds: float) -> str:
-    """The shortest of "1h", "2m", "1.5s", "500ms" that parse_duration reads back."""
-    if seconds < 0:
-        return "-" + format_duration(-seconds)
-    if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{int(seconds // 3600)}h"
-    if seconds >= 60 and seconds % 60 == 0:
-        return f"{int(seconds // 60)}m"
-    if seconds >= 1 or seconds == 0:
-        return _trim_decimals(seconds) + "s"
-    return _trim_decimals(seconds * 1000) + "ms"
-
-
-def format_size(size: int) -> str:
-    """ "512m", "1g", "2t" when the size is a whole number of those units, else plain bytes."""
-    for unit, factor in _FORMAT_SIZE_UNITS:
-        if size >= factor and size % factor == 0:
-            return f"{size // factor}{unit}"
-    return str(size)
 
 
 def describe_setting(what: str, value: object) -> str:
@@ -160,10 +139,6 @@ def _split_quantity(text: str) -> tuple[int, str | None, str]:
     if number.count(".") > 1 or not number.strip("."):
         return sign, None, unit
     return sign, number, unit
-
-
-def _trim_decimals(number: float) -> str:
-    return f"{number:.3f}".rstrip("0").rstrip(".")
 
 
 def _toml_literal(value: object) -> str:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pynox import limits, units
+from pynox import limits, unit_format, units
 from pynox.errors import ConfigError, PolicyError, PynoxError, UsageError
 
 pytestmark = pytest.mark.unit
@@ -209,7 +209,7 @@ def test_parse_size_raises_the_error_class_asked_for() -> None:
     ],
 )
 def test_format_duration(seconds: float, shown: str) -> None:
-    assert units.format_duration(seconds) == shown
+    assert unit_format.format_duration(seconds) == shown
 
 
 @pytest.mark.parametrize(
@@ -226,12 +226,12 @@ def test_format_duration(seconds: float, shown: str) -> None:
     ],
 )
 def test_format_size(size: int, shown: str) -> None:
-    assert units.format_size(size) == shown
+    assert unit_format.format_size(size) == shown
 
 
 @given(st.integers(min_value=0, max_value=units.LARGEST_SIZE))
 def test_format_size_reads_back(size: int) -> None:
-    assert units.parse_size(units.format_size(size), "--memory") == size
+    assert units.parse_size(unit_format.format_size(size), "--memory") == size
 
 
 @given(
@@ -250,5 +250,5 @@ def test_parse_size_of_any_unit(count: int, unit: tuple[str, int], suffix: str) 
 @given(st.integers(min_value=1, max_value=86_400_000))
 def test_format_duration_reads_back(milliseconds: int) -> None:
     seconds = milliseconds / 1000
-    shown = units.format_duration(seconds)
+    shown = unit_format.format_duration(seconds)
     assert math.isclose(units.parse_duration(shown, "--timeout"), seconds, rel_tol=1e-9)

@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pynox import units
+from pynox import unit_format
 from pynox.errors import PoolError
 from pynox.limits import MAX_LINE
 
@@ -88,7 +88,7 @@ class _Connection:
 
     def wait_ready(self, timeout: float) -> None:
         if not self.settled.wait(timeout):
-            self.fail(f"the pool did not start within {units.format_duration(timeout)}")
+            self.fail(f"the pool did not start within {unit_format.format_duration(timeout)}")
         if self.info is None:
             raise PoolError(self.failure or "the pool did not start")
 
@@ -107,7 +107,7 @@ class _Connection:
             return future
         line = (text + "\n").encode()
         if len(line) > MAX_LINE:
-            size = units.format_size(MAX_LINE)
+            size = unit_format.format_size(MAX_LINE)
             message = (
                 f"the request is {len(line)} bytes, more than the {size} the pool reads; "
                 "send shorter code and pass data through files or host functions"
@@ -356,7 +356,7 @@ def _call_host(
                 "call": call,
                 "message": (
                     f"{name}() returned {len(encoded)} bytes of JSON, more than the "
-                    f"{units.format_size(MAX_HOST_VALUE)} a call can carry; ask for less"
+                    f"{unit_format.format_size(MAX_HOST_VALUE)} a call can carry; ask for less"
                 ),
             }
         }

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pynox.api.options import effective_grants, function_spec
 from pynox.policy.grants import GRANT_FIELDS
-from pynox.units import format_duration
+from pynox.unit_format import format_duration
 
 if TYPE_CHECKING:
     from pynox.api.options import Spec

@@ -7,7 +7,7 @@ program starts (hint_texts), without importing what classifying takes.
 """
 
 from pynox.policy.grants import GRANTS_BY_NAME
-from pynox.units import format_size
+from pynox.unit_format import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -170,7 +170,7 @@ VALUE_PLACEHOLDER = "\0"
 def hint_texts(policy: "Policy") -> dict[str, str]:
     """The command line's hint of every kind that has one under policy, with
     VALUE_PLACEHOLDER for the value: for the launcher, which writes a --json result
-    itself and cannot call format_hint (see pynox.engine.result.launcher_frame)."""
+    itself and cannot call format_hint (see pynox.engine.result_frame.launcher_frame)."""
     texts = {}
     for kind in sorted(KINDS):
         text = format_hint(

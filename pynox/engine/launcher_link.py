@@ -6,7 +6,7 @@ stays behind as the run's supervisor, pynox writes it one message before the pro
 starts and closes the pipe: netstrings ("LENGTH:BYTES"), the wall-clock limit in
 milliseconds (0: none) and the line to print when it is reached; for a captured run
 (--json), then what the launcher needs to write the run's result itself
-(pynox.engine.result.launcher_frame).
+(pynox.engine.result_frame.launcher_frame).
 """
 
 import os
@@ -61,7 +61,7 @@ def supervisor_message(policy: "Policy", capture: bool) -> bytes:
         line = timeout_line(policy) + "\n"
     message = netstring(milliseconds) + netstring(line)
     if capture:
-        from pynox.engine.result import launcher_frame
+        from pynox.engine.result_frame import launcher_frame
 
         message += b"".join(map(netstring, launcher_frame(policy)))
     return message

@@ -4,8 +4,10 @@ import _signal
 import sys
 
 from pynox import strict_json
+from pynox.engine.result_frame import fixed_fields, runtime_info, signal_names
 from pynox.engine.time_limit import timeout_error
 from pynox.errors import EXIT_SETUP_FAILURE
+from pynox.readable_json import dumps_readable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -15,30 +17,8 @@ if TYPE_CHECKING:
     from pynox.policy.resolve import Policy
 
 
-def python_version() -> str:
-    """The running CPython's version, as results and --version report it."""
-    major, minor, micro = sys.version_info[:3]
-    return f"{major}.{minor}.{micro}"
-
-
-def runtime_info() -> dict[str, str]:
-    return {"name": "pynox", "python": python_version(), "output": "captured"}
-
-
-def _signal_names() -> "dict[int, str]":
-    """signal.Signals(n).name for every n that has one, without importing signal and
-    enum (~1 ms of a --json run): of a number's names (SIGABRT, SIGIOT), the enum
-    keeps the first."""
-    names: dict[int, str] = {}
-    for name, value in vars(_signal).items():
-        named = isinstance(value, int) and name.isupper() and name[:3] == "SIG"
-        if named and "_" not in name[:4] and (value not in names or name < names[value]):
-            names[value] = name
-    return names
-
-
 def signal_name(signum: int) -> str:
-    return _signal_names().get(signum) or f"signal {signum}"
+    return signal_names().get(signum) or f"signal {signum}"
 
 
 # Deaths native code dies when an allocation fails and it does not check
@@ -186,13 +166,8 @@ def build_result(outcome: "Outcome", policy: "Policy", api: bool = False) -> "di
         "stderr_truncated": outcome.stderr_truncated,
         "error": _error(outcome, policy, api),
         "duration_ms": round(outcome.duration_ms),
-        **_settings(policy),
+        **fixed_fields(policy),
     }
-
-
-def _settings(policy: "Policy") -> "dict[str, Any]":
-    """What a result says about the run that does not depend on how it went."""
-    return {"runtime": runtime_info(), "policy": policy.to_json()}
 
 
 def error_object(kind: str, message: str) -> "dict[str, Any]":
@@ -223,45 +198,10 @@ def refusal(kind: str, message: str, exit_code: int = EXIT_SETUP_FAILURE) -> "di
 
 
 def print_refusal(kind: str, message: str, exit_code: int) -> int:
-    sys.stdout.write(strict_json.dumps_readable(refusal(kind, message, exit_code)) + "\n")
+    sys.stdout.write(dumps_readable(refusal(kind, message, exit_code)) + "\n")
     return exit_code
 
 
 def print_json_result(outcome: "Outcome", policy: "Policy") -> int:
-    sys.stdout.write(strict_json.dumps_readable(build_result(outcome, policy)) + "\n")
+    sys.stdout.write(dumps_readable(build_result(outcome, policy)) + "\n")
     return outcome.exit_code
-
-
-# The fields of build_result that the launcher fills in when it writes a --json result
-# itself, in their order, each with the letter of its slot (runtime/launcher_result.c).
-_LAUNCHER_SLOTS = {
-    "exit": "x",
-    "stdout": "o",
-    "stderr": "e",
-    "stdout_truncated": "O",
-    "stderr_truncated": "E",
-    "error": "r",
-    "duration_ms": "d",
-}
-
-
-def launcher_frame(policy: "Policy") -> "list[str | int]":
-    """What the launcher needs to write this run's --json result as build_result would,
-    in the order it reads them (see pynox.engine.launcher_link): everything the run's
-    course does not change, computed here, before the program runs, by the trusted side."""
-    from pynox.engine.hint_text import hint_texts
-    from pynox.limits import REPORT_LIMIT
-
-    slots = ", ".join(f'"{name}": \x01{slot}' for name, slot in _LAUNCHER_SLOTS.items())
-    names = _signal_names()
-    frame: list[str | int] = [
-        "capture",
-        policy.max_output,
-        REPORT_LIMIT,
-        "{" + slots + ", " + strict_json.dumps_readable(_settings(policy))[1:],
-        strict_json.dumps_readable(timeout_error(policy, api=False)),
-        "\n".join(names.get(n, "") for n in range(1, _signal.NSIG)),
-    ]
-    for kind, text in hint_texts(policy).items():
-        frame += [kind, text]
-    return frame

@@ -5,7 +5,7 @@ launcher before the program starts, and must not load the result's JSON
 writer for that.
 """
 
-from pynox.units import format_duration
+from pynox.unit_format import format_duration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

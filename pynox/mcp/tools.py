@@ -252,6 +252,6 @@ def _shown(name: object) -> str:
 
 
 def _seconds(seconds: float) -> str:
-    from pynox.units import format_duration
+    from pynox.unit_format import format_duration
 
     return format_duration(seconds)

@@ -23,7 +23,8 @@ from pynox import strict_json
 from pynox._native import immortalize
 from pynox.engine import scratch
 from pynox.engine.child_setup import REPORT_CONFINED
-from pynox.engine.result import build_result, error_object, python_version, refusal
+from pynox.engine.result import build_result, error_object, refusal
+from pynox.engine.result_frame import python_version
 from pynox.engine.supervisor import Capture, Outcome
 from pynox.engine.time_limit import timeout_error
 from pynox.errors import (

@@ -1,4 +1,4 @@
-"""strict_json.dumps_readable writes what json.dumps writes, without importing json."""
+"""readable_json.dumps_readable writes what json.dumps writes, without importing json."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pynox import strict_json
+from pynox import readable_json
 
 pytestmark = pytest.mark.unit
 
@@ -25,24 +25,24 @@ PLAIN = st.recursive(
 
 @given(PLAIN)
 def test_it_writes_what_json_dumps_writes(value: object) -> None:
-    assert strict_json.dumps_readable(value) == json.dumps(value)
+    assert readable_json.dumps_readable(value) == json.dumps(value)
 
 
 @given(st.text(alphabet=st.characters(max_codepoint=127)))
 def test_ascii_strings_are_written_as_json_dumps_writes_them(text: str) -> None:
-    assert strict_json.dumps_readable([text, {text: text}]) == json.dumps([text, {text: text}])
+    assert readable_json.dumps_readable([text, {text: text}]) == json.dumps([text, {text: text}])
 
 
 @pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
 def test_non_finite_numbers_are_refused(number: float) -> None:
-    with pytest.raises(strict_json.NotFinite):
-        strict_json.dumps_readable({"x": [number]})
+    with pytest.raises(readable_json.NotFinite):
+        readable_json.dumps_readable({"x": [number]})
 
 
 def test_writing_imports_neither_json_nor_re() -> None:
     code = (
-        "import sys; from pynox import strict_json\n"
-        "strict_json.dumps_readable({'a': [1, 2.5, 'é', None, True]})\n"
+        "import sys; from pynox import readable_json\n"
+        "readable_json.dumps_readable({'a': [1, 2.5, 'é', None, True]})\n"
         "print(sorted(m for m in ('json', 're') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True)
