@@ -104,8 +104,16 @@ CACHED_CONFIG_MODULES = (
     "pynox.policy.cache",
 )
 CONFIGURED_MODULES = CACHED_CONFIG_MODULES + ("pynox.policy.config",)
+# What a run with a limit on the command line imports to read it (pynox.cli.main), and
+# to tell the launcher its wording when it is a time limit.
+LIMIT_MODULES = ("pynox.unit_format", "pynox.units", "pynox.engine.time_limit")
 # The groups the engine has run at once, by name (pynox.engine.runner.run_from_image).
-GROUPS = {"child": CHILD_MODULES, "result": RESULT_MODULES, "config": CACHED_CONFIG_MODULES}
+GROUPS = {
+    "child": CHILD_MODULES,
+    "result": RESULT_MODULES,
+    "limit": LIMIT_MODULES,
+    "config": CACHED_CONFIG_MODULES,
+}
 IMAGE_MODULES = HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES
 
 _IMAGE = os.path.join(PACKAGE_DIR, "__pycache__", f"_boot.{sys.implementation.cache_tag}.image")

@@ -214,7 +214,9 @@ def _imported_at_top(name: str, group: list[str]) -> set[str]:
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("group", ["HOT_MODULES", "RESULT_MODULES", "CACHED_CONFIG_MODULES"])
+@pytest.mark.parametrize(
+    "group", ["HOT_MODULES", "RESULT_MODULES", "LIMIT_MODULES", "CACHED_CONFIG_MODULES"]
+)
 def test_each_module_run_at_once_comes_after_what_its_top_level_imports(group: str) -> None:
     """A group of modules runs in its order without the import system
     (_ImageFinder.run_all): a module imported before its turn would go through it, and
@@ -225,17 +227,19 @@ def test_each_module_run_at_once_comes_after_what_its_top_level_imports(group: s
         assert not later, f"{name} imports {sorted(later)} at its top, which come after it"
 
 
-@pytest.mark.parametrize("mode", ["plain", "json", "config"])
+@pytest.mark.parametrize("mode", ["plain", "json", "timeout", "config"])
 def test_a_run_imports_no_module_of_the_image_through_the_import_system(
     tmp_path: Path, mode: str
 ) -> None:
-    """Every hot module of a run, a --json run's result modules and a pynox.toml's
-    cached configuration come from the image by _ImageFinder.run_all, not one by one
-    through the import system, which marks the spec of each module it loads
+    """Every hot module of a run, a --json run's result modules, what reads a limit and
+    a pynox.toml's cached configuration come from the image by _ImageFinder.run_all, not
+    one by one through the import system, which marks the spec of each module it loads
     (_initializing) where run_all does not."""
     names = _boot.HOT_MODULES
     if mode == "json":
         names += _boot.RESULT_MODULES
+    if mode == "timeout":
+        names += _boot.LIMIT_MODULES
     if mode == "config":
         names += _boot.CACHED_CONFIG_MODULES
         (tmp_path / "pynox.toml").write_text("[permissions]\n")
@@ -246,7 +250,8 @@ def test_a_run_imports_no_module_of_the_image_through_the_import_system(
         "print(all(type(s.loader).__name__ == '_ImageFinder' for s in specs),"
         " any(hasattr(s, '_initializing') for s in specs))\n"
     )
-    proc = run_pynox(*(["--json"] if mode == "json" else []), "-c", probe, cwd=tmp_path)
+    flags = {"json": ["--json"], "timeout": ["--timeout=30s"]}.get(mode, [])
+    proc = run_pynox(*flags, "-c", probe, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     output = json.loads(proc.stdout)["stdout"] if mode == "json" else proc.stdout.decode()
     assert output == "True False\n"

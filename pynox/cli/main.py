@@ -190,6 +190,7 @@ def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None, list[str]
 
 
 def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":
+    from pynox.engine.runner import run_from_image
     from pynox.policy.grants import GRANT_FIELDS, NAMES, PATHS, SWITCH, Grants
 
     grants = Grants()
@@ -201,7 +202,8 @@ def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":
             setattr(grants, field.name, list(given))
         elif field.kind == SWITCH:
             setattr(grants, field.name, True if given else None)
-        elif given is not None:
+        elif given is not None:  # a limit: what reads it runs from the image at once
+            run_from_image("limit")
             setattr(grants, field.name, field.parse(given, field.flag))
     return grants
 

@@ -121,8 +121,8 @@ def _close(fds: "list[int] | None") -> None:
 def run_from_image(group: str) -> None:
     """Runs a group of pynox's modules from the start-up image at once, while pynox
     starts up from it: "child", what confining itself takes, "result", what tells the
-    launcher how to write a --json result, or "config", a pynox.toml's cached
-    configuration (pynox._boot.GROUPS)."""
+    launcher how to write a --json result, "limit", what reads a limit given on the
+    command line, or "config", a pynox.toml's cached configuration (pynox._boot.GROUPS)."""
     for finder in sys.meta_path:
         if getattr(finder, "pynox_start_up", False):
             finder.run_group(group)  # type: ignore[attr-defined]
