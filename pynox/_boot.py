@@ -77,15 +77,15 @@ CHILD_MODULES = (
 )
 HOT_MODULES = COMMAND_MODULES + CHILD_MODULES
 
-# What a run with --json under the launcher imports on top, in the order they run at
-# once (pynox.engine.runner): what the launcher is told to write the result with (the
-# wording of limits and hints, the result's fixed fields). The image holds them too;
-# as every module in it, each is unpacked only when imported, so a plain run pays for
-# reading their bytes alone.
-RESULT_MODULES = (
-    "pynox.unit_format",
+# What other runs import on top, in groups that run at once (pynox.engine.runner). The
+# image holds them too; as every module in it, each is unpacked only when imported, so
+# a plain run pays for reading their bytes alone. A time limit's wording, which the
+# launcher prints when the limit is reached:
+TIME_LIMIT_MODULES = ("pynox.unit_format", "pynox.engine.time_limit")
+# What a run with --json under the launcher imports: what the launcher is told to write
+# the result with (the wording of limits and hints, the result's fixed fields).
+RESULT_MODULES = TIME_LIMIT_MODULES + (
     "pynox.readable_json",
-    "pynox.engine.time_limit",
     "pynox.engine.hint_text",
     "pynox.engine.result_frame",
 )
@@ -106,11 +106,12 @@ CACHED_CONFIG_MODULES = (
 CONFIGURED_MODULES = CACHED_CONFIG_MODULES + ("pynox.policy.config",)
 # What a run with a limit on the command line imports to read it (pynox.cli.main), and
 # to tell the launcher its wording when it is a time limit.
-LIMIT_MODULES = ("pynox.unit_format", "pynox.units", "pynox.engine.time_limit")
+LIMIT_MODULES = TIME_LIMIT_MODULES + ("pynox.units",)
 # The groups the engine has run at once, by name (pynox.engine.runner.run_from_image).
 GROUPS = {
     "child": CHILD_MODULES,
     "result": RESULT_MODULES,
+    "time_limit": TIME_LIMIT_MODULES,
     "limit": LIMIT_MODULES,
     "config": CACHED_CONFIG_MODULES,
 }

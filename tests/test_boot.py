@@ -215,7 +215,14 @@ def _imported_at_top(name: str, group: list[str]) -> set[str]:
 
 @pytest.mark.unit
 @pytest.mark.parametrize(
-    "group", ["HOT_MODULES", "RESULT_MODULES", "LIMIT_MODULES", "CACHED_CONFIG_MODULES"]
+    "group",
+    [
+        "HOT_MODULES",
+        "RESULT_MODULES",
+        "TIME_LIMIT_MODULES",
+        "LIMIT_MODULES",
+        "CACHED_CONFIG_MODULES",
+    ],
 )
 def test_each_module_run_at_once_comes_after_what_its_top_level_imports(group: str) -> None:
     """A group of modules runs in its order without the import system
@@ -231,18 +238,18 @@ def test_each_module_run_at_once_comes_after_what_its_top_level_imports(group: s
 def test_a_run_imports_no_module_of_the_image_through_the_import_system(
     tmp_path: Path, mode: str
 ) -> None:
-    """Every hot module of a run, a --json run's result modules, what reads a limit and
-    a pynox.toml's cached configuration come from the image by _ImageFinder.run_all, not
-    one by one through the import system, which marks the spec of each module it loads
-    (_initializing) where run_all does not."""
+    """Every hot module of a run, a --json run's result modules, what reads a limit, a
+    pynox.toml's cached configuration and the wording of its time limit come from the
+    image by _ImageFinder.run_all, not one by one through the import system, which marks
+    the spec of each module it loads (_initializing) where run_all does not."""
     names = _boot.HOT_MODULES
     if mode == "json":
         names += _boot.RESULT_MODULES
     if mode == "timeout":
         names += _boot.LIMIT_MODULES
     if mode == "config":
-        names += _boot.CACHED_CONFIG_MODULES
-        (tmp_path / "pynox.toml").write_text("[permissions]\n")
+        names += _boot.CACHED_CONFIG_MODULES + _boot.TIME_LIMIT_MODULES
+        (tmp_path / "pynox.toml").write_text('[permissions]\ntimeout = "30s"\n')
         assert run_pynox("-c", "pass", cwd=tmp_path).returncode == 0  # the cache's entry
     probe = (
         "import sys\n"

@@ -56,6 +56,8 @@ def run(
         if launcher is not None:
             if capture:
                 run_from_image("result")
+            elif policy.timeout is not None:
+                run_from_image("time_limit")  # a pynox.toml's limit: no flag ran "limit"
             launcher_link.write_message(launcher, launcher_link.supervisor_message(policy, capture))
             setup.parent_pid, setup.new_session = os.getppid(), False
         setup.scratch_fd = scratch.remove_when_gone(directory)
@@ -121,8 +123,9 @@ def _close(fds: "list[int] | None") -> None:
 def run_from_image(group: str) -> None:
     """Runs a group of pynox's modules from the start-up image at once, while pynox
     starts up from it: "child", what confining itself takes, "result", what tells the
-    launcher how to write a --json result, "limit", what reads a limit given on the
-    command line, or "config", a pynox.toml's cached configuration (pynox._boot.GROUPS)."""
+    launcher how to write a --json result, "time_limit", how it words a time limit,
+    "limit", what reads a limit given on the command line, or "config", a pynox.toml's
+    cached configuration (pynox._boot.GROUPS)."""
     for finder in sys.meta_path:
         if getattr(finder, "pynox_start_up", False):
             finder.run_group(group)  # type: ignore[attr-defined]
