@@ -14,7 +14,6 @@ import sys
 from _frozen_importlib import _call_with_frames_removed  # type: ignore[attr-defined]
 from _frozen_importlib_external import SourceLoader
 
-from pynox import PACKAGE_DIR
 from pynox._native import call_at_top, compile_source, exec_at_top
 from pynox.engine import sandbox
 from pynox.engine.access_log import ACCESS_LOG
@@ -25,15 +24,12 @@ from pynox.jsonfast import hook as json_hook  # imported with pynox, from the st
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import TracebackType
     from typing import Any, NoReturn
 
     from pynox.engine.program import Program
     from pynox.engine.sandbox import CPolicy
     from pynox.policy.resolve import Policy
 
-# Frames of pynox itself, cut from the program's tracebacks.
-_PACKAGE_DIR = PACKAGE_DIR + os.sep
 # True once this process runs a program: whatever propagates from then on is
 # the program's, for CPython to report, never pynox's own error.
 program_started = False
@@ -78,7 +74,8 @@ def prepare(setup: ChildSetup) -> None:
     """What every child does whatever its policy: the pool does this ahead of requests."""
     _reset_signals()
     try:
-        # Before the environment is emptied: where the user site is (see _module_hint).
+        # Before the environment is emptied: where the user site is (see
+        # pynox.engine.report._module_hint).
         setup.user_base = os.environ.get("PYTHONUSERBASE") or _home_local()
         _setup_stdio(setup)
         try:
@@ -96,31 +93,6 @@ def prepare(setup: ChildSetup) -> None:
 def _home_local() -> str | None:
     home = os.environ.get("HOME")
     return home + "/.local" if home else None
-
-
-def installed_package_dirs(user_base: str | None) -> list[str]:
-    """Where packages that `python` would import are installed, as strings only.
-
-    The site-packages of the environment pynox runs in (a virtual environment's or
-    a bundle's) and of the interpreter's own prefixes, then the user site. Nothing
-    is listed or even checked here, and neither sysconfig nor site is imported:
-    this is computed only once an import failed, inside the sandbox, from what
-    never changes there (sys) and the user base taken before confinement.
-    """
-    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    if "t" in sys.abiflags:
-        version += "t"  # a free-threaded build keeps its packages apart
-    environment = os.path.dirname(os.path.dirname(sys.executable or "/"))
-    prefixes = (environment, sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
-    dirs = [os.path.dirname(PACKAGE_DIR)]
-    for prefix in dict.fromkeys(prefixes):
-        for lib in dict.fromkeys(("lib", sys.platlibdir)):
-            dirs.append(f"{prefix}/{lib}/{version}/site-packages")
-        if prefix == "/usr":  # Debian's python3 and what pip installs for it
-            dirs += [f"/usr/local/lib/{version}/dist-packages", "/usr/lib/python3/dist-packages"]
-    if user_base:
-        dirs.append(f"{user_base}/lib/{version}/site-packages")
-    return dirs
 
 
 def _kept_fds(setup: ChildSetup) -> list[int]:
@@ -481,95 +453,24 @@ def compile_with_value(source: "str | bytes", filename: str) -> "tuple[Any, Any]
         return None
 
 
-def _is_ours(tb: "TracebackType") -> bool:
-    return tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
-
-
-def _user_traceback(tb: "TracebackType | None") -> "TracebackType | None":
-    """The traceback without pynox's own frames, as python would show it.
-
-    Ours lead to the program's frames, and where a program calls into pynox
-    (pynox_host), they end it: the program's own last line is where it failed.
-    """
-    while tb is not None and _is_ours(tb):
-        tb = tb.tb_next
-    last_user = tb
-    walker = tb
-    while walker is not None:
-        if not _is_ours(walker):
-            last_user = walker
-        walker = walker.tb_next
-    if last_user is not None and last_user.tb_next is not None:
-        rest: TracebackType | None = last_user.tb_next
-        while rest is not None and _is_ours(rest):
-            rest = rest.tb_next
-        if rest is None:
-            last_user.tb_next = None
-    return tb
-
-
 def report_exception(
     exc: BaseException, program: "Program", policy: "Policy", setup: ChildSetup
 ) -> dict[str, object]:
     """Prints an exception as python would, then pynox's hint; returns the error."""
+    last_event = ACCESS_LOG.last  # before anything opens files: importing the report does
     # The program may have lowered the recursion limit below what reporting needs.
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 1000))
     try:
-        error = _report_exception(exc, program, policy, setup)
+        from pynox.engine.report import print_and_describe
+
+        error = print_and_describe(exc, last_event, program, policy, setup)
         if setup.report_fd is not None and still_own_pipe(setup, setup.report_fd):
             _write_report(setup.report_fd, error)
             setup.report_fd = None
         return error
     finally:
         sys.setrecursionlimit(limit)
-
-
-def _report_exception(
-    exc: BaseException, program: "Program", policy: "Policy", setup: ChildSetup
-) -> dict[str, object]:
-    last_event = ACCESS_LOG.last  # before printing, which opens source files itself
-    tb = _user_traceback(exc.__traceback__)
-    exc.__traceback__ = tb
-    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
-    try:
-        if program.kind == "request" and sys.excepthook is sys.__excepthook__:
-            # CPython's own hook reads source lines from files; pool code has none,
-            # but its lines are in linecache, which the traceback module reads.
-            import traceback
-
-            traceback.print_exception(type(exc), exc, tb)
-        else:
-            sys.excepthook(type(exc), exc, tb)
-    except BaseException:  # noqa: BLE001 - python reports a failing hook the same way
-        sys.__excepthook__(type(exc), exc, tb)
-    from pynox.engine.report import describe_error
-
-    error = describe_error(exc, tb, program, policy, last_event, setup.api_hints)
-    if error["hint_kind"] is None and isinstance(exc, ModuleNotFoundError):
-        _module_hint(error, exc, policy, setup)
-    if error["hint"]:
-        try:
-            sys.stderr.flush()
-        except (OSError, ValueError):
-            pass
-        os.write(2, f"pynox: {error['hint']}\n".encode(errors="replace"))
-    return error
-
-
-def _module_hint(
-    error: dict[str, object], exc: ModuleNotFoundError, policy: "Policy", setup: ChildSetup
-) -> None:
-    """The package directory that holds a module the program could not import, if one
-    of the known ones does and the run was not given it."""
-    from pynox.engine.hint_text import Style, format_hint
-    from pynox.engine.hints import missing_module_dir
-
-    candidates = setup.config_package_dirs + installed_package_dirs(setup.user_base)
-    directory = missing_module_dir(exc, candidates, policy.package_dirs)
-    if directory is not None:
-        error["hint_kind"], error["hint_value"] = "module", directory
-        error["hint"] = format_hint("module", directory, Style(setup.api_hints), None, None)
 
 
 def _write_report(fd: int, error: dict[str, object]) -> None:

@@ -107,6 +107,6 @@ class ChildSetup:
         # Package directories a pynox.toml names, granted or not (profiles, [pool]), and
         # the user base of the user site: where the ModuleNotFoundError hint looks for
         # a module the program could not import, besides pynox's and the interpreter's
-        # own site-packages (see _module_hint).
+        # own site-packages (see pynox.engine.report._module_hint).
         self.config_package_dirs: list[str] = []
         self.user_base: str | None = None

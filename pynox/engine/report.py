@@ -1,10 +1,13 @@
 """The structured error of a run: what failed, where, and what to do about it.
 
-Imported only in a child whose program failed.
+Printed as python prints it, with pynox's hint after it. Imported only in a child whose
+program failed.
 """
 
 import os
+import sys
 
+from pynox import PACKAGE_DIR
 from pynox.engine.hint_text import Style, format_hint
 from pynox.engine.hints import classify
 
@@ -13,10 +16,13 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any
 
+    from pynox.engine.child_setup import ChildSetup
     from pynox.engine.program import Program
     from pynox.policy.resolve import Policy
 
 _MAX_MESSAGE = 4096
+# Frames of pynox itself, cut from the program's tracebacks.
+_PACKAGE_DIR = PACKAGE_DIR + os.sep
 
 
 def _type_name(exc: BaseException) -> str:
@@ -74,3 +80,104 @@ def describe_error(
         "hint_kind": kind,
         "hint_value": value,
     }
+
+
+def print_and_describe(
+    exc: BaseException,
+    last_event: "tuple[str, tuple[Any, ...]] | None",
+    program: "Program",
+    policy: "Policy",
+    setup: "ChildSetup",
+) -> "dict[str, Any]":
+    """Prints an exception as python would, then pynox's hint; returns the error.
+    last_event: the program's last file access, taken before anything printed."""
+    tb = _user_traceback(exc.__traceback__)
+    exc.__traceback__ = tb
+    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+    try:
+        if program.kind == "request" and sys.excepthook is sys.__excepthook__:
+            # CPython's own hook reads source lines from files; pool code has none,
+            # but its lines are in linecache, which the traceback module reads.
+            import traceback
+
+            traceback.print_exception(type(exc), exc, tb)
+        else:
+            sys.excepthook(type(exc), exc, tb)
+    except BaseException:  # noqa: BLE001 - python reports a failing hook the same way
+        sys.__excepthook__(type(exc), exc, tb)
+    error = describe_error(exc, tb, program, policy, last_event, setup.api_hints)
+    if error["hint_kind"] is None and isinstance(exc, ModuleNotFoundError):
+        _module_hint(error, exc, policy, setup)
+    if error["hint"]:
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+        os.write(2, f"pynox: {error['hint']}\n".encode(errors="replace"))
+    return error
+
+
+def _module_hint(
+    error: "dict[str, Any]", exc: ModuleNotFoundError, policy: "Policy", setup: "ChildSetup"
+) -> None:
+    """The package directory that holds a module the program could not import, if one
+    of the known ones does and the run was not given it."""
+    from pynox.engine.hints import missing_module_dir
+
+    candidates = setup.config_package_dirs + installed_package_dirs(setup.user_base)
+    directory = missing_module_dir(exc, candidates, policy.package_dirs)
+    if directory is not None:
+        error["hint_kind"], error["hint_value"] = "module", directory
+        error["hint"] = format_hint("module", directory, Style(setup.api_hints), None, None)
+
+
+def _is_ours(tb: "TracebackType") -> bool:
+    return tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+
+
+def _user_traceback(tb: "TracebackType | None") -> "TracebackType | None":
+    """The traceback without pynox's own frames, as python would show it.
+
+    Ours lead to the program's frames, and where a program calls into pynox
+    (pynox_host), they end it: the program's own last line is where it failed.
+    """
+    while tb is not None and _is_ours(tb):
+        tb = tb.tb_next
+    last_user = tb
+    walker = tb
+    while walker is not None:
+        if not _is_ours(walker):
+            last_user = walker
+        walker = walker.tb_next
+    if last_user is not None and last_user.tb_next is not None:
+        rest: TracebackType | None = last_user.tb_next
+        while rest is not None and _is_ours(rest):
+            rest = rest.tb_next
+        if rest is None:
+            last_user.tb_next = None
+    return tb
+
+
+def installed_package_dirs(user_base: str | None) -> list[str]:
+    """Where packages that `python` would import are installed, as strings only.
+
+    The site-packages of the environment pynox runs in (a virtual environment's or
+    a bundle's) and of the interpreter's own prefixes, then the user site. Nothing
+    is listed or even checked here, and neither sysconfig nor site is imported:
+    this is computed only once an import failed, inside the sandbox, from what
+    never changes there (sys) and the user base taken before confinement.
+    """
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    if "t" in sys.abiflags:
+        version += "t"  # a free-threaded build keeps its packages apart
+    environment = os.path.dirname(os.path.dirname(sys.executable or "/"))
+    prefixes = (environment, sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
+    dirs = [os.path.dirname(PACKAGE_DIR)]
+    for prefix in dict.fromkeys(prefixes):
+        for lib in dict.fromkeys(("lib", sys.platlibdir)):
+            dirs.append(f"{prefix}/{lib}/{version}/site-packages")
+        if prefix == "/usr":  # Debian's python3 and what pip installs for it
+            dirs += [f"/usr/local/lib/{version}/dist-packages", "/usr/lib/python3/dist-packages"]
+    if user_base:
+        dirs.append(f"{user_base}/lib/{version}/site-packages")
+    return dirs

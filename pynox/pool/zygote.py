@@ -61,7 +61,7 @@ def start(
     """Forks the zygote; returns its pid and the pool server's end of its socket.
 
     config_package_dirs: every package directory the pool's pynox.toml names, where
-    the hint of a failed import looks (pynox.engine.child._module_hint).
+    the hint of a failed import looks (pynox.engine.report._module_hint).
     warmup_code: the pool's warm-up, which each spare runs before its request comes.
     """
     server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
