@@ -14,6 +14,7 @@ import sys
 from _frozen_importlib import _call_with_frames_removed  # type: ignore[attr-defined]
 from _frozen_importlib_external import SourceLoader
 
+from pynox import PACKAGE_DIR
 from pynox._native import call_at_top, compile_source, exec_at_top
 from pynox.engine import sandbox
 from pynox.engine.access_log import ACCESS_LOG
@@ -24,12 +25,15 @@ from pynox.jsonfast import hook as json_hook  # imported with pynox, from the st
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import TracebackType
     from typing import Any, NoReturn
 
     from pynox.engine.program import Program
     from pynox.engine.sandbox import CPolicy
     from pynox.policy.resolve import Policy
 
+# Frames of pynox itself, cut from the program's tracebacks.
+_PACKAGE_DIR = PACKAGE_DIR + os.sep
 # True once this process runs a program: whatever propagates from then on is
 # the program's, for CPython to report, never pynox's own error.
 program_started = False
@@ -457,20 +461,69 @@ def report_exception(
     exc: BaseException, program: "Program", policy: "Policy", setup: ChildSetup
 ) -> dict[str, object]:
     """Prints an exception as python would, then pynox's hint; returns the error."""
-    last_event = ACCESS_LOG.last  # before anything opens files: importing the report does
+    last_event = ACCESS_LOG.last  # before printing, which opens source files itself
     # The program may have lowered the recursion limit below what reporting needs.
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 1000))
     try:
-        from pynox.engine.report import print_and_describe
+        tb = _print_as_python(exc, program)
+        # Only now: the exception is shown even if the program broke what imports need.
+        from pynox.engine.report import describe_and_hint
 
-        error = print_and_describe(exc, last_event, program, policy, setup)
+        error = describe_and_hint(exc, tb, last_event, program, policy, setup)
         if setup.report_fd is not None and still_own_pipe(setup, setup.report_fd):
             _write_report(setup.report_fd, error)
             setup.report_fd = None
         return error
     finally:
         sys.setrecursionlimit(limit)
+
+
+def _print_as_python(exc: BaseException, program: "Program") -> "TracebackType | None":
+    """Prints the exception as python would, without pynox's frames; returns its
+    traceback so cut."""
+    tb = _user_traceback(exc.__traceback__)
+    exc.__traceback__ = tb
+    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+    try:
+        if program.kind == "request" and sys.excepthook is sys.__excepthook__:
+            # CPython's own hook reads source lines from files; pool code has none,
+            # but its lines are in linecache, which the traceback module reads.
+            import traceback
+
+            traceback.print_exception(type(exc), exc, tb)
+        else:
+            sys.excepthook(type(exc), exc, tb)
+    except BaseException:  # noqa: BLE001 - python reports a failing hook the same way
+        sys.__excepthook__(type(exc), exc, tb)
+    return tb
+
+
+def _is_ours(tb: "TracebackType") -> bool:
+    return tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+
+
+def _user_traceback(tb: "TracebackType | None") -> "TracebackType | None":
+    """The traceback without pynox's own frames, as python would show it.
+
+    Ours lead to the program's frames, and where a program calls into pynox
+    (pynox_host), they end it: the program's own last line is where it failed.
+    """
+    while tb is not None and _is_ours(tb):
+        tb = tb.tb_next
+    last_user = tb
+    walker = tb
+    while walker is not None:
+        if not _is_ours(walker):
+            last_user = walker
+        walker = walker.tb_next
+    if last_user is not None and last_user.tb_next is not None:
+        rest: TracebackType | None = last_user.tb_next
+        while rest is not None and _is_ours(rest):
+            rest = rest.tb_next
+        if rest is None:
+            last_user.tb_next = None
+    return tb
 
 
 def _write_report(fd: int, error: dict[str, object]) -> None:

@@ -1,7 +1,6 @@
 """The structured error of a run: what failed, where, and what to do about it.
 
-Printed as python prints it, with pynox's hint after it. Imported only in a child whose
-program failed.
+Imported only in a child whose program failed, once its exception is printed.
 """
 
 import os
@@ -21,8 +20,6 @@ if TYPE_CHECKING:
     from pynox.policy.resolve import Policy
 
 _MAX_MESSAGE = 4096
-# Frames of pynox itself, cut from the program's tracebacks.
-_PACKAGE_DIR = PACKAGE_DIR + os.sep
 
 
 def _type_name(exc: BaseException) -> str:
@@ -82,29 +79,17 @@ def describe_error(
     }
 
 
-def print_and_describe(
+def describe_and_hint(
     exc: BaseException,
+    tb: "TracebackType | None",
     last_event: "tuple[str, tuple[Any, ...]] | None",
     program: "Program",
     policy: "Policy",
     setup: "ChildSetup",
 ) -> "dict[str, Any]":
-    """Prints an exception as python would, then pynox's hint; returns the error.
-    last_event: the program's last file access, taken before anything printed."""
-    tb = _user_traceback(exc.__traceback__)
-    exc.__traceback__ = tb
-    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
-    try:
-        if program.kind == "request" and sys.excepthook is sys.__excepthook__:
-            # CPython's own hook reads source lines from files; pool code has none,
-            # but its lines are in linecache, which the traceback module reads.
-            import traceback
-
-            traceback.print_exception(type(exc), exc, tb)
-        else:
-            sys.excepthook(type(exc), exc, tb)
-    except BaseException:  # noqa: BLE001 - python reports a failing hook the same way
-        sys.__excepthook__(type(exc), exc, tb)
+    """The error of a program whose exception was just printed, with its traceback tb
+    (pynox's frames cut); prints pynox's hint after it. last_event: the program's last
+    file access, taken before anything printed."""
     error = describe_error(exc, tb, program, policy, last_event, setup.api_hints)
     if error["hint_kind"] is None and isinstance(exc, ModuleNotFoundError):
         _module_hint(error, exc, policy, setup)
@@ -129,33 +114,6 @@ def _module_hint(
     if directory is not None:
         error["hint_kind"], error["hint_value"] = "module", directory
         error["hint"] = format_hint("module", directory, Style(setup.api_hints), None, None)
-
-
-def _is_ours(tb: "TracebackType") -> bool:
-    return tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR)
-
-
-def _user_traceback(tb: "TracebackType | None") -> "TracebackType | None":
-    """The traceback without pynox's own frames, as python would show it.
-
-    Ours lead to the program's frames, and where a program calls into pynox
-    (pynox_host), they end it: the program's own last line is where it failed.
-    """
-    while tb is not None and _is_ours(tb):
-        tb = tb.tb_next
-    last_user = tb
-    walker = tb
-    while walker is not None:
-        if not _is_ours(walker):
-            last_user = walker
-        walker = walker.tb_next
-    if last_user is not None and last_user.tb_next is not None:
-        rest: TracebackType | None = last_user.tb_next
-        while rest is not None and _is_ours(rest):
-            rest = rest.tb_next
-        if rest is None:
-            last_user.tb_next = None
-    return tb
 
 
 def installed_package_dirs(user_base: str | None) -> list[str]:
