@@ -459,17 +459,19 @@ def compile_with_value(source: "str | bytes", filename: str) -> "tuple[Any, Any]
 
 def report_exception(
     exc: BaseException, program: "Program", policy: "Policy", setup: ChildSetup
-) -> dict[str, object]:
-    """Prints an exception as python would, then pynox's hint; returns the error."""
+) -> "dict[str, object] | None":
+    """Prints an exception as python would, then pynox's hint; returns the error, or
+    None when the program left nothing to describe it with (it broke imports)."""
     last_event = ACCESS_LOG.last  # before printing, which opens source files itself
     # The program may have lowered the recursion limit below what reporting needs.
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 1000))
     try:
         tb = _print_as_python(exc, program)
-        # Only now: the exception is shown even if the program broke what imports need.
-        from pynox.engine.report import describe_and_hint
-
+        try:
+            from pynox.engine.report import describe_and_hint
+        except Exception:  # noqa: BLE001 - python's report alone, as python gives
+            return None
         error = describe_and_hint(exc, tb, last_event, program, policy, setup)
         if setup.report_fd is not None and still_own_pipe(setup, setup.report_fd):
             _write_report(setup.report_fd, error)
