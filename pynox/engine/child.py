@@ -20,13 +20,13 @@ from pynox.engine import sandbox
 from pynox.engine.access_log import ACCESS_LOG
 from pynox.engine.child_setup import PYTHON_FINISHED, REPORT_CONFINED, ChildSetup
 from pynox.engine.sandbox import confine_policy, scrub_environment
-from pynox.errors import EXIT_CANNOT_OPEN, EXIT_SETUP_FAILURE, SandboxError
+from pynox.errors import EXIT_SETUP_FAILURE, SandboxError
 from pynox.jsonfast import hook as json_hook  # imported with pynox, from the start-up image
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import TracebackType
-    from typing import Any, NoReturn
+    from typing import NoReturn
 
     from pynox.engine.program import Program
     from pynox.engine.sandbox import CPolicy
@@ -154,15 +154,10 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
                 setup.own_pipes[fd] = fd_identity(fd)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
-    if setup.read_script:
-        program.source = _read_script(program.filename, setup)
-    modules_before = set(sys.modules)
-    if setup.pool_link is not None and setup.pool_link.session:
-        setup.pool_link.serve_session(main_module, program, policy, setup, modules_before)
-    if setup.quick_exit:
-        _run_then_finish(program, policy, setup, main_module, modules_before)
+    if setup.pool_link is not None:
+        setup.pool_link.run(main_module, program, policy, setup)
     try:
-        _execute(program, main_module)
+        execute(program, main_module)
     except SystemExit:
         _python_finished(setup)
         raise  # CPython prints its message, finalizes and sets the exit status
@@ -195,59 +190,6 @@ def still_own_pipe(setup: ChildSetup, fd: int) -> bool:
         return fd_identity(fd) == setup.own_pipes.get(fd)
     except OSError:
         return False
-
-
-def _run_then_finish(
-    program: "Program",
-    policy: "Policy",
-    setup: ChildSetup,
-    main: object,
-    modules_before: "set[str]",
-) -> "NoReturn":
-    """Runs the program, then leaves through pynox.engine.shutdown (see there why)."""
-    from pynox.engine import shutdown
-
-    interrupted = False
-    link = setup.pool_link
-    try:
-        value = _execute(program, main, link is not None and link.echo)
-        if link is not None:
-            link.finish_code(value)
-            del value
-    except SystemExit as exc:
-        status = shutdown.system_exit_status(exc)
-    except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
-        report_exception(exc, program, policy, setup)
-        status, interrupted = 1, isinstance(exc, KeyboardInterrupt)
-    else:
-        status = 0
-    del main  # so that the program's objects can be finalized
-    shutdown.finish(status, interrupted, modules_before)
-
-
-def _read_script(path: str, setup: ChildSetup) -> bytes:
-    """A pool request's script, read under the request's own confinement."""
-    import stat
-
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError as exc:
-        _script_unreadable(setup, exc.errno or 0)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            _script_unreadable(setup, 0)  # a FIFO or a device would stall or flood the run
-        with io.FileIO(fd, "rb", closefd=False) as file:
-            return file.readall()
-    except OSError as exc:
-        _script_unreadable(setup, exc.errno or 0)
-    finally:
-        os.close(fd)
-
-
-def _script_unreadable(setup: ChildSetup, error: int) -> "NoReturn":
-    if setup.pool_link is not None:
-        setup.pool_link.script_unreadable(error)
-    os._exit(EXIT_CANNOT_OPEN if error else EXIT_SETUP_FAILURE)
 
 
 class _SilentFor:
@@ -380,8 +322,8 @@ def install_site_builtins() -> None:
     builtins.help = _sitebuiltins._Helper()
 
 
-def _execute(program: "Program", main: object, echo: bool = False) -> object:
-    """Runs the program; with echo, returns the value of its last expression, if any."""
+def execute(program: "Program", main: object) -> None:
+    """Runs the program in __main__."""
     if program.kind in ("module", "main_dir"):
         import runpy
 
@@ -391,70 +333,30 @@ def _execute(program: "Program", main: object, echo: bool = False) -> object:
             call_at_top(run_as_main, program.module)
         else:
             call_at_top(run_as_main, "__main__", False)
-        return None
+        return
     if program.kind == "code" and sys.version_info >= (3, 13):
         # python -c keeps its code in linecache from 3.13 on, so tracebacks show it.
-        import linecache
+        remember_lines(f"{program.source}\n", "<string>")
+    elif program.kind == "request":
+        remember_lines(program.source, program.filename)
+    run_source(program.source, program.filename, main)
 
-        text = f"{program.source}\n"
-        linecache.cache["<string>"] = (len(text), None, text.splitlines(True), "<string>")
-    return run_source(program.source, program.filename, main, program.kind == "request", echo)
+
+def remember_lines(source: "str | bytes", filename: str) -> None:
+    """Keeps code that has no file in linecache, so that tracebacks show its lines."""
+    import linecache
+
+    text = source if isinstance(source, str) else source.decode(errors="replace")
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
 
 
-def run_source(
-    source: "str | bytes", filename: str, main: object, remember: bool, echo: bool = False
-) -> object:
-    """Compiles and runs source in __main__, as python runs a script.
-
-    With echo, code that ends with an expression statement gives that expression's value,
-    as a notebook's cell does (see compile_with_value); otherwise None.
-    """
-    if remember:
-        # The pool's code has no file: keep its lines so tracebacks can show them.
-        import linecache
-
-        text = source if isinstance(source, str) else source.decode(errors="replace")
-        linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
-    if echo:
-        compiled = compile_with_value(source, filename)
-        if compiled is not None:
-            body, expression = compiled
-            exec_at_top(body, main.__dict__)
-            return None if expression is None else exec_at_top(expression, main.__dict__)
+def run_source(source: "str | bytes", filename: str, main: object) -> None:
+    """Compiles and runs source in __main__, as python runs a script."""
     if isinstance(source, str):
         code = compile_source(source.encode("utf-8", "surrogatepass"), filename, True)
     else:
         code = compile_source(source, filename)
     exec_at_top(code, main.__dict__)
-    return None
-
-
-def compile_with_value(source: "str | bytes", filename: str) -> "tuple[Any, Any] | None":
-    """The code, and apart from it its final expression statement if it ends with one.
-
-    Compiled from one syntax tree whose nodes keep their positions, so line numbers and
-    tracebacks are those of the whole code. None when it does not compile: then it is
-    compiled again as a script is, which raises python's own SyntaxError.
-    """
-    import ast
-
-    try:
-        tree = ast.parse(source, filename)
-        last = tree.body[-1] if tree.body else None
-        if not isinstance(last, ast.Expr):
-            return compile(tree, filename, "exec", dont_inherit=True), None
-        del tree.body[-1]
-        body = compile(tree, filename, "exec", dont_inherit=True)
-        # `from __future__` imports of the code apply to its last expression too.
-        import __future__
-
-        flags = 0
-        for feature in __future__.all_feature_names:
-            flags |= body.co_flags & getattr(__future__, feature).compiler_flag
-        expression = ast.Expression(last.value)
-        return body, compile(expression, filename, "eval", flags=flags, dont_inherit=True)
-    except (SyntaxError, ValueError):
-        return None
 
 
 def report_exception(

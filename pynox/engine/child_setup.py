@@ -17,20 +17,10 @@ if TYPE_CHECKING:
     class PoolLink(Protocol):
         """What a pool child does that others do not (pynox.pool.child_link)."""
 
-        session: bool
-        echo: bool
-
         def before_confinement(self) -> None: ...
-        def finish_code(self, value: object) -> None: ...
-        def serve_session(
-            self,
-            main: object,
-            program: "Program",
-            policy: "Policy",
-            setup: "ChildSetup",
-            modules_before: "set[str]",
+        def run(
+            self, main: object, program: "Program", policy: "Policy", setup: "ChildSetup"
         ) -> "NoReturn": ...
-        def script_unreadable(self, error: int) -> None: ...
 
 
 # The first byte on the report pipe once the process is confined. Only the
@@ -56,10 +46,8 @@ class ChildSetup:
         "system_reads",
         "channel_fd",
         "pool_link",
-        "quick_exit",
         "scrub_failure",
         "prepared",
-        "read_script",
         "scratch_fd",
         "end_fd",
         "config_package_dirs",
@@ -79,19 +67,14 @@ class ChildSetup:
         self.parent_pid = 0
         self.system_reads: list[str] = []  # what the interpreter itself reads
         # The pool's frame channel (host functions, session steps), if any, and what
-        # a pool child does over it (pynox.pool.child_link.ChildLink).
+        # a pool child does over it, then instead of the engine's run once confined
+        # (pynox.pool.child_link.ChildLink).
         self.channel_fd: int | None = None
         self.pool_link: PoolLink | None = None
-        # Leave through pynox.engine.shutdown instead of CPython's full finalization:
-        # the pool's children, where that teardown would dominate each request.
-        self.quick_exit = False
         self.scrub_failure: SandboxError | None = None
         # A pool's spare confines itself in two halves (see prepare_sandbox):
         # the first half, or why it failed, waits here for the request.
         self.prepared: Prepared | SandboxError | None = None
-        # A pool's script: read from program.filename by the child once it is
-        # confined, so that the run's own grants decide whether it may.
-        self.read_script = False
         # A run in pynox's own process: the pipe whose end tells the helper that
         # removes the scratch directory that the run is over (pynox.engine.scratch).
         self.scratch_fd: int | None = None

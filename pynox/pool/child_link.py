@@ -7,9 +7,10 @@ announce how it ended) goes through this object, so the engine never imports the
 
 import _signal
 import os
+import sys
 
 from pynox.engine.child import fd_identity
-from pynox.pool import channel
+from pynox.pool import channel, request_child
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -78,17 +79,19 @@ class ChildLink:
 
         display.finish_code(value, self.echo)
 
-    def serve_session(
-        self,
-        main: object,
-        program: "Program",
-        policy: "Policy",
-        setup: "ChildSetup",
-        modules_before: "set[str]",
+    def run(
+        self, main: object, program: "Program", policy: "Policy", setup: "ChildSetup"
     ) -> "NoReturn":
-        from pynox.pool.session_child import serve
+        """Runs the request once the engine has confined this child; never returns."""
+        if program.kind == "script":
+            # Read only now, so that the request's grants decide whether it may.
+            program.source = request_child.read_script(program.filename, self)
+        modules_before = set(sys.modules)
+        if self.session:
+            from pynox.pool.session_child import serve
 
-        serve(main, program, policy, setup, modules_before)
+            serve(main, program, policy, setup, self, modules_before)
+        request_child.run_then_finish(program, policy, setup, self, main, modules_before)
 
     def script_unreadable(self, error: int) -> None:
         if not self.intact():

@@ -1220,7 +1220,7 @@ class PoolServer:
     def _script_failed(result: "dict[str, Any]", script: str, error: int) -> None:
         """The result of a script its child could not read: worded here, from the errno.
 
-        Only for a child that then left as such a child leaves (child._script_unreadable).
+        Only for a child that then left as such a child leaves (request_child._script_unreadable).
         """
         if result["exit"] != (EXIT_CANNOT_OPEN if error else EXIT_SETUP_FAILURE):
             return

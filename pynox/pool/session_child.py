@@ -11,9 +11,10 @@ import os
 import sys
 
 from pynox.engine import shutdown
-from pynox.engine.child import fd_identity, report_exception, run_source
+from pynox.engine.child import fd_identity, report_exception
 from pynox.engine.child_setup import ChildSetup
 from pynox.pool import channel, display
+from pynox.pool.request_child import run_code
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
     from pynox.engine.program import Program
     from pynox.policy.resolve import Policy
+    from pynox.pool.child_link import ChildLink
 
 
 def _flush() -> None:
@@ -49,6 +51,7 @@ def serve(
     program: "Program",
     policy: "Policy",
     setup: ChildSetup,
+    link: "ChildLink",
     modules_before: "set[str]",
 ) -> "NoReturn":
     fd = setup.channel_fd
@@ -73,9 +76,8 @@ def serve(
         status = 0
         try:
             display.start_step()
-            value = run_source(code, name, main, remember=True, echo=True)
-            if setup.pool_link is not None:
-                setup.pool_link.finish_code(value)  # its value and figures, before done
+            value = run_code(code, name, main)
+            link.finish_code(value)  # its value and figures, before done
             del value
         except SystemExit as exc:
             status = shutdown.system_exit_status(exc)

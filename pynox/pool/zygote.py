@@ -22,7 +22,7 @@ from pynox.engine.child_setup import ChildSetup
 from pynox.engine.program import Program
 from pynox.jsonfast import hook as json_hook
 from pynox.policy.resolve import Policy
-from pynox.pool import channel, warmup
+from pynox.pool import channel, request_child, warmup
 from pynox.pool.child_link import ChildLink
 
 TYPE_CHECKING = False
@@ -173,7 +173,6 @@ def _become_child(
     setup.stdout_fd, setup.stderr_fd = named["stdout"], named["stderr"]
     setup.report_fd, setup.channel_fd = named["report"], named["channel"]
     setup.api_hints = True
-    setup.quick_exit = True
     setup.parent_pid = os.getppid()
     setup.config_package_dirs = config_package_dirs
     link = ChildLink(named["channel"])
@@ -205,10 +204,9 @@ def _become_child(
     arguments = [str(arg) for arg in argv] if isinstance(argv, list) else []
     program = Program(str(start["kind"]), arguments)
     program.filename = str(start["filename"])
-    # A script is not sent: the child reads it once confined (child.start), so the
+    # A script is not sent: the child reads it once confined (ChildLink.run), so the
     # request's grants decide whether it may, not the pool server's.
-    setup.read_script = program.kind == "script"
-    program.source = b"" if setup.read_script else str(start.get("source", ""))
+    program.source = b"" if program.kind == "script" else str(start.get("source", ""))
     path0 = start.get("path0")
     program.path0 = path0 if isinstance(path0, str) else None
     child.start(program, policy, setup)
@@ -236,8 +234,10 @@ def _warm_up() -> None:
     )
     exec(code, namespace)  # noqa: S102 - our own fixed code
     # A request's code is compiled apart from its last expression, through a syntax
-    # tree (child.run_source with echo): a path of its own, with pages of its own.
-    child.compile_with_value(b"import sys\nvalue = [i for i in range(3)]\nvalue", "<warm-up>")
+    # tree (request_child.run_code): a path of its own, with pages of its own.
+    request_child.compile_with_value(
+        b"import sys\nvalue = [i for i in range(3)]\nvalue", "<warm-up>"
+    )
 
 
 def _rehearse(setup: ChildSetup) -> None:
