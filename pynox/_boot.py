@@ -39,6 +39,7 @@ from pynox import PACKAGE_DIR
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import ast
     from collections.abc import Sequence
     from types import CodeType, ModuleType
 
@@ -264,6 +265,7 @@ def write_image(directory: str) -> str:
     For the build only: the same sources always give the same bytes when run with
     PYTHONHASHSEED=0 (set and frozenset constants keep their order).
     """
+    import ast
     import gc
 
     gc.disable()  # collections change reference counts, which marshal writes (FLAG_REF)
@@ -274,11 +276,13 @@ def write_image(directory: str) -> str:
         relative = _relative_source(name)
         with open(os.path.join(PACKAGE_DIR, relative), "rb") as source:
             text = source.read()
-        # Without docstrings (as `python -OO` compiles): nothing reads them there,
-        # and the image loads faster. These modules have no asserts. The file name
-        # is fixed up when a module is unpacked (see unpack).
+        # Without docstrings (as `python -OO` compiles) or what only type checkers
+        # read: nothing reads them there, and the image loads faster. These modules
+        # have no asserts. The file name is fixed up when a module is unpacked (see
+        # unpack).
+        tree = _without_type_checking_blocks(ast.parse(text, "pynox/" + relative))
         code = marshal.dumps(
-            compile(text, "pynox/" + relative, "exec", dont_inherit=True, optimize=2)
+            compile(tree, "pynox/" + relative, "exec", dont_inherit=True, optimize=2)
         )
         index[name] = (relative, len(text), offset, len(code))
         codes.append(code)
@@ -288,6 +292,25 @@ def write_image(directory: str) -> str:
     with open(path, "wb") as image:
         image.write(len(header).to_bytes(_INDEX_SIZE_BYTES, "little") + header + b"".join(codes))
     return path
+
+
+def _without_type_checking_blocks(tree: "ast.Module") -> "ast.Module":
+    """The module without its top-level `if TYPE_CHECKING:` blocks, which never run
+    (TYPE_CHECKING is False but for type checkers): their classes and imports would
+    still be unpacked with the module."""
+    import ast
+
+    tree.body = [
+        statement
+        for statement in tree.body
+        if not (
+            isinstance(statement, ast.If)
+            and isinstance(statement.test, ast.Name)
+            and statement.test.id == "TYPE_CHECKING"
+            and not statement.orelse
+        )
+    ]
+    return tree
 
 
 if __name__ == "__main__":

@@ -59,6 +59,33 @@ def test_written_image_loads_every_hot_module(package_copy: Path) -> None:
     assert codes["pynox.cli"][0] == str(package_copy / "cli" / "__init__.py")
 
 
+def _names_in(code: object) -> set[str]:
+    """Every name a code object and those nested in it use."""
+    names = set(code.co_names)  # type: ignore[attr-defined]
+    for const in code.co_consts:  # type: ignore[attr-defined]
+        if hasattr(const, "co_names"):
+            names |= _names_in(const)
+    return names
+
+
+@pytest.mark.unit
+def test_the_image_leaves_out_what_only_type_checkers_read(package_copy: Path) -> None:
+    """A module's `if TYPE_CHECKING:` block never runs, but its code (imports, the
+    Protocol classes) would be unpacked by every run: the image holds the module
+    without it, and the module runs as before."""
+    write_image(package_copy)
+    codes = _boot._load_image()
+    assert codes is not None
+    source = (package_copy / "engine" / "child_setup.py").read_text()
+    assert "    class PoolLink(Protocol):" in source  # what the image must leave out
+    code = _boot.unpack(codes["pynox.engine.child_setup"])
+    assert not {"PoolLink", "Protocol", "NoReturn"} & _names_in(code)
+    namespace: dict[str, object] = {"__name__": "pynox.engine.child_setup"}
+    exec(code, namespace)  # noqa: S102 - the package's own code
+    assert namespace["TYPE_CHECKING"] is False and "ChildSetup" in namespace
+    assert "PoolLink" not in namespace
+
+
 @pytest.mark.unit
 def test_a_module_from_the_image_names_its_bytecode_without_importlibs_path_work(
     package_copy: Path, monkeypatch: pytest.MonkeyPatch
