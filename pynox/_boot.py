@@ -108,6 +108,9 @@ CONFIGURED_MODULES = CACHED_CONFIG_MODULES + ("pynox.policy.config",)
 # What a run with a limit on the command line imports to read it (pynox.cli.main), and
 # to tell the launcher its wording when it is a time limit.
 LIMIT_MODULES = TIME_LIMIT_MODULES + ("pynox.units",)
+# What a run that grants paths, or the network, imports to resolve them (the import
+# system finds them in the image).
+GRANT_MODULES = ("pynox.policy.path_grant", "pynox.policy.ca_store")
 # The groups the engine has run at once, by name (pynox.engine.runner.run_from_image).
 GROUPS = {
     "child": CHILD_MODULES,
@@ -116,7 +119,7 @@ GROUPS = {
     "limit": LIMIT_MODULES,
     "config": CACHED_CONFIG_MODULES,
 }
-IMAGE_MODULES = HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES
+IMAGE_MODULES = HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES + GRANT_MODULES
 
 _IMAGE = os.path.join(PACKAGE_DIR, "__pycache__", f"_boot.{sys.implementation.cache_tag}.image")
 _PACKAGE_FILE = "__init__.py"

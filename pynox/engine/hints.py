@@ -12,7 +12,7 @@ import socket
 import sys
 
 from pynox.engine.access_log import PROCESS_EVENTS, PROCESS_MODULES
-from pynox.policy.resolve import real_path
+from pynox.policy.path_grant import real_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -5,7 +5,6 @@ import os
 import pynox._native as _native
 from pynox.errors import SandboxError
 from pynox.policy import system_paths
-from pynox.policy.resolve import OWN_PROCESS_LINKS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -137,7 +136,7 @@ def _own_process(path: str) -> str:
     pid = os.getpid()
     # Single-threaded here: the process's one thread has the process's id.
     own = {"/proc/self": f"/proc/{pid}", "/proc/thread-self": f"/proc/{pid}/task/{pid}"}
-    for link in OWN_PROCESS_LINKS:
+    for link in system_paths.OWN_PROCESS_LINKS:
         if path == link or path.startswith(link + "/"):
             return own[link] + path[len(link) :]
     return path

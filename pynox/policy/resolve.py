@@ -5,8 +5,6 @@ here they become what the kernel enforces: real paths that exist, the exact
 environment the program sees, and numeric limits.
 """
 
-import os
-
 from pynox.errors import PolicyError
 from pynox.limits import DEFAULT_MAX_OUTPUT
 from pynox.policy.grants import GRANT_NAMES
@@ -110,78 +108,6 @@ class Policy:
         }
 
 
-def resolve_grant(path: str, kind: str, cwd: str) -> str:
-    """The real path of a granted file or directory, which must exist."""
-    absolute = _absolute(path, cwd)
-    try:
-        os.stat(absolute)
-    except FileNotFoundError:
-        raise PolicyError(
-            f"cannot grant {kind} {absolute}: it does not exist; "
-            "create it first or correct the path"
-        ) from None
-    except OSError as exc:
-        raise PolicyError(f"cannot grant {kind} {absolute}: {exc.strerror}") from None
-    except ValueError:  # a NUL character
-        raise PolicyError(f"cannot grant {kind} {absolute!r}: it is not a valid path") from None
-    resolved = real_path(absolute)
-    through = _magic_link_on_way(absolute, resolved)
-    if through:
-        raise PolicyError(
-            f"cannot grant {kind} {absolute}: it goes through {through}, a link of /proc "
-            "that leads wherever a process's root, working directory, executable or "
-            "descriptors lead; grant the real path you mean instead"
-        )
-    return resolved
-
-
-def _absolute(path: str, cwd: str) -> str:
-    return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
-
-
-def _magic_link_on_way(absolute: str, resolved: str) -> str | None:
-    """The form of the path that is or goes through a magic link of /proc, if any."""
-    for form in (absolute, resolved):
-        if _through_proc_magic_link(form):
-            return form
-    return None
-
-
-def real_path(path: str) -> str:
-    """The path with every symbolic link resolved, as the sandbox will open it.
-
-    /proc/self and /proc/thread-self stay as they are: resolved here, they would
-    name this process; the sandboxed process names itself when it confines itself.
-    """
-    if _names_own_process(path):
-        return os.path.normpath(path)
-    return os.path.realpath(path)
-
-
-def _names_own_process(path: str) -> bool:
-    return any(path == link or path.startswith(link + "/") for link in OWN_PROCESS_LINKS)
-
-
-OWN_PROCESS_LINKS = ("/proc/self", "/proc/thread-self")
-
-
-def _through_proc_magic_link(path: str) -> bool:
-    """Whether the path is, or goes through, a "magic" link of /proc of any process or
-    thread: the kernel follows those to a process's root or working directory, its
-    executable, its open files or its namespaces, wherever those are."""
-    parts = path.split("/")  # "", "proc", pid, ...
-    if len(parts) < 4 or parts[1] != "proc":
-        return False
-    if parts[2] not in ("self", "thread-self") and not parts[2].isdigit():
-        return False
-    rest = parts[3:]
-    if len(rest) >= 3 and rest[0] == "task" and rest[1].isdigit():
-        rest = rest[2:]
-    if rest[:1] in (["root"], ["cwd"], ["exe"]):
-        return True
-    return len(rest) >= 2 and rest[0] in ("fd", "map_files", "ns") and rest[1] != ""
-
-
 def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
@@ -194,11 +120,14 @@ def build_policy(
 ) -> "Policy":
     """Turns merged grants into the policy of one run."""
     policy = Policy()
-    policy.allow_read = _unique([resolve_grant(p, "reading", cwd) for p in grants.allow_read])
-    policy.allow_write = _unique([resolve_grant(p, "writing", cwd) for p in grants.allow_write])
-    policy.package_dirs = _unique(
-        [resolve_grant(p, "imports from", cwd) for p in grants.package_dirs]
-    )
+    if grants.allow_read or grants.allow_write or grants.package_dirs:
+        from pynox.policy.path_grant import resolve_grant
+
+        policy.allow_read = _unique([resolve_grant(p, "reading", cwd) for p in grants.allow_read])
+        policy.allow_write = _unique([resolve_grant(p, "writing", cwd) for p in grants.allow_write])
+        policy.package_dirs = _unique(
+            [resolve_grant(p, "imports from", cwd) for p in grants.package_dirs]
+        )
     policy.implicit_read = _unique(implicit_read)
     # Names only: decoding every value would leave copies of secrets in memory.
     policy.environment = {name: environ[name] for name in environ if is_locale_variable(name)}
@@ -213,6 +142,8 @@ def build_policy(
             policy.environment[name] = environ[name]
     policy.allow_network = bool(grants.allow_network)
     if policy.allow_network:
+        from pynox.policy.ca_store import ca_reads
+
         policy.implicit_read = _unique(policy.implicit_read + ca_reads(policy, cwd))
     policy.timeout = grants.timeout
     policy.memory = grants.memory
@@ -220,42 +151,6 @@ def build_policy(
         policy.max_output = grants.max_output
     policy.max_file_size = grants.max_file_size
     return policy
-
-
-def ca_reads(policy: "Policy", cwd: str) -> list[str]:
-    """What a run granted the network reads to verify TLS peers: the interpreter's
-    default CA store, and what the CA variables passed to the program name.
-
-    A variable naming nothing that exists adds nothing, as OpenSSL then loads
-    nothing from it; one that goes through a magic link of /proc is refused,
-    as a grant of that path would be.
-    """
-    from pynox.policy import system_paths
-
-    reads = system_paths.ca_store_reads()
-    for name in system_paths.CA_VARIABLES:
-        value = policy.environment.get(name) if name in policy.allow_env else None
-        if not value:
-            continue
-        absolute = os.path.normpath(os.path.join(cwd, value))  # OpenSSL expands no ~
-        try:
-            os.stat(absolute)
-        except (OSError, ValueError):
-            continue
-        resolved = real_path(absolute)
-        if _magic_link_on_way(absolute, resolved):
-            raise PolicyError(
-                f"{name} names {absolute}, a path through a link of /proc that leads "
-                "wherever a process's root, working directory, executable or descriptors "
-                f"lead; set {name} to the real path of the CA file or directory"
-            )
-        reads.append(resolved)
-    # SSL_CERT_FILE often names a file of the default CA directory.
-    return [path for path in reads if not any(_within(path, other) for other in reads)]
-
-
-def _within(path: str, directory: str) -> bool:
-    return path != directory and path.startswith(directory.rstrip("/") + "/")
 
 
 def covering_write(policy: "Policy", path: str) -> str | None:

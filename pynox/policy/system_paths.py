@@ -10,7 +10,6 @@ does not list them, and a bundle ships only pynox there.
 """
 
 import os
-import stat
 import sys
 
 from pynox import PACKAGE_DIR
@@ -42,7 +41,7 @@ RESOLVER_FILES = (
 # Where the CA certificates that verify TLS peers live: OpenSSL's directory for
 # each common build (Debian, Alpine and python-build-standalone, Fedora, its own
 # default) and the distributions' certificate trees. A network run reads the
-# ones this interpreter's OpenSSL names (see ca_store_reads); no write grant may
+# ones this interpreter's OpenSSL names (see pynox.policy.ca_store); no write grant may
 # reach them, since a link planted there would widen a later run's reads.
 CA_STORE_LOCATIONS = (
     "/usr/lib/ssl",
@@ -56,6 +55,10 @@ CA_STORE_LOCATIONS = (
 # Variables naming a CA file or directory: OpenSSL's own and those of requests
 # and curl. Passed to a program with the network, what they name is readable.
 CA_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+
+# The links of /proc that name the process that opens them: the sandboxed process grants
+# its own entries when it confines itself (pynox.engine.sandbox).
+OWN_PROCESS_LINKS = ("/proc/self", "/proc/thread-self")
 
 # Devices every program may write to as well as read.
 DEVICES_READ_WRITE = ("/dev/null",)
@@ -112,99 +115,6 @@ def existing(paths: list[str] | tuple[str, ...]) -> list[str]:
 def network_reads() -> list[str]:
     """The resolver's files that exist here, resolved (/etc/resolv.conf is often a link)."""
     return [os.path.realpath(path) for path in existing(RESOLVER_FILES)]
-
-
-_ca_store: list[str] | None = None
-
-
-def ca_store_reads() -> list[str]:
-    """The CA store this interpreter's OpenSSL verifies with by default, as real paths.
-
-    The default CA file and directory (ssl.get_default_verify_paths() without
-    the environment's overrides), and the directories the directory's links
-    lead to: Debian's /etc/ssl/certs holds links into /usr/share/ca-certificates.
-    Computed once per process, and only for a run granted the network: it loads
-    OpenSSL (_ssl, not the ssl module, which costs several times more), which
-    the program's own `import ssl` then finds loaded.
-    """
-    global _ca_store
-    if _ca_store is None:
-        try:
-            import _ssl
-        except ImportError:  # an interpreter built without OpenSSL
-            _ca_store = []
-        else:
-            _, cafile, _, capath = _ssl.get_default_verify_paths()
-            _ca_store = _ca_paths(cafile, capath)
-    return list(_ca_store)
-
-
-def _ca_paths(cafile: str, capath: str) -> list[str]:
-    paths = []
-    if os.path.isfile(cafile):
-        paths.append(os.path.realpath(cafile))
-    if os.path.isdir(capath):
-        directory = os.path.realpath(capath)
-        paths.append(directory)
-        paths += _link_target_dirs(directory)
-    # The CA file usually lies in the CA directory (Debian: ca-certificates.crt).
-    return [p for p in dict.fromkeys(paths) if not any(_inside(p, q) for q in paths if q != p)]
-
-
-def _link_target_dirs(directory: str) -> list[str]:
-    """The real directories holding the files that the links in directory lead
-    to, other than itself, following links in those directories in turn.
-
-    One readlink per link: hash links such as 002c0b4f.0 name a file beside
-    them. A link that leaves the directory costs one stat, and each directory
-    it leads to is resolved once: resolving every link in full would take
-    milliseconds for the hundreds a CA directory holds.
-    """
-    found: dict[str, None] = {}
-    pending = [directory]
-    while pending and len(found) < _MAX_CA_DIRS:
-        current = pending.pop()
-        for leads_to in _dirs_leading_out(current):
-            real = os.path.realpath(leads_to)
-            if real != directory and real not in found:
-                found[real] = None
-                pending.append(real)
-    return list(found)
-
-
-_MAX_CA_DIRS = 16  # a bound on a loop of links, far above any real layout
-
-
-def _dirs_leading_out(directory: str) -> list[str]:
-    """The directories, as the links name them, of regular files that links in
-    directory lead to outside it.
-
-    A link into a directory already found needs no stat: it cannot add to the result.
-    Most links of a CA directory lead into the same one or two directories.
-    """
-    dirs: dict[str, None] = {}
-    try:
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                if not entry.is_symlink():
-                    continue
-                try:
-                    target = os.readlink(entry.path)
-                    if "/" not in target:
-                        continue
-                    leads_to = os.path.dirname(os.path.join(directory, target))
-                    if leads_to in dirs or not stat.S_ISREG(os.stat(entry.path).st_mode):
-                        continue
-                except OSError:
-                    continue
-                dirs[leads_to] = None
-    except OSError:
-        pass
-    return list(dirs)
-
-
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def interpreter_reads() -> list[str]:

@@ -13,7 +13,7 @@ from pynox.errors import RequestError
 from pynox.limits import MAX_FILES_IN, MAX_FILES_IN_BYTES
 from pynox.policy.config import Grants
 from pynox.policy.grants import GRANT_FIELDS, NAMES, PATH_GRANTS, PATHS, SWITCH
-from pynox.policy.resolve import real_path
+from pynox.policy.path_grant import real_path
 
 _PARSE_RECURSION = 5000
 

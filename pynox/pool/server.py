@@ -47,7 +47,8 @@ from pynox.policy import system_paths
 from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
-from pynox.policy.resolve import build_policy, resolve_grant
+from pynox.policy.path_grant import resolve_grant
+from pynox.policy.resolve import build_policy
 from pynox.pool import channel, warmup, zygote
 from pynox.pool import files as pool_files
 from pynox.pool import request as pool_request

@@ -178,7 +178,7 @@ def test_pool_requests_and_sessions_verify_with_the_granted_ca(
 def test_a_ca_directory_grants_the_directories_its_links_lead_to_files_in(tmp_path: Path) -> None:
     """Each directory a link leads to is granted when a link leads to a file there, however
     many links lead there and in whatever order: a link to a directory grants nothing."""
-    from pynox.policy import system_paths
+    from pynox.policy import ca_store
 
     store, files, elsewhere = tmp_path / "certs", tmp_path / "files", tmp_path / "elsewhere"
     for directory in (store, files, elsewhere / "sub"):
@@ -192,5 +192,5 @@ def test_a_ca_directory_grants_the_directories_its_links_lead_to_files_in(tmp_pa
     (store / "c.pem").symlink_to(elsewhere / "c.crt")  # a file beside it: grants elsewhere
     (store / "1234abcd.0").symlink_to("a.pem")  # a hash link beside its file
     (store / "gone.pem").symlink_to(tmp_path / "missing" / "x.crt")
-    found = system_paths._dirs_leading_out(str(store))
+    found = ca_store._dirs_leading_out(str(store))
     assert sorted(found) == sorted([str(files), str(elsewhere)])

@@ -1,0 +1,80 @@
+"""A granted path as the sandbox will see it: absolute, real, and refused where it goes
+through a link of /proc that leads wherever a process's files lead.
+
+Apart from pynox.policy.resolve because most runs grant no path: a run that does
+imports this module then.
+"""
+
+import os
+
+from pynox.errors import PolicyError
+from pynox.policy.system_paths import OWN_PROCESS_LINKS
+
+
+def resolve_grant(path: str, kind: str, cwd: str) -> str:
+    """The real path of a granted file or directory, which must exist."""
+    absolute = _absolute(path, cwd)
+    try:
+        os.stat(absolute)
+    except FileNotFoundError:
+        raise PolicyError(
+            f"cannot grant {kind} {absolute}: it does not exist; "
+            "create it first or correct the path"
+        ) from None
+    except OSError as exc:
+        raise PolicyError(f"cannot grant {kind} {absolute}: {exc.strerror}") from None
+    except ValueError:  # a NUL character
+        raise PolicyError(f"cannot grant {kind} {absolute!r}: it is not a valid path") from None
+    resolved = real_path(absolute)
+    through = magic_link_on_way(absolute, resolved)
+    if through:
+        raise PolicyError(
+            f"cannot grant {kind} {absolute}: it goes through {through}, a link of /proc "
+            "that leads wherever a process's root, working directory, executable or "
+            "descriptors lead; grant the real path you mean instead"
+        )
+    return resolved
+
+
+def _absolute(path: str, cwd: str) -> str:
+    return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+
+
+def magic_link_on_way(absolute: str, resolved: str) -> str | None:
+    """The form of the path that is or goes through a magic link of /proc, if any."""
+    for form in (absolute, resolved):
+        if _through_proc_magic_link(form):
+            return form
+    return None
+
+
+def real_path(path: str) -> str:
+    """The path with every symbolic link resolved, as the sandbox will open it.
+
+    /proc/self and /proc/thread-self stay as they are: resolved here, they would
+    name this process; the sandboxed process names itself when it confines itself.
+    """
+    if _names_own_process(path):
+        return os.path.normpath(path)
+    return os.path.realpath(path)
+
+
+def _names_own_process(path: str) -> bool:
+    return any(path == link or path.startswith(link + "/") for link in OWN_PROCESS_LINKS)
+
+
+def _through_proc_magic_link(path: str) -> bool:
+    """Whether the path is, or goes through, a "magic" link of /proc of any process or
+    thread: the kernel follows those to a process's root or working directory, its
+    executable, its open files or its namespaces, wherever those are."""
+    parts = path.split("/")  # "", "proc", pid, ...
+    if len(parts) < 4 or parts[1] != "proc":
+        return False
+    if parts[2] not in ("self", "thread-self") and not parts[2].isdigit():
+        return False
+    rest = parts[3:]
+    if len(rest) >= 3 and rest[0] == "task" and rest[1].isdigit():
+        rest = rest[2:]
+    if rest[:1] in (["root"], ["cwd"], ["exe"]):
+        return True
+    return len(rest) >= 2 and rest[0] in ("fd", "map_files", "ns") and rest[1] != ""
