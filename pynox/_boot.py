@@ -96,6 +96,7 @@ SUPERVISED_MODULES = RESULT_MODULES + (
     "pynox.units",
     "pynox.strict_json",
     "pynox.engine.result",
+    "pynox.engine.scratch_removal",
     "pynox.engine.supervisor",
 )
 # What a run in a project with a pynox.toml imports on top: its cached configuration,

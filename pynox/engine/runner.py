@@ -67,7 +67,7 @@ def run(
     # (run_in_this_process), so that the process it is forked from stays small.
     # Both come from the start-up image (pynox._boot.SUPERVISED_MODULES); the
     # supervisor runs no program, so its start-up never has to end.
-    from pynox.engine import supervisor
+    from pynox.engine import scratch_removal, supervisor
 
     if launcher is not None:
         os.close(launcher)  # it only waits: this process supervises the run itself
@@ -81,7 +81,7 @@ def run(
         # The child's own end (SystemExit) comes through here too: only the supervisor,
         # once the child is gone, removes the directory.
         if os.getpid() == setup.parent_pid:
-            scratch.remove(directory)
+            scratch_removal.remove(directory)
 
 
 def run_in_this_process(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":

@@ -11,7 +11,7 @@ compete with a program that just started.
 
 import threading
 
-from pynox.engine import scratch
+from pynox.engine import scratch, scratch_removal
 from pynox.errors import PynoxError
 from pynox.pool import files as pool_files
 
@@ -83,7 +83,7 @@ class ScratchKeeper:
             self._work_to_do.notify()
         self._thread.join()
         for path in self.directories():
-            scratch.remove(path)
+            scratch_removal.remove(path)
         self._ready.clear()
         self._used.clear()
 
@@ -108,7 +108,7 @@ class ScratchKeeper:
             if action == "stop":
                 return
             if action == "remove" and path is not None:
-                scratch.remove(path)
+                scratch_removal.remove(path)
                 with self._lock:
                     self._busy.remove(path)
                 continue

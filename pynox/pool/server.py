@@ -21,7 +21,7 @@ import time
 
 from pynox import strict_json
 from pynox._native import immortalize
-from pynox.engine import scratch
+from pynox.engine import scratch, scratch_removal
 from pynox.engine.child_setup import REPORT_CONFINED
 from pynox.engine.result import build_result, error_object, refusal
 from pynox.engine.result_frame import python_version
@@ -368,7 +368,7 @@ class PoolServer:
         for child in list(self.children.values()):
             child.kill("the client went away")
         for directory in self._scratch_directories():
-            scratch.remove(directory)
+            scratch_removal.remove(directory)
         os._exit(0)
 
     def _scratch_directories(self) -> "list[str]":
@@ -596,7 +596,7 @@ class PoolServer:
             try:
                 pool_files.place(policy.scratch or "", files, request_id)
             except RequestError:
-                scratch.remove(policy.scratch)
+                scratch_removal.remove(policy.scratch)
                 raise
         self.runs[request_id] = run
         self.queue.append((run, message))
@@ -1335,7 +1335,7 @@ class PoolServer:
         child = session.child
         session.child = None
         if child is None:
-            scratch.remove(session.policy.scratch)
+            scratch_removal.remove(session.policy.scratch)
         else:
             child.scratch = session.policy.scratch  # removed once the child is gone
             self._close_fd(child, "channel")  # the session finalizes and exits
@@ -1355,7 +1355,7 @@ class PoolServer:
             child.kill("the pool is exiting")
         self.scratch_keeper.close()
         for directory in self._scratch_directories():
-            scratch.remove(directory)
+            scratch_removal.remove(directory)
 
 
 def _how_it_ended(child: Child) -> str:
