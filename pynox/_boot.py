@@ -100,12 +100,13 @@ SUPERVISED_MODULES = RESULT_MODULES + (
     "pynox.engine.supervisor",
 )
 # What a run in a project with a pynox.toml imports on top: its cached configuration,
-# run at once (pynox.cli.main), and, when the cache misses, the file's reader.
+# run at once (pynox.cli.main), and, when the cache misses, the file's reader and the
+# cache's writer.
 CACHED_CONFIG_MODULES = (
     "pynox.policy.config_values",
     "pynox.policy.cache",
 )
-CONFIGURED_MODULES = CACHED_CONFIG_MODULES + ("pynox.policy.config",)
+CONFIGURED_MODULES = CACHED_CONFIG_MODULES + ("pynox.policy.config", "pynox.policy.cache_writer")
 # What a run with a limit on the command line imports to read it (pynox.cli.main), and
 # to tell the launcher its wording when it is a time limit.
 LIMIT_MODULES = TIME_LIMIT_MODULES + ("pynox.units",)

@@ -25,8 +25,6 @@ CACHE_FORMAT = 3
 _SUFFIX = ".marshal"
 _MAX_NAME = 200
 _MAX_ENTRY_BYTES = 1 << 20
-# Entries kept at most; the ones written longest ago go first.
-_MAX_ENTRIES = 256
 # What a missing, unwritable, truncated or tampered cache raises (LookupError: belt and braces).
 _IGNORED = (OSError, EOFError, ValueError, TypeError, LookupError)
 
@@ -44,8 +42,7 @@ def load_config(path: str, environ: "Mapping[str, str] | None" = None) -> Config
         environ = os.environ
     real_path = os.path.realpath(path)
     try:
-        with open(real_path, "rb") as config_file:
-            raw = config_file.read()
+        raw = _read_file(real_path)
     except OSError:
         from pynox.policy import config
 
@@ -60,30 +57,25 @@ def load_config(path: str, environ: "Mapping[str, str] | None" = None) -> Config
     from pynox.policy import config
 
     loaded = config.parse_config_bytes(raw, real_path, environ)
-    if entry is not None:
-        _write_entry(entry, (CACHE_FORMAT, key, raw, loaded.to_data()), environ)
+    root = _cache_root(environ)
+    if entry is not None and root is not None:
+        from pynox.policy.cache_writer import write_entry
+
+        write_entry(entry, (CACHE_FORMAT, key, raw, loaded.to_data()), root, _SUFFIX)
     return loaded
 
 
-def forget(path: str, environ: "Mapping[str, str]") -> None:
-    """Drop the entry for `path`, e.g. after a sandboxed run that could write the cache."""
-    entry = _entry_path(os.path.realpath(path), environ)
-    if entry is not None:
-        _remove(entry)
-
-
-def forget_all(environ: "Mapping[str, str]") -> None:
-    """Drop every entry: a run that could write the cache directory could plant any of them."""
-    directory = cache_dir(environ)
-    if directory is None:
-        return
+def _read_file(path: str) -> bytes:
+    """The file's bytes, through the descriptor alone: open() would build a buffered
+    file object around it, which costs a run more than the read."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        names = os.listdir(directory)
-    except OSError:
-        return
-    for name in names:
-        if name.endswith((_SUFFIX, ".tmp")):
-            _remove(os.path.join(directory, name))
+        chunks = []
+        while chunk := os.read(descriptor, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(descriptor)
 
 
 def _cache_root(environ: "Mapping[str, str]") -> str | None:
@@ -153,74 +145,3 @@ def _read_entry(entry: str, key: "CacheKey", raw: bytes) -> "Config | None":
         return None
     finally:
         os.close(descriptor)
-
-
-def _write_entry(
-    entry: str,
-    stored: "tuple[int, CacheKey, bytes, dict[str, object]]",
-    environ: "Mapping[str, str]",
-) -> None:
-    temporary = f"{entry}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-    try:
-        raw = marshal.dumps(stored)
-        _make_private_dirs(environ)
-        descriptor = os.open(
-            temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
-        )
-        try:
-            view = memoryview(raw)
-            while view:
-                view = view[os.write(descriptor, view) :]
-        finally:
-            os.close(descriptor)
-        os.replace(temporary, entry)
-    except _IGNORED:
-        _remove(temporary)
-        return
-    _prune(os.path.dirname(entry))
-
-
-def _prune(directory: str) -> None:
-    """Drops entries whose pynox.toml is gone, and the oldest beyond _MAX_ENTRIES.
-
-    Runs only after a cache miss wrote an entry, so a cache of projects and
-    temporary directories that come and go does not grow without end.
-    """
-    try:
-        names = [name for name in os.listdir(directory) if name.endswith(_SUFFIX)]
-    except OSError:
-        return
-    kept: list[tuple[float, str]] = []
-    for name in names:
-        entry = os.path.join(directory, name)
-        config_path = name[: -len(_SUFFIX)].replace("%2F", "/").replace("%25", "%")
-        try:
-            os.stat(config_path)
-            kept.append((os.stat(entry).st_mtime, entry))
-        except OSError:
-            _remove(entry)
-    kept.sort()
-    for _, entry in kept[: max(0, len(kept) - _MAX_ENTRIES)]:
-        _remove(entry)
-
-
-def _make_private_dirs(environ: "Mapping[str, str]") -> None:
-    """Create ROOT, ROOT/pynox and ROOT/pynox/config as 0700, but never ROOT's parents.
-
-    Creating parents could conjure up a missing HOME (say HOME=/nonexistent under root).
-    """
-    root = _cache_root(environ)
-    if root is None:
-        raise FileNotFoundError("no cache directory")
-    for directory in (root, os.path.join(root, "pynox"), os.path.join(root, "pynox", "config")):
-        try:  # noqa: SIM105 - contextlib.suppress would add an import to every start-up
-            os.mkdir(directory, 0o700)
-        except FileExistsError:
-            pass
-
-
-def _remove(path: str) -> None:
-    try:  # noqa: SIM105 - as above, no contextlib
-        os.unlink(path)
-    except OSError:
-        pass  # already gone, or not ours to remove: either way nothing to undo

@@ -14,7 +14,7 @@ import pytest
 from support.config_files import FULL_EXAMPLE, write_config
 
 from pynox.policy import cache as config_cache
-from pynox.policy import config
+from pynox.policy import cache_writer, config
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config
 
@@ -335,30 +335,6 @@ def test_percent_in_path_does_not_collide(
     assert "%252F" in entry_for(first, environ).name
 
 
-def test_forget(project: Path, environ: dict[str, str], parses: list[str]) -> None:
-    path = write_config(project, FULL_EXAMPLE)
-    load_config(path, environ)
-    config_cache.forget(path, environ)
-    assert not entry_for(path, environ).exists()
-    load_config(path, environ)
-    assert len(parses) == 2
-    config_cache.forget(str(project / "never-loaded.toml"), environ)  # nothing to do: fine
-
-
-def test_forget_all(
-    project: Path, tmp_path: Path, environ: dict[str, str], parses: list[str]
-) -> None:
-    other_dir = tmp_path / "other"
-    other_dir.mkdir()
-    paths = [write_config(project, FULL_EXAMPLE), write_config(other_dir, FULL_EXAMPLE)]
-    for path in paths:
-        load_config(path, environ)
-    config_cache.forget_all(environ)
-    for path in paths:
-        assert not entry_for(path, environ).exists()
-    config_cache.forget_all({})  # no cache directory: fine
-
-
 def test_cache_drops_entries_of_deleted_files_and_keeps_a_bounded_number(
     tmp_path: Path, environ: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -376,7 +352,7 @@ def test_cache_drops_entries_of_deleted_files_and_keeps_a_bounded_number(
     load_config(str(paths[2]), environ)
     entries = sorted(p.name for p in directory.iterdir())
     assert len(entries) == 2 and not any("project-0" in name for name in entries)
-    monkeypatch.setattr(config_cache, "_MAX_ENTRIES", 2)
+    monkeypatch.setattr(cache_writer, "_MAX_ENTRIES", 2)
     load_config(str(paths[3]), environ)
     entries = sorted(p.name for p in directory.iterdir())
     assert len(entries) == 2 and any("project-3" in name for name in entries)
