@@ -110,9 +110,13 @@ CONFIGURED_MODULES = CACHED_CONFIG_MODULES + ("pynox.policy.config", "pynox.poli
 # What a run with a limit on the command line imports to read it (pynox.cli.main), and
 # to tell the launcher its wording when it is a time limit.
 LIMIT_MODULES = TIME_LIMIT_MODULES + ("pynox.units",)
-# What a run that grants paths, or the network, imports to resolve them (the import
-# system finds them in the image).
-GRANT_MODULES = ("pynox.policy.path_grant", "pynox.policy.ca_store")
+# What some runs import one at a time, which the import system finds in the image: a
+# run that grants paths or the network, to resolve them, and `pynox --no-sandbox`.
+ON_DEMAND_MODULES = (
+    "pynox.policy.path_grant",
+    "pynox.policy.ca_store",
+    "pynox.jsonfast.no_sandbox",
+)
 # The groups the engine has run at once, by name (pynox.engine.runner.run_from_image).
 GROUPS = {
     "child": CHILD_MODULES,
@@ -121,7 +125,7 @@ GROUPS = {
     "limit": LIMIT_MODULES,
     "config": CACHED_CONFIG_MODULES,
 }
-IMAGE_MODULES = HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES + GRANT_MODULES
+IMAGE_MODULES = HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES + ON_DEMAND_MODULES
 
 _IMAGE = os.path.join(PACKAGE_DIR, "__pycache__", f"_boot.{sys.implementation.cache_tag}.image")
 _PACKAGE_FILE = "__init__.py"

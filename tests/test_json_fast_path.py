@@ -510,7 +510,7 @@ def test_no_sandbox_fast_path_ignores_a_pynox_beside_the_program(tmp_path) -> No
 
 @pytest.mark.unit
 def test_no_site_reads_cpythons_command_line() -> None:
-    from pynox.jsonfast.hook import no_site
+    from pynox.jsonfast.no_sandbox import no_site
 
     assert no_site(["-S", "app.py"])
     assert no_site(["-IS", "app.py"])

@@ -35,7 +35,7 @@ from support.pool_client import PoolClient
 from support.probes import outcomes
 from support.sandboxed_child import report_from_child
 
-from pynox.engine import sandbox
+from pynox.engine import prepared_sandbox, sandbox
 from pynox.policy.resolve import Policy
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -175,7 +175,7 @@ def confined_child(
         policy.allow_write = [str(p) for p in writes]
         policy.implicit_read = [str(p) for p in writes]
         if two_steps:
-            sandbox.finish(sandbox.prepare(sandbox.base_policy([], 0), [w]), policy)
+            prepared_sandbox.prepare(prepared_sandbox.base_policy([], 0), [w]).finish(policy)
         else:
             sandbox.confine_policy(policy, [], [w], 0)
         return {"abi": in_effect, "value": body()}

@@ -85,7 +85,7 @@ def dispatch(argv: list[str]) -> int:
         return 0
     if first == "--no-sandbox":
         sys.stdout.flush()
-        from pynox.jsonfast.hook import startup_environment
+        from pynox.jsonfast.no_sandbox import startup_environment
 
         os.execve(sys.executable, [sys.executable, *argv[1:]], startup_environment(argv[1:]))
     if first in ("doctor", "pool", "mcp"):

@@ -16,7 +16,6 @@ from _frozen_importlib_external import SourceLoader
 
 from pynox import PACKAGE_DIR
 from pynox._native import call_at_top, compile_source, exec_at_top
-from pynox.engine import sandbox
 from pynox.engine.access_log import ACCESS_LOG
 from pynox.engine.child_setup import PYTHON_FINISHED, REPORT_CONFINED, ChildSetup
 from pynox.engine.sandbox import confine_policy, scrub_environment
@@ -26,10 +25,9 @@ from pynox.jsonfast import hook as json_hook  # imported with pynox, from the st
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import TracebackType
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
     from pynox.engine.program import Program
-    from pynox.engine.sandbox import CPolicy
     from pynox.policy.resolve import Policy
 
 # Frames of pynox itself, cut from the program's tracebacks.
@@ -99,24 +97,6 @@ def _home_local() -> str | None:
     return home + "/.local" if home else None
 
 
-def _kept_fds(setup: ChildSetup) -> list[int]:
-    kept = (setup.report_fd, setup.channel_fd, setup.scratch_fd, setup.end_fd)
-    return [fd for fd in kept if fd is not None]
-
-
-def prepare_sandbox(setup: ChildSetup, base: "CPolicy") -> None:
-    """For a pool's spare: the half of its confinement no request's policy changes.
-
-    Done while the spare waits, so a request pays only for its own policy. A
-    failure is kept and raised by start(), which then refuses to run the program.
-    base: sandbox.base_policy() of setup's system reads and parent.
-    """
-    try:
-        setup.prepared = sandbox.prepare(base, _kept_fds(setup))
-    except SandboxError as exc:
-        setup.prepared = exc
-
-
 def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
     """Applies the run's policy and runs the program; never returns."""
     global program_started
@@ -137,10 +117,10 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         if isinstance(setup.prepared, SandboxError):
             raise setup.prepared
         if setup.prepared is not None:
-            sandbox.finish(setup.prepared, policy)
+            setup.prepared.finish(policy)
         else:
             confine_policy(
-                policy, setup.system_reads, _kept_fds(setup), setup.parent_pid, setup.new_session
+                policy, setup.system_reads, setup.kept_fds(), setup.parent_pid, setup.new_session
             )
         if setup.scrub_failure is not None:
             raise setup.scrub_failure
@@ -166,7 +146,7 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         report_exception(exc, program, policy, setup)
         # CPython takes it from here: status 1, or death by SIGINT for
         # KeyboardInterrupt, after a normal finalization. It is printed already.
-        sys.excepthook = _SilentFor(exc, sys.excepthook)
+        sys.excepthook = _silent_for(exc, sys.excepthook)
         raise
     _python_finished(setup)
     raise SystemExit(0)
@@ -192,16 +172,16 @@ def still_own_pipe(setup: ChildSetup, fd: int) -> bool:
         return False
 
 
-class _SilentFor:
-    """An excepthook that stays quiet for the one exception already reported."""
+def _silent_for(reported: BaseException, hook: "Any") -> "Any":
+    """An excepthook that stays quiet for the one exception already reported.
 
-    def __init__(self, exc: BaseException, hook: object) -> None:
-        self.exc = exc
-        self.hook = hook
+    A function, not a class: creating a class costs a run more than the whole hook."""
 
-    def __call__(self, kind: type, value: BaseException, tb: object) -> None:
-        if value is not self.exc:
-            self.hook(kind, value, tb)  # type: ignore[operator]
+    def excepthook(kind: type, value: BaseException, tb: object) -> None:
+        if value is not reported:
+            hook(kind, value, tb)
+
+    return excepthook
 
 
 def _reset_signals() -> None:

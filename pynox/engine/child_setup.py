@@ -9,8 +9,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn, Protocol
 
+    from pynox.engine.prepared_sandbox import Prepared
     from pynox.engine.program import Program
-    from pynox.engine.sandbox import Prepared
     from pynox.errors import SandboxError
     from pynox.policy.resolve import Policy
 
@@ -72,7 +72,7 @@ class ChildSetup:
         self.channel_fd: int | None = None
         self.pool_link: PoolLink | None = None
         self.scrub_failure: SandboxError | None = None
-        # A pool's spare confines itself in two halves (see prepare_sandbox):
+        # A pool's spare confines itself in two halves (pynox.engine.prepared_sandbox):
         # the first half, or why it failed, waits here for the request.
         self.prepared: Prepared | SandboxError | None = None
         # A run in pynox's own process: the pipe whose end tells the helper that
@@ -93,3 +93,8 @@ class ChildSetup:
         # own site-packages (see pynox.engine.report._module_hint).
         self.config_package_dirs: list[str] = []
         self.user_base: str | None = None
+
+    def kept_fds(self) -> list[int]:
+        """The descriptors of pynox's own that the confined process keeps."""
+        kept = (self.report_fd, self.channel_fd, self.scratch_fd, self.end_fd)
+        return [fd for fd in kept if fd is not None]

@@ -49,45 +49,10 @@ class CPolicy:
         self.fields = (*self.fields[:2], list(keep_fds), *self.fields[3:])
 
 
-def _check(reason: str | None) -> None:
+def check(reason: str | None) -> None:
+    """Raises SandboxError with the sandbox core's reason, if it gave one."""
     if reason is not None:
         raise SandboxError("cannot apply the sandbox: " + reason)
-
-
-class Prepared:
-    """The first half of a confinement, done while a pool's spare waits (see prepare)."""
-
-    def __init__(self, base: CPolicy) -> None:
-        self.base = base  # built ahead too: the request pays only for its own paths
-        self.state = bytearray(_native.PREPARED_SIZE)  # a struct pynox_prepared
-
-
-def base_policy(system_reads: list[str], parent_pid: int) -> CPolicy:
-    """What every program of a pool may use (the interpreter's files, the devices).
-
-    A pool's zygote builds it once; every spare it forks shares that copy (see
-    prepare) instead of building the same structure again for each request.
-    """
-    devices = list(system_paths.DEVICES_READ_WRITE)
-    return CPolicy(system_reads + devices, devices, [], True, None, None, parent_pid)
-
-
-def prepare(base: CPolicy, keep_fds: list[int]) -> Prepared:
-    """Everything of confine_policy() that no program's policy changes, ahead of the program.
-
-    The process is then bound to its parent, in its own session, without its other
-    descriptors (all but keep_fds), privileges or capabilities, and under a seccomp
-    filter that still allows IPv4 and IPv6 sockets; `finish` adds the program's own policy.
-    """
-    base.keep(keep_fds)
-    prepared = Prepared(base)
-    _check(_native.prepare(base.fields, prepared.state))
-    return prepared
-
-
-def finish(prepared: Prepared, policy: "Policy") -> None:
-    """Confines a prepared process to the run's policy, for good."""
-    _check(_native.finish(prepared.state, prepared.base.fields, own_policy(policy).fields))
 
 
 def confine_policy(
@@ -106,7 +71,7 @@ def confine_policy(
         system_reads + devices, devices, keep_fds, False, None, None, parent_pid,
         new_session=new_session,
     )  # fmt: skip
-    _check(_native.apply(base.fields, own_policy(policy).fields))
+    check(_native.apply(base.fields, own_policy(policy).fields))
 
 
 def own_policy(policy: "Policy") -> CPolicy:

@@ -9,12 +9,10 @@ made them.
 
 `pynox --no-sandbox` runs CPython itself: there the top-level module
 `_pynox_json` (sitehook/ in the source tree, armed by pynox-json.pth) puts
-its own finder first and hands json's lookup to `find_json_spec`. A variable
-left from another process, or CPython started with -S (no .pth at all),
-installs nothing.
+its own finder first and hands json's lookup to `find_json_spec`
+(see pynox.jsonfast.no_sandbox).
 """
 
-import os
 import sys
 
 TYPE_CHECKING = False
@@ -22,8 +20,6 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
     from typing import Any
-
-STARTUP_VARIABLE = "PYNOX_JSON_FAST_PATH"  # read by _pynox_json (sitehook/)
 
 
 def install() -> None:
@@ -36,37 +32,6 @@ def install() -> None:
             sys.meta_path.insert(0, _JsonFinder())
     except Exception:  # noqa: BLE001 - see above
         pass
-
-
-def no_site(python_args: "list[str]") -> bool:
-    """Whether a CPython command line holds -S before its program (then no .pth runs)."""
-    i = 0
-    while i < len(python_args):
-        arg = python_args[i]
-        if not arg.startswith("-") or arg in ("-", "--"):
-            return False  # the program: a script, "-" or what follows "--"
-        if arg.startswith("--"):
-            i += 2 if arg == "--check-hash-based-pycs" else 1
-            continue
-        for j, flag in enumerate(arg[1:], start=1):
-            if flag in "cm":
-                return False
-            if flag == "S":
-                return True
-            if flag in "WX":
-                if j == len(arg) - 1:
-                    i += 1  # the option's value is the next argument
-                break
-        i += 1
-    return False
-
-
-def startup_environment(python_args: "list[str]") -> "dict[str, str]":
-    """The environment for exec'ing CPython with python_args, as the launcher makes it."""
-    environment = dict(os.environ)
-    if STARTUP_VARIABLE not in environment and not no_site(python_args):
-        environment[STARTUP_VARIABLE] = str(os.getpid())
-    return environment
 
 
 def _patch(json: "ModuleType") -> None:

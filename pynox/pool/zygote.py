@@ -17,7 +17,7 @@ import select
 import socket
 
 from pynox._native import compile_source
-from pynox.engine import child, sandbox, scratch, shutdown
+from pynox.engine import child, prepared_sandbox, sandbox, scratch, shutdown
 from pynox.engine.child_setup import ChildSetup
 from pynox.engine.program import Program
 from pynox.jsonfast import hook as json_hook
@@ -91,7 +91,7 @@ def _serve(
     poller = select.poll()
     poller.register(sock.fileno(), select.POLLIN)
     poller.register(wake_read, select.POLLIN)
-    base = sandbox.base_policy(system_reads, os.getpid())  # shared by every spare
+    base = prepared_sandbox.base_policy(system_reads, os.getpid())  # shared by every spare
     while True:
         ready = {fd for fd, _ in _poll(poller)}
         if wake_read in ready:
@@ -188,7 +188,7 @@ def _become_child(
         warmup.run_in_spare(warmup_code)
     if not _request_waiting(setup.channel_fd):
         _rehearse(setup)
-    child.prepare_sandbox(setup, base)
+    prepared_sandbox.prepare_child(setup, base)
     # What the spare holds now outlives the request: the collections a request's
     # end runs (see shutdown.finish) then look only at what the program made.
     gc.freeze()

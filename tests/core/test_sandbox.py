@@ -136,19 +136,20 @@ def test_finish_needs_a_prepared_process_and_goes_once() -> None:
 
 
 def test_python_halves_refuse_a_missing_grant(tmp_path: Path) -> None:
-    """pynox.engine.sandbox.finish raises SandboxError; the pool's child then refuses the run."""
-    from pynox.engine import sandbox
+    """Prepared.finish raises SandboxError; the pool's child then refuses the run."""
+    from pynox.engine import prepared_sandbox
+    from pynox.errors import SandboxError
     from pynox.policy import system_paths
     from pynox.policy.resolve import Policy
 
     def child(w: int) -> str:
-        base = sandbox.base_policy(system_paths.interpreter_reads(), os.getppid())
-        prepared = sandbox.prepare(base, [w])
+        base = prepared_sandbox.base_policy(system_paths.interpreter_reads(), os.getppid())
+        prepared = prepared_sandbox.prepare(base, [w])
         policy = Policy()
         policy.allow_read = [str(tmp_path / "gone")]
         try:
-            sandbox.finish(prepared, policy)
-        except sandbox.SandboxError as exc:
+            prepared.finish(policy)
+        except SandboxError as exc:
             return str(exc)
         return "finished"
 
