@@ -32,7 +32,7 @@ _LAZY = {
     "tool": "pynox.api.shared",
     "Pool": "pynox.api.pool",
     "Output": "pynox.api.stream",
-    "PoolError": "pynox.errors",
+    "PoolError": "pynox.api.connection",
     "Result": "pynox.api.result",
     "Image": "pynox.api.result",
     "Session": "pynox.api.session",
@@ -40,12 +40,12 @@ _LAZY = {
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from pynox.api.connection import PoolError
     from pynox.api.pool import Pool
     from pynox.api.result import Image, Result
     from pynox.api.session import Session
     from pynox.api.shared import arun, run, tool
     from pynox.api.stream import Output
-    from pynox.errors import PoolError
 
 
 def __getattr__(name: str) -> object:

@@ -49,21 +49,3 @@ class ProgramNotFound(PynoxError):
     """The script cannot be opened: python's wording and exit status."""
 
     exit_code = EXIT_CANNOT_OPEN
-
-
-class RequestError(PynoxError):
-    """A request the pool refuses; it answers with an error result and keeps serving."""
-
-    def __init__(self, message: str, request_id: object = None) -> None:
-        super().__init__(message)
-        self.request_id = request_id
-        # A control line is refused with a control_error event, never a result.
-        self.control = False
-
-
-class PoolError(PynoxError):
-    """The pool process could not be started or used.
-
-    Raised only where the application must act (the pool does not start, it was closed);
-    a pool that dies under running requests gives them Results with an error of this type.
-    """

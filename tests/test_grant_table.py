@@ -59,7 +59,8 @@ def test_bounds_are_the_same_everywhere() -> None:
     """max_file_size=0 used to pass in pynox.toml (and meant no limit at all)."""
     import pytest
 
-    from pynox.errors import ConfigError, RequestError, UsageError
+    from pynox.errors import ConfigError, UsageError
+    from pynox.pool.request import RequestError
 
     field = grants.GRANTS_BY_NAME["max_file_size"]
     for error in (UsageError, ConfigError, RequestError):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pynox import unit_format
-from pynox.errors import PoolError
+from pynox.errors import PynoxError
 from pynox.limits import MAX_LINE
 
 if TYPE_CHECKING:
@@ -34,6 +34,15 @@ READY_TIMEOUT = 120.0  # preloading pandas on a cold disk takes a few seconds, n
 STALL_MARGIN = 15.0  # beyond the longest pending timeout: the pool is stuck
 CLOSE_GRACE = 5.0
 _STDERR_KEPT = 16 << 10
+
+
+class PoolError(PynoxError):
+    """The pool process could not be started or used.
+
+    Raised only where the application must act (the pool does not start, it was closed);
+    a pool that dies under running requests gives them Results with an error of this type.
+    """
+
 
 # --- the connection to one pool process ----------------------------------------------------
 

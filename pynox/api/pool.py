@@ -24,6 +24,7 @@ from pynox.api.connection import (
     CLOSE_GRACE,
     READY_TIMEOUT,
     STALL_MARGIN,
+    PoolError,
     _Connection,
     _Pending,
     default_command,
@@ -41,7 +42,7 @@ from pynox.api.options import (
 from pynox.api.result import Result
 from pynox.api.session import Session
 from pynox.api.stream import Output, astream_spec, stream_spec
-from pynox.errors import PoolError, PynoxError
+from pynox.errors import PynoxError
 from pynox.limits import DEFAULT_TIMEOUT
 
 if TYPE_CHECKING:

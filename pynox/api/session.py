@@ -8,11 +8,7 @@ import uuid
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from pynox.errors import PoolError
-
-if TYPE_CHECKING:
-    pass
-
+from pynox.api.connection import PoolError
 from pynox.api.options import Files, Spec, checked_name, files_field
 from pynox.api.result import Result
 from pynox.api.stream import Output, astream_spec, stream_spec

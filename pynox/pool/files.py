@@ -13,7 +13,6 @@ import base64
 import os
 import stat
 
-from pynox.errors import RequestError
 from pynox.file_names import OUT_DIR
 from pynox.limits import (
     MAX_FILE_DEPTH,
@@ -21,6 +20,7 @@ from pynox.limits import (
     MAX_FILES_OUT_BYTES,
     MAX_OUT_ENTRIES,
 )
+from pynox.pool.request import RequestError
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC

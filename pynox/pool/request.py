@@ -9,11 +9,22 @@ import os
 import sys
 
 from pynox import file_names, strict_json
-from pynox.errors import RequestError
+from pynox.errors import PynoxError
 from pynox.limits import MAX_FILES_IN, MAX_FILES_IN_BYTES
 from pynox.policy.config import Grants
 from pynox.policy.grants import GRANT_FIELDS, NAMES, PATH_GRANTS, PATHS, SWITCH
 from pynox.policy.path_grant import real_path
+
+
+class RequestError(PynoxError):
+    """A request the pool refuses; it answers with an error result and keeps serving."""
+
+    def __init__(self, message: str, request_id: object = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+        # A control line is refused with a control_error event, never a result.
+        self.control = False
+
 
 _PARSE_RECURSION = 5000
 

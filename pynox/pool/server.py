@@ -32,7 +32,6 @@ from pynox.errors import (
     EXIT_CANNOT_OPEN,
     EXIT_SETUP_FAILURE,
     PynoxError,
-    RequestError,
     UsageError,
 )
 from pynox.limits import (
@@ -54,6 +53,7 @@ from pynox.pool import files as pool_files
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
 from pynox.pool.display_check import Shown
+from pynox.pool.request import RequestError
 from pynox.pool.scratch_keeper import ScratchKeeper
 
 TYPE_CHECKING = False

@@ -17,11 +17,11 @@ import shutil
 import tempfile
 from typing import Any
 
+from pynox.api.connection import PoolError
 from pynox.api.options import Spec
 from pynox.api.pool import Pool
 from pynox.api.result import failure
 from pynox.api.session import Session
-from pynox.errors import PoolError
 
 # The request fields an actor takes besides `code`: Spec's options, but for host functions,
 # which never travel (they run in the caller's process), and files, which RayPool does not

@@ -19,6 +19,7 @@ except ImportError:  # pragma: no cover - depends on the environment
         "pynox.ray needs Ray on this machine and on every node: pip install 'pynox[ray]'"
     ) from None
 
+from pynox.api.connection import PoolError
 from pynox.api.options import (
     Names,
     RunOptions,
@@ -29,7 +30,7 @@ from pynox.api.options import (
 from pynox.api.pool import _find_config
 from pynox.api.result import Result, failure
 from pynox.api.session import Session
-from pynox.errors import PoolError, PynoxError
+from pynox.errors import PynoxError
 from pynox.ray.actor import NodePool
 
 if TYPE_CHECKING:

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from support.waiting import wait_until
 
+from pynox.api.connection import PoolError
 from pynox.api.pool import Pool
 from pynox.api.result import Result
-from pynox.errors import PoolError
 
 FAKE_POOL = r"""
 import json, os, sys

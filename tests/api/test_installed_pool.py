@@ -18,9 +18,9 @@ from support.waiting import wait_until
 
 import pynox
 import pynox.api.shared
+from pynox.api.connection import PoolError
 from pynox.api.pool import Pool
 from pynox.api.result import Result
-from pynox.errors import PoolError
 
 
 def process_tree(pid: int) -> set[int]:

@@ -23,9 +23,9 @@ from support.request_lines import (
     wrong_type_cases,
 )
 
-from pynox.errors import PynoxError, RequestError
+from pynox.errors import PynoxError
 from pynox.limits import MAX_LINE
-from pynox.pool.request import parse_line
+from pynox.pool.request import RequestError, parse_line
 
 
 def readable_id(line: bytes) -> object:

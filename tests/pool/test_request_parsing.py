@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.request_lines import JSON_VALUES, named, request_shaped, validate, wrong_type_cases
 
-from pynox.errors import PynoxError, RequestError
-from pynox.pool.request import CONTROL_FIELDS, REQUEST_FIELDS, parse_line
+from pynox.errors import PynoxError
+from pynox.pool.request import CONTROL_FIELDS, REQUEST_FIELDS, RequestError, parse_line
 
 pytestmark = pytest.mark.unit
 
