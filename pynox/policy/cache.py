@@ -102,6 +102,7 @@ _VALIDATING_MODULES = (
     "config.py",
     "config_values.py",
     "location.py",
+    "user_paths.py",
     "grants.py",
     os.path.join(os.pardir, "units.py"),
 )

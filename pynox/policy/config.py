@@ -23,7 +23,8 @@ from pynox.policy.grants import (
     Grants,
     _unique,
 )
-from pynox.policy.location import CONFIG_ENV, CONFIG_NAME, expand_home, find_config_path
+from pynox.policy.location import CONFIG_ENV, CONFIG_NAME, find_config_path
+from pynox.policy.user_paths import expand_home
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

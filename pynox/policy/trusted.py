@@ -93,7 +93,8 @@ def configuration(
 ) -> "list[tuple[str, str]]":
     """The configuration a later run would discover or be given, and the cache."""
     from pynox.policy.cache import cache_dir
-    from pynox.policy.location import CONFIG_ENV, CONFIG_NAME, expand_home
+    from pynox.policy.location import CONFIG_ENV, CONFIG_NAME
+    from pynox.policy.user_paths import expand_home
 
     paths = [os.path.join(cwd, CONFIG_NAME)]  # whether or not it exists yet
     if environ.get(CONFIG_ENV):

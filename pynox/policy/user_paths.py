@@ -1,0 +1,51 @@
+"""Paths as a user writes them: `~` expanded from the environment's HOME, and a file
+named on the command line or in the environment, checked.
+
+Apart from pynox.policy.location, which every run uses to look for its pynox.toml:
+only a run told where it is, or whose configuration names paths, needs these.
+"""
+
+import os
+import stat
+
+from pynox.errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+
+def existing_file(given: str, source: str, environ: "Mapping[str, str]", cwd: str, fix: str) -> str:
+    """The file a user named (`source` says where: a flag, a variable), which must be a
+    regular file; otherwise ConfigError, whose message ends with `fix`."""
+    subject = f"{source}={given}"
+    if not given:
+        raise ConfigError(f"{subject} is empty; {fix}")
+    # Joined, not normalized: "link/../x" must mean what the kernel makes of it.
+    path = os.path.join(cwd, expand_home(given, environ))
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        raise ConfigError(f"{subject} does not exist; {fix}") from None
+    except OSError as failure:
+        raise ConfigError(f"{subject} cannot be used ({failure.strerror}); {fix}") from None
+    if stat.S_ISDIR(mode):
+        raise ConfigError(f"{subject} is a directory; {fix}, not of its directory")
+    if not stat.S_ISREG(mode):
+        raise ConfigError(f"{subject} is not a regular file; {fix}")
+    return path
+
+
+def expand_home(path: str, environ: "Mapping[str, str]") -> str:
+    """`~` and `~/...` from HOME in `environ` (not os.environ); `~user` from the user database."""
+    if path != "~" and not path.startswith("~/"):
+        return os.path.expanduser(path)
+    home = environ.get("HOME")
+    if not home:
+        import pwd  # only without HOME, e.g. under a service manager
+
+        try:
+            home = pwd.getpwuid(os.getuid()).pw_dir
+        except KeyError:
+            return path
+    return home + path[1:]
