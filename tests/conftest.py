@@ -113,7 +113,15 @@ def leaves_nothing_behind(request: pytest.FixtureRequest) -> Iterator[None]:
             break
         time.sleep(0.1)
     assert not leftovers, f"the tests left files behind: {sorted(leftovers)}"
-    shutil.rmtree(session, ignore_errors=True)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Removes the session's directory however the session ended: after a failed check
+    above, a test that failed with its files, or in the process that only hands tests
+    to workers (pytest-xdist), which never runs the fixture above."""
+    session = config.stash.get(SESSION_DIR, None)
+    if session is not None:
+        shutil.rmtree(session, ignore_errors=True)
 
 
 def _leftovers(tmp: Path) -> list[str]:
