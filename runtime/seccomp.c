@@ -62,6 +62,35 @@
 #ifndef FIOSETOWN
 #define FIOSETOWN 0x8901
 #endif
+/* The ioctls that set a file's attributes (see emit_ioctl), as <linux/fs.h>,
+ * <linux/fsverity.h> and <linux/fscrypt.h> define them; their encodings are
+ * the same on x86_64 and aarch64. Spelled out: <linux/fs.h> does not mix with
+ * every C library's headers. */
+#define PYNOX_FSXATTR_SIZE 28U          /* struct fsxattr */
+#define PYNOX_FSVERITY_ENABLE_SIZE 128U /* struct fsverity_enable_arg */
+#define PYNOX_FSCRYPT_POLICY_V1_SIZE 12U /* struct fscrypt_policy_v1 */
+#ifndef FS_IOC_SETFLAGS
+#define FS_IOC_SETFLAGS _IOW('f', 2, long)
+#endif
+#ifndef FS_IOC32_SETFLAGS
+#define FS_IOC32_SETFLAGS _IOW('f', 2, int)
+#endif
+#ifndef FS_IOC_SETVERSION
+#define FS_IOC_SETVERSION _IOW('v', 2, long)
+#endif
+#ifndef FS_IOC32_SETVERSION
+#define FS_IOC32_SETVERSION _IOW('v', 2, int)
+#endif
+#ifndef FS_IOC_FSSETXATTR
+#define FS_IOC_FSSETXATTR _IOC(_IOC_WRITE, 'X', 32, PYNOX_FSXATTR_SIZE)
+#endif
+#ifndef FS_IOC_ENABLE_VERITY
+#define FS_IOC_ENABLE_VERITY _IOC(_IOC_WRITE, 'f', 133, PYNOX_FSVERITY_ENABLE_SIZE)
+#endif
+#ifndef FS_IOC_SET_ENCRYPTION_POLICY
+/* _IOR, as the kernel has always (mis)named it. */
+#define FS_IOC_SET_ENCRYPTION_POLICY _IOC(_IOC_READ, 'f', 19, PYNOX_FSCRYPT_POLICY_V1_SIZE)
+#endif
 #ifndef SIOCSPGRP
 #define SIOCSPGRP 0x8902
 #endif
@@ -545,12 +574,23 @@ static void emit_socket_buffers(struct pynox_bpf *prog)
 
 /* Terminal ioctls that push input into a terminal or take one over, or
  * (for a program that stays in the terminal's session) move its foreground
- * process group or console; and the ioctl forms of F_SETOWN (see
- * add_fcntl_rules). */
+ * process group or console; the ioctl forms of F_SETOWN (see
+ * add_fcntl_rules); and the ioctls that change a file's own attributes, which
+ * the kernel allows on any descriptor of a file the user owns, one opened for
+ * reading under a read grant included, and which Landlock does not govern:
+ * its flags (chattr: synchronous, no access times, no dump...), its extended
+ * flags and project, its generation, fs-verity (which makes it read-only for
+ * good) and an encryption policy. The same rule as chmod() (metadata, above). */
 static void emit_ioctl(struct pynox_bpf *prog)
 {
-    static const uint32_t requests[] = {TIOCSTI,  TIOCLINUX, TIOCSCTTY, TIOCSPGRP,
-                                        TIOCCONS, FIOSETOWN, SIOCSPGRP};
+    static const uint32_t requests[] = {
+        TIOCSTI,           TIOCLINUX,         TIOCSCTTY,
+        TIOCSPGRP,         TIOCCONS,          FIOSETOWN,
+        SIOCSPGRP,         FS_IOC_SETFLAGS,   FS_IOC32_SETFLAGS,
+        FS_IOC_FSSETXATTR, FS_IOC_SETVERSION, FS_IOC32_SETVERSION,
+        FS_IOC_ENABLE_VERITY,
+        FS_IOC_SET_ENCRYPTION_POLICY,
+    };
     pynox_bpf_load(prog, ARG_LO(1));
     pynox_bpf_ret_if_one_of(prog, requests, sizeof requests / sizeof requests[0], RET_EPERM,
                             RET_ALLOW);

@@ -84,6 +84,25 @@ for target, label in ((W["ro_file"], "ro-file"), (__file__, "script")):
     attempt(f"setxattr-{label}", os.setxattr, target, "user.pynox", b"1")
     attempt(f"removexattr-{label}", os.removexattr, target, "user.pynox")
 attempt("chmod-wo-file", os.chmod, W["wo_file"], 0o777)
+import fcntl, struct
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_NOATIME_FL = 0x80086601, 0x40086602, 0x80
+FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR, FS_XFLAG_NOATIME = 0x801C581F, 0x401C5820, 0x40
+def set_attribute(path, mode, get, put, flag):
+    # What chattr does: read the file's flags, set them again with one more.
+    fd = os.open(path, mode)
+    try:
+        current = fcntl.ioctl(fd, get, bytes(28 if get == FS_IOC_FSGETXATTR else 8))
+        flags = int.from_bytes(current[:4], "little") | flag
+        fcntl.ioctl(fd, put, flags.to_bytes(4, "little") + current[4:])
+    finally:
+        os.close(fd)
+for target, mode, label in ((W["ro_file"], os.O_RDONLY, "ro-file"),
+                            (__file__, os.O_RDONLY, "script"),
+                            (W["wo_file"], os.O_WRONLY, "wo-file")):
+    attempt(f"chattr-{label}", set_attribute, target, mode, FS_IOC_GETFLAGS, FS_IOC_SETFLAGS,
+            FS_NOATIME_FL)
+    attempt(f"fsxattr-{label}", set_attribute, target, mode, FS_IOC_FSGETXATTR,
+            FS_IOC_FSSETXATTR, FS_XFLAG_NOATIME)
 attempt("shutil-copy-metadata", shutil.copystat, W["ro_file"], W["wo_file"])
 attempt("read-proc-self-mem", lambda: open("/proc/self/mem", "rb").read(1))
 attempt("read-proc-1-environ", lambda: open("/proc/1/environ", "rb").read())
@@ -172,6 +191,13 @@ FS_EXPECTED: list[tuple[str, str]] = [
     ("setxattr-script", NOT_PERMITTED),
     ("removexattr-script", NOT_PERMITTED),
     ("chmod-wo-file", NOT_PERMITTED),
+    # File attributes (chattr) need only a descriptor of a file the user owns.
+    ("chattr-ro-file", NOT_PERMITTED),
+    ("fsxattr-ro-file", NOT_PERMITTED),
+    ("chattr-script", NOT_PERMITTED),
+    ("fsxattr-script", NOT_PERMITTED),
+    ("chattr-wo-file", NOT_PERMITTED),
+    ("fsxattr-wo-file", NOT_PERMITTED),
     ("shutil-copy-metadata", NOT_PERMITTED),
     ("read-proc-self-mem", DENIED),
     ("read-proc-1-environ", DENIED),
