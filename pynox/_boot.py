@@ -276,7 +276,6 @@ def write_image(directory: str) -> str:
     For the build only: the same sources always give the same bytes when run with
     PYTHONHASHSEED=0 (set and frozenset constants keep their order).
     """
-    import ast
     import gc
 
     gc.disable()  # collections change reference counts, which marshal writes (FLAG_REF)
@@ -291,7 +290,7 @@ def write_image(directory: str) -> str:
         # read: nothing reads them there, and the image loads faster. These modules
         # have no asserts. The file name is fixed up when a module is unpacked (see
         # unpack).
-        tree = _without_type_checking_blocks(ast.parse(text, "pynox/" + relative))
+        tree = _parsed_without_type_checking_blocks(text, "pynox/" + relative)
         code = marshal.dumps(
             compile(tree, "pynox/" + relative, "exec", dont_inherit=True, optimize=2)
         )
@@ -305,12 +304,13 @@ def write_image(directory: str) -> str:
     return path
 
 
-def _without_type_checking_blocks(tree: "ast.Module") -> "ast.Module":
-    """The module without its top-level `if TYPE_CHECKING:` blocks, which never run
-    (TYPE_CHECKING is False but for type checkers): their classes and imports would
-    still be unpacked with the module."""
+def _parsed_without_type_checking_blocks(text: bytes, filename: str) -> "ast.Module":
+    """The module's syntax tree without its top-level `if TYPE_CHECKING:` blocks, which
+    never run (TYPE_CHECKING is False but for type checkers): their classes and imports
+    would still be unpacked with the module."""
     import ast
 
+    tree = ast.parse(text, filename)
     tree.body = [
         statement
         for statement in tree.body

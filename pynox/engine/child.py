@@ -317,16 +317,13 @@ def execute(program: "Program", main: object) -> None:
     if program.kind == "code" and sys.version_info >= (3, 13):
         # python -c keeps its code in linecache from 3.13 on, so tracebacks show it.
         remember_lines(f"{program.source}\n", "<string>")
-    elif program.kind == "request":
-        remember_lines(program.source, program.filename)
     run_source(program.source, program.filename, main)
 
 
-def remember_lines(source: "str | bytes", filename: str) -> None:
+def remember_lines(text: str, filename: str) -> None:
     """Keeps code that has no file in linecache, so that tracebacks show its lines."""
     import linecache
 
-    text = source if isinstance(source, str) else source.decode(errors="replace")
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
 
 

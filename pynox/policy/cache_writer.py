@@ -74,11 +74,10 @@ def _make_private_dirs(root: str, directory: str) -> None:
 
     Creating parents could conjure up a missing HOME (say HOME=/nonexistent under root).
     """
-    path = root
-    for part in ["", *os.path.relpath(directory, root).split(os.sep)]:
-        path = os.path.join(path, part) if part else path
+    parts = os.path.relpath(directory, root).split(os.sep)
+    for depth in range(len(parts) + 1):
         try:  # noqa: SIM105 - contextlib.suppress would cost an import
-            os.mkdir(path, 0o700)
+            os.mkdir(os.path.join(root, *parts[:depth]), 0o700)
         except FileExistsError:
             pass
 
