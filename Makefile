@@ -115,9 +115,10 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # bubblewrap for the roots, e2fsprogs for the VM's disks. The VM's kernels and busybox come
 # from `apt-get download PACKAGE:ARCH` (busybox-static:arm64 cannot be installed beside
 # the amd64 one), which needs the arm64 architecture known to dpkg. strace: a test of the
-# launcher's scratch helper watches which process makes the run's directory.
+# launcher's scratch helper watches which process makes the run's directory. btrfs-progs:
+# the escape suite's btrfs probes make and mount a file system of their own.
 CONFORMANCE_DEBS := bubblewrap debootstrap qemu-system-arm qemu-system-x86 qemu-user-static \
-	e2fsprogs xz-utils openssl strace
+	e2fsprogs xz-utils openssl strace btrfs-progs
 conformance-deps:
 	$(SUDO) dpkg --add-architecture arm64
 	$(SUDO) apt-get update -qq

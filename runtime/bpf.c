@@ -49,19 +49,35 @@ void pynox_bpf_end_block(struct pynox_bpf *prog, size_t jeq_index)
     prog->insns[jeq_index].jf = (uint8_t)skip;
 }
 
-void pynox_bpf_ret_if_one_of(struct pynox_bpf *prog, const uint32_t *values, size_t count,
-                             uint32_t match_action, uint32_t other_action)
+void pynox_bpf_ret_by_set(struct pynox_bpf *prog, const struct pynox_bpf_set *sets,
+                          size_t set_count, uint32_t other_action)
 {
-    /* Layout: JEQ v0 .. JEQ v(n-1), RET other, RET match. From JEQ i the
-     * "match" RET is count - i instructions ahead. */
-    if (count > UINT8_MAX) {
+    /* Layout: the JEQs of every set, in order; RET other; then one RET per set.
+     * A JEQ of set k jumps to that set's RET, past the JEQs after it. */
+    size_t comparisons = 0;
+    for (size_t k = 0; k < set_count; k++)
+        comparisons += sets[k].count;
+    if (comparisons + set_count > UINT8_MAX) {
         prog->broken = "a seccomp argument check has too many values for a BPF jump";
         return;
     }
-    for (size_t i = 0; i < count; i++)
-        pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, (uint8_t)(count - i), 0, values[i]);
+    size_t emitted = 0;
+    for (size_t k = 0; k < set_count; k++) {
+        for (size_t i = 0; i < sets[k].count; i++, emitted++) {
+            size_t ahead = comparisons - emitted + k; /* RET other, then the RETs before k's */
+            pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, (uint8_t)ahead, 0, sets[k].values[i]);
+        }
+    }
     pynox_bpf_ret(prog, other_action);
-    pynox_bpf_ret(prog, match_action);
+    for (size_t k = 0; k < set_count; k++)
+        pynox_bpf_ret(prog, sets[k].action);
+}
+
+void pynox_bpf_ret_if_one_of(struct pynox_bpf *prog, const uint32_t *values, size_t count,
+                             uint32_t match_action, uint32_t other_action)
+{
+    const struct pynox_bpf_set match = {values, count, match_action};
+    pynox_bpf_ret_by_set(prog, &match, 1, other_action);
 }
 
 void pynox_bpf_jump_here(struct pynox_bpf *prog, size_t ja_index)

@@ -43,4 +43,16 @@ void pynox_bpf_jump_here(struct pynox_bpf *prog, size_t ja_index);
 void pynox_bpf_ret_if_one_of(struct pynox_bpf *prog, const uint32_t *values, size_t count,
                              uint32_t match_action, uint32_t other_action);
 
+/* A set of values and what a filter returns for them (pynox_bpf_ret_by_set). */
+struct pynox_bpf_set {
+    const uint32_t *values;
+    size_t count;
+    uint32_t action;
+};
+
+/* A = argument word; RET the action of the first of sets[0..set_count) that holds A,
+ * else RET other_action. Ends in RET on every path. */
+void pynox_bpf_ret_by_set(struct pynox_bpf *prog, const struct pynox_bpf_set *sets,
+                          size_t set_count, uint32_t other_action);
+
 #endif

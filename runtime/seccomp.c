@@ -1,7 +1,8 @@
 /* seccomp-BPF: the system-call denylist.
  *
  * Default ALLOW; a denied call fails with EPERM (never a kill or a trap, so
- * Python raises PermissionError and the program can carry on). clone3 fails
+ * Python raises PermissionError and the program can carry on). ioctl is the
+ * exception: an allowlist of requests, the others failing with ENOTTY (emit_ioctl). clone3 fails
  * with ENOSYS instead, so that glibc falls back to clone, whose flags a
  * filter can read (clone3 passes them in memory). Every argument check loads
  * the low 32 bits of the argument, which is all the kernel reads of an int,
@@ -94,6 +95,27 @@
 #ifndef SIOCSPGRP
 #define SIOCSPGRP 0x8902
 #endif
+/* The ioctls of the allowlist that some headers lack (see emit_ioctl). */
+#ifndef FS_IOC_GETFLAGS
+#define FS_IOC_GETFLAGS _IOR('f', 1, long)
+#endif
+#ifndef FS_IOC32_GETFLAGS
+#define FS_IOC32_GETFLAGS _IOR('f', 1, int)
+#endif
+#ifndef FS_IOC_FSGETXATTR
+#define FS_IOC_FSGETXATTR _IOC(_IOC_READ, 'X', 31, PYNOX_FSXATTR_SIZE)
+#endif
+#ifndef TIOCGSID
+#define TIOCGSID 0x5429
+#endif
+/* The termios2 forms of TCGETS and TCSETS*, which newer C libraries call: struct
+ * termios2 has 44 bytes on x86_64 and aarch64. Spelled out: the kernel's header
+ * that defines the struct clashes with the C library's <termios.h>. */
+#define PYNOX_TERMIOS2_SIZE 44U
+#define PYNOX_TCGETS2 _IOC(_IOC_READ, 'T', 0x2A, PYNOX_TERMIOS2_SIZE)
+#define PYNOX_TCSETS2 _IOC(_IOC_WRITE, 'T', 0x2B, PYNOX_TERMIOS2_SIZE)
+#define PYNOX_TCSETSW2 _IOC(_IOC_WRITE, 'T', 0x2C, PYNOX_TERMIOS2_SIZE)
+#define PYNOX_TCSETSF2 _IOC(_IOC_WRITE, 'T', 0x2D, PYNOX_TERMIOS2_SIZE)
 
 /* Denied outright with EPERM. A name this architecture or these headers do
  * not have is skipped. */
@@ -572,18 +594,31 @@ static void emit_socket_buffers(struct pynox_bpf *prog)
     pynox_bpf_ret_if_one_of(prog, sizes, sizeof sizes / sizeof sizes[0], RET_EPERM, RET_ALLOW);
 }
 
-/* Terminal ioctls that push input into a terminal or take one over, or
- * (for a program that stays in the terminal's session) move its foreground
- * process group or console; the ioctl forms of F_SETOWN (see
- * add_fcntl_rules); and the ioctls that change a file's own attributes, which
- * the kernel allows on any descriptor of a file the user owns, one opened for
- * reading under a read grant included, and which Landlock does not govern:
- * its flags (chattr: synchronous, no access times, no dump...), its extended
- * flags and project, its generation, fs-verity (which makes it read-only for
- * good) and an encryption policy. The same rule as chmod() (metadata, above). */
+/* ioctl is an allowlist: a request outside it fails with ENOTTY, the kernel's own
+ * answer to a request a file does not support, so that code probing for an optional
+ * feature falls back as it would elsewhere. File systems answer requests of their
+ * own that check only the file's ownership or the directory's mode bits, which
+ * Landlock does not govern (its ioctl right covers devices): on btrfs, a directory
+ * opened for reading under a read grant was enough to create a subvolume in it or,
+ * where the mount allows users to, to delete a whole subvolume below it.
+ *
+ * Allowed: what the terminal a run shares with its user answers (its settings, in
+ * the TCGETS2 forms newer C libraries use too, its size, its process group and
+ * session, draining and flushing its queues); bytes waiting to be read or sent;
+ * non-blocking mode and close-on-exec (sockets and os.set_inheritable); and a
+ * file's attribute flags, read only.
+ *
+ * Refused with EPERM rather than ENOTTY, so that the program is told it is not
+ * permitted rather than unsupported: the terminal ioctls that push input into a
+ * terminal or take one over, or (for a program that stays in the terminal's
+ * session) move its foreground process group or console; the ioctl forms of
+ * F_SETOWN (see add_fcntl_rules); and the ioctls that change a file's own
+ * attributes, which the kernel allows on any descriptor of a file the user owns:
+ * its flags (chattr), extended flags and project, generation, fs-verity (read-only
+ * for good) and an encryption policy, as chmod() is refused (metadata, above). */
 static void emit_ioctl(struct pynox_bpf *prog)
 {
-    static const uint32_t requests[] = {
+    static const uint32_t refused[] = {
         TIOCSTI,           TIOCLINUX,         TIOCSCTTY,
         TIOCSPGRP,         TIOCCONS,          FIOSETOWN,
         SIOCSPGRP,         FS_IOC_SETFLAGS,   FS_IOC32_SETFLAGS,
@@ -591,9 +626,20 @@ static void emit_ioctl(struct pynox_bpf *prog)
         FS_IOC_ENABLE_VERITY,
         FS_IOC_SET_ENCRYPTION_POLICY,
     };
+    static const uint32_t allowed[] = {
+        TCGETS,          TCSETS,            TCSETSW,         TCSETSF,
+        PYNOX_TCGETS2,   PYNOX_TCSETS2,     PYNOX_TCSETSW2,  PYNOX_TCSETSF2,
+        TIOCGWINSZ,      TIOCGPGRP,         TIOCGSID,        TCSBRK,
+        TCFLSH,          TIOCOUTQ,          FIONREAD,        FIONBIO,
+        FIOCLEX,         FIONCLEX,          FS_IOC_GETFLAGS, FS_IOC32_GETFLAGS,
+        FS_IOC_FSGETXATTR,
+    };
+    static const struct pynox_bpf_set sets[] = {
+        {refused, sizeof refused / sizeof refused[0], RET_EPERM},
+        {allowed, sizeof allowed / sizeof allowed[0], RET_ALLOW},
+    };
     pynox_bpf_load(prog, ARG_LO(1));
-    pynox_bpf_ret_if_one_of(prog, requests, sizeof requests / sizeof requests[0], RET_EPERM,
-                            RET_ALLOW);
+    pynox_bpf_ret_by_set(prog, sets, sizeof sets / sizeof sets[0], RET_ERRNO(ENOTTY));
 }
 
 /* utimensat(fd, NULL, ...) is futimens() on a descriptor the process

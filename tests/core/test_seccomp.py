@@ -426,3 +426,78 @@ def test_terminal_injection_ioctls_are_denied() -> None:
         "TIOCLINUX": errno.EPERM,
         "tcgetattr": 0,
     }
+
+
+FIGETBSZ = 2  # _IO(0, 2): the file system's block size
+SIOCGIFCONF = 0x8912  # the host's network interfaces and their addresses
+IFCONF_SIZE = 16  # struct ifconf: a length, then a pointer (NULL: "how much room?")
+FS_IOC_GETFLAGS = 0x80086601
+
+
+def _ioctls_programs_use(ctx: dict[str, int]) -> dict[str, int]:
+    """The ioctls Python and common packages make on a terminal, a pipe, a socket and a
+    file: 0 for each that worked."""
+    slave, pipe_r, pipe_w, file_fd = ctx["slave"], ctx["pipe_r"], ctx["pipe_w"], ctx["file"]
+    attributes = termios.tcgetattr(slave)
+    left, _ = socket.socketpair()
+    return {
+        "isatty": 0 if os.isatty(slave) else -1,
+        "tcgetattr": errno_of(termios.tcgetattr, slave),
+        "tcsetattr-now": errno_of(termios.tcsetattr, slave, termios.TCSANOW, attributes),
+        "tcsetattr-drain": errno_of(termios.tcsetattr, slave, termios.TCSADRAIN, attributes),
+        "tcsetattr-flush": errno_of(termios.tcsetattr, slave, termios.TCSAFLUSH, attributes),
+        "tcdrain": errno_of(termios.tcdrain, slave),
+        "tcflush": errno_of(termios.tcflush, slave, termios.TCIFLUSH),
+        "tcgetpgrp": errno_of(os.tcgetpgrp, slave),
+        "terminal-size": errno_of(os.get_terminal_size, slave),
+        "outq": errno_of(fcntl.ioctl, slave, termios.TIOCOUTQ, bytes(4)),
+        "fionread-pipe": errno_of(fcntl.ioctl, pipe_r, termios.FIONREAD, bytes(4)),
+        "set-inheritable": errno_of(os.set_inheritable, pipe_w, True),
+        "socket-nonblocking": errno_of(left.setblocking, False),
+        "getflags": errno_of(fcntl.ioctl, file_fd, FS_IOC_GETFLAGS, bytes(8)),
+    }
+
+
+def _terminal_pipe_and_file(path: Path) -> dict[str, int]:
+    """Before the sandbox: a pty that is the process's controlling terminal, a pipe with
+    bytes waiting and a granted file, opened."""
+    ctx = _take_pty_as_controlling_terminal()
+    pipe_r, pipe_w = os.pipe()
+    os.write(pipe_w, b"waiting")
+    return {**ctx, "pipe_r": pipe_r, "pipe_w": pipe_w, "file": os.open(path, os.O_RDONLY)}
+
+
+@needs_landlock
+def test_the_ioctls_programs_make_still_work(tree: Path) -> None:
+    """ioctl is an allowlist: what the interpreter and its packages ask of a terminal, a
+    pipe, a socket or a file passes it."""
+    target = tree / "ro" / "f.txt"
+    result = sandboxed(
+        _ioctls_programs_use,
+        setup=lambda: _terminal_pipe_and_file(target),
+        policy_from=lambda ctx: {"keep": list(ctx.values())},
+        read=[tree / "ro"],
+    )
+    assert result == dict.fromkeys(result, 0)
+
+
+def _other_ioctls(path: Path) -> dict[str, int]:
+    left, _ = socket.socketpair()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return {
+            "block-size": errno_of(fcntl.ioctl, fd, FIGETBSZ, bytes(4)),
+            "interfaces": errno_of(fcntl.ioctl, left.fileno(), SIOCGIFCONF, bytes(IFCONF_SIZE)),
+        }
+    finally:
+        os.close(fd)
+
+
+@needs_landlock
+def test_ioctls_outside_the_allowlist_fail_as_unsupported(tree: Path) -> None:
+    """Requests the kernel alone answers (the block size of a granted file; the host's
+    network interfaces, through a Unix socket) fail with ENOTTY under the filter."""
+    target = tree / "ro" / "f.txt"
+    assert _other_ioctls(target) == {"block-size": 0, "interfaces": 0}
+    result = sandboxed(lambda _: _other_ioctls(target), read=[tree / "ro"])
+    assert result == {"block-size": errno.ENOTTY, "interfaces": errno.ENOTTY}
