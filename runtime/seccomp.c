@@ -40,9 +40,8 @@
 #define RET_ERRNO(e) (SECCOMP_RET_ERRNO | ((uint32_t)(e) & SECCOMP_RET_DATA))
 #define RET_EPERM RET_ERRNO(EPERM)
 
-/* Offsets of the low and high 32-bit words of argument i (little-endian). */
+/* Offset of the low 32-bit word of argument i (little-endian). */
 #define ARG_LO(i) ((uint32_t)(offsetof(struct seccomp_data, args) + (i) * sizeof(uint64_t)))
-#define ARG_HI(i) (ARG_LO(i) + (uint32_t)sizeof(uint32_t))
 
 #ifndef IOPRIO_WHO_PROCESS
 #define IOPRIO_WHO_PROCESS 1
@@ -59,6 +58,9 @@
 #endif
 #ifndef F_SETPIPE_SZ
 #define F_SETPIPE_SZ 1031
+#endif
+#ifndef F_SETLEASE
+#define F_SETLEASE 1024
 #endif
 #ifndef FIOSETOWN
 #define FIOSETOWN 0x8901
@@ -389,7 +391,9 @@ static const uint32_t denied_syscalls[] = {
 #ifdef __NR_mq_getsetattr
     __NR_mq_getsetattr,
 #endif
-    /* Metadata changes, which Landlock does not cover (utimensat is below). */
+    /* Metadata changes, which Landlock does not cover. Times too, by path or by
+     * descriptor: a file's owner may set them through any descriptor, one opened
+     * for reading under a read grant included. */
 #ifdef __NR_chmod
     __NR_chmod,
 #endif
@@ -450,6 +454,9 @@ static const uint32_t denied_syscalls[] = {
 #ifdef __NR_futimesat
     __NR_futimesat,
 #endif
+#ifdef __NR_utimensat
+    __NR_utimensat,
+#endif
 };
 
 /* Namespaces a clone() must not create. */
@@ -471,7 +478,6 @@ enum rule_kind {
     RULE_SOCKETPAIR,
     RULE_SOCKET_BUFFERS,
     RULE_IOCTL,
-    RULE_UTIMENSAT,
 };
 
 struct rule {
@@ -481,7 +487,7 @@ struct rule {
     uint32_t action;     /* RULE_DENY */
     unsigned int arg;    /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_ARG_BITS */
     uint32_t required;   /* RULE_WHO_IS_SELF */
-    uint32_t values[4];  /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_WHO_IS_SELF */
+    uint32_t values[5];  /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_WHO_IS_SELF */
     size_t count;
     uint32_t bits;       /* RULE_ARG_BITS */
     unsigned int when_arg;
@@ -642,20 +648,6 @@ static void emit_ioctl(struct pynox_bpf *prog)
     pynox_bpf_ret_by_set(prog, sets, sizeof sets / sizeof sets[0], RET_ERRNO(ENOTTY));
 }
 
-/* utimensat(fd, NULL, ...) is futimens() on a descriptor the process
- * already opened, which is fine; with a path it would change the times of
- * any file the process owns, which Landlock does not govern. The NULL test
- * reads both words, or a pointer whose low half is 0 would pass for NULL. */
-static void emit_utimensat(struct pynox_bpf *prog)
-{
-    pynox_bpf_load(prog, ARG_LO(1));
-    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 0, 3, 0);
-    pynox_bpf_load(prog, ARG_HI(1));
-    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0);
-    pynox_bpf_ret(prog, RET_ALLOW);
-    pynox_bpf_ret(prog, RET_EPERM);
-}
-
 static void emit_arg_bits(struct pynox_bpf *prog, const struct rule *rule)
 {
     if (rule->when_bits != 0) {
@@ -708,9 +700,6 @@ static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow
     case RULE_IOCTL:
         emit_ioctl(prog);
         return;
-    case RULE_UTIMENSAT:
-        emit_utimensat(prog);
-        return;
     }
     prog->broken = "a seccomp rule has an unknown kind";
 }
@@ -750,15 +739,21 @@ static void add_own_process_rules(struct rules *rules, pid_t pid, int new_sessio
  * signal. kill() is confined to this process (add_own_process_rules), but
  * only Landlock's signal scope (ABI 6, Linux 6.12) covers these signals, so
  * they are refused here on every kernel. The ioctl forms are in emit_ioctl.
- * A file keeps the owner it had (none, or this process after F_SETLEASE or
- * F_NOTIFY, which set it themselves).
+ * A file keeps the owner it had (none, or this process after F_NOTIFY,
+ * which sets it itself).
+ *
+ * A lease (F_SETLEASE) needs only a descriptor of a file the user owns, one
+ * opened for reading under a read grant included: whoever then opens the file
+ * for writing, outside the sandbox too, waits until the program lets go, up to
+ * fs.lease-break-time (45 s) each time.
  *
  * F_SETPIPE_SZ would let a pipe hold 1 MiB (fs.pipe-max-size) instead of
  * 64 KiB, memory RLIMIT_AS does not count: pipes keep their default size,
  * and hold less per descriptor than a socket (see limits.c). */
 static void add_fcntl_rules(struct rules *rules)
 {
-    static const uint32_t commands[] = {F_SETOWN, F_SETOWN_EX, F_SETSIG, F_SETPIPE_SZ};
+    static const uint32_t commands[] = {F_SETOWN, F_SETOWN_EX, F_SETSIG, F_SETPIPE_SZ,
+                                        F_SETLEASE};
     const size_t count = sizeof commands / sizeof commands[0];
     add_arg_in(rules, RULE_ARG_NOT_IN, __NR_fcntl, 1, 0, commands, count);
 #ifdef __NR_fcntl64
@@ -845,7 +840,6 @@ static void collect_rules(struct rules *rules, const struct pynox_policy *policy
     add_rule(rules, __NR_socketpair, RULE_SOCKETPAIR);
     add_rule(rules, __NR_ioctl, RULE_IOCTL);
     add_arg_in(rules, RULE_ARG_IN, __NR_personality, 0, 0, &personality_query, 1);
-    add_rule(rules, __NR_utimensat, RULE_UTIMENSAT);
     add_own_process_rules(rules, getpid(), policy->new_session);
     add_fcntl_rules(rules);
     add_no_set_id_rules(rules);

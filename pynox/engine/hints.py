@@ -236,6 +236,12 @@ def classify(
         # Without the network, the resolver's files are not readable: no name resolves,
         # not even localhost, before any socket is refused.
         return "network", None, None
+    if isinstance(exc.filename, int):
+        # A descriptor in place of a path (os.chmod(fd), os.utime(fd)): nothing to grant,
+        # but a metadata change is refused however the file is named.
+        metadata = event is not None and event[0] in _METADATA_EVENTS
+        refused = exc.errno in _DENIED_ERRNOS
+        return ("metadata" if metadata and refused else None), None, None
     path = None
     if exc.filename is not None:
         path = os.path.abspath(os.fsdecode(exc.filename))

@@ -96,14 +96,45 @@ def test_metadata_changes_are_denied(tree: Path) -> None:
 
 
 @needs_landlock
-def test_futimens_on_an_open_descriptor_stays_allowed(tree: Path) -> None:
-    target = tree / "rw" / "f.txt"
+def test_times_are_refused_through_descriptors_too(tree: Path) -> None:
+    """A file's owner may set its times through any descriptor of it, one opened for
+    reading included: futimens is refused as utime is."""
+    targets = {"read": tree / "ro" / "f.txt", "write": tree / "rw" / "f.txt"}
+    before = {name: path.stat().st_mtime_ns for name, path in targets.items()}
 
     def body(_: Any) -> Any:
-        fd = os.open(target, os.O_WRONLY)
-        return [errno_of(os.utime, fd, (1000, 1000)), -raw("utimensat", fd, None, None, 0)]
+        descriptors = {
+            "read": os.open(targets["read"], os.O_RDONLY),
+            "write": os.open(targets["write"], os.O_WRONLY),
+        }
+        return {
+            f"{how}-{name}": change(fd)
+            for name, fd in descriptors.items()
+            for how, change in (
+                ("times", lambda fd: errno_of(os.utime, fd, (1000, 1000))),
+                ("now", lambda fd: -raw("utimensat", fd, None, None, 0)),
+            )
+        }
 
-    assert sandboxed(body, write=[tree / "rw"]) == [0, 0]
+    result = sandboxed(body, read=[tree / "ro", tree / "rw"], write=[tree / "rw"])
+    assert result == dict.fromkeys(result, errno.EPERM)
+    assert {name: path.stat().st_mtime_ns for name, path in targets.items()} == before
+
+
+@needs_landlock
+def test_leases_are_refused(tree: Path) -> None:
+    """A read lease on a granted file would make its writers, outside too, wait for the
+    program (fs.lease-break-time, 45 s by default)."""
+    target = tree / "ro" / "f.txt"
+
+    def body(_: Any) -> Any:
+        fd = os.open(target, os.O_RDONLY)
+        return [
+            errno_of(fcntl.fcntl, fd, fcntl.F_SETLEASE, fcntl.F_RDLCK),
+            fcntl.fcntl(fd, fcntl.F_GETLEASE),
+        ]
+
+    assert sandboxed(body, read=[tree / "ro"]) == [errno.EPERM, fcntl.F_UNLCK]
 
 
 @needs_landlock

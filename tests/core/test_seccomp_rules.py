@@ -54,13 +54,14 @@ DENIED = [
     *("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat"),
     *("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"),
     *("setxattrat", "removexattrat", "file_setattr", "utime", "utimes", "futimesat"),
+    "utimensat",
 ]
 # Refused outright with ENOSYS, so that the C library falls back to a call the filter
 # can read (clone3 and openat2 pass their flags in memory).
 FALL_BACK = ["clone3", "openat2"]
 # Allowed or refused by their arguments: each has one rule that is not a plain denial.
 BY_ARGUMENTS = [
-    *("clone", "socket", "socketpair", "ioctl", "fcntl", "personality", "utimensat"),
+    *("clone", "socket", "socketpair", "ioctl", "fcntl", "personality"),
     *("kill", "tgkill", "prlimit64", "setpriority", "openat"),
 ]
 NETWORK = {"without-network": 0, "with-network": 1}

@@ -85,6 +85,21 @@ for target, label in ((W["ro_file"], "ro-file"), (__file__, "script")):
     attempt(f"removexattr-{label}", os.removexattr, target, "user.pynox")
 attempt("chmod-wo-file", os.chmod, W["wo_file"], 0o777)
 import fcntl, struct
+def through_descriptor(path, mode, change):
+    fd = os.open(path, mode)
+    try:
+        return change(fd)
+    finally:
+        os.close(fd)
+for target, mode, label in ((W["ro_file"], os.O_RDONLY, "ro-file"),
+                            (__file__, os.O_RDONLY, "script"),
+                            (W["wo_file"], os.O_WRONLY, "wo-file")):
+    attempt(f"futimens-{label}", through_descriptor, target, mode,
+            lambda fd: os.utime(fd, (0, 0)))
+    attempt(f"futimens-now-{label}", through_descriptor, target, mode, os.utime)
+# A lease makes whoever opens the file for writing, outside too, wait for the program.
+attempt("lease-ro-file", through_descriptor, W["ro_file"], os.O_RDONLY,
+        lambda fd: fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK))
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS, FS_NOATIME_FL = 0x80086601, 0x40086602, 0x80
 FS_IOC_FSGETXATTR, FS_IOC_FSSETXATTR, FS_XFLAG_NOATIME = 0x801C581F, 0x401C5820, 0x40
 def set_attribute(path, mode, get, put, flag):
@@ -191,6 +206,14 @@ FS_EXPECTED: list[tuple[str, str]] = [
     ("setxattr-script", NOT_PERMITTED),
     ("removexattr-script", NOT_PERMITTED),
     ("chmod-wo-file", NOT_PERMITTED),
+    # Times through a descriptor need only ownership, even one opened for reading.
+    ("futimens-ro-file", NOT_PERMITTED),
+    ("futimens-now-ro-file", NOT_PERMITTED),
+    ("futimens-script", NOT_PERMITTED),
+    ("futimens-now-script", NOT_PERMITTED),
+    ("futimens-wo-file", NOT_PERMITTED),
+    ("futimens-now-wo-file", NOT_PERMITTED),
+    ("lease-ro-file", NOT_PERMITTED),
     # File attributes (chattr) need only a descriptor of a file the user owns.
     ("chattr-ro-file", NOT_PERMITTED),
     ("fsxattr-ro-file", NOT_PERMITTED),

@@ -66,8 +66,20 @@ HINTED = [
         "chmod-script",
         "os.chmod(__file__, 0o777)",
         "PermissionError",
-        "changing file modes, owners, times or extended attributes is never allowed in the "
-        "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)",
+        "METADATA",
+    ),
+    # A descriptor in place of the path: the same refusal, with no path to name.
+    (
+        "chmod-descriptor",
+        "os.chmod(os.open(__file__, os.O_RDONLY), 0o777)",
+        "PermissionError",
+        "METADATA",
+    ),
+    (
+        "futimens-write-grant",
+        "os.utime(os.open(W['wo_file'], os.O_WRONLY), (0, 0))",
+        "PermissionError",
+        "METADATA",
     ),
     ("os-fork", "os.fork()", "PermissionError", "PROCESS"),
     ("os-system", "os.system('true')", "PermissionError", "PROCESS"),
@@ -121,6 +133,10 @@ HINTED = [
         "reading {secret} is not allowed; grant it with --allow-read={secret}",
     ),
 ]
+METADATA_HINT = (
+    "changing file modes, owners, times or extended attributes is never allowed in the "
+    "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)"
+)
 PROCESS_HINT = (
     "processes (subprocess, os.system, os.fork, multiprocessing, ProcessPoolExecutor) never "
     "run in the sandbox, threads do: use concurrent.futures.ThreadPoolExecutor or threading, "
@@ -141,7 +157,8 @@ def test_uncaught_denial_prints_the_hint(world: World, code: str, exc: str, hint
     assert err.startswith("Traceback (most recent call last):\n"), err
     last_python_line = [ln for ln in err.splitlines() if not ln.startswith("pynox:")][-1]
     assert last_python_line.startswith(exc + ":"), err
-    expected = PROCESS_HINT if hint == "PROCESS" else hint.format(**world.paths())
+    named = {"PROCESS": PROCESS_HINT, "METADATA": METADATA_HINT}
+    expected = named[hint] if hint in named else hint.format(**world.paths())
     assert hints(proc) == ["pynox: " + expected]
     assert err.endswith("pynox: " + expected + "\n")
     assert {p: snapshot(p) for p in before} == before
