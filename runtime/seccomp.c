@@ -200,6 +200,14 @@ static const uint32_t denied_syscalls[] = {
 #ifdef __NR_mount_setattr
     __NR_mount_setattr,
 #endif
+    /* Reading the mount table: every mount point, its file system and options,
+     * which Landlock keeps /proc from showing. */
+#ifdef __NR_statmount
+    __NR_statmount,
+#endif
+#ifdef __NR_listmount
+    __NR_listmount,
+#endif
     /* Kernel attack surface an interpreter has no use for. */
 #ifdef __NR_bpf
     __NR_bpf,

@@ -97,6 +97,12 @@
 #ifndef __NR_fchmodat2
 #define __NR_fchmodat2 452
 #endif
+#ifndef __NR_statmount
+#define __NR_statmount 457
+#endif
+#ifndef __NR_listmount
+#define __NR_listmount 458
+#endif
 #ifndef __NR_setxattrat
 #define __NR_setxattrat 463
 #endif

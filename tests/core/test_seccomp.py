@@ -249,6 +249,8 @@ DENIED_RAW = [
     ("fsmount", (-1, 0, 0)),
     ("fspick", (-1, None, 0xFFFF)),
     ("mount_setattr", (-1, None, 0xFFFF, None, 0)),
+    ("statmount", (None, None, 0, 0)),
+    ("listmount", (None, None, 0, 0)),
     ("bpf", (9999, None, 0)),
     ("perf_event_open", (None, 0, -1, -1, 0xFFFF)),
     ("keyctl", (9999, 0, 0, 0, 0)),

@@ -31,7 +31,7 @@ DENIED = [
     *("pidfd_getfd", "pidfd_send_signal", "process_madvise"),
     # mounts and the root directory
     *("mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "open_tree_attr"),
-    *("fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr"),
+    *("fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "statmount", "listmount"),
     # kernel attack surface, and memory RLIMIT_AS does not count
     *("bpf", "perf_event_open", "keyctl", "add_key", "request_key", "userfaultfd"),
     *("memfd_create", "memfd_secret", "vmsplice", "io_uring_setup", "io_uring_enter"),

@@ -71,6 +71,9 @@ sys_attempt("mount", "mount", b"none", W["rw"].encode(), b"pynox-no-such-fs", 0,
 sys_attempt("umount2", "umount2", b"/", 0xFFFF)
 sys_attempt("pivot-root", "pivot_root", b"/", b"/")
 sys_attempt("chroot", "chroot", W["rw"].encode())
+# The mount table from the root down (struct mnt_id_req, LSMT_ROOT): room for 64 ids.
+sys_attempt("listmount", "listmount",
+            __import__("struct").pack("IIQQ", 24, 0, 2**64 - 1, 0), bytes(512), 64, 0)
 sys_attempt("bpf", "bpf", 9999, None, 0)
 sys_attempt("perf-event-open", "perf_event_open", None, 0, -1, -1, 0xFFFF)
 sys_attempt("keyctl", "keyctl", 9999, 0, 0, 0, 0)
@@ -144,6 +147,7 @@ RAW_EXPECTED: list[tuple[str, str]] = [
     ("umount2", E),
     ("pivot-root", E),
     ("chroot", E),
+    ("listmount", E),
     ("bpf", E),
     ("perf-event-open", E),
     ("keyctl", E),

@@ -37,6 +37,8 @@ _NUMBERS: dict[str, tuple[int | None, int | None]] = {
     "fsconfig": (431, 431),
     "fsmount": (432, 432),
     "fspick": (433, 433),
+    "statmount": (457, 457),
+    "listmount": (458, 458),
     "mount_setattr": (442, 442),
     "bpf": (321, 280),
     "perf_event_open": (298, 241),
