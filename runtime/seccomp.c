@@ -399,6 +399,28 @@ static const uint32_t denied_syscalls[] = {
 #ifdef __NR_mq_getsetattr
     __NR_mq_getsetattr,
 #endif
+    /* Extended attributes read by path: Landlock does not govern them, and they
+     * hold what any program stored on any file (a browser, the address a download
+     * came from). A file the program may open gives its own through the descriptor
+     * (fgetxattr, flistxattr: an O_PATH descriptor does not serve). */
+#ifdef __NR_getxattr
+    __NR_getxattr,
+#endif
+#ifdef __NR_lgetxattr
+    __NR_lgetxattr,
+#endif
+#ifdef __NR_listxattr
+    __NR_listxattr,
+#endif
+#ifdef __NR_llistxattr
+    __NR_llistxattr,
+#endif
+#ifdef __NR_getxattrat
+    __NR_getxattrat,
+#endif
+#ifdef __NR_listxattrat
+    __NR_listxattrat,
+#endif
     /* Metadata changes, which Landlock does not cover. Times too, by path or by
      * descriptor: a file's owner may set them through any descriptor, one opened
      * for reading under a read grant included. */

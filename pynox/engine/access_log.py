@@ -31,35 +31,42 @@ PROCESS_EVENTS = frozenset(
 # refusal is known by the module of the frame it was raised in.
 PROCESS_MODULES = ("multiprocessing", "concurrent.futures.process")
 
-WATCHED_EVENTS = PROCESS_EVENTS | frozenset(
-    {
-        "open",
-        "os.listdir",
-        "os.scandir",
-        "os.mkdir",
-        "os.remove",
-        "os.rmdir",
-        "os.rename",
-        "os.link",
-        "os.symlink",
-        "os.truncate",
-        "os.chmod",
-        "os.chown",
-        "os.utime",
-        "os.setxattr",
-        "os.removexattr",
-        "os.chdir",
-        "shutil.copyfile",
-        "shutil.copymode",
-        "shutil.copystat",
-        "shutil.rmtree",
-        "socket.__new__",
-        "socket.bind",
-        "socket.connect",
-        "os.kill",
-        "os.killpg",
-        "sqlite3.connect",
-    }
+# Extended attributes read by path, which seccomp refuses whatever the path.
+XATTR_READ_EVENTS = frozenset({"os.getxattr", "os.listxattr"})
+
+WATCHED_EVENTS = (
+    PROCESS_EVENTS
+    | XATTR_READ_EVENTS
+    | frozenset(
+        {
+            "open",
+            "os.listdir",
+            "os.scandir",
+            "os.mkdir",
+            "os.remove",
+            "os.rmdir",
+            "os.rename",
+            "os.link",
+            "os.symlink",
+            "os.truncate",
+            "os.chmod",
+            "os.chown",
+            "os.utime",
+            "os.setxattr",
+            "os.removexattr",
+            "os.chdir",
+            "shutil.copyfile",
+            "shutil.copymode",
+            "shutil.copystat",
+            "shutil.rmtree",
+            "socket.__new__",
+            "socket.bind",
+            "socket.connect",
+            "os.kill",
+            "os.killpg",
+            "sqlite3.connect",
+        }
+    )
 )
 
 

@@ -23,6 +23,7 @@ KINDS = frozenset(
         "file_size",
         "process",
         "metadata",
+        "xattr_by_path",
         "unix_socket",
         "other_socket",
         "network",
@@ -45,6 +46,10 @@ PROCESS_HINT = (
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
     "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)"
+)
+XATTR_BY_PATH_HINT = (
+    "reading extended attributes by path is never allowed in the sandbox; read them from a "
+    "file the program opened (os.getxattr(fd, name), os.listxattr(fd))"
 )
 UNIX_SOCKET_HINT = "Unix sockets of the host are never allowed in the sandbox"
 OTHER_SOCKET_HINT = "only IPv4 and IPv6 sockets can be allowed in the sandbox"
@@ -134,6 +139,7 @@ def format_hint(
     fixed = {
         "process": PROCESS_HINT,
         "metadata": METADATA_HINT,
+        "xattr_by_path": XATTR_BY_PATH_HINT,
         "unix_socket": UNIX_SOCKET_HINT,
         "other_socket": OTHER_SOCKET_HINT,
     }

@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 
-from pynox.engine.access_log import PROCESS_EVENTS, PROCESS_MODULES
+from pynox.engine.access_log import PROCESS_EVENTS, PROCESS_MODULES, XATTR_READ_EVENTS
 from pynox.policy.path_grant import real_path
 
 TYPE_CHECKING = False
@@ -188,15 +188,21 @@ def _sqlite_database(
     return kind, target, database
 
 
-def _raised_in_process_module(exc: BaseException) -> bool:
-    """Whether the innermost frame of exc's traceback is multiprocessing's own."""
+def _innermost_module(exc: BaseException) -> str | None:
+    """The module of the innermost frame of exc's traceback."""
     tb = exc.__traceback__
     if tb is None:
-        return False
+        return None
     while tb.tb_next is not None:
         tb = tb.tb_next
     module = tb.tb_frame.f_globals.get("__name__")
-    if not isinstance(module, str):
+    return module if isinstance(module, str) else None
+
+
+def _raised_in_process_module(exc: BaseException) -> bool:
+    """Whether the innermost frame of exc's traceback is multiprocessing's own."""
+    module = _innermost_module(exc)
+    if module is None:
         return False
     return any(module == name or module.startswith(name + ".") for name in PROCESS_MODULES)
 
@@ -236,12 +242,18 @@ def classify(
         # Without the network, the resolver's files are not readable: no name resolves,
         # not even localhost, before any socket is refused.
         return "network", None, None
+    name = event[0] if event is not None else ""
+    if name in XATTR_READ_EVENTS and exc.errno == errno.EPERM and event is not None:
+        if _innermost_module(exc) == "shutil":
+            return "metadata", None, None  # copy2 and copystat copy the attributes first
+        named = event[1][0] if event[1] else None
+        if not isinstance(named, int):  # a path, or None for the working directory
+            return "xattr_by_path", None, None
     if isinstance(exc.filename, int):
         # A descriptor in place of a path (os.chmod(fd), os.utime(fd)): nothing to grant,
         # but a metadata change is refused however the file is named.
-        metadata = event is not None and event[0] in _METADATA_EVENTS
         refused = exc.errno in _DENIED_ERRNOS
-        return ("metadata" if metadata and refused else None), None, None
+        return ("metadata" if name in _METADATA_EVENTS and refused else None), None, None
     path = None
     if exc.filename is not None:
         path = os.path.abspath(os.fsdecode(exc.filename))
@@ -251,7 +263,6 @@ def classify(
         return "open_files", None, path
     if exc.errno not in _DENIED_ERRNOS:
         return None, None, path
-    name = event[0] if event is not None else ""
     if name in PROCESS_EVENTS or _raised_in_process_module(exc):
         return "process", None, path
     if name == "socket.__new__" and path is None and event is not None:

@@ -50,6 +50,8 @@ DENIED = [
     *("shmget", "shmat", "shmdt", "shmctl", "msgget", "msgsnd", "msgrcv", "msgctl"),
     *("semget", "semop", "semctl", "semtimedop", "mq_open", "mq_unlink", "mq_timedsend"),
     *("mq_timedreceive", "mq_notify", "mq_getsetattr"),
+    # extended attributes read by path, which Landlock does not cover
+    *("getxattr", "lgetxattr", "listxattr", "llistxattr", "getxattrat", "listxattrat"),
     # metadata, which Landlock does not cover
     *("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat"),
     *("setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr"),

@@ -12,6 +12,7 @@ import textwrap
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from support.commands import pynox
@@ -287,6 +288,45 @@ def test_fs_writes_in_granted_dirs_landed(fs_run: FsRun) -> None:
     assert w.ro_file.stat().st_nlink == 1
     assert w.secret.stat().st_nlink == 1
     assert stat.S_IMODE(w.wo_file.stat().st_mode) != 0o777
+
+
+XATTR = "user.pynox.origin"
+XATTR_VALUE = b"https://example.com/download?token=secret"
+XATTR_PROBE = f"""
+attempt("getxattr-secret", os.getxattr, W["secret"], "{XATTR}")
+attempt("listxattr-secret", os.listxattr, W["secret"])
+attempt("listxattr-home", os.listxattr, W["home"])
+# An O_PATH descriptor opens without Landlock's read right, but serves no attribute.
+attempt("getxattr-secret-by-o-path", os.getxattr, os.open(W["secret"], os.O_PATH), "{XATTR}")
+attempt("getxattr-ro-file-by-path", os.getxattr, W["ro_file"], "{XATTR}")
+attempt("getxattr-ro-file-by-descriptor", os.getxattr, os.open(W["ro_file"], os.O_RDONLY),
+        "{XATTR}")
+print("done: ok")
+"""
+
+
+@pytest.mark.parametrize("mode", PROBE_MODES)
+def test_extended_attributes_are_read_only_through_an_open_file(mode: str, tmp_path: Path) -> None:
+    """Landlock does not govern reading extended attributes by path: they would tell
+    what any program stored on any file (where a download came from, say)."""
+    w = make_world(tmp_path)
+    for path in (w.secret, w.ro_file):
+        try:
+            os.setxattr(path, XATTR, XATTR_VALUE)
+        except OSError as exc:
+            pytest.skip(f"the tests' file system keeps no user extended attributes: {exc}")
+    w.app.joinpath("probe.py").write_text(PRELUDE + XATTR_PROBE)
+    proc = run_grants_probe(mode, w, w.app / "probe.py")
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+    assert outcomes(proc) == {
+        "getxattr-secret": NOT_PERMITTED,
+        "listxattr-secret": NOT_PERMITTED,
+        "listxattr-home": NOT_PERMITTED,
+        "getxattr-secret-by-o-path": "OSError EBADF",
+        "getxattr-ro-file-by-path": NOT_PERMITTED,
+        "getxattr-ro-file-by-descriptor": f"ok {XATTR_VALUE!r}",
+        "done": "ok",
+    }
 
 
 def test_reading_the_cwd_with_c_code_is_denied(world: World) -> None:

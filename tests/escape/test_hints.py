@@ -81,6 +81,15 @@ HINTED = [
         "PermissionError",
         "METADATA",
     ),
+    (
+        "shutil-copy2",
+        "import shutil; shutil.copy2(W['ro_file'], W['rw'] + '/copy.txt')",
+        "PermissionError",
+        "METADATA",
+    ),
+    # Extended attributes are read through a file the program opened, never by path.
+    ("getxattr-by-path", "os.getxattr(W['ro_file'], 'user.pynox')", "PermissionError", "XATTR"),
+    ("listxattr-by-path", "os.listxattr(W['secret'])", "PermissionError", "XATTR"),
     ("os-fork", "os.fork()", "PermissionError", "PROCESS"),
     ("os-system", "os.system('true')", "PermissionError", "PROCESS"),
     ("subprocess-run", "import subprocess; subprocess.run(['true'])", "PermissionError", "PROCESS"),
@@ -137,6 +146,10 @@ METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
     "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)"
 )
+XATTR_HINT = (
+    "reading extended attributes by path is never allowed in the sandbox; read them from a "
+    "file the program opened (os.getxattr(fd, name), os.listxattr(fd))"
+)
 PROCESS_HINT = (
     "processes (subprocess, os.system, os.fork, multiprocessing, ProcessPoolExecutor) never "
     "run in the sandbox, threads do: use concurrent.futures.ThreadPoolExecutor or threading, "
@@ -157,7 +170,7 @@ def test_uncaught_denial_prints_the_hint(world: World, code: str, exc: str, hint
     assert err.startswith("Traceback (most recent call last):\n"), err
     last_python_line = [ln for ln in err.splitlines() if not ln.startswith("pynox:")][-1]
     assert last_python_line.startswith(exc + ":"), err
-    named = {"PROCESS": PROCESS_HINT, "METADATA": METADATA_HINT}
+    named = {"PROCESS": PROCESS_HINT, "METADATA": METADATA_HINT, "XATTR": XATTR_HINT}
     expected = named[hint] if hint in named else hint.format(**world.paths())
     assert hints(proc) == ["pynox: " + expected]
     assert err.endswith("pynox: " + expected + "\n")
