@@ -191,9 +191,17 @@ static int open_without_links(const char *path)
     return dir;
 }
 
+/* Rulesets that get the same rules: a pool's spare prepares two, which differ only
+ * in the network rights they handle, and opens each path once for both. */
+struct rulesets {
+    const int *fds;
+    size_t count;
+};
+
 /* Grants `rights` (masked to what the ABI handles and the file type allows)
- * beneath `path`; a path the caller resolved is opened without following links. */
-static int add_path_rule(int ruleset_fd, const char *path, int resolved, const char *kind,
+ * beneath `path` in every ruleset of `into`; a path the caller resolved is
+ * opened without following links. */
+static int add_path_rule(struct rulesets into, const char *path, int resolved, const char *kind,
                          __u64 rights, __u64 handled, char *err, size_t err_len)
 {
     if (path == NULL)
@@ -218,7 +226,9 @@ static int add_path_rule(int ruleset_fd, const char *path, int resolved, const c
     if (!S_ISDIR(st.st_mode))
         rights &= ACCESS_FILE;
     struct landlock_path_beneath_attr rule = {.allowed_access = rights, .parent_fd = fd};
-    long rc = syscall(__NR_landlock_add_rule, ruleset_fd, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+    long rc = 0;
+    for (size_t i = 0; rc == 0 && i < into.count; i++)
+        rc = syscall(__NR_landlock_add_rule, into.fds[i], LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
     int saved = errno;
     (void)close(fd); /* O_PATH descriptor: nothing to flush */
     if (rc != 0)
@@ -227,17 +237,17 @@ static int add_path_rule(int ruleset_fd, const char *path, int resolved, const c
     return 0;
 }
 
-static int add_rules(int ruleset_fd, const struct pynox_policy *policy, __u64 handled,
+static int add_rules(struct rulesets into, const struct pynox_policy *policy, __u64 handled,
                      char *err, size_t err_len)
 {
     /* A path in both lists gets two rules; Landlock grants their union. */
     int resolved = policy->paths_resolved;
     for (size_t i = 0; i < policy->read_count; i++)
-        if (add_path_rule(ruleset_fd, policy->read_paths[i], resolved, "read", READ_RIGHTS, handled,
+        if (add_path_rule(into, policy->read_paths[i], resolved, "read", READ_RIGHTS, handled,
                           err, err_len) != 0)
             return -1;
     for (size_t i = 0; i < policy->write_count; i++)
-        if (add_path_rule(ruleset_fd, policy->write_paths[i], resolved, "write", WRITE_RIGHTS,
+        if (add_path_rule(into, policy->write_paths[i], resolved, "write", WRITE_RIGHTS,
                           handled, err, err_len) != 0)
             return -1;
     return 0;
@@ -284,7 +294,7 @@ int pynox_apply_landlock_of(const struct pynox_policy *const *policies, size_t c
         return -1;
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < count; i++)
-        rc = add_rules(ruleset_fd, policies[i], handled, err, err_len);
+        rc = add_rules((struct rulesets){&ruleset_fd, 1}, policies[i], handled, err, err_len);
     if (rc == 0 && syscall(__NR_landlock_restrict_self, ruleset_fd, 0) != 0)
         rc = pynox_fail(err, err_len, "landlock_restrict_self() failed: %s", strerror(errno));
     (void)close(ruleset_fd); /* the domain lives on in the process */
@@ -310,10 +320,15 @@ int pynox_landlock_prepare(const struct pynox_policy *base, int rulesets[2],
     __u64 handled = 0;
     for (int deny_tcp = 0; deny_tcp < 2; deny_tcp++) {
         rulesets[deny_tcp] = new_ruleset(abi, deny_tcp, &handled, err, err_len);
-        if (rulesets[deny_tcp] < 0 || add_rules(rulesets[deny_tcp], base, handled, err, err_len)) {
+        if (rulesets[deny_tcp] < 0) {
             close_rulesets(rulesets);
             return -1;
         }
+    }
+    /* Both handle the same file-system rights: one opening of each path serves both. */
+    if (add_rules((struct rulesets){rulesets, 2}, base, handled, err, err_len) != 0) {
+        close_rulesets(rulesets);
+        return -1;
     }
     *handled_fs = handled;
     return 0;
@@ -326,7 +341,8 @@ int pynox_landlock_finish(int rulesets[2], unsigned long long handled_fs,
     int rc = -1;
     if (rulesets[chosen] < 0)
         rc = pynox_fail(err, err_len, "the Landlock ruleset was not prepared");
-    else if (add_rules(rulesets[chosen], policy, (__u64)handled_fs, err, err_len) == 0) {
+    else if (add_rules((struct rulesets){&rulesets[chosen], 1}, policy, (__u64)handled_fs, err,
+                       err_len) == 0) {
         rc = 0;
         if (syscall(__NR_landlock_restrict_self, rulesets[chosen], 0) != 0)
             rc = pynox_fail(err, err_len, "landlock_restrict_self() failed: %s",
