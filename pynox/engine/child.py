@@ -76,20 +76,29 @@ def prepare(setup: ChildSetup) -> None:
     """What every child does whatever its policy: the pool does this ahead of requests."""
     _reset_signals()
     try:
-        # Before the environment is emptied: where the user site is (see
-        # pynox.engine.report._module_hint).
-        setup.user_base = os.environ.get("PYTHONUSERBASE") or _home_local()
+        if not setup.environment_emptied:
+            setup.user_base, setup.scrub_failure = empty_environment()
+            setup.environment_emptied = True
         _setup_stdio(setup)
-        try:
-            scrub_environment()
-        except SandboxError as exc:
-            # Reported after confinement is tried: where the kernel cannot
-            # sandbox at all (an emulator, say), that is the reason to give.
-            setup.scrub_failure = exc
         json_hook.install()  # json.dump's fast path, once the program imports json
         sys.addaudithook(ACCESS_LOG)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
+
+
+def empty_environment() -> "tuple[str | None, SandboxError | None]":
+    """Empties the environment, in os.environ and in memory (scrub_environment).
+
+    Returns where the user site is, read first (see pynox.engine.report._module_hint),
+    and why emptying failed, if it did: raised once confinement is tried, since where
+    the kernel cannot sandbox at all (an emulator, say) that is the reason to give.
+    """
+    user_base = os.environ.get("PYTHONUSERBASE") or _home_local()
+    try:
+        scrub_environment()
+    except SandboxError as exc:
+        return user_base, exc
+    return user_base, None
 
 
 def _home_local() -> str | None:

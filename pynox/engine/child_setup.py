@@ -47,6 +47,7 @@ class ChildSetup:
         "channel_fd",
         "pool_link",
         "scrub_failure",
+        "environment_emptied",
         "prepared",
         "scratch_fd",
         "end_fd",
@@ -72,6 +73,10 @@ class ChildSetup:
         self.channel_fd: int | None = None
         self.pool_link: PoolLink | None = None
         self.scrub_failure: SandboxError | None = None
+        # Whether the environment was emptied before this process was forked (a pool's
+        # zygote empties its own once, for every spare), with user_base and
+        # scrub_failure set then (pynox.engine.child.empty_environment).
+        self.environment_emptied = False
         # A pool's spare confines itself in two halves (pynox.engine.prepared_sandbox):
         # the first half, or why it failed, waits here for the request.
         self.prepared: Prepared | SandboxError | None = None

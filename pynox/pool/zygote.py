@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from types import CodeType
     from typing import NoReturn
 
+    from pynox.errors import SandboxError
+
 CHILD_FDS = ("stdout", "stderr", "report", "channel")
 # The server and the zygote trade a token, a pid or an exit status: a few dozen bytes.
 # The buffer is allocated per message, so it stays small (1 MiB cost a mapping each).
@@ -92,6 +94,9 @@ def _serve(
     poller.register(sock.fileno(), select.POLLIN)
     poller.register(wake_read, select.POLLIN)
     base = prepared_sandbox.base_policy(system_reads, os.getpid())  # shared by every spare
+    # Emptied once here: no spare's memory holds the user's environment, and none
+    # spends its own time emptying it.
+    emptied = child.empty_environment()
     while True:
         ready = {fd for fd, _ in _poll(poller)}
         if wake_read in ready:
@@ -102,7 +107,9 @@ def _serve(
         message, fds = _receive_or_leave(sock)
         pid = os.fork()
         if pid == 0:
-            _become_child(sock, wake_read, wake_write, fds, base, config_package_dirs, warmup_code)
+            _become_child(
+                sock, wake_read, wake_write, fds, base, emptied, config_package_dirs, warmup_code
+            )
         pidfd = os.pidfd_open(pid)
         _send_or_leave(sock, {"spawned": message.get("token"), "pid": pid}, [pidfd])
         for fd in (pidfd, *fds):
@@ -159,10 +166,14 @@ def _become_child(
     wake_write: int,
     fds: list[int],
     base: sandbox.CPolicy,
+    emptied: "tuple[str | None, SandboxError | None]",
     config_package_dirs: list[str],
     warmup_code: "CodeType | None",
 ) -> "NoReturn":
-    """A spare child: ready before any request, then confined to the one it gets."""
+    """A spare child: ready before any request, then confined to the one it gets.
+
+    emptied: what child.empty_environment() gave when the zygote emptied its own.
+    """
     _signal.set_wakeup_fd(-1)
     _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
     for fd in (sock.detach(), wake_read, wake_write):
@@ -173,6 +184,8 @@ def _become_child(
     setup.stdout_fd, setup.stderr_fd = named["stdout"], named["stderr"]
     setup.report_fd, setup.channel_fd = named["report"], named["channel"]
     setup.api_hints = True
+    setup.user_base, setup.scrub_failure = emptied
+    setup.environment_emptied = True
     setup.parent_pid = os.getppid()
     setup.config_package_dirs = config_package_dirs
     link = ChildLink(named["channel"])

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import uuid
 
 import pytest
 from support.commands import pynox
-from support.probes import MODES, World, outcomes, run_probe
+from support.pool_client import PoolClient, clean_env
+from support.probes import MODES, PRELUDE, World, outcomes, run_probe
 
 from pynox.engine.scratch import PREFIX as SCRATCH_PREFIX
 from pynox.engine.scratch import VARIABLES as SCRATCH_VARIABLES
@@ -54,32 +56,44 @@ def test_environment_holds_only_allowed_names(world: World) -> None:
     assert token.encode() not in proc.stdout
 
 
+# The kernel puts the environment strings at the top of the main stack, next to the
+# auxiliary vector's AT_EXECFN string; reading one's own memory needs no permission, so
+# a leftover copy there is as good as os.environ.
+STACK_SCAN = """
+LIBC.getauxval.restype = ctypes.c_ulong
+top = LIBC.getauxval(31)  # AT_EXECFN, near the environment strings
+found = []
+if top:
+    blob = ctypes.string_at(top - 16384, 16384)
+    found = [s.decode(errors="replace") for s in blob.split(b"\\0") if b"SECRET" in s]
+print("stack-scan:", json.dumps(found))
+"""
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_environment_values_are_not_left_in_memory(world: World, mode: str) -> None:
-    """The values of variables not granted must be gone, not just unlisted.
-
-    The kernel puts the environment strings at the top of the main stack, next
-    to the auxiliary vector's AT_EXECFN string; reading one's own memory needs
-    no permission, so a leftover copy there is as good as os.environ.
-    """
+    """The values of variables not granted must be gone, not just unlisted."""
     token = "tok-" + uuid.uuid4().hex
-    proc = run_probe(
-        world,
-        """
-        LIBC.getauxval.restype = ctypes.c_ulong
-        top = LIBC.getauxval(31)  # AT_EXECFN, near the environment strings
-        found = []
-        if top:
-            blob = ctypes.string_at(top - 16384, 16384)
-            found = [s.decode(errors="replace") for s in blob.split(b"\\0") if b"SECRET" in s]
-        print("stack-scan:", json.dumps(found))
-    """,
-        *MODES[mode],
-        env={"SECRET_TOKEN": token},
-    )
+    proc = run_probe(world, STACK_SCAN, *MODES[mode], env={"SECRET_TOKEN": token})
     assert proc.returncode == 0, proc.stderr
     assert outcomes(proc)["stack-scan"] == "[]"
     assert token.encode() not in proc.stdout
+
+
+def test_environment_values_are_not_left_in_a_pool_spare(world: World) -> None:
+    """A pool's zygote empties its environment once, for every spare it forks: no request
+    finds a value of it in os.environ or on its stack, whether its spare was forked
+    before the first request or after."""
+    token = "tok-" + uuid.uuid4().hex
+    code = PRELUDE + STACK_SCAN + 'print("environ:", json.dumps(dict(os.environ)))\n'
+    with PoolClient(workers=1, cwd=world.app, env=clean_env({"SECRET_TOKEN": token})) as client:
+        results = [client.run({"id": n, "code": code}) for n in range(3)]
+    for result in results:
+        assert result["exit"] == 0, result["stderr"]
+        lines = outcomes(subprocess.CompletedProcess([], 0, result["stdout"].encode()))
+        assert lines["stack-scan"] == "[]"
+        assert "SECRET_TOKEN" not in json.loads(lines["environ"])
+        assert token not in result["stdout"]
 
 
 @pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "GCONV_PATH"])
