@@ -1,9 +1,9 @@
 /* seccomp-BPF: the system-call denylist.
  *
  * Default ALLOW; a denied call fails with EPERM (never a kill or a trap, so
- * Python raises PermissionError and the program can carry on). ioctl is the
- * exception: an allowlist of requests, the others failing with ENOTTY (emit_ioctl). clone3 fails
- * with ENOSYS instead, so that glibc falls back to clone, whose flags a
+ * Python raises PermissionError and the program can carry on). ioctl is an
+ * allowlist of requests instead, the others failing with ENOTTY (emit_ioctl).
+ * clone3 fails with ENOSYS, so that glibc falls back to clone, whose flags a
  * filter can read (clone3 passes them in memory). Every argument check loads
  * the low 32 bits of the argument, which is all the kernel reads of an int,
  * a pid or an ioctl request.
@@ -635,8 +635,8 @@ static void emit_socket_buffers(struct pynox_bpf *prog)
  * feature falls back as it would elsewhere. File systems answer requests of their
  * own that check only the file's ownership or the directory's mode bits, which
  * Landlock does not govern (its ioctl right covers devices): on btrfs, a directory
- * opened for reading under a read grant was enough to create a subvolume in it or,
- * where the mount allows users to, to delete a whole subvolume below it.
+ * opened for reading under a read grant is enough to create a subvolume in it or,
+ * where the mount lets users, to delete a whole subvolume below it.
  *
  * Allowed: what the terminal a run shares with its user answers (its settings, in
  * the TCGETS2 forms newer C libraries use too, its size, its process group and
