@@ -249,11 +249,14 @@ def classify(
         named = event[1][0] if event[1] else None
         if not isinstance(named, int):  # a path, or None for the working directory
             return "xattr_by_path", None, None
-    if isinstance(exc.filename, int):
-        # A descriptor in place of a path (os.chmod(fd), os.utime(fd)): nothing to grant,
-        # but a metadata change is refused however the file is named.
-        refused = exc.errno in _DENIED_ERRNOS
-        return ("metadata" if name in _METADATA_EVENTS and refused else None), None, None
+    if exc.filename is None or isinstance(exc.filename, int):
+        # A descriptor in place of a path (os.chmod(fd), os.utime(fd)), or no name at all
+        # (os.utime before Python 3.13): nothing to grant, but a metadata change is
+        # refused however the file is named.
+        if name in _METADATA_EVENTS and exc.errno in _DENIED_ERRNOS:
+            return "metadata", None, None
+        if isinstance(exc.filename, int):
+            return None, None, None
     path = None
     if exc.filename is not None:
         path = os.path.abspath(os.fsdecode(exc.filename))

@@ -101,7 +101,8 @@ def btrfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     try:
         yield mountpoint
     finally:
-        subprocess.run(["umount", str(mountpoint)], check=True)
+        # Lazily: a pool's processes may still be leaving the directory they ran in.
+        subprocess.run(["umount", "--lazy", str(mountpoint)], check=True)
         image.unlink()
 
 

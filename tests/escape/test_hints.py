@@ -68,6 +68,8 @@ HINTED = [
         "PermissionError",
         "METADATA",
     ),
+    # Before Python 3.13, os.utime's error names no file: the same refusal and hint.
+    ("utime-read-grant", "os.utime(W['ro_file'], (0, 0))", "PermissionError", "METADATA"),
     # A descriptor in place of the path: the same refusal, with no path to name.
     (
         "chmod-descriptor",
