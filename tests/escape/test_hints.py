@@ -3,6 +3,7 @@ behind another exception): python's traceback, then exactly one `pynox:` hint li
 
 from __future__ import annotations
 
+import os
 import sys
 
 import pytest
@@ -179,3 +180,40 @@ def test_uncaught_denial_prints_the_hint(world: World, code: str, exc: str, hint
     assert {p: snapshot(p) for p in before} == before
     listing["app"] = sorted(set(listing["app"]) | {"probe.py"})
     assert listings(world) == listing
+
+
+# Hints that name no grant but another way to do the same: the refused code, then what the
+# hint says to write instead, and what that prints under the same grants.
+FOLLOWED = [
+    (
+        "copy2-then-copyfile",
+        "shutil.copy2(W['ro_file'], W['rw'] + '/copy.txt')",
+        "shutil.copyfile(W['ro_file'], W['rw'] + '/copy.txt')\n"
+        "print(open(W['rw'] + '/copy.txt').read(), end='')",
+        "read-only contents\n",
+    ),
+    (
+        "getxattr-by-descriptor",
+        "os.getxattr(W['ro_file'], 'user.pynox')",
+        "print(os.getxattr(os.open(W['ro_file'], os.O_RDONLY), 'user.pynox'))",
+        "b'kept'\n",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("refused", "instead", "printed"), [f[1:] for f in FOLLOWED], ids=[f[0] for f in FOLLOWED]
+)
+def test_doing_what_the_hint_says_works(
+    world: World, refused: str, instead: str, printed: str
+) -> None:
+    try:
+        os.setxattr(world.ro_file, "user.pynox", b"kept")
+    except OSError as exc:
+        if "getxattr" in refused:
+            pytest.skip(f"the tests' file system keeps no user extended attributes: {exc}")
+    proc = run_probe(world, "import shutil\n" + refused, *world.grants())
+    assert proc.returncode == 1 and len(hints(proc)) == 1, proc.stderr
+    proc = run_probe(world, "import shutil\n" + instead, *world.grants())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode() == printed
