@@ -78,7 +78,6 @@ def prepare(setup: ChildSetup) -> None:
     try:
         if not setup.environment_emptied:
             setup.user_base, setup.scrub_failure = empty_environment()
-            setup.environment_emptied = True
         _setup_stdio(setup)
         json_hook.install()  # json.dump's fast path, once the program imports json
         sys.addaudithook(ACCESS_LOG)
