@@ -9,8 +9,6 @@ work is done (see PoolServer._replenish and PoolServer.serve), so that it does n
 compete with a program that just started.
 """
 
-import threading
-
 from pynox.engine import scratch, scratch_removal
 from pynox.errors import PynoxError
 from pynox.pool import files as pool_files
@@ -26,6 +24,10 @@ def make(root: str) -> str:
 
 class ScratchKeeper:
     def __init__(self, root: str) -> None:
+        # Imported only now, after the zygote's fork (PoolServer.__init__): threading
+        # registers an after-fork hook that every spare would run, and pay for, at its fork.
+        import threading
+
         self.root = root
         self._lock = threading.Lock()
         self._work_to_do = threading.Condition(self._lock)

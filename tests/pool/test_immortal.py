@@ -1,6 +1,7 @@
 """The pool server's objects are immortal in its children from Python 3.12 on
 (runtime/immortal.c): a child that uses them writes nothing to their pages, so it copies
-fewer of them. Before 3.12 there is no such thing, and nothing changes."""
+fewer of them. Before 3.12 there is no such thing, and nothing changes. Nor do children
+inherit the server's threading, whose after-fork hook copies pages too."""
 
 from __future__ import annotations
 
@@ -93,3 +94,18 @@ def test_a_child_may_unfreeze_collect_and_replace_what_the_pool_holds() -> None:
         for _ in range(2):  # the next child starts from the pool's objects, unchanged
             assert_ok(client.run({"id": new_id(), "code": program}), "1/2 None ['collected']\n")
         assert client.close() == 0
+
+
+def test_children_fork_without_the_pool_servers_threading(pool: PoolClient) -> None:
+    """threading registers a hook that runs in every forked child and copies pages of its
+    own; the pool server imports it only after the zygote's fork, so a program that does
+    not use threads never pays for it, and one that does imports it as python would."""
+    program = code("""
+        import sys
+        print("threading" in sys.modules)
+        import threading
+        worker = threading.Thread(target=print, args=("a thread ran",))
+        worker.start()
+        worker.join()
+    """)
+    assert_ok(pool.run({"id": new_id(), "code": program}), "False\na thread ran\n")
