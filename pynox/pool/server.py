@@ -749,14 +749,14 @@ class PoolServer:
         return any(now - run.started < _SPARE_DELAY for run in self.child_runs.values())
 
     def _take_spare(self, policy: "Policy", functions: list[dict[str, str]]) -> Child:
-        child = self.spares.pop(0) if self.spares else self._spawn()
+        child = self.spares.pop(0) if self.spares else self._spawn(wanted_now=True)
         child.functions = {spec["name"] for spec in functions}
         child.stdout.limit = child.stderr.limit = policy.max_output
         return child
 
     def _replenish(self) -> None:
         while self.stdin_open and len(self.spares) < self.workers:
-            self.spares.append(self._spawn())
+            self.spares.append(self._spawn(wanted_now=bool(self.queue)))
         # Scratch directories made ahead, as spares are: a request does not wait for one.
         if self.stdin_open:
             self.scratch_keeper.keep_ready(self.workers)
@@ -777,7 +777,9 @@ class PoolServer:
             if pool_files.move_out_dir(run.policy.scratch, trash):
                 self.scratch_keeper.discard(trash)
 
-    def _spawn(self) -> Child:
+    def _spawn(self, wanted_now: bool) -> Child:
+        """A new spare. wanted_now: a request already waits for it (or for the next
+        spare), so it would not wait long enough to warm up (zygote._become_child)."""
         self.next_token += 1
         child = Child(self.next_token)
         out_r, out_w = os.pipe()
@@ -785,7 +787,11 @@ class PoolServer:
         rep_r, rep_w = os.pipe()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         chan = ours.detach()
-        zygote.send(self.zygote, {"token": child.token}, [out_w, err_w, rep_w, theirs.fileno()])
+        zygote.send(
+            self.zygote,
+            {"token": child.token, "wanted_now": wanted_now},
+            [out_w, err_w, rep_w, theirs.fileno()],
+        )
         for fd in (out_w, err_w, rep_w):
             os.close(fd)
         theirs.close()

@@ -108,7 +108,15 @@ def _serve(
         pid = os.fork()
         if pid == 0:
             _become_child(
-                sock, wake_read, wake_write, fds, base, emptied, config_package_dirs, warmup_code
+                sock,
+                wake_read,
+                wake_write,
+                fds,
+                base,
+                emptied,
+                config_package_dirs,
+                warmup_code,
+                wanted_now=message.get("wanted_now") is True,
             )
         pidfd = os.pidfd_open(pid)
         _send_or_leave(sock, {"spawned": message.get("token"), "pid": pid}, [pidfd])
@@ -169,10 +177,12 @@ def _become_child(
     emptied: "tuple[str | None, SandboxError | None]",
     config_package_dirs: list[str],
     warmup_code: "CodeType | None",
+    wanted_now: bool,
 ) -> "NoReturn":
     """A spare child: ready before any request, then confined to the one it gets.
 
     emptied: what child.empty_environment() gave when the zygote emptied its own.
+    wanted_now: whether a request already waits for a spare (see below).
     """
     _signal.set_wakeup_fd(-1)
     _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
@@ -192,14 +202,21 @@ def _become_child(
     setup.pool_link = link
     child.prepare(setup)
     shutdown.exit_announcer = link.announce_exit
+
     # Warming up pays only while the spare would wait anyway. In a busy pool its
-    # request is often there before it is ready: then the warm-up would only
-    # take CPU time from the requests that run meanwhile.
-    if not _request_waiting(setup.channel_fd):
+    # request is there, or queued for it, before it is ready: then the warm-up
+    # would only take CPU time from the requests that run meanwhile (it spares a
+    # request about a third of what it costs).
+    channel_fd = named["channel"]
+
+    def idle() -> bool:
+        return not wanted_now and not _request_waiting(channel_fd)
+
+    if idle():
         _warm_up()
-    if warmup_code is not None and not _request_waiting(setup.channel_fd):
+    if warmup_code is not None and idle():
         warmup.run_in_spare(warmup_code)
-    if not _request_waiting(setup.channel_fd):
+    if idle():
         _rehearse(setup)
     prepared_sandbox.prepare_child(setup, base)
     # What the spare holds now outlives the request: the collections a request's

@@ -1,5 +1,5 @@
 """The pool's warm-up (`--warmup`, `[pool].warmup`): host code that runs once in the pool
-server after its preloads and again in each spare before its request comes, with none of
+server after its preloads and again in each spare while it waits for its request, with none of
 its names, output or open files reaching a request."""
 
 from __future__ import annotations
@@ -41,6 +41,27 @@ def test_the_warmup_runs_in_the_pool_and_again_in_the_spare_before_its_request()
         assert_ok(client.run({"id": new_id(), "code": SHOW_COUNT}), "2\n")
         time.sleep(SETTLE)
         # The next spare forks from the same zygote: its count starts from the server's too.
+        assert_ok(client.run({"id": new_id(), "code": SHOW_COUNT}), "2\n")
+        assert client.close() == 0
+
+
+def test_a_spare_forked_for_a_waiting_request_skips_the_warmup() -> None:
+    """In a busy pool, warming a spare up would only take CPU time from the requests
+    that run meanwhile: the requests queued behind the first get spares that skip it."""
+    with PoolClient("--warmup", COUNTING, workers=1) as client:
+        time.sleep(SETTLE)
+        ids = [new_id() for _ in range(3)]
+        # The first runs long enough for a spare to warm up before the second may start.
+        codes = ["import time; time.sleep(0.3)\n" + SHOW_COUNT, SHOW_COUNT, SHOW_COUNT]
+        lines = b"".join(
+            json.dumps({"id": i, "code": text}).encode() + b"\n"
+            for i, text in zip(ids, codes, strict=True)
+        )
+        client.send_raw(lines)  # all at once: the second and third wait for spares
+        outputs = [client.result(i)["stdout"] for i in ids]
+        assert outputs == ["2\n", "1\n", "1\n"]
+        time.sleep(SETTLE)
+        # Idle again: the next spare warms up while it waits.
         assert_ok(client.run({"id": new_id(), "code": SHOW_COUNT}), "2\n")
         assert client.close() == 0
 
