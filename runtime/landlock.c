@@ -237,19 +237,44 @@ static int add_path_rule(struct rulesets into, const char *path, int resolved, c
     return 0;
 }
 
+static int is_write_path(const struct pynox_policy *policy, const char *path)
+{
+    for (size_t i = 0; i < policy->write_count; i++)
+        if (policy->write_paths[i] != NULL && strcmp(policy->write_paths[i], path) == 0)
+            return 1;
+    return 0;
+}
+
+static int is_read_path(const struct pynox_policy *policy, const char *path)
+{
+    for (size_t i = 0; i < policy->read_count; i++)
+        if (policy->read_paths[i] != NULL && strcmp(policy->read_paths[i], path) == 0)
+            return 1;
+    return 0;
+}
+
 static int add_rules(struct rulesets into, const struct pynox_policy *policy, __u64 handled,
                      char *err, size_t err_len)
 {
-    /* A path in both lists gets two rules; Landlock grants their union. */
+    /* A path in both lists (a run's scratch directory, say) is opened once, for one
+     * rule with both rights: what two rules would grant, Landlock's union. */
     int resolved = policy->paths_resolved;
-    for (size_t i = 0; i < policy->read_count; i++)
-        if (add_path_rule(into, policy->read_paths[i], resolved, "read", READ_RIGHTS, handled,
-                          err, err_len) != 0)
+    for (size_t i = 0; i < policy->read_count; i++) {
+        const char *path = policy->read_paths[i];
+        int writable = path != NULL && is_write_path(policy, path);
+        if (add_path_rule(into, path, resolved, writable ? "write" : "read",
+                          writable ? READ_RIGHTS | WRITE_RIGHTS : READ_RIGHTS, handled, err,
+                          err_len) != 0)
             return -1;
-    for (size_t i = 0; i < policy->write_count; i++)
-        if (add_path_rule(into, policy->write_paths[i], resolved, "write", WRITE_RIGHTS,
-                          handled, err, err_len) != 0)
+    }
+    for (size_t i = 0; i < policy->write_count; i++) {
+        const char *path = policy->write_paths[i];
+        if (path != NULL && is_read_path(policy, path))
+            continue; /* added with the reads */
+        if (add_path_rule(into, path, resolved, "write", WRITE_RIGHTS, handled, err, err_len) !=
+            0)
             return -1;
+    }
     return 0;
 }
 
