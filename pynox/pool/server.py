@@ -72,7 +72,7 @@ _SPARE_DELAY = 0.02
 # more than this many waiting, it removes them at once.
 _IDLE_CLEANUP = 0.02
 _USED_SCRATCH_MAX = 64
-# A run's output and report pipes go unread for its first moments (see _quiet): a small
+# A one-shot run's output and report pipes go unread for its first moments (_quiet): a small
 # program has written and closed them by the time it says it ended, and the pool server
 # then wakes once to read it all, instead of once per write and once per close.
 # Meanwhile its output pipes hold up to _QUIET_PIPE bytes (the most an unprivileged
@@ -1279,7 +1279,8 @@ class PoolServer:
         self._send_frame(
             session.child, {"type": "run", "code": message.get("code", ""), "name": name}
         )
-        self._quiet(run)
+        # No quiet start (_quiet): a step's pipes stay open, and its done frame, not
+        # their closing, tells the pool server the step ended.
 
     def _finish_step(
         self, run: Run, exit_code: int | None, error: "dict[str, Any] | None", ended: str | None
