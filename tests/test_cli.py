@@ -228,6 +228,30 @@ def test_allow_read_and_allow_write_are_separate(tmp_path: Path) -> None:
     assert not (data / "new.txt").exists()
 
 
+def test_a_path_granted_for_reading_and_for_writing_gets_both(tmp_path: Path) -> None:
+    """The same directory, and the same file, in --allow-read and in --allow-write: the
+    sandbox opens each once for one rule with both rights, which must grant both."""
+    folder = tmp_path / "both"
+    note = write(folder / "note.txt", "a")
+    single = write(tmp_path / "single.txt", "b")
+    code = (
+        "import os\n"
+        f"print(open({str(note)!r}).read(), sorted(os.listdir({str(folder)!r})))\n"
+        f"open({str(folder / 'new.txt')!r}, 'w').write('c')\n"
+        f"os.remove({str(note)!r})\n"
+        f"with open({str(single)!r}, 'r+') as file:\n"
+        "    print(file.read())\n"
+        "    file.write('!')\n"
+    )
+    grants = [f"--allow-{kind}={path}" for path in (folder, single) for kind in ("read", "write")]
+    proc = pynox(*grants, "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode() == "a ['note.txt']\nb\n"
+    assert (folder / "new.txt").read_text() == "c"
+    assert not note.exists()
+    assert single.read_text() == "b!"
+
+
 def test_relative_grants_resolve_against_the_working_directory(tmp_path: Path) -> None:
     write(tmp_path / "data" / "x.txt", "rel")
     proc = pynox(
