@@ -237,18 +237,11 @@ static int add_path_rule(struct rulesets into, const char *path, int resolved, c
     return 0;
 }
 
-static int is_write_path(const struct pynox_policy *policy, const char *path)
+/* Whether `path` is one of the `count` paths (a NULL entry matches nothing). */
+static int listed(const char *const *paths, size_t count, const char *path)
 {
-    for (size_t i = 0; i < policy->write_count; i++)
-        if (policy->write_paths[i] != NULL && strcmp(policy->write_paths[i], path) == 0)
-            return 1;
-    return 0;
-}
-
-static int is_read_path(const struct pynox_policy *policy, const char *path)
-{
-    for (size_t i = 0; i < policy->read_count; i++)
-        if (policy->read_paths[i] != NULL && strcmp(policy->read_paths[i], path) == 0)
+    for (size_t i = 0; i < count; i++)
+        if (paths[i] != NULL && strcmp(paths[i], path) == 0)
             return 1;
     return 0;
 }
@@ -261,7 +254,7 @@ static int add_rules(struct rulesets into, const struct pynox_policy *policy, __
     int resolved = policy->paths_resolved;
     for (size_t i = 0; i < policy->read_count; i++) {
         const char *path = policy->read_paths[i];
-        int writable = path != NULL && is_write_path(policy, path);
+        int writable = path != NULL && listed(policy->write_paths, policy->write_count, path);
         if (add_path_rule(into, path, resolved, writable ? "write" : "read",
                           writable ? READ_RIGHTS | WRITE_RIGHTS : READ_RIGHTS, handled, err,
                           err_len) != 0)
@@ -269,7 +262,7 @@ static int add_rules(struct rulesets into, const struct pynox_policy *policy, __
     }
     for (size_t i = 0; i < policy->write_count; i++) {
         const char *path = policy->write_paths[i];
-        if (path != NULL && is_read_path(policy, path))
+        if (path != NULL && listed(policy->read_paths, policy->read_count, path))
             continue; /* added with the reads */
         if (add_path_rule(into, path, resolved, "write", WRITE_RIGHTS, handled, err, err_len) !=
             0)
