@@ -107,11 +107,19 @@ def _home_local() -> str | None:
 
 def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
     """Applies the run's policy and runs the program; never returns."""
+    confine(policy, setup)
+    begin(program, policy, setup)
+
+
+def confine(policy: "Policy", setup: ChildSetup) -> None:
+    """Applies the run's policy: from here on nothing can widen this process's access.
+
+    A pool's primed spare does this before its program is known (see begin).
+    """
     global program_started
     program_started = True
     try:
         os.environ.update(policy.environment)
-        main_module, program_path = setup_interpreter(program, policy, setup)
         SourceLoader.source_to_code = _source_to_code  # type: ignore[method-assign, assignment]
         if policy.memory is not None:
             # A program that used up its memory leaves none to import the
@@ -120,6 +128,8 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
 
             if setup.report_fd is not None:
                 import json  # noqa: F401
+        if not setup.no_site and not hasattr(builtins, "exit"):
+            install_site_builtins()  # an import: while pynox's sys.path alone is there
         if setup.pool_link is not None:
             setup.pool_link.before_confinement()
         if isinstance(setup.prepared, SandboxError):
@@ -132,14 +142,22 @@ def start(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
             )
         if setup.scrub_failure is not None:
             raise setup.scrub_failure
-        # Only now may imports look where the program's files are: nothing that
-        # pynox imported before confinement came from a directory the program controls.
-        sys.path[:] = program_path
         if setup.report_fd is not None:
             os.write(setup.report_fd, REPORT_CONFINED)
         for fd in (setup.report_fd, setup.end_fd):
             if fd is not None:
                 setup.own_pipes[fd] = fd_identity(fd)
+    except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
+        _setup_failed(exc, setup)
+
+
+def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
+    """Runs the program in this confined process (confine); never returns."""
+    try:
+        main_module, program_path = setup_interpreter(program, policy, setup)
+        # Only now may imports look where the program's files are: nothing that
+        # pynox imported before confinement came from a directory the program controls.
+        sys.path[:] = program_path
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
     if setup.pool_link is not None:
@@ -289,8 +307,6 @@ def setup_interpreter(
             main.__dict__["__file__"] = program.filename
             main.__dict__["__cached__"] = None
     sys.modules["__main__"] = main
-    if not setup.no_site and not hasattr(builtins, "exit"):
-        install_site_builtins()
     return main, new_path
 
 
