@@ -49,6 +49,11 @@ class ScratchKeeper:
                 return self._ready.pop()
         return make(self.root)
 
+    def give_back(self, path: str) -> None:
+        """Takes back a directory that take() gave and nothing used."""
+        with self._lock:
+            self._ready.append(path)
+
     def keep_ready(self, count: int) -> None:
         """Asks the thread to keep count directories ready."""
         with self._lock:

@@ -48,7 +48,7 @@ from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
 from pynox.policy.path_grant import resolve_grant
 from pynox.policy.resolve import build_policy
-from pynox.pool import channel, warmup, zygote
+from pynox.pool import channel, priming, warmup, zygote
 from pynox.pool import files as pool_files
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from pynox.policy.resolve import Policy
+    from pynox.pool.priming import PolicyKey
 
 DEFAULT_WORKERS = 2
 _READ_CHUNK = 65536
@@ -176,6 +177,8 @@ class Child:
         self.script_errno: int | None = None  # why its script could not be read (0: not a file)
         self.scratch: str | None = None  # the scratch directory to remove once it is gone
         self.quiet_until = 0.0  # while its run is new: when its pipes are read again
+        self.ready = False  # a spare that warmed up and waits idle: it may be primed
+        self.primed: PolicyKey | None = None  # the policy it is confined to, if primed
 
     def kill(self, reason: str) -> None:
         if self.kill_reason is None:
@@ -204,6 +207,8 @@ class Run:
         # between two reads reaches the client whole. Empty once the run stops streaming.
         self.decoders: dict[str, codecs.IncrementalDecoder] = {}
         self.shown = Shown(echo=True)  # its value and images, as its child sends them
+        # Its policy before its scratch directory, if a primed spare may run it.
+        self.template: dict[str, Any] | None = None
 
     def stream(self) -> None:
         for role in ("stdout", "stderr"):
@@ -316,6 +321,8 @@ class PoolServer:
         self.next_token = 0
         self.stdin_open = True
         self.spares: list[Child] = []
+        # The policy spares are primed to: the last request's (pynox.pool.priming).
+        self.prime_template: dict[str, Any] | None = None
         self.dying: dict[int, Child] = {}  # by token: done, and given EXIT_GRACE to exit
         self.line = bytearray()
         self.discarding = False
@@ -408,6 +415,7 @@ class PoolServer:
             # with requests queued, spares are what they wait for.
             if self.queue or not self._just_started():
                 self._replenish()
+            self._prime_spares()
         self._close_sessions()
         self._finish_output()
         return 0
@@ -493,9 +501,7 @@ class PoolServer:
             self.line.clear()
             self.stdin_open = False
             self.poller.unregister(0)
-            for spare in self.spares:
-                self._close_fd(spare, "channel")  # an unused spare exits quietly
-            self.spares.clear()
+            self._close_spares(list(self.spares))
             return
         while data:
             newline = data.find(b"\n")
@@ -591,6 +597,8 @@ class PoolServer:
             session.queue.append((run, message))
             self._next_step(session)
             return
+        if not files and not functions:
+            run.template = priming.template(policy)
         self._scratch_for(policy)
         if files:
             try:
@@ -735,7 +743,7 @@ class PoolServer:
         while self.queue and busy < self.workers:
             run, message = self.queue.pop(0)
             functions = pool_request.host_functions(message)
-            run.child = self._take_spare(run.policy, functions)
+            run.child = self._take_spare(run.policy, functions, run.template)
             run.child.scratch = run.policy.scratch
             run.start_clock()
             self.child_runs[run.child.token] = run
@@ -748,11 +756,76 @@ class PoolServer:
         now = time.monotonic()
         return any(now - run.started < _SPARE_DELAY for run in self.child_runs.values())
 
-    def _take_spare(self, policy: "Policy", functions: list[dict[str, str]]) -> Child:
-        child = self.spares.pop(0) if self.spares else self._spawn(wanted_now=True)
+    def _take_spare(
+        self,
+        policy: "Policy",
+        functions: list[dict[str, str]],
+        template: "dict[str, Any] | None" = None,
+    ) -> Child:
+        """A child for a run: a spare primed to its policy if the run may take one (its
+        template), else a spare that is not primed, else one forked now."""
+        child = None if template is None else self._primed_spare(policy, template)
+        if child is None:
+            child = next((spare for spare in self.spares if spare.primed is None), None)
+            if child is not None:
+                self.spares.remove(child)
+            else:
+                child = self._spawn(wanted_now=True)
         child.functions = {spec["name"] for spec in functions}
         child.stdout.limit = child.stderr.limit = policy.max_output
         return child
+
+    def _primed_spare(self, policy: "Policy", template: "dict[str, Any]") -> Child | None:
+        """The spare primed to the run's policy, if there is one; the run takes its scratch
+        directory too. The run's policy is what the pool expects next from now on: spares
+        primed to anything else go, and new ones are primed to it."""
+        wanted = priming.key(template)
+        self.prime_template = template
+        found = None
+        stale = []
+        for spare in self.spares:
+            if spare.primed is None:
+                continue
+            if spare.primed != wanted:
+                stale.append(spare)
+            elif found is None:
+                found = spare
+        self._close_spares(stale)
+        if found is None:
+            return None
+        self.spares.remove(found)
+        # The one its confinement grants replaces the one made for the run, never used.
+        if policy.scratch is not None:
+            self.scratch_keeper.give_back(policy.scratch)
+        scratch.attach(policy, ready=found.scratch)
+        return found
+
+    def _prime_spares(self) -> None:
+        """Primes the spares that wait idle to the policy the pool expects next, but keeps
+        one spare in `workers` unprimed: a request of another policy takes that one."""
+        if self.prime_template is None or not self.stdin_open:
+            return
+        primed = sum(1 for spare in self.spares if spare.primed is not None)
+        for spare in self.spares:
+            if primed >= self.workers - 1:
+                return
+            if spare.ready and spare.primed is None:
+                policy = priming.from_template(self.prime_template)
+                try:
+                    self._scratch_for(policy)
+                except PynoxError:
+                    return  # a request then makes its own, and says why it cannot
+                spare.primed = priming.key(self.prime_template)
+                spare.scratch = policy.scratch
+                self._send_frame(spare, {"type": zygote.PRIME, "policy": policy.to_wire()})
+                primed += 1
+
+    def _close_spares(self, spares: list[Child]) -> None:
+        """Lets spares go unused: each exits once its channel closes."""
+        for spare in spares:
+            self.spares.remove(spare)
+            self._close_fd(spare, "channel")
+            self._expect_exit(spare)
 
     def _replenish(self) -> None:
         while self.stdin_open and len(self.spares) < self.workers:
@@ -833,7 +906,9 @@ class PoolServer:
                 "filename": name,
                 "source": message["code"],
             }
-        start.update(type="start", policy=policy.to_wire(), session=session, functions=functions)
+        start.update(type="start", session=session)
+        if child.primed is None:  # a primed spare has its policy, and no host functions
+            start.update(policy=policy.to_wire(), functions=functions)
         start["echo"] = not isinstance(script, str) or session
         try:
             self._send_frame(child, start)
@@ -1043,6 +1118,11 @@ class PoolServer:
             self._unquiet(child)
             self._drain(child)
             self._maybe_finish(child)
+        elif kind == zygote.READY:
+            # From a spare, which has run nothing yet; one that a request took meanwhile
+            # may send it still.
+            if run is None:
+                child.ready = True
         elif kind == "value" and run is not None:
             run.shown.take_value(frame)
         elif kind == "image" and run is not None:
@@ -1164,6 +1244,10 @@ class PoolServer:
             child.pidfd = None
         self.children.pop(child.token, None)
         self.dying.pop(child.token, None)
+        if child in self.spares:
+            self.spares.remove(child)  # it died waiting: no request may be given it
+            if child.primed is not None:
+                self.prime_template = None  # it failed its priming: none until a request
         run = self.child_runs.get(child.token)
         if run is not None and run.session is not None:
             self._finish_step(run, None, None, _how_it_ended(child))

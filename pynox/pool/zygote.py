@@ -6,7 +6,7 @@ or host-call data, and neither does any child it forks. The pool server sends it
 a child's descriptors; the zygote forks a spare child, hands back a pidfd,
 reaps its children and reports how each ended. A spare readies itself, then
 waits for its policy and program, which reach it over its own channel from the
-pool server.
+pool server; a spare the server primes gets its policy first (pynox.pool.priming).
 """
 
 import _signal
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from pynox.errors import SandboxError
 
 CHILD_FDS = ("stdout", "stderr", "report", "channel")
+# The frame a spare sends once it has warmed up and waits idle, and the one that primes it.
+READY = "ready"
+PRIME = "prime"
 # The server and the zygote trade a token, a pid or an exit status: a few dozen bytes.
 # The buffer is allocated per message, so it stays small (1 MiB cost a mapping each).
 MAX_MESSAGE = 4096
@@ -222,14 +225,21 @@ def _become_child(
     # What the spare holds now outlives the request: the collections a request's
     # end runs (see shutdown.finish) then look only at what the program made.
     gc.freeze()
+    if idle():
+        link.send({"type": READY})  # the pool server may prime it now (see below)
     start = channel.receive(setup.channel_fd)
+    policy = None
+    if start is not None and start.get("type") == PRIME:
+        # Primed: confined now to the policy the pool expects its next request to
+        # have, so that such a request finds the work done. The pool server sends a
+        # primed spare only a request of that very policy, and no host functions.
+        policy = Policy.from_wire(start["policy"])  # type: ignore[arg-type]
+        child.confine(policy, setup)
+        start = channel.receive(setup.channel_fd)
     if start is None:
         os._exit(0)  # the pool closed an unused spare
     link.session = bool(start.get("session"))
     link.echo = start.get("echo") is True
-    functions = start.get("functions")
-    link.functions = list(functions) if isinstance(functions, list) else []
-    policy = Policy.from_wire(start["policy"])  # type: ignore[arg-type]
     argv = start.get("argv")
     arguments = [str(arg) for arg in argv] if isinstance(argv, list) else []
     program = Program(str(start["kind"]), arguments)
@@ -239,7 +249,11 @@ def _become_child(
     program.source = b"" if program.kind == "script" else str(start.get("source", ""))
     path0 = start.get("path0")
     program.path0 = path0 if isinstance(path0, str) else None
-    child.start(program, policy, setup)
+    if policy is not None:
+        child.begin(program, policy, setup)
+    functions = start.get("functions")
+    link.functions = list(functions) if isinstance(functions, list) else []
+    child.start(program, Policy.from_wire(start["policy"]), setup)  # type: ignore[arg-type]
 
 
 def _request_waiting(fd: int) -> bool:

@@ -1,0 +1,194 @@
+"""Primed spares (pynox.pool.priming): a spare that waits idle confines itself ahead to the
+policy of the pool's last request; a request of that very policy runs there, and every
+other request gets a spare confined to its own policy, as if no spare had been primed."""
+
+from __future__ import annotations
+
+import base64
+import os
+import signal
+import time
+from pathlib import Path
+
+from support.pool_client import PoolClient, descendants, wait_gone
+from support.pool_requests import assert_ok, code, new_id
+
+# Prints the file it is given, or the error reading it, then the process that ran it.
+READ_THEN_PID = code("""
+    import os, sys
+    try:
+        print(open(sys.argv[1]).read())
+    except OSError as exc:
+        print(type(exc).__name__)
+    print(os.getpid())
+""")
+
+
+def _primed(client: PoolClient) -> set[int]:
+    """The pool's children confined to a run's policy: a spare that installed its run's
+    seccomp filter on top of the one every spare has while it waits."""
+    found = set()
+    for pid in descendants(client.pid, zombies=False):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("Seccomp_filters:") and int(line.split()[1]) >= 2:
+                found.add(pid)
+    return found
+
+
+def _wait_primed(client: PoolClient) -> set[int]:
+    deadline = time.monotonic() + 20
+    while not (primed := _primed(client)):
+        if time.monotonic() > deadline:
+            raise AssertionError("no spare of the pool was primed")
+        time.sleep(0.02)
+    return primed
+
+
+def _read(client: PoolClient, path: Path, grant: Path | None, **extra: object) -> tuple[str, int]:
+    """What a request granted `grant` (or nothing) read at path, and its process."""
+    request: dict[str, object] = {"id": new_id(), "code": READ_THEN_PID, "args": [str(path)]}
+    if grant is not None:
+        request["allow_read"] = [str(grant)]
+    request.update(extra)
+    result = client.run(request)
+    assert result["exit"] == 0, result
+    text, pid = result["stdout"].rsplit("\n", 2)[:2]
+    return text, int(pid)
+
+
+def test_a_request_of_the_last_policy_runs_in_a_primed_spare(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "note.txt").write_text("v1")
+    with PoolClient(workers=2) as client:
+        assert _read(client, data / "note.txt", data)[0] == "v1"
+        primed = _wait_primed(client)
+        text, pid = _read(client, data / "note.txt", data)
+        assert text == "v1"
+        assert pid in primed
+        # Its scratch directory is the one its result names, and its own to write.
+        result = client.run(
+            {
+                "id": new_id(),
+                "allow_read": [str(data)],
+                "code": code("""
+                import os
+                with open(os.path.join(os.environ["TMPDIR"], "out", "made.txt"), "w") as f:
+                    f.write("made")
+                print(os.environ["TMPDIR"])
+            """),
+            }
+        )
+        assert_ok(result, result["policy"]["scratch"] + "\n")
+        assert base64.b64decode(result["files"]["made.txt"]) == b"made"
+        assert client.close() == 0
+
+
+def test_a_script_runs_in_a_primed_spare_as_python_runs_it(tmp_path: Path) -> None:
+    script = tmp_path / "show.py"
+    script.write_text(
+        "import os, sys\nprint(sys.argv, sys.path[0], __file__)\nprint(os.getpid())\n"
+    )
+    expected = f"{[str(script), 'x']} {tmp_path} {script}"
+    with PoolClient(workers=2) as client:
+        first = client.run({"id": new_id(), "script": str(script), "args": ["x"]})
+        assert first["stdout"].split("\n")[0] == expected, first
+        primed = _wait_primed(client)
+        second = client.run({"id": new_id(), "script": str(script), "args": ["x"]})
+        shown, pid = second["stdout"].split("\n")[:2]
+        assert (shown, int(pid) in primed) == (expected, True), second
+        assert client.close() == 0
+
+
+def test_a_request_of_another_policy_gets_none_of_the_primed_grants(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "note.txt").write_text("secret")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "note.txt").write_text("other")
+    with PoolClient(workers=2) as client:
+        _read(client, data / "note.txt", data)
+        primed = _wait_primed(client)
+        text, pid = _read(client, data / "note.txt", None)
+        assert (text, pid in primed) == ("PermissionError", False)
+        _wait_primed(client)
+        text, pid = _read(client, data / "note.txt", other)
+        assert (text, pid in primed) == ("PermissionError", False)
+        assert _read(client, other / "note.txt", other)[0] == "other"
+        assert client.close() == 0
+
+
+def test_a_primed_grant_whose_path_names_another_directory_now_is_not_used(
+    tmp_path: Path,
+) -> None:
+    """Landlock binds a rule to the directory its path named when the spare was primed: a
+    request granted the path reads what the path names when it runs, never the old one."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "note.txt").write_text("old")
+    with PoolClient(workers=2) as client:
+        _read(client, data / "note.txt", data)
+        primed = _wait_primed(client)
+        data.rename(tmp_path / "moved")
+        data.mkdir()
+        (data / "note.txt").write_text("new")
+        text, pid = _read(client, data / "note.txt", data)
+        assert (text, pid in primed) == ("new", False)
+        assert _read(client, tmp_path / "moved" / "note.txt", data)[0] == "PermissionError"
+        assert client.close() == 0
+
+
+def test_requests_with_files_or_host_functions_do_not_take_a_primed_spare(
+    tmp_path: Path,
+) -> None:
+    """Both are set up for the request before its confinement, which a primed spare is past."""
+    with PoolClient(workers=2) as client:
+        _read(client, Path("/nonexistent"), None)
+        _wait_primed(client)
+        with_file = client.run(
+            {
+                "id": new_id(),
+                "code": "import os\nprint(open(os.environ['TMPDIR'] + '/in.txt').read())",
+                "files": {"in.txt": base64.b64encode(b"given").decode()},
+            }
+        )
+        assert_ok(with_file, "given\n")
+        _read(client, Path("/nonexistent"), None)
+        _wait_primed(client)
+        calling = client.run(
+            {
+                "id": new_id(),
+                "code": "from pynox_host import twice\nprint(twice(21))",
+                "functions": [{"name": "twice"}],
+            },
+            host={"twice": lambda value: value * 2},
+        )
+        assert_ok(calling, "42\n")
+        assert client.close() == 0
+
+
+def test_a_spare_that_died_waiting_is_not_given_a_request() -> None:
+    with PoolClient(workers=2) as client:
+        _read(client, Path("/nonexistent"), None)
+        _wait_primed(client)
+        spares = descendants(client.pid, zombies=False)
+        # The zygote is the one child of the pool's own; the spares are its children.
+        spares = {pid for pid in spares if int(_parent(pid)) != client.pid}
+        assert len(spares) == 2
+        for pid in spares:
+            os.kill(pid, signal.SIGKILL)
+        assert wait_gone(spares, 10) == set()
+        time.sleep(0.2)  # the zygote's word that they ended reaches the pool server
+        for _ in range(3):
+            result = client.run({"id": new_id(), "code": "print('ran')"})
+            assert_ok(result, "ran\n")
+        assert client.close() == 0
+
+
+def _parent(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
