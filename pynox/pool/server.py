@@ -310,6 +310,9 @@ class PoolServer:
         self.scratch_root = scratch.create()
         self.scratch_fd = scratch.remove_when_gone(self.scratch_root)
         self.scratch_keeper = ScratchKeeper(self.scratch_root)
+        # What each request's policy takes its variables from, decoded once. Copied only
+        # after the zygote's fork: no spare's memory may hold the user's environment.
+        self.environ = dict(os.environ)
         self.poller = select.poll()
         self.handlers: dict[int, tuple[Child, str]] = {}
         self.children: dict[int, Child] = {}  # by token
@@ -628,7 +631,7 @@ class PoolServer:
         script = message.get("script")
         if isinstance(script, str):
             implicit = self._script_reads(script, request_id)
-        policy = build_policy(grants, implicit, os.environ, self.cwd)
+        policy = build_policy(grants, implicit, self.environ, self.cwd)
         # The pool's own package directories come first, as they did for preload.
         policy.package_dirs = list(dict.fromkeys(self.package_dirs + policy.package_dirs))
         trusted_paths.refuse_trusted_writes(policy, self.trusted)
@@ -779,13 +782,14 @@ class PoolServer:
         """The spare primed to the run's policy, if there is one; the run takes its scratch
         directory too. The run's policy is what the pool expects next from now on: spares
         primed to anything else go, and new ones are primed to it."""
-        wanted = priming.key(template)
         self.prime_template = template
+        primed = [spare for spare in self.spares if spare.primed is not None]
+        if not primed:
+            return None
+        wanted = priming.key(template)
         found = None
         stale = []
-        for spare in self.spares:
-            if spare.primed is None:
-                continue
+        for spare in primed:
             if spare.primed != wanted:
                 stale.append(spare)
             elif found is None:

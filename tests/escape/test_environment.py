@@ -7,11 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
 from support.commands import pynox
-from support.pool_client import PoolClient, clean_env
+from support.pool_client import PoolClient, clean_env, descendants
 from support.probes import MODES, PRELUDE, World, outcomes, run_probe
 
 from pynox.engine.scratch import PREFIX as SCRATCH_PREFIX
@@ -94,6 +95,41 @@ def test_environment_values_are_not_left_in_a_pool_spare(world: World) -> None:
         assert lines["stack-scan"] == "[]"
         assert "SECRET_TOKEN" not in json.loads(lines["environ"])
         assert token not in result["stdout"]
+
+
+def _copies_in_memory(pid: int, value: bytes) -> int:
+    """How many times value is in the writable memory of process pid."""
+    found = 0
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as memory:
+        for line in maps:
+            span, mode = line.split()[:2]
+            if not mode.startswith("rw"):
+                continue
+            start, end = (int(address, 16) for address in span.split("-"))
+            try:
+                memory.seek(start)
+                found += memory.read(end - start).count(value)
+            except OSError:
+                continue  # a mapping the kernel will not read out (a guard page, say)
+    return found
+
+
+def test_environment_values_are_nowhere_in_the_memory_of_a_pools_zygote_or_spares() -> None:
+    """Not on the stack, not in a dictionary of the pool server's that the zygote forked
+    with: read from outside, while the spares wait, primed or not."""
+    token = "tok-" + uuid.uuid4().hex
+    with PoolClient(workers=2, env=clean_env({"SECRET_TOKEN": token})) as client:
+        assert client.run({"id": "first", "code": "1"})["exit"] == 0
+        time.sleep(0.5)  # a new spare warms up, and one is primed
+        pool_server = _copies_in_memory(client.pid, token.encode())
+        children = descendants(client.pid, zombies=False)
+        try:
+            copies = {pid: _copies_in_memory(pid, token.encode()) for pid in children}
+        except PermissionError:
+            pytest.skip("reading another process's memory needs ptrace rights here")
+    assert pool_server > 0  # the scan finds what is there
+    assert len(copies) >= 2  # the zygote and its spares
+    assert copies == dict.fromkeys(children, 0)
 
 
 @pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "GCONV_PATH"])
