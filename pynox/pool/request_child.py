@@ -11,9 +11,11 @@ finalization, whose teardown would dominate each request.
 
 import io
 import os
+import re
 import stat
+from ast import PyCF_ONLY_AST as _ONLY_AST
 
-from pynox._native import exec_at_top
+from pynox._native import compile_source, exec_at_top
 from pynox.engine import shutdown
 from pynox.engine.child import execute, remember_lines, report_exception, run_source
 from pynox.errors import EXIT_CANNOT_OPEN, EXIT_SETUP_FAILURE
@@ -89,17 +91,67 @@ def run_code(source: str, filename: str, main: object) -> object:
         return None
     body, expression = compiled
     namespace = main.__dict__
-    exec_at_top(body, namespace)
+    if body is not None:
+        exec_at_top(body, namespace)
     return None if expression is None else exec_at_top(expression, namespace)
 
 
 def compile_with_value(source: "str | bytes", filename: str) -> "tuple[Any, Any] | None":
-    """The code, and apart from it its final expression statement if it ends with one.
+    """The code, and apart from it its final expression statement if it ends with one
+    (then the code before it is None when there is none).
 
-    Compiled from one syntax tree whose nodes keep their positions, so line numbers and
-    tracebacks are those of the whole code. None when it does not compile: then it is
-    compiled again as a script is, which raises python's own SyntaxError.
+    Line numbers and tracebacks are those of the whole code. None when it does not
+    compile: then it is compiled again as a script is, which raises python's own
+    SyntaxError.
     """
+    if isinstance(source, str):  # bytes may declare an encoding of their own
+        compiled = _compile_last_line_apart(source, filename)
+        if compiled is not None:
+            return compiled
+    return _compile_from_tree(source, filename)
+
+
+def _compile_last_line_apart(text: str, filename: str) -> "tuple[Any, Any] | None":
+    """The common case without a syntax tree, which costs more than compiling: code
+    whose last line is an expression on its own, flush left, after complete statements.
+
+    The lines before it then compile on their own, and it starts a statement of its own:
+    an open bracket or string before it would leave them incomplete, and a line flush
+    left is inside no block. None for anything else (the tree decides). Each line is
+    compiled once, in order, so python's SyntaxWarnings come out once each, in order.
+    """
+    if "\r" in text:
+        return None  # a line may end at a lone carriage return: the tree counts lines then
+    text = text.rstrip(" \t\n")
+    cut = text.rfind("\n") + 1
+    before, last = text[:cut], text[cut:]
+    if not last or last[0] in " \t\f#" or before.rstrip("\n").endswith("\\"):
+        return None
+    if _PARSER_WARNS.search(last):
+        return None  # parsing it twice would print the warning twice
+    if _STATEMENT.match(last):
+        return None  # spares a failed compile: raising its SyntaxError costs as much
+    padded = "\n" * before.count("\n") + last  # on its own line number
+    if not before.strip():
+        try:  # the whole code: nothing to compile before it
+            return None, compile(padded, filename, "eval", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            return None
+    try:
+        # Whether it is an expression: only parsed (it is compiled below, after the
+        # lines before it, as python would).
+        compile(padded, filename, "eval", _ONLY_AST, dont_inherit=True)
+        body = compile_source(before.encode("utf-8", "surrogatepass"), filename, True)
+        # The `from __future__` imports of the lines before apply to it too.
+        flags = body.co_flags & _FUTURE_FLAGS
+        expression = compile(padded, filename, "eval", flags=flags, dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    return body, expression
+
+
+def _compile_from_tree(source: "str | bytes", filename: str) -> "tuple[Any, Any] | None":
+    """compile_with_value through one syntax tree whose nodes keep their positions."""
     import ast
 
     try:
@@ -110,12 +162,30 @@ def compile_with_value(source: "str | bytes", filename: str) -> "tuple[Any, Any]
         del tree.body[-1]
         body = compile(tree, filename, "exec", dont_inherit=True)
         # `from __future__` imports of the code apply to its last expression too.
-        import __future__
-
-        flags = 0
-        for feature in __future__.all_feature_names:
-            flags |= body.co_flags & getattr(__future__, feature).compiler_flag
+        flags = body.co_flags & _FUTURE_FLAGS
         expression = ast.Expression(last.value)
         return body, compile(expression, filename, "eval", flags=flags, dont_inherit=True)
     except (SyntaxError, ValueError):
         return None
+
+
+def _future_flags() -> int:
+    import __future__
+
+    flags = 0
+    for feature in __future__.all_feature_names:
+        flags |= getattr(__future__, feature).compiler_flag
+    return flags
+
+
+_FUTURE_FLAGS = _future_flags()
+# What may make python's parser warn, rather than its compiler: an escape sequence in a
+# string, a number run into a keyword ("1if"). A digit then a letter is often neither.
+_PARSER_WARNS = re.compile(r"\\|[0-9][A-Za-z]")
+# A line that is surely a statement: a keyword no expression starts with, or an
+# assignment (augmented or annotated) to a name, attribute or item.
+_STATEMENT = re.compile(
+    r"(?:import|from|def|class|for|while|if|with|try|return|raise|assert|del|pass|global"
+    r"|nonlocal|async|break|continue|yield)\b"
+    r"|(?!lambda\b)[\w., ]+(?:\[[^\]]*\])?\s*(?::|(?:[-+*/%@&|^]|//|\*\*|<<|>>)?=(?!=))"
+)
