@@ -846,7 +846,9 @@ class PoolServer:
         session's are moved away, so that each step returns what it wrote."""
         if run.policy.scratch is None:
             return
-        fields = pool_files.collect(run.policy.scratch).fields()
+        # A session's scratch directory lives on; a one-shot run's goes next.
+        collect = pool_files.collect if run.session is not None else pool_files.collect_last
+        fields = collect(run.policy.scratch).fields()
         result.update(fields)
         if fields and run.session is not None:
             trash = scratch.create(self.scratch_root)
@@ -1118,9 +1120,10 @@ class PoolServer:
             child.announced = (status & 0xFF, signum)  # type: ignore[assignment]
             # Its output has closed already, unless the program kept a copy of it open:
             # then the result can go now, not when the kernel has torn the process
-            # down (~0.7 ms later).
-            self._unquiet(child)
+            # down (~0.7 ms later). Drained first: a quiet pipe that closed is never
+            # polled or resized again.
             self._drain(child)
+            self._unquiet(child)
             self._maybe_finish(child)
         elif kind == zygote.READY:
             # From a spare, which has run nothing yet; one that a request took meanwhile

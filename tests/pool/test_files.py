@@ -107,6 +107,16 @@ def test_out_as_a_link_is_never_followed(pool: PoolClient, target: str) -> None:
     assert result["files_left_out"] == ["out: not a directory (a link is never followed)"]
 
 
+def test_an_empty_directory_out_links_to_is_left_alone(pool: PoolClient, tmp_path: Path) -> None:
+    """An empty out/ goes with its run; one that is a link takes nothing with it."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code = f"os.rmdir(out)\nos.symlink({str(empty)!r}, out[:-1])"
+    result = run_hostile(pool, "link-empty", code)
+    assert result["files_left_out"] == ["out: not a directory (a link is never followed)"]
+    assert empty.is_dir()
+
+
 def test_links_fifos_sparse_files_and_hard_links_are_left_out(
     pool: PoolClient, tmp_path: Path
 ) -> None:
