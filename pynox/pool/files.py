@@ -129,20 +129,6 @@ def collect(scratch: str) -> Collected:
     return found
 
 
-def collect_last(scratch: str) -> Collected:
-    """collect() for a run that ended, whose scratch directory goes next: an empty out/
-    is removed instead of read (one system call where reading it takes seven).
-
-    rmdir follows no link and removes nothing but an empty directory; whatever else
-    the program left there, collect() reads as it always does.
-    """
-    try:
-        os.rmdir(os.path.join(scratch, OUT_DIR))
-    except OSError:
-        return collect(scratch)
-    return Collected()
-
-
 def _walk(fd: int, prefix: str, depth: int, found: Collected) -> None:
     names = []
     with os.scandir(fd) as entries:

@@ -846,9 +846,7 @@ class PoolServer:
         session's are moved away, so that each step returns what it wrote."""
         if run.policy.scratch is None:
             return
-        # A session's scratch directory lives on; a one-shot run's goes next.
-        collect = pool_files.collect if run.session is not None else pool_files.collect_last
-        fields = collect(run.policy.scratch).fields()
+        fields = pool_files.collect(run.policy.scratch).fields()
         result.update(fields)
         if fields and run.session is not None:
             trash = scratch.create(self.scratch_root)
