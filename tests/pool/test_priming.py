@@ -48,6 +48,13 @@ def _wait_primed(client: PoolClient) -> set[int]:
     return primed
 
 
+def _with_note(directory: Path, text: str) -> Path:
+    """directory, made, with note.txt holding text."""
+    directory.mkdir()
+    (directory / "note.txt").write_text(text)
+    return directory
+
+
 def _read(client: PoolClient, path: Path, grant: Path | None, **extra: object) -> tuple[str, int]:
     """What a request granted `grant` (or nothing) read at path, and its process."""
     request: dict[str, object] = {"id": new_id(), "code": READ_THEN_PID, "args": [str(path)]}
@@ -61,9 +68,7 @@ def _read(client: PoolClient, path: Path, grant: Path | None, **extra: object) -
 
 
 def test_a_request_of_the_last_policy_runs_in_a_primed_spare(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "note.txt").write_text("v1")
+    data = _with_note(tmp_path / "data", "v1")
     with PoolClient(workers=2) as client:
         assert _read(client, data / "note.txt", data)[0] == "v1"
         primed = _wait_primed(client)
@@ -105,12 +110,8 @@ def test_a_script_runs_in_a_primed_spare_as_python_runs_it(tmp_path: Path) -> No
 
 
 def test_a_request_of_another_policy_gets_none_of_the_primed_grants(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "note.txt").write_text("secret")
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "note.txt").write_text("other")
+    data = _with_note(tmp_path / "data", "secret")
+    other = _with_note(tmp_path / "other", "other")
     with PoolClient(workers=2) as client:
         _read(client, data / "note.txt", data)
         primed = _wait_primed(client)
@@ -128,15 +129,12 @@ def test_a_primed_grant_whose_path_names_another_directory_now_is_not_used(
 ) -> None:
     """Landlock binds a rule to the directory its path named when the spare was primed: a
     request granted the path reads what the path names when it runs, never the old one."""
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "note.txt").write_text("old")
+    data = _with_note(tmp_path / "data", "old")
     with PoolClient(workers=2) as client:
         _read(client, data / "note.txt", data)
         primed = _wait_primed(client)
         data.rename(tmp_path / "moved")
-        data.mkdir()
-        (data / "note.txt").write_text("new")
+        _with_note(data, "new")
         text, pid = _read(client, data / "note.txt", data)
         assert (text, pid in primed) == ("new", False)
         assert _read(client, tmp_path / "moved" / "note.txt", data)[0] == "PermissionError"
