@@ -817,7 +817,7 @@ class PoolServer:
                 policy = priming.from_template(self.prime_template)
                 try:
                     self._scratch_for(policy)
-                except PynoxError:
+                except (PynoxError, OSError):
                     return  # a request then makes its own, and says why it cannot
                 spare.primed = priming.key(self.prime_template)
                 spare.scratch = policy.scratch
