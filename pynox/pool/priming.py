@@ -4,7 +4,7 @@ A pool's requests mostly share one policy. A spare that waits idle is sent the
 policy of the pool's last request and confines itself to it, a scratch directory
 of its own included; a request of the same policy then finds its child confined
 already. A request of another policy takes a spare that is not primed, which the
-pool keeps (see PoolServer._prime), so it never waits for a fork.
+pool keeps (see PoolServer._prime_spares), so it never waits for a fork.
 
 Landlock binds a grant to the file its path named when the rule was made, so a
 primed spare serves a request only while every path of the policy still names the

@@ -600,7 +600,8 @@ class PoolServer:
             session.queue.append((run, message))
             self._next_step(session)
             return
-        if not files and not functions:
+        # A pool of one worker keeps its one spare unprimed (_prime_spares).
+        if self.workers > 1 and not files and not functions:
             run.template = priming.template(policy)
         self._scratch_for(policy)
         if files:
