@@ -45,6 +45,9 @@ class ScratchKeeper:
         The thread makes another once keep_ready asks again: not while the program that
         gets this one starts."""
         with self._lock:
+            # A directory the thread is making right now still lands among the ready
+            # ones; lowering what it keeps stops it from making one more after that.
+            self._wanted = min(self._wanted, max(len(self._ready) - 1, 0))
             if self._ready:
                 return self._ready.pop()
         return make(self.root)

@@ -41,6 +41,40 @@ def test_directories_are_made_ahead_with_their_out_directory(tmp_path: Path) -> 
     assert os.listdir(tmp_path) == [os.path.basename(taken)]  # only the one given out
 
 
+def test_a_directory_made_while_one_is_taken_is_the_last(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The thread may be making a directory when take() runs: that one still counts, and
+    no other follows until keep_ready asks again."""
+    import threading
+
+    from pynox.pool import scratch_keeper
+
+    second_started, let_it_finish = threading.Event(), threading.Event()
+    calls = []
+
+    def slow_make(root: str) -> str:
+        calls.append(root)
+        if len(calls) == 2:
+            second_started.set()
+            let_it_finish.wait(10)
+        return scratch_keeper.scratch.create(root)
+
+    monkeypatch.setattr(scratch_keeper, "make", slow_make)
+    keeper = ScratchKeeper(str(tmp_path))
+    try:
+        keeper.keep_ready(2)
+        assert second_started.wait(10)
+        keeper.take()
+        let_it_finish.set()
+        assert _eventually(lambda: len(keeper.directories()) == 1)
+        time.sleep(0.1)
+        assert len(calls) == 2
+    finally:
+        let_it_finish.set()
+        keeper.close()
+
+
 def test_used_directories_wait_until_asked_then_go(tmp_path: Path) -> None:
     keeper = ScratchKeeper(str(tmp_path))
     try:
