@@ -54,7 +54,7 @@ def create(base: "str | None" = None) -> str:
         if made is not None:
             return made
     while True:
-        path = os.path.join(base, PREFIX + os.urandom(6).hex())
+        path = new_name(base)
         try:
             os.mkdir(path, 0o700)
         except FileExistsError:
@@ -81,6 +81,11 @@ def _launcher_helper_pipes() -> "list[int] | None":
         # Set for this very process: the launcher's child, which exec made the interpreter.
         _helper_pipes = launcher_pipes(LAUNCHER_HELPER_VARIABLE, os.getpid(), 2)
     return _helper_pipes
+
+
+def new_name(base: str) -> str:
+    """A name for a scratch directory in `base`: random, so that no program can guess it."""
+    return os.path.join(base, PREFIX + os.urandom(6).hex())
 
 
 def _made_by_launcher(base: str) -> "str | None":

@@ -7,11 +7,18 @@ would spend that time instead of reading results and requests; the thread spends
 beside the loop, in system calls that let the loop run. The loop still decides when the
 work is done (see PoolServer._replenish and PoolServer.serve), so that it does not
 compete with a program that just started.
+
+A directory whose run left it as it was made is not removed but given to a later run
+(pynox.pool.scratch_reuse): that costs a few checks and a rename instead of two mkdirs and
+two rmdirs.
 """
+
+import os
 
 from pynox.engine import scratch, scratch_removal
 from pynox.errors import PynoxError
 from pynox.pool import files as pool_files
+from pynox.pool import scratch_reuse
 
 
 def make(root: str) -> str:
@@ -31,11 +38,15 @@ class ScratchKeeper:
         self.root = root
         self._lock = threading.Lock()
         self._work_to_do = threading.Condition(self._lock)
-        self._ready: list[str] = []  # made, never used
-        self._used: list[str] = []  # of runs that ended, to remove
+        self._ready: list[str] = []  # made, or left as made, and not given out
+        # Of runs that ended, each with a pidfd of the run's process when there is one:
+        # reused if that process has exited and the directory is as made, else removed.
+        self._used: list[tuple[str, int | None]] = []
+        self._as_made: dict[str, scratch_reuse.Made] = {}  # of those it made
         self._removing = False  # whether the thread may remove what is used
-        self._wanted = 0  # how many ready ones the thread keeps
-        self._busy: list[str] = []  # the one the thread makes or removes right now
+        self._wanted = 0  # how many ready ones the thread makes or reuses now
+        self._kept = 0  # keep_ready's count, which take() does not lower
+        self._busy: list[str] = []  # the used one the thread works on right now
         self._closed = False
         self._thread = threading.Thread(target=self._work, name="pynox-scratch", daemon=True)
         self._thread.start()
@@ -50,24 +61,27 @@ class ScratchKeeper:
             self._wanted = min(self._wanted, max(len(self._ready) - 1, 0))
             if self._ready:
                 return self._ready.pop()
-        return make(self.root)
-
-    def give_back(self, path: str) -> None:
-        """Takes back a directory that take() gave and nothing used."""
-        with self._lock:
-            self._ready.append(path)
+        return self._make()
 
     def keep_ready(self, count: int) -> None:
         """Asks the thread to keep count directories ready."""
         with self._lock:
-            self._wanted = count
+            self._wanted = self._kept = count
             if len(self._ready) < count:
                 self._work_to_do.notify()
 
-    def discard(self, path: str) -> None:
-        """Hands over the directory of a run that ended, to remove once remove_used asks."""
+    def discard(self, path: str, pidfd: "int | None" = None) -> None:
+        """Hands over the directory of a run that ended, to reuse when the thread needs one
+        or remove once remove_used asks. pidfd, of the run's process, becomes the keeper's:
+        without one the directory is never reused."""
         with self._lock:
-            self._used.append(path)
+            self._used.append((path, pidfd))
+
+    def remove(self, path: str) -> None:
+        """Removes, now, a directory that take() gave and its run will not have."""
+        with self._lock:
+            self._as_made.pop(path, None)
+        scratch_removal.remove(path)
 
     def used(self) -> int:
         """How many wait for remove_used."""
@@ -84,7 +98,7 @@ class ScratchKeeper:
     def directories(self) -> "list[str]":
         """Every directory it holds: ready, used, or being made or removed."""
         with self._lock:
-            return self._ready + self._used + self._busy
+            return self._ready + [path for path, _ in self._used] + self._busy
 
     def close(self) -> None:
         """Stops the thread and removes every directory it holds."""
@@ -94,40 +108,101 @@ class ScratchKeeper:
         self._thread.join()
         for path in self.directories():
             scratch_removal.remove(path)
+        for _, pidfd in self._used:
+            _close(pidfd)
         self._ready.clear()
         self._used.clear()
 
-    def _next(self) -> "tuple[str, str | None]":
-        """What to do next ("make", "remove" or "stop"), waiting until there is something."""
+    def _make(self) -> str:
+        path = make(self.root)
+        as_made = scratch_reuse.made(path)
+        if as_made is not None:
+            with self._lock:
+                self._as_made[path] = as_made
+        return path
+
+    def _next(self) -> "tuple[str, tuple[str, int | None] | None]":
+        """What to do next, waiting until there is something: "make" a directory, "reuse"
+        a used one (or else keep it to remove), "tidy" one (reuse it while fewer than
+        twice keep_ready's count are ready, else remove it), or "stop"."""
         with self._lock:
             while True:
                 if self._closed:
                     return "stop", None
                 if len(self._ready) < self._wanted:
+                    # Oldest first: its process has had the longest to exit.
+                    for index, (path, pidfd) in enumerate(self._used):
+                        if pidfd is not None and path in self._as_made:
+                            del self._used[index]
+                            self._busy.append(path)
+                            return "reuse", (path, pidfd)
                     return "make", None
                 if self._removing and self._used:
-                    path = self._used.pop()
-                    self._busy.append(path)
-                    return "remove", path
+                    used = self._used.pop()
+                    self._busy.append(used[0])
+                    return "tidy", used
                 self._removing = False
                 self._work_to_do.wait()
 
     def _work(self) -> None:
         while True:
-            action, path = self._next()
+            action, used = self._next()
             if action == "stop":
                 return
-            if action == "remove" and path is not None:
-                scratch_removal.remove(path)
+            if used is None:
+                self._make_ready()
+                continue
+            path, pidfd = used
+            with self._lock:
+                # Twice keep_ready's count: the next run takes one, and the thread, asked
+                # for another at once, finds it there instead of making one.
+                reusing = action == "reuse" or len(self._ready) < 2 * self._kept
+            if not reusing:
+                _close(pidfd)
+                pidfd = None
+            reused = self._reuse(path, pidfd)
+            if reused is None and action == "reuse":
+                # Not now: removed with the others while the pool is idle.
                 with self._lock:
                     self._busy.remove(path)
+                    self._used.insert(0, (path, None))
                 continue
-            try:
-                made = make(self.root)
-            except (PynoxError, OSError):
-                # Nothing ready: take() makes one itself, and says why it cannot.
-                with self._lock:
-                    self._wanted = 0
-                continue
+            if reused is None:
+                self.remove(path)
             with self._lock:
-                self._ready.append(made)
+                self._busy.remove(path)
+                if reused is not None:
+                    self._ready.append(reused)
+
+    def _make_ready(self) -> None:
+        try:
+            path = self._make()
+        except (PynoxError, OSError):
+            # Nothing ready: take() makes one itself, and says why it cannot.
+            with self._lock:
+                self._wanted = 0
+            return
+        with self._lock:
+            self._ready.append(path)
+
+    def _reuse(self, path: str, pidfd: "int | None") -> "str | None":
+        """The used directory under its new name, if its run's process has exited and the
+        run left it as made (scratch_reuse); the pidfd is closed either way."""
+        try:
+            with self._lock:
+                as_made = self._as_made.get(path)
+            if pidfd is None or as_made is None or not scratch_reuse.exited(pidfd):
+                return None
+            reused = scratch_reuse.reuse(path, as_made)
+            if reused is not None:
+                with self._lock:
+                    del self._as_made[path]
+                    self._as_made[reused] = as_made
+            return reused
+        finally:
+            _close(pidfd)
+
+
+def _close(fd: "int | None") -> None:
+    if fd is not None:
+        os.close(fd)

@@ -603,13 +603,7 @@ class PoolServer:
         # A pool of one worker keeps its one spare unprimed (_prime_spares).
         if self.workers > 1 and not files and not functions:
             run.template = priming.template(policy)
-        self._scratch_for(policy)
-        if files:
-            try:
-                pool_files.place(policy.scratch or "", files, request_id)
-            except RequestError:
-                scratch_removal.remove(policy.scratch)
-                raise
+        run.files = files  # placed, with its scratch directory, when it starts (_start_queued)
         self.runs[request_id] = run
         self.queue.append((run, message))
         self._start_queued()
@@ -747,7 +741,10 @@ class PoolServer:
         while self.queue and busy < self.workers:
             run, message = self.queue.pop(0)
             functions = pool_request.host_functions(message)
-            run.child = self._take_spare(run.policy, functions, run.template)
+            primed = self._primed_spare(run)
+            if primed is None and not self._give_scratch(run):
+                continue
+            run.child = self._take_spare(run.policy, functions, primed)
             run.child.scratch = run.policy.scratch
             run.start_clock()
             self.child_runs[run.child.token] = run
@@ -760,15 +757,31 @@ class PoolServer:
         now = time.monotonic()
         return any(now - run.started < _SPARE_DELAY for run in self.child_runs.values())
 
+    def _give_scratch(self, run: Run) -> bool:
+        """Gives a run that starts now its scratch directory, with the files it brought.
+        Not before: a queued run would hold one that runs ahead of it need. False, with the
+        run's result sent, when that fails."""
+        try:
+            self._scratch_for(run.policy)
+            if run.files:
+                try:
+                    pool_files.place(run.policy.scratch or "", run.files, run.id)
+                except RequestError:
+                    self.scratch_keeper.remove(run.policy.scratch or "")
+                    raise
+        except PynoxError as exc:
+            self.runs.pop(run.id, None)
+            self.emit(error_result(run.id, exc.message))
+            return False
+        run.files = {}
+        return True
+
     def _take_spare(
-        self,
-        policy: "Policy",
-        functions: list[dict[str, str]],
-        template: "dict[str, Any] | None" = None,
+        self, policy: "Policy", functions: list[dict[str, str]], primed: Child | None = None
     ) -> Child:
-        """A child for a run: a spare primed to its policy if the run may take one (its
-        template), else a spare that is not primed, else one forked now."""
-        child = None if template is None else self._primed_spare(policy, template)
+        """A child for a run: `primed`, a spare primed to its policy (_primed_spare), else a
+        spare that is not primed, else one forked now."""
+        child = primed
         if child is None:
             child = next((spare for spare in self.spares if spare.primed is None), None)
             if child is not None:
@@ -779,10 +792,14 @@ class PoolServer:
         child.stdout.limit = child.stderr.limit = policy.max_output
         return child
 
-    def _primed_spare(self, policy: "Policy", template: "dict[str, Any]") -> Child | None:
-        """The spare primed to the run's policy, if there is one; the run takes its scratch
-        directory too. The run's policy is what the pool expects next from now on: spares
-        primed to anything else go, and new ones are primed to it."""
+    def _primed_spare(self, run: Run) -> Child | None:
+        """The spare primed to the policy of a run that may take one (its template), if
+        there is one; the run takes its scratch directory too. The run's policy is what the
+        pool expects next from now on: spares primed to anything else go, and new ones are
+        primed to it."""
+        template = run.template
+        if template is None:
+            return None
         self.prime_template = template
         primed = [spare for spare in self.spares if spare.primed is not None]
         if not primed:
@@ -799,10 +816,7 @@ class PoolServer:
         if found is None:
             return None
         self.spares.remove(found)
-        # The one its confinement grants replaces the one made for the run, never used.
-        if policy.scratch is not None:
-            self.scratch_keeper.give_back(policy.scratch)
-        scratch.attach(policy, ready=found.scratch)
+        scratch.attach(run.policy, ready=found.scratch)  # the one its confinement grants
         return found
 
     def _prime_spares(self) -> None:
@@ -1228,13 +1242,16 @@ class PoolServer:
             if child.finished:
                 return
         child.finished = True
+        # The keeper reuses its scratch directory only once it sees the child exit, through
+        # a pidfd of its own (_finish_child closes the child's).
+        pidfd = _duplicate(child.pidfd) if child.scratch is not None else None
         try:
             self._finish_child(child)
         finally:
-            # Removed once the child is surely gone, while the pool is idle: off the
-            # path of this result and of the next request (ScratchKeeper.remove_used).
+            # Reused or removed once the child is surely gone, off the path of this result
+            # and of the next request (ScratchKeeper).
             if child.scratch is not None:
-                self.scratch_keeper.discard(child.scratch)
+                self.scratch_keeper.discard(child.scratch, pidfd)
 
     def _finish_child(self, child: Child) -> None:
         for role in list(child.fds):
@@ -1432,7 +1449,7 @@ class PoolServer:
         child = session.child
         session.child = None
         if child is None:
-            scratch_removal.remove(session.policy.scratch)
+            self.scratch_keeper.remove(session.policy.scratch or "")
         else:
             child.scratch = session.policy.scratch  # removed once the child is gone
             self._close_fd(child, "channel")  # the session finalizes and exits
@@ -1453,6 +1470,16 @@ class PoolServer:
         self.scratch_keeper.close()
         for directory in self._scratch_directories():
             scratch_removal.remove(directory)
+
+
+def _duplicate(fd: "int | None") -> "int | None":
+    """A descriptor of its own for the same file; None if there is none or no room for it."""
+    if fd is None:
+        return None
+    try:
+        return os.dup(fd)
+    except OSError:
+        return None
 
 
 def _how_it_ended(child: Child) -> str:

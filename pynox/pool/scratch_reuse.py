@@ -1,0 +1,142 @@
+"""Giving a scratch directory that a run left as it was made to a later run.
+
+Making a directory can cost far more than checking one: on ext4 without a journal, a
+mkdir passes over every inode freed in the last minutes before it takes one, which makes a
+pair of directories (a run's and its out/) cost a millisecond or more on a busy machine,
+and removing them another quarter. Most requests write nothing there. Such a directory is
+handed to a later run, under a new name (the old one is gone, as a removed one is), when:
+
+- the process of its run has exited (its pidfd polls readable). Fork is denied to every
+  program, so no other process holds a descriptor of the directory or a Landlock domain
+  that grants it;
+- it holds nothing but out/, and out/ nothing at all;
+- both are the very inodes made for it, with the owner, mode, link count, inode flags and
+  extended attributes (ACLs are those) they had then. A program cannot change those (the
+  seccomp filter refuses chmod, chown, setxattr and the ioctls that set flags); checking
+  them costs a few system calls and keeps a directory someone changed out of reuse.
+
+Anything else is removed, as every directory was before.
+"""
+
+import errno
+import fcntl
+import os
+import select
+import struct
+from typing import NamedTuple
+
+from pynox.engine import scratch
+from pynox.file_names import OUT_DIR
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# _IOR('f', 1, long), as <linux/fs.h> defines it on 64-bit Linux; the kernel fills an int.
+_FS_IOC_GETFLAGS = 0x80086601
+# What a file system without inode flags or extended attributes answers.
+_UNSUPPORTED = {errno.ENOTTY, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EINVAL}
+
+
+class Inode(NamedTuple):
+    device: int
+    number: int
+    mode: int
+    owner: "tuple[int, int]"
+    links: int
+    flags: "int | None"  # None where the file system has no inode flags
+    xattrs: "tuple[str, ...]"
+
+
+class Made(NamedTuple):
+    """What a scratch directory and its out/ were when they were made."""
+
+    directory: Inode
+    out: Inode
+
+
+def made(path: str) -> "Made | None":
+    """What the scratch directory at path (with its empty out/) is now; None if it cannot be
+    read, which keeps it from being reused."""
+    try:
+        fd = os.open(path, _DIR)
+    except OSError:
+        return None
+    try:
+        out = os.open(OUT_DIR, _DIR, dir_fd=fd)
+        try:
+            return Made(_inode(fd), _inode(out))
+        finally:
+            os.close(out)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def exited(pidfd: int) -> bool:
+    """Whether the process of pidfd has exited (a zombie, or reaped)."""
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def reuse(path: str, as_made: Made) -> "str | None":
+    """The directory under a new name in the same place, if it is as it was made (the
+    caller has seen its run's process exit); else None, and it stays where it is."""
+    try:
+        fd = os.open(path, _DIR)
+    except OSError:
+        return None
+    try:
+        if os.listdir(fd) != [OUT_DIR]:
+            return None
+        out = os.open(OUT_DIR, _DIR, dir_fd=fd)
+        try:
+            if os.listdir(out) or Made(_inode(fd), _inode(out)) != as_made:
+                return None
+        finally:
+            os.close(out)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    base = os.path.dirname(path)
+    renamed = scratch.new_name(base)
+    if os.path.lexists(renamed):  # rename() would replace an empty directory there
+        return None
+    try:
+        os.rename(path, renamed)
+    except OSError:
+        return None
+    return renamed
+
+
+def _inode(fd: int) -> Inode:
+    status = os.fstat(fd)
+    return Inode(
+        status.st_dev,
+        status.st_ino,
+        status.st_mode,
+        (status.st_uid, status.st_gid),
+        status.st_nlink,
+        _flags(fd),
+        tuple(sorted(_xattrs(fd))),
+    )
+
+
+def _flags(fd: int) -> "int | None":
+    try:
+        answer = fcntl.ioctl(fd, _FS_IOC_GETFLAGS, bytes(8))
+    except OSError as exc:
+        if exc.errno in _UNSUPPORTED:
+            return None
+        raise
+    flags: int = struct.unpack_from("=I", answer)[0]
+    return flags
+
+
+def _xattrs(fd: int) -> "list[str]":
+    try:
+        return os.listxattr(fd)
+    except OSError as exc:
+        if exc.errno in _UNSUPPORTED:
+            return []
+        raise

@@ -1,0 +1,257 @@
+"""A scratch directory that its run left as it was made goes, renamed, to a later run;
+any other is removed (pynox.pool.scratch_reuse)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from support.pool_client import PoolClient, clean_env
+
+from pynox.file_names import OUT_DIR
+from pynox.pool.scratch_keeper import ScratchKeeper
+
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_NODUMP_FL = 0x80086601, 0x40086602, 0x40
+
+
+def _eventually(condition: Callable[[], bool], within: float = 10) -> bool:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+@pytest.fixture
+def keeper(tmp_path: Path) -> Iterator[ScratchKeeper]:
+    kept = ScratchKeeper(str(tmp_path))
+    yield kept
+    kept.close()
+
+
+@pytest.fixture
+def exited() -> Callable[[], int]:
+    """pidfds of processes that have exited, as a run's child has when the pool is done."""
+
+    def pidfd() -> int:
+        with subprocess.Popen(["sleep", "60"]) as process:
+            fd = os.pidfd_open(process.pid)
+            process.kill()
+        return fd
+
+    return pidfd
+
+
+def _ready_one(keeper: ScratchKeeper, used: str = "") -> str:
+    """A directory the keeper hands out after it was asked to keep one ready (with a run's
+    used one handed back, another name than that)."""
+    keeper.keep_ready(1)
+    assert _eventually(lambda: bool(set(keeper.directories()) - {used}))
+    return keeper.take()
+
+
+def _inode(path: str) -> int:
+    return os.stat(path).st_ino
+
+
+def test_a_directory_left_as_made_is_renamed_and_given_again(
+    keeper: ScratchKeeper, exited: Callable[[], int]
+) -> None:
+    used = _ready_one(keeper)
+    inode = _inode(used)
+    keeper.discard(used, exited())
+    again = _ready_one(keeper, used)
+    assert _inode(again) == inode
+    assert again != used and not os.path.lexists(used)  # the old name is gone
+    assert os.path.dirname(again) == os.path.dirname(used)
+    assert os.listdir(again) == [OUT_DIR] and os.listdir(os.path.join(again, OUT_DIR)) == []
+    keeper.discard(again, exited())
+    keeper.remove_used()  # fewer ready than kept: given again rather than removed
+    assert _eventually(lambda: again not in keeper.directories())
+    (kept,) = keeper.directories()
+    assert _inode(kept) == inode and kept != again
+
+
+def _file_in(path: str) -> None:
+    Path(path, "left.txt").write_text("from the last run")
+
+
+def _file_in_out(path: str) -> None:
+    Path(path, OUT_DIR, "chart.png").write_bytes(b"png")
+
+
+def _directory_in_out(path: str) -> None:
+    os.mkdir(os.path.join(path, OUT_DIR, "sub"))
+
+
+def _out_a_link(path: str) -> None:
+    out = os.path.join(path, OUT_DIR)
+    os.rmdir(out)
+    os.mkdir(path + "-elsewhere")
+    os.symlink(path + "-elsewhere", out)
+
+
+def _out_replaced(path: str) -> None:
+    out = os.path.join(path, OUT_DIR)
+    os.rename(out, path + "-old-out")  # kept, so that the new one is another inode
+    os.mkdir(out, 0o700)
+
+
+def _out_gone(path: str) -> None:
+    os.rmdir(os.path.join(path, OUT_DIR))
+
+
+def _mode(path: str) -> None:
+    os.chmod(path, 0o755)
+
+
+def _out_mode(path: str) -> None:
+    os.chmod(os.path.join(path, OUT_DIR), 0o777)
+
+
+def _xattr(path: str) -> None:
+    try:
+        os.setxattr(path, "user.pynox-test", b"1")
+    except OSError as exc:
+        pytest.skip(f"this file system keeps no user extended attributes: {exc.strerror}")
+
+
+def _flag(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            flags = struct.unpack_from("=I", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, bytes(8)))[0]
+            fcntl.ioctl(fd, _FS_IOC_SETFLAGS, struct.pack("=Q", flags | _FS_NODUMP_FL))
+        except OSError as exc:
+            pytest.skip(f"this file system keeps no inode flags: {exc.strerror}")
+    finally:
+        os.close(fd)
+
+
+def _replaced(path: str) -> None:
+    os.rename(path, path + "-moved")
+    os.mkdir(path, 0o700)
+    os.mkdir(os.path.join(path, OUT_DIR), 0o700)
+
+
+CHANGES = [
+    _file_in,
+    _file_in_out,
+    _directory_in_out,
+    _out_a_link,
+    _out_replaced,
+    _out_gone,
+    _mode,
+    _out_mode,
+    _xattr,
+    _flag,
+    _replaced,
+]
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=[change.__name__[1:] for change in CHANGES])
+def test_a_directory_changed_in_any_way_is_removed_not_given_again(
+    keeper: ScratchKeeper, exited: Callable[[], int], change: Callable[[str], None]
+) -> None:
+    used = _ready_one(keeper)
+    change(used)
+    inode = _inode(used)
+    keeper.discard(used, exited())
+    fresh = _ready_one(keeper, used)
+    assert _inode(fresh) != inode and fresh != used
+    assert os.path.lexists(used)  # kept aside, then removed while the pool is idle
+    keeper.remove_used()
+    assert _eventually(lambda: not os.path.lexists(used))
+
+
+def test_nothing_is_given_again_while_its_process_runs(
+    keeper: ScratchKeeper, tmp_path: Path
+) -> None:
+    used = _ready_one(keeper)
+    inode = _inode(used)
+    with subprocess.Popen(["sleep", "60"]) as running:
+        keeper.discard(used, os.pidfd_open(running.pid))
+        fresh = _ready_one(keeper, used)
+        running.kill()
+    assert _inode(fresh) != inode
+    keeper.remove_used()
+    assert _eventually(lambda: not os.path.lexists(used))
+
+
+def test_nothing_is_given_again_without_a_process_to_watch(keeper: ScratchKeeper) -> None:
+    used = _ready_one(keeper)
+    inode = _inode(used)
+    keeper.discard(used)
+    assert _inode(_ready_one(keeper, used)) != inode
+    keeper.remove_used()
+    assert _eventually(lambda: not os.path.lexists(used))
+
+
+_LOOK = """
+import os
+home = os.environ['HOME']
+print(os.stat(home).st_mtime_ns, sorted(os.listdir(home)), os.listdir(home + '/out'))
+"""
+_LEAVE = "\nopen(home + '/left.txt', 'w').write('x'); os.mkdir(home + '/out/sub')"
+_PAUSE = 0.06
+
+
+def test_runs_find_their_directory_empty_and_some_were_made_for_a_run_before(
+    tmp_path: Path,
+) -> None:
+    """With one worker, run N's directory was made (or given again) once run N-1 took its
+    own, after N-1 was sent; a directory made before that served an earlier run. (File
+    times lag the clock by up to a tick, far less than the pause between requests.)"""
+    with PoolClient(workers=1, env=clean_env({"TMPDIR": str(tmp_path)})) as pool:
+        sent, changed = [], []
+        for number in range(24):
+            leave = _LEAVE if number % 3 == 0 else ""
+            sent.append(time.time_ns())
+            result = pool.run({"id": number, "code": _LOOK + leave})
+            mtime, seen = result["stdout"].split(" ", 1)
+            assert seen == "['out'] []\n", result  # nothing of an earlier run
+            changed.append(int(mtime))
+            time.sleep(_PAUSE)  # the pool goes idle: what runs left is tidied
+        margin = int(_PAUSE / 2 * 1e9)
+        given_again = [n for n in range(1, 24) if changed[n] < sent[n - 1] - margin]
+        assert len(given_again) >= 8, (given_again, changed, sent)
+        assert pool.close() == 0
+
+
+def test_a_queued_run_holds_no_scratch_directory(tmp_path: Path) -> None:
+    with PoolClient(workers=1, env=clean_env({"TMPDIR": str(tmp_path)})) as pool:
+        pool.send({"id": "slow", "code": "import time; time.sleep(1.5)"})
+        for number in range(20):
+            pool.send({"id": number, "code": "pass"})
+        time.sleep(0.5)
+        (root,) = tmp_path.iterdir()
+        held = len(list(root.iterdir()))
+        assert held <= 3, f"{held} scratch directories for one run and 20 queued"
+        clash = {"a": "eA==", "a/b": "eA=="}
+        pool.send({"id": "clash", "code": "print('ran')", "files": clash})
+        pool.send({"id": "after", "code": "print('after')"})
+        assert "cannot place file 'a/b'" in pool.result("clash")["error"]["message"]
+        assert pool.result("after")["stdout"] == "after\n"
+        assert all(pool.result(number)["exit"] == 0 for number in range(20))
+        assert pool.close() == 0
+
+
+def test_every_pidfd_handed_over_is_closed(
+    keeper: ScratchKeeper, exited: Callable[[], int]
+) -> None:
+    used = [_ready_one(keeper)] + [keeper.take() for _ in range(3)]
+    _ready_one(keeper)  # taken, never handed back: one fewer than the ready ones it keeps
+    pidfds = [exited() for _ in used]
+    before = len(os.listdir("/proc/self/fd"))
+    for path, pidfd in zip(used, pidfds, strict=True):
+        keeper.discard(path, pidfd)
+    keeper.remove_used()  # one is given again, three are removed
+    assert _eventually(lambda: not any(os.path.lexists(path) for path in used))
+    assert len(os.listdir("/proc/self/fd")) == before - len(pidfds)
