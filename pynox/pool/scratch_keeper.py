@@ -20,6 +20,9 @@ from pynox.errors import PynoxError
 from pynox.pool import files as pool_files
 from pynox.pool import scratch_reuse
 
+# How long the thread waits for the process of a run that ended to finish exiting, in ms.
+_EXIT_WAIT = 2
+
 
 def make(root: str) -> str:
     """A run's scratch directory in root, with the empty out/ whose files its result
@@ -52,15 +55,21 @@ class ScratchKeeper:
         self._thread.start()
 
     def take(self) -> str:
-        """A directory made ahead, or one made now if none is ready (raises PolicyError).
-        The thread makes another once keep_ready asks again: not while the program that
-        gets this one starts."""
+        """A directory made ahead; if none is ready, one a run left as made, or one made
+        now (raises PolicyError). The thread makes another once keep_ready asks again: not
+        while the program that gets this one starts."""
         with self._lock:
             # A directory the thread is making right now still lands among the ready
             # ones; lowering what it keeps stops it from making one more after that.
             self._wanted = min(self._wanted, max(len(self._ready) - 1, 0))
             if self._ready:
                 return self._ready.pop()
+            used = self._claim_used()
+        if used is not None:
+            # The thread may not have had its turn: a rename costs a fraction of a mkdir.
+            reused = self._try_reuse(*used, wait_ms=0)
+            if reused is not None:
+                return reused
         return self._make()
 
     def keep_ready(self, count: int) -> None:
@@ -123,20 +132,14 @@ class ScratchKeeper:
 
     def _next(self) -> "tuple[str, tuple[str, int | None] | None]":
         """What to do next, waiting until there is something: "make" a directory, "reuse"
-        a used one (or else keep it to remove), "tidy" one (reuse it while fewer than
-        twice keep_ready's count are ready, else remove it), or "stop"."""
+        a used one (_reuse_or_make), "tidy" one (_tidy), or "stop"."""
         with self._lock:
             while True:
                 if self._closed:
                     return "stop", None
                 if len(self._ready) < self._wanted:
-                    # Oldest first: its process has had the longest to exit.
-                    for index, (path, pidfd) in enumerate(self._used):
-                        if pidfd is not None and path in self._as_made:
-                            del self._used[index]
-                            self._busy.append(path)
-                            return "reuse", (path, pidfd)
-                    return "make", None
+                    used = self._claim_used()
+                    return ("make", None) if used is None else ("reuse", used)
                 if self._removing and self._used:
                     used = self._used.pop()
                     self._busy.append(used[0])
@@ -151,28 +154,10 @@ class ScratchKeeper:
                 return
             if used is None:
                 self._make_ready()
-                continue
-            path, pidfd = used
-            with self._lock:
-                # Twice keep_ready's count: the next run takes one, and the thread, asked
-                # for another at once, finds it there instead of making one.
-                reusing = action == "reuse" or len(self._ready) < 2 * self._kept
-            if not reusing:
-                _close(pidfd)
-                pidfd = None
-            reused = self._reuse(path, pidfd)
-            if reused is None and action == "reuse":
-                # Not now: removed with the others while the pool is idle.
-                with self._lock:
-                    self._busy.remove(path)
-                    self._used.insert(0, (path, None))
-                continue
-            if reused is None:
-                self.remove(path)
-            with self._lock:
-                self._busy.remove(path)
-                if reused is not None:
-                    self._ready.append(reused)
+            elif action == "reuse":
+                self._reuse_or_make(*used)
+            else:
+                self._tidy(*used)
 
     def _make_ready(self) -> None:
         try:
@@ -185,22 +170,72 @@ class ScratchKeeper:
         with self._lock:
             self._ready.append(path)
 
-    def _reuse(self, path: str, pidfd: "int | None") -> "str | None":
-        """The used directory under its new name, if its run's process has exited and the
-        run left it as made (scratch_reuse); the pidfd is closed either way."""
-        try:
-            with self._lock:
-                as_made = self._as_made.get(path)
-            if pidfd is None or as_made is None or not scratch_reuse.exited(pidfd):
-                return None
-            reused = scratch_reuse.reuse(path, as_made)
-            if reused is not None:
-                with self._lock:
-                    del self._as_made[path]
-                    self._as_made[reused] = as_made
-            return reused
-        finally:
+    def _claim_used(self) -> "tuple[str, int | None] | None":
+        """A used directory that may be reused, oldest first (its process has had the
+        longest to exit), marked busy; the caller holds the lock."""
+        for index, (path, pidfd) in enumerate(self._used):
+            if pidfd is not None and path in self._as_made:
+                del self._used[index]
+                self._busy.append(path)
+                return path, pidfd
+        return None
+
+    def _reuse_or_make(self, path: str, pidfd: "int | None") -> None:
+        reused = self._try_reuse(path, pidfd, _EXIT_WAIT)
+        if reused is None:
+            self._make_ready()
+            return
+        with self._lock:
+            self._ready.append(reused)
+
+    def _try_reuse(self, path: str, pidfd: "int | None", wait_ms: int) -> "str | None":
+        """A claimed used directory under its new name, if its run's process has exited
+        (waiting up to wait_ms) and left it as made. Else None, and it goes back among the
+        used: with its pidfd while the process still exits (a run ends when its program
+        announces it, a moment before), without one if changed, to be removed."""
+        reused = None
+        if pidfd is not None and scratch_reuse.exited(pidfd, wait_ms):
             _close(pidfd)
+            pidfd = None
+            reused = self._reuse(path)
+        with self._lock:
+            self._busy.remove(path)
+            if reused is None and pidfd is None:
+                self._used.insert(0, (path, None))
+            elif reused is None:
+                self._used.append((path, pidfd))
+        return reused
+
+    def _tidy(self, path: str, pidfd: "int | None") -> None:
+        """Reuses a used directory while fewer than twice keep_ready's count are ready (the
+        next run takes one, and the thread, asked for another at once, finds it there),
+        else removes it."""
+        with self._lock:
+            wanted = len(self._ready) < 2 * self._kept
+        reused = None
+        if wanted and pidfd is not None and scratch_reuse.exited(pidfd, _EXIT_WAIT):
+            reused = self._reuse(path)
+        _close(pidfd)
+        if reused is None:
+            self.remove(path)
+        with self._lock:
+            self._busy.remove(path)
+            if reused is not None:
+                self._ready.append(reused)
+
+    def _reuse(self, path: str) -> "str | None":
+        """The used directory under its new name, if its run left it as made (its process
+        has exited: scratch_reuse)."""
+        with self._lock:
+            as_made = self._as_made.get(path)
+        if as_made is None:
+            return None
+        reused = scratch_reuse.reuse(path, as_made)
+        if reused is not None:
+            with self._lock:
+                del self._as_made[path]
+                self._as_made[reused] = as_made
+        return reused
 
 
 def _close(fd: "int | None") -> None:

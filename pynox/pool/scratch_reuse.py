@@ -71,11 +71,12 @@ def made(path: str) -> "Made | None":
         os.close(fd)
 
 
-def exited(pidfd: int) -> bool:
-    """Whether the process of pidfd has exited (a zombie, or reaped)."""
+def exited(pidfd: int, wait_ms: int = 0) -> bool:
+    """Whether the process of pidfd has exited (a zombie, or reaped), waiting up to
+    wait_ms for it."""
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
-    return bool(poller.poll(0))
+    return bool(poller.poll(wait_ms))
 
 
 def reuse(path: str, as_made: Made) -> "str | None":
