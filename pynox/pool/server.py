@@ -317,6 +317,9 @@ class PoolServer:
         self.handlers: dict[int, tuple[Child, str]] = {}
         self.children: dict[int, Child] = {}  # by token
         self.by_pid: dict[int, Child] = {}
+        # Scratch directories of children whose run ended before the zygote's word of
+        # their pid came (_spawned_after_its_end), by token.
+        self.ended_unseen: dict[int, str] = {}
         self.runs: dict[object, Run] = {}  # by request id
         self.child_runs: dict[int, Run] = {}  # by token, for one-shot and session steps
         self.queue: list[tuple[Run, dict[str, object]]] = []
@@ -386,6 +389,7 @@ class PoolServer:
         policies = [run.policy for run in self.runs.values()]
         policies += [session.policy for session in self.sessions.values()]
         directories = [p.scratch for p in policies] + [c.scratch for c in self.children.values()]
+        directories += self.ended_unseen.values()
         directories += self.scratch_keeper.directories()
         return [d for d in dict.fromkeys(directories) if d is not None]
 
@@ -967,8 +971,7 @@ class PoolServer:
         if isinstance(token, int) and isinstance(pid, int):
             child = self.children.get(token)
             if child is None:
-                for fd in fds:
-                    os.close(fd)
+                self._spawned_after_its_end(token, fds)
                 return
             child.pid = pid
             child.pidfd = fds[0] if fds else None
@@ -981,6 +984,22 @@ class PoolServer:
             if child is not None and isinstance(status, int):
                 child.status = status
                 self._child_exited(child)
+
+    def _spawned_after_its_end(self, token: int, fds: "list[int]") -> None:
+        """The zygote's word of a child whose run already ended (a burst can do that): it
+        goes now, as _finish_child sends any child that may only have claimed to end, and
+        its scratch directory goes to the keeper with the pidfd that shows when it has."""
+        pidfd = fds[0] if fds else None
+        for fd in fds[1:]:
+            os.close(fd)
+        if pidfd is not None:
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        scratch_dir = self.ended_unseen.pop(token, None)
+        if scratch_dir is not None:
+            self.scratch_keeper.discard(scratch_dir, pidfd)
+        elif pidfd is not None:
+            os.close(pidfd)
 
     def _read_output(self, child: Child, role: str) -> None:
         fd = child.fds[role]
@@ -1249,8 +1268,11 @@ class PoolServer:
             self._finish_child(child)
         finally:
             # Reused or removed once the child is surely gone, off the path of this result
-            # and of the next request (ScratchKeeper).
-            if child.scratch is not None:
+            # and of the next request (ScratchKeeper). Without its pid yet, the zygote's
+            # word of it brings the pidfd (_spawned_after_its_end).
+            if child.scratch is not None and child.pid is None:
+                self.ended_unseen[child.token] = child.scratch
+            elif child.scratch is not None:
                 self.scratch_keeper.discard(child.scratch, pidfd)
 
     def _finish_child(self, child: Child) -> None:

@@ -291,3 +291,38 @@ def test_output_past_a_pipe_written_at_the_start_arrives_whole(pool: PoolClient)
         assert result["stdout"] == "x" * 300_000
         assert result["stdout_truncated"] is False
     serves(pool)
+
+
+_CLAIMS_ITS_END = """
+import os, stat, time
+from pynox.pool import channel
+link = next(fd for fd in range(3, 64) if _is_socket(fd))
+os.close(1)
+os.close(2)
+channel.send(link, {"type": "exit", "status": 0, "signal": None})
+time.sleep(60)
+"""
+_IS_SOCKET = """
+def _is_socket(fd):
+    try:
+        return stat.S_ISSOCK(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+"""
+
+
+def test_a_program_that_only_claims_its_end_does_not_outlive_its_result() -> None:
+    """A child that said it ended is killed when its result goes out, also one whose run
+    ended before the pool had read its pid from the zygote (likelier in a burst)."""
+    with PoolClient(workers=2) as pool:
+        ids = [new_id("claims") for _ in range(60)]
+        for request_id in ids:
+            pool.send({"id": request_id, "code": _IS_SOCKET + _CLAIMS_ITS_END})
+        for request_id in ids:
+            assert pool.result(request_id)["exit"] == 0
+        deadline = time.monotonic() + 10
+        left = 4  # the pool, its zygote and its two spares
+        while len(pool.tree()) > left and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(pool.tree()) <= left, pool.diagnose()
+        assert pool.close() == 0
