@@ -55,20 +55,8 @@ class Made(NamedTuple):
 def made(path: str) -> "Made | None":
     """What the scratch directory at path (with its empty out/) is now; None if it cannot be
     read, which keeps it from being reused."""
-    try:
-        fd = os.open(path, _DIR)
-    except OSError:
-        return None
-    try:
-        out = os.open(OUT_DIR, _DIR, dir_fd=fd)
-        try:
-            return Made(_inode(fd), _inode(out))
-        finally:
-            os.close(out)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    looked = _look(path)
+    return None if looked is None else looked[0]
 
 
 def exited(pidfd: int, wait_ms: int = 0) -> bool:
@@ -82,23 +70,9 @@ def exited(pidfd: int, wait_ms: int = 0) -> bool:
 def reuse(path: str, as_made: Made) -> "str | None":
     """The directory under a new name in the same place, if it is as it was made (the
     caller has seen its run's process exit); else None, and it stays where it is."""
-    try:
-        fd = os.open(path, _DIR)
-    except OSError:
+    looked = _look(path)
+    if looked is None or looked != (as_made, True):
         return None
-    try:
-        if os.listdir(fd) != [OUT_DIR]:
-            return None
-        out = os.open(OUT_DIR, _DIR, dir_fd=fd)
-        try:
-            if os.listdir(out) or Made(_inode(fd), _inode(out)) != as_made:
-                return None
-        finally:
-            os.close(out)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     base = os.path.dirname(path)
     renamed = scratch.new_name(base)
     if os.path.lexists(renamed):  # rename() would replace an empty directory there
@@ -108,6 +82,26 @@ def reuse(path: str, as_made: Made) -> "str | None":
     except OSError:
         return None
     return renamed
+
+
+def _look(path: str) -> "tuple[Made, bool] | None":
+    """What the scratch directory at path and its out/ are, and whether they hold nothing
+    but out/; None if they cannot be read."""
+    try:
+        fd = os.open(path, _DIR)
+    except OSError:
+        return None
+    try:
+        out = os.open(OUT_DIR, _DIR, dir_fd=fd)
+        try:
+            empty = os.listdir(fd) == [OUT_DIR] and not os.listdir(out)
+            return Made(_inode(fd), _inode(out)), empty
+        finally:
+            os.close(out)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _inode(fd: int) -> Inode:

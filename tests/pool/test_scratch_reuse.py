@@ -199,7 +199,8 @@ import os
 home = os.environ['HOME']
 print(os.stat(home).st_mtime_ns, sorted(os.listdir(home)), os.listdir(home + '/out'))
 """
-_LEAVE = "\nopen(home + '/left.txt', 'w').write('x'); os.mkdir(home + '/out/sub')"
+# What some runs leave for the next: a file of their own, and a file of their result.
+_LEAVE = {0: "\nopen(home + '/left.txt', 'w').write('x')", 3: "\nopen(home + '/out/a', 'w')"}
 _PAUSE = 0.06
 
 
@@ -212,7 +213,7 @@ def test_runs_find_their_directory_empty_and_some_were_made_for_a_run_before(
     with PoolClient(workers=1, env=clean_env({"TMPDIR": str(tmp_path)})) as pool:
         sent, changed = [], []
         for number in range(24):
-            leave = _LEAVE if number % 3 == 0 else ""
+            leave = _LEAVE.get(number % 6, "")
             sent.append(time.time_ns())
             result = pool.run({"id": number, "code": _LOOK + leave})
             mtime, seen = result["stdout"].split(" ", 1)
