@@ -231,11 +231,12 @@ class ScratchKeeper:
         if as_made is None:
             return None
         reused = scratch_reuse.reuse(path, as_made)
-        if reused is not None:
-            with self._lock:
-                del self._as_made[path]
-                self._as_made[reused] = as_made
-        return reused
+        with self._lock:
+            del self._as_made[path]
+            if reused is None:
+                return None
+            self._as_made[reused[0]] = reused[1]
+        return reused[0]
 
 
 def _close(fd: "int | None") -> None:

@@ -13,7 +13,12 @@ handed to a later run, under a new name (the old one is gone, as a removed one i
 - both are the very inodes made for it, with the owner, mode, link count, inode flags and
   extended attributes (ACLs are those) they had then. A program cannot change those (the
   seccomp filter refuses chmod, chown, setxattr and the ioctls that set flags); checking
-  them costs a few system calls and keeps a directory someone changed out of reuse.
+  them costs a few system calls and keeps a directory someone changed out of reuse;
+- both have the access and modification times they had then (after the keeper's own
+  listing, so that with relatime a later listing leaves them be). The filter refuses
+  utime too, but a program that made and removed a file set the modification time to a
+  moment of its choosing, a message for the next run. What is left to see is the inode's
+  number and its change time, which the rename sets.
 
 Anything else is removed, as every directory was before.
 """
@@ -25,7 +30,7 @@ import select
 import struct
 from typing import NamedTuple
 
-from pynox.engine import scratch
+from pynox.engine import scratch, scratch_removal
 from pynox.file_names import OUT_DIR
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -41,6 +46,8 @@ class Inode(NamedTuple):
     mode: int
     owner: "tuple[int, int]"
     links: int
+    # Access and modification, in ns: a directory whose times changed is not reused.
+    times: "tuple[int, int]"
     flags: "int | None"  # None where the file system has no inode flags
     xattrs: "tuple[str, ...]"
 
@@ -67,9 +74,12 @@ def exited(pidfd: int, wait_ms: int = 0) -> bool:
     return bool(poller.poll(wait_ms))
 
 
-def reuse(path: str, as_made: Made) -> "str | None":
-    """The directory under a new name in the same place, if it is as it was made (the
-    caller has seen its run's process exit); else None, and it stays where it is."""
+def reuse(path: str, as_made: Made) -> "tuple[str, Made] | None":
+    """The directory under a new name in the same place, and what it is now, if it is as
+    it was made (the caller has seen its run's process exit); else None, and it stays
+    where it is. Looked at again after the rename, which sets its change time: with
+    relatime, the next listing then sets its access time too, this one rather than the
+    next run's."""
     looked = _look(path)
     if looked is None or looked != (as_made, True):
         return None
@@ -81,7 +91,11 @@ def reuse(path: str, as_made: Made) -> "str | None":
         os.rename(path, renamed)
     except OSError:
         return None
-    return renamed
+    now = made(renamed)
+    if now is None:
+        scratch_removal.remove(renamed)  # what its old name leads to is gone already
+        return None
+    return renamed, now
 
 
 def _look(path: str) -> "tuple[Made, bool] | None":
@@ -112,6 +126,7 @@ def _inode(fd: int) -> Inode:
         status.st_mode,
         (status.st_uid, status.st_gid),
         status.st_nlink,
+        (status.st_atime_ns, status.st_mtime_ns),
         _flags(fd),
         tuple(sorted(_xattrs(fd))),
     )

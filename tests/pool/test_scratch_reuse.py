@@ -135,6 +135,20 @@ def _flag(path: str) -> None:
         os.close(fd)
 
 
+def _file_made_and_removed(path: str) -> None:
+    time.sleep(0.02)  # past the tick of the file system's clock since the directory was made
+    Path(path, "gone.txt").write_text("")
+    os.unlink(os.path.join(path, "gone.txt"))
+
+
+def _times(path: str) -> None:
+    os.utime(path, ns=(10**9, 10**9))
+
+
+def _out_times(path: str) -> None:
+    os.utime(os.path.join(path, OUT_DIR), ns=(10**9, 10**9))
+
+
 def _replaced(path: str) -> None:
     os.rename(path, path + "-moved")
     os.mkdir(path, 0o700)
@@ -152,6 +166,9 @@ CHANGES = [
     _out_mode,
     _xattr,
     _flag,
+    _file_made_and_removed,
+    _times,
+    _out_times,
     _replaced,
 ]
 
