@@ -763,8 +763,8 @@ class PoolServer:
 
     def _give_scratch(self, run: Run) -> bool:
         """Gives a run that starts now its scratch directory, with the files it brought.
-        Not before: a queued run would hold one that runs ahead of it need. False, with the
-        run's result sent, when that fails."""
+        Not before: a queued run would hold one that the runs ahead of it need. False, with
+        the run's result sent, when that fails."""
         try:
             self._scratch_for(run.policy)
             if run.files:
