@@ -165,8 +165,9 @@ def _scratch_comparison(scratch: ScratchComparison | None) -> list[str]:
         return []
     return [
         "",
-        "**Where the pool makes scratch directories.** Each request gets one, made and removed "
-        f"by the pool. Throughput of 2 workers with them in {scratch.default_place}, as above: "
+        "**Where the pool makes scratch directories.** Each request gets one from the pool: "
+        "made, or one an earlier request left as it was made, renamed; removed after unless "
+        f"it is left so. Throughput of 2 workers with them in {scratch.default_place}, as above: "
         f"{scratch.default_throughput:.0f}/s; in a pool whose `TMPDIR` is `{TMPFS}` (tmpfs), "
         f"its batches taking turns with the table's: {scratch.tmpfs_throughput:.0f}/s. "
         "Shown, not judged: files a program writes to a tmpfs are memory that `--memory` "
