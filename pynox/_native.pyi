@@ -1,4 +1,4 @@
-# The types of pynox._native (runtime/native.c, toplevel.c, binding.c, immortal.c).
+# The types of pynox._native (runtime/native.c, toplevel.c, binding.c, immortal.c, zygote.c).
 from types import CodeType
 from typing import Any
 
@@ -18,3 +18,11 @@ def finish(state: bytearray, base: PolicyFields, policy: PolicyFields) -> str | 
 def scrub_environment_block() -> str | None: ...
 def wipe(value: bytes) -> None: ...
 def immortalize(objects: list[Any]) -> int: ...
+
+# The pool zygote's loop and the layout of its records (runtime/zygote.c).
+ZYGOTE_ORDER_FORMAT: str
+ZYGOTE_WORD_FORMAT: str
+ZYGOTE_SPAWNED: int
+ZYGOTE_EXITED: int
+
+def serve_spares(sock: int, fds_per_spare: int) -> tuple[list[int], bool]: ...

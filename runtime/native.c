@@ -1,4 +1,5 @@
-/* pynox._native: the module that toplevel.c, binding.c and immortal.c fill (see native.h).
+/* pynox._native: the module that toplevel.c, binding.c, immortal.c and zygote.c fill
+ * (see native.h).
  *
  * One module rather than one per file: each extension module a run loads is another
  * shared object to map and relocate before the program starts. */
@@ -19,6 +20,8 @@ PyMODINIT_FUNC PyInit__native(void)
     if (PyModule_AddFunctions(module, pynox_toplevel_methods) != 0
         || PyModule_AddFunctions(module, pynox_binding_methods) != 0
         || PyModule_AddFunctions(module, pynox_immortal_methods) != 0
+        || PyModule_AddFunctions(module, pynox_zygote_methods) != 0
+        || pynox_zygote_add_constants(module) != 0
         || pynox_binding_add_constants(module) != 0) {
         Py_DECREF(module);
         return NULL;

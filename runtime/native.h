@@ -12,6 +12,10 @@ extern PyMethodDef pynox_toplevel_methods[];
 /* immortal.c: what the pool server holds, made immortal before it forks. */
 extern PyMethodDef pynox_immortal_methods[];
 
+/* zygote.c: the pool zygote's loop, which forks spares. */
+extern PyMethodDef pynox_zygote_methods[];
+int pynox_zygote_add_constants(PyObject *module);
+
 /* binding.c: the calls of the sandbox core that a run makes. */
 extern PyMethodDef pynox_binding_methods[];
 int pynox_binding_add_constants(PyObject *module);

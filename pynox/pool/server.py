@@ -883,10 +883,8 @@ class PoolServer:
         rep_r, rep_w = os.pipe()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         chan = ours.detach()
-        zygote.send(
-            self.zygote,
-            {"token": child.token, "wanted_now": wanted_now},
-            [out_w, err_w, rep_w, theirs.fileno()],
+        zygote.order_spare(
+            self.zygote, child.token, wanted_now, [out_w, err_w, rep_w, theirs.fileno()]
         )
         for fd in (out_w, err_w, rep_w):
             os.close(fd)
@@ -961,28 +959,30 @@ class PoolServer:
 
     def _from_zygote(self) -> None:
         try:
-            message, fds = zygote.receive(self.zygote)
+            word, fds = zygote.read_word(self.zygote)
         except channel.ChannelError as exc:
             problem = f"the pool's zygote broke its protocol ({exc}); restart the pool"
             raise PynoxError(problem) from None
-        if message is None:
+        if word is None:
             raise PynoxError("the pool's zygote stopped; restart the pool")
-        token, pid = message.get("spawned"), message.get("pid")
-        if isinstance(token, int) and isinstance(pid, int):
-            child = self.children.get(token)
+        kind, ident, value = word
+        if kind == zygote.SPAWNED:
+            child = self.children.get(ident)
             if child is None:
-                self._spawned_after_its_end(token, fds)
+                self._spawned_after_its_end(ident, fds)
                 return
-            child.pid = pid
+            child.pid = value
             child.pidfd = fds[0] if fds else None
             self.by_pid[child.pid] = child
             if child.kill_reason is not None:
                 child.kill(child.kill_reason)
-        elif isinstance(exited := message.get("exited"), int):
-            status = message.get("status")
-            child = self.by_pid.pop(exited, None)
-            if child is not None and isinstance(status, int):
-                child.status = status
+            return
+        for fd in fds:  # only a spawned spare's word carries one
+            os.close(fd)
+        if kind == zygote.EXITED:
+            child = self.by_pid.pop(ident, None)
+            if child is not None:
+                child.status = value
                 self._child_exited(child)
 
     def _spawned_after_its_end(self, token: int, fds: "list[int]") -> None:

@@ -4,19 +4,27 @@ The pool server forks it once, after preloading and before it reads a single
 request, so the zygote's memory never holds a request's code, policy, output
 or host-call data, and neither does any child it forks. The pool server sends it
 a child's descriptors; the zygote forks a spare child, hands back a pidfd,
-reaps its children and reports how each ended. A spare readies itself, then
+reaps its children and reports how each ended (a loop in C, runtime/zygote.c, so
+that the zygote writes to almost none of the pages its children share). A spare readies itself, then
 waits for its policy and program, which reach it over its own channel from the
 pool server; a spare the server primes gets its policy first (pynox.pool.priming).
 """
 
-import _signal
 import atexit
 import gc
 import os
 import select
 import socket
+import struct
 
-from pynox._native import compile_source
+from pynox._native import (
+    ZYGOTE_EXITED,
+    ZYGOTE_ORDER_FORMAT,
+    ZYGOTE_SPAWNED,
+    ZYGOTE_WORD_FORMAT,
+    compile_source,
+    serve_spares,
+)
 from pynox.engine import child, prepared_sandbox, sandbox, scratch, shutdown
 from pynox.engine.child_setup import ChildSetup
 from pynox.engine.program import Program
@@ -36,26 +44,31 @@ CHILD_FDS = ("stdout", "stderr", "report", "channel")
 # The frame a spare sends once it has warmed up and waits idle, and the one that primes it.
 READY = "ready"
 PRIME = "prime"
-# The server and the zygote trade a token, a pid or an exit status: a few dozen bytes.
-# The buffer is allocated per message, so it stays small (1 MiB cost a mapping each).
-MAX_MESSAGE = 4096
+# The records the server and the zygote trade (laid out in runtime/zygote.c): the
+# server's order for a spare, and the zygote's word of one it forked or one that ended.
+ORDER = struct.Struct(ZYGOTE_ORDER_FORMAT)  # token, wanted_now; with CHILD_FDS
+WORD = struct.Struct(ZYGOTE_WORD_FORMAT)  # SPAWNED, token, pid (a pidfd); EXITED, pid, status
+SPAWNED = ZYGOTE_SPAWNED
+EXITED = ZYGOTE_EXITED
 
 
-def send(sock: socket.socket, message: dict[str, object], fds: "list[int] | None" = None) -> None:
-    data = channel.encode(message)[4:]
-    socket.send_fds(sock, [data], fds or [])
+def order_spare(sock: socket.socket, token: int, wanted_now: bool, fds: "list[int]") -> None:
+    """Asks the zygote for a spare with these descriptors (CHILD_FDS, in order)."""
+    socket.send_fds(sock, [ORDER.pack(token, wanted_now)], fds)
 
 
-def receive(sock: socket.socket) -> "tuple[dict[str, object] | None, list[int]]":
-    """One message and its descriptors; ChannelError for one cut short."""
-    data, fds, flags, _ = socket.recv_fds(sock, MAX_MESSAGE, len(CHILD_FDS))
-    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+def read_word(sock: socket.socket) -> "tuple[tuple[int, int, int] | None, list[int]]":
+    """The zygote's next word (kind, id, value) and its descriptors; None when the
+    zygote is gone; ChannelError for a record of another size or more descriptors."""
+    data, fds, flags, _ = socket.recv_fds(sock, WORD.size + 1, 1)
+    if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or (data and len(data) != WORD.size):
         for fd in fds:
             os.close(fd)
-        raise channel.ChannelError("a message between the pool server and its zygote was cut short")
+        raise channel.ChannelError("a message from the pool's zygote was not one it sends")
     if not data:
         return None, fds
-    return channel.decode(data), fds
+    kind, ident, value = WORD.unpack(data)
+    return (kind, ident, value), fds
 
 
 def start(
@@ -90,91 +103,23 @@ def _serve(
     os.dup2(null, 0)
     os.dup2(null, 1)
     os.close(null)
-    wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-    _signal.set_wakeup_fd(wake_write)
-    _signal.signal(_signal.SIGCHLD, lambda signum, frame: None)
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
-    poller.register(wake_read, select.POLLIN)
     base = prepared_sandbox.base_policy(system_reads, os.getpid())  # shared by every spare
     # Emptied once here: no spare's memory holds the user's environment, and none
     # spends its own time emptying it.
     emptied = child.empty_environment()
-    while True:
-        ready = {fd for fd, _ in _poll(poller)}
-        if wake_read in ready:
-            _drain(wake_read)
-            _reap(sock)
-        if sock.fileno() not in ready:
-            continue
-        message, fds = _receive_or_leave(sock)
-        pid = os.fork()
-        if pid == 0:
-            _become_child(
-                sock,
-                wake_read,
-                wake_write,
-                fds,
-                base,
-                emptied,
-                config_package_dirs,
-                warmup_code,
-                wanted_now=message.get("wanted_now") is True,
-            )
-        pidfd = os.pidfd_open(pid)
-        _send_or_leave(sock, {"spawned": message.get("token"), "pid": pid}, [pidfd])
-        for fd in (pidfd, *fds):
-            os.close(fd)
-
-
-def _receive_or_leave(sock: socket.socket) -> "tuple[dict[str, object], list[int]]":
     try:
-        message, fds = receive(sock)
-    except (OSError, channel.ChannelError):
-        message, fds = None, []
-    if message is None:
-        os._exit(0)  # the pool server is gone; the children die with us
-    return message, fds
-
-
-def _send_or_leave(sock: socket.socket, message: dict[str, object], fds: "list[int]") -> None:
-    try:
-        send(sock, message, fds)
-    except OSError:
-        os._exit(0)  # the pool server is gone
-
-
-def _poll(poller: select.poll) -> "list[tuple[int, int]]":
-    while True:
-        try:
-            return poller.poll()
-        except InterruptedError:
-            continue
-
-
-def _drain(fd: int) -> None:
-    try:
-        while os.read(fd, 4096):
-            pass
-    except BlockingIOError:
-        pass
-
-
-def _reap(sock: socket.socket) -> None:
-    while True:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        _send_or_leave(sock, {"exited": pid, "status": status}, [])
+        _practise()
+        # Returns only in a new spare; the zygote itself ends there once the server has.
+        fds, wanted_now = serve_spares(sock.fileno(), len(CHILD_FDS))
+    except BaseException as exc:  # noqa: BLE001 - the zygote must not unwind into the server's code
+        if not isinstance(exc, KeyboardInterrupt):
+            os.write(2, f"pynox: the pool's zygote stopped: {exc!r}\n".encode())
+        os._exit(1)
+    _become_child(sock, fds, base, emptied, config_package_dirs, warmup_code, wanted_now=wanted_now)
 
 
 def _become_child(
     sock: socket.socket,
-    wake_read: int,
-    wake_write: int,
     fds: list[int],
     base: sandbox.CPolicy,
     emptied: "tuple[str | None, SandboxError | None]",
@@ -187,10 +132,7 @@ def _become_child(
     emptied: what child.empty_environment() gave when the zygote emptied its own.
     wanted_now: whether a request already waits for a spare (see below).
     """
-    _signal.set_wakeup_fd(-1)
-    _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
-    for fd in (sock.detach(), wake_read, wake_write):
-        os.close(fd)
+    os.close(sock.detach())
     named = dict(zip(CHILD_FDS, fds, strict=True))
     setup = ChildSetup()
     setup.stdin_null = True
@@ -254,6 +196,30 @@ def _become_child(
     functions = start.get("functions")
     link.functions = list(functions) if isinstance(functions, list) else []
     child.start(program, Policy.from_wire(start["policy"]), setup)  # type: ignore[arg-type]
+
+
+def _practise() -> None:
+    """Runs, with sample data, the Python each spare runs on its way to a request.
+
+    Each first run of a function writes to its code (CPython specializes it where it
+    runs) and fills the interpreter's caches; done here, a few times, before any fork,
+    every spare shares the result instead of each copying those pages for itself.
+    """
+    sample = {
+        "type": "start",
+        "kind": "request",
+        "argv": ["<practice>"],
+        "filename": "<practice>",
+        "source": "print(1)",
+        "policy": Policy().to_wire(),
+        "functions": [],
+        "session": False,
+        "echo": True,
+    }
+    for _ in range(3):  # CPython specializes an instruction on its second run
+        _warm_up()
+        start = channel.decode(channel.encode(sample)[4:])
+        sandbox.own_policy(Policy.from_wire(start["policy"]))  # type: ignore[arg-type]
 
 
 def _request_waiting(fd: int) -> bool:

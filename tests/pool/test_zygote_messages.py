@@ -1,4 +1,4 @@
-"""The messages between the pool server and its zygote: small, and never taken cut short."""
+"""The records between the pool server and its zygote: whole, and never taken cut short."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ def _open_fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
 
 
-def test_a_message_and_its_descriptors_arrive_whole(pair: tuple[socket.socket, ...]) -> None:
+def test_a_word_and_its_descriptor_arrive_whole(pair: tuple[socket.socket, ...]) -> None:
     left, right = pair
     read_end, write_end = os.pipe()
     try:
-        zygote.send(left, {"spawned": 7, "pid": 1234}, [write_end])
-        message, fds = zygote.receive(right)
-        assert message == {"spawned": 7, "pid": 1234}
+        socket.send_fds(left, [zygote.WORD.pack(zygote.SPAWNED, 7, 1234)], [write_end])
+        word, fds = zygote.read_word(right)
+        assert word == (zygote.SPAWNED, 7, 1234)
         assert len(fds) == 1
         os.write(fds[0], b"x")  # the same pipe, passed along
         assert os.read(read_end, 1) == b"x"
@@ -39,30 +39,45 @@ def test_a_message_and_its_descriptors_arrive_whole(pair: tuple[socket.socket, .
         os.close(write_end)
 
 
-def test_a_message_over_the_buffer_is_refused_not_cut(pair: tuple[socket.socket, ...]) -> None:
+def test_a_closed_socket_reads_as_the_zygote_gone(pair: tuple[socket.socket, ...]) -> None:
     left, right = pair
-    # Valid JSON up to the buffer's end: cut there, it would still decode.
-    data = b'{"exited": 1, "status": 0}' + b" " * zygote.MAX_MESSAGE
+    left.close()
+    assert zygote.read_word(right) == (None, [])
+
+
+@pytest.mark.parametrize("extra", [1, 4096], ids=["a byte", "a page"])
+def test_a_longer_record_is_refused_not_cut(pair: tuple[socket.socket, ...], extra: int) -> None:
+    left, right = pair
+    # A valid word up to the buffer's end: cut there, it would still unpack.
+    data = zygote.WORD.pack(zygote.EXITED, 1, 0) + b"\0" * extra
     read_end, write_end = os.pipe()
     try:
         before = _open_fds()
         socket.send_fds(left, [data], [write_end])
-        with pytest.raises(channel.ChannelError, match="cut short"):
-            zygote.receive(right)
+        with pytest.raises(channel.ChannelError, match="not one it sends"):
+            zygote.read_word(right)
         assert _open_fds() == before  # the descriptor that came with it is closed
     finally:
         os.close(read_end)
         os.close(write_end)
 
 
-def test_more_descriptors_than_a_child_has_are_refused(pair: tuple[socket.socket, ...]) -> None:
+def test_a_shorter_record_is_refused(pair: tuple[socket.socket, ...]) -> None:
     left, right = pair
-    pipes = [os.pipe() for _ in range(len(zygote.CHILD_FDS) + 1)]
+    left.send(zygote.WORD.pack(zygote.EXITED, 1, 0)[:-1])
+    with pytest.raises(channel.ChannelError, match="not one it sends"):
+        zygote.read_word(right)
+
+
+def test_more_descriptors_than_a_word_has_are_refused(pair: tuple[socket.socket, ...]) -> None:
+    left, right = pair
+    pipes = [os.pipe() for _ in range(2)]
     try:
         before = _open_fds()
-        zygote.send(left, {"token": 1}, [write_end for _, write_end in pipes])
-        with pytest.raises(channel.ChannelError, match="cut short"):
-            zygote.receive(right)
+        word = zygote.WORD.pack(zygote.SPAWNED, 1, 1234)
+        socket.send_fds(left, [word], [write_end for _, write_end in pipes])
+        with pytest.raises(channel.ChannelError, match="not one it sends"):
+            zygote.read_word(right)
         assert _open_fds() == before
     finally:
         for read_end, write_end in pipes:
