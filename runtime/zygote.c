@@ -250,30 +250,35 @@ static PyObject *serve_spares(PyObject *module, PyObject *args)
                      MAX_CHILD_FDS, count);
         return NULL;
     }
-    /* SIGCHLD blocked, read from a signalfd: the loop needs no Python handler. */
-    sigset_t child_ended, mask;
-    if (sigemptyset(&child_ended) != 0 || sigaddset(&child_ended, SIGCHLD) != 0
-        || sigprocmask(SIG_BLOCK, &child_ended, &mask) != 0) {
+    /* Every signal stays blocked but while the loop waits (ppoll), so that one whose
+     * Python handler must run cannot slip in between the check below and the wait.
+     * SIGCHLD stays blocked there too: the loop reads it from a signalfd. */
+    sigset_t every, child_ended, mask, waiting;
+    if (sigfillset(&every) != 0 || sigemptyset(&child_ended) != 0
+        || sigaddset(&child_ended, SIGCHLD) != 0
+        || sigprocmask(SIG_BLOCK, &every, &mask) != 0) {
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    int signals = signalfd(-1, &child_ended, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (signals < 0) {
+    waiting = mask;
+    int signals = -1;
+    if (sigaddset(&waiting, SIGCHLD) != 0
+        || (signals = signalfd(-1, &child_ended, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
         PyErr_SetFromErrno(PyExc_OSError);
         (void)sigprocmask(SIG_SETMASK, &mask, NULL);
         return NULL;
     }
     PyObject *spare = NULL;
     for (;;) {
+        if (PyErr_CheckSignals() != 0) {
+            break; /* a Python handler raised (KeyboardInterrupt, say) */
+        }
         struct pollfd ready[2] = {{sock, POLLIN, 0}, {signals, POLLIN, 0}};
-        if (poll(ready, 2, -1) < 0) {
+        if (ppoll(ready, 2, NULL, &waiting) < 0) {
             if (errno != EINTR) {
                 PyErr_SetFromErrno(PyExc_OSError);
                 break;
             }
-            if (PyErr_CheckSignals() != 0) {
-                break; /* a Python handler raised (KeyboardInterrupt, say) */
-            }
-            continue;
+            continue; /* a signal: its Python handler runs above */
         }
         if (ready[1].revents != 0) {
             drain(signals);

@@ -22,11 +22,16 @@ FDS_PER_SPARE = 2
 # then ends with the status it was told.
 ZYGOTE = textwrap.dedent(
     """
-    import os, sys
+    import os, signal, sys
     from pynox._native import serve_spares
+
+    def interrupted(signum, frame):
+        raise InterruptedError("told to stop")
+
+    signal.signal(signal.SIGUSR1, interrupted)
     try:
         fds, wanted_now = serve_spares(int(sys.argv[1]), int(sys.argv[2]))
-    except KeyboardInterrupt:
+    except InterruptedError:
         os._exit(3)
     blocked = [l for l in open("/proc/self/status") if l.startswith("SigBlk:")][0].split()[1]
     links = []
@@ -67,8 +72,8 @@ class Zygote:
         assert ready, "the zygote said nothing in 30 s"
         return zygote.read_word(self.server)
 
-    def ended(self) -> int:
-        return self.process.wait(timeout=30)
+    def ended(self, timeout: float = 30) -> int:
+        return self.process.wait(timeout=timeout)
 
 
 @pytest.fixture
@@ -163,12 +168,20 @@ def test_an_order_not_as_the_server_sends_ends_the_zygote(
         os.close(read_end)
 
 
-def test_a_signal_with_a_python_handler_reaches_the_waiting_zygote(forking: Zygote) -> None:
-    report, orders = forking.order(1, wanted_now=False)  # the loop is running
-    word, fds = forking.word()
-    assert word is not None
-    os.close(fds[0])
-    forking.process.send_signal(signal.SIGINT)
-    assert forking.ended() == 3  # KeyboardInterrupt, raised out of the loop
-    os.close(orders)
-    os.close(report)
+@pytest.mark.parametrize("when", ["while it waits", "while it forks"])
+def test_a_signal_with_a_python_handler_reaches_the_zygote(forking: Zygote, when: str) -> None:
+    """Its handler runs, whenever the signal comes: one that came between the loop's look
+    at Python's signals and its wait must not wait for the next order."""
+    spares = [forking.order(1, wanted_now=False)]
+    try:
+        word, fds = forking.word()  # the loop runs: the handler is in place
+        assert word is not None
+        os.close(fds[0])
+        if when == "while it forks":
+            spares.append(forking.order(2, wanted_now=False))
+        forking.process.send_signal(signal.SIGUSR1)
+        assert forking.ended(timeout=10) == 3  # the handler's exception, out of the loop
+    finally:
+        for report, orders in spares:
+            os.close(orders)
+            os.close(report)
