@@ -194,8 +194,10 @@ static PyObject *become_spare(const struct order *order, int count, int signals,
         }
         PyList_SET_ITEM(fds, i, fd);
     }
-    PyObject *spare = fds == NULL ? NULL
-                                  : Py_BuildValue("(NO)", fds, order->wanted_now ? Py_True : Py_False);
+    PyObject *spare = NULL;
+    if (fds != NULL) {
+        spare = Py_BuildValue("(NO)", fds, order->wanted_now ? Py_True : Py_False);
+    }
     if (spare == NULL) {
         spare_fails("out of memory");
     }
