@@ -54,6 +54,16 @@ static void close_all(const int *fds, int count)
     }
 }
 
+/* A message of one buffer, without ancillary data yet. */
+static void one_buffer(struct msghdr *message, struct iovec *iov, void *data, size_t size)
+{
+    iov->iov_base = data;
+    iov->iov_len = size;
+    memset(message, 0, sizeof *message);
+    message->msg_iov = iov;
+    message->msg_iovlen = 1;
+}
+
 /* The server's next order with exactly `wanted` descriptors: 1; or 0 when the
  * server is gone or sent anything else (its descriptors are closed then). */
 static int receive_order(int sock, int wanted, struct order *order)
@@ -63,11 +73,9 @@ static int receive_order(int sock, int wanted, struct order *order)
         struct cmsghdr align;
         char buffer[CMSG_SPACE(sizeof(int) * MAX_CHILD_FDS)];
     } control;
-    struct iovec iov = {data, sizeof data};
+    struct iovec iov;
     struct msghdr message;
-    memset(&message, 0, sizeof message);
-    message.msg_iov = &iov;
-    message.msg_iovlen = 1;
+    one_buffer(&message, &iov, data, sizeof data);
     message.msg_control = control.buffer;
     message.msg_controllen = sizeof control.buffer;
     ssize_t got;
@@ -108,11 +116,9 @@ static int send_word(int sock, uint8_t kind, int64_t id, int32_t value, int fd)
         struct cmsghdr align;
         char buffer[CMSG_SPACE(sizeof(int))];
     } control;
-    struct iovec iov = {data, sizeof data};
+    struct iovec iov;
     struct msghdr message;
-    memset(&message, 0, sizeof message);
-    message.msg_iov = &iov;
-    message.msg_iovlen = 1;
+    one_buffer(&message, &iov, data, sizeof data);
     if (fd >= 0) {
         memset(&control, 0, sizeof control);
         message.msg_control = control.buffer;

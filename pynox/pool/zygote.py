@@ -5,9 +5,10 @@ request, so the zygote's memory never holds a request's code, policy, output
 or host-call data, and neither does any child it forks. The pool server sends it
 a child's descriptors; the zygote forks a spare child, hands back a pidfd,
 reaps its children and reports how each ended (a loop in C, runtime/zygote.c, so
-that the zygote writes to almost none of the pages its children share). A spare readies itself, then
-waits for its policy and program, which reach it over its own channel from the
-pool server; a spare the server primes gets its policy first (pynox.pool.priming).
+that the zygote writes to almost none of the pages its children share). A spare
+readies itself, then waits for its policy and program, which reach it over its
+own channel from the pool server; a spare the server primes gets its policy
+first (pynox.pool.priming).
 """
 
 import atexit
