@@ -68,6 +68,7 @@ static void one_buffer(struct msghdr *message, struct iovec *iov, void *data, si
  * server is gone or sent anything else (its descriptors are closed then). */
 static int receive_order(int sock, int wanted, struct order *order)
 {
+    memset(order, 0, sizeof *order);
     unsigned char data[ORDER_SIZE + 1]; /* one more: a longer record shows as such */
     union {
         struct cmsghdr align;
@@ -83,16 +84,13 @@ static int receive_order(int sock, int wanted, struct order *order)
         got = recvmsg(sock, &message, MSG_CMSG_CLOEXEC);
     } while (got < 0 && errno == EINTR);
     int count = 0;
-    if (got > 0) {
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&message); c != NULL;
-             c = CMSG_NXTHDR(&message, c)) {
-            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-                continue;
-            }
-            int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            for (int i = 0; i < n && count < MAX_CHILD_FDS; i++) {
-                memcpy(&order->fds[count++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            }
+    /* The kernel hands every passed descriptor over in one SCM_RIGHTS header (and
+     * closes those that did not fit, setting MSG_CTRUNC). */
+    struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&message) : NULL;
+    if (c != NULL && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < n && count < MAX_CHILD_FDS; i++) {
+            memcpy(&order->fds[count++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
         }
     }
     if (got != ORDER_SIZE || (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0
