@@ -1,0 +1,227 @@
+"""Where a pool request's wall-clock time goes, from the kernel's scheduler trace.
+
+Requests go to a `pynox pool` of 2 workers one at a time, with a pause before each, while
+`perf` records every scheduler switch, wake-up and fork on the machine. Each request, from
+the client's write to its reading of the result, is then cut at three moments the trace
+shows: the pool server waking the child that runs it (its start frame, or a session's run
+frame), that child getting a CPU, and the child waking the server (its exit or done frame).
+
+    python bench/request_path.py [--requests N] [--pause SECONDS] [--session]
+
+Prints the median of each stretch, and how often the child was woken onto the server's
+own CPU (where it waits until the server sleeps). Not part of `make bench`: it needs
+`perf` and the right to trace the scheduler (root, or kernel.perf_event_paranoid at -1),
+and it judges nothing; it is for finding where to cut next.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from pool_process import PoolProcess
+from runners import interpreter
+
+CODE = "print(sum(range(10)))"
+STEP = "steps += 1\nprint(steps)"
+WARMUP = 20
+EVENTS = ("sched:sched_switch", "sched:sched_wakeup", "sched:sched_process_fork")
+STRETCHES = (
+    "client and server, to the child's wake-up",
+    "the child waiting for a CPU",
+    "the child, to its exit or done frame",
+    "server and client, to the result read",
+)
+
+# perf script -F tid,cpu,time,event,trace: "TID [CPU] SECONDS: EVENT: FIELDS". A
+# command name may hold spaces, so each field is found from its end of the line.
+_LINE = re.compile(r"^\s*(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+sched:(\w+):(.*)$")
+_WOKEN = re.compile(r" pid=(\d+) prio=-?\d+ target_cpu=(\d+)")
+_NEXT = re.compile(r"next_pid=(\d+) next_prio=")
+_FORKED = re.compile(r"child_pid=(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Event:
+    time_ns: int
+    tid: int  # the task the event happened in: the waker of a wake-up
+    cpu: int
+    kind: str  # sched_switch, sched_wakeup or sched_process_fork
+    other: int  # the task switched to, woken or forked
+    target_cpu: int = -1  # of a wake-up
+
+
+def drive(args: argparse.Namespace) -> None:
+    """The client's side, run under perf: requests, and when each went out and came back."""
+    _, pynox = interpreter()
+    with tempfile.TemporaryDirectory() as workdir:
+        pool = PoolProcess(pynox, 2, workdir)
+        try:
+            request: dict[str, object] = {"code": CODE}
+            if args.session:
+                pool.run({"code": "steps = 0", "session": "timed"})
+                request = {"code": STEP, "session": "timed"}
+            for _ in range(WARMUP):
+                pool.run(request)
+                time.sleep(args.pause)
+            windows = []
+            for _ in range(args.requests):
+                time.sleep(args.pause)
+                sent = time.monotonic_ns()  # perf's clock too (-k CLOCK_MONOTONIC)
+                pool.run(request)
+                windows.append((sent, time.monotonic_ns()))
+            record = {"server": pool.process.pid, "windows": windows}
+        finally:
+            pool.close()
+    Path(args.drive).write_text(json.dumps(record))
+
+
+def parse(text: str) -> list[Event]:
+    events = []
+    for line in text.splitlines():
+        found = _LINE.match(line)
+        if found is None:
+            continue
+        tid, cpu, seconds, kind, fields = found.groups()
+        time_ns = round(float(seconds) * 1e9)
+        if kind == "sched_wakeup" and (woken := _WOKEN.search(fields)):
+            other, target = int(woken[1]), int(woken[2])
+            events.append(Event(time_ns, int(tid), int(cpu), kind, other, target))
+        elif kind == "sched_switch" and (switched := _NEXT.search(fields)):
+            events.append(Event(time_ns, int(tid), int(cpu), kind, int(switched[1])))
+        elif kind == "sched_process_fork" and (forked := _FORKED.search(fields)):
+            events.append(Event(time_ns, int(tid), int(cpu), kind, int(forked[1])))
+    events.sort(key=lambda event: event.time_ns)
+    return events
+
+
+def split(
+    events: list[Event], server: int, windows: list[tuple[int, int]]
+) -> tuple[list[tuple[int, ...]], int]:
+    """Each request's four stretches (nanoseconds), and how many children were woken onto
+    the CPU the server was on.
+
+    A request whose moments the trace lacks is left out: mostly those whose child sent its
+    frame while the server was still awake, which then takes it without a wake-up.
+    """
+    parent = {event.other: event.tid for event in events if event.kind == "sched_process_fork"}
+
+    def is_child(tid: int) -> bool:  # forked by the zygote, which the server forked
+        return parent.get(parent.get(tid, 0), 0) == server
+
+    rows = []
+    on_server_cpu = 0
+    for sent, received in windows:
+        inside = [event for event in events if sent <= event.time_ns < received]
+        woken = next(
+            (
+                e
+                for e in inside
+                if e.kind == "sched_wakeup" and e.tid == server and is_child(e.other)
+            ),
+            None,
+        )
+        if woken is None:
+            continue
+        child = woken.other
+        running = next(
+            (
+                e
+                for e in inside
+                if e.time_ns >= woken.time_ns and e.kind == "sched_switch" and e.other == child
+            ),
+            None,
+        )
+        if running is None:
+            continue
+        back = next(
+            (
+                e
+                for e in inside
+                if e.time_ns >= running.time_ns
+                and e.kind == "sched_wakeup"
+                and e.tid == child
+                and e.other == server
+            ),
+            None,
+        )
+        if back is None:
+            continue
+        moments = (sent, woken.time_ns, running.time_ns, back.time_ns, received)
+        rows.append(tuple(b - a for a, b in zip(moments, moments[1:], strict=False)))
+        on_server_cpu += woken.target_cpu == woken.cpu
+    return rows, on_server_cpu
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--pause", type=float, default=0.02, help="seconds before each request")
+    parser.add_argument("--session", action="store_true", help="time steps of one session")
+    parser.add_argument("--drive", help=argparse.SUPPRESS)  # the client's run, under perf
+    args = parser.parse_args(argv)
+    if args.drive:
+        drive(args)
+        return 0
+    perf = shutil.which("perf")
+    if perf is None:
+        print("request_path: perf is not installed; install it (Debian: linux-perf)")
+        return 2
+    with tempfile.TemporaryDirectory() as scratch:
+        data, record = f"{scratch}/perf.data", f"{scratch}/windows.json"
+        command = [sys.executable, __file__, *argv, "--drive", record]
+        events = [f"--event={name}" for name in EVENTS]
+        traced = subprocess.run(
+            [
+                perf,
+                "record",
+                "--quiet",
+                "--clockid=CLOCK_MONOTONIC",
+                "--all-cpus",
+                *events,
+                f"--output={data}",
+                "--",
+                *command,
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        if traced.returncode != 0 or not Path(record).exists():
+            print(
+                f"request_path: perf could not trace the scheduler: {traced.stderr.strip()[-300:]}"
+                "; run as root, or set kernel.perf_event_paranoid to -1"
+            )
+            return 2
+        text = subprocess.run(
+            [perf, "script", f"--input={data}", "--fields=tid,cpu,time,event,trace", "--ns"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        windows = json.loads(Path(record).read_text())
+    rows, on_server_cpu = split(parse(text), windows["server"], windows["windows"])
+    if not rows:
+        print("request_path: the trace shows none of the requests whole (perf lost events?)")
+        return 1
+    what = "session steps" if args.session else "requests"
+    print(f"{len(rows)} of {args.requests} {what} traced whole, {args.pause * 1000:g} ms apart")
+    print("(the others: the server was awake when the child's frame came, so no wake-up shows it)")
+    for index, name in enumerate(STRETCHES):
+        print(f"  {name:44s} {statistics.median(row[index] for row in rows) / 1e3:8.1f} us")
+    total = statistics.median(sum(row) for row in rows) / 1e3
+    print(f"  {'the whole request':44s} {total:8.1f} us")
+    print(f"  the child woken onto the server's CPU in {on_server_cpu} of {len(rows)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

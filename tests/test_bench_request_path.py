@@ -1,0 +1,139 @@
+"""bench/request_path.py: a request cut at the moments a scheduler trace shows.
+
+The cutting is checked on a trace written here, in perf's own format; the tool end to end
+only where perf may trace the scheduler (it says so, and the test skips, elsewhere).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+sys.path.append(str(BENCH))  # last, so that no module of bench/ hides another
+import request_path  # noqa: E402 - from bench/, which is no package
+
+SERVER, ZYGOTE, CHILD, OTHER_CHILD, THREAD, CLIENT = 100, 101, 102, 104, 103, 99
+THIRD_CHILD = 105
+
+
+def _line(tid: int, cpu: int, ns: int, event: str, fields: str) -> str:
+    return f"{tid:>7} [{cpu:03d}] {ns // 10**9}.{ns % 10**9:09d}:  sched:{event}: {fields}"
+
+
+def _wakeup(waker: int, cpu: int, ns: int, woken: int, target: int, comm: str = "python3") -> str:
+    fields = f"comm={comm} pid={woken} prio=120 target_cpu={target:03d}"
+    return _line(waker, cpu, ns, "sched_wakeup", fields)
+
+
+def _switch(cpu: int, ns: int, previous: int, following: int) -> str:
+    fields = (
+        f"prev_comm=python3 prev_pid={previous} prev_prio=120 prev_state=S ==> "
+        f"next_comm=python3 next_pid={following} next_prio=120"
+    )
+    return _line(previous, cpu, ns, "sched_switch", fields)
+
+
+def _fork(parent: int, ns: int, child: int) -> str:
+    fields = f"comm=python3 pid={parent} child_comm=python3 child_pid={child}"
+    return _line(parent, 0, ns, "sched_process_fork", fields)
+
+
+TRACE = "\n".join(
+    [
+        _fork(SERVER, 10, ZYGOTE),
+        _fork(SERVER, 20, THREAD),  # the server's own thread: no request's child
+        _fork(ZYGOTE, 30, CHILD),
+        _fork(ZYGOTE, 40, OTHER_CHILD),
+        _fork(ZYGOTE, 50, THIRD_CHILD),
+        # First request, 1,000 to 6,000 ns: the server wakes its thread first, which is not
+        # the child; then the child, onto its own CPU, where the child waits 300 ns.
+        # The child, a spare still, finishes its priming and tells the server it is ready:
+        # before the request reaches it, so neither moment is the request's.
+        _switch(1, 1_050, 0, CHILD),
+        _wakeup(CHILD, 1, 1_060, SERVER, 0),
+        _switch(1, 1_080, CHILD, 0),
+        _wakeup(CLIENT, 0, 1_100, SERVER, 0),
+        _wakeup(SERVER, 0, 1_200, THREAD, 1),
+        _wakeup(SERVER, 0, 1_500, CHILD, 0, comm="a name with pid=7 prio=1 in it"),
+        _switch(0, 1_800, SERVER, CHILD),
+        _wakeup(ZYGOTE, 1, 2_000, SERVER, 1),  # the zygote's word of a new spare
+        _wakeup(CHILD, 0, 2_500, 7, 0, comm="kworker/0:1"),  # a kernel worker, say
+        _wakeup(CHILD, 0, 3_000, SERVER, 0),
+        _switch(0, 3_100, CHILD, SERVER),
+        # Second request, 10,000 to 15,000 ns: the child is woken onto the other CPU.
+        _wakeup(SERVER, 0, 10_400, OTHER_CHILD, 1),
+        _switch(1, 10_450, 0, OTHER_CHILD),
+        _wakeup(OTHER_CHILD, 1, 11_000, SERVER, 0),
+        # Third, 20,000 to 25,000 ns: the child's frame comes while the server is awake;
+        # no wake-up shows it, so the request is left out.
+        _wakeup(SERVER, 0, 20_300, THIRD_CHILD, 1),
+        _switch(1, 20_350, 0, THIRD_CHILD),
+        "a line of another shape, which is skipped",
+    ]
+)
+
+
+def test_a_request_is_cut_at_the_wake_ups_the_trace_shows() -> None:
+    events = request_path.parse(TRACE)
+    assert [event.time_ns for event in events] == sorted(event.time_ns for event in events)
+    windows = [(1_000, 6_000), (10_000, 15_000), (20_000, 25_000)]
+    rows, on_server_cpu = request_path.split(events, SERVER, windows)
+    # Client and server until the child's wake-up, the child's wait for a CPU, the child
+    # until it woke the server, and the rest until the client read the result.
+    assert rows == [(500, 300, 1_200, 3_000), (400, 50, 550, 4_000)]
+    assert on_server_cpu == 1
+
+
+def test_a_wake_up_outside_the_request_does_not_count() -> None:
+    rows, _ = request_path.split(request_path.parse(TRACE), SERVER, [(1_300, 6_000)])
+    assert rows == [(200, 300, 1_200, 3_000)]
+    rows, _ = request_path.split(request_path.parse(TRACE), SERVER, [(1_000, 2_900)])
+    assert rows == []  # the child had not woken the server by then
+
+
+def _may_trace(scratch: Path) -> bool:
+    if shutil.which("perf") is None:
+        return False
+    probe = subprocess.run(
+        [
+            "perf",
+            "record",
+            "--quiet",
+            "--all-cpus",
+            "--event=sched:sched_switch",
+            f"--output={scratch / 'probe.data'}",
+            "--",
+            "true",
+        ],
+        capture_output=True,
+    )
+    return probe.returncode == 0
+
+
+@pytest.mark.slow
+def test_the_tool_traces_a_pool(tmp_path: Path) -> None:
+    if not _may_trace(tmp_path):
+        pytest.skip("perf is missing here, or may not trace the scheduler")
+    completed = subprocess.run(
+        [sys.executable, str(BENCH / "request_path.py"), "--requests=30", "--pause=0.01"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    traced = re.search(r"^(\d+) of 30 requests traced whole", completed.stdout, re.MULTILINE)
+    assert traced is not None and int(traced[1]) > 0, completed.stdout
+    figures = {}
+    for name in (*request_path.STRETCHES, "the whole request"):
+        shown = re.search(rf"^  {re.escape(name)}\s+([\d.]+) us$", completed.stdout, re.MULTILINE)
+        assert shown is not None, f"no line for {name!r} in:\n{completed.stdout}"
+        figures[name] = float(shown[1])
+    assert all(figure >= 0 for figure in figures.values())
+    assert 0 < figures["the whole request"] < 1_000_000  # under a second each
