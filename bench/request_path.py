@@ -17,6 +17,7 @@ and it judges nothing; it is for finding where to cut next.
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import re
 import shutil
@@ -114,6 +115,7 @@ def split(
     frame while the server was still awake, which then takes it without a wake-up.
     """
     parent = {event.other: event.tid for event in events if event.kind == "sched_process_fork"}
+    times = [event.time_ns for event in events]
 
     def is_child(tid: int) -> bool:  # forked by the zygote, which the server forked
         return parent.get(parent.get(tid, 0), 0) == server
@@ -121,7 +123,7 @@ def split(
     rows = []
     on_server_cpu = 0
     for sent, received in windows:
-        inside = [event for event in events if sent <= event.time_ns < received]
+        inside = events[bisect.bisect_left(times, sent) : bisect.bisect_left(times, received)]
         woken = next(
             (
                 e
@@ -169,6 +171,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--session", action="store_true", help="time steps of one session")
     parser.add_argument("--drive", help=argparse.SUPPRESS)  # the client's run, under perf
     args = parser.parse_args(argv)
+    if args.requests < 1 or args.pause < 0:
+        parser.error("give at least 1 request and a pause of 0 seconds or more")
     if args.drive:
         drive(args)
         return 0
@@ -201,20 +205,22 @@ def main(argv: list[str]) -> int:
                 "; run as root, or set kernel.perf_event_paranoid to -1"
             )
             return 2
-        text = subprocess.run(
+        script = subprocess.run(
             [perf, "script", f"--input={data}", "--fields=tid,cpu,time,event,trace", "--ns"],
             capture_output=True,
             text=True,
-            check=True,
-        ).stdout
+        )
+        if script.returncode != 0:
+            print(f"request_path: perf could not read its trace: {script.stderr.strip()[-300:]}")
+            return 2
         windows = json.loads(Path(record).read_text())
-    rows, on_server_cpu = split(parse(text), windows["server"], windows["windows"])
+    rows, on_server_cpu = split(parse(script.stdout), windows["server"], windows["windows"])
     if not rows:
         print("request_path: the trace shows none of the requests whole (perf lost events?)")
         return 1
     what = "session steps" if args.session else "requests"
     print(f"{len(rows)} of {args.requests} {what} traced whole, {args.pause * 1000:g} ms apart")
-    print("(the others: the server was awake when the child's frame came, so no wake-up shows it)")
+    print("(in the rest a moment shows no wake-up: mostly, the server was still awake)")
     for index, name in enumerate(STRETCHES):
         print(f"  {name:44s} {statistics.median(row[index] for row in rows) / 1e3:8.1f} us")
     total = statistics.median(sum(row) for row in rows) / 1e3
