@@ -1,15 +1,17 @@
-"""Where a pool request's wall-clock time goes, from the kernel's scheduler trace.
+"""Where a pool request's wall-clock time goes, from a trace of the kernel's scheduler.
 
 Requests go to a `pynox pool` of 2 workers one at a time, with a pause before each, while
-`perf` records every scheduler switch, wake-up and fork on the machine. Each request, from
-the client's write to its reading of the result, is then cut at three moments the trace
-shows: the pool server waking the child that runs it (its start frame, or a session's run
-frame), that child getting a CPU, and the child waking the server (its exit or done frame).
+`perf` records every scheduler switch, wake-up and fork on the machine, and every write.
+Each request, from the client's write to its reading of the result, is then cut at three
+moments the trace shows: the pool server waking the child that runs it (its start frame,
+or a session's run frame), that child getting a CPU, and the child's last write (its exit
+or done frame: whether or not the server was asleep to be woken by it).
 
     python bench/request_path.py [--requests N] [--pause SECONDS] [--session]
 
-Prints the median of each stretch, and how often the child was woken onto the server's
-own CPU (where it waits until the server sleeps). Not part of `make bench`: it needs
+Prints the median of each stretch, the whole request's both traced and not (the same
+requests run once without perf first), and how often the child was woken onto the
+server's own CPU (where it waits until the server sleeps). Not part of `make bench`: it needs
 `perf` and the right to trace the scheduler (root, or kernel.perf_event_paranoid at -1),
 and it judges nothing; it is for finding where to cut next.
 """
@@ -35,20 +37,26 @@ from runners import interpreter
 CODE = "print(sum(range(10)))"
 STEP = "steps += 1\nprint(steps)"
 WARMUP = 20
-EVENTS = ("sched:sched_switch", "sched:sched_wakeup", "sched:sched_process_fork")
+EVENTS = (
+    "sched:sched_switch",
+    "sched:sched_wakeup",
+    "sched:sched_process_fork",
+    "syscalls:sys_enter_write",
+)
 STRETCHES = (
     "client and server, to the child's wake-up",
     "the child waiting for a CPU",
-    "the child, to its exit or done frame",
+    "the child, to writing its last frame",
     "server and client, to the result read",
 )
 
 # perf script -F tid,cpu,time,event,trace: "TID [CPU] SECONDS: EVENT: FIELDS". A
 # command name may hold spaces, so each field is found from its end of the line.
-_LINE = re.compile(r"^\s*(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+sched:(\w+):(.*)$")
+_LINE = re.compile(r"^\s*(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+(?:sched|syscalls):(\w+):(.*)$")
 _WOKEN = re.compile(r" pid=(\d+) prio=-?\d+ target_cpu=(\d+)")
 _NEXT = re.compile(r"next_pid=(\d+) next_prio=")
 _FORKED = re.compile(r"child_pid=(\d+)\s*$")
+_WRITTEN = re.compile(r"^\s*fd: (0x[0-9a-f]+),")
 
 
 @dataclass(frozen=True)
@@ -56,8 +64,8 @@ class Event:
     time_ns: int
     tid: int  # the task the event happened in: the waker of a wake-up
     cpu: int
-    kind: str  # sched_switch, sched_wakeup or sched_process_fork
-    other: int  # the task switched to, woken or forked
+    kind: str  # sched_switch, sched_wakeup, sched_process_fork or sys_enter_write
+    other: int  # the task switched to, woken or forked; the file descriptor written
     target_cpu: int = -1  # of a wake-up
 
 
@@ -101,6 +109,8 @@ def parse(text: str) -> list[Event]:
             events.append(Event(time_ns, int(tid), int(cpu), kind, int(switched[1])))
         elif kind == "sched_process_fork" and (forked := _FORKED.search(fields)):
             events.append(Event(time_ns, int(tid), int(cpu), kind, int(forked[1])))
+        elif kind == "sys_enter_write" and (written := _WRITTEN.match(fields)):
+            events.append(Event(time_ns, int(tid), int(cpu), kind, int(written[1], 16)))
     events.sort(key=lambda event: event.time_ns)
     return events
 
@@ -111,8 +121,8 @@ def split(
     """Each request's four stretches (nanoseconds), and how many children were woken onto
     the CPU the server was on.
 
-    A request whose moments the trace lacks is left out: mostly those whose child sent its
-    frame while the server was still awake, which then takes it without a wake-up.
+    A request whose moments the trace lacks is left out: one whose child was awake
+    already when the server wrote to it shows no wake-up of it.
     """
     parent = {event.other: event.tid for event in events if event.kind == "sched_process_fork"}
     times = [event.time_ns for event in events]
@@ -145,20 +155,13 @@ def split(
         )
         if running is None:
             continue
-        back = next(
-            (
-                e
-                for e in inside
-                if e.time_ns >= running.time_ns
-                and e.kind == "sched_wakeup"
-                and e.tid == child
-                and e.other == server
-            ),
-            None,
-        )
-        if back is None:
+        # Its frame is its last write: after an exit frame it only leaves, after a done frame
+        # it waits for the next step, and the result (which needs the frame) ends the window.
+        writes = [e for e in inside if e.kind == "sys_enter_write" and e.tid == child]
+        frame = writes[-1] if writes else None
+        if frame is None:
             continue
-        moments = (sent, woken.time_ns, running.time_ns, back.time_ns, received)
+        moments = (sent, woken.time_ns, running.time_ns, frame.time_ns, received)
         rows.append(tuple(b - a for a, b in zip(moments, moments[1:], strict=False)))
         on_server_cpu += woken.target_cpu == woken.cpu
     return rows, on_server_cpu
@@ -182,6 +185,13 @@ def main(argv: list[str]) -> int:
         return 2
     with tempfile.TemporaryDirectory() as scratch:
         data, record = f"{scratch}/perf.data", f"{scratch}/windows.json"
+        # The same requests untraced first: tracing changes what it measures (perf keeps
+        # the processors busier, and so quicker to wake), so the whole is shown both ways.
+        untraced = f"{scratch}/untraced.json"
+        if subprocess.run([sys.executable, __file__, *argv, "--drive", untraced]).returncode:
+            print("request_path: the requests failed before any tracing; see the error above")
+            return 1
+        plain = json.loads(Path(untraced).read_text())["windows"]
         command = [sys.executable, __file__, *argv, "--drive", record]
         events = [f"--event={name}" for name in EVENTS]
         traced = subprocess.run(
@@ -192,6 +202,9 @@ def main(argv: list[str]) -> int:
                 "--clockid=CLOCK_MONOTONIC",
                 "--all-cpus",
                 *events,
+                # Perf's own writes of its buffer, which would feed it more (a filter on
+                # the event before it: the writes are the last of EVENTS).
+                "--exclude-perf",
                 f"--output={data}",
                 "--",
                 *command,
@@ -220,11 +233,13 @@ def main(argv: list[str]) -> int:
         return 1
     what = "session steps" if args.session else "requests"
     print(f"{len(rows)} of {args.requests} {what} traced whole, {args.pause * 1000:g} ms apart")
-    print("(in the rest a moment shows no wake-up: mostly, the server was still awake)")
+    print("(in the rest the child was awake already when its request came: no wake-up)")
     for index, name in enumerate(STRETCHES):
         print(f"  {name:44s} {statistics.median(row[index] for row in rows) / 1e3:8.1f} us")
     total = statistics.median(sum(row) for row in rows) / 1e3
     print(f"  {'the whole request':44s} {total:8.1f} us")
+    alone = statistics.median(received - sent for sent, received in plain) / 1e3
+    print(f"  {'the whole request, untraced':44s} {alone:8.1f} us")
     print(f"  the child woken onto the server's CPU in {on_server_cpu} of {len(rows)}")
     return 0
 

@@ -1,4 +1,4 @@
-"""bench/request_path.py: a request cut at the moments a scheduler trace shows.
+"""bench/request_path.py: a request cut at the moments a trace of the scheduler shows.
 
 The cutting is checked on a trace written here, in perf's own format; the tool end to end
 only where perf may trace the scheduler (it says so, and the test skips, elsewhere).
@@ -23,12 +23,12 @@ THIRD_CHILD = 105
 
 
 def _line(tid: int, cpu: int, ns: int, event: str, fields: str) -> str:
-    return f"{tid:>7} [{cpu:03d}] {ns // 10**9}.{ns % 10**9:09d}:  sched:{event}: {fields}"
+    return f"{tid:>7} [{cpu:03d}] {ns // 10**9}.{ns % 10**9:09d}:  {event}: {fields}"
 
 
 def _wakeup(waker: int, cpu: int, ns: int, woken: int, target: int, comm: str = "python3") -> str:
     fields = f"comm={comm} pid={woken} prio=120 target_cpu={target:03d}"
-    return _line(waker, cpu, ns, "sched_wakeup", fields)
+    return _line(waker, cpu, ns, "sched:sched_wakeup", fields)
 
 
 def _switch(cpu: int, ns: int, previous: int, following: int) -> str:
@@ -36,12 +36,17 @@ def _switch(cpu: int, ns: int, previous: int, following: int) -> str:
         f"prev_comm=python3 prev_pid={previous} prev_prio=120 prev_state=S ==> "
         f"next_comm=python3 next_pid={following} next_prio=120"
     )
-    return _line(previous, cpu, ns, "sched_switch", fields)
+    return _line(previous, cpu, ns, "sched:sched_switch", fields)
 
 
 def _fork(parent: int, ns: int, child: int) -> str:
     fields = f"comm=python3 pid={parent} child_comm=python3 child_pid={child}"
-    return _line(parent, 0, ns, "sched_process_fork", fields)
+    return _line(parent, 0, ns, "sched:sched_process_fork", fields)
+
+
+def _write(tid: int, cpu: int, ns: int, fd: int) -> str:
+    fields = f"fd: {fd:#010x}, buf: 0x55ba6996d3d0, count: 0x00000040"
+    return _line(tid, cpu, ns, "syscalls:sys_enter_write", fields)
 
 
 TRACE = "\n".join(
@@ -51,50 +56,55 @@ TRACE = "\n".join(
         _fork(ZYGOTE, 30, CHILD),
         _fork(ZYGOTE, 40, OTHER_CHILD),
         _fork(ZYGOTE, 50, THIRD_CHILD),
-        # First request, 1,000 to 6,000 ns: the server wakes its thread first, which is not
-        # the child; then the child, onto its own CPU, where the child waits 300 ns.
-        # The child, a spare still, finishes its priming and tells the server it is ready:
-        # before the request reaches it, so neither moment is the request's.
+        # First request, 1,000 to 6,000 ns. The child, a spare still, gets a CPU only to
+        # tell the server it is ready, before the request reaches it.
         _switch(1, 1_050, 0, CHILD),
         _wakeup(CHILD, 1, 1_060, SERVER, 0),
         _switch(1, 1_080, CHILD, 0),
+        # The server wakes its own thread, then the child, onto the server's CPU, where
+        # the child waits 300 ns; the child writes its output, then its frame.
         _wakeup(CLIENT, 0, 1_100, SERVER, 0),
         _wakeup(SERVER, 0, 1_200, THREAD, 1),
+        _write(SERVER, 0, 1_400, 9),  # the start frame
         _wakeup(SERVER, 0, 1_500, CHILD, 0, comm="a name with pid=7 prio=1 in it"),
+        _switch(1, 1_600, 0, ZYGOTE),  # the zygote forks a new spare meanwhile
         _switch(0, 1_800, SERVER, CHILD),
-        _wakeup(ZYGOTE, 1, 2_000, SERVER, 1),  # the zygote's word of a new spare
+        _wakeup(ZYGOTE, 1, 2_000, SERVER, 1),  # its word of the new spare
         _wakeup(CHILD, 0, 2_500, 7, 0, comm="kworker/0:1"),  # a kernel worker, say
+        _write(CHILD, 0, 2_800, 1),
+        _write(CHILD, 0, 2_950, 6),
         _wakeup(CHILD, 0, 3_000, SERVER, 0),
         _switch(0, 3_100, CHILD, SERVER),
-        # Second request, 10,000 to 15,000 ns: the child is woken onto the other CPU.
+        _write(SERVER, 0, 3_300, 1),  # the result, to the client
+        # Second, 10,000 to 15,000 ns: the child is woken onto the other CPU, and its frame
+        # comes while the server is awake, which no wake-up shows, but the write does.
         _wakeup(SERVER, 0, 10_400, OTHER_CHILD, 1),
         _switch(1, 10_450, 0, OTHER_CHILD),
-        _wakeup(OTHER_CHILD, 1, 11_000, SERVER, 0),
-        # Third, 20,000 to 25,000 ns: the child's frame comes while the server is awake;
-        # no wake-up shows it, so the request is left out.
-        _wakeup(SERVER, 0, 20_300, THIRD_CHILD, 1),
-        _switch(1, 20_350, 0, THIRD_CHILD),
+        _write(OTHER_CHILD, 1, 11_000, 6),
+        # Third, 20,000 to 25,000 ns: the child was awake already when its request came;
+        # no wake-up shows when it had it, so the request is left out.
+        _write(THIRD_CHILD, 1, 20_500, 6),
         "a line of another shape, which is skipped",
     ]
 )
 
 
-def test_a_request_is_cut_at_the_wake_ups_the_trace_shows() -> None:
+def test_a_request_is_cut_at_the_moments_the_trace_shows() -> None:
     events = request_path.parse(TRACE)
     assert [event.time_ns for event in events] == sorted(event.time_ns for event in events)
     windows = [(1_000, 6_000), (10_000, 15_000), (20_000, 25_000)]
     rows, on_server_cpu = request_path.split(events, SERVER, windows)
     # Client and server until the child's wake-up, the child's wait for a CPU, the child
-    # until it woke the server, and the rest until the client read the result.
-    assert rows == [(500, 300, 1_200, 3_000), (400, 50, 550, 4_000)]
+    # until it wrote its frame, and the rest until the client read the result.
+    assert rows == [(500, 300, 1_150, 3_050), (400, 50, 550, 4_000)]
     assert on_server_cpu == 1
 
 
 def test_a_wake_up_outside_the_request_does_not_count() -> None:
     rows, _ = request_path.split(request_path.parse(TRACE), SERVER, [(1_300, 6_000)])
-    assert rows == [(200, 300, 1_200, 3_000)]
-    rows, _ = request_path.split(request_path.parse(TRACE), SERVER, [(1_000, 2_900)])
-    assert rows == []  # the child had not woken the server by then
+    assert rows == [(200, 300, 1_150, 3_050)]
+    rows, _ = request_path.split(request_path.parse(TRACE), SERVER, [(1_000, 1_700)])
+    assert rows == []  # the child had not run by then
 
 
 def _may_trace(scratch: Path) -> bool:
@@ -131,7 +141,7 @@ def test_the_tool_traces_a_pool(tmp_path: Path) -> None:
     traced = re.search(r"^(\d+) of 30 requests traced whole", completed.stdout, re.MULTILINE)
     assert traced is not None and int(traced[1]) > 0, completed.stdout
     figures = {}
-    for name in (*request_path.STRETCHES, "the whole request"):
+    for name in (*request_path.STRETCHES, "the whole request", "the whole request, untraced"):
         shown = re.search(rf"^  {re.escape(name)}\s+([\d.]+) us$", completed.stdout, re.MULTILINE)
         assert shown is not None, f"no line for {name!r} in:\n{completed.stdout}"
         figures[name] = float(shown[1])
