@@ -233,7 +233,8 @@ def main(argv: list[str]) -> int:
         return 1
     what = "session steps" if args.session else "requests"
     print(f"{len(rows)} of {args.requests} {what} traced whole, {args.pause * 1000:g} ms apart")
-    print("(in the rest the child was awake already when its request came: no wake-up)")
+    if len(rows) < args.requests:
+        print("(in the rest the child was awake already when its request came: no wake-up)")
     for index, name in enumerate(STRETCHES):
         print(f"  {name:44s} {statistics.median(row[index] for row in rows) / 1e3:8.1f} us")
     total = statistics.median(sum(row) for row in rows) / 1e3
