@@ -31,11 +31,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pool_bench import CODE, STEP  # the requests and steps of make bench's pool rows
 from pool_process import PoolProcess
 from runners import interpreter
 
-CODE = "print(sum(range(10)))"
-STEP = "steps += 1\nprint(steps)"
 WARMUP = 20
 EVENTS = (
     "sched:sched_switch",
