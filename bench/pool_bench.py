@@ -11,7 +11,9 @@ Over its batches, the table's pool of 2 workers is read for where its CPU time g
 
 Beside them, for what a pause costs: the same rounds time four pipe hops between Python
 processes that do nothing else (hop_chain), and after the rounds the pool of 2 workers
-runs session steps back to back, with nothing between them.
+runs session steps back to back, with nothing between them, then session steps and
+requests each after an idle pause, with nothing else running: the rounds' pauses without
+the other subjects, which tells what the machine's sleep costs from what they cost.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hop_chain import HopChain
@@ -34,9 +37,11 @@ WORKER_COUNTS = (1, 2)
 TMPFS = "/dev/shm"
 # The pool whose costs are read over its throughput batches: the judged one.
 COSTS_WORKERS = 2
-# The pool whose session steps are also timed back to back, and how many.
+# The pool whose session steps are also timed back to back, and how many; the same pool's
+# steps and requests are then timed after IDLE_SECONDS with nothing running, as many.
 BACK_TO_BACK_WORKERS = 2
 BACK_TO_BACK_STEPS = 100
+IDLE_SECONDS = 0.02
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,10 @@ class PoolResults:
     """Four pipe hops between idle Python processes, timed in the same rounds."""
     steps_back_to_back: Summary
     """Session steps of the pool of BACK_TO_BACK_WORKERS, one right after the other."""
+    steps_after_idle: Summary
+    """The same pool's session steps, each after IDLE_SECONDS with nothing running."""
+    requests_after_idle: Summary
+    """The same pool's requests, each after IDLE_SECONDS with nothing running."""
 
 
 def _throughput(pool: PoolProcess, batch_size: int) -> float:
@@ -84,6 +93,15 @@ def _throughput(pool: PoolProcess, batch_size: int) -> float:
     for _ in range(batch_size):
         pool.receive()
     return batch_size / ((time.perf_counter_ns() - started) / 1e9)
+
+
+def _after_idle(measure: Callable[[], int]) -> list[int]:
+    """BACK_TO_BACK_STEPS timings of measure, each after IDLE_SECONDS of nothing."""
+    samples = []
+    for _ in range(BACK_TO_BACK_STEPS):
+        time.sleep(IDLE_SECONDS)
+        samples.append(measure())
+    return samples
 
 
 def _tmpfs_pool(pynox: str, workdir: str) -> PoolProcess | None:
@@ -115,6 +133,8 @@ def measure_pool(
         back_to_back = [
             subjects[f"step-{BACK_TO_BACK_WORKERS}"]() for _ in range(BACK_TO_BACK_STEPS)
         ]
+        steps_after_idle = _after_idle(subjects[f"step-{BACK_TO_BACK_WORKERS}"])
+        requests_after_idle = _after_idle(subjects[f"request-{BACK_TO_BACK_WORKERS}"])
         rates: dict[int, list[float]] = {workers: [] for workers in pools}
         tmpfs_rates: list[float] = []
         watched = pools[COSTS_WORKERS].process.pid
@@ -162,4 +182,6 @@ def measure_pool(
         costs,
         summarize(samples["hops"]),
         summarize(back_to_back),
+        summarize(steps_after_idle),
+        summarize(requests_after_idle),
     )

@@ -17,6 +17,7 @@ from modes_bench import ModeResult
 from pool_bench import (
     BACK_TO_BACK_WORKERS,
     COSTS_WORKERS,
+    IDLE_SECONDS,
     TMPFS,
     PoolResults,
     ScratchComparison,
@@ -145,18 +146,24 @@ def pool_table(pool: PoolResults) -> list[str]:
 
 
 def _pause_costs(pool: PoolResults) -> list[str]:
-    step = next(row.session_step for row in pool.rows if row.workers == BACK_TO_BACK_WORKERS)
-    back = pool.steps_back_to_back
+    row = next(row for row in pool.rows if row.workers == BACK_TO_BACK_WORKERS)
+    back, steps_idle = pool.steps_back_to_back, pool.steps_after_idle
+    requests_idle = pool.requests_after_idle
     return [
         "",
         "**What a pause costs.** In the rounds above, every request and step comes after a "
         "pause and after the other subjects ran. Shown, not judged: four pipe hops between "
         "two Python processes that do nothing else (the hops of a session step: client, "
         f"relay, echo and back), timed in the same rounds: p50 {_ms(pool.hops.median)} "
-        f"(p10–p90 {_spread(pool.hops)} ms); and the session step of {BACK_TO_BACK_WORKERS} "
+        f"(p10–p90 {_spread(pool.hops)} ms); the session step of {BACK_TO_BACK_WORKERS} "
         f"workers, {back.runs} times back to back with nothing between: p50 "
-        f"{_ms(back.median)} (p10–p90 {_spread(back)} ms), against {_ms(step.median)} in "
-        "the rounds.",
+        f"{_ms(back.median)} (p10–p90 {_spread(back)} ms), against "
+        f"{_ms(row.session_step.median)} in the rounds; and the same pool with nothing else "
+        f"running, each after {IDLE_SECONDS * 1000:g} ms idle, {steps_idle.runs} session "
+        f"steps: p50 {_ms(steps_idle.median)} (p10–p90 {_spread(steps_idle)} ms), and "
+        f"{requests_idle.runs} requests: p50 {_ms(requests_idle.median)} "
+        f"(p10–p90 {_spread(requests_idle)} ms), against {_ms(row.latency.median)} in the "
+        "rounds.",
     ]
 
 

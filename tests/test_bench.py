@@ -132,20 +132,35 @@ def test_pool_table(report: tuple[str, str]) -> None:
 
 def test_what_a_pause_costs(report: tuple[str, str]) -> None:
     text = report[0]
+    median_and_spread = (
+        r"p50 (?P<{0}>\d+\.\d\d) ms \(p10–p90 (?P<{0}_low>\d+\.\d\d)–(?P<{0}_high>\d+\.\d\d) ms\)"
+    )
     sentence = re.search(
-        r"four pipe hops between two Python processes that do nothing else .*?: p50 "
-        r"(\d+\.\d\d) ms \(p10–p90 (\d+\.\d\d)–(\d+\.\d\d) ms\); and the session step "
-        r"of 2 workers, (\d+) times back to back with nothing between: p50 (\d+\.\d\d) ms "
-        r"\(p10–p90 (\d+\.\d\d)–(\d+\.\d\d) ms\), against (\d+\.\d\d) ms in the rounds\.",
+        r"four pipe hops between two Python processes that do nothing else .*?: "
+        + median_and_spread.format("hops")
+        + r"; the session step of 2 workers, (?P<steps>\d+) times back to back with nothing "
+        r"between: "
+        + median_and_spread.format("back")
+        + r", against (?P<step_in_rounds>\d+\.\d\d) ms in the rounds; and the same pool with "
+        r"nothing else running, each after 20 ms idle, (?P<idle_steps>\d+) session steps: "
+        + median_and_spread.format("idle_step")
+        + r", and (?P<idle_requests>\d+) requests: "
+        + median_and_spread.format("idle_request")
+        + r", against (?P<request_in_rounds>\d+\.\d\d) ms in the rounds\.",
         text,
     )
     assert sentence, "the pool section shows what a pause costs"
-    hops, hops_low, hops_high, steps, back, back_low, back_high, in_rounds = sentence.groups()
-    assert float(hops_low) <= float(hops) <= float(hops_high)
-    assert float(back_low) <= float(back) <= float(back_high)
-    assert int(steps) > 1
+    figures = sentence.groupdict()
+    for name in ("hops", "back", "idle_step", "idle_request"):
+        low, median, high = (float(figures[name + end]) for end in ("_low", "", "_high"))
+        assert low <= median <= high, name
+    assert int(figures["steps"]) > 1
+    assert figures["idle_steps"] == figures["idle_requests"] == figures["steps"]
     two_workers = tables(text)["Pool"][2]
-    assert two_workers[0] == "2" and two_workers[5] == f"{in_rounds} ms"  # the table's figure
+    assert two_workers[0] == "2"
+    # The rounds' figures are the table's.
+    assert two_workers[1] == f"{figures['request_in_rounds']} ms"
+    assert two_workers[5] == f"{figures['step_in_rounds']} ms"
 
 
 def _dev_shm_is_tmpfs() -> bool:
