@@ -1,8 +1,9 @@
-"""Warm heavy imports: a request that uses pandas (a 1,000-row group-by) or matplotlib (a
-chart rendered to PNG), in a pool that preloaded them from a package directory, then in
-one that also warms them up with the same code (`--warmup`), against a cold `python -I`
-doing the same. Measured only when a directory with the packages is given (`make bench`
-installs requirements/agent-tasks.txt into one)."""
+"""Warm heavy imports: a request that uses numpy (statistics of 100,000 values), pandas (a
+1,000-row group-by) or matplotlib (a chart rendered to PNG), in a pool that preloaded them
+from a package directory, then (pandas and the chart) in one that also warms them up with
+the same code (`--warmup`), against a cold `python -I` doing the same. Measured only when
+a directory with the packages is given (`make bench` installs requirements/agent-tasks.txt
+into one)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from dataclasses import dataclass
 from pool_process import PoolProcess
 from timing import Summary, interleave, paired_ratio, summarize, time_command
 
+NUMPY = (
+    "import numpy as np\n"
+    "values = np.arange(100_000, dtype=np.float64) % 97\n"
+    "print(float(values.mean()), float(values.std()), float(np.median(values)))\n"
+)
 PANDAS = (
     "import pandas as pd\n"
     "frame = pd.DataFrame({'key': [i % 10 for i in range(1000)], 'value': range(1000)})\n"
@@ -48,6 +54,7 @@ def measure_heavy(
 ) -> list[HeavyRow]:
     rows = []
     for key, label, preload, code in (
+        ("numpy", "numpy statistics, 100,000 values", ["numpy"], NUMPY),
         ("pandas", "pandas group-by, 1,000 rows", ["pandas"], PANDAS),
         ("pandas-warmed", "pandas group-by, warmed up", ["pandas"], PANDAS),
         ("chart", "matplotlib chart to PNG", ["matplotlib", "matplotlib.pyplot"], CHART),

@@ -282,11 +282,11 @@ def heavy_table(rows: list[HeavyRow]) -> list[str]:
         for row in rows
     ]  # fmt: skip
     return [
-        "**Warm heavy imports.** A request that uses pandas or matplotlib in a pool of 2 "
+        "**Warm heavy imports.** A request that uses numpy, pandas or matplotlib in a pool of 2 "
         "workers that preloaded them from a package directory (warmed up: a pool that "
         "also runs the request's own code as its `--warmup`), against a cold `python -I` "
         f"doing the same, interleaved in {rows[0].pool.runs} rounds. The chart is shown, "
-        "not judged: rendering it takes longer than the preloaded pandas target.",
+        "not judged: rendering it takes longer than the preloaded numpy and pandas target.",
         "",
         *_table(header, ["---", "---:", "---:", "---:", "---:"], cells),
     ]

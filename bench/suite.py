@@ -75,7 +75,7 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--packages",
         type=Path,
-        help="a directory with pandas and matplotlib installed (pip install --target): "
+        help="a directory with numpy, pandas and matplotlib installed (pip install --target): "
         "times the pool with them preloaded; make bench installs one",
     )
     parser.add_argument(
