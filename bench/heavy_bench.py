@@ -1,8 +1,8 @@
 """Warm heavy imports: a request that uses numpy (statistics of 100,000 values), pandas (a
 1,000-row group-by) or matplotlib (a chart rendered to PNG), in a pool that preloaded them
-from a package directory, then (pandas and the chart) in one that also warms them up with
-the same code (`--warmup`), against a cold `python -I` doing the same. Measured only when
-a directory with the packages is given (`make bench` installs requirements/agent-tasks.txt
+from a package directory, then in one that also warms them up with the same code
+(`--warmup`), against a cold `python -I` doing the same. Measured only when a directory
+with the packages is given (`make bench` installs requirements/agent-tasks.txt
 into one)."""
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ def measure_heavy(
     rows = []
     for key, label, preload, code in (
         ("numpy", "numpy statistics, 100,000 values", ["numpy"], NUMPY),
+        ("numpy-warmed", "numpy statistics, warmed up", ["numpy"], NUMPY),
         ("pandas", "pandas group-by, 1,000 rows", ["pandas"], PANDAS),
         ("pandas-warmed", "pandas group-by, warmed up", ["pandas"], PANDAS),
         ("chart", "matplotlib chart to PNG", ["matplotlib", "matplotlib.pyplot"], CHART),

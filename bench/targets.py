@@ -158,10 +158,11 @@ def evaluate(
                 f"{growth:+.1f} MiB", growth <= POOL_MAX_GROWTH_MIB,
             )
         )  # fmt: skip
-    # The bound is for the numpy and pandas requests, preloaded, and pandas also warmed up;
-    # the chart is shown, not judged: its rendering alone takes longer than that.
+    # The bound is for the numpy and pandas requests, preloaded, and also warmed up; the
+    # chart is shown, not judged: its rendering alone takes longer than that.
     pools = {
         "numpy": "Preloaded pool",
+        "numpy-warmed": "Preloaded, warmed-up pool",
         "pandas": "Preloaded pool",
         "pandas-warmed": "Preloaded, warmed-up pool",
     }
