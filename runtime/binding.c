@@ -221,6 +221,15 @@ static PyObject *finish(PyObject *module, PyObject *args)
     return outcome(rc, reason);
 }
 
+static PyObject *share_filter(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    char reason[REASON_SIZE] = "";
+    int rc = pynox_sandbox_share_filter(reason, sizeof reason);
+    return outcome(rc, reason);
+}
+
 static PyObject *scrub_environment_block(PyObject *module, PyObject *unused)
 {
     (void)module;
@@ -251,6 +260,9 @@ PyMethodDef pynox_binding_methods[] = {
     {"finish", finish, METH_VARARGS,
      "finish(state, base, policy) -> str | None\n\n"
      "pynox_sandbox_finish(): the program's own policy, on top of a prepared state."},
+    {"share_filter", share_filter, METH_NOARGS,
+     "share_filter() -> str | None\n\n"
+     "pynox_sandbox_share_filter(): for a pool's zygote, the seccomp filter's shared part."},
     {"scrub_environment_block", scrub_environment_block, METH_NOARGS,
      "scrub_environment_block() -> str | None\n\n"
      "Overwrite the environment block the kernel placed on this process's stack."},

@@ -48,13 +48,14 @@ struct pynox_probe {
 void pynox_probe_kernel(struct pynox_probe *out);
 int pynox_limit_landlock_abi(int abi);
 
+enum pynox_filter_part { PYNOX_FILTER_WHOLE, PYNOX_FILTER_SHARED, PYNOX_FILTER_OWN };
 struct pynox_seccomp_rule {
     unsigned int first;
     unsigned int last;
     int denied;
     unsigned int action;
 };
-int pynox_seccomp_rules(const struct pynox_policy *policy, int merged,
+int pynox_seccomp_rules(const struct pynox_policy *policy, int merged, int part,
                         struct pynox_seccomp_rule *rules, size_t capacity, char *err,
                         size_t err_len);
 int pynox_scrub_environment_block(char *err, size_t err_len);

@@ -46,6 +46,9 @@ int pynox_apply_landlock_of(const struct pynox_policy *const *policies, size_t c
 
 /* seccomp.c: the system-call denylist. */
 int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err_len);
+/* One part of it (enum pynox_filter_part); the whole for PYNOX_FILTER_WHOLE. */
+int pynox_apply_seccomp_part(const struct pynox_policy *policy, int part, char *err,
+                             size_t err_len);
 /* A second filter for a process whose first one allowed IPv4 and IPv6
  * sockets: it refuses them (EACCES, as the full filter does without network),
  * and bind(), listen() and socket buffer sizes (EPERM), as the full filter

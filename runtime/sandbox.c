@@ -87,6 +87,25 @@ int pynox_sandbox_apply(const struct pynox_policy *base, const struct pynox_poli
     return 0;
 }
 
+/* Set once this process installed the shared part of the seccomp filter; a
+ * child forked afterwards has both the filter and this flag, and nothing but
+ * a successful install sets it. */
+static int filter_shared;
+
+int pynox_sandbox_share_filter(char *err, size_t err_len)
+{
+    if (err != NULL && err_len > 0)
+        err[0] = '\0';
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        return pynox_fail(err, err_len, "prctl(PR_SET_NO_NEW_PRIVS) failed: %s", strerror(errno));
+    /* The network's sockets, as prepare() allows them until finish(). */
+    struct pynox_policy with_network = {.allow_network = 1};
+    if (pynox_apply_seccomp_part(&with_network, PYNOX_FILTER_SHARED, err, err_len) != 0)
+        return -1;
+    filter_shared = 1;
+    return 0;
+}
+
 int pynox_sandbox_prepare(const struct pynox_policy *base, struct pynox_prepared *prepared,
                           char *err, size_t err_len)
 {
@@ -101,10 +120,11 @@ int pynox_sandbox_prepare(const struct pynox_policy *base, struct pynox_prepared
     if (drop_privileges(err, err_len) != 0)
         return -1;
     /* The sockets a program with the network may make; finish() takes them
-     * away again for one without. */
+     * away again for one without. Under the shared part, only the own part. */
     struct pynox_policy with_network = *base;
     with_network.allow_network = 1;
-    if (pynox_apply_seccomp(&with_network, err, err_len) != 0)
+    int part = filter_shared ? PYNOX_FILTER_OWN : PYNOX_FILTER_WHOLE;
+    if (pynox_apply_seccomp_part(&with_network, part, err, err_len) != 0)
         return -1;
     /* The base policy's Landlock rules, which every program gets: built now, so that
      * a request pays only for its own paths. */

@@ -855,22 +855,26 @@ static void add_no_set_id_rules(struct rules *rules)
     add_deny(rules, __NR_openat2, RET_ERRNO(ENOSYS));
 }
 
-static void collect_rules(struct rules *rules, const struct pynox_policy *policy)
+static void collect_rules(struct rules *rules, const struct pynox_policy *policy, int part)
 {
     /* Only the query; ADDR_NO_RANDOMIZE and friends weaken the process. */
     static const uint32_t personality_query = 0xffffffffU;
 
     rules->count = 0;
     rules->overflow = 0;
+    if (part != PYNOX_FILTER_SHARED) {
+        add_rule(rules, __NR_clone, RULE_CLONE);
+        add_own_process_rules(rules, getpid(), policy->new_session);
+    }
+    if (part == PYNOX_FILTER_OWN)
+        return;
     for (size_t i = 0; i < DENIED_COUNT; i++)
         add_deny(rules, denied_syscalls[i], RET_EPERM);
     add_deny(rules, __NR_clone3, RET_ERRNO(ENOSYS));
-    add_rule(rules, __NR_clone, RULE_CLONE);
     add_rule(rules, __NR_socket, RULE_SOCKET);
     add_rule(rules, __NR_socketpair, RULE_SOCKETPAIR);
     add_rule(rules, __NR_ioctl, RULE_IOCTL);
     add_arg_in(rules, RULE_ARG_IN, __NR_personality, 0, 0, &personality_query, 1);
-    add_own_process_rules(rules, getpid(), policy->new_session);
     add_fcntl_rules(rules);
     add_no_set_id_rules(rules);
     add_bind_rules(rules, policy->allow_network);
@@ -939,11 +943,11 @@ static void emit_tree(struct pynox_bpf *prog, const struct rule *rules, size_t c
 }
 
 static void build_filter(struct pynox_bpf *prog, struct rules *rules,
-                         const struct pynox_policy *policy)
+                         const struct pynox_policy *policy, int part)
 {
     pynox_bpf_init(prog);
 
-    collect_rules(rules, policy);
+    collect_rules(rules, policy, part);
     if (rules->overflow) {
         prog->broken = "the seccomp rules outgrew their table";
         return;
@@ -990,27 +994,42 @@ static int install(const struct pynox_bpf *prog, const char *what, char *err, si
     return 0;
 }
 
-int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err_len)
+static int known_part(int part)
 {
+    return part == PYNOX_FILTER_WHOLE || part == PYNOX_FILTER_SHARED || part == PYNOX_FILTER_OWN;
+}
+
+int pynox_apply_seccomp_part(const struct pynox_policy *policy, int part, char *err,
+                             size_t err_len)
+{
+    if (!known_part(part))
+        return pynox_fail(err, err_len, "no seccomp filter has a part %d", part);
     struct pynox_bpf prog;
     struct rules rules;
-    build_filter(&prog, &rules, policy);
+    build_filter(&prog, &rules, policy, part);
     return install(&prog, "seccomp filter", err, err_len);
 }
 
+int pynox_apply_seccomp(const struct pynox_policy *policy, char *err, size_t err_len)
+{
+    return pynox_apply_seccomp_part(policy, PYNOX_FILTER_WHOLE, err, err_len);
+}
+
 /* For tests (see sandbox.h): the rules as data; nothing is installed. */
-int pynox_seccomp_rules(const struct pynox_policy *policy, int merged,
+int pynox_seccomp_rules(const struct pynox_policy *policy, int merged, int part,
                         struct pynox_seccomp_rule *out, size_t capacity, char *err,
                         size_t err_len)
 {
+    if (!known_part(part))
+        return pynox_fail(err, err_len, "no seccomp filter has a part %d", part);
     struct pynox_bpf prog;
     struct rules rules;
     if (merged) {
-        build_filter(&prog, &rules, policy);
+        build_filter(&prog, &rules, policy, part);
         if (prog.broken != NULL)
             return pynox_fail(err, err_len, "%s", prog.broken);
     } else {
-        collect_rules(&rules, policy);
+        collect_rules(&rules, policy, part);
         if (rules.overflow)
             return pynox_fail(err, err_len, "the seccomp rules outgrew their table");
     }

@@ -38,6 +38,18 @@ def base_policy(system_reads: list[str], parent_pid: int) -> CPolicy:
     return CPolicy(system_reads + devices, devices, [], True, None, None, parent_pid)
 
 
+def share_filter() -> None:
+    """For a pool's zygote, just before it forks spares: the part of the seccomp filter
+    that names no process, installed once (runtime/sandbox.h, pynox_sandbox_share_filter).
+
+    Every spare inherits it as the kernel compiled it, and compiles only its own few
+    rules when it prepares. Should the kernel refuse it, nothing is lost but that time:
+    each spare then installs the whole filter itself, and fails with the reason if it
+    cannot either.
+    """
+    _native.share_filter()
+
+
 def prepare(base: CPolicy, keep_fds: list[int]) -> Prepared:
     """Everything of confine_policy() that no program's policy changes, ahead of the program.
 

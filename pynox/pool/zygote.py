@@ -110,6 +110,9 @@ def _serve(
     emptied = child.empty_environment()
     try:
         _practise()
+        # The zygote runs no program: from here it only forks spares (in C), which
+        # inherit this filter instead of each compiling all of it.
+        prepared_sandbox.share_filter()
         # Returns only in a new spare; the zygote itself ends there once the server has.
         fds, wanted_now = serve_spares(sock.fileno(), len(CHILD_FDS))
     except BaseException as exc:  # noqa: BLE001 - the zygote must not unwind into the server's code

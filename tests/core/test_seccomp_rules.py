@@ -77,16 +77,19 @@ class Rule:
     action: int
 
 
-def rules(merged: bool, allow_network: int) -> list[Rule]:
-    """The rule table for a policy with or without the network (pynox_seccomp_rules)."""
+def rules(merged: bool, allow_network: int, part: str = "WHOLE") -> list[Rule]:
+    """The rule table for a policy with or without the network (pynox_seccomp_rules), or
+    one part of it (enum pynox_filter_part: WHOLE, SHARED or OWN)."""
     ffi, lib = core.ffi, core.lib
     policy = ffi.new("struct pynox_policy *")
     policy.allow_network = allow_network
     err = ffi.new("char[]", 512)
-    count = lib.pynox_seccomp_rules(policy, int(merged), ffi.NULL, 0, err, len(err))
+    which = getattr(lib, f"PYNOX_FILTER_{part}")
+    count = lib.pynox_seccomp_rules(policy, int(merged), which, ffi.NULL, 0, err, len(err))
     assert count >= 0, ffi.string(err).decode()
     table = ffi.new("struct pynox_seccomp_rule[]", count)
-    assert lib.pynox_seccomp_rules(policy, int(merged), table, count, err, len(err)) == count
+    got = lib.pynox_seccomp_rules(policy, int(merged), which, table, count, err, len(err))
+    assert got == count
     return [Rule(r.first, r.last, bool(r.denied), r.action) for r in table]
 
 
@@ -158,3 +161,36 @@ def test_the_network_decides_bind_listen_and_setsockopt() -> None:
     assert kinds(0) == {"bind": "denied", "listen": "denied", "setsockopt": "checked"}
     # With it, bind() must pass an IPv4 or IPv6 address's length.
     assert kinds(1) == {"bind": "checked", "listen": "none", "setsockopt": "none"}
+
+
+# The rules only the process they confine can be given: no new process, and a pid that
+# must be its own (seccomp.c's add_own_process_rules).
+OWN_PROCESS = [
+    *("clone", "kill", "rt_sigqueueinfo", "tgkill", "rt_tgsigqueueinfo", "prlimit64"),
+    *("sched_setscheduler", "sched_setparam", "sched_setaffinity", "sched_setattr"),
+    *("migrate_pages", "move_pages", "setpriority", "ioprio_set"),
+]
+
+
+@pytest.mark.parametrize("network", NETWORK.values(), ids=NETWORK.keys())
+def test_the_shared_and_own_parts_split_the_whole_filter(network: int) -> None:
+    """A pool's zygote installs the shared part and its spares add their own: together
+    they must hold every rule of the whole filter, each in one part only."""
+    whole = rules(merged=False, allow_network=network)
+    shared = rules(merged=False, allow_network=network, part="SHARED")
+    own = rules(merged=False, allow_network=network, part="OWN")
+    assert sorted(shared + own, key=lambda r: r.first) == sorted(whole, key=lambda r: r.first)
+    assert {r.first for r in shared}.isdisjoint(r.first for r in own)
+    # The zygote forks under the shared part, and names no spare's pid in it.
+    assert sorted(r.first for r in own) == sorted(numbers(OWN_PROCESS))
+    # Each part builds into a filter the kernel would take.
+    for part in ("SHARED", "OWN"):
+        assert rules(merged=True, allow_network=network, part=part)
+
+
+def test_an_unknown_part_is_refused() -> None:
+    ffi, lib = core.ffi, core.lib
+    policy = ffi.new("struct pynox_policy *")
+    err = ffi.new("char[]", 512)
+    assert lib.pynox_seccomp_rules(policy, 0, 7, ffi.NULL, 0, err, len(err)) == -1
+    assert ffi.string(err).decode() == "no seccomp filter has a part 7"

@@ -10,7 +10,7 @@ import signal
 import time
 from pathlib import Path
 
-from support.pool_client import PoolClient, descendants, wait_gone
+from support.pool_client import PoolClient, descendants, seccomp_filters, wait_gone
 from support.pool_requests import assert_ok, code, new_id
 
 # Prints the file it is given, or the error reading it, then the process that ran it.
@@ -24,19 +24,18 @@ READ_THEN_PID = code("""
 """)
 
 
+# A waiting spare's seccomp filters: the part its zygote installed, then its own.
+WAITING_SPARE_FILTERS = 2
+
+
 def _primed(client: PoolClient) -> set[int]:
     """The pool's children confined to a run's policy: a spare that installed its run's
-    seccomp filter on top of the one every spare has while it waits."""
-    found = set()
-    for pid in descendants(client.pid, zombies=False):
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("Seccomp_filters:") and int(line.split()[1]) >= 2:
-                found.add(pid)
-    return found
+    seccomp filter on top of those every spare has while it waits."""
+    return {
+        pid
+        for pid, filters in seccomp_filters(descendants(client.pid, zombies=False)).items()
+        if filters > WAITING_SPARE_FILTERS
+    }
 
 
 def _wait_primed(client: PoolClient) -> set[int]:

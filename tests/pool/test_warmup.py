@@ -45,6 +45,28 @@ def test_the_warmup_runs_in_the_pool_and_again_in_the_spare_before_its_request()
         assert client.close() == 0
 
 
+# Tries to start a program, and keeps where and how that went on the shared sys module.
+STARTS_A_PROGRAM = code("""
+    import subprocess, sys
+    try:
+        subprocess.run(["/bin/true"], check=True)
+        seen = "ran"
+    except OSError as exc:
+        seen = type(exc).__name__
+    sys.pynox_warmup_runs = getattr(sys, "pynox_warmup_runs", ()) + (seen,)
+""")
+
+
+def test_in_a_spare_the_warmup_may_not_start_a_program_and_the_request_runs() -> None:
+    """The server's run is not filtered; a spare's runs under the part of the seccomp
+    filter the zygote installed for every spare, so there it fails, quietly."""
+    with PoolClient("--warmup", STARTS_A_PROGRAM, workers=1) as client:
+        time.sleep(SETTLE)
+        shown = "import sys; print(*sys.pynox_warmup_runs)"
+        assert_ok(client.run({"id": new_id(), "code": shown}), "ran PermissionError\n")
+        assert client.close() == 0
+
+
 def test_a_spare_forked_for_a_waiting_request_skips_the_warmup() -> None:
     """In a busy pool, warming a spare up would only take CPU time from the requests
     that run meanwhile: the requests queued behind the first get spares that skip it."""

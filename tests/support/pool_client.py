@@ -78,6 +78,21 @@ def descendants(pid: int, zombies: bool = True) -> set[int]:
     return found
 
 
+def seccomp_filters(pids: Iterable[int]) -> dict[int, int]:
+    """How many seccomp filters each process runs under (Seccomp_filters in
+    /proc/PID/status); a process that is gone is left out."""
+    found = {}
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("Seccomp_filters:"):
+                found[pid] = int(line.split()[1])
+    return found
+
+
 def is_scratch_helper(pid: int) -> bool:
     """Whether pid is the helper that removes a pool's scratch directories (/bin/sh)."""
     try:
