@@ -221,22 +221,26 @@ static PyObject *finish(PyObject *module, PyObject *args)
     return outcome(rc, reason);
 }
 
+/* A call of the core that takes nothing but the room for its reason. */
+static PyObject *reason_of(int (*call)(char *err, size_t err_len))
+{
+    char reason[REASON_SIZE] = "";
+    int rc = call(reason, sizeof reason);
+    return outcome(rc, reason);
+}
+
 static PyObject *share_filter(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-    char reason[REASON_SIZE] = "";
-    int rc = pynox_sandbox_share_filter(reason, sizeof reason);
-    return outcome(rc, reason);
+    return reason_of(pynox_sandbox_share_filter);
 }
 
 static PyObject *scrub_environment_block(PyObject *module, PyObject *unused)
 {
     (void)module;
     (void)unused;
-    char reason[REASON_SIZE] = "";
-    int rc = pynox_scrub_environment_block(reason, sizeof reason);
-    return outcome(rc, reason);
+    return reason_of(pynox_scrub_environment_block);
 }
 
 static PyObject *wipe(PyObject *module, PyObject *value)
