@@ -14,11 +14,12 @@ pool copies every page it writes to. So the code given as `[pool].warmup`
 It is the host's code, as a preload is: it runs unconfined (in a spare, under
 only the part of the seccomp filter the zygote installed for every spare: no
 new programs, say), in a namespace of its own that no request sees, and what it
-prints never reaches the protocol stream. Whatever it leaves open is closed when the child confines itself (the
-sandbox keeps only the descriptors pynox names), so a file a package keeps open
-for later would be closed under the request: the pool refuses to start when the
-server's run leaves one, naming it, rather than fail requests in ways that name
-nothing (matplotlib's fonts it drops itself, see display.release_warmup_leftovers).
+prints never reaches the protocol stream. Whatever it leaves open is closed when
+the child confines itself (the sandbox keeps only the descriptors pynox names),
+so a file a package keeps open for later would be closed under the request: the
+pool refuses to start when the server's run leaves one, naming it, rather than
+fail requests in ways that name nothing (matplotlib's fonts it drops itself, see
+display.release_warmup_leftovers).
 """
 
 import gc
