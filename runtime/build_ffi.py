@@ -36,6 +36,7 @@ struct pynox_prepared {
 };
 int pynox_sandbox_prepare(const struct pynox_policy *base, struct pynox_prepared *prepared,
                           char *err, size_t err_len);
+int pynox_sandbox_share_filter(char *err, size_t err_len);
 int pynox_sandbox_finish(struct pynox_prepared *prepared, const struct pynox_policy *base,
                          const struct pynox_policy *policy, char *err, size_t err_len);
 

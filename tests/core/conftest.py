@@ -8,16 +8,17 @@ from pathlib import Path
 import pytest
 
 
-@pytest.fixture(params=["one-call", "two-steps"])
+@pytest.fixture(params=["one-call", "two-steps", "shared-filter"])
 def confinement(request: pytest.FixtureRequest) -> Iterator[str]:
-    """How the child confines itself (support.sandboxed_child.TWO_STEPS): in one call, as
-    the command does, or in the two halves a pool's spare uses. Every test of the kernel
-    mechanisms runs both ways (their modules use this fixture in `pytestmark`)."""
+    """How the child confines itself (support.sandboxed_child.CONFINEMENT): in one call, as
+    the command does, in the two halves a pool's spare uses, or in those halves under the
+    filter's part its zygote shares. Every test of the kernel mechanisms runs each way
+    (their modules use this fixture in `pytestmark`)."""
     from support import sandboxed_child  # it skips a machine without a syscall table
 
-    sandboxed_child.TWO_STEPS = request.param == "two-steps"
+    sandboxed_child.CONFINEMENT = request.param
     yield request.param
-    sandboxed_child.TWO_STEPS = False
+    sandboxed_child.CONFINEMENT = "one-call"
 
 
 @pytest.fixture

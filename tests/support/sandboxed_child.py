@@ -1,7 +1,7 @@
 """A child that confines itself through the sandbox core (pynox._core), for tests/core/.
 
-`run_sandboxed` forks; the child applies a policy with pynox_sandbox_apply() (or, with
-TWO_STEPS, in the two halves a pool's spare uses), runs a body and sends a JSON report
+`run_sandboxed` forks; the child applies a policy with pynox_sandbox_apply() (or, by
+CONFINEMENT, in the two halves a pool's spare uses), runs a body and sends a JSON report
 back over a pipe. `raw` makes a system call by number; `fake_errno` plays an older
 kernel. Importing this module skips the importing test module on a machine without a
 system-call table.
@@ -136,10 +136,12 @@ def make_policy(
     return policy, refs
 
 
-# How the child confines itself: in one call, as the command does, or in the two
-# halves a pool's spare uses (pynox_sandbox_prepare while it waits, then
-# pynox_sandbox_finish). Every test runs both ways (see `confinement`).
-TWO_STEPS = False
+# How the child confines itself (see `confinement`): "one-call", as the command does;
+# "two-steps", in the two halves a pool's spare uses (pynox_sandbox_prepare while it
+# waits, then pynox_sandbox_finish); or "shared-filter", the same halves after the
+# seccomp filter's shared part went on first, as a pool's zygote installs it for the
+# spares it forks (pynox_sandbox_share_filter), so that prepare adds only the own part.
+CONFINEMENT = "one-call"
 
 
 def apply(policy: Any) -> tuple[int, str]:
@@ -154,9 +156,11 @@ def apply(policy: Any) -> tuple[int, str]:
     own.write_paths, own.write_count = policy.write_paths, policy.write_count
     own.allow_network = policy.allow_network
     own.memory_bytes, own.max_file_size = policy.memory_bytes, policy.max_file_size
-    if not TWO_STEPS:
+    if CONFINEMENT == "one-call":
         rc = lib.pynox_sandbox_apply(base, own, err, len(err))
         return int(rc), ffi.string(err).decode()
+    if CONFINEMENT == "shared-filter" and lib.pynox_sandbox_share_filter(err, len(err)) != 0:
+        return -1, ffi.string(err).decode()
     prepared = ffi.new("struct pynox_prepared *")
     rc = lib.pynox_sandbox_prepare(base, prepared, err, len(err))
     if rc == 0:
