@@ -56,7 +56,7 @@ int pynox_sandbox_apply(const struct pynox_policy *base, const struct pynox_poli
  * IPv4 and IPv6 sockets allowed. pynox_sandbox_finish() then sets policy's
  * limits, enforces one Landlock ruleset with the paths of both base and
  * policy, and, when policy has no network, refuses it with Landlock and with
- * a second seccomp filter. The process runs no untrusted code in between; if
+ * one more seccomp filter. The process runs no untrusted code in between; if
  * either call fails, it must not run the program. */
 struct pynox_prepared {
     int ready; /* 1 once prepared, 0 again once finished */
