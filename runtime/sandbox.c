@@ -58,11 +58,19 @@ static int settle_process(const struct pynox_policy *policy, char *err, size_t e
     return pynox_close_descriptors(policy->keep_fds, policy->keep_fd_count, err, err_len);
 }
 
-static int drop_privileges(char *err, size_t err_len)
+/* Without it a set-uid or file-capability binary could undo the rest; and
+ * without CAP_SYS_ADMIN the kernel takes a seccomp filter only after it. */
+static int set_no_new_privs(char *err, size_t err_len)
 {
-    /* Without it a set-uid or file-capability binary could undo the rest. */
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         return pynox_fail(err, err_len, "prctl(PR_SET_NO_NEW_PRIVS) failed: %s", strerror(errno));
+    return 0;
+}
+
+static int drop_privileges(char *err, size_t err_len)
+{
+    if (set_no_new_privs(err, err_len) != 0)
+        return -1;
     return pynox_drop_capabilities(err, err_len);
 }
 
@@ -96,8 +104,8 @@ int pynox_sandbox_share_filter(char *err, size_t err_len)
 {
     if (err != NULL && err_len > 0)
         err[0] = '\0';
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
-        return pynox_fail(err, err_len, "prctl(PR_SET_NO_NEW_PRIVS) failed: %s", strerror(errno));
+    if (set_no_new_privs(err, err_len) != 0)
+        return -1;
     /* The network's sockets, as prepare() allows them until finish(). */
     struct pynox_policy with_network = {.allow_network = 1};
     if (pynox_apply_seccomp_part(&with_network, PYNOX_FILTER_SHARED, err, err_len) != 0)

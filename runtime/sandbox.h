@@ -92,8 +92,8 @@ int pynox_limit_landlock_abi(int abi);
 /* The parts of the seccomp filter. A pool's zygote installs the shared part
  * once (pynox_sandbox_share_filter) and every spare it forks inherits it, as
  * compiled by the kernel; each spare then adds only its own part, a few
- * instructions, instead of the whole filter (whose compiling took about a
- * quarter of a millisecond of every spare's time). Each system call has its
+ * instructions, instead of the whole filter (whose compiling took about
+ * 0.2 ms of every spare's time). Each system call has its
  * rule in exactly one part, so the two together decide every call as the
  * whole filter does. */
 enum pynox_filter_part {

@@ -8,17 +8,15 @@ the parts split the whole."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-from support.pool_client import PoolClient, is_scratch_helper, process_table, seccomp_filters
+from support.pool_client import (
+    PoolClient,
+    is_scratch_helper,
+    process_table,
+    seccomp_filters,
+    status_field,
+)
 from support.pool_requests import assert_ok, new_id
-
-
-def _status(pid: int, field: str) -> str:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return line.split()[1]
-    raise AssertionError(f"/proc/{pid}/status has no {field}")
 
 
 def _children(pid: int) -> list[int]:
@@ -40,5 +38,5 @@ def test_the_zygote_forks_its_spares_under_the_shared_part() -> None:
             time.sleep(0.02)
         assert filters[zygote] == 1
         # Without no_new_privs the kernel would not have taken it from the zygote.
-        assert _status(zygote, "NoNewPrivs") == "1"
+        assert status_field(zygote, "NoNewPrivs") == "1"
         assert_ok(client.run({"id": new_id(), "code": "print(6 * 7)"}), "42\n")

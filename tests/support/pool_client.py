@@ -78,19 +78,24 @@ def descendants(pid: int, zombies: bool = True) -> set[int]:
     return found
 
 
+def status_field(pid: int, field: str) -> str | None:
+    """The first word of a field of /proc/PID/status; None if the process is gone or the
+    field is not there."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith(f"{field}:"):
+            return line.split()[1]
+    return None
+
+
 def seccomp_filters(pids: Iterable[int]) -> dict[int, int]:
     """How many seccomp filters each process runs under (Seccomp_filters in
     /proc/PID/status); a process that is gone is left out."""
-    found = {}
-    for pid in pids:
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        for line in status.splitlines():
-            if line.startswith("Seccomp_filters:"):
-                found[pid] = int(line.split()[1])
-    return found
+    found = {pid: status_field(pid, "Seccomp_filters") for pid in pids}
+    return {pid: int(count) for pid, count in found.items() if count is not None}
 
 
 def is_scratch_helper(pid: int) -> bool:
