@@ -13,7 +13,10 @@ Beside them, for what a pause costs: the same rounds time four pipe hops between
 processes that do nothing else (hop_chain), and after the rounds the pool of 2 workers
 runs session steps back to back, with nothing between them, then session steps and
 requests each after an idle pause, with nothing else running: the rounds' pauses without
-the other subjects, which tells what the machine's sleep costs from what they cost.
+the other subjects, which tells what the machine's sleep costs from what they cost. The
+steps after a pause are timed once more with every CPU kept from idling (busy_cpus), and
+the back-to-back steps are read for the CPU time the pool server and the session's
+process each spend on a step.
 """
 
 from __future__ import annotations
@@ -24,9 +27,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from busy_cpus import BusyCpus
 from hop_chain import HopChain
 from machine import file_system, scratch_base, scratch_place
-from pool_costs import PoolCosts, per_request, read, zygote_of
+from pool_costs import PoolCosts, cpu_ns, parent_of, per_request, read, zygote_of
 from pool_process import PoolProcess
 from timing import Summary, interleave, paired_ratio, summarize, time_command
 
@@ -66,6 +70,16 @@ class ScratchComparison:
 
 
 @dataclass(frozen=True)
+class StepCosts:
+    """CPU milliseconds per session step, over the steps timed back to back."""
+
+    server_ms: float
+    """The pool server, with its threads."""
+    session_ms: float
+    """The session's own process."""
+
+
+@dataclass(frozen=True)
 class PoolResults:
     cold_python: Summary
     rows: list[PoolRow]
@@ -84,6 +98,11 @@ class PoolResults:
     """The same pool's session steps, each after IDLE_SECONDS with nothing running."""
     requests_after_idle: Summary
     """The same pool's requests, each after IDLE_SECONDS with nothing running."""
+    steps_kept_busy: Summary
+    """The same pool's session steps, each after IDLE_SECONDS, with every CPU kept busy by
+    loops of the lowest priority (busy_cpus)."""
+    step_costs: StepCosts | None
+    """Over the back-to-back steps; None where /proc cannot tell."""
 
 
 def _throughput(pool: PoolProcess, batch_size: int) -> float:
@@ -102,6 +121,39 @@ def _after_idle(measure: Callable[[], int]) -> list[int]:
         time.sleep(IDLE_SECONDS)
         samples.append(measure())
     return samples
+
+
+def _session(workers: int) -> str:
+    """The name of the session the rounds keep in the pool of this many workers."""
+    return f"bench-{workers}"
+
+
+def _session_process(pool: PoolProcess, session: str) -> int | None:
+    """The pid of the session's process, as it tells it, if the pool's zygote forked it."""
+    told = pool.run({"code": "import os\nprint(os.getpid())", "session": session})["stdout"]
+    pid = int(told) if told.strip().isdigit() else None
+    zygote = zygote_of(pool.process.pid)
+    return pid if pid is not None and zygote is not None and parent_of(pid) == zygote else None
+
+
+def _step_costs(
+    pool: PoolProcess, session: str, step: Callable[[], int]
+) -> tuple[list[int], StepCosts | None]:
+    """BACK_TO_BACK_STEPS session steps one right after the other, and what they cost."""
+    server, session_process = pool.process.pid, _session_process(pool, session)
+    server_before = cpu_ns(server)
+    session_before = None if session_process is None else cpu_ns(session_process)
+    samples = [step() for _ in range(BACK_TO_BACK_STEPS)]
+    server_after = cpu_ns(server)
+    session_after = None if session_process is None else cpu_ns(session_process)
+    if None in (server_before, session_before, server_after, session_after):
+        return samples, None
+    assert server_before is not None and server_after is not None  # for the type checker
+    assert session_before is not None and session_after is not None
+    return samples, StepCosts(
+        (server_after - server_before) / 1e6 / BACK_TO_BACK_STEPS,
+        (session_after - session_before) / 1e6 / BACK_TO_BACK_STEPS,
+    )
 
 
 def _tmpfs_pool(pynox: str, workdir: str) -> PoolProcess | None:
@@ -123,18 +175,21 @@ def measure_pool(
             "hops": hops.time_hops,
         }
         for workers, pool in pools.items():
-            session = f"bench-{workers}"
+            session = _session(workers)
             pool.run({"code": "steps = 0", "session": session})
             subjects[f"request-{workers}"] = lambda pool=pool: pool.time_request({"code": CODE})
             subjects[f"step-{workers}"] = lambda pool=pool, session=session: pool.time_request(
                 {"code": STEP, "session": session}
             )
         samples = interleave(subjects, requests, warmup=5)
-        back_to_back = [
-            subjects[f"step-{BACK_TO_BACK_WORKERS}"]() for _ in range(BACK_TO_BACK_STEPS)
-        ]
-        steps_after_idle = _after_idle(subjects[f"step-{BACK_TO_BACK_WORKERS}"])
+        step = subjects[f"step-{BACK_TO_BACK_WORKERS}"]
+        back_to_back, step_costs = _step_costs(
+            pools[BACK_TO_BACK_WORKERS], _session(BACK_TO_BACK_WORKERS), step
+        )
+        steps_after_idle = _after_idle(step)
         requests_after_idle = _after_idle(subjects[f"request-{BACK_TO_BACK_WORKERS}"])
+        with BusyCpus(python):
+            steps_kept_busy = _after_idle(step)
         rates: dict[int, list[float]] = {workers: [] for workers in pools}
         tmpfs_rates: list[float] = []
         watched = pools[COSTS_WORKERS].process.pid
@@ -184,4 +239,6 @@ def measure_pool(
         summarize(back_to_back),
         summarize(steps_after_idle),
         summarize(requests_after_idle),
+        summarize(steps_kept_busy),
+        step_costs,
     )

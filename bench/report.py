@@ -21,6 +21,7 @@ from pool_bench import (
     TMPFS,
     PoolResults,
     ScratchComparison,
+    StepCosts,
 )
 from pool_costs import PoolCosts
 from ray_bench import RayBatchResult, ray_table
@@ -148,7 +149,7 @@ def pool_table(pool: PoolResults) -> list[str]:
 def _pause_costs(pool: PoolResults) -> list[str]:
     row = next(row for row in pool.rows if row.workers == BACK_TO_BACK_WORKERS)
     back, steps_idle = pool.steps_back_to_back, pool.steps_after_idle
-    requests_idle = pool.requests_after_idle
+    requests_idle, kept_busy = pool.requests_after_idle, pool.steps_kept_busy
     return [
         "",
         "**What a pause costs.** In the rounds above, every request and step comes after a "
@@ -163,7 +164,23 @@ def _pause_costs(pool: PoolResults) -> list[str]:
         f"steps: p50 {_ms(steps_idle.median)} (p10–p90 {_spread(steps_idle)} ms), and "
         f"{requests_idle.runs} requests: p50 {_ms(requests_idle.median)} "
         f"(p10–p90 {_spread(requests_idle)} ms), against {_ms(row.latency.median)} in the "
-        "rounds.",
+        f"rounds. With every CPU kept from idling by a busy loop at the lowest priority "
+        f"(nice 19), which any other process preempts, {kept_busy.runs} more session steps, "
+        f"each after {IDLE_SECONDS * 1000:g} ms: p50 {_ms(kept_busy.median)} "
+        f"(p10–p90 {_spread(kept_busy)} ms).",
+        *_step_costs(pool.step_costs),
+    ]
+
+
+def _step_costs(costs: StepCosts | None) -> list[str]:
+    if costs is None:
+        return []
+    return [
+        "",
+        "**Where a session step's CPU time goes.** Over the steps back to back, from "
+        "`/proc/PID/task/TID/schedstat` (time on a CPU, user and kernel): the pool server, "
+        f"with its threads, {_ms(costs.server_ms)} per step; the session's process "
+        f"{_ms(costs.session_ms)}.",
     ]
 
 

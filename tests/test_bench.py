@@ -146,21 +146,38 @@ def test_what_a_pause_costs(report: tuple[str, str]) -> None:
         + median_and_spread.format("idle_step")
         + r", and (?P<idle_requests>\d+) requests: "
         + median_and_spread.format("idle_request")
-        + r", against (?P<request_in_rounds>\d+\.\d\d) ms in the rounds\.",
+        + r", against (?P<request_in_rounds>\d+\.\d\d) ms in the rounds\. With every CPU kept "
+        r"from idling by a busy loop at the lowest priority \(nice 19\), which any other process "
+        r"preempts, (?P<busy_steps>\d+) more session steps, each after 20 ms: "
+        + median_and_spread.format("busy_step")
+        + r"\.",
         text,
     )
     assert sentence, "the pool section shows what a pause costs"
     figures = sentence.groupdict()
-    for name in ("hops", "back", "idle_step", "idle_request"):
+    for name in ("hops", "back", "idle_step", "idle_request", "busy_step"):
         low, median, high = (float(figures[name + end]) for end in ("_low", "", "_high"))
         assert low <= median <= high, name
     assert int(figures["steps"]) > 1
     assert figures["idle_steps"] == figures["idle_requests"] == figures["steps"]
+    assert figures["busy_steps"] == figures["steps"]
     two_workers = tables(text)["Pool"][2]
     assert two_workers[0] == "2"
     # The rounds' figures are the table's.
     assert two_workers[1] == f"{figures['request_in_rounds']} ms"
     assert two_workers[5] == f"{figures['step_in_rounds']} ms"
+
+
+def test_where_a_session_step_goes(report: tuple[str, str]) -> None:
+    costs = re.search(
+        r"\*\*Where a session step's CPU time goes\.\*\* Over the steps back to back, .*?: the "
+        r"pool server, with its threads, (?P<server>\d+\.\d\d) ms per step; the session's "
+        r"process (?P<session>\d+\.\d\d) ms\.",
+        report[0],
+    )
+    assert costs, "the pool section shows what a session step costs each process"
+    # Each ran Python for every step: relaying it, and running it.
+    assert float(costs["server"]) > 0 and float(costs["session"]) > 0
 
 
 def _dev_shm_is_tmpfs() -> bool:
