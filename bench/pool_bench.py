@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from busy_cpus import BusyCpus
+from fork_floor import ForkFloor, measure_fork_floor
 from hop_chain import HopChain
 from machine import file_system, scratch_base, scratch_place
 from pool_costs import PoolCosts, cpu_ns, parent_of, per_request, read, zygote_of
@@ -46,6 +47,8 @@ COSTS_WORKERS = 2
 BACK_TO_BACK_WORKERS = 2
 BACK_TO_BACK_STEPS = 100
 IDLE_SECONDS = 0.02
+# Forks timed for what forking alone costs a process of the zygote's size (fork_floor).
+FORK_FLOOR_FORKS = 500
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,8 @@ class PoolResults:
     loops of the lowest priority (busy_cpus)."""
     step_costs: StepCosts | None
     """Over the back-to-back steps; None where /proc cannot tell."""
+    fork_floor: ForkFloor | None
+    """What forking a process the size of the zygote costs, with no request run."""
 
 
 def _throughput(pool: PoolProcess, batch_size: int) -> float:
@@ -241,4 +246,5 @@ def measure_pool(
         summarize(requests_after_idle),
         summarize(steps_kept_busy),
         step_costs,
+        measure_fork_floor(python, FORK_FLOOR_FORKS),
     )

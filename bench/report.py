@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import earlier_figures
 from batch_bench import BatchResult
+from fork_floor import ForkFloor
 from heavy_bench import HeavyRow
 from machine import Machine
 from memory_bench import MemoryResult
@@ -142,7 +143,7 @@ def pool_table(pool: PoolResults) -> list[str]:
         *_table(header, ["---:"] * len(header), rows),
         *_pause_costs(pool),
         *_scratch_comparison(pool.scratch),
-        *_costs_table(pool.costs),
+        *_costs_table(pool.costs, pool.fork_floor),
     ]
 
 
@@ -199,7 +200,7 @@ def _scratch_comparison(scratch: ScratchComparison | None) -> list[str]:
     ]
 
 
-def _costs_table(costs: PoolCosts | None) -> list[str]:
+def _costs_table(costs: PoolCosts | None, floor: ForkFloor | None) -> list[str]:
     if costs is None:
         return []
     shares = [
@@ -229,6 +230,19 @@ def _costs_table(costs: PoolCosts | None) -> list[str]:
         "after a fork). A child's figures reach its zygote when the zygote reaps it.",
         "",
         *_table(header, ["---", "---:", "---:", "---:"], rows),
+        *_fork_floor(floor),
+    ]
+
+
+def _fork_floor(floor: ForkFloor | None) -> list[str]:
+    if floor is None:
+        return []
+    return [
+        "",
+        "For scale, what forking alone costs: a `python -I` that imported the pool server's "
+        f"modules forked {floor.forks} children with `os.fork`, each exiting at once: "
+        f"{_ms(floor.parent_ms)} of CPU per fork in the parent and {_ms(floor.child_ms)} in "
+        f"the child, with {floor.child_faults:.0f} page faults, before any request runs.",
     ]
 
 

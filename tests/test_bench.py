@@ -180,6 +180,19 @@ def test_where_a_session_step_goes(report: tuple[str, str]) -> None:
     assert float(costs["server"]) > 0 and float(costs["session"]) > 0
 
 
+def test_what_forking_alone_costs(report: tuple[str, str]) -> None:
+    floor = re.search(
+        r"For scale, what forking alone costs: .*? forked (?P<forks>\d+) children with "
+        r"`os\.fork`, each exiting at once: (?P<parent>\d+\.\d\d) ms of CPU per fork in the "
+        r"parent and (?P<child>\d+\.\d\d) ms in the child, with (?P<faults>\d+) page faults",
+        report[0],
+    )
+    assert floor, "the pool's costs end with what forking alone costs"
+    assert int(floor["forks"]) > 1
+    # A fork costs both sides CPU, and the child copies at least the pages it writes.
+    assert float(floor["parent"]) > 0 and float(floor["child"]) > 0 and int(floor["faults"]) > 0
+
+
 def _dev_shm_is_tmpfs() -> bool:
     with open("/proc/self/mounts", encoding="utf-8") as mounts:
         return any(line.split()[1:3] == ["/dev/shm", "tmpfs"] for line in mounts)
