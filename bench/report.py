@@ -165,7 +165,7 @@ def _pause_costs(pool: PoolResults) -> list[str]:
         f"steps: p50 {_ms(steps_idle.median)} (p10–p90 {_spread(steps_idle)} ms), and "
         f"{requests_idle.runs} requests: p50 {_ms(requests_idle.median)} "
         f"(p10–p90 {_spread(requests_idle)} ms), against {_ms(row.latency.median)} in the "
-        f"rounds. With every CPU kept from idling by a busy loop at the lowest priority "
+        "rounds. With every CPU kept from idling by a busy loop at the lowest priority "
         f"(nice 19), which any other process preempts, {kept_busy.runs} more session steps, "
         f"each after {IDLE_SECONDS * 1000:g} ms: p50 {_ms(kept_busy.median)} "
         f"(p10–p90 {_spread(kept_busy)} ms).",
