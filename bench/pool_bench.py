@@ -141,24 +141,28 @@ def _session_process(pool: PoolProcess, session: str) -> int | None:
     return pid if pid is not None and zygote is not None and parent_of(pid) == zygote else None
 
 
+def _cpu_of(server: int, session_process: int | None) -> tuple[int, int] | None:
+    """The CPU nanoseconds of the pool server and of the session's process so far."""
+    if session_process is None:
+        return None
+    server_ns, session_ns = cpu_ns(server), cpu_ns(session_process)
+    return None if server_ns is None or session_ns is None else (server_ns, session_ns)
+
+
 def _step_costs(
     pool: PoolProcess, session: str, step: Callable[[], int]
 ) -> tuple[list[int], StepCosts | None]:
     """BACK_TO_BACK_STEPS session steps one right after the other, and what they cost."""
     server, session_process = pool.process.pid, _session_process(pool, session)
-    server_before = cpu_ns(server)
-    session_before = None if session_process is None else cpu_ns(session_process)
+    before = _cpu_of(server, session_process)
     samples = [step() for _ in range(BACK_TO_BACK_STEPS)]
-    server_after = cpu_ns(server)
-    session_after = None if session_process is None else cpu_ns(session_process)
-    if None in (server_before, session_before, server_after, session_after):
+    after = _cpu_of(server, session_process)
+    if before is None or after is None:
         return samples, None
-    assert server_before is not None and server_after is not None  # for the type checker
-    assert session_before is not None and session_after is not None
-    return samples, StepCosts(
-        (server_after - server_before) / 1e6 / BACK_TO_BACK_STEPS,
-        (session_after - session_before) / 1e6 / BACK_TO_BACK_STEPS,
-    )
+    per_step = [
+        (now - then) / 1e6 / BACK_TO_BACK_STEPS for now, then in zip(after, before, strict=True)
+    ]
+    return samples, StepCosts(*per_step)
 
 
 def _tmpfs_pool(pynox: str, workdir: str) -> PoolProcess | None:
