@@ -32,8 +32,8 @@ import marshal
 import os
 import sys
 from _frozen_importlib import ModuleSpec, module_from_spec
-from _frozen_importlib_external import MAGIC_NUMBER
-from _imp import _fix_co_filename  # type: ignore[attr-defined]
+from _frozen_importlib_external import MAGIC_NUMBER, ExtensionFileLoader
+from _imp import _fix_co_filename, extension_suffixes  # type: ignore[attr-defined]
 
 from pynox import PACKAGE_DIR
 
@@ -148,6 +148,8 @@ class _ImageFinder:
         path: "Sequence[str] | None" = None,
         target: "ModuleType | None" = None,
     ) -> "ModuleSpec | None":
+        if name == NATIVE_MODULE:
+            return _native_spec()
         entry = self.codes.get(name)
         if entry is None or not _unchanged(entry):
             return None
@@ -193,6 +195,23 @@ class _ImageFinder:
                 raise
             parent, _, child = name.rpartition(".")
             setattr(sys.modules[parent], child, module)
+
+
+# pynox's compiled module, which every run loads: the finder takes it from the one file
+# a build names it (WITH_SOABI), where the import system would first list the
+# package's directory, some 60 names, to find it.
+NATIVE_MODULE = "pynox._native"
+
+
+def _native_spec() -> "ModuleSpec | None":
+    """The spec of pynox._native in this interpreter's own file name; None when there
+    is no such file, which leaves it to the path finder."""
+    path = f"{PACKAGE_DIR}/_native{extension_suffixes()[0]}"
+    if not os.path.isfile(path):
+        return None
+    spec = ModuleSpec(NATIVE_MODULE, ExtensionFileLoader(NATIVE_MODULE, path), origin=path)
+    spec.has_location = True
+    return spec
 
 
 def _cached_path(source: str) -> "str | None":
@@ -264,7 +283,8 @@ def _load_image() -> "dict[str, Entry] | None":
             if offset != end:
                 return None  # the code follows the index, module after module
             end = offset + length
-            codes[name] = (os.path.join(PACKAGE_DIR, relative), size, body[offset:end])
+            # Joined by hand: os.path.join costs more than all the rest of this loop.
+            codes[name] = (f"{PACKAGE_DIR}/{relative}", size, body[offset:end])
         return codes if end == len(body) else None
     except Exception:  # noqa: BLE001 - a missing or unusable image means importing as usual
         return None

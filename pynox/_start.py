@@ -7,11 +7,12 @@ itself, from the directory this file is in). The garbage collector stays off
 while pynox starts: its imports make no cycles, and the collections they
 would trigger cost ~0.7 ms; pynox turns it back on (pynox.engine.runner.end_start_up).
 
-The package is loaded from this file's directory by name, not looked up on
-sys.path: the lookup would list lib-dynload and site-packages (hundreds of
-names in a busy environment) only to find what is known already. site-packages
-still goes on sys.path, for what pynox imports from there later (the pool's
-preloads, the MCP SDK).
+The package, and then its start-up module, are loaded from this file's
+directory by name, not looked up: a lookup on sys.path would list lib-dynload
+and site-packages (hundreds of names in a busy environment), and one in the
+package would list its directory, only to find what is known already (~0.2 ms
+of a run). site-packages still goes on sys.path, for what pynox imports from
+there later (the pool's preloads, the MCP SDK).
 """
 
 import gc
@@ -21,13 +22,23 @@ import sys  # noqa: E402 - after the collector is off
 from _frozen_importlib import module_from_spec  # noqa: E402 - loaded with the interpreter
 from _frozen_importlib_external import spec_from_file_location  # noqa: E402
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+
+
+def _load(name: str, path: str, search: "list[str] | None" = None) -> "ModuleType":
+    """Runs the module at path as importing name would; search: a package's own path."""
+    spec = spec_from_file_location(name, path, submodule_search_locations=search)
+    module = module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[name] = module
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
 _package_dir = __file__[: -len("/_start.py")]
-_spec = spec_from_file_location(
-    "pynox", _package_dir + "/__init__.py", submodule_search_locations=[_package_dir]
-)
-_package = module_from_spec(_spec)  # type: ignore[arg-type]
-sys.modules["pynox"] = _package
-_spec.loader.exec_module(_package)  # type: ignore[union-attr]
+_package = _load("pynox", _package_dir + "/__init__.py", [_package_dir])
+_boot = _load("pynox._boot", _package_dir + "/_boot.py")
+_package._boot = _boot  # type: ignore[attr-defined]  # as an import of it would
 sys.path.append(_package_dir[: -len("/pynox")])
-del gc, sys, module_from_spec, spec_from_file_location, _package_dir, _spec, _package
-__import__("pynox._boot")._boot.main()
+_boot.main()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import marshal
 import shutil
@@ -134,6 +135,20 @@ def test_a_source_of_another_size_imports_as_usual(package_copy: Path) -> None:
     assert finder.find_spec("pynox.engine.child") is None  # the path finder's, then
     spec = finder.find_spec("pynox.cli.main")
     assert spec is not None and spec.loader is finder
+
+
+def test_the_finder_takes_the_compiled_module_from_its_file_or_leaves_it_to_the_path_finder(
+    package_copy: Path,
+) -> None:
+    finder = _boot._ImageFinder({})
+    assert finder.find_spec("pynox._native") is None  # the copy has none: not ours to find
+    compiled = Path(importlib.import_module("pynox._native").__file__ or "")
+    shutil.copyfile(compiled, package_copy / compiled.name)
+    spec = finder.find_spec("pynox._native")
+    assert spec is not None
+    assert spec.origin == str(package_copy / compiled.name)
+    assert type(spec.loader).__name__ == "ExtensionFileLoader"
+    assert module_from_spec(spec).__file__ == spec.origin
 
 
 def rewritten_image(image: Path, change: Callable[[bytes, dict[str, tuple]], bytes]) -> None:
@@ -399,13 +414,15 @@ def test_a_run_with_a_pynox_toml_and_a_time_limit_loads_what_they_add_from_the_i
 
 
 # Runs the launcher's start file as the launcher does (python -I -S FILE), with an audit
-# hook that names every directory listed from then on, before pynox's own code runs.
+# hook that names every directory listed from then on, before pynox's own code runs. It
+# lists the working directory itself first, so that a hook that sees nothing shows.
 LISTINGS = """
-import sys
+import posix, sys
 def hook(event, args):
     if event == "os.listdir":
         sys.stderr.write(f"listed {args[0]}\\n")
 sys.addaudithook(hook)
+posix.listdir(".")
 start = sys.argv[1]
 sys.argv = sys.argv[1:]
 exec(compile(open(start).read(), start, "exec"), {"__name__": "__main__", "__file__": start})
@@ -414,17 +431,20 @@ exec(compile(open(start).read(), start, "exec"), {"__name__": "__main__", "__fil
 
 def test_the_start_file_finds_pynox_without_searching_sys_path(tmp_path: Path) -> None:
     """Looking pynox up on sys.path lists lib-dynload and site-packages, hundreds of names
-    in a busy environment, on every run: the start file loads it from where it lies."""
+    in a busy environment, on every run: the start file loads it from where it lies. Nor
+    is the package's own directory listed: the start file loads pynox._boot by its file,
+    and the image's finder pynox._native by its file."""
     start = PACKAGE / "_start.py"
     proc = python("-I", "-S", "-c", LISTINGS, str(start), "-c", "print('ran')", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == b"ran\n"
     listed = {line[len("listed ") :] for line in proc.stderr.decode().splitlines()}
     searched = {
+        str(PACKAGE),
         str(PACKAGE.parent),
         *python("-I", "-S", "-c", "import sys; print(*sys.path)").stdout.decode().split(),
     }
-    assert listed, "the hook saw no listing at all: the probe does not work"
+    assert "." in listed, "the hook did not see the probe's own listing: it does not work"
     assert not listed & searched, f"listed while starting: {sorted(listed & searched)}"
 
 
