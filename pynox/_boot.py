@@ -199,7 +199,7 @@ class _ImageFinder:
 
 # pynox's compiled module, which every run loads: the finder takes it from the one file
 # a build names it (WITH_SOABI), where the import system would first list the
-# package's directory, some 60 names, to find it.
+# package's directory to find it.
 NATIVE_MODULE = "pynox._native"
 
 
@@ -283,7 +283,7 @@ def _load_image() -> "dict[str, Entry] | None":
             if offset != end:
                 return None  # the code follows the index, module after module
             end = offset + length
-            # Joined by hand: os.path.join costs more than all the rest of this loop.
+            # Joined by hand: os.path.join's checks are of no use on these POSIX paths.
             codes[name] = (f"{PACKAGE_DIR}/{relative}", size, body[offset:end])
         return codes if end == len(body) else None
     except Exception:  # noqa: BLE001 - a missing or unusable image means importing as usual

@@ -10,9 +10,9 @@ would trigger cost ~0.7 ms; pynox turns it back on (pynox.engine.runner.end_star
 The package, and then its start-up module, are loaded from this file's
 directory by name, not looked up: a lookup on sys.path would list lib-dynload
 and site-packages (hundreds of names in a busy environment), and one in the
-package would list its directory, only to find what is known already (~0.2 ms
-of a run). site-packages still goes on sys.path, for what pynox imports from
-there later (the pool's preloads, the MCP SDK).
+package would list its directory, only to find what is known already.
+site-packages still goes on sys.path, for what pynox imports from there later
+(the pool's preloads, the MCP SDK).
 """
 
 import gc
