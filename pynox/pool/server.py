@@ -69,6 +69,13 @@ _READ_CHUNK = 65536
 # and warming one up competes for the CPU with it (~0.5 ms of a small request's
 # latency on two cores). A program that runs longer gets its spares anyway.
 _SPARE_DELAY = 0.02
+# Work for later requests (forking a spare, priming one) also waits for a pass of the
+# loop without events, which the loop makes by sleeping this long: the pass that sends
+# a program its start, or a client its result, has just woken that process, often onto
+# the server's own processor, where it would wait for that work to end. Measured
+# paired on two cores, a tiny request's median latency fell by 0.3 ms with requests
+# 5 ms apart, and by under 0.1 ms with 20 ms between them.
+_WORK_AHEAD_IDLE = 0.001
 # A pool idle this long removes the scratch directories of the runs that ended; with
 # more than this many waiting, it removes them at once.
 _IDLE_CLEANUP = 0.02
@@ -420,9 +427,11 @@ class PoolServer:
             self._expire()
             # A request that finds no spare gets one forked on the spot (_take_spare);
             # with requests queued, spares are what they wait for.
-            if self.queue or not self._just_started():
+            work_ahead = self._may_work_ahead(bool(ready))
+            if self.queue or work_ahead:
                 self._replenish()
-            self._prime_spares()
+            if work_ahead:
+                self._prime_spares()
         self._close_sessions()
         self._finish_output()
         return 0
@@ -445,10 +454,12 @@ class PoolServer:
         deadlines += [child.quiet_until for child in self.quiet.values()]
         if self.scratch_keeper.used():
             deadlines.append(now + _IDLE_CLEANUP)
-        if len(self.spares) < self.workers and self.stdin_open:
-            # Wake up to replenish the spares once the newest program is no longer new.
+        if self._work_ahead_wanted():
+            # Wake up for it once the newest program is no longer new, or, with none
+            # new, once a pass finds nothing to do (_may_work_ahead).
             new = [run.started + _SPARE_DELAY for run in self.child_runs.values()]
-            deadlines += [moment for moment in new if moment > now]
+            new = [moment for moment in new if moment > now]
+            deadlines += new or [now + _WORK_AHEAD_IDLE]
         if not deadlines:
             return None
         return max(0, int((min(deadlines) - now) * 1000) + 1)
@@ -761,6 +772,26 @@ class PoolServer:
         now = time.monotonic()
         return any(now - run.started < _SPARE_DELAY for run in self.child_runs.values())
 
+    def _may_work_ahead(self, events: bool) -> bool:
+        """Whether this pass of the loop may fork or prime spares for later requests: not
+        while a program that just started runs, and, when no program runs any longer, only
+        in a pass without events (see _WORK_AHEAD_IDLE)."""
+        return not self._just_started() and (not events or bool(self.child_runs))
+
+    def _work_ahead_wanted(self) -> bool:
+        """Whether a spare is missing, or one waits to be primed (_prime_spares)."""
+        if not self.stdin_open:
+            return False
+        return len(self.spares) < self.workers or self._to_prime() > 0
+
+    def _to_prime(self) -> int:
+        """How many of the spares that wait idle _prime_spares would prime now."""
+        if self.prime_template is None:
+            return 0
+        primed = sum(1 for spare in self.spares if spare.primed is not None)
+        idle = sum(1 for spare in self.spares if spare.ready and spare.primed is None)
+        return min(idle, max(self.workers - 1 - primed, 0))
+
     def _give_scratch(self, run: Run) -> bool:
         """Gives a run that starts now its scratch directory, with the files it brought.
         Not before: a queued run would hold one that the runs ahead of it need. False, with
@@ -828,20 +859,24 @@ class PoolServer:
         one spare in `workers` unprimed: a request of another policy takes that one."""
         if self.prime_template is None or not self.stdin_open:
             return
-        primed = sum(1 for spare in self.spares if spare.primed is not None)
+        wanted = self._to_prime()
         for spare in self.spares:
-            if primed >= self.workers - 1:
+            if wanted <= 0:
                 return
             if spare.ready and spare.primed is None:
                 policy = priming.from_template(self.prime_template)
                 try:
                     self._scratch_for(policy)
                 except (PynoxError, OSError):
-                    return  # a request then makes its own, and says why it cannot
+                    # A request then makes its own, and says why it cannot. None is
+                    # primed until a request sets the template again, or the pool
+                    # would retry at every pass (_work_ahead_wanted).
+                    self.prime_template = None
+                    return
                 spare.primed = priming.key(self.prime_template)
                 spare.scratch = policy.scratch
                 self._send_frame(spare, {"type": zygote.PRIME, "policy": policy.to_wire()})
-                primed += 1
+                wanted -= 1
 
     def _close_spares(self, spares: list[Child]) -> None:
         """Lets spares go unused: each exits once its channel closes."""

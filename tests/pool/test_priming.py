@@ -189,3 +189,22 @@ def test_a_spare_that_died_waiting_is_not_given_a_request() -> None:
 
 def _parent(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+
+
+def _wakeups(pid: int) -> int:
+    """How often the pool server's loop has gone to sleep and woken since it started."""
+    status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
+    return int(status.split("voluntary_ctxt_switches:")[1].split()[0])
+
+
+def test_an_idle_pool_sleeps_once_its_spares_are_ready_and_primed() -> None:
+    """Spares are forked and primed in a pass of the loop that has nothing else to do; once
+    none is missing and none waits to be primed, the loop has no reason to wake."""
+    with PoolClient(workers=2) as client:
+        _read(client, Path("/nonexistent"), None)
+        _wait_primed(client)
+        time.sleep(0.5)  # the scratch directories of the run that ended go meanwhile
+        before = _wakeups(client.pid)
+        time.sleep(1)
+        assert _wakeups(client.pid) - before < 20
+        assert client.close() == 0
