@@ -69,13 +69,12 @@ _READ_CHUNK = 65536
 # and warming one up competes for the CPU with it (~0.5 ms of a small request's
 # latency on two cores). A program that runs longer gets its spares anyway.
 _SPARE_DELAY = 0.02
-# Work for later requests (forking a spare, priming one) also waits for a pass of the
-# loop without events, which the loop makes by sleeping this long: the pass that sends
-# a program its start, or a client its result, has just woken that process, often onto
-# the server's own processor, where it would wait for that work to end. Measured
-# paired on two cores, a tiny request's median latency fell by 0.3 ms with requests
-# 5 ms apart, and by under 0.1 ms with 20 ms between them.
-_WORK_AHEAD_IDLE = 0.001
+# Priming a spare, which only a later request needs, waits for a pass of the loop that
+# handed nothing over to a waiting process (a program its start or a host call's
+# answer, a client a line): such a pass has just woken that process, often onto the
+# server's own processor, where it would wait while the server primes, and then
+# compete with the spare's confinement. The loop wakes this soon after such a pass.
+_AFTER_HANDOVER = 0.001
 # A pool idle this long removes the scratch directories of the runs that ended; with
 # more than this many waiting, it removes them at once.
 _IDLE_CLEANUP = 0.02
@@ -336,6 +335,7 @@ class PoolServer:
         self.spares: list[Child] = []
         # The policy spares are primed to: the last request's (pynox.pool.priming).
         self.prime_template: dict[str, Any] | None = None
+        self.handed_over = False  # whether this pass of the loop woke a waiting process
         self.dying: dict[int, Child] = {}  # by token: done, and given EXIT_GRACE to exit
         self.line = bytearray()
         self.discarding = False
@@ -362,6 +362,7 @@ class PoolServer:
                 error_result(message.get("id"), f"the result is not JSON: {exc}", "PoolError")
             )
         self.out += (text + "\n").encode()
+        self.handed_over = True
         self._flush_out()
 
     def _flush_out(self) -> None:
@@ -419,6 +420,7 @@ class PoolServer:
         while self.stdin_open or self.runs or self.queue:
             timeout_ms = self._next_timeout_ms()
             ready = self._poll(timeout_ms)
+            self.handed_over = False
             for fd, events in ready:
                 self._dispatch(fd, events)
             used = self.scratch_keeper.used()
@@ -427,10 +429,9 @@ class PoolServer:
             self._expire()
             # A request that finds no spare gets one forked on the spot (_take_spare);
             # with requests queued, spares are what they wait for.
-            work_ahead = self._may_work_ahead(bool(ready))
-            if self.queue or work_ahead:
+            if self.queue or not self._just_started():
                 self._replenish()
-            if work_ahead:
+            if not self.handed_over:
                 self._prime_spares()
         self._close_sessions()
         self._finish_output()
@@ -454,12 +455,12 @@ class PoolServer:
         deadlines += [child.quiet_until for child in self.quiet.values()]
         if self.scratch_keeper.used():
             deadlines.append(now + _IDLE_CLEANUP)
-        if self._work_ahead_wanted():
-            # Wake up for it once the newest program is no longer new, or, with none
-            # new, once a pass finds nothing to do (_may_work_ahead).
+        if len(self.spares) < self.workers and self.stdin_open:
+            # Wake up to replenish the spares once the newest program is no longer new.
             new = [run.started + _SPARE_DELAY for run in self.child_runs.values()]
-            new = [moment for moment in new if moment > now]
-            deadlines += new or [now + _WORK_AHEAD_IDLE]
+            deadlines += [moment for moment in new if moment > now]
+        if self.stdin_open and self._to_prime() > 0:
+            deadlines.append(now + _AFTER_HANDOVER)  # left by a pass that handed something over
         if not deadlines:
             return None
         return max(0, int((min(deadlines) - now) * 1000) + 1)
@@ -772,18 +773,6 @@ class PoolServer:
         now = time.monotonic()
         return any(now - run.started < _SPARE_DELAY for run in self.child_runs.values())
 
-    def _may_work_ahead(self, events: bool) -> bool:
-        """Whether this pass of the loop may fork or prime spares for later requests: not
-        while a program that just started runs, and, when no program runs any longer, only
-        in a pass without events (see _WORK_AHEAD_IDLE)."""
-        return not self._just_started() and (not events or bool(self.child_runs))
-
-    def _work_ahead_wanted(self) -> bool:
-        """Whether a spare is missing, or one waits to be primed (_prime_spares)."""
-        if not self.stdin_open:
-            return False
-        return len(self.spares) < self.workers or self._to_prime() > 0
-
     def _to_prime(self) -> int:
         """How many of the spares that wait idle _prime_spares would prime now."""
         if self.prime_template is None:
@@ -870,7 +859,7 @@ class PoolServer:
                 except (PynoxError, OSError):
                     # A request then makes its own, and says why it cannot. None is
                     # primed until a request sets the template again, or the pool
-                    # would retry at every pass (_work_ahead_wanted).
+                    # would retry at every pass (_next_timeout_ms).
                     self.prime_template = None
                     return
                 spare.primed = priming.key(self.prime_template)
@@ -972,6 +961,7 @@ class PoolServer:
             child.kill(f"the program is too large to send: {exc}")
 
     def _send_frame(self, child: Child, frame: dict[str, object]) -> None:
+        self.handed_over = True
         try:
             child.outbound += channel.encode(frame)
         except ValueError as exc:

@@ -198,8 +198,8 @@ def _wakeups(pid: int) -> int:
 
 
 def test_an_idle_pool_sleeps_once_its_spares_are_ready_and_primed() -> None:
-    """Spares are forked and primed in a pass of the loop that has nothing else to do; once
-    none is missing and none waits to be primed, the loop has no reason to wake."""
+    """The loop wakes soon after a pass that handed something over, to prime the spare it
+    left for later; once none waits to be primed, it has no reason to wake."""
     with PoolClient(workers=2) as client:
         _read(client, Path("/nonexistent"), None)
         _wait_primed(client)
