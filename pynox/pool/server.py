@@ -69,12 +69,6 @@ _READ_CHUNK = 65536
 # and warming one up competes for the CPU with it (~0.5 ms of a small request's
 # latency on two cores). A program that runs longer gets its spares anyway.
 _SPARE_DELAY = 0.02
-# Priming a spare, which only a later request needs, waits for a pass of the loop that
-# handed nothing over to a waiting process (a program its start or a host call's
-# answer, a client a line): such a pass has just woken that process, often onto the
-# server's own processor, where it would wait while the server primes, and then
-# compete with the spare's confinement. The loop wakes this soon after such a pass.
-_AFTER_HANDOVER = 0.001
 # A pool idle this long removes the scratch directories of the runs that ended; with
 # more than this many waiting, it removes them at once.
 _IDLE_CLEANUP = 0.02
@@ -335,7 +329,6 @@ class PoolServer:
         self.spares: list[Child] = []
         # The policy spares are primed to: the last request's (pynox.pool.priming).
         self.prime_template: dict[str, Any] | None = None
-        self.handed_over = False  # whether this pass of the loop woke a waiting process
         self.dying: dict[int, Child] = {}  # by token: done, and given EXIT_GRACE to exit
         self.line = bytearray()
         self.discarding = False
@@ -362,7 +355,6 @@ class PoolServer:
                 error_result(message.get("id"), f"the result is not JSON: {exc}", "PoolError")
             )
         self.out += (text + "\n").encode()
-        self.handed_over = True
         self._flush_out()
 
     def _flush_out(self) -> None:
@@ -420,7 +412,6 @@ class PoolServer:
         while self.stdin_open or self.runs or self.queue:
             timeout_ms = self._next_timeout_ms()
             ready = self._poll(timeout_ms)
-            self.handed_over = False
             for fd, events in ready:
                 self._dispatch(fd, events)
             used = self.scratch_keeper.used()
@@ -431,8 +422,7 @@ class PoolServer:
             # with requests queued, spares are what they wait for.
             if self.queue or not self._just_started():
                 self._replenish()
-            if not self.handed_over:
-                self._prime_spares()
+            self._prime_spares()
         self._close_sessions()
         self._finish_output()
         return 0
@@ -459,8 +449,6 @@ class PoolServer:
             # Wake up to replenish the spares once the newest program is no longer new.
             new = [run.started + _SPARE_DELAY for run in self.child_runs.values()]
             deadlines += [moment for moment in new if moment > now]
-        if self.stdin_open and self._to_prime() > 0:
-            deadlines.append(now + _AFTER_HANDOVER)  # left by a pass that handed something over
         if not deadlines:
             return None
         return max(0, int((min(deadlines) - now) * 1000) + 1)
@@ -773,14 +761,6 @@ class PoolServer:
         now = time.monotonic()
         return any(now - run.started < _SPARE_DELAY for run in self.child_runs.values())
 
-    def _to_prime(self) -> int:
-        """How many of the spares that wait idle _prime_spares would prime now."""
-        if self.prime_template is None:
-            return 0
-        primed = sum(1 for spare in self.spares if spare.primed is not None)
-        idle = sum(1 for spare in self.spares if spare.ready and spare.primed is None)
-        return min(idle, max(self.workers - 1 - primed, 0))
-
     def _give_scratch(self, run: Run) -> bool:
         """Gives a run that starts now its scratch directory, with the files it brought.
         Not before: a queued run would hold one that the runs ahead of it need. False, with
@@ -848,24 +828,20 @@ class PoolServer:
         one spare in `workers` unprimed: a request of another policy takes that one."""
         if self.prime_template is None or not self.stdin_open:
             return
-        wanted = self._to_prime()
+        primed = sum(1 for spare in self.spares if spare.primed is not None)
         for spare in self.spares:
-            if wanted <= 0:
+            if primed >= self.workers - 1:
                 return
             if spare.ready and spare.primed is None:
                 policy = priming.from_template(self.prime_template)
                 try:
                     self._scratch_for(policy)
                 except (PynoxError, OSError):
-                    # A request then makes its own, and says why it cannot. None is
-                    # primed until a request sets the template again, or the pool
-                    # would retry at every pass (_next_timeout_ms).
-                    self.prime_template = None
-                    return
+                    return  # a request then makes its own, and says why it cannot
                 spare.primed = priming.key(self.prime_template)
                 spare.scratch = policy.scratch
                 self._send_frame(spare, {"type": zygote.PRIME, "policy": policy.to_wire()})
-                wanted -= 1
+                primed += 1
 
     def _close_spares(self, spares: list[Child]) -> None:
         """Lets spares go unused: each exits once its channel closes."""
@@ -961,7 +937,6 @@ class PoolServer:
             child.kill(f"the program is too large to send: {exc}")
 
     def _send_frame(self, child: Child, frame: dict[str, object]) -> None:
-        self.handed_over = True
         try:
             child.outbound += channel.encode(frame)
         except ValueError as exc:

@@ -198,8 +198,8 @@ def _wakeups(pid: int) -> int:
 
 
 def test_an_idle_pool_sleeps_once_its_spares_are_ready_and_primed() -> None:
-    """The loop wakes soon after a pass that handed something over, to prime the spare it
-    left for later; once none waits to be primed, it has no reason to wake."""
+    """Nothing wakes the pool server's loop while no request comes, no spare is missing and
+    none waits to be primed: an idle pool costs no CPU time."""
     with PoolClient(workers=2) as client:
         _read(client, Path("/nonexistent"), None)
         _wait_primed(client)
