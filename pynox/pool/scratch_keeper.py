@@ -93,9 +93,11 @@ class ScratchKeeper:
         scratch_removal.remove(path)
 
     def used(self) -> int:
-        """How many wait for remove_used."""
+        """How many wait for remove_used, counting one the thread holds to reuse: it gives
+        that one back if it cannot, and the pool's loop, which sleeps without a deadline
+        while this is 0, would not learn of it until its next request."""
         with self._lock:
-            return 0 if self._removing else len(self._used)
+            return 0 if self._removing else len(self._used) + len(self._busy)
 
     def remove_used(self) -> None:
         """Asks the thread to remove what runs left."""

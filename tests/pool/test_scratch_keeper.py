@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -89,6 +90,33 @@ def test_used_directories_wait_until_asked_then_go(tmp_path: Path) -> None:
         assert keeper.used() == 0  # no longer waiting: being removed
         assert _eventually(lambda: not any(os.path.lexists(path) for path in used))
     finally:
+        keeper.close()
+
+
+def test_a_used_directory_the_thread_tries_to_reuse_still_counts_as_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool's loop sleeps without a deadline when used() is 0, so a directory the thread
+    has taken to reuse, and may give back, must still count: else it would stay until the
+    pool's next request."""
+    from pynox.pool import scratch_keeper
+
+    monkeypatch.setattr(scratch_keeper, "_EXIT_WAIT", 300)  # how long it waits for the run
+    keeper = ScratchKeeper(str(tmp_path))
+    running = subprocess.Popen(["sleep", "2"])
+    try:
+        path = keeper.take()
+        keeper.discard(path, os.pidfd_open(running.pid))  # its run's process still runs
+        keeper.keep_ready(1)  # the thread takes it to reuse, and waits for the process
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            assert keeper.used() == 1
+            time.sleep(0.001)
+        keeper.remove_used()
+        assert _eventually(lambda: not os.path.lexists(path))
+    finally:
+        running.kill()
+        running.wait()
         keeper.close()
 
 
