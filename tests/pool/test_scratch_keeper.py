@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from pynox.errors import PolicyError
 from pynox.file_names import OUT_DIR
+from pynox.pool import scratch_keeper
 from pynox.pool.scratch_keeper import ScratchKeeper
 
 
@@ -47,10 +49,6 @@ def test_a_directory_made_while_one_is_taken_is_the_last(
 ) -> None:
     """The thread may be making a directory when take() runs: that one still counts, and
     no other follows until keep_ready asks again."""
-    import threading
-
-    from pynox.pool import scratch_keeper
-
     second_started, let_it_finish = threading.Event(), threading.Event()
     calls = []
 
@@ -99,8 +97,6 @@ def test_a_used_directory_the_thread_tries_to_reuse_still_counts_as_used(
     """The pool's loop sleeps without a deadline when used() is 0, so a directory the thread
     has taken to reuse, and may give back, must still count: else it would stay until the
     pool's next request."""
-    from pynox.pool import scratch_keeper
-
     monkeypatch.setattr(scratch_keeper, "_EXIT_WAIT", 300)  # how long it waits for the run
     keeper = ScratchKeeper(str(tmp_path))
     running = subprocess.Popen(["sleep", "2"])
