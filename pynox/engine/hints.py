@@ -8,7 +8,6 @@ cannot put words of its own into a result's hint.
 
 import errno
 import os
-import socket
 import sys
 
 from pynox.engine.access_log import PROCESS_EVENTS, PROCESS_MODULES, XATTR_READ_EVENTS
@@ -238,7 +237,9 @@ def classify(
     exc = _underlying(exc)
     if not isinstance(exc, OSError):
         return None, None, None
-    if isinstance(exc, socket.gaierror) and policy is not None and not policy.allow_network:
+    sockets = _sockets()
+    offline = policy is not None and not policy.allow_network
+    if offline and sockets is not None and isinstance(exc, sockets.gaierror):
         # Without the network, the resolver's files are not readable: no name resolves,
         # not even localhost, before any socket is refused.
         return "network", None, None
@@ -270,15 +271,27 @@ def classify(
         return "process", None, path
     if name == "socket.__new__" and path is None and event is not None:
         family = event[1][1] if len(event[1]) > 1 else None
-        if family in (socket.AF_INET, socket.AF_INET6):
+        if sockets is not None and family in (sockets.AF_INET, sockets.AF_INET6):
             return "network", None, None
-        return ("unix_socket" if family == socket.AF_UNIX else "other_socket"), None, None
+        unix = sockets is not None and family == sockets.AF_UNIX
+        return ("unix_socket" if unix else "other_socket"), None, None
     if name in ("socket.connect", "socket.bind") and path is None:
         return "network", None, None
     if path is not None:
         kind, target = _classify_file(path, event, policy)
         return kind, target, path
     return None, None, None
+
+
+def _sockets() -> "Any":
+    """The C module of sockets if the program imported it, else None: only then can it
+    have met a socket's error or made a socket.
+
+    Not imported here: socket.py imports enum, selectors and collections, and even the C
+    module is a shared library to load, which would cost every run that reports an error
+    (and every run with a memory limit, which loads this module ahead) milliseconds.
+    """
+    return sys.modules.get("_socket")
 
 
 # --- a module that is installed where the run may not import from ------------------------

@@ -117,6 +117,13 @@ HINTED = [
         "PermissionError",
         "only IPv4 and IPv6 sockets can be allowed in the sandbox",
     ),
+    # Without the network no name resolves, not even localhost.
+    (
+        "resolve-without-network",
+        "import socket; socket.getaddrinfo('localhost', 80)",
+        "socket.gaierror",
+        "the network is off; grant it with --allow-network",
+    ),
     # The denial behind another exception: urllib's, SQLite's, the program's own.
     (
         "urllib-without-network",
