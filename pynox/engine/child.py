@@ -127,7 +127,7 @@ def confine(policy: "Policy", setup: ChildSetup) -> None:
             import pynox.engine.report  # noqa: F401
 
             if setup.report_fd is not None:
-                import json  # noqa: F401
+                import pynox.readable_json  # noqa: F401 - what _write_report writes with
         if not setup.no_site and not hasattr(builtins, "exit"):
             install_site_builtins()  # an import: while pynox's sys.path alone is there
         if setup.pool_link is not None:
@@ -432,9 +432,11 @@ def _user_traceback(tb: "TracebackType | None") -> "TracebackType | None":
 
 
 def _write_report(fd: int, error: dict[str, object]) -> None:
-    import json
+    # json.dumps's text, without importing json (and re) into a run that failed: pynox's
+    # writer comes with the result's modules, which a run with a report has loaded.
+    from pynox.readable_json import dumps_readable
 
-    data = json.dumps(error).encode()
+    data = dumps_readable(error).encode()
     while data:
         written = os.write(fd, data)
         data = data[written:]
