@@ -44,6 +44,25 @@ int netstring(struct text message, size_t *at, struct text *field)
     return 0;
 }
 
+struct text numbered_line(struct text lines, int number)
+{
+    struct text line = {NULL, 0};
+    size_t start = 0;
+    int at = 1;
+    for (size_t i = 0; i <= lines.length; i++) {
+        if (i == lines.length || lines.data[i] == '\n') {
+            if (at == number) {
+                line.data = lines.data + start;
+                line.length = i - start;
+                break;
+            }
+            at++;
+            start = i + 1;
+        }
+    }
+    return line;
+}
+
 /* ---- output streams -------------------------------------------------------------- */
 
 int capture_init(struct capture *capture, size_t limit)
@@ -533,7 +552,7 @@ static int parse_value(struct parser *p, struct value *value)
     }
 }
 
-static int text_is(struct text text, const char *word)
+int text_is(struct text text, const char *word)
 {
     size_t i = 0;
     for (; word[i] != '\0'; i++) {
@@ -668,6 +687,38 @@ static void put_string_or_null(struct sink *sink, const struct value *value)
     put(sink, "\"", 1);
 }
 
+/* The text pynox sent for a kind of hint; data NULL if none. */
+static struct text hint_text(struct text hints, struct text wanted)
+{
+    size_t at = 0;
+    struct text kind;
+    struct text hint;
+    while (netstring(hints, &at, &kind) == 0 && netstring(hints, &at, &hint) == 0) {
+        if (kind.length == wanted.length && memcmp(kind.data, wanted.data, kind.length) == 0) {
+            return hint;
+        }
+    }
+    struct text none = {NULL, 0};
+    return none;
+}
+
+/* A hint that takes no value, as a JSON string; "null" if pynox sent none. */
+static void put_plain_hint(struct sink *sink, struct text hints, const char *kind)
+{
+    struct text wanted = {kind, 0};
+    while (kind[wanted.length] != '\0') {
+        wanted.length++;
+    }
+    struct text hint = hint_text(hints, wanted);
+    if (hint.data == NULL) {
+        put_text(sink, "null");
+        return;
+    }
+    put(sink, "\"", 1);
+    put_decoded(sink, hint.data, hint.length);
+    put(sink, "\"", 1);
+}
+
 /* The hint of a kind with its value, from the texts pynox sent; "null" if none. */
 static void put_hint(struct sink *sink, struct text hints, const struct report *report)
 {
@@ -675,54 +726,34 @@ static void put_hint(struct sink *sink, struct text hints, const struct report *
         put_text(sink, "null");
         return;
     }
-    size_t at = 0;
-    struct text kind;
-    struct text hint;
-    while (netstring(hints, &at, &kind) == 0 && netstring(hints, &at, &hint) == 0) {
-        if (kind.length != report->hint_kind.text.length
-            || memcmp(kind.data, report->hint_kind.text.data, kind.length) != 0) {
-            continue;
-        }
-        int needs_value = 0;
-        for (size_t i = 0; i < hint.length; i++) {
-            needs_value |= hint.data[i] == PLACEHOLDER;
-        }
-        if (needs_value && report->hint_value.kind != STRING) {
-            break;
-        }
-        put(sink, "\"", 1);
-        size_t piece = 0;
-        for (size_t i = 0; i <= hint.length; i++) {
-            if (i == hint.length || hint.data[i] == PLACEHOLDER) {
-                put_decoded(sink, hint.data + piece, i - piece);
-                if (i < hint.length) {
-                    put(sink, report->hint_value.text.data, report->hint_value.text.length);
-                }
-                piece = i + 1;
-            }
-        }
-        put(sink, "\"", 1);
+    struct text hint = hint_text(hints, report->hint_kind.text);
+    int needs_value = 0;
+    for (size_t i = 0; i < hint.length; i++) {
+        needs_value |= hint.data[i] == PLACEHOLDER;
+    }
+    if (hint.data == NULL || (needs_value && report->hint_value.kind != STRING)) {
+        put_text(sink, "null");
         return;
     }
-    put_text(sink, "null");
-}
-
-static void put_signal_error(struct sink *sink, struct text names, int signal)
-{
-    struct text name = {NULL, 0};
-    size_t start = 0;
-    int number = 1;
-    for (size_t i = 0; i <= names.length; i++) {
-        if (i == names.length || names.data[i] == '\n') {
-            if (number == signal) {
-                name.data = names.data + start;
-                name.length = i - start;
-                break;
+    put(sink, "\"", 1);
+    size_t piece = 0;
+    for (size_t i = 0; i <= hint.length; i++) {
+        if (i == hint.length || hint.data[i] == PLACEHOLDER) {
+            put_decoded(sink, hint.data + piece, i - piece);
+            if (i < hint.length) {
+                put(sink, report->hint_value.text.data, report->hint_value.text.length);
             }
-            number++;
-            start = i + 1;
+            piece = i + 1;
         }
     }
+    put(sink, "\"", 1);
+}
+
+static void put_signal_error(struct sink *sink, const struct result_frame *frame,
+                             const struct run_end *end)
+{
+    int signal = end->status & 0x7f;
+    struct text name = numbered_line(frame->signal_names, signal);
     put_text(sink, "{\"type\": \"Signal\", \"message\": \"the program was killed by ");
     if (name.length > 0) {
         put_decoded(sink, name.data, name.length);
@@ -730,9 +761,24 @@ static void put_signal_error(struct sink *sink, struct text names, int signal)
         put_text(sink, "signal ");
         put_long(sink, signal);
     }
-    /* No memory limit here (pynox supervises those runs itself): no hint. */
-    put_text(sink,
-             "\", \"file\": null, \"line\": null, \"path\": null, \"hint\": null}");
+    put_text(sink, "\", \"file\": null, \"line\": null, \"path\": null, \"hint\": ");
+    if (end->native_signal) {
+        put_plain_hint(sink, frame->hints, "native_abort");
+    } else {
+        put_text(sink, "null");
+    }
+    put_text(sink, "}");
+}
+
+static void put_native_exit_error(struct sink *sink, const struct result_frame *frame,
+                                  const struct run_end *end)
+{
+    put_text(sink, "{\"type\": \"NativeExit\", \"message\": \"native code ended the program "
+                   "with exit status ");
+    put_long(sink, (end->status >> 8) & 0xff);
+    put_text(sink, "\", \"file\": null, \"line\": null, \"path\": null, \"hint\": ");
+    put_plain_hint(sink, frame->hints, "native_exit");
+    put_text(sink, "}");
 }
 
 static void put_error(struct sink *sink, const struct result_frame *frame,
@@ -769,7 +815,9 @@ static void put_error(struct sink *sink, const struct result_frame *frame,
         put_hint(sink, frame->hints, &report);
         put_text(sink, "}");
     } else if ((end->status & 0x7f) != 0) {
-        put_signal_error(sink, frame->signal_names, end->status & 0x7f);
+        put_signal_error(sink, frame, end);
+    } else if (end->native_exit) {
+        put_native_exit_error(sink, frame, end);
     } else {
         put_text(sink, "null");
     }

@@ -42,6 +42,12 @@ struct capture {
 /* Reads a netstring, "LENGTH:BYTES", at *at in message; 0 and the field, or -1. */
 int netstring(struct text message, size_t *at, struct text *field);
 
+/* Whether text is word, whole. */
+int text_is(struct text text, const char *word);
+
+/* Line `number` (from 1) of lines separated by "\n"; empty if there is no such line. */
+struct text numbered_line(struct text lines, int number);
+
 /* 0, or -1 if there is no memory for it. */
 int capture_init(struct capture *capture, size_t limit);
 void capture_add(struct capture *capture, const char *data, size_t size);
@@ -51,6 +57,9 @@ struct run_end {
     int status;  /* as wait4 gives it */
     int timed_out;
     long duration_ns;
+    /* Under a memory limit, how native code ends a program when an allocation fails: */
+    int native_signal;  /* a signal it dies of then */
+    int native_exit;    /* an exit with a failure status before Python saw the program end */
 };
 
 /* Writes the result to fd; returns the exit status `pynox --json` ends with. */

@@ -7,7 +7,10 @@
  *
  *   - pynox (the child) writes on a pipe, before any program runs, the limit in
  *     milliseconds and the line to print when it is reached, then closes the pipe;
- *     a run pynox supervises itself (--json, --memory) closes it without a word;
+ *     a run pynox supervises itself closes it without a word;
+ *   - under a memory limit, pynox also sends the lines to print when native code ends
+ *     the program (a signal, or an exit before Python saw the program to its end,
+ *     which the program's process says with a byte on a second pipe);
  *   - the supervisor waits for the child's end (a pidfd), the pipe and the deadline;
  *     at the deadline it kills the child, prints the line and exits 124;
  *   - signals sent to the supervisor by kill() (SIGTERM, SIGHUP, SIGINT, SIGQUIT)
@@ -37,6 +40,9 @@
 #define EXIT_TIMEOUT 124
 #define SFD_CLOEXEC 02000000
 #define EXIT_SETUP_FAILURE 125
+/* What the program's process writes on the end pipe once Python saw the program to its
+ * end (pynox.engine.child_setup.PYTHON_FINISHED). */
+#define PYTHON_FINISHED '\x04'
 
 /* Where the message starts; it grows by doubling. */
 #define MESSAGE_START 4096
@@ -127,6 +133,9 @@ struct message {
     size_t size;
     long limit_ms;       /* 0: none */
     struct text line;    /* printed at the deadline, when not capturing */
+    int memory;          /* a memory limit: the two below say what native code's end prints */
+    struct text exit_line;     /* an exit before Python saw the program to its end */
+    struct text signal_lines;  /* one line per signal from 1; an empty line: none */
     int capture;         /* the result is this process's to write (--json) */
     struct result_frame frame;
 };
@@ -171,17 +180,19 @@ static long decimal(struct text text)
     return value;
 }
 
-/* Parses the whole message: 0, or -1 if it does not parse (then with no limit, and
- * capturing nothing). */
+/* Parses the whole message: 0, or -1 if it does not parse (then with no limit, no
+ * memory lines, and capturing nothing). */
 static int parse_message(struct message *message)
 {
     struct text all = {message->data, message->length};
     struct text ms;
+    struct text kind;
     struct text capture;
     struct text max_output;
     struct text report_limit;
     size_t at = 0;
     message->limit_ms = 0;
+    message->memory = 0;
     message->capture = 0;
     if (message->data == NULL || netstring(all, &at, &ms) != 0
         || netstring(all, &at, &message->line) != 0 || decimal(ms) < 0) {
@@ -190,6 +201,21 @@ static int parse_message(struct message *message)
     message->limit_ms = decimal(ms);
     if (at == all.length) {
         return 0;
+    }
+    size_t after_kind = at;
+    if (netstring(all, &after_kind, &kind) != 0) {
+        return -1;
+    }
+    if (text_is(kind, "memory")) {
+        at = after_kind;
+        if (netstring(all, &at, &message->exit_line) != 0
+            || netstring(all, &at, &message->signal_lines) != 0) {
+            return -1;
+        }
+        message->memory = 1;
+        if (at == all.length) {
+            return 0;
+        }
     }
     struct result_frame *frame = &message->frame;
     if (netstring(all, &at, &capture) != 0 || netstring(all, &at, &max_output) != 0
@@ -243,7 +269,53 @@ static _Noreturn void refuse(long child, const char *why)
     sys_exit(EXIT_SETUP_FAILURE);
 }
 
-static _Noreturn void watch(long child, int control, int signals, struct streams *streams)
+/* Whether the program's process wrote PYTHON_FINISHED on the end pipe (read without
+ * waiting: a process the program's started may still hold its write end). */
+static int python_finished(int end)
+{
+    char byte = 0;
+    long got;
+    do {
+        got = sys_read(end, &byte, 1);
+    } while (got == -LAUNCHER_EINTR);
+    return got == 1 && byte == PYTHON_FINISHED;
+}
+
+/* Under a memory limit, whether native code ended the program as it does when an
+ * allocation fails: by a signal that has a line, or by an exit with a failure status
+ * before Python saw the program to its end (pynox/engine/result.py decides alike when
+ * pynox supervises a run itself). */
+static void native_end(const struct message *message, int end_pipe, struct run_end *end)
+{
+    int signal = end->status & 0x7f;
+    int code = (end->status >> 8) & 0xff;
+    if (!message->memory || end->timed_out) {
+        return;
+    }
+    if (signal != 0) {
+        end->native_signal = numbered_line(message->signal_lines, signal).length > 0;
+    } else {
+        end->native_exit = code != 0 && code != EXIT_SETUP_FAILURE && !python_finished(end_pipe);
+    }
+}
+
+/* The line for native code's end, when the run's result is not this process's to write. */
+static void print_native_end(const struct message *message, const struct run_end *end)
+{
+    struct text line = {NULL, 0};
+    if (end->native_signal) {
+        line = numbered_line(message->signal_lines, end->status & 0x7f);
+    } else if (end->native_exit) {
+        line = message->exit_line;
+    }
+    if (line.length > 0) {
+        (void)write_all(2, line.data, line.length);
+        (void)write_all(2, "\n", 1);
+    }
+}
+
+static _Noreturn void watch(long child, int control, int end_pipe, int signals,
+                            struct streams *streams)
 {
     long pidfd = sys_call(SYS_pidfd_open, child, 0, 0, 0);
     if (pidfd < 0 || signals < 0) {
@@ -252,6 +324,7 @@ static _Noreturn void watch(long child, int control, int signals, struct streams
                       "wall-clock limit cannot be enforced\n");
     }
     struct message message = {sys_alloc(MESSAGE_START), 0, MESSAGE_START, 0, {"", 0}, 0,
+                              {NULL, 0}, {NULL, 0}, 0,
                               {0, 0, {NULL, 0}, {NULL, 0}, {NULL, 0}, {NULL, 0}}};
     int reading = message.data != NULL;
     if (!reading) {
@@ -260,7 +333,7 @@ static _Noreturn void watch(long child, int control, int signals, struct streams
     }
     long deadline = -1;
     long started = 0;
-    struct run_end end = {0, 0, 0};
+    struct run_end end = {0, 0, 0, 0, 0};
     int exited = 0;
     static char chunk[READ_CHUNK];
     for (;;) {
@@ -357,7 +430,11 @@ static _Noreturn void watch(long child, int control, int signals, struct streams
             exited = 1;
         }
     }
+    if (!reading) {
+        native_end(&message, end_pipe, &end);
+    }
     if (!message.capture || reading) {
+        print_native_end(&message, &end);
         end_like(end.status);
     }
     sys_exit(write_result(1, &message.frame, &streams->captures[0], &streams->captures[1],
@@ -400,6 +477,7 @@ static int capture_entry(char *entry, size_t size, const int writes[STREAMS], lo
 int supervise(struct supervision *entries, int capture, const char *tmpdir)
 {
     int ends[2];
+    int end_pipe[2];
     struct scratch_pipes scratch;
     struct streams streams = {{-1, -1, -1}, {{0}, {0}, {0}}};
     int writes[STREAMS] = {-1, -1, -1};
@@ -409,6 +487,19 @@ int supervise(struct supervision *entries, int capture, const char *tmpdir)
     if (sys_call(SYS_fcntl, ends[0], LAUNCHER_F_SETFD, LAUNCHER_FD_CLOEXEC, 0) != 0) {
         (void)sys_close(ends[0]);
         (void)sys_close(ends[1]);
+        return 0;
+    }
+    /* Both ends without waiting: the program's process writes one byte at most. */
+    if (sys_call(SYS_pipe2, (long)end_pipe, LAUNCHER_O_NONBLOCK, 0, 0) != 0) {
+        (void)sys_close(ends[0]);
+        (void)sys_close(ends[1]);
+        return 0;
+    }
+    if (sys_call(SYS_fcntl, end_pipe[0], LAUNCHER_F_SETFD, LAUNCHER_FD_CLOEXEC, 0) != 0) {
+        for (int i = 0; i < 2; i++) {
+            (void)sys_close(ends[i]);
+            (void)sys_close(end_pipe[i]);
+        }
         return 0;
     }
     /* Without its pipes, a captured run is supervised by pynox, as without the launcher. */
@@ -432,6 +523,7 @@ int supervise(struct supervision *entries, int capture, const char *tmpdir)
     if (child == 0) {
         (void)sys_call(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old_mask, 0, sizeof old_mask);
         (void)sys_close(ends[0]);
+        (void)sys_close(end_pipe[0]);
         close_streams(&streams);
         if (entries->helper) {
             scratch_helper_close(&scratch, 1);
@@ -450,14 +542,18 @@ int supervise(struct supervision *entries, int capture, const char *tmpdir)
         size_t size = sizeof entries->supervisor_entry;
         if (buf_append(entry, size, &n, SUPERVISOR_VARIABLE "=") != 0
             || buf_append_long(entry, size, &n, ends[1]) != 0
+            || buf_append(entry, size, &n, ",") != 0
+            || buf_append_long(entry, size, &n, end_pipe[1]) != 0
             || buf_append(entry, size, &n, ":") != 0
             || buf_append_long(entry, size, &n, parent) != 0) {
             (void)sys_close(ends[1]);  /* the supervisor sees no limit: it only waits */
+            (void)sys_close(end_pipe[1]);
             return 0;
         }
         return 1;
     }
     (void)sys_close(ends[1]);
+    (void)sys_close(end_pipe[1]);
     for (int i = 0; i < STREAMS; i++) {
         if (writes[i] >= 0) {
             (void)sys_close(writes[i]);
@@ -468,6 +564,7 @@ int supervise(struct supervision *entries, int capture, const char *tmpdir)
     }
     if (child < 0) {
         (void)sys_close(ends[0]);
+        (void)sys_close(end_pipe[0]);
         close_streams(&streams);
         if (entries->helper) {
             scratch_helper_close(&scratch, 1);  /* no helper: nothing holds its pipes */
@@ -483,5 +580,5 @@ int supervise(struct supervision *entries, int capture, const char *tmpdir)
         scratch_helper_spawn(&scratch, tmpdir);
     }
     long signals = sys_call(SYS_signalfd4, -1, (long)&forwarded, sizeof forwarded, SFD_CLOEXEC);
-    watch(child, ends[0], (int)signals, &streams);
+    watch(child, ends[0], end_pipe[0], (int)signals, &streams);
 }

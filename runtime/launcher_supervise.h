@@ -7,7 +7,8 @@
 
 #include "launcher_scratch.h"
 
-/* "FD:PID": the pipe on which pynox tells its deadline, and this process's id. */
+/* "CONTROL,END:PID": the pipe on which pynox tells its deadline, the one on which the
+ * program's process says Python saw the program to its end, and this process's id. */
 #define SUPERVISOR_VARIABLE "PYNOX_SUPERVISOR"
 /* "OUT,ERR,REPORT:PID": the write ends of the pipes a captured run writes into. */
 #define CAPTURE_VARIABLE "PYNOX_CAPTURE"

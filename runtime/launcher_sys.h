@@ -80,6 +80,7 @@
 #define LAUNCHER_AT_FDCWD (-100)
 #define LAUNCHER_O_RDONLY 0
 #define LAUNCHER_O_CLOEXEC 02000000
+#define LAUNCHER_O_NONBLOCK 04000 /* the same on both architectures */
 #define LAUNCHER_O_PATH 010000000
 #define LAUNCHER_F_OK 0
 #define LAUNCHER_AT_REMOVEDIR 0x200

@@ -85,6 +85,16 @@ def _forge(data: bytes, status: int = 1) -> str:
         ("import os; os.kill(os.getpid(), 34)", ()),
         ("print('before', flush=True)\nwhile True: pass", ("--timeout=1s",)),
         ("open('/etc/shadow')", ("--max-file-size=1M",)),
+        # Under a memory limit: native code's end (a signal, or an exit before Python saw
+        # the program to its end), Python's own ends, and a program that writes into the
+        # pipe that says Python saw it to its end.
+        ("import os; os.abort()", ("--memory=128m",)),
+        ("import ctypes; ctypes.CDLL(None).exit(3)", ("--memory=64m",)),
+        ("import os; os.kill(os.getpid(), 15)", ("--memory=64m",)),
+        ("import sys; sys.exit(3)", ("--memory=64m",)),
+        ("open('/etc/shadow')", ("--memory=64m",)),
+        ("print('before', flush=True)\nwhile True: pass", ("--timeout=1s", "--memory=64m")),
+        (_forge(b"\x04", status=3), ("--memory=64m",)),
     ],
     ids=lambda value: str(value)[:40],
 )
@@ -185,11 +195,15 @@ def test_any_output_is_kept_alike(
     _same(tmp_path_factory.mktemp("output"), program, f"--max-output={limit}")
 
 
-def test_the_program_runs_in_the_process_the_launcher_started(tmp_path: Path) -> None:
-    """No second interpreter forked to supervise a --json run: the program's parent is
-    the launcher itself."""
+@pytest.mark.parametrize("flags", [[], ["--memory=1g"]], ids=["plain", "memory"])
+def test_the_program_runs_in_the_process_the_launcher_started(
+    tmp_path: Path, flags: list[str]
+) -> None:
+    """No second interpreter forked to supervise a --json run, with a memory limit or
+    without: the program's parent is the launcher itself."""
     script = tmp_path / "parent.py"
     script.write_text("import os\nprint(os.getppid())\n")
-    proc = subprocess.Popen([PYNOX, "--json", str(script)], stdout=subprocess.PIPE, cwd=tmp_path)
+    command = [PYNOX, "--json", *flags, str(script)]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, cwd=tmp_path)
     stdout, _ = proc.communicate(timeout=60)
     assert json.loads(stdout)["stdout"] == f"{proc.pid}\n"

@@ -4,9 +4,12 @@ The launcher (runtime/launcher_supervise.c, launcher_scratch.c) passes pipes, ea
 named by an environment variable, "FD:PID", or "FD,FD,FD:PID" for several. When it
 stays behind as the run's supervisor, pynox writes it one message before the program
 starts and closes the pipe: netstrings ("LENGTH:BYTES"), the wall-clock limit in
-milliseconds (0: none) and the line to print when it is reached; for a captured run
-(--json), then what the launcher needs to write the run's result itself
-(pynox.engine.result_frame.launcher_frame).
+milliseconds (0: none) and the line to print when it is reached; for a run with a
+memory limit, then the lines to print when native code ends the program
+(pynox.engine.result_frame.memory_frame), for which the program's process writes
+PYTHON_FINISHED on the supervisor's second pipe once Python has seen it to its end;
+for a captured run (--json), then what the launcher needs to write the run's result
+itself (pynox.engine.result_frame.launcher_frame).
 """
 
 import os
@@ -16,16 +19,10 @@ if TYPE_CHECKING:
     from pynox.policy.resolve import Policy
 
 
-def launcher_pipe(variable: str, pid: int) -> "int | None":
-    """The pipe named by `variable`, taken out of the environment; None unless it was
-    set for process `pid` (the launcher's: not a variable the caller set or another
-    run passed on) and names a pipe."""
-    pipes = launcher_pipes(variable, pid, 1)
-    return None if pipes is None else pipes[0]
-
-
 def launcher_pipes(variable: str, pid: int, count: int) -> "list[int] | None":
-    """The `count` pipes named by `variable`, as launcher_pipe takes one."""
+    """The `count` pipes named by `variable`, taken out of the environment; None unless
+    it was set for process `pid` (the launcher's: not a variable the caller set or
+    another run passed on) and names that many pipes."""
     entry = os.environ.pop(variable, None)
     if entry is None:
         return None
@@ -60,6 +57,10 @@ def supervisor_message(policy: "Policy", capture: bool) -> bytes:
         milliseconds = max(1, round(policy.timeout * 1000))
         line = timeout_line(policy) + "\n"
     message = netstring(milliseconds) + netstring(line)
+    if policy.memory is not None:
+        from pynox.engine.result_frame import memory_frame
+
+        message += b"".join(map(netstring, memory_frame(policy)))
     if capture:
         from pynox.engine.result_frame import launcher_frame
 

@@ -4,7 +4,14 @@ import _signal
 import sys
 
 from pynox import strict_json
-from pynox.engine.result_frame import fixed_fields, runtime_info, signal_names
+from pynox.engine.result_frame import (
+    fixed_fields,
+    native_exit_hint,
+    native_signal_hint,
+    native_signal_line,
+    runtime_info,
+    signal_name,
+)
 from pynox.engine.time_limit import timeout_error
 from pynox.errors import EXIT_SETUP_FAILURE
 from pynox.readable_json import dumps_readable
@@ -15,25 +22,6 @@ if TYPE_CHECKING:
 
     from pynox.engine.supervisor import Outcome
     from pynox.policy.resolve import Policy
-
-
-def signal_name(signum: int) -> str:
-    return signal_names().get(signum) or f"signal {signum}"
-
-
-# Deaths native code dies when an allocation fails and it does not check
-# (SIGSEGV), gives up (SIGABRT: abort() in a library or in the C++ runtime),
-# or the kernel's out-of-memory killer picks the process (SIGKILL).
-_NATIVE_MEMORY_SIGNALS = frozenset({6, 9, 11})  # SIGABRT, SIGKILL, SIGSEGV
-
-
-def _signal_hint(outcome: "Outcome", policy: "Policy", api: bool) -> str | None:
-    """Under a memory limit, the hint for a program that native code ended."""
-    if policy.memory is None or outcome.signal not in _NATIVE_MEMORY_SIGNALS:
-        return None
-    from pynox.engine.hint_text import Style, format_hint
-
-    return format_hint("native_abort", None, Style(api), policy.memory, policy.max_file_size)
 
 
 def _ended_behind_python(outcome: "Outcome", policy: "Policy") -> bool:
@@ -48,26 +36,16 @@ def _ended_behind_python(outcome: "Outcome", policy: "Policy") -> bool:
     )
 
 
-def _native_exit_hint(outcome: "Outcome", policy: "Policy", api: bool) -> str | None:
-    if not _ended_behind_python(outcome, policy):
-        return None
-    from pynox.engine.hint_text import Style, format_hint
-
-    return format_hint("native_exit", None, Style(api), policy.memory, policy.max_file_size)
-
-
 def signal_line(outcome: "Outcome", policy: "Policy") -> str | None:
     """What the command prints when native code ended its program (a signal, or an exit
     behind Python's back under a memory limit), if anything."""
     if outcome.timed_out:
         return None
     if outcome.signal is None:
-        hint = _native_exit_hint(outcome, policy, api=False)
-        return None if hint is None else f"pynox: {hint}"
-    hint = _signal_hint(outcome, policy, api=False)
-    if hint is None:
-        return None
-    return f"pynox: the program was killed by {signal_name(outcome.signal)}; {hint}"
+        if not _ended_behind_python(outcome, policy):
+            return None
+        return f"pynox: {native_exit_hint(policy, api=False)}"
+    return native_signal_line(outcome.signal, policy)
 
 
 def _text_or_none(value: object) -> str | None:
@@ -145,14 +123,14 @@ def _error(outcome: "Outcome", policy: "Policy", api: bool) -> "dict[str, Any] |
             "type": "Signal",
             "message": f"the program was killed by {name}",
             **empty,
-            "hint": _signal_hint(outcome, policy, api),
+            "hint": native_signal_hint(outcome.signal, policy, api),
         }
     if _ended_behind_python(outcome, policy):
         return {
             "type": "NativeExit",
             "message": f"native code ended the program with exit status {outcome.exit_code}",
             **empty,
-            "hint": _native_exit_hint(outcome, policy, api),
+            "hint": native_exit_hint(policy, api),
         }
     return None
 

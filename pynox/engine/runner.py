@@ -43,22 +43,28 @@ def run(
     captured = launcher_capture()
     by_launcher = launcher is not None and (not capture or captured is not None)
     unsupervised = launcher is None and policy.timeout is None and not capture
-    if policy.memory is None and (by_launcher or unsupervised):
-        # No memory limit that native code may die of (the supervisor then says so),
-        # and a clock and output, if any, that the launcher keeps. The program runs
-        # in this very process, the terminal's own foreground job, which spares the
-        # fork and the copying of every page a child touches.
+    # Native code may end a program under a memory limit, and its supervisor then says
+    # so: the launcher does, as pynox would; without the launcher, pynox supervises.
+    if by_launcher or (unsupervised and policy.memory is None):
+        # A clock, output and a memory limit's last word, if any, that the launcher
+        # keeps. The program runs in this very process, the terminal's own foreground
+        # job, which spares the fork and the copying of every page a child touches.
         if capture and captured is not None:
             setup.stdin_null = True
             setup.stdout_fd, setup.stderr_fd, setup.report_fd = captured
         else:
             _close(captured)
         if launcher is not None:
-            if capture:
-                run_from_image("result")
+            control, end = launcher
+            if capture or policy.memory is not None:
+                run_from_image("result")  # what the launcher writes or prints with
             elif policy.timeout is not None:
                 run_from_image("time_limit")  # a pynox.toml's limit: no flag ran "limit"
-            launcher_link.write_message(launcher, launcher_link.supervisor_message(policy, capture))
+            launcher_link.write_message(control, launcher_link.supervisor_message(policy, capture))
+            if policy.memory is not None:
+                setup.end_fd = end  # where Python says it saw the program to its end
+            else:
+                os.close(end)
             setup.parent_pid, setup.new_session = os.getppid(), False
         setup.scratch_fd = scratch.remove_when_gone(directory)
         run_in_this_process(program, policy, setup)
@@ -69,8 +75,7 @@ def run(
     # supervisor runs no program, so its start-up never has to end.
     from pynox.engine import scratch_removal, supervisor
 
-    if launcher is not None:
-        os.close(launcher)  # it only waits: this process supervises the run itself
+    _close(launcher)  # it only waits: this process supervises the run itself
     # Removed by the supervisor after the child, and by the launcher's helper, if any,
     # should the supervisor itself be killed (its pipe stays open until this process
     # ends; the child's copy closes as it is confined).
@@ -88,6 +93,8 @@ def run_in_this_process(program: "Program", policy: "Policy", setup: ChildSetup)
     """Confines this process and runs the program in it: the command's own process, or
     the child its supervisor forked."""
     run_from_image("child")
+    if policy.memory is not None:
+        run_from_image("report")  # what confine imports ahead (pynox._boot.REPORT_MODULES)
     from pynox.engine.child import run_child
     from pynox.policy import system_paths
 
@@ -96,13 +103,15 @@ def run_in_this_process(program: "Program", policy: "Policy", setup: ChildSetup)
     run_child(program, policy, setup)
 
 
-# Set by the launcher when it stays behind as the run's supervisor: "FD:PID".
+# Set by the launcher when it stays behind as the run's supervisor: "CONTROL,END:PID".
 LAUNCHER_SUPERVISOR_VARIABLE = "PYNOX_SUPERVISOR"
 
 
-def launcher_supervisor() -> "int | None":
-    """The pipe to the launcher that supervises this process (its parent), if it does."""
-    return launcher_link.launcher_pipe(LAUNCHER_SUPERVISOR_VARIABLE, os.getppid())
+def launcher_supervisor() -> "list[int] | None":
+    """The pipes to the launcher that supervises this process (its parent), if it does:
+    the one pynox tells it about the run on, and the one the program's process says on
+    that Python saw the program to its end (pynox.engine.launcher_link)."""
+    return launcher_link.launcher_pipes(LAUNCHER_SUPERVISOR_VARIABLE, os.getppid(), 2)
 
 
 # Set by the launcher when the command line has --json: "OUT,ERR,REPORT:PID", the
@@ -124,8 +133,9 @@ def run_from_image(group: str) -> None:
     """Runs a group of pynox's modules from the start-up image at once, while pynox
     starts up from it: "child", what confining itself takes, "result", what tells the
     launcher how to write a --json result, "time_limit", how it words a time limit,
-    "limit", what reads a limit given on the command line, or "config", a pynox.toml's
-    cached configuration (pynox._boot.GROUPS)."""
+    "limit", what reads a limit given on the command line, "config", a pynox.toml's
+    cached configuration, or "report", the error report a run with a memory limit
+    imports ahead (pynox._boot.GROUPS)."""
     for finder in sys.meta_path:
         if getattr(finder, "pynox_start_up", False):
             finder.run_group(group)  # type: ignore[attr-defined]

@@ -38,8 +38,42 @@ def _finish(run: subprocess.Popen[bytes]) -> bytes:
     return stderr
 
 
-def test_a_limited_run_has_one_interpreter_under_the_launcher(tmp_path: Path) -> None:
-    run = _start(tmp_path, "--timeout=30s")
+def _start_captured(tmp_path: Path, *flags: str) -> subprocess.Popen[bytes]:
+    """A run whose output goes into its --json result: it says it is ready with a file."""
+    out = tmp_path / "out"
+    out.mkdir()
+    ready = out / "ready"
+    code = f"import time; open({str(ready)!r}, 'w').close(); time.sleep(30)"
+    run = subprocess.Popen(
+        [PYNOX, *flags, f"--allow-write={out}", "-c", code], cwd=tmp_path,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+        time.sleep(0.01)
+    return run
+
+
+@pytest.mark.parametrize(
+    ("flags", "configured"),
+    [
+        (["--timeout=30s"], ""),
+        # A memory limit too: the launcher says what a supervisor of pynox's would when
+        # native code ends the program (tests/core/test_memory_limit.py).
+        (["--memory=1g"], ""),
+        (["--memory=1g", "--timeout=30s"], ""),
+        ([], 'memory = "1g"'),
+        (["--json", "--memory=1g"], ""),
+    ],
+    ids=["timeout", "memory", "memory-and-timeout", "configured-memory", "json-memory"],
+)
+def test_a_limited_run_has_one_interpreter_under_the_launcher(
+    tmp_path: Path, flags: list[str], configured: str
+) -> None:
+    if configured:
+        (tmp_path / "pynox.toml").write_text(f"[permissions]\n{configured}\n")
+    run = _start_captured(tmp_path, *flags) if "--json" in flags else _start(tmp_path, *flags)
     try:
         # pynox's process is the launcher itself, not an interpreter...
         launcher = os.path.realpath(PYNOX)
@@ -100,7 +134,7 @@ def test_a_variable_the_caller_sets_is_not_taken_for_the_launcher(tmp_path: Path
     """Without the launcher, pynox supervises a limited run itself, whatever the
     environment says; a forged variable names no pipe of pynox's parent."""
     code = "import time; time.sleep(30)"
-    env = {"PYNOX_SUPERVISOR": f"1:{os.getpid()}"}
+    env = {"PYNOX_SUPERVISOR": f"1,2:{os.getpid()}"}
     proc = python("-m", "pynox", "--timeout=300ms", "-c", code, cwd=tmp_path, env=env)
     assert proc.returncode == 124
     assert b"time limit" in proc.stderr

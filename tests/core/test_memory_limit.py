@@ -14,10 +14,11 @@ import resource
 import signal
 import sys
 import textwrap
+from functools import partial
 from pathlib import Path
 
 import pytest
-from support.commands import pynox
+from support.commands import pynox, python
 from support.pool_client import PoolClient
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -328,6 +329,29 @@ def test_native_exit_under_a_limit_gets_the_memory_hint(tmp_path: Path) -> None:
     assert result["exit"] == 3
     assert result["error"]["type"] == "NativeExit"
     assert result["error"]["hint"] == NATIVE_EXIT_HINT
+
+
+@pytest.mark.parametrize(
+    "code", [NATIVE_EXIT, "import os; os.abort()", "import sys; sys.exit(3)", "1/0"]
+)
+def test_the_launcher_and_pynox_as_supervisors_end_a_limited_run_alike(
+    tmp_path: Path, code: str
+) -> None:
+    """A run with a memory limit is the launcher's to watch (one interpreter); without the
+    launcher (python -m pynox), pynox forks the program and watches it itself. Native
+    code's end gets the same line, status, output and --json result either way."""
+    launched = pynox("--memory=64m", "-c", code, cwd=tmp_path)
+    supervised = python("-m", "pynox", "--memory=64m", "-c", code, cwd=tmp_path)
+    assert launched.returncode == supervised.returncode
+    assert launched.stdout == supervised.stdout
+    assert launched.stderr.splitlines()[-1:] == supervised.stderr.splitlines()[-1:]
+    results = [
+        json.loads(run("--json", "--memory=64m", "-c", code, cwd=tmp_path).stdout)
+        for run in (pynox, partial(python, "-m", "pynox"))
+    ]
+    for result in results:  # what differs from run to run
+        del result["duration_ms"], result["policy"]["scratch"]
+    assert results[0] == results[1]
 
 
 def test_python_exits_get_no_native_exit_hint(tmp_path: Path) -> None:

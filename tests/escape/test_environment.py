@@ -75,7 +75,7 @@ print("stack-scan:", json.dumps(found))
 def test_environment_values_are_not_left_in_memory(world: World, mode: str) -> None:
     """The values of variables not granted must be gone, not just unlisted."""
     token = "tok-" + uuid.uuid4().hex
-    proc = run_probe(world, STACK_SCAN, *MODES[mode], env={"SECRET_TOKEN": token})
+    proc = run_probe(world, STACK_SCAN, command=MODES[mode], env={"SECRET_TOKEN": token})
     assert proc.returncode == 0, proc.stderr
     assert outcomes(proc)["stack-scan"] == "[]"
     assert token.encode() not in proc.stdout

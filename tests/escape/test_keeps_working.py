@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.commands import pynox, python
+from support.commands import python, run
 from support.probes import MODES, World, make_world, outcomes, run_probe
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -164,6 +164,6 @@ def test_unclosed_file_in_a_granted_dir_is_flushed_at_exit(tmp_path: Path, mode:
     expected = (out / "result.txt").read_text()
     assert ref.returncode == 0 and expected == "line written without close()\n" * 3
     (out / "result.txt").unlink()
-    got = pynox(*MODES[mode], "--allow-write=out", str(script), cwd=tmp_path)
+    got = run([*MODES[mode], "--allow-write=out", str(script)], cwd=tmp_path)
     assert (got.returncode, got.stdout, got.stderr) == (0, b"", b"")
     assert (out / "result.txt").read_text() == expected

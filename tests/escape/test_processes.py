@@ -121,7 +121,7 @@ def test_sigio_cannot_signal_other_processes(world: World) -> None:
         """)
         )
         # In process, the parent aimed at is a throwaway shell, not this test.
-        proc = run_in_sh(str(script), json.dumps(world.paths()), cwd=world.app)
+        proc = run_in_sh(PYNOX, str(script), json.dumps(world.paths()), cwd=world.app)
         time.sleep(0.1)
         alive = victim.poll() is None
     finally:
@@ -164,12 +164,10 @@ def test_signals_to_its_process_group_spare_the_other_members(world: World, mode
     )
     out = world.root / "out.txt"
     # sh starts the other member, then becomes pynox (same pid, so pynox leads the group).
-    shell = (
-        f'sleep 60 </dev/null >/dev/null 2>&1 & exec "$0" {" ".join(MODES[mode])} "$1" "$2" "$!"'
-    )
+    shell = 'sleep 60 </dev/null >/dev/null 2>&1 & exec "$@" "$!"'
     with out.open("wb") as f:
         proc = subprocess.run(
-            ["sh", "-c", shell, PYNOX, str(script), json.dumps(world.paths())],
+            ["sh", "-c", shell, "sh", *MODES[mode], str(script), json.dumps(world.paths())],
             stdout=f,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -13,7 +13,6 @@ import textwrap
 import tty
 
 import pytest
-from support.commands import PYNOX
 from support.probes import MODES, PRELUDE, World, outcomes
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -48,7 +47,7 @@ def test_terminal_injection_is_denied(world: World, mode: str) -> None:
             fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
         proc = subprocess.run(
-            [PYNOX, *MODES[mode], str(script)],
+            [*MODES[mode], str(script)],
             stdin=slave,
             capture_output=True,
             cwd=world.app,

@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.commands import PYNOX, pynox, run
+from support.commands import PYNOX, PYTHON, run
 from support.pool_client import PoolClient
 from support.syscalls import NR
 
@@ -143,23 +143,29 @@ def make_world(root: Path) -> World:
 
 
 def run_probe(
-    w: World, code: str, *flags: str, name: str = "probe.py", **kwargs: object
+    w: World,
+    code: str,
+    *flags: str,
+    name: str = "probe.py",
+    command: list[str] | None = None,
+    **kwargs: object,
 ) -> subprocess.CompletedProcess[bytes]:
+    """The probe under pynox with flags; command: another way to run pynox (MODES)."""
     script = w.app / name
     script.write_text(PRELUDE + textwrap.dedent(code))
-    return pynox(*flags, str(script), json.dumps(w.paths()), cwd=w.app, **kwargs)  # type: ignore[arg-type]
+    argv = [*(command or [PYNOX]), *flags, str(script), json.dumps(w.paths())]
+    return run(argv, cwd=w.app, **kwargs)  # type: ignore[arg-type]
 
 
-# How pynox runs a program: a plain run has nothing to supervise and runs in
-# the pynox process itself; a timeout (or --json) makes pynox fork a child and
-# supervise it. Probes that matter in both run in both.
-# How a run can be shaped: in the interpreter the launcher started (with or without the
-# launcher keeping its clock), or in a child the Python supervisor forks (--memory, like
-# --json, is supervised in Python; 64g leaves every probe its memory).
+# How a run can be shaped, as the command that runs it: in the interpreter the launcher
+# started (with or without the launcher keeping its clock), or in a child that pynox's
+# own supervisor forks, as it does for a limited run without the launcher (python -m
+# pynox; 64g of memory leaves every probe its memory). Probes that matter in each run in
+# each.
 MODES = {
-    "in-process": [],
-    "launcher-clock": ["--timeout=120s"],
-    "supervised": ["--memory=64g"],
+    "in-process": [PYNOX],
+    "launcher-clock": [PYNOX, "--timeout=120s"],
+    "supervised": [PYTHON, "-I", "-m", "pynox", "--memory=64g"],
 }
 
 
@@ -200,13 +206,13 @@ def run_grants_probe(mode: str, w: World, script: Path) -> subprocess.CompletedP
     """The probe under World's grants, in one of PROBE_MODES."""
     if mode == "pool":
         return run_in_pool(w, script, [w.ro, w.rw], [w.wo, w.rw])
-    return pynox(*MODES[mode], *w.grants(), str(script), json.dumps(w.paths()), cwd=w.app)
+    return run([*MODES[mode], *w.grants(), str(script), json.dumps(w.paths())], cwd=w.app)
 
 
 def run_in_sh(*command: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
-    """Runs pynox under a throwaway shell, so that "the parent" of an in-process
+    """Runs a command under a throwaway shell, so that "the parent" of an in-process
     run is that shell and not this test process (`; exit` keeps sh from exec'ing)."""
-    return run(["sh", "-c", '"$@"; exit $?', "sh", PYNOX, *command], **kwargs)  # type: ignore[arg-type]
+    return run(["sh", "-c", '"$@"; exit $?', "sh", *command], **kwargs)  # type: ignore[arg-type]
 
 
 def outcomes(proc: subprocess.CompletedProcess[bytes]) -> dict[str, str]:
