@@ -2,9 +2,9 @@
 same `python -I` invocation, interleaved in one run.
 
 A mode is how a user or an agent framework calls pynox: a plain run, a wall-clock limit,
-JSON for automation, a limit that comes from a pynox.toml, `-c`, `-m`, and the unsandboxed
-`--no-sandbox`. Each is paired with python invoked the same way, so every ratio is the cost
-of the sandbox alone.
+JSON for automation, a memory limit (alone and with JSON), a limit that comes from a
+pynox.toml, `-c`, `-m`, and the unsandboxed `--no-sandbox`. Each is paired with python
+invoked the same way, so every ratio is the cost of the sandbox alone.
 """
 
 from __future__ import annotations
@@ -46,6 +46,10 @@ def modes() -> list[Mode]:
         Mode("timeout", "`pynox --timeout=10s tiny.py`", ["--timeout=10s", "tiny.py"],
              ["-I", "tiny.py"]),
         Mode("json", "`pynox --json tiny.py`", ["--json", "tiny.py"], ["-I", "tiny.py"]),
+        Mode("memory", "`pynox --memory=1g tiny.py`", ["--memory=1g", "tiny.py"],
+             ["-I", "tiny.py"]),
+        Mode("json_memory", "`pynox --json --memory=1g tiny.py`",
+             ["--json", "--memory=1g", "tiny.py"], ["-I", "tiny.py"]),
         Mode("configured", "`pynox tiny.py` with `timeout = \"10s\"` in pynox.toml",
              ["tiny.py"], ["-I", "tiny.py"], directory="configured"),
         Mode("code", "`pynox -c CODE`", ["-c", code], ["-I", "-c", code]),

@@ -251,9 +251,9 @@ def test_targets_follow_the_figures_shown(report: tuple[str, str]) -> None:
     header, *rows = found["Targets"]
     assert header == ["Target", "Measured", "Status"]
     # Tiny script 2, pool 2, JSON pipeline 2, the pool's floor 3, the batch 1, memory 2,
-    # with the packages, numpy 2 and pandas 2 (preloaded, and warmed up), the modes 7.
+    # with the packages, numpy 2 and pandas 2 (preloaded, and warmed up), the modes 9.
     heavy = 4 if PACKAGES else 0
-    assert len(rows) == 19 + heavy
+    assert len(rows) == 21 + heavy
     absolute = [
         row for row in rows if re.fullmatch(r"\d+\.\d{3} ms|\d+/s|[+-]?\d+\.\d MiB", row[1])
     ]
@@ -292,6 +292,8 @@ def test_modes_table(report: tuple[str, str]) -> None:
         "`pynox tiny.py`",
         "`pynox --timeout=10s tiny.py`",
         "`pynox --json tiny.py`",
+        "`pynox --memory=1g tiny.py`",
+        "`pynox --json --memory=1g tiny.py`",
         '`pynox tiny.py` with `timeout = "10s"` in pynox.toml',
         "`pynox -c CODE`",
         "`pynox -m tiny`",
