@@ -88,8 +88,12 @@ TIME_LIMIT_MODULES = ("pynox.unit_format", "pynox.engine.time_limit")
 RESULT_MODULES = TIME_LIMIT_MODULES + (
     "pynox.readable_json",
     "pynox.engine.hint_text",
+    "pynox.engine.native_end",
     "pynox.engine.result_frame",
 )
+# What a run with a memory limit under the launcher imports to tell it what to print
+# when native code ends the program (the result's modules, with --json).
+NATIVE_END_MODULES = ("pynox.unit_format", "pynox.engine.hint_text", "pynox.engine.native_end")
 # Then what a limit given on the command line (--timeout, --memory) and a Python
 # supervisor, which builds and writes the result itself, import on top of those.
 SUPERVISED_MODULES = RESULT_MODULES + (
@@ -137,6 +141,7 @@ GROUPS = {
     "limit": LIMIT_MODULES,
     "config": CACHED_CONFIG_MODULES,
     "report": REPORT_MODULES,
+    "native_end": NATIVE_END_MODULES,
 }
 IMAGE_MODULES = tuple(
     dict.fromkeys(

@@ -264,6 +264,8 @@ def _imported_at_top(name: str, group: list[str]) -> set[str]:
         "TIME_LIMIT_MODULES",
         "LIMIT_MODULES",
         "CACHED_CONFIG_MODULES",
+        "REPORT_MODULES",
+        "NATIVE_END_MODULES",
     ],
 )
 def test_each_module_run_at_once_comes_after_what_its_top_level_imports(group: str) -> None:
@@ -276,19 +278,23 @@ def test_each_module_run_at_once_comes_after_what_its_top_level_imports(group: s
         assert not later, f"{name} imports {sorted(later)} at its top, which come after it"
 
 
-@pytest.mark.parametrize("mode", ["plain", "json", "timeout", "config"])
+@pytest.mark.parametrize("mode", ["plain", "json", "timeout", "config", "memory"])
 def test_a_run_imports_no_module_of_the_image_through_the_import_system(
     tmp_path: Path, mode: str
 ) -> None:
     """Every hot module of a run, a --json run's result modules, what reads a limit, a
-    pynox.toml's cached configuration and the wording of its time limit come from the
-    image by _ImageFinder.run_all, not one by one through the import system, which marks
-    the spec of each module it loads (_initializing) where run_all does not."""
+    pynox.toml's cached configuration and the wording of its time limit, and what a run
+    with a memory limit loads ahead (its error report, and the launcher's lines for
+    native code's end) come from the image by _ImageFinder.run_all, not one by one
+    through the import system, which marks the spec of each module it loads
+    (_initializing) where run_all does not."""
     names = _boot.HOT_MODULES
     if mode == "json":
         names += _boot.RESULT_MODULES
     if mode == "timeout":
         names += _boot.LIMIT_MODULES
+    if mode == "memory":
+        names += _boot.NATIVE_END_MODULES + _boot.REPORT_MODULES
     if mode == "config":
         names += _boot.CACHED_CONFIG_MODULES + _boot.TIME_LIMIT_MODULES
         (tmp_path / "pynox.toml").write_text('[permissions]\ntimeout = "30s"\n')
@@ -299,7 +305,8 @@ def test_a_run_imports_no_module_of_the_image_through_the_import_system(
         "print(all(type(s.loader).__name__ == '_ImageFinder' for s in specs),"
         " any(hasattr(s, '_initializing') for s in specs))\n"
     )
-    flags = {"json": ["--json"], "timeout": ["--timeout=30s"]}.get(mode, [])
+    by_mode = {"json": ["--json"], "timeout": ["--timeout=30s"], "memory": ["--memory=1g"]}
+    flags = by_mode.get(mode, [])
     proc = run_pynox(*flags, "-c", probe, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     output = json.loads(proc.stdout)["stdout"] if mode == "json" else proc.stdout.decode()

@@ -6,7 +6,7 @@ stays behind as the run's supervisor, pynox writes it one message before the pro
 starts and closes the pipe: netstrings ("LENGTH:BYTES"), the wall-clock limit in
 milliseconds (0: none) and the line to print when it is reached; for a run with a
 memory limit, then the lines to print when native code ends the program
-(pynox.engine.result_frame.memory_frame), for which the program's process writes
+(pynox.engine.native_end.memory_frame), for which the program's process writes
 PYTHON_FINISHED on the supervisor's second pipe once Python has seen it to its end;
 for a captured run (--json), then what the launcher needs to write the run's result
 itself (pynox.engine.result_frame.launcher_frame).
@@ -58,7 +58,7 @@ def supervisor_message(policy: "Policy", capture: bool) -> bytes:
         line = timeout_line(policy) + "\n"
     message = netstring(milliseconds) + netstring(line)
     if policy.memory is not None:
-        from pynox.engine.result_frame import memory_frame
+        from pynox.engine.native_end import memory_frame
 
         message += b"".join(map(netstring, memory_frame(policy)))
     if capture:

@@ -10,7 +10,8 @@ with --json under the launcher hands all of this over before the program starts
 import _signal
 import sys
 
-from pynox.engine.hint_text import Style, format_hint, hint_texts
+from pynox.engine.hint_text import hint_texts
+from pynox.engine.native_end import signal_names
 from pynox.engine.time_limit import timeout_error
 from pynox.limits import REPORT_LIMIT
 from pynox.readable_json import dumps_readable
@@ -30,59 +31,6 @@ def python_version() -> str:
 
 def runtime_info() -> dict[str, str]:
     return {"name": "pynox", "python": python_version(), "output": "captured"}
-
-
-def signal_names() -> "dict[int, str]":
-    """signal.Signals(n).name for every n that has one, without importing signal and
-    enum (~1 ms of a --json run): of a number's names (SIGABRT, SIGIOT), the enum
-    keeps the first."""
-    names: dict[int, str] = {}
-    for name, value in vars(_signal).items():
-        named = isinstance(value, int) and name.isupper() and name[:3] == "SIG"
-        if named and "_" not in name[:4] and (value not in names or name < names[value]):
-            names[value] = name
-    return names
-
-
-def signal_name(signum: int) -> str:
-    return signal_names().get(signum) or f"signal {signum}"
-
-
-# Deaths native code dies when an allocation fails and it does not check
-# (SIGSEGV), gives up (SIGABRT: abort() in a library or in the C++ runtime),
-# or the kernel's out-of-memory killer picks the process (SIGKILL).
-_NATIVE_MEMORY_SIGNALS = frozenset({6, 9, 11})  # SIGABRT, SIGKILL, SIGSEGV
-
-
-def native_signal_hint(signum: int, policy: "Policy", api: bool) -> str | None:
-    """Under a memory limit, the hint for a program that native code ended by signum."""
-    if policy.memory is None or signum not in _NATIVE_MEMORY_SIGNALS:
-        return None
-    return format_hint("native_abort", None, Style(api), policy.memory, policy.max_file_size)
-
-
-def native_signal_line(signum: int, policy: "Policy") -> str | None:
-    """What the command prints when signum ended its program, if anything: under a
-    memory limit, how native code dies when an allocation fails."""
-    hint = native_signal_hint(signum, policy, api=False)
-    if hint is None:
-        return None
-    return f"pynox: the program was killed by {signal_name(signum)}; {hint}"
-
-
-def native_exit_hint(policy: "Policy", api: bool) -> str | None:
-    """Under a memory limit, the hint for a program that native code exit()ed with a
-    failure status before Python finished it (pynox.engine.result says when)."""
-    return format_hint("native_exit", None, Style(api), policy.memory, policy.max_file_size)
-
-
-def memory_frame(policy: "Policy") -> "list[str]":
-    """What the launcher prints when native code ends a program under policy's memory
-    limit (it runs in the launcher's child, with no supervisor of pynox's): the line
-    of an exit behind Python's back, and one line per signal from 1, empty for a
-    signal that gets none. In the order it reads them (see pynox.engine.launcher_link)."""
-    lines = (native_signal_line(signum, policy) or "" for signum in range(1, _signal.NSIG))
-    return ["memory", f"pynox: {native_exit_hint(policy, api=False)}", "\n".join(lines)]
 
 
 def fixed_fields(policy: "Policy") -> "dict[str, Any]":

@@ -56,10 +56,13 @@ def run(
             _close(captured)
         if launcher is not None:
             control, end = launcher
-            if capture or policy.memory is not None:
-                run_from_image("result")  # what the launcher writes or prints with
-            elif policy.timeout is not None:
-                run_from_image("time_limit")  # a pynox.toml's limit: no flag ran "limit"
+            if capture:
+                run_from_image("result")  # what the launcher writes the result with
+            else:
+                if policy.memory is not None:
+                    run_from_image("native_end")  # what it prints when native code ends
+                if policy.timeout is not None:
+                    run_from_image("time_limit")  # a pynox.toml's limit: no flag ran "limit"
             launcher_link.write_message(control, launcher_link.supervisor_message(policy, capture))
             if policy.memory is not None:
                 setup.end_fd = end  # where Python says it saw the program to its end
@@ -134,8 +137,9 @@ def run_from_image(group: str) -> None:
     starts up from it: "child", what confining itself takes, "result", what tells the
     launcher how to write a --json result, "time_limit", how it words a time limit,
     "limit", what reads a limit given on the command line, "config", a pynox.toml's
-    cached configuration, or "report", the error report a run with a memory limit
-    imports ahead (pynox._boot.GROUPS)."""
+    cached configuration, "report", the error report a run with a memory limit
+    imports ahead, or "native_end", what it tells the launcher to print when native
+    code ends the program (pynox._boot.GROUPS)."""
     for finder in sys.meta_path:
         if getattr(finder, "pynox_start_up", False):
             finder.run_group(group)  # type: ignore[attr-defined]

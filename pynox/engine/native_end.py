@@ -1,0 +1,71 @@
+"""What pynox says when native code ends a program under a memory limit, and the names
+of signals it says it with.
+
+Apart from pynox.engine.result_frame: a run with a memory limit under the launcher hands
+these lines over before the program starts (pynox.engine.launcher_link), and needs
+nothing else of a result; pynox.engine.result words the same ends when pynox supervises.
+"""
+
+import _signal
+
+from pynox.engine.hint_text import Style, format_hint
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pynox.policy.resolve import Policy
+
+# Deaths native code dies when an allocation fails and it does not check
+# (SIGSEGV), gives up (SIGABRT: abort() in a library or in the C++ runtime),
+# or the kernel's out-of-memory killer picks the process (SIGKILL).
+_NATIVE_MEMORY_SIGNALS = frozenset({6, 9, 11})  # SIGABRT, SIGKILL, SIGSEGV
+
+_names: "dict[int, str] | None" = None
+
+
+def signal_names() -> "dict[int, str]":
+    """signal.Signals(n).name for every n that has one, without importing signal and
+    enum (~1 ms of a --json run): of a number's names (SIGABRT, SIGIOT), the enum
+    keeps the first. Made once a process; not to be changed."""
+    global _names
+    if _names is None:
+        _names = {}
+        for name, value in vars(_signal).items():
+            named = isinstance(value, int) and name.isupper() and name[:3] == "SIG"
+            if named and "_" not in name[:4] and (value not in _names or name < _names[value]):
+                _names[value] = name
+    return _names
+
+
+def signal_name(signum: int) -> str:
+    return signal_names().get(signum) or f"signal {signum}"
+
+
+def native_signal_hint(signum: int, policy: "Policy", api: bool) -> str | None:
+    """Under a memory limit, the hint for a program that native code ended by signum."""
+    if policy.memory is None or signum not in _NATIVE_MEMORY_SIGNALS:
+        return None
+    return format_hint("native_abort", None, Style(api), policy.memory, policy.max_file_size)
+
+
+def native_signal_line(signum: int, policy: "Policy") -> str | None:
+    """What the command prints when signum ended its program, if anything: under a
+    memory limit, how native code dies when an allocation fails."""
+    hint = native_signal_hint(signum, policy, api=False)
+    if hint is None:
+        return None
+    return f"pynox: the program was killed by {signal_name(signum)}; {hint}"
+
+
+def native_exit_hint(policy: "Policy", api: bool) -> str | None:
+    """Under a memory limit, the hint for a program that native code exit()ed with a
+    failure status before Python finished it (pynox.engine.result says when)."""
+    return format_hint("native_exit", None, Style(api), policy.memory, policy.max_file_size)
+
+
+def memory_frame(policy: "Policy") -> "list[str]":
+    """What the launcher prints when native code ends a program under policy's memory
+    limit (it runs in the launcher's child, with no supervisor of pynox's): the line
+    of an exit behind Python's back, and one line per signal from 1, empty for a
+    signal that gets none. In the order it reads them (see pynox.engine.launcher_link)."""
+    lines = (native_signal_line(signum, policy) or "" for signum in range(1, _signal.NSIG))
+    return ["memory", f"pynox: {native_exit_hint(policy, api=False)}", "\n".join(lines)]
