@@ -224,3 +224,13 @@ def test_doing_what_the_hint_says_works(
     proc = run_probe(world, "import shutil\n" + instead, *world.grants())
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.decode() == printed
+
+
+def test_granting_the_network_lets_a_name_resolve(world: World) -> None:
+    """The hint of a name lookup without the network, followed: --allow-network."""
+    code = "import socket\nprint(socket.getaddrinfo('localhost', 80)[0][4][1])\n"
+    refused = run_probe(world, code, *world.grants())
+    assert hints(refused) == ["pynox: the network is off; grant it with --allow-network"]
+    granted = run_probe(world, code, *world.grants(), "--allow-network")
+    assert granted.returncode == 0, granted.stderr
+    assert granted.stdout == b"80\n" and hints(granted) == []
