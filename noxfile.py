@@ -73,7 +73,7 @@ def tests(session: nox.Session) -> None:
     """
     if shutil.which(f"python{session.python}") is None:
         session.skip(f"CPython {session.python} is not installed on this machine")
-    session.install(".[test]")
+    install_package(session, "test")
     # The ray, docs and examples sessions run these, with what they need installed.
     selection = [f"--ignore=tests/{name}" for name in RUN_ELSEWHERE]
     env = {}
@@ -84,8 +84,9 @@ def tests(session: nox.Session) -> None:
         selection += ["-m", "not slow", *(f"--ignore=tests/{name}" for name in TOOLING_TESTS)]
     # Two at a time (pytest-xdist): the tests mostly wait on the processes they start, so
     # this takes a third off their time on two cores (the primary CPython's full suite:
-    # 4.5 minutes against 7), which keeps CI within its 30 minutes on a cold machine.
-    selection += ["-n", "2"]
+    # 4.5 minutes against 7), which keeps CI within its 30 minutes on a cold machine. The
+    # slowest tests are listed, to see where CI's time goes.
+    selection += ["-n", "2", "--durations=10"]
     session.run("pytest", *selection, *session.posargs, env=env)
 
 
@@ -109,15 +110,50 @@ TOOLING_TESTS = (
 def ray(session: nox.Session) -> None:
     """RayPool on a local Ray instance (tests/ray): the `ray` extra, on the CPython running
     nox; Ray takes a while to start, so the other sessions leave these tests out."""
-    session.install(".[test,ray]")
+    install_package(session, "test,ray")
     session.run("pytest", "tests/ray", *session.posargs)
+
+
+# What the sessions of one nox run share, built once per CPython (minor) in that run: the
+# package's wheel (compiling runtime/ takes 15-20 s) and the agent packages (about 30 s).
+SHARED = Path(".nox") / "shared"
+_built: dict[tuple[str, str], Path] = {}
+
+
+def minor(session: nox.Session) -> str:
+    """The session's CPython minor; a session without one runs on nox's own."""
+    return str(session.python or PRIMARY)
+
+
+def shared_directory(session: nox.Session, kind: str) -> tuple[Path, bool]:
+    """This run's directory for KIND on the session's CPython, and whether it is new: a
+    directory left by an earlier run is emptied, as its sources may have changed since."""
+    key = (kind, minor(session))
+    if key in _built:
+        return _built[key], False
+    directory = (SHARED / f"{kind}-{key[1]}").resolve()
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    _built[key] = directory
+    return directory, True
+
+
+def install_package(session: nox.Session, extras: str, *others: str) -> None:
+    """The package with EXTRAS (comma-separated, or none), from the wheel this run built for
+    the session's CPython, and OTHERS (pip's arguments) in the same pip install."""
+    directory, new = shared_directory(session, "wheel")
+    if new:
+        session.run("python", "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(directory), ".")
+    (wheel,) = directory.glob("*.whl")
+    session.install(f"{wheel}[{extras}]" if extras else str(wheel), *others)
 
 
 def agent_packages(session: nox.Session) -> str:
     """requirements/agent-tasks.txt installed into a package directory; its path."""
-    target = Path(session.virtualenv.location) / "agent-packages"
-    requirements = "requirements/agent-tasks.txt"
-    session.run("python", "-m", "pip", "install", "-q", "--target", str(target), "-r", requirements)
+    target, new = shared_directory(session, "agent-packages")
+    if new:
+        requirements = ["-r", "requirements/agent-tasks.txt"]
+        session.run("python", "-m", "pip", "install", "-q", "--target", str(target), *requirements)
     return str(target)
 
 
@@ -131,7 +167,7 @@ def docs(session: nox.Session) -> None:
     The test builds the site again (into a temporary directory) and runs or accounts for
     every command the pages show; here a missing MkDocs fails it instead of skipping.
     """
-    session.install(".[test]", *DOCS_DEPS)
+    install_package(session, "test", *DOCS_DEPS)
     env = {"NO_MKDOCS_2_WARNING": "1", "PYNOX_DOCS_BUILD": "1"}
     env["PYNOX_TEST_PACKAGES"] = agent_packages(session)  # docs/agent-tasks.md uses them
     session.run("mkdocs", "build", "--strict", env=env)
@@ -151,7 +187,7 @@ def examples(session: nox.Session) -> None:
     """
     # Not the whole test extra: its MCP SDK (2.x) and Strands' (below 2.2) cannot share an
     # environment, and no example needs the former.
-    session.install(".", "pytest>=8", "-r", "requirements/examples.txt")
+    install_package(session, "", "pytest>=8", "-r", "requirements/examples.txt")
     env = {"PYNOX_EXAMPLES_FRAMEWORKS": "require"}
     session.run("pytest", "tests/test_examples.py", *session.posargs, env=env)
 
