@@ -114,16 +114,6 @@ CONFIGURED_MODULES = CACHED_CONFIG_MODULES + ("pynox.policy.config", "pynox.poli
 # What a run with a limit on the command line imports to read it (pynox.cli.main), and
 # to tell the launcher its wording when it is a time limit.
 LIMIT_MODULES = TIME_LIMIT_MODULES + ("pynox.units",)
-# What the child of a run with a memory limit imports before the program, so that a
-# program that used up its memory still has its error report (pynox.engine.child.confine):
-# the report and the hints it words, which every other run imports only on an error.
-REPORT_MODULES = (
-    "pynox.unit_format",
-    "pynox.policy.path_grant",
-    "pynox.engine.hint_text",
-    "pynox.engine.hints",
-    "pynox.engine.report",
-)
 # What some runs import one at a time, which the import system finds in the image: a
 # run that grants paths or the network, to resolve them, one told where its pynox.toml
 # is, and `pynox --no-sandbox`.
@@ -140,13 +130,10 @@ GROUPS = {
     "time_limit": TIME_LIMIT_MODULES,
     "limit": LIMIT_MODULES,
     "config": CACHED_CONFIG_MODULES,
-    "report": REPORT_MODULES,
     "native_end": NATIVE_END_MODULES,
 }
 IMAGE_MODULES = tuple(
-    dict.fromkeys(
-        HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES + ON_DEMAND_MODULES + REPORT_MODULES
-    )
+    dict.fromkeys(HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES + ON_DEMAND_MODULES)
 )
 
 _IMAGE = os.path.join(PACKAGE_DIR, "__pycache__", f"_boot.{sys.implementation.cache_tag}.image")

@@ -15,8 +15,17 @@
  *   chain and recursion count set as they are when CPython starts a script,
  *   and puts both back afterwards. The fields are CPython's per-version
  *   thread state, hence the version branches.
+ *
+ * - reserve_memory(): under a memory limit, room for pynox's own code once the
+ *   program's returns, above all for its error report, which a program that
+ *   used up its memory to the last byte would leave none for. exec_at_top()
+ *   and call_at_top() give it back as they return, before any frame of pynox
+ *   runs again, and set it aside again as they start, where there is room: a
+ *   pool's session runs many steps, each with its report.
  */
-#include "native.h"
+#include "native.h" /* Python.h first, as CPython asks */
+
+#include <sys/mman.h>
 
 static PyObject *compile_source(PyObject *module, PyObject *args)
 {
@@ -39,6 +48,55 @@ static PyObject *compile_source(PyObject *module, PyObject *args)
         flags.cf_flags |= PyCF_IGNORE_COOKIE;
     }
     return Py_CompileStringObject(source, filename, Py_file_input, &flags, -1);
+}
+
+/* The reserve: a private writable mapping, which the limit (RLIMIT_DATA) counts
+ * from the moment it exists, though no page of it is ever touched, so that it
+ * costs the machine nothing. Unmapped, it hands its room to whatever allocates
+ * next, the interpreter's arenas (mmap) among them; memory freed into malloc's
+ * heap would stay malloc's. */
+static size_t reserve_size; /* what reserve_memory() asked for; 0: none */
+static void *reserve_start; /* the mapping while it is there */
+
+/* 0 when the limit has no room left for the reserve, which then stays away. */
+static int map_reserve(void)
+{
+    if (reserve_size == 0 || reserve_start != NULL) {
+        return 1;
+    }
+    void *start = mmap(NULL, reserve_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+    if (start == MAP_FAILED) {
+        return 0;
+    }
+    reserve_start = start;
+    return 1;
+}
+
+static void unmap_reserve(void)
+{
+    /* munmap fails only for a range that is no mapping's (EINVAL), which leaves
+     * nothing to give back: the reserve is forgotten all the same. */
+    if (reserve_start != NULL) {
+        (void)munmap(reserve_start, reserve_size);
+        reserve_start = NULL;
+    }
+}
+
+static PyObject *reserve_memory(PyObject *module, PyObject *size_arg)
+{
+    (void)module;
+    Py_ssize_t size = PyNumber_AsSsize_t(size_arg, PyExc_OverflowError);
+    if (size == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "reserve_memory() takes a size above 0");
+        return NULL;
+    }
+    unmap_reserve();
+    reserve_size = (size_t)size;
+    return PyBool_FromLong(map_reserve());
 }
 
 /* The thread's view of "where are we": saved, cleared, restored. */
@@ -104,8 +162,10 @@ static PyObject *exec_at_top(PyObject *module, PyObject *args)
     PyThreadState *tstate = PyThreadState_Get();
     struct stack_state saved;
     int limit_before = Py_GetRecursionLimit();
+    (void)map_reserve(); /* no room: this run's report does without */
     enter_top(tstate, &saved);
     PyObject *result = PyEval_EvalCode(code, globals, globals);
+    unmap_reserve();
     leave_top(tstate, &saved, limit_before);
     return result;
 }
@@ -125,8 +185,10 @@ static PyObject *call_at_top(PyObject *module, PyObject *args)
     PyThreadState *tstate = PyThreadState_Get();
     struct stack_state saved;
     int limit_before = Py_GetRecursionLimit();
+    (void)map_reserve(); /* no room: this run's report does without */
     enter_top(tstate, &saved);
     PyObject *result = PyObject_Call(PyTuple_GET_ITEM(args, 0), rest, NULL);
+    unmap_reserve();
     leave_top(tstate, &saved, limit_before);
     Py_DECREF(rest);
     return result;
@@ -142,5 +204,10 @@ PyMethodDef pynox_toplevel_methods[] = {
     {"call_at_top", call_at_top, METH_VARARGS,
      "call_at_top(function, *args)\n\n"
      "Call a function as the bottom frame of the stack, as `python -m` calls runpy."},
+    {"reserve_memory", reserve_memory, METH_O,
+     "reserve_memory(size: int) -> bool\n\n"
+     "Set aside size bytes of a memory limit, untouched, while program code runs\n"
+     "(exec_at_top, call_at_top), given back as it returns; False when the limit has\n"
+     "no room for them now."},
     {NULL, NULL, 0, NULL},
 };

@@ -264,7 +264,6 @@ def _imported_at_top(name: str, group: list[str]) -> set[str]:
         "TIME_LIMIT_MODULES",
         "LIMIT_MODULES",
         "CACHED_CONFIG_MODULES",
-        "REPORT_MODULES",
         "NATIVE_END_MODULES",
     ],
 )
@@ -284,17 +283,16 @@ def test_a_run_imports_no_module_of_the_image_through_the_import_system(
 ) -> None:
     """Every hot module of a run, a --json run's result modules, what reads a limit, a
     pynox.toml's cached configuration and the wording of its time limit, and what a run
-    with a memory limit loads ahead (its error report, and the launcher's lines for
-    native code's end) come from the image by _ImageFinder.run_all, not one by one
-    through the import system, which marks the spec of each module it loads
-    (_initializing) where run_all does not."""
+    with a memory limit loads ahead (the launcher's lines for native code's end) come
+    from the image by _ImageFinder.run_all, not one by one through the import system,
+    which marks the spec of each module it loads (_initializing) where run_all does not."""
     names = _boot.HOT_MODULES
     if mode == "json":
         names += _boot.RESULT_MODULES
     if mode == "timeout":
         names += _boot.LIMIT_MODULES
     if mode == "memory":
-        names += _boot.NATIVE_END_MODULES + _boot.REPORT_MODULES
+        names += _boot.NATIVE_END_MODULES
     if mode == "config":
         names += _boot.CACHED_CONFIG_MODULES + _boot.TIME_LIMIT_MODULES
         (tmp_path / "pynox.toml").write_text('[permissions]\ntimeout = "30s"\n')

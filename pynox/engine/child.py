@@ -15,7 +15,7 @@ from _frozen_importlib import _call_with_frames_removed  # type: ignore[attr-def
 from _frozen_importlib_external import SourceLoader
 
 from pynox import PACKAGE_DIR
-from pynox._native import call_at_top, compile_source, exec_at_top
+from pynox._native import call_at_top, compile_source, exec_at_top, reserve_memory
 from pynox.engine.access_log import ACCESS_LOG
 from pynox.engine.child_setup import PYTHON_FINISHED, REPORT_CONFINED, ChildSetup
 from pynox.engine.sandbox import confine_policy, scrub_environment
@@ -35,6 +35,9 @@ _PACKAGE_DIR = PACKAGE_DIR + os.sep
 # True once this process runs a program: whatever propagates from then on is
 # the program's, for CPython to report, never pynox's own error.
 program_started = False
+# What a run under a memory limit sets aside for pynox's error report (confine): room to
+# import the report's modules and write it, which take well under 1 MiB.
+REPORT_RESERVE_BYTES = 4 << 20
 
 # importlib compiles a module's source with the builtin compile(), whose first call in a
 # process builds every Python AST class (compile_source says why; ~1.5 ms here). Python
@@ -122,12 +125,10 @@ def confine(policy: "Policy", setup: ChildSetup) -> None:
         os.environ.update(policy.environment)
         SourceLoader.source_to_code = _source_to_code  # type: ignore[method-assign, assignment]
         if policy.memory is not None:
-            # A program that used up its memory leaves none to import the
-            # error report with, which would then end in pynox's own traceback.
-            import pynox.engine.report  # noqa: F401
-
-            if setup.report_fd is not None:
-                import pynox.readable_json  # noqa: F401 - what _write_report writes with
+            # A program that used up its memory would leave none to import the error
+            # report with, which would then end in pynox's own traceback: this much of
+            # its limit is set aside until the program's code returns (exec_at_top).
+            reserve_memory(REPORT_RESERVE_BYTES)
         if not setup.no_site and not hasattr(builtins, "exit"):
             install_site_builtins()  # an import: while pynox's sys.path alone is there
         if setup.pool_link is not None:

@@ -96,8 +96,6 @@ def run_in_this_process(program: "Program", policy: "Policy", setup: ChildSetup)
     """Confines this process and runs the program in it: the command's own process, or
     the child its supervisor forked."""
     run_from_image("child")
-    if policy.memory is not None:
-        run_from_image("report")  # what confine imports ahead (pynox._boot.REPORT_MODULES)
     from pynox.engine.child import run_child
     from pynox.policy import system_paths
 
@@ -137,8 +135,7 @@ def run_from_image(group: str) -> None:
     starts up from it: "child", what confining itself takes, "result", what tells the
     launcher how to write a --json result, "time_limit", how it words a time limit,
     "limit", what reads a limit given on the command line, "config", a pynox.toml's
-    cached configuration, "report", the error report a run with a memory limit
-    imports ahead, or "native_end", what it tells the launcher to print when native
+    cached configuration, or "native_end", what it tells the launcher to print when native
     code ends the program (pynox._boot.GROUPS)."""
     for finder in sys.meta_path:
         if getattr(finder, "pynox_start_up", False):

@@ -104,15 +104,64 @@ def test_big_allocation_fails_with_memory_error_and_hint(tmp_path: Path) -> None
     assert pynox("--memory=2g", str(script), cwd=tmp_path).returncode == 0
 
 
-def test_a_program_that_fills_its_memory_still_gets_its_hint(tmp_path: Path) -> None:
-    """Memory used up to the last page leaves none for pynox to report with: what reports
-    is loaded before the program runs."""
-    script = _script(tmp_path, "hog = []\nwhile True:\n    hog.append(bytearray(1 << 16))\n")
-    proc = pynox("--memory=64m", str(script), cwd=tmp_path)
+# Fills the memory to the last byte, in ever smaller pieces, each chained to the last
+# (a growing list would stop at the first copy of its items that finds no room): none
+# is left when the program raises.
+FILL = """
+    hog = None
+    for size in (1 << 16, 4096, 256, 16):
+        try:
+            while True:
+                hog = (hog, bytearray(size))
+        except MemoryError:
+            pass
+    raise MemoryError("full")
+"""
+
+
+@pytest.mark.parametrize("mode", ["launcher", "json", "supervised"])
+def test_a_program_that_fills_its_memory_still_gets_its_hint(tmp_path: Path, mode: str) -> None:
+    """Memory used up to the last byte would leave none for pynox to report with: a
+    reserve, set aside out of the limit while the program runs, is given back first."""
+    script = _script(tmp_path, FILL)
+    if mode == "supervised":  # pynox's Python supervisor forks the program's process
+        proc = python("-I", "-m", "pynox", "--memory=64m", str(script), cwd=tmp_path)
+    else:
+        flags = ["--json"] if mode == "json" else []
+        proc = pynox(*flags, "--memory=64m", str(script), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr.decode()
+    if mode == "json":
+        error = json.loads(proc.stdout)["error"]
+        assert (error["type"], error["hint"]) == ("MemoryError", _memory_hint("64m", "128m")[7:])
+        return
     err = proc.stderr.decode()
-    assert proc.returncode == 1, err
     assert "pynox/" not in err, err  # no traceback of pynox's own
+    assert "MemoryError" in err
     assert err.splitlines()[-1] == _memory_hint("64m", "128m")
+
+
+def test_a_pool_program_that_fills_its_memory_still_gets_its_hint(tmp_path: Path) -> None:
+    hint = _memory_hint("64m", "128m")[7:].replace("--memory=128m", "memory='128m'")
+    with PoolClient(workers=1, cwd=tmp_path) as client:
+        result = client.run({"id": "f", "code": textwrap.dedent(FILL), "memory": "64m"})
+    assert result["exit"] == 1, result
+    assert (result["error"]["type"], result["error"]["hint"]) == ("MemoryError", hint)
+
+
+def test_a_session_step_that_fills_its_memory_gets_its_hint_and_the_session_goes_on(
+    tmp_path: Path,
+) -> None:
+    """The reserve is set aside again as each step starts, where the memory the session
+    holds leaves room for it; what the program lets go of stays with its allocator."""
+    hint = _memory_hint("64m", "128m")[7:].replace("--memory=128m", "memory='128m'")
+    session = {"memory": "64m", "session": "s"}
+    with PoolClient(workers=1, cwd=tmp_path) as client:
+        filled = client.run({"id": 1, "code": textwrap.dedent(FILL), **session})
+        freed = client.run({"id": 2, "code": "del hog\nprint('freed')", **session})
+    assert filled["exit"] == 1, filled
+    assert (filled["error"]["type"], filled["error"]["hint"]) == ("MemoryError", hint)
+    assert "pynox/" not in filled["stderr"]
+    assert (freed["exit"], freed["stdout"], freed["session"]["step"]) == (0, "freed\n", 2)
 
 
 # --- no way around it -------------------------------------------------------------------
