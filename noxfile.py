@@ -84,9 +84,11 @@ def tests(session: nox.Session) -> None:
         selection += ["-m", "not slow", *(f"--ignore=tests/{name}" for name in PRIMARY_ONLY)]
     # Two at a time (pytest-xdist): the tests mostly wait on the processes they start, so
     # this takes a third off their time on two cores (the primary CPython's full suite:
-    # 4.5 minutes against 7), which keeps CI within its 30 minutes on a cold machine. The
-    # slowest tests are listed, to see where CI's time goes.
-    selection += ["-n", "2", "--durations=10"]
+    # 4.5 minutes against 7), which keeps CI within its 30 minutes on a cold machine. Tests
+    # that share what is costly to make (bundles, the quick bench) are grouped onto one
+    # worker (xdist_group), which makes it once. The slowest tests are listed, to see
+    # where CI's time goes.
+    selection += ["-n", "2", "--dist", "loadgroup", "--durations=10"]
     session.run("pytest", *selection, *session.posargs, env=env)
 
 

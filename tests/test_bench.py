@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-# The suite's report has the same shape on every CPython, and a quick run takes
-# half a minute: it runs on the primary CPython only.
-pytestmark = pytest.mark.slow
+# The suite's report has the same shape on every CPython, and a quick run takes over a
+# minute: it runs on the primary CPython only, and once, on one worker of pytest-xdist
+# (nox passes --dist loadgroup), not once on each for its module's fixture.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("bench")]
 
 PACKAGES = os.environ.get("PYNOX_TEST_PACKAGES", "")
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,6 +23,10 @@ import pytest
 from support.bundles import PROJECT
 from support.bundles.artifacts import Bundles, bundles, throwaway_key
 
+# The bundles and the packed runtime that these tests share are built once per
+# process: under pytest-xdist, they run on one worker (nox passes --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("bundles")
+
 INSTALL = PROJECT / "install" / "install.sh"
 
 

@@ -28,6 +28,10 @@ from support.bundles.http_mirror import Mirror
 
 from bundler.config import load_matrix, load_release
 
+# The bundles and the packed runtime that these tests share are built once per
+# process: under pytest-xdist, they run on one worker (nox passes --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("bundles")
+
 CHECKSUMS = PROJECT / "dist-config" / "pbs-checksums"
 TABLE = CHECKSUMS / "pbs-20260814.tsv"
 TABLE_NAME = "dist-config/pbs-checksums/pbs-20260814.tsv"
