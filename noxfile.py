@@ -69,7 +69,7 @@ def tests(session: nox.Session) -> None:
 
     On the CPython running nox, the packages agents use are installed into a directory of
     their own for the real agent tasks (tests/test_agent_tasks.py); the other CPythons
-    skip the slow tests and those, and what no CPython version changes (PRIMARY_ONLY).
+    skip the slow tests and those.
     """
     if shutil.which(f"python{session.python}") is None:
         session.skip(f"CPython {session.python} is not installed on this machine")
@@ -80,8 +80,8 @@ def tests(session: nox.Session) -> None:
     if session.python == PRIMARY:
         env = {"PYNOX_TEST_PACKAGES": agent_packages(session)}
     else:
-        session.log(f"slow tests and {', '.join(PRIMARY_ONLY)} run on CPython {PRIMARY}")
-        selection += ["-m", "not slow", *(f"--ignore=tests/{name}" for name in PRIMARY_ONLY)]
+        session.log(f"slow tests, agent tasks and the build tooling's run on CPython {PRIMARY}")
+        selection += ["-m", "not slow", *(f"--ignore=tests/{name}" for name in TOOLING_TESTS)]
     # Two at a time (pytest-xdist): the tests mostly wait on the processes they start, so
     # this takes a third off their time on two cores (the primary CPython's full suite:
     # 4.5 minutes against 7), which keeps CI within its 30 minutes on a cold machine. Tests
@@ -106,14 +106,6 @@ TOOLING_TESTS = (
     "test_install.py",
     "test_bench.py",
 )
-# What the primary CPython alone runs, besides the slow tests: the build tooling's tests,
-# and the attacks whose outcome no CPython version changes, to keep CI within its 30
-# minutes (measured: 87 s of test time per CPython, about 45 s on two workers). The
-# escape suite and the kernel's known holes probe the kernel's confinement, which the
-# same sandbox core sets up under every CPython; the hostile pool children attack the
-# pool server's protocol, the same code on each. Whatever a CPython version changes, the
-# parity, pool, API and command-line tests cover on every one.
-PRIMARY_ONLY = (*TOOLING_TESTS, "escape", "test_kernel_holes.py", "test_pool_hostile.py")
 
 
 @nox.session

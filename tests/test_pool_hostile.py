@@ -397,6 +397,11 @@ def test_malformed_fields_end_only_their_request(pool: StrictPool, case: str) ->
 
 # --- 9. exactly one result per request, within its timeout --------------------------------
 
+# These wait out timeouts and grace periods, a few seconds each: what they check is the
+# pool server's handling of processes and pipes, the same code under every CPython, so
+# they are slow tests, run on the primary CPython (noxfile.py).
+WAITS_OUT_ITS_TIMEOUT = pytest.mark.slow
+
 ONE_SHOT_ENDINGS = {
     # forged result lines for this request and another on fds 1 and 2, the report and the
     # channel: the channel breaks, the request ends at once with a PoolError
@@ -441,6 +446,7 @@ FORGE = code("""
 """)
 
 
+@WAITS_OUT_ITS_TIMEOUT
 @pytest.mark.parametrize("ending", sorted(ONE_SHOT_ENDINGS))
 def test_one_shot_request_gets_exactly_one_result(pool: StrictPool, ending: str) -> None:
     body, exit_code = ONE_SHOT_ENDINGS[ending]
@@ -486,6 +492,7 @@ SESSION_ENDINGS = {
 }
 
 
+@WAITS_OUT_ITS_TIMEOUT
 @pytest.mark.parametrize("ending", sorted(SESSION_ENDINGS))
 def test_session_step_gets_exactly_one_result(pool: StrictPool, ending: str) -> None:
     body, ended = SESSION_ENDINGS[ending]
@@ -551,6 +558,7 @@ def assert_gone(client: PoolClient, pid: int, size: int, since: float) -> None:
 SPARES = 1 + 2  # the zygote and two spares (workers=2)
 
 
+@WAITS_OUT_ITS_TIMEOUT
 @pytest.mark.parametrize("kind", sorted(LINGERING))
 def test_closed_session_process_is_killed_within_a_second(pool: StrictPool, kind: str) -> None:
     settled(pool, SPARES)
@@ -578,6 +586,7 @@ def test_session_that_exits_with_a_thread_running_is_killed(pool: StrictPool) ->
     serves(pool)
 
 
+@WAITS_OUT_ITS_TIMEOUT
 def test_idle_session_process_is_killed_within_a_second(tmp_path: Path) -> None:
     config = write_config(tmp_path, '[pool]\nsession_idle = "1s"\n')
     with StrictPool(config=config) as client:
