@@ -19,11 +19,18 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 from support.bundles import PROJECT, extract
-from support.bundles.artifacts import Bundles, Runtime, bundler, bundles, clean_env, minor, runtime
+from support.bundles.artifacts import (
+    SHARES_BUNDLES,
+    Bundles,
+    Runtime,
+    bundler,
+    bundles,
+    clean_env,
+    minor,
+    runtime,
+)
 
-# The bundles and the packed runtime that these tests share are built once per
-# process: under pytest-xdist, they run on one worker (nox passes --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("bundles")
+pytestmark = SHARES_BUNDLES  # the bundles' tests run on one worker
 
 # Building the bundles takes half a minute per CPython: the primary CPython runs these
 # (nox's `tests` session) and the conformance cell installs a bundle of its own.

@@ -21,11 +21,9 @@ from pathlib import Path
 
 import pytest
 from support.bundles import PROJECT
-from support.bundles.artifacts import Bundles, bundles, throwaway_key
+from support.bundles.artifacts import SHARES_BUNDLES, Bundles, bundles, throwaway_key
 
-# The bundles and the packed runtime that these tests share are built once per
-# process: under pytest-xdist, they run on one worker (nox passes --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("bundles")
+pytestmark = SHARES_BUNDLES  # the bundles' tests run on one worker
 
 INSTALL = PROJECT / "install" / "install.sh"
 

@@ -23,14 +23,20 @@ from pathlib import Path
 
 import pytest
 from support.bundles import PROJECT
-from support.bundles.artifacts import Runtime, bundler, clean_env, host_target, minor, runtime
+from support.bundles.artifacts import (
+    SHARES_BUNDLES,
+    Runtime,
+    bundler,
+    clean_env,
+    host_target,
+    minor,
+    runtime,
+)
 from support.bundles.http_mirror import Mirror
 
 from bundler.config import load_matrix, load_release
 
-# The bundles and the packed runtime that these tests share are built once per
-# process: under pytest-xdist, they run on one worker (nox passes --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("bundles")
+pytestmark = SHARES_BUNDLES  # the bundles' tests run on one worker
 
 CHECKSUMS = PROJECT / "dist-config" / "pbs-checksums"
 TABLE = CHECKSUMS / "pbs-20260814.tsv"

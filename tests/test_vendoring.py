@@ -18,11 +18,18 @@ from pathlib import Path
 
 import pytest
 from support.bundles import extract
-from support.bundles.artifacts import Bundles, Runtime, bundler, bundles, clean_env, minor, runtime
+from support.bundles.artifacts import (
+    SHARES_BUNDLES,
+    Bundles,
+    Runtime,
+    bundler,
+    bundles,
+    clean_env,
+    minor,
+    runtime,
+)
 
-# The bundles and the packed runtime that these tests share are built once per
-# process: under pytest-xdist, they run on one worker (nox passes --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("bundles")
+pytestmark = SHARES_BUNDLES  # the bundles' tests run on one worker
 
 BUILDS_BUNDLES = pytest.mark.slow
 

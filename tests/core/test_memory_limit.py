@@ -117,6 +117,9 @@ FILL = """
             pass
     raise MemoryError("full")
 """
+# Its hint, as --json and the pool give it.
+FILL_HINT = _memory_hint("64m", "128m")[len("pynox: ") :]
+POOL_FILL_HINT = FILL_HINT.replace("--memory=128m", "memory='128m'")
 
 
 @pytest.mark.parametrize("mode", ["launcher", "json", "supervised"])
@@ -132,7 +135,7 @@ def test_a_program_that_fills_its_memory_still_gets_its_hint(tmp_path: Path, mod
     assert proc.returncode == 1, proc.stderr.decode()
     if mode == "json":
         error = json.loads(proc.stdout)["error"]
-        assert (error["type"], error["hint"]) == ("MemoryError", _memory_hint("64m", "128m")[7:])
+        assert (error["type"], error["hint"]) == ("MemoryError", FILL_HINT)
         return
     err = proc.stderr.decode()
     assert "pynox/" not in err, err  # no traceback of pynox's own
@@ -141,11 +144,10 @@ def test_a_program_that_fills_its_memory_still_gets_its_hint(tmp_path: Path, mod
 
 
 def test_a_pool_program_that_fills_its_memory_still_gets_its_hint(tmp_path: Path) -> None:
-    hint = _memory_hint("64m", "128m")[7:].replace("--memory=128m", "memory='128m'")
     with PoolClient(workers=1, cwd=tmp_path) as client:
         result = client.run({"id": "f", "code": textwrap.dedent(FILL), "memory": "64m"})
     assert result["exit"] == 1, result
-    assert (result["error"]["type"], result["error"]["hint"]) == ("MemoryError", hint)
+    assert (result["error"]["type"], result["error"]["hint"]) == ("MemoryError", POOL_FILL_HINT)
 
 
 def test_a_session_step_that_fills_its_memory_gets_its_hint_and_the_session_goes_on(
@@ -153,13 +155,12 @@ def test_a_session_step_that_fills_its_memory_gets_its_hint_and_the_session_goes
 ) -> None:
     """The reserve is set aside again as each step starts, where the memory the session
     holds leaves room for it; what the program lets go of stays with its allocator."""
-    hint = _memory_hint("64m", "128m")[7:].replace("--memory=128m", "memory='128m'")
     session = {"memory": "64m", "session": "s"}
     with PoolClient(workers=1, cwd=tmp_path) as client:
         filled = client.run({"id": 1, "code": textwrap.dedent(FILL), **session})
         freed = client.run({"id": 2, "code": "del hog\nprint('freed')", **session})
     assert filled["exit"] == 1, filled
-    assert (filled["error"]["type"], filled["error"]["hint"]) == ("MemoryError", hint)
+    assert (filled["error"]["type"], filled["error"]["hint"]) == ("MemoryError", POOL_FILL_HINT)
     assert "pynox/" not in filled["stderr"]
     assert (freed["exit"], freed["stdout"], freed["session"]["step"]) == (0, "freed\n", 2)
 

@@ -25,6 +25,9 @@ from support.bundles.http_mirror import Mirror
 
 TAG = "test"
 FLAVOR = "install_only_stripped"
+# The runtime and bundles below are made once per process: under pytest-xdist, the
+# modules that use them run on one worker (nox passes --dist loadgroup), marked so.
+SHARES_BUNDLES = pytest.mark.xdist_group("bundles")
 TIMINGS: dict[str, float] = {}
 _made: dict[str, object] = {}
 
