@@ -3,7 +3,7 @@
 Importing a module costs a cold process about 0.1 ms beyond running its code
 (finding it, stat calls, opening and reading its .pyc). A run needs the same
 modules every time, so their code objects live in one file beside the .pyc
-files, `__pycache__/_boot.<cache tag>.image`, loaded with one read.
+files, `__pycache__/_boot.<cache tag>.image`, loaded at once.
 
 The image is made when the wheel or bundle is built (`python -m pynox._boot
 --write-image DIRECTORY`, with the interpreter it is for), never at run time:
@@ -18,8 +18,8 @@ prefix moved.
 The file holds the length of its index (4 bytes, little-endian), the index
 (marshalled: the magic number and, per module, its source relative to the
 package, the source's size, and where its code lies after the index), then
-the modules' marshalled code, one after another. A run reads it whole, once,
-and unmarshals only the modules it imports, straight from that one buffer.
+the modules' marshalled code, one after another. A run maps it whole, once,
+and unmarshals only the modules it imports, straight from that one mapping.
 
 The finder serves only pynox's own modules and leaves sys.meta_path before
 the program runs (pynox.engine.runner.end_start_up), so the program never sees it.
@@ -275,10 +275,36 @@ def _relative_source(name: str) -> str:
     return os.path.join(*parts, _PACKAGE_FILE)
 
 
+def _image_bytes() -> memoryview:
+    """The image, mapped (pynox._native.map_file: why, in runtime/image.c), or read where
+    pynox._native cannot be loaded."""
+    native = sys.modules.get(NATIVE_MODULE) or _load_native()
+    if native is None:
+        with open(_IMAGE, "rb") as image:
+            return memoryview(image.read())
+    fd = os.open(_IMAGE, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return native.map_file(fd)  # type: ignore[no-any-return]
+    finally:
+        os.close(fd)
+
+
+def _load_native() -> "ModuleType | None":
+    """pynox._native, loaded as importing it would, ahead of the image it maps: every run
+    that loads the image loads it anyway. None where there is no such file."""
+    spec = _native_spec()
+    if spec is None:
+        return None
+    native = module_from_spec(spec)
+    spec.loader.exec_module(native)  # type: ignore[union-attr]
+    sys.modules[NATIVE_MODULE] = native
+    sys.modules["pynox"]._native = native  # type: ignore[attr-defined] # as importing sets it
+    return native
+
+
 def _load_image() -> "dict[str, Entry] | None":
     try:
-        with open(_IMAGE, "rb") as image:
-            data = memoryview(image.read())
+        data = _image_bytes()
         index_size = int.from_bytes(data[:_INDEX_SIZE_BYTES], "little")
         body = data[_INDEX_SIZE_BYTES + index_size :]
         magic, index = marshal.loads(data[_INDEX_SIZE_BYTES : _INDEX_SIZE_BYTES + index_size])
@@ -326,8 +352,12 @@ def write_image(directory: str) -> str:
         offset += len(code)
     header = marshal.dumps((MAGIC_NUMBER, index))
     path = os.path.join(directory, os.path.basename(_IMAGE))
-    with open(path, "wb") as image:
+    # A new file in the old one's place, never the old one rewritten: running processes
+    # (a pool, for hours) keep the old one mapped, and would fault on a file cut short.
+    written = f"{path}.{os.getpid()}.new"
+    with open(written, "wb") as image:
         image.write(len(header).to_bytes(_INDEX_SIZE_BYTES, "little") + header + b"".join(codes))
+    os.replace(written, path)
     return path
 
 

@@ -1,5 +1,5 @@
-/* pynox._native: the module that toplevel.c, binding.c, immortal.c and zygote.c fill
- * (see native.h).
+/* pynox._native: the module that toplevel.c, image.c, binding.c, immortal.c and
+ * zygote.c fill (see native.h).
  *
  * One module rather than one per file: each extension module a run loads is another
  * shared object to map and relocate before the program starts. */
@@ -18,6 +18,7 @@ PyMODINIT_FUNC PyInit__native(void)
         return NULL;
     }
     if (PyModule_AddFunctions(module, pynox_toplevel_methods) != 0
+        || PyModule_AddFunctions(module, pynox_image_methods) != 0
         || PyModule_AddFunctions(module, pynox_binding_methods) != 0
         || PyModule_AddFunctions(module, pynox_immortal_methods) != 0
         || PyModule_AddFunctions(module, pynox_zygote_methods) != 0

@@ -16,6 +16,9 @@ extern PyMethodDef pynox_immortal_methods[];
 extern PyMethodDef pynox_zygote_methods[];
 int pynox_zygote_add_constants(PyObject *module);
 
+/* image.c: the start-up image, mapped. */
+extern PyMethodDef pynox_image_methods[];
+
 /* binding.c: the calls of the sandbox core that a run makes. */
 extern PyMethodDef pynox_binding_methods[];
 int pynox_binding_add_constants(PyObject *module);

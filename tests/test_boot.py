@@ -6,7 +6,9 @@ import ast
 import importlib
 import json
 import marshal
+import os
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from importlib import _bootstrap_external
 from importlib.util import cache_from_source, module_from_spec
@@ -122,6 +124,68 @@ def test_the_image_is_the_same_from_one_build_to_the_next(tmp_path: Path) -> Non
         assert proc.returncode == 0, proc.stderr
         images.append((out / Path(_boot._IMAGE).name).read_bytes())
     assert images[0] == images[1]
+
+
+@pytest.mark.unit
+def test_the_image_is_mapped_or_read_where_pynox_native_cannot_be_loaded(
+    package_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pynox import _native  # the installed one: the copy has no compiled modules
+
+    write_image(package_copy)
+    mapped = _boot._load_image()
+    assert sys.modules[_boot.NATIVE_MODULE] is _native
+    monkeypatch.delitem(sys.modules, _boot.NATIVE_MODULE)
+    monkeypatch.setattr(_boot, "_native_spec", lambda: None)
+    read = _boot._load_image()
+    assert mapped is not None and read is not None
+    assert {name: bytes(entry[2]) for name, entry in mapped.items()} == {
+        name: bytes(entry[2]) for name, entry in read.items()
+    }
+
+
+@pytest.mark.unit
+def test_a_rebuilt_image_leaves_the_one_a_process_mapped_as_it_was(package_copy: Path) -> None:
+    """A pool runs for hours on the image it mapped; a build that writes the image again
+    writes a new file, so the pool's stays whole (the old one cut short would fault)."""
+    from pynox import _native  # noqa: F401 - maps the image: the copy has no compiled modules
+
+    write_image(package_copy)
+    codes = _boot._load_image()
+    assert codes is not None
+    before = {name: bytes(entry[2]) for name, entry in codes.items()}
+    source = package_copy / "errors.py"  # the first module in the image
+    source.write_text("GROWN = 1\n" + source.read_text())
+    write_image(package_copy)
+    rebuilt = _boot._load_image()
+    assert rebuilt is not None and bytes(rebuilt["pynox.errors"][2]) != before["pynox.errors"]
+    assert {name: bytes(entry[2]) for name, entry in codes.items()} == before
+
+
+@pytest.mark.unit
+def test_map_file_maps_a_regular_file_and_refuses_anything_else(tmp_path: Path) -> None:
+    from pynox._native import map_file
+
+    data = tmp_path / "data"
+    data.write_bytes(b"image" * 1000)
+    with data.open("rb") as file:
+        view = map_file(file.fileno())
+    assert view.readonly and bytes(view) == b"image" * 1000  # the file closed, still there
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    read_end, write_end = os.pipe()
+    try:
+        with empty.open("rb") as file:
+            for fd in (file.fileno(), read_end):
+                with pytest.raises(ValueError, match="regular file that is not empty"):
+                    map_file(fd)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    with pytest.raises(ValueError, match="file descriptor"):
+        map_file(-1)
+    with pytest.raises(OSError):
+        map_file(9999)  # no such descriptor
 
 
 @pytest.mark.unit
