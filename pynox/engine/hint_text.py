@@ -178,10 +178,9 @@ def hint_texts(policy: "Policy") -> dict[str, str]:
     VALUE_PLACEHOLDER for the value: for the launcher, which writes a --json result
     itself and cannot call format_hint (see pynox.engine.result_frame.launcher_frame)."""
     texts = {}
+    style = Style(False)
     for kind in sorted(KINDS):
-        text = format_hint(
-            kind, VALUE_PLACEHOLDER, Style(False), policy.memory, policy.max_file_size
-        )
+        text = format_hint(kind, VALUE_PLACEHOLDER, style, policy.memory, policy.max_file_size)
         if text is not None:
             texts[kind] = text
     return texts

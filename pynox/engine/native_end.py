@@ -67,5 +67,7 @@ def memory_frame(policy: "Policy") -> "list[str]":
     limit (it runs in the launcher's child, with no supervisor of pynox's): the line
     of an exit behind Python's back, and one line per signal from 1, empty for a
     signal that gets none. In the order it reads them (see pynox.engine.launcher_link)."""
-    lines = (native_signal_line(signum, policy) or "" for signum in range(1, _signal.NSIG))
+    lines = [""] * (_signal.NSIG - 1)
+    for signum in _NATIVE_MEMORY_SIGNALS:  # the only ones with a line: no call for the rest
+        lines[signum - 1] = native_signal_line(signum, policy) or ""
     return ["memory", f"pynox: {native_exit_hint(policy, api=False)}", "\n".join(lines)]
