@@ -277,14 +277,17 @@ def _relative_source(name: str) -> str:
 
 def _image_bytes() -> memoryview:
     """The image, mapped (pynox._native.map_file: why, in runtime/image.c), or read where
-    pynox._native cannot be loaded."""
+    pynox._native cannot be loaded or the file cannot be mapped."""
     native = sys.modules.get(NATIVE_MODULE) or _load_native()
-    if native is None:
-        with open(_IMAGE, "rb") as image:
-            return memoryview(image.read())
     fd = os.open(_IMAGE, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        return native.map_file(fd)  # type: ignore[no-any-return]
+        if native is not None:
+            try:
+                return native.map_file(fd)  # type: ignore[no-any-return]
+            except OSError:
+                pass  # a file system that maps no files: read as before
+        with open(fd, "rb", closefd=False) as image:
+            return memoryview(image.read())
     finally:
         os.close(fd)
 

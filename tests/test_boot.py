@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import errno
 import importlib
 import json
 import marshal
@@ -127,7 +128,7 @@ def test_the_image_is_the_same_from_one_build_to_the_next(tmp_path: Path) -> Non
 
 
 @pytest.mark.unit
-def test_the_image_is_mapped_or_read_where_pynox_native_cannot_be_loaded(
+def test_the_image_is_mapped_or_read_where_it_cannot_be(
     package_copy: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pynox import _native  # the installed one: the copy has no compiled modules
@@ -135,13 +136,20 @@ def test_the_image_is_mapped_or_read_where_pynox_native_cannot_be_loaded(
     write_image(package_copy)
     mapped = _boot._load_image()
     assert sys.modules[_boot.NATIVE_MODULE] is _native
+
+    def cannot_map(fd: int) -> memoryview:
+        raise OSError(errno.ENODEV, os.strerror(errno.ENODEV))  # a file system without mmap
+
+    monkeypatch.setattr(_native, "map_file", cannot_map)
+    read_unmapped = _boot._load_image()
     monkeypatch.delitem(sys.modules, _boot.NATIVE_MODULE)
     monkeypatch.setattr(_boot, "_native_spec", lambda: None)
-    read = _boot._load_image()
-    assert mapped is not None and read is not None
-    assert {name: bytes(entry[2]) for name, entry in mapped.items()} == {
-        name: bytes(entry[2]) for name, entry in read.items()
-    }
+    read_without_native = _boot._load_image()
+    expected = {name: bytes(entry[2]) for name, entry in (mapped or {}).items()}
+    assert expected
+    for read in (read_unmapped, read_without_native):
+        assert read is not None
+        assert {name: bytes(entry[2]) for name, entry in read.items()} == expected
 
 
 @pytest.mark.unit
