@@ -24,9 +24,7 @@ import bisect
 import json
 import os
 import re
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +32,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+import perf_trace
 from pool_bench import CODE  # the request of make bench's pool rows
 from pool_process import PoolProcess
 from runners import interpreter
@@ -188,43 +187,25 @@ def main(argv: list[str]) -> int:
     if args.drive:
         drive(args)
         return 0
-    perf = shutil.which("perf")
+    perf = perf_trace.find("child_faults")
     if perf is None:
-        print("child_faults: perf is not installed; install it (Debian: linux-perf)")
-        return 2
+        return perf_trace.CANNOT_TRACE
     with tempfile.TemporaryDirectory() as scratch:
         data, record = f"{scratch}/perf.data", f"{scratch}/record.json"
-        traced = subprocess.run(
-            [
-                perf,
-                "record",
-                "--quiet",
-                "--all-cpus",
-                *(f"--event={name}" for name in EVENTS),
-                "--call-graph=fp",  # its first user frame is the instruction that faulted
-                f"--output={data}",
-                "--",
-                *(sys.executable, __file__, *argv, "--drive", record),
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        if traced.returncode != 0 or not Path(record).exists():
-            print(
-                f"child_faults: perf could not trace page faults: {traced.stderr.strip()[-300:]}"
-                "; run as root (or set kernel.perf_event_paranoid to -1) on an x86-64 kernel"
-            )
-            return 2
-        script = subprocess.run(
-            [perf, "script", f"--input={data}", "--fields=pid,event,trace,ip,sym,dso"],
-            capture_output=True,
-            text=True,
-        )
-        if script.returncode != 0:
-            print(f"child_faults: perf could not read its trace: {script.stderr.strip()[-300:]}")
-            return 2
+        options = [
+            *(f"--event={name}" for name in EVENTS),
+            "--call-graph=fp",  # its first user frame is the instruction that faulted
+        ]
+        command = [sys.executable, __file__, *argv, "--drive", record]
+        what = "page faults (it takes an x86-64 kernel)"
+        if not perf_trace.record(perf, "child_faults", what, options, command, data, record):
+            return perf_trace.CANNOT_TRACE
+        fields = ["--fields=pid,event,trace,ip,sym,dso"]
+        trace = perf_trace.script(perf, "child_faults", data, fields)
+        if trace is None:
+            return perf_trace.CANNOT_TRACE
         recorded = json.loads(Path(record).read_text())
-    faults, parent = parse(script.stdout)
+    faults, parent = parse(trace)
     children, by_region, by_writer, counts = tally(
         faults, parent, recorded["zygote"], parse_maps(recorded["maps"])
     )

@@ -22,7 +22,6 @@ import argparse
 import bisect
 import json
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import perf_trace
 from pool_bench import CODE, STEP  # the requests and steps of make bench's pool rows
 from pool_process import PoolProcess
 from runners import interpreter
@@ -178,10 +178,9 @@ def main(argv: list[str]) -> int:
     if args.drive:
         drive(args)
         return 0
-    perf = shutil.which("perf")
+    perf = perf_trace.find("request_path")
     if perf is None:
-        print("request_path: perf is not installed; install it (Debian: linux-perf)")
-        return 2
+        return perf_trace.CANNOT_TRACE
     with tempfile.TemporaryDirectory() as scratch:
         data, record = f"{scratch}/perf.data", f"{scratch}/windows.json"
         # The same requests untraced first: tracing changes what it measures (perf keeps
@@ -191,42 +190,24 @@ def main(argv: list[str]) -> int:
             print("request_path: the requests failed before any tracing; see the error above")
             return 1
         plain = json.loads(Path(untraced).read_text())["windows"]
+        options = [
+            "--clockid=CLOCK_MONOTONIC",
+            *(f"--event={name}" for name in EVENTS),
+            # Perf's own writes of its buffer, which would feed it more (a filter on the
+            # event before it: the writes are the last of EVENTS).
+            "--exclude-perf",
+        ]
         command = [sys.executable, __file__, *argv, "--drive", record]
-        events = [f"--event={name}" for name in EVENTS]
-        traced = subprocess.run(
-            [
-                perf,
-                "record",
-                "--quiet",
-                "--clockid=CLOCK_MONOTONIC",
-                "--all-cpus",
-                *events,
-                # Perf's own writes of its buffer, which would feed it more (a filter on
-                # the event before it: the writes are the last of EVENTS).
-                "--exclude-perf",
-                f"--output={data}",
-                "--",
-                *command,
-            ],
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        if traced.returncode != 0 or not Path(record).exists():
-            print(
-                f"request_path: perf could not trace the scheduler: {traced.stderr.strip()[-300:]}"
-                "; run as root, or set kernel.perf_event_paranoid to -1"
-            )
-            return 2
-        script = subprocess.run(
-            [perf, "script", f"--input={data}", "--fields=tid,cpu,time,event,trace", "--ns"],
-            capture_output=True,
-            text=True,
-        )
-        if script.returncode != 0:
-            print(f"request_path: perf could not read its trace: {script.stderr.strip()[-300:]}")
-            return 2
+        if not perf_trace.record(
+            perf, "request_path", "the scheduler", options, command, data, record
+        ):
+            return perf_trace.CANNOT_TRACE
+        fields = ["--fields=tid,cpu,time,event,trace", "--ns"]
+        trace = perf_trace.script(perf, "request_path", data, fields)
+        if trace is None:
+            return perf_trace.CANNOT_TRACE
         windows = json.loads(Path(record).read_text())
-    rows, on_server_cpu = split(parse(script.stdout), windows["server"], windows["windows"])
+    rows, on_server_cpu = split(parse(trace), windows["server"], windows["windows"])
     if not rows:
         print("request_path: the trace shows none of the requests whole (perf lost events?)")
         return 1

@@ -8,7 +8,6 @@ test skips, elsewhere).
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.append(str(BENCH))  # last, so that no module of bench/ hides another
 import child_faults  # noqa: E402 - from bench/, which is no package
+import perf_trace  # noqa: E402
 
 SERVER, ZYGOTE, CHILD, OTHER_CHILD, HELPER = 100, 101, 102, 103, 104
 
@@ -106,28 +106,9 @@ def test_a_fault_without_a_user_frame_has_an_unknown_writer() -> None:
     assert [fault.writer for fault in faults] == ["[unknown]"]
 
 
-def _may_trace(scratch: Path) -> bool:
-    if shutil.which("perf") is None:
-        return False
-    probe = subprocess.run(
-        [
-            "perf",
-            "record",
-            "--quiet",
-            "--all-cpus",
-            "--event=exceptions:page_fault_user",
-            f"--output={scratch / 'probe.data'}",
-            "--",
-            "true",
-        ],
-        capture_output=True,
-    )
-    return probe.returncode == 0
-
-
 @pytest.mark.slow
 def test_the_tool_traces_a_pool(tmp_path: Path) -> None:
-    if not _may_trace(tmp_path):
+    if not perf_trace.may_trace("exceptions:page_fault_user", tmp_path):
         pytest.skip("perf is missing here, or may not trace page faults")
     completed = subprocess.run(
         [sys.executable, str(BENCH / "child_faults.py"), "--requests=20", "--burst"],

@@ -7,7 +7,6 @@ only where perf may trace the scheduler (it says so, and the test skips, elsewhe
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,8 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.append(str(BENCH))  # last, so that no module of bench/ hides another
-import request_path  # noqa: E402 - from bench/, which is no package
+import perf_trace  # noqa: E402 - from bench/, which is no package
+import request_path  # noqa: E402
 
 SERVER, ZYGOTE, CHILD, OTHER_CHILD, THREAD, CLIENT = 100, 101, 102, 104, 103, 99
 THIRD_CHILD = 105
@@ -107,28 +107,9 @@ def test_a_wake_up_outside_the_request_does_not_count() -> None:
     assert rows == []  # the child had not run by then
 
 
-def _may_trace(scratch: Path) -> bool:
-    if shutil.which("perf") is None:
-        return False
-    probe = subprocess.run(
-        [
-            "perf",
-            "record",
-            "--quiet",
-            "--all-cpus",
-            "--event=sched:sched_switch",
-            f"--output={scratch / 'probe.data'}",
-            "--",
-            "true",
-        ],
-        capture_output=True,
-    )
-    return probe.returncode == 0
-
-
 @pytest.mark.slow
 def test_the_tool_traces_a_pool(tmp_path: Path) -> None:
-    if not _may_trace(tmp_path):
+    if not perf_trace.may_trace("sched:sched_switch", tmp_path):
         pytest.skip("perf is missing here, or may not trace the scheduler")
     completed = subprocess.run(
         [sys.executable, str(BENCH / "request_path.py"), "--requests=30", "--pause=0.01"],

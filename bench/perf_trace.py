@@ -1,0 +1,78 @@
+"""A tool's own requests run under `perf record`, and the trace read back as text.
+
+Shared by the tracing tools of bench/ (request_path, child_faults), none of them part of
+make bench: each runs itself again as the client, under perf, and reads what perf saw.
+On any failure these print one line that says what to do, and give the exit status.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+# What a tool gives back when perf is missing or may not trace here.
+CANNOT_TRACE = 2
+
+
+def find(tool: str) -> str | None:
+    perf = shutil.which("perf")
+    if perf is None:
+        print(f"{tool}: perf is not installed; install it (Debian: linux-perf)")
+    return perf
+
+
+def record(
+    perf: str,
+    tool: str,
+    what: str,
+    options: list[str],
+    command: list[str],
+    data: str,
+    made: str,
+) -> bool:
+    """Runs `command` under perf on every CPU (`options`: its events and the like), into
+    `data`; False, said, unless it succeeded and wrote the file `made`."""
+    traced = subprocess.run(
+        [perf, "record", "--quiet", "--all-cpus", *options, f"--output={data}", "--", *command],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    if traced.returncode != 0 or not Path(made).exists():
+        print(
+            f"{tool}: perf could not trace {what}: {traced.stderr.strip()[-300:]}"
+            "; run as root, or set kernel.perf_event_paranoid to -1"
+        )
+        return False
+    return True
+
+
+def script(perf: str, tool: str, data: str, options: list[str]) -> str | None:
+    """The trace in `data` as `perf script` writes it with `options`; None, said, if not."""
+    read = subprocess.run(
+        [perf, "script", f"--input={data}", *options], capture_output=True, text=True
+    )
+    if read.returncode != 0:
+        print(f"{tool}: perf could not read its trace: {read.stderr.strip()[-300:]}")
+        return None
+    return read.stdout
+
+
+def may_trace(event: str, scratch: Path) -> bool:
+    """Whether perf is here and may record `event` on every CPU."""
+    if shutil.which("perf") is None:
+        return False
+    probe = subprocess.run(
+        [
+            "perf",
+            "record",
+            "--quiet",
+            "--all-cpus",
+            f"--event={event}",
+            f"--output={scratch / 'probe.data'}",
+            "--",
+            "true",
+        ],
+        capture_output=True,
+    )
+    return probe.returncode == 0
