@@ -7,12 +7,27 @@ On any failure these print one line that says what to do, and give the exit stat
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import subprocess
 from pathlib import Path
 
 # What a tool gives back when perf is missing or may not trace here.
 CANNOT_TRACE = 2
+
+
+def arguments(argv: list[str], description: str, switch: str, about: str) -> argparse.Namespace:
+    """The tools' options: how many requests, the pause before each, the tool's own
+    `switch`, and the hidden one that makes it the client perf runs."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--requests", type=int, default=200)
+    parser.add_argument("--pause", type=float, default=0.02, help="seconds before each request")
+    parser.add_argument(switch, action="store_true", help=about)
+    parser.add_argument("--drive", help=argparse.SUPPRESS)  # the client's run, under perf
+    args = parser.parse_args(argv)
+    if args.requests < 1 or args.pause < 0:
+        parser.error("give at least 1 request and a pause of 0 seconds or more")
+    return args
 
 
 def find(tool: str) -> str | None:

@@ -167,14 +167,9 @@ def split(
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=200)
-    parser.add_argument("--pause", type=float, default=0.02, help="seconds before each request")
-    parser.add_argument("--session", action="store_true", help="time steps of one session")
-    parser.add_argument("--drive", help=argparse.SUPPRESS)  # the client's run, under perf
-    args = parser.parse_args(argv)
-    if args.requests < 1 or args.pause < 0:
-        parser.error("give at least 1 request and a pause of 0 seconds or more")
+    args = perf_trace.arguments(
+        argv, __doc__.splitlines()[0], "--session", "time steps of one session"
+    )
     if args.drive:
         drive(args)
         return 0
