@@ -2,10 +2,11 @@
 
 Requests go to a `pynox pool` of 2 workers one at a time, with a pause before each, while
 `perf` records every scheduler switch, wake-up and fork on the machine, and every write.
-Each request, from the client's write to its reading of the result, is then cut at three
-moments the trace shows: the pool server waking the child that runs it (its start frame,
-or a session's run frame), that child getting a CPU, and the child's last write (its exit
-or done frame: whether or not the server was asleep to be woken by it).
+Each request, from the client's sending it to its reading of the result, is then cut at
+five moments the trace shows: the client's write of the request line, the pool server
+waking the child that runs it (its start frame, or a session's run frame), that child
+getting a CPU, the child's last write (its exit or done frame: whether or not the server
+was asleep to be woken by it), and the server's last write, the result line.
 
     python bench/request_path.py [--requests N] [--pause SECONDS] [--session]
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -43,10 +45,12 @@ EVENTS = (
     "syscalls:sys_enter_write",
 )
 STRETCHES = (
-    "client and server, to the child's wake-up",
+    "the client, to writing the request",
+    "the pool server, to waking the child",
     "the child waiting for a CPU",
     "the child, to writing its last frame",
-    "server and client, to the result read",
+    "the pool server, to writing the result",
+    "the client, to reading the result",
 )
 
 # perf script -F tid,cpu,time,event,trace: "TID [CPU] SECONDS: EVENT: FIELDS". A
@@ -87,7 +91,7 @@ def drive(args: argparse.Namespace) -> None:
                 sent = time.monotonic_ns()  # perf's clock too (-k CLOCK_MONOTONIC)
                 pool.run(request)
                 windows.append((sent, time.monotonic_ns()))
-            record = {"server": pool.process.pid, "windows": windows}
+            record = {"server": pool.process.pid, "client": os.getpid(), "windows": windows}
         finally:
             pool.close()
     Path(args.drive).write_text(json.dumps(record))
@@ -115,10 +119,10 @@ def parse(text: str) -> list[Event]:
 
 
 def split(
-    events: list[Event], server: int, windows: list[tuple[int, int]]
+    events: list[Event], server: int, client: int, windows: list[tuple[int, int]]
 ) -> tuple[list[tuple[int, ...]], int]:
-    """Each request's four stretches (nanoseconds), and how many children were woken onto
-    the CPU the server was on.
+    """Each request's stretches (nanoseconds, in the order of STRETCHES), and how many
+    children were woken onto the CPU the server was on.
 
     A request whose moments the trace lacks is left out: one whose child was awake
     already when the server wrote to it shows no wake-up of it.
@@ -129,15 +133,24 @@ def split(
     def is_child(tid: int) -> bool:  # forked by the zygote, which the server forked
         return parent.get(parent.get(tid, 0), 0) == server
 
+    def writes(inside: list[Event], tid: int) -> list[Event]:
+        return [e for e in inside if e.kind == "sys_enter_write" and e.tid == tid]
+
     rows = []
     on_server_cpu = 0
     for sent, received in windows:
         inside = events[bisect.bisect_left(times, sent) : bisect.bisect_left(times, received)]
+        request = next(iter(writes(inside, client)), None)
+        if request is None:
+            continue
         woken = next(
             (
                 e
                 for e in inside
-                if e.kind == "sched_wakeup" and e.tid == server and is_child(e.other)
+                if e.time_ns >= request.time_ns
+                and e.kind == "sched_wakeup"
+                and e.tid == server
+                and is_child(e.other)
             ),
             None,
         )
@@ -156,11 +169,14 @@ def split(
             continue
         # Its frame is its last write: after an exit frame it only leaves, after a done frame
         # it waits for the next step, and the result (which needs the frame) ends the window.
-        writes = [e for e in inside if e.kind == "sys_enter_write" and e.tid == child]
-        frame = writes[-1] if writes else None
+        frame = next(reversed(writes(inside, child)), None)
         if frame is None:
             continue
-        moments = (sent, woken.time_ns, running.time_ns, frame.time_ns, received)
+        # The result is the server's last write before the client has read it.
+        result = next(reversed(writes(inside, server)), None)
+        if result is None or result.time_ns < frame.time_ns:
+            continue
+        moments = [sent, *(e.time_ns for e in (request, woken, running, frame, result)), received]
         rows.append(tuple(b - a for a, b in zip(moments, moments[1:], strict=False)))
         on_server_cpu += woken.target_cpu == woken.cpu
     return rows, on_server_cpu
@@ -202,14 +218,17 @@ def main(argv: list[str]) -> int:
         if trace is None:
             return perf_trace.CANNOT_TRACE
         windows = json.loads(Path(record).read_text())
-    rows, on_server_cpu = split(parse(trace), windows["server"], windows["windows"])
+    rows, on_server_cpu = split(
+        parse(trace), windows["server"], windows["client"], windows["windows"]
+    )
     if not rows:
         print("request_path: the trace shows none of the requests whole (perf lost events?)")
         return 1
     what = "session steps" if args.session else "requests"
     print(f"{len(rows)} of {args.requests} {what} traced whole, {args.pause * 1000:g} ms apart")
     if len(rows) < args.requests:
-        print("(in the rest the child was awake already when its request came: no wake-up)")
+        # Most often its child was awake already when its request came: no wake-up shows.
+        print("(the rest lack a moment in the trace: left out)")
     for index, name in enumerate(STRETCHES):
         print(f"  {name:44s} {statistics.median(row[index] for row in rows) / 1e3:8.1f} us")
     total = statistics.median(sum(row) for row in rows) / 1e3

@@ -63,7 +63,8 @@ TRACE = "\n".join(
         _switch(1, 1_080, CHILD, 0),
         # The server wakes its own thread, then the child, onto the server's CPU, where
         # the child waits 300 ns; the child writes its output, then its frame.
-        _wakeup(CLIENT, 0, 1_100, SERVER, 0),
+        _write(CLIENT, 1, 1_090, 5),  # the request line
+        _wakeup(CLIENT, 1, 1_100, SERVER, 0),
         _wakeup(SERVER, 0, 1_200, THREAD, 1),
         _write(SERVER, 0, 1_400, 9),  # the start frame
         _wakeup(SERVER, 0, 1_500, CHILD, 0, comm="a name with pid=7 prio=1 in it"),
@@ -78,12 +79,16 @@ TRACE = "\n".join(
         _write(SERVER, 0, 3_300, 1),  # the result, to the client
         # Second, 10,000 to 15,000 ns: the child is woken onto the other CPU, and its frame
         # comes while the server is awake, which no wake-up shows, but the write does.
+        _write(CLIENT, 0, 10_100, 5),
         _wakeup(SERVER, 0, 10_400, OTHER_CHILD, 1),
         _switch(1, 10_450, 0, OTHER_CHILD),
         _write(OTHER_CHILD, 1, 11_000, 6),
+        _write(SERVER, 0, 11_200, 1),
         # Third, 20,000 to 25,000 ns: the child was awake already when its request came;
         # no wake-up shows when it had it, so the request is left out.
+        _write(CLIENT, 0, 20_100, 5),
         _write(THIRD_CHILD, 1, 20_500, 6),
+        _write(SERVER, 0, 20_700, 1),
         "a line of another shape, which is skipped",
     ]
 )
@@ -93,18 +98,27 @@ def test_a_request_is_cut_at_the_moments_the_trace_shows() -> None:
     events = request_path.parse(TRACE)
     assert [event.time_ns for event in events] == sorted(event.time_ns for event in events)
     windows = [(1_000, 6_000), (10_000, 15_000), (20_000, 25_000)]
-    rows, on_server_cpu = request_path.split(events, SERVER, windows)
-    # Client and server until the child's wake-up, the child's wait for a CPU, the child
-    # until it wrote its frame, and the rest until the client read the result.
-    assert rows == [(500, 300, 1_150, 3_050), (400, 50, 550, 4_000)]
+    rows, on_server_cpu = request_path.split(events, SERVER, CLIENT, windows)
+    # The client until it wrote the request, the server until it woke the child (not its
+    # own thread), the child's wait for a CPU, the child until it wrote its frame, the
+    # server until it wrote the result, and the client until it read it.
+    assert rows == [(90, 410, 300, 1_150, 350, 2_700), (100, 300, 50, 550, 200, 3_800)]
     assert on_server_cpu == 1
 
 
-def test_a_wake_up_outside_the_request_does_not_count() -> None:
-    rows, _ = request_path.split(request_path.parse(TRACE), SERVER, [(1_300, 6_000)])
-    assert rows == [(200, 300, 1_150, 3_050)]
-    rows, _ = request_path.split(request_path.parse(TRACE), SERVER, [(1_000, 1_700)])
-    assert rows == []  # the child had not run by then
+@pytest.mark.parametrize(
+    "window",
+    [
+        (1_600, 6_000),  # the request went out, and woke the child, before it began
+        (1_000, 1_700),  # the child had not run by its end
+        (1_000, 3_200),  # the result had not been written by its end
+    ],
+)
+def test_a_request_with_a_moment_outside_its_window_is_left_out(
+    window: tuple[int, int],
+) -> None:
+    rows, _ = request_path.split(request_path.parse(TRACE), SERVER, CLIENT, [window])
+    assert rows == []
 
 
 @pytest.mark.slow
