@@ -149,8 +149,9 @@ def how(error_code: int) -> str:
     return "read in"
 
 
-def region(mappings: list[Mapping], address: int) -> str:
-    index = bisect.bisect_right([m.start for m in mappings], address) - 1
+def region(mappings: list[Mapping], starts: list[int], address: int) -> str:
+    """The name of the mapping at `address`; `starts`: each mapping's start, in order."""
+    index = bisect.bisect_right(starts, address) - 1
     if index >= 0 and address < mappings[index].end:
         return mappings[index].name
     return "memory mapped after the fork"
@@ -164,12 +165,13 @@ def tally(
     by_region: Counter[str] = Counter()
     by_writer: Counter[str] = Counter()
     per_child: Counter[int] = Counter()
+    starts = [mapping.start for mapping in mappings]  # once, not per fault
     for fault in faults:
         if parent.get(fault.pid) != zygote:
             continue
         per_child[fault.pid] += 1
         kind = how(fault.error_code)
-        by_region[f"{region(mappings, fault.address)}, {kind}"] += 1
+        by_region[f"{region(mappings, starts, fault.address)}, {kind}"] += 1
         if kind == "copied on write":
             by_writer[fault.writer] += 1
     return len(per_child), by_region, by_writer, sorted(per_child.values())
