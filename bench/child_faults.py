@@ -184,24 +184,16 @@ def main(argv: list[str]) -> int:
     if args.drive:
         drive(args)
         return 0
-    perf = perf_trace.find("child_faults")
-    if perf is None:
+    options = [
+        *(f"--event={name}" for name in EVENTS),
+        "--call-graph=fp",  # its first user frame is the instruction that faulted
+    ]
+    what = "page faults (it takes an x86-64 kernel)"
+    fields = ["--fields=pid,event,trace,ip,sym,dso"]
+    traced = perf_trace.run_traced("child_faults", __file__, argv, options, what, fields)
+    if traced is None:
         return perf_trace.CANNOT_TRACE
-    with tempfile.TemporaryDirectory() as scratch:
-        data, record = f"{scratch}/perf.data", f"{scratch}/record.json"
-        options = [
-            *(f"--event={name}" for name in EVENTS),
-            "--call-graph=fp",  # its first user frame is the instruction that faulted
-        ]
-        command = [sys.executable, __file__, *argv, "--drive", record]
-        what = "page faults (it takes an x86-64 kernel)"
-        if not perf_trace.record(perf, "child_faults", what, options, command, data, record):
-            return perf_trace.CANNOT_TRACE
-        fields = ["--fields=pid,event,trace,ip,sym,dso"]
-        trace = perf_trace.script(perf, "child_faults", data, fields)
-        if trace is None:
-            return perf_trace.CANNOT_TRACE
-        recorded = json.loads(Path(record).read_text())
+    trace, recorded = traced
     faults, parent = parse(trace)
     children, by_region, by_writer, counts = tally(
         faults, parent, recorded["zygote"], parse_maps(recorded["maps"])

@@ -1,6 +1,6 @@
 """A tool's own requests run under `perf record`, and the trace read back as text.
 
-Shared by the tracing tools of bench/ (request_path, child_faults), none of them part of
+Shared by the tracing tools of bench/ (request_path, child_faults, child_cpu), none of them part of
 make bench: each runs itself again as the client, under perf, and reads what perf saw.
 On any failure these print one line that says what to do, and give the exit status.
 """
@@ -8,9 +8,13 @@ On any failure these print one line that says what to do, and give the exit stat
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 # What a tool gives back when perf is missing or may not trace here.
 CANNOT_TRACE = 2
@@ -71,6 +75,28 @@ def script(perf: str, tool: str, data: str, options: list[str]) -> str | None:
         print(f"{tool}: perf could not read its trace: {read.stderr.strip()[-300:]}")
         return None
     return read.stdout
+
+
+def run_traced(
+    tool: str, path: str, argv: list[str], options: list[str], what: str, fields: list[str]
+) -> tuple[str, dict[str, Any]] | None:
+    """Runs the tool at `path` again with `argv` as the client, under perf (`options`: its
+    events and the like), and gives the trace as `perf script` writes it with `fields`,
+    with what the client recorded (the JSON its --drive file holds); None, said, when
+    perf is missing or could not trace `what`."""
+    perf = find(tool)
+    if perf is None:
+        return None
+    with tempfile.TemporaryDirectory() as scratch:
+        data, made = f"{scratch}/perf.data", f"{scratch}/record.json"
+        command = [sys.executable, path, *argv, "--drive", made]
+        if not record(perf, tool, what, options, command, data, made):
+            return None
+        trace = script(perf, tool, data, fields)
+        if trace is None:
+            return None
+        recorded: dict[str, Any] = json.loads(Path(made).read_text())
+    return trace, recorded
 
 
 def may_trace(event: str, scratch: Path) -> bool:
