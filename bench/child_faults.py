@@ -47,7 +47,7 @@ _PRESENT, _WRITE = 0x1, 0x2
 # of the call chain, "ADDRESS SYMBOL (OBJECT)", the kernel's frames first.
 _HEADER = re.compile(r"^\s*(\d+)\s+(?:exceptions|sched):(\w+):(.*)$")
 _FAULT = re.compile(r"address=(0x[0-9a-f]+) ip=0x[0-9a-f]+ error_code=(0x[0-9a-f]+)")
-_FORKED = re.compile(r" pid=(\d+) child_comm=.* child_pid=(\d+)\s*$")
+FORKED = re.compile(r" pid=(\d+) child_comm=.* child_pid=(\d+)\s*$")
 _FRAME = re.compile(r"^\s+[0-9a-f]+ (.*) \((.*)\)$")
 
 
@@ -123,7 +123,7 @@ def parse(text: str) -> tuple[list[Fault], dict[int, int]]:
         if header is None:
             continue
         pid, kind, fields = int(header[1]), header[2], header[3]
-        if kind == "sched_process_fork" and (forked := _FORKED.search(fields)):
+        if kind == "sched_process_fork" and (forked := FORKED.search(fields)):
             parent[int(forked[2])] = int(forked[1])
         elif kind == "page_fault_user" and (fault := _FAULT.search(fields)):
             faults.append(
