@@ -28,11 +28,10 @@ import sys
 from collections import Counter
 
 import perf_trace
-from child_faults import FORKED, drive
+from child_faults import drive
 
 SAMPLES_PER_SECOND = 5000
 EVENTS = ("cpu-clock", "sched:sched_process_fork")
-KERNEL = "[kernel.kallsyms]"
 PAGE_FAULTS = "page faults"
 EXIT = "the process's exit"
 OTHER_KERNEL = "the kernel, otherwise (interrupts, scheduling)"
@@ -42,7 +41,6 @@ UNNAMED = "code perf cannot name"
 # period is the CPU time it stands for, in ns), then one line per frame of the call
 # chain, innermost first, "ADDRESS SYMBOL (OBJECT)".
 _HEADER = re.compile(r"^\s*(\d+)\s+(\d+)\s+([\w:-]+):(.*)$")
-_FRAME = re.compile(r"^\s+[0-9a-f]+ (.*) \((.*)\)$")
 # Where the kernel handles a fault of the process's (x86-64, arm64).
 _FAULT_ENTRIES = frozenset({"asm_exc_page_fault", "exc_page_fault", "do_mem_abort"})
 _EXIT_FRAMES = frozenset({"do_exit", "do_group_exit"})
@@ -60,28 +58,18 @@ def parse(text: str) -> tuple[dict[int, Counter[str]], dict[int, int]]:
         if header is None:
             continue
         pid, period, event, fields = int(header[1]), int(header[2]), header[3], header[4]
-        if event == "sched:sched_process_fork" and (forked := FORKED.search(fields)):
+        if event == "sched:sched_process_fork" and (forked := perf_trace.FORKED.search(fields)):
             parent[int(forked[2])] = int(forked[1])
         elif event == "cpu-clock":
-            spent.setdefault(pid, Counter())[where(_frames(lines, index + 1))] += period
+            place = where(perf_trace.call_chain(lines, index + 1))
+            spent.setdefault(pid, Counter())[place] += period
     return spent, parent
-
-
-def _frames(lines: list[str], first: int) -> list[tuple[str, str]]:
-    """The call chain that starts at line `first`: (symbol, object), innermost first."""
-    frames = []
-    for line in lines[first:]:
-        frame = _FRAME.match(line)
-        if frame is None:
-            break
-        frames.append((frame[1], frame[2]))
-    return frames
 
 
 def where(frames: list[tuple[str, str]]) -> str:
     """What a sample's call chain (innermost first) says the processor was doing."""
     for symbol, owner in frames:
-        if owner != KERNEL:
+        if owner != perf_trace.KERNEL:
             name = os.path.basename(owner)
             return UNNAMED if name in ("", "[unknown]") else name
         if symbol in _FAULT_ENTRIES:

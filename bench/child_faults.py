@@ -47,8 +47,6 @@ _PRESENT, _WRITE = 0x1, 0x2
 # of the call chain, "ADDRESS SYMBOL (OBJECT)", the kernel's frames first.
 _HEADER = re.compile(r"^\s*(\d+)\s+(?:exceptions|sched):(\w+):(.*)$")
 _FAULT = re.compile(r"address=(0x[0-9a-f]+) ip=0x[0-9a-f]+ error_code=(0x[0-9a-f]+)")
-FORKED = re.compile(r" pid=(\d+) child_comm=.* child_pid=(\d+)\s*$")
-_FRAME = re.compile(r"^\s+[0-9a-f]+ (.*) \((.*)\)$")
 
 
 @dataclass(frozen=True)
@@ -123,7 +121,7 @@ def parse(text: str) -> tuple[list[Fault], dict[int, int]]:
         if header is None:
             continue
         pid, kind, fields = int(header[1]), header[2], header[3]
-        if kind == "sched_process_fork" and (forked := FORKED.search(fields)):
+        if kind == "sched_process_fork" and (forked := perf_trace.FORKED.search(fields)):
             parent[int(forked[2])] = int(forked[1])
         elif kind == "page_fault_user" and (fault := _FAULT.search(fields)):
             faults.append(
@@ -134,12 +132,9 @@ def parse(text: str) -> tuple[list[Fault], dict[int, int]]:
 
 def _writer(lines: list[str], first: int) -> str:
     """The call chain's first frame outside the kernel: the instruction that faulted."""
-    for line in lines[first:]:
-        frame = _FRAME.match(line)
-        if frame is None:
-            break
-        if frame[2] != "[kernel.kallsyms]":
-            return f"{frame[1]} ({os.path.basename(frame[2])})"
+    for symbol, owner in perf_trace.call_chain(lines, first):
+        if owner != perf_trace.KERNEL:
+            return f"{symbol} ({os.path.basename(owner)})"
     return "[unknown]"
 
 

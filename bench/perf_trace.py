@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,12 @@ from typing import Any
 
 # What a tool gives back when perf is missing or may not trace here.
 CANNOT_TRACE = 2
+# The object perf names for the kernel's frames.
+KERNEL = "[kernel.kallsyms]"
+# sched:sched_process_fork's fields: the parent's pid and the child's.
+FORKED = re.compile(r" pid=(\d+) child_comm=.* child_pid=(\d+)\s*$")
+# A frame of a call chain as perf script writes it: "ADDRESS SYMBOL (OBJECT)".
+_FRAME = re.compile(r"^\s+[0-9a-f]+ (.*) \((.*)\)$")
 
 
 def arguments(argv: list[str], description: str, switch: str, about: str) -> argparse.Namespace:
@@ -97,6 +104,18 @@ def run_traced(
             return None
         recorded: dict[str, Any] = json.loads(Path(made).read_text())
     return trace, recorded
+
+
+def call_chain(lines: list[str], first: int) -> list[tuple[str, str]]:
+    """The call chain perf script wrote from line `first` on: (symbol, object) per frame,
+    innermost first."""
+    frames = []
+    for line in lines[first:]:
+        frame = _FRAME.match(line)
+        if frame is None:
+            break
+        frames.append((frame[1], frame[2]))
+    return frames
 
 
 def may_trace(event: str, scratch: Path) -> bool:

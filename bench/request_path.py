@@ -58,7 +58,6 @@ STRETCHES = (
 _LINE = re.compile(r"^\s*(\d+)\s+\[(\d+)\]\s+(\d+\.\d+):\s+(?:sched|syscalls):(\w+):(.*)$")
 _WOKEN = re.compile(r" pid=(\d+) prio=-?\d+ target_cpu=(\d+)")
 _NEXT = re.compile(r"next_pid=(\d+) next_prio=")
-_FORKED = re.compile(r"child_pid=(\d+)\s*$")
 _WRITTEN = re.compile(r"^\s*fd: (0x[0-9a-f]+),")
 
 
@@ -110,8 +109,8 @@ def parse(text: str) -> list[Event]:
             events.append(Event(time_ns, int(tid), int(cpu), kind, other, target))
         elif kind == "sched_switch" and (switched := _NEXT.search(fields)):
             events.append(Event(time_ns, int(tid), int(cpu), kind, int(switched[1])))
-        elif kind == "sched_process_fork" and (forked := _FORKED.search(fields)):
-            events.append(Event(time_ns, int(tid), int(cpu), kind, int(forked[1])))
+        elif kind == "sched_process_fork" and (forked := perf_trace.FORKED.search(fields)):
+            events.append(Event(time_ns, int(tid), int(cpu), kind, int(forked[2])))
         elif kind == "sys_enter_write" and (written := _WRITTEN.match(fields)):
             events.append(Event(time_ns, int(tid), int(cpu), kind, int(written[1], 16)))
     events.sort(key=lambda event: event.time_ns)
