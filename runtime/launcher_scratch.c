@@ -94,29 +94,43 @@ static void remove_tree(int parent, const char *name, int depth)
     (void)sys_call(SYS_unlinkat, parent, (long)name, LAUNCHER_AT_REMOVEDIR, 0);
 }
 
-/* Reads the path (one line), then waits for the pipe's end. 0 on success. */
+/* Reads the path (one line), then waits for the pipe's end. 0 on success.
+ *
+ * pynox writes the line in one write before any program runs, so the line comes
+ * first: it is read in as few reads as the pipe gives it in, and whatever follows
+ * its newline (what the program may write later) is read past and ignored. */
 static int read_path(int fd, char *path, size_t size)
 {
     size_t used = 0;
-    int ended_line = 0;
-    char chunk[256];
-    for (;;) {
-        long got = sys_read(fd, ended_line ? chunk : path + used,
-                            ended_line ? sizeof chunk : 1);
+    char *newline = 0;
+    while (newline == 0) {
+        if (used == size) {
+            return -1;  /* no line that fits: not a path pynox wrote */
+        }
+        long got = sys_read(fd, path + used, size - used);
         if (got == -LAUNCHER_EINTR) {
             continue;
         }
         if (got <= 0) {
-            return ended_line ? 0 : -1;  /* the end, or an error: the process is gone */
+            return -1;  /* the end, or an error, before the line: the process is gone */
         }
-        if (ended_line) {
-            continue;  /* what the program may write later: ignored */
+        for (char *at = path + used; at < path + used + got; at++) {
+            if (*at == '\n') {
+                newline = at;
+                break;
+            }
         }
-        if (path[used] == '\n') {
-            path[used] = '\0';
-            ended_line = 1;
-        } else if (++used == size) {
-            return -1;
+        used += (size_t)got;
+    }
+    *newline = '\0';
+    char rest[256];
+    for (;;) {
+        long got = sys_read(fd, rest, sizeof rest);
+        if (got == -LAUNCHER_EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            return 0;  /* the end (or an error): the process is gone */
         }
     }
 }
