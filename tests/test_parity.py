@@ -62,6 +62,7 @@ CASES: dict[str, Case] = {
     "argv_args.py": Case(args=["one", "two words", "", "--flag", "-x", "ünï", "a=b", "-"]),
     "input_stdin.py": Case(stdin="Ada\n36\nremaining line 1\nline 2 é\n".encode()),
     "stdio_properties.py": Case(stdin=b"stdin data\n"),
+    "site_builtins.py": Case(stdin=b"q\n"),
     "stderr_interleave.py": Case(merge=True),
     "large_output.py": Case(merge=False),
     "exc_zerodiv.py": Case(status=1),
