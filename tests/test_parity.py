@@ -159,6 +159,14 @@ INVOCATIONS: dict[str, Case] = {
     "S-option-no-exit-builtin": Case(options=["-S", "exit_builtin.py"], status=1),
     "broken-pipe-to-head": Case(options=["large_output.py"], pipe_to_head=True),
     "missing-script": Case(options=["no_such_script.py"], status=2, normalize_executable=True),
+    # python makes the path absolute without normalizing it: __file__, sys.path[0] of a
+    # directory, tracebacks and the error for a missing file keep "./", ".." and "//".
+    "script-path-as-given": Case(options=["./app_dir/..//module_globals.py"]),
+    "script-path-as-given-raises": Case(options=["./exc_zerodiv.py"], status=1),
+    "directory-path-as-given": Case(options=["./app_dir/"], args=["x"]),
+    "missing-script-path-as-given": Case(
+        options=["./app_dir/../no_such_script.py"], status=2, normalize_executable=True
+    ),
 }
 
 

@@ -31,8 +31,21 @@ def _cannot_open(path: str, exc: OSError) -> PynoxError:
     return ProgramNotFound(f"can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}")
 
 
+def _absolute(path: str) -> str:
+    """The path made absolute as python makes its script's (_Py_abspath): the working
+    directory, a slash and the path as given, with its "." and ".." parts and doubled
+    slashes kept, as __file__, tracebacks and python's errors show it; the path itself
+    when it is absolute already, or when there is no working directory any more."""
+    if path.startswith("/"):
+        return path
+    try:
+        return os.getcwd() + "/" + path
+    except OSError:
+        return path
+
+
 def script(path: str, args: list[str], isolated: bool) -> "Program":
-    absolute = os.path.abspath(path)
+    absolute = _absolute(path)
     if os.path.isdir(absolute) or _is_zip(absolute):
         # A directory or zip application runs its __main__ module, as python does.
         program = Program("main_dir", [path, *args])
