@@ -311,6 +311,90 @@ def test_signal_from_outside(tmp_path: Path, signum: int, mode: str) -> None:
     assert got == ref
 
 
+# Signals a program may catch, each sent to the command's own process id by another
+# process, as a job runner or `kill PID` does. SIGPIPE and SIGWINCH do nothing to python
+# unless it has a handler; the rest would end it.
+CAUGHT_SIGNALS = [
+    "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGHUP", "SIGPIPE", "SIGWINCH", "SIGURG", "SIGCONT",
+    "SIGPROF", "SIGVTALRM", "SIGRTMIN", "SIGQUIT", "SIGTERM", "SIGINT",
+]  # fmt: skip
+
+# Handles the signals named after the progress file's path, one at a time: it writes
+# each one's name there (and on stdout) once its handler ran.
+CATCHES = """\
+import signal, sys, time
+progress, names = sys.argv[1], sys.argv[2:]
+got = []
+def note(line):
+    print(line, flush=True)
+    with open(progress, "a") as file:
+        file.write(line + "\\n")
+for name in names:
+    signal.signal(getattr(signal, name), lambda signum, frame: got.append(signum))
+note("ready")
+for name in names:
+    deadline = time.monotonic() + 20
+    while getattr(signal, name) not in got and time.monotonic() < deadline:
+        time.sleep(0.005)
+    times = got.count(getattr(signal, name))
+    note(name if times == 1 else f"{name} x{times}")
+"""
+
+
+def _send_caught_signals(command: list[str], cwd: Path, progress: Path) -> tuple[int, bytes]:
+    """Runs command, sends it each of CAUGHT_SIGNALS once the program has handled the one
+    before, and returns its status and stdout."""
+    proc = subprocess.Popen(
+        command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        for expected, send in zip(["ready", *CAUGHT_SIGNALS], [*CAUGHT_SIGNALS, None], strict=True):
+            deadline = time.monotonic() + 20
+            while not _last_line(progress).startswith(expected) and time.monotonic() < deadline:
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.005)
+            if send is not None:
+                os.kill(proc.pid, getattr(signal, send))
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert err == b"", err.decode(errors="replace")
+    return proc.returncode, out
+
+
+def _last_line(path: Path) -> str:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return lines[-1] if lines else ""
+
+
+@pytest.mark.parametrize("mode", [*MODES, "json"])
+def test_signals_the_program_catches(tmp_path: Path, mode: str) -> None:
+    """Every signal a process sends pynox reaches the program once, as it reaches python;
+    none ends the command, and --json still writes its result."""
+    script = tmp_path / "catches.py"
+    script.write_text(CATCHES)
+    expected = "".join(f"{line}\n" for line in ["ready", *CAUGHT_SIGNALS])
+    progress = tmp_path / "python.txt"
+    status, out = _send_caught_signals(
+        [PYTHON, "catches.py", str(progress), *CAUGHT_SIGNALS], tmp_path, progress
+    )
+    assert (status, out.decode()) == (0, expected)
+    progress = tmp_path / "out" / "pynox.txt"
+    progress.parent.mkdir()
+    flags = ["--json"] if mode == "json" else MODES[mode]
+    command = [PYNOX, *flags, f"--allow-write={progress.parent}", "catches.py"]
+    status, out = _send_caught_signals(
+        [*command, str(progress), *CAUGHT_SIGNALS], tmp_path, progress
+    )
+    assert status == 0
+    if mode == "json":
+        result = json.loads(out)
+        assert (result["exit"], result["error"], result["stdout"]) == (0, None, expected)
+    else:
+        assert out.decode() == expected
+
+
 @pytest.mark.unit
 def test_corpus_is_complete() -> None:
     files = corpus_files()
