@@ -15,9 +15,11 @@
  *     at the deadline it kills the child, prints the line and exits 124;
  *   - signals a process sends the supervisor (kill, sigqueue) go on to the child, as
  *     if sent to python itself: every one but SIGKILL and SIGSTOP, which cannot be
- *     caught, the job-control stops (SIGTSTP, SIGTTIN, SIGTTOU) and SIGCHLD; those
- *     from the terminal reach the child by themselves, since both stay in the
- *     terminal's foreground process group;
+ *     caught; those from the terminal reach the child by themselves, since both stay in
+ *     the terminal's foreground process group;
+ *   - when the child stops (Ctrl-Z, a stop signal from anyone), the supervisor stops
+ *     too, by the same signal, so that a shell sees the job stopped as it would see
+ *     python; a SIGCONT continues it, and goes on to the child;
  *   - at the end it exits with the child's status, or dies of the child's signal.
  *
  * The child is bound to this process (PR_SET_PDEATHSIG, set by the sandbox), so
@@ -32,12 +34,14 @@
 #define SIGKILL 9
 #define SIGCHLD 17
 #define SIGSTOP 19
-#define SIGTSTP 20
-#define SIGTTIN 21
-#define SIGTTOU 22
 #define SIG_BLOCK 0
+#define SIG_UNBLOCK 1
 #define SIG_SETMASK 2
 #define POLLIN 0x001
+#define P_PID 1
+#define WNOHANG 1
+#define WSTOPPED 2
+#define CLD_STOPPED 5
 #define CLOCK_MONOTONIC 1
 #define RLIMIT_CORE 4
 #define EXIT_TIMEOUT 124
@@ -69,6 +73,18 @@ struct signalfd_siginfo_k {
     unsigned char rest[116];
 };
 
+/* What waitid() tells of a child (siginfo_t's layout on 64-bit Linux). */
+struct child_state_k {
+    int si_signo;
+    int si_errno;
+    int si_code;
+    int padding;
+    int si_pid;
+    unsigned int si_uid;
+    int si_status;
+    unsigned char rest[100];
+};
+
 struct rlimit_k {
     unsigned long current;
     unsigned long maximum;
@@ -79,14 +95,29 @@ static unsigned long bit(int signal)
     return 1UL << (signal - 1);
 }
 
-/* The signals that go on to the child (see the top of this file); the same numbers on
- * x86-64 and ARM64. A real fault of this process still ends it: the kernel unblocks
- * SIGSEGV and its kind to deliver one. */
-static unsigned long forwarded_signals(void)
+/* The signals this process reads from its signalfd instead of taking them: every one it
+ * can catch (see the top of this file). A real fault of this process still ends it: the
+ * kernel unblocks SIGSEGV and its kind to deliver one. */
+static unsigned long watched_signals(void)
 {
-    unsigned long kept = bit(SIGKILL) | bit(SIGSTOP) | bit(SIGTSTP) | bit(SIGTTIN)
-                         | bit(SIGTTOU) | bit(SIGCHLD);
-    return ~0UL & ~kept;
+    return ~0UL & ~(bit(SIGKILL) | bit(SIGSTOP));
+}
+
+/* If the child has stopped, stops this process by the same signal, and returns once it
+ * is continued. Asks for stops only (no WEXITED): the child's end is reaped elsewhere. */
+static void stop_with_child(long child)
+{
+    struct child_state_k state = {0, 0, 0, 0, 0, 0, 0, {0}};
+    long got = sys_call5(SYS_waitid, P_PID, child, (long)&state, WSTOPPED | WNOHANG, 0);
+    if (got != 0 || state.si_pid != child || state.si_code != CLD_STOPPED) {
+        return;
+    }
+    /* Sent while still blocked, then let through: if a stop sent to the whole process
+     * group is pending here already, the two are one, and this process stops once. */
+    unsigned long stop = bit(state.si_status);
+    (void)sys_call(SYS_kill, sys_getpid(), state.si_status, 0, 0);
+    (void)sys_call(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&stop, 0, sizeof stop);  /* stops */
+    (void)sys_call(SYS_rt_sigprocmask, SIG_BLOCK, (long)&stop, 0, sizeof stop);
 }
 
 static size_t length_of(const char *text)
@@ -432,9 +463,14 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
         }
         if (fds[1].revents != 0) {
             struct signalfd_siginfo_k info;
-            if (sys_read(signals, &info, sizeof info) == (long)sizeof info && info.ssi_code <= 0) {
-                /* Sent by a process (kill, sigqueue): the child's to have. */
-                (void)sys_call(SYS_kill, child, (long)info.ssi_signo, 0, 0);
+            if (sys_read(signals, &info, sizeof info) == (long)sizeof info) {
+                if (info.ssi_code <= 0) {
+                    /* Sent by a process (kill, sigqueue): the child's to have. */
+                    (void)sys_call(SYS_kill, child, (long)info.ssi_signo, 0, 0);
+                }
+                if (info.ssi_signo == SIGCHLD && !exited) {
+                    stop_with_child(child);
+                }
             }
         }
         if (fds[0].revents != 0) {
@@ -526,11 +562,11 @@ int supervise(struct supervision *entries, int capture, const char *tmpdir)
         }
     }
     entries->helper = scratch_helper_pipes(&scratch) == 0;
-    unsigned long forwarded = forwarded_signals();
+    unsigned long watched = watched_signals();
     unsigned long old_mask = 0;
     /* Blocked before the fork, so that none is lost between it and the signalfd. */
-    long blocked = sys_call(SYS_rt_sigprocmask, SIG_BLOCK, (long)&forwarded, (long)&old_mask,
-                            sizeof forwarded);
+    long blocked = sys_call(SYS_rt_sigprocmask, SIG_BLOCK, (long)&watched, (long)&old_mask,
+                            sizeof watched);
     long parent = sys_getpid();
     long child = blocked == 0 ? sys_fork() : -1;
     if (child == 0) {
@@ -592,6 +628,6 @@ int supervise(struct supervision *entries, int capture, const char *tmpdir)
     if (entries->helper) {
         scratch_helper_spawn(&scratch, tmpdir);
     }
-    long signals = sys_call(SYS_signalfd4, -1, (long)&forwarded, sizeof forwarded, SFD_CLOEXEC);
+    long signals = sys_call(SYS_signalfd4, -1, (long)&watched, sizeof watched, SFD_CLOEXEC);
     watch(child, ends[0], end_pipe[0], (int)signals, &streams);
 }

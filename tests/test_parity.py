@@ -312,11 +312,12 @@ def test_signal_from_outside(tmp_path: Path, signum: int, mode: str) -> None:
 
 
 # Signals a program may catch, each sent to the command's own process id by another
-# process, as a job runner or `kill PID` does. SIGPIPE and SIGWINCH do nothing to python
-# unless it has a handler; the rest would end it.
+# process, as a job runner or `kill PID` does. SIGPIPE, SIGWINCH and SIGCHLD do nothing to
+# python unless it has a handler; the stops would stop it, the rest would end it.
 CAUGHT_SIGNALS = [
     "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGHUP", "SIGPIPE", "SIGWINCH", "SIGURG", "SIGCONT",
-    "SIGPROF", "SIGVTALRM", "SIGRTMIN", "SIGQUIT", "SIGTERM", "SIGINT",
+    "SIGCHLD", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGPROF", "SIGVTALRM", "SIGRTMIN", "SIGQUIT",
+    "SIGTERM", "SIGINT",
 ]  # fmt: skip
 
 # Handles the signals named after the progress file's path, one at a time: it writes
@@ -393,6 +394,97 @@ def test_signals_the_program_catches(tmp_path: Path, mode: str) -> None:
         assert (result["exit"], result["error"], result["stdout"]) == (0, None, expected)
     else:
         assert out.decode() == expected
+
+
+# Notes "ready", sleeps a second, notes "done", each line in the progress file too.
+PAUSES = """\
+import sys, time
+def note(line):
+    print(line, flush=True)
+    with open(sys.argv[1], "a") as file:
+        file.write(line + "\\n")
+note("ready")
+time.sleep(1)
+note("done")
+"""
+
+
+def _state(pid: int) -> str:
+    """The process's state letter in /proc: T when stopped."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+
+
+def _wait_for(condition: object, what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"waited 20 s for {what}"
+        time.sleep(0.01)
+
+
+def _stopped_and_continued(
+    command: list[str], cwd: Path, progress: Path, group: bool
+) -> tuple[int, bytes]:
+    """Stops the command with SIGTSTP once the program is ready, sent to its process id or
+    to its process group (as Ctrl-Z and a shell's `kill -TSTP %1` do), checks that it and
+    the program's process stay stopped, then continues it the same way."""
+    send = os.killpg if group else os.kill
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        # A process group of its own, in this session: a job, as a shell makes one (in a
+        # session of its own, it would be orphaned, and the kernel drops its stops).
+        preexec_fn=os.setpgrp,  # noqa: PLW1509 - one call, before exec
+    )
+    try:
+        _wait_for(lambda: _last_line(progress) == "ready", "the program to start")
+        send(proc.pid, signal.SIGTSTP)
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        # The program's process: python itself, or the interpreter pynox started (not
+        # the scratch helper, a copy of the launcher with its command line).
+        (program,) = [
+            int(pid)
+            for pid in [str(proc.pid), *children]
+            if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] != PYNOX.encode()
+        ]
+        _wait_for(lambda: _state(proc.pid) == "T", "the command to stop")
+        assert _state(program) == "T"
+        time.sleep(1.5)  # past the program's sleep: stopped, it notes nothing
+        assert _last_line(progress) == "ready"
+        assert _state(proc.pid) == _state(program) == "T"
+        send(proc.pid, signal.SIGCONT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert err == b"", err.decode(errors="replace")
+    return proc.returncode, out
+
+
+@pytest.mark.parametrize("group", [False, True], ids=["to-its-pid", "to-its-group"])
+@pytest.mark.parametrize("mode", [*MODES, "json"])
+def test_a_stop_stops_the_program_and_the_command(tmp_path: Path, mode: str, group: bool) -> None:
+    """SIGTSTP sent to pynox stops the program and pynox, as it stops python (a shell then
+    sees the job stopped); SIGCONT continues both."""
+    (tmp_path / "pauses.py").write_text(PAUSES)
+    progress = tmp_path / "python.txt"
+    status, out = _stopped_and_continued(
+        [PYTHON, "pauses.py", str(progress)], tmp_path, progress, group
+    )
+    assert (status, out) == (0, b"ready\ndone\n")
+    progress = tmp_path / "out" / "pynox.txt"
+    progress.parent.mkdir()
+    flags = ["--json"] if mode == "json" else MODES[mode]
+    command = [PYNOX, *flags, f"--allow-write={progress.parent}", "pauses.py", str(progress)]
+    status, out = _stopped_and_continued(command, tmp_path, progress, group)
+    assert status == 0
+    if mode == "json":
+        result = json.loads(out)
+        assert (result["exit"], result["error"], result["stdout"]) == (0, None, "ready\ndone\n")
+    else:
+        assert out == b"ready\ndone\n"
 
 
 @pytest.mark.unit
