@@ -24,6 +24,7 @@ import signal
 import subprocess
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -342,58 +343,78 @@ for name in names:
 """
 
 
-def _send_caught_signals(command: list[str], cwd: Path, progress: Path) -> tuple[int, bytes]:
-    """Runs command, sends it each of CAUGHT_SIGNALS once the program has handled the one
-    before, and returns its status and stdout."""
-    proc = subprocess.Popen(
-        command, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    try:
-        for expected, send in zip(["ready", *CAUGHT_SIGNALS], [*CAUGHT_SIGNALS, None], strict=True):
-            deadline = time.monotonic() + 20
-            while not _last_line(progress).startswith(expected) and time.monotonic() < deadline:
-                assert proc.poll() is None, proc.communicate()
-                time.sleep(0.005)
-            if send is not None:
-                os.kill(proc.pid, getattr(signal, send))
-        out, err = proc.communicate(timeout=20)
-    finally:
-        proc.kill()
-        proc.wait()
-    assert err == b"", err.decode(errors="replace")
-    return proc.returncode, out
-
-
 def _last_line(path: Path) -> str:
     lines = path.read_text().splitlines() if path.exists() else []
     return lines[-1] if lines else ""
 
 
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not condition():
+        assert time.monotonic() < deadline, f"waited 20 s for {what}"
+        time.sleep(0.005)
+
+
+def _driven_like_python(
+    tmp_path: Path,
+    mode: str,
+    script: str,
+    args: list[str],
+    drive: Callable[[subprocess.Popen[bytes], Path], None],
+) -> str:
+    """Runs script (in tmp_path, with a progress file's path and args) under python, then
+    under pynox in mode, each in a process group of its own as a shell's job is, while
+    drive(process, progress file) acts on it; both must end with status 0, no stderr and
+    the same stdout (for --json, in the result), which is returned."""
+    outputs = []
+    for runner in ("python", "pynox"):
+        progress = tmp_path / runner / "progress.txt"
+        progress.parent.mkdir()
+        command = [PYTHON]
+        if runner == "pynox":
+            flags = ["--json"] if mode == "json" else MODES[mode]
+            command = [PYNOX, *flags, f"--allow-write={progress.parent}"]
+        proc = subprocess.Popen(
+            [*command, script, str(progress), *args],
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            # In this session: in one of its own, the group would be orphaned, and the
+            # kernel would drop the stops sent to it.
+            preexec_fn=os.setpgrp,  # noqa: PLW1509 - one call, before exec
+        )
+        try:
+            drive(proc, progress)
+            out, err = proc.communicate(timeout=20)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert (proc.returncode, err.decode(errors="replace")) == (0, "")
+        if runner == "pynox" and mode == "json":
+            result = json.loads(out)
+            assert (result["exit"], result["error"]) == (0, None)
+            out = result["stdout"].encode()
+        outputs.append(out.decode())
+    assert outputs[1] == outputs[0]
+    return outputs[0]
+
+
 @pytest.mark.parametrize("mode", [*MODES, "json"])
 def test_signals_the_program_catches(tmp_path: Path, mode: str) -> None:
     """Every signal a process sends pynox reaches the program once, as it reaches python;
-    none ends the command, and --json still writes its result."""
-    script = tmp_path / "catches.py"
-    script.write_text(CATCHES)
-    expected = "".join(f"{line}\n" for line in ["ready", *CAUGHT_SIGNALS])
-    progress = tmp_path / "python.txt"
-    status, out = _send_caught_signals(
-        [PYTHON, "catches.py", str(progress), *CAUGHT_SIGNALS], tmp_path, progress
-    )
-    assert (status, out.decode()) == (0, expected)
-    progress = tmp_path / "out" / "pynox.txt"
-    progress.parent.mkdir()
-    flags = ["--json"] if mode == "json" else MODES[mode]
-    command = [PYNOX, *flags, f"--allow-write={progress.parent}", "catches.py"]
-    status, out = _send_caught_signals(
-        [*command, str(progress), *CAUGHT_SIGNALS], tmp_path, progress
-    )
-    assert status == 0
-    if mode == "json":
-        result = json.loads(out)
-        assert (result["exit"], result["error"], result["stdout"]) == (0, None, expected)
-    else:
-        assert out.decode() == expected
+    none ends or stops the command, and --json still writes its result."""
+
+    def send_each(proc: subprocess.Popen[bytes], progress: Path) -> None:
+        # Each signal once the program has handled the one before.
+        for expected, send in zip(["ready", *CAUGHT_SIGNALS], [*CAUGHT_SIGNALS, None], strict=True):
+            _wait_for(lambda line=expected: _last_line(progress).startswith(line), expected)
+            if send is not None:
+                os.kill(proc.pid, getattr(signal, send))
+
+    (tmp_path / "catches.py").write_text(CATCHES)
+    output = _driven_like_python(tmp_path, mode, "catches.py", CAUGHT_SIGNALS, send_each)
+    assert output == "".join(f"{line}\n" for line in ["ready", *CAUGHT_SIGNALS])
 
 
 # Notes "ready", sleeps a second, notes "done", each line in the progress file too.
@@ -414,31 +435,15 @@ def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
 
 
-def _wait_for(condition: object, what: str) -> None:
-    deadline = time.monotonic() + 20
-    while not condition():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"waited 20 s for {what}"
-        time.sleep(0.01)
-
-
-def _stopped_and_continued(
-    command: list[str], cwd: Path, progress: Path, group: bool
-) -> tuple[int, bytes]:
-    """Stops the command with SIGTSTP once the program is ready, sent to its process id or
-    to its process group (as Ctrl-Z and a shell's `kill -TSTP %1` do), checks that it and
-    the program's process stay stopped, then continues it the same way."""
+@pytest.mark.parametrize("group", [False, True], ids=["to-its-pid", "to-its-group"])
+@pytest.mark.parametrize("mode", [*MODES, "json"])
+def test_a_stop_stops_the_program_and_the_command(tmp_path: Path, mode: str, group: bool) -> None:
+    """SIGTSTP sent to pynox's pid or process group (as Ctrl-Z and a shell's
+    `kill -TSTP %1` send it) stops the program and pynox, as it stops python (a shell then
+    sees the job stopped); SIGCONT continues both."""
     send = os.killpg if group else os.kill
-    proc = subprocess.Popen(
-        command,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        # A process group of its own, in this session: a job, as a shell makes one (in a
-        # session of its own, it would be orphaned, and the kernel drops its stops).
-        preexec_fn=os.setpgrp,  # noqa: PLW1509 - one call, before exec
-    )
-    try:
+
+    def stop_and_continue(proc: subprocess.Popen[bytes], progress: Path) -> None:
         _wait_for(lambda: _last_line(progress) == "ready", "the program to start")
         send(proc.pid, signal.SIGTSTP)
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
@@ -449,42 +454,16 @@ def _stopped_and_continued(
             for pid in [str(proc.pid), *children]
             if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] != PYNOX.encode()
         ]
-        _wait_for(lambda: _state(proc.pid) == "T", "the command to stop")
-        assert _state(program) == "T"
+        _wait_for(lambda: _state(proc.pid) == _state(program) == "T", "both to stop")
         time.sleep(1.5)  # past the program's sleep: stopped, it notes nothing
         assert _last_line(progress) == "ready"
         assert _state(proc.pid) == _state(program) == "T"
         send(proc.pid, signal.SIGCONT)
-        out, err = proc.communicate(timeout=20)
-    finally:
-        proc.kill()
-        proc.wait()
-    assert err == b"", err.decode(errors="replace")
-    return proc.returncode, out
 
-
-@pytest.mark.parametrize("group", [False, True], ids=["to-its-pid", "to-its-group"])
-@pytest.mark.parametrize("mode", [*MODES, "json"])
-def test_a_stop_stops_the_program_and_the_command(tmp_path: Path, mode: str, group: bool) -> None:
-    """SIGTSTP sent to pynox stops the program and pynox, as it stops python (a shell then
-    sees the job stopped); SIGCONT continues both."""
     (tmp_path / "pauses.py").write_text(PAUSES)
-    progress = tmp_path / "python.txt"
-    status, out = _stopped_and_continued(
-        [PYTHON, "pauses.py", str(progress)], tmp_path, progress, group
+    assert _driven_like_python(tmp_path, mode, "pauses.py", [], stop_and_continue) == (
+        "ready\ndone\n"
     )
-    assert (status, out) == (0, b"ready\ndone\n")
-    progress = tmp_path / "out" / "pynox.txt"
-    progress.parent.mkdir()
-    flags = ["--json"] if mode == "json" else MODES[mode]
-    command = [PYNOX, *flags, f"--allow-write={progress.parent}", "pauses.py", str(progress)]
-    status, out = _stopped_and_continued(command, tmp_path, progress, group)
-    assert status == 0
-    if mode == "json":
-        result = json.loads(out)
-        assert (result["exit"], result["error"], result["stdout"]) == (0, None, "ready\ndone\n")
-    else:
-        assert out == b"ready\ndone\n"
 
 
 @pytest.mark.unit
