@@ -17,9 +17,11 @@
  *     if sent to python itself: every one but SIGKILL and SIGSTOP, which cannot be
  *     caught; those from the terminal reach the child by themselves, since both stay in
  *     the terminal's foreground process group;
- *   - when the child stops (Ctrl-Z, a stop signal from anyone), the supervisor stops
- *     too, by the same signal, so that a shell sees the job stopped as it would see
- *     python; a SIGCONT continues it, and goes on to the child;
+ *   - when the job is stopped (Ctrl-Z, or SIGTSTP, SIGTTIN or SIGTTOU sent to the
+ *     supervisor or its process group) and the child stops, the supervisor stops too,
+ *     by the same signal, so that a shell sees the job stopped as it would see python;
+ *     a SIGCONT continues it, and goes on to the child. A child that stops on its own
+ *     (SIGSTOP to itself) does not stop the supervisor: its deadline still ends the run;
  *   - at the end it exits with the child's status, or dies of the child's signal.
  *
  * The child is bound to this process (PR_SET_PDEATHSIG, set by the sandbox), so
@@ -34,6 +36,8 @@
 #define SIGKILL 9
 #define SIGCHLD 17
 #define SIGSTOP 19
+#define SIGTSTP 20
+#define SIGTTOU 22
 #define SIG_BLOCK 0
 #define SIG_UNBLOCK 1
 #define SIG_SETMASK 2
@@ -42,6 +46,9 @@
 #define WNOHANG 1
 #define WSTOPPED 2
 #define CLD_STOPPED 5
+/* How long after this process was sent a job-control stop a stop of the child counts as
+ * the job's: the child takes it within microseconds, unless it blocks it. */
+#define JOB_STOP_WINDOW_MS 1000
 #define CLOCK_MONOTONIC 1
 #define RLIMIT_CORE 4
 #define EXIT_TIMEOUT 124
@@ -103,21 +110,51 @@ static unsigned long watched_signals(void)
     return ~0UL & ~(bit(SIGKILL) | bit(SIGSTOP));
 }
 
-/* If the child has stopped, stops this process by the same signal, and returns once it
- * is continued. Asks for stops only (no WEXITED): the child's end is reaped elsewhere. */
-static void stop_with_child(long child)
+static int is_job_stop(int signal)
+{
+    return signal >= SIGTSTP && signal <= SIGTTOU;  /* SIGTSTP, SIGTTIN, SIGTTOU */
+}
+
+/* A job-control stop sent to this process and not read yet, or 0. A stop sent to the
+ * whole process group is still pending here when the child's SIGCHLD, a lower number,
+ * is read first. */
+static int pending_job_stop(void)
+{
+    unsigned long pending = 0;
+    if (sys_call(SYS_rt_sigpending, (long)&pending, sizeof pending, 0, 0) != 0) {
+        return 0;
+    }
+    for (int signal = SIGTSTP; is_job_stop(signal); signal++) {
+        if (pending & bit(signal)) {
+            return signal;
+        }
+    }
+    return 0;
+}
+
+/* If the child has stopped and the job was stopped (job_stop: the job-control stop this
+ * process was just sent, or 0 to look for one pending), stops this process by that
+ * signal and returns 1 once it is continued. A child stopped by anything else is left
+ * so, with this process watching its deadline. Asks for stops only (no WEXITED): the
+ * child's end is reaped elsewhere. */
+static int stop_with_child(long child, int job_stop)
 {
     struct child_state_k state = {0, 0, 0, 0, 0, 0, 0, {0}};
     long got = sys_call5(SYS_waitid, P_PID, child, (long)&state, WSTOPPED | WNOHANG, 0);
     if (got != 0 || state.si_pid != child || state.si_code != CLD_STOPPED) {
-        return;
+        return 0;
+    }
+    int signal = job_stop != 0 ? job_stop : pending_job_stop();
+    if (signal == 0) {
+        return 0;
     }
     /* Sent while still blocked, then let through: if a stop sent to the whole process
      * group is pending here already, the two are one, and this process stops once. */
-    unsigned long stop = bit(state.si_status);
-    (void)sys_call(SYS_kill, sys_getpid(), state.si_status, 0, 0);
+    unsigned long stop = bit(signal);
+    (void)sys_call(SYS_kill, sys_getpid(), signal, 0, 0);
     (void)sys_call(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&stop, 0, sizeof stop);  /* stops */
     (void)sys_call(SYS_rt_sigprocmask, SIG_BLOCK, (long)&stop, 0, sizeof stop);
+    return 1;
 }
 
 static size_t length_of(const char *text)
@@ -379,6 +416,8 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
     long started = 0;
     struct run_end end = {0, 0, 0, 0, 0};
     int exited = 0;
+    int job_stop = 0;  /* the last job-control stop this process was sent, and when */
+    long job_stop_at = 0;
     static char chunk[READ_CHUNK];
     for (;;) {
         int capturing = !reading && message.capture;
@@ -468,8 +507,15 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
                     /* Sent by a process (kill, sigqueue): the child's to have. */
                     (void)sys_call(SYS_kill, child, (long)info.ssi_signo, 0, 0);
                 }
+                if (is_job_stop((int)info.ssi_signo)) {
+                    job_stop = (int)info.ssi_signo;
+                    job_stop_at = now_ms();
+                }
                 if (info.ssi_signo == SIGCHLD && !exited) {
-                    stop_with_child(child);
+                    int recent = now_ms() - job_stop_at <= JOB_STOP_WINDOW_MS ? job_stop : 0;
+                    if (stop_with_child(child, recent)) {
+                        job_stop = 0;
+                    }
                 }
             }
         }

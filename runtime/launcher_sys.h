@@ -25,6 +25,7 @@
 #define SYS_clone 56
 #define SYS_wait4 61
 #define SYS_waitid 247
+#define SYS_rt_sigpending 127
 #define SYS_setsid 112
 #define SYS_getdents64 217
 #define SYS_unlinkat 263
@@ -61,6 +62,7 @@
 #define SYS_clone 220
 #define SYS_wait4 260
 #define SYS_waitid 95
+#define SYS_rt_sigpending 136
 #define SYS_signalfd4 74
 #define SYS_ppoll 73
 #define SYS_clock_gettime 113

@@ -100,6 +100,28 @@ def test_the_deadline_kills_the_run_and_prints_the_line(tmp_path: Path) -> None:
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.parametrize("stop", ["SIGSTOP", "SIGTSTP"])
+def test_a_program_that_stops_itself_still_meets_its_deadline(tmp_path: Path, stop: str) -> None:
+    """The launcher stops with the program only when the job was stopped: a program that
+    stops itself cannot freeze the clock that ends it. Run as a shell runs a job, in a
+    process group of its own in this session, where the kernel does stop it."""
+    code = f"import os, signal; os.kill(os.getpid(), signal.{stop}); print('continued')"
+    started = time.monotonic()
+    run = subprocess.Popen(
+        [PYNOX, "--timeout=1s", "-c", code], cwd=tmp_path, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=os.setpgrp,  # noqa: PLW1509 - one call, before exec
+    )  # fmt: skip
+    try:
+        out, err = run.communicate(timeout=15)
+    finally:
+        run.kill()
+        run.wait()
+    assert (run.returncode, out) == (124, b"")
+    assert b"ran past its 1s time limit" in err
+    assert time.monotonic() - started < 10
+
+
 def test_a_limit_from_pynox_toml_is_kept_too(tmp_path: Path) -> None:
     (tmp_path / "pynox.toml").write_text('[permissions]\ntimeout = "300ms"\n')
     proc = pynox("-c", "import time; time.sleep(30)", cwd=tmp_path)
