@@ -345,6 +345,16 @@ def test_timeout_stops_the_program_with_124() -> None:
     )
 
 
+def test_output_before_the_timeout_is_kept_under_pythonunbuffered() -> None:
+    """A host that sets PYTHONUNBUFFERED to see output as it comes sees it before the kill."""
+    code = "print('progress'); import time; time.sleep(30)"
+    proc = pynox("--timeout=500ms", "-c", code, env={"PYTHONUNBUFFERED": "1"})
+    assert (proc.returncode, proc.stdout) == (124, b"progress\n")
+    # Without it, output to a pipe is block-buffered, as python's is: lost with the process.
+    proc = pynox("--timeout=500ms", "-c", code)
+    assert (proc.returncode, proc.stdout) == (124, b"")
+
+
 def test_memory_limit_gives_memoryerror_and_hint() -> None:
     proc = pynox("--memory=64m", "-c", "x = bytearray(256 * 1024 * 1024)")
     assert proc.returncode == 1

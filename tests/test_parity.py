@@ -56,6 +56,7 @@ class Case:
     # python names its own executable (python or python3, as started), pynox
     # may name itself; the rest of the line must be equal.
     normalize_executable: bool = False
+    env: dict[str, str] = field(default_factory=dict)  # added to the clean environment
 
 
 # Corpus files that need more than `python FILE`; every other case ends with status 0.
@@ -168,6 +169,22 @@ INVOCATIONS: dict[str, Case] = {
     "missing-script-path-as-given": Case(
         options=["./app_dir/../no_such_script.py"], status=2, normalize_executable=True
     ),
+    # The variables python reads as -u and -B count as those options, unless -E or -I.
+    "PYTHONUNBUFFERED-stdio": Case(
+        options=["stdio_properties.py"], stdin=b"x\n", env={"PYTHONUNBUFFERED": "1"}
+    ),
+    "PYTHONUNBUFFERED-interleaving": Case(
+        options=["stderr_interleave.py"], merge=True, env={"PYTHONUNBUFFERED": "yes"}
+    ),
+    "PYTHONUNBUFFERED-output-kept-by-os-exit": Case(
+        options=["os_exit_unflushed.py"], status=4, env={"PYTHONUNBUFFERED": "1"}
+    ),
+    "PYTHONUNBUFFERED-ignored-with-E": Case(
+        options=["-E", "stdio_properties.py"], stdin=b"x\n", env={"PYTHONUNBUFFERED": "1"}
+    ),
+    "PYTHONUNBUFFERED-ignored-with-I": Case(
+        options=["-I", "stderr_interleave.py"], merge=True, env={"PYTHONUNBUFFERED": "1"}
+    ),
 }
 
 
@@ -189,16 +206,16 @@ def _run_both(command: list[str], case: Case, cwd: Path, mode: str):
     flags = MODES[mode]
     if case.pipe_to_head:
         wrap = ["bash", "-c", '"$@" | head -n 1; echo "status=${PIPESTATUS[0]}"', "bash"]
-        ref = run([*wrap, PYTHON, *command], cwd=cwd, input=case.stdin)
-        got = run([*wrap, PYNOX, *flags, *command], cwd=cwd, input=case.stdin)
+        ref = run([*wrap, PYTHON, *command], cwd=cwd, input=case.stdin, env=case.env)
+        got = run([*wrap, PYNOX, *flags, *command], cwd=cwd, input=case.stdin, env=case.env)
     elif case.merge:
         # The shell execs the interpreter, so its status (or signal) is kept.
         merged = ["sh", "-c", 'exec "$@" 2>&1', "sh"]
-        ref = run([*merged, PYTHON, *command], cwd=cwd, input=case.stdin)
-        got = run([*merged, PYNOX, *flags, *command], cwd=cwd, input=case.stdin)
+        ref = run([*merged, PYTHON, *command], cwd=cwd, input=case.stdin, env=case.env)
+        got = run([*merged, PYNOX, *flags, *command], cwd=cwd, input=case.stdin, env=case.env)
     else:
-        ref = python(*command, cwd=cwd, input=case.stdin)
-        got = pynox(*flags, *command, cwd=cwd, input=case.stdin)
+        ref = python(*command, cwd=cwd, input=case.stdin, env=case.env)
+        got = pynox(*flags, *command, cwd=cwd, input=case.stdin, env=case.env)
     return ref, got
 
 
@@ -218,6 +235,59 @@ def _assert_same(ref, got, case: Case) -> None:
     assert got.stdout == ref.stdout
     assert got_err == ref_err
     assert got.returncode == ref.returncode
+
+
+# Values of PYTHONUNBUFFERED and PYTHONDONTWRITEBYTECODE as python reads them: empty, or an
+# integer (as C's strtol reads one: blanks, a sign, digits, nothing after) that is 0, is
+# unset; anything else is set.
+OPTION_VARIABLE_VALUES = ["", "0", "00", " +0", "-0", "0 ", "1", "-1", "yes", " ", "0x0", "9" * 20]
+
+
+@pytest.mark.parametrize("value", OPTION_VARIABLE_VALUES, ids=repr)
+def test_variables_read_as_options(value: str, tmp_path: Path) -> None:
+    code = "import sys; print(sys.stdout.write_through, sys.dont_write_bytecode)"
+    env = {"PYTHONUNBUFFERED": value, "PYTHONDONTWRITEBYTECODE": value}
+    ref = python("-c", code, cwd=tmp_path, env=env)
+    got = pynox("-c", code, cwd=tmp_path, env=env)
+    assert ref.returncode == 0, ref.stderr
+    assert (got.returncode, got.stdout, got.stderr) == (ref.returncode, ref.stdout, ref.stderr)
+
+
+IMPORTS_FROM_LIB = (
+    "import sys\nsys.path.insert(0, 'lib')\nimport mod\nprint(mod.VALUE, sys.dont_write_bytecode)\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("options", "env", "writes"),
+    [
+        ([], {}, True),
+        (["-B"], {}, False),
+        ([], {"PYTHONDONTWRITEBYTECODE": "1"}, False),
+        (["-E"], {"PYTHONDONTWRITEBYTECODE": "1"}, True),
+    ],
+    ids=["default", "-B", "PYTHONDONTWRITEBYTECODE", "PYTHONDONTWRITEBYTECODE-with-E"],
+)
+@pytest.mark.parametrize("mode", list(MODES))
+def test_bytecode_written_as_python_writes_it(
+    mode: str, options: list[str], env: dict[str, str], writes: bool, tmp_path: Path
+) -> None:
+    """A module imported from a directory the program may write leaves a .pyc file there
+    exactly when python would leave one."""
+    seen = []
+    for runner in ("python", "pynox"):
+        root = tmp_path / runner
+        (root / "lib").mkdir(parents=True)
+        (root / "lib" / "mod.py").write_text("VALUE = 42\n")
+        (root / "app.py").write_text(IMPORTS_FROM_LIB)
+        if runner == "python":
+            done = python(*options, "app.py", cwd=root, env=env)
+        else:
+            done = pynox(*MODES[mode], "--allow-write=lib", *options, "app.py", cwd=root, env=env)
+        assert done.returncode == 0, done.stderr
+        seen.append((done.stdout, any((root / "lib").rglob("*.pyc"))))
+    assert seen[0] == (f"42 {not writes}\n".encode(), writes)
+    assert seen[1] == seen[0]
 
 
 @pytest.mark.parametrize("name", corpus_files())

@@ -12,6 +12,10 @@ from pynox.policy.grants import DURATION, GRANT_FIELDS, NAMES, PATHS, SIZE, SWIT
 
 # Interpreter options the sandbox already honours, so they are accepted as is.
 ACCEPTED_PYTHON_OPTIONS = frozenset("IEsSuBq")
+# The environment variables python reads as one of those options, unless -E or -I tells it
+# to ignore its environment: they count as the option, as under python. (The other
+# PYTHON* variables are ignored, as under `python -I`.)
+OPTION_VARIABLES = {"u": "PYTHONUNBUFFERED", "B": "PYTHONDONTWRITEBYTECODE"}
 
 # Long flags and the attribute of Invocation they fill: every grant's (pynox.policy.grants),
 # and the command's own.
@@ -25,7 +29,7 @@ _OTHER_FLAGS = ("--no-sandbox", "--help", "--version")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Mapping
 
 USAGE = """\
 usage: pynox [FLAGS] [-IEsSuBq] [SCRIPT | -c CODE | -m MODULE | -] [ARGS...]
@@ -125,6 +129,25 @@ def parse(
     i = _parse_pynox_flags(argv, inv)
     _parse_python_part(argv, i, inv, stdin_is_terminal)
     return inv
+
+
+def options_in_effect(given: "set[str]", environ: "Mapping[str, str]") -> "set[str]":
+    """The interpreter options a run gets: those given, and those python would take
+    from its environment (OPTION_VARIABLES)."""
+    if "E" in given or "I" in given:
+        return set(given)
+    return given | {letter for letter, name in OPTION_VARIABLES.items() if _is_set(environ, name)}
+
+
+def _is_set(environ: "Mapping[str, str]", name: str) -> bool:
+    """Whether python takes the variable as set: not empty and, if it is an integer
+    (as C's strtol reads one), not 0 (CPython's _Py_get_env_flag)."""
+    value = environ.get(name, "")
+    digits = value.lstrip(" \t\n\v\f\r")  # what strtol skips, then a sign
+    digits = digits[1:] if digits[:1] in ("+", "-") else digits
+    if digits.isascii() and digits.isdigit():
+        return digits.strip("0") != ""  # out of int's range: set, as any other value is
+    return bool(value)
 
 
 def known_flags() -> list[str]:

@@ -126,12 +126,14 @@ def run_command(argv: list[str]) -> int:
 
 
 def _run(inv: "Invocation") -> int:
+    from pynox.cli import arguments as cmdline
     from pynox.engine import program, runner
     from pynox.policy.resolve import build_policy
 
     cwd = os.getcwd()
     grants, config_path, config_package_dirs = _grants(inv, cwd)
-    isolated = "I" in inv.python_options
+    options = cmdline.options_in_effect(inv.python_options, os.environ)
+    isolated = "I" in options
     if inv.kind == "script":
         prog = program.script(inv.target, inv.args, isolated)
     elif inv.kind == "code":
@@ -151,8 +153,9 @@ def _run(inv: "Invocation") -> int:
         prog,
         policy,
         capture=inv.json,
-        unbuffered="u" in inv.python_options,
-        no_site="S" in inv.python_options,
+        unbuffered="u" in options,
+        no_site="S" in options,
+        dont_write_bytecode="B" in options,
         config_package_dirs=config_package_dirs,
     )
     if inv.json:

@@ -286,6 +286,8 @@ def setup_interpreter(
     """__main__, argv and site's builtins as python sets them up, and the sys.path to use
     once the process is confined."""
     sys.argv = list(program.argv)
+    if setup.dont_write_bytecode:
+        sys.dont_write_bytecode = True  # what python -B sets (sys.flags cannot change)
     kept = [p for p in sys.path if os.path.basename(p) not in ("site-packages", "dist-packages")]
     for dropped in set(sys.path) - set(kept):
         sys.path_importer_cache.pop(dropped, None)

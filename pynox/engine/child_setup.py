@@ -41,6 +41,7 @@ class ChildSetup:
         "report_fd",
         "unbuffered",
         "no_site",
+        "dont_write_bytecode",
         "api_hints",
         "parent_pid",
         "system_reads",
@@ -64,6 +65,7 @@ class ChildSetup:
         self.report_fd: int | None = None  # where a JSON error report goes
         self.unbuffered = False
         self.no_site = False
+        self.dont_write_bytecode = False  # -B: imports write no .pyc files
         self.api_hints = False
         self.parent_pid = 0
         self.system_reads: list[str] = []  # what the interpreter itself reads

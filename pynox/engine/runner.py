@@ -33,11 +33,13 @@ def run(
     unbuffered: bool,
     no_site: bool,
     config_package_dirs: "list[str] | None" = None,
+    dont_write_bytecode: bool = False,
 ) -> "Outcome":
     setup = ChildSetup()
     setup.config_package_dirs = config_package_dirs or []
     setup.unbuffered = unbuffered
     setup.no_site = no_site
+    setup.dont_write_bytecode = dont_write_bytecode
     directory = scratch.attach(policy)
     launcher = launcher_supervisor()
     captured = launcher_capture()
