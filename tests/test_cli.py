@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -81,6 +82,7 @@ def test_help_lists_every_flag() -> None:
         (["--allow-read"], "--allow-read needs a value"),
         (["--allow-read=/x", "--no-sandbox", "a.py"], "--no-sandbox must come first"),
         (["-c"], "-c needs code"),
+        (["-B", "--timeout"], "--timeout needs a value, as in --timeout=VALUE, before Python's"),
     ],
 )
 def test_usage_errors_are_one_line_with_status_2(args: list[str], fragment: str) -> None:
@@ -90,6 +92,30 @@ def test_usage_errors_are_one_line_with_status_2(args: list[str], fragment: str)
     assert stderr.count("\n") == 1 and stderr.startswith("pynox: "), stderr
     assert fragment in stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    "flag", [["--allow-write=out"], ["--allow-write", "out"], ["--json"]], ids=" ".join
+)
+def test_a_flag_after_python_options_is_shown_where_it_goes(
+    tmp_path: Path, flag: list[str]
+) -> None:
+    """pynox's flags come before Python's options; the refusal gives the command that works."""
+    (tmp_path / "out").mkdir()
+    write(tmp_path / "a.py", "open('out/made.txt', 'w').write('made')\nprint('ran')\n")
+    proc = pynox("-B", *flag, "a.py", "arg one", cwd=tmp_path)
+    assert proc.returncode == 2
+    prefix = f"pynox: {flag[0].partition('=')[0]} is one of pynox's flags, which go before "
+    stderr = proc.stderr.decode()
+    assert stderr.startswith(prefix + "Python's options: pynox "), stderr
+    fixed = shlex.split(stderr.removeprefix(prefix + "Python's options: ").strip())
+    assert fixed == ["pynox", *flag, "-B", "a.py", "arg one"]
+    proc = run([PYNOX, *fixed[1:]], cwd=tmp_path)
+    if "--json" in flag:
+        assert json.loads(proc.stdout)["error"]["type"] == "PermissionError"
+    else:
+        assert (proc.returncode, proc.stdout) == (0, b"ran\n"), proc.stderr
+        assert (tmp_path / "out" / "made.txt").read_text() == "made"
 
 
 @pytest.mark.parametrize("args", [[], ["--allow-read=."], ["-u"], ["--"]])

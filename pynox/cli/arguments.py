@@ -24,6 +24,8 @@ _VALUE_FLAGS = {f.flag: f.name for f in GRANT_FIELDS if f.kind in (DURATION, SIZ
 _VALUE_FLAGS.update({"--config": "config", "--profile": "profile"})
 _SWITCHES = {f.flag: f.name for f in GRANT_FIELDS if f.kind == SWITCH}
 _SWITCHES["--json"] = "json"
+# Every flag that grants or sets something for the run.
+_OWN_FLAGS = frozenset([*_LIST_FLAGS, *_VALUE_FLAGS, *_SWITCHES])
 # Flags that must come alone or first, handled before parsing.
 _OTHER_FLAGS = ("--no-sandbox", "--help", "--version")
 
@@ -207,9 +209,26 @@ def _parse_pynox_flags(argv: list[str], inv: "Invocation") -> int:
     return i
 
 
+def _flag_after_python_options(argv: list[str], first: int, i: int) -> UsageError:
+    """The refusal of one of pynox's flags after Python's options, with the command line
+    that has the flag (and its value, if it came apart) before them."""
+    import shlex  # only on this error path
+
+    name, has_value, _ = argv[i].partition("=")
+    end = i + 1 if has_value or name in _SWITCHES else i + 2
+    if end > len(argv):
+        return UsageError(f"{name} needs a value, as in {name}=VALUE, before Python's options")
+    moved = [*argv[:first], *argv[i:end], *argv[first:i], *argv[end:]]
+    return UsageError(
+        f"{name} is one of pynox's flags, which go before Python's options: "
+        f"{shlex.join(['pynox', *moved])}"
+    )
+
+
 def _parse_python_part(
     argv: list[str], i: int, inv: "Invocation", stdin_is_terminal: "Callable[[], bool]"
 ) -> None:
+    first = i  # where Python's options start
     while i < len(argv):
         arg = argv[i]
         if arg == "--":
@@ -218,6 +237,8 @@ def _parse_python_part(
         if arg == "-" or not arg.startswith("-"):
             break
         if arg.startswith("--"):
+            if arg.partition("=")[0] in _OWN_FLAGS:
+                raise _flag_after_python_options(argv, first, i)
             raise UsageError(
                 f"the interpreter option {arg} needs --no-sandbox "
                 f"(pynox --no-sandbox {arg} ...); pynox's own flags go before the program"
