@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 # Frames of pynox itself, cut from the program's tracebacks.
 _PACKAGE_DIR = PACKAGE_DIR + os.sep
+# CPython's own display of an exception (PyErr_Display), kept before any program runs:
+# what python falls back on when a program's sys.excepthook is missing or fails.
+_DISPLAY = sys.__excepthook__
 # True once this process runs a program: whatever propagates from then on is
 # the program's, for CPython to report, never pynox's own error.
 program_started = False
@@ -175,7 +178,7 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         report_exception(exc, program, policy, setup)
         # CPython takes it from here: status 1, or death by SIGINT for
         # KeyboardInterrupt, after a normal finalization. It is printed already.
-        sys.excepthook = _silent_for(exc, sys.excepthook)
+        sys.excepthook = _silent_for(exc, getattr(sys, "excepthook", None))
         raise
     _python_finished(setup)
     raise SystemExit(0)
@@ -206,9 +209,9 @@ def _silent_for(reported: BaseException, hook: "Any") -> "Any":
 
     A function, not a class: creating a class costs a run more than the whole hook."""
 
-    def excepthook(kind: type, value: BaseException, tb: object) -> None:
+    def excepthook(kind: type, value: BaseException, tb: "TracebackType | None") -> None:
         if value is not reported:
-            hook(kind, value, tb)
+            (_DISPLAY if hook is None else hook)(kind, value, tb)
 
     return excepthook
 
@@ -428,18 +431,65 @@ def _print_as_python(exc: BaseException, program: "Program") -> "TracebackType |
     tb = _user_traceback(exc.__traceback__)
     exc.__traceback__ = tb
     sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
-    try:
-        if program.kind == "request" and sys.excepthook is sys.__excepthook__:
-            # CPython's own hook reads source lines from files; pool code has none,
-            # but its lines are in linecache, which the traceback module reads.
-            import traceback
+    if program.kind == "request" and getattr(sys, "excepthook", None) is _DISPLAY:
+        # CPython's own hook reads source lines from files; pool code has none,
+        # but its lines are in linecache, which the traceback module reads.
+        import traceback
 
+        try:
             traceback.print_exception(type(exc), exc, tb)
-        else:
-            sys.excepthook(type(exc), exc, tb)
-    except BaseException:  # noqa: BLE001 - python reports a failing hook the same way
-        sys.__excepthook__(type(exc), exc, tb)
+        except Exception:  # noqa: BLE001 - then as python's own display shows it
+            _DISPLAY(type(exc), exc, tb)
+    else:
+        _call_excepthook(type(exc), exc, tb)
     return tb
+
+
+def _call_excepthook(kind: type, exc: BaseException, tb: "TracebackType | None") -> None:
+    """Hands an uncaught exception to sys.excepthook as python does (_PyErr_PrintEx).
+
+    Without a hook, or when it fails, python's own display says so and shows the
+    exception. A SystemExit from the hook goes on: python exits with it."""
+    try:
+        hook = sys.excepthook
+    except AttributeError:
+        _write_stderr("sys.excepthook is missing\n")
+        _DISPLAY(kind, exc, tb)
+        return
+    try:
+        hook(kind, exc, tb)
+    except SystemExit:
+        raise
+    except BaseException as failure:  # noqa: BLE001 - shown, then the exception it had
+        failure.__traceback__ = _user_traceback(failure.__traceback__)
+        _unchain(failure, exc)
+        _write_stderr("Error in sys.excepthook:\n")
+        _DISPLAY(type(failure), failure, failure.__traceback__)
+        _write_stderr("\nOriginal exception was:\n")
+        _DISPLAY(kind, exc, tb)
+
+
+def _unchain(failure: BaseException, handled: BaseException) -> None:
+    """Takes the exception pynox is handling out of the implicit context of failure's
+    chain: python runs the hook with no exception being handled."""
+    seen = set()
+    while id(failure) not in seen:
+        seen.add(id(failure))
+        if failure.__context__ is handled:
+            failure.__context__ = None
+            return
+        if failure.__context__ is None:
+            return
+        failure = failure.__context__
+
+
+def _write_stderr(text: str) -> None:
+    """Writes to sys.stderr as python's PySys_WriteStderr does: silently not at all
+    when it is gone or fails."""
+    try:
+        sys.stderr.write(text)
+    except Exception:  # noqa: BLE001, S110 - python ignores a failing stderr here too
+        pass
 
 
 def _is_ours(tb: "TracebackType") -> bool:

@@ -73,8 +73,11 @@ def run_then_finish(
     except SystemExit as exc:
         status = shutdown.system_exit_status(exc)
     except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
-        report_exception(exc, program, policy, setup)
-        status, interrupted = 1, isinstance(exc, KeyboardInterrupt)
+        try:
+            report_exception(exc, program, policy, setup)
+            status, interrupted = 1, isinstance(exc, KeyboardInterrupt)
+        except SystemExit as hook_exit:  # from the program's sys.excepthook: python exits so
+            status = shutdown.system_exit_status(hook_exit)
     else:
         status = 0
     del main  # so that the program's objects can be finalized

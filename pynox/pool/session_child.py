@@ -75,19 +75,23 @@ def serve(
         error = None
         status = 0
         try:
-            display.start_step()
-            value = run_code(code, name, main)
-            link.finish_code(value)  # its value and figures, before done
-            del value
+            try:
+                display.start_step()
+                value = run_code(code, name, main)
+                link.finish_code(value)  # its value and figures, before done
+                del value
+            except SystemExit:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - the session outlives the step's error
+                # A SystemExit from the program's sys.excepthook ends it, as under python.
+                error = report_exception(exc, program, policy, setup)
+                status = 1
         except SystemExit as exc:
             status = shutdown.system_exit_status(exc)
             _flush()
             _tell(fd, identity, {"type": "done", "exit": status, "error": None, "ended": True})
             del main
             shutdown.finish(status, False, modules_before)
-        except BaseException as exc:  # noqa: BLE001 - the session outlives the step's error
-            error = report_exception(exc, program, policy, setup)
-            status = 1
         _flush()
         if not _tell(fd, identity, {"type": "done", "exit": status, "error": error}):
             del main

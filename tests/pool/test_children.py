@@ -20,6 +20,23 @@ def test_segfault(pool: PoolClient) -> None:
     serves(pool)
 
 
+def test_a_failing_excepthook_is_reported_as_python_reports_it(pool: PoolClient) -> None:
+    program = "import sys\ndef hook(*args):\n    raise RuntimeError('hook broke')\n"
+    failing = pool.run({"id": new_id(), "code": program + "sys.excepthook = hook\n1 / 0"})
+    assert failing["exit"] == 1 and failing["error"]["type"] == "ZeroDivisionError"
+    stderr = failing["stderr"]
+    assert stderr.startswith("Error in sys.excepthook:\nTraceback (most recent call last):\n")
+    assert "\nRuntimeError: hook broke\n\nOriginal exception was:\nTraceback" in stderr
+    assert "pynox" not in stderr and stderr.endswith("ZeroDivisionError: division by zero\n")
+    missing = pool.run({"id": new_id(), "code": "import sys\ndel sys.excepthook\n1 / 0"})
+    assert missing["exit"] == 1 and missing["error"]["type"] == "ZeroDivisionError"
+    assert missing["stderr"].startswith("sys.excepthook is missing\nTraceback")
+    hook = "lambda kind, value, tb: sys.exit(f'{kind.__name__}, so it exits')"
+    exits = pool.run({"id": new_id(), "code": f"import sys\nsys.excepthook = {hook}\n1 / 0"})
+    assert (exits["exit"], exits["stderr"]) == (1, "ZeroDivisionError, so it exits\n")
+    serves(pool)
+
+
 def test_out_of_memory(pool: PoolClient) -> None:
     for program in (
         "x = bytearray(256 * 1024 * 1024)",

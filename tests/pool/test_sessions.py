@@ -57,6 +57,8 @@ def test_session_steps_run_in_order(pool: PoolClient) -> None:
     [
         ("while True:\n    pass", "timeout", 124, "Timeout"),
         ("import sys\nsys.exit(3)", "exit", 3, None),
+        # A SystemExit from sys.excepthook ends python, as the program's own would.
+        ("import sys\nsys.excepthook = lambda *a: sys.exit(5)\n1 / 0", "exit", 5, None),
         ("import ctypes\nctypes.string_at(0)", "crash", 139, "Signal"),
     ],
 )

@@ -1,0 +1,5 @@
+import sys
+
+del sys.excepthook
+print("no hook")
+raise LookupError("shown all the same")
