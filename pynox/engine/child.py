@@ -382,7 +382,7 @@ def execute(program: "Program", main: object) -> None:
     if program.kind == "code" and sys.version_info >= (3, 13):
         # python -c keeps its code in linecache from 3.13 on, so tracebacks show it.
         remember_lines(f"{program.source}\n", "<string>")
-    run_source(program.source, program.filename, main)
+    run_source(program.source, program.filename, main, program.seekable)
 
 
 def remember_lines(text: str, filename: str) -> None:
@@ -392,11 +392,27 @@ def remember_lines(text: str, filename: str) -> None:
     linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
 
 
-def run_source(source: "str | bytes", filename: str, main: object) -> None:
-    """Compiles and runs source in __main__, as python runs a script."""
+def file_reader_may_refuse(source: "str | bytes") -> bool:
+    """Whether python's reading of the file source came from might refuse it before
+    parsing it (pynox.engine.source_file): only bytes not plain ASCII, with a NUL, or
+    that may declare an encoding."""
+    return isinstance(source, bytes) and (
+        not source.isascii() or b"\0" in source or b"coding" in source
+    )
+
+
+def run_source(source: "str | bytes", filename: str, main: object, seekable: bool = True) -> None:
+    """Compiles and runs source in __main__, as python runs a script: bytes as read from
+    a file (seekable, unless from a pipe)."""
     if isinstance(source, str):
         code = compile_source(source.encode("utf-8", "surrogatepass"), filename, True)
     else:
+        if file_reader_may_refuse(source):
+            from pynox.engine.source_file import refusal
+
+            refused = refusal(source, filename, seekable)
+            if refused is not None:
+                raise refused
         code = compile_source(source, filename)
     exec_at_top(code, main.__dict__)
 

@@ -13,13 +13,25 @@ from pynox.errors import ProgramNotFound, PynoxError
 class Program:
     """A script, inline code, a module or standard input, ready to run."""
 
-    __slots__ = ("kind", "filename", "source", "module", "argv", "path0", "implicit_read")
+    __slots__ = (
+        "kind",
+        "filename",
+        "source",
+        "seekable",
+        "module",
+        "argv",
+        "path0",
+        "implicit_read",
+    )
 
     def __init__(self, kind: str, argv: list[str]) -> None:
         # "script", "code", "module", "stdin", "main_dir", or "request" (pool code)
         self.kind = kind
         self.filename = ""  # what tracebacks and __file__ show
         self.source: bytes | str = b""
+        # Whether python could seek in the file the source came from (not in a pipe),
+        # which its reading of a declared encoding needs (pynox.engine.source_file).
+        self.seekable = True
         self.module = ""
         self.argv = argv
         # None: nothing is put in front of sys.path (python -I does the same).
@@ -103,6 +115,10 @@ def stdin(name: str, args: list[str], isolated: bool) -> "Program":
     program = Program("stdin", [name, *args])
     program.filename = "<stdin>"
     if sys.stdin is not None:  # closed, python runs an empty program
+        try:
+            os.lseek(0, 0, os.SEEK_CUR)
+        except OSError:
+            program.seekable = False
         try:
             program.source = sys.stdin.buffer.read()
         except OSError as exc:

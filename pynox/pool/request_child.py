@@ -16,7 +16,10 @@ import stat
 from ast import PyCF_ONLY_AST as _ONLY_AST
 
 from pynox._native import compile_source, exec_at_top
-from pynox.engine import shutdown
+from pynox.engine import (
+    shutdown,
+    source_file,  # noqa: F401 - loaded once in the zygote, for scripts
+)
 from pynox.engine.child import execute, remember_lines, report_exception, run_source
 from pynox.errors import EXIT_CANNOT_OPEN, EXIT_SETUP_FAILURE
 
