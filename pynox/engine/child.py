@@ -24,7 +24,7 @@ from pynox.jsonfast import hook as json_hook  # imported with pynox, from the st
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import TracebackType
+    from types import CodeType, TracebackType
     from typing import Any, NoReturn
 
     from pynox.engine.program import Program
@@ -55,20 +55,33 @@ _compile_with_builtin = SourceLoader.source_to_code
 
 def _source_to_code(self: object, data: object, path: object, *, _optimize: int = -1) -> object:
     # A null byte is an error whose type differs between versions: compile() raises it.
-    if type(data) is bytes and type(path) is str and _optimize == -1 and b"\0" not in data:
-        return _call_with_frames_removed(compile_source, data, path)
-    return _compile_with_builtin(self, data, path, _optimize=_optimize)  # type: ignore[arg-type]
+    if type(data) is not bytes or type(path) is not str or _optimize != -1 or b"\0" in data:
+        return _compile_with_builtin(self, data, path, _optimize=_optimize)  # type: ignore[arg-type]
+    return _call_with_frames_removed(compile_source, data, path)  # the last line: see below
 
 
-# Named as the import system's own method: tracebacks leave its frame out as they leave
-# importlib's out (remove_importlib_frames in CPython's Python/import.c).
-_source_to_code.__code__ = _source_to_code.__code__.replace(
-    co_filename="<frozen importlib._bootstrap_external>", co_name="source_to_code"
-)
-if sys.version_info >= (3, 11):
-    _source_to_code.__code__ = _source_to_code.__code__.replace(
-        co_qualname="SourceLoader.source_to_code"
+def _named_as_importlib(code: "CodeType", original: "CodeType") -> "CodeType":
+    """code as the import system's own method it stands in for, its last line on the
+    line where that method calls the compiler: tracebacks leave its frame out as they
+    leave importlib's (remove_importlib_frames in CPython's Python/import.c), and where
+    they show it (python -m, through runpy), it reads as python's."""
+    call_line = min(
+        line for *_, line in original.co_lines() if line and line > original.co_firstlineno
     )
+    last_line = max(line for *_, line in code.co_lines() if line)
+    named = code.replace(
+        co_filename=original.co_filename,
+        co_name=original.co_name,
+        co_firstlineno=code.co_firstlineno + call_line - last_line,
+    )
+    if sys.version_info >= (3, 11):
+        named = named.replace(co_qualname=original.co_qualname)
+    return named
+
+
+_source_to_code.__code__ = _named_as_importlib(
+    _source_to_code.__code__, _compile_with_builtin.__code__
+)
 _source_to_code.__name__ = "source_to_code"
 _source_to_code.__qualname__ = "SourceLoader.source_to_code"
 _source_to_code.__module__ = SourceLoader.__module__
