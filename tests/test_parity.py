@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import py_compile
 import re
 import shutil
 import signal
@@ -169,6 +170,9 @@ INVOCATIONS: dict[str, Case] = {
     "E-s-q-options": Case(options=["-E", "-s", "-q", "module_globals.py"]),
     "S-option-no-exit-builtin": Case(options=["-S", "exit_builtin.py"], status=1),
     "broken-pipe-to-head": Case(options=["large_output.py"], pipe_to_head=True),
+    "compiled-script": Case(options=["compiled.pyc"], args=["x"]),
+    "compiled-script-by-magic-number": Case(options=["raises.bin"], status=1),
+    "compiled-script-bad-magic-number": Case(options=["not_bytecode.pyc"], status=1),
     "missing-script": Case(options=["no_such_script.py"], status=2, normalize_executable=True),
     # python makes the path absolute without normalizing it: __file__, sys.path[0] of a
     # directory, tracebacks and the error for a missing file keep "./", ".." and "//".
@@ -208,6 +212,13 @@ def corpus(tmp_path: Path) -> Path:
     shutil.copytree(CORPUS, target, ignore=shutil.ignore_patterns("__pycache__", ".ruff_cache"))
     with zipfile.ZipFile(target / "app.pyz", "w") as archive:
         archive.write(target / "app_dir" / "__main__.py", "__main__.py")
+    # Bytecode, which python runs as it is, known by its name or by its magic number.
+    for source, compiled in (
+        ("module_globals.py", "compiled.pyc"),
+        ("exc_zerodiv.py", "raises.bin"),
+    ):
+        py_compile.compile(str(target / source), cfile=str(target / compiled), doraise=True)
+    (target / "not_bytecode.pyc").write_text("print('python reads a .pyc file as bytecode')\n")
     return target
 
 

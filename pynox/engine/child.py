@@ -12,7 +12,7 @@ import io  # loaded by every interpreter at start-up; importing it is free
 import os
 import sys
 from _frozen_importlib import _call_with_frames_removed  # type: ignore[attr-defined]
-from _frozen_importlib_external import SourceLoader
+from _frozen_importlib_external import MAGIC_NUMBER, SourceLoader
 
 from pynox import PACKAGE_DIR
 from pynox._native import call_at_top, compile_source, exec_at_top, reserve_memory
@@ -314,12 +314,13 @@ def setup_interpreter(
     main.__dict__["__annotations__"] = {}
     main.__dict__["__builtins__"] = builtins
     if program.kind == "script":
-        # importlib.machinery's class, without the cost of importing importlib.
-        from _frozen_importlib_external import SourceFileLoader
+        # importlib.machinery's classes, without the cost of importing importlib.
+        from _frozen_importlib_external import SourceFileLoader, SourcelessFileLoader
 
         main.__dict__["__file__"] = program.filename
         main.__dict__["__cached__"] = None
-        main.__loader__ = SourceFileLoader("__main__", program.filename)
+        loader = SourcelessFileLoader if is_compiled(program) else SourceFileLoader
+        main.__loader__ = loader("__main__", program.filename)
     elif program.kind in ("code", "stdin", "request"):
         from _frozen_importlib import BuiltinImporter
 
@@ -395,7 +396,37 @@ def execute(program: "Program", main: object) -> None:
     if program.kind == "code" and sys.version_info >= (3, 13):
         # python -c keeps its code in linecache from 3.13 on, so tracebacks show it.
         remember_lines(f"{program.source}\n", "<string>")
+    if is_compiled(program):
+        exec_at_top(_compiled_code(program.source), main.__dict__)  # type: ignore[arg-type]
+        return
     run_source(program.source, program.filename, main, program.seekable)
+
+
+def is_compiled(program: "Program") -> bool:
+    """Whether python runs the script as bytecode (a .pyc file): by its name, or by the
+    first two bytes of this CPython's magic number (maybe_pyc_file in Python/pythonrun.c)."""
+    return program.kind == "script" and (
+        program.filename.endswith(".pyc") or program.source[:2] == MAGIC_NUMBER[:2]
+    )
+
+
+def _compiled_code(data: bytes) -> "CodeType":
+    """The code of a .pyc file's bytes, refused as python refuses them (run_pyc_file)."""
+    if len(data) < 4:
+        raise EOFError("EOF read where not expected")
+    if data[:4] != MAGIC_NUMBER:
+        raise RuntimeError("Bad magic number in .pyc file")
+    if len(data) < 16:
+        raise EOFError("EOF read where not expected")
+    import marshal
+
+    try:
+        code = marshal.loads(data[16:])  # the header's other twelve bytes are not checked
+    except Exception:  # noqa: BLE001 - python words every failure alike
+        code = None
+    if type(code) is not type(_compiled_code.__code__):  # CodeType, without importing types
+        raise RuntimeError("Bad code object in .pyc file")
+    return code
 
 
 def remember_lines(text: str, filename: str) -> None:
