@@ -35,6 +35,10 @@ _PACKAGE_DIR = PACKAGE_DIR + os.sep
 # CPython's own display of an exception (PyErr_Display), kept before any program runs:
 # what python falls back on when a program's sys.excepthook is missing or fails.
 _DISPLAY = sys.__excepthook__
+# An exception's traceback and context as CPython keeps them: an exception class of the
+# program's may hide them behind properties that raise, which CPython never calls.
+_TRACEBACK = BaseException.__dict__["__traceback__"]
+_CONTEXT = BaseException.__dict__["__context__"]
 # True once this process runs a program: whatever propagates from then on is
 # the program's, for CPython to report, never pynox's own error.
 program_started = False
@@ -476,7 +480,10 @@ def report_exception(
             from pynox.engine.report import describe_and_hint
         except Exception:  # noqa: BLE001 - python's report alone, as python gives
             return None
-        error = describe_and_hint(exc, tb, last_event, program, policy, setup)
+        try:
+            error = describe_and_hint(exc, tb, last_event, program, policy, setup)
+        except Exception:  # noqa: BLE001 - the program's exception would not be read
+            return None
         if setup.report_fd is not None and still_own_pipe(setup, setup.report_fd):
             _write_report(setup.report_fd, error)
             setup.report_fd = None
@@ -488,8 +495,8 @@ def report_exception(
 def _print_as_python(exc: BaseException, program: "Program") -> "TracebackType | None":
     """Prints the exception as python would, without pynox's frames; returns its
     traceback so cut."""
-    tb = _user_traceback(exc.__traceback__)
-    exc.__traceback__ = tb
+    tb = _user_traceback(_TRACEBACK.__get__(exc))
+    _TRACEBACK.__set__(exc, tb)
     sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
     if program.kind == "request" and getattr(sys, "excepthook", None) is _DISPLAY:
         # CPython's own hook reads source lines from files; pool code has none,
@@ -521,10 +528,10 @@ def _call_excepthook(kind: type, exc: BaseException, tb: "TracebackType | None")
     except SystemExit:
         raise
     except BaseException as failure:  # noqa: BLE001 - shown, then the exception it had
-        failure.__traceback__ = _user_traceback(failure.__traceback__)
+        _TRACEBACK.__set__(failure, _user_traceback(_TRACEBACK.__get__(failure)))
         _unchain(failure, exc)
         _write_stderr("Error in sys.excepthook:\n")
-        _DISPLAY(type(failure), failure, failure.__traceback__)
+        _DISPLAY(type(failure), failure, _TRACEBACK.__get__(failure))
         _write_stderr("\nOriginal exception was:\n")
         _DISPLAY(kind, exc, tb)
 
@@ -535,12 +542,13 @@ def _unchain(failure: BaseException, handled: BaseException) -> None:
     seen = set()
     while id(failure) not in seen:
         seen.add(id(failure))
-        if failure.__context__ is handled:
-            failure.__context__ = None
+        context = _CONTEXT.__get__(failure)
+        if context is handled:
+            _CONTEXT.__set__(failure, None)
             return
-        if failure.__context__ is None:
+        if context is None:
             return
-        failure = failure.__context__
+        failure = context
 
 
 def _write_stderr(text: str) -> None:
