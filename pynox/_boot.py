@@ -116,13 +116,12 @@ CONFIGURED_MODULES = CACHED_CONFIG_MODULES + ("pynox.policy.config", "pynox.poli
 LIMIT_MODULES = TIME_LIMIT_MODULES + ("pynox.units",)
 # What some runs import one at a time, which the import system finds in the image: a
 # run that grants paths or the network, to resolve them, one told where its pynox.toml
-# is, `pynox --no-sandbox`, and a program whose file python's reader might refuse.
+# is, and `pynox --no-sandbox`.
 ON_DEMAND_MODULES = (
     "pynox.policy.path_grant",
     "pynox.policy.ca_store",
     "pynox.policy.user_paths",
     "pynox.jsonfast.no_sandbox",
-    "pynox.engine.source_file",
 )
 # The groups the engine has run at once, by name (pynox.engine.runner.run_from_image).
 GROUPS = {

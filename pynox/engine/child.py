@@ -33,12 +33,12 @@ if TYPE_CHECKING:
 # Frames of pynox itself, cut from the program's tracebacks.
 _PACKAGE_DIR = PACKAGE_DIR + os.sep
 # CPython's own display of an exception (PyErr_Display), kept before any program runs:
-# what python falls back on when a program's sys.excepthook is missing or fails.
-_DISPLAY = sys.__excepthook__
-# An exception's traceback and context as CPython keeps them: an exception class of the
-# program's may hide them behind properties that raise, which CPython never calls.
+# what python falls back on when a program's sys.excepthook is missing or fails
+# (pynox.engine.uncaught).
+PYTHON_DISPLAY = sys.__excepthook__
+# An exception's traceback as CPython keeps it: an exception class of the program's may
+# hide it behind a property that raises, which CPython never calls.
 _TRACEBACK = BaseException.__dict__["__traceback__"]
-_CONTEXT = BaseException.__dict__["__context__"]
 # True once this process runs a program: whatever propagates from then on is
 # the program's, for CPython to report, never pynox's own error.
 program_started = False
@@ -228,7 +228,7 @@ def _silent_for(reported: BaseException, hook: "Any") -> "Any":
 
     def excepthook(kind: type, value: BaseException, tb: "TracebackType | None") -> None:
         if value is not reported:
-            (_DISPLAY if hook is None else hook)(kind, value, tb)
+            (PYTHON_DISPLAY if hook is None else hook)(kind, value, tb)
 
     return excepthook
 
@@ -401,7 +401,9 @@ def execute(program: "Program", main: object) -> None:
         # python -c keeps its code in linecache from 3.13 on, so tracebacks show it.
         remember_lines(f"{program.source}\n", "<string>")
     if is_compiled(program):
-        exec_at_top(_compiled_code(program.source), main.__dict__)  # type: ignore[arg-type]
+        from pynox.engine.source_file import compiled_code
+
+        exec_at_top(compiled_code(program.source), main.__dict__)  # type: ignore[arg-type]
         return
     run_source(program.source, program.filename, main, program.seekable)
 
@@ -414,25 +416,6 @@ def is_compiled(program: "Program") -> bool:
     )
 
 
-def _compiled_code(data: bytes) -> "CodeType":
-    """The code of a .pyc file's bytes, refused as python refuses them (run_pyc_file)."""
-    if len(data) < 4:
-        raise EOFError("EOF read where not expected")
-    if data[:4] != MAGIC_NUMBER:
-        raise RuntimeError("Bad magic number in .pyc file")
-    if len(data) < 16:
-        raise EOFError("EOF read where not expected")
-    import marshal
-
-    try:
-        code = marshal.loads(data[16:])  # the header's other twelve bytes are not checked
-    except Exception:  # noqa: BLE001 - python words every failure alike
-        code = None
-    if type(code) is not type(_compiled_code.__code__):  # CodeType, without importing types
-        raise RuntimeError("Bad code object in .pyc file")
-    return code
-
-
 def remember_lines(text: str, filename: str) -> None:
     """Keeps code that has no file in linecache, so that tracebacks show its lines."""
     import linecache
@@ -442,11 +425,23 @@ def remember_lines(text: str, filename: str) -> None:
 
 def file_reader_may_refuse(source: "str | bytes") -> bool:
     """Whether python's reading of the file source came from might refuse it before
-    parsing it (pynox.engine.source_file): only bytes not plain ASCII, with a NUL, or
-    that may declare an encoding."""
-    return isinstance(source, bytes) and (
-        not source.isascii() or b"\0" in source or b"coding" in source
-    )
+    parsing it (pynox.engine.source_file): bytes with a NUL, with "coding" in their
+    first two lines, or not UTF-8. Cheap, and never wrong the other way."""
+    if not isinstance(source, bytes):
+        return False
+    if b"\0" in source:
+        return True
+    first = source.find(b"\n")
+    second = source.find(b"\n", first + 1) if first >= 0 else -1
+    if b"coding" in (source if second < 0 else source[:second]):
+        return True  # a line that may declare an encoding
+    if source.isascii():
+        return False
+    try:
+        source.decode()  # what every CPython's reader takes for UTF-8, at least
+    except UnicodeDecodeError:
+        return True
+    return False
 
 
 def run_source(source: "str | bytes", filename: str, main: object, seekable: bool = True) -> None:
@@ -494,11 +489,12 @@ def report_exception(
 
 def _print_as_python(exc: BaseException, program: "Program") -> "TracebackType | None":
     """Prints the exception as python would, without pynox's frames; returns its
-    traceback so cut."""
+    traceback so cut. Here, not imported when a program raised: it may have broken
+    imports."""
     tb = _user_traceback(_TRACEBACK.__get__(exc))
     _TRACEBACK.__set__(exc, tb)
     sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
-    if program.kind == "request" and getattr(sys, "excepthook", None) is _DISPLAY:
+    if program.kind == "request" and getattr(sys, "excepthook", None) is PYTHON_DISPLAY:
         # CPython's own hook reads source lines from files; pool code has none,
         # but its lines are in linecache, which the traceback module reads.
         import traceback
@@ -506,58 +502,33 @@ def _print_as_python(exc: BaseException, program: "Program") -> "TracebackType |
         try:
             traceback.print_exception(type(exc), exc, tb)
         except Exception:  # noqa: BLE001 - then as python's own display shows it
-            _DISPLAY(type(exc), exc, tb)
-    else:
-        _call_excepthook(type(exc), exc, tb)
-    return tb
-
-
-def _call_excepthook(kind: type, exc: BaseException, tb: "TracebackType | None") -> None:
-    """Hands an uncaught exception to sys.excepthook as python does (_PyErr_PrintEx).
-
-    Without a hook, or when it fails, python's own display says so and shows the
-    exception. A SystemExit from the hook goes on: python exits with it."""
+            PYTHON_DISPLAY(type(exc), exc, tb)
+        return tb
+    # As python hands it over (_PyErr_PrintEx): a SystemExit from the hook goes on, and
+    # python exits with it; pynox.engine.uncaught shows a missing or failing hook.
     try:
         hook = sys.excepthook
     except AttributeError:
-        _write_stderr("sys.excepthook is missing\n")
-        _DISPLAY(kind, exc, tb)
-        return
+        _hook_trouble("missing_hook", type(exc), exc, tb)
+        return tb
     try:
-        hook(kind, exc, tb)
+        hook(type(exc), exc, tb)
     except SystemExit:
         raise
     except BaseException as failure:  # noqa: BLE001 - shown, then the exception it had
-        _TRACEBACK.__set__(failure, _user_traceback(_TRACEBACK.__get__(failure)))
-        _unchain(failure, exc)
-        _write_stderr("Error in sys.excepthook:\n")
-        _DISPLAY(type(failure), failure, _TRACEBACK.__get__(failure))
-        _write_stderr("\nOriginal exception was:\n")
-        _DISPLAY(kind, exc, tb)
+        failure_tb = _user_traceback(_TRACEBACK.__get__(failure))
+        _TRACEBACK.__set__(failure, failure_tb)
+        _hook_trouble("failed_hook", type(exc), exc, tb, failure, failure_tb)
+    return tb
 
 
-def _unchain(failure: BaseException, handled: BaseException) -> None:
-    """Takes the exception pynox is handling out of the implicit context of failure's
-    chain: python runs the hook with no exception being handled."""
-    seen = set()
-    while id(failure) not in seen:
-        seen.add(id(failure))
-        context = _CONTEXT.__get__(failure)
-        if context is handled:
-            _CONTEXT.__set__(failure, None)
-            return
-        if context is None:
-            return
-        failure = context
-
-
-def _write_stderr(text: str) -> None:
-    """Writes to sys.stderr as python's PySys_WriteStderr does: silently not at all
-    when it is gone or fails."""
+def _hook_trouble(what: str, *args: object) -> None:
     try:
-        sys.stderr.write(text)
-    except Exception:  # noqa: BLE001, S110 - python ignores a failing stderr here too
-        pass
+        from pynox.engine import uncaught
+    except Exception:  # noqa: BLE001 - the program broke imports: python's display alone
+        PYTHON_DISPLAY(*args[:3])  # type: ignore[arg-type]
+        return
+    getattr(uncaught, what)(PYTHON_DISPLAY, *args)
 
 
 def _is_ours(tb: "TracebackType") -> bool:

@@ -98,12 +98,10 @@ def run_in_this_process(program: "Program", policy: "Policy", setup: ChildSetup)
     """Confines this process and runs the program in it: the command's own process, or
     the child its supervisor forked."""
     run_from_image("child")
-    from pynox.engine.child import file_reader_may_refuse, run_child
+    from pynox.engine.child import run_child
     from pynox.policy import system_paths
 
     setup.system_reads = system_paths.interpreter_reads()
-    if file_reader_may_refuse(program.source):
-        from pynox.engine import source_file  # noqa: F401 - now, from the start-up image
     end_start_up()
     run_child(program, policy, setup)
 

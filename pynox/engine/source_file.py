@@ -1,4 +1,5 @@
-"""What python refuses in a program's file before it parses a line of it.
+"""How python reads a program's file: what it refuses before parsing a line of it, and
+a file of bytecode.
 
 python reads a script, or a program on standard input, with its file reader, which
 checks each line as it reads it. pynox holds the program's bytes and compiles them as a
@@ -18,6 +19,8 @@ compile()'s to find, as it is for python.
 """
 
 import sys
+from _frozen_importlib_external import MAGIC_NUMBER
+from types import CodeType
 
 _BOM = b"\xef\xbb\xbf"
 # How many bytes python's text reader decodes at a time (io.TextIOWrapper._CHUNK_SIZE).
@@ -194,3 +197,23 @@ def _readable(source: bytes, start: int, encoding: str) -> bool:
                 return True
     except Exception:  # noqa: BLE001 - whatever the reader raises, python gives up on it
         return False
+
+
+def compiled_code(data: bytes) -> "CodeType":
+    """The code of a .pyc file's bytes, refused as python refuses them (run_pyc_file in
+    CPython's Python/pythonrun.c)."""
+    if len(data) < 4:
+        raise EOFError("EOF read where not expected")
+    if data[:4] != MAGIC_NUMBER:
+        raise RuntimeError("Bad magic number in .pyc file")
+    if len(data) < 16:
+        raise EOFError("EOF read where not expected")
+    import marshal
+
+    try:
+        code = marshal.loads(data[16:])  # the header's other twelve bytes are not checked
+    except Exception:  # noqa: BLE001 - python words every failure alike
+        code = None
+    if not isinstance(code, CodeType):
+        raise RuntimeError("Bad code object in .pyc file")
+    return code
