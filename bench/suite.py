@@ -13,6 +13,7 @@ report and, for a full run, writes it to bench/results.md.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import tempfile
@@ -99,6 +100,11 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_arguments(argv)
+    # python -I ignores PYTHON* variables, and pynox takes two of them as python does
+    # (PYTHONUNBUFFERED as -u, PYTHONDONTWRITEBYTECODE as -B): so that every runner runs
+    # alike, none sees any.
+    for name in [name for name in os.environ if name.startswith("PYTHON")]:
+        del os.environ[name]
     python, pynox = interpreter()
     overrides = [options.rounds, options.requests, options.batches, options.batch_size]
     pool_counts = QUICK if options.quick else FULL
