@@ -69,9 +69,8 @@ def _named_as_importlib(code: "CodeType", original: "CodeType") -> "CodeType":
     line where that method calls the compiler: tracebacks leave its frame out as they
     leave importlib's (remove_importlib_frames in CPython's Python/import.c), and where
     they show it (python -m, through runpy), it reads as python's."""
-    call_line = min(
-        line for *_, line in original.co_lines() if line and line > original.co_firstlineno
-    )
+    first = original.co_firstlineno
+    call_line = next(line for *_, line in original.co_lines() if line and line > first)
     last_line = max(line for *_, line in code.co_lines() if line)
     named = code.replace(
         co_filename=original.co_filename,
