@@ -432,7 +432,7 @@ def file_reader_may_refuse(source: "str | bytes") -> bool:
         return True
     first = source.find(b"\n")
     second = source.find(b"\n", first + 1) if first >= 0 else -1
-    if b"coding" in (source if second < 0 else source[:second]):
+    if source.find(b"coding", 0, second if second >= 0 else len(source)) >= 0:
         return True  # a line that may declare an encoding
     if source.isascii():
         return False

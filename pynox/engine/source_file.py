@@ -38,8 +38,8 @@ def refusal(source: bytes, filename: str, seekable: bool = True) -> "SyntaxError
     """The SyntaxError python's file reader raises for source, or None.
 
     seekable: whether python could seek in the file (standard input may be a pipe).
-    Only source that is not ASCII, holds a NUL or says "coding" can be refused
-    (pynox.engine.child.run_source asks for no other)."""
+    pynox.engine.child.file_reader_may_refuse says which source may be refused; only
+    that is asked about."""
     check_nul = b"\0" in source
     if check_nul and not _FROM_3_11:
         return None  # 3.10 reads a line with a NUL in it in ways of its own: left to compile()
@@ -67,12 +67,11 @@ def refusal(source: bytes, filename: str, seekable: bool = True) -> "SyntaxError
                 # line or one ahead is to be refused.
                 rest = body[start:]
                 check_nul = check_nul and b"\0" in rest
-                check_utf8 = check_utf8 and not _utf8_as_python_reads(rest)
-                if not (check_nul or check_utf8):
-                    check_nul = check_utf8 = False
+                check_utf8 = check_utf8 and _first_bad_index(rest) >= 0
         text, nul, _ = line.partition(b"\0")  # python checks a line up to its NUL
-        if check_utf8 and not _utf8_as_python_reads(text):
-            return SyntaxError(_not_utf8(text, filename, number))
+        bad = _first_bad_index(text) if check_utf8 else -1
+        if bad >= 0:
+            return SyntaxError(_not_utf8(text[bad], filename, number))
         if nul and check_nul:
             shown = text.decode("utf-8", "replace")
             location = (filename, number, 0, shown, number, 0)
@@ -92,17 +91,12 @@ def _encoding_problem(
     return None
 
 
-def _not_utf8(line: bytes, filename: str, number: int) -> str:
-    first_bad = line[_first_bad_index(line)]
+def _not_utf8(first_bad: int, filename: str, number: int) -> str:
     return (
         f"Non-UTF-8 code starting with '\\x{first_bad:02x}' in file {filename} on line "
         f"{number if _FROM_3_11 else number + 1}, but no encoding declared; "
         f"see {_PEP_263} for details"
     )
-
-
-def _utf8_as_python_reads(data: bytes) -> bool:
-    return _first_bad_index(data) < 0
 
 
 def _first_bad_index(data: bytes) -> int:
