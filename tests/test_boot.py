@@ -63,6 +63,48 @@ def test_written_image_loads_every_hot_module(package_copy: Path) -> None:
     assert codes["pynox.cli"][0] == str(package_copy / "cli" / "__init__.py")
 
 
+@pytest.mark.unit
+def test_modules_that_run_together_are_unpacked_together(
+    package_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each of PARTS is marshalled as one, so a name its modules share is made once: one
+    unpacking gives every module of the part. Any other module is unpacked alone."""
+    write_image(package_copy)
+    codes = _boot._load_image()
+    assert codes is not None
+    unpacked: list[int] = []
+    loads = marshal.loads
+
+    def counted(data: bytes) -> object:
+        unpacked.append(len(data))
+        return loads(data)
+
+    monkeypatch.setattr(_boot.marshal, "loads", counted)
+    for part in _boot.PARTS:
+        assert len({id(codes[name][2]) for name in part}) == 1, part
+        names = [_boot.unpack(codes[name]).co_filename for name in part]
+        assert names == [codes[name][0] for name in part]
+        assert unpacked == [len(codes[part[0]][2].data)]
+        unpacked.clear()
+    alone = [name for name in _boot.IMAGE_MODULES if not any(name in p for p in _boot.PARTS)]
+    assert alone and len({id(codes[name][2]) for name in alone}) == len(alone)
+    assert _boot.unpack(codes[alone[0]]).co_filename == codes[alone[0]][0]
+    assert len(unpacked) == 1
+
+
+@pytest.mark.unit
+def test_a_module_of_a_part_runs_again_when_its_first_run_raised(package_copy: Path) -> None:
+    """A part lets go of a module's code once it ran; a module whose run raised is
+    imported again, as importlib would, from the part unpacked anew."""
+    write_image(package_copy)
+    codes = _boot._load_image()
+    assert codes is not None
+    first = _boot.unpack(codes["pynox.cli.main"])
+    again = _boot.unpack(codes["pynox.cli.main"])
+    assert again is not first and again.co_filename == first.co_filename
+    assert marshal.dumps(again) == marshal.dumps(first)
+
+
 def _names_in(code: object) -> set[str]:
     """Every name a code object and those nested in it use."""
     names = set(code.co_names)  # type: ignore[attr-defined]
@@ -145,11 +187,11 @@ def test_the_image_is_mapped_or_read_where_it_cannot_be(
     monkeypatch.delitem(sys.modules, _boot.NATIVE_MODULE)
     monkeypatch.setattr(_boot, "_native_spec", lambda: None)
     read_without_native = _boot._load_image()
-    expected = {name: bytes(entry[2]) for name, entry in (mapped or {}).items()}
+    expected = {name: bytes(entry[2].data) for name, entry in (mapped or {}).items()}
     assert expected
     for read in (read_unmapped, read_without_native):
         assert read is not None
-        assert {name: bytes(entry[2]) for name, entry in read.items()} == expected
+        assert {name: bytes(entry[2].data) for name, entry in read.items()} == expected
 
 
 @pytest.mark.unit
@@ -161,13 +203,14 @@ def test_a_rebuilt_image_leaves_the_one_a_process_mapped_as_it_was(package_copy:
     write_image(package_copy)
     codes = _boot._load_image()
     assert codes is not None
-    before = {name: bytes(entry[2]) for name, entry in codes.items()}
-    source = package_copy / "errors.py"  # the first module in the image
+    before = {name: bytes(entry[2].data) for name, entry in codes.items()}
+    source = package_copy / "errors.py"  # in the image's first part
     source.write_text("GROWN = 1\n" + source.read_text())
     write_image(package_copy)
     rebuilt = _boot._load_image()
-    assert rebuilt is not None and bytes(rebuilt["pynox.errors"][2]) != before["pynox.errors"]
-    assert {name: bytes(entry[2]) for name, entry in codes.items()} == before
+    assert rebuilt is not None
+    assert bytes(rebuilt["pynox.errors"][2].data) != before["pynox.errors"]
+    assert {name: bytes(entry[2].data) for name, entry in codes.items()} == before
 
 
 @pytest.mark.unit
