@@ -154,6 +154,29 @@ def test_a_module_from_the_image_names_its_bytecode_without_importlibs_path_work
         assert module_from_spec(spec).__cached__ == expected[name]
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("prefix", [False, True], ids=["beside-sources", "pycache-prefix"])
+def test_modules_run_at_once_are_made_as_importlib_makes_them(
+    package_copy: Path, monkeypatch: pytest.MonkeyPatch, prefix: bool
+) -> None:
+    """run_all makes each module itself rather than through module_from_spec: it gets the
+    same attributes, for modules and packages, and with a pycache prefix, where importlib
+    works out __cached__ itself."""
+    write_image(package_copy)
+    codes = _boot._load_image()
+    assert codes is not None
+    if prefix:
+        monkeypatch.setattr(sys, "pycache_prefix", str(package_copy / "prefix"))
+    finder = _boot._ImageFinder(codes)
+    for name in _boot.IMAGE_MODULES:
+        spec = finder.find_spec(name)
+        assert spec is not None
+        made, expected = vars(_boot._module_for(spec)), vars(module_from_spec(spec))
+        assert made == expected, name
+        package = _boot._relative_source(name).endswith("__init__.py")
+        assert ("__path__" in made) == package and "__cached__" in made, name
+
+
 def test_the_image_is_the_same_from_one_build_to_the_next(tmp_path: Path) -> None:
     """Bundles and wheels are reproducible: the image's bytes depend only on the sources."""
     images = []
