@@ -435,7 +435,8 @@ class PoolServer:
 
     def _next_timeout_ms(self) -> int | None:
         now = time.monotonic()
-        deadlines = [run.deadline for run in self.runs.values() if run.deadline is not None]
+        # Only a run a child took has a deadline: the queue, however long, is not walked.
+        deadlines = [r.deadline for r in self.child_runs.values() if r.deadline is not None]
         deadlines += [
             s.last_used + self.session_idle
             for s in self.sessions.values()
@@ -474,7 +475,7 @@ class PoolServer:
         for child in list(self.quiet.values()):
             if now >= child.quiet_until:
                 self._unquiet(child)
-        for run in list(self.runs.values()):
+        for run in list(self.child_runs.values()):
             if run.deadline is not None and now >= run.deadline and run.child is not None:
                 run.child.kill("timeout")
                 run.deadline = None
