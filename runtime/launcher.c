@@ -34,6 +34,8 @@
  * Without that file where a virtual environment has it, the interpreter
  * finds pynox on its own path. */
 #define START_FILE "pynox/_start.py"
+/* Where pynox is installed, under the interpreter's prefix. */
+#define SITE_PACKAGES "/lib/python" PYNOX_PYTHON_MINOR "/site-packages"
 static const char BOOT[] = "import gc;gc.disable();del gc;__import__('pynox._boot')._boot.main()";
 
 /* "pynox: WHAT [PATH]: ERROR TEXT; reinstall pynox", written at once, and exit 125. */
@@ -271,9 +273,12 @@ static int print_version(const char *prefix)
 /* `pynox --no-sandbox` names its own process (which CPython keeps, exec does
  * not change it) in PYNOX_JSON_FAST_PATH; pynox-json.pth in site-packages
  * takes the variable away before the program starts and gives json.dump its
- * fast path (sitehook/_pynox_json.py). Nothing is set where no .pth would run to
- * take it away (-S before the program), or where the variable exists already. */
+ * fast path (sitehook/_pynox_json.py). Only a bundle has that file (a .pth in a
+ * site-packages that other programs share would cost each of their starts).
+ * Nothing is set where no .pth would run to take it away (no such file, or -S
+ * before the program), or where the variable exists already. */
 #define JSON_HOOK_VARIABLE "PYNOX_JSON_FAST_PATH"
+#define JSON_HOOK_FILE "pynox-json.pth"
 
 static int python_skips_site(int argc, char **argv, int first)
 {
@@ -323,10 +328,21 @@ static const char *variable_value(char **envp, const char *name)
     return NULL;
 }
 
-/* Writes "PYNOX_JSON_FAST_PATH=<pid>" into entry if the environment should get it. */
-static int json_hook_entry(int argc, char **argv, int first, char **envp, char *entry, size_t size)
+static int json_hook_installed(const char *prefix)
 {
-    if (python_skips_site(argc, argv, first) || variable_value(envp, JSON_HOOK_VARIABLE) != NULL) {
+    char path[PATH_MAX];
+    size_t n = 0;
+    return buf_append(path, sizeof path, &n, prefix) == 0
+           && buf_append(path, sizeof path, &n, SITE_PACKAGES "/" JSON_HOOK_FILE) == 0
+           && is_file(path);
+}
+
+/* Writes "PYNOX_JSON_FAST_PATH=<pid>" into entry if the environment should get it. */
+static int json_hook_entry(int argc, char **argv, int first, char **envp, const char *prefix,
+                           char *entry, size_t size)
+{
+    if (python_skips_site(argc, argv, first) || variable_value(envp, JSON_HOOK_VARIABLE) != NULL
+        || !json_hook_installed(prefix)) {
         return 0;
     }
     long pid = sys_getpid();
@@ -412,7 +428,7 @@ int launcher_main(int argc, char **argv, char **envp)
     int first = 1;
     if (argc > 1 && str_equal(argv[1], "--no-sandbox")) {
         first = 2;  /* CPython's own command line, unchanged */
-        if (json_hook_entry(argc, argv, first, envp, json_hook, sizeof json_hook)) {
+        if (json_hook_entry(argc, argv, first, envp, prefix, json_hook, sizeof json_hook)) {
             extra[extras++] = json_hook;
         }
     } else {
@@ -435,8 +451,7 @@ int launcher_main(int argc, char **argv, char **envp)
         size_t length = 0;
         int with_site_dir =
             buf_append(site_dir, sizeof site_dir, &length, prefix) == 0
-            && buf_append(site_dir, sizeof site_dir, &length,
-                          "/lib/python" PYNOX_PYTHON_MINOR "/site-packages") == 0
+            && buf_append(site_dir, sizeof site_dir, &length, SITE_PACKAGES) == 0
             && join(marker, sizeof marker, site_dir, START_FILE) == 0 && is_file(marker);
         args[n++] = "-I";
         if (with_site_dir) {

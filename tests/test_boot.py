@@ -16,8 +16,9 @@ from importlib.util import cache_from_source, module_from_spec
 from pathlib import Path
 
 import pytest
-from support.commands import PYNOX, python, run
 from support.commands import pynox as run_pynox
+from support.commands import python, run
+from support.installations import installation
 
 import pynox
 from pynox import _boot
@@ -321,25 +322,14 @@ def test_a_damaged_image_or_another_magic_is_unused(package_copy: Path) -> None:
     assert _boot._load_image() is None
 
 
-def _installation_without_image(tmp_path: Path) -> tuple[Path, Path]:
-    """A virtual environment of this interpreter with a copy of the installed pynox (the
-    package and the launcher) but no start-up image: its launcher, and its __pycache__.
-    A copy, so that the installed package, which tests running beside this one use,
-    keeps its image."""
-    venv = tmp_path / "venv"
-    proc = python("-m", "venv", "--without-pip", str(venv))
-    assert proc.returncode == 0, proc.stderr
-    site = next(venv.glob("lib/python*/site-packages"))
-    shutil.copytree(PACKAGE, site / "pynox", ignore=shutil.ignore_patterns("*.image"))
-    shutil.copy2(PYNOX, venv / "bin" / "pynox")
-    return venv / "bin" / "pynox", site / "pynox" / "__pycache__"
-
-
 def test_a_run_writes_nothing_into_the_installed_package(tmp_path: Path) -> None:
     """The image comes with the install; a run never writes one (a sandboxed run's
     write grant could otherwise forge what every later run executes unconfined)."""
     assert Path(_boot._IMAGE).exists(), "the installed package has no start-up image"
-    launcher, cache = _installation_without_image(tmp_path)
+    # A copy without its image: the installed package, which tests running beside this
+    # one use, keeps its own.
+    launcher = installation(tmp_path, image=False)
+    cache = next(launcher.parent.parent.glob("lib/python*/site-packages/pynox/__pycache__"))
     before = sorted(p.name for p in cache.iterdir())
     for mode in ([], ["--timeout=30s"], ["--json"]):
         proc = run([str(launcher), *mode, "-c", "pass"], cwd=tmp_path)

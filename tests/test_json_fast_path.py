@@ -16,7 +16,8 @@ import types
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.commands import pynox, python
+from support.commands import PYNOX, pynox, python, run
+from support.installations import installation
 
 from pynox.jsonfast import fast_path as json_fast_path
 from pynox.jsonfast.fast_path import encode_once
@@ -412,10 +413,15 @@ def _outputs(folder) -> dict[str, bytes]:  # type: ignore[no-untyped-def]
     return {path.name: path.read_bytes() for path in sorted(folder.iterdir())}
 
 
-@pytest.mark.parametrize("mode", ["sandboxed", "json", "no-sandbox"])
-def test_command_parity_with_python(tmp_path, mode: str) -> None:  # type: ignore[no-untyped-def]
-    from support.commands import pynox, python
+@pytest.fixture(scope="module")
+def bundled(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The launcher of an installation with the site hook that bundles carry, which arms
+    the fast path under `pynox --no-sandbox` (a wheel leaves it out: see CMakeLists.txt)."""
+    return str(installation(tmp_path_factory.mktemp("bundled"), site_hook=True))
 
+
+@pytest.mark.parametrize("mode", ["sandboxed", "json", "no-sandbox"])
+def test_command_parity_with_python(tmp_path, mode: str, bundled: str) -> None:  # type: ignore[no-untyped-def]
     script = tmp_path / "app.py"
     script.write_text(PROGRAM)
     expected_dir, actual_dir = tmp_path / "python", tmp_path / "pynox"
@@ -424,7 +430,7 @@ def test_command_parity_with_python(tmp_path, mode: str) -> None:  # type: ignor
     expected = python(str(script), str(expected_dir), cwd=tmp_path)
     grants = [f"--allow-write={actual_dir}", f"--allow-read={actual_dir}"]
     if mode == "no-sandbox":
-        actual = pynox("--no-sandbox", str(script), str(actual_dir), cwd=tmp_path)
+        actual = run([bundled, "--no-sandbox", str(script), str(actual_dir)], cwd=tmp_path)
     elif mode == "json":
         result = pynox("--json", *grants, str(script), str(actual_dir), cwd=tmp_path)
         report = json.loads(result.stdout)
@@ -447,24 +453,37 @@ def test_command_parity_with_python(tmp_path, mode: str) -> None:  # type: ignor
     assert _outputs(expected_dir)["partial.json"] == b'{"ok": [1, 2], "bad": '
 
 
+@pytest.mark.parametrize("installed", ["wheel", "bundled"])
 @pytest.mark.parametrize("args", [[], ["-S"], ["-I"], ["-X", "dev"], ["-c", "pass", "-S"]])
-def test_no_sandbox_leaves_no_trace(args: list[str]) -> None:
-    from support.commands import pynox, python
-
+def test_no_sandbox_leaves_no_trace(args: list[str], installed: str, bundled: str) -> None:
     probe = "import os, posix, sys; print(sorted(os.environ), sorted(posix.environ), sys.argv)"
     args = ["-c", probe, *args[2:]] if args[:1] == ["-c"] else [*args, "-c", probe, "x"]
     expected = python(*args)
-    actual = pynox("--no-sandbox", *args)
+    actual = run([PYNOX if installed == "wheel" else bundled, "--no-sandbox", *args])
     assert actual.returncode == expected.returncode == 0, actual.stderr
     assert actual.stdout == expected.stdout
 
 
-def test_no_sandbox_has_the_fast_path() -> None:
-    from support.commands import pynox
+JSON_DUMP_PROBE = "import json; print(type(json.dump.__code__.co_consts[1]).__name__)"
 
-    probe = "import json; print(type(json.dump.__code__.co_consts[1]).__name__)"
-    assert pynox("--no-sandbox", "-c", probe).stdout == (b"_Hook\n" if PATCHED else b"NoneType\n")
-    assert pynox("--no-sandbox", "-S", "-c", probe).stdout == b"NoneType\n"
+
+def test_no_sandbox_has_the_fast_path_where_a_bundle_installs_it(bundled: str) -> None:
+    got = run([bundled, "--no-sandbox", "-c", JSON_DUMP_PROBE])
+    assert got.stdout == (b"_Hook\n" if PATCHED else b"NoneType\n")
+    assert run([bundled, "--no-sandbox", "-S", "-c", JSON_DUMP_PROBE]).stdout == b"NoneType\n"
+
+
+def test_a_wheel_leaves_every_other_python_start_alone() -> None:
+    """A .pth file in site-packages would run in every Python of the environment, and the
+    first one makes each start import a codec to read it: the wheel installs none, so its
+    --no-sandbox is CPython as it is."""
+    from importlib.metadata import files
+
+    installed = [str(path) for path in files("pynox") or []]
+    assert installed and not [name for name in installed if name.endswith(".pth")]
+    probe = "import sys; print(sorted(m for m in sys.modules if 'pynox' in m))"
+    assert python("-c", probe).stdout == b"[]\n"
+    assert pynox("--no-sandbox", "-c", JSON_DUMP_PROBE).stdout == b"NoneType\n"
 
 
 NO_SANDBOX_PROBE = """\
@@ -479,10 +498,8 @@ print(json.__spec__.loader is json.__loader__, type(json.__loader__).__name__)
 """
 
 
-def test_no_sandbox_loads_pynox_only_when_json_is_imported() -> None:
-    from support.commands import pynox, python
-
-    got = pynox("--no-sandbox", "-c", NO_SANDBOX_PROBE)
+def test_no_sandbox_loads_pynox_only_when_json_is_imported(bundled: str) -> None:
+    got = run([bundled, "--no-sandbox", "-c", NO_SANDBOX_PROBE])
     assert got.returncode == 0, got.stderr
     before, after, loader = got.stdout.decode().splitlines()
     # Until json: one small top-level module and its finder, nothing of the package.
@@ -492,19 +509,16 @@ def test_no_sandbox_loads_pynox_only_when_json_is_imported() -> None:
     assert loader == python("-c", NO_SANDBOX_PROBE).stdout.decode().splitlines()[2]
 
 
-def test_no_sandbox_fast_path_ignores_a_pynox_beside_the_program(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from support.commands import pynox
-
+def test_no_sandbox_fast_path_ignores_a_pynox_beside_the_program(tmp_path, bundled: str) -> None:  # type: ignore[no-untyped-def]
     # `python -c` puts the working directory first on sys.path, before json is imported.
     (tmp_path / "pynox").mkdir()
     (tmp_path / "pynox" / "__init__.py").write_text("print('a pynox of its own')\n")
-    probe = "import json; print(type(json.dump.__code__.co_consts[1]).__name__)"
-    got = pynox("--no-sandbox", "-c", probe, cwd=tmp_path)
+    got = run([bundled, "--no-sandbox", "-c", JSON_DUMP_PROBE], cwd=tmp_path)
     assert got.returncode == 0, got.stderr
     assert got.stdout == (b"_Hook\n" if PATCHED else b"NoneType\n")
     # A program that imported its own pynox first gets json without the fast path.
     probe = "import pynox, json; print(type(json.dump.__code__.co_consts[1]).__name__)"
-    got = pynox("--no-sandbox", "-c", probe, cwd=tmp_path)
+    got = run([bundled, "--no-sandbox", "-c", probe], cwd=tmp_path)
     assert (got.returncode, got.stdout) == (0, b"a pynox of its own\nNoneType\n")
 
 

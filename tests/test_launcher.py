@@ -249,7 +249,15 @@ def test_version_that_cannot_be_written_exits_1() -> None:
 def test_no_sandbox_names_its_process_for_the_json_hook(folder: Path) -> None:
     launcher = launcher_copy(folder)
     python = str(folder / "bin" / "python3")
-    argv, pid, hook = handed_on(run([str(launcher), "--no-sandbox", "-O", "x.py", "-S"]))
+    command = [str(launcher), "--no-sandbox", "-O", "x.py", "-S"]
+    argv, _, hook = handed_on(run(command))
+    assert argv == [python, "-O", "x.py", "-S"]
+    assert hook == "unset", "as a wheel installs pynox: no .pth would take it away"
+    minor = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = folder / "lib" / minor / "site-packages"
+    site.mkdir(parents=True)
+    (site / "pynox-json.pth").write_text("")  # as a bundle installs it
+    argv, pid, hook = handed_on(run(command))
     assert argv == [python, "-O", "x.py", "-S"]
     assert hook == pid, "the variable names the process the interpreter runs in"
     for skips_site in (["-S", "x.py"], ["-bS", "x.py"], ["-W", "error", "-IS"]):
@@ -266,7 +274,7 @@ def test_no_sandbox_keeps_an_existing_hook_variable(folder: Path) -> None:
     proc = run([PYNOX, "--no-sandbox", "-c", code], env={HOOK: "kept"})
     assert proc.stdout == b"kept\n"
     proc = run([PYNOX, "--no-sandbox", "-c", code])
-    assert proc.stdout == b"None\n", "the launcher's own variable is taken away"
+    assert proc.stdout == b"None\n", "the launcher sets none where no .pth takes it away"
 
 
 # --- cross builds -------------------------------------------------------------------------
