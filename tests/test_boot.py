@@ -581,6 +581,27 @@ def test_the_start_file_finds_pynox_without_searching_sys_path(tmp_path: Path) -
     assert not listed & searched, f"listed while starting: {sorted(listed & searched)}"
 
 
+# Runs the start file as LISTINGS does, naming every file compiled from source from then on.
+COMPILED = LISTINGS.replace('event == "os.listdir"', 'event == "compile"').replace(
+    'f"listed {args[0]}\\n"', 'f"compiled {args[1]}\\n"'
+)
+
+
+def test_the_start_file_runs_the_start_up_from_its_compiled_file(tmp_path: Path) -> None:
+    """CPython compiles a script anew on every run: the start file holds only what turns
+    the collector off and runs pynox/_start_up.py, whose code comes from its .pyc."""
+    start = PACKAGE / "_start.py"
+    tree = ast.parse(start.read_text())
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    assert len(tree.body[1:]) <= 5, "every statement of the start file is compiled on every run"
+    assert "compiled" in COMPILED and "listed" not in COMPILED
+    proc = python("-I", "-S", "-c", COMPILED, str(start), "-c", "print('ran')", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"ran\n"
+    compiled = [line for line in proc.stderr.decode().splitlines() if "pynox" in line]
+    assert compiled == [f"compiled {start}"], "pynox compiled a source of its own as it started"
+
+
 # Counts the calls of the builtin compile() while it imports a module of its own.
 COMPILE_CALLS = """
 import builtins, sys
