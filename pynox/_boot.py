@@ -167,9 +167,11 @@ class _ImageFinder:
         if name == NATIVE_MODULE:
             return _native_spec()
         entry = self.codes.get(name)
-        if entry is None or not _unchanged(entry):
+        if entry is None or not _unchanged([entry])[0]:
             return None
-        source = entry[0]
+        return self._spec_of(name, entry[0])
+
+    def _spec_of(self, name: str, source: str) -> "ModuleSpec":
         package = source.endswith(_PACKAGE_FILE)
         spec = ModuleSpec(name, self, origin=source, is_package=package)  # type: ignore[arg-type]
         if package:
@@ -196,13 +198,12 @@ class _ImageFinder:
         of a plain run. A module that one of them imports before its turn is imported
         as usual; so is one whose source changed (find_spec leaves it to the path finder).
         """
-        for name in names:
-            if name in sys.modules:
+        names = [name for name in names if name not in sys.modules and name in self.codes]
+        entries = [self.codes[name] for name in names]
+        for name, entry, unchanged in zip(names, entries, _unchanged(entries), strict=True):
+            if not unchanged or name in sys.modules:
                 continue
-            spec = self.find_spec(name)
-            if spec is None:
-                continue
-            module = _module_for(spec)
+            module = _module_for(self._spec_of(name, entry[0]))
             sys.modules[name] = module
             try:
                 self.exec_module(module)
@@ -261,12 +262,22 @@ def _cached_path(source: str) -> "str | None":
     return f"{directory}/__pycache__/{name[:-3]}.{tag}.pyc"
 
 
-def _unchanged(entry: "Entry") -> bool:
-    """Whether the module's source is still of the size it had when the image was made."""
+def _unchanged(entries: "list[Entry]") -> "list[bool]":
+    """Whether each module's source is still of the size it had when the image was made:
+    in one call of pynox._native where it is loaded (os.stat builds a stat_result for
+    each, which costs more than the system call)."""
+    native = sys.modules.get(NATIVE_MODULE)
+    if native is not None:
+        sizes = native.file_sizes(tuple(entry[0] for entry in entries))
+        return [size == entry[1] for size, entry in zip(sizes, entries, strict=True)]
+    return [_size(entry[0]) == entry[1] for entry in entries]
+
+
+def _size(path: str) -> int:
     try:
-        return os.stat(entry[0]).st_size == entry[1]
+        return os.stat(path).st_size
     except OSError:
-        return False
+        return -1
 
 
 class _Part:

@@ -264,6 +264,62 @@ def test_map_file_maps_a_regular_file_and_refuses_anything_else(tmp_path: Path) 
 
 
 @pytest.mark.unit
+def test_file_sizes_gives_each_files_size_or_minus_one(tmp_path: Path) -> None:
+    from pynox._native import file_sizes
+
+    (tmp_path / "three").write_bytes(b"abc")
+    (tmp_path / "empty").write_bytes(b"")
+    named = tmp_path / "naïve"
+    named.write_bytes(b"12345")
+    paths = (str(tmp_path / "three"), str(tmp_path / "empty"), str(tmp_path / "gone"), str(named))
+    assert file_sizes(paths) == (3, 0, -1, 5)
+    assert file_sizes(()) == ()
+    with pytest.raises(TypeError):
+        file_sizes([str(named)])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        file_sizes((3,))  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        file_sizes(("a\0b",))
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("native", [True, False], ids=["file_sizes", "os.stat"])
+def test_a_group_runs_from_the_image_but_a_module_whose_source_changed(
+    package_copy: Path, monkeypatch: pytest.MonkeyPatch, native: bool
+) -> None:
+    """run_all checks a group's sources at once; one of another size is left to the
+    import system, which imports it from its source."""
+    write_image(package_copy)
+    codes = _boot._load_image()
+    assert codes is not None
+    source = package_copy / "unit_format.py"
+    source.write_text(source.read_text() + "\nCHANGED = True\n")
+    importlib.import_module(_boot.NATIVE_MODULE)  # the installed one: the copy has none
+    if not native:
+        monkeypatch.delitem(sys.modules, _boot.NATIVE_MODULE)
+    names = ("pynox.engine", "pynox.unit_format", "pynox.engine.time_limit")
+    # What the import system does not find in the image, it finds in the copy; what the
+    # group sets on the installed package goes when the test ends.
+    monkeypatch.setattr(pynox, "__path__", [str(package_copy)])
+    for attribute in ("engine", "unit_format"):
+        monkeypatch.setattr(pynox, attribute, getattr(pynox, attribute, None), raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_boot._ImageFinder(codes), *sys.meta_path])
+    before = {name: sys.modules.pop(name, None) for name in names}
+    try:
+        _boot._ImageFinder(codes).run_all(names)
+        time_limit = sys.modules["pynox.engine.time_limit"]
+        unit_format = sys.modules["pynox.unit_format"]  # imported by time_limit, as usual
+    finally:
+        for name, module in before.items():
+            sys.modules.pop(name, None)
+            if module is not None:
+                sys.modules[name] = module
+    assert type(time_limit.__spec__.loader).__name__ == "_ImageFinder"
+    assert type(unit_format.__spec__.loader).__name__ != "_ImageFinder"
+    assert unit_format.CHANGED is True
+
+
+@pytest.mark.unit
 def test_a_source_of_another_size_imports_as_usual(package_copy: Path) -> None:
     write_image(package_copy)
     source = package_copy / "engine" / "child.py"
