@@ -5,13 +5,22 @@ a model a `run_python(code) -> str` tool; `pynox.Pool` and `Pool.session()` give
 control. They load on first access, so `import pynox` (and the `pynox` command) stays cheap.
 """
 
-import os as _os
-
 __version__ = "0.1.0"
+
+
+def _package_dir(init_file: str) -> str:
+    # os.path.abspath, without importing os where the path is absolute and normal already,
+    # as a run's start gives it (pynox.lean_os says why).
+    if not init_file.startswith("/") or any(part in init_file for part in ("/./", "/../", "//")):
+        import os
+
+        init_file = os.path.abspath(init_file)
+    return init_file[: init_file.rindex("/")] or "/"
+
 
 # The one place that knows where pynox is installed: what the sandbox lets every run read,
 # which frames tracebacks leave out, where the start-up image lies.
-PACKAGE_DIR = _os.path.dirname(_os.path.abspath(__file__))
+PACKAGE_DIR = _package_dir(__file__)
 
 __all__ = [
     "Image",

@@ -32,7 +32,7 @@ per module.
 """
 
 import marshal
-import os
+import posix  # not os: pynox.lean_os says why
 import sys
 from _frozen_importlib import ModuleSpec, module_from_spec
 from _frozen_importlib_external import MAGIC_NUMBER, ExtensionFileLoader
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 # the command's half, and the process that runs the program the child's half
 # (pynox.engine.runner.run_from_image), so that a supervisor forks without the latter.
 COMMAND_MODULES = (
+    "pynox.lean_os",
     "pynox.errors",
     "pynox.limits",
     "pynox.policy",
@@ -145,7 +146,7 @@ IMAGE_MODULES = tuple(
     dict.fromkeys(HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES + ON_DEMAND_MODULES)
 )
 
-_IMAGE = os.path.join(PACKAGE_DIR, "__pycache__", f"_boot.{sys.implementation.cache_tag}.image")
+_IMAGE = f"{PACKAGE_DIR}/__pycache__/_boot.{sys.implementation.cache_tag}.image"
 _PACKAGE_FILE = "__init__.py"
 _INDEX_SIZE_BYTES = 4
 
@@ -175,7 +176,7 @@ class _ImageFinder:
         package = source.endswith(_PACKAGE_FILE)
         spec = ModuleSpec(name, self, origin=source, is_package=package)  # type: ignore[arg-type]
         if package:
-            spec.submodule_search_locations = [os.path.dirname(source)]
+            spec.submodule_search_locations = [source.rpartition("/")[0]]
         spec.has_location = True  # so the module gets __file__, as when imported
         spec.cached = _cached_path(source)
         return spec
@@ -244,7 +245,7 @@ def _native_spec() -> "ModuleSpec | None":
     """The spec of pynox._native in this interpreter's own file name; None when there
     is no such file, which leaves it to the path finder."""
     path = f"{PACKAGE_DIR}/_native{extension_suffixes()[0]}"
-    if not os.path.isfile(path):
+    if _size(path) < 0:
         return None
     spec = ModuleSpec(NATIVE_MODULE, ExtensionFileLoader(NATIVE_MODULE, path), origin=path)
     spec.has_location = True
@@ -264,7 +265,7 @@ def _cached_path(source: str) -> "str | None":
 
 def _unchanged(entries: "list[Entry]") -> "list[bool]":
     """Whether each module's source is still of the size it had when the image was made:
-    in one call of pynox._native where it is loaded (os.stat builds a stat_result for
+    in one call of pynox._native where it is loaded (a stat call builds a stat_result for
     each, which costs more than the system call)."""
     native = sys.modules.get(NATIVE_MODULE)
     if native is not None:
@@ -275,7 +276,7 @@ def _unchanged(entries: "list[Entry]") -> "list[bool]":
 
 def _size(path: str) -> int:
     try:
-        return os.stat(path).st_size
+        return posix.stat(path).st_size
     except OSError:
         return -1
 
@@ -327,6 +328,8 @@ def main() -> None:
 
 def _relative_source(name: str) -> str:
     """Where a hot module's source is, relative to the package: a module or a package."""
+    import os  # the build's: os is loaded then anyway
+
     parts = name.split(".")[1:]
     module = os.path.join(*parts) + ".py"
     if os.path.isfile(os.path.join(PACKAGE_DIR, module)):
@@ -338,7 +341,7 @@ def _image_bytes() -> memoryview:
     """The image, mapped (pynox._native.map_file: why, in runtime/image.c), or read where
     pynox._native cannot be loaded or the file cannot be mapped."""
     native = sys.modules.get(NATIVE_MODULE) or _load_native()
-    fd = os.open(_IMAGE, os.O_RDONLY | os.O_CLOEXEC)
+    fd = posix.open(_IMAGE, posix.O_RDONLY | posix.O_CLOEXEC)
     try:
         if native is not None:
             try:
@@ -348,7 +351,7 @@ def _image_bytes() -> memoryview:
         with open(fd, "rb", closefd=False) as image:
             return memoryview(image.read())
     finally:
-        os.close(fd)
+        posix.close(fd)
 
 
 def _load_native() -> "ModuleType | None":
@@ -398,6 +401,7 @@ def write_image(directory: str) -> str:
     PYTHONHASHSEED=0 (set and frozenset constants keep their order).
     """
     import gc
+    import os  # the build's: os is loaded then anyway
 
     gc.disable()  # collections change reference counts, which marshal writes (FLAG_REF)
     grouped = {name for part in PARTS for name in part}

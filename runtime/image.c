@@ -1,5 +1,6 @@
-/* map_file(): the start-up image (pynox._boot), mapped rather than read; file_sizes():
- * the check of its modules' sources.
+/* What a run's start asks of the file system: map_file(), the start-up image
+ * (pynox._boot), mapped rather than read; file_sizes(), the check of its modules' sources;
+ * real_path(), os.path.realpath without importing os (pynox.lean_os).
  *
  * Every sandboxed run loads the image, some 200 KiB, before anything else. Read into
  * the heap, its bytes land in pages the process has never touched: the kernel zeroes
@@ -13,7 +14,9 @@
  * build never does (it writes a new file). */
 #include "native.h" /* Python.h first, as CPython asks */
 
+#include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -88,6 +91,34 @@ static PyObject *file_sizes(PyObject *module, PyObject *paths)
     return sizes;
 }
 
+/* The path with every link resolved, by realpath(3); None where that fails (a missing
+ * part, a loop of links, no permission), which os.path.realpath then resolves as far as
+ * it can, as it documents. */
+static PyObject *real_path(PyObject *module, PyObject *path)
+{
+    (void)module;
+    if (!PyUnicode_Check(path)) {
+        PyErr_SetString(PyExc_TypeError, "real_path() takes a str");
+        return NULL;
+    }
+    PyObject *encoded = NULL;
+    if (!PyUnicode_FSConverter(path, &encoded)) {
+        return NULL;
+    }
+    char *resolved = realpath(PyBytes_AS_STRING(encoded), NULL);
+    int error = errno;
+    Py_DECREF(encoded);
+    if (resolved == NULL) {
+        if (error == ENOMEM) {
+            return PyErr_NoMemory();
+        }
+        Py_RETURN_NONE;
+    }
+    PyObject *decoded = PyUnicode_DecodeFSDefault(resolved);
+    free(resolved);
+    return decoded;
+}
+
 PyMethodDef pynox_image_methods[] = {
     {"map_file", map_file, METH_O,
      "map_file(fd: int) -> memoryview\n\n"
@@ -95,5 +126,8 @@ PyMethodDef pynox_image_methods[] = {
     {"file_sizes", file_sizes, METH_O,
      "file_sizes(paths: tuple[str, ...]) -> tuple[int, ...]\n\n"
      "Each file's size, or -1 where it cannot be found."},
+    {"real_path", real_path, METH_O,
+     "real_path(path: str) -> str | None\n\n"
+     "The path with every link resolved, or None where realpath(3) fails."},
     {NULL, NULL, 0, NULL},
 };

@@ -16,7 +16,7 @@ extern PyMethodDef pynox_immortal_methods[];
 extern PyMethodDef pynox_zygote_methods[];
 int pynox_zygote_add_constants(PyObject *module);
 
-/* image.c: the start-up image, mapped. */
+/* image.c: the start-up image, mapped, and the file system calls of a run's start. */
 extern PyMethodDef pynox_image_methods[];
 
 /* binding.c: the calls of the sandbox core that a run makes. */

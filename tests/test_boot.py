@@ -549,18 +549,19 @@ def test_the_image_holds_what_a_plain_run_imports_and_every_mode_uses_all_of_it(
 
 
 # The supervisor of a --json or --memory run, as the launcher starts it, reporting at its
-# end (os._exit) which of pynox's modules it loaded and from where.
+# end (posix._exit, which pynox.cli.main leaves by) which of pynox's modules it loaded and
+# from where.
 SUPERVISOR_PROBE = """
-import os, sys
+import posix, sys
 sys.argv = ["pynox", *sys.argv[1:]]
-leave, supervisor = os._exit, os.getpid()
+leave, supervisor = posix._exit, posix.getpid()
 def report_and_leave(code):
-    if os.getpid() == supervisor:
+    if posix.getpid() == supervisor:
         loaded = {n: type(m.__spec__.loader).__name__ for n, m in sys.modules.items()
                   if n.startswith("pynox.")}
-        os.write(2, ("LOADED " + repr(loaded) + "\\n").encode())
+        posix.write(2, ("LOADED " + repr(loaded) + "\\n").encode())
     leave(code)
-os._exit = report_and_leave
+posix._exit = report_and_leave
 from pynox import _boot
 _boot.main()
 """

@@ -5,10 +5,10 @@ confines itself. Imports stay lazy, because every millisecond here is added to
 every run (TOML only when a config file changed, JSON only for --json).
 """
 
-import os
+import posix
 import sys
 
-from pynox import __version__
+from pynox import __version__, lean_os
 from pynox.errors import (
     EXIT_FLUSH_FAILED,
     EXIT_INTERRUPTED,
@@ -67,7 +67,7 @@ def _leave(code: int) -> "NoReturn":
                 stream.flush()
         except (OSError, ValueError):
             code = code or EXIT_FLUSH_FAILED
-    os._exit(code)
+    posix._exit(code)
 
 
 def dispatch(argv: list[str]) -> int:
@@ -87,7 +87,7 @@ def dispatch(argv: list[str]) -> int:
         sys.stdout.flush()
         from pynox.jsonfast.no_sandbox import startup_environment
 
-        os.execve(sys.executable, [sys.executable, *argv[1:]], startup_environment(argv[1:]))
+        posix.execve(sys.executable, [sys.executable, *argv[1:]], startup_environment(argv[1:]))
     if first in ("doctor", "pool", "mcp"):
         from pynox.engine.runner import end_start_up
 
@@ -130,9 +130,10 @@ def _run(inv: "Invocation") -> int:
     from pynox.engine import program, runner
     from pynox.policy.resolve import build_policy
 
-    cwd = os.getcwd()
-    grants, config_path, config_package_dirs = _grants(inv, cwd)
-    options = cmdline.options_in_effect(inv.python_options, os.environ)
+    cwd = posix.getcwd()
+    environ = lean_os.environment()
+    grants, config_path, config_package_dirs = _grants(inv, cwd, environ)
+    options = cmdline.options_in_effect(inv.python_options, environ)
     isolated = "I" in options
     if inv.kind == "script":
         prog = program.script(inv.target, inv.args, isolated)
@@ -142,12 +143,12 @@ def _run(inv: "Invocation") -> int:
         prog = program.module(inv.target, inv.args, isolated, cwd)
     else:
         prog = program.stdin(inv.target, inv.args, isolated)
-    policy = build_policy(grants, prog.implicit_read, os.environ, cwd)
+    policy = build_policy(grants, prog.implicit_read, environ, cwd)
     if policy.allow_write:
         from pynox.policy import trusted as trusted_paths
 
         trusted = trusted_paths.installation()
-        trusted += trusted_paths.configuration([config_path], cwd, os.environ)
+        trusted += trusted_paths.configuration([config_path], cwd, environ)
         trusted_paths.refuse_trusted_writes(policy, trusted)
     outcome = runner.run(
         prog,
@@ -165,13 +166,15 @@ def _run(inv: "Invocation") -> int:
     return _finish_plain(outcome, policy)
 
 
-def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None, list[str]]":
+def _grants(
+    inv: "Invocation", cwd: str, environ: "dict[str, str]"
+) -> "tuple[Grants, str | None, list[str]]":
     """Configuration, then the profile, then flags: each adds to the one before; and
     every package directory the configuration names, for the hint of a failed import."""
     from pynox.policy.location import find_config_path
 
     flags = _flag_grants(inv, cwd)
-    path = find_config_path(inv.config, os.environ, cwd)
+    path = find_config_path(inv.config, environ, cwd)
     if path is None:
         if inv.profile is not None:
             raise UsageError(
@@ -184,7 +187,7 @@ def _grants(inv: "Invocation", cwd: str) -> "tuple[Grants, str | None, list[str]
     run_from_image("config")
     from pynox.policy.cache import load_config
 
-    config = load_config(path, os.environ)
+    config = load_config(path, environ)
     grants: Grants = config.permissions
     if inv.profile is not None:
         grants = grants.merged(config.profile(inv.profile))
@@ -200,7 +203,7 @@ def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":
     for field in GRANT_FIELDS:
         given = getattr(inv, field.name)
         if field.kind == PATHS:
-            setattr(grants, field.name, [os.path.join(cwd, p) for p in given])
+            setattr(grants, field.name, [lean_os.join(cwd, p) for p in given])
         elif field.kind == NAMES:
             setattr(grants, field.name, list(given))
         elif field.kind == SWITCH:
@@ -239,5 +242,5 @@ def _die_like(signum: int) -> "NoReturn":
     resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     if signum not in (_signal.SIGKILL, _signal.SIGSTOP):  # these have no handler to reset
         _signal.signal(signum, _signal.SIG_DFL)
-    os.kill(os.getpid(), signum)
-    os._exit(128 + signum)
+    posix.kill(posix.getpid(), signum)
+    posix._exit(128 + signum)

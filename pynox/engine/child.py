@@ -9,12 +9,12 @@ children leave through pynox.engine.shutdown instead, which is much cheaper ther
 import _signal
 import builtins
 import io  # loaded by every interpreter at start-up; importing it is free
-import os
+import posix
 import sys
 from _frozen_importlib import _call_with_frames_removed  # type: ignore[attr-defined]
 from _frozen_importlib_external import MAGIC_NUMBER, SourceLoader
 
-from pynox import PACKAGE_DIR
+from pynox import PACKAGE_DIR, lean_os
 from pynox._native import call_at_top, compile_source, exec_at_top, reserve_memory
 from pynox.engine.access_log import ACCESS_LOG
 from pynox.engine.child_setup import PYTHON_FINISHED, REPORT_CONFINED, ChildSetup
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pynox.policy.resolve import Policy
 
 # Frames of pynox itself, cut from the program's tracebacks.
-_PACKAGE_DIR = PACKAGE_DIR + os.sep
+_PACKAGE_DIR = PACKAGE_DIR + lean_os.SEP
 # CPython's own display of an exception (PyErr_Display), kept before any program runs:
 # what python falls back on when a program's sys.excepthook is missing or fails
 # (pynox.engine.uncaught).
@@ -110,13 +110,13 @@ def prepare(setup: ChildSetup) -> None:
 
 
 def empty_environment() -> "tuple[str | None, SandboxError | None]":
-    """Empties the environment, in os.environ and in memory (scrub_environment).
+    """Empties the environment, in posix.environ, libc and memory (scrub_environment).
 
     Returns where the user site is, read first (see pynox.engine.report._module_hint),
     and why emptying failed, if it did: raised once confinement is tried, since where
     the kernel cannot sandbox at all (an emulator, say) that is the reason to give.
     """
-    user_base = os.environ.get("PYTHONUSERBASE") or _home_local()
+    user_base = lean_os.getenv("PYTHONUSERBASE") or _home_local()
     try:
         scrub_environment()
     except SandboxError as exc:
@@ -125,7 +125,7 @@ def empty_environment() -> "tuple[str | None, SandboxError | None]":
 
 
 def _home_local() -> str | None:
-    home = os.environ.get("HOME")
+    home = lean_os.getenv("HOME")
     return home + "/.local" if home else None
 
 
@@ -143,7 +143,8 @@ def confine(policy: "Policy", setup: ChildSetup) -> None:
     global program_started
     program_started = True
     try:
-        os.environ.update(policy.environment)
+        for name, value in policy.environment.items():
+            lean_os.setenv(name, value)
         SourceLoader.source_to_code = _source_to_code  # type: ignore[method-assign, assignment]
         if policy.memory is not None:
             # A program that used up its memory would leave none to import the error
@@ -165,7 +166,7 @@ def confine(policy: "Policy", setup: ChildSetup) -> None:
         if setup.scrub_failure is not None:
             raise setup.scrub_failure
         if setup.report_fd is not None:
-            os.write(setup.report_fd, REPORT_CONFINED)
+            posix.write(setup.report_fd, REPORT_CONFINED)
         for fd in (setup.report_fd, setup.end_fd):
             if fd is not None:
                 setup.own_pipes[fd] = fd_identity(fd)
@@ -202,12 +203,12 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
 
 def _python_finished(setup: ChildSetup) -> None:
     if setup.end_fd is not None and still_own_pipe(setup, setup.end_fd):
-        os.write(setup.end_fd, PYTHON_FINISHED)
+        posix.write(setup.end_fd, PYTHON_FINISHED)
 
 
 def fd_identity(fd: int) -> tuple[int, int]:
     """What fd is open on (device, inode): which pipe, socket or file."""
-    status = os.fstat(fd)
+    status = posix.fstat(fd)
     return status.st_dev, status.st_ino
 
 
@@ -242,7 +243,7 @@ def _reset_signals() -> None:
 def _setup_failed(exc: BaseException, setup: ChildSetup) -> "NoReturn":
     message = getattr(exc, "message", None) or f"cannot set up the sandbox: {exc!r}"
     try:
-        os.write(2, f"pynox: {message}\n".encode(errors="replace"))
+        posix.write(2, f"pynox: {message}\n".encode(errors="replace"))
         if setup.report_fd is not None:
             _write_report(
                 setup.report_fd,
@@ -256,18 +257,18 @@ def _setup_failed(exc: BaseException, setup: ChildSetup) -> "NoReturn":
                 },
             )
     finally:
-        os._exit(EXIT_SETUP_FAILURE)
+        posix._exit(EXIT_SETUP_FAILURE)
 
 
 def _setup_stdio(setup: ChildSetup) -> None:
     if setup.stdin_null:
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.close(null)
+        null = posix.open(lean_os.DEVNULL, posix.O_RDONLY)
+        posix.dup2(null, 0)
+        posix.close(null)
     for fd, target in ((setup.stdout_fd, 1), (setup.stderr_fd, 2)):
         if fd is not None:
-            os.dup2(fd, target)
-            os.close(fd)
+            posix.dup2(fd, target)
+            posix.close(fd)
     if setup.unbuffered:
         _make_unbuffered()
     elif setup.stdout_fd is not None and isinstance(sys.stdout, io.TextIOWrapper):
@@ -307,7 +308,7 @@ def setup_interpreter(
     sys.argv = list(program.argv)
     if setup.dont_write_bytecode:
         sys.dont_write_bytecode = True  # what python -B sets (sys.flags cannot change)
-    kept = [p for p in sys.path if os.path.basename(p) not in ("site-packages", "dist-packages")]
+    kept = [p for p in sys.path if lean_os.basename(p) not in ("site-packages", "dist-packages")]
     for dropped in set(sys.path) - set(kept):
         sys.path_importer_cache.pop(dropped, None)
     prefix = [] if program.path0 is None else [program.path0]
@@ -341,16 +342,17 @@ def install_site_builtins() -> None:
 
     builtins.exit = _sitebuiltins.Quitter("exit", "Ctrl-D (i.e. EOF)")
     builtins.quit = _sitebuiltins.Quitter("quit", "Ctrl-D (i.e. EOF)")
-    builtins.copyright = _sitebuiltins._Printer("copyright", sys.copyright)
+    builtins.copyright = _SitePrinter("copyright")  # type: ignore[assignment]
     builtins.credits = _SitePrinter("credits")  # type: ignore[assignment]
     builtins.license = _SitePrinter("license")  # type: ignore[assignment]
     builtins.help = _sitebuiltins._Helper()
 
 
 class _SitePrinter:
-    """`credits` or `license` as this CPython's own `site` words it (its text changes
-    between releases): site.setcopyright() makes both on first use, and puts them in
-    builtins. Importing site for every run would cost about 0.2 ms of its start."""
+    """`copyright`, `credits` or `license` as this CPython's own `site` words it (its text
+    changes between releases): site.setcopyright() makes all three on first use, and puts
+    them in builtins. Importing site for every run would cost about 0.2 ms of its start,
+    and making even `copyright` here imports os (_sitebuiltins._Printer does), 2.7 ms."""
 
     def __init__(self, name: str) -> None:
         self._name = name
@@ -376,8 +378,7 @@ def _stdlib_site() -> "Any":
     from _frozen_importlib import module_from_spec
     from _frozen_importlib_external import spec_from_file_location
 
-    stdlib = getattr(sys, "_stdlib_dir", None) or os.path.dirname(os.__file__)
-    spec = spec_from_file_location("site", os.path.join(stdlib, "site.py"))
+    spec = spec_from_file_location("site", lean_os.join(lean_os.stdlib_dir(), "site.py"))
     site = module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(site)  # type: ignore[union-attr]
     sys.modules.setdefault("site", site)
@@ -564,6 +565,6 @@ def _write_report(fd: int, error: dict[str, object]) -> None:
 
     data = dumps_readable(error).encode()
     while data:
-        written = os.write(fd, data)
+        written = posix.write(fd, data)
         data = data[written:]
-    os.close(fd)
+    posix.close(fd)

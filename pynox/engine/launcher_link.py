@@ -12,7 +12,9 @@ for a captured run (--json), then what the launcher needs to write the run's res
 itself (pynox.engine.result_frame.launcher_frame).
 """
 
-import os
+import posix
+
+from pynox import lean_os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,7 +25,7 @@ def launcher_pipes(variable: str, pid: int, count: int) -> "list[int] | None":
     """The `count` pipes named by `variable`, taken out of the environment; None unless
     it was set for process `pid` (the launcher's: not a variable the caller set or
     another run passed on) and names that many pipes."""
-    entry = os.environ.pop(variable, None)
+    entry = lean_os.popenv(variable)
     if entry is None:
         return None
     fds_text, _, pid_text = entry.partition(":")
@@ -33,7 +35,7 @@ def launcher_pipes(variable: str, pid: int, count: int) -> "list[int] | None":
     fds = [int(text) for text in texts]
     try:
         for fd in fds:
-            if fd < 3 or os.fstat(fd).st_mode & 0o170000 != 0o010000:  # a pipe (S_ISFIFO)
+            if fd < 3 or posix.fstat(fd).st_mode & 0o170000 != 0o010000:  # a pipe (S_ISFIFO)
                 return None
     except OSError:
         return None
@@ -73,6 +75,6 @@ def write_message(fd: int, message: bytes) -> None:
     try:
         view = memoryview(message)
         while view:
-            view = view[os.write(fd, view) :]
+            view = view[posix.write(fd, view) :]
     finally:
-        os.close(fd)
+        posix.close(fd)

@@ -4,9 +4,10 @@ Everything here happens in the supervisor, before the sandbox exists, so a
 missing script gets the same message and exit status as `python` gives.
 """
 
-import os
+import posix
 import sys
 
+from pynox import lean_os
 from pynox.errors import ProgramNotFound, PynoxError
 
 
@@ -51,18 +52,18 @@ def _absolute(path: str) -> str:
     if path.startswith("/"):
         return path
     try:
-        return os.getcwd() + "/" + path
+        return posix.getcwd() + "/" + path
     except OSError:
         return path
 
 
 def script(path: str, args: list[str], isolated: bool) -> "Program":
     absolute = _absolute(path)
-    if os.path.isdir(absolute) or _is_zip(absolute):
+    if lean_os.isdir(absolute) or _is_zip(absolute):
         # A directory or zip application runs its __main__ module, as python does.
         program = Program("main_dir", [path, *args])
         program.path0 = absolute
-        program.implicit_read = [os.path.realpath(absolute)]
+        program.implicit_read = [lean_os.realpath(absolute)]
         return program
     program = Program("script", [path, *args])
     try:
@@ -71,7 +72,7 @@ def script(path: str, args: list[str], isolated: bool) -> "Program":
     except OSError as exc:
         raise _cannot_open(absolute, exc) from None
     program.filename = absolute
-    directory = os.path.dirname(os.path.realpath(absolute))
+    directory = lean_os.dirname(lean_os.realpath(absolute))
     program.implicit_read = [directory]
     if not isolated:
         program.path0 = directory
@@ -79,7 +80,7 @@ def script(path: str, args: list[str], isolated: bool) -> "Program":
 
 
 def _is_zip(path: str) -> bool:
-    if not os.path.isfile(path):
+    if not lean_os.isfile(path):
         return False
     try:
         with open(path, "rb") as file:
@@ -116,7 +117,7 @@ def stdin(name: str, args: list[str], isolated: bool) -> "Program":
     program.filename = "<stdin>"
     if sys.stdin is not None:  # closed, python runs an empty program
         try:
-            os.lseek(0, 0, os.SEEK_CUR)
+            posix.lseek(0, 0, lean_os.SEEK_CUR)
         except OSError:
             program.seekable = False
         try:

@@ -11,7 +11,7 @@ this warm interpreter and supervises it (pynox.engine.supervisor, imported only
 then, which keeps the plain run's start-up short).
 """
 
-import os
+import posix
 import sys
 
 from pynox.engine import launcher_link, scratch
@@ -69,8 +69,8 @@ def run(
             if policy.memory is not None:
                 setup.end_fd = end  # where Python says it saw the program to its end
             else:
-                os.close(end)
-            setup.parent_pid, setup.new_session = os.getppid(), False
+                posix.close(end)
+            setup.parent_pid, setup.new_session = posix.getppid(), False
         setup.scratch_fd = scratch.remove_when_gone(directory)
         run_in_this_process(program, policy, setup)
     _close(captured)
@@ -90,7 +90,7 @@ def run(
     finally:
         # The child's own end (SystemExit) comes through here too: only the supervisor,
         # once the child is gone, removes the directory.
-        if os.getpid() == setup.parent_pid:
+        if posix.getpid() == setup.parent_pid:
             scratch_removal.remove(directory)
 
 
@@ -114,7 +114,7 @@ def launcher_supervisor() -> "list[int] | None":
     """The pipes to the launcher that supervises this process (its parent), if it does:
     the one pynox tells it about the run on, and the one the program's process says on
     that Python saw the program to its end (pynox.engine.launcher_link)."""
-    return launcher_link.launcher_pipes(LAUNCHER_SUPERVISOR_VARIABLE, os.getppid(), 2)
+    return launcher_link.launcher_pipes(LAUNCHER_SUPERVISOR_VARIABLE, posix.getppid(), 2)
 
 
 # Set by the launcher when the command line has --json: "OUT,ERR,REPORT:PID", the
@@ -124,12 +124,12 @@ LAUNCHER_CAPTURE_VARIABLE = "PYNOX_CAPTURE"
 
 def launcher_capture() -> "list[int] | None":
     """The pipes the launcher that supervises this process captures the run from."""
-    return launcher_link.launcher_pipes(LAUNCHER_CAPTURE_VARIABLE, os.getppid(), 3)
+    return launcher_link.launcher_pipes(LAUNCHER_CAPTURE_VARIABLE, posix.getppid(), 3)
 
 
 def _close(fds: "list[int] | None") -> None:
     for fd in fds or ():
-        os.close(fd)
+        posix.close(fd)
 
 
 def run_from_image(group: str) -> None:

@@ -1,8 +1,9 @@
 """The Python face of the C sandbox core, through pynox._native (runtime/binding.c)."""
 
-import os
+import posix
 
 import pynox._native as _native
+from pynox import lean_os
 from pynox.errors import SandboxError
 from pynox.policy import system_paths
 
@@ -30,8 +31,8 @@ class CPolicy:
         new_session: bool = True,
     ) -> None:
         self.fields = (
-            [os.fsencode(path) for path in reads],
-            [os.fsencode(path) for path in writes],
+            [lean_os.fsencode(path) for path in reads],
+            [lean_os.fsencode(path) for path in writes],
             list(keep_fds),
             int(network),
             memory or 0,
@@ -98,7 +99,7 @@ def own_policy(policy: "Policy") -> CPolicy:
 
 
 def _own_process(path: str) -> str:
-    pid = os.getpid()
+    pid = posix.getpid()
     # Single-threaded here: the process's one thread has the process's id.
     own = {"/proc/self": f"/proc/{pid}", "/proc/thread-self": f"/proc/{pid}/task/{pid}"}
     for link in system_paths.OWN_PROCESS_LINKS:
@@ -110,22 +111,16 @@ def _own_process(path: str) -> str:
 def scrub_environment() -> None:
     """Empties the environment and overwrites what it held in this process's memory.
 
-    os.environ is cleared as usual; then the values it held (bytes shared
-    with the posix module) and the block the kernel placed on the stack are
-    overwritten, so that a program reading its own memory finds no secret of
-    the user's environment. Locale and granted variables are set again after.
+    The environment is cleared in libc and in posix.environ, where os.environ keeps
+    its entries (pynox.lean_os); then the values it held and the block the kernel
+    placed on the stack are overwritten, so that a program reading its own memory
+    finds no secret of the user's environment. Locale and granted variables are set
+    again after.
     """
-    import posix
-
     held = list(posix.environ.values())
-    if getattr(os.environ, "_data", None) is posix.environ:
-        # os.environ keeps its entries in posix.environ itself (CPython on POSIX):
-        # unset them in libc and empty the dict at once, not one popitem() each.
-        for key in list(posix.environ):
-            posix.unsetenv(key)
-        posix.environ.clear()
-    else:
-        os.environ.clear()
+    for key in list(posix.environ):
+        posix.unsetenv(key)
+    posix.environ.clear()
     for value in held:
         # Single bytes and the empty string are shared singletons: never touch them.
         if len(value) > 1:

@@ -7,8 +7,9 @@ life) gets a fresh directory it may read and write, named by those variables,
 and removed once the run is over.
 """
 
-import os
+import posix
 
+from pynox import lean_os
 from pynox.engine.launcher_link import launcher_pipes
 
 TYPE_CHECKING = False
@@ -45,18 +46,18 @@ def attach(policy: "Policy", base: "str | None" = None, ready: "str | None" = No
 def create(base: "str | None" = None) -> str:
     """A new directory only this user can enter, in `base` or the host's temporary directory."""
     if base is None:
-        base = os.environ.get("TMPDIR") or "/tmp"
-        if not os.path.isabs(base) or not os.path.isdir(base):
+        base = lean_os.getenv("TMPDIR") or "/tmp"
+        if not lean_os.isabs(base) or not lean_os.isdir(base):
             base = "/tmp"
         # Resolved: the sandbox grants the directory itself, not a link to it.
-        base = os.path.realpath(base)
+        base = lean_os.realpath(base)
         made = _made_by_launcher(base)
         if made is not None:
             return made
     while True:
         path = new_name(base)
         try:
-            os.mkdir(path, 0o700)
+            posix.mkdir(path, 0o700)
         except FileExistsError:
             continue
         except OSError as exc:
@@ -79,13 +80,13 @@ def _launcher_helper_pipes() -> "list[int] | None":
     if not _helper_pipes_taken:
         _helper_pipes_taken = True
         # Set for this very process: the launcher's child, which exec made the interpreter.
-        _helper_pipes = launcher_pipes(LAUNCHER_HELPER_VARIABLE, os.getpid(), 2)
+        _helper_pipes = launcher_pipes(LAUNCHER_HELPER_VARIABLE, posix.getpid(), 2)
     return _helper_pipes
 
 
 def new_name(base: str) -> str:
     """A name for a scratch directory in `base`: random, so that no program can guess it."""
-    return os.path.join(base, PREFIX + os.urandom(6).hex())
+    return lean_os.join(base, PREFIX + posix.urandom(6).hex())
 
 
 def _made_by_launcher(base: str) -> "str | None":
@@ -99,11 +100,11 @@ def _made_by_launcher(base: str) -> "str | None":
         return None
     fd, pipes[1] = pipes[1], -1
     try:
-        line = os.read(fd, _NAME_LENGTH + 2)  # written at once, before the helper closes it
+        line = posix.read(fd, _NAME_LENGTH + 2)  # written at once, before the helper closes it
     except OSError:
         return None
     finally:
-        os.close(fd)
+        posix.close(fd)
     name = line[:-1].decode("ascii", "replace")
     digits = name[len(PREFIX) :]
     well_formed = (
@@ -114,13 +115,13 @@ def _made_by_launcher(base: str) -> "str | None":
     )
     if not well_formed:
         return None
-    path = os.path.join(base, name)
+    path = lean_os.join(base, name)
     try:
-        status = os.lstat(path)
+        status = posix.lstat(path)
     except OSError:
         return None  # made where TMPDIR pointed then, not where it resolves now
     is_directory = status.st_mode & 0o170000 == 0o040000  # S_ISDIR, not a link
-    if not is_directory or status.st_uid != os.geteuid() or status.st_mode & 0o077:
+    if not is_directory or status.st_uid != posix.geteuid() or status.st_mode & 0o077:
         return None
     return path
 
@@ -134,9 +135,9 @@ def hand_to_launcher_helper(path: str) -> "int | None":
         return None
     fd, pipes[0] = pipes[0], -1
     try:
-        os.write(fd, os.fsencode(path) + b"\n")
+        posix.write(fd, lean_os.fsencode(path) + b"\n")
     except OSError:
-        os.close(fd)
+        posix.close(fd)
         return None
     return _out_of_the_way(fd)
 
@@ -154,21 +155,21 @@ def remove_when_gone(path: str) -> int:
     launcher_helper = hand_to_launcher_helper(path)
     if launcher_helper is not None:
         return launcher_helper
-    read_end, write_end = os.pipe()
+    read_end, write_end = posix.pipe()
     try:
-        os.posix_spawn(
+        posix.posix_spawn(
             "/bin/sh",
             ["sh", "-c", HELPER_SCRIPT, path],
             {"PATH": "/usr/bin:/bin"},
             file_actions=[
-                (os.POSIX_SPAWN_DUP2, read_end, 0),
-                (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_DUP2, 1, 2),
+                (posix.POSIX_SPAWN_DUP2, read_end, 0),
+                (posix.POSIX_SPAWN_OPEN, 1, "/dev/null", posix.O_WRONLY, 0),
+                (posix.POSIX_SPAWN_DUP2, 1, 2),
             ],
             setsid=True,
         )
     except OSError as exc:
-        os.close(write_end)
+        posix.close(write_end)
         from pynox.engine.scratch_removal import remove
         from pynox.errors import SandboxError
 
@@ -178,7 +179,7 @@ def remove_when_gone(path: str) -> int:
             f"cannot start /bin/sh to remove the run's scratch directory later: {exc.strerror}"
         ) from None
     finally:
-        os.close(read_end)
+        posix.close(read_end)
     return _out_of_the_way(write_end)
 
 
@@ -187,15 +188,15 @@ def _out_of_the_way(fd: int) -> int:
     high = _HIGH_FD
     while is_open(high):
         high += 1
-    os.dup2(fd, high, inheritable=False)
-    os.close(fd)
+    posix.dup2(fd, high, inheritable=False)
+    posix.close(fd)
     return high
 
 
 def is_open(fd: int) -> bool:
     """Whether fd is an open descriptor of this process."""
     try:
-        os.fstat(fd)
+        posix.fstat(fd)
     except OSError:
         return False
     return True

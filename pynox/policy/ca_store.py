@@ -4,9 +4,9 @@ Apart from pynox.policy.resolve and system_paths because most runs are not grant
 the network: a run that is imports this module then.
 """
 
-import os
-import stat
+import posix
 
+from pynox import lean_os
 from pynox.errors import PolicyError
 from pynox.policy.path_grant import magic_link_on_way, real_path
 from pynox.policy.system_paths import CA_VARIABLES
@@ -29,9 +29,9 @@ def ca_reads(policy: "Policy", cwd: str) -> list[str]:
         value = policy.environment.get(name) if name in policy.allow_env else None
         if not value:
             continue
-        absolute = os.path.normpath(os.path.join(cwd, value))  # OpenSSL expands no ~
+        absolute = lean_os.normpath(lean_os.join(cwd, value))  # OpenSSL expands no ~
         try:
-            os.stat(absolute)
+            posix.stat(absolute)
         except (OSError, ValueError):
             continue
         resolved = real_path(absolute)
@@ -73,10 +73,10 @@ def ca_store_reads() -> list[str]:
 
 def _ca_paths(cafile: str, capath: str) -> list[str]:
     paths = []
-    if os.path.isfile(cafile):
-        paths.append(os.path.realpath(cafile))
-    if os.path.isdir(capath):
-        directory = os.path.realpath(capath)
+    if lean_os.isfile(cafile):
+        paths.append(lean_os.realpath(cafile))
+    if lean_os.isdir(capath):
+        directory = lean_os.realpath(capath)
         paths.append(directory)
         paths += _link_target_dirs(directory)
     # The CA file usually lies in the CA directory (Debian: ca-certificates.crt).
@@ -97,7 +97,7 @@ def _link_target_dirs(directory: str) -> list[str]:
     while pending and len(found) < _MAX_CA_DIRS:
         current = pending.pop()
         for leads_to in _dirs_leading_out(current):
-            real = os.path.realpath(leads_to)
+            real = lean_os.realpath(leads_to)
             if real != directory and real not in found:
                 found[real] = None
                 pending.append(real)
@@ -116,16 +116,18 @@ def _dirs_leading_out(directory: str) -> list[str]:
     """
     dirs: dict[str, None] = {}
     try:
-        with os.scandir(directory) as entries:
+        with posix.scandir(directory) as entries:
             for entry in entries:
                 if not entry.is_symlink():
                     continue
                 try:
-                    target = os.readlink(entry.path)
+                    target = posix.readlink(entry.path)
                     if "/" not in target:
                         continue
-                    leads_to = os.path.dirname(os.path.join(directory, target))
-                    if leads_to in dirs or not stat.S_ISREG(os.stat(entry.path).st_mode):
+                    leads_to = lean_os.dirname(lean_os.join(directory, target))
+                    if leads_to in dirs or not lean_os.is_regular_file(
+                        posix.stat(entry.path).st_mode
+                    ):
                         continue
                 except OSError:
                     continue

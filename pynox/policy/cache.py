@@ -9,9 +9,9 @@ the cache just means a parse: it is an optimisation, never a source of errors.
 """
 
 import marshal
-import os
-import stat
+import posix
 
+from pynox import lean_os
 from pynox.policy.config_values import Config
 
 TYPE_CHECKING = False
@@ -32,15 +32,15 @@ _IGNORED = (OSError, EOFError, ValueError, TypeError, LookupError)
 def cache_dir(environ: "Mapping[str, str]") -> str | None:
     """$XDG_CACHE_HOME/pynox/config, else ~/.cache/pynox/config, else None (no cache)."""
     root = _cache_root(environ)
-    return None if root is None else os.path.join(root, "pynox", "config")
+    return None if root is None else lean_os.join(root, "pynox", "config")
 
 
 def load_config(path: str, environ: "Mapping[str, str] | None" = None) -> Config:
     """The validated configuration in `path` (config.parse_config_file), from the cache when
     nothing it depends on changed."""
     if environ is None:
-        environ = os.environ
-    real_path = os.path.realpath(path)
+        environ = lean_os.environment()
+    real_path = lean_os.realpath(path)
     try:
         raw = _read_file(real_path)
     except OSError:
@@ -68,23 +68,23 @@ def load_config(path: str, environ: "Mapping[str, str] | None" = None) -> Config
 def _read_file(path: str) -> bytes:
     """The file's bytes, through the descriptor alone: open() would build a buffered
     file object around it, which costs a run more than the read."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    descriptor = posix.open(path, posix.O_RDONLY | posix.O_CLOEXEC)
     try:
         chunks = []
-        while chunk := os.read(descriptor, 1 << 16):
+        while chunk := posix.read(descriptor, 1 << 16):
             chunks.append(chunk)
         return b"".join(chunks)
     finally:
-        os.close(descriptor)
+        posix.close(descriptor)
 
 
 def _cache_root(environ: "Mapping[str, str]") -> str | None:
     xdg = environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):  # the XDG spec says to ignore relative values
+    if xdg and lean_os.isabs(xdg):  # the XDG spec says to ignore relative values
         return xdg
     home = environ.get("HOME")
-    if home and os.path.isabs(home):
-        return os.path.join(home, ".cache")
+    if home and lean_os.isabs(home):
+        return lean_os.join(home, ".cache")
     return None
 
 
@@ -93,7 +93,7 @@ def _entry_path(real_path: str, environ: "Mapping[str, str]") -> str | None:
     name = real_path.replace("%", "%25").replace("/", "%2F") + _SUFFIX
     if directory is None or len(name) > _MAX_NAME:
         return None
-    return os.path.join(directory, name)
+    return lean_os.join(directory, name)
 
 
 # The modules that validate a pynox.toml, beside this one: not imported to find them,
@@ -104,17 +104,17 @@ _VALIDATING_MODULES = (
     "location.py",
     "user_paths.py",
     "grants.py",
-    os.path.join(os.pardir, "units.py"),
+    "../units.py",
 )
 
 
 def _code_stamp() -> tuple[int, ...]:
     """Size and mtime of the validating modules: a changed pynox invalidates old entries."""
     stamp: list[int] = []
-    here = os.path.dirname(__file__)
+    here = lean_os.dirname(__file__)
     for module_file in _VALIDATING_MODULES:
         try:
-            module_stat = os.stat(os.path.join(here, module_file))
+            module_stat = posix.stat(lean_os.join(here, module_file))
         except OSError:  # no source file, e.g. a frozen or zipped build
             continue
         stamp += (module_stat.st_size, module_stat.st_mtime_ns)
@@ -123,20 +123,20 @@ def _code_stamp() -> tuple[int, ...]:
 
 def _read_entry(entry: str, key: "CacheKey", raw: bytes) -> "Config | None":
     try:
-        descriptor = os.open(entry, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+        descriptor = posix.open(entry, posix.O_RDONLY | posix.O_CLOEXEC | posix.O_NOFOLLOW)
     except OSError:
         return None
     try:
-        entry_stat = os.fstat(descriptor)
+        entry_stat = posix.fstat(descriptor)
         # Only trust an entry this user wrote and nobody else can change.
         if (
-            not stat.S_ISREG(entry_stat.st_mode)
-            or entry_stat.st_uid != os.geteuid()
+            not lean_os.is_regular_file(entry_stat.st_mode)
+            or entry_stat.st_uid != posix.geteuid()
             or entry_stat.st_mode & 0o022
             or entry_stat.st_size > _MAX_ENTRY_BYTES
         ):
             return None
-        stored = marshal.loads(os.read(descriptor, entry_stat.st_size + 1))
+        stored = marshal.loads(posix.read(descriptor, entry_stat.st_size + 1))
         if type(stored) is not tuple or len(stored) != 4:
             return None
         if stored[0] != CACHE_FORMAT or stored[1] != key or stored[2] != raw:
@@ -145,4 +145,4 @@ def _read_entry(entry: str, key: "CacheKey", raw: bytes) -> "Config | None":
     except _IGNORED:
         return None
     finally:
-        os.close(descriptor)
+        posix.close(descriptor)

@@ -1,7 +1,8 @@
 """Where the pynox.toml of a run is: --config, $PYNOX_CONFIG or the working directory."""
 
-import os
-import stat
+import posix
+
+from pynox import lean_os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -26,8 +27,8 @@ def find_config_path(explicit: str | None, environ: "Mapping[str, str]", cwd: st
 
         fix = f"point {CONFIG_ENV} at a pynox.toml or unset it"
         return existing_file(from_environment, CONFIG_ENV, environ, cwd, fix)
-    candidate = os.path.join(cwd, CONFIG_NAME)
+    candidate = lean_os.join(cwd, CONFIG_NAME)
     try:
-        return candidate if stat.S_ISREG(os.stat(candidate).st_mode) else None
+        return candidate if lean_os.is_regular_file(posix.stat(candidate).st_mode) else None
     except OSError:
         return None

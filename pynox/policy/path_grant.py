@@ -5,8 +5,9 @@ Apart from pynox.policy.resolve because most runs grant no path: a run that does
 imports this module then.
 """
 
-import os
+import posix
 
+from pynox import lean_os
 from pynox.errors import PolicyError
 from pynox.policy.system_paths import OWN_PROCESS_LINKS
 
@@ -15,7 +16,7 @@ def resolve_grant(path: str, kind: str, cwd: str) -> str:
     """The real path of a granted file or directory, which must exist."""
     absolute = _absolute(path, cwd)
     try:
-        os.stat(absolute)
+        posix.stat(absolute)
     except FileNotFoundError:
         raise PolicyError(
             f"cannot grant {kind} {absolute}: it does not exist; "
@@ -37,7 +38,7 @@ def resolve_grant(path: str, kind: str, cwd: str) -> str:
 
 
 def _absolute(path: str, cwd: str) -> str:
-    return os.path.normpath(os.path.join(cwd, os.path.expanduser(path)))
+    return lean_os.normpath(lean_os.join(cwd, lean_os.expanduser(path)))
 
 
 def magic_link_on_way(absolute: str, resolved: str) -> str | None:
@@ -55,8 +56,8 @@ def real_path(path: str) -> str:
     name this process; the sandboxed process names itself when it confines itself.
     """
     if _names_own_process(path):
-        return os.path.normpath(path)
-    return os.path.realpath(path)
+        return lean_os.normpath(path)
+    return lean_os.realpath(path)
 
 
 def _names_own_process(path: str) -> bool:

@@ -9,10 +9,10 @@ tree (python-build-standalone, pyenv), those files are readable too; sys.path
 does not list them, and a bundle ships only pynox there.
 """
 
-import os
+import posix
 import sys
 
-from pynox import PACKAGE_DIR
+from pynox import PACKAGE_DIR, lean_os
 
 # Read-only files and trees Python and libc consult at run time.
 SYSTEM_FACTS = (
@@ -65,7 +65,7 @@ DEVICES_READ_WRITE = ("/dev/null",)
 
 
 def stdlib_dir() -> str:
-    return os.path.dirname(os.__file__)
+    return lean_os.stdlib_dir()
 
 
 # Prefixes shared with the rest of the system: their lib/ is not the interpreter's own.
@@ -87,9 +87,9 @@ def runtime_library_dirs() -> list[str]:
     python-build-standalone): libpython and the libraries a bundle carries (libssl,
     libffi...), which extension modules load through $ORIGIN RUNPATHs after the sandbox
     exists. Never /usr/lib: a system interpreter's libraries are in the dirs above."""
-    if os.path.realpath(sys.base_prefix) in SYSTEM_PREFIXES:
+    if lean_os.realpath(sys.base_prefix) in SYSTEM_PREFIXES:
         return []
-    return existing([os.path.join(sys.base_prefix, "lib")])
+    return existing([lean_os.join(sys.base_prefix, "lib")])
 
 
 def pynox_package_dir() -> str:
@@ -105,7 +105,7 @@ def existing(paths: list[str] | tuple[str, ...]) -> list[str]:
     seen: dict[str, None] = {}
     for path in paths:
         try:
-            os.stat(path)
+            posix.stat(path)
         except OSError:
             continue
         seen.setdefault(path, None)
@@ -114,7 +114,7 @@ def existing(paths: list[str] | tuple[str, ...]) -> list[str]:
 
 def network_reads() -> list[str]:
     """The resolver's files that exist here, resolved (/etc/resolv.conf is often a link)."""
-    return [os.path.realpath(path) for path in existing(RESOLVER_FILES)]
+    return [lean_os.realpath(path) for path in existing(RESOLVER_FILES)]
 
 
 def interpreter_reads() -> list[str]:

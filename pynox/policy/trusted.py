@@ -17,9 +17,9 @@ last component unresolved: a write grant on the directory that holds a
 symbolic link can replace the link itself.
 """
 
-import os
 import sys
 
+from pynox import lean_os
 from pynox.errors import PolicyError
 from pynox.policy import system_paths
 
@@ -42,9 +42,9 @@ _CACHE = "pynox's cache of validated configurations, which later runs trust"
 
 def _forms(path: str) -> "list[str]":
     """The path resolved, and with only its directory resolved (the link itself)."""
-    absolute = os.path.abspath(path)
-    as_named = os.path.join(os.path.realpath(os.path.dirname(absolute)), os.path.basename(absolute))
-    resolved = os.path.realpath(absolute)
+    absolute = lean_os.abspath(path)
+    as_named = lean_os.join(lean_os.realpath(lean_os.dirname(absolute)), lean_os.basename(absolute))
+    resolved = lean_os.realpath(absolute)
     return [resolved] if resolved == as_named else [resolved, as_named]
 
 
@@ -58,11 +58,11 @@ def installation() -> "list[tuple[str, str]]":
     entries = [(system_paths.pynox_package_dir(), _OWN_CODE)]
     # pynox starts without `site`, which is what points sys.prefix at a virtual
     # environment: find the environment from the interpreter's place in it.
-    environment = os.path.dirname(os.path.dirname(sys.executable))
-    if os.path.isfile(os.path.join(environment, "pyvenv.cfg")):
+    environment = lean_os.dirname(lean_os.dirname(sys.executable))
+    if lean_os.isfile(lean_os.join(environment, "pyvenv.cfg")):
         entries.append((environment, _ENVIRONMENT))
-    bundle_root = os.path.dirname(sys.prefix)
-    if os.path.isfile(os.path.join(bundle_root, "bin", "pynox")):
+    bundle_root = lean_os.dirname(sys.prefix)
+    if lean_os.isfile(lean_os.join(bundle_root, "bin", "pynox")):
         entries.append((bundle_root, _ENVIRONMENT))  # a bundle: bin/pynox beside python/
     entries += [(prefix, _ENVIRONMENT) for prefix in (sys.prefix, sys.exec_prefix)]
     entries += [(prefix, _INTERPRETER) for prefix in (sys.base_prefix, sys.base_exec_prefix)]
@@ -83,7 +83,7 @@ def installation() -> "list[tuple[str, str]]":
     for module in list(sys.modules.values()):
         filename = getattr(module, "__file__", None)
         if isinstance(filename, str) and not any(_inside(filename, r) for r in roots):
-            homes.setdefault(os.path.dirname(filename), None)
+            homes.setdefault(lean_os.dirname(filename), None)
     resolved += [(form, _IMPORTED) for home in homes for form in _forms(home)]
     return resolved
 
@@ -96,9 +96,9 @@ def configuration(
     from pynox.policy.location import CONFIG_ENV, CONFIG_NAME
     from pynox.policy.user_paths import expand_home
 
-    paths = [os.path.join(cwd, CONFIG_NAME)]  # whether or not it exists yet
+    paths = [lean_os.join(cwd, CONFIG_NAME)]  # whether or not it exists yet
     if environ.get(CONFIG_ENV):
-        paths.append(os.path.join(cwd, expand_home(environ[CONFIG_ENV], environ)))
+        paths.append(lean_os.join(cwd, expand_home(environ[CONFIG_ENV], environ)))
     paths += [path for path in config_paths if path]
     entries = [(form, _CONFIG) for path in paths for form in _forms(path)]
     cache = cache_dir(environ)

@@ -5,9 +5,9 @@ Apart from pynox.policy.location, which every run uses to look for its pynox.tom
 only a run told where it is, or whose configuration names paths, needs these.
 """
 
-import os
-import stat
+import posix
 
+from pynox import lean_os
 from pynox.errors import ConfigError
 
 TYPE_CHECKING = False
@@ -22,16 +22,16 @@ def existing_file(given: str, source: str, environ: "Mapping[str, str]", cwd: st
     if not given:
         raise ConfigError(f"{subject} is empty; {fix}")
     # Joined, not normalized: "link/../x" must mean what the kernel makes of it.
-    path = os.path.join(cwd, expand_home(given, environ))
+    path = lean_os.join(cwd, expand_home(given, environ))
     try:
-        mode = os.stat(path).st_mode
+        mode = posix.stat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
         raise ConfigError(f"{subject} does not exist; {fix}") from None
     except OSError as failure:
         raise ConfigError(f"{subject} cannot be used ({failure.strerror}); {fix}") from None
-    if stat.S_ISDIR(mode):
+    if lean_os.is_directory(mode):
         raise ConfigError(f"{subject} is a directory; {fix}, not of its directory")
-    if not stat.S_ISREG(mode):
+    if not lean_os.is_regular_file(mode):
         raise ConfigError(f"{subject} is not a regular file; {fix}")
     return path
 
@@ -39,13 +39,13 @@ def existing_file(given: str, source: str, environ: "Mapping[str, str]", cwd: st
 def expand_home(path: str, environ: "Mapping[str, str]") -> str:
     """`~` and `~/...` from HOME in `environ` (not os.environ); `~user` from the user database."""
     if path != "~" and not path.startswith("~/"):
-        return os.path.expanduser(path)
+        return lean_os.expanduser(path)
     home = environ.get("HOME")
     if not home:
         import pwd  # only without HOME, e.g. under a service manager
 
         try:
-            home = pwd.getpwuid(os.getuid()).pw_dir
+            home = pwd.getpwuid(posix.getuid()).pw_dir
         except KeyError:
             return path
     return home + path[1:]

@@ -1,0 +1,188 @@
+"""What a run's start-up needs of `os`, without importing `os`.
+
+`import os` costs about 2.7 ms of CPU here, a sixth of a whole sandboxed run of a tiny
+script: it creates the abstract classes of `_collections_abc` and imports `stat` and
+`posixpath`. `python` pays that in `site`, which pynox's start skips. The system calls
+themselves are in `posix`, which every interpreter loads as it starts; this module adds
+the few things `os` and `os.path` write in Python on top of them, as they do for
+POSIX paths given as str.
+
+The environment: os.environ keeps its entries in posix.environ itself (bytes, encoded
+with the file system's encoding), and changes the process's own with putenv and
+unsetenv. The functions here do both, so a program that imports `os` later finds the
+environment pynox left.
+
+Code that runs after the start (the pool, the API, error paths) imports `os` as usual.
+"""
+
+import posix
+import sys
+
+SEP = "/"
+DEVNULL = "/dev/null"
+SEEK_CUR = 1  # os defines it in Python; posix does not
+_FILE_TYPE = 0o170000  # the S_IFMT bits of st_mode
+_REGULAR_FILE = 0o100000
+_DIRECTORY = 0o040000
+
+_ENCODING = sys.getfilesystemencoding()
+_ERRORS = sys.getfilesystemencodeerrors()
+
+
+def fsencode(name: str) -> bytes:
+    return name.encode(_ENCODING, _ERRORS)
+
+
+def fsdecode(name: bytes) -> str:
+    return name.decode(_ENCODING, _ERRORS)
+
+
+def join(path: str, *parts: str) -> str:
+    """os.path.join: an absolute part starts the path again."""
+    for part in parts:
+        if part.startswith(SEP):
+            path = part
+        elif not path or path.endswith(SEP):
+            path += part
+        else:
+            path += SEP + part
+    return path
+
+
+def dirname(path: str) -> str:
+    """os.path.dirname: everything before the last slash, without trailing slashes
+    (unless that is all there is)."""
+    head = path[: path.rfind(SEP) + 1]
+    if head and head != SEP * len(head):
+        head = head.rstrip(SEP)
+    return head
+
+
+def basename(path: str) -> str:
+    return path[path.rfind(SEP) + 1 :]
+
+
+def isabs(path: str) -> bool:
+    return path.startswith(SEP)
+
+
+def normpath(path: str) -> str:
+    """os.path.normpath: no "." or empty parts, each ".." takes the part before it away
+    (none above the root), and one leading slash, or two (POSIX leaves what two mean to
+    the system; three or more are one)."""
+    slashes = len(path) - len(path.lstrip(SEP))
+    if slashes > 2:
+        slashes = 1
+    parts: list[str] = []
+    for part in path.split(SEP):
+        if part in ("", "."):
+            continue
+        if part != ".." or (not slashes and not parts) or (parts and parts[-1] == ".."):
+            parts.append(part)
+        elif parts:
+            parts.pop()
+    return SEP * slashes + SEP.join(parts) or "."
+
+
+def abspath(path: str) -> str:
+    return normpath(path if isabs(path) else join(posix.getcwd(), path))
+
+
+def expanduser(path: str) -> str:
+    """os.path.expanduser, which a path that starts with "~" takes from os itself (the
+    home directory from HOME or the user database)."""
+    if not path.startswith("~"):
+        return path
+    import os
+
+    return os.path.expanduser(path)
+
+
+def is_regular_file(mode: int) -> bool:
+    """stat.S_ISREG."""
+    return mode & _FILE_TYPE == _REGULAR_FILE
+
+
+def is_directory(mode: int) -> bool:
+    """stat.S_ISDIR."""
+    return mode & _FILE_TYPE == _DIRECTORY
+
+
+def _mode(path: str) -> int:
+    try:
+        return posix.stat(path).st_mode
+    except (OSError, ValueError):  # ValueError: a NUL in the path, where os.path says False
+        return 0
+
+
+def isfile(path: str) -> bool:
+    return is_regular_file(_mode(path))
+
+
+def isdir(path: str) -> bool:
+    return is_directory(_mode(path))
+
+
+def realpath(path: str) -> str:
+    """os.path.realpath: the C library's realpath(3) through pynox._native where it is
+    loaded and the path resolves, or where only its last part does not exist (a file to
+    be written: a pynox.toml, say); os.path.realpath itself for the rest (a missing
+    directory, a loop of links, no permission), which it resolves as far as it can."""
+    native = sys.modules.get("pynox._native")
+    if native is not None:
+        resolved: str | None = native.real_path(path)
+        if resolved is not None:
+            return resolved
+        directory, _, name = path.rpartition(SEP)
+        if directory and name not in ("", ".", "..") and not _lexists(path):
+            resolved = native.real_path(directory)
+            if resolved is not None:
+                return join(resolved, name)  # what os.path.realpath makes of a name not there
+    import os
+
+    return os.path.realpath(path)
+
+
+def _lexists(path: str) -> bool:
+    """Whether anything has that name, a link that leads nowhere included."""
+    try:
+        posix.lstat(path)
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True  # not known to be missing: os.path.realpath decides
+    return True
+
+
+def stdlib_dir() -> str:
+    """Where the standard library is: os.py's directory. encodings is loaded with every
+    interpreter, from that directory (3.10 has no sys._stdlib_dir)."""
+    known: str | None = getattr(sys, "_stdlib_dir", None)
+    if known:
+        return known
+    return dirname(dirname(sys.modules["encodings"].__file__ or ""))
+
+
+def getenv(name: str) -> str | None:
+    value = posix.environ.get(fsencode(name))
+    return None if value is None else fsdecode(value)
+
+
+def setenv(name: str, value: str) -> None:
+    """os.environ[name] = value."""
+    posix.putenv(name, value)
+    posix.environ[fsencode(name)] = fsencode(value)
+
+
+def popenv(name: str) -> str | None:
+    """os.environ.pop(name, None)."""
+    value = posix.environ.pop(fsencode(name), None)
+    if value is None:
+        return None
+    posix.unsetenv(name)
+    return fsdecode(value)
+
+
+def environment() -> dict[str, str]:
+    """The environment as it is now, decoded as os.environ decodes it."""
+    return {fsdecode(name): fsdecode(value) for name, value in posix.environ.items()}
