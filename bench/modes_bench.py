@@ -5,6 +5,10 @@ A mode is how a user or an agent framework calls pynox: a plain run, a wall-cloc
 JSON for automation, a memory limit (alone and with JSON), a limit that comes from a
 pynox.toml, `-c`, `-m`, and the unsandboxed `--no-sandbox`. Each is paired with python
 invoked the same way, so every ratio is the cost of the sandbox alone.
+
+One more row is shown but judged against no target: the tiny script with `import os` on
+top. pynox's start imports no `os` (pynox.lean_os), where python's `site` does: a program
+that imports it pays that itself under pynox, and this row shows what is left then.
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ class Mode:
     pynox: list[str]
     python: list[str]
     directory: str = "plain"
-    """Where it runs: "plain", or "configured" (a pynox.toml with a timeout)."""
+    """Where it runs: "plain", "configured" (a pynox.toml with a timeout), or "imports_os"
+    (tiny.py with `import os` on top)."""
+    judged: bool = True
+    """Whether a target applies (see bench/targets.py)."""
 
 
 @dataclass(frozen=True)
@@ -58,18 +65,22 @@ def modes() -> list[Mode]:
         Mode("module", "`pynox -m tiny`", ["-m", "tiny"], ["-E", "-s", "-m", "tiny"]),
         Mode("no_sandbox", "`pynox --no-sandbox -I tiny.py`", ["--no-sandbox", "-I", "tiny.py"],
              ["-I", "tiny.py"]),
+        Mode("imports_os", "`pynox tiny.py`, its first line `import os` (no target)", ["tiny.py"],
+             ["-I", "tiny.py"], directory="imports_os", judged=False),
     ]  # fmt: skip
 
 
 def _directories(workdir: str) -> dict[str, str]:
-    """A directory per kind of mode, each holding tiny.py; "configured" has a pynox.toml."""
+    """A directory per kind of mode, each holding tiny.py; "configured" has a pynox.toml,
+    and "imports_os" a tiny.py that imports os first."""
     found = {}
-    for name in ("plain", "configured"):
+    for name in ("plain", "configured", "imports_os"):
         directory = os.path.join(workdir, "modes", name)
         os.makedirs(directory, exist_ok=True)
         Path(directory, "tiny.py").write_text(TINY.read_text())
         found[name] = directory
     Path(found["configured"], "pynox.toml").write_text('[permissions]\ntimeout = "10s"\n')
+    Path(found["imports_os"], "tiny.py").write_text("import os\n" + TINY.read_text())
     return found
 
 

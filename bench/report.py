@@ -261,7 +261,9 @@ def modes_table(results: list[ModeResult]) -> list[str]:
     return [
         "**Command-line modes.** The tiny script under each way of calling pynox, each beside "
         "`python -I` called the same way (`-c` with its text, `-m` with `-E -s`, which is "
-        f"`-I` without `-P`), all interleaved in the same {results[0].pynox.runs} rounds.",
+        f"`-I` without `-P`), all interleaved in the same {results[0].pynox.runs} rounds. "
+        "pynox's start imports no `os`, where python's `site` does; the row with no target "
+        "runs the script with `import os` on top, as a program that imports it pays for it.",
         "",
         *_table(header, ["---", "---:", "---:", "---:", "---:"], rows),
     ]

@@ -53,6 +53,8 @@ def _by_key(results: list[WorkloadResult]) -> dict[str, WorkloadResult]:
 def _modes(results: list[ModeResult]) -> list[Target]:
     targets = []
     for result in results:
+        if not result.mode.judged:
+            continue
         bound = TINY_NO_SANDBOX_MAX_RATIO if result.mode.key == "no_sandbox" else TINY_MAX_RATIO
         of_medians = result.pynox.ratio_to(result.python)
         targets.append(
