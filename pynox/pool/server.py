@@ -420,9 +420,11 @@ class PoolServer:
             self._expire()
             # A request that finds no spare gets one forked on the spot (_take_spare);
             # with requests queued, spares are what they wait for.
-            if self.queue or not self._just_started():
+            just_started = self._just_started()
+            if self.queue or not just_started:
                 self._replenish()
-            self._prime_spares()
+            if not self.child_runs or not just_started:
+                self._prime_spares()
         self._close_sessions()
         self._finish_output()
         return 0
@@ -446,8 +448,9 @@ class PoolServer:
         deadlines += [child.quiet_until for child in self.quiet.values()]
         if self.scratch_keeper.used():
             deadlines.append(now + _IDLE_CLEANUP)
-        if len(self.spares) < self.workers and self.stdin_open:
-            # Wake up to replenish the spares once the newest program is no longer new.
+        if self.stdin_open and (len(self.spares) < self.workers or self._spare_to_prime()):
+            # Wake up to replenish or prime the spares once the newest program is no longer
+            # new.
             new = [run.started + _SPARE_DELAY for run in self.child_runs.values()]
             deadlines += [moment for moment in new if moment > now]
         if not deadlines:
@@ -824,22 +827,35 @@ class PoolServer:
         scratch.attach(run.policy, ready=found.scratch)  # the one its confinement grants
         return found
 
+    def _spare_to_prime(self) -> bool:
+        """Whether _prime_spares would prime a spare now."""
+        if self.prime_template is None or not self.stdin_open:
+            return False
+        primed = sum(1 for spare in self.spares if spare.primed is not None)
+        unprimed = any(spare.ready and spare.primed is None for spare in self.spares)
+        return primed < self.workers - 1 and unprimed
+
     def _prime_spares(self) -> None:
         """Primes the spares that wait idle to the policy the pool expects next, but keeps
-        one spare in `workers` unprimed: a request of another policy takes that one."""
-        if self.prime_template is None or not self.stdin_open:
+        one spare in `workers` unprimed: a request of another policy takes that one.
+
+        Not while a program that started moments ago runs (the loop waits until none does,
+        or until it is no longer new): a spare confining itself would take a CPU from it,
+        and the pool server's own work of priming would delay it."""
+        template = self.prime_template
+        if template is None or not self._spare_to_prime():
             return
         primed = sum(1 for spare in self.spares if spare.primed is not None)
         for spare in self.spares:
             if primed >= self.workers - 1:
                 return
             if spare.ready and spare.primed is None:
-                policy = priming.from_template(self.prime_template)
+                policy = priming.from_template(template)
                 try:
                     self._scratch_for(policy)
                 except (PynoxError, OSError):
                     return  # a request then makes its own, and says why it cannot
-                spare.primed = priming.key(self.prime_template)
+                spare.primed = priming.key(template)
                 spare.scratch = policy.scratch
                 self._send_frame(spare, {"type": zygote.PRIME, "policy": policy.to_wire()})
                 primed += 1
