@@ -7,6 +7,7 @@ into one)."""
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 
 from pool_process import PoolProcess
@@ -31,6 +32,9 @@ CHART = (
     "axes.bar(['north', 'south'], [120, 80])\n"
     "buffer = io.BytesIO()\n"
     "figure.savefig(buffer, format='png')\n"
+    # Closed once saved, as a script does: a figure still open at the end, the pool would
+    # render again to send back as an image (docs/pool-protocol.md), which python does not.
+    "plt.close(figure)\n"
     "print(buffer.getvalue()[:4] == b'\\x89PNG')\n"
 )
 
@@ -44,9 +48,35 @@ class HeavyRow:
     paired: float
 
 
+def _cold_command(python: str, packages: str, code: str) -> list[str]:
+    return [python, "-I", "-c", f"import sys; sys.path.insert(0, {packages!r})\n" + code]
+
+
 def _cold(python: str, packages: str, code: str, workdir: str):  # noqa: ANN202 - a Measure
-    source = f"import sys; sys.path.insert(0, {packages!r})\n" + code
-    return lambda: time_command([python, "-I", "-c", source], workdir)
+    command = _cold_command(python, packages, code)
+    return lambda: time_command(command, workdir)
+
+
+def _check_same_work(
+    pool: PoolProcess, python: str, packages: str, code: str, workdir: str
+) -> None:
+    """Runs the request once each way: the pool must print what python prints, and send
+    back nothing python does not make (a figure left open comes back as an image)."""
+    expected = subprocess.run(
+        _cold_command(python, packages, code),
+        cwd=workdir,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    result = pool.run({"code": code})
+    extra = [name for name in ("value", "images", "files") if result.get(name)]
+    if result["stdout"] != expected or extra:
+        raise SystemExit(
+            f"the pool's result {result['stdout']!r} (with {extra or 'nothing else'}) is not "
+            f"what python printed, {expected!r}"
+        )
 
 
 def measure_heavy(
@@ -65,6 +95,7 @@ def measure_heavy(
         if key.endswith("-warmed"):
             extra.append(f"--warmup={code}")
         with PoolProcess(pynox, 2, workdir, extra) as pool:
+            _check_same_work(pool, python, packages, code, workdir)
             subjects = {
                 "pool": lambda pool=pool, code=code: pool.time_request({"code": code}),
                 "python": _cold(python, packages, code, workdir),
