@@ -44,6 +44,9 @@ REQUEST_FIELDS = frozenset(
     }
 )
 CONTROL_FIELDS = ("host_result", "host_error", "close_session", "control")
+# The fields a request's policy is made from; a request with none of them gets the pool's
+# default policy.
+POLICY_FIELDS = frozenset({"profile", "script", *(field.name for field in GRANT_FIELDS)})
 
 
 def parse_line(line: bytes) -> dict[str, object]:

@@ -329,6 +329,9 @@ class PoolServer:
         self.spares: list[Child] = []
         # The policy spares are primed to: the last request's (pynox.pool.priming).
         self.prime_template: dict[str, Any] | None = None
+        # The template of the policy of a request that names none of POLICY_FIELDS, once
+        # one came (_policy): made of the pool's own settings alone, so made once.
+        self.default_template: dict[str, Any] | None = None
         self.dying: dict[int, Child] = {}  # by token: done, and given EXIT_GRACE to exit
         self.line = bytearray()
         self.discarding = False
@@ -586,7 +589,7 @@ class PoolServer:
             session.queue.append((run, message))
             self._next_step(session)
             return
-        policy = self._policy(message)
+        policy, template = self._policy(message)
         run = Run(request_id, policy)
         if stream:
             run.stream()
@@ -610,13 +613,24 @@ class PoolServer:
             return
         # A pool of one worker keeps its one spare unprimed (_prime_spares).
         if self.workers > 1 and not files and not functions:
-            run.template = priming.template(policy)
+            run.template = template if template is not None else priming.template(policy)
         run.files = files  # placed, with its scratch directory, when it starts (_start_queued)
         self.runs[request_id] = run
         self.queue.append((run, message))
         self._start_queued()
 
-    def _policy(self, message: dict[str, object]) -> "Policy":
+    def _policy(self, message: dict[str, object]) -> "tuple[Policy, dict[str, Any] | None]":
+        """The request's policy, with its template (pynox.pool.priming) when it is the
+        pool's default policy."""
+        if any(name in message for name in pool_request.POLICY_FIELDS):
+            return self._new_policy(message), None
+        # Without a grant, a profile or a script, the policy depends on nothing but the
+        # pool's own settings, which never change: not on the request, not on the files.
+        if self.default_template is None:
+            self.default_template = priming.template(self._new_policy(message))
+        return priming.from_template(self.default_template), self.default_template
+
+    def _new_policy(self, message: dict[str, object]) -> "Policy":
         request_id = message["id"]
         grants = pool_request.request_grants(message)
         profile = message.get("profile")

@@ -140,6 +140,28 @@ def test_a_primed_grant_whose_path_names_another_directory_now_is_not_used(
         assert client.close() == 0
 
 
+def test_requests_without_grants_get_the_default_policy_whatever_ran_between(
+    tmp_path: Path,
+) -> None:
+    """The pool makes its default policy once (PoolServer._policy): every request that asks
+    for nothing still gets all of it, a scratch directory of its own, none of another
+    request's grants, and a spare primed to it."""
+    data = _with_note(tmp_path / "data", "secret")
+    with PoolClient(workers=2) as client:
+        first = client.run({"id": new_id(), "code": "print(1)"})
+        assert _read(client, data / "note.txt", data)[0] == "secret"
+        assert _read(client, data / "note.txt", None)[0] == "PermissionError"
+        primed = _wait_primed(client)
+        text, pid = _read(client, data / "note.txt", None)
+        assert (text, pid in primed) == ("PermissionError", True)
+        last = client.run({"id": new_id(), "code": "print(1)"})
+        assert client.close() == 0
+    policies = [dict(result["policy"]) for result in (first, last)]
+    scratches = [policy.pop("scratch") for policy in policies]
+    assert policies[0] == policies[1]
+    assert policies[0]["allow_read"] == [] and scratches[0] != scratches[1]
+
+
 def test_requests_with_files_or_host_functions_do_not_take_a_primed_spare(
     tmp_path: Path,
 ) -> None:
