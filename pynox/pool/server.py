@@ -622,7 +622,7 @@ class PoolServer:
     def _policy(self, message: dict[str, object]) -> "tuple[Policy, dict[str, Any] | None]":
         """The request's policy, with its template (pynox.pool.priming) when it is the
         pool's default policy."""
-        if any(name in message for name in pool_request.POLICY_FIELDS):
+        if not pool_request.POLICY_FIELDS.isdisjoint(message):
             return self._new_policy(message), None
         # Without a grant, a profile or a script, the policy depends on nothing but the
         # pool's own settings, which never change: not on the request, not on the files.
