@@ -18,6 +18,10 @@ Code that runs after the start (the pool, the API, error paths) imports `os` as 
 import posix
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import ModuleType
+
 SEP = "/"
 DEVNULL = "/dev/null"
 SEEK_CUR = 1  # os defines it in Python; posix does not
@@ -186,3 +190,35 @@ def popenv(name: str) -> str | None:
 def environment() -> dict[str, str]:
     """The environment as it is now, decoded as os.environ decodes it."""
     return {fsdecode(name): fsdecode(value) for name, value in posix.environ.items()}
+
+
+def import_deferring_os(name: str) -> "ModuleType":
+    """Imports the module `name`, whose own `import os` binds a stand-in that imports
+    `os` at its first use, when `os` is not imported yet.
+
+    Only for a module whose other imports are already loaded: the stand-in is in
+    sys.modules while it is imported, and any other module imported then would bind it
+    too. It leaves sys.modules before this returns, so the program imports `os` itself.
+    """
+    if "os" in sys.modules:
+        return __import__(name)
+
+    # Made here, not as the module is imported: a class costs every run's start-up
+    # about 20 us, and only `python -m` needs this one. A module: `types` costs an import.
+    class OsOnFirstUse(type(sys)):  # type: ignore[misc]
+        """The first attribute read imports `os`, and `os` answers every read."""
+
+        def __getattr__(self, attribute: str) -> object:
+            if sys.modules.get("os") is self:  # read while the import still runs
+                del sys.modules["os"]
+            import os
+
+            return getattr(os, attribute)
+
+    stand_in = OsOnFirstUse("os")
+    sys.modules["os"] = stand_in
+    try:
+        return __import__(name)
+    finally:
+        if sys.modules.get("os") is stand_in:
+            del sys.modules["os"]

@@ -196,3 +196,63 @@ def test_a_program_starts_without_os_imported(tmp_path: Path, mode: str) -> None
     proc = pynox(*flags, "-c", uses_os, cwd=tmp_path)
     output = json.loads(proc.stdout)["stdout"] if "--json" in flags else proc.stdout.decode()
     assert output == f"a/b {tmp_path}\n"
+
+
+# A module run with -m (or a directory's __main__.py): what it finds imported, then
+# runpy's run_path, the one part of runpy that uses `os`, then `os` imported whole.
+MODULE_PROBE = f"""{STDLIB_PROBE}
+import runpy
+print(runpy.run_path("other.py")["VALUE"])
+import os
+print(os.path.join("a", "b"), os.getcwd(), type(os.path).__name__)
+"""
+
+
+@pytest.mark.parametrize("kind", ["module", "directory"])
+def test_a_module_run_as_main_starts_without_os_imported(tmp_path: Path, kind: str) -> None:
+    """python -m runs a module through runpy, which imports `os`: pynox defers it, as
+    for a script, and runpy's functions that use it still work."""
+    (tmp_path / "other.py").write_text("import os\nVALUE = os.sep * 2\n")
+    if kind == "module":
+        (tmp_path / "probe.py").write_text(MODULE_PROBE)
+        target = ["-m", "probe"]
+    else:
+        (tmp_path / "app").mkdir()
+        (tmp_path / "app" / "__main__.py").write_text(MODULE_PROBE)
+        target = ["app"]
+    proc = pynox("--allow-read=.", *target, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    # Only what runpy's other imports bring: nothing from 3.12 on, where importlib.util
+    # no longer imports contextlib (which imports os on 3.11).
+    runpy_imports = python("-I", "-S", "-c", f"import importlib.util; {STDLIB_PROBE}")
+    assert proc.stdout.decode() == f"{runpy_imports.stdout.decode()}//\na/b {tmp_path} module\n"
+    if sys.version_info >= (3, 12):
+        assert runpy_imports.stdout == b"[]\n"
+    # python, whose site imports os first, prints the same but for the first line
+    # (-E -s: -I without -P, which would leave the module's directory off sys.path).
+    expected = python("-E", "-s", *target, cwd=tmp_path)
+    assert expected.returncode == 0, expected.stderr
+    assert expected.stdout.decode().split("\n", 1)[1] == proc.stdout.decode().split("\n", 1)[1]
+
+
+# Run with `python -I -S`: a module that reads `os` while it is imported gets it whole,
+# and `os` is then in sys.modules as itself.
+DEFERRED_PROBE = """
+import sys
+sys.path[:0] = [sys.argv[1], "."]
+from pynox import lean_os
+assert "os" not in sys.modules
+runpy = lean_os.import_deferring_os("runpy")
+assert "os" not in sys.modules, "runpy imported os"
+reads = lean_os.import_deferring_os("reads_os")
+import os
+print(reads.SEP, sys.modules["os"] is os, os.path.join("a", "b"))
+"""
+
+
+def test_a_module_that_reads_os_as_it_is_imported_gets_it(tmp_path: Path) -> None:
+    (tmp_path / "reads_os.py").write_text("import os\nSEP = os.sep\n")
+    site_packages = str(Path(lean_os.__file__).parents[1])
+    proc = python("-I", "-S", "-c", DEFERRED_PROBE, site_packages, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode() == "/ True a/b\n"

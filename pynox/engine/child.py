@@ -24,7 +24,7 @@ from pynox.jsonfast import hook as json_hook  # imported with pynox, from the st
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import CodeType, TracebackType
+    from types import CodeType, ModuleType, TracebackType
     from typing import Any, NoReturn
 
     from pynox.engine.program import Program
@@ -388,10 +388,9 @@ def _stdlib_site() -> "Any":
 def execute(program: "Program", main: object) -> None:
     """Runs the program in __main__."""
     if program.kind in ("module", "main_dir"):
-        import runpy
-
+        runpy = _runpy()
         # As `python -m` does, from C: runpy's frames are the bottom of the stack.
-        run_as_main = runpy._run_module_as_main  # type: ignore[attr-defined]
+        run_as_main = runpy._run_module_as_main
         if program.kind == "module":
             call_at_top(run_as_main, program.module)
         else:
@@ -406,6 +405,17 @@ def execute(program: "Program", main: object) -> None:
         exec_at_top(compiled_code(program.source), main.__dict__)  # type: ignore[arg-type]
         return
     run_source(program.source, program.filename, main, program.seekable)
+
+
+def _runpy() -> "ModuleType":
+    """runpy, which python -m runs a module with. It binds `os` as it is imported, and
+    uses it only in run_path: `os` stays unimported until then, or until the program
+    imports it, as for a script (about 2 ms, which python pays in site)."""
+    # runpy's imports before `os`, loaded as they are (3.11's importlib.util imports os).
+    import importlib.machinery  # noqa: F401
+    import importlib.util  # noqa: F401
+
+    return lean_os.import_deferring_os("runpy")
 
 
 def is_compiled(program: "Program") -> bool:
