@@ -201,7 +201,8 @@ def import_deferring_os(name: str) -> "ModuleType":
     too. It leaves sys.modules before this returns, so the program imports `os` itself.
     """
     if "os" in sys.modules:
-        return __import__(name)
+        __import__(name)
+        return sys.modules[name]
 
     # Made here, not as the module is imported: a class costs every run's start-up
     # about 20 us, and only `python -m` needs this one. A module: `types` costs an import.
@@ -218,7 +219,8 @@ def import_deferring_os(name: str) -> "ModuleType":
     stand_in = OsOnFirstUse("os")
     sys.modules["os"] = stand_in
     try:
-        return __import__(name)
+        __import__(name)
     finally:
         if sys.modules.get("os") is stand_in:
             del sys.modules["os"]
+    return sys.modules[name]
