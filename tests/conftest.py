@@ -43,6 +43,11 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop("XDG_CACHE_HOME", None)
     tempfile.tempdir = str(session / "tmp")
     config.stash[SESSION_DIR] = session
+    # The commands tests start get Ctrl-C and hang-ups as from a terminal, even when the
+    # suite itself was started with them ignored (in the background, under nohup): the
+    # tests that ignore them say so (test_parity).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")

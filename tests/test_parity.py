@@ -405,6 +405,58 @@ def test_signal_from_outside(tmp_path: Path, signum: int, mode: str) -> None:
     assert got == ref
 
 
+# Prints how the program finds each signal pynox's supervisor forwards.
+SHOWS_HANDLERS = """\
+import signal
+for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"):
+    print(name, repr(signal.getsignal(getattr(signal, name))))
+"""
+
+
+@pytest.mark.parametrize("mode", [*MODES, "json"])
+def test_signals_ignored_by_the_caller_stay_ignored(tmp_path: Path, mode: str) -> None:
+    """Started with SIGINT and SIGHUP ignored, as a shell starts a job in the background and
+    nohup starts a command, python leaves both ignored, and the program under pynox finds
+    them so too; the signals no one ignored keep python's handling."""
+    (tmp_path / "handlers.py").write_text(SHOWS_HANDLERS)
+    ignoring = ["/bin/sh", "-c", 'trap "" INT HUP; exec "$@"', "sh"]
+    ref = run([*ignoring, PYTHON, "handlers.py"], cwd=tmp_path)
+    options = ["--json"] if mode == "json" else MODES[mode]
+    got = run([*ignoring, PYNOX, *options, "handlers.py"], cwd=tmp_path)
+    assert ref.returncode == got.returncode == 0, got.stderr
+    assert ref.stdout.decode().splitlines() == [
+        "SIGINT <Handlers.SIG_IGN: 1>",
+        "SIGTERM <Handlers.SIG_DFL: 0>",
+        "SIGHUP <Handlers.SIG_IGN: 1>",
+        "SIGQUIT <Handlers.SIG_DFL: 0>",
+    ]
+    stdout = json.loads(got.stdout)["stdout"] if mode == "json" else got.stdout.decode()
+    assert stdout == ref.stdout.decode()
+    # Ignored, Ctrl-C and a hang-up sent to the command from outside change nothing.
+    waits = 'import time\nprint("ready", flush=True)\ntime.sleep(0.5)\nprint("done")\n'
+    (tmp_path / "waits.py").write_text(waits)
+    for signum in (signal.SIGINT, signal.SIGHUP):
+        command = [*ignoring, PYNOX, *options, "waits.py"]
+        proc = subprocess.Popen(command, cwd=tmp_path, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            if mode != "json":
+                assert proc.stdout.readline() == b"ready\n"
+            else:
+                time.sleep(0.2)  # its result, with "ready", comes at its end
+            proc.send_signal(signum)
+            out, err = proc.communicate(timeout=20)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert proc.returncode == 0, err
+        if mode == "json":
+            assert json.loads(out)["stdout"] == "ready\ndone\n"
+        else:
+            assert out == b"done\n"
+
+
 # Signals a program may catch, each sent to the command's own process id by another
 # process, as a job runner or `kill PID` does. SIGPIPE, SIGWINCH and SIGCHLD do nothing to
 # python unless it has a handler; the stops would stop it, the rest would end it.

@@ -234,10 +234,28 @@ def _silent_for(reported: BaseException, hook: "Any") -> "Any":
 
 
 def _reset_signals() -> None:
-    # The supervisor forwards signals to its child; the child behaves like python.
-    _signal.signal(_signal.SIGINT, _signal.default_int_handler)
-    for name in ("SIGTERM", "SIGHUP", "SIGQUIT"):
-        _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+    # The supervisor forwards these signals to its child, which handles them as python
+    # would have: as it starts, or ignored if they were ignored when this process started.
+    for signum, handler in _STARTING_HANDLERS.items():
+        _signal.signal(signum, handler)
+
+
+def _starting_handlers() -> "dict[int, Any]":
+    """What python gives each forwarded signal at its start: Ctrl-C raises
+    KeyboardInterrupt, the rest end the process, unless whoever started this process
+    ignored the signal (nohup ignores SIGHUP; a shell, SIGINT for a job it runs in the
+    background): python then leaves it ignored, and so does a program under pynox."""
+    handlers: dict[int, Any] = {_signal.SIGINT: _signal.default_int_handler}
+    for signum in (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT):
+        handlers[signum] = _signal.SIG_DFL
+    for signum in handlers:
+        if _signal.getsignal(signum) == _signal.SIG_IGN:
+            handlers[signum] = _signal.SIG_IGN
+    return handlers
+
+
+# Read as pynox is imported, before its supervisor puts its own handlers in place.
+_STARTING_HANDLERS = _starting_handlers()
 
 
 def _setup_failed(exc: BaseException, setup: ChildSetup) -> "NoReturn":
