@@ -22,6 +22,19 @@ def _package_dir(init_file: str) -> str:
 # which frames tracebacks leave out, where the start-up image lies.
 PACKAGE_DIR = _package_dir(__file__)
 
+
+def _signals_ignored() -> "frozenset[int]":
+    import _signal
+
+    handed_on = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGCHLD)
+    return frozenset(s for s in handed_on if _signal.getsignal(s) == _signal.SIG_IGN)
+
+
+# Which of the signals whose handling a program's process gets back (pynox.engine.child)
+# this process's caller ignored, as a shell does SIGINT for a job in the background and
+# nohup SIGHUP: read as pynox is first imported, before it sets any handler of its own.
+SIGNALS_IGNORED_AT_START = _signals_ignored()
+
 __all__ = [
     "Image",
     "Output",

@@ -569,6 +569,35 @@ static int capture_entry(char *entry, size_t size, const int writes[STREAMS], lo
     return buf_append(entry, size, &n, ":") == 0 && buf_append_long(entry, size, &n, parent) == 0;
 }
 
+/* A caller may start pynox with SIGCHLD ignored, which exec keeps: the kernel would then
+ * reap the child the moment it ended, and its status would be lost. This process waits
+ * with the default action instead; the child puts the caller's back before it execs the
+ * interpreter (restore_child_action), so that the program finds it as python would.
+ * Returns 0, or -1 when the action can be neither read nor set: then there is no fork,
+ * and the interpreter supervises the run itself. */
+static int wait_with_default_child_action(struct sigaction_k *caller)
+{
+    if (sys_call(SYS_rt_sigaction, SIGCHLD, 0, (long)caller, sizeof(unsigned long)) != 0) {
+        return -1;
+    }
+    if (caller->handler != LAUNCHER_SIG_IGN) {
+        return 0;
+    }
+    struct sigaction_k default_action = {0, 0, 0, 0};
+    return sys_call(SYS_rt_sigaction, SIGCHLD, (long)&default_action, 0, sizeof(unsigned long))
+                   == 0
+               ? 0
+               : -1;
+}
+
+static long restore_child_action(const struct sigaction_k *caller)
+{
+    if (caller->handler != LAUNCHER_SIG_IGN) {
+        return 0;
+    }
+    return sys_call(SYS_rt_sigaction, SIGCHLD, (long)caller, 0, sizeof(unsigned long));
+}
+
 int supervise(struct supervision *entries, int capture, const char *tmpdir)
 {
     int ends[2];
@@ -608,14 +637,20 @@ int supervise(struct supervision *entries, int capture, const char *tmpdir)
         }
     }
     entries->helper = scratch_helper_pipes(&scratch) == 0;
+    struct sigaction_k caller_child_action = {0, 0, 0, 0};
+    int waits = wait_with_default_child_action(&caller_child_action) == 0;
     unsigned long watched = watched_signals();
     unsigned long old_mask = 0;
     /* Blocked before the fork, so that none is lost between it and the signalfd. */
-    long blocked = sys_call(SYS_rt_sigprocmask, SIG_BLOCK, (long)&watched, (long)&old_mask,
-                            sizeof watched);
+    long blocked = waits ? sys_call(SYS_rt_sigprocmask, SIG_BLOCK, (long)&watched,
+                                    (long)&old_mask, sizeof watched)
+                         : -1;
     long parent = sys_getpid();
     long child = blocked == 0 ? sys_fork() : -1;
     if (child == 0) {
+        /* Should this fail, the program finds SIGCHLD at its default instead: nothing it
+         * may do (it cannot start processes) behaves otherwise. */
+        (void)restore_child_action(&caller_child_action);
         (void)sys_call(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old_mask, 0, sizeof old_mask);
         (void)sys_close(ends[0]);
         (void)sys_close(end_pipe[0]);
@@ -667,6 +702,8 @@ int supervise(struct supervision *entries, int capture, const char *tmpdir)
         if (blocked == 0) {
             (void)sys_call(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old_mask, 0, sizeof old_mask);
         }
+        /* The interpreter runs in this process now: as the caller started it. */
+        (void)restore_child_action(&caller_child_action);
         entries->helper = 0;
         return 0;
     }

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from support.commands import PYNOX, PYTHON, pynox, python, run
+from support.commands import PYNOX, PYTHON, ignoring, pynox, python, run
 from support.paths import TESTS
 
 from pynox.limits import DEFAULT_MAX_OUTPUT
@@ -405,6 +405,17 @@ def test_signal_from_outside(tmp_path: Path, signum: int, mode: str) -> None:
     assert got == ref
 
 
+# pynox's command lines, by who supervises the run: the launcher or pynox's interpreter.
+WITH_SUPERVISORS = {
+    "in-process": [PYNOX],
+    "supervised": [PYNOX, "--timeout=60s"],
+    "json": [PYNOX, "--json"],
+    # Without the launcher, pynox's own interpreter supervises the run.
+    "python-supervised": [PYTHON, "-m", "pynox", "--timeout=60s"],
+    "python-json": [PYTHON, "-m", "pynox", "--json"],
+}
+
+
 # Prints how the program finds each signal pynox's supervisor forwards.
 SHOWS_HANDLERS = """\
 import signal
@@ -413,16 +424,16 @@ for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT"):
 """
 
 
-@pytest.mark.parametrize("mode", [*MODES, "json"])
+@pytest.mark.parametrize("mode", list(WITH_SUPERVISORS))
 def test_signals_ignored_by_the_caller_stay_ignored(tmp_path: Path, mode: str) -> None:
     """Started with SIGINT and SIGHUP ignored, as a shell starts a job in the background and
     nohup starts a command, python leaves both ignored, and the program under pynox finds
     them so too; the signals no one ignored keep python's handling."""
     (tmp_path / "handlers.py").write_text(SHOWS_HANDLERS)
-    ignoring = ["/bin/sh", "-c", 'trap "" INT HUP; exec "$@"', "sh"]
-    ref = run([*ignoring, PYTHON, "handlers.py"], cwd=tmp_path)
-    options = ["--json"] if mode == "json" else MODES[mode]
-    got = run([*ignoring, PYNOX, *options, "handlers.py"], cwd=tmp_path)
+    shell_ignoring = ["/bin/sh", "-c", 'trap "" INT HUP; exec "$@"', "sh"]
+    ref = run([*shell_ignoring, PYTHON, "handlers.py"], cwd=tmp_path)
+    pynox_command = WITH_SUPERVISORS[mode]
+    got = run([*shell_ignoring, *pynox_command, "handlers.py"], cwd=tmp_path)
     assert ref.returncode == got.returncode == 0, got.stderr
     assert ref.stdout.decode().splitlines() == [
         "SIGINT <Handlers.SIG_IGN: 1>",
@@ -430,18 +441,19 @@ def test_signals_ignored_by_the_caller_stay_ignored(tmp_path: Path, mode: str) -
         "SIGHUP <Handlers.SIG_IGN: 1>",
         "SIGQUIT <Handlers.SIG_DFL: 0>",
     ]
-    stdout = json.loads(got.stdout)["stdout"] if mode == "json" else got.stdout.decode()
+    json_result = mode.endswith("json")
+    stdout = json.loads(got.stdout)["stdout"] if json_result else got.stdout.decode()
     assert stdout == ref.stdout.decode()
     # Ignored, Ctrl-C and a hang-up sent to the command from outside change nothing.
     waits = 'import time\nprint("ready", flush=True)\ntime.sleep(0.5)\nprint("done")\n'
     (tmp_path / "waits.py").write_text(waits)
     for signum in (signal.SIGINT, signal.SIGHUP):
-        command = [*ignoring, PYNOX, *options, "waits.py"]
+        command = [*shell_ignoring, *pynox_command, "waits.py"]
         proc = subprocess.Popen(command, cwd=tmp_path, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
         try:
             assert proc.stdout is not None
-            if mode != "json":
+            if not json_result:
                 assert proc.stdout.readline() == b"ready\n"
             else:
                 time.sleep(0.2)  # its result, with "ready", comes at its end
@@ -451,10 +463,29 @@ def test_signals_ignored_by_the_caller_stay_ignored(tmp_path: Path, mode: str) -
             proc.kill()
             proc.wait()
         assert proc.returncode == 0, err
-        if mode == "json":
+        if json_result:
             assert json.loads(out)["stdout"] == "ready\ndone\n"
         else:
             assert out == b"done\n"
+
+
+@pytest.mark.parametrize("mode", list(WITH_SUPERVISORS))
+def test_a_caller_ignoring_sigchld_gets_the_exit_status(tmp_path: Path, mode: str) -> None:
+    """Started with SIGCHLD ignored, as some callers do to be rid of their children without
+    waiting for them, the kernel would reap pynox's child the moment it ended, and its
+    status would be lost: pynox must still end as python does. The program finds SIGCHLD
+    ignored, as under python."""
+    code = "import signal\nprint(repr(signal.getsignal(signal.SIGCHLD)))\nraise SystemExit(3)\n"
+    (tmp_path / "exits.py").write_text(code)
+    ref = run([*ignoring("SIGCHLD"), PYTHON, "exits.py"], cwd=tmp_path)
+    got = run([*ignoring("SIGCHLD"), *WITH_SUPERVISORS[mode], "exits.py"], cwd=tmp_path)
+    assert (ref.returncode, ref.stdout) == (3, b"<Handlers.SIG_IGN: 1>\n")
+    assert got.returncode == 3, got.stderr
+    if mode.endswith("json"):
+        result = json.loads(got.stdout)
+        assert (result["exit"], result["stdout"]) == (3, ref.stdout.decode())
+    else:
+        assert (got.stdout, got.stderr) == (ref.stdout, ref.stderr)
 
 
 # Signals a program may catch, each sent to the command's own process id by another

@@ -14,7 +14,7 @@ import sys
 from _frozen_importlib import _call_with_frames_removed  # type: ignore[attr-defined]
 from _frozen_importlib_external import MAGIC_NUMBER, SourceLoader
 
-from pynox import PACKAGE_DIR, lean_os
+from pynox import PACKAGE_DIR, SIGNALS_IGNORED_AT_START, lean_os
 from pynox._native import call_at_top, compile_source, exec_at_top, reserve_memory
 from pynox.engine.access_log import ACCESS_LOG
 from pynox.engine.child_setup import PYTHON_FINISHED, REPORT_CONFINED, ChildSetup
@@ -234,27 +234,24 @@ def _silent_for(reported: BaseException, hook: "Any") -> "Any":
 
 
 def _reset_signals() -> None:
-    # The supervisor forwards these signals to its child, which handles them as python
-    # would have: as it starts, or ignored if they were ignored when this process started.
+    # The supervisor forwards these signals to its child, and waits for its own children
+    # with SIGCHLD's default action: the program's process finds them all as python would.
     for signum, handler in _STARTING_HANDLERS.items():
         _signal.signal(signum, handler)
 
 
 def _starting_handlers() -> "dict[int, Any]":
-    """What python gives each forwarded signal at its start: Ctrl-C raises
-    KeyboardInterrupt, the rest end the process, unless whoever started this process
-    ignored the signal (nohup ignores SIGHUP; a shell, SIGINT for a job it runs in the
-    background): python then leaves it ignored, and so does a program under pynox."""
+    """What python gives each of these signals at its start: Ctrl-C raises
+    KeyboardInterrupt, the rest have their default action, except that python leaves a
+    signal its caller ignored ignored (pynox.SIGNALS_IGNORED_AT_START)."""
     handlers: dict[int, Any] = {_signal.SIGINT: _signal.default_int_handler}
-    for signum in (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT):
+    for signum in (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGCHLD):
         handlers[signum] = _signal.SIG_DFL
-    for signum in handlers:
-        if _signal.getsignal(signum) == _signal.SIG_IGN:
-            handlers[signum] = _signal.SIG_IGN
+    for signum in SIGNALS_IGNORED_AT_START:
+        handlers[signum] = _signal.SIG_IGN
     return handlers
 
 
-# Read as pynox is imported, before its supervisor puts its own handlers in place.
 _STARTING_HANDLERS = _starting_handlers()
 
 

@@ -208,6 +208,14 @@ class _Forwarder:
             os.kill(pid, signum)
 
 
+def wait_with_default_child_action() -> None:
+    """Lets this process wait for its children although its caller started it with
+    SIGCHLD ignored, which would have the kernel reap each child the moment it ended and
+    lose how it ended. The program's process gets the caller's back (pynox.engine.child)."""
+    if _signal.getsignal(_signal.SIGCHLD) == _signal.SIG_IGN:
+        _signal.signal(_signal.SIGCHLD, _signal.SIG_DFL)
+
+
 def supervise(
     program: "Program",
     policy: "Policy",
@@ -235,6 +243,7 @@ def supervise(
         setup.end_fd = end_pipe[1]
     forwarder = _Forwarder()
     forwarder.install()
+    wait_with_default_child_action()
     # Everything alive now belongs to the supervisor: keep the child's garbage
     # collector off it, or every collection dirties (copies) those pages.
     import gc

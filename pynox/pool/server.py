@@ -25,7 +25,7 @@ from pynox.engine import scratch, scratch_removal
 from pynox.engine.child_setup import REPORT_CONFINED
 from pynox.engine.result import build_result, error_object, refusal
 from pynox.engine.result_frame import python_version
-from pynox.engine.supervisor import Capture, Outcome
+from pynox.engine.supervisor import Capture, Outcome, wait_with_default_child_action
 from pynox.engine.time_limit import timeout_error
 from pynox.errors import (
     EXIT_CANCELLED,
@@ -303,6 +303,7 @@ class PoolServer:
         gc.freeze()
         # Where a module a request cannot import may be installed, for its hint.
         known = self.config.package_dirs_named()
+        wait_with_default_child_action()  # the zygote's, and the zygote's own children's
         self.zygote_pid, self.zygote = zygote.start(self.system_reads, known, warmup_code)
         # Each run's scratch directory is made in one of the pool's own, which a helper
         # removes once the pool ends, however it ends (after the zygote's fork: the

@@ -8,8 +8,11 @@ import signal
 import time
 
 import pytest
+from support.commands import ignoring
 from support.pool_client import PoolClient
 from support.pool_requests import assert_ok, code, new_id, serves
+
+SHOWS_SIGCHLD = "import signal\nprint(repr(signal.getsignal(signal.SIGCHLD)))"
 
 
 def test_segfault(pool: PoolClient) -> None:
@@ -18,6 +21,20 @@ def test_segfault(pool: PoolClient) -> None:
     assert result["error"]["type"] == "Signal"
     assert "SIGSEGV" in result["error"]["message"]
     serves(pool)
+
+
+def test_a_pool_started_with_sigchld_ignored_still_sees_its_children_end() -> None:
+    """A caller may ignore SIGCHLD, and the pool inherits that: the kernel would then reap
+    each child the moment it ended, and the pool, never told, would wait for it forever.
+    Its children get the caller's SIGCHLD, as python would have it."""
+    with PoolClient(workers=2, launched_by=ignoring("SIGCHLD")) as client:
+        shown = client.run({"id": new_id(), "code": SHOWS_SIGCHLD}, timeout=20)
+        assert (shown["exit"], shown["stdout"]) == (0, "<Handlers.SIG_IGN: 1>\n")
+        exits = client.run({"id": new_id(), "code": "import os\nos._exit(3)"}, timeout=20)
+        assert exits["exit"] == 3
+        crashes = client.run({"id": new_id(), "code": "import ctypes\nctypes.string_at(0)"})
+        assert crashes["exit"] == 139 and crashes["error"]["type"] == "Signal"
+        assert client.close() == 0
 
 
 def test_a_failing_excepthook_is_reported_as_python_reports_it(pool: PoolClient) -> None:

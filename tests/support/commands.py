@@ -47,3 +47,18 @@ def pynox(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
 
 def python(*args: str, **kwargs: object) -> subprocess.CompletedProcess[bytes]:
     return run([PYTHON, *args], **kwargs)  # type: ignore[arg-type]
+
+
+# Runs the rest of its command line with the signals named in its first argument ignored,
+# as a process that ignores them starts its children (exec keeps an ignored signal so).
+_IGNORING = """\
+import os, signal, sys
+for name in sys.argv[1].split(","):
+    signal.signal(getattr(signal, name), signal.SIG_IGN)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def ignoring(*names: str) -> list[str]:
+    """A prefix for a command line: what follows it starts with these signals ignored."""
+    return [PYTHON, "-c", _IGNORING, ",".join(names)]

@@ -176,8 +176,10 @@ class PoolClient:
         cwd: str | os.PathLike[str] = "/",
         env: dict[str, str] | None = None,
         ready_timeout: float = 30,
+        launched_by: Iterable[str] = (),
     ) -> None:
-        command = [PYNOX, "pool", *args]
+        """launched_by: a command that starts the pool (support.commands.ignoring)."""
+        command = [*launched_by, PYNOX, "pool", *args]
         if workers is not None:
             command += ["--workers", str(workers)]
         if config is not None:
