@@ -43,11 +43,13 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.pop("XDG_CACHE_HOME", None)
     tempfile.tempdir = str(session / "tmp")
     config.stash[SESSION_DIR] = session
-    # The commands tests start get Ctrl-C and hang-ups as from a terminal, even when the
-    # suite itself was started with them ignored (in the background, under nohup): the
-    # tests that ignore them say so (test_parity).
+    # The commands tests start get the signals pynox hands on to a program as from a
+    # terminal, even when the suite itself was started with some ignored (a shell ignores
+    # SIGINT and SIGQUIT for a job in the background, nohup SIGHUP): the tests that
+    # ignore them say so (test_parity).
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 @pytest.fixture(scope="session")
