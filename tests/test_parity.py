@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from support.commands import PYNOX, PYTHON, ignoring, pynox, python, run
+from support.commands import PYNOX, PYTHON, ignoring, limiting_open_files, pynox, python, run
 from support.paths import TESTS
 
 from pynox.limits import DEFAULT_MAX_OUTPUT
@@ -410,7 +410,8 @@ WITH_SUPERVISORS = {
     "in-process": [PYNOX],
     "supervised": [PYNOX, "--timeout=60s"],
     "json": [PYNOX, "--json"],
-    # Without the launcher, pynox's own interpreter supervises the run.
+    # Without the launcher, pynox's own interpreter runs or supervises the run.
+    "python-in-process": [PYTHON, "-m", "pynox"],
     "python-supervised": [PYTHON, "-m", "pynox", "--timeout=60s"],
     "python-json": [PYTHON, "-m", "pynox", "--json"],
 }
@@ -484,6 +485,30 @@ def test_a_caller_ignoring_sigchld_gets_the_exit_status(tmp_path: Path, mode: st
     if mode.endswith("json"):
         result = json.loads(got.stdout)
         assert (result["exit"], result["stdout"]) == (3, ref.stdout.decode())
+    else:
+        assert (got.stdout, got.stderr) == (ref.stdout, ref.stderr)
+
+
+# Opens three files, and prints the descriptor each got.
+OPENS_FILES = """\
+files = [open(__file__) for _ in range(3)]
+print([file.fileno() for file in files])
+"""
+
+
+@pytest.mark.parametrize("limit", [16, 64, 1024])
+@pytest.mark.parametrize("mode", list(WITH_SUPERVISORS))
+def test_a_caller_s_limit_on_open_files(tmp_path: Path, mode: str, limit: int) -> None:
+    """Under a limit on open files lower than where pynox keeps its own descriptors, a
+    program runs as under python, and its files get the descriptors python gives them."""
+    (tmp_path / "opens.py").write_text(OPENS_FILES)
+    ref = run([*limiting_open_files(limit), PYTHON, "opens.py"], cwd=tmp_path)
+    got = run([*limiting_open_files(limit), *WITH_SUPERVISORS[mode], "opens.py"], cwd=tmp_path)
+    assert (ref.returncode, ref.stdout) == (0, b"[3, 4, 5]\n")
+    assert got.returncode == 0, got.stderr
+    if mode.endswith("json"):
+        result = json.loads(got.stdout)
+        assert (result["exit"], result["stdout"]) == (0, ref.stdout.decode())
     else:
         assert (got.stdout, got.stderr) == (ref.stdout, ref.stderr)
 

@@ -184,13 +184,25 @@ def remove_when_gone(path: str) -> int:
 
 
 def _out_of_the_way(fd: int) -> int:
-    """fd moved past the program's own descriptors, which python numbers from 3."""
-    high = _HIGH_FD
-    while is_open(high):
-        high += 1
+    """fd moved past the program's own descriptors, which python numbers from 3: to the
+    first free one from _HIGH_FD on or, where the limit on open files is lower, to the
+    highest free one below that limit; left where it is when none is free above it."""
+    limit = posix.sysconf("SC_OPEN_MAX")  # the soft RLIMIT_NOFILE: no descriptor reaches it
+    if limit <= 0:  # not known: only the kernel's own bound
+        limit = _HIGH_FD + (1 << 20)
+    start = min(_HIGH_FD, limit - 1)
+    high = _first_free(range(start, limit))
+    if high is None:
+        high = _first_free(range(start - 1, fd, -1))
+    if high is None:
+        return fd
     posix.dup2(fd, high, inheritable=False)
     posix.close(fd)
     return high
+
+
+def _first_free(numbers: range) -> "int | None":
+    return next((n for n in numbers if not is_open(n)), None)
 
 
 def is_open(fd: int) -> bool:

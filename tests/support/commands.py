@@ -62,3 +62,16 @@ os.execv(sys.argv[2], sys.argv[2:])
 def ignoring(*names: str) -> list[str]:
     """A prefix for a command line: what follows it starts with these signals ignored."""
     return [PYTHON, "-c", _IGNORING, ",".join(names)]
+
+
+# Runs the rest of its command line with the limit on open files its first argument gives.
+_LIMITING_OPEN_FILES = """\
+import os, resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]),) * 2)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def limiting_open_files(limit: int) -> list[str]:
+    """A prefix for a command line: what follows it may hold at most `limit` descriptors."""
+    return [PYTHON, "-c", _LIMITING_OPEN_FILES, str(limit)]
