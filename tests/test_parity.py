@@ -470,6 +470,22 @@ def test_signals_ignored_by_the_caller_stay_ignored(tmp_path: Path, mode: str) -
             assert out == b"done\n"
 
 
+def _assert_ran_as_under_python(
+    mode: str,
+    got: subprocess.CompletedProcess[bytes],
+    ref: subprocess.CompletedProcess[bytes],
+    status: int,
+) -> None:
+    """pynox's command line `mode` (WITH_SUPERVISORS) ended with status and printed what
+    python printed (ref): in its result, with --json."""
+    assert got.returncode == status, got.stderr
+    if mode.endswith("json"):
+        result = json.loads(got.stdout)
+        assert (result["exit"], result["stdout"]) == (status, ref.stdout.decode())
+    else:
+        assert (got.stdout, got.stderr) == (ref.stdout, ref.stderr)
+
+
 @pytest.mark.parametrize("mode", list(WITH_SUPERVISORS))
 def test_a_caller_ignoring_sigchld_gets_the_exit_status(tmp_path: Path, mode: str) -> None:
     """Started with SIGCHLD ignored, as some callers do to be rid of their children without
@@ -481,12 +497,7 @@ def test_a_caller_ignoring_sigchld_gets_the_exit_status(tmp_path: Path, mode: st
     ref = run([*ignoring("SIGCHLD"), PYTHON, "exits.py"], cwd=tmp_path)
     got = run([*ignoring("SIGCHLD"), *WITH_SUPERVISORS[mode], "exits.py"], cwd=tmp_path)
     assert (ref.returncode, ref.stdout) == (3, b"<Handlers.SIG_IGN: 1>\n")
-    assert got.returncode == 3, got.stderr
-    if mode.endswith("json"):
-        result = json.loads(got.stdout)
-        assert (result["exit"], result["stdout"]) == (3, ref.stdout.decode())
-    else:
-        assert (got.stdout, got.stderr) == (ref.stdout, ref.stderr)
+    _assert_ran_as_under_python(mode, got, ref, 3)
 
 
 # Opens three files, and prints the descriptor each got.
@@ -505,12 +516,7 @@ def test_a_caller_s_limit_on_open_files(tmp_path: Path, mode: str, limit: int) -
     ref = run([*limiting_open_files(limit), PYTHON, "opens.py"], cwd=tmp_path)
     got = run([*limiting_open_files(limit), *WITH_SUPERVISORS[mode], "opens.py"], cwd=tmp_path)
     assert (ref.returncode, ref.stdout) == (0, b"[3, 4, 5]\n")
-    assert got.returncode == 0, got.stderr
-    if mode.endswith("json"):
-        result = json.loads(got.stdout)
-        assert (result["exit"], result["stdout"]) == (0, ref.stdout.decode())
-    else:
-        assert (got.stdout, got.stderr) == (ref.stdout, ref.stderr)
+    _assert_ran_as_under_python(mode, got, ref, 0)
 
 
 # Signals a program may catch, each sent to the command's own process id by another
