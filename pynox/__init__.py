@@ -26,13 +26,12 @@ PACKAGE_DIR = _package_dir(__file__)
 def _signals_ignored() -> "frozenset[int]":
     import _signal
 
-    handed_on = (_signal.SIGINT, _signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGCHLD)
-    return frozenset(s for s in handed_on if _signal.getsignal(s) == _signal.SIG_IGN)
+    return frozenset(s for s in _signal.valid_signals() if _signal.getsignal(s) == _signal.SIG_IGN)
 
 
-# Which of the signals whose handling a program's process gets back (pynox.engine.child)
-# this process's caller ignored, as a shell does SIGINT for a job in the background and
-# nohup SIGHUP: read as pynox is first imported, before it sets any handler of its own.
+# The signals this process's caller ignored, as a shell does SIGINT for a job in the
+# background and nohup SIGHUP: read as pynox is first imported, before it sets any handler
+# of its own. A program's process gets them back so (pynox.engine.child).
 SIGNALS_IGNORED_AT_START = _signals_ignored()
 
 __all__ = [

@@ -247,7 +247,7 @@ def _starting_handlers() -> "dict[int, Any]":
     handlers: dict[int, Any] = {_signal.SIGINT: _signal.default_int_handler}
     for signum in (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT, _signal.SIGCHLD):
         handlers[signum] = _signal.SIG_DFL
-    for signum in SIGNALS_IGNORED_AT_START:
+    for signum in handlers.keys() & SIGNALS_IGNORED_AT_START:
         handlers[signum] = _signal.SIG_IGN
     return handlers
 
