@@ -2,6 +2,11 @@
 
 # Output kept per stream of a captured run when no grant sets max_output.
 DEFAULT_MAX_OUTPUT = 65536
+# The longest wall-clock limit a run may have, in seconds, and the shortest a hint suggests:
+# below that, a doubled limit may still not cover the interpreter's own start (a hundredth
+# of a second on a fast machine, far more on a slow or busy one).
+MAX_TIMEOUT = 24 * 60 * 60.0
+SHORTEST_SUGGESTED_TIMEOUT = 1.0
 # The pool's wall-clock limit for a request when neither the request nor its config sets one.
 DEFAULT_TIMEOUT = 30.0
 # How long a pool session may wait for its next step before the pool closes it, in seconds,

@@ -5,9 +5,9 @@ Imported by every run with a limit, so it uses nothing but builtins (no `re`, no
 """
 
 from pynox.errors import PynoxError, UsageError
+from pynox.limits import MAX_TIMEOUT
 from pynox.unit_format import format_duration, format_size
 
-MAX_TIMEOUT = 24 * 60 * 60.0
 # Limits end up in setrlimit() as signed 64-bit numbers; no real limit comes near 2**60.
 LARGEST_SIZE = 1 << 60
 

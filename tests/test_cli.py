@@ -371,6 +371,17 @@ def test_timeout_stops_the_program_with_124() -> None:
     )
 
 
+def test_the_timeout_hint_names_a_limit_that_lets_the_program_finish() -> None:
+    """A limit too short for the interpreter to start: doubling it would still be too short."""
+    proc = pynox("--timeout=1ms", "-c", "print('done')")
+    assert proc.returncode == 124
+    named = re.search(r"raise the limit with (--timeout=\S+)\n", proc.stderr.decode())
+    assert named is not None, proc.stderr
+    assert named.group(1) == "--timeout=1s"
+    followed = pynox(named.group(1), "-c", "print('done')")
+    assert (followed.returncode, followed.stdout) == (0, b"done\n")
+
+
 def test_output_before_the_timeout_is_kept_under_pythonunbuffered() -> None:
     """A host that sets PYTHONUNBUFFERED to see output as it comes sees it before the kill."""
     code = "print('progress'); import time; time.sleep(30)"

@@ -23,7 +23,7 @@ def test_error_classes_carry_their_exit_codes_and_message() -> None:
 
 
 def test_limits() -> None:
-    assert units.MAX_TIMEOUT == 86400
+    assert limits.MAX_TIMEOUT == units.MAX_TIMEOUT == 86400
     assert limits.MIN_MEMORY == 32 * 1024 * 1024
     assert limits.MAX_OUTPUT_LIMIT == 16 * 1024 * 1024
     assert limits.DEFAULT_MAX_OUTPUT == 65536
@@ -252,3 +252,26 @@ def test_format_duration_reads_back(milliseconds: int) -> None:
     seconds = milliseconds / 1000
     shown = unit_format.format_duration(seconds)
     assert math.isclose(units.parse_duration(shown, "--timeout"), seconds, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("limit", "hint"),
+    [
+        (0.0001, "make it faster or raise the limit with --timeout=1s"),
+        (0.3, "make it faster or raise the limit with --timeout=1s"),
+        (5.0, "make it faster or raise the limit with --timeout=10s"),
+        (13 * 3600.0, "make it faster or raise the limit with --timeout=24h"),
+        (limits.MAX_TIMEOUT, "make it faster: 24h is the longest time limit pynox allows"),
+    ],
+)
+def test_a_timeout_hint_names_a_limit_pynox_accepts(limit: float, hint: str) -> None:
+    """At least a second (a doubled hundredth of one would not cover the interpreter's
+    start), at most what --timeout takes: a suggestion that is refused helps no one."""
+    from pynox.engine.time_limit import timeout_error
+    from pynox.policy.resolve import Policy
+
+    policy = Policy()
+    policy.timeout = limit
+    assert timeout_error(policy, api=False)["hint"] == hint
+    if "--timeout=" in hint:
+        units.parse_duration(hint.rpartition("=")[2], "--timeout")  # raises if refused

@@ -5,6 +5,7 @@ launcher before the program starts, and must not load the result's JSON
 writer for that.
 """
 
+from pynox.limits import MAX_TIMEOUT, SHORTEST_SUGGESTED_TIMEOUT
 from pynox.unit_format import format_duration
 
 TYPE_CHECKING = False
@@ -14,18 +15,29 @@ if TYPE_CHECKING:
     from pynox.policy.resolve import Policy
 
 
-def timeout_error(policy: "Policy", api: bool) -> "dict[str, Any]":
-    """The error object of a run stopped at its time limit."""
-    limit = format_duration(policy.timeout or 0)
-    longer = format_duration((policy.timeout or 0) * 2)
-    grant = f"timeout={longer!r}" if api else f"--timeout={longer}"
+def timeout_error(
+    policy: "Policy", api: bool, longest: float = MAX_TIMEOUT, allowed_by: str = "pynox"
+) -> "dict[str, Any]":
+    """The error object of a run stopped at its time limit.
+
+    longest: the longest limit the run could have asked for, which `allowed_by` sets; the
+    hint never names a limit that would be refused.
+    """
+    limit = policy.timeout or 0
+    shown = format_duration(limit)
+    if limit >= longest:
+        hint = f"make it faster: {shown} is the longest time limit {allowed_by} allows"
+    else:
+        longer = format_duration(min(max(limit * 2, SHORTEST_SUGGESTED_TIMEOUT), longest))
+        grant = f"timeout={longer!r}" if api else f"--timeout={longer}"
+        hint = f"make it faster or raise the limit with {grant}"
     return {
         "type": "Timeout",
-        "message": f"the program ran past its {limit} time limit and was stopped",
+        "message": f"the program ran past its {shown} time limit and was stopped",
         "file": None,
         "line": None,
         "path": None,
-        "hint": f"make it faster or raise the limit with {grant}",
+        "hint": hint,
     }
 
 

@@ -1399,16 +1399,26 @@ class PoolServer:
             message = f"the script {script} is not a regular file; send the path of a Python file"
             _failed(result, "RequestError", message)
 
-    @staticmethod
-    def _result(outcome: Outcome, policy: "Policy") -> "dict[str, Any]":
+    def _result(self, outcome: Outcome, policy: "Policy") -> "dict[str, Any]":
         """The result of a run, whatever its child wrote: a PoolError rather than the pool's end."""
         try:
-            return build_result(outcome, policy, api=True)
+            result = build_result(outcome, policy, api=True)
         except Exception as exc:  # noqa: BLE001 - the child's data must not take the pool down
             outcome.report = b""
             result = build_result(outcome, policy, api=True)
             _failed(result, "PoolError", f"the program's error report is unusable ({exc!r:.200})")
-            return result
+        if outcome.timed_out:
+            result["error"] = self._timeout_error(policy)
+        return result
+
+    def _timeout_error(self, policy: "Policy") -> "dict[str, Any]":
+        """A timed-out run's error, whose hint names no longer limit than [pool.limits]
+        lets a request ask for."""
+        if "timeout" in self.limited and self.limits.timeout is not None:
+            return timeout_error(
+                policy, api=True, longest=self.limits.timeout, allowed_by="[pool.limits]"
+            )
+        return timeout_error(policy, api=True)
 
     # --- sessions -----------------------------------------------------------------------
 
@@ -1458,7 +1468,7 @@ class PoolServer:
             outcome.report = REPORT_CONFINED + strict_json.dumps(error).encode()
         result = self._result(outcome, run.policy)
         if ended == "timeout":
-            result["error"] = timeout_error(run.policy, api=True)
+            result["error"] = self._timeout_error(run.policy)
         elif ended == "cancelled":
             _failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
         elif child.kill_reason is not None and ended == "crash":

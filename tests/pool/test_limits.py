@@ -90,3 +90,29 @@ def test_empty_limit_lists_still_limit(tmp_path: Path) -> None:
         assert_refused(read, "r", "allow_read")
         assert_refused(env, "e", "allow_env")
         assert client.close() == 0
+
+
+def test_a_timeout_hint_stays_within_the_limits(tmp_path: Path) -> None:
+    """The hint names a limit [pool.limits] lets a request ask for, and following it works;
+    at the limit itself, it names no longer one."""
+    config = write_config(tmp_path, '[pool.limits]\ntimeout = "1.5s"\n')
+    slow = "import time\ntime.sleep(0.8)\nprint('done')"
+    with PoolClient(config=config) as client:
+        short = client.run({"id": "short", "code": slow, "timeout": "500ms"})
+        assert (short["exit"], short["error"]["type"]) == (124, "Timeout")
+        # Doubled, 1s; but the pool allows 1.5s, and the hint never goes below 1s.
+        assert short["error"]["hint"] == "make it faster or raise the limit with timeout='1s'"
+        followed = client.run({"id": "followed", "code": slow, "timeout": "1s"})
+        assert_ok(followed, "done\n")
+        near = client.run({"id": "near", "code": "while True:\n    pass", "timeout": "1s"})
+        assert near["error"]["hint"] == "make it faster or raise the limit with timeout='1.5s'"
+        assert client.run({"id": "at", "code": "", "timeout": "1.5s"})["exit"] == 0
+        capped = client.run({"id": "capped", "code": "while True:\n    pass"})
+        assert capped["error"]["hint"] == (
+            "make it faster: 1.5s is the longest time limit [pool.limits] allows"
+        )
+        session = client.run(
+            {"id": "step", "session": "s", "code": "while True:\n    pass", "timeout": "1s"}
+        )
+        assert session["error"]["hint"] == "make it faster or raise the limit with timeout='1.5s'"
+        assert client.close() == 0
