@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from support.commands import pynox
 
 
@@ -103,6 +104,21 @@ def test_wrong_type_is_an_error(tmp_path: Path) -> None:
     proc = pynox("-c", "pass", cwd=tmp_path)
     assert proc.returncode == 125
     assert "allow_read" in proc.stderr.decode() and "list" in proc.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    "nested",
+    ["allow_read = " + "[" * 5000 + '"x"' + "]" * 5000, "x = " + "{a = " * 5000 + "1" + "}" * 5000],
+    ids=["arrays", "inline-tables"],
+)
+def test_a_config_nested_thousands_deep_gets_one_line(tmp_path: Path, nested: str) -> None:
+    config = write(tmp_path / "pynox.toml", f"[permissions]\n{nested}\n")
+    proc = pynox("-c", "pass", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (125, b"")
+    assert proc.stderr.decode() == (
+        f"pynox: {config} nests arrays or inline tables too deeply to read (hundreds of "
+        "levels); no setting needs more than one level, so flatten it\n"
+    )
 
 
 def test_toml_syntax_error(tmp_path: Path) -> None:

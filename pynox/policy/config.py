@@ -250,6 +250,13 @@ def _parse_toml(text: str, path: str) -> dict[str, object]:
         document: dict[str, object] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as failure:
         raise ConfigError(f"{path} is not valid TOML: {failure}; fix it there") from None
+    except RecursionError:
+        # The parser recurses once per level of nested arrays and inline tables; no
+        # setting nests more than one.
+        raise ConfigError(
+            f"{path} nests arrays or inline tables too deeply to read (hundreds of levels); "
+            "no setting needs more than one level, so flatten it"
+        ) from None
     return document
 
 
