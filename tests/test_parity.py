@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import time
+import zipapp
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -163,6 +164,12 @@ INVOCATIONS: dict[str, Case] = {
     "stdin-no-program-dev-null": Case(),  # stdin is /dev/null: an empty program
     "directory-application": Case(options=["app_dir"], args=["x"]),
     "zip-application": Case(options=["app.pyz"], args=["y"]),
+    # zipimport finds an archive by its end: a #! line (zipapp -p) or a launcher before it,
+    # and a comment after it, do not hide it; a script that only holds its signature runs.
+    "zip-application-with-interpreter-line": Case(options=["app_interpreter.pyz"], args=["y"]),
+    "zip-application-after-binary-and-before-comment": Case(options=["app_launcher.bin"]),
+    "zip-application-empty": Case(options=["empty.zip"], status=1, normalize_executable=True),
+    "script-holding-a-zip-signature": Case(options=["zip_signature.py"]),
     "B-option": Case(options=["-B", "import_sibling.py"]),
     # Neither writes bytecode: pynox compiles the module, coding declaration and all.
     "B-option-coding-declaration": Case(options=["-B", "import_latin1_module.py"]),
@@ -215,6 +222,18 @@ def corpus(tmp_path: Path) -> Path:
     shutil.copytree(CORPUS, target, ignore=shutil.ignore_patterns("__pycache__", ".ruff_cache"))
     with zipfile.ZipFile(target / "app.pyz", "w") as archive:
         archive.write(target / "app_dir" / "__main__.py", "__main__.py")
+    zipapp.create_archive(
+        target / "app_dir", target / "app_interpreter.pyz", interpreter="/usr/bin/env python3"
+    )
+    with zipfile.ZipFile(target / "launched.zip", "w") as archive:
+        archive.write(target / "app_dir" / "__main__.py", "__main__.py")
+        archive.comment = b"built by a launcher"
+    launcher = b"\x7fELF\x02\x01\x01" + bytes(200)
+    (target / "app_launcher.bin").write_bytes(launcher + (target / "launched.zip").read_bytes())
+    zipfile.ZipFile(target / "empty.zip", "w").close()
+    (target / "zip_signature.py").write_bytes(
+        b"print('run as source')\n# PK\x05\x06" + b"\x01" * 18 + b"\n"
+    )
     # Bytecode, which python runs as it is, known by its name or by its magic number.
     for source, compiled in (
         ("module_globals.py", "compiled.pyc"),

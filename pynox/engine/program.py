@@ -10,6 +10,10 @@ import sys
 from pynox import lean_os
 from pynox.errors import ProgramNotFound, PynoxError
 
+TYPE_CHECKING = False  # typing itself costs milliseconds to import
+if TYPE_CHECKING:
+    from typing import BinaryIO
+
 
 class Program:
     """A script, inline code, a module or standard input, ready to run."""
@@ -79,14 +83,57 @@ def script(path: str, args: list[str], isolated: bool) -> "Program":
     return program
 
 
+# How zipimport, which python offers a file to before it runs it as source, knows a zip
+# archive: by the record that ends its central directory, in its last 22 bytes or before a
+# comment of up to 64 KiB. Whatever comes first (a #! line, a launcher) does not matter.
+_END_RECORD = b"PK\x05\x06"
+_END_RECORD_SIZE = 22
+_LONGEST_COMMENT = 0xFFFF
+_DIRECTORY_ENTRY = b"PK\x01\x02"
+# A ZIP64 end record and its locator, right before the end record.
+_ZIP64_END_RECORD = b"PK\x06\x06"
+_ZIP64_END_SIZES = 56 + 20
+
+
 def _is_zip(path: str) -> bool:
+    """Whether python would run the file at path as a zip application."""
     if not lean_os.isfile(path):
         return False
     try:
         with open(path, "rb") as file:
-            return file.read(4) == b"PK\x03\x04"
+            size = file.seek(0, 2)
+            tail_start = max(size - _END_RECORD_SIZE - _LONGEST_COMMENT - _ZIP64_END_SIZES, 0)
+            file.seek(tail_start)
+            tail = file.read()
+            return _ends_a_zip(file, tail, tail_start)
     except OSError:
         return False
+
+
+def _ends_a_zip(file: "BinaryIO", tail: bytes, tail_start: int) -> bool:
+    """zipimport's checks of the end record (Lib/zipimport.py, _read_directory) that decide
+    whether it takes the file at all."""
+    at = len(tail) - _END_RECORD_SIZE
+    if at < 0:
+        return False
+    if tail[at : at + 4] != _END_RECORD:
+        at = tail.rfind(_END_RECORD)
+        if at < 0 or len(tail) - at < _END_RECORD_SIZE:
+            return False
+    modern = sys.version_info >= (3, 13)
+    if modern and at >= _ZIP64_END_SIZES and tail.rfind(_ZIP64_END_RECORD) == at - _ZIP64_END_SIZES:
+        return True  # ZIP64, which zipimport reads from 3.13 on
+    entries = int.from_bytes(tail[at + 8 : at + 10], "little")
+    directory_size = int.from_bytes(tail[at + 12 : at + 16], "little")
+    directory_offset = int.from_bytes(tail[at + 16 : at + 20], "little")
+    position = tail_start + at
+    prefix = position - directory_size - directory_offset  # bytes before the archive
+    if directory_size > position or directory_offset > position or prefix < 0:
+        return False
+    if not modern or entries == 0:
+        return True  # before 3.13, a directory that is not there is an empty one
+    file.seek(prefix + directory_offset)
+    return file.read(4) == _DIRECTORY_ENTRY
 
 
 def code(text: str, args: list[str], isolated: bool) -> "Program":
