@@ -76,8 +76,11 @@ def tool_result(reply: Reply) -> types.CallToolResult:
 async def serve_stdio(server: Server[Any]) -> None:
     from mcp.server.stdio import stdio_server
 
+    from pynox.mcp.unreadable import AnsweringUnreadable
+
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        answering = AnsweringUnreadable(read_stream, write_stream)
+        await server.run(answering, write_stream, server.create_initialization_options())
 
 
 async def serve_http(server: Server[Any], host: str, port: int) -> None:

@@ -33,13 +33,24 @@ HELLO = {
 }
 
 
+def unreadable(reply: dict[str, Any]) -> tuple[object, int]:
+    """The id and code of the error answering a line the server could not read, once its
+    message is checked to say what to send."""
+    assert set(reply) == {"jsonrpc", "id", "error"}, reply
+    assert reply["error"]["message"].startswith("the line is not ")
+    assert "; send " in reply["error"]["message"]
+    return reply["id"], reply["error"]["code"]
+
+
 def call(request_id: int, params: Any) -> str:
     return json.dumps(
         {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
     )
 
 
-def test_garbage_lines_are_answered_or_dropped_and_serving_goes_on() -> None:
+def test_garbage_lines_are_answered_and_serving_goes_on() -> None:
+    """JSON-RPC answers a line it cannot read with an error, under its id if it has one:
+    a client waiting for that id must not wait forever."""
     server = subprocess.Popen(
         [PYNOX, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
     )
@@ -61,8 +72,15 @@ def test_garbage_lines_are_answered_or_dropped_and_serving_goes_on() -> None:
         assert answer()["id"] == 0
         send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         send("not json")
+        assert unreadable(answer()) == (None, -32700)
         send(b"\xff\xfe{")
+        assert unreadable(answer()) == (None, -32700)
         send('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"code":"\\ud800"}}')
+        assert unreadable(answer()) == (1, -32700)
+        send('{"jsonrpc":"2.0","id":"\\udc80","method":"ping"}')  # an id not to write back
+        assert unreadable(answer()) == (None, -32700)
+        send('{"jsonrpc":"2.0","id":"x","method":5}')
+        assert unreadable(answer()) == ("x", -32600)
         send(call(2, {"name": "run_python", "arguments": [1]}))
         assert answer() == {
             "jsonrpc": "2.0",

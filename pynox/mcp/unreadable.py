@@ -1,0 +1,121 @@
+"""Answers for the stdio lines the SDK cannot read, which it would otherwise drop.
+
+The SDK's stdio transport hands the server an exception for a line that is not a JSON-RPC
+message (not JSON, a lone surrogate such as \\ud800 in a string, a shape it does not know),
+and the server only logs it: a client that sent a request on that line would wait for its
+answer forever. JSON-RPC 2.0 answers such a line with an error, under the request's id when
+it can be read, else null.
+"""
+
+from __future__ import annotations
+
+import json
+from types import TracebackType
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.shared._stream_protocols import ReadStream, WriteStream
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+
+
+class AnsweringUnreadable:
+    """The transport's read stream without the lines it could not read: each of those is
+    answered on the write stream instead of reaching the server."""
+
+    def __init__(
+        self,
+        inner: ReadStream[SessionMessage | Exception],
+        write_stream: WriteStream[SessionMessage],
+    ) -> None:
+        self._inner = inner
+        self._write_stream = write_stream
+
+    @property
+    def last_context(self) -> object:
+        """The sender's context, which the SDK reads from its own streams."""
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            await self._write_stream.send(SessionMessage(reply_to_unreadable(item)))
+
+    def __aiter__(self) -> AnsweringUnreadable:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> AnsweringUnreadable:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+def reply_to_unreadable(problem: Exception) -> types.JSONRPCError:
+    """The error that answers a line the transport could not read as a message."""
+    errors: list[Any] = problem.errors() if isinstance(problem, ValidationError) else []
+    first = errors[0] if errors else {}
+    if first.get("type") == "json_invalid":
+        detail = str(first.get("ctx", {}).get("error", "it is not JSON"))
+        error = types.ErrorData(
+            code=PARSE_ERROR,
+            message=f"the line is not JSON this server can read ({detail}); send each "
+            "message as one line of UTF-8 JSON whose strings are valid Unicode, with no lone "
+            "surrogate such as \\ud800",
+        )
+    else:
+        error = types.ErrorData(
+            code=INVALID_REQUEST,
+            message="the line is not a JSON-RPC 2.0 message; send an object with "
+            '"jsonrpc": "2.0", a "method" and, for a request, an "id"',
+        )
+    # A line that is JSON but no message the SDK knows: some error of the union it tried
+    # holds the whole object as its input (a field missing from it, say).
+    inputs = [first.get("input")] + [
+        found.get("input") for found in errors[1:] if isinstance(found.get("input"), dict)
+    ]
+    found_id = next((i for i in map(_request_id, inputs) if i is not None), None)
+    return types.JSONRPCError(jsonrpc="2.0", id=found_id, error=error)
+
+
+def _request_id(line: object) -> int | str | None:
+    """The id of the request on the line, if Python's own JSON parser can find one (it
+    takes lone surrogates and NaN, which the SDK's refuses)."""
+    message = line
+    if isinstance(line, str):
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return None
+    if not isinstance(message, dict):
+        return None
+    found = message.get("id")
+    if isinstance(found, str) and not found.isascii():
+        try:
+            found.encode()
+        except UnicodeEncodeError:
+            return None  # an id that cannot be written back
+    if isinstance(found, bool) or not isinstance(found, (int, str)):
+        return None
+    return found
