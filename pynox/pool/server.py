@@ -1598,7 +1598,8 @@ def _preload(modules: list[str], package_dirs: list[str]) -> None:
     try:
         for module in modules:
             try:
-                __import__(module)
+                with warmup.printing_to_stderr():
+                    __import__(module)
             except Exception as exc:  # noqa: BLE001 - any failure is the user's to see
                 hint = ""
                 if isinstance(exc, ModuleNotFoundError) and not package_dirs:

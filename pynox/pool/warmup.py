@@ -22,6 +22,7 @@ fail requests in ways that name nothing (matplotlib's fonts it drops itself, see
 display.release_warmup_leftovers).
 """
 
+import contextlib
 import gc
 import os
 import sys
@@ -32,6 +33,7 @@ from pynox.pool import display
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from types import CodeType
 
 FILENAME = "<pool warm-up>"
@@ -49,29 +51,39 @@ def compile_warmup(code: str) -> "CodeType":
         ) from None
 
 
-def run_in_server(code: "CodeType", package_dirs: list[str]) -> None:
-    """Runs the warm-up once, as preloading does: with the pool's package directories on
-    sys.path while it runs. What it prints goes to the pool's stderr (stdout is the
-    protocol's); a failure stops the pool."""
-    saved_path = list(sys.path)
-    sys.path += [path for path in package_dirs if path not in saved_path]
-    open_before = _open_descriptors()
+@contextlib.contextmanager
+def printing_to_stderr() -> "Iterator[None]":
+    """While the host's own code runs in the pool server (a preload, the warm-up), what it
+    prints goes to the pool's stderr: stdout is the protocol's, and what Python kept in
+    its buffer would reach every child forked later, to be written into its output."""
     sys.stdout.flush()
     saved_stdout_fd = os.dup(1)
     saved_stdout = sys.stdout
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     try:
-        exec(code, _namespace())  # noqa: S102 - the host's own code, as a preload
-    except BaseException as exc:  # noqa: BLE001 - any failure is the host's to see
-        if isinstance(exc, KeyboardInterrupt):
-            raise
-        raise PynoxError(f"the pool's warm-up code failed: {exc!r}; fix or remove it") from None
+        yield
     finally:
         sys.stdout = saved_stdout
         _flush_standard_streams()  # to stderr, not into the protocol stream
         os.dup2(saved_stdout_fd, 1)
         os.close(saved_stdout_fd)
+
+
+def run_in_server(code: "CodeType", package_dirs: list[str]) -> None:
+    """Runs the warm-up once, as preloading does: with the pool's package directories on
+    sys.path while it runs, printing to the pool's stderr; a failure stops the pool."""
+    saved_path = list(sys.path)
+    sys.path += [path for path in package_dirs if path not in saved_path]
+    open_before = _open_descriptors()
+    try:
+        with printing_to_stderr():
+            exec(code, _namespace())  # noqa: S102 - the host's own code, as a preload
+    except BaseException as exc:  # noqa: BLE001 - any failure is the host's to see
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise PynoxError(f"the pool's warm-up code failed: {exc!r}; fix or remove it") from None
+    finally:
         sys.path[:] = saved_path
     display.release_warmup_leftovers()
     gc.collect()  # what it dropped may close its files only once collected

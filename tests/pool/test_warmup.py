@@ -127,6 +127,28 @@ def test_what_the_warmup_prints_goes_to_the_pools_stderr_once() -> None:
     assert stderr.count("to the first stdout\n") == 1, stderr
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_what_a_preloaded_module_prints_goes_to_the_pools_stderr_once(
+    tmp_path: Path, workers: int
+) -> None:
+    """As with the warm-up: text a module prints as it is imported must not wait in the
+    server's stdout buffer, to be written by every child into its request's output."""
+    (tmp_path / "chatty.py").write_text(
+        "import os, sys\nprint('from print')\nos.write(1, b'from fd 1\\n')\n"
+        "print('to the first stdout', file=sys.__stdout__)\n"
+    )
+    with PoolClient("--package-dir", str(tmp_path), workers=workers, preload=["chatty"]) as client:
+        for _ in range(3):
+            result = client.run({"id": new_id(), "code": "print(1)"})
+            assert_ok(result, "1\n")
+            assert result["stdout_truncated"] is False
+        assert client.close() == 0
+        assert all("event" in line or "id" in line for line in client.lines)
+        stderr = client.stderr().decode()
+    for line in ("from print\n", "from fd 1\n", "to the first stdout\n"):
+        assert stderr.count(line) == 1, stderr
+
+
 def test_a_file_the_warmup_leaves_open_is_closed_before_the_request_runs(
     tmp_path: Path,
 ) -> None:
