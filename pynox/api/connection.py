@@ -343,16 +343,10 @@ def _call_host(
         if inspect.isawaitable(value):
             value = _await(value, loop)
     except BaseException as exc:  # noqa: B036 - whatever the host function does, the call ends
-        text = str(exc)
-        return {
-            "host_error": {
-                "call": call,
-                "message": f"{type(exc).__name__}: {text}" if text else type(exc).__name__,
-            }
-        }
+        return {"host_error": {"call": call, "message": _describe(exc)}}
     try:
         encoded = json.dumps(value, allow_nan=False)  # the pool reads RFC 8259 JSON only
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         return {
             "host_error": {
                 "call": call,
@@ -370,6 +364,16 @@ def _call_host(
             }
         }
     return {"host_result": {"call": call, "value": value}}
+
+
+def _describe(exc: BaseException) -> str:
+    """What the program's HostError says of an exception from a host function; one whose
+    str() fails itself still ends the call."""
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - the exception's own __str__ is the host's code
+        text = ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _await(awaitable: Any, loop: asyncio.AbstractEventLoop | None) -> Any:

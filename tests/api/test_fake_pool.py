@@ -165,6 +165,33 @@ def test_host_calls_answer_with_value_or_error(fake: list[str]) -> None:
         assert "no host function 'nope'" in missing["host_error"]["message"]
 
 
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+def test_a_host_call_ends_whatever_its_function_hands_back(fake: list[str]) -> None:
+    """A value nested past the encoder's recursion, or an exception whose str() fails
+    itself, ends the call with an error; before, the call's thread died and the run waited
+    for its timeout."""
+
+    def deep(query: str) -> list[object]:
+        value: list[object] = []
+        for _ in range(100_000):
+            value = [value]
+        return value
+
+    def unprintable(query: str) -> None:
+        raise _Unprintable
+
+    functions = {"deep": deep, "unprintable": unprintable}
+    with Pool(pynox_command=fake) as pool:
+        nested = json.loads(pool.run('host:deep:["x"]', functions=functions, timeout=30).stdout)
+        assert "deep() returned a value that is not JSON" in nested["host_error"]["message"]
+        failed = json.loads(pool.run('host:unprintable:["x"]', functions=functions).stdout)
+        assert failed == {"host_error": {"call": 1, "message": "_Unprintable"}}
+
+
 def test_async_host_functions_run_on_the_callers_loop(fake: list[str]) -> None:
     async def lookup(key: str) -> dict[str, object]:
         await asyncio.sleep(0.01)
