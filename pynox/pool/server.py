@@ -73,6 +73,16 @@ _SPARE_DELAY = 0.02
 # more than this many waiting, it removes them at once.
 _IDLE_CLEANUP = 0.02
 _USED_SCRATCH_MAX = 64
+# Spares ordered from the zygote and not yet answered. Each answer carries a pidfd; with
+# hundreds of orders written at once, the zygote's answers fill its socket while it waits
+# to write the next, and the server waits to write its next order: the rest are ordered
+# as answers come.
+_ORDERS_IN_FLIGHT = 64
+# What each child holds open in the pool server (its pipes, channel and pidfd), and how
+# many children a pool of N workers keeps: N spares and N running.
+_DESCRIPTORS_PER_CHILD = len(zygote.CHILD_FDS) + 1
+_CHILDREN_PER_WORKER = 2
+_DESCRIPTORS_OF_ITS_OWN = 16
 # A one-shot run's output and report pipes go unread for its first moments (_quiet): a small
 # program has written and closed them by the time it says it ended, and the pool server
 # then wakes once to read it all, instead of once per write and once per close.
@@ -277,6 +287,7 @@ class PoolServer:
         self.config = load_config(path, os.environ) if path else Config("")
         settings = self.config.pool
         self.workers = options.workers or settings.workers or DEFAULT_WORKERS
+        _check_descriptors(self.workers)
         self.max_sessions = settings.max_sessions
         self.session_idle = settings.session_idle or DEFAULT_SESSION_IDLE
         self.limits = pool_request.resolve_limits(self.config.pool_limits)
@@ -883,8 +894,11 @@ class PoolServer:
             self._expect_exit(spare)
 
     def _replenish(self) -> None:
-        while self.stdin_open and len(self.spares) < self.workers:
-            self.spares.append(self._spawn(wanted_now=bool(self.queue)))
+        if self.stdin_open and len(self.spares) < self.workers:
+            unanswered = sum(1 for spare in self.spares if spare.pid is None)
+            while len(self.spares) < self.workers and unanswered < _ORDERS_IN_FLIGHT:
+                self.spares.append(self._spawn(wanted_now=bool(self.queue)))
+                unanswered += 1
         # Scratch directories made ahead, as spares are: a request does not wait for one.
         if self.stdin_open:
             self.scratch_keeper.keep_ready(self.workers)
@@ -1534,6 +1548,22 @@ class PoolServer:
         self.scratch_keeper.close()
         for directory in self._scratch_directories():
             scratch_removal.remove(directory)
+
+
+def _check_descriptors(workers: int) -> None:
+    """Refuses a number of workers whose children would take more descriptors than the
+    pool server may open: it would stop at the first one past the limit."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    needed = workers * _CHILDREN_PER_WORKER * _DESCRIPTORS_PER_CHILD + _DESCRIPTORS_OF_ITS_OWN
+    if limit != resource.RLIM_INFINITY and needed > limit:
+        most = (limit - _DESCRIPTORS_OF_ITS_OWN) // (_CHILDREN_PER_WORKER * _DESCRIPTORS_PER_CHILD)
+        raise PynoxError(
+            f"a pool of {workers} workers holds up to {needed} open files, more than the "
+            f"{limit} this process may open; use at most {max(most, 0)} workers, or raise "
+            f"the limit (ulimit -n {needed})"
+        )
 
 
 def _duplicate(fd: "int | None") -> "int | None":

@@ -14,6 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support.commands import limiting_open_files
 from support.pool_client import (
     PYNOX,
     PoolClient,
@@ -239,3 +240,32 @@ def test_a_spare_readied_ahead_leaves_no_trace_for_its_request() -> None:
         assert seen["environ"] == ["HOME", "LANG", "MPLBACKEND", "TEMP", "TMP", "TMPDIR"]
         assert seen["main"] == ["atexit", "json", "os", "sys"]
         assert seen["exit_handlers"] >= 1, "logging's exit handler ran before the request"
+
+
+def test_hundreds_of_workers_start_and_serve() -> None:
+    """The spares are ordered from the zygote a few dozen at a time: all at once, its
+    answers filled its socket while the pool server waited to write the next order, and
+    the pool never became ready."""
+    with PoolClient(workers=600, launched_by=limiting_open_files(8192)) as client:
+        results = [client.run({"id": f"r{i}", "code": f"print({i})"}) for i in range(3)]
+        for i, result in enumerate(results):
+            assert_ok(result, f"{i}\n")
+        assert client.close() == 0
+
+
+def test_more_workers_than_open_files_allow_is_one_sentence() -> None:
+    done = subprocess.run(
+        [*limiting_open_files(128), PYNOX, "pool", "--workers=20"],
+        input=b"",
+        capture_output=True,
+        env=clean_env(),
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (125, b"")
+    assert done.stderr.decode() == (
+        "pynox: a pool of 20 workers holds up to 216 open files, more than the 128 this "
+        "process may open; use at most 11 workers, or raise the limit (ulimit -n 216)\n"
+    )
+    with PoolClient(workers=11, launched_by=limiting_open_files(128)) as client:
+        assert_ok(client.run({"id": "fits", "code": "print(1)"}), "1\n")
+        assert client.close() == 0
