@@ -309,6 +309,9 @@ def _without_report(stderr: str, error: ErrorInfo | None) -> str:
     files = [i for i, line in enumerate(lines) if line.startswith('  File "')]
     if files and error["type"].endswith("Error"):
         return "".join(lines[: files[-1]])
+    # Nor does one about the code as a whole (a NUL in it): its report is the one line.
+    if lines and lines[-1].rstrip("\n") == f"{error['type']}: {error['message']}":
+        lines.pop()
     return "".join(lines)
 
 

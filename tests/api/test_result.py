@@ -97,6 +97,18 @@ def test_syntax_error_report_is_not_repeated() -> None:
     assert r.text == "SyntaxError: '(' was never closed (agent.py, line 1)\nat agent.py:1"
 
 
+def test_a_one_line_syntax_error_is_not_repeated() -> None:
+    """A NUL in the code: python reports it in one line, with no file or caret."""
+    message = "source code string cannot contain null bytes"
+    stderr = f"SyntaxError: {message}\n"
+    reported = error("SyntaxError", message, file=None, line=None)
+    r = result(exit=1, stderr=stderr, error=reported)
+    assert r.text == f"SyntaxError: {message}"
+    # What the program wrote before it stays.
+    r = result(exit=1, stderr="before\n" + stderr, error=reported)
+    assert r.text == f"before\nSyntaxError: {message}"
+
+
 def test_stderr_without_error_is_kept_and_exit_status_shown() -> None:
     r = result(exit=3, stdout="out\n", stderr="bye\n")
     assert r.text == "out\nbye\n[exit status 3]"
