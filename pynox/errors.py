@@ -8,6 +8,7 @@ EXIT_SETUP_FAILURE = 125  # refused, or the sandbox could not be set up
 EXIT_TIMEOUT = 124  # stopped at its wall-clock limit
 EXIT_USAGE = 2  # a bad command line, as argparse and python give it
 EXIT_CANNOT_OPEN = 2  # python's status for a script it cannot open
+EXIT_COMMAND_NOT_TEXT = 1  # python's status for -c code it cannot encode
 EXIT_FLUSH_FAILED = 120  # python's status when flushing stdout or stderr fails at exit
 EXIT_INTERRUPTED = 130  # Ctrl-C before the program ran, as a shell reports SIGINT
 EXIT_CANCELLED = 137  # cancelled by the pool's client, as a shell reports a SIGKILL
@@ -49,3 +50,13 @@ class ProgramNotFound(PynoxError):
     """The script cannot be opened: python's wording and exit status."""
 
     exit_code = EXIT_CANNOT_OPEN
+
+
+class CommandNotText(PynoxError):
+    """-c code holding bytes that were not UTF-8 on the command line, which python refuses
+    to run: its wording (two lines) and exit status."""
+
+    exit_code = EXIT_COMMAND_NOT_TEXT
+
+    def user_line(self) -> str:
+        return f"Unable to decode the command from the command line:\n{self.message}"

@@ -125,6 +125,10 @@ INVOCATIONS: dict[str, Case] = {
     "c-code-with-args": Case(options=["-c", _CODE], args=["a", "-b", "--c", ""]),
     "c-code-raises": Case(options=["-c", "def f():\n    return 1 / 0\nf()\n"], status=1),
     "c-code-sys-exit": Case(options=["-c", "import sys; sys.exit('bye')"], status=1),
+    # Bytes that are not UTF-8 (0xe9, passed as the surrogate that stands for it): python
+    # runs none of it, even in a comment.
+    "c-code-bytes-not-utf8": Case(options=["-c", "print('before')\n#caf\udce9"], status=1),
+    "c-code-bytes-not-utf8-in-a-string": Case(options=["-c", "print('caf\udce9')"], status=1),
     "m-corpus-module": Case(options=["-m", "main_guard"], args=["x", "--y"]),
     "m-corpus-module-raises": Case(options=["-m", "exc_nested_sibling"], status=1),
     "m-package-main": Case(options=["-m", "helperpkg"], args=["pkg-arg"]),

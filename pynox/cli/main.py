@@ -39,7 +39,7 @@ def main() -> "NoReturn":
         if _program_running():
             raise  # the program ended this way: CPython reports it
         if isinstance(exc, PynoxError):
-            _print_line(f"pynox: {exc.message}")
+            _print_line(exc.user_line())
             code = exc.exit_code
         else:
             _print_line(f"pynox: internal error: {exc!r}; please report it with the command line")

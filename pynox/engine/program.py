@@ -8,7 +8,7 @@ import posix
 import sys
 
 from pynox import lean_os
-from pynox.errors import ProgramNotFound, PynoxError
+from pynox.errors import CommandNotText, ProgramNotFound, PynoxError
 
 TYPE_CHECKING = False  # typing itself costs milliseconds to import
 if TYPE_CHECKING:
@@ -137,6 +137,11 @@ def _ends_a_zip(file: "BinaryIO", tail: bytes, tail_start: int) -> bool:
 
 
 def code(text: str, args: list[str], isolated: bool) -> "Program":
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError as exc:  # bytes that were not UTF-8, kept as surrogates
+            raise CommandNotText(f"UnicodeEncodeError: {exc}") from None
     program = Program("code", ["-c", *args])
     program.filename = "<string>"
     program.source = text

@@ -232,13 +232,32 @@ def check_fields(message: dict[str, object]) -> None:
     if has_code == has_script:
         raise RequestError('a request needs exactly one of "code" and "script"', message["id"])
     for key in ("code", "script", "name", "profile", "session"):
-        if key in message and not isinstance(message[key], str):
+        if key not in message:
+            continue
+        value = message[key]
+        if not isinstance(value, str):
             raise RequestError(f"{key} must be a string", message["id"])
+        if not value.isascii() and not _is_unicode(value):
+            # JSON can spell one (\ud800), but python runs no code holding one and no
+            # file or session name can.
+            raise RequestError(
+                f"{key} is not valid Unicode text: it holds a lone surrogate (such as "
+                "\\ud800); send text that UTF-8 can encode",
+                message["id"],
+            )
     if isinstance(message.get("script"), str):
         check_path(message["script"], "script", message["id"])  # type: ignore[arg-type]
     string_list(message, "args")
     if "stream" in message and not isinstance(message["stream"], bool):
         raise RequestError("stream must be true or false", message["id"])
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def request_files(message: dict[str, object]) -> dict[str, bytes]:

@@ -150,3 +150,19 @@ def test_wrong_types_for_every_field(field: str, value: object, line: bytes) -> 
     assert named(field, caught.value.message), caught.value.message
     if isinstance(caught.value, RequestError) and field != "id":
         assert caught.value.request_id == "w"
+
+
+@pytest.mark.parametrize("field", ["code", "name", "session", "profile", "script"])
+def test_a_lone_surrogate_in_text_is_refused(field: str) -> None:
+    """JSON spells one as \\ud800; python runs no code holding one (its -c says it cannot
+    decode the command) and no file or session name can hold one."""
+    fields = {"code": "print(1)", field: "/tmp/x\ud800.py" if field == "script" else "x\ud800"}
+    if field == "script":
+        del fields["code"]
+    with pytest.raises(RequestError) as caught:
+        validate(json.dumps({"id": "s", **fields}).encode())
+    assert caught.value.message == (
+        f"{field} is not valid Unicode text: it holds a lone surrogate (such as \\ud800); "
+        "send text that UTF-8 can encode"
+    )
+    assert caught.value.request_id == "s"
