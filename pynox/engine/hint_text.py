@@ -11,6 +11,8 @@ from pynox.unit_format import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from pynox.policy.resolve import Policy
 
 # What a hint can be about; the value a grant needs, if any, goes with it.
@@ -56,10 +58,19 @@ OTHER_SOCKET_HINT = "only IPv4 and IPv6 sockets can be allowed in the sandbox"
 
 
 class Style:
-    """How a hint names a grant: as a command-line flag or as an API argument."""
+    """How a hint names a grant: as a command-line flag or as an API argument; and, for a
+    pool, which grants its [pool.limits] would refuse a request, so that no hint names one
+    that following cannot get."""
 
-    def __init__(self, api: bool) -> None:
+    def __init__(
+        self,
+        api: bool,
+        ceilings: "Mapping[str, int] | None" = None,
+        refuses: "Callable[[str, str | None], bool] | None" = None,
+    ) -> None:
         self.api = api
+        self.ceilings = ceilings or {}  # the most a limit may be, by grant name
+        self.refuses = refuses  # (grant name, path or None) -> whether it is refused
 
     def grant(self, name: str, value: str | None = None) -> str:
         if self.api:
@@ -73,6 +84,29 @@ class Style:
         if self.api:
             return f"{name}={value!r}"
         return GRANTS_BY_NAME[name].flag + "=" + value
+
+    def refused(self, name: str, value: str | None = None) -> bool:
+        return self.refuses is not None and self.refuses(name, value)
+
+    def ask(self, name: str, value: str | None = None) -> str:
+        """'; grant it with G', or why no request can have G."""
+        if self.refused(name, value):
+            return f"; {_LIMITED_BY} lets no request grant it"
+        return f"; grant it with {self.grant(name, value)}"
+
+    def larger(self, name: str, now: int, wanted: int) -> "str | None":
+        """The limit to suggest in place of `now` (`wanted`, or the most it may be), or
+        None when it is at its most already."""
+        most = self.ceilings.get(name)
+        if most is None:
+            return format_size(wanted)
+        if now >= most:
+            return None
+        return format_size(min(wanted, most))
+
+
+# Who keeps a pool's requests within bounds, as a hint names it.
+_LIMITED_BY = "[pool.limits]"
 
 
 # The memory limit also caps open files: one per MiB of it, from 64 to 1024
@@ -91,12 +125,23 @@ def _open_files_hint(style: Style, memory: int | None) -> str | None:
             f"the {size} memory limit allows at most {_MAX_DESCRIPTORS} open files; "
             "close files the program no longer needs"
         )
-    larger = max(memory * 2, 2 * _MIN_DESCRIPTORS * _MIB)
+    larger = style.larger("memory", memory, max(memory * 2, 2 * _MIN_DESCRIPTORS * _MIB))
+    allows = f"the {size} memory limit allows one open file per MiB (at least {_MIN_DESCRIPTORS})"
+    if larger is None:
+        return f"{allows}, the most {_LIMITED_BY} allows; close files the program no longer needs"
     return (
-        f"the {size} memory limit allows one open file per MiB (at least {_MIN_DESCRIPTORS}); "
-        f"close files the program no longer needs or raise the limit with "
-        f"{style.limit('memory', format_size(larger))}"
+        f"{allows}; close files the program no longer needs or raise the limit with "
+        f"{style.limit('memory', larger)}"
     )
+
+
+def _memory_hint(what: str, style: Style, memory: int) -> str:
+    """`what` happened under the memory limit: raise it, or, at its most, allocate less."""
+    under = f"{what} {format_size(memory)} memory limit"
+    larger = style.larger("memory", memory, memory * 2)
+    if larger is None:
+        return f"{under}, the most {_LIMITED_BY} allows; allocate less"
+    return f"{under}; raise the limit with {style.limit('memory', larger)}"
 
 
 def format_hint(
@@ -107,34 +152,47 @@ def format_hint(
     if kind == "memory":
         if memory is None:
             return "the program ran out of memory; allocate less"
+        larger = style.larger("memory", memory, memory * 2)
+        if larger is None:
+            return (
+                f"the program used up its {format_size(memory)} memory limit, the most "
+                f"{_LIMITED_BY} allows; allocate less"
+            )
         return (
             f"the program used up its {format_size(memory)} memory limit; allocate less "
-            f"or raise the limit with {style.limit('memory', format_size(memory * 2))}"
+            f"or raise the limit with {style.limit('memory', larger)}"
         )
     if kind == "native_abort":
         if memory is None:
             return None
-        return (
-            f"native code ended the program, as it often does when an allocation fails under "
-            f"the {format_size(memory)} memory limit; raise the limit with "
-            f"{style.limit('memory', format_size(memory * 2))}"
+        return _memory_hint(
+            "native code ended the program, as it often does when an allocation fails under the",
+            style,
+            memory,
         )
     if kind == "native_exit":
         if memory is None:
             return None
-        return (
-            f"native code ended the program before Python finished it, as libraries such as "
-            f"OpenBLAS do when an allocation fails under the {format_size(memory)} memory "
-            f"limit; raise the limit with {style.limit('memory', format_size(memory * 2))}"
+        return _memory_hint(
+            "native code ended the program before Python finished it, as libraries such as "
+            "OpenBLAS do when an allocation fails under the",
+            style,
+            memory,
         )
     if kind == "open_files":
         return _open_files_hint(style, memory)
     if kind == "file_size":
         if max_file_size is None:
             return None
+        larger = style.larger("max_file_size", max_file_size, max_file_size * 2)
+        if larger is None:
+            return (
+                f"a file reached the {format_size(max_file_size)} size limit, the most "
+                f"{_LIMITED_BY} allows; write less"
+            )
         return (
             f"a file reached the {format_size(max_file_size)} size limit; write less or "
-            f"raise it with {style.limit('max_file_size', format_size(max_file_size * 2))}"
+            f"raise it with {style.limit('max_file_size', larger)}"
         )
     fixed = {
         "process": PROCESS_HINT,
@@ -146,20 +204,22 @@ def format_hint(
     if kind in fixed:
         return fixed[str(kind)]
     if kind == "network":
-        return f"the network is off; grant it with {style.grant('allow_network')}"
+        return f"the network is off{style.ask('allow_network')}"
     if value is None:
         return None
     if kind in ("read", "list"):
         noun = "listing" if kind == "list" else "reading"
-        return f"{noun} {value} is not allowed; grant it with {style.grant('allow_read', value)}"
+        return f"{noun} {value} is not allowed{style.ask('allow_read', value)}"
     if kind == "write":
-        return f"writing {value} is not allowed; grant it with {style.grant('allow_write', value)}"
+        return f"writing {value} is not allowed{style.ask('allow_write', value)}"
     if kind == "entries":
-        return (
-            f"changing the entries of {value} is not allowed; grant it with "
-            f"{style.grant('allow_write', value)}"
-        )
+        return f"changing the entries of {value} is not allowed{style.ask('allow_write', value)}"
     if kind == "read_write":
+        if style.refused("allow_read", value) or style.refused("allow_write", value):
+            return (
+                f"the program reads back what it writes in {value}; {_LIMITED_BY} lets no "
+                "request grant both"
+            )
         return (
             f"the program reads back what it writes in {value}; grant both with "
             f"{style.grant('allow_read', value)} {style.grant('allow_write', value)}"
@@ -188,5 +248,10 @@ def hint_texts(policy: "Policy") -> dict[str, str]:
 
 def module_hint(directory: str, style: Style) -> str:
     """The hint for a module found installed in directory, which the run was not given."""
+    if style.refused("package_dirs", directory):
+        return (
+            f"the module is installed in {directory}; {_LIMITED_BY} lets no request import "
+            "from there"
+        )
     grant = style.grant("package_dirs", directory)
     return f"the module is installed in {directory}; import from there with {grant}"

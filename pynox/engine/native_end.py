@@ -40,11 +40,14 @@ def signal_name(signum: int) -> str:
     return signal_names().get(signum) or f"signal {signum}"
 
 
-def native_signal_hint(signum: int, policy: "Policy", api: bool) -> str | None:
+def native_signal_hint(
+    signum: int, policy: "Policy", api: bool, style: "Style | None" = None
+) -> str | None:
     """Under a memory limit, the hint for a program that native code ended by signum."""
     if policy.memory is None or signum not in _NATIVE_MEMORY_SIGNALS:
         return None
-    return format_hint("native_abort", None, Style(api), policy.memory, policy.max_file_size)
+    style = style if style is not None else Style(api)
+    return format_hint("native_abort", None, style, policy.memory, policy.max_file_size)
 
 
 def native_signal_line(signum: int, policy: "Policy") -> str | None:
@@ -56,10 +59,11 @@ def native_signal_line(signum: int, policy: "Policy") -> str | None:
     return f"pynox: the program was killed by {signal_name(signum)}; {hint}"
 
 
-def native_exit_hint(policy: "Policy", api: bool) -> str | None:
+def native_exit_hint(policy: "Policy", api: bool, style: "Style | None" = None) -> str | None:
     """Under a memory limit, the hint for a program that native code exit()ed with a
     failure status before Python finished it (pynox.engine.result says when)."""
-    return format_hint("native_exit", None, Style(api), policy.memory, policy.max_file_size)
+    style = style if style is not None else Style(api)
+    return format_hint("native_exit", None, style, policy.memory, policy.max_file_size)
 
 
 def memory_frame(policy: "Policy") -> "list[str]":

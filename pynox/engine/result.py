@@ -19,6 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from pynox.engine.hint_text import Style
     from pynox.engine.supervisor import Outcome
     from pynox.policy.resolve import Policy
 
@@ -92,7 +93,9 @@ def _flat(value: object) -> bool:
     return value is None or isinstance(value, str)
 
 
-def _error(outcome: "Outcome", policy: "Policy", api: bool) -> "dict[str, Any] | None":
+def _error(
+    outcome: "Outcome", policy: "Policy", api: bool, style: "Style | None"
+) -> "dict[str, Any] | None":
     empty = {"file": None, "line": None, "path": None}
     if outcome.timed_out:
         return timeout_error(policy, api)
@@ -104,7 +107,7 @@ def _error(outcome: "Outcome", policy: "Policy", api: bool) -> "dict[str, Any] |
         hint = format_hint(
             report.get("hint_kind"),
             report.get("hint_value"),
-            Style(api),
+            style if style is not None else Style(api),
             policy.memory,
             policy.max_file_size,
         )
@@ -122,26 +125,30 @@ def _error(outcome: "Outcome", policy: "Policy", api: bool) -> "dict[str, Any] |
             "type": "Signal",
             "message": f"the program was killed by {name}",
             **empty,
-            "hint": native_signal_hint(outcome.signal, policy, api),
+            "hint": native_signal_hint(outcome.signal, policy, api, style),
         }
     if _ended_behind_python(outcome, policy):
         return {
             "type": "NativeExit",
             "message": f"native code ended the program with exit status {outcome.exit_code}",
             **empty,
-            "hint": native_exit_hint(policy, api),
+            "hint": native_exit_hint(policy, api, style),
         }
     return None
 
 
-def build_result(outcome: "Outcome", policy: "Policy", api: bool = False) -> "dict[str, Any]":
+def build_result(
+    outcome: "Outcome", policy: "Policy", api: bool = False, style: "Style | None" = None
+) -> "dict[str, Any]":
+    """The result; style: how its hint names grants, when not as `api` says (a pool's,
+    which knows what its [pool.limits] refuse)."""
     return {
         "exit": outcome.exit_code,
         "stdout": outcome.stdout.decode("utf-8", errors="replace"),
         "stderr": outcome.stderr.decode("utf-8", errors="replace"),
         "stdout_truncated": outcome.stdout_truncated,
         "stderr_truncated": outcome.stderr_truncated,
-        "error": _error(outcome, policy, api),
+        "error": _error(outcome, policy, api, style),
         "duration_ms": round(outcome.duration_ms),
         **fixed_fields(policy),
     }

@@ -23,6 +23,7 @@ from pynox import strict_json
 from pynox._native import immortalize
 from pynox.engine import scratch, scratch_removal
 from pynox.engine.child_setup import REPORT_CONFINED
+from pynox.engine.hint_text import Style
 from pynox.engine.result import build_result, error_object, refusal
 from pynox.engine.result_frame import python_version
 from pynox.engine.supervisor import Capture, Outcome, wait_with_default_child_action
@@ -73,6 +74,8 @@ _SPARE_DELAY = 0.02
 # more than this many waiting, it removes them at once.
 _IDLE_CLEANUP = 0.02
 _USED_SCRATCH_MAX = 64
+# The limits, in bytes, that a hint may suggest raising.
+_SIZE_LIMITS = ("memory", "max_file_size")
 # Spares ordered from the zygote and not yet answered. Each answer carries a pidfd; with
 # hundreds of orders written at once, the zygote's answers fill its socket while it waits
 # to write the next, and the server waits to write its next order: the rest are ordered
@@ -292,6 +295,9 @@ class PoolServer:
         self.session_idle = settings.session_idle or DEFAULT_SESSION_IDLE
         self.limits = pool_request.resolve_limits(self.config.pool_limits)
         self.limited = frozenset(settings.limited)
+        # Hints name what a request may ask for: never more than [pool.limits] allows.
+        ceilings = {key: getattr(self.limits, key) for key in _SIZE_LIMITS if key in self.limited}
+        self.hint_style = Style(True, ceilings, self._limits_refuse)
         self.cwd = cwd
         # Granted to every request (and on its sys.path), resolved as any grant is.
         self.package_dirs = _pool_package_dirs(settings.package_dirs, options.package_dirs, cwd)
@@ -1416,14 +1422,27 @@ class PoolServer:
     def _result(self, outcome: Outcome, policy: "Policy") -> "dict[str, Any]":
         """The result of a run, whatever its child wrote: a PoolError rather than the pool's end."""
         try:
-            result = build_result(outcome, policy, api=True)
+            result = build_result(outcome, policy, api=True, style=self.hint_style)
         except Exception as exc:  # noqa: BLE001 - the child's data must not take the pool down
             outcome.report = b""
-            result = build_result(outcome, policy, api=True)
+            result = build_result(outcome, policy, api=True, style=self.hint_style)
             _failed(result, "PoolError", f"the program's error report is unusable ({exc!r:.200})")
         if outcome.timed_out:
             result["error"] = self._timeout_error(policy)
         return result
+
+    def _limits_refuse(self, name: str, path: str | None) -> bool:
+        """Whether [pool.limits] refuses a request the grant `name` (of `path`, if a path
+        grant; else the switch, allow_network)."""
+        if name not in self.limited:
+            return False
+        asked = Grants()
+        setattr(asked, name, True if path is None else [path])
+        try:
+            pool_request.cap(asked, self.limits, self.limited, None)
+        except RequestError:
+            return True
+        return False
 
     def _timeout_error(self, policy: "Policy") -> "dict[str, Any]":
         """A timed-out run's error, whose hint names no longer limit than [pool.limits]

@@ -116,3 +116,41 @@ def test_a_timeout_hint_stays_within_the_limits(tmp_path: Path) -> None:
         )
         assert session["error"]["hint"] == "make it faster or raise the limit with timeout='1.5s'"
         assert client.close() == 0
+
+
+def test_hints_name_only_what_the_limits_let_a_request_ask_for(
+    limited: tuple[PoolClient, Path],
+) -> None:
+    """Each hint is followed: what it names is granted and works, or it says that
+    [pool.limits] lets no request have it."""
+    client, base = limited
+    grow = "data = bytearray(400 * 1024 * 1024)\nprint(len(data) >> 20)"
+    short = client.run({"id": "mem", "code": grow, "memory": "300m"})
+    assert short["error"]["type"] == "MemoryError"
+    # Doubled, 600m; but the limits allow 512m.
+    assert short["error"]["hint"] == (
+        "the program used up its 300m memory limit; allocate less or raise the limit with "
+        "memory='512m'"
+    )
+    assert_ok(client.run({"id": "mem-followed", "code": grow, "memory": "512m"}), "400\n")
+    at_most = client.run({"id": "mem-most", "code": "data = bytearray(600 * 1024 * 1024)"})
+    assert at_most["error"]["hint"] == (
+        "the program used up its 512m memory limit, the most [pool.limits] allows; allocate less"
+    )
+    inside = str(base / "data" / "in.txt")
+    denied = client.run({"id": "in", "code": f"print(open({inside!r}).read())"})
+    assert denied["error"]["hint"] == (
+        f"reading {inside} is not allowed; grant it with allow_read=[{inside!r}]"
+    )
+    followed = client.run(
+        {"id": "in-followed", "code": f"print(open({inside!r}).read())", "allow_read": [inside]}
+    )
+    assert_ok(followed, "inside\n")
+    outside = str(base / "outside")
+    refused = client.run({"id": "out", "code": f"import os\nos.listdir({outside!r})"})
+    assert refused["error"]["hint"] == (
+        f"listing {outside} is not allowed; [pool.limits] lets no request grant it"
+    )
+    network = "import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=1)"
+    off = client.run({"id": "net", "code": network})
+    assert off["error"]["hint"] == "the network is off; [pool.limits] lets no request grant it"
