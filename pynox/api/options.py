@@ -289,6 +289,20 @@ class Spec:
             "max_file_size": max_file_size,
         }
 
+    @classmethod
+    def of(cls, caller: str, options: Mapping[str, Any]) -> Spec:
+        """Spec(**options), where an option it does not know is a bad keyword argument of
+        `caller`, the function the user called, not of Spec's own __init__."""
+        known = [name for name in cls.__slots__ if not name.startswith("_")]
+        unknown = [name for name in options if name not in known]
+        if unknown:
+            import difflib
+
+            close = difflib.get_close_matches(unknown[0], known, n=1)
+            also = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}{also}")
+        return cls(**options)
+
     def request(self, code: str, session: str | None = None) -> dict[str, Any]:
         """The request line's fields (without the id)."""
         if not isinstance(code, str):

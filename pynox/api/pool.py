@@ -235,7 +235,7 @@ class Pool:
         ({relative path: bytes}) are placed in the run's scratch directory (its HOME)
         before the code starts; what it writes into out/ there comes back as Result.files.
         """
-        spec = Spec(**options)
+        spec = Spec.of("run", options)
         return self.run_spec(code, spec)
 
     async def arun(
@@ -247,7 +247,7 @@ class Pool:
 
         Host functions that are coroutine functions run on this event loop.
         """
-        spec = Spec(**options)
+        spec = Spec.of("arun", options)
         return await self.arun_spec(code, spec)
 
     def session(
@@ -259,7 +259,7 @@ class Pool:
         Its permissions are fixed here (relative paths resolved now); nothing starts until
         the first `run`.
         """
-        spec = Spec(**options)
+        spec = Spec.of("session", options)
         return Session(self, spec)
 
     def tool(
@@ -276,7 +276,7 @@ class Pool:
         """
         if not isinstance(session, bool):
             raise TypeError("session takes True or False")
-        spec = Spec(**options)
+        spec = Spec.of("tool", options)
         if spec.files:
             raise TypeError("a tool takes no files; give them to pool.run or session.run")
         from pynox.api.tool import make_tool
@@ -343,7 +343,7 @@ class Pool:
         item is the Result (whose stdout and stderr hold the output again, up to max_output).
         Leaving the loop early (break, close()) cancels the run.
         """
-        return stream_spec(self, code, Spec(**options))
+        return stream_spec(self, code, Spec.of("stream", options))
 
     def astream(
         self,
@@ -354,7 +354,7 @@ class Pool:
 
         Leaving it early (break, aclose(), the task cancelled) cancels the run.
         """
-        return astream_spec(self, code, Spec(**options))
+        return astream_spec(self, code, Spec.of("astream", options))
 
     def _pending(self, spec: Spec) -> _Pending:
         try:

@@ -62,7 +62,7 @@ def run(
     Never raises because the sandbox denied something: the Result's `text` says what
     happened. Relative paths are resolved against the current directory now.
     """
-    spec = Spec(**options)
+    spec = Spec.of("run", options)
     return default_pool().run_spec(code, spec)
 
 
@@ -71,7 +71,7 @@ async def arun(
     **options: Unpack[RunOptions],
 ) -> Result:
     """`run` for asyncio: awaits the Result without blocking the event loop."""
-    spec = Spec(**options)
+    spec = Spec.of("arun", options)
     return await default_pool().arun_spec(code, spec)
 
 

@@ -65,7 +65,7 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
     def __init__(self, pool: Pool | None = None, **options: Unpack[SessionOptions]) -> None:
         if "functions" in options:
             raise TypeError("the agent's tools are the host functions; pass them to the agent")
-        Spec(**options)  # checked now, not at the first step
+        Spec.of(type(self).__name__, options)  # checked now, not at the first step
         self._own_pool = pool is None
         self.pool = Pool(lazy=True) if pool is None else pool
         self._options = options

@@ -233,13 +233,13 @@ class RayPool:
         idempotent=True lets a RayPool made with retries=1 send it once more if its actor
         dies before answering.
         """
-        return self.run_spec(code, self._spec(options), idempotent=idempotent)
+        return self.run_spec(code, self._spec("run", options), idempotent=idempotent)
 
     async def arun(
         self, code: str, *, idempotent: bool = False, **options: Unpack[RunOptions]
     ) -> Result:
         """`run` for asyncio: awaits the Result without blocking the event loop."""
-        return await self.arun_spec(code, self._spec(options), idempotent=idempotent)
+        return await self.arun_spec(code, self._spec("arun", options), idempotent=idempotent)
 
     def map(
         self,
@@ -256,7 +256,7 @@ class RayPool:
         generator of programs holds the rest back. Leaving the loop early cancels the
         requests still running.
         """
-        spec = self._spec(options)
+        spec = self._spec("map", options)
         if max_in_flight is not None:
             _whole("max_in_flight", max_in_flight, 1)
         return self._map(iter(codes), spec, max_in_flight or self.max_in_flight, idempotent)
@@ -267,7 +267,7 @@ class RayPool:
         If that actor dies, the step running then returns a PoolError Result and the next
         one starts a fresh session on its replacement, its Result saying `restarted`.
         """
-        return RaySession(self, self._spec(cast("dict[str, Any]", options)))
+        return RaySession(self, self._spec("session", cast("dict[str, Any]", options)))
 
     def tool(
         self, *, session: bool = False, **options: Unpack[SessionOptions]
@@ -275,14 +275,14 @@ class RayPool:
         """A plain `run_python(code: str) -> str` for a model, as `pynox.Pool.tool` gives."""
         if not isinstance(session, bool):
             raise TypeError("session takes True or False")
-        spec = self._spec(cast("dict[str, Any]", options))
+        spec = self._spec("tool", cast("dict[str, Any]", options))
         from pynox.api.tool import make_tool
 
         held = RaySession(self, spec) if session else None
         return make_tool(cast("Any", self), spec, held)
 
-    def _spec(self, options: Mapping[str, Any]) -> Spec:
-        spec = Spec(**options)
+    def _spec(self, caller: str, options: Mapping[str, Any]) -> Spec:
+        spec = Spec.of(caller, options)
         if spec.functions:
             raise ValueError(
                 "functions: host functions run in the caller's process, which a RayPool's "

@@ -83,13 +83,25 @@ def test_bad_arguments_raise_at_once(
 
 
 def test_unknown_keyword_and_bad_code_raise_type_error() -> None:
+    """An unknown option is named as an argument of the function called, with the option
+    it is closest to, never as one of an internal class."""
     pool = Pool(lazy=True)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError) as caught:
         pool.run("pass", allow_reed=["x"])  # type: ignore[call-arg]
+    assert str(caught.value) == (
+        "run() got an unexpected keyword argument 'allow_reed'; did you mean 'allow_read'?"
+    )
     with pytest.raises(TypeError):
         pool.run(b"print(1)")  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError) as caught:
         pynox.tool(allow_reed=["x"])  # type: ignore[call-arg]
+    assert str(caught.value).startswith("tool() got an unexpected keyword argument 'allow_reed'")
+    with pytest.raises(TypeError) as caught:
+        pynox.run("pass", timout=5)  # type: ignore[call-arg]
+    assert str(caught.value).endswith("'timout'; did you mean 'timeout'?")
+    with pytest.raises(TypeError) as caught:
+        pool.session(zzz=1)  # type: ignore[call-arg]
+    assert str(caught.value) == "session() got an unexpected keyword argument 'zzz'"
     pool.close()
 
 
