@@ -62,7 +62,9 @@ def files_field(value: Files) -> dict[str, str]:
                 f"files holds more than the {MAX_FILES_IN_BYTES} bytes a run may be handed; "
                 "hand in less, or grant a directory with allow_read"
             )
-        encoded[name] = base64.b64encode(data).decode("ascii")
+        # tobytes: a view with strides (memoryview(b)[::2]) is not one buffer to encode.
+        contents = data.tobytes() if isinstance(data, memoryview) else data
+        encoded[name] = base64.b64encode(contents).decode("ascii")
     return encoded
 
 

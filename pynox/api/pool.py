@@ -110,6 +110,14 @@ class Pool:
             raise TypeError("warmup takes Python code as a string, like 'import pandas'")
         if warmup is not None and "\0" in warmup:
             raise ValueError("warmup holds a NUL character, which no command line can pass")
+        if warmup is not None and not warmup.isascii():
+            try:
+                warmup.encode()
+            except UnicodeEncodeError:
+                raise ValueError(
+                    "warmup is not valid Unicode text: it holds a lone surrogate (such as "
+                    "\\ud800); pass text that UTF-8 can encode"
+                ) from None
         self.warmup = warmup
         self.package_dirs = pool_package_dirs(package_dirs)
         self.config_path = _find_config(config)

@@ -106,6 +106,8 @@ def test_unknown_keyword_and_bad_code_raise_type_error() -> None:
 
 
 def test_pool_arguments_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"warmup is not valid Unicode text: it holds a lone"):
+        Pool(warmup="x = '\ud800'", lazy=True)
     with pytest.raises(ValueError, match="workers"):
         Pool(workers=0, lazy=True)
     with pytest.raises(ValueError, match="module name"):

@@ -50,6 +50,14 @@ def test_session_steps_take_and_return_files(pool: Pool) -> None:
         assert session.run(step, files={"n.txt": b"c"}).files == {"echo.txt": b"cc"}
 
 
+def test_any_bytes_like_view_is_handed_in(pool: Pool) -> None:
+    """A memoryview with strides is not one contiguous buffer; its bytes go all the same."""
+    files = {"a.bin": memoryview(b"abcd")[::2], "b.bin": bytearray(b"xy")}
+    read = "from pathlib import Path\nprint(Path('a.bin').read_bytes(), Path('b.bin').read_bytes())"
+    r = pool.run(f"import os\nos.chdir(os.environ['HOME'])\n{read}", files=files)
+    assert (r.exit, r.stdout) == (0, "b'ac' b'xy'\n")
+
+
 def test_bad_files_are_refused_before_sending(pool: Pool) -> None:
     with pytest.raises(ValueError, match=r"files name '\.\./x' has an empty"):
         pool.run("pass", files={"../x": b""})
