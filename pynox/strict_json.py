@@ -25,6 +25,14 @@ class TooDeep(ValueError):
     """The JSON nests deeper than the reader allows."""
 
 
+class RepeatedKey(ValueError):
+    """An object gives a key twice (parsers differ on which to keep: json keeps the last)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} appears twice in one object")
+        self.key = key
+
+
 def _refuse_constant(name: str) -> object:
     raise NotFinite(f"{name} is not a JSON value (RFC 8259 has no NaN or Infinity)")
 
@@ -36,23 +44,54 @@ def _finite_float(text: str) -> float:
     return value
 
 
-_DECODER: "json.JSONDecoder | None" = None
+# An integer of more digits than this may be beyond the range of a double; of more than
+# one more, it surely is (the largest double is about 1.8e308).
+_DOUBLE_DIGITS = 308
 
 
-def _decoder() -> "json.JSONDecoder":
-    global _DECODER
-    if _DECODER is None:
+def _double_sized_int(text: str) -> int:
+    # Checked before int(): past 4300 digits, int() itself refuses, naming sys internals.
+    if len(text) > _DOUBLE_DIGITS and not finite(float(text)):
+        raise NotFinite(f"the number {text[:40]}... is beyond the range of a double")
+    return int(text)
+
+
+def _unique_keys(pairs: "list[tuple[str, object]]") -> "dict[str, object]":
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise RepeatedKey(key)
+            seen.add(key)
+    return value
+
+
+_DECODERS: "dict[bool, json.JSONDecoder]" = {}
+
+
+def _decoder(unique_keys: bool) -> "json.JSONDecoder":
+    decoder = _DECODERS.get(unique_keys)
+    if decoder is None:
         import json
 
-        _DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
-    return _DECODER
+        decoder = _DECODERS[unique_keys] = json.JSONDecoder(
+            parse_constant=_refuse_constant,
+            parse_float=_finite_float,
+            parse_int=_double_sized_int,
+            object_pairs_hook=_unique_keys if unique_keys else None,
+        )
+    return decoder
 
 
-def loads(data: "bytes | bytearray | str", max_depth: "int | None" = None) -> object:
-    """Parses one JSON text; any malformed, non-UTF-8 or too deeply nested text is ValueError."""
+def loads(
+    data: "bytes | bytearray | str", max_depth: "int | None" = None, unique_keys: bool = False
+) -> object:
+    """Parses one JSON text; any malformed, non-UTF-8 or too deeply nested text is ValueError,
+    and so, with unique_keys, is an object that gives a key twice (RepeatedKey)."""
     try:
         text = data if isinstance(data, str) else bytes(data).decode("utf-8")
-        value = _decoder().decode(text)
+        value = _decoder(unique_keys).decode(text)
     except RecursionError:
         # The parser recurses once per level of nesting; the interpreter's limit bounds it.
         raise TooDeep("the JSON nests too deeply") from None

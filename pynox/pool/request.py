@@ -55,9 +55,11 @@ def parse_line(line: bytes) -> dict[str, object]:
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, _PARSE_RECURSION))
     try:
-        message = strict_json.loads(line)
+        message = strict_json.loads(line, unique_keys=True)
     except strict_json.NotFinite as exc:
-        raise _not_finite(line, exc) from None
+        raise _refusal(line, f"the line is not JSON: {exc}; send finite numbers only") from None
+    except strict_json.RepeatedKey as exc:
+        raise _repeated(line, exc.key) from None
     except strict_json.TooDeep:
         raise RequestError("the line nests too deeply; send flatter JSON") from None
     except ValueError as exc:
@@ -69,53 +71,46 @@ def parse_line(line: bytes) -> dict[str, object]:
     request_id = message.get("id")
     if not _is_id(request_id):
         raise RequestError('every line needs an "id" that is a string or an integer')
-    if isinstance(message.get("files"), dict):
-        _refuse_repeated_file_names(line, message)
     return message
-
-
-def _refuse_repeated_file_names(line: bytes, message: dict[str, object]) -> None:
-    """A name given twice in "files" (which JSON parsers resolve by keeping the last) is
-    refused rather than dropped: the line is read again, noting keys that repeat."""
-    repeated: set[str] = set()
-
-    def pairs(items: list[tuple[str, object]]) -> dict[str, object]:
-        seen = set()
-        for key, _ in items:
-            if key in seen:
-                repeated.add(key)
-            seen.add(key)
-        return dict(items)
-
-    json.loads(line, object_pairs_hook=pairs)  # already parsed once: it parses again
-    files = message["files"]
-    assert isinstance(files, dict)
-    twice = sorted(name for name in repeated if name in files)
-    if twice:
-        raise RequestError(
-            f"files names {twice[0]!r} more than once; give each file once", message["id"]
-        )
 
 
 def _is_id(value: object) -> bool:
     return isinstance(value, (str, int)) and not isinstance(value, bool)
 
 
-def _not_finite(line: bytes, exc: ValueError) -> RequestError:
-    """The refusal of a line that is JSON but for NaN or Infinity, with its id if it has one.
+def _repeated(line: bytes, key: str) -> RequestError:
+    """The refusal of a line with an object that gives a key twice: parsers differ on which
+    one they keep, so a check made on the line elsewhere may not be what the pool runs."""
+    message = _leniently(line)
+    files = message.get("files") if isinstance(message, dict) else None
+    if isinstance(files, dict) and key in files:
+        return _refusal(line, f"files names {key!r} more than once; give each file once")
+    return _refusal(line, f"the line gives {key!r} twice in one object; give each key once")
 
-    Python's lenient parser reads such a line (only here, on the way to refusing it),
-    so that the answer can name the request, or go as an event for a control line.
-    """
-    refusal = RequestError(f"the line is not JSON: {exc}; send finite numbers only")
-    try:
-        message = json.loads(line)
-    except (ValueError, RecursionError):
+
+def _refusal(line: bytes, text: str) -> RequestError:
+    """The refusal of a line that is JSON but not JSON the pool takes, with its id if it has
+    one (and as an event, for a control line)."""
+    refusal = RequestError(text)
+    message = _leniently(line)
+    if not isinstance(message, dict):
         return refusal
-    if isinstance(message, dict) and _is_id(message.get("id")):
-        refusal.request_id = message["id"]
+    found = message.get("id")
+    # Not an id beyond a double's range: the very number the line is refused for.
+    if _is_id(found) and not (isinstance(found, int) and found.bit_length() > 1024):
+        refusal.request_id = found
         refusal.control = any(key in message for key in CONTROL_FIELDS)
     return refusal
+
+
+def _leniently(line: bytes) -> object:
+    """The line as Python's lenient parser reads it (NaN, repeated keys, huge numbers),
+    only here, on the way to refusing it; None if even that fails."""
+    try:
+        # A number past int()'s digit limit reads as null: it is never the id sought.
+        return json.loads(line, parse_int=lambda text: int(text) if len(text) < 4000 else None)
+    except (ValueError, RecursionError):
+        return None
 
 
 def string_list(message: dict[str, object], key: str) -> list[str]:

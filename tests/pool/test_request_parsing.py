@@ -166,3 +166,48 @@ def test_a_lone_surrogate_in_text_is_refused(field: str) -> None:
         "send text that UTF-8 can encode"
     )
     assert caught.value.request_id == "s"
+
+
+@pytest.mark.parametrize(
+    ("line", "request_id", "message"),
+    [
+        (
+            b'{"id":"t","code":"1","timeout":"1s","timeout":"10s"}',
+            "t",
+            "the line gives 'timeout' twice in one object; give each key once",
+        ),
+        # Which id is meant cannot be known: the refusal names the last, as json reads it.
+        (b'{"id":"a","id":"b","code":"1"}', "b", "the line gives 'id' twice in one object"),
+        (b'{"id":"f","code":"1","files":{"a":"YQ==","a":"Yg=="}}', "f", "files names 'a'"),
+    ],
+)
+def test_a_key_given_twice_is_refused(line: bytes, request_id: str, message: str) -> None:
+    """Parsers differ on which of two values they keep: a check a client or a gateway made
+    on the line might not be what the pool would run."""
+    with pytest.raises(RequestError) as caught:
+        validate(line)
+    assert caught.value.message.startswith(message)
+    assert caught.value.request_id == request_id
+
+
+@pytest.mark.parametrize("digits", [309, 400, 5000])
+@pytest.mark.parametrize("field", ["id", "timeout"])
+def test_an_integer_beyond_a_double_is_refused(field: str, digits: int) -> None:
+    """As docs/pool-protocol.md says; and past int()'s own digit limit, without a word of
+    sys.set_int_max_str_digits."""
+    number = "9" * digits
+    line = f'{{"id":"big","code":"1","{field}":{number}}}' if field != "id" else None
+    line = line or f'{{"id":{number},"code":"1"}}'
+    with pytest.raises(RequestError) as caught:
+        validate(line.encode())
+    assert caught.value.message == (
+        f"the line is not JSON: the number {number[:40]}... is beyond the range of a double; "
+        "send finite numbers only"
+    )
+    assert caught.value.request_id == (None if field == "id" else "big")
+
+
+def test_an_integer_within_a_double_is_taken() -> None:
+    within = "1" + "0" * 307  # 1e307
+    message = parse_line(f'{{"id":"w","code":"1","args":[],"x":{within}}}'.encode())
+    assert message["x"] == 10**307
