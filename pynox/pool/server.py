@@ -74,6 +74,12 @@ _SPARE_DELAY = 0.02
 # more than this many waiting, it removes them at once.
 _IDLE_CLEANUP = 0.02
 _USED_SCRATCH_MAX = 64
+# A client's answer to a host call: its call's number and this, as in these examples.
+_ANSWER_KEYS = {"host_result": "value", "host_error": "message"}
+_ANSWER_EXAMPLES = {
+    "host_result": '{"call": 1, "value": [1, 2]}',
+    "host_error": '{"call": 1, "message": "the catalog is down"}',
+}
 # The limits, in bytes, that a hint may suggest raising.
 _SIZE_LIMITS = ("memory", "max_file_size")
 # Spares ordered from the zygote and not yet answered. Each answer carries a pidfd; with
@@ -704,25 +710,36 @@ class PoolServer:
             return
         if "close_session" in message:
             name = message["close_session"]
-            session = self.sessions.get(name) if isinstance(name, str) else None
+            if not isinstance(name, str):
+                raise RequestError("close_session takes the session's name, a string", request_id)
+            session = self.sessions.get(name)
             if session is None:
                 raise RequestError(f"there is no session {name!r} to close", request_id)
             self.sessions.pop(session.name, None)
             self._end_session(session)
             self.emit({"id": request_id, "session": {"id": session.name, "closed": True}})
             return
+        field = "host_result" if "host_result" in message else "host_error"
+        answer = message[field]
+        if not isinstance(answer, dict) or set(answer) != {"call", _ANSWER_KEYS[field]}:
+            raise RequestError(
+                f"{field} takes an object of exactly call and {_ANSWER_KEYS[field]}, like "
+                f"{_ANSWER_EXAMPLES[field]}",
+                request_id,
+            )
         run = self.runs.get(request_id)
         child = run.child if run is not None else None
-        answer = message.get("host_result", message.get("host_error"))
-        if child is None or not isinstance(answer, dict):
+        if child is None:
             raise RequestError(
                 f"no running request {request_id!r} waits for a host result", request_id
             )
-        call = answer.get("call")
-        if type(call) is not int or call not in child.pending_calls:
-            raise RequestError(f"request {request_id!r} has no pending call {call!r}", request_id)
+        call = answer["call"]
+        if type(call) is not int:
+            raise RequestError(f"{field}'s call is the number its host_call event gave", request_id)
+        if call not in child.pending_calls:
+            raise RequestError(f"request {request_id!r} has no pending call {call}", request_id)
         text = answer.get("message", "")
-        if "host_error" in message and not isinstance(text, str):
+        if field == "host_error" and not isinstance(text, str):
             raise RequestError("a host_error's message must be a string", request_id)
         child.pending_bytes -= child.pending_calls.pop(call)
         if "host_result" in message:

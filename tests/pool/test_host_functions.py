@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from support.pool_client import NO_ANSWER, PoolClient
 from support.pool_requests import assert_ok, code, new_id, serves
 
@@ -183,3 +184,52 @@ def test_a_large_host_result_reaches_the_program(pool: PoolClient) -> None:
     )
     assert (result["exit"], result["stdout"]) == (0, f"{9 << 20}\n"), result["error"]
     serves(pool)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (
+            {"host_result": {"call": 1}},
+            'host_result takes an object of exactly call and value, like {"call": 1, '
+            '"value": [1, 2]}',
+        ),
+        (
+            {"host_result": {"call": 1, "value": 1, "extra": 2}},
+            "host_result takes an object of exactly call and value",
+        ),
+        (
+            {"host_error": {"call": 1}},
+            'host_error takes an object of exactly call and message, like {"call": 1, '
+            '"message": "the catalog is down"}',
+        ),
+        ({"host_result": {"call": True, "value": 1}}, "host_result's call is the number"),
+        ({"host_result": 5}, "host_result takes an object of exactly call and value"),
+    ],
+)
+def test_a_malformed_answer_is_refused_and_the_call_still_waits(
+    pool: PoolClient, answer: dict[str, object], message: str
+) -> None:
+    """An answer without its value (or message) used to reach the program as None (or
+    HostError('')); now it is refused, and a right answer after it is taken."""
+    request_id = new_id("shape")
+    pool.send(
+        {
+            "id": request_id,
+            "functions": [{"name": "wait"}],
+            "code": "import pynox_host\nprint(pynox_host.wait())",
+        },
+        host={"wait": lambda: NO_ANSWER},
+    )
+    pool.event(lambda m: m.get("event") == "host_call" and m["id"] == request_id)
+    pool.send({"id": request_id, **answer})
+    event = pool.event(lambda m: m.get("id") == request_id and m.get("event") == "control_error")
+    assert event["message"].startswith(message), event["message"]
+    pool.send({"id": request_id, "host_result": {"call": 1, "value": "answered"}})
+    assert_ok(pool.result(request_id), "answered\n")
+
+
+def test_close_session_takes_a_name(pool: PoolClient) -> None:
+    pool.send({"id": "close-null", "close_session": None})
+    event = pool.event(lambda m: m.get("id") == "close-null" and m.get("event") == "control_error")
+    assert event["message"] == "close_session takes the session's name, a string"
