@@ -24,6 +24,8 @@ MIN_MEMORY = 32 * 1024 * 1024
 MAX_OUTPUT_LIMIT = 16 * 1024 * 1024
 # The most a child's JSON error report may take on its pipe.
 REPORT_LIMIT = 1 << 20
+# A host function's signature when its client cannot tell it (shown in its repr and help).
+UNKNOWN_SIGNATURE = "(...)"
 # What the file of pool code is called in tracebacks unless the request names it.
 DEFAULT_NAME = "agent.py"
 # Files a request hands to its run ("files"): how many, and their bytes together, decoded.

@@ -16,6 +16,7 @@ from pynox.limits import (
     DEFAULT_TIMEOUT,
     MAX_FILES_IN,
     MAX_FILES_IN_BYTES,
+    UNKNOWN_SIGNATURE,
 )
 from pynox.policy.config import Grants
 from pynox.policy.grants import GRANTS_BY_NAME
@@ -193,7 +194,7 @@ def function_signature(function: Callable[..., Any]) -> str:
             return str(inspect.signature(function, **options))  # type: ignore[arg-type]
         except Exception:  # noqa: S112 - a NameError in an annotation, or no signature at all
             continue
-    return "(...)"
+    return UNKNOWN_SIGNATURE
 
 
 def function_spec(name: str, function: Callable[..., Any]) -> dict[str, str]:

@@ -9,6 +9,7 @@ leave). A failure in the host function raises HostError here.
 import sys
 import threading
 
+from pynox.limits import UNKNOWN_SIGNATURE
 from pynox.pool import channel
 
 MODULE_NAME = "pynox_host"
@@ -90,7 +91,9 @@ def install(fd: int, functions: list[dict[str, str]]) -> None:
         setattr(
             module,
             name,
-            _HostFunction(link, name, spec.get("signature", "(...)"), spec.get("doc", "")),
+            _HostFunction(
+                link, name, spec.get("signature", UNKNOWN_SIGNATURE), spec.get("doc", "")
+            ),
         )
         names.append(name)
     module.__all__ = names  # type: ignore[attr-defined]

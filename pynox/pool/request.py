@@ -5,12 +5,13 @@ Nothing here trusts the line: a wrong type, an unknown field or a grant beyond
 """
 
 import json
+import keyword
 import os
 import sys
 
 from pynox import file_names, strict_json
 from pynox.errors import PynoxError
-from pynox.limits import MAX_FILES_IN, MAX_FILES_IN_BYTES
+from pynox.limits import MAX_FILES_IN, MAX_FILES_IN_BYTES, UNKNOWN_SIGNATURE
 from pynox.policy.config import Grants
 from pynox.policy.grants import GRANT_FIELDS, NAMES, PATH_GRANTS, PATHS, SWITCH
 from pynox.policy.path_grant import real_path
@@ -299,16 +300,52 @@ def host_functions(message: dict[str, object]) -> list[dict[str, str]]:
             'functions must be a list of {"name", "signature", "doc"}', message["id"]
         )
     functions = []
+    names: set[str] = set()
     for spec in value:
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
             raise RequestError('each function needs a "name" string', message["id"])
         name = spec["name"]
-        if not name.isidentifier() or name.startswith("_"):
-            raise RequestError(f"function name {name!r} is not a public identifier", message["id"])
-        signature, doc = spec.get("signature", "(...)"), spec.get("doc", "")
+        if not name.isidentifier() or name.startswith("_") or keyword.iskeyword(name):
+            raise RequestError(
+                f"function name {name!r} is not a public identifier (letters, digits and "
+                "underscores, not starting with _ or a digit, and no keyword such as import); "
+                "name it so that code can import it",
+                message["id"],
+            )
+        if name in names:
+            raise RequestError(f"functions names {name!r} twice; give each once", message["id"])
+        names.add(name)
+        unknown = sorted(set(spec) - {"name", "signature", "doc"})
+        if unknown:
+            raise RequestError(
+                f"function {name!r} has {unknown[0]!r}; a function takes only name, signature "
+                "and doc",
+                message["id"],
+            )
+        signature, doc = spec.get("signature", UNKNOWN_SIGNATURE), spec.get("doc", "")
         if not isinstance(signature, str) or not isinstance(doc, str):
             raise RequestError(
                 f"the signature and doc of function {name!r} must be strings", message["id"]
             )
+        if not _is_signature(signature):
+            raise RequestError(
+                f"the signature of function {name!r} is not a Python signature; give its "
+                'parameters in parentheses, like "(query: str) -> list"',
+                message["id"],
+            )
         functions.append({"name": name, "signature": signature, "doc": doc})
     return functions
+
+
+def _is_signature(text: str) -> bool:
+    """Whether text reads as what follows a function's name in a def: it is shown as the
+    function's, in its repr and help."""
+    import ast  # the pool server has it loaded already (pynox.pool.server._warm_up)
+
+    if text == UNKNOWN_SIGNATURE:
+        return True
+    try:
+        ast.parse(f"def f{text}: pass")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return text.startswith("(")

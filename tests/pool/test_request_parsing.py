@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 from support.request_lines import JSON_VALUES, named, request_shaped, validate, wrong_type_cases
 
 from pynox.errors import PynoxError
-from pynox.pool.request import CONTROL_FIELDS, REQUEST_FIELDS, RequestError, parse_line
+from pynox.pool.request import (
+    CONTROL_FIELDS,
+    REQUEST_FIELDS,
+    RequestError,
+    host_functions,
+    parse_line,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -211,3 +217,27 @@ def test_an_integer_within_a_double_is_taken() -> None:
     within = "1" + "0" * 307  # 1e307
     message = parse_line(f'{{"id":"w","code":"1","args":[],"x":{within}}}'.encode())
     assert message["x"] == 10**307
+
+
+@pytest.mark.parametrize(
+    ("functions", "message"),
+    [
+        ([{"name": "f"}, {"name": "f"}], "functions names 'f' twice; give each once"),
+        ([{"name": "import"}], "function name 'import' is not a public identifier"),
+        ([{"name": "f", "extra": 1}], "function 'f' has 'extra'; a function takes only name"),
+        ([{"name": "f", "signature": "("}], "the signature of function 'f' is not a Python"),
+        ([{"name": "f", "signature": "x"}], "the signature of function 'f' is not a Python"),
+    ],
+)
+def test_host_functions_are_checked(functions: list[dict[str, object]], message: str) -> None:
+    with pytest.raises(RequestError) as caught:
+        host_functions({"id": "h", "functions": functions})
+    assert caught.value.message.startswith(message), caught.value.message
+
+
+def test_host_function_signatures_as_clients_write_them() -> None:
+    signatures = ["(query, limit=5)", "(x: int) -> list[str]", "(...)", "()", "(*a, **k)"]
+    functions = [{"name": f"f{i}", "signature": text} for i, text in enumerate(signatures)]
+    taken = host_functions({"id": "h", "functions": functions})
+    assert [spec["signature"] for spec in taken] == signatures
+    assert host_functions({"id": "h", "functions": [{"name": "g"}]})[0]["signature"] == "(...)"
