@@ -2,7 +2,7 @@
 the API (before sending) and the pool (on receipt): a relative path of plain components.
 """
 
-from pynox.limits import MAX_FILE_DEPTH, MAX_FILE_NAME
+from pynox.limits import MAX_FILE_DEPTH, MAX_FILE_NAME, MAX_FILE_NAME_PART
 
 # The directory of the run's scratch directory whose files come back with the result.
 OUT_DIR = "out"
@@ -10,7 +10,8 @@ OUT_DIR = "out"
 
 def problem(name: object) -> "str | None":
     """What is wrong with a file's name, or None: a non-empty relative path of at most
-    MAX_FILE_DEPTH components, no "", "." or ".." among them, no NUL, valid UTF-8."""
+    MAX_FILE_DEPTH components, no "", "." or ".." among them and none longer than
+    MAX_FILE_NAME_PART bytes, no NUL, valid UTF-8."""
     if not isinstance(name, str) or not name:
         return "is not a non-empty string"
     try:
@@ -28,4 +29,9 @@ def problem(name: object) -> "str | None":
         return f"nests deeper than {MAX_FILE_DEPTH} directories"
     if any(part in ("", ".", "..") for part in parts):
         return 'has an empty, "." or ".." component; give a plain relative path'
+    if any(len(part.encode("utf-8")) > MAX_FILE_NAME_PART for part in parts):
+        return (
+            f"has a component longer than {MAX_FILE_NAME_PART} bytes, the most a file system "
+            "takes; give shorter names"
+        )
     return None

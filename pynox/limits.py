@@ -38,6 +38,8 @@ MAX_FILES_OUT_BYTES = 8 << 20
 # The longest name of a file handed in or out (bytes of UTF-8), and its deepest nesting.
 MAX_FILE_NAME = 1024
 MAX_FILE_DEPTH = 16
+# The longest name of one directory or file along that path: what Linux file systems take.
+MAX_FILE_NAME_PART = 255
 # The most entries of out/ (files and directories) looked at, whatever the program left.
 MAX_OUT_ENTRIES = 10000
 # Bytes of lines the pool has written and its client has not read yet, beyond which it

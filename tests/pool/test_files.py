@@ -214,6 +214,10 @@ def test_a_planted_link_in_a_session_cannot_redirect_files_in(
         ({"/etc/passwd": "eA=="}, "files name '/etc/passwd' is absolute"),
         ({"a\u0000b": "eA=="}, "contains a NUL character"),
         ({"": "eA=="}, "files name '' is not a non-empty string"),
+        (
+            {"d/" + "x" * 256: "eA=="},
+            "has a component longer than 255 bytes, the most a file system takes",
+        ),
         ({"a": "not base64!"}, "files['a'] is not base64"),
         ({"a": 3}, "files['a'] must be a base64 string"),
         ([], "files must be an object"),
