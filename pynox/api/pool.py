@@ -306,6 +306,8 @@ class Pool:
             message = future.result()
         except BaseException:  # Ctrl-C while waiting: the run stops too
             connection.cancel(pending)
+            if session is not None:
+                session._lost()  # a cancelled step ends its session
             raise
         return self._finish(message, session, generation)
 

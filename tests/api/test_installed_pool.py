@@ -171,6 +171,28 @@ def test_sessions_keep_state_and_restart_after_a_timeout(pool: Pool) -> None:
     assert not session.alive
 
 
+def test_ctrl_c_during_a_step_ends_the_session_and_says_so(pool: Pool) -> None:
+    """The pool cancels the step, which ends its session: `alive` must say so, as it does
+    for a cancelled asyncio step."""
+    main = threading.main_thread().ident
+    assert main is not None
+
+    with pool.session() as session:
+        assert session.run("x = 1").ok and session.alive
+        # A real SIGINT, as Ctrl-C sends: it wakes the wait for the result.
+        timer = threading.Timer(1.0, signal.pthread_kill, (main, signal.SIGINT))
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                session.run("import time\ntime.sleep(30)")
+        finally:
+            timer.cancel()
+        assert not session.alive
+        after = session.run("print('x' in globals())")
+        assert after.stdout == "False\n" and after.session is not None
+        assert after.session["restarted"] and session.alive
+
+
 def test_session_tool_keeps_state(pool: Pool) -> None:
     notebook = pool.tool(session=True)
     assert "persistent" in (notebook.__doc__ or "")
