@@ -27,13 +27,14 @@ if TYPE_CHECKING:
     import asyncio
 
 
-from pynox.api.result import failure
+from pynox.api.result import CLOSED_POOL_HINT, failure
 
 MAX_HOST_VALUE = 8 << 20  # what one host call can carry back into the sandbox
 READY_TIMEOUT = 120.0  # preloading pandas on a cold disk takes a few seconds, not minutes
 STALL_MARGIN = 15.0  # beyond the longest pending timeout: the pool is stuck
 CLOSE_GRACE = 5.0
 _STDERR_KEPT = 16 << 10
+_CLOSED = "the pool was closed while this request ran"
 
 
 class PoolError(PynoxError):
@@ -164,10 +165,11 @@ class _Connection:
             self.process.wait(grace)
         except subprocess.TimeoutExpired:
             self._kill()
-        self.fail("the pool was closed while this request ran")
+        self.fail(_CLOSED, CLOSED_POOL_HINT)
 
-    def fail(self, reason: str) -> None:
-        """Marks the pool dead: every pending request gets a PoolError result, now."""
+    def fail(self, reason: str, hint: str | None = None) -> None:
+        """Marks the pool dead: every pending request gets a PoolError result, now (with
+        `hint`, else the one for a pool that failed)."""
         with self._lock:
             if self.failure is not None:
                 return
@@ -176,7 +178,8 @@ class _Connection:
             self._wake.notify_all()
         self.settled.set()
         self._kill()
-        result = failure("PoolError", reason).raw
+        made = failure("PoolError", reason) if hint is None else failure("PoolError", reason, hint)
+        result = made.raw
         for item in pending.values():
             _resolve(item.future, result)
 
@@ -233,7 +236,7 @@ class _Connection:
         if len(said) > 2000:
             said = "..." + said[-2000:]
         if self.closing:
-            self.fail("the pool was closed while this request ran")
+            self.fail(_CLOSED, CLOSED_POOL_HINT)
             return
         state = "exited" if self.info is None else "exited while requests were running"
         how = f" with status {status}" if status is not None else ""

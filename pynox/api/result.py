@@ -16,6 +16,11 @@ _POOL_HINT = (
     "the sandbox service failed, not your code; run the code again, and tell the user if "
     "this keeps happening"
 )
+# When the application itself closed the pool under a request: running again cannot help.
+CLOSED_POOL_HINT = (
+    "the application closed the sandbox service while the code ran; the code was not at "
+    "fault, and this service cannot run it again"
+)
 _CHAIN_LINES = frozenset(
     {
         "During handling of the above exception, another exception occurred:",

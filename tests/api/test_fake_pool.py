@@ -139,6 +139,11 @@ def test_close_resolves_what_is_still_pending(fake: list[str]) -> None:
     pool.close(timeout=0.5)
     thread.join(10)
     assert results[0].error is not None and "closed" in results[0].error["message"]
+    # Not "run the code again": this pool cannot.
+    assert results[0].error["hint"] == (
+        "the application closed the sandbox service while the code ran; the code was not at "
+        "fault, and this service cannot run it again"
+    )
     with pytest.raises(PoolError, match="closed"):
         pool.run("print(1)")
 
