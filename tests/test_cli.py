@@ -342,6 +342,17 @@ def test_loader_variables_are_refused(name: str) -> None:
     assert f"{name} steers the dynamic loader" in proc.stderr.decode()
 
 
+@pytest.mark.parametrize("name", ["A=B", "API-KEY", "1ABC", "A B"])
+def test_an_allow_env_that_names_no_variable_is_a_usage_error(name: str) -> None:
+    """As pynox.toml already refused it: A=B is no variable's name, and nothing was passed."""
+    proc = pynox(f"--allow-env={name}", "-c", "pass")
+    assert (proc.returncode, proc.stdout) == (2, b"")
+    assert proc.stderr.decode() == (
+        f"pynox: --allow-env={name} is not an environment variable name; use letters, digits "
+        "and _, not starting with a digit\n"
+    )
+
+
 def test_network_is_off_until_allowed() -> None:
     code = "import socket\ns = socket.socket()\nprint('made')"
     denied = pynox("-c", code)

@@ -19,7 +19,7 @@ from pynox.limits import (
     UNKNOWN_SIGNATURE,
 )
 from pynox.policy.config import Grants
-from pynox.policy.grants import GRANTS_BY_NAME
+from pynox.policy.grants import GRANTS_BY_NAME, VARIABLE_NAME_RULE, is_variable_name
 
 if TYPE_CHECKING:
     from pynox.policy.config import Config
@@ -276,6 +276,12 @@ class Spec:
         self.allow_write = _paths(allow_write, "allow_write", cwd)
         self.package_dirs = _paths(package_dirs, "package_dirs", cwd)
         self.allow_env = strings(allow_env, "allow_env", "variable name")
+        for variable in self.allow_env:
+            if not is_variable_name(variable):
+                raise ValueError(
+                    f"allow_env lists {variable!r}, which is not an environment variable name; "
+                    f"{VARIABLE_NAME_RULE}"
+                )
         self.allow_network = _network(allow_network)
         self.timeout = _duration(timeout, "timeout")
         self.memory = _size(memory, "memory")

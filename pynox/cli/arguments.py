@@ -8,7 +8,16 @@ alone would cost a large part of pynox's start-up budget.
 import sys
 
 from pynox.errors import UsageError
-from pynox.policy.grants import DURATION, GRANT_FIELDS, NAMES, PATHS, SIZE, SWITCH
+from pynox.policy.grants import (
+    DURATION,
+    GRANT_FIELDS,
+    NAMES,
+    PATHS,
+    SIZE,
+    SWITCH,
+    VARIABLE_NAME_RULE,
+    is_variable_name,
+)
 
 # Interpreter options the sandbox already honours, so they are accepted as is.
 ACCEPTED_PYTHON_OPTIONS = frozenset("IEsSuBq")
@@ -20,6 +29,7 @@ OPTION_VARIABLES = {"u": "PYTHONUNBUFFERED", "B": "PYTHONDONTWRITEBYTECODE"}
 # Long flags and the attribute of Invocation they fill: every grant's (pynox.policy.grants),
 # and the command's own.
 _LIST_FLAGS = {f.flag: f.name for f in GRANT_FIELDS if f.kind in (PATHS, NAMES)}
+_NAME_FLAGS = frozenset(f.flag for f in GRANT_FIELDS if f.kind == NAMES)
 _VALUE_FLAGS = {f.flag: f.name for f in GRANT_FIELDS if f.kind in (DURATION, SIZE)}
 _VALUE_FLAGS.update({"--config": "config", "--profile": "profile"})
 _SWITCHES = {f.flag: f.name for f in GRANT_FIELDS if f.kind == SWITCH}
@@ -192,6 +202,10 @@ def _parse_pynox_flags(argv: list[str], inv: "Invocation") -> int:
                 i += 1
             if not value:
                 raise UsageError(f"{name} needs a non-empty value, as in {name}=VALUE")
+            if name in _NAME_FLAGS and not is_variable_name(value):
+                raise UsageError(
+                    f"{name}={value} is not an environment variable name; {VARIABLE_NAME_RULE}"
+                )
             if name in _LIST_FLAGS:
                 getattr(inv, _LIST_FLAGS[name]).append(value)
             else:

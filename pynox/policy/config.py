@@ -20,8 +20,11 @@ from pynox.policy.grants import (
     PATH_GRANTS,
     SIZE,
     SWITCH,
+    VARIABLE_CHARS,
+    VARIABLE_NAME_RULE,
     Grants,
     _unique,
+    is_variable_name,
 )
 from pynox.policy.location import CONFIG_ENV, CONFIG_NAME, find_config_path
 from pynox.policy.user_paths import expand_home
@@ -34,9 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["CONFIG_ENV", "CONFIG_NAME", "Config", "Grants", "PoolSettings", "find_config_path"]
 
 _TABLES_HINT = "settings go in the tables [permissions], [profiles.NAME] and [pool]"
-_NAME_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
-_NAME_CHARS = _NAME_START | frozenset("0123456789")
-_BARE_KEY_CHARS = _NAME_CHARS | frozenset("-")
+_BARE_KEY_CHARS = VARIABLE_CHARS | frozenset("-")
 
 
 def parse_config_file(path: str, environ: "Mapping[str, str]") -> Config:
@@ -115,11 +116,10 @@ class _Reader:
         if "allow_env" in table:
             names = self._strings(table["allow_env"], "allow_env", section)
             for name in names:
-                if not _is_env_name(name):
+                if not is_variable_name(name):
                     raise ConfigError(
                         f"allow_env in {section} of {self.path} lists {name!r}, which is not an"
-                        " environment variable name; use letters, digits and _, not starting"
-                        " with a digit"
+                        f" environment variable name; {VARIABLE_NAME_RULE}"
                     )
             grants.allow_env = _unique(names)
         for field in GRANT_FIELDS:
@@ -272,10 +272,6 @@ def _reject_unknown_keys(
     for key in table:
         if key not in known:
             raise ConfigError(f"unknown key {key!r} in {section} of {path}; the keys are {listed}")
-
-
-def _is_env_name(name: str) -> bool:
-    return bool(name) and name[0] in _NAME_START and all(char in _NAME_CHARS for char in name)
 
 
 def _is_module_name(name: str) -> bool:

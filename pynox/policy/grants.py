@@ -230,3 +230,14 @@ def _plain(value: object) -> object:
 def _is_set(record: object, key: str) -> bool:
     value = getattr(record, key)
     return value is not None and value != []
+
+
+# What an environment variable's name may hold, as allow_env takes it: no "=", no
+# spaces, no NUL, so that a name means one variable and the same one everywhere.
+_VARIABLE_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+VARIABLE_CHARS = _VARIABLE_START | frozenset("0123456789")
+VARIABLE_NAME_RULE = "use letters, digits and _, not starting with a digit"
+
+
+def is_variable_name(name: str) -> bool:
+    return bool(name) and name[0] in _VARIABLE_START and all(c in VARIABLE_CHARS for c in name)

@@ -13,7 +13,15 @@ from pynox import file_names, strict_json
 from pynox.errors import PynoxError
 from pynox.limits import MAX_FILES_IN, MAX_FILES_IN_BYTES, UNKNOWN_SIGNATURE
 from pynox.policy.config import Grants
-from pynox.policy.grants import GRANT_FIELDS, NAMES, PATH_GRANTS, PATHS, SWITCH
+from pynox.policy.grants import (
+    GRANT_FIELDS,
+    NAMES,
+    PATH_GRANTS,
+    PATHS,
+    SWITCH,
+    VARIABLE_NAME_RULE,
+    is_variable_name,
+)
 from pynox.policy.path_grant import real_path
 
 
@@ -147,7 +155,15 @@ def request_grants(message: dict[str, object]) -> Grants:
         if field.kind == PATHS:
             setattr(grants, field.name, _absolute_paths(message, field.name))
         elif field.kind == NAMES:
-            setattr(grants, field.name, string_list(message, field.name))
+            names = string_list(message, field.name)
+            for name in names:
+                if not is_variable_name(name):
+                    raise RequestError(
+                        f"{field.name} lists {name!r}, which is not an environment variable "
+                        f"name; {VARIABLE_NAME_RULE}",
+                        message["id"],
+                    )
+            setattr(grants, field.name, names)
         elif field.kind == SWITCH:
             if value is not None and not isinstance(value, bool):
                 raise RequestError(f"{field.name} must be true or false", request_id)

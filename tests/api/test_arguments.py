@@ -105,6 +105,12 @@ def test_unknown_keyword_and_bad_code_raise_type_error() -> None:
     pool.close()
 
 
+@pytest.mark.parametrize("name", ["A=B", "\ud800", ""])
+def test_allow_env_takes_variable_names_only(name: str) -> None:
+    with pytest.raises(ValueError, match="is not an? (environment )?variable name"):
+        Spec(allow_env=[name])
+
+
 def test_pool_arguments_are_checked(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"warmup is not valid Unicode text: it holds a lone"):
         Pool(warmup="x = '\ud800'", lazy=True)

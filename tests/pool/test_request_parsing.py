@@ -18,6 +18,7 @@ from pynox.pool.request import (
     RequestError,
     host_functions,
     parse_line,
+    request_grants,
 )
 
 pytestmark = pytest.mark.unit
@@ -241,3 +242,13 @@ def test_host_function_signatures_as_clients_write_them() -> None:
     taken = host_functions({"id": "h", "functions": functions})
     assert [spec["signature"] for spec in taken] == signatures
     assert host_functions({"id": "h", "functions": [{"name": "g"}]})[0]["signature"] == "(...)"
+
+
+@pytest.mark.parametrize("name", ["A=B", "\ud800", "API-KEY"])
+def test_allow_env_takes_variable_names_only(name: str) -> None:
+    with pytest.raises(RequestError) as caught:
+        request_grants({"id": "e", "code": "1", "allow_env": [name]})
+    assert caught.value.message == (
+        f"allow_env lists {name!r}, which is not an environment variable name; use letters, "
+        "digits and _, not starting with a digit"
+    )
