@@ -125,6 +125,10 @@ INVOCATIONS: dict[str, Case] = {
     "c-code-with-args": Case(options=["-c", _CODE], args=["a", "-b", "--c", ""]),
     "c-code-raises": Case(options=["-c", "def f():\n    return 1 / 0\nf()\n"], status=1),
     "c-code-sys-exit": Case(options=["-c", "import sys; sys.exit('bye')"], status=1),
+    # license() pages its text and asks for Return: at EOF it raises from site's own code,
+    # and the traceback is python's, with no frame of pynox's stand-in for it.
+    "c-code-license-at-eof": Case(options=["-c", "license()"], status=1),
+    "c-code-credits": Case(options=["-c", "credits(); print(repr(copyright)[:40])"]),
     # Bytes that are not UTF-8 (0xe9, passed as the surrogate that stands for it): python
     # runs none of it, even in a comment.
     "c-code-bytes-not-utf8": Case(options=["-c", "print('before')\n#caf\udce9"], status=1),

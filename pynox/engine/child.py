@@ -382,8 +382,12 @@ class _SitePrinter:
     def __repr__(self) -> str:
         return repr(self._printer())
 
-    def __call__(self) -> None:
-        self._printer()()
+    # A property, not a method: calling the stand-in calls the real printer with no frame
+    # of pynox's on the stack, so a traceback from it (EOFError at its "Hit Return" prompt
+    # with no input) is python's, line for line.
+    @property
+    def __call__(self) -> "Any":
+        return self._printer()
 
 
 def _stdlib_site() -> "Any":
