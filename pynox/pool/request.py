@@ -176,6 +176,21 @@ def request_grants(message: dict[str, object]) -> Grants:
     return grants
 
 
+def refused_by_limits(
+    name: str, path: "str | None", limits: Grants, limited: frozenset[str]
+) -> bool:
+    """Whether [pool.limits] would refuse a request the grant `name` (of `path`, for a path
+    grant), judged from the path as written: it comes from a program's error report, and the
+    pool server never looks up a path a program names (one on a hung mount would stall it)."""
+    if name not in limited:
+        return False
+    if name == "allow_network":
+        return not limits.allow_network
+    if name in PATH_GRANTS:
+        return path is None or not _within(os.path.normpath(path), getattr(limits, name))
+    return False
+
+
 def _within(path: str, roots: list[str]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 

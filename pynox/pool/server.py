@@ -1449,17 +1449,7 @@ class PoolServer:
         return result
 
     def _limits_refuse(self, name: str, path: str | None) -> bool:
-        """Whether [pool.limits] refuses a request the grant `name` (of `path`, if a path
-        grant; else the switch, allow_network)."""
-        if name not in self.limited:
-            return False
-        asked = Grants()
-        setattr(asked, name, True if path is None else [path])
-        try:
-            pool_request.cap(asked, self.limits, self.limited, None)
-        except RequestError:
-            return True
-        return False
+        return pool_request.refused_by_limits(name, path, self.limits, self.limited)
 
     def _timeout_error(self, policy: "Policy") -> "dict[str, Any]":
         """A timed-out run's error, whose hint names no longer limit than [pool.limits]

@@ -4,6 +4,7 @@ timeout is filled in; an empty list still limits."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -154,3 +155,32 @@ def test_hints_name_only_what_the_limits_let_a_request_ask_for(
     network = "import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=1)"
     off = client.run({"id": "net", "code": network})
     assert off["error"]["hint"] == "the network is off; [pool.limits] lets no request grant it"
+
+
+def test_a_hint_is_judged_without_looking_up_the_programs_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The path comes from the program's error report: the pool server must not resolve
+    it, which looks up every part of it (a path on a hung mount would stall every request)."""
+    from pynox import lean_os
+    from pynox.policy import path_grant
+    from pynox.policy.config import Grants
+    from pynox.pool import request as pool_request
+    from pynox.pool.request import refused_by_limits
+
+    limits = Grants(allow_read=["/srv/data"])
+    limited = frozenset({"allow_read", "allow_network"})
+
+    def looked_up(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"the pool server looked up {args}")
+
+    monkeypatch.setattr(os, "readlink", looked_up)
+    monkeypatch.setattr(os.path, "realpath", looked_up)
+    monkeypatch.setattr(lean_os, "realpath", looked_up)  # through pynox._native
+    monkeypatch.setattr(path_grant, "real_path", looked_up)
+    monkeypatch.setattr(pool_request, "real_path", looked_up)
+    assert not refused_by_limits("allow_read", "/srv/data/in/../x.csv", limits, limited)
+    assert refused_by_limits("allow_read", "/srv/data/../etc/passwd", limits, limited)
+    assert refused_by_limits("allow_read", "/srv/database", limits, limited)
+    assert refused_by_limits("allow_network", None, limits, limited)
+    assert not refused_by_limits("allow_write", "/anywhere", limits, limited)  # not limited
