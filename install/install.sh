@@ -111,6 +111,11 @@ esac
 if [ -z "$prefix" ] || [ "$prefix" = / ]; then
     die "the prefix cannot be /; pass --prefix DIR"
 fi
+# A prefix that is a link is refused: an upgrade moves the prefix aside and --uninstall
+# removes it, which would move or remove the link and leave the install behind it.
+if [ -L "$prefix" ]; then
+    die "$prefix is a link (to $(readlink "$prefix")); pass the folder it leads to as --prefix (nothing was changed)"
+fi
 
 # Scratch files (listings, the signers file --verify-key makes) and the unpacked bundle,
 # both removed on every exit.
@@ -122,7 +127,7 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 1' HUP INT TERM
-work=$(mktemp -d "${TMPDIR:-/tmp}/pynox-install.XXXXXX") ||
+work=$(mktemp -d "${TMPDIR:-/tmp}/pynox-install.XXXXXX" 2>/dev/null) ||
     die "cannot create a temporary folder with mktemp -d; set TMPDIR to a folder you may write to"
 
 # --- helpers -------------------------------------------------------------------
@@ -251,6 +256,7 @@ fi
 # --- verify the archive ------------------------------------------------------------
 
 [ -n "$archive" ] || die "give the bundle to install with --archive FILE (see --help)"
+[ ! -d "$archive" ] || die "$archive is a folder; give the bundle's .tar.gz file with --archive"
 [ -f "$archive" ] || die "the archive $archive does not exist"
 case "$archive" in
     /*) ;;
@@ -262,6 +268,7 @@ sums=$archive.sha256
 # The sha256 on the line that names this archive, in sha256sum's format: "HEX  NAME" or
 # "HEX *NAME". A .sha256 made for another file does not vouch for this one.
 found=$(NAME=$name awk '
+    { sub(/\r$/, "") }  # a .sha256 with CRLF line ends, as copied through Windows
     length($0) > 66 && substr($0, 1, 64) !~ /[^0-9a-fA-F]/ && substr($0, 65, 1) == " " {
         hashes++
         file = substr($0, 67)
@@ -333,8 +340,11 @@ fi
 # --- read it: a pynox bundle, whole, with nothing outside its folder ---------------
 
 members=$work/members
+command -v tar >/dev/null 2>&1 || die "no tar to unpack $archive with; install tar"
 if ! tar -tzf "$archive" >"$members" 2>"$work/tar-error"; then
-    die "$archive is truncated or corrupt (tar: $(head -n 1 "$work/tar-error")); copy it again"
+    command -v gzip >/dev/null 2>&1 ||
+        die "no gzip to unpack $archive with (tar uses it for a .tar.gz); install gzip"
+    die "$archive is truncated or corrupt (tar: $(grep -m 1 . "$work/tar-error")); copy it again"
 fi
 top=$(sed -n '1{s|^\./||;s|/.*||;p;}' "$members")
 case "$top" in
@@ -405,6 +415,16 @@ elif [ -e "$prefix" ] || [ -L "$prefix" ]; then
     if [ ! -d "$prefix" ] || [ -L "$prefix" ] || [ -n "$(ls -A "$prefix")" ]; then
         die "$prefix exists and is not a pynox install; choose another --prefix or remove it"
     fi
+fi
+
+# The link's folder is checked before anything is unpacked: an install that then could
+# not be linked would be in place, and reported as a failure.
+if [ "$link" = yes ]; then
+    mkdir -p "$bin_dir" 2>/dev/null ||
+        die "cannot create $bin_dir; pass --bin-dir DIR or --no-link (nothing was changed)"
+    ln -s "$prefix/bin/pynox" "$bin_dir/.pynox.$$" 2>/dev/null ||
+        die "cannot create a link in $bin_dir; pass --bin-dir DIR or --no-link (nothing was changed)"
+    rm -f "$bin_dir/.pynox.$$"
 fi
 
 # --- unpack beside the prefix, check it runs, then rename it into place ------------

@@ -577,7 +577,8 @@ def test_bad_signatures_are_refused(tmp_path: Path, keys: tuple[Path, Path]) -> 
     assert not_signed(refused_signature(archive, *verify))
     # The right signature, but the signers file allows the key for another namespace only.
     signature.write_bytes(good)
-    assert install("--archive", archive, "--prefix", tmp_path / "ok", *verify).returncode == 0
+    done = install("--archive", archive, "--prefix", tmp_path / "ok", "--no-link", *verify)
+    assert done.returncode == 0, done.stderr
     git_only = signers_file(tmp_path, release, options='namespaces="git"')
     by = f"the allowed signers in {git_only}"
     assert not_signed(refused_signature(archive, "--allowed-signers", git_only), by)
@@ -709,3 +710,84 @@ def test_a_moved_install_names_its_new_place_and_is_never_written(
     assert filename == str(site / "site-packages" / "pynox" / "cli" / "main.py")
     assert bare([pynox, "--version"], work).returncode == 0
     assert snapshot(moved) == before, "nothing was written into the installed prefix"
+
+
+# --- the host's odd corners ---------------------------------------------------------
+
+
+def _path_without(tmp_path: Path, *missing: str) -> str:
+    """A PATH with every tool of /usr/bin and /bin but `missing`."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    for folder in ("/usr/local/bin", "/usr/bin", "/bin"):
+        for entry in Path(folder).iterdir() if Path(folder).is_dir() else ():
+            if entry.name not in missing and not (tools / entry.name).exists():
+                (tools / entry.name).symlink_to(entry)
+    return str(tools)
+
+
+def test_a_prefix_that_is_a_link_is_refused_every_way(tmp_path: Path) -> None:
+    """An upgrade moves the prefix aside and --uninstall removes it: through a link they
+    moved or removed the link alone, said they had removed the install, and left it."""
+    archive = fake_bundle(tmp_path)
+    real = tmp_path / "real"
+    assert install("--archive", archive, "--prefix", real, "--no-link").returncode == 0
+    current = tmp_path / "current"
+    current.symlink_to(real)
+    refused = f"install.sh: {current} is a link (to {real}); pass the folder it leads to as"
+    upgrade = failure_line(install("--archive", archive, "--prefix", current, "--no-link"))
+    assert upgrade.startswith(refused)
+    assert failure_line(install("--uninstall", "--prefix", current)).startswith(refused)
+    assert current.is_symlink() and (real / ".pynox-install").is_file()
+
+
+def test_a_sha256_file_with_crlf_line_ends_is_read(tmp_path: Path) -> None:
+    archive = fake_bundle(tmp_path)
+    sums = Path(f"{archive}.sha256")
+    sums.write_bytes(sums.read_bytes().replace(b"\n", b"\r\n"))
+    done = install("--archive", archive, "--prefix", tmp_path / "p", "--no-link")
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("missing", "said"),
+    [(("tar",), "no tar to unpack"), (("gzip",), "no gzip to unpack")],
+)
+def test_a_missing_unpacker_is_named(tmp_path: Path, missing: tuple[str, ...], said: str) -> None:
+    """Not 'truncated or corrupt': the archive's sha256 has just been checked."""
+    archive = fake_bundle(tmp_path)
+    path = _path_without(tmp_path, *missing)
+    done = install(
+        "--archive", archive, "--prefix", tmp_path / "p", "--no-link", env={"PATH": path}
+    )
+    assert said in failure_line(done)
+    assert not (tmp_path / "p").exists()
+
+
+def test_a_link_folder_that_cannot_be_made_stops_before_installing(tmp_path: Path) -> None:
+    archive = fake_bundle(tmp_path)
+    (tmp_path / "a-file").write_text("")
+    done = install(
+        "--archive", archive, "--prefix", tmp_path / "p", "--bin-dir", tmp_path / "a-file" / "bin"
+    )
+    line = failure_line(done)
+    assert line.startswith(f"install.sh: cannot create {tmp_path / 'a-file' / 'bin'};")
+    assert line.endswith("(nothing was changed)")
+    assert not (tmp_path / "p").exists()
+
+
+def test_failures_are_one_line(tmp_path: Path) -> None:
+    archive = fake_bundle(tmp_path)
+    line = failure_line(install("--archive", tmp_path, "--prefix", tmp_path / "p"))
+    assert (
+        line == f"install.sh: {tmp_path} is a folder; give the bundle's .tar.gz file with --archive"
+    )
+    done = install(
+        "--archive",
+        archive,
+        "--prefix",
+        tmp_path / "p",
+        "--no-link",
+        env={"TMPDIR": "/nonexistent"},
+    )
+    assert failure_line(done).startswith("install.sh: cannot create a temporary folder")
