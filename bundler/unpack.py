@@ -47,4 +47,8 @@ def unpack(archive: Path, destination: Path) -> None:
             else:  # pragma: no cover - CPython without extraction filters
                 tar.extractall(destination, members=members)
     except (tarfile.TarError, EOFError, OSError) as exc:
-        raise BundlerError(f"cannot unpack {archive}: {exc}") from None
+        # tarfile's "r:*" lists each compression it tried, a line each: the first says it.
+        reason = str(exc).splitlines()[0].rstrip(":") if str(exc) else type(exc).__name__
+        raise BundlerError(
+            f"cannot unpack {archive}: {reason}; give a python-build-standalone .tar.gz whole"
+        ) from None

@@ -292,3 +292,19 @@ def test_local_runtime_folder(release: dict[str, object], tmp_path: Path) -> Non
         text=True,
     )
     assert minor.stdout == "3.99\n", minor.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"not an archive at all\n"], ids=["empty", "text"])
+def test_a_runtime_that_is_no_archive_is_one_line(tmp_path: Path, content: bytes) -> None:
+    """tarfile lists every compression it tried, a line each; the bundler says one line."""
+    from bundler.errors import BundlerError
+    from bundler.unpack import unpack
+
+    archive = tmp_path / "runtime.tar.gz"
+    archive.write_bytes(content)
+    with pytest.raises(BundlerError) as caught:
+        unpack(archive, tmp_path / "out")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"cannot unpack {archive}: ")
+    assert message.endswith("; give a python-build-standalone .tar.gz whole")
