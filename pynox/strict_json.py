@@ -114,7 +114,34 @@ def dumps(value: object, max_depth: "int | None" = None) -> str:
         raise
     if max_depth is not None and _deeper_than(value, text, max_depth):
         raise TooDeep(f"the value nests deeper than {max_depth} levels")
+    if len(text) > _DOUBLE_DIGITS and _holds_huge_int(value, text):
+        raise NotFinite(
+            "an integer beyond the range of a double is not a JSON value every reader takes "
+            "(RFC 8259); send it as a string"
+        )
     return text
+
+
+def _holds_huge_int(value: object, text: str) -> bool:
+    """Whether value holds an integer that loads() would refuse. Walked only when the text
+    has that many digits in a row (most text never does, and a string may)."""
+    import re
+
+    if re.search(f"[0-9]{{{_DOUBLE_DIGITS + 1}}}", text) is None:
+        return False
+    pending = [value]
+    while pending:  # not recursive: the value may nest as deep as dumps allowed
+        item = pending.pop()
+        if isinstance(item, int) and not isinstance(item, bool):
+            try:
+                float(item)  # rounds as loads' float(text) does
+            except OverflowError:
+                return True
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+    return False
 
 
 def _deeper_than(value: object, text: str, limit: int) -> bool:

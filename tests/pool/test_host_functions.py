@@ -233,3 +233,24 @@ def test_close_session_takes_a_name(pool: PoolClient) -> None:
     pool.send({"id": "close-null", "close_session": None})
     event = pool.event(lambda m: m.get("id") == "close-null" and m.get("event") == "control_error")
     assert event["message"] == "close_session takes the session's name, a string"
+
+
+def test_an_integer_beyond_a_double_raises_hosterror_in_the_program(pool: PoolClient) -> None:
+    """As NaN does: the program gets a HostError it can catch, and its run goes on. The pool
+    refuses such a number on its channel, so sent, it ended the run as a broken channel."""
+    result = pool.run(
+        {
+            "id": new_id("huge"),
+            "functions": [{"name": "echo"}],
+            "code": code("""
+        from pynox_host import echo, HostError
+        try:
+            echo(10**400)
+        except HostError as exc:
+            print("refused:", "beyond the range of a double" in str(exc))
+        print(echo(10**300) == 10**300)
+    """),
+        },
+        host={"echo": lambda value: value},
+    )
+    assert_ok(result, "refused: True\nTrue\n")
