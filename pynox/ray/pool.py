@@ -66,7 +66,7 @@ class RayPool:
     $PYNOX_CONFIG, ./pynox.toml): its text is sent to every actor at creation, and each
     node's pool enforces its [pool.limits] and profiles. `actor_options` go to Ray's
     `.options()` (num_cpus, resources, scheduling_strategy, runtime_env...); num_cpus
-    defaults to the workers.
+    defaults to `workers` when it is given, else 1.
 
     Ray is connected as `ray.init()` would be when nothing connected it yet. A request
     whose actor dies (its process, or its node) comes back as a PoolError Result and the
@@ -287,6 +287,11 @@ class RayPool:
             raise ValueError(
                 "functions: host functions run in the caller's process, which a RayPool's "
                 "nodes cannot call; use pynox.Pool for programs that need them"
+            )
+        if spec.files:
+            raise ValueError(
+                "files: a RayPool request does not carry files to its node; put them where "
+                "the nodes can read them and grant that with allow_read, or use pynox.Pool"
             )
         return spec
 

@@ -192,6 +192,11 @@ def test_tool_returns_the_text(pool: RayPool) -> None:
 def test_host_functions_are_refused_with_a_reason(pool: RayPool) -> None:
     with pytest.raises(ValueError, match="host functions run in the caller's process"):
         pool.run("pass", functions=[print])
+    # Files too, before anything is sent: not as a RequestError Result from the node.
+    with pytest.raises(ValueError, match="files: a RayPool request does not carry files"):
+        pool.run("pass", files={"x.txt": b"data"})
+    with pytest.raises(ValueError, match="files: a RayPool request does not carry files"):
+        pool.map(["pass"], files={"x.txt": b"data"})
 
 
 def test_bad_arguments_are_refused_before_any_actor_starts(tmp_path: Path) -> None:
