@@ -264,3 +264,13 @@ def test_example(example: Example, tmp_path: Path) -> None:
         time.sleep(0.1)
     assert listing(tmp) == [], "the example left files in TMPDIR"
     assert listing(EXAMPLES) == before, "the example left files in examples/"
+
+
+def test_the_smolagents_executor_checks_its_pool_when_made() -> None:
+    """Not at the agent's first step, as an AttributeError from inside the executor."""
+    if os.environ.get("PYNOX_EXAMPLES_FRAMEWORKS") != "require":
+        pytest.importorskip("smolagents", reason="`nox -s examples` runs this one")
+    from pynox.integrations.smolagents import PynoxExecutor
+
+    with pytest.raises(TypeError, match="pool takes a pynox.Pool, not str"):
+        PynoxExecutor(pool="notapool")  # type: ignore[arg-type]

@@ -66,6 +66,8 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
         if "functions" in options:
             raise TypeError("the agent's tools are the host functions; pass them to the agent")
         Spec.of(type(self).__name__, options)  # checked now, not at the first step
+        if pool is not None and not isinstance(pool, Pool):
+            raise TypeError(f"pool takes a pynox.Pool, not {type(pool).__name__}")
         self._own_pool = pool is None
         self.pool = Pool(lazy=True) if pool is None else pool
         self._options = options
