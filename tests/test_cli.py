@@ -598,6 +598,23 @@ def test_doctor_reports_the_kernel() -> None:
     assert "sandbox_supported:" in text
 
 
+def test_doctor_says_no_where_runs_cannot_make_their_scratch_directory(tmp_path: Path) -> None:
+    """Every run makes one in TMPDIR first: a host where it cannot would fail every run,
+    so the doctor must not answer yes (deploy.md: its exit status is the answer)."""
+    (tmp_path / "here").mkdir()
+    fine = pynox("doctor", "--json", env={"TMPDIR": str(tmp_path / "here")})
+    assert json.loads(fine.stdout)["scratch_directories"] == str(tmp_path / "here")
+    denied = pynox("doctor", "--json", env={"TMPDIR": "/proc"})
+    report = json.loads(denied.stdout)
+    assert denied.returncode == 1 and report["sandbox_supported"] is False
+    assert any(
+        reason.startswith("runs cannot make their scratch directory in /proc")
+        for reason in report["sandbox_unavailable_reasons"]
+    ), report
+    run = pynox("-c", "print(1)", env={"TMPDIR": "/proc"})
+    assert run.returncode == 125  # what the doctor foretold
+
+
 def test_doctor_rejects_unknown_arguments() -> None:
     proc = pynox("doctor", "--verbose")
     assert proc.returncode == 2

@@ -45,13 +45,31 @@ def _availability_reason(name: str, value: int, need: str) -> str | None:
     return f"{name} is unavailable ({os.strerror(-value)}); {need}"
 
 
+def _scratch_reason(base: str) -> str | None:
+    """Every sandboxed run makes a scratch directory there first: try it, as a run would."""
+    from pynox.engine import scratch
+
+    path = scratch.new_name(base)
+    try:
+        os.mkdir(path, 0o700)
+    except OSError as exc:
+        return (
+            f"runs cannot make their scratch directory in {base} ({exc.strerror}); set TMPDIR "
+            "to a directory this user may write to"
+        )
+    os.rmdir(path)
+    return None
+
+
 def diagnose() -> dict[str, Any]:
     import platform
     import sysconfig
 
+    from pynox.engine import scratch
     from pynox.engine.sandbox import probe
 
     found = probe()
+    scratch_base = scratch.default_base()
     reasons = [
         reason
         for reason in (
@@ -65,6 +83,7 @@ def diagnose() -> dict[str, Any]:
                 "no_new_privs", found["no_new_privs"], "the kernel is too old (Linux 3.5+)"
             ),
             _availability_reason("pidfd_open", found["pidfd"], "timeouts need Linux 5.3 or newer"),
+            _scratch_reason(scratch_base),
         )
         if reason is not None
     ]
@@ -81,6 +100,7 @@ def diagnose() -> dict[str, Any]:
         "seccomp": found["seccomp_filter"] > 0,
         "no_new_privs": found["no_new_privs"] > 0,
         "pidfd": found["pidfd"] > 0,
+        "scratch_directories": scratch_base,
         "sandbox_supported": not reasons,
         "sandbox_unavailable_reasons": reasons,
     }

@@ -43,14 +43,19 @@ def attach(policy: "Policy", base: "str | None" = None, ready: "str | None" = No
     return path
 
 
+def default_base() -> str:
+    """Where a run makes its scratch directory: TMPDIR when it names a directory, else /tmp;
+    resolved, since the sandbox grants the directory itself, not a link to it."""
+    base = lean_os.getenv("TMPDIR") or "/tmp"
+    if not lean_os.isabs(base) or not lean_os.isdir(base):
+        base = "/tmp"
+    return lean_os.realpath(base)
+
+
 def create(base: "str | None" = None) -> str:
     """A new directory only this user can enter, in `base` or the host's temporary directory."""
     if base is None:
-        base = lean_os.getenv("TMPDIR") or "/tmp"
-        if not lean_os.isabs(base) or not lean_os.isdir(base):
-            base = "/tmp"
-        # Resolved: the sandbox grants the directory itself, not a link to it.
-        base = lean_os.realpath(base)
+        base = default_base()
         made = _made_by_launcher(base)
         if made is not None:
             return made
