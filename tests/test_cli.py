@@ -615,6 +615,11 @@ def test_doctor_says_no_where_runs_cannot_make_their_scratch_directory(tmp_path:
     assert run.returncode == 125  # what the doctor foretold
 
 
+def test_doctor_with_stdout_closed_answers_by_its_status() -> None:
+    closed = run(["sh", "-c", f'exec "{PYNOX}" doctor >&-'])
+    assert (closed.returncode, closed.stderr) == (0, b"")
+
+
 def test_doctor_rejects_unknown_arguments() -> None:
     proc = pynox("doctor", "--verbose")
     assert proc.returncode == 2

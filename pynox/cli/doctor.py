@@ -120,6 +120,9 @@ def doctor_command(argv: list[str]) -> int:
     if argv not in ([], ["--json"]):
         raise UsageError("pynox doctor takes only --json")
     report = diagnose()
+    status = 0 if report["sandbox_supported"] else 1
+    if sys.stdout is None:  # started with standard output closed: the status still answers
+        return status
     if argv == ["--json"]:
         sys.stdout.write(json.dumps(report, indent=2) + "\n")
     else:
@@ -131,4 +134,4 @@ def doctor_command(argv: list[str]) -> int:
             if key == "sandbox_supported":
                 value = "yes" if value else "no (pynox --no-sandbox still runs programs)"
             sys.stdout.write(f"{key}: {_describe(value)}\n")
-    return 0 if report["sandbox_supported"] else 1
+    return status
