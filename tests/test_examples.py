@@ -274,3 +274,26 @@ def test_the_smolagents_executor_checks_its_pool_when_made() -> None:
 
     with pytest.raises(TypeError, match="pool takes a pynox.Pool, not str"):
         PynoxExecutor(pool="notapool")  # type: ignore[arg-type]
+
+
+def test_the_smolagents_executor_logs_what_the_model_should_read() -> None:
+    """final_answer()'s own traceback is not in the step's logs; a session that sys.exit(0)
+    ended says so, as Result.text does, since the next step has none of its variables."""
+    if os.environ.get("PYNOX_EXAMPLES_FRAMEWORKS") != "require":
+        pytest.importorskip("smolagents", reason="`nox -s examples` runs this one")
+    from pynox.integrations.smolagents import PynoxExecutor
+
+    executor = PynoxExecutor(timeout="20s")
+    try:
+        executor.send_tools({})
+        answered = executor("print('done computing')\nfinal_answer(42)")
+        assert answered.is_final_answer and answered.output == 42
+        assert answered.logs == "done computing\n"
+        assert executor("y = 7").logs == ""
+        ended = executor("import sys\nsys.exit(0)")
+        assert ended.logs == (
+            "[the session ended (exit); the next call starts a fresh one without the variables "
+            "and imports of this one]\n"
+        )
+    finally:
+        executor.cleanup()

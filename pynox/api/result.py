@@ -266,13 +266,18 @@ def format_text(result: Result) -> str:
         parts.append(f"[exit status {result.exit}]")
     ended = session.get("ended")
     if ended:
-        parts.append(
-            f"[the session ended ({ended}); the next call starts a fresh one without the "
-            "variables and imports of this one]"
-        )
+        parts.append(session_ended_note(str(ended)))
     if not parts:
         return "(no output)"
     return "\n".join(parts)
+
+
+def session_ended_note(how: str) -> str:
+    """What a model is told when its session ended (timeout, crash, exit, cancelled)."""
+    return (
+        f"[the session ended ({how}); the next call starts a fresh one without the "
+        "variables and imports of this one]"
+    )
 
 
 def _shown(result: Result) -> list[str]:

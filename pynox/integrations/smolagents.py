@@ -23,6 +23,7 @@ from smolagents.local_python_executor import CodeOutput, PythonExecutor
 
 from pynox.api.options import Spec
 from pynox.api.pool import Pool
+from pynox.api.result import session_ended_note
 from pynox.api.session import Session
 
 if TYPE_CHECKING:
@@ -100,7 +101,12 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
         self._answered.clear()
         result = self._run(code_action)
         logs = result.stdout + result.stderr
+        ended = result.session.get("ended") if result.session is not None else None
+        if ended and result.ok:  # sys.exit(0): the model must know its variables are gone
+            logs += session_ended_note(str(ended)) + "\n"
         if self._answered:
+            # final_answer() ends the step by raising; its traceback is no log of the model's.
+            logs = result.stdout + _without_final_answer(result.stderr)
             return CodeOutput(output=self._answered[0], logs=logs, is_final_answer=True)
         if not result.ok:
             raise StepError(result.text)
@@ -144,6 +150,14 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
         if self._session is not None:
             self._session.close()
             self._session = None
+
+
+def _without_final_answer(stderr: str) -> str:
+    """stderr without the traceback of the FinalAnswerException that ended the step."""
+    if not stderr.rstrip().endswith("FinalAnswerException"):
+        return stderr
+    start = stderr.rfind("Traceback (most recent call last):\n")
+    return stderr if start < 0 else stderr[:start]
 
 
 def _assign(variables: dict[str, Any]) -> str:
