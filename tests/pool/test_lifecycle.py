@@ -242,6 +242,7 @@ def test_a_spare_readied_ahead_leaves_no_trace_for_its_request() -> None:
         assert seen["exit_handlers"] >= 1, "logging's exit handler ran before the request"
 
 
+@pytest.mark.slow  # 600 processes: it would slow the tests that run beside it
 def test_hundreds_of_workers_start_and_serve() -> None:
     """The spares are ordered from the zygote a few dozen at a time: all at once, its
     answers filled its socket while the pool server waited to write the next order, and
