@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from support.commands import limiting_open_files
 from support.pool_client import (
+    POOL_TIMING,
     PYNOX,
     PoolClient,
     clean_env,
@@ -243,6 +244,7 @@ def test_a_spare_readied_ahead_leaves_no_trace_for_its_request() -> None:
 
 
 @pytest.mark.slow  # 600 processes: it would slow the tests that run beside it
+@POOL_TIMING
 def test_hundreds_of_workers_start_and_serve() -> None:
     """The spares are ordered from the zygote a few dozen at a time: all at once, its
     answers filled its socket while the pool server waited to write the next order, and

@@ -10,8 +10,16 @@ import signal
 import time
 from pathlib import Path
 
-from support.pool_client import PoolClient, descendants, seccomp_filters, wait_gone
+from support.pool_client import (
+    POOL_TIMING,
+    PoolClient,
+    descendants,
+    seccomp_filters,
+    wait_gone,
+)
 from support.pool_requests import assert_ok, code, new_id
+
+pytestmark = POOL_TIMING
 
 # Prints the file it is given, or the error reading it, then the process that ran it.
 READ_THEN_PID = code("""

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pynox.engine.scratch import HELPER_SCRIPT
 
 PYNOX = str(Path(sys.executable).with_name("pynox"))
@@ -434,3 +436,9 @@ class PoolClient:
         elif self.proc.stdout is not None:
             self.proc.stdout.close()
         self.stderr_file.close()
+
+
+# The tests that time how a pool hands out its spares, and the one that starts hundreds of
+# spares at once (which takes the CPU from whatever runs beside it): never side by side
+# (pytest-xdist runs a group on one worker).
+POOL_TIMING = pytest.mark.xdist_group("pool-timing")
