@@ -91,7 +91,7 @@ class Style:
     def ask(self, name: str, value: str | None = None) -> str:
         """'; grant it with G', or why no request can have G."""
         if self.refused(name, value):
-            return f"; {_LIMITED_BY} lets no request grant it"
+            return f"; {LIMITED_BY} lets no request grant it"
         return f"; grant it with {self.grant(name, value)}"
 
     def larger(self, name: str, now: int, wanted: int) -> "str | None":
@@ -106,7 +106,7 @@ class Style:
 
 
 # Who keeps a pool's requests within bounds, as a hint names it.
-_LIMITED_BY = "[pool.limits]"
+LIMITED_BY = "[pool.limits]"
 
 
 # The memory limit also caps open files: one per MiB of it, from 64 to 1024
@@ -128,7 +128,7 @@ def _open_files_hint(style: Style, memory: int | None) -> str | None:
     larger = style.larger("memory", memory, max(memory * 2, 2 * _MIN_DESCRIPTORS * _MIB))
     allows = f"the {size} memory limit allows one open file per MiB (at least {_MIN_DESCRIPTORS})"
     if larger is None:
-        return f"{allows}, the most {_LIMITED_BY} allows; close files the program no longer needs"
+        return f"{allows}, the most {LIMITED_BY} allows; close files the program no longer needs"
     return (
         f"{allows}; close files the program no longer needs or raise the limit with "
         f"{style.limit('memory', larger)}"
@@ -140,7 +140,7 @@ def _memory_hint(what: str, style: Style, memory: int) -> str:
     under = f"{what} {format_size(memory)} memory limit"
     larger = style.larger("memory", memory, memory * 2)
     if larger is None:
-        return f"{under}, the most {_LIMITED_BY} allows; allocate less"
+        return f"{under}, the most {LIMITED_BY} allows; allocate less"
     return f"{under}; raise the limit with {style.limit('memory', larger)}"
 
 
@@ -156,7 +156,7 @@ def format_hint(
         if larger is None:
             return (
                 f"the program used up its {format_size(memory)} memory limit, the most "
-                f"{_LIMITED_BY} allows; allocate less"
+                f"{LIMITED_BY} allows; allocate less"
             )
         return (
             f"the program used up its {format_size(memory)} memory limit; allocate less "
@@ -188,7 +188,7 @@ def format_hint(
         if larger is None:
             return (
                 f"a file reached the {format_size(max_file_size)} size limit, the most "
-                f"{_LIMITED_BY} allows; write less"
+                f"{LIMITED_BY} allows; write less"
             )
         return (
             f"a file reached the {format_size(max_file_size)} size limit; write less or "
@@ -217,7 +217,7 @@ def format_hint(
     if kind == "read_write":
         if style.refused("allow_read", value) or style.refused("allow_write", value):
             return (
-                f"the program reads back what it writes in {value}; {_LIMITED_BY} lets no "
+                f"the program reads back what it writes in {value}; {LIMITED_BY} lets no "
                 "request grant both"
             )
         return (
@@ -250,7 +250,7 @@ def module_hint(directory: str, style: Style) -> str:
     """The hint for a module found installed in directory, which the run was not given."""
     if style.refused("package_dirs", directory):
         return (
-            f"the module is installed in {directory}; {_LIMITED_BY} lets no request import "
+            f"the module is installed in {directory}; {LIMITED_BY} lets no request import "
             "from there"
         )
     grant = style.grant("package_dirs", directory)

@@ -63,18 +63,21 @@ def _absolute(path: str) -> str:
 
 def script(path: str, args: list[str], isolated: bool) -> "Program":
     absolute = _absolute(path)
-    if lean_os.isdir(absolute) or _is_zip(absolute):
+    source = None
+    if not lean_os.isdir(absolute):
+        try:
+            with open(absolute, "rb") as file:
+                source = _source_unless_zip(file)
+        except OSError as exc:
+            raise _cannot_open(absolute, exc) from None
+    if source is None:
         # A directory or zip application runs its __main__ module, as python does.
         program = Program("main_dir", [path, *args])
         program.path0 = absolute
         program.implicit_read = [lean_os.realpath(absolute)]
         return program
     program = Program("script", [path, *args])
-    try:
-        with open(absolute, "rb") as file:
-            program.source = file.read()
-    except OSError as exc:
-        raise _cannot_open(absolute, exc) from None
+    program.source = source
     program.filename = absolute
     directory = lean_os.dirname(lean_os.realpath(absolute))
     program.implicit_read = [directory]
@@ -95,19 +98,21 @@ _ZIP64_END_RECORD = b"PK\x06\x06"
 _ZIP64_END_SIZES = 56 + 20
 
 
-def _is_zip(path: str) -> bool:
-    """Whether python would run the file at path as a zip application."""
-    if not lean_os.isfile(path):
-        return False
-    try:
-        with open(path, "rb") as file:
-            size = file.seek(0, 2)
-            tail_start = max(size - _END_RECORD_SIZE - _LONGEST_COMMENT - _ZIP64_END_SIZES, 0)
-            file.seek(tail_start)
-            tail = file.read()
-            return _ends_a_zip(file, tail, tail_start)
-    except OSError:
-        return False
+def _source_unless_zip(file: "BinaryIO") -> "bytes | None":
+    """The script's bytes, or None when python would run the file as a zip application.
+    Only a regular file can be one; a script of up to 64 KiB is read once."""
+    if not lean_os.is_regular_file(posix.fstat(file.fileno()).st_mode):
+        return file.read()  # a pipe or a device: read as python reads it, from its start
+    size = file.seek(0, 2)
+    tail_start = max(size - _END_RECORD_SIZE - _LONGEST_COMMENT - _ZIP64_END_SIZES, 0)
+    file.seek(tail_start)
+    tail = file.read()
+    if _ends_a_zip(file, tail, tail_start):
+        return None
+    if tail_start == 0:
+        return tail
+    file.seek(0)
+    return file.read()
 
 
 def _ends_a_zip(file: "BinaryIO", tail: bytes, tail_start: int) -> bool:

@@ -23,7 +23,7 @@ from pynox import strict_json
 from pynox._native import immortalize
 from pynox.engine import scratch, scratch_removal
 from pynox.engine.child_setup import REPORT_CONFINED
-from pynox.engine.hint_text import Style
+from pynox.engine.hint_text import LIMITED_BY, Style
 from pynox.engine.result import build_result, error_object, refusal
 from pynox.engine.result_frame import python_version
 from pynox.engine.supervisor import Capture, Outcome, wait_with_default_child_action
@@ -1456,7 +1456,7 @@ class PoolServer:
         lets a request ask for."""
         if "timeout" in self.limited and self.limits.timeout is not None:
             return timeout_error(
-                policy, api=True, longest=self.limits.timeout, allowed_by="[pool.limits]"
+                policy, api=True, longest=self.limits.timeout, allowed_by=LIMITED_BY
             )
         return timeout_error(policy, api=True)
 
