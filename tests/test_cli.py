@@ -616,6 +616,11 @@ def test_doctor_says_no_where_runs_cannot_make_their_scratch_directory(tmp_path:
     ), report
     run = pynox("-c", "print(1)", env={"TMPDIR": "/proc"})
     assert run.returncode == 125  # what the doctor foretold
+    # Following the reason's advice: a TMPDIR this user may write to.
+    followed = pynox("doctor", "--json", env={"TMPDIR": str(tmp_path / "here")})
+    assert followed.returncode == 0 and json.loads(followed.stdout)["sandbox_supported"]
+    ran = pynox("-c", "print(1)", env={"TMPDIR": str(tmp_path / "here")})
+    assert (ran.returncode, ran.stdout) == (0, b"1\n")
 
 
 def test_doctor_with_stdout_closed_answers_by_its_status() -> None:
