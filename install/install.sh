@@ -132,7 +132,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/pynox-install.XXXXXX" 2>/dev/null) ||
 
 # --- helpers -------------------------------------------------------------------
 
-# version_ge A B: whether dotted version A >= B (non-numeric tails are ignored).
+# version_ge A B: whether dotted version A >= B (non-numeric tails are ignored): for the
+# C library and the kernel, whose tails (such as 6.1.0-26-amd64) say nothing of the order.
 version_ge() {
     awk -v a="$1" -v b="$2" 'BEGIN {
         n = split(a, x, "."); m = split(b, y, ".")
@@ -142,6 +143,40 @@ version_ge() {
         }
         exit 0
     }'
+}
+
+# release_ge A B: whether pynox release A >= B, in PEP 440's order: 1.0.dev1 < 1.0a1 <
+# 1.0b1 < 1.0rc1 < 1.0 < 1.0.post1. A tail of another shape counts as a final release.
+release_ge() {
+    awk -v a="$1" -v b="$2" '
+        # Splits version v into its release numbers (part[1..parts]), the rank of its
+        # phase (dev 0, a 1, b 2, rc 3, final 4, post 5) and that phase'"'"'s number.
+        function parse(v) {
+            v = tolower(v); sub(/^v/, "", v); sub(/[+].*/, "", v)
+            match(v, /^[0-9]+([.][0-9]+)*/)
+            parts = split(substr(v, 1, RLENGTH), part, ".")
+            tail = substr(v, RLENGTH + 1); gsub(/[-_.]/, "", tail)
+            rank = 4; number = 0
+            if (match(tail, /^(dev|alpha|a|beta|b|rc|c|preview|pre|post|rev|r)?[0-9]*/) && RLENGTH > 0) {
+                word = tail; sub(/[0-9].*$/, "", word)
+                number = substr(tail, length(word) + 1, RLENGTH - length(word)) + 0
+                if (word == "dev") rank = 0
+                else if (word == "a" || word == "alpha") rank = 1
+                else if (word == "b" || word == "beta") rank = 2
+                else if (word == "rc" || word == "c" || word == "pre" || word == "preview") rank = 3
+                else rank = 5  # post, rev, r, or a bare number (1.0-1)
+            }
+        }
+        BEGIN {
+            parse(a); n = parts; for (i = 1; i <= n; i++) x[i] = part[i]; ra = rank; na = number
+            parse(b); m = parts; for (i = 1; i <= m; i++) y[i] = part[i]
+            for (i = 1; i <= (n > m ? n : m); i++) {
+                if (x[i] + 0 > y[i] + 0) exit 0
+                if (x[i] + 0 < y[i] + 0) exit 1
+            }
+            if (ra != rank) exit (ra > rank ? 0 : 1)
+            exit (na >= number ? 0 : 1)
+        }'
 }
 
 # The first tool found that computes a sha256, or nothing.
@@ -406,7 +441,7 @@ if [ -f "$prefix/$RECORD" ]; then
     [ -n "$previous_version" ] || previous_version=$(sed -n 's/^version=//p' "$prefix/$RECORD")
     [ -n "$previous_version" ] || previous_version=unknown
     if [ "$previous_version" != unknown ] && [ "$downgrade" = no ] &&
-        ! version_ge "$version" "$previous_version"; then
+        ! release_ge "$version" "$previous_version"; then
         die "$prefix holds pynox $previous_version, newer than this bundle's $version; pass --allow-downgrade to install the older one (nothing was changed)"
     fi
 elif [ -e "$prefix/MANIFEST.json" ] || [ -L "$prefix/MANIFEST.json" ]; then
@@ -487,7 +522,7 @@ if [ -n "$previous_version" ]; then
     fi
     if [ "$previous_version" = "$version" ]; then
         done_line="reinstalled pynox $version in $prefix"
-    elif [ "$previous_version" = unknown ] || version_ge "$version" "$previous_version"; then
+    elif [ "$previous_version" = unknown ] || release_ge "$version" "$previous_version"; then
         done_line="upgraded pynox $previous_version to $version in $prefix"
     else
         done_line="downgraded pynox $previous_version to $version in $prefix (--allow-downgrade)"

@@ -372,6 +372,35 @@ def test_a_downgrade_needs_allow_downgrade(tmp_path: Path) -> None:
     assert json.loads((prefix / "MANIFEST.json").read_text())["version"] == "1.9.0"
 
 
+@pytest.mark.parametrize(
+    ("installed", "offered"),
+    [
+        ("1.0.0", "1.0.0rc1"),  # a release candidate comes before its release
+        ("1.0.0rc2", "1.0.0rc1"),
+        ("1.0.0b10", "1.0.0b2"),  # a phase's numbers compare as numbers
+        ("1.0.0a1", "1.0.0.dev3"),  # development releases come first of all
+        ("1.0.0.post1", "1.0.0"),
+    ],
+)
+def test_a_pre_release_is_older_than_its_release(
+    tmp_path: Path, installed: str, offered: str
+) -> None:
+    (tmp_path / "new").mkdir()
+    (tmp_path / "old").mkdir()
+    new = fake_bundle(tmp_path / "new", version=installed)
+    old = fake_bundle(tmp_path / "old", version=offered)
+    prefix = tmp_path / "p"
+    assert install("--archive", new, "--prefix", prefix, "--no-link").returncode == 0
+    line = failure_line(install("--archive", old, "--prefix", prefix, "--no-link"))
+    assert f"holds pynox {installed}, newer than this bundle's {offered};" in line
+    # The other way round is an upgrade.
+    prefix = tmp_path / "q"
+    assert install("--archive", old, "--prefix", prefix, "--no-link").returncode == 0
+    done = install("--archive", new, "--prefix", prefix, "--no-link")
+    assert done.returncode == 0, done.stderr
+    assert f"install.sh: upgraded pynox {offered} to {installed} in {prefix}" in done.stdout
+
+
 # --- the archive: its .sha256 and whether it is whole -------------------------------
 
 
