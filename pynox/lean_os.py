@@ -20,7 +20,12 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
     from types import ModuleType
+
+    _MappingBase = Mapping[str, str]
+else:
+    _MappingBase = object  # importing collections.abc would cost every run's start
 
 SEP = "/"
 DEVNULL = "/dev/null"
@@ -187,9 +192,37 @@ def popenv(name: str) -> str | None:
     return fsdecode(value)
 
 
-def environment() -> dict[str, str]:
-    """The environment as it is now, decoded as os.environ decodes it."""
-    return {fsdecode(name): fsdecode(value) for name, value in posix.environ.items()}
+class Environment(_MappingBase):
+    """The environment as it is at each read, decoded as os.environ decodes it.
+
+    Only the variables read are decoded. Decoding all of them would copy every value,
+    secrets included, into memory that no wipe reaches: the program could then find
+    them in its own process, long after the environment was emptied
+    (sandbox.scrub_environment overwrites only posix.environ's bytes).
+    """
+
+    __slots__ = ()
+
+    def __getitem__(self, name: str) -> str:
+        return fsdecode(posix.environ[fsencode(name)])
+
+    def get(self, name: str, default: "str | None" = None) -> "str | None":  # type: ignore[override]
+        value = posix.environ.get(fsencode(name))
+        return default if value is None else fsdecode(value)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and fsencode(name) in posix.environ
+
+    def __iter__(self) -> "Iterator[str]":
+        return iter([fsdecode(name) for name in posix.environ])
+
+    def __len__(self) -> int:
+        return len(posix.environ)
+
+
+def environment() -> Environment:
+    """The environment, read as it is when looked up (see Environment)."""
+    return Environment()
 
 
 def import_deferring_os(name: str) -> "ModuleType":

@@ -19,6 +19,7 @@ from pynox.errors import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import NoReturn
 
     from pynox.cli.arguments import Invocation
@@ -167,7 +168,7 @@ def _run(inv: "Invocation") -> int:
 
 
 def _grants(
-    inv: "Invocation", cwd: str, environ: "dict[str, str]"
+    inv: "Invocation", cwd: str, environ: "Mapping[str, str]"
 ) -> "tuple[Grants, str | None, list[str]]":
     """Configuration, then the profile, then flags: each adds to the one before; and
     every package directory the configuration names, for the hint of a failed import."""

@@ -132,6 +132,42 @@ def test_environment_values_are_nowhere_in_the_memory_of_a_pools_zygote_or_spare
     assert copies == dict.fromkeys(children, 0)
 
 
+@pytest.mark.parametrize("json_result", [False, True], ids=["plain", "json"])
+@pytest.mark.parametrize("mode", list(MODES))
+def test_environment_values_are_nowhere_in_the_memory_of_a_running_program(
+    world: World, mode: str, json_result: bool
+) -> None:
+    """Read from outside while the program runs: no copy of a value that pynox decoded
+    while it read its own variables (HOME, PYNOX_CONFIG and the like) before the sandbox.
+    A program can read its whole memory, so a copy anywhere is a copy it can find."""
+    token = "tok-" + uuid.uuid4().hex
+    pid_file, go = world.rw / "pid", world.rw / "go"
+    code = (
+        "import os, time\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+    )
+    flags = [f"--allow-write={world.rw}", *(["--json"] if json_result else [])]
+    run = subprocess.Popen(
+        [*MODES[mode], *flags, "-c", code],
+        cwd=world.app,
+        env={**os.environ, "SECRET_TOKEN": token},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()):
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.01)
+        copies = _copies_in_memory(int(pid_file.read_text()), token.encode())
+    finally:
+        go.touch()
+        stdout, stderr = run.communicate(timeout=60)
+    assert run.returncode == 0, stderr.decode()
+    assert copies == 0
+
+
 @pytest.mark.parametrize("name", ["LD_PRELOAD", "LD_LIBRARY_PATH", "GCONV_PATH"])
 def test_loader_variables_are_refused_at_the_cli(world: World, name: str) -> None:
     marker = world.rw / "ran"
