@@ -22,37 +22,86 @@ def remove(path: "str | None") -> None:
     except OSError:
         return
     try:
-        _remove_entry(parent_fd, name, 0)
+        try:
+            fd = os.open(name, _DIRECTORY_FLAGS, dir_fd=parent_fd)
+        except OSError:
+            _unlink(parent_fd, name)  # a file, a link, or gone: unlinked, never followed
+            return
+        try:
+            _empty(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.rmdir(name, dir_fd=parent_fd)
+        except OSError:
+            pass
     finally:
         os.close(parent_fd)
 
 
-_MAX_DEPTH = 2000  # past that, what is left is left: the recursion must end
+_DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _remove_entry(parent_fd: int, name: str, depth: int) -> None:
-    try:
-        fd = os.open(
-            name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent_fd
-        )
-    except OSError:
-        # A file, a link, or gone: unlinked, never followed.
+def _empty(top: int) -> None:
+    """Empties the directory `top`, at any depth, with one more descriptor at a time.
+
+    A program can nest folders deeper than any recursion or any number of open
+    descriptors allows. So each folder found below the top level is first moved up
+    into `top` (a rename within one file system), where it is emptied the same way,
+    then removed: the tree never gets deeper than two levels as it is taken apart.
+    """
+    pending = []
+    taken = set()
+    for entry in _entries(top):
+        if entry.is_dir(follow_symlinks=False):
+            pending.append(entry.name)
+            taken.add(entry.name)
+        else:
+            _unlink(top, entry.name)
+    moved = 0
+    while pending:
+        folder = pending.pop()
         try:
-            os.unlink(name, dir_fd=parent_fd)
+            fd = os.open(folder, _DIRECTORY_FLAGS, dir_fd=top)
+        except OSError:
+            _unlink(top, folder)
+            continue
+        try:
+            for entry in _entries(fd):
+                if not entry.is_dir(follow_symlinks=False):
+                    _unlink(fd, entry.name)
+                    continue
+                while f"{_MOVED}{moved}" in taken:
+                    moved += 1
+                name = f"{_MOVED}{moved}"
+                try:
+                    os.rename(entry.name, name, src_dir_fd=fd, dst_dir_fd=top)
+                except OSError:
+                    continue  # left where it is, and its parent with it
+                taken.add(name)
+                pending.append(name)
+        finally:
+            os.close(fd)
+        try:
+            os.rmdir(folder, dir_fd=top)
         except OSError:
             pass
-        return
+
+
+_MOVED = ".pynox-removing-"  # the names folders get as they are moved up
+
+
+def _entries(fd: int) -> "list[os.DirEntry[str]]":
+    """What the directory holds, read whole before any of it is moved or removed."""
     try:
-        if depth < _MAX_DEPTH:
-            with os.scandir(fd) as entries:
-                names = [entry.name for entry in entries]
-            for entry in names:
-                _remove_entry(fd, entry, depth + 1)
+        with os.scandir(fd) as entries:
+            return list(entries)
     except OSError:
-        pass
-    finally:
-        os.close(fd)
+        return []
+
+
+def _unlink(fd: int, name: str) -> None:
     try:
-        os.rmdir(name, dir_fd=parent_fd)
+        os.unlink(name, dir_fd=fd)
     except OSError:
         pass

@@ -404,3 +404,76 @@ def test_a_malformed_name_from_the_helper_is_ignored(
     assert os.path.dirname(path) == str(base)
     assert os.path.basename(path) not in before
     assert os.path.isdir(path)
+
+
+# Folders nested deeper than Python's recursion limit and than the 1,024 descriptors a
+# process may hold by default. Not much deeper: each level costs more than the last.
+DEPTH = 1100
+NEST = f"""
+import os
+fd = os.open(os.environ["TMPDIR"], os.O_RDONLY)
+for level in range({DEPTH}):
+    os.mkdir("d", dir_fd=fd)
+    open("f", "w", opener=lambda name, flags: os.open(name, flags, dir_fd=fd)).close()
+    inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+    os.close(fd)
+    fd = inner
+print(os.environ["TMPDIR"])
+"""
+
+
+def test_removal_takes_apart_a_tree_of_any_depth_and_follows_no_link(tmp_path: Path) -> None:
+    from pynox.engine import scratch_removal
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("data")
+    top = tmp_path / "scratch"
+    top.mkdir()
+    for taken in range(3):  # the names folders are moved up to, taken already
+        (top / f"{scratch_removal._MOVED}{taken}").mkdir()
+        (top / f"{scratch_removal._MOVED}{taken}" / "file").write_text("x")
+    fd = os.open(top, os.O_RDONLY)
+    for level in range(DEPTH):
+        os.mkdir("d", dir_fd=fd)
+        if level % 100 == 0:
+            os.symlink(outside, "link", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.symlink(outside, "bottom", dir_fd=fd)
+    os.close(fd)
+    scratch_removal.remove(str(top))
+    assert sorted(os.listdir(tmp_path)) == ["outside"]
+    assert (outside / "keep").read_text() == "data"
+
+
+@pytest.mark.parametrize("mode", [["--json"], ["--timeout=60s"]], ids=["json", "timeout"])
+def test_a_run_that_nests_folders_deeply_gets_its_own_result(
+    tmp_path: Path, mode: list[str]
+) -> None:
+    """A supervised run removes the directory itself (python -m pynox: no launcher)."""
+    from support.commands import python
+
+    proc = python("-m", "pynox", *mode, "-c", NEST, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    directory = json.loads(proc.stdout)["stdout"] if "--json" in mode else proc.stdout.decode()
+    assert _gone(directory.strip())
+
+
+def test_a_pool_removes_deeply_nested_folders_and_keeps_serving() -> None:
+    from pynox import Pool
+
+    with Pool(workers=1) as pool:
+        first = pool.run(NEST)
+        assert first.exit == 0, first.text
+        session = pool.session()
+        home = session.run(NEST)
+        assert home.exit == 0, home.text
+        ended = session.run("raise SystemExit(0)")
+        assert ended.exit == 0
+        session.close()  # the pool removes an ended session's directory as it closes it
+        assert _gone(first.stdout.strip()) and _gone(home.stdout.strip())
+        later = [pool.run("import os; print(os.environ['TMPDIR'])") for _ in range(3)]
+        assert [result.exit for result in later] == [0, 0, 0]
+        assert all(_gone(result.stdout.strip()) for result in later)
