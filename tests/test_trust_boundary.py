@@ -361,3 +361,74 @@ def test_a_flood_of_brackets_on_the_report_pipe_still_gives_a_json_result(tmp_pa
     assert result["exit"] == 1
     assert "ValueError: boom" in result["stderr"]
     assert "internal error" not in proc.stderr.decode()
+
+
+@pytest.fixture
+def beside_the_package(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A folder on the file system that holds pynox's package, where a hard link to one of
+    its files can be made: tmp_path, unless it is on another."""
+    import shutil
+    import tempfile
+
+    if os.stat(tmp_path).st_dev == os.stat(PACKAGE).st_dev:
+        yield tmp_path
+        return
+    environment = PACKAGE.parents[3]  # .../lib/python3.X/site-packages/pynox
+    folder = Path(tempfile.mkdtemp(prefix="pynox-test-links-", dir=environment.parent))
+    yield folder
+    shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize("trusted", ["errors.py", "python"])
+def test_a_write_grant_holding_a_hard_link_to_a_trusted_file_is_refused(
+    beside_the_package: Path, trusted: str
+) -> None:
+    """A hard link is the same file under another name, and Landlock grants names: a
+    folder that holds another name of pynox's code or of the interpreter (perf's cache
+    keeps such links, and so do conda's and uv's) would let the program rewrite it."""
+    target = PACKAGE / trusted if trusted != "python" else Path(os.path.realpath(sys.executable))
+    granted = beside_the_package / "granted"
+    (granted / "deep" / "er").mkdir(parents=True)
+    link = granted / "deep" / "er" / "innocent"
+    try:
+        os.link(target, link)
+    except OSError as error:  # not allowed here (protected_hardlinks, another owner)
+        pytest.skip(f"cannot link {target}: {error}")
+    marker = beside_the_package / "ran"
+    for grant in (granted, link):
+        line = refusal(pynox(f"--allow-write={grant}", "-c", planting(marker)))
+        assert line == (
+            f"pynox: cannot grant writing {grant}: {link} is another name of {target},"
+            " which runs load before their sandbox exists; grant a directory that holds no"
+            " such link, or remove that link"
+        )
+    assert not marker.exists()
+    link.unlink()  # following the advice
+    done = pynox(f"--allow-write={granted}", "-c", planting(granted / "ran"))
+    assert done.returncode == 0, done.stderr
+    assert (granted / "ran").read_text() == "ran"
+
+
+def test_a_write_grant_too_large_to_search_for_links_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Searched in full or refused: a link past the search's end would be a way in."""
+    from types import SimpleNamespace
+
+    from pynox.errors import PolicyError
+    from pynox.policy import trusted
+
+    (tmp_path / "sub").mkdir()
+    for name in ("a", "b", "sub/c", "sub/d"):
+        (tmp_path / name).touch()
+    linked = {(os.stat(tmp_path).st_dev, -1): "/lib/libpython.so"}  # an inode none has
+    policy = SimpleNamespace(allow_write=[str(tmp_path)])
+    trusted.refuse_linked_writes(policy, linked)  # type: ignore[arg-type]
+    monkeypatch.setattr(trusted, "_MAX_ENTRIES", 4)
+    with pytest.raises(PolicyError) as refused:
+        trusted.refuse_linked_writes(policy, linked)  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        f"cannot grant writing {tmp_path}: it holds more than 4 entries to search for another"
+        " name of a file pynox loads before its sandbox (such as a hard link to libpython);"
+        " grant a smaller directory"
+    )

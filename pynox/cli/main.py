@@ -151,6 +151,7 @@ def _run(inv: "Invocation") -> int:
         trusted = trusted_paths.installation()
         trusted += trusted_paths.configuration([config_path], cwd, environ)
         trusted_paths.refuse_trusted_writes(policy, trusted)
+        trusted_paths.refuse_linked_writes(policy, trusted_paths.linked_files())
     outcome = runner.run(
         prog,
         policy,

@@ -17,6 +17,7 @@ last component unresolved: a write grant on the directory that holds a
 symbolic link can replace the link itself.
 """
 
+import posix
 import sys
 
 from pynox import lean_os
@@ -127,3 +128,133 @@ def refuse_trusted_writes(policy: "Policy", trusted: "list[tuple[str, str]]") ->
                     "directory that holds none of it instead, such as a subdirectory for the "
                     "program's output"
                 )
+
+
+# --- hard links ----------------------------------------------------------------------
+#
+# A file has as many names as hard links, and Landlock grants by name: a write grant on
+# a folder that holds another link to libpython (perf's build-id cache keeps one; conda's
+# and uv's caches link every file of the environments they install) lets the program
+# rewrite libpython itself. Paths cannot show that; inode numbers can.
+
+_LINKED = "another name of {}, which runs load before their sandbox exists"
+_MAX_ENTRIES = 200_000  # a write grant searched for links; past that, refused unchecked
+
+
+def linked_files() -> "dict[tuple[int, int], str]":
+    """The files this process loaded before its sandbox that have more than one name,
+    as {(device, inode): path}: usually none, and then no grant needs searching.
+
+    Those are the files mapped into the process (the interpreter, libpython, extension
+    modules), the source and bytecode of every module imported so far, and all of
+    pynox's package, which other kinds of run import. A module of the standard library
+    that this process did not import is not among them.
+    """
+    candidates = [sys.executable, *_mapped_files()]
+    for module in list(sys.modules.values()):
+        for attribute in ("__file__", "__cached__"):
+            path = getattr(module, attribute, None)
+            if isinstance(path, str):
+                candidates.append(path)
+    candidates += _files_below(system_paths.pynox_package_dir())
+    linked: dict[tuple[int, int], str] = {}
+    for path in candidates:
+        try:
+            status = posix.stat(path)
+        except (OSError, ValueError):
+            continue
+        if status.st_nlink > 1 and lean_os.is_regular_file(status.st_mode):
+            linked.setdefault((status.st_dev, status.st_ino), lean_os.realpath(path))
+    return linked
+
+
+def _mapped_files() -> "list[str]":
+    """The files mapped into this process, from /proc/self/maps ("address perms offset
+    device inode path"; a path in brackets or marked deleted names no file)."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return []
+    paths = set()
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5].startswith(b"/"):
+            paths.add(fields[5])
+    return [lean_os.fsdecode(path) for path in paths if not path.endswith(b" (deleted)")]
+
+
+def _files_below(top: str) -> "list[str]":
+    found, folders = [], [top]
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(posix.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            else:
+                found.append(entry.path)
+    return found
+
+
+def refuse_linked_writes(policy: "Policy", linked: "dict[tuple[int, int], str]") -> None:
+    """Raises PolicyError when a write grant of the policy holds another name of a file
+    in linked (linked_files), or is too large to search for one."""
+    if not linked:
+        return
+    devices = {device for device, _ in linked}
+    inodes = {inode for _, inode in linked}
+    for grant in policy.allow_write:
+        try:
+            status = posix.stat(grant)
+        except OSError:
+            continue
+        if status.st_dev not in devices:
+            continue  # a hard link never crosses file systems
+        if lean_os.is_directory(status.st_mode):
+            found = _search(grant, inodes, linked)
+        else:
+            found = grant if (status.st_dev, status.st_ino) in linked else None
+        if found is not None:
+            target = linked[_identity(found)]
+            raise PolicyError(
+                f"cannot grant writing {grant}: {found} is {_LINKED.format(target)}; grant "
+                "a directory that holds no such link, or remove that link"
+            )
+
+
+def _identity(path: str) -> "tuple[int, int]":
+    status = posix.stat(path)
+    return status.st_dev, status.st_ino
+
+
+def _search(top: str, inodes: "set[int]", linked: "dict[tuple[int, int], str]") -> "str | None":
+    """The first path below top that names a linked file, or None. Raises PolicyError
+    when top holds too much to search."""
+    folders, seen = [top], 0
+    while folders:
+        folder = folders.pop()
+        try:
+            entries = list(posix.scandir(folder))
+        except OSError:
+            continue
+        seen += len(entries)
+        if seen > _MAX_ENTRIES:
+            raise PolicyError(
+                f"cannot grant writing {top}: it holds more than {_MAX_ENTRIES:,} entries to "
+                "search for another name of a file pynox loads before its sandbox (such as "
+                "a hard link to libpython); grant a smaller directory"
+            )
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(entry.path)
+            elif entry.inode() in inodes:  # d_ino: no stat unless it may be one
+                try:
+                    if not entry.is_symlink() and _identity(entry.path) in linked:
+                        return entry.path
+                except OSError:
+                    continue
+    return None
