@@ -78,6 +78,9 @@ def test_help_lists_every_flag() -> None:
         (["--max-output=1g", "-c", "pass"], "--max-output"),
         (["-O", "a.py"], "-O needs --no-sandbox"),
         (["-X", "dev", "a.py"], "-X needs --no-sandbox"),
+        (["-Werror", "a.py"], "-W needs --no-sandbox"),  # -W's value, not a flag's typo
+        (["-Xperf", "a.py"], "-X needs --no-sandbox"),
+        (["-We", "a.py"], "-W needs --no-sandbox"),
         (["--json=1", "a.py"], "--json takes no value"),
         (["--allow-read"], "--allow-read needs a value"),
         (["--allow-read=/x", "--no-sandbox", "a.py"], "--no-sandbox must come first"),
@@ -92,6 +95,29 @@ def test_usage_errors_are_one_line_with_status_2(args: list[str], fragment: str)
     assert stderr.count("\n") == 1 and stderr.startswith("pynox: "), stderr
     assert fragment in stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--json", "--foo", "a.py"],
+        ["--foo", "--json", "a.py"],
+        ["--timeout", "1s", "--json", "-O", "a.py"],
+        ["--json", "-c"],
+        ["--json", "--version"],
+    ],
+    ids=" ".join,
+)
+def test_a_command_line_refused_under_json_still_gets_its_json_result(args: list[str]) -> None:
+    """Automation that asked for JSON reads the refusal from stdout, as it does a bad value."""
+    proc = pynox(*args)
+    assert proc.returncode == 2
+    line = proc.stderr.decode()
+    assert line.count("\n") == 1 and line.startswith("pynox: "), line
+    result = json.loads(proc.stdout)
+    assert result["exit"] == 2
+    assert result["error"]["type"] == "UsageError"
+    assert f"pynox: {result['error']['message']}\n" == line
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,9 @@ from pynox.policy.grants import (
 
 # Interpreter options the sandbox already honours, so they are accepted as is.
 ACCEPTED_PYTHON_OPTIONS = frozenset("IEsSuBq")
+# python's options whose value may follow the letter (-c and -m aside): -Werror is -W
+# with its value, never a mistyped pynox flag.
+VALUE_OPTION_LETTERS = frozenset("WX")
 # The environment variables python reads as one of those options, unless -E or -I tells it
 # to ignore its environment: they count as the option, as under python. (The other
 # PYTHON* variables are ignored, as under `python -I`.)
@@ -141,6 +144,19 @@ def parse(
     i = _parse_pynox_flags(argv, inv)
     _parse_python_part(argv, i, inv, stdin_is_terminal)
     return inv
+
+
+def asks_for_json(argv: list[str]) -> bool:
+    """Whether --json is among pynox's flags, read as parse reads them: for a command
+    line parse refuses, so that automation gets the refusal as a JSON result too."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("--") and argv[i] != "--":
+        name, has_value, _ = argv[i].partition("=")
+        if name == "--json":
+            return True
+        separate_value = not has_value and (name in _LIST_FLAGS or name in _VALUE_FLAGS)
+        i += 2 if separate_value else 1
+    return False
 
 
 def options_in_effect(given: "set[str]", environ: "Mapping[str, str]") -> "set[str]":
@@ -273,7 +289,7 @@ def _parse_python_part(
                 inv.args = argv[i + 1 :]
                 return
             if letter not in ACCEPTED_PYTHON_OPTIONS:
-                if pos == 1 and len(arg) > 2:
+                if pos == 1 and len(arg) > 2 and letter not in VALUE_OPTION_LETTERS:
                     # -allow-read=. is a pynox flag missing a dash, not -a -l -l...
                     suggestion = did_you_mean("-" + arg.partition("=")[0], known_flags())
                     if suggestion:

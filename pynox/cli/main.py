@@ -111,7 +111,12 @@ def dispatch(argv: list[str]) -> int:
 def run_command(argv: list[str]) -> int:
     from pynox.cli import arguments as cmdline
 
-    inv = cmdline.parse(argv)
+    try:
+        inv = cmdline.parse(argv)
+    except UsageError as exc:
+        if not cmdline.asks_for_json(argv):
+            raise
+        return _refuse_as_json(exc)
     if not inv.json:
         return _run(inv)
     try:
@@ -119,11 +124,15 @@ def run_command(argv: list[str]) -> int:
     except PynoxError as exc:
         if _program_running():
             raise
-        # Automation asked for JSON: it gets the refusal as a result too.
-        from pynox.engine.result import print_refusal
+        return _refuse_as_json(exc)
 
-        _print_line(f"pynox: {exc.message}")
-        return print_refusal(type(exc).__name__, exc.message, exc.exit_code)
+
+def _refuse_as_json(exc: PynoxError) -> int:
+    """Automation asked for JSON: it gets the refusal as a result too."""
+    from pynox.engine.result import print_refusal
+
+    _print_line(f"pynox: {exc.message}")
+    return print_refusal(type(exc).__name__, exc.message, exc.exit_code)
 
 
 def _run(inv: "Invocation") -> int:
