@@ -786,3 +786,24 @@ def test_mistyped_flags_get_the_closest_one(typo: str, suggestion: str) -> None:
         parse([typo, "a.py"], stdin_is_terminal=lambda: False)
     name = typo.partition("=")[0]
     assert caught.value.message == f"unknown flag {name}; did you mean {suggestion}?"
+
+
+@pytest.mark.parametrize(
+    "command", [[PYNOX], [sys.executable, "-m", "pynox"]], ids=["launcher", "python -m"]
+)
+@pytest.mark.parametrize("closed", ["2>&-", "<&-", "<&- 2>&-"])
+def test_json_captures_what_the_caller_closed(
+    tmp_path: Path, command: list[str], closed: str
+) -> None:
+    """Under --json the program's stderr is captured and its stdin is /dev/null, whatever
+    the caller left closed: a traceback is never lost."""
+    code = "import sys; print(repr(sys.stdin.read())); print('said', file=sys.stderr); 1/0"
+    proc = subprocess.run(
+        ["sh", "-c", f'exec "$@" {closed}', "sh", *command, "--json", "-c", code],
+        cwd=tmp_path, capture_output=True, timeout=60,
+    )  # fmt: skip
+    result = json.loads(proc.stdout)
+    assert (proc.returncode, result["exit"]) == (1, 1)
+    assert result["stdout"] == "''\n"
+    assert result["stderr"].startswith("said\nTraceback (most recent call last):\n")
+    assert result["stderr"].endswith("ZeroDivisionError: division by zero\n")

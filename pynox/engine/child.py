@@ -275,20 +275,63 @@ def _setup_failed(exc: BaseException, setup: ChildSetup) -> "NoReturn":
         posix._exit(EXIT_SETUP_FAILURE)
 
 
+_STANDARD_NAMES = ("stdin", "stdout", "stderr")
+
+
 def _setup_stdio(setup: ChildSetup) -> None:
+    moves = [
+        (fd, target)
+        for fd, target in ((setup.stdout_fd, 1), (setup.stderr_fd, 2))
+        if fd is not None
+    ]
     if setup.stdin_null:
-        null = posix.open(lean_os.DEVNULL, posix.O_RDONLY)
-        posix.dup2(null, 0)
-        posix.close(null)
-    for fd, target in ((setup.stdout_fd, 1), (setup.stderr_fd, 2)):
-        if fd is not None:
-            posix.dup2(fd, target)
-            posix.close(fd)
+        moves.append((posix.open(lean_os.DEVNULL, posix.O_RDONLY), 0))
+    if any(fd < 3 for fd, _ in moves):
+        # A caller that closed a standard descriptor left it free, and a pipe or
+        # /dev/null took it: each moves out of the way before any is put in place.
+        moves = [(_above_standard(fd), target) for fd, target in moves]
+    for fd, target in moves:
+        posix.dup2(fd, target)
+        posix.close(fd)
+        if getattr(sys, _STANDARD_NAMES[target]) is None:
+            _open_standard_stream(target)  # the interpreter found it closed as it started
     if setup.unbuffered:
         _make_unbuffered()
     elif setup.stdout_fd is not None and isinstance(sys.stdout, io.TextIOWrapper):
         # A pipe, not the terminal: block-buffered, as python makes it.
         sys.stdout.reconfigure(line_buffering=False)
+
+
+def _above_standard(fd: int) -> int:
+    if fd >= 3:
+        return fd
+    import fcntl  # only when a caller closed a standard descriptor
+
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    posix.close(fd)
+    return moved
+
+
+def _open_standard_stream(fd: int) -> None:
+    """sys.stdin, stdout or stderr on fd, as python makes one for a pipe: the encoding
+    and errors of the standard streams it made (stderr's errors backslashreplace)."""
+    name = _STANDARD_NAMES[fd]
+    mode = "r" if fd == 0 else "w"
+    raw = io.FileIO(fd, mode + "b", closefd=False)
+    raw.name = f"<{name}>"
+    buffer = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
+    made = [stream for stream in (sys.stdout, sys.stdin) if isinstance(stream, io.TextIOWrapper)]
+    encoding = made[0].encoding if made else sys.getfilesystemencoding()
+    errors = made[0].errors if made else sys.getfilesystemencodeerrors()
+    stream = io.TextIOWrapper(
+        buffer,
+        encoding=encoding,
+        errors="backslashreplace" if fd == 2 else errors,
+        line_buffering=False,
+    )
+    stream.mode = mode  # type: ignore[misc]
+    setattr(sys, name, stream)
+    setattr(sys, f"__{name}__", stream)
 
 
 def _make_unbuffered() -> None:
