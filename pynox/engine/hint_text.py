@@ -151,7 +151,8 @@ def format_hint(
     value = target if isinstance(target, str) else None
     if kind == "memory":
         if memory is None:
-            return "the program ran out of memory; allocate less"
+            # No limit of pynox's was hit: the traceback says all python would say.
+            return None
         larger = style.larger("memory", memory, memory * 2)
         if larger is None:
             return (

@@ -434,3 +434,20 @@ def test_numpy_that_gives_up_under_a_small_limit_works_after_its_hints(tmp_path:
     )
     assert hints and all("--memory=" in hint for hint in hints)
     assert proc.stdout == b"10\n"
+
+
+@pytest.mark.parametrize("mode", ["launcher", "supervised"])
+def test_a_memory_error_with_no_limit_set_gets_no_hint(tmp_path: Path, mode: str) -> None:
+    """No limit of pynox's was hit: python prints the traceback alone, and so does pynox
+    (tests/parity/exc_memory_error.py); --json and the pool give no hint either."""
+    code = "raise MemoryError('the program said so')"
+    if mode == "supervised":
+        proc = python("-I", "-m", "pynox", "--json", "-c", code, cwd=tmp_path)
+    else:
+        proc = pynox("--json", "-c", code, cwd=tmp_path)
+    error = json.loads(proc.stdout)["error"]
+    assert (error["type"], error["hint"]) == ("MemoryError", None)
+    with PoolClient(workers=1, cwd=tmp_path) as client:
+        result = client.run({"id": "m", "code": code})
+    assert (result["error"]["type"], result["error"]["hint"]) == ("MemoryError", None)
+    assert "pynox" not in result["stderr"]

@@ -1,0 +1,6 @@
+def allocate():
+    raise MemoryError("the program's own")
+
+
+print("before")
+allocate()
