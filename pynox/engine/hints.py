@@ -235,8 +235,24 @@ def classify(
     if database is not None:
         return _sqlite_database(database, policy)
     exc = _underlying(exc)
-    if not isinstance(exc, OSError):
+    if not isinstance(exc, OSError) or _is_tls_error(exc):
         return None, None, None
+    kind, target, path = _classify_os_error(exc, event, policy)
+    if kind == "network" and policy is not None and policy.allow_network:
+        return None, None, path  # granted already: something else refused it
+    return kind, target, path
+
+
+def _is_tls_error(exc: OSError) -> bool:
+    """Whether exc is the ssl module's: a certificate that did not verify, a peer that
+    does not speak TLS. Its errno (1, EPERM, for most) is OpenSSL's, never a denial."""
+    ssl = sys.modules.get("_ssl")  # imported if the program met TLS at all
+    return ssl is not None and isinstance(exc, ssl.SSLError)
+
+
+def _classify_os_error(
+    exc: OSError, event: "tuple[str, tuple[Any, ...]] | None", policy: "Policy | None"
+) -> tuple[str | None, str | None, str | None]:
     sockets = _sockets()
     offline = policy is not None and not policy.allow_network
     if offline and sockets is not None and isinstance(exc, sockets.gaierror):

@@ -6,10 +6,15 @@ command), a TLS server on loopback, and programs in the sandbox that verify it.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import http.server
 import json
 import os
 import shutil
 import ssl
+import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -94,6 +99,76 @@ def test_requests_verifies_with_requests_ca_bundle(certificates: Path, server: s
                  "--allow-env=REQUESTS_CA_BUNDLE", "-c", code, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b"hello over tls\n"
+
+
+@contextlib.contextmanager
+def _plain_http_server() -> Iterator[int]:
+    """The port of a server on loopback that answers in plain HTTP, not TLS."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd.server_address[1]
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+_TLS_TO_PLAIN = """\
+import socket, ssl, sys
+raw = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+ssl.create_default_context().wrap_socket(raw, server_hostname="localhost")
+"""
+
+
+def _assert_no_hint(done: subprocess.CompletedProcess[bytes], error: str) -> None:
+    """A TLS failure is no denial: python's traceback alone, with no pynox line."""
+    assert done.returncode == 1, done.stderr.decode()
+    err = done.stderr.decode()
+    assert error in err and "pynox" not in err, err
+
+
+def test_a_tls_failure_with_the_network_granted_gets_no_hint(
+    certificates: Path, server: str
+) -> None:
+    """A certificate that does not verify, or a peer that does not speak TLS, raises an
+    SSLError whose errno (1) is OpenSSL's: the network is granted, and no grant helps."""
+    fetch = ("--allow-network", "-c", _fetch(server))  # the test CA not passed in
+    _assert_no_hint(pynox(*fetch), "CERTIFICATE_VERIFY_FAILED")
+    result = json.loads(pynox("--json", *fetch).stdout)
+    assert result["policy"]["network"] == "allow"
+    assert result["error"]["type"] == "urllib.error.URLError"
+    assert result["error"]["hint"] is None
+    with _plain_http_server() as port:
+        done = pynox("--allow-network", "-c", _TLS_TO_PLAIN, str(port))
+        _assert_no_hint(done, "ssl.SSLError")
+        with PoolClient(workers=1, env=clean_env()) as pool:
+            code = _TLS_TO_PLAIN.replace("int(sys.argv[1])", str(port))
+            ran = pool.run({"id": 1, "code": code, "allow_network": True})
+    assert ran["exit"] == 1 and ran["error"]["type"] == "ssl.SSLError", ran
+    assert ran["error"]["hint"] is None and "pynox" not in ran["stderr"]
+
+
+def test_requests_with_a_certificate_that_does_not_verify_gets_no_hint(server: str) -> None:
+    packages = os.environ.get("PYNOX_TEST_PACKAGES")
+    if not packages or not os.path.isdir(os.path.join(packages, "requests")):
+        pytest.skip("PYNOX_TEST_PACKAGES is unset or has no requests installed")
+    code = f"import requests; requests.get({server!r}, timeout=10)"
+    done = pynox("--allow-network", f"--package-dir={packages}", "-c", code)
+    _assert_no_hint(done, "requests.exceptions.SSLError")
+
+
+@pytest.mark.unit
+def test_a_denial_on_a_socket_never_names_the_network_when_it_is_granted() -> None:
+    from pynox.engine.hints import classify
+    from pynox.policy.resolve import Policy
+
+    refused = PermissionError(errno.EPERM, "Operation not permitted")
+    event = ("socket.connect", (None, ("127.0.0.1", 443)))
+    policy = Policy()
+    assert classify(refused, event, policy)[0] == "network"
+    policy.allow_network = True
+    assert classify(refused, event, policy) == (None, None, None)
 
 
 _OPENS = """\
