@@ -175,16 +175,64 @@ def _sqlite_database(
     database: str, policy: "Policy | None"
 ) -> tuple[str | None, str | None, str | None]:
     """SQLite reports no errno. A database that exists outside the write grants was
-    refused for reading: granting that is enough to query it. Otherwise SQLite
-    creates it and reads it back, with its journal beside it: the hint is the one for a
-    file opened to be written and read."""
+    refused for reading: granting that is enough to query it, unless it keeps a
+    write-ahead log, which readers write too. Otherwise SQLite creates it and reads it
+    back, with its journal beside it: the hint is the one for a file opened to be
+    written and read."""
     if os.path.lexists(database) and (
         policy is None or _covering(os.path.realpath(database), policy.writes()) is None
     ):
-        kind, target = _only_missing("read", database, policy)
+        if _write_ahead_logged(database):
+            kind, target = _sqlite_folder(database, policy)
+        else:
+            kind, target = _only_missing("read", database, policy)
     else:
         kind, target = _read_write(database, policy)
     return kind, target, database
+
+
+def _write_ahead_logged(database: str) -> bool:
+    """Whether database is in WAL mode, as far as can be told without reading it when it
+    is not readable: its log or shared-memory file beside it, or else its header (the
+    read and write format versions, bytes 18 and 19, are 2 for WAL)."""
+    if os.path.lexists(database + "-wal") or os.path.lexists(database + "-shm"):
+        return True
+    try:
+        with open(database, "rb") as file:
+            header = file.read(20)
+    except OSError:
+        return False
+    return header.startswith(b"SQLite format 3\0") and header[18:20] == b"\2\2"
+
+
+def _sqlite_folder(database: str, policy: "Policy | None") -> tuple[str | None, str | None]:
+    """What the folder of a database needs: SQLite makes its write-ahead log, shared
+    memory and journal there, and reads them back, whether the program writes or only
+    reads a WAL database."""
+    folder = os.path.dirname(database)
+    real = os.path.realpath(folder)
+    readable = policy is not None and _covering(real, policy.reads()) is not None
+    writable = policy is not None and _covering(real, policy.writes()) is not None
+    if readable:
+        return _only_missing("write", folder, policy)
+    if writable:
+        return _only_missing("read", folder, policy)
+    return "read_write", real_path(folder)
+
+
+def _sqlite_read_only(
+    exc: BaseException, event: "tuple[str, tuple[Any, ...]] | None"
+) -> str | None:
+    """The database of a sqlite3.connect() that opened it read-only, because it could
+    read the file but not write it or its folder, and then had to write: a WAL database
+    even to query it, any database to change it. None when the file's own mode is what
+    forbids writing: no grant helps then."""
+    database = _sqlite_failure(exc, event, "attempt to write a readonly database")
+    if database is None or not os.path.isfile(database):
+        return None
+    if not os.access(database, os.W_OK) or not os.access(os.path.dirname(database), os.W_OK):
+        return None  # access() sees the file's mode and owner, not the sandbox
+    return database
 
 
 def _innermost_module(exc: BaseException) -> str | None:
@@ -210,9 +258,17 @@ def _sqlite_open_failure(
     exc: BaseException, event: "tuple[str, tuple[Any, ...]] | None"
 ) -> str | None:
     """The database path of a sqlite3.connect() that could not open its file."""
+    return _sqlite_failure(exc, event, "unable to open")
+
+
+def _sqlite_failure(
+    exc: BaseException, event: "tuple[str, tuple[Any, ...]] | None", message: str
+) -> str | None:
+    """The database path of the last sqlite3.connect(), if exc is SQLite's error saying
+    message about it."""
     if type(exc).__module__ != "sqlite3" or type(exc).__name__ != "OperationalError":
         return None
-    if event is None or event[0] != "sqlite3.connect" or "unable to open" not in str(exc):
+    if event is None or event[0] != "sqlite3.connect" or message not in str(exc):
         return None
     path = _event_path(event[1])
     if path is None or os.fsdecode(event[1][0]).startswith(("file:", ":memory:")):
@@ -234,6 +290,10 @@ def classify(
     database = _sqlite_open_failure(exc, event)
     if database is not None:
         return _sqlite_database(database, policy)
+    database = _sqlite_read_only(exc, event)
+    if database is not None:
+        kind, target = _sqlite_folder(database, policy)
+        return kind, target, database
     exc = _underlying(exc)
     if not isinstance(exc, OSError) or _is_tls_error(exc):
         return None, None, None

@@ -8,6 +8,7 @@ for reading, never a grant the run already has, and never a path that does not e
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -107,3 +108,72 @@ def test_the_api_hint_is_in_keyword_spelling_and_following_it_works(tmp_path: Pa
     second = api.run(code, allow_write=[str(cwd / "out")], allow_read=[str(cwd / "out")])
     assert second.exit == 0, second.text
     assert second.stdout == "b'data'\n"
+
+
+QUERY = "import sqlite3\nprint(sqlite3.connect('out/app.db').execute('select x from t').fetchall())"
+INSERT = (
+    "import sqlite3\n"
+    "db = sqlite3.connect('out/app.db'); db.execute('insert into t values (2)'); db.commit()\n"
+    "print(db.execute('select x from t').fetchall())"
+)
+
+
+def _database(cwd: Path, wal: bool) -> sqlite3.Connection:
+    """out/app.db with one row, made by plain python; the connection is left open."""
+    db = sqlite3.connect(cwd / "out" / "app.db")
+    if wal:
+        db.execute("pragma journal_mode=wal")
+    db.execute("create table t(x)")
+    db.execute("insert into t values (1)")
+    db.commit()
+    return db
+
+
+def test_querying_a_wal_database_names_its_folder_both_ways(tmp_path: Path) -> None:
+    """Readers of a WAL database write its -shm and -wal files beside it: granting the file
+    alone leaves SQLite read-only, and the query fails. The file's header tells (once the
+    file is readable), and the folder is named for reading and writing."""
+    cwd = _world(tmp_path)
+    _database(cwd, wal=True).close()  # a clean close leaves no -wal file to see
+    out = cwd / "out"
+    assert _follow(cwd, QUERY, []) == [
+        f"pynox: reading {out}/app.db is not allowed; grant it with --allow-read={out}/app.db",
+        f"pynox: the program reads back what it writes in {out}; grant both with "
+        f"--allow-read={out} --allow-write={out}",
+    ]
+
+
+def test_a_wal_database_another_program_holds_open_names_its_folder_at_once(
+    tmp_path: Path,
+) -> None:
+    cwd = _world(tmp_path)
+    held = _database(cwd, wal=True)  # its -wal and -shm files are beside it meanwhile
+    try:
+        out = cwd / "out"
+        assert _follow(cwd, QUERY, []) == [
+            f"pynox: the program reads back what it writes in {out}; grant both with "
+            f"--allow-read={out} --allow-write={out}"
+        ]
+    finally:
+        held.close()
+
+
+@pytest.mark.parametrize("wal", [False, True], ids=["rollback-journal", "wal"])
+def test_changing_a_database_granted_for_reading_names_its_folder(
+    tmp_path: Path, wal: bool
+) -> None:
+    """Granted the file for reading, SQLite opens the database read-only, and a change
+    fails as 'attempt to write a readonly database': its journal or log goes beside it,
+    so the folder is what to grant, whichever of the two ways it lacks."""
+    cwd = _world(tmp_path)
+    _database(cwd, wal).close()
+    out = str(cwd / "out")
+    assert _follow(cwd, INSERT, [f"--allow-read={out}/app.db"]) == [
+        f"pynox: the program reads back what it writes in {out}; grant both with "
+        f"--allow-read={out} --allow-write={out}"
+    ]
+    assert _follow(cwd, INSERT, ["--allow-read=out"]) == [
+        f"pynox: writing {out} is not allowed; grant it with --allow-write={out}"
+    ]
+    with sqlite3.connect(cwd / "out" / "app.db") as db:
+        assert db.execute("select x from t").fetchall() == [(1,), (2,), (2,)]
