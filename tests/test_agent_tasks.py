@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from support.commands import pynox
-from support.hints import follow
+from support.hints import follow, hint_line, hinted_flags
 from support.tls import https_server, make_certificates
 
 PACKAGES = os.environ.get("PYNOX_TEST_PACKAGES", "")
@@ -114,6 +114,30 @@ def test_a_matplotlib_chart_saved_into_out(project: Path) -> None:
     )
     assert hints == [f"pynox: reading {out} is not allowed; grant it with --allow-read={out}"]
     assert output == "saved out/chart.png\n"
+    assert (project / "out" / "chart.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_a_chart_saved_in_the_working_directory_is_told_to_go_into_a_folder(
+    project: Path,
+) -> None:
+    """pynox refuses to grant writing the directory that holds pynox.toml: the hint names
+    a folder inside it instead, and the chart saved there works."""
+    (project / "out").rmdir()
+    (project / "pynox.toml").write_text("[permissions]\n")
+    code = CHART.replace("out/chart.png", "chart.png")
+    first = pynox(f"--package-dir={PACKAGES}", "-c", code, cwd=project, timeout=120)
+    assert first.returncode == 1
+    out = f"{project}/out"
+    assert hint_line(first.stderr) == (
+        f"pynox: the program reads back what it writes in {project}, which cannot be granted "
+        "for writing: it holds where pynox reads its configuration (pynox.toml), so the "
+        "program could grant itself more next time; write into a new folder inside it "
+        f"instead, such as {out}, made before the run and granted with --allow-read={out} "
+        f"--allow-write={out}, or into the run's scratch directory ($TMPDIR)"
+    )
+    (project / "out").mkdir()
+    grants = [f"--package-dir={PACKAGES}", *hinted_flags(first.stderr)]
+    assert _run(project, CHART, *grants) == "saved out/chart.png\n"
     assert (project / "out" / "chart.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 

@@ -103,6 +103,10 @@ def prepare(setup: ChildSetup) -> None:
         if not setup.environment_emptied:
             setup.user_base, setup.scrub_failure = empty_environment()
         _setup_stdio(setup)
+        try:
+            setup.start_cwd = posix.getcwd()
+        except OSError:  # removed: python runs there all the same
+            pass
         json_hook.install()  # json.dump's fast path, once the program imports json
         sys.addaudithook(ACCESS_LOG)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed

@@ -54,6 +54,7 @@ class ChildSetup:
         "end_fd",
         "config_package_dirs",
         "user_base",
+        "start_cwd",
         "own_pipes",
         "new_session",
     )
@@ -100,6 +101,9 @@ class ChildSetup:
         # own site-packages (see pynox.engine.report._module_hint).
         self.config_package_dirs: list[str] = []
         self.user_base: str | None = None
+        # The working directory pynox ran in, as the program starts: its pynox.toml is
+        # one of the paths no write grant may reach (see pynox.engine.hints).
+        self.start_cwd: str | None = None
 
     def kept_fds(self) -> list[int]:
         """The descriptors of pynox's own that the confined process keeps."""

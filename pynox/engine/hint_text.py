@@ -34,9 +34,27 @@ KINDS = frozenset(
         "write",
         "entries",
         "read_write",
+        "write_beside_config",
+        "write_beside_trusted",
+        "read_write_beside_config",
+        "read_write_beside_trusted",
+        "trusted_write",
         "module",
     }
 )
+
+# The folder inside one that cannot be granted for writing that a hint suggests
+# writing into instead (pynox.engine.hints._where_writable).
+OUTPUT_FOLDER = "out"
+# Where a program may always write.
+SCRATCH = "the run's scratch directory ($TMPDIR)"
+# What a folder holds that no write grant may reach (pynox.policy.trusted).
+_HELD = {
+    "config": "where pynox reads its configuration (pynox.toml), so the program could grant "
+    "itself more next time",
+    "trusted": "files every later run trusts (pynox's installation, the interpreter's, or "
+    "system files)",
+}
 
 # multiprocessing.pool.ThreadPool is no way out: its queues take multiprocessing
 # locks, which are named semaphores in /dev/shm.
@@ -225,9 +243,43 @@ def format_hint(
             f"the program reads back what it writes in {value}; grant both with "
             f"{style.grant('allow_read', value)} {style.grant('allow_write', value)}"
         )
+    if kind == "trusted_write":
+        return (
+            f"{value} cannot be granted for writing: later runs trust it (pynox's "
+            "configuration, its installation or the interpreter's, or a system file every "
+            f"run reads); write somewhere else instead, such as {SCRATCH}"
+        )
+    if isinstance(kind, str) and kind.startswith(("write_beside_", "read_write_beside_")):
+        return _beside_trusted_hint(kind, value, style)
     if kind == "module":
         return module_hint(value, style)
     return None
+
+
+def _beside_trusted_hint(kind: str, folder: str, style: Style) -> str | None:
+    """folder holds what no write grant may reach, and a folder inside it does not."""
+    both = kind.startswith("read_write_")
+    held = _HELD.get(kind.rpartition("_")[2])
+    if held is None:
+        return None
+    inside = f"{folder}/{OUTPUT_FOLDER}"
+    refused = style.refused("allow_write", inside) or (both and style.refused("allow_read", inside))
+    if refused:
+        instead = f"write into {SCRATCH} instead"
+    else:
+        grants = style.grant("allow_write", inside)
+        if both:
+            grants = f"{style.grant('allow_read', inside)} {grants}"
+        instead = (
+            f"write into a new folder inside it instead, such as {inside}, made before the "
+            f"run and granted with {grants}, or into {SCRATCH}"
+        )
+    if both:
+        return (
+            f"the program reads back what it writes in {folder}, which cannot be granted "
+            f"for writing: it holds {held}; {instead}"
+        )
+    return f"{folder} cannot be granted for writing: it holds {held}; {instead}"
 
 
 # Where a hint's value goes in the texts hint_texts gives.

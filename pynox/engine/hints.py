@@ -11,6 +11,7 @@ import os
 import sys
 
 from pynox.engine.access_log import PROCESS_EVENTS, PROCESS_MODULES, XATTR_READ_EVENTS
+from pynox.engine.hint_text import OUTPUT_FOLDER
 from pynox.policy.path_grant import real_path
 
 TYPE_CHECKING = False
@@ -280,11 +281,28 @@ def classify(
     exc: BaseException,
     event: "tuple[str, tuple[Any, ...]] | None",
     policy: "Policy | None" = None,
+    cwd: str | None = None,
 ) -> tuple[str | None, str | None, str | None]:
     """What the exception is about: (hint kind, the grant's value, the denied path).
 
-    With the run's policy, a hint never names a grant the run already has.
+    With the run's policy, a hint never names a grant the run already has; with the
+    directory pynox ran in, never a write grant pynox would refuse.
     """
+    kind, target, path = _classify(exc, event, policy)
+    if cwd is not None and kind in _WRITE_KINDS and target is not None:
+        kind = _where_writable(kind, target, cwd)
+    return kind, target, path
+
+
+# Hints that name a write grant, which pynox may refuse (see _where_writable).
+_WRITE_KINDS = frozenset({"write", "entries", "read_write"})
+
+
+def _classify(
+    exc: BaseException,
+    event: "tuple[str, tuple[Any, ...]] | None",
+    policy: "Policy | None",
+) -> tuple[str | None, str | None, str | None]:
     if isinstance(exc, MemoryError):
         return "memory", None, None
     database = _sqlite_open_failure(exc, event)
@@ -301,6 +319,38 @@ def classify(
     if kind == "network" and policy is not None and policy.allow_network:
         return None, None, path  # granted already: something else refused it
     return kind, target, path
+
+
+def _where_writable(kind: str, target: str, cwd: str) -> str:
+    """kind, or the kind that says why target cannot be granted for writing and what can.
+
+    pynox refuses a write grant that reaches what later runs trust
+    (pynox.policy.trusted): the pynox.toml of the directory it runs in, whether or
+    not one exists, its installation and the interpreter's, system files. A folder
+    that only holds such a path has folders inside it that can be granted; a path that
+    is or lies inside one has none.
+    """
+    from pynox.policy import trusted
+
+    configuration = trusted.configuration([], cwd, {})
+    # What pynox imported before the sandbox is not told apart from the program's
+    # imports here: those homes are left out rather than refused wrongly.
+    installation = trusted.installation(imported=False)
+    refusal = trusted.write_refusal(target, configuration + installation)
+    if refusal is None:
+        return kind
+    held, _, covers = refusal
+    inside = target.rstrip("/") + "/" + OUTPUT_FOLDER
+    if (
+        covers
+        and target != "/"
+        and os.path.isdir(target)
+        and (os.path.isdir(inside) or not os.path.lexists(inside))
+        and trusted.write_refusal(inside, configuration + installation) is None
+    ):
+        holds = "config" if any(held == path for path, _ in configuration) else "trusted"
+        return f"{'read_write' if kind == 'read_write' else 'write'}_beside_{holds}"
+    return "trusted_write"
 
 
 def _is_tls_error(exc: OSError) -> bool:

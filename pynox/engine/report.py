@@ -58,8 +58,9 @@ def describe_error(
     policy: "Policy",
     last_event: "tuple[str, tuple[Any, ...]] | None",
     api_hints: bool,
+    cwd: str | None = None,
 ) -> "dict[str, Any]":
-    kind, value, path = classify(exc, last_event, policy)
+    kind, value, path = classify(exc, last_event, policy, cwd)
     hint = format_hint(kind, value, Style(api_hints), policy.memory, policy.max_file_size)
     filename, line = _location(exc, tb, program)
     try:
@@ -90,7 +91,7 @@ def describe_and_hint(
     """The error of a program whose exception was just printed, with its traceback tb
     (pynox's frames cut); prints pynox's hint after it. last_event: the program's last
     file access, taken before anything printed."""
-    error = describe_error(exc, tb, program, policy, last_event, setup.api_hints)
+    error = describe_error(exc, tb, program, policy, last_event, setup.api_hints, setup.start_cwd)
     if error["hint_kind"] is None and isinstance(exc, ModuleNotFoundError):
         _module_hint(error, exc, policy, setup)
     if error["hint"]:

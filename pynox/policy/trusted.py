@@ -53,9 +53,10 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def installation() -> "list[tuple[str, str]]":
-    """pynox, its environment, the interpreter and what it loaded so far, as
-    (path, what it is) pairs."""
+def installation(imported: bool = True) -> "list[tuple[str, str]]":
+    """pynox, its environment, the interpreter and what it loaded so far (unless not
+    imported: a sandboxed program's imports are not pynox's), as (path, what it is)
+    pairs."""
     entries = [(system_paths.pynox_package_dir(), _OWN_CODE)]
     # pynox starts without `site`, which is what points sys.prefix at a virtual
     # environment: find the environment from the interpreter's place in it.
@@ -77,6 +78,8 @@ def installation() -> "list[tuple[str, str]]":
         (path, _CA_STORE) for path in system_paths.existing(system_paths.CA_STORE_LOCATIONS)
     ]
     resolved = [(form, what) for path, what in entries for form in _forms(path)]
+    if not imported:
+        return resolved
     roots = [form for form, _ in resolved]
     # Modules imported so far, from wherever they came (a package directory, a
     # path given to the pool): a later run imports them again before confinement.
@@ -108,26 +111,40 @@ def configuration(
     return entries
 
 
+def write_refusal(grant: str, trusted: "list[tuple[str, str]]") -> "tuple[str, str, bool] | None":
+    """Why a write grant of the real path grant would be refused: the trusted path, what
+    it is, and whether the grant covers it (rather than being or lying inside it); None
+    when it would not be."""
+    # The most telling reason first: the path itself, the innermost tree holding
+    # the grant, then the first trusted path beneath it.
+    holding = [(path, what) for path, what in trusted if _inside(grant, path)]
+    if holding:
+        path, what = max(holding, key=lambda entry: len(entry[0]))
+        return path, what, False
+    for path, what in trusted:
+        if _inside(path, grant):
+            return path, what, True
+    return None
+
+
 def refuse_trusted_writes(policy: "Policy", trusted: "list[tuple[str, str]]") -> None:
     """Raises PolicyError when a write grant of the policy reaches a trusted path."""
     for grant in policy.allow_write:
-        # The most telling reason first: the path itself, the innermost tree holding
-        # the grant, then the first trusted path beneath it.
-        holding = [(path, what) for path, what in trusted if _inside(grant, path)]
-        if holding:
-            path, what = max(holding, key=lambda entry: len(entry[0]))
+        refusal = write_refusal(grant, trusted)
+        if refusal is None:
+            continue
+        path, what, covers = refusal
+        if not covers:
             relation = "is" if path == grant else "lies inside"
             raise PolicyError(
                 f"cannot grant writing {grant}: it {relation} {path}, {what}; grant a "
                 "directory outside it instead"
             )
-        for path, what in trusted:
-            if _inside(path, grant):
-                raise PolicyError(
-                    f"cannot grant writing {grant}: it covers {path}, {what}; grant a "
-                    "directory that holds none of it instead, such as a subdirectory for the "
-                    "program's output"
-                )
+        raise PolicyError(
+            f"cannot grant writing {grant}: it covers {path}, {what}; grant a "
+            "directory that holds none of it instead, such as a subdirectory for the "
+            "program's output"
+        )
 
 
 # --- hard links ----------------------------------------------------------------------

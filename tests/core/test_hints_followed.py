@@ -8,13 +8,15 @@ for reading, never a grant the run already has, and never a path that does not e
 
 from __future__ import annotations
 
+import json
+import os
 import sqlite3
 import sys
 from pathlib import Path
 
 import pytest
 from support.commands import pynox
-from support.hints import follow, hinted_flags
+from support.hints import follow, hint_line, hinted_flags
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -177,3 +179,107 @@ def test_changing_a_database_granted_for_reading_names_its_folder(
     ]
     with sqlite3.connect(cwd / "out" / "app.db") as db:
         assert db.execute("select x from t").fetchall() == [(1,), (2,), (2,)]
+
+
+def _follow_into_a_folder(cwd: Path, code: str, written: str) -> tuple[str, str]:
+    """Runs code, which writes `written` where no write grant may reach; takes the folder
+    the hint names instead, makes it, has the program write there, and runs it again
+    with the hint's grants. Returns the hint and the output of the run that followed it."""
+    first = pynox("-c", code, cwd=cwd)
+    assert first.returncode == 1 and b"PermissionError" in first.stderr, first.stderr
+    hint = hint_line(first.stderr)
+    flags = hinted_flags(first.stderr)
+    folder = flags[-1].partition("=")[2]
+    assert all(flag.partition("=")[2] == folder for flag in flags), hint
+    Path(folder).mkdir()
+    moved = code.replace(written, f"{folder}/{os.path.basename(written)}")
+    done = pynox(*flags, "-c", moved, cwd=cwd)
+    assert done.returncode == 0, done.stderr.decode()
+    return hint, done.stdout.decode()
+
+
+CANNOT = "cannot be granted for writing: it holds where pynox reads its configuration " \
+    "(pynox.toml), so the program could grant itself more next time; write into a new " \
+    "folder inside it instead, such as {out}, made before the run and granted with {grants}, " \
+    "or into the run's scratch directory ($TMPDIR)"  # fmt: skip
+
+
+@pytest.mark.parametrize("config", [True, False], ids=["pynox-toml", "no-pynox-toml"])
+def test_writing_in_the_working_directory_names_a_folder_inside_it(
+    tmp_path: Path, config: bool
+) -> None:
+    """The working directory holds its pynox.toml, whether or not one exists yet: pynox
+    refuses to grant writing it, so the hint names a folder inside it that it grants."""
+    cwd = _world(tmp_path)
+    (cwd / "out").rmdir()
+    if config:
+        (cwd / "pynox.toml").write_text("[permissions]\n")
+    assert pynox(f"--allow-write={cwd}", "-c", "pass", cwd=cwd).returncode == 125
+    out = f"{cwd}/out"
+    hint, output = _follow_into_a_folder(cwd, "open('x.txt', 'w').write('x'); print('ok')", "x.txt")
+    assert hint == f"pynox: {cwd} " + CANNOT.format(out=out, grants=f"--allow-write={out}")
+    assert output == "ok\n" and (cwd / "out" / "x.txt").read_text() == "x"
+    (cwd / "out" / "x.txt").unlink()
+    (cwd / "out").rmdir()  # the launcher writes --json's hint from the same text
+    result = json.loads(pynox("--json", "-c", "open('x.txt', 'w')", cwd=cwd).stdout)
+    assert result["error"]["hint"] == hint[len("pynox: ") :]
+
+
+def test_a_file_read_back_in_the_working_directory_names_a_folder_inside_it_both_ways(
+    tmp_path: Path,
+) -> None:
+    cwd = _world(tmp_path)
+    (cwd / "out").rmdir()
+    code = "open('r.bin', 'w+b').write(b'data'); print(open('r.bin', 'rb').read())"
+    hint, output = _follow_into_a_folder(cwd, code, "r.bin")
+    out = f"{cwd}/out"
+    assert hint == (
+        f"pynox: the program reads back what it writes in {cwd}, which "
+        + CANNOT.format(out=out, grants=f"--allow-read={out} --allow-write={out}")
+    )
+    assert output == "b'data'\n"
+
+
+def test_writing_in_a_folder_that_holds_the_working_directory_names_a_folder_inside_it(
+    tmp_path: Path,
+) -> None:
+    """Writing /tmp/x from a project under /tmp: granting /tmp would cover the project's
+    pynox.toml."""
+    project = tmp_path / "project"
+    project.mkdir()
+    written = str(tmp_path / "x.txt")
+    hint, output = _follow_into_a_folder(project, f"open({written!r}, 'w'); print('ok')", written)
+    out = f"{tmp_path}/out"
+    assert hint == f"pynox: {tmp_path} " + CANNOT.format(out=out, grants=f"--allow-write={out}")
+    assert output == "ok\n" and (tmp_path / "out" / "x.txt").exists()
+
+
+def test_writing_what_later_runs_trust_names_no_grant(tmp_path: Path) -> None:
+    cwd = _world(tmp_path)
+    (cwd / "pynox.toml").write_text("[permissions]\n")
+    proc = pynox("-c", "open('pynox.toml', 'w')", cwd=cwd)
+    assert hint_line(proc.stderr) == (
+        f"pynox: {cwd}/pynox.toml cannot be granted for writing: later runs trust it (pynox's "
+        "configuration, its installation or the interpreter's, or a system file every run "
+        "reads); write somewhere else instead, such as the run's scratch directory ($TMPDIR)"
+    )
+
+
+def test_the_api_hint_for_the_working_directory_names_a_folder_inside_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pynox as api
+
+    cwd = _world(tmp_path)
+    (cwd / "out").rmdir()
+    monkeypatch.chdir(cwd)
+    with api.Pool(workers=1) as pool:
+        first = pool.run("open('x.txt', 'w').write('x')")
+        assert first.error is not None and first.error["hint"] is not None
+        out = f"{cwd}/out"
+        assert first.error["hint"] == f"{cwd} " + CANNOT.format(
+            out=out, grants=f"allow_write=[{out!r}]"
+        )
+        (cwd / "out").mkdir()
+        second = pool.run("open('out/x.txt', 'w').write('x')", allow_write=[out])
+        assert second.ok, second.text
