@@ -10,7 +10,11 @@ import os
 import sys
 
 _ADDED_WORKING_DIRECTORY = not (sys.flags.isolated or getattr(sys.flags, "safe_path", False))
-if _ADDED_WORKING_DIRECTORY and sys.path and sys.path[0] in ("", os.getcwd()):
+try:
+    _WORKING_DIRECTORY = os.getcwd()
+except OSError:  # removed: nothing can be imported from it any more
+    _WORKING_DIRECTORY = ""
+if _ADDED_WORKING_DIRECTORY and sys.path and sys.path[0] in ("", _WORKING_DIRECTORY):
     del sys.path[0]
 
 from pynox._boot import main  # noqa: E402 - after the working directory left sys.path

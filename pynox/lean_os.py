@@ -94,7 +94,29 @@ def normpath(path: str) -> str:
 
 
 def abspath(path: str) -> str:
-    return normpath(path if isabs(path) else join(posix.getcwd(), path))
+    return normpath(path if isabs(path) else join(getcwd(), path))
+
+
+_REMOVED = " (deleted)"
+
+
+def getcwd() -> str:
+    """The working directory; when it was removed (python runs there all the same), the
+    path the kernel keeps for it, where nothing can be found any more."""
+    try:
+        return posix.getcwd()
+    except FileNotFoundError:
+        pass
+    try:
+        where = posix.readlink("/proc/self/cwd")
+    except OSError:
+        from pynox.errors import PolicyError
+
+        raise PolicyError(
+            "the working directory was removed, and /proc does not say where it was; "
+            "change to a directory that exists"
+        ) from None
+    return where[: -len(_REMOVED)] if where.endswith(_REMOVED) else where
 
 
 def expanduser(path: str) -> str:

@@ -547,6 +547,37 @@ def test_a_caller_s_limit_on_open_files(tmp_path: Path, mode: str, limit: int) -
     _assert_ran_as_under_python(mode, got, ref, 0)
 
 
+# What a program run from a removed working directory sees of it: what python gives it.
+IN_A_REMOVED_DIRECTORY = """\
+import os, sys
+try:
+    print(os.getcwd())
+except FileNotFoundError as error:
+    print("no working directory:", error)
+print(sys.path[0] == os.path.dirname(os.path.abspath(__file__)))
+"""
+
+
+@pytest.mark.parametrize("mode", list(WITH_SUPERVISORS))
+def test_a_program_runs_from_a_working_directory_that_was_removed(
+    tmp_path: Path, mode: str
+) -> None:
+    """A shell whose directory was removed still starts programs there; python runs them."""
+    (tmp_path / "prog.py").write_text(IN_A_REMOVED_DIRECTORY)
+    gone = tmp_path / "gone"
+    script = str(tmp_path / "prog.py")
+    in_gone = ["sh", "-c", f'mkdir {gone} && cd {gone} && rmdir {gone} && exec "$@"', "sh"]
+    ref = run([*in_gone, PYTHON, script], cwd=tmp_path)
+    got = run([*in_gone, *WITH_SUPERVISORS[mode], script], cwd=tmp_path)
+    assert ref.returncode == 0 and ref.stdout.startswith(b"no working directory: "), ref
+    _assert_ran_as_under_python(mode, got, ref, 0)
+    for code in (["-c", "print(6 * 7)"], ["-m", "this"]):  # a module from the library
+        ref = run([*in_gone, PYTHON, *code], cwd=tmp_path)
+        got = run([*in_gone, *WITH_SUPERVISORS[mode], *code], cwd=tmp_path)
+        assert ref.returncode == 0, ref
+        _assert_ran_as_under_python(mode, got, ref, 0)
+
+
 # Signals a program may catch, each sent to the command's own process id by another
 # process, as a job runner or `kill PID` does. SIGPIPE, SIGWINCH and SIGCHLD do nothing to
 # python unless it has a handler; the stops would stop it, the rest would end it.

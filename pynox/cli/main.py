@@ -140,7 +140,7 @@ def _run(inv: "Invocation") -> int:
     from pynox.engine import program, runner
     from pynox.policy.resolve import build_policy
 
-    cwd = posix.getcwd()
+    cwd = lean_os.getcwd()
     environ = lean_os.environment()
     grants, config_path, config_package_dirs = _grants(inv, cwd, environ)
     options = cmdline.options_in_effect(inv.python_options, environ)

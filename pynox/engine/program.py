@@ -158,7 +158,8 @@ def code(text: str, args: list[str], isolated: bool) -> "Program":
 def module(name: str, args: list[str], isolated: bool, cwd: str) -> "Program":
     program = Program("module", ["-m", *args])
     program.module = name
-    program.implicit_read = [cwd]
+    if lean_os.isdir(cwd):  # not when it was removed: python runs there all the same
+        program.implicit_read = [cwd]
     if not isolated:
         program.path0 = cwd
     return program
