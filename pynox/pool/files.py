@@ -36,7 +36,12 @@ def make_out_dir(scratch: str) -> None:
 
 def place(scratch: str, files: "dict[str, bytes]", request_id: object) -> None:
     """Writes a request's files (names already checked) into the scratch directory."""
-    root = os.open(scratch, _DIR)
+    try:
+        root = os.open(scratch, _DIR)
+    except OSError as exc:
+        raise RequestError(
+            f"cannot place files in the scratch directory: {exc.strerror or exc}", request_id
+        ) from None
     try:
         for name, data in files.items():
             try:
@@ -131,13 +136,16 @@ def collect(scratch: str) -> Collected:
 
 def _walk(fd: int, prefix: str, depth: int, found: Collected) -> None:
     names = []
-    with os.scandir(fd) as entries:
-        for entry in entries:
-            if found.examined >= MAX_OUT_ENTRIES:
-                found.leave_out(prefix or ".", f"more than {MAX_OUT_ENTRIES} entries; not read")
-                break
-            found.examined += 1
-            names.append((entry.name, entry.is_dir(follow_symlinks=False)))
+    try:
+        with os.scandir(fd) as entries:
+            for entry in entries:
+                if found.examined >= MAX_OUT_ENTRIES:
+                    found.leave_out(prefix or ".", f"more than {MAX_OUT_ENTRIES} entries; not read")
+                    break
+                found.examined += 1
+                names.append((entry.name, entry.is_dir(follow_symlinks=False)))
+    except OSError as exc:  # the program changes it as the pool reads it
+        found.leave_out(prefix or ".", f"could not be listed ({exc.strerror})")
     for name, is_dir in sorted(names):
         try:
             name.encode("utf-8")
@@ -210,18 +218,35 @@ def _read_at_most(fd: int, size: int) -> bytes:
     return b"".join(parts)
 
 
-def move_out_dir(scratch: str, trash: str) -> bool:
+def move_out_dir(scratch: str, trash: str) -> "tuple[bool, str | None]":
     """Moves out/ (whatever it is) to `trash` and makes a new empty one: a session's next
-    step returns only what it writes. False when there was no out/ to move."""
-    root = os.open(scratch, _DIR)
+    step returns only what it writes. Returns whether there was an out/ to move, and why
+    out/ could not be moved or made again, if it could not.
+
+    The session's program may still run (a thread) and act on out/ meanwhile: an out/ it
+    makes again between the move and the mkdir is taken as it is (collect never follows
+    a link), and what it holds that the pool cannot move fails this step's handling of
+    out/ alone, never the pool.
+    """
+    try:
+        root = os.open(scratch, _DIR)
+    except OSError as exc:
+        return False, exc.strerror or str(exc)
     try:
         try:
             os.rename(OUT_DIR, trash, src_dir_fd=root)
         except FileNotFoundError:
             moved = False
+        except OSError as exc:
+            return False, exc.strerror or str(exc)
         else:
             moved = True
-        os.mkdir(OUT_DIR, 0o700, dir_fd=root)
+        try:
+            os.mkdir(OUT_DIR, 0o700, dir_fd=root)
+        except FileExistsError:
+            pass  # the program made one again in between
+        except OSError as exc:
+            return moved, exc.strerror or str(exc)
     finally:
         os.close(root)
-    return moved
+    return moved, None

@@ -35,6 +35,7 @@ from pynox.errors import (
     PynoxError,
     UsageError,
 )
+from pynox.file_names import OUT_DIR
 from pynox.limits import (
     DEFAULT_NAME,
     DEFAULT_SESSION_IDLE,
@@ -936,11 +937,24 @@ class PoolServer:
             return
         fields = pool_files.collect(run.policy.scratch).fields()
         result.update(fields)
-        if fields and run.session is not None:
+        if not fields or run.session is None:
+            return
+        try:
             trash = scratch.create(self.scratch_root)
             os.rmdir(trash)  # only its name: out/ takes its place
-            if pool_files.move_out_dir(run.policy.scratch, trash):
+        except (PynoxError, OSError) as exc:
+            problem: str | None = exc.message if isinstance(exc, PynoxError) else exc.strerror
+        else:
+            moved, problem = pool_files.move_out_dir(run.policy.scratch, trash)
+            if moved:
                 self.scratch_keeper.discard(trash)
+        if problem is not None:
+            # The session's program acts on out/ while the pool empties it: this step's
+            # result says so, and the session and the pool go on.
+            result["files_left_out"].append(
+                f"{OUT_DIR}: could not be emptied after this step ({problem}); the next "
+                "step may return these files again"
+            )
 
     def _spawn(self, wanted_now: bool) -> Child:
         """A new spare. wanted_now: a request already waits for it (or for the next

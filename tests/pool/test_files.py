@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.pool_client import PoolClient
+from support.pool_requests import serves
 
 from pynox.limits import MAX_FILES_IN, MAX_FILES_IN_BYTES, MAX_FILES_OUT, MAX_FILES_OUT_BYTES
 
@@ -91,6 +92,41 @@ def test_a_session_step_whose_files_cannot_be_placed_is_refused_alone(pool: Pool
 
 
 # --- hostile programs ----------------------------------------------------------------------
+
+
+SPIN_OUT = """\
+import os, threading
+def spin():
+    path = os.environ["HOME"] + "/out"
+    while True:
+        try:
+            os.mkdir(path)
+        except OSError:
+            pass
+threading.Thread(target=spin, daemon=True).start()
+"""
+
+
+def test_a_session_that_makes_out_again_while_the_pool_empties_it(fresh: PoolClient) -> None:
+    """A thread of the session's program makes out/ over and over, racing the pool that
+    moves out/ away and makes a new one after each step: each step still returns what
+    it wrote, and the pool keeps serving."""
+    started = fresh.run({"id": "spin", "session": "spinning", "code": SPIN_OUT})
+    assert started["exit"] == 0, started
+    for i in range(40):
+        written = fresh.run(
+            {
+                "id": f"spin-{i}",
+                "session": "spinning",
+                "code": f"import os\nopen(os.environ['HOME'] + '/out/{i}.txt', 'w').write('{i}')",
+            }
+        )
+        assert written["exit"] == 0, written
+        assert files_of(written) == {f"{i}.txt": str(i).encode()}, written
+        assert written["session"]["step"] == i + 2 and not written["session"]["restarted"]
+    fresh.send({"id": "close-spinning", "close_session": "spinning"})
+    fresh.wait_for(lambda: "close-spinning" in fresh.results)
+    serves(fresh)
 
 
 def run_hostile(pool: PoolClient, request_id: str, code: str) -> dict:
