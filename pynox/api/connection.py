@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pynox import unit_format
+from pynox import strict_json, unit_format
 from pynox.errors import PynoxError
 from pynox.limits import MAX_LINE
 
@@ -348,7 +348,11 @@ def _call_host(
     except BaseException as exc:  # noqa: B036 - whatever the host function does, the call ends
         return {"host_error": {"call": call, "message": _describe(exc)}}
     try:
-        encoded = json.dumps(value, allow_nan=False)  # the pool reads RFC 8259 JSON only
+        # Written and read back as the pool will read it (RFC 8259 JSON only): NaN, an
+        # integer beyond a double and an object whose keys meet once written ({1: 2,
+        # "1": 3}) are refused here, where the waiting call can be told, not by the pool.
+        encoded = strict_json.dumps(value)
+        strict_json.loads(encoded, unique_keys=True)
     except (TypeError, ValueError, RecursionError) as exc:
         return {
             "host_error": {

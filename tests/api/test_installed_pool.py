@@ -152,6 +152,30 @@ def test_host_functions(pool: Pool) -> None:
     assert r.exit == 124 and time.monotonic() - started < 4
 
 
+def test_a_host_result_the_pool_would_refuse_raises_hosterror_at_once(pool: Pool) -> None:
+    """A value the pool reads as no JSON (an integer beyond a double, keys that meet once
+    written) is refused as NaN is: a HostError the program catches, not a wait for its
+    timeout."""
+    functions = {"huge": lambda: 2**1100, "keys": lambda: {1: 2, "1": 3}}
+    program = (
+        "from pynox_host import huge, keys, HostError\n"
+        "for call in (huge, keys):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except HostError as exc:\n"
+        "        print(call.__name__, 'refused:', exc)\n"
+    )
+    started = time.monotonic()
+    r = pool.run(program, functions=functions, timeout="10s")
+    assert r.ok, r.text
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("huge refused: huge() returned a value that is not JSON"), lines
+    assert "beyond the range of a double" in lines[0], lines
+    assert lines[1].startswith("keys refused: keys() returned a value that is not JSON"), lines
+    assert "'1' appears twice" in lines[1], lines
+    assert time.monotonic() - started < 5
+
+
 def test_sessions_keep_state_and_restart_after_a_timeout(pool: Pool) -> None:
     with pool.session(timeout="1s") as session:
         assert not session.alive and session.steps == 0
