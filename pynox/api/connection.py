@@ -57,6 +57,10 @@ class _Pending:
     key: str | None = None  # the request's id, once submitted
     # Called on the reader thread with each output event of a streaming request.
     on_output: Callable[[dict[str, Any]], None] | None = None
+    # Host calls answered with a value the pool has not yet shown it took, by call number:
+    # the function's name. A control_error for the request means the pool refused the
+    # line, and the call still waits (_refused_answers).
+    answered: dict[object, str] = field(default_factory=dict)
 
 
 class _Connection:
@@ -296,6 +300,9 @@ class _Connection:
         if event == "host_call":
             with self._lock:
                 pending = self._pending.get(key) if key is not None else None
+                if pending is not None:
+                    # pynox_host makes one call at a time: the one before was taken.
+                    pending.answered.clear()
             if pending is not None and key is not None:
                 threading.Thread(
                     target=self._host_call,
@@ -310,12 +317,28 @@ class _Connection:
             if pending is not None and pending.on_output is not None:
                 pending.on_output(message)
             return
+        if event == "control_error" and key is not None:
+            self._refused_answers(key, message.get("message"))
+            return
         if event is not None or key is None:
             return  # an event this client does not know, or a result for no request of ours
         with self._lock:
             pending = self._pending.pop(key, None)
         if pending is not None:
             _resolve(pending.future, message)
+
+    def _refused_answers(self, key: str, said: object) -> None:
+        """The pool refused a line about request `key`: if it held a host function's value,
+        the call it answers still waits in the program, which gets a HostError instead."""
+        with self._lock:
+            pending = self._pending.get(key)
+            if pending is None or not pending.answered:
+                return
+            answered, pending.answered = pending.answered, {}
+        reason = said if isinstance(said, str) else "no reason given"
+        for call, name in answered.items():
+            error = f"the pool refused the value {name}() returned: {reason}"
+            self.send({"id": key, "host_error": {"call": call, "message": error}})
 
     def _host_call(self, key: str, message: dict[str, Any], pending: _Pending) -> None:
         call = message.get("call")
@@ -330,6 +353,9 @@ class _Connection:
             reply = {"host_error": {"call": call, "message": "malformed arguments"}}
         else:
             reply = _call_host(function, str(name), call, args, kwargs, pending.loop)
+            if "host_result" in reply and isinstance(call, int):
+                with self._lock:
+                    pending.answered[call] = str(name)
         self.send({"id": key, **reply})
 
 

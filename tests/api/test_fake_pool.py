@@ -30,9 +30,15 @@ def emit(message):
 
 emit({"event": "ready", "pynox": "0.1.0", "python": "3", "workers": 2, "pid": os.getpid(),
       "argv": sys.argv[1:]})
+refusing = set()  # requests whose next host_result the fake refuses, as a pool would
 for line in sys.stdin:
     message = json.loads(line)
     rid = message["id"]
+    if "host_result" in message and rid in refusing:
+        refusing.discard(rid)
+        emit({"id": rid, "event": "control_error",
+              "message": "the line is not JSON: the number 1e999 is beyond the range of a double"})
+        continue
     if "host_result" in message or "host_error" in message:
         reply = {k: message[k] for k in ("host_result", "host_error") if k in message}
         emit({"id": rid, "exit": 0, "stdout": json.dumps(reply), "stderr": "", "error": None})
@@ -49,8 +55,10 @@ for line in sys.stdin:
         continue
     if code == "die":
         os._exit(3)
-    if code.startswith("host:"):
-        _, function, args = code.split(":", 2)
+    if code.startswith(("host:", "host-refused:")):
+        kind, function, args = code.split(":", 2)
+        if kind == "host-refused":
+            refusing.add(rid)
         emit({"id": rid, "event": "host_call", "call": 1, "function": function,
               "args": json.loads(args), "kwargs": {}})
         continue
@@ -168,6 +176,25 @@ def test_host_calls_answer_with_value_or_error(fake: list[str]) -> None:
         assert "odd() returned a value that is not JSON" in odd_value["host_error"]["message"]
         missing = json.loads(pool.run("host:nope:[]", functions=functions).stdout)
         assert "no host function 'nope'" in missing["host_error"]["message"]
+
+
+def test_a_host_result_the_pool_refuses_ends_the_call_with_an_error(fake: list[str]) -> None:
+    """A pool that refuses the line of a host function's value (a control_error event) gets
+    a host_error for that call in its place, naming why: the program does not wait for its
+    timeout."""
+    pool = Pool(pynox_command=fake, lazy=True)
+    pool._stall_margin = 0.5  # a client that waits in vain fails the request soon
+    with pool:
+        started = time.monotonic()
+        answer = pool.run('host-refused:search:["x"]', functions={"search": lambda q: q}, timeout=1)
+        assert answer.ok and time.monotonic() - started < 2, answer.text
+        assert json.loads(answer.stdout) == {
+            "host_error": {
+                "call": 1,
+                "message": "the pool refused the value search() returned: the line is not "
+                "JSON: the number 1e999 is beyond the range of a double",
+            }
+        }
 
 
 class _Unprintable(Exception):
