@@ -467,10 +467,10 @@ class PoolServer:
         now = time.monotonic()
         # Only a run a child took has a deadline: the queue, however long, is not walked.
         deadlines = [r.deadline for r in self.child_runs.values() if r.deadline is not None]
+        # Ended sessions too (no child, since a timeout, a crash or sys.exit()): they hold
+        # a place among max_sessions and their scratch directory until closed.
         deadlines += [
-            s.last_used + self.session_idle
-            for s in self.sessions.values()
-            if s.running is None and s.child is not None
+            s.last_used + self.session_idle for s in self.sessions.values() if s.running is None
         ]
         deadlines += [child.kill_at for child in self.dying.values()]
         deadlines += [child.quiet_until for child in self.quiet.values()]
@@ -511,8 +511,7 @@ class PoolServer:
                 run.child.kill("timeout")
                 run.deadline = None
         for session in list(self.sessions.values()):
-            idle = session.running is None and now >= session.last_used + self.session_idle
-            if idle and session.child is not None:
+            if session.running is None and now >= session.last_used + self.session_idle:
                 self._end_session(session)
         for child in list(self.dying.values()):
             if child.status is not None or child.finished:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from support.pool_client import PoolClient, alive, wait_gone
 from support.pool_requests import assert_ok, assert_refused, new_id, serves, step, write_config
+from support.waiting import wait_until
 
 
 def test_session_keeps_state_and_survives_errors(pool: PoolClient) -> None:
@@ -153,6 +154,31 @@ def test_idle_session_is_closed(tmp_path: Path) -> None:
         # docs: an idle session "is closed"; its state is gone and the name starts afresh.
         assert_ok(after, "False\n")
         assert after["session"]["ended"] is None
+        assert client.close() == 0
+
+
+def test_an_ended_session_is_closed_when_idle_too(tmp_path: Path) -> None:
+    """A session whose program ended (sys.exit) and that nobody steps again is idle as
+    any other: past session_idle it is closed, its place among max_sessions given back and
+    its scratch directory removed."""
+    config = write_config(tmp_path, '[pool]\nmax_sessions = 1\nsession_idle = "1s"\n')
+    with PoolClient(config=config) as client:
+        program = (
+            "import os, sys\nopen(os.environ['HOME'] + '/left.txt', 'w').write('x')\n"
+            "print(os.environ['HOME'])\nsys.exit(3)"
+        )
+        ended = step(client, "ends", program)
+        assert ended["exit"] == 3 and ended["session"]["ended"] == "exit", ended
+        scratch = Path(ended["stdout"].strip())
+        assert (scratch / "left.txt").exists()
+        gone = wait_until(lambda: not scratch.exists(), 5)
+        assert gone, "the ended session's scratch directory is still there"
+        other = step(client, "other", "print('another session')")
+        assert_ok(other, "another session\n")
+        assert other["session"] == {"id": "other", "step": 1, "restarted": False, "ended": None}
+        close(client, "other")
+        again = step(client, "ends", "print('x' in globals())")
+        assert again["session"]["step"] == 1 and not again["session"]["restarted"], again
         assert client.close() == 0
 
 
