@@ -362,6 +362,12 @@ def _make_unbuffered() -> None:
         setattr(sys, f"__{name}__", stream)
 
 
+def without_installed_packages(path: "list[str]") -> "list[str]":
+    """sys.path without the site-packages of the environment pynox runs in: a run imports
+    installed packages from its package_dirs only, which come after the rest."""
+    return [p for p in path if lean_os.basename(p) not in ("site-packages", "dist-packages")]
+
+
 def setup_interpreter(
     program: "Program", policy: "Policy", setup: ChildSetup
 ) -> "tuple[object, list[str]]":
@@ -370,7 +376,7 @@ def setup_interpreter(
     sys.argv = list(program.argv)
     if setup.dont_write_bytecode:
         sys.dont_write_bytecode = True  # what python -B sets (sys.flags cannot change)
-    kept = [p for p in sys.path if lean_os.basename(p) not in ("site-packages", "dist-packages")]
+    kept = without_installed_packages(sys.path)
     for dropped in set(sys.path) - set(kept):
         sys.path_importer_cache.pop(dropped, None)
     prefix = [] if program.path0 is None else [program.path0]

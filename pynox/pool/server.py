@@ -328,7 +328,9 @@ class PoolServer:
         # Where a module a request cannot import may be installed, for its hint.
         known = self.config.package_dirs_named()
         wait_with_default_child_action()  # the zygote's, and the zygote's own children's
-        self.zygote_pid, self.zygote = zygote.start(self.system_reads, known, warmup_code)
+        self.zygote_pid, self.zygote = zygote.start(
+            self.system_reads, known, warmup_code, self.package_dirs
+        )
         # Each run's scratch directory is made in one of the pool's own, which a helper
         # removes once the pool ends, however it ends (after the zygote's fork: the
         # helper's pipe must not stay open in it).
@@ -1654,30 +1656,25 @@ def _pool_package_dirs(configured: list[str], given: list[str], cwd: str) -> lis
 
 
 def _preload(modules: list[str], package_dirs: list[str]) -> None:
-    """Imports what every request starts with, from the pool's package directories too.
+    """Imports what every request starts with, from where a request imports: the
+    standard library, then the pool's package directories (warmup.importing_as_requests).
 
-    sys.path gets them only while it imports: the zygote and its children start
-    with pynox's own path, and a child adds the package directories of its policy
-    once it is confined, as for any run.
+    sys.path is so only while it imports: the zygote and its children start
+    with pynox's own path, and a child sets the one of its policy once it is
+    confined, as for any run.
     """
-    import sys
-
-    saved = list(sys.path)
-    sys.path += [path for path in package_dirs if path not in saved]
-    try:
+    with warmup.importing_as_requests(package_dirs):
         for module in modules:
             try:
                 with warmup.printing_to_stderr():
                     __import__(module)
             except Exception as exc:  # noqa: BLE001 - any failure is the user's to see
                 hint = ""
-                if isinstance(exc, ModuleNotFoundError) and not package_dirs:
+                if isinstance(exc, ModuleNotFoundError):
                     hint = " (give the directory it is installed in with --package-dir)"
                 raise PynoxError(
                     f"cannot preload {module}: {exc!r}{hint}; fix or remove it"
                 ) from None
-    finally:
-        sys.path[:] = saved
 
 
 def _warm_up() -> None:

@@ -27,6 +27,7 @@ import gc
 import os
 import sys
 
+from pynox.engine.child import without_installed_packages
 from pynox.engine.scratch import is_open
 from pynox.errors import PynoxError
 from pynox.pool import display
@@ -70,21 +71,33 @@ def printing_to_stderr() -> "Iterator[None]":
         os.close(saved_stdout_fd)
 
 
+@contextlib.contextmanager
+def importing_as_requests(package_dirs: list[str]) -> "Iterator[None]":
+    """While the host's own code imports in the pool (a preload, the warm-up): sys.path as
+    a request's has it (pynox.engine.child.setup_interpreter), so that a module comes from
+    where a request would import it: the pool's package directories after the standard
+    library, never the site-packages of the environment pynox runs in, which a request
+    cannot import from (nor read: a package found there would fail in the request)."""
+    saved = list(sys.path)
+    sys.path[:] = list(dict.fromkeys(without_installed_packages(saved) + package_dirs))
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
+
+
 def run_in_server(code: "CodeType", package_dirs: list[str]) -> None:
-    """Runs the warm-up once, as preloading does: with the pool's package directories on
-    sys.path while it runs, printing to the pool's stderr; a failure stops the pool."""
-    saved_path = list(sys.path)
-    sys.path += [path for path in package_dirs if path not in saved_path]
+    """Runs the warm-up once, as preloading does: importing as requests do (the pool's
+    package directories on sys.path), printing to the pool's stderr; a failure stops the
+    pool."""
     open_before = _open_descriptors()
     try:
-        with printing_to_stderr():
+        with importing_as_requests(package_dirs), printing_to_stderr():
             exec(code, _namespace())  # noqa: S102 - the host's own code, as a preload
     except BaseException as exc:  # noqa: BLE001 - any failure is the host's to see
         if isinstance(exc, KeyboardInterrupt):
             raise
         raise PynoxError(f"the pool's warm-up code failed: {exc!r}; fix or remove it") from None
-    finally:
-        sys.path[:] = saved_path
     display.release_warmup_leftovers()
     gc.collect()  # what it dropped may close its files only once collected
     left_open = sorted(_open_descriptors() - open_before)
@@ -98,8 +111,9 @@ def run_in_server(code: "CodeType", package_dirs: list[str]) -> None:
         )
 
 
-def run_in_spare(code: "CodeType") -> None:
-    """Runs the warm-up in a spare child, before any request reaches it.
+def run_in_spare(code: "CodeType", package_dirs: list[str]) -> None:
+    """Runs the warm-up in a spare child, before any request reaches it, importing as
+    requests do.
 
     It already ran once in the pool server, so a failure here (code that depends on
     state the spare does not have) only means the spare is less warm; the request
@@ -114,7 +128,8 @@ def run_in_spare(code: "CodeType") -> None:
     sink = open(null, "w", closefd=False)  # noqa: SIM115 - closed below
     sys.stdout = sys.stderr = sink
     try:
-        exec(code, _namespace())  # noqa: S102 - the host's own code, as a preload
+        with importing_as_requests(package_dirs):
+            exec(code, _namespace())  # noqa: S102 - the host's own code, as a preload
     except (Exception, SystemExit):  # noqa: BLE001, S110 - see the docstring
         pass
     finally:

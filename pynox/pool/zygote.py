@@ -76,18 +76,21 @@ def start(
     system_reads: list[str],
     config_package_dirs: "list[str] | None" = None,
     warmup_code: "CodeType | None" = None,
+    package_dirs: "list[str] | None" = None,
 ) -> "tuple[int, socket.socket]":
     """Forks the zygote; returns its pid and the pool server's end of its socket.
 
     config_package_dirs: every package directory the pool's pynox.toml names, where
     the hint of a failed import looks (pynox.engine.report._module_hint).
-    warmup_code: the pool's warm-up, which each spare runs before its request comes.
+    warmup_code: the pool's warm-up, which each spare runs before its request comes,
+    importing from the pool's package_dirs as requests do.
     """
     server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:
         server_end.close()
-        _serve(zygote_end, system_reads, list(config_package_dirs or ()), warmup_code)
+        warmup_run = None if warmup_code is None else (warmup_code, list(package_dirs or ()))
+        _serve(zygote_end, system_reads, list(config_package_dirs or ()), warmup_run)
     zygote_end.close()
     return pid, server_end
 
@@ -96,7 +99,7 @@ def _serve(
     sock: socket.socket,
     system_reads: list[str],
     config_package_dirs: list[str],
-    warmup_code: "CodeType | None",
+    warmup_run: "tuple[CodeType, list[str]] | None",
 ) -> "NoReturn":
     json_hook.install()  # patched once here, the children share it
     # Nothing the zygote or its children print may reach the protocol stream.
@@ -119,7 +122,7 @@ def _serve(
         if not isinstance(exc, KeyboardInterrupt):
             os.write(2, f"pynox: the pool's zygote stopped: {exc!r}\n".encode())
         os._exit(1)
-    _become_child(sock, fds, base, emptied, config_package_dirs, warmup_code, wanted_now=wanted_now)
+    _become_child(sock, fds, base, emptied, config_package_dirs, warmup_run, wanted_now=wanted_now)
 
 
 def _become_child(
@@ -128,7 +131,7 @@ def _become_child(
     base: sandbox.CPolicy,
     emptied: "tuple[str | None, SandboxError | None]",
     config_package_dirs: list[str],
-    warmup_code: "CodeType | None",
+    warmup_run: "tuple[CodeType, list[str]] | None",
     wanted_now: bool,
 ) -> "NoReturn":
     """A spare child: ready before any request, then confined to the one it gets.
@@ -163,8 +166,8 @@ def _become_child(
 
     if idle():
         _warm_up()
-    if warmup_code is not None and idle():
-        warmup.run_in_spare(warmup_code)
+    if warmup_run is not None and idle():
+        warmup.run_in_spare(*warmup_run)
     if idle():
         _rehearse(setup)
     prepared_sandbox.prepare_child(setup, base)

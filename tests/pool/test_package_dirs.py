@@ -4,6 +4,7 @@ own, lazily imported submodules included."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -53,6 +54,45 @@ def test_preload_and_requests_import_from_the_pools_package_dir() -> None:
         assert_ok(client.run(step), "")
         step = {"id": new_id(), "session": session, "code": "print(pd.Series([x, 3]).sum())"}
         assert_ok(client.run(step), "5\n")
+        assert client.close() == 0
+
+
+# Packages that pynox's own environment holds too (pytest's dependencies): a copy of each
+# in a package directory of the pool is the one preloading and the warm-up must import,
+# as a request does.
+SHADOWED = ("pluggy", "iniconfig")
+
+
+@pytest.mark.parametrize("how", ["preload", "warmup"])
+def test_preload_and_warmup_import_from_the_package_dirs_as_requests_do(
+    tmp_path: Path, how: str
+) -> None:
+    for name in SHADOWED:
+        assert importlib.util.find_spec(name) is not None, f"pynox's environment has no {name}"
+        package = tmp_path / "packages" / name
+        package.mkdir(parents=True)
+        imports = "import iniconfig\n" if name == "pluggy" else ""
+        (package / "__init__.py").write_text(f"{imports}WHERE = 'the package dir'\n")
+    flags = ["--package-dir", str(tmp_path / "packages")]
+    if how == "warmup":
+        flags += ["--warmup", "import pluggy"]
+    preload = ["pluggy"] if how == "preload" else []
+    program = code(
+        """
+        import sys
+        print(sorted(name for name in ("pluggy", "iniconfig") if name in sys.modules))
+        import pluggy, iniconfig
+        print(pluggy.WHERE, iniconfig.WHERE, sep=", ")
+        print(pluggy.__file__.startswith(sys.argv[1]), iniconfig.__file__.startswith(sys.argv[1]))
+        """
+    )
+    with PoolClient(*flags, workers=1, preload=preload) as client:
+        request = {"id": new_id(), "code": program, "args": [str(tmp_path / "packages")]}
+        result = client.run(request)
+        assert_ok(
+            result,
+            "['iniconfig', 'pluggy']\nthe package dir, the package dir\nTrue True\n",
+        )
         assert client.close() == 0
 
 
