@@ -85,10 +85,14 @@ class Style:
         api: bool,
         ceilings: "Mapping[str, int] | None" = None,
         refuses: "Callable[[str, str | None], bool] | None" = None,
+        never: "Callable[[str, str | None], str | None] | None" = None,
     ) -> None:
         self.api = api
         self.ceilings = ceilings or {}  # the most a limit may be, by grant name
         self.refuses = refuses  # (grant name, path or None) -> whether it is refused
+        # (grant name, path or None) -> what it reaches that no request is ever granted
+        # (a pool's scratch directories), or None.
+        self.never = never
 
     def grant(self, name: str, value: str | None = None) -> str:
         if self.api:
@@ -104,10 +108,15 @@ class Style:
         return GRANTS_BY_NAME[name].flag + "=" + value
 
     def refused(self, name: str, value: str | None = None) -> bool:
+        if self.never is not None and self.never(name, value) is not None:
+            return True
         return self.refuses is not None and self.refuses(name, value)
 
     def ask(self, name: str, value: str | None = None) -> str:
         """'; grant it with G', or why no request can have G."""
+        reached = self.never(name, value) if self.never is not None else None
+        if reached is not None:
+            return f"; no request may be granted it: it reaches {reached}"
         if self.refused(name, value):
             return f"; {LIMITED_BY} lets no request grant it"
         return f"; grant it with {self.grant(name, value)}"

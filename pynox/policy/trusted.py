@@ -39,6 +39,7 @@ _SYSTEM = "a system file every run reads (made a link, it would widen that read)
 _CA_STORE = "the CA store, which runs granted the network read (a planted link would widen that)"
 _CONFIG = "where pynox reads its configuration, so the program could grant itself more next time"
 _CACHE = "pynox's cache of validated configurations, which later runs trust"
+SCRATCH_ROOT = "the directory of the pool's scratch directories, which hold other requests' files"
 
 
 def _forms(path: str) -> "list[str]":
@@ -112,8 +113,8 @@ def configuration(
 
 
 def write_refusal(grant: str, trusted: "list[tuple[str, str]]") -> "tuple[str, str, bool] | None":
-    """Why a write grant of the real path grant would be refused: the trusted path, what
-    it is, and whether the grant covers it (rather than being or lying inside it); None
+    """Why a grant of the real path grant would be refused: the trusted path, what it
+    is, and whether the grant covers it (rather than being or lying inside it); None
     when it would not be."""
     # The most telling reason first: the path itself, the innermost tree holding
     # the grant, then the first trusted path beneath it.
@@ -127,23 +128,47 @@ def write_refusal(grant: str, trusted: "list[tuple[str, str]]") -> "tuple[str, s
     return None
 
 
+def scratch_root(path: str) -> "list[tuple[str, str]]":
+    """A pool's scratch root, where every run's scratch directory is made: no request may
+    be granted to read or write it, anything inside it, or anything that holds it."""
+    return [(form, SCRATCH_ROOT) for form in _forms(path)]
+
+
 def refuse_trusted_writes(policy: "Policy", trusted: "list[tuple[str, str]]") -> None:
     """Raises PolicyError when a write grant of the policy reaches a trusted path."""
-    for grant in policy.allow_write:
-        refusal = write_refusal(grant, trusted)
+    _refuse_reaching("writing", policy.allow_write, trusted, "for the program's output")
+
+
+def refuse_private_reads(policy: "Policy", private: "list[tuple[str, str]]") -> None:
+    """Raises PolicyError when a read of the policy (a grant, a package directory, a
+    script's directory) reaches a path that holds other runs' data (scratch_root)."""
+    reads = policy.implicit_read + policy.allow_read + policy.package_dirs
+    _refuse_reaching("reading", reads, private, "for the program's data")
+
+
+def reaches(path: str, entries: "list[tuple[str, str]]") -> "str | None":
+    """What of `entries` the path (already normalized) is, lies inside or covers, if any."""
+    refusal = write_refusal(path, entries)
+    return None if refusal is None else refusal[1]
+
+
+def _refuse_reaching(
+    verb: str, grants: "list[str]", entries: "list[tuple[str, str]]", subdirectory: str
+) -> None:
+    for grant in grants:
+        refusal = write_refusal(grant, entries)
         if refusal is None:
             continue
         path, what, covers = refusal
         if not covers:
             relation = "is" if path == grant else "lies inside"
             raise PolicyError(
-                f"cannot grant writing {grant}: it {relation} {path}, {what}; grant a "
+                f"cannot grant {verb} {grant}: it {relation} {path}, {what}; grant a "
                 "directory outside it instead"
             )
         raise PolicyError(
-            f"cannot grant writing {grant}: it covers {path}, {what}; grant a "
-            "directory that holds none of it instead, such as a subdirectory for the "
-            "program's output"
+            f"cannot grant {verb} {grant}: it covers {path}, {what}; grant a directory "
+            f"that holds none of it instead, such as a subdirectory {subdirectory}"
         )
 
 

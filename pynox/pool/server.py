@@ -48,6 +48,7 @@ from pynox.policy import system_paths
 from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
+from pynox.policy.grants import PATH_GRANTS
 from pynox.policy.path_grant import resolve_grant
 from pynox.policy.resolve import build_policy
 from pynox.pool import channel, priming, warmup, zygote
@@ -304,7 +305,8 @@ class PoolServer:
         self.limited = frozenset(settings.limited)
         # Hints name what a request may ask for: never more than [pool.limits] allows.
         ceilings = {key: getattr(self.limits, key) for key in _SIZE_LIMITS if key in self.limited}
-        self.hint_style = Style(True, ceilings, self._limits_refuse)
+        self.hint_style = Style(True, ceilings, self._limits_refuse, self._never_granted)
+        self.private: list[tuple[str, str]] = []  # the scratch root, once made (below)
         self.cwd = cwd
         # Granted to every request (and on its sys.path), resolved as any grant is.
         self.package_dirs = _pool_package_dirs(settings.package_dirs, options.package_dirs, cwd)
@@ -336,6 +338,10 @@ class PoolServer:
         # helper's pipe must not stay open in it).
         self.scratch_root = scratch.create()
         self.scratch_fd = scratch.remove_when_gone(self.scratch_root)
+        # It holds every run's scratch directory: no request may read or write it, what
+        # it holds, or what holds it (a grant of TMPDIR, say), and no hint suggests it.
+        self.private = trusted_paths.scratch_root(self.scratch_root)
+        self.trusted += self.private
         self.scratch_keeper = ScratchKeeper(self.scratch_root)
         # What each request's policy takes its variables from, decoded once. Copied only
         # after the zygote's fork: no spare's memory may hold the user's environment.
@@ -678,6 +684,7 @@ class PoolServer:
         # The pool's own package directories come first, as they did for preload.
         policy.package_dirs = list(dict.fromkeys(self.package_dirs + policy.package_dirs))
         trusted_paths.refuse_trusted_writes(policy, self.trusted)
+        trusted_paths.refuse_private_reads(policy, self.private)
         return policy
 
     def _script_reads(self, script: str, request_id: object) -> list[str]:
@@ -1465,6 +1472,13 @@ class PoolServer:
 
     def _limits_refuse(self, name: str, path: str | None) -> bool:
         return pool_request.refused_by_limits(name, path, self.limits, self.limited)
+
+    def _never_granted(self, name: str, path: str | None) -> str | None:
+        """What a path grant would reach that no request may have (the scratch root), judged
+        from the path as written, as _limits_refuse judges it."""
+        if path is None or name not in PATH_GRANTS:
+            return None
+        return trusted_paths.reaches(os.path.normpath(path), self.private)
 
     def _timeout_error(self, policy: "Policy") -> "dict[str, Any]":
         """A timed-out run's error, whose hint names no longer limit than [pool.limits]

@@ -3,13 +3,14 @@ timeout is filled in; an empty list still limits."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.pool_client import PoolClient
+from support.pool_client import PoolClient, clean_env
 from support.pool_requests import assert_ok, assert_refused, write_config
 
 
@@ -184,3 +185,75 @@ def test_a_hint_is_judged_without_looking_up_the_programs_path(
     assert refused_by_limits("allow_read", "/srv/database", limits, limited)
     assert refused_by_limits("allow_network", None, limits, limited)
     assert not refused_by_limits("allow_write", "/anywhere", limits, limited)  # not limited
+
+
+SCRATCH_WORDS = "the directory of the pool's scratch directories, which hold other requests' files"
+
+
+def test_no_request_is_granted_the_pools_scratch_directories(tmp_path: Path) -> None:
+    """A pool whose scratch directories are made in a directory its limits let requests
+    read and write (TMPDIR=/tmp, limits allowing /tmp): a request granted that directory,
+    the scratch root, or a run's scratch directory, by any spelling, is refused with a
+    sentence that says why; another request's files stay unreadable, and no hint suggests
+    a grant that would reach them."""
+    base = tmp_path / "tmp"
+    (base / "data").mkdir(parents=True)
+    (base / "data" / "in.txt").write_text("data")
+    link = tmp_path / "link"
+    link.symlink_to(base)
+    config = write_config(
+        tmp_path / "config",
+        f"""
+        [pool.limits]
+        allow_read = [{json.dumps(str(base))}]
+        allow_write = [{json.dumps(str(base))}]
+        """,
+    )
+    env = clean_env({"TMPDIR": str(base)})
+    with PoolClient(config=config, env=env, workers=2) as client:
+        owner = client.run(
+            {
+                "id": "owner",
+                "session": "owner",
+                "code": "print('ready')",
+                "files": {"secret.txt": base64.b64encode(b"secret").decode()},
+            }
+        )
+        assert_ok(owner, "ready\n")
+        scratch = owner["policy"]["scratch"]
+        root = os.path.dirname(scratch)
+        assert os.path.dirname(root) == os.path.realpath(base)
+        asked = [
+            ("allow_read", str(base), "reading", "it covers"),
+            ("allow_read", str(link), "reading", "it covers"),
+            ("allow_write", str(base), "writing", "it covers"),
+            ("allow_read", root, "reading", "it is"),
+            ("allow_write", root, "writing", "it is"),
+            ("allow_read", scratch, "reading", "it lies inside"),
+            ("allow_write", scratch + "/out", "writing", "it lies inside"),
+        ]
+        for number, (field, path, verb, relation) in enumerate(asked):
+            request_id = f"grant-{number}"
+            request = {"id": request_id, "code": "print('granted')", field: [path]}
+            result = client.run(request)
+            assert_refused(result, request_id, f"cannot grant {verb} ", relation, SCRATCH_WORDS)
+        # A directory beside the scratch root is granted as before.
+        beside = client.run(
+            {
+                "id": "beside",
+                "code": code_reading(base / "data" / "in.txt"),
+                "allow_read": [str(base / "data")],
+            }
+        )
+        assert_ok(beside, "data\n")
+        probe = client.run({"id": "probe", "code": code_reading(Path(scratch) / "secret.txt")})
+        assert probe["exit"] == 1 and probe["error"]["type"] == "PermissionError", probe
+        hint = probe["error"]["hint"]
+        assert "grant it with" not in hint and "no request may be granted it" in hint, hint
+        client.send({"id": "close-owner", "close_session": "owner"})
+        client.wait_for(lambda: "close-owner" in client.results)
+        assert client.close() == 0
+
+
+def code_reading(path: Path) -> str:
+    return f"print(open({str(path)!r}).read())"
