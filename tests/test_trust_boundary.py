@@ -395,15 +395,27 @@ def test_a_write_grant_holding_a_hard_link_to_a_trusted_file_is_refused(
     except OSError as error:  # not allowed here (protected_hardlinks, another owner)
         pytest.skip(f"cannot link {target}: {error}")
     marker = beside_the_package / "ran"
+
+    def refusal_of(grant: Path) -> str:
+        return (
+            f"cannot grant writing {grant}: {link} is another name of {target}, which runs"
+            " load before their sandbox exists; grant a directory that holds no such link,"
+            " or remove that link"
+        )
+
     for grant in (granted, link):
         line = refusal(pynox(f"--allow-write={grant}", "-c", planting(marker)))
-        assert line == (
-            f"pynox: cannot grant writing {grant}: {link} is another name of {target},"
-            " which runs load before their sandbox exists; grant a directory that holds no"
-            " such link, or remove that link"
-        )
-    assert not marker.exists()
-    link.unlink()  # following the advice
+        assert line == "pynox: " + refusal_of(grant)
+    with PoolClient(cwd=beside_the_package, workers=1) as pool:
+        refused = pool.run({"id": 1, "code": planting(marker), "allow_write": [str(granted)]})
+        assert (refused["exit"], refused["error"]["type"]) == (125, "RequestError"), refused
+        assert refused["error"]["message"] == refusal_of(granted)
+        assert not marker.exists()
+        link.unlink()  # following the advice
+        done = pool.run({"id": 2, "code": planting(granted / "ran"), "allow_write": [str(granted)]})
+        assert done["exit"] == 0, done
+    assert (granted / "ran").read_text() == "ran"
+    (granted / "ran").unlink()
     done = pynox(f"--allow-write={granted}", "-c", planting(granted / "ran"))
     assert done.returncode == 0, done.stderr
     assert (granted / "ran").read_text() == "ran"

@@ -322,6 +322,7 @@ class PoolServer:
         self.trusted = trusted_paths.installation()
         self.trusted += trusted_paths.configuration([path], cwd, os.environ)
         self.trusted += [(directory, _POOL_PACKAGES) for directory in self.package_dirs]
+        self.linked = trusted_paths.linked_files()  # hard links to what the zygote loaded
         self.system_reads = system_paths.interpreter_reads()
         # The children share the pool server's pages: keep their reference counts (from
         # 3.12 on, runtime/immortal.c) and the collector off them.
@@ -684,6 +685,7 @@ class PoolServer:
         # The pool's own package directories come first, as they did for preload.
         policy.package_dirs = list(dict.fromkeys(self.package_dirs + policy.package_dirs))
         trusted_paths.refuse_trusted_writes(policy, self.trusted)
+        trusted_paths.refuse_linked_writes(policy, self.linked)
         trusted_paths.refuse_private_reads(policy, self.private)
         return policy
 
