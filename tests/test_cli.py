@@ -763,6 +763,9 @@ def test_no_program_and_a_terminal_is_refused_in_process() -> None:
 
     with pytest.raises(UsageError, match="give a program to run"):
         parse(["--allow-read=."], stdin_is_terminal=lambda: True)
+    with pytest.raises(UsageError, match="give a program to run"):
+        parse(["-", "arg"], stdin_is_terminal=lambda: True)  # python would start its REPL
+    assert parse(["-", "arg"], stdin_is_terminal=lambda: False).kind == "stdin"
     # A named program never asks about the terminal.
     assert parse(["a.py"], stdin_is_terminal=lambda: 1 / 0).kind == "script"  # type: ignore[arg-type,return-value]
 

@@ -578,6 +578,20 @@ def test_a_program_runs_from_a_working_directory_that_was_removed(
         _assert_ran_as_under_python(mode, got, ref, 0)
 
 
+@pytest.mark.parametrize("mode", list(WITH_SUPERVISORS))
+def test_a_script_in_proc_is_read_as_python_reads_it(tmp_path: Path, mode: str) -> None:
+    """A file of /proc cannot be seeked to its end, where a zip archive's end record would
+    be: python reads it as source (a SyntaxError here), and so must pynox."""
+    ref = run([PYTHON, "/proc/version"], cwd=tmp_path)
+    got = run([*WITH_SUPERVISORS[mode], "/proc/version"], cwd=tmp_path)
+    assert ref.returncode == 1 and b"SyntaxError" in ref.stderr, ref
+    if mode.endswith("json"):
+        result = json.loads(got.stdout)
+        assert (result["exit"], result["stderr"]) == (1, ref.stderr.decode())
+    else:
+        _assert_ran_as_under_python(mode, got, ref, 1)
+
+
 # Signals a program may catch, each sent to the command's own process id by another
 # process, as a job runner or `kill PID` does. SIGPIPE, SIGWINCH and SIGCHLD do nothing to
 # python unless it has a handler; the stops would stop it, the rest would end it.

@@ -307,5 +307,7 @@ def _parse_python_part(
         inv.kind = "stdin"  # python's sys.argv is then [""]
         return
     inv.target = argv[i]
+    if inv.target == "-" and stdin_is_terminal():
+        raise UsageError(NO_PROGRAM)  # python would start its interactive interpreter
     inv.kind = "stdin" if inv.target == "-" else "script"
     inv.args = argv[i + 1 :]

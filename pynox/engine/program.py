@@ -103,7 +103,10 @@ def _source_unless_zip(file: "BinaryIO") -> "bytes | None":
     Only a regular file can be one; a script of up to 64 KiB is read once."""
     if not lean_os.is_regular_file(posix.fstat(file.fileno()).st_mode):
         return file.read()  # a pipe or a device: read as python reads it, from its start
-    size = file.seek(0, 2)
+    try:
+        size = file.seek(0, 2)
+    except OSError:  # a file of /proc, say: zipimport cannot seek it either
+        return file.read()
     tail_start = max(size - _END_RECORD_SIZE - _LONGEST_COMMENT - _ZIP64_END_SIZES, 0)
     file.seek(tail_start)
     tail = file.read()
