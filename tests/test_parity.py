@@ -198,6 +198,9 @@ INVOCATIONS: dict[str, Case] = {
     "script-path-as-given": Case(options=["./app_dir/..//module_globals.py"]),
     "script-path-as-given-raises": Case(options=["./exc_zerodiv.py"], status=1),
     "directory-path-as-given": Case(options=["./app_dir/"], args=["x"]),
+    # "" and "." name the working directory, which python shows without a "/" or "/.".
+    "empty-script-name": Case(options=[""], status=1, normalize_executable=True),
+    "dot-script-name": Case(options=["."], status=1, normalize_executable=True),
     "missing-script-path-as-given": Case(
         options=["./app_dir/../no_such_script.py"], status=2, normalize_executable=True
     ),

@@ -56,6 +56,8 @@ def _absolute(path: str) -> str:
     if path.startswith("/"):
         return path
     try:
+        if path in ("", ".") and sys.version_info >= (3, 11):
+            return posix.getcwd()  # as _Py_abspath makes these two from 3.11 on
         return posix.getcwd() + "/" + path
     except OSError:
         return path
