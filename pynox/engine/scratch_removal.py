@@ -31,10 +31,7 @@ def remove(path: "str | None") -> None:
             _empty(fd)
         finally:
             os.close(fd)
-        try:
-            os.rmdir(name, dir_fd=parent_fd)
-        except OSError:
-            pass
+        _rmdir(parent_fd, name)
     finally:
         os.close(parent_fd)
 
@@ -82,10 +79,7 @@ def _empty(top: int) -> None:
                 pending.append(name)
         finally:
             os.close(fd)
-        try:
-            os.rmdir(folder, dir_fd=top)
-        except OSError:
-            pass
+        _rmdir(top, folder)
 
 
 _MOVED = ".pynox-removing-"  # the names folders get as they are moved up
@@ -105,3 +99,10 @@ def _unlink(fd: int, name: str) -> None:
         os.unlink(name, dir_fd=fd)
     except OSError:
         pass
+
+
+def _rmdir(fd: int, name: str) -> None:
+    try:
+        os.rmdir(name, dir_fd=fd)
+    except OSError:
+        pass  # not empty: something in it could not be removed

@@ -26,7 +26,7 @@ from pynox.policy import system_paths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
 
     from pynox.policy.resolve import Policy
 
@@ -227,19 +227,25 @@ def _mapped_files() -> "list[str]":
 
 
 def _files_below(top: str) -> "list[str]":
-    found, folders = [], [top]
+    return [
+        entry.path
+        for entries in _folder_entries(top)
+        for entry in entries
+        if not entry.is_dir(follow_symlinks=False)
+    ]
+
+
+def _folder_entries(top: str) -> "Iterator[list[posix.DirEntry[str]]]":
+    """What each folder below top holds, top first, never following a link."""
+    folders = [top]
     while folders:
         folder = folders.pop()
         try:
             entries = list(posix.scandir(folder))
         except OSError:
             continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                folders.append(entry.path)
-            else:
-                found.append(entry.path)
-    return found
+        folders += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
+        yield entries
 
 
 def refuse_linked_writes(policy: "Policy", linked: "dict[tuple[int, int], str]") -> None:
@@ -276,13 +282,8 @@ def _identity(path: str) -> "tuple[int, int]":
 def _search(top: str, inodes: "set[int]", linked: "dict[tuple[int, int], str]") -> "str | None":
     """The first path below top that names a linked file, or None. Raises PolicyError
     when top holds too much to search."""
-    folders, seen = [top], 0
-    while folders:
-        folder = folders.pop()
-        try:
-            entries = list(posix.scandir(folder))
-        except OSError:
-            continue
+    seen = 0
+    for entries in _folder_entries(top):
         seen += len(entries)
         if seen > _MAX_ENTRIES:
             raise PolicyError(
@@ -291,12 +292,11 @@ def _search(top: str, inodes: "set[int]", linked: "dict[tuple[int, int], str]") 
                 "a hard link to libpython); grant a smaller directory"
             )
         for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                folders.append(entry.path)
-            elif entry.inode() in inodes:  # d_ino: no stat unless it may be one
-                try:
-                    if not entry.is_symlink() and _identity(entry.path) in linked:
-                        return entry.path
-                except OSError:
-                    continue
+            if entry.is_dir(follow_symlinks=False) or entry.inode() not in inodes:
+                continue  # d_ino: no stat unless it may be one
+            try:
+                if not entry.is_symlink() and _identity(entry.path) in linked:
+                    return entry.path
+            except OSError:
+                continue
     return None
