@@ -598,6 +598,38 @@ static long restore_child_action(const struct sigaction_k *caller)
     return sys_call(SYS_rt_sigaction, SIGCHLD, (long)caller, 0, sizeof(unsigned long));
 }
 
+/* A caller may start pynox with some of its standard descriptors closed. The pipes
+ * below would then take them, and the program would find one of them as its stdin,
+ * stdout or stderr: the launcher's control pipe as stderr, say, whose reader here
+ * keeps all that the program writes. So each closed one is held, until the exec, by a
+ * descriptor of "/" opened O_PATH and close-on-exec: the launcher's pipes go above
+ * them, and the program finds them closed, as python would. This process, which never
+ * execs, keeps them: writing to one fails as writing to a closed descriptor does.
+ * 0, or -1 if one cannot be held (those held so far go at the exec). */
+static int hold_closed_standard_descriptors(void)
+{
+    for (int fd = 0; fd < 3; fd++) {
+        long flags = sys_call(SYS_fcntl, fd, LAUNCHER_F_GETFD, 0, 0);
+        if (flags >= 0) {
+            continue;
+        }
+        if (flags != -LAUNCHER_EBADF) {
+            return -1;
+        }
+        /* The lowest free descriptor: this one, since those below it are open. */
+        long held = sys_openat(LAUNCHER_AT_FDCWD, "/",
+                               LAUNCHER_O_PATH | LAUNCHER_O_DIRECTORY | LAUNCHER_O_CLOEXEC);
+        if (held < 0) {
+            return -1;
+        }
+        if (held != fd) {
+            (void)sys_close((int)held);  /* an O_PATH descriptor: nothing to lose */
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int supervise(struct supervision *entries, int capture, const char *tmpdir)
 {
     int ends[2];
@@ -605,6 +637,10 @@ int supervise(struct supervision *entries, int capture, const char *tmpdir)
     struct scratch_pipes scratch;
     struct streams streams = {{-1, -1, -1}, {{0}, {0}, {0}}};
     int writes[STREAMS] = {-1, -1, -1};
+    /* Without them, pynox supervises the run itself, as without the launcher. */
+    if (hold_closed_standard_descriptors() != 0) {
+        return 0;
+    }
     if (sys_call(SYS_pipe2, (long)ends, 0, 0, 0) != 0) {
         return 0;
     }

@@ -160,3 +160,100 @@ def test_a_variable_the_caller_sets_is_not_taken_for_the_launcher(tmp_path: Path
     proc = python("-m", "pynox", "--timeout=300ms", "-c", code, cwd=tmp_path, env=env)
     assert proc.returncode == 124
     assert b"time limit" in proc.stderr
+
+
+# What the program finds of its standard streams, written to a file: a caller may have
+# closed the very streams it could print on.
+_STANDARD_STREAMS = """\
+import os, stat, sys
+def seen(fd, stream):
+    try:
+        kind = "pipe" if stat.S_ISFIFO(os.fstat(fd).st_mode) else "open"
+    except OSError:
+        kind = "closed"
+    return f"{fd}: {kind}, sys: {stream is not None}"
+lines = [seen(fd, s) for fd, s in enumerate((sys.stdin, sys.stdout, sys.stderr))]
+with open(os.path.join(sys.argv[1], "streams"), "w") as out:
+    out.write("\\n".join(lines))
+"""
+
+
+def _closing(redirections: str) -> list[str]:
+    """A prefix for a command line: what follows it starts with those streams closed."""
+    return ["sh", "-c", f'exec "$@" {redirections}', "sh"]
+
+
+def _streams_seen(tmp_path: Path, closed: str, command: list[str]) -> str:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    proc = subprocess.run(
+        [*_closing(closed), *command, "-c", _STANDARD_STREAMS, str(out)],
+        cwd=tmp_path, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc
+    seen = (out / "streams").read_text()
+    (out / "streams").unlink()
+    return seen
+
+
+@pytest.mark.parametrize("closed", ["<&- 2>&-", "<&- >&-", ">&- 2>&-", "<&- >&- 2>&-"])
+@pytest.mark.parametrize(
+    "flags", [[], ["--timeout=30s", "--memory=1g"]], ids=["plain", "limited"]
+)  # fmt: skip
+def test_closed_standard_streams_stay_closed_as_under_python(
+    tmp_path: Path, closed: str, flags: list[str]
+) -> None:
+    """The launcher's own pipes never take a standard descriptor the caller closed: the
+    program finds it closed (sys.stderr None, say), as python's program does, and not one
+    of the launcher's pipes in its place."""
+    python_saw = _streams_seen(tmp_path, closed, [sys.executable, "-I"])
+    assert python_saw.count("closed") == closed.count("&-"), python_saw
+    grant = f"--allow-write={tmp_path / 'out'}"
+    assert _streams_seen(tmp_path, closed, [PYNOX, *flags, grant]) == python_saw
+
+
+@pytest.mark.parametrize("closed", ["<&- 2>&-", "2>&-"])  # with stdout: the result goes there
+def test_closed_standard_streams_in_a_captured_run_are_as_without_the_launcher(
+    tmp_path: Path, closed: str
+) -> None:
+    """Under --json the program writes into pynox's capture pipes; which of its streams
+    Python set up is still what the caller left open, with the launcher as without it."""
+    grant = f"--allow-write={tmp_path / 'out'}"
+    without = _streams_seen(tmp_path, closed, [sys.executable, "-m", "pynox", "--json", grant])
+    assert _streams_seen(tmp_path, closed, [PYNOX, "--json", grant]) == without
+
+
+def test_the_launcher_keeps_nothing_a_program_writes_with_its_streams_closed(
+    tmp_path: Path,
+) -> None:
+    """Writing 64 MiB on descriptor 2, closed by the caller, fails as under python: it
+    does not land in a pipe of the launcher, which would hold it all, outside --memory."""
+    out = tmp_path / "out"
+    out.mkdir()
+    code = (
+        "import os, time\n"
+        "written = 0\n"
+        "for _ in range(64):\n"
+        "    try:\n"
+        "        written += os.write(2, b'e' * (1 << 20))\n"
+        "    except OSError:\n"
+        "        pass\n"
+        f"open({str(out / 'written')!r}, 'w').write(str(written))\n"
+        "time.sleep(30)\n"
+    )
+    run = subprocess.Popen(
+        [*_closing("<&- 2>&-"), PYNOX, "--memory=64m", f"--allow-write={out}", "-c", code],
+        cwd=tmp_path, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not (out / "written").exists() or not (out / "written").read_text():
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.01)
+        status = Path(f"/proc/{run.pid}/status").read_text()  # the launcher: sh exec'd it
+        rss_kib = int(status.split("VmRSS:")[1].split()[0])
+        assert (out / "written").read_text() == "0"
+        assert rss_kib < 8 * 1024, status
+    finally:
+        run.kill()
+        run.communicate()
