@@ -326,10 +326,12 @@ static size_t capture_kept(const struct capture *capture, char *kept, size_t roo
         return out.used;
     }
     size_t line = sizeof "[...  bytes left out ...]\n" - 1 + digits_of(capture->seen);
-    if (capture->limit < line + 1 + 2) {
-        put(&out, capture->head, capture->head_length);  /* too small to show both ends */
+    if (capture->limit < line + 1) {
+        /* Too small for the line: the head alone, to the end of its last whole character. */
+        put(&out, capture->head, utf8_end(capture->head, capture->head_length));
         return out.used;
     }
+    /* With room for the line, a budget of 0 or 1 keeps no head: the line, then the tail. */
     size_t budget = capture->limit - line - 1;
     size_t head_size = budget / 2;
     size_t tail_size = budget - head_size;

@@ -124,6 +124,28 @@ def test_output_past_the_limit_is_cut_alike(tmp_path: Path, limit: int) -> None:
     assert result["stdout_truncated"] and result["stderr_truncated"]
 
 
+@pytest.mark.parametrize("limit", [1, 4, 5, 20, 31, 32, 33, 34, 40])
+def test_a_small_limit_keeps_whole_characters_within_it_alike(tmp_path: Path, limit: int) -> None:
+    """However small the limit, the kept text fits it and never cuts a character; once the
+    line saying how many bytes were left out fits (31 bytes here), it is there, with the
+    tail after it."""
+    full = ("€" * 7 + "\n") * 1000
+    result = _same(tmp_path, "for i in range(1000): print('€' * 7)", f"--max-output={limit}")
+    kept = result["stdout"]
+    assert isinstance(kept, str) and result["stdout_truncated"]
+    assert len(kept.encode()) <= limit and "\ufffd" not in kept
+    line = re.search(r"\[\.\.\. (\d+) bytes left out \.\.\.\]\n", kept)
+    if limit < 32:
+        assert line is None and full.startswith(kept)
+        return
+    assert line is not None
+    head, tail = kept[: line.start()], kept[line.end() :]
+    assert full.endswith(tail) and full.startswith(head.removesuffix("\n"))
+    # The head ends with a newline the stream has, or one put after it.
+    added = 0 if full.startswith(head) else 1
+    assert len(head.encode()) - added + int(line[1]) + len(tail.encode()) == len(full.encode())
+
+
 @pytest.mark.parametrize(
     "report",
     [

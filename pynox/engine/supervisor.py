@@ -128,8 +128,10 @@ class Capture:
         # Room for the marker, sized for the largest count it can show, and the newline
         # that may end the head.
         budget = self.limit - len(_left_out_line(self.seen)) - 1
-        if budget < 2:
-            return bytes(self.data[: self.limit])  # too small to show both ends
+        if budget < 0:  # too small for the line: the head alone, in whole characters
+            head = bytes(self.data[: self.limit])
+            return head[: _utf8_end(head)]
+        # With room for the line, a budget of 0 or 1 keeps no head: the line, then the tail.
         head_size = budget // 2
         tail_size = budget - head_size
         if len(self.tail) >= tail_size:

@@ -96,6 +96,33 @@ def test_a_limit_too_small_for_both_ends_keeps_the_head() -> None:
     assert kept(10, b"0123456789abcdef").kept() == b"0123456789"
 
 
+EUROS = "".join("€" * 7 + "\n" for _ in range(1000)).encode()  # 3-byte characters
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("limit", [1, 2, 4, 5, 20, 29, 30, 31])
+def test_a_limit_too_small_for_the_line_keeps_the_head_in_whole_characters(limit: int) -> None:
+    """Too small to say what was left out: the head alone, never a character cut."""
+    data = kept(limit, EUROS).kept()
+    assert len(data) <= limit and EUROS.startswith(data)
+    assert len(data) > limit - 3  # short of the limit by less than one character
+    data.decode()
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("limit", [32, 33, 34, 35, 36, 40, 45])
+def test_a_limit_with_room_for_the_line_says_what_was_left_out(limit: int) -> None:
+    """With room for the line (31 bytes for a count of five digits), the line is there,
+    the tail after it, and the whole stays within the limit in whole characters."""
+    data = kept(limit, EUROS).kept()
+    assert len(data) <= limit
+    head, left_out, tail = split(data)
+    assert head.endswith(b"\n") and EUROS.startswith(head[:-1]) and EUROS.endswith(tail)
+    (head + tail).decode()
+    added = 0 if EUROS.startswith(head) else 1  # the newline put after a head cut mid-line
+    assert len(head) - added + left_out + len(tail) == len(EUROS)
+
+
 @pytest.mark.unit
 def test_reset_starts_a_new_step_empty() -> None:
     capture = kept(10, b"x" * 100)
