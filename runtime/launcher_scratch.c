@@ -33,65 +33,165 @@ struct dirent64 {
     char d_name[];
 };
 
-/* Deeper than any path that fits in PATH_MAX with one-letter names would go; the
- * stack holds one listing buffer per level. */
-#define MAX_DEPTH 2100
+/* Directory descriptors held at once while removing a tree. A program may nest
+ * directories far deeper than that, or than any path: then only some levels of the path
+ * being removed are held, spread along it, and the levels between two held ones are
+ * walked down again from the upper one once the lower is done. */
+#define HELD 64
 #define LISTING 1024
 
-static void remove_tree(int parent, const char *name, int depth);
+struct level {
+    int fd;
+    int removed;              /* whether this pass over its listing removed anything */
+    unsigned long depth;      /* below the tree's top, which is 0 */
+    long long offset;         /* where its listing goes on: past the entries dealt with */
+    long long entry_offset;   /* where the entry last gone into is in the listing */
+    unsigned long long went_in;  /* how many entries had been removed then */
+};
 
-/* Removes what the directory fd holds; repeated, since removing entries while
- * listing may hide some from the listing. Returns when a pass finds nothing. */
-static void empty_directory(int fd, int depth)
+struct removal {
+    struct level levels[HELD];  /* the path's top, and held levels ever deeper */
+    int held;
+    unsigned long long removals;  /* entries removed so far */
+};
+
+static int is_dot_or_dot_dot(const char *name)
 {
-    char listing[LISTING] __attribute__((aligned(8)));
-    for (int pass = 0; pass < 64; pass++) {
-        int found = 0;
-        if (sys_call(SYS_lseek, fd, 0, LAUNCHER_SEEK_SET, 0) < 0) {
-            return;
-        }
-        for (;;) {
-            long got = sys_call(SYS_getdents64, fd, (long)listing, sizeof listing, 0);
-            if (got <= 0) {
-                break;
-            }
-            for (long at = 0; at < got;) {
-                struct dirent64 *entry = (struct dirent64 *)(listing + at);
-                at += entry->d_reclen;
-                const char *name = entry->d_name;
-                if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) {
-                    continue;
-                }
-                found = 1;
-                if (entry->d_type == LAUNCHER_DT_DIR) {
-                    remove_tree(fd, name, depth + 1);
-                } else if (sys_call(SYS_unlinkat, fd, (long)name, 0, 0) == -LAUNCHER_EISDIR) {
-                    remove_tree(fd, name, depth + 1);  /* a file system without d_type */
-                }
-            }
-        }
-        if (!found) {
-            return;
-        }
-    }
+    return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
 }
 
-/* rm -rf parent/name, through descriptors: a link is removed, never followed. */
-static void remove_tree(int parent, const char *name, int depth)
+/* Removes the entry `name` of the directory at `at` if it is a file, a link or an empty
+ * directory. Returns 1 if it is a directory with something in it, to go into. */
+static int remove_entry(struct removal *removal, struct level *at, const char *name,
+                        unsigned char type)
 {
-    if (depth > MAX_DEPTH) {
-        return;
+    long gone = -LAUNCHER_EISDIR;
+    if (type != LAUNCHER_DT_DIR) {
+        gone = sys_call(SYS_unlinkat, at->fd, (long)name, 0, 0);  /* a link is not followed */
     }
-    long fd = sys_openat(parent, name,
-                         LAUNCHER_O_RDONLY | LAUNCHER_O_DIRECTORY | LAUNCHER_O_NOFOLLOW
-                             | LAUNCHER_O_CLOEXEC);
-    if (fd < 0) {
+    if (gone == -LAUNCHER_EISDIR) {  /* a directory (whatever d_type said) */
+        gone = sys_call(SYS_unlinkat, at->fd, (long)name, LAUNCHER_AT_REMOVEDIR, 0);
+        if (gone == -LAUNCHER_ENOTEMPTY || gone == -LAUNCHER_EEXIST) {
+            return 1;
+        }
+    }
+    if (gone == 0) {
+        at->removed = 1;
+        removal->removals++;
+    }
+    return 0;  /* removed, or it cannot be: left where it is */
+}
+
+/* Lets go of one level between the top and the deepest (held >= 3): the one whose two
+ * neighbours are closest, the upper of equals, so that held levels spread evenly. */
+static void let_go_of_one(struct removal *removal)
+{
+    struct level *levels = removal->levels;
+    int chosen = 1;
+    for (int i = 2; i < removal->held - 1; i++) {
+        if (levels[i + 1].depth - levels[i - 1].depth
+            < levels[chosen + 1].depth - levels[chosen - 1].depth) {
+            chosen = i;
+        }
+    }
+    (void)sys_close(levels[chosen].fd);  /* a directory opened for reading: nothing to lose */
+    memmove(&levels[chosen], &levels[chosen + 1],
+            (size_t)(removal->held - chosen - 1) * sizeof *levels);
+    removal->held--;
+}
+
+/* Goes into the directory `name` of the deepest level: 1, or 0 if it cannot be opened
+ * (gone, or a link put in its place meanwhile). */
+static int go_in(struct removal *removal, const char *name)
+{
+    const int flags = LAUNCHER_O_RDONLY | LAUNCHER_O_DIRECTORY | LAUNCHER_O_NOFOLLOW
+                      | LAUNCHER_O_CLOEXEC;
+    long child = sys_openat(removal->levels[removal->held - 1].fd, name, flags);
+    while ((child == -LAUNCHER_EMFILE || child == -LAUNCHER_ENFILE) && removal->held >= 3) {
+        let_go_of_one(removal);  /* descriptors run short: fewer levels held */
+        child = sys_openat(removal->levels[removal->held - 1].fd, name, flags);
+    }
+    if (child < 0) {
+        return 0;
+    }
+    if (removal->held == HELD) {
+        let_go_of_one(removal);
+    }
+    struct level *next = &removal->levels[removal->held];
+    next->fd = (int)child;
+    next->removed = 0;
+    next->depth = removal->levels[removal->held - 1].depth + 1;
+    next->offset = 0;
+    removal->held++;
+    return 1;
+}
+
+/* rm -rf parent/name, through descriptors: a link is removed, never followed, and no
+ * directory is reached by "..", so one moved meanwhile takes nothing outside the tree
+ * with it. However deep the tree, this holds at most HELD descriptors and no more
+ * memory. What cannot be removed (a directory its owner may not write) stays, with
+ * what holds it. */
+static void remove_tree(int parent, const char *name)
+{
+    static struct removal removal;
+    char listing[LISTING] __attribute__((aligned(8)));
+    long top = sys_openat(parent, name,
+                          LAUNCHER_O_RDONLY | LAUNCHER_O_DIRECTORY | LAUNCHER_O_NOFOLLOW
+                              | LAUNCHER_O_CLOEXEC);
+    if (top < 0) {
         (void)sys_call(SYS_unlinkat, parent, (long)name, 0, 0);  /* a file or a link */
         return;
     }
-    empty_directory((int)fd, depth);
-    (void)sys_close((int)fd);  /* a directory opened for reading: nothing to lose */
-    (void)sys_call(SYS_unlinkat, parent, (long)name, LAUNCHER_AT_REMOVEDIR, 0);
+    removal.levels[0].fd = (int)top;
+    removal.levels[0].removed = 0;
+    removal.levels[0].depth = 0;
+    removal.levels[0].offset = 0;
+    removal.held = 1;
+    removal.removals = 0;
+    for (;;) {
+        struct level *at = &removal.levels[removal.held - 1];
+        long got = -1;
+        if (sys_call(SYS_lseek, at->fd, at->offset, LAUNCHER_SEEK_SET, 0) >= 0) {
+            got = sys_call(SYS_getdents64, at->fd, (long)listing, sizeof listing, 0);
+        }
+        int deeper = 0;
+        for (long i = 0; i < got && !deeper;) {
+            struct dirent64 *entry = (struct dirent64 *)(listing + i);
+            i += entry->d_reclen;
+            long long position = at->offset;
+            at->offset = entry->d_off;
+            if (is_dot_or_dot_dot(entry->d_name)
+                || !remove_entry(&removal, at, entry->d_name, entry->d_type)) {
+                continue;
+            }
+            at->entry_offset = position;
+            at->went_in = removal.removals;
+            deeper = go_in(&removal, entry->d_name);
+            at = &removal.levels[removal.held - 1 - deeper];  /* moved if levels were let go */
+        }
+        if (deeper || got > 0) {
+            continue;
+        }
+        if (got == 0 && at->removed) {
+            /* Removing entries while listing may hide some from the listing: again. */
+            at->offset = 0;
+            at->removed = 0;
+            continue;
+        }
+        /* All of it that could go is gone: back to the level above. */
+        (void)sys_close(at->fd);  /* a directory opened for reading: nothing to lose */
+        if (--removal.held == 0) {
+            (void)sys_call(SYS_unlinkat, parent, (long)name, LAUNCHER_AT_REMOVEDIR, 0);
+            return;
+        }
+        struct level *above = &removal.levels[removal.held - 1];
+        if (removal.removals != above->went_in) {
+            /* The entry gone into again: it goes now if it was emptied; if levels between
+             * the two were let go, the walk goes down it again. When nothing was removed
+             * since going in, the same walk would find the same: it stays. */
+            above->offset = above->entry_offset;
+        }
+    }
 }
 
 /* Reads the path (one line), then waits for the pipe's end. 0 on success.
@@ -150,7 +250,7 @@ static void remove_path(char *path)
                              LAUNCHER_O_PATH | LAUNCHER_O_DIRECTORY | LAUNCHER_O_CLOEXEC);
     *slash = '/';
     if (parent >= 0) {
-        remove_tree((int)parent, slash + 1, 0);
+        remove_tree((int)parent, slash + 1);
         (void)sys_close((int)parent);  /* an O_PATH descriptor: nothing to lose */
     }
 }

@@ -116,6 +116,7 @@
 #define LAUNCHER_EMFILE 24
 #define LAUNCHER_ETXTBSY 26
 #define LAUNCHER_ENAMETOOLONG 36
+#define LAUNCHER_ENOTEMPTY 39
 #define LAUNCHER_ELOOP 40
 
 /* The kernel's struct sigaction, for rt_sigaction with SIG_DFL or SIG_IGN (the fields

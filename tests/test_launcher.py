@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.bundles import PROJECT
-from support.commands import PYNOX, run
+from support.commands import PYNOX, limiting_open_files, run
 
 PYTHON_VERSION = ".".join(str(part) for part in sys.version_info[:3])
 MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -159,6 +159,45 @@ def test_the_helpers_directory_goes_when_the_interpreter_never_took_it(folder: P
     while list(tmp.iterdir()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert list(tmp.iterdir()) == []
+
+
+# Nests directories in the scratch directory deeper than any path reaches, every 100th
+# holding a file and a link to a directory outside (argv[1]), then ends.
+NESTS = """\
+import os, sys
+fd = os.open(os.environ["TMPDIR"], os.O_RDONLY)
+for level in range(2200):
+    if level % 100 == 0:
+        os.symlink(sys.argv[1], "outside", dir_fd=fd)
+        os.close(os.open("file", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+    os.mkdir("d", dir_fd=fd)
+    inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+    os.close(fd)
+    fd = inner
+"""
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+@pytest.mark.parametrize("limit", [None, 16], ids=["any-descriptors", "16-descriptors"])
+def test_a_scratch_directory_nested_past_any_path_goes_after_the_run(
+    folder: Path, limit: int | None
+) -> None:
+    """However deep the program nests directories in its scratch directory, the launcher's
+    helper removes it all once the run ends, with few descriptors to spare too, and
+    takes nothing the links in it point to."""
+    tmp = folder / "tmp"
+    tmp.mkdir()
+    outside = folder / "outside"
+    outside.mkdir()
+    (outside / "keep").write_text("kept")
+    prefix = limiting_open_files(limit) if limit is not None else []
+    done = run([*prefix, PYNOX, "-c", NESTS, str(outside)], env={"TMPDIR": str(tmp)})
+    assert done.returncode == 0, done.stderr
+    deadline = time.monotonic() + 60
+    while list(tmp.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(tmp.iterdir()) == []
+    assert (outside / "keep").read_text() == "kept"
 
 
 def test_a_missing_interpreter_is_one_line_and_125(folder: Path) -> None:
