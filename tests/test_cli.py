@@ -810,3 +810,20 @@ def test_json_captures_what_the_caller_closed(
     assert result["stdout"] == "''\n"
     assert result["stderr"].startswith("said\nTraceback (most recent call last):\n")
     assert result["stderr"].endswith("ZeroDivisionError: division by zero\n")
+
+
+@pytest.mark.parametrize(
+    "command", [[PYNOX], [sys.executable, "-m", "pynox"]], ids=["launcher", "python -m"]
+)
+@pytest.mark.parametrize("stdout", [">&-", ">/dev/full"], ids=["closed", "full"])
+def test_a_json_result_that_cannot_be_written_ends_with_status_1(
+    tmp_path: Path, command: list[str], stdout: str
+) -> None:
+    """The program's own status when it failed; 1 for one that succeeded. Never an internal
+    error: where the result was to go is the caller's to fix."""
+    for code, status in (("print(1)", 1), ("raise SystemExit(3)", 3)):
+        proc = subprocess.run(
+            ["sh", "-c", f'exec "$@" {stdout}', "sh", *command, "--json", "-c", code],
+            cwd=tmp_path, capture_output=True, timeout=60,
+        )  # fmt: skip
+        assert (proc.returncode, proc.stderr) == (status, b""), proc.stderr

@@ -182,10 +182,19 @@ def refusal(kind: str, message: str, exit_code: int = EXIT_SETUP_FAILURE) -> "di
 
 
 def print_refusal(kind: str, message: str, exit_code: int) -> int:
-    sys.stdout.write(dumps_readable(refusal(kind, message, exit_code)) + "\n")
-    return exit_code
+    return _print_result(refusal(kind, message, exit_code), exit_code)
 
 
 def print_json_result(outcome: "Outcome", policy: "Policy") -> int:
-    sys.stdout.write(dumps_readable(build_result(outcome, policy)) + "\n")
-    return outcome.exit_code
+    return _print_result(build_result(outcome, policy), outcome.exit_code)
+
+
+def _print_result(result: "dict[str, Any]", exit_code: int) -> int:
+    """The result on stdout, and the exit status: 1 in place of 0 when stdout is closed
+    or cannot take it (a full disk), as the launcher does (runtime/launcher_result.c)."""
+    try:
+        sys.stdout.write(dumps_readable(result) + "\n")
+        sys.stdout.flush()
+    except (AttributeError, OSError, ValueError):  # None (closed), a failed write, closed
+        return exit_code or 1
+    return exit_code
