@@ -489,5 +489,13 @@ int launcher_main(int argc, char **argv, char **envp)
         envp = marked;
     }
     long error = sys_execve(python, args, envp);
+    if (-error == LAUNCHER_E2BIG) {
+        /* The caller's command line fitted, but not with what pynox adds to it. */
+        static const char too_long[] =
+            "pynox: the command line and environment are too long to start the interpreter "
+            "with the few arguments pynox adds; pass less (a file of arguments, say)\n";
+        (void)write_all(2, too_long, sizeof too_long - 1);
+        sys_exit(EXIT_SETUP_FAILURE);
+    }
     fail("cannot start the interpreter", python, -error);
 }

@@ -225,6 +225,40 @@ def test_an_interpreter_that_cannot_run_names_the_error(folder: Path) -> None:
     )
 
 
+def test_a_command_line_that_fits_python_but_not_what_pynox_adds_is_one_line(
+    tmp_path: Path,
+) -> None:
+    """Within a few bytes of the kernel's limit on arguments, python starts where pynox
+    cannot add its own: that is the command line's length, not a broken install."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8"}
+    bulk = ["y" * 100_000] * 20  # near the usual 2 MiB; each below the 128 KiB per string
+
+    def started(command: list[str], filler: int) -> subprocess.CompletedProcess[bytes] | None:
+        try:
+            return subprocess.run(
+                [*command, "-c", "pass", "x" * filler, *bulk],
+                env=env, cwd=tmp_path, capture_output=True, timeout=60,
+            )  # fmt: skip
+        except OSError:  # E2BIG: it did not start at all
+            return None
+
+    # pynox's own path is no longer than python's and "-I": whatever python starts with
+    # reaches the launcher too.
+    assert len(PYNOX) <= len(sys.executable) + len(" -I")
+    low, high = 0, 131_000
+    if started([sys.executable, "-I"], low) is None or started([sys.executable, "-I"], high):
+        pytest.skip("this machine's limit on arguments is not near 2 MiB")
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if started([sys.executable, "-I"], middle) else (low, middle)
+    refused = started([PYNOX], low)
+    assert refused is not None and (refused.returncode, refused.stdout) == (125, b"")
+    assert refused.stderr == (
+        b"pynox: the command line and environment are too long to start the interpreter with"
+        b" the few arguments pynox adds; pass less (a file of arguments, say)\n"
+    )
+
+
 def test_a_path_too_long_for_the_launcher_is_one_line(tmp_path: Path) -> None:
     # Made and reached through descriptors: the whole path is longer than PATH_MAX.
     name = "d" * 100
