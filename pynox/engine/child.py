@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from types import CodeType, ModuleType, TracebackType
     from typing import Any, NoReturn
 
+    from pynox.engine.child_setup import PackageEnv
     from pynox.engine.program import Program
     from pynox.policy.resolve import Policy
 
@@ -101,7 +102,7 @@ def prepare(setup: ChildSetup) -> None:
     _reset_signals()
     try:
         if not setup.environment_emptied:
-            setup.user_base, setup.scrub_failure = empty_environment()
+            setup.package_env, setup.scrub_failure = empty_environment()
         _setup_stdio(setup)
         try:
             setup.start_cwd = posix.getcwd()
@@ -113,19 +114,24 @@ def prepare(setup: ChildSetup) -> None:
         _setup_failed(exc, setup)
 
 
-def empty_environment() -> "tuple[str | None, SandboxError | None]":
+def empty_environment() -> "tuple[PackageEnv, SandboxError | None]":
     """Empties the environment, in posix.environ, libc and memory (scrub_environment).
 
-    Returns where the user site is, read first (see pynox.engine.report._module_hint),
-    and why emptying failed, if it did: raised once confinement is tried, since where
-    the kernel cannot sandbox at all (an emulator, say) that is the reason to give.
+    Returns where the caller's python finds packages, read first (the user base,
+    PYTHONPATH and VIRTUAL_ENV: see pynox.engine.report._module_hint), and why emptying
+    failed, if it did: raised once confinement is tried, since where the kernel cannot
+    sandbox at all (an emulator, say) that is the reason to give.
     """
-    user_base = lean_os.getenv("PYTHONUSERBASE") or _home_local()
+    package_env = (
+        lean_os.getenv("PYTHONUSERBASE") or _home_local(),
+        lean_os.getenv("PYTHONPATH"),
+        lean_os.getenv("VIRTUAL_ENV"),
+    )
     try:
         scrub_environment()
     except SandboxError as exc:
-        return user_base, exc
-    return user_base, None
+        return package_env, exc
+    return package_env, None
 
 
 def _home_local() -> str | None:

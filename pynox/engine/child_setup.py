@@ -22,6 +22,10 @@ if TYPE_CHECKING:
             self, main: object, program: "Program", policy: "Policy", setup: "ChildSetup"
         ) -> "NoReturn": ...
 
+    # Where the caller's python finds packages, as its environment says before pynox
+    # empties it: the user base of the user site, PYTHONPATH, VIRTUAL_ENV.
+    PackageEnv = tuple[str | None, str | None, str | None]
+
 
 # The first byte on the report pipe once the process is confined. Only the
 # trusted side writes before it; whatever follows comes from the program, so a
@@ -53,7 +57,7 @@ class ChildSetup:
         "scratch_fd",
         "end_fd",
         "config_package_dirs",
-        "user_base",
+        "package_env",
         "start_cwd",
         "own_pipes",
         "new_session",
@@ -96,11 +100,12 @@ class ChildSetup:
         # except under the launcher's own supervision: it stays the foreground job.
         self.new_session = True
         # Package directories a pynox.toml names, granted or not (profiles, [pool]), and
-        # the user base of the user site: where the ModuleNotFoundError hint looks for
-        # a module the program could not import, besides pynox's and the interpreter's
-        # own site-packages (see pynox.engine.report._module_hint).
+        # what the caller's environment said of its packages (PackageEnv): where the
+        # ModuleNotFoundError hint looks for a module the program could not import,
+        # besides pynox's and the interpreter's own site-packages (see
+        # pynox.engine.report._module_hint).
         self.config_package_dirs: list[str] = []
-        self.user_base: str | None = None
+        self.package_env: PackageEnv = (None, None, None)
         # The working directory pynox ran in, as the program starts: its pynox.toml is
         # one of the paths no write grant may reach (see pynox.engine.hints).
         self.start_cwd: str | None = None

@@ -110,11 +110,46 @@ def _module_hint(
     of the known ones does and the run was not given it."""
     from pynox.engine.hints import missing_module_dir
 
-    candidates = setup.config_package_dirs + installed_package_dirs(setup.user_base)
+    user_base, python_path, virtual_env = setup.package_env
+    candidates = [
+        *setup.config_package_dirs,
+        *caller_package_dirs(python_path, virtual_env, setup.start_cwd),
+        *installed_package_dirs(user_base),
+    ]
     directory = missing_module_dir(exc, candidates, policy.package_dirs)
     if directory is not None:
         error["hint_kind"], error["hint_value"] = "module", directory
         error["hint"] = format_hint("module", directory, Style(setup.api_hints), None, None)
+
+
+def _python_version() -> str:
+    """The name of this interpreter's folder in a prefix's lib: python3.13 (python3.13t
+    for a free-threaded build, which keeps its packages apart)."""
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    return version + "t" if "t" in sys.abiflags else version
+
+
+def _site_packages(prefix: str, version: str) -> list[str]:
+    return [
+        f"{prefix}/{lib}/{version}/site-packages" for lib in dict.fromkeys(("lib", sys.platlibdir))
+    ]
+
+
+def caller_package_dirs(
+    python_path: str | None, virtual_env: str | None, cwd: str | None
+) -> list[str]:
+    """Where the caller's own python imports from, as its environment said before pynox
+    emptied it: the folders of PYTHONPATH (relative ones from the directory pynox ran
+    in, as python takes them), then the site-packages of the virtual environment it
+    activated (for this interpreter's version: another's packages would not import).
+    Strings only, as in installed_package_dirs."""
+    dirs = []
+    for entry in (python_path or "").split(os.pathsep):
+        if entry and (os.path.isabs(entry) or cwd is not None):
+            dirs.append(os.path.join(cwd or "/", entry))
+    if virtual_env and os.path.isabs(virtual_env):
+        dirs += _site_packages(virtual_env, _python_version())
+    return dirs
 
 
 def installed_package_dirs(user_base: str | None) -> list[str]:
@@ -126,15 +161,12 @@ def installed_package_dirs(user_base: str | None) -> list[str]:
     this is computed only once an import failed, inside the sandbox, from what
     never changes there (sys) and the user base taken before confinement.
     """
-    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    if "t" in sys.abiflags:
-        version += "t"  # a free-threaded build keeps its packages apart
+    version = _python_version()
     environment = os.path.dirname(os.path.dirname(sys.executable or "/"))
     prefixes = (environment, sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix)
     dirs = [os.path.dirname(PACKAGE_DIR)]
     for prefix in dict.fromkeys(prefixes):
-        for lib in dict.fromkeys(("lib", sys.platlibdir)):
-            dirs.append(f"{prefix}/{lib}/{version}/site-packages")
+        dirs += _site_packages(prefix, version)
         if prefix == "/usr":  # Debian's python3 and what pip installs for it
             dirs += [f"/usr/local/lib/{version}/dist-packages", "/usr/lib/python3/dist-packages"]
     if user_base:

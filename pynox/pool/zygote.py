@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from types import CodeType
     from typing import NoReturn
 
+    from pynox.engine.child_setup import PackageEnv
     from pynox.errors import SandboxError
 
 CHILD_FDS = ("stdout", "stderr", "report", "channel")
@@ -129,7 +130,7 @@ def _become_child(
     sock: socket.socket,
     fds: list[int],
     base: sandbox.CPolicy,
-    emptied: "tuple[str | None, SandboxError | None]",
+    emptied: "tuple[PackageEnv, SandboxError | None]",
     config_package_dirs: list[str],
     warmup_run: "tuple[CodeType, list[str]] | None",
     wanted_now: bool,
@@ -146,7 +147,7 @@ def _become_child(
     setup.stdout_fd, setup.stderr_fd = named["stdout"], named["stderr"]
     setup.report_fd, setup.channel_fd = named["report"], named["channel"]
     setup.api_hints = True
-    setup.user_base, setup.scrub_failure = emptied
+    setup.package_env, setup.scrub_failure = emptied
     setup.environment_emptied = True
     setup.parent_pid = os.getppid()
     setup.config_package_dirs = config_package_dirs

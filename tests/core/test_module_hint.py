@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from support.commands import pynox
+from support.commands import PYTHON, pynox, python, run
 
 PACKAGES = os.environ.get("PYNOX_TEST_PACKAGES")
 needs_packages = pytest.mark.skipif(
@@ -113,6 +113,71 @@ def test_the_user_site(tmp_path: Path) -> None:
     followed = pynox(flag, "-c", code, cwd=tmp_path, env=env)
     assert followed.returncode == 0, followed.stderr.decode()
     assert followed.stdout == b"3.0\n"
+
+
+@needs_packages
+def test_a_folder_on_pythonpath(tmp_path: Path) -> None:
+    """`PYTHONPATH=packages python chart.py` imports matplotlib from there; the sandbox
+    imports from no PYTHONPATH (its environment is emptied). The hint names the folder
+    of PYTHONPATH that holds the module; granting it works."""
+    assert PACKAGES is not None
+    script = tmp_path / "chart.py"
+    script.write_text(
+        "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n"
+        "plt.plot([1, 2, 3])\nprint(type(plt.gcf()).__name__)\n"
+    )
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "missing"), PACKAGES])}
+    assert python(str(script), cwd=tmp_path, env=env).stdout == b"Figure\n"
+    failed = pynox(str(script), cwd=tmp_path, env=env)
+    assert failed.returncode == 1
+    assert b"No module named 'matplotlib'" in failed.stderr
+    flag = _flag(failed.stderr)
+    assert flag == f"--package-dir={os.path.realpath(PACKAGES)}"
+    followed = pynox(flag, str(script), cwd=tmp_path, env=env)
+    assert followed.returncode == 0, followed.stderr.decode()
+    assert followed.stdout == b"Figure\n"
+
+
+def test_a_relative_folder_on_pythonpath(tmp_path: Path) -> None:
+    """A relative entry of PYTHONPATH is taken from the directory python runs in."""
+    (tmp_path / "libs").mkdir()
+    (tmp_path / "libs" / "tally.py").write_text("def total(xs):\n    return sum(xs)\n")
+    code = "import tally; print(tally.total([1, 2, 3]))"
+    env = {"PYTHONPATH": "libs"}
+    assert python("-c", code, cwd=tmp_path, env=env).stdout == b"6\n"
+    failed = pynox("-c", code, cwd=tmp_path, env=env)
+    flag = _flag(failed.stderr)
+    assert flag == f"--package-dir={os.path.realpath(tmp_path / 'libs')}"
+    followed = pynox(flag, "-c", code, cwd=tmp_path, env=env)
+    assert followed.returncode == 0, followed.stderr.decode()
+    assert followed.stdout == b"6\n"
+
+
+def test_an_activated_virtual_environment(tmp_path: Path) -> None:
+    """`source venv/bin/activate` sets VIRTUAL_ENV and puts the environment's python
+    first on PATH, so `python stats.py` imports what was installed there; pynox, installed
+    elsewhere, does not. The hint names that environment's site-packages; granting it
+    works."""
+    venv = tmp_path / "venv"
+    assert run([PYTHON, "-m", "venv", "--without-pip", str(venv)]).returncode == 0
+    site = venv / "lib" / VERSION / "site-packages"
+    (site / "stats_helper").mkdir(parents=True)
+    (site / "stats_helper" / "__init__.py").write_text(
+        "def mean(xs):\n    return sum(xs) / len(xs)\n"
+    )
+    code = "import stats_helper; print(stats_helper.mean([1, 2, 3]))"
+    env = {
+        "VIRTUAL_ENV": str(venv),
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+    }
+    assert run(["python", "-c", code], cwd=tmp_path, env=env).stdout == b"2.0\n"
+    failed = pynox("-c", code, cwd=tmp_path, env=env)
+    assert failed.returncode == 1
+    flag = _flag(failed.stderr)
+    assert flag == f"--package-dir={os.path.realpath(site)}"
+    followed = pynox(flag, "-c", code, cwd=tmp_path, env=env)
+    assert followed.returncode == 0, followed.stderr.decode()
+    assert followed.stdout == b"2.0\n"
 
 
 def test_the_environment_pynox_runs_in(tmp_path: Path) -> None:
