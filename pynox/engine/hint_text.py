@@ -24,6 +24,7 @@ KINDS = frozenset(
         "open_files",
         "file_size",
         "process",
+        "thread_pool",
         "metadata",
         "xattr_by_path",
         "unix_socket",
@@ -57,11 +58,20 @@ _HELD = {
 }
 
 # multiprocessing.pool.ThreadPool is no way out: its queues take multiprocessing
-# locks, which are named semaphores in /dev/shm.
+# locks, which are named semaphores in /dev/shm (THREAD_POOL_HINT).
 PROCESS_HINT = (
     "processes (subprocess, os.system, os.fork, multiprocessing, ProcessPoolExecutor) never "
     "run in the sandbox, threads do: use concurrent.futures.ThreadPoolExecutor or threading, "
     "or do the work in this program"
+)
+# A program that used threads already, through multiprocessing's ThreadPool: the
+# process hint's "threads do" would read as a contradiction.
+THREAD_POOL_HINT = (
+    "multiprocessing's ThreadPool (multiprocessing.pool.ThreadPool, multiprocessing.dummy.Pool) "
+    "never runs in the sandbox although its workers are threads: it takes multiprocessing "
+    "locks, which are named semaphores the sandbox refuses; use "
+    "concurrent.futures.ThreadPoolExecutor instead (executor.map for pool.map, "
+    "executor.submit for pool.apply_async)"
 )
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
@@ -224,6 +234,7 @@ def format_hint(
         )
     fixed = {
         "process": PROCESS_HINT,
+        "thread_pool": THREAD_POOL_HINT,
         "metadata": METADATA_HINT,
         "xattr_by_path": XATTR_BY_PATH_HINT,
         "unix_socket": UNIX_SOCKET_HINT,

@@ -255,6 +255,24 @@ def _raised_in_process_module(exc: BaseException) -> bool:
     return any(module == name or module.startswith(name + ".") for name in PROCESS_MODULES)
 
 
+def _from_thread_pool(exc: BaseException) -> bool:
+    """Whether exc was raised while a multiprocessing ThreadPool was being made
+    (multiprocessing.dummy.Pool makes one too): its workers are threads, but it takes
+    multiprocessing locks all the same."""
+    pool = sys.modules.get("multiprocessing.pool")
+    thread_pool = getattr(pool, "ThreadPool", None)
+    init = getattr(thread_pool, "__init__", None)
+    code = getattr(init, "__code__", None)
+    if code is None:
+        return False
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is code:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _sqlite_open_failure(
     exc: BaseException, event: "tuple[str, tuple[Any, ...]] | None"
 ) -> str | None:
@@ -394,7 +412,7 @@ def _classify_os_error(
     if exc.errno not in _DENIED_ERRNOS:
         return None, None, path
     if name in PROCESS_EVENTS or _raised_in_process_module(exc):
-        return "process", None, path
+        return ("thread_pool" if _from_thread_pool(exc) else "process"), None, path
     if name == "socket.__new__" and path is None and event is not None:
         family = event[1][1] if len(event[1]) > 1 else None
         if sockets is not None and family in (sockets.AF_INET, sockets.AF_INET6):

@@ -123,3 +123,77 @@ def test_only_a_refusal_raised_in_multiprocessing_is_about_processes() -> None:
         namespace["lock"]()  # type: ignore[operator]
     except PermissionError as exc:
         assert classify(exc, None) == (None, None, None)
+
+
+THREAD_POOL_HINT = (
+    "multiprocessing's ThreadPool (multiprocessing.pool.ThreadPool, multiprocessing.dummy.Pool) "
+    "never runs in the sandbox although its workers are threads: it takes multiprocessing "
+    "locks, which are named semaphores the sandbox refuses; use "
+    "concurrent.futures.ThreadPoolExecutor instead (executor.map for pool.map, "
+    "executor.submit for pool.apply_async)"
+)
+
+# Thread pools of multiprocessing's, each with the same program written as the hint says.
+THREAD_POOLS = {
+    "thread-pool": (
+        """
+        from multiprocessing.pool import ThreadPool
+        with ThreadPool(4) as pool:
+            print(sum(pool.map(abs, range(-100, 0))))
+            print(pool.apply_async(pow, (2, 10)).get())
+        """,
+        """
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(4) as executor:
+            print(sum(executor.map(abs, range(-100, 0))))
+            print(executor.submit(pow, 2, 10).result())
+        """,
+    ),
+    "dummy-pool": (
+        """
+        import multiprocessing.dummy
+        with multiprocessing.dummy.Pool(4) as pool:
+            print(sum(pool.map(abs, range(-100, 0))))
+            print(pool.apply_async(pow, (2, 10)).get())
+        """,
+        """
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(4) as executor:
+            print(sum(executor.map(abs, range(-100, 0))))
+            print(executor.submit(pow, 2, 10).result())
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(THREAD_POOLS))
+def test_a_thread_pool_of_multiprocessing_gets_the_thread_pool_hint(
+    tmp_path: Path, name: str
+) -> None:
+    """multiprocessing's ThreadPool runs threads, yet it fails on a multiprocessing lock:
+    the hint names ThreadPool and the executor to use instead (not "threads do", which the
+    program did), and the program rewritten as it says runs."""
+    failing, rewritten = THREAD_POOLS[name]
+    script = _script(tmp_path, failing)
+    proc = pynox(str(script), cwd=tmp_path)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert "PermissionError" in err
+    assert err.splitlines()[-1] == f"pynox: {THREAD_POOL_HINT}"
+    result = json.loads(pynox("--json", str(script), cwd=tmp_path).stdout)
+    assert result["error"]["hint"] == THREAD_POOL_HINT
+    followed = pynox(str(_script(tmp_path, rewritten)), cwd=tmp_path)
+    assert followed.returncode == 0, followed.stderr.decode()
+    assert followed.stdout == b"5050\n1024\n"
+
+
+def test_the_thread_pool_hint_in_the_api(tmp_path: Path) -> None:
+    import pynox as api
+
+    failing, rewritten = THREAD_POOLS["thread-pool"]
+    first = api.run(textwrap.dedent(failing))
+    assert first.exit == 1
+    assert first.error is not None and first.error["hint"] == THREAD_POOL_HINT
+    second = api.run(textwrap.dedent(rewritten))
+    assert second.exit == 0, second.text
+    assert second.stdout == "5050\n1024\n"
