@@ -32,6 +32,7 @@ KINDS = frozenset(
         "network",
         "read",
         "list",
+        "user_name",
         "write",
         "entries",
         "read_write",
@@ -249,6 +250,12 @@ def format_hint(
     if kind in ("read", "list"):
         noun = "listing" if kind == "list" else "reading"
         return f"{noun} {value} is not allowed{style.ask('allow_read', value)}"
+    if kind == "user_name":
+        return (
+            "the program looked up the user's name (getpass.getuser(), pwd.getpwuid()) in "
+            f"{value}, since the environment holds none, and reading {value} is not "
+            f"allowed{style.ask('allow_read', value)}"
+        )
     if kind == "write":
         return f"writing {value} is not allowed{style.ask('allow_write', value)}"
     if kind == "entries":

@@ -330,6 +330,9 @@ def _classify(
     if database is not None:
         kind, target = _sqlite_folder(database, policy)
         return kind, target, database
+    if _user_not_found(exc):
+        kind, target = _only_missing("read", _PASSWD, policy)
+        return ("user_name" if kind is not None else None), target, target
     exc = _underlying(exc)
     if not isinstance(exc, OSError) or _is_tls_error(exc):
         return None, None, None
@@ -337,6 +340,27 @@ def _classify(
     if kind == "network" and policy is not None and policy.allow_network:
         return None, None, path  # granted already: something else refused it
     return kind, target, path
+
+
+# Where the C library finds a user's name when the environment has none.
+_PASSWD = "/etc/passwd"
+
+
+def _user_not_found(exc: BaseException) -> bool:
+    """Whether exc is, or comes from, pwd.getpwuid() not finding the program's own user:
+    what getpass.getuser() falls back on without LOGNAME or USER in the environment (it
+    raises that KeyError up to Python 3.12, and an OSError from it since 3.13). In the
+    sandbox /etc/passwd is not readable, so no user is found. Another uid may be in no
+    file at all: reading one would not be sure to help."""
+    own = f"getpwuid(): uid not found: {os.getuid()}"
+    current: BaseException | None = exc
+    for _ in range(4):
+        if current is None:
+            return False
+        if isinstance(current, KeyError) and current.args == (own,):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _where_writable(kind: str, target: str, cwd: str) -> str:

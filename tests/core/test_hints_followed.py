@@ -283,3 +283,53 @@ def test_the_api_hint_for_the_working_directory_names_a_folder_inside_it(
         (cwd / "out").mkdir()
         second = pool.run("open('out/x.txt', 'w').write('x')", allow_write=[out])
         assert second.ok, second.text
+
+
+GETUSER = "import getpass; print(getpass.getuser() == {user!r})"
+GETPWUID = "import os, pwd; print(pwd.getpwuid(os.getuid()).pw_name == {user!r})"
+
+
+@pytest.mark.parametrize("code", [GETUSER, GETPWUID], ids=["getpass", "pwd"])
+def test_the_user_name_is_hinted_as_etc_passwd(tmp_path: Path, code: str) -> None:
+    """Without LOGNAME or USER in its environment (the sandbox's is empty), getpass.getuser()
+    looks the user up in /etc/passwd, which is not readable: OSError "No username set in
+    the environment" (a KeyError before Python 3.13). The hint names /etc/passwd, and
+    granting it works."""
+    import pwd
+
+    user = pwd.getpwuid(os.getuid()).pw_name
+    program = code.format(user=user)
+    proc, hints = follow(lambda flags: pynox(*flags, "-c", program, cwd=tmp_path), [])
+    assert proc.stdout == b"True\n"
+    assert hints == [
+        "pynox: the program looked up the user's name (getpass.getuser(), pwd.getpwuid()) in "
+        "/etc/passwd, since the environment holds none, and reading /etc/passwd is not "
+        "allowed; grant it with --allow-read=/etc/passwd"
+    ]
+
+
+def test_the_user_name_hint_in_the_api() -> None:
+    import pwd
+
+    import pynox as api
+
+    program = GETUSER.format(user=pwd.getpwuid(os.getuid()).pw_name)
+    first = api.run(program)
+    assert first.exit == 1 and first.error is not None
+    assert first.error["hint"] is not None
+    assert first.error["hint"].endswith("grant it with allow_read=['/etc/passwd']")
+    second = api.run(program, allow_read=["/etc/passwd"])
+    assert second.exit == 0, second.text
+    assert second.stdout == "True\n"
+
+
+def test_no_user_name_hint_for_another_uid_or_once_granted(tmp_path: Path) -> None:
+    """Another uid may be in no file at all, and a granted /etc/passwd that lacks the
+    user is no denial: no hint either way."""
+    for flags, code in (
+        ((), "import pwd; pwd.getpwuid(4242424)"),
+        (("--allow-read=/etc/passwd",), "import pwd; pwd.getpwuid(4242424)"),
+    ):
+        proc = pynox(*flags, "-c", code, cwd=tmp_path)
+        assert proc.returncode == 1
+        assert proc.stderr.decode().splitlines()[-1].startswith("KeyError"), proc.stderr
