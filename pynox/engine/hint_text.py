@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 KINDS = frozenset(
     {
         "memory",
+        "thread_stacks",
         "native_abort",
         "native_exit",
         "open_files",
@@ -182,6 +183,28 @@ def _memory_hint(what: str, style: Style, memory: int) -> str:
     return f"{under}; raise the limit with {style.limit('memory', larger)}"
 
 
+# The size of a thread's stack unless threading.stack_size() sets another: the C
+# library's default, from the stack limit pynox starts with (8 MiB on most systems).
+_THREAD_STACK = "8 MiB"
+
+
+def _thread_stacks_hint(style: Style, memory: int) -> str:
+    """A thread could not start: its stack did not fit under the memory limit."""
+    counts = (
+        f"a thread could not start: each thread's stack ({_THREAD_STACK} by default) counts "
+        f"against the {format_size(memory)} memory limit"
+    )
+    fewer = "run fewer threads at once (concurrent.futures.ThreadPoolExecutor(max_workers=4))"
+    smaller = "make their stacks smaller before starting them (threading.stack_size(1 << 20))"
+    if style.larger("memory", memory, memory * 2) is None:
+        return f"{counts}, the most {LIMITED_BY} allows; {fewer} or {smaller}"
+    name = GRANTS_BY_NAME["memory"].flag if not style.api else "memory"
+    return (
+        f"{counts}; {fewer}, {smaller}, or raise the limit with {name} by {_THREAD_STACK} "
+        "for each thread that runs at once"
+    )
+
+
 def format_hint(
     kind: object, target: object, style: Style, memory: int | None, max_file_size: int | None
 ) -> str | None:
@@ -201,6 +224,8 @@ def format_hint(
             f"the program used up its {format_size(memory)} memory limit; allocate less "
             f"or raise the limit with {style.limit('memory', larger)}"
         )
+    if kind == "thread_stacks":
+        return None if memory is None else _thread_stacks_hint(style, memory)
     if kind == "native_abort":
         if memory is None:
             return None

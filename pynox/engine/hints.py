@@ -323,6 +323,10 @@ def _classify(
 ) -> tuple[str | None, str | None, str | None]:
     if isinstance(exc, MemoryError):
         return "memory", None, None
+    if isinstance(exc, RuntimeError) and exc.args == ("can't start new thread",):
+        # threading's word for a stack that could not be mapped, under a memory
+        # limit because the limit counts it (no hint without one).
+        return "thread_stacks", None, None
     database = _sqlite_open_failure(exc, event)
     if database is not None:
         return _sqlite_database(database, policy)

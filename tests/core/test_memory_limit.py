@@ -451,3 +451,75 @@ def test_a_memory_error_with_no_limit_set_gets_no_hint(tmp_path: Path, mode: str
         result = client.run({"id": "m", "code": code})
     assert (result["error"]["type"], result["error"]["hint"]) == ("MemoryError", None)
     assert "pynox" not in result["stderr"]
+
+
+# Forty threads at once: with 8 MiB stacks, 320 MiB, past a 128 MiB limit.
+THREADS = """
+    import threading, time
+    {setup}
+    threads = [threading.Thread(target=time.sleep, args=(0.2,)) for _ in range(40)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(len(threads), "threads")
+"""
+THREAD_POOL = """
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=4) as executor:
+        print(len(list(executor.map(time.sleep, [0.01] * 40))), "threads")
+"""
+THREAD_STACKS_HINT = (
+    "a thread could not start: each thread's stack (8 MiB by default) counts against the "
+    "128m memory limit; run fewer threads at once "
+    "(concurrent.futures.ThreadPoolExecutor(max_workers=4)), make their stacks smaller before "
+    "starting them (threading.stack_size(1 << 20)), or raise the limit with {flag} by 8 MiB "
+    "for each thread that runs at once"
+)
+eight_mib_stacks = pytest.mark.skipif(
+    resource.getrlimit(resource.RLIMIT_STACK)[0] != 8 * MIB,
+    reason="thread stacks are 8 MiB only where the stack limit is (ulimit -s 8192)",
+)
+
+
+@eight_mib_stacks
+def test_threads_past_the_limit_get_the_thread_stacks_hint_and_each_way_out_works(
+    tmp_path: Path,
+) -> None:
+    """Each thread's stack counts against --memory: forty threads do not start under
+    128m. The hint says so, and each of its ways out works: a larger limit, fewer threads
+    at once, smaller stacks."""
+    script = tmp_path / "threads.py"
+    script.write_text(textwrap.dedent(THREADS.format(setup="")))
+    failed = pynox("--memory=128m", str(script), cwd=tmp_path)
+    err = failed.stderr.decode()
+    assert failed.returncode == 1
+    assert "RuntimeError: can't start new thread" in err
+    assert err.splitlines()[-1] == "pynox: " + THREAD_STACKS_HINT.format(flag="--memory")
+    result = json.loads(pynox("--json", "--memory=128m", str(script), cwd=tmp_path).stdout)
+    assert result["error"]["hint"] == THREAD_STACKS_HINT.format(flag="--memory")
+    # 128 MiB and 8 MiB for each of the forty threads.
+    raised = pynox(f"--memory={128 + 40 * 8}m", str(script), cwd=tmp_path)
+    assert raised.stdout == b"40 threads\n", raised.stderr.decode()
+    smaller = tmp_path / "smaller.py"
+    smaller.write_text(textwrap.dedent(THREADS.format(setup="threading.stack_size(1 << 20)")))
+    ran = pynox("--memory=128m", str(smaller), cwd=tmp_path)
+    assert ran.stdout == b"40 threads\n", ran.stderr.decode()
+    fewer = tmp_path / "fewer.py"
+    fewer.write_text(textwrap.dedent(THREAD_POOL))
+    ran = pynox("--memory=128m", str(fewer), cwd=tmp_path)
+    assert ran.stdout == b"40 threads\n", ran.stderr.decode()
+
+
+@eight_mib_stacks
+def test_the_thread_stacks_hint_in_the_api() -> None:
+    import pynox as api
+
+    code = textwrap.dedent(THREADS.format(setup=""))
+    first = api.run(code, memory="128m")
+    assert first.exit == 1 and first.error is not None
+    assert first.error["hint"] == THREAD_STACKS_HINT.format(flag="memory")
+    second = api.run(code, memory=f"{128 + 40 * 8}m")
+    assert second.exit == 0, second.text
+    assert second.stdout == "40 threads\n"
