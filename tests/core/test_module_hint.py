@@ -43,6 +43,20 @@ def _flag(stderr: bytes) -> str:
     return found.group(0)
 
 
+def _follow(
+    program: list[str], cwd: Path, env: dict[str, str], folder: str | Path, printed: bytes
+) -> None:
+    """The run fails with a hint naming --package-dir=folder (resolved); run again with it,
+    it prints what python printed."""
+    failed = pynox(*program, cwd=cwd, env=env)
+    assert failed.returncode == 1, failed.stderr.decode()
+    flag = _flag(failed.stderr)
+    assert flag == f"--package-dir={os.path.realpath(folder)}"
+    followed = pynox(flag, *program, cwd=cwd, env=env)
+    assert followed.returncode == 0, followed.stderr.decode()
+    assert followed.stdout == printed
+
+
 def _link_tree(source: Path, target: Path) -> None:
     """A copy of a package, made of hard links where the file system allows them."""
 
@@ -105,14 +119,7 @@ def test_the_user_site(tmp_path: Path) -> None:
         if (Path(PACKAGES) / name).exists():
             _link_tree(Path(PACKAGES) / name, site / name)
     env = {"HOME": str(home)}
-    code = "import numpy; print(numpy.ones(3).sum())"
-    failed = pynox("-c", code, cwd=tmp_path, env=env)
-    assert failed.returncode == 1
-    flag = _flag(failed.stderr)
-    assert flag == f"--package-dir={os.path.realpath(site)}"
-    followed = pynox(flag, "-c", code, cwd=tmp_path, env=env)
-    assert followed.returncode == 0, followed.stderr.decode()
-    assert followed.stdout == b"3.0\n"
+    _follow(["-c", "import numpy; print(numpy.ones(3).sum())"], tmp_path, env, site, b"3.0\n")
 
 
 @needs_packages
@@ -128,14 +135,8 @@ def test_a_folder_on_pythonpath(tmp_path: Path) -> None:
     )
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "missing"), PACKAGES])}
     assert python(str(script), cwd=tmp_path, env=env).stdout == b"Figure\n"
-    failed = pynox(str(script), cwd=tmp_path, env=env)
-    assert failed.returncode == 1
-    assert b"No module named 'matplotlib'" in failed.stderr
-    flag = _flag(failed.stderr)
-    assert flag == f"--package-dir={os.path.realpath(PACKAGES)}"
-    followed = pynox(flag, str(script), cwd=tmp_path, env=env)
-    assert followed.returncode == 0, followed.stderr.decode()
-    assert followed.stdout == b"Figure\n"
+    assert b"No module named 'matplotlib'" in pynox(str(script), cwd=tmp_path, env=env).stderr
+    _follow([str(script)], tmp_path, env, PACKAGES, b"Figure\n")
 
 
 def test_a_relative_folder_on_pythonpath(tmp_path: Path) -> None:
@@ -145,12 +146,7 @@ def test_a_relative_folder_on_pythonpath(tmp_path: Path) -> None:
     code = "import tally; print(tally.total([1, 2, 3]))"
     env = {"PYTHONPATH": "libs"}
     assert python("-c", code, cwd=tmp_path, env=env).stdout == b"6\n"
-    failed = pynox("-c", code, cwd=tmp_path, env=env)
-    flag = _flag(failed.stderr)
-    assert flag == f"--package-dir={os.path.realpath(tmp_path / 'libs')}"
-    followed = pynox(flag, "-c", code, cwd=tmp_path, env=env)
-    assert followed.returncode == 0, followed.stderr.decode()
-    assert followed.stdout == b"6\n"
+    _follow(["-c", code], tmp_path, env, tmp_path / "libs", b"6\n")
 
 
 def test_an_activated_virtual_environment(tmp_path: Path) -> None:
@@ -171,13 +167,7 @@ def test_an_activated_virtual_environment(tmp_path: Path) -> None:
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
     }
     assert run(["python", "-c", code], cwd=tmp_path, env=env).stdout == b"2.0\n"
-    failed = pynox("-c", code, cwd=tmp_path, env=env)
-    assert failed.returncode == 1
-    flag = _flag(failed.stderr)
-    assert flag == f"--package-dir={os.path.realpath(site)}"
-    followed = pynox(flag, "-c", code, cwd=tmp_path, env=env)
-    assert followed.returncode == 0, followed.stderr.decode()
-    assert followed.stdout == b"2.0\n"
+    _follow(["-c", code], tmp_path, env, site, b"2.0\n")
 
 
 def test_the_environment_pynox_runs_in(tmp_path: Path) -> None:
@@ -186,15 +176,8 @@ def test_the_environment_pynox_runs_in(tmp_path: Path) -> None:
     here (the suite runs from pynox's environment). The hint names that environment's
     site-packages, and a --package-dir of it is accepted although pynox lives there
     (only writes to it are refused)."""
-    code = "import pytest; print(pytest.__name__)"
-    failed = pynox("-c", code, cwd=tmp_path)
-    assert failed.returncode == 1
-    flag = _flag(failed.stderr)
     site = os.path.dirname(os.path.dirname(pytest.__file__))
-    assert flag == f"--package-dir={os.path.realpath(site)}"
-    followed = pynox(flag, "-c", code, cwd=tmp_path)
-    assert followed.returncode == 0, followed.stderr.decode()
-    assert followed.stdout == b"pytest\n"
+    _follow(["-c", "import pytest; print(pytest.__name__)"], tmp_path, {}, site, b"pytest\n")
 
 
 def test_no_hint_names_a_directory_already_granted(tmp_path: Path) -> None:
