@@ -375,7 +375,7 @@ def _call_host(
         return {"host_error": {"call": call, "message": _describe(exc)}}
     try:
         # Written and read back as the pool will read it (RFC 8259 JSON only): NaN, an
-        # integer beyond a double and an object whose keys meet once written ({1: 2,
+        # integer beyond a double and a dict with two keys that JSON writes alike ({1: 2,
         # "1": 3}) are refused here, where the waiting call can be told, not by the pool.
         encoded = strict_json.dumps(value)
         strict_json.loads(encoded, unique_keys=True)
