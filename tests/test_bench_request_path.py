@@ -125,15 +125,17 @@ def test_a_request_with_a_moment_outside_its_window_is_left_out(
 def test_the_tool_traces_a_pool(tmp_path: Path) -> None:
     if not perf_trace.may_trace("sched:sched_switch", tmp_path):
         pytest.skip("perf is missing here, or may not trace the scheduler")
+    # Only a few requests in a hundred show every moment of their path on some machines
+    # (a child woken before its request's window, say): enough of them that one does.
     completed = subprocess.run(
-        [sys.executable, str(BENCH / "request_path.py"), "--requests=30", "--pause=0.01"],
+        [sys.executable, str(BENCH / "request_path.py"), "--requests=100", "--pause=0.01"],
         capture_output=True,
         text=True,
         cwd=tmp_path,
         timeout=120,
     )
     assert completed.returncode == 0, completed.stdout + completed.stderr
-    traced = re.search(r"^(\d+) of 30 requests traced whole", completed.stdout, re.MULTILINE)
+    traced = re.search(r"^(\d+) of 100 requests traced whole", completed.stdout, re.MULTILINE)
     assert traced is not None and int(traced[1]) > 0, completed.stdout
     figures = {}
     for name in (*request_path.STRETCHES, "the whole request", "the whole request, untraced"):
