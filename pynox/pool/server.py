@@ -1687,7 +1687,11 @@ def _preload(modules: list[str], package_dirs: list[str]) -> None:
             except Exception as exc:  # noqa: BLE001 - any failure is the user's to see
                 hint = ""
                 if isinstance(exc, ModuleNotFoundError):
-                    hint = " (give the directory it is installed in with --package-dir)"
+                    # Named as both interfaces spell it: the Python API starts this command.
+                    hint = (
+                        " (add the directory it is installed in to the pool's package_dirs,"
+                        " --package-dir on the command line)"
+                    )
                 raise PynoxError(
                     f"cannot preload {module}: {exc!r}{hint}; fix or remove it"
                 ) from None

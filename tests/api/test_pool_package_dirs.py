@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pynox.api.connection import PoolError
 from pynox.api.pool import Pool
 
 PACKAGES = os.environ.get("PYNOX_TEST_PACKAGES")
@@ -74,3 +75,17 @@ def test_the_hint_for_a_module_of_an_unused_profile_works_when_followed(tmp_path
         assert failed.error["hint"].endswith(f"package_dirs=[{directory!r}]")
         followed = pool.run("import numpy; print(numpy.arange(3).sum())", package_dirs=[directory])
         assert followed.ok and followed.stdout == "3\n", followed.text
+
+
+@needs_packages
+def test_a_preload_the_pool_cannot_find_names_the_keyword_that_finds_it() -> None:
+    """Pool() starts the pool command, whose refusal must not speak only in its flags."""
+    assert PACKAGES is not None
+    pool = Pool(preload=["pandas"], workers=1)
+    with pytest.raises(PoolError) as refused:
+        pool.run("pass")
+    pool.close()
+    assert "cannot preload pandas" in str(refused.value)
+    assert "package_dirs" in str(refused.value)
+    with Pool(preload=["pandas"], package_dirs=[PACKAGES], workers=1) as followed:
+        assert followed.run("import sys; print('pandas' in sys.modules)").stdout == "True\n"
