@@ -61,6 +61,8 @@ class _Pending:
     # the function's name. A control_error for the request means the pool refused the
     # line, and the call still waits (_refused_answers).
     answered: dict[object, str] = field(default_factory=dict)
+    # A control line waited on (close_session): a control_error answers it as a result does.
+    control: bool = False
 
 
 class _Connection:
@@ -318,7 +320,14 @@ class _Connection:
                 pending.on_output(message)
             return
         if event == "control_error" and key is not None:
-            self._refused_answers(key, message.get("message"))
+            with self._lock:
+                pending = self._pending.get(key)
+                if pending is not None and pending.control:
+                    del self._pending[key]
+            if pending is not None and pending.control:
+                _resolve(pending.future, message)
+            else:
+                self._refused_answers(key, message.get("message"))
             return
         if event is not None or key is None:
             return  # an event this client does not know, or a result for no request of ours

@@ -391,7 +391,9 @@ class Pool:
         if not wait:
             connection.send({"id": connection.request_id(), "close_session": session_id})
             return
-        pending = _Pending(budget=STALL_MARGIN, functions={})
+        # A pool that no longer knows the session (it restarted, or refused the session's
+        # first step) answers with a control_error, which ends the wait too.
+        pending = _Pending(budget=STALL_MARGIN, functions={}, control=True)
         future = connection.submit({"close_session": session_id}, pending)
         with contextlib.suppress(FutureTimeout):
             future.result(timeout=STALL_MARGIN * 2)

@@ -217,6 +217,23 @@ def test_ctrl_c_during_a_step_ends_the_session_and_says_so(pool: Pool) -> None:
         assert after.session["restarted"] and session.alive
 
 
+def test_closing_a_session_the_pool_no_longer_knows_returns_at_once() -> None:
+    """After the pool process restarted, the new one has never heard of the session: its
+    close is refused at once, and that refusal ends the wait (it used to wait 30 s, then
+    stop the whole pool as stalled)."""
+    with Pool(workers=1) as restarting:
+        session = restarting.session()
+        assert session.run("x = 1").ok
+        first = restarting.pid
+        assert first is not None
+        os.kill(first, signal.SIGKILL)
+        assert wait_until(lambda: restarting.run("pass").ok)
+        started = time.monotonic()
+        session.close()
+        assert time.monotonic() - started < 5
+        assert session.closed and not session.alive
+
+
 def test_session_tool_keeps_state(pool: Pool) -> None:
     notebook = pool.tool(session=True)
     assert "persistent" in (notebook.__doc__ or "")
