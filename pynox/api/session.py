@@ -37,6 +37,7 @@ class Session:
         self._steps = 0
         self._alive = False
         self._closed = False
+        self._sent = False  # a step went to the pool, which may hold the session since
         self._generation: int | None = None
         self._finalizer = weakref.finalize(self, _close_quietly, weakref.ref(pool), self.id)
 
@@ -82,9 +83,9 @@ class Session:
             if self._closed:
                 return
             self._closed = True
-            started = self._generation is not None
+            sent = self._sent
         self._finalizer.detach()
-        if started:
+        if sent:  # a step still running finishes first; the pool then ends the session
             self.pool._close_session(self.id, wait=True)
 
     def __enter__(self) -> Session:
@@ -97,8 +98,10 @@ class Session:
         return f"<pynox.Session {self.id} steps={self.steps} alive={self.alive}>"
 
     def _step_spec(self, name: str | None, files: Files = None) -> Spec:
-        if self._closed:
-            raise PoolError("this session is closed; start another with pool.session()")
+        with self._lock:
+            if self._closed:
+                raise PoolError("this session is closed; start another with pool.session()")
+            self._sent = True
         if (name is None or name == self._spec.name) and files is None:
             return self._spec
         spec = Spec.__new__(Spec)
@@ -123,7 +126,13 @@ class Session:
             self._generation = generation
             self._steps += 1
             self._alive = info is not None and not info.get("ended") and not self._closed
-            return result
+            # Closed while this step ran: a close that reached the pool before the step
+            # found nothing to close, and the step then started the session; so close it
+            # again (a pool that did close it refuses this one, harmlessly).
+            reopened = self._closed and info is not None and not info.get("ended")
+        if reopened:
+            self.pool._close_session(self.id, wait=False)
+        return result
 
 
 def _fields(result: Result) -> dict[str, Any]:

@@ -234,6 +234,27 @@ def test_closing_a_session_the_pool_no_longer_knows_returns_at_once() -> None:
         assert session.closed and not session.alive
 
 
+def test_closing_a_session_during_its_first_step_frees_its_place(tmp_path: Path) -> None:
+    """The running step finishes, then the session is gone from the pool: its place among
+    max_sessions is free for the next one."""
+    config = tmp_path / "pynox.toml"
+    config.write_text("[pool]\nmax_sessions = 1\n")
+    with Pool(config=config, workers=1) as one_session:
+        first = one_session.session()
+        steps: list[Result] = []
+        running = threading.Thread(
+            target=lambda: steps.append(first.run("import time\ntime.sleep(0.5)\nprint(1)"))
+        )
+        running.start()
+        assert wait_until(lambda: first.pool.info is not None)
+        time.sleep(0.2)  # the step is running
+        first.close()
+        running.join(15)
+        assert steps[0].text == "1"
+        with one_session.session() as second:
+            assert second.run("print(2)").text == "2"
+
+
 def test_session_tool_keeps_state(pool: Pool) -> None:
     notebook = pool.tool(session=True)
     assert "persistent" in (notebook.__doc__ or "")
