@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 from pynox.api.result import CLOSED_POOL_HINT, failure
 
 MAX_HOST_VALUE = 8 << 20  # what one host call can carry back into the sandbox
+# Characters of a host function's exception message the program's HostError gets: far
+# within a protocol line (MAX_LINE) however JSON escapes them, and more than a model reads.
+MAX_HOST_ERROR = 64 << 10
 READY_TIMEOUT = 120.0  # preloading pandas on a cold disk takes a few seconds, not minutes
 STALL_MARGIN = 15.0  # beyond the longest pending timeout: the pool is stuck
 CLOSE_GRACE = 5.0
@@ -415,6 +418,8 @@ def _describe(exc: BaseException) -> str:
         text = str(exc)
     except Exception:  # noqa: BLE001 - the exception's own __str__ is the host's code
         text = ""
+    if len(text) > MAX_HOST_ERROR:
+        text = f"{text[:MAX_HOST_ERROR]}... ({len(text) - MAX_HOST_ERROR} more characters)"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -176,6 +176,28 @@ def test_a_host_result_the_pool_would_refuse_raises_hosterror_at_once(pool: Pool
     assert time.monotonic() - started < 5
 
 
+def test_a_huge_host_error_reaches_the_program_cut(pool: Pool) -> None:
+    """An exception that carries a whole response body is longer than a protocol line:
+    the program gets its message cut, at once, not a Timeout (whose hint, to raise the
+    limit, would not help)."""
+
+    def fetch(url: str) -> str:
+        raise RuntimeError("the service answered: " + "<html>" * (3 << 20))
+
+    program = (
+        "from pynox_host import fetch, HostError\n"
+        "try:\n"
+        "    fetch('https://example.com')\n"
+        "except HostError as exc:\n"
+        "    print(len(str(exc)) < 70_000, str(exc)[:35], str(exc)[-16:])\n"
+    )
+    started = time.monotonic()
+    r = pool.run(program, functions={"fetch": fetch}, timeout="10s")
+    assert r.ok, r.text
+    assert r.stdout == "True RuntimeError: the service answered: more characters)\n", r.stdout
+    assert time.monotonic() - started < 5
+
+
 def test_sessions_keep_state_and_restart_after_a_timeout(pool: Pool) -> None:
     with pool.session(timeout="1s") as session:
         assert not session.alive and session.steps == 0
