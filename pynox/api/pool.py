@@ -282,13 +282,9 @@ class Pool:
         now; the function returns the Result's `text`. With session=True every call runs in
         one persistent session.
         """
-        if not isinstance(session, bool):
-            raise TypeError("session takes True or False")
-        spec = Spec.of("tool", options)
-        if spec.files:
-            raise TypeError("a tool takes no files; give them to pool.run or session.run")
-        from pynox.api.tool import make_tool
+        from pynox.api.tool import make_tool, tool_spec
 
+        spec = tool_spec(session, options)
         return make_tool(self, spec, Session(self, spec) if session else None)
 
     def run_spec(self, code: str, spec: Spec, session: Session | None = None) -> Result:

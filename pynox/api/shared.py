@@ -87,6 +87,27 @@ def tool(
     come from `profile` in pynox.toml and the keyword arguments, relative paths resolved
     against the current directory now. session=True keeps one persistent session, so
     variables survive from one call to the next. `run_python.run(code)` returns the whole
-    Result instead of its text, images included.
+    Result instead of its text, images included. It runs on the shared pool of the process
+    that calls it: a tool made before a fork (a web server or task queue that imports the
+    application, then forks its workers) works in each worker.
     """
-    return default_pool().tool(session=session, **options)
+    from pynox.api.session import Session
+    from pynox.api.tool import describe, tool_function, tool_spec
+
+    spec = tool_spec(session, options)
+    # The session in use, with the pool it belongs to: a new pool (after a fork) gets a
+    # new session, as the session's process was the old pool's.
+    steps: list[Session] = []
+    steps_lock = threading.Lock()
+
+    def run(code: str) -> Result:
+        pool = default_pool()
+        if not session:
+            return pool.run_spec(code, spec)
+        with steps_lock:
+            if not steps or steps[0].pool is not pool:
+                steps[:] = [Session(pool, spec)]
+            step_session = steps[0]
+        return step_session.run(code)
+
+    return tool_function(run, describe(default_pool(), spec, session=session))

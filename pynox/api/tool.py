@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import inspect
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from pynox.api.options import effective_grants, function_spec
+from pynox.api.options import Spec, effective_grants, function_spec
 from pynox.policy.grants import GRANT_FIELDS
 from pynox.unit_format import format_duration
 
 if TYPE_CHECKING:
-    from pynox.api.options import Spec
     from pynox.api.pool import Pool
     from pynox.api.result import Result
     from pynox.api.session import Session
@@ -28,18 +27,33 @@ if TYPE_CHECKING:
 TOOL_NAME = "run_python"
 
 
-def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Callable[[str], str]:
-    """`run_python(code: str) -> str` running on `pool` (in `session`, if given).
+def tool_spec(session: object, options: Mapping[str, Any]) -> Spec:
+    """The checked options of a tool (Pool.tool, pynox.tool)."""
+    if not isinstance(session, bool):
+        raise TypeError("session takes True or False")
+    spec = Spec.of("tool", options)
+    if spec.files:
+        raise TypeError("a tool takes no files; give them to pool.run or session.run")
+    return spec
 
-    Its attribute `run(code)` runs the same way and returns the whole Result: for a
-    framework whose tools can hand the model images (`Result.images`) besides text.
-    """
-    doc = describe(pool, spec, session=session is not None)
+
+def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Callable[[str], str]:
+    """`run_python(code: str) -> str` running on `pool` (in `session`, if given)."""
 
     def run(code: str) -> Result:
         if session is not None:
             return session.run(code)
         return pool.run_spec(code, spec)
+
+    return tool_function(run, describe(pool, spec, session=session is not None))
+
+
+def tool_function(run: Callable[[str], Result], doc: str) -> Callable[[str], str]:
+    """`run_python(code: str) -> str`, the text of `run(code)`, documented by `doc`.
+
+    Its attribute `run(code)` runs the same way and returns the whole Result: for a
+    framework whose tools can hand the model images (`Result.images`) besides text.
+    """
 
     def run_python(code: str) -> str:
         return run(code).text

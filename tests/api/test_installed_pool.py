@@ -411,3 +411,27 @@ def test_a_forked_child_gets_its_own_default_pool() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
     assert pynox.run("print(4)").text == "4"
     parent_pool.close()
+
+
+def test_a_tool_made_before_a_fork_works_in_the_child() -> None:
+    """A web server or task queue imports the application, which makes its tools, then
+    forks its workers: each worker's calls run on its own shared pool."""
+    run_python = pynox.tool()
+    notebook = pynox.tool(session=True)
+    assert notebook("x = 1") == "(no output)"  # a session of the parent's pool
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads running
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        status = 1
+        try:
+            ran = run_python("print(2)") == "2"
+            fresh = notebook("y = 2\nprint('x' in globals())").startswith("False")
+            kept = notebook("print(y)") == "2"
+            status = 0 if ran and fresh and kept else 2
+            pynox.api.shared._close()
+        finally:
+            os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert notebook("print(x)") == "1"  # the parent's session goes on
