@@ -66,6 +66,8 @@ class _Pending:
     answered: dict[object, str] = field(default_factory=dict)
     # A control line waited on (close_session): a control_error answers it as a result does.
     control: bool = False
+    # Why the client refuses the request itself, without sending it (an unknown profile).
+    refusal: str | None = None
 
 
 class _Connection:
@@ -117,6 +119,9 @@ class _Connection:
 
     def submit(self, request: dict[str, Any], pending: _Pending) -> Future[dict[str, Any]]:
         future = pending.future
+        if pending.refusal is not None:
+            future.set_result(failure("RequestError", pending.refusal, hint=None).raw)
+            return future
         key = pending.key = self.request_id()
         try:
             text = json.dumps({"id": key, **request}, separators=(",", ":"), allow_nan=False)

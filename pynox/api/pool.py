@@ -364,9 +364,15 @@ class Pool:
 
     def _pending(self, spec: Spec) -> _Pending:
         try:
-            timeout = effective_grants(spec, self._load_config()).timeout
-        except ValueError:
-            timeout = None  # the pool refuses the request and says why
+            config = self._load_config()
+        except ValueError:  # the file broke since the pool read it: the pool decides
+            return _Pending(budget=DEFAULT_TIMEOUT, functions=spec.functions)
+        try:
+            timeout = effective_grants(spec, config).timeout
+        except ValueError as exc:
+            # A profile the pool cannot apply: refused here, in the API's words (config=,
+            # not the command's --config), as the pool would refuse it.
+            return _Pending(budget=DEFAULT_TIMEOUT, functions={}, refusal=str(exc))
         return _Pending(budget=timeout or DEFAULT_TIMEOUT, functions=spec.functions)
 
     def _finish(self, message: dict[str, Any], session: Session | None, generation: int) -> Result:

@@ -339,6 +339,23 @@ def test_profiles_and_limits_from_the_config(tmp_path: Path) -> None:
         assert configured.run("print(1)", timeout="1m").exit == 125
 
 
+def test_a_profile_without_a_config_says_how_to_give_one_in_the_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refusal names the API's ways to a pynox.toml (config=, PYNOX_CONFIG), not the
+    command's --config, which no API user starts the pool with; following it works."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYNOX_CONFIG", raising=False)
+    with Pool(workers=1) as bare:
+        refused = bare.run("print(1)", profile="analysis")
+        assert refused.error is not None and refused.error["type"] == "RequestError"
+        assert "pass config= to Pool, set PYNOX_CONFIG" in refused.text, refused.text
+        assert "--config" not in refused.text
+    (tmp_path / "tools.toml").write_text("[profiles.analysis]\ntimeout = '5s'\n")
+    with Pool(workers=1, config=tmp_path / "tools.toml") as configured:
+        assert configured.run("print(1)", profile="analysis").text == "1"
+
+
 def test_preload_and_a_module_that_cannot_be_preloaded() -> None:
     with Pool(preload=["json"], workers=1) as preloaded:
         assert preloaded.run("import sys; print('json' in sys.modules)").text == "True"
