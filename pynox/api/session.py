@@ -123,9 +123,14 @@ class Session:
                 # A new pool process: the session it knew is gone, whatever the new one says.
                 info = {**info, "restarted": True}
                 result = Result(**{**_fields(result), "session": info})
-            self._generation = generation
             self._steps += 1
-            self._alive = info is not None and not info.get("ended") and not self._closed
+            # A refused step (code too long, not Unicode) never reached the session: the
+            # process and the pool it knew are as they were, restarted or alive.
+            error = result.error
+            refused = info is None and error is not None and error["type"] == "RequestError"
+            if not refused:
+                self._generation = generation
+                self._alive = info is not None and not info.get("ended") and not self._closed
             # Closed while this step ran: a close that reached the pool before the step
             # found nothing to close, and the step then started the session; so close it
             # again (a pool that did close it refuses this one, harmlessly).

@@ -21,6 +21,7 @@ import pynox.api.shared
 from pynox.api.connection import PoolError
 from pynox.api.pool import Pool
 from pynox.api.result import Result
+from pynox.limits import MAX_LINE
 
 
 def process_tree(pid: int) -> set[int]:
@@ -275,6 +276,28 @@ def test_closing_a_session_during_its_first_step_frees_its_place(tmp_path: Path)
         assert steps[0].text == "1"
         with one_session.session() as second:
             assert second.run("print(2)").text == "2"
+
+
+def test_a_refused_step_leaves_what_the_session_knows(pool: Pool) -> None:
+    """A step refused before it reaches the session (code longer than the pool reads)
+    neither ends the session nor hides that the pool restarted before it: the model is
+    told its variables are gone, rather than meeting a bare NameError."""
+    too_long = "#" + "x" * MAX_LINE
+    with pool.session() as session:
+        assert session.run("x = 1").ok
+        refused = session.run(too_long)
+        assert refused.error is not None and refused.error["type"] == "RequestError"
+        assert session.alive and session.run("print(x)").text == "1"
+    with Pool(workers=1) as restarting, restarting.session() as session:
+        assert session.run("x = 1").ok
+        pid = restarting.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        assert wait_until(lambda: restarting.pid != pid)  # the next call starts a new one
+        assert session.run(too_long).error is not None
+        after = session.run("print('x' in globals())")
+        assert after.session is not None and after.session["restarted"], after.text
+        assert after.text.startswith("[a new session started")
 
 
 def test_session_tool_keeps_state(pool: Pool) -> None:
