@@ -633,7 +633,7 @@ class PoolServer:
             if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
                 raise RequestError(
                     f"the pool has {len(self.sessions)} sessions, its max_sessions; close one "
-                    "with close_session first",
+                    "first (session.close() in Python, close_session in the protocol)",
                     request_id,
                 )
             self._scratch_for(policy)  # the session's, for its life

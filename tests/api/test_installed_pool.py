@@ -475,3 +475,16 @@ def test_a_tool_made_before_a_fork_works_in_the_child() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert notebook("print(x)") == "1"  # the parent's session goes on
+
+
+def test_a_session_past_max_sessions_is_told_how_the_api_closes_one(tmp_path: Path) -> None:
+    config = tmp_path / "pynox.toml"
+    config.write_text("[pool]\nmax_sessions = 1\n")
+    with Pool(config=config, workers=1) as one_session:
+        first = one_session.session()
+        assert first.run("x = 1").ok
+        with one_session.session() as second:
+            refused = second.run("print(2)")
+            assert refused.error is not None and "session.close()" in refused.error["message"]
+            first.close()  # as the message says
+            assert second.run("print(2)").text == "2"

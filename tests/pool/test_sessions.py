@@ -132,7 +132,10 @@ def test_max_sessions(tmp_path: Path) -> None:
         refused = step(client, "two", "b = 1")
         assert refused["exit"] == 125
         assert refused["error"]["type"] == "RequestError"
-        assert "max_sessions" in refused["error"]["message"]
+        assert refused["error"]["message"] == (
+            "the pool has 1 sessions, its max_sessions; close one first (session.close() in "
+            "Python, close_session in the protocol)"
+        )
         assert step(client, "one", "print(a)")["stdout"] == "1\n"
         assert_ok(client.run({"id": "oneshot", "code": "print(1)"}), "1\n")  # not a session
         close(client, "one")
