@@ -14,6 +14,7 @@ from pynox.pool import channel, request_child
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import threading
     from typing import NoReturn
 
     from pynox.engine.child_setup import ChildSetup
@@ -26,7 +27,7 @@ SCRIPT_UNREADABLE = "script_unreadable"
 
 
 class ChildLink:
-    __slots__ = ("fd", "functions", "session", "identity", "echo")
+    __slots__ = ("fd", "functions", "session", "identity", "echo", "host_calls")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -37,6 +38,8 @@ class ChildLink:
         # The channel's socket, before the program runs: a program may close the
         # channel and open a file of its own under its number, which pynox never writes.
         self.identity = fd_identity(fd)
+        # Held while a host call waits for its answer, the channel's only other reader.
+        self.host_calls: threading.Lock | None = None
 
     def intact(self) -> bool:
         """Whether self.fd is still the channel to the server."""
@@ -61,7 +64,7 @@ class ChildLink:
         if self.functions:
             from pynox.pool import host_module
 
-            host_module.install(self.fd, self.functions)
+            self.host_calls = host_module.install(self.fd, self.functions)
         self._show_figures()
 
     def _show_figures(self) -> None:

@@ -79,8 +79,9 @@ class _Link:
         raise HostError(f"the host answered {name}() with something unexpected")
 
 
-def install(fd: int, functions: list[dict[str, str]]) -> None:
-    """Puts a `pynox_host` module with the declared functions into sys.modules."""
+def install(fd: int, functions: list[dict[str, str]]) -> threading.Lock:
+    """Puts a `pynox_host` module with the declared functions into sys.modules; returns
+    the lock a call holds from sending it to reading its answer."""
     module = type(sys)(MODULE_NAME)
     module.__doc__ = "Functions of the host application, callable from the sandbox."
     link = _Link(fd)
@@ -98,3 +99,4 @@ def install(fd: int, functions: list[dict[str, str]]) -> None:
         names.append(name)
     module.__all__ = names  # type: ignore[attr-defined]
     sys.modules[MODULE_NAME] = module
+    return link.lock

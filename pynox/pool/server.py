@@ -1236,6 +1236,8 @@ class PoolServer:
         kind = frame.get("type")
         if kind == "call" and run is not None:
             self._host_call(run, child, frame, size)
+        elif kind == "call" and any(s.child is child for s in self.sessions.values()):
+            self._refuse_call_between_steps(child, frame)
         elif kind == "exit":
             status, signum = frame.get("status"), frame.get("signal")
             if type(status) is not int or not (
@@ -1286,20 +1288,38 @@ class PoolServer:
         else:
             raise channel.ChannelError(f"an unexpected frame of type {str(kind)[:40]!r}")
 
-    def _host_call(self, run: Run, child: Child, frame: dict[str, object], size: int) -> None:
-        """Relays a call to the client, within the bounds of calls and bytes in flight."""
+    def _check_call(self, child: Child, frame: dict[str, object]) -> None:
         call, function = frame.get("call"), frame.get("function")
-        args, kwargs = frame.get("args"), frame.get("kwargs")
         valid = (
             _small_int(call, 0, _MAX_CALL_NUMBER)
             and call not in child.pending_calls
             and type(function) is str
             and function in child.functions
-            and type(args) is list
-            and type(kwargs) is dict
+            and type(frame.get("args")) is list
+            and type(frame.get("kwargs")) is dict
         )
         if not valid:
             raise channel.ChannelError("a host call that does not match its declaration")
+
+    def _refuse_call_between_steps(self, child: Child, frame: dict[str, object]) -> None:
+        """A session's thread that calls the host while no step runs: there is no request
+        to relay the call under, so the call fails in the program, which goes on."""
+        self._check_call(child, frame)
+        message = (
+            f"{frame['function']}() was called between two steps of the session; a host "
+            "function answers only while a step runs"
+        )
+        self._refuse_call(child, frame["call"], message)
+
+    def _refuse_call(self, child: Child, call: object, message: str) -> None:
+        """Answers a host call with a HostError the program can catch."""
+        self._send_frame(child, {"type": "raise", "call": call, "message": message})
+
+    def _host_call(self, run: Run, child: Child, frame: dict[str, object], size: int) -> None:
+        """Relays a call to the client, within the bounds of calls and bytes in flight."""
+        self._check_call(child, frame)
+        call, function = frame.get("call"), frame.get("function")
+        args, kwargs = frame.get("args"), frame.get("kwargs")
         if len(child.pending_calls) >= MAX_CALLS_IN_FLIGHT:
             raise _OverBound(
                 f"the program had more than {MAX_CALLS_IN_FLIGHT} host calls in flight at once, "
@@ -1547,6 +1567,11 @@ class PoolServer:
         if ended is not None:
             session.child = None
             self._expect_exit(child)  # one that said it ends (sys.exit) must really end
+        if ended is None:
+            # A thread the step left running still waits for these: no step takes their
+            # answers now, so they fail in the program rather than wait forever.
+            for call in child.pending_calls:
+                self._refuse_call(child, call, "the step ended before the host answered")
         child.pending_calls.clear()  # a late answer finds no step waiting for it
         child.pending_bytes = 0
         session.steps += 1

@@ -61,10 +61,18 @@ def serve(
         os.close(setup.report_fd)  # a session reports each step's error in its done frame
         setup.report_fd = None
     while True:
+        # A thread the program left running may call the host between steps: it reads its
+        # answer from this channel too, so only one of them reads at a time. Its call then
+        # goes out once the next step has started.
+        if link.host_calls is not None:
+            link.host_calls.acquire()
         try:
             message = channel.receive(fd)
         except (OSError, channel.ChannelError):
             message = None
+        finally:
+            if link.host_calls is not None:
+                link.host_calls.release()
         if message is None:
             del main
             shutdown.finish(0, False, modules_before)  # the pool server closed the session

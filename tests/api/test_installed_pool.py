@@ -488,3 +488,53 @@ def test_a_session_past_max_sessions_is_told_how_the_api_closes_one(tmp_path: Pa
             assert refused.error is not None and "session.close()" in refused.error["message"]
             first.close()  # as the message says
             assert second.run("print(2)").text == "2"
+
+
+_CALL_LATER = (
+    "import threading, time\n"
+    "from pynox_host import HostError, {name}\n"
+    "outcome = []\n"
+    "def call():\n"
+    "    time.sleep({delay})\n"
+    "    try:\n"
+    "        outcome.append({name}('from a thread'))\n"
+    "    except HostError as exc:\n"
+    "        outcome.append(str(exc))\n"
+    "threading.Thread(target=call, daemon=True).start()\n"
+    "time.sleep({step})\n"
+)
+_AWAIT_OUTCOME = "import time\nwhile not outcome:\n    time.sleep(0.01)\nprint(outcome[0])"
+
+
+def test_a_host_call_made_between_steps_goes_out_with_the_next_step(pool: Pool) -> None:
+    """A thread a step left running calls the host while no step runs: the call waits for
+    the next step and is answered then, and the session keeps its variables."""
+    calls: list[str] = []
+
+    def note(text: str) -> str:
+        calls.append(text)
+        return "noted"
+
+    with pool.session(functions=[note]) as session:
+        assert session.run(_CALL_LATER.format(name="note", delay=0.3, step=0)).ok
+        time.sleep(1.0)  # the thread calls now, between the steps
+        after = session.run(_AWAIT_OUTCOME)
+        assert after.session is not None and not after.session["restarted"], after.text
+        assert after.stdout == "noted\n", after.text
+    assert calls == ["from a thread"]
+
+
+def test_a_host_call_the_step_outlives_fails_in_the_program(pool: Pool) -> None:
+    """A call still waiting for the host when its step ends fails with a HostError, rather
+    than leaving the thread waiting for an answer no step will take."""
+
+    def slow(text: str) -> str:
+        time.sleep(1.5)
+        return text
+
+    with pool.session(functions=[slow]) as session:
+        first = session.run(_CALL_LATER.format(name="slow", delay=0, step=0.5))
+        assert first.ok, first.text
+        after = session.run(_AWAIT_OUTCOME)
+        assert after.stdout == "the step ended before the host answered\n", after.text
+        assert session.run("print('still here')").text == "still here"
