@@ -91,6 +91,16 @@ def test_a_write_grant_over_pynox_config_is_refused(tmp_path: Path) -> None:
     assert str(config) in line
 
 
+def test_the_cache_a_run_with_another_environment_reads_is_protected(tmp_path: Path) -> None:
+    """With XDG_CACHE_HOME set, a run keeps its cache there; a later run without it reads
+    ~/.cache/pynox/config, where a program could forge an entry that grants anything."""
+    home = tmp_path / "home"
+    (home / ".cache").mkdir(parents=True)
+    env = {"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    line = refusal(pynox(f"--allow-write={home / '.cache'}", "-c", "pass", env=env))
+    assert f"{home}/.cache/pynox/config, pynox's cache of validated configurations" in line
+
+
 def test_a_symbolic_link_to_the_config_is_protected_at_both_ends(tmp_path: Path) -> None:
     """A write grant on the link's directory could replace the link itself."""
     real = tmp_path / "real"

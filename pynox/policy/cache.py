@@ -35,6 +35,22 @@ def cache_dir(environ: "Mapping[str, str]") -> str | None:
     return None if root is None else lean_os.join(root, "pynox", "config")
 
 
+def cache_dirs_of_any_run(environ: "Mapping[str, str]") -> list[str]:
+    """Where this run keeps the cache, and where a run of this user with another
+    environment would: with or without XDG_CACHE_HOME, with HOME or without it (the
+    home directory of the user database). A program that could write any of them could
+    forge an entry that such a later run trusts (see pynox.policy.trusted)."""
+    import pwd  # only runs granted a write reach this
+
+    try:
+        user_home = pwd.getpwuid(posix.getuid()).pw_dir
+    except KeyError:
+        user_home = ""
+    environments = (environ, {"HOME": environ.get("HOME", "")}, {"HOME": user_home})
+    found = (cache_dir(each) for each in environments)
+    return list(dict.fromkeys(directory for directory in found if directory is not None))
+
+
 def load_config(path: str, environ: "Mapping[str, str] | None" = None) -> Config:
     """The validated configuration in `path` (config.parse_config_file), from the cache when
     nothing it depends on changed."""

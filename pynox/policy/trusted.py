@@ -97,7 +97,7 @@ def configuration(
     config_paths: "Iterable[str | None]", cwd: str, environ: "Mapping[str, str]"
 ) -> "list[tuple[str, str]]":
     """The configuration a later run would discover or be given, and the cache."""
-    from pynox.policy.cache import cache_dir
+    from pynox.policy.cache import cache_dirs_of_any_run
     from pynox.policy.location import CONFIG_ENV, CONFIG_NAME
     from pynox.policy.user_paths import expand_home
 
@@ -106,10 +106,8 @@ def configuration(
         paths.append(lean_os.join(cwd, expand_home(environ[CONFIG_ENV], environ)))
     paths += [path for path in config_paths if path]
     entries = [(form, _CONFIG) for path in paths for form in _forms(path)]
-    cache = cache_dir(environ)
-    if cache is not None:
-        entries += [(form, _CACHE) for form in _forms(cache)]
-    return entries
+    caches = cache_dirs_of_any_run(environ)
+    return entries + [(form, _CACHE) for cache in caches for form in _forms(cache)]
 
 
 def write_refusal(grant: str, trusted: "list[tuple[str, str]]") -> "tuple[str, str, bool] | None":

@@ -1,11 +1,12 @@
 """The parsed-configuration cache: plain data that round-trips, an entry per file keyed
-by path, size, mtime and inode, parsed again whenever the file may have changed, and
+by its real path and holding its bytes, parsed again whenever the file changed, and
 ignored (never trusted) when corrupt, foreign or writable by others."""
 
 from __future__ import annotations
 
 import marshal
 import os
+import pwd
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -94,6 +95,23 @@ def test_cache_dir_locations(tmp_path: Path) -> None:
         "/h/.cache/pynox/config"
     )
     assert config_cache.cache_dir({}) is None
+
+
+def test_the_cache_of_any_run_of_this_user_is_named(tmp_path: Path) -> None:
+    """What no write grant may reach: this run's cache, and those of runs of the same
+    user with or without XDG_CACHE_HOME and HOME."""
+    user_home = pwd.getpwuid(os.getuid()).pw_dir
+    environ = {"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    assert config_cache.cache_dirs_of_any_run(environ) == list(
+        dict.fromkeys(
+            [
+                f"{tmp_path}/xdg/pynox/config",
+                f"{tmp_path}/home/.cache/pynox/config",
+                f"{user_home}/.cache/pynox/config",
+            ]
+        )
+    )
+    assert config_cache.cache_dirs_of_any_run({}) == [f"{user_home}/.cache/pynox/config"]
 
 
 def test_second_load_uses_the_cache(
