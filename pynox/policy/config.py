@@ -17,6 +17,7 @@ from pynox.policy.grants import (
     _GRANT_KEYS,
     DURATION,
     GRANT_FIELDS,
+    LOADER_VARIABLE_RULE,
     PATH_GRANTS,
     SIZE,
     SWITCH,
@@ -24,6 +25,7 @@ from pynox.policy.grants import (
     VARIABLE_NAME_RULE,
     Grants,
     _unique,
+    is_loader_variable,
     is_variable_name,
 )
 from pynox.policy.location import CONFIG_ENV, CONFIG_NAME, find_config_path
@@ -120,6 +122,11 @@ class _Reader:
                     raise ConfigError(
                         f"allow_env in {section} of {self.path} lists {name!r}, which is not an"
                         f" environment variable name; {VARIABLE_NAME_RULE}"
+                    )
+                if is_loader_variable(name):
+                    raise ConfigError(
+                        f"allow_env in {section} of {self.path} lists {name!r}, which"
+                        f" {LOADER_VARIABLE_RULE}; remove it"
                     )
             grants.allow_env = _unique(names)
         for field in GRANT_FIELDS:

@@ -241,3 +241,29 @@ VARIABLE_NAME_RULE = "use letters, digits and _, not starting with a digit"
 
 def is_variable_name(name: str) -> bool:
     return bool(name) and name[0] in _VARIABLE_START and all(c in VARIABLE_CHARS for c in name)
+
+
+# Variables the dynamic loader or libc act on: never forwarded into the sandbox.
+_LOADER_VARIABLES = frozenset(
+    {
+        "GCONV_PATH",
+        "GETCONF_DIR",
+        "HOSTALIASES",
+        "LOCALDOMAIN",
+        "LOCPATH",
+        "MALLOC_TRACE",
+        "NIS_PATH",
+        "NLSPATH",
+        "RESOLV_HOST_CONF",
+        "RES_OPTIONS",
+        "TZDIR",
+    }
+)
+
+
+# Why such a variable is refused wherever allow_env lists it.
+LOADER_VARIABLE_RULE = "steers the dynamic loader and is never passed into the sandbox"
+
+
+def is_loader_variable(name: str) -> bool:
+    return name.startswith(("LD_", "MALLOC_", "GLIBC_")) or name in _LOADER_VARIABLES

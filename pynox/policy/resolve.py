@@ -7,7 +7,7 @@ environment the program sees, and numeric limits.
 
 from pynox.errors import PolicyError
 from pynox.limits import DEFAULT_MAX_OUTPUT
-from pynox.policy.grants import GRANT_NAMES
+from pynox.policy.grants import GRANT_NAMES, LOADER_VARIABLE_RULE, is_loader_variable
 
 TYPE_CHECKING = False  # typing itself costs milliseconds to import
 if TYPE_CHECKING:
@@ -16,32 +16,11 @@ if TYPE_CHECKING:
 
     from pynox.policy.config import Grants
 
-# Variables the dynamic loader or libc act on: never forwarded into the sandbox.
-_LOADER_VARIABLES = frozenset(
-    {
-        "GCONV_PATH",
-        "GETCONF_DIR",
-        "HOSTALIASES",
-        "LOCALDOMAIN",
-        "LOCPATH",
-        "MALLOC_TRACE",
-        "NIS_PATH",
-        "NLSPATH",
-        "RESOLV_HOST_CONF",
-        "RES_OPTIONS",
-        "TZDIR",
-    }
-)
-
 
 def is_locale_variable(name: str) -> bool:
     """Locale and time-zone settings: not permissions, but what makes text and
     local time come out as they do under python, so they always pass through."""
     return name in ("LANG", "LANGUAGE", "TZ") or name.startswith("LC_")
-
-
-def is_loader_variable(name: str) -> bool:
-    return name.startswith(("LD_", "MALLOC_", "GLIBC_")) or name in _LOADER_VARIABLES
 
 
 class Policy:
@@ -134,8 +113,7 @@ def build_policy(
     for name in _unique(grants.allow_env):
         if is_loader_variable(name):
             raise PolicyError(
-                f"the environment variable {name} steers the dynamic loader and is never "
-                "passed into the sandbox; remove it from allow_env"
+                f"the environment variable {name} {LOADER_VARIABLE_RULE}; remove it from allow_env"
             )
         policy.allow_env.append(name)
         if name in environ:

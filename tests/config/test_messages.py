@@ -137,6 +137,11 @@ def test_wrong_types(
             " variable name; use letters, digits and _, not starting with a digit",
         ),
         (
+            'allow_env = ["API_KEY", "LD_PRELOAD"]',
+            "allow_env in [permissions] of {} lists 'LD_PRELOAD', which steers the dynamic"
+            " loader and is never passed into the sandbox; remove it",
+        ),
+        (
             'allow_read = [""]',
             'allow_read in [permissions] of {} lists an empty path; remove it, or write "." for'
             " the directory of pynox.toml",
