@@ -323,6 +323,23 @@ def test_grant_of_a_missing_path_is_refused(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("grant", "reason"),
+    [("file.txt/x", "Not a directory"), ("loop", "Too many levels of symbolic links")],
+)
+def test_grant_of_an_unreachable_path_says_what_to_do(
+    tmp_path: Path, grant: str, reason: str
+) -> None:
+    write(tmp_path / "file.txt", "x")
+    (tmp_path / "loop").symlink_to("loop")
+    proc = pynox(f"--allow-read={grant}", "-c", "pass", cwd=tmp_path)
+    assert proc.returncode == 125
+    assert proc.stderr.decode() == (
+        f"pynox: cannot grant reading {tmp_path / grant}: pynox cannot reach it ({reason}); "
+        "correct the path, or let this user reach it\n"
+    )
+
+
 def test_code_gets_no_implicit_read(tmp_path: Path) -> None:
     write(tmp_path / "x.txt", "x")
     proc = pynox("-c", "open('x.txt').read()", cwd=tmp_path)

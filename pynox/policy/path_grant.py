@@ -22,8 +22,11 @@ def resolve_grant(path: str, kind: str, cwd: str) -> str:
             f"cannot grant {kind} {absolute}: it does not exist; "
             "create it first or correct the path"
         ) from None
-    except OSError as exc:
-        raise PolicyError(f"cannot grant {kind} {absolute}: {exc.strerror}") from None
+    except OSError as exc:  # a file on the way, a loop of links, no permission to look
+        raise PolicyError(
+            f"cannot grant {kind} {absolute}: pynox cannot reach it ({exc.strerror}); "
+            "correct the path, or let this user reach it"
+        ) from None
     except ValueError:  # a NUL character
         raise PolicyError(f"cannot grant {kind} {absolute!r}: it is not a valid path") from None
     resolved = real_path(absolute)
