@@ -43,6 +43,15 @@ def test_version_names_pynox_and_the_interpreter() -> None:
         assert proc.stdout.decode() == expected
 
 
+def test_help_shows_the_commands_as_the_commands_page_does() -> None:
+    """Every form of the command, as docs/commands.md lists them (a long one may wrap)."""
+    usage = pynox("--help").stdout.decode().split("\n\n")[0]
+    shown = re.sub(r"\n {10,}", " ", usage.removeprefix("usage: ")).splitlines()
+    page = (Path(__file__).parents[1] / "docs" / "commands.md").read_text()
+    documented = page.split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert [line.strip() for line in shown] == documented
+
+
 def test_help_lists_every_flag() -> None:
     proc = pynox("--help")
     assert proc.returncode == 0

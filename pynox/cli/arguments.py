@@ -50,7 +50,8 @@ USAGE = """\
 usage: pynox [FLAGS] [-IEsSuBq] [SCRIPT | -c CODE | -m MODULE | -] [ARGS...]
        pynox --no-sandbox [PYTHON ARGS...]
        pynox doctor [--json]
-       pynox pool [--config FILE] [--workers N] [--preload MODULE]...
+       pynox pool [--config FILE] [--workers N] [--preload MODULE]... [--warmup CODE]
+                  [--package-dir PATH]...
        pynox mcp [--config FILE] [--profile NAME] [--workers N] [--http [HOST:]PORT]
        pynox --version
 
