@@ -65,6 +65,13 @@ def parse_config_bytes(raw: bytes, real_path: str, environ: "Mapping[str, str]")
         raise ConfigError(
             f"{real_path} is not UTF-8 text (see line {line}); save it as UTF-8"
         ) from None
+    if text.startswith("\ufeff"):
+        # Some editors start UTF-8 files with this mark; TOML parsers refuse it at 1:1,
+        # where the user sees nothing wrong.
+        raise ConfigError(
+            f"{real_path} starts with a byte order mark, which TOML does not allow;"
+            " save it as UTF-8 without one"
+        )
     return config_from_toml(_parse_toml(text, real_path), real_path, environ)
 
 

@@ -273,6 +273,18 @@ def test_file_that_is_not_utf8(project: Path, environ: dict[str, str]) -> None:
     )
 
 
+def test_file_that_starts_with_a_byte_order_mark(project: Path, environ: dict[str, str]) -> None:
+    """As some editors save UTF-8: the parser alone would point at line 1, column 1."""
+    path = project / "pynox.toml"
+    path.write_bytes(b'\xef\xbb\xbf[permissions]\ntimeout = "5s"\n')
+    with pytest.raises(ConfigError) as failure:
+        load_config(str(path), environ)
+    assert failure.value.message == (
+        f"{os.path.realpath(path)} starts with a byte order mark, which TOML does not allow;"
+        " save it as UTF-8 without one"
+    )
+
+
 def test_unreadable_file(project: Path, environ: dict[str, str]) -> None:
     path = project / "pynox.toml"
     path.mkdir()  # a directory cannot be read as a file, even by root
