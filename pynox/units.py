@@ -152,4 +152,6 @@ def _toml_literal(value: object) -> str:
         return "[" + ", ".join(_toml_literal(item) for item in value) + "]"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k} = {_toml_literal(v)}" for k, v in value.items()) + "}"
+    if hasattr(value, "isoformat"):  # a TOML date or time, as TOML writes it
+        return str(value.isoformat())
     return repr(value)

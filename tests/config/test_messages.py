@@ -96,6 +96,15 @@ def test_wrong_types(
             f'timeout = ["5s"] in [permissions] of {{}} is not a duration; {DURATION_HINT}',
         ),
         (
+            "timeout = 00:00:05",
+            f"timeout = 00:00:05 in [permissions] of {{}} is not a duration; {DURATION_HINT}",
+        ),
+        (
+            "timeout = 2024-01-01T10:00:00Z",
+            "timeout = 2024-01-01T10:00:00+00:00 in [permissions] of {} is not a duration;"
+            f" {DURATION_HINT}",
+        ),
+        (
             "timeout = 0",
             "timeout = 0 in [permissions] of {} is not more than zero;"
             " give a positive duration, like 5s",
