@@ -50,8 +50,22 @@ def planting(marker: Path) -> str:
         (Path(sys.prefix) / "bin", "the Python environment pynox runs in"),
         (Path(os.__file__).parent, "the interpreter's installation"),
         (Path("/etc"), "a system file every run reads"),  # /etc/localtime made a link to /
+        # As root, kernel.core_pattern = "|/tmp/x" runs /tmp/x at the next crash, unconfined.
+        (Path("/proc"), "the kernel's settings"),
+        (Path("/proc/sys/kernel/core_pattern"), "the kernel's settings"),
+        (Path("/sys/kernel"), "the kernel's settings"),  # uevent_helper
     ],
-    ids=["package", "its-bytecode", "project-with-venv", "environment-bin", "stdlib", "etc"],
+    ids=[
+        "package",
+        "its-bytecode",
+        "project-with-venv",
+        "environment-bin",
+        "stdlib",
+        "etc",
+        "proc",
+        "core-pattern",
+        "sys-kernel",
+    ],
 )
 def test_a_write_grant_over_what_every_run_loads_is_refused(
     tmp_path: Path, target: Path, named: str

@@ -60,6 +60,11 @@ CA_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_
 # its own entries when it confines itself (pynox.engine.sandbox).
 OWN_PROCESS_LINKS = ("/proc/self", "/proc/thread-self")
 
+# The kernel's settings. Written as root, one makes the kernel run a program outside any
+# sandbox (kernel.core_pattern and kernel.modprobe under /proc/sys, a cgroup's
+# release_agent and uevent_helper under /sys) or stops the machine (sysrq-trigger).
+KERNEL_SETTINGS = ("/proc/sys", "/proc/sysrq-trigger", "/sys")
+
 # Devices every program may write to as well as read.
 DEVICES_READ_WRITE = ("/dev/null",)
 

@@ -36,6 +36,7 @@ _INTERPRETER = "the interpreter's installation, which every run loads before its
 _LIBRARIES = "the shared libraries the interpreter loads before its sandbox exists"
 _IMPORTED = "the home of a module pynox imported before the sandbox existed"
 _SYSTEM = "a system file every run reads (made a link, it would widen that read)"
+_KERNEL = "the kernel's settings, which could make the kernel run a program outside any sandbox"
 _CA_STORE = "the CA store, which runs granted the network read (a planted link would widen that)"
 _CONFIG = "where pynox reads its configuration, so the program could grant itself more next time"
 _CACHE = "pynox's cache of validated configurations, which later runs trust"
@@ -75,6 +76,7 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
     entries += [(directory, _LIBRARIES) for directory in system_paths.library_dirs()]
     system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
     entries += [(path, _SYSTEM) for path in system + list(system_paths.DEVICES_READ_WRITE)]
+    entries += [(path, _KERNEL) for path in system_paths.KERNEL_SETTINGS]
     entries += [
         (path, _CA_STORE) for path in system_paths.existing(system_paths.CA_STORE_LOCATIONS)
     ]
