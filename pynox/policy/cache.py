@@ -121,6 +121,8 @@ _VALIDATING_MODULES = (
     "user_paths.py",
     "grants.py",
     "../units.py",
+    "../limits.py",  # the bounds of sizes and durations
+    "../lean_os.py",  # paths: the real path, ~
 )
 
 

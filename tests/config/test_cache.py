@@ -8,6 +8,8 @@ import marshal
 import os
 import pwd
 import stat
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -112,6 +114,29 @@ def test_the_cache_of_any_run_of_this_user_is_named(tmp_path: Path) -> None:
         )
     )
     assert config_cache.cache_dirs_of_any_run({}) == [f"{user_home}/.cache/pynox/config"]
+
+
+def test_every_module_that_decides_what_a_file_means_stamps_its_entry() -> None:
+    """A changed bound (say the smallest memory limit) must not leave entries that a
+    pynox with the old one validated; only modules that word messages may be left out."""
+    code = (
+        "import sys\n"
+        "from pynox.policy import config\n"
+        'text = b\'[permissions]\\nmemory = "64m"\\nallow_read = ["~/x"]\\n\'\n'
+        "config.parse_config_bytes(text, '/p/pynox.toml', {'HOME': '/h'})\n"
+        "print(*(m.__file__ for m in list(sys.modules.values())"
+        " if m.__name__.startswith('pynox.')))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, check=True, text=True
+    ).stdout.split()
+    here = Path(config_cache.__file__).parent
+    stamped = {(here / name).resolve() for name in config_cache._VALIDATING_MODULES}
+    wording = {"errors.py", "unit_format.py", "cache.py", "__init__.py"}
+    unstamped = [
+        f for f in loaded if Path(f).resolve() not in stamped and Path(f).name not in wording
+    ]
+    assert unstamped == []
 
 
 def test_second_load_uses_the_cache(
