@@ -94,7 +94,10 @@ class Config(_Record):
         if found is not None:
             return found
         if not self.profiles:
-            raise ConfigError(f"profile {name!r} is not in {self.path}; it has no [profiles] table")
+            raise ConfigError(
+                f"profile {name!r} is not in {self.path}, which has no [profiles] table;"
+                " add the profile there, or run without one"
+            )
         names = ", ".join(sorted(self.profiles))
         raise ConfigError(f"profile {name!r} is not in {self.path}; its profiles are: {names}")
 

@@ -81,5 +81,6 @@ def test_unknown_profile_without_profiles(project: Path, environ: dict[str, str]
     with pytest.raises(ConfigError) as failure:
         loaded.grants_for("fetch")
     assert failure.value.message == (
-        f"profile 'fetch' is not in {loaded.path}; it has no [profiles] table"
+        f"profile 'fetch' is not in {loaded.path}, which has no [profiles] table;"
+        " add the profile there, or run without one"
     )
