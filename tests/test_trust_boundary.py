@@ -115,6 +115,20 @@ def test_the_cache_a_run_with_another_environment_reads_is_protected(tmp_path: P
     assert f"{home}/.cache/pynox/config, pynox's cache of validated configurations" in line
 
 
+def test_a_config_named_through_a_link_and_dot_dot_is_protected(tmp_path: Path) -> None:
+    """In link/../pynox.toml, ".." leaves the directory the link leads to, not the link's."""
+    settings = tmp_path / "settings"
+    (settings / "inner").mkdir(parents=True)
+    (settings / "pynox.toml").write_text("[permissions]\n")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "link").symlink_to(settings / "inner")
+    named = "link/../pynox.toml"
+    for way in ([f"--config={named}"], []):
+        env = {} if way else {"PYNOX_CONFIG": named}
+        proc = pynox(*way, f"--allow-write={settings}", "-c", "1", cwd=tmp_path / "work", env=env)
+        assert f"{settings}/pynox.toml" in refusal(proc)
+
+
 def test_a_symbolic_link_to_the_config_is_protected_at_both_ends(tmp_path: Path) -> None:
     """A write grant on the link's directory could replace the link itself."""
     real = tmp_path / "real"

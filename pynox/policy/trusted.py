@@ -44,9 +44,14 @@ SCRATCH_ROOT = "the directory of the pool's scratch directories, which hold othe
 
 
 def _forms(path: str) -> "list[str]":
-    """The path resolved, and with only its directory resolved (the link itself)."""
-    absolute = lean_os.abspath(path)
-    as_named = lean_os.join(lean_os.realpath(lean_os.dirname(absolute)), lean_os.basename(absolute))
+    """The path resolved, and with only its directory resolved (the link itself).
+
+    Never normalized before it is resolved: in "link/../pynox.toml", ".." leaves
+    where the link leads, as the kernel reads it.
+    """
+    absolute = path if lean_os.isabs(path) else lean_os.join(lean_os.getcwd(), path)
+    directory = lean_os.realpath(lean_os.dirname(absolute))
+    as_named = lean_os.normpath(lean_os.join(directory, lean_os.basename(absolute)))
     resolved = lean_os.realpath(absolute)
     return [resolved] if resolved == as_named else [resolved, as_named]
 
