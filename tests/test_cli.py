@@ -93,6 +93,7 @@ def test_help_lists_every_flag() -> None:
         (["--json=1", "a.py"], "--json takes no value"),
         (["--allow-read"], "--allow-read needs a value"),
         (["--allow-read=/x", "--no-sandbox", "a.py"], "--no-sandbox must come first"),
+        (["--no-sandbox=1", "a.py"], "--no-sandbox takes no value; write it alone"),
         (["-c"], "-c needs code"),
         (["-B", "--timeout"], "--timeout needs a value, as in --timeout=VALUE, before Python's"),
     ],

@@ -230,6 +230,8 @@ def _parse_pynox_flags(argv: list[str], inv: "Invocation") -> int:
             i += 1
             continue
         if name == "--no-sandbox":
+            if has_value and i == 0:
+                raise UsageError(f"{name} takes no value; write it alone, as {name}")
             raise UsageError(
                 "--no-sandbox must come first and takes no other pynox flag, "
                 "as in: pynox --no-sandbox app.py"
