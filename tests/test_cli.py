@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from support.commands import PYNOX, PYTHON, pynox, run
 
+from pynox.cli.doctor import _landlock_reason
 from pynox.engine.scratch import VARIABLES as SCRATCH_VARIABLES
 
 PYTHON_VERSION = ".".join(str(part) for part in sys.version_info[:3])
@@ -679,6 +681,21 @@ def test_doctor_says_no_where_runs_cannot_make_their_scratch_directory(tmp_path:
 def test_doctor_with_stdout_closed_answers_by_its_status() -> None:
     closed = run(["sh", "-c", f'exec "{PYNOX}" doctor >&-'])
     assert (closed.returncode, closed.stderr) == (0, b"")
+
+
+@pytest.mark.parametrize(
+    ("errno_value", "fix"),
+    [
+        (errno.ENOSYS, "natively or in a container that allows landlock_create_ruleset"),
+        (errno.EPERM, "run in a container that allows landlock_create_ruleset"),
+        (errno.EOPNOTSUPP, "add landlock to lsm="),
+    ],
+)
+def test_doctor_says_what_to_do_when_landlock_is_refused(errno_value: int, fix: str) -> None:
+    """A container's seccomp profile refuses Landlock with ENOSYS or EPERM on a kernel
+    that has it (deploy.md); the reason must point there, not only at the kernel."""
+    reason = _landlock_reason(-errno_value)
+    assert reason is not None and fix in reason
 
 
 def test_doctor_rejects_unknown_arguments() -> None:

@@ -29,14 +29,22 @@ def _landlock_reason(abi: int) -> str | None:
             "run on Linux 6.2 or newer"
         )
     err = -abi
-    if err == 38:  # ENOSYS
+    if err == 38:  # ENOSYS: no Landlock, or a container's seccomp profile says so
         return (
-            "the kernel (or the emulator running this program) does not implement Landlock; "
-            "run on Linux 6.2 or newer, natively"
+            "the kernel (or the emulator running this program) does not implement Landlock, "
+            "or a container refuses its system calls; run on Linux 6.2 or newer, natively or "
+            f"in a container that {_ALLOW_LANDLOCK}"
         )
     if err == 95:  # EOPNOTSUPP
         return "Landlock is built into the kernel but disabled at boot; add landlock to lsm="
-    return f"Landlock is unavailable: {os.strerror(err)}"
+    # EPERM and the like: an outer policy (a container's seccomp profile) refused the call.
+    return (
+        f"Landlock is unavailable ({os.strerror(err)}), which a container's seccomp profile "
+        f"causes when it refuses Landlock's system calls; run in a container that {_ALLOW_LANDLOCK}"
+    )
+
+
+_ALLOW_LANDLOCK = "allows landlock_create_ruleset, landlock_add_rule and landlock_restrict_self"
 
 
 def _availability_reason(name: str, value: int, need: str) -> str | None:
