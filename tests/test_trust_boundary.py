@@ -115,6 +115,17 @@ def test_the_cache_a_run_with_another_environment_reads_is_protected(tmp_path: P
     assert f"{home}/.cache/pynox/config, pynox's cache of validated configurations" in line
 
 
+def test_checking_a_write_grant_leaves_user_lookups_as_they_were(tmp_path: Path) -> None:
+    """Checking a grant looks up this user's home; done through the C library, it loaded
+    name-service modules that the forked program kept, and pwd found users there that
+    the same program run without a write grant does not."""
+    (tmp_path / "out").mkdir()
+    code = f"import pwd\ntry: pwd.getpwuid({os.getuid()}); print('found')\nexcept KeyError: pass"
+    alone = pynox("-c", code, cwd=tmp_path)
+    granted = pynox("--allow-write=out", "-c", code, cwd=tmp_path)
+    assert (granted.returncode, granted.stdout) == (alone.returncode, alone.stdout)
+
+
 def test_a_config_named_through_a_link_and_dot_dot_is_protected(tmp_path: Path) -> None:
     """In link/../pynox.toml, ".." leaves the directory the link leads to, not the link's."""
     settings = tmp_path / "settings"

@@ -40,12 +40,9 @@ def cache_dirs_of_any_run(environ: "Mapping[str, str]") -> list[str]:
     environment would: with or without XDG_CACHE_HOME, with HOME or without it (the
     home directory of the user database). A program that could write any of them could
     forge an entry that such a later run trusts (see pynox.policy.trusted)."""
-    import pwd  # only runs granted a write reach this
+    from pynox.policy.user_paths import home_in_passwd_file  # only runs granted a write
 
-    try:
-        user_home = pwd.getpwuid(posix.getuid()).pw_dir
-    except KeyError:
-        user_home = ""
+    user_home = home_in_passwd_file()
     environments = (environ, {"HOME": environ.get("HOME", "")}, {"HOME": user_home})
     found = (cache_dir(each) for each in environments)
     return list(dict.fromkeys(directory for directory in found if directory is not None))

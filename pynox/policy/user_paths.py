@@ -49,3 +49,22 @@ def expand_home(path: str, environ: "Mapping[str, str]") -> str:
         except KeyError:
             return path
     return home + path[1:]
+
+
+def home_in_passwd_file() -> str:
+    """This user's home directory as /etc/passwd lists it, or "" when it does not.
+
+    Read as a plain file, not through pwd: the C library would load its name-service
+    modules into this process, and a program forked from it would keep them and find
+    users (root, through nss-systemd) that the same program run alone cannot.
+    """
+    uid = str(posix.getuid())
+    try:
+        with open("/etc/passwd", encoding="utf-8", errors="surrogateescape") as users:
+            for line in users:
+                fields = line.rstrip("\n").split(":")
+                if len(fields) >= 7 and fields[2] == uid:
+                    return fields[5]
+    except OSError:
+        pass
+    return ""

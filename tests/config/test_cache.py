@@ -102,7 +102,7 @@ def test_cache_dir_locations(tmp_path: Path) -> None:
 def test_the_cache_of_any_run_of_this_user_is_named(tmp_path: Path) -> None:
     """What no write grant may reach: this run's cache, and those of runs of the same
     user with or without XDG_CACHE_HOME and HOME."""
-    user_home = pwd.getpwuid(os.getuid()).pw_dir
+    user_home = pwd.getpwuid(os.getuid()).pw_dir  # as /etc/passwd lists it, here
     environ = {"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     assert config_cache.cache_dirs_of_any_run(environ) == list(
         dict.fromkeys(
