@@ -39,8 +39,8 @@ def _landlock_reason(abi: int) -> str | None:
         return "Landlock is built into the kernel but disabled at boot; add landlock to lsm="
     # EPERM and the like: an outer policy (a container's seccomp profile) refused the call.
     return (
-        f"Landlock is unavailable ({os.strerror(err)}), which a container's seccomp profile "
-        f"causes when it refuses Landlock's system calls; run in a container that {_ALLOW_LANDLOCK}"
+        f"Landlock is unavailable ({os.strerror(err)}), as when a container's seccomp profile "
+        f"refuses Landlock's system calls; run in a container that {_ALLOW_LANDLOCK}"
     )
 
 
