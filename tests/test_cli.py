@@ -326,6 +326,23 @@ def test_relative_grants_resolve_against_the_working_directory(tmp_path: Path) -
     assert result["policy"]["allow_read"] == [str(tmp_path / "data")]
 
 
+def test_a_grant_flag_reads_a_leading_tilde_as_the_home_directory(tmp_path: Path) -> None:
+    """The shell leaves `~` alone after `--allow-read=`; pynox.toml reads it as home."""
+    home = tmp_path / "home"
+    write(home / "data" / "x.txt", "at home")
+    proc = pynox(
+        "--json",
+        "--allow-read=~/data",
+        "-c",
+        f"print(open({str(home / 'data' / 'x.txt')!r}).read())",
+        cwd=tmp_path,
+        env={"HOME": str(home)},
+    )
+    result = result_of(proc)
+    assert result["stdout"] == "at home\n", result
+    assert result["policy"]["allow_read"] == [str(home / "data")]
+
+
 def test_grant_of_a_missing_path_is_refused(tmp_path: Path) -> None:
     proc = pynox("--allow-read=missing", "-c", "pass", cwd=tmp_path)
     assert proc.returncode == 125

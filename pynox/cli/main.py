@@ -184,7 +184,7 @@ def _grants(
     every package directory the configuration names, for the hint of a failed import."""
     from pynox.policy.location import find_config_path
 
-    flags = _flag_grants(inv, cwd)
+    flags = _flag_grants(inv, cwd, environ)
     path = find_config_path(inv.config, environ, cwd)
     if path is None:
         if inv.profile is not None:
@@ -206,7 +206,16 @@ def _grants(
     return grants.merged(flags), path, config.package_dirs_named()
 
 
-def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":
+def _home_expanded(path: str, environ: "Mapping[str, str]") -> str:
+    """`~` as pynox.toml reads it: the shell leaves it alone after `--allow-read=`."""
+    if not path.startswith("~"):
+        return path
+    from pynox.policy.user_paths import expand_home
+
+    return expand_home(path, environ)
+
+
+def _flag_grants(inv: "Invocation", cwd: str, environ: "Mapping[str, str]") -> "Grants":
     from pynox.engine.runner import run_from_image
     from pynox.policy.grants import GRANT_FIELDS, NAMES, PATHS, SWITCH, Grants
 
@@ -214,7 +223,8 @@ def _flag_grants(inv: "Invocation", cwd: str) -> "Grants":
     for field in GRANT_FIELDS:
         given = getattr(inv, field.name)
         if field.kind == PATHS:
-            setattr(grants, field.name, [lean_os.join(cwd, p) for p in given])
+            paths = [_home_expanded(path, environ) for path in given]
+            setattr(grants, field.name, [lean_os.join(cwd, path) for path in paths])
         elif field.kind == NAMES:
             setattr(grants, field.name, list(given))
         elif field.kind == SWITCH:
