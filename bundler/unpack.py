@@ -1,35 +1,58 @@
-"""Unpacking a verified runtime archive, refusing members that would land outside."""
+"""Unpacking a verified runtime archive, refusing members that would land outside.
+
+The check is made on the member list before anything is written, so it cannot
+depend on what extraction leaves on disk: no name is absolute or climbs with
+`..`, no member is a device, and no path, link target or hard-link target goes
+through a symbolic link of the archive (a link to a folder, then a name below it,
+could otherwise reach anywhere). With no path through a link, where each link
+leads is plain path arithmetic.
+"""
 
 from __future__ import annotations
 
 import shutil
 import tarfile
+from collections import Counter
 from pathlib import Path, PurePosixPath
 
 from bundler.errors import BundlerError
 
 
-def _check(member: tarfile.TarInfo, archive: Path) -> None:
-    path = PurePosixPath(member.name)
-    bad = path.is_absolute() or ".." in path.parts
-    if member.issym() or member.islnk():
-        target = PurePosixPath(member.linkname)
-        # A symbolic link is relative to its folder, a hard link to the archive's root.
-        base = path.parent if member.issym() else PurePosixPath()
-        bad = bad or target.is_absolute() or _escapes(base / target)
-    if member.isdev():
-        bad = True
-    if bad:
-        raise BundlerError(f"{archive} holds {member.name!r}, which points outside it; refusing it")
+def _stays_inside(parts: tuple[str, ...], links: set[PurePosixPath]) -> bool:
+    """Whether a path of the archive, from its root, stays inside it without going
+    through one of its symbolic links (only the last part may be a link)."""
+    folders: list[str] = []
+    for index, part in enumerate(parts):
+        if part == "..":
+            if not folders:
+                return False
+            folders.pop()
+        elif part not in ("", "."):
+            folders.append(part)
+            if index < len(parts) - 1 and PurePosixPath(*folders) in links:
+                return False
+    return True
 
 
-def _escapes(path: PurePosixPath) -> bool:
-    depth = 0
-    for part in path.parts:
-        depth += -1 if part == ".." else (0 if part == "." else 1)
-        if depth < 0:
-            return True
-    return False
+def _refuse_escapes(members: list[tarfile.TarInfo], archive: Path) -> None:
+    links = {PurePosixPath(m.name) for m in members if m.issym()}
+    counts = Counter(PurePosixPath(m.name) for m in members)
+    for member in members:
+        path = PurePosixPath(member.name)
+        bad = path.is_absolute() or ".." in path.parts or member.isdev()
+        bad = bad or not _stays_inside(path.parts, links)
+        # A second entry of a link's name would be written through the link.
+        bad = bad or (path in links and counts[path] > 1)
+        if member.issym() or member.islnk():
+            target = PurePosixPath(member.linkname)
+            # A symbolic link is relative to its folder, a hard link to the archive's root.
+            base = path.parent.parts if member.issym() else ()
+            bad = bad or target.is_absolute() or not _stays_inside(base + target.parts, links)
+        if bad:
+            raise BundlerError(
+                f"{archive} holds {member.name!r}, which leads outside the folder it unpacks "
+                "into; refusing it: give a runtime archive as python-build-standalone released it"
+            )
 
 
 def unpack(archive: Path, destination: Path) -> None:
@@ -40,8 +63,7 @@ def unpack(archive: Path, destination: Path) -> None:
     try:
         with tarfile.open(archive, "r:*") as tar:
             members = tar.getmembers()
-            for member in members:
-                _check(member, archive)
+            _refuse_escapes(members, archive)
             if hasattr(tarfile, "fully_trusted_filter"):
                 tar.extractall(destination, members=members, filter="fully_trusted")
             else:  # pragma: no cover - CPython without extraction filters

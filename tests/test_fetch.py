@@ -308,3 +308,69 @@ def test_a_runtime_that_is_no_archive_is_one_line(tmp_path: Path, content: bytes
     assert "\n" not in message
     assert message.startswith(f"cannot unpack {archive}: ")
     assert message.endswith("; give a python-build-standalone .tar.gz whole")
+
+
+def _hostile_archive(path: Path, entries: list[tuple[str, str, str]]) -> Path:
+    """A .tar.gz of (name, kind, link target or content) entries, kind dir, file or link."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as tar:
+        for name, kind, value in entries:
+            info = tarfile.TarInfo(name)
+            data = value.encode() if kind == "file" else b""
+            info.type = {"dir": tarfile.DIRTYPE, "file": tarfile.REGTYPE, "link": tarfile.SYMTYPE}[
+                kind
+            ]
+            info.mode = 0o755 if kind == "dir" else 0o644
+            if kind == "link":
+                info.linkname = value
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("entries", "refused"),
+    [
+        # Each link alone stays inside; the third, reached through the other two, does not.
+        (
+            [
+                ("python", "dir", ""),
+                ("python/x", "dir", ""),
+                ("python/x/y", "link", ".."),
+                ("python/x/y/z", "link", ".."),
+                ("python/x/y/z/w", "link", ".."),
+                ("python/x/y/z/w/ESCAPED", "file", "written outside\n"),
+            ],
+            "python/x/y/z",
+        ),
+        # python/up leads to the archive's root, so up/.. leads above it.
+        (
+            [("python", "dir", ""), ("python/up", "link", ".."), ("python/t", "link", "up/..")],
+            "python/t",
+        ),
+        # A file of a link's name is written wherever the link leads.
+        (
+            [("python", "dir", ""), ("python/s", "link", "."), ("python/s", "file", "x")],
+            "python/s",
+        ),
+    ],
+    ids=["chain", "link-through-link", "file-over-link"],
+)
+def test_a_runtime_archive_cannot_reach_outside_through_its_links(
+    tmp_path: Path, entries: list[tuple[str, str, str]], refused: str
+) -> None:
+    from bundler.errors import BundlerError
+    from bundler.unpack import unpack
+
+    archive = _hostile_archive(tmp_path / "runtime.tar.gz", entries)
+    destination = tmp_path / "a" / "b" / "out"
+    with pytest.raises(BundlerError) as caught:
+        unpack(archive, destination)
+    assert str(caught.value) == (
+        f"{archive} holds {refused!r}, which leads outside the folder it unpacks into;"
+        " refusing it: give a runtime archive as python-build-standalone released it"
+    )
+    assert list(destination.iterdir()) == [], "nothing is unpacked"
+    assert not list(tmp_path.rglob("ESCAPED"))
