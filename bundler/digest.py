@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from pathlib import Path
+from typing import BinaryIO
 
 from bundler.errors import BundlerError
 
@@ -12,10 +13,15 @@ HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
     with path.open("rb") as file:
-        for block in iter(lambda: file.read(1024 * 1024), b""):
-            digest.update(block)
+        return sha256_fileobj(file)
+
+
+def sha256_fileobj(file: BinaryIO) -> str:
+    """The sha256 of what is left to read in an open file."""
+    digest = hashlib.sha256()
+    for block in iter(lambda: file.read(1024 * 1024), b""):
+        digest.update(block)
     return digest.hexdigest()
 
 

@@ -73,7 +73,8 @@ def runtime_for(
     minor = request.minor or running_minor()
     source = fetch.resolve(target, minor, request.runtime, request.mirror, request.sha256)
     if source.kind == "archive":
-        unpack(source.path, work / "runtime")
+        # Checked again as it is read: the cache or a local file could change meanwhile.
+        unpack(source.path, work / "runtime", source.sha256)
         info = runtime_layout.inspect(work / "runtime")
     else:
         info = runtime_layout.inspect(source.path)

@@ -14,7 +14,9 @@ import shutil
 import tarfile
 from collections import Counter
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
 
+from bundler.digest import sha256_fileobj
 from bundler.errors import BundlerError
 
 
@@ -55,19 +57,35 @@ def _refuse_escapes(members: list[tarfile.TarInfo], archive: Path) -> None:
             )
 
 
-def unpack(archive: Path, destination: Path) -> None:
-    """Extracts a .tar.gz into a fresh destination folder."""
+def _refuse_changed(file: BinaryIO, archive: Path, sha256: str) -> None:
+    """The bytes about to be unpacked are the ones checked: read from the same open file,
+    so that a file swapped in after the check is never what gets unpacked."""
+    actual = sha256_fileobj(file)
+    file.seek(0)
+    if actual != sha256:
+        raise BundlerError(
+            f"{archive} changed after it was checked: its sha256 is now {actual}, not "
+            f"{sha256}; refusing it: make sure nothing else writes to it, and run again"
+        )
+
+
+def unpack(archive: Path, destination: Path, sha256: str | None = None) -> None:
+    """Extracts a .tar.gz into a fresh destination folder; with sha256, only if its bytes
+    still have that checksum."""
     if destination.exists():
         shutil.rmtree(destination)
     destination.mkdir(parents=True)
     try:
-        with tarfile.open(archive, "r:*") as tar:
-            members = tar.getmembers()
-            _refuse_escapes(members, archive)
-            if hasattr(tarfile, "fully_trusted_filter"):
-                tar.extractall(destination, members=members, filter="fully_trusted")
-            else:  # pragma: no cover - CPython without extraction filters
-                tar.extractall(destination, members=members)
+        with archive.open("rb") as file:
+            if sha256:
+                _refuse_changed(file, archive, sha256)
+            with tarfile.open(fileobj=file, mode="r:*") as tar:
+                members = tar.getmembers()
+                _refuse_escapes(members, archive)
+                if hasattr(tarfile, "fully_trusted_filter"):
+                    tar.extractall(destination, members=members, filter="fully_trusted")
+                else:  # pragma: no cover - CPython without extraction filters
+                    tar.extractall(destination, members=members)
     except (tarfile.TarError, EOFError, OSError) as exc:
         # tarfile's "r:*" lists each compression it tried, a line each: the first says it.
         reason = str(exc).splitlines()[0].rstrip(":") if str(exc) else type(exc).__name__

@@ -374,3 +374,32 @@ def test_a_runtime_archive_cannot_reach_outside_through_its_links(
     )
     assert list(destination.iterdir()) == [], "nothing is unpacked"
     assert not list(tmp_path.rglob("ESCAPED"))
+
+
+def test_an_archive_swapped_after_its_check_is_not_unpacked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What is unpacked is what was verified, even if the cached file is replaced between."""
+    from bundler import config, fetch, pipeline
+    from bundler.digest import sha256_file
+    from bundler.errors import BundlerError
+
+    checked = _hostile_archive(tmp_path / "runtime.tar.gz", [("python", "dir", "")])
+    expected = sha256_file(checked)
+    swapped = _hostile_archive(tmp_path / "other.tar.gz", [("python", "dir", ""), ("x", "dir", "")])
+
+    def resolve_then_swap(*args: object, **kwargs: object) -> fetch.RuntimeSource:
+        source = fetch.RuntimeSource("archive", checked, checked.name, expected, "cache")
+        swapped.replace(checked)  # another process replaces the cache entry
+        return source
+
+    monkeypatch.setattr(fetch, "resolve", resolve_then_swap)
+    target = config.load_matrix().target(host_target()[0])
+    request = pipeline.Request(None, None, None, None, None)
+    with pytest.raises(BundlerError) as caught:
+        pipeline.runtime_for(request, target, tmp_path / "work")
+    assert str(caught.value) == (
+        f"{checked} changed after it was checked: its sha256 is now {sha256_file(checked)}, not"
+        f" {expected}; refusing it: make sure nothing else writes to it, and run again"
+    )
+    assert not (tmp_path / "work" / "runtime" / "x").exists()
