@@ -71,15 +71,19 @@ def cached_or_downloaded(
         kept.unlink()
     url = mirror_url(mirror, tag, asset.name) if mirror else asset.url
     part = cache / (asset.name + ".part")
-    try:
-        download(url, part, asset.name)
-    except DownloadFailed as exc:
-        raise BundlerError(
-            f"cannot download {asset.name} from {url} ({exc.reason}); without access to it, "
-            f"put the file at {tag}/{asset.name} in a folder and set {MIRROR_ENV} to that "
-            f"folder, or set {RUNTIME_ENV} to a local runtime archive or folder"
-        ) from None
+    resumed = part.is_file() and part.stat().st_size > 0
+    _download(url, part, asset.name, tag)
     actual = sha256_file(part)
+    if actual != expected and resumed:
+        # The bytes an earlier run left may be what is wrong (another mirror, a damaged
+        # disk): the whole file, fetched again, decides.
+        log.warning(
+            f"{asset.name}, resumed from an earlier partial download, does not match its "
+            "sha256; downloading it again from the start"
+        )
+        part.unlink()
+        _download(url, part, asset.name, tag)
+        actual = sha256_file(part)
     if actual != expected:
         part.unlink()
         raise BundlerError(
@@ -88,6 +92,17 @@ def cached_or_downloaded(
         )
     part.replace(kept)
     return RuntimeSource("archive", kept, asset.name, expected, url, tag, asset.url)
+
+
+def _download(url: str, part: Path, name: str, tag: str) -> None:
+    try:
+        download(url, part, name)
+    except DownloadFailed as exc:
+        raise BundlerError(
+            f"cannot download {name} from {url} ({exc.reason}); without access to it, "
+            f"put the file at {tag}/{name} in a folder and set {MIRROR_ENV} to that "
+            f"folder, or set {RUNTIME_ENV} to a local runtime archive or folder"
+        ) from None
 
 
 def as_pinned(

@@ -140,6 +140,25 @@ def test_interrupted_download_resumes_with_a_range_request(release: dict[str, ob
     assert "resuming at" in done.stderr
 
 
+def test_a_damaged_partial_download_is_fetched_again_whole(release: dict[str, object]) -> None:
+    """A .part an earlier run left with wrong bytes is not blamed on the mirror or the pin."""
+    _pin(release, str(release["sha256"]))
+    part = cached(release).with_name(f"{release['name']}.part")
+    part.parent.mkdir(parents=True)
+    half = len(release["data"]) // 2  # type: ignore[arg-type]
+    part.write_bytes(b"\0" * half)
+    with Mirror(release["mirror"]) as mirror:  # type: ignore[arg-type]
+        done = fetch(release, PYNOX_PBS_MIRROR=mirror.url)
+        ranges = [r.range for r in mirror.state.requests]
+    assert done.returncode == 0, done.stderr
+    assert cached(release).read_bytes() == release["data"]
+    assert ranges == [f"bytes={half}-", None], "resumed, then fetched from the start"
+    assert (
+        f"bundler: warning: {release['name']}, resumed from an earlier partial download, does"
+        " not match its sha256; downloading it again from the start"
+    ) in done.stderr
+
+
 def test_folder_and_file_url_mirrors(release: dict[str, object]) -> None:
     _pin(release, str(release["sha256"]))
     folder = str(release["mirror"])
