@@ -94,7 +94,10 @@ def repair(raw: Path, out: Path) -> Path:
         env={**reproducible_env(), "PATH": path},
         failure=f"auditwheel cannot label the wheel {plat}",
     )
-    made = sorted(set(out.glob("pynox-*.whl")) - before) or sorted(out.glob(f"pynox-*{plat}*.whl"))
+    # A rebuild overwrites its earlier wheel, so nothing is new: then the one named as the
+    # raw wheel is (name, version, python and ABI tags), never another CPython's beside it.
+    same = "-".join(raw.name.split("-")[:4])
+    made = sorted(set(out.glob("pynox-*.whl")) - before) or sorted(out.glob(f"{same}-*{plat}*.whl"))
     if not made:
         raise BundlerError(f"auditwheel wrote no {plat} wheel into {out}")
     wheel = made[-1]

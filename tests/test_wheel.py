@@ -86,3 +86,29 @@ def test_differing_entries_names_content_and_timestamps(tmp_path: Path) -> None:
     assert differing_entries(one, two) == ["b.py", "c.py", "d.py"]
     later = wheel_file(tmp_path / "later", TAG, {"a.py": b"1", "b.py": b"2", "c.py": b"3"}, 2025)
     assert differing_entries(one, later) == ["a.py", "b.py", "c.py"]
+
+
+def test_a_rebuilt_wheel_is_found_beside_other_cpythons_wheels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`make wheel` again after `make wheels`: the wheel it rewrote is the one it reports."""
+    from bundler import wheel
+
+    out = tmp_path / "dist"
+    out.mkdir()
+    plat = wheel.platform_tag()
+    tags = f"manylinux2014_x86_64.manylinux_2_17_x86_64.{plat}"
+    other = "cp314" if TAG != "cp314" else "cp313"
+    for tag in (TAG, other):
+        (out / f"pynox-0.1.0-{tag}-{tag}-{tags}.whl").write_bytes(b"an earlier build")
+    raw = tmp_path / f"pynox-0.1.0-{TAG}-{TAG}-linux_x86_64.whl"
+    raw.write_bytes(b"raw")
+    rebuilt = out / f"pynox-0.1.0-{TAG}-{TAG}-{tags}.whl"
+
+    def auditwheel_repair(command: list[object], **options: object) -> None:
+        rebuilt.write_bytes(b"this build")  # auditwheel overwrites a wheel of the same name
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1")
+    monkeypatch.setattr(wheel.commands, "run", auditwheel_repair)
+    monkeypatch.setattr(wheel, "_stdout", lambda *args, **kwargs: "")
+    assert wheel.repair(raw, out) == rebuilt
