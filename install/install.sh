@@ -9,7 +9,8 @@
 # refuses to go on without a tool to check it); with --verify-key or --allowed-signers,
 # its signature FILE.sig too (ssh-keygen -Y verify, namespace pynox-bundle). Then the
 # bundle's MANIFEST.json is checked against this machine: CPU architecture, C library
-# (and glibc version), kernel. The bundle is unpacked beside the prefix and renamed into
+# (and glibc version), kernel. All of it reads one copy of FILE in TMPDIR, so what is
+# unpacked is what was checked. The bundle is unpacked beside the prefix and renamed into
 # place; an existing install stays until the new one has run.
 #
 # Nothing is deleted that this script did not install: the prefix gets a receipt
@@ -325,7 +326,13 @@ esac
 tool=$(sha256_tool)
 [ -n "$tool" ] ||
     die "no sha256sum, shasum or openssl to verify $archive with; install one (an unverified archive is never installed)"
-actual=$(sha256_of "$archive" "$tool")
+# Every check below and the unpacking read one private copy: the file where it lies could
+# change between two reads (another writer, or a file server that answers as it likes), and
+# the bytes unpacked must be the bytes checked.
+bundle=$work/bundle.tar.gz
+cp "$archive" "$bundle" 2>"$work/cp-error" ||
+    die "cannot copy $archive into $work to check it ($(grep -m 1 . "$work/cp-error")); set TMPDIR to a folder with room for it"
+actual=$(sha256_of "$bundle" "$tool")
 [ "$actual" = "$expected" ] ||
     die "$archive has sha256 $actual, not the $expected of $sums; the file is damaged or not the one released"
 say "checked the sha256 of $name against $(basename "$sums")"
@@ -364,7 +371,7 @@ if [ -n "$verify_key$allowed_signers" ]; then
     signer=$(printf '%s\n' "$principals" | while IFS= read -r principal; do
         [ -n "$principal" ] || continue
         if ssh-keygen -Y verify -f "$signers" -I "$principal" -n "$NAMESPACE" -s "$sig" \
-            <"$archive" >/dev/null 2>&1; then
+            <"$bundle" >/dev/null 2>&1; then
             printf '%s\n' "$principal"
             break
         fi
@@ -380,7 +387,7 @@ fi
 
 members=$work/members
 command -v tar >/dev/null 2>&1 || die "no tar to unpack $archive with; install tar"
-if ! tar -tzf "$archive" >"$members" 2>"$work/tar-error"; then
+if ! tar -tzf "$bundle" >"$members" 2>"$work/tar-error"; then
     command -v gzip >/dev/null 2>&1 ||
         die "no gzip to unpack $archive with (tar uses it for a .tar.gz); install gzip"
     die "$archive is truncated or corrupt (tar: $(grep -m 1 . "$work/tar-error")); copy it again"
@@ -396,7 +403,7 @@ outside=$(TOP=$top awk '{
             ("/" path "/") ~ /\/\.\.\//) { print $0; exit }
     }' "$members")
 [ -z "$outside" ] || die "$archive is not a pynox bundle: $outside is outside its $top folder"
-manifest=$(tar -xzf "$archive" -O "$top/MANIFEST.json" 2>/dev/null) ||
+manifest=$(tar -xzf "$bundle" -O "$top/MANIFEST.json" 2>/dev/null) ||
     die "$archive has no $top/MANIFEST.json; it is not a pynox bundle"
 
 # --- check this machine ------------------------------------------------------------
@@ -472,7 +479,7 @@ parent=$(dirname "$prefix")
 mkdir -p "$parent" 2>/dev/null || die "cannot create $parent; choose another --prefix"
 staging=$prefix.new.$$
 mkdir "$staging" 2>/dev/null || die "cannot create $staging; may you write to $parent?"
-error=$(tar -xzf "$archive" -C "$staging" 2>&1) ||
+error=$(tar -xzf "$bundle" -C "$staging" 2>&1) ||
     die "cannot unpack $archive into $staging: $(printf '%s' "$error" | head -n 1)"
 tree=$staging/$top
 [ -x "$tree/bin/pynox" ] || die "$archive has no bin/pynox; the bundle is broken"

@@ -850,3 +850,36 @@ def test_an_archive_glob_that_matched_two_bundles_is_refused(tmp_path: Path) -> 
         " give the bundle to install with --archive FILE (see --help)"
     )
     assert not prefix.exists()
+
+
+def test_what_is_unpacked_is_what_was_verified(tmp_path: Path, keys: tuple[Path, Path]) -> None:
+    """A file that changes after its checks (a file server that answers each read as it
+    likes, another writer) is not installed: every check and the unpacking read one copy."""
+    release, _ = keys
+    (tmp_path / "signed").mkdir()
+    (tmp_path / "other").mkdir()
+    archive = fake_bundle(tmp_path / "signed", launcher="#!/bin/sh\necho signed\n")
+    ssh_sign(archive, release)
+    other = fake_bundle(tmp_path / "other", launcher="#!/bin/sh\necho swapped\n")
+    # ssh-keygen as usual, after which the archive where it lies is another one.
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    wrapper = tools / "ssh-keygen"
+    wrapper.write_text(
+        f'#!/bin/sh\n{shutil.which("ssh-keygen")} "$@" || exit\ncp "{other}" "{archive}"\n'
+    )
+    wrapper.chmod(0o755)
+    path = f"{tools}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    done = install(
+        "--archive",
+        archive,
+        "--prefix",
+        tmp_path / "p",
+        "--no-link",
+        "--verify-key",
+        release.with_name("key.pub"),
+        env={"PATH": path},
+    )
+    assert done.returncode == 0, done.stderr
+    assert archive.read_bytes() == other.read_bytes(), "the file was swapped"
+    assert (tmp_path / "p" / "bin" / "pynox").read_text() == "#!/bin/sh\necho signed\n"
