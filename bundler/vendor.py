@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
@@ -123,13 +124,36 @@ def _search(info: elf.ElfFile, root: Path) -> list[Path]:
     return folders
 
 
+def _refuse_links_out(root: Path, runtime: bool, shown: Callable[[Path], str]) -> None:
+    """A symbolic link to an absolute path, or out of root, would make the bundle use
+    whatever the installed machine has there (a runtime folder can hold such links)."""
+    top = root.resolve()
+    for path in sorted(root.rglob("*")):
+        if not path.is_symlink() or (runtime and dropped(PurePosixPath(path.relative_to(root)))):
+            continue
+        target = os.readlink(path)
+        where = Path(os.path.realpath(path))
+        if os.path.isabs(target) or (where != top and top not in where.parents):
+            raise BundlerError(
+                f"{shown(path)} is a link to {target}, outside the bundle; replace it with "
+                "a copy of what it leads to, or pack the runtime with "
+                "`python -m bundler pack-runtime`"
+            )
+
+
 def audit(root: Path, libc: str, runtime: bool = False) -> None:
     """Fails, naming the file and the library, unless every ELF file under root needs only
-    what root holds and the C library's own libraries.
+    what root holds and the C library's own libraries, and no link leads out of root.
 
     runtime: root is a runtime about to be bundled (checked before the build, to fail
     early): files the bundle leaves out are not checked, and files are named as the
     bundle names them (python/...)."""
+
+    def shown(path: Path) -> str:
+        relative = path.relative_to(root)
+        return ("python" / relative if runtime else relative).as_posix()
+
+    _refuse_links_out(root, runtime, shown)
     files = _elf_files(root)
     if runtime:
         files = [p for p in files if not dropped(PurePosixPath(p.relative_to(root)))]
@@ -155,11 +179,8 @@ def audit(root: Path, libc: str, runtime: bool = False) -> None:
                 continue
             if any((folder / soname).is_file() for folder in _search(info, root)):
                 continue
-            name = (
-                ("python" / info.path.relative_to(root)) if runtime else info.path.relative_to(root)
-            )
             raise BundlerError(
-                f"{name.as_posix()} needs {soname}, which is neither in the bundle "
+                f"{shown(info.path)} needs {soname}, which is neither in the bundle "
                 f"(on its RUNPATH) nor part of the {libc} C library; pack the runtime with "
                 "`python -m bundler pack-runtime`, which carries such libraries"
             )

@@ -172,6 +172,27 @@ def test_audit_names_the_file_and_the_library(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("target", ["/usr/lib/libz.so.1", "../../../outside/libz.so.1"])
+def test_audit_refuses_a_link_out_of_the_bundle(tmp_path: Path, target: str) -> None:
+    """A runtime folder's link to the machine's library would ship as that link."""
+    from bundler.errors import BundlerError
+    from bundler.vendor import audit
+
+    root = tmp_path / "runtime" / "python"
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "python3").symlink_to("python3.99")  # inside: fine
+    (root / "lib").mkdir()
+    (root / "lib" / "libz.so.1").symlink_to(target)
+    with pytest.raises(BundlerError) as refused:
+        audit(root, "gnu", runtime=True)
+    assert refused.value.message == (
+        f"python/lib/libz.so.1 is a link to {target}, outside the bundle; replace it with a copy"
+        " of what it leads to, or pack the runtime with `python -m bundler pack-runtime`"
+    )
+    (root / "lib" / "libz.so.1").unlink()
+    audit(root, "gnu", runtime=True)
+
+
 @BUILDS_BUNDLES
 def test_bundler_refuses_a_runtime_with_a_machine_library_left_in(
     packed: Runtime, tmp_path: Path
