@@ -21,6 +21,9 @@ USER_AGENT = "pynox-bundler"
 CHUNK = 256 * 1024
 ATTEMPTS = 4
 TIMEOUT = 30.0
+# Far above any runtime archive (tens of MB): a server that sends more, or an endless
+# body, is refused before it fills the disk.
+LIMIT = 1024 * 1024 * 1024
 
 
 class DownloadFailed(Exception):
@@ -36,6 +39,10 @@ class _Retry(Exception):
     """A failure worth another attempt (connection lost, server busy, short body)."""
 
 
+class _TooLarge(Exception):
+    """The server sends more than the limit: no attempt will do better."""
+
+
 def open_url(
     url: str, timeout: float = TIMEOUT, headers: dict[str, str] | None = None
 ) -> http.client.HTTPResponse:
@@ -44,7 +51,12 @@ def open_url(
 
 
 def download(
-    url: str, part: Path, label: str, attempts: int = ATTEMPTS, backoff: float = 0.5
+    url: str,
+    part: Path,
+    label: str,
+    attempts: int = ATTEMPTS,
+    backoff: float = 0.5,
+    limit: int = LIMIT,
 ) -> Path:
     """Fetches `url` into `part`, continuing what an earlier attempt left there."""
     part.parent.mkdir(parents=True, exist_ok=True)
@@ -53,8 +65,15 @@ def download(
         if attempt:
             time.sleep(backoff * 2 ** (attempt - 1))
         try:
-            _attempt(url, part, Progress(label))
+            _attempt(url, part, Progress(label), limit)
             return part
+        except _TooLarge:
+            part.unlink(missing_ok=True)  # nothing to resume from
+            raise DownloadFailed(
+                url,
+                f"the server sends more than {limit // (1024 * 1024)} MiB, more than any "
+                "runtime archive",
+            ) from None
         except _Retry as exc:
             last = str(exc)
         except urllib.error.HTTPError as exc:
@@ -71,7 +90,7 @@ def download(
     raise DownloadFailed(url, f"{last} (after {attempts} attempts)")
 
 
-def _attempt(url: str, part: Path, progress: Progress) -> None:
+def _attempt(url: str, part: Path, progress: Progress, limit: int) -> None:
     offset = part.stat().st_size if part.exists() else 0
     resumable = urlsplit(url).scheme in ("http", "https")
     if offset and not resumable:
@@ -91,21 +110,26 @@ def _attempt(url: str, part: Path, progress: Progress) -> None:
             offset, mode = 0, "wb"
         length = response.headers.get("Content-Length")
         total = offset + int(length) if length and length.isdigit() else None
+        if (total or 0) > limit:
+            raise _TooLarge()
         progress.start(total, resumed_at=offset)
         with part.open(mode) as out:
-            _copy(cast(IO[bytes], response), out, progress)
+            _copy(cast(IO[bytes], response), out, progress, limit - offset)
         size = part.stat().st_size
         if total is not None and size < total:
             raise _Retry(f"the connection closed at {size} of {total} bytes")
     progress.finish()
 
 
-def _copy(source: IO[bytes], out: IO[bytes], progress: Progress) -> None:
+def _copy(source: IO[bytes], out: IO[bytes], progress: Progress, room: int) -> None:
     try:
         while True:
             chunk = source.read(CHUNK)
             if not chunk:
                 return
+            room -= len(chunk)
+            if room < 0:
+                raise _TooLarge()
             out.write(chunk)
             progress.advance(len(chunk))
     except http.client.IncompleteRead as exc:

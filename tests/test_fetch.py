@@ -422,3 +422,41 @@ def test_an_archive_swapped_after_its_check_is_not_unpacked(
         f" {expected}; refusing it: make sure nothing else writes to it, and run again"
     )
     assert not (tmp_path / "work" / "runtime" / "x").exists()
+
+
+@pytest.mark.parametrize("declared", [True, False], ids=["content-length", "endless-body"])
+def test_a_server_that_sends_too_much_is_cut_off(tmp_path: Path, declared: bool) -> None:
+    """A hostile or broken mirror does not fill the disk: past the limit it is refused."""
+    import http.server
+    import threading
+
+    from bundler.download import DownloadFailed, download
+
+    class Endless(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            return
+
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            if declared:
+                self.send_header("Content-Length", str(10**12))
+            self.end_headers()
+            try:
+                while True:
+                    self.wfile.write(b"\0" * 65536)
+            except OSError:
+                return
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endless)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    part = tmp_path / "runtime.tar.gz.part"
+    url = f"http://127.0.0.1:{server.server_address[1]}/runtime.tar.gz"
+    try:
+        with pytest.raises(DownloadFailed) as caught:
+            download(url, part, "runtime.tar.gz", limit=1024 * 1024)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert caught.value.reason == "the server sends more than 1 MiB, more than any runtime archive"
+    assert not part.exists(), "nothing is kept to resume from"
