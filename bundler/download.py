@@ -26,10 +26,28 @@ TIMEOUT = 30.0
 LIMIT = 1024 * 1024 * 1024
 
 
+def printable(text: str, limit: int = 200) -> str:
+    """What a server said, safe to put in a one-line message: its line breaks and control
+    characters (a terminal's escape sequences) would break or forge the line."""
+    text = " ".join(text.split())
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe(exc: BaseException) -> str:
+    """Why a request failed, in a few words on one line."""
+    if isinstance(exc, http.client.BadStatusLine):
+        return printable(f"its answer is not HTTP: {exc}")
+    if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError):
+        return printable(str(exc.reason))
+    return printable(str(exc) or type(exc).__name__)
+
+
 class DownloadFailed(Exception):
-    """The file could not be had; `reason` says why in a few words."""
+    """The file could not be had; `reason` says why in a few words, on one line."""
 
     def __init__(self, url: str, reason: str) -> None:
+        reason = printable(reason)
         super().__init__(f"{url}: {reason}")
         self.url = url
         self.reason = reason
@@ -82,11 +100,11 @@ def download(
                 continue
             raise DownloadFailed(url, f"HTTP {exc.code} {exc.reason}") from None
         except urllib.error.URLError as exc:
-            last = str(exc.reason)
+            last = describe(exc)
             if isinstance(exc.reason, FileNotFoundError):
                 raise DownloadFailed(url, "no such file") from None
         except (OSError, http.client.HTTPException) as exc:
-            last = str(exc) or type(exc).__name__
+            last = describe(exc)
     raise DownloadFailed(url, f"{last} (after {attempts} attempts)")
 
 

@@ -10,6 +10,7 @@ is named in a comment of the file and gets no pin; a checksum is never made up.
 
 from __future__ import annotations
 
+import http.client
 import re
 import urllib.error
 import urllib.parse
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bundler import config, log
-from bundler.download import open_url
+from bundler.download import describe, open_url
 from bundler.errors import BundlerError
 from bundler.mirror import mirror_base
 from bundler.paths import dist_config_dir
@@ -181,11 +182,10 @@ def refresh(tag: str | None = None, sources: Sources | None = None) -> int:
     else:
         try:
             listings = [_download_sums(release, tag)]
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             log.warning(
                 f"refresh-pins cannot reach the {release.sums_asset} of release {tag} "
-                f"({reason}); the pins are unchanged (pass --sums FILE, --table FILE or "
+                f"({describe(exc)}); the pins are unchanged (pass --sums FILE, --table FILE or "
                 "--pbs-installer to refresh from checksums at hand)"
             )
             return 0

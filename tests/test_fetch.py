@@ -460,3 +460,53 @@ def test_a_server_that_sends_too_much_is_cut_off(tmp_path: Path, declared: bool)
         server.server_close()
     assert caught.value.reason == "the server sends more than 1 MiB, more than any runtime archive"
     assert not part.exists(), "nothing is kept to resume from"
+
+
+@pytest.fixture
+def not_http() -> object:
+    """A loopback server that answers every connection with a line that is not HTTP, with
+    a terminal escape sequence in it."""
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def answer() -> None:
+        while True:
+            try:
+                client, _ = server.accept()
+            except OSError:
+                return
+            with client:
+                client.recv(4096)
+                client.sendall(b"SSH-2.0-OpenSSH \x1b[2J\r\n\r\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}"
+    server.close()
+
+
+def test_a_mirror_that_does_not_speak_http_is_one_clean_line(
+    release: dict[str, object], not_http: str, tmp_path: Path
+) -> None:
+    from bundler.download import DownloadFailed, download
+
+    _pin(release, str(release["sha256"]))
+    with pytest.raises(DownloadFailed) as caught:
+        download(f"{not_http}/{TAG}/{release['name']}", tmp_path / "x.part", "x", attempts=1)
+    assert caught.value.reason == "its answer is not HTTP: SSH-2.0-OpenSSH ?[2J (after 1 attempts)"
+    refresh = subprocess.run(
+        [sys.executable, "-m", "bundler", "refresh-pins"],
+        cwd=PROJECT,
+        env=clean_env(PYNOX_DIST_CONFIG=str(release["config"]), PYNOX_PBS_MIRROR=not_http),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert refresh.returncode == 0, refresh.stderr
+    assert refresh.stderr == (
+        "bundler: warning: refresh-pins cannot reach the SHA256SUMS of release t1 (its answer is"
+        " not HTTP: SSH-2.0-OpenSSH ?[2J); the pins are unchanged (pass --sums FILE, --table"
+        " FILE or --pbs-installer to refresh from checksums at hand)\n"
+    )
