@@ -151,15 +151,34 @@ def render(
     return "\n".join(lines)
 
 
+# A release's SHA256SUMS is well under a megabyte; a server that sends more is refused.
+SUMS_LIMIT = 16 * 1024 * 1024
+
+
 def _download_sums(release: config.Release, tag: str) -> Listing:
     base = mirror_base()
+    origin = f"{release.sums_asset} of release {tag}"
     if base is not None:
         url = f"{base.rstrip('/')}/{tag}/{release.sums_asset}"
+        # The pins name where their checksums came from: a mirror is not the release.
+        origin += f" as the mirror {base} serves it"
     else:
         url = asset_url(release.url_template, tag, release.sums_asset)
     with open_url(url, timeout=30) as response:
-        text = response.read().decode("utf-8", errors="replace")
-    return parse_sums(text, f"{release.sums_asset} of release {tag}")
+        data = response.read(SUMS_LIMIT + 1)
+    if len(data) > SUMS_LIMIT:
+        raise BundlerError(
+            f"{url} sends more than {SUMS_LIMIT // (1024 * 1024)} MiB, more than any "
+            f"{release.sums_asset}; the pins are unchanged: check the mirror, or pass --sums FILE"
+        )
+    listing = parse_sums(data.decode("utf-8", errors="replace"), origin)
+    if base is not None:
+        log.warning(
+            f"the checksums come from the mirror {base}, not from the release itself; compare "
+            f"them with the release's own {release.sums_asset} before you commit "
+            f"dist-config/{config.RUNTIMES_FILE}"
+        )
+    return listing
 
 
 def read_sources(sources: Sources) -> list[Listing]:

@@ -294,6 +294,53 @@ def test_refresh_pins_from_a_sums_file(tmp_path: Path) -> None:
     assert (config / "runtimes.toml").read_text() == before
 
 
+def _sums_for_every_target(config: Path, tag: str) -> str:
+    from bundler.config import load_matrix
+
+    names = [
+        f"cpython-3.12.20+{tag}-{target.pbs_triple}-install_only_stripped.tar.gz"
+        for target in load_matrix(config).targets
+    ]
+    return "".join(f"{hashlib.sha256(n.encode()).hexdigest()}  {n}\n" for n in names)
+
+
+def test_refresh_pins_from_a_mirror_names_the_mirror(tmp_path: Path) -> None:
+    """Checksums a mirror served are not recorded as the release's own."""
+    import shutil
+
+    config = tmp_path / "dist-config"
+    shutil.copytree(PROJECT / "dist-config", config)
+    (tmp_path / "mirror" / "29990101").mkdir(parents=True)
+    sums = tmp_path / "mirror" / "29990101" / "SHA256SUMS"
+    sums.write_text(_sums_for_every_target(config, "29990101"))
+    command = [sys.executable, "-m", "bundler", "refresh-pins", "--tag", "29990101"]
+    with Mirror(tmp_path / "mirror") as mirror:
+        env = clean_env(PYNOX_DIST_CONFIG=str(config), PYNOX_PBS_MIRROR=mirror.url)
+        done = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert (
+            f"bundler: warning: the checksums come from the mirror {mirror.url}, not from the"
+            " release itself; compare them with the release's own SHA256SUMS before you commit"
+            " dist-config/runtimes.toml"
+        ) in done.stderr.splitlines()
+        origin = f"SHA256SUMS of release 29990101 as the mirror {mirror.url} serves it"
+        from bundler.config import load_release
+
+        assert load_release(config).asset("x86_64-linux-gnu", "3.12").sha256
+        assert f'sources = ["{origin}"]' in (config / "runtimes.toml").read_text()
+
+        # A SHA256SUMS of more than 16 MiB is refused, whatever its lines.
+        before = (config / "runtimes.toml").read_text()
+        sums.write_text(sums.read_text() * (17 * 1024 * 1024 // len(sums.read_text()) + 1))
+        done = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert one_line(done.stderr) == (
+        f"bundler: {mirror.url}/29990101/SHA256SUMS sends more than 16 MiB, more than any"
+        " SHA256SUMS; the pins are unchanged: check the mirror, or pass --sums FILE"
+    )
+    assert (config / "runtimes.toml").read_text() == before
+
+
 def test_local_runtime_folder(release: dict[str, object], tmp_path: Path) -> None:
     """An extracted runtime (a uv-installed Python is one) is used in place."""
     _pin(release, "")
