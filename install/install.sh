@@ -228,6 +228,20 @@ glibc_version() {
     echo "$version"
 }
 
+# The version glibc's own library prints when run ("... release version 2.36."), for a
+# minimal machine with neither getconf nor ldd; nothing where there is no such library.
+libc_so_version() {
+    for libc in /lib64/libc.so.6 /lib/libc.so.6 /lib/*-linux-gnu/libc.so.6 \
+        /usr/lib64/libc.so.6 /usr/lib/*-linux-gnu/libc.so.6; do
+        [ -f "$libc" ] && [ -x "$libc" ] || continue
+        version=$("$libc" 2>/dev/null | sed -n '1s/.*release version \([0-9][0-9.]*[0-9]\).*/\1/p')
+        if [ -n "$version" ]; then
+            echo "$version"
+            return
+        fi
+    done
+}
+
 # known_paths DIR: every path (as ./relative) that the receipt in DIR lists, itself included.
 known_paths() {
     if grep -q '^file=' "$1/$RECORD"; then
@@ -426,8 +440,9 @@ if [ "$want_libc" = gnu ]; then
     if [ -z "$glibc" ] && host_is_musl; then
         die "this bundle needs glibc, and this machine's C library is musl; install the $want_arch-linux-musl bundle"
     fi
+    [ -n "$glibc" ] || glibc=$(libc_so_version)
     [ -n "$glibc" ] ||
-        die "this bundle needs glibc, and this machine has none that getconf or ldd reports (musl?); install the musl bundle"
+        die "this bundle needs glibc, and this machine has none that getconf, ldd or libc.so.6 reports (musl?); install the musl bundle"
     if [ -n "$want_glibc" ] && [ "$want_glibc" != null ] && ! version_ge "$glibc" "$want_glibc"; then
         die "this bundle needs glibc $want_glibc or newer, and this machine has $glibc"
     fi

@@ -703,6 +703,31 @@ def test_a_newer_or_equal_glibc_passes_the_check(tmp_path: Path) -> None:
     assert "the sandbox needs; pass --allow-old-kernel" in line, "the next check refuses"
 
 
+def test_a_glibc_machine_without_getconf_or_ldd_is_read_from_libc(tmp_path: Path) -> None:
+    """A minimal glibc machine (busybox's tools, say) has neither; glibc's own library,
+    run, says its version, and a musl bundle would not run there."""
+    libcs = [
+        Path("/lib64/libc.so.6"),
+        Path("/lib/libc.so.6"),
+        *Path("/lib").glob("*-linux-gnu/libc.so.6"),
+    ]
+    if not any(os.access(libc, os.X_OK) for libc in libcs):
+        pytest.skip("this machine has no glibc library to run")
+    archive = fake_bundle(tmp_path, glibc_min="2.17", kernel_min="99.0")
+    env = fake_tools(tmp_path / "fake-bin", getconf="exit 127", ldd="exit 127")
+    line = failure_line(
+        install("--archive", archive, "--prefix", tmp_path / "p", "--no-link", env=env)
+    )
+    assert "the sandbox needs; pass --allow-old-kernel" in line, "the next check refuses"
+    archive = fake_bundle(tmp_path, glibc_min="99.0")
+    line = failure_line(
+        install("--archive", archive, "--prefix", tmp_path / "p", "--no-link", env=env)
+    )
+    assert line.startswith(
+        "install.sh: this bundle needs glibc 99.0 or newer, and this machine has 2."
+    )
+
+
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
     """Every path under root with its size and modification time."""
     return {
