@@ -56,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     command = commands.add_parser("bundle", help="fetch, build, assemble and archive a bundle")
     _runtime_options(command)
     command.add_argument("--out", type=Path, default=Path("dist"), help="output folder")
-    command.add_argument("--work", type=Path, help="scratch folder (default: a temporary one)")
+    command.add_argument(
+        "--work", type=Path, help="an empty scratch folder (default: a temporary one)"
+    )
     command.add_argument("--compiler", choices=("auto", "zig", "native"), default="auto")
     command.add_argument(
         "--wheelhouse", type=Path, help="a folder of wheels to take cffi from, instead of PyPI"

@@ -126,8 +126,6 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
     )
     top = bundle_name(parts.pynox_version, target.name, info.minor)
     stage = work / "stage" / top
-    if stage.exists():
-        raise BundlerError(f"{stage} already exists; use an empty --work folder")
     started = time.monotonic()
     fields = assemble(parts, stage)
     manifest.write(stage, fields)
@@ -143,6 +141,13 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
 
 def bundle(request: Request, out: Path, work: Path | None = None) -> Path:
     if work is not None:
+        # The bundler replaces what it finds under its own names there (runtime/, build/):
+        # a folder of the user's would lose them.
+        if work.exists() and (not work.is_dir() or any(work.iterdir())):
+            raise BundlerError(
+                f"the --work folder {work} is not empty; give a new or empty folder, "
+                "or leave --work out for a temporary one"
+            )
         work.mkdir(parents=True, exist_ok=True)
         return make_bundle(request, out, work)
     with tempfile.TemporaryDirectory(prefix="pynox-bundle-") as scratch:

@@ -271,6 +271,24 @@ def test_user_errors_are_one_line(packed: Runtime) -> None:
         assert lines[-1].startswith("bundler: ") and expected in lines[-1], done.stderr
 
 
+def test_a_work_folder_that_is_not_empty_is_refused(tmp_path: Path) -> None:
+    """The bundler unpacks into WORK/runtime, replacing what is there: never a user's."""
+    work = tmp_path / "project"
+    (work / "runtime").mkdir(parents=True)
+    (work / "runtime" / "sandbox.c").write_text("precious\n")
+    runtime = tmp_path / "runtime.tar.gz"
+    with tarfile.open(runtime, "w:gz") as tar:
+        tar.add(work / "runtime", "python")
+    env = clean_env(PYNOX_RUNTIME=str(runtime))
+    done = bundler(["bundle", "--work", str(work), "--out", str(tmp_path / "out")], env)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"bundler: the --work folder {work} is not empty; give a new or empty folder,"
+        " or leave --work out for a temporary one"
+    ]
+    assert (work / "runtime" / "sandbox.c").read_text() == "precious\n"
+
+
 def test_elf_reader_agrees_with_readelf() -> None:
     if not shutil.which("readelf"):
         pytest.skip("readelf (binutils) is not installed")
