@@ -145,10 +145,11 @@ def run(argv: list[str]) -> int:
 
         return bundle(args)
     if args.command == "wheel":
+        from bundler.cli import out_folder
         from bundler.wheel import build_wheel
 
         return build_wheel(
-            args.out,
+            out_folder(args.out),
             args.compiler,
             smoke_test=not args.no_smoke,
             check_reproducible=args.check_reproducible,

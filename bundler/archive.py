@@ -56,19 +56,23 @@ def write_tar_gz(
     """Writes root's contents under the top-level folder `top` into output."""
     output.parent.mkdir(parents=True, exist_ok=True)
     temporary = output.with_name(output.name + ".tmp")
-    with (
-        temporary.open("wb") as raw,
-        gzip.GzipFile(
-            filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level
-        ) as compressed,
-        tarfile.TarFile(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as tar,
-    ):
-        tar.addfile(_member(root, top, mtime))
-        for path in tree_entries(root):
-            info = _member(path, f"{top}/{path.relative_to(root).as_posix()}", mtime)
-            if info.isreg():
-                with path.open("rb") as file:
-                    tar.addfile(info, file)
-            else:
-                tar.addfile(info)
-    temporary.replace(output)
+    try:
+        with (
+            temporary.open("wb") as raw,
+            gzip.GzipFile(
+                filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level
+            ) as compressed,
+            tarfile.TarFile(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as tar,
+        ):
+            tar.addfile(_member(root, top, mtime))
+            for path in tree_entries(root):
+                info = _member(path, f"{top}/{path.relative_to(root).as_posix()}", mtime)
+                if info.isreg():
+                    with path.open("rb") as file:
+                        tar.addfile(info, file)
+                else:
+                    tar.addfile(info)
+        temporary.replace(output)
+    except BaseException:
+        temporary.unlink(missing_ok=True)  # never a half-written archive left beside
+        raise

@@ -37,9 +37,21 @@ def default_python(runtime: str | None) -> int:
     return 0
 
 
+def out_folder(path: Path, option: str = "--out") -> Path:
+    """An output folder, refused before any work when a file stands at its place."""
+    if path.exists() and not path.is_dir():
+        raise BundlerError(f"{option} {path} is a file; give the folder to write into")
+    return path
+
+
 def pack(python: str, output: Path, with_tests: bool) -> int:
     from bundler.pack_runtime import pack_runtime
 
+    if output.is_dir():
+        raise BundlerError(
+            f"--output {output} is a folder; give the archive to write, such as "
+            f"{output / 'cpython.tar.gz'}"
+        )
     info = pack_runtime(python, output, with_tests)
     size = output.stat().st_size / (1024 * 1024)
     log.step(f"packed CPython {info['version']} into {output} ({size:.1f} MB)")
@@ -121,6 +133,6 @@ def _pinned_version(target: config.Target, minor: str | None) -> str:
 def bundle(args: argparse.Namespace) -> int:
     from bundler.pipeline import bundle as make
 
-    output = make(_request(args), args.out, args.work)
+    output = make(_request(args), out_folder(args.out), args.work)
     log.output(str(output))
     return 0

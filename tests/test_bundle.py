@@ -289,6 +289,30 @@ def test_a_work_folder_that_is_not_empty_is_refused(tmp_path: Path) -> None:
     assert (work / "runtime" / "sandbox.c").read_text() == "precious\n"
 
 
+@pytest.mark.parametrize("command", ["pack-runtime", "bundle", "wheel"])
+def test_an_output_path_of_the_wrong_kind_is_refused_before_the_work(
+    tmp_path: Path, command: str
+) -> None:
+    """Not a traceback at the end of the build, nor a half-written archive left beside."""
+    folder, file = tmp_path / "folder", tmp_path / "file"
+    folder.mkdir()
+    file.write_text("mine\n")
+    if command == "pack-runtime":
+        args = ["pack-runtime", "--python", sys.executable, "--output", str(folder)]
+        expected = (
+            f"bundler: --output {folder} is a folder; give the archive to write, such as"
+            f" {folder}/cpython.tar.gz"
+        )
+    else:
+        args = [command, "--out", str(file)]
+        expected = f"bundler: --out {file} is a file; give the folder to write into"
+    done = bundler(args, clean_env(), timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "folder"]
+    assert file.read_text() == "mine\n" and list(folder.iterdir()) == []
+
+
 def test_elf_reader_agrees_with_readelf() -> None:
     if not shutil.which("readelf"):
         pytest.skip("readelf (binutils) is not installed")
@@ -362,6 +386,7 @@ def test_prune_rules() -> None:
 
 def test_archive_writer_is_deterministic(tmp_path: Path) -> None:
     from bundler.archive import write_tar_gz
+    from bundler.errors import BundlerError
 
     tree = tmp_path / "tree"
     (tree / "b").mkdir(parents=True)
@@ -379,6 +404,11 @@ def test_archive_writer_is_deterministic(tmp_path: Path) -> None:
     assert list(listed) == ["top", "top/a.txt", "top/b", "top/b/tool", "top/link"]
     assert listed["top/b/tool"].mode == 0o755 and listed["top/a.txt"].mode == 0o644
     assert gzip.decompress((tmp_path / "one.tar.gz").read_bytes())  # a valid gzip stream
+    # A write that fails (here a FIFO the writer refuses) leaves no half-written file.
+    os.mkfifo(tree / "fifo")
+    with pytest.raises(BundlerError, match="is neither a file, a folder nor a link"):
+        write_tar_gz(tree, "top", tmp_path / "three.tar.gz", 1_700_000_000)
+    assert not list(tmp_path.glob("three*"))
 
 
 def test_pyc_normalization_removes_reference_count_noise() -> None:
