@@ -20,7 +20,7 @@ from bundler.download import DownloadFailed, download
 from bundler.errors import BundlerError
 from bundler.mirror import ENV as MIRROR_ENV
 from bundler.mirror import mirror_base, mirror_url
-from bundler.paths import runtimes_cache
+from bundler.paths import made_cache, runtimes_cache
 
 RUNTIME_ENV = "PYNOX_RUNTIME"
 SHA256_ENV = "PYNOX_RUNTIME_SHA256"
@@ -70,7 +70,7 @@ def cached_or_downloaded(
         log.warning(f"the cached {kept} does not match its sha256; downloading it again")
         kept.unlink()
     url = mirror_url(mirror, tag, asset.name) if mirror else asset.url
-    part = cache / (asset.name + ".part")
+    part = made_cache(cache) / (asset.name + ".part")
     resumed = part.is_file() and part.stat().st_size > 0
     _download(url, part, asset.name, tag)
     actual = sha256_file(part)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from bundler.errors import BundlerError
+
 PROJECT = Path(__file__).resolve().parent.parent
 
 
@@ -18,6 +20,18 @@ def cache_dir() -> Path:
     """The user's cache for pynox: $XDG_CACHE_HOME/pynox, else ~/.cache/pynox."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "pynox"
+
+
+def made_cache(folder: Path) -> Path:
+    """A cache folder about to be written, made if missing; one sentence where it cannot be."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BundlerError(
+            f"cannot make the cache folder {folder} ({exc.strerror}); "
+            "set XDG_CACHE_HOME to a folder you may write to"
+        ) from None
+    return folder
 
 
 def runtimes_cache() -> Path:

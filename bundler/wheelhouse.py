@@ -20,7 +20,7 @@ from bundler.commands import CommandFailed
 from bundler.config import Target, read_file
 from bundler.digest import sha256_file
 from bundler.errors import BundlerError
-from bundler.paths import wheels_cache
+from bundler.paths import made_cache, wheels_cache
 from bundler.runtime_layout import python_tag
 
 PACKAGES_FILE = "packages.toml"
@@ -105,7 +105,7 @@ def _wheel(
         found = _find(folder, project, version, pythons, abis, set(platforms))
         if found:
             return found
-    cache.mkdir(parents=True, exist_ok=True)
+    made_cache(cache)
     _pip_download(project, version, options, cache, wheelhouse)
     found = _find(cache, project, version, pythons, abis, set(platforms))
     if found is None:

@@ -557,3 +557,18 @@ def test_a_mirror_that_does_not_speak_http_is_one_clean_line(
         " not HTTP: SSH-2.0-OpenSSH ?[2J); the pins are unchanged (pass --sums FILE, --table"
         " FILE or --pbs-installer to refresh from checksums at hand)\n"
     )
+
+
+def test_a_cache_folder_that_cannot_be_made_is_one_line(
+    release: dict[str, object], tmp_path: Path
+) -> None:
+    _pin(release, str(release["sha256"]))
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    release["cache"] = blocked  # XDG_CACHE_HOME is a file: no folder can be made in it
+    done = fetch(release, PYNOX_PBS_MIRROR=str(release["mirror"]))
+    assert done.returncode == 1
+    assert one_line(done.stderr) == (
+        f"bundler: cannot make the cache folder {blocked}/pynox/runtimes (Not a directory);"
+        " set XDG_CACHE_HOME to a folder you may write to"
+    )
