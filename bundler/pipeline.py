@@ -79,8 +79,12 @@ def runtime_for(
     else:
         info = runtime_layout.inspect(source.path)
     if info.arch != target.arch or info.libc not in (target.libc, "static"):
+        own = f"{info.arch}-linux-{info.libc}"
+        known = own in {t.name for t in config.load_matrix().targets}
         raise BundlerError(
-            f"the runtime {source.name} is for {info.arch} with {info.libc}, not {target.name}"
+            f"the runtime {source.name} is for {info.arch} with {info.libc}, not {target.name}; "
+            f"give a runtime for {target.name}"
+            + (f", or build for the runtime's own target with --target {own}" if known else "")
         )
     # Before the build, so that a runtime needing the build machine's libraries fails fast.
     vendor.audit(info.root, target.libc, runtime=True)

@@ -26,6 +26,7 @@ from support.bundles.artifacts import (
     bundler,
     bundles,
     clean_env,
+    host_target,
     minor,
     runtime,
 )
@@ -256,8 +257,19 @@ def test_sbom_names_every_part_and_its_licence_files(
 
 def test_user_errors_are_one_line(packed: Runtime) -> None:
     env = clean_env(PYNOX_DIST_CONFIG=str(packed.config), PYNOX_RUNTIME=str(packed.archive))
+    own, _ = host_target()
+    other = (
+        own.replace("x86_64", "aarch64")
+        if own.startswith("x86_64")
+        else own.replace("aarch64", "x86_64")
+    )
     for args, expected in (
         (["bundle", "--target", "sparc-linux-gnu"], "unknown target 'sparc-linux-gnu'"),
+        (
+            ["bundle", "--target", other],
+            f"not {other}; give a runtime for {other}, or build for the runtime's own target"
+            f" with --target {own}",
+        ),
         (["bundle", "--python", "3.9"], f"is CPython {packed.version}, not 3.9"),
         (
             ["pack-runtime", "--python", "/nonexistent/python", "--output", "x.tar.gz"],
