@@ -126,7 +126,12 @@ fi
 # both removed on every exit.
 staging=""
 work=""
+aside=""  # the old install while an upgrade has it moved aside
 cleanup() {
+    # Stopped between an upgrade's two renames: the old install goes back in place.
+    if [ -n "$aside" ] && [ ! -e "$prefix" ] && [ ! -L "$prefix" ]; then
+        mv "$aside" "$prefix" && say "stopped; the previous install is back in $prefix"
+    fi
     if [ -n "$staging" ]; then rm -rf "$staging"; fi
     if [ -n "$work" ]; then rm -rf "$work"; fi
 }
@@ -535,10 +540,13 @@ if [ -n "$previous_version" ]; then
     kept_link=$(sed -n 's/^link=//p' "$prefix/$RECORD")
     previous=$prefix.old.$$
     mv "$prefix" "$previous" || die "cannot move the old install $prefix aside"
+    aside=$previous
     if ! mv "$tree" "$prefix"; then
         mv "$previous" "$prefix" || true
+        aside=""
         die "cannot move the new install into $prefix; the old one is back in place"
     fi
+    aside=""
     # Checked again now that nothing else can write there: only what the receipt lists goes.
     unknown=$(first_unknown "$previous") || unknown="(a file that cannot be listed)"
     if [ -z "$unknown" ]; then

@@ -251,6 +251,29 @@ def test_upgrade_keeps_the_old_tree_when_the_new_one_does_not_run(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken", "good", "p"]
 
 
+def test_an_upgrade_stopped_between_its_renames_puts_the_old_install_back(
+    tmp_path: Path,
+) -> None:
+    """Stopped (Ctrl-C, a TERM) after the old install was moved aside and before the new
+    one took its place: the prefix is not left empty."""
+    prefix = tmp_path / "p"
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old = fake_bundle(tmp_path / "old", launcher="#!/bin/sh\necho old\n", version="1.0.0")
+    new = fake_bundle(tmp_path / "new", launcher="#!/bin/sh\necho new\n", version="1.1.0")
+    assert install("--archive", old, "--prefix", prefix, "--no-link").returncode == 0
+    # mv as usual, except that moving the new install into the prefix stops the script.
+    real = shutil.which("mv")
+    env = fake_tools(
+        tmp_path / "fake-bin",
+        mv=f'case "$1" in *.new.*) kill -TERM "$PPID"; exit 1 ;; esac\nexec {real} "$@"',
+    )
+    done = install("--archive", new, "--prefix", prefix, "--no-link", env=env)
+    assert done.returncode != 0
+    assert (prefix / "bin" / "pynox").read_text() == "#!/bin/sh\necho old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fake-bin", "new", "old", "p"]
+
+
 @pytest.mark.parametrize(
     "script",
     [
