@@ -495,10 +495,18 @@ fi
 
 # --- unpack beside the prefix, check it runs, then rename it into place ------------
 
+# Why mkdir failed, from its message's end ("...: Read-only file system").
+mkdir_reason() {
+    sed -n '1s/.*: //p' "$work/mkdir-error"
+}
+
 parent=$(dirname "$prefix")
-mkdir -p "$parent" 2>/dev/null || die "cannot create $parent; choose another --prefix"
+mkdir -p "$parent" 2>"$work/mkdir-error" ||
+    die "cannot create $parent ($(mkdir_reason)); choose a --prefix in a folder you may write to"
 staging=$prefix.new.$$
-mkdir "$staging" 2>/dev/null || die "cannot create $staging; may you write to $parent?"
+# The bundle is unpacked beside the prefix, so that moving it into place is one rename.
+mkdir "$staging" 2>"$work/mkdir-error" ||
+    die "cannot create $staging beside the prefix ($(mkdir_reason)); choose a --prefix in a folder you may write to"
 error=$(tar -xzf "$bundle" -C "$staging" 2>&1) ||
     die "cannot unpack $archive into $staging: $(printf '%s' "$error" | head -n 1)"
 tree=$staging/$top

@@ -251,6 +251,26 @@ def test_upgrade_keeps_the_old_tree_when_the_new_one_does_not_run(tmp_path: Path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken", "good", "p"]
 
 
+def test_a_prefix_whose_folder_is_read_only_says_why_and_what_to_do(tmp_path: Path) -> None:
+    """The bundle is unpacked beside the prefix: a folder that refuses it (a read-only
+    file system here, made by a stand-in mkdir) is named, with the reason."""
+    archive = fake_bundle(tmp_path)
+    real = shutil.which("mkdir")
+    env = fake_tools(
+        tmp_path / "fake-bin",
+        mkdir=(
+            'case "$*" in *.new.*) echo "mkdir: cannot create directory \'$1\':'
+            f' Read-only file system" >&2; exit 1 ;; esac\nexec {real} "$@"'
+        ),
+    )
+    prefix = tmp_path / "p"
+    line = failure_line(install("--archive", archive, "--prefix", prefix, "--no-link", env=env))
+    assert line.startswith(f"install.sh: cannot create {prefix}.new.")
+    assert line.endswith(
+        " beside the prefix (Read-only file system); choose a --prefix in a folder you may write to"
+    )
+
+
 def test_an_upgrade_stopped_between_its_renames_puts_the_old_install_back(
     tmp_path: Path,
 ) -> None:
