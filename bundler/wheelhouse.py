@@ -12,6 +12,7 @@ import email.parser
 import re
 import sys
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,17 +118,26 @@ def _contents(wheel: Path, keep: re.Pattern[str]) -> WheelFiles:
     files: dict[str, bytes] = {}
     licenses: dict[str, bytes] = {}
     license = ""
-    with zipfile.ZipFile(wheel) as archive:
-        for name in sorted(archive.namelist()):
-            if name.endswith("/"):
-                continue
-            if re.fullmatch(r"[^/]+\.dist-info/METADATA", name):
-                headers = email.parser.BytesHeaderParser().parsebytes(archive.read(name))
-                license = headers.get("License-Expression") or headers.get("License") or ""
-            elif ".dist-info/" in name and re.search(r"(LICEN[CS]E|COPYING|NOTICE)", name, re.I):
-                licenses[name.rsplit("/", 1)[-1]] = archive.read(name)
-            elif keep.fullmatch(name):
-                files[name] = archive.read(name)
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            for name in sorted(archive.namelist()):
+                if name.endswith("/"):
+                    continue
+                if re.fullmatch(r"[^/]+\.dist-info/METADATA", name):
+                    headers = email.parser.BytesHeaderParser().parsebytes(archive.read(name))
+                    license = headers.get("License-Expression") or headers.get("License") or ""
+                elif ".dist-info/" in name and re.search(
+                    r"(LICEN[CS]E|COPYING|NOTICE)", name, re.I
+                ):
+                    licenses[name.rsplit("/", 1)[-1]] = archive.read(name)
+                elif keep.fullmatch(name):
+                    files[name] = archive.read(name)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
+        # A wheel cut short when it was copied or downloaded: never half of one in a bundle.
+        raise BundlerError(
+            f"{wheel} is not a whole wheel ({exc}); delete it, and put a good copy there "
+            "or let the bundler download it again"
+        ) from None
     version = wheel.name.split("-")[1]
     return WheelFiles(wheel.name, version, files, licenses, sha256_file(wheel), license.strip())
 

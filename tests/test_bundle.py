@@ -325,6 +325,33 @@ def test_an_output_path_of_the_wrong_kind_is_refused_before_the_work(
     assert file.read_text() == "mine\n" and list(folder.iterdir()) == []
 
 
+@pytest.mark.parametrize("damage", ["truncated", "bad-crc"])
+def test_a_damaged_wheel_in_the_wheelhouse_is_one_line(tmp_path: Path, damage: str) -> None:
+    """A wheel cut short when it was copied is named, not a zipfile traceback."""
+    import zipfile
+
+    from bundler import config, wheelhouse
+    from bundler.errors import BundlerError
+
+    target = config.load_matrix().target(host_target()[0])
+    tag = f"cp{minor().replace('.', '')}"
+    wheel = tmp_path / f"cffi-1.0-{tag}-{tag}-{target.wheel_platforms[0]}.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(f"_cffi_backend.{tag}-x86_64-linux-gnu.so", b"\x7fELF" + b"x" * 4000)
+    data = wheel.read_bytes()
+    if damage == "truncated":
+        wheel.write_bytes(data[: len(data) // 2])
+    else:  # the member's bytes changed, its checksum not
+        wheel.write_bytes(data.replace(b"x" * 100, b"y" * 100, 1))
+    with pytest.raises(BundlerError) as caught:
+        wheelhouse.cffi_backend(target, minor(), "1.0", tmp_path)
+    message = str(caught.value)
+    assert message.startswith(f"{wheel} is not a whole wheel (")
+    assert message.endswith(
+        "); delete it, and put a good copy there or let the bundler download it again"
+    )
+
+
 def test_elf_reader_agrees_with_readelf() -> None:
     if not shutil.which("readelf"):
         pytest.skip("readelf (binutils) is not installed")
