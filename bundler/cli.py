@@ -30,10 +30,11 @@ def default_python(runtime: str | None) -> int:
     """The minor of PYNOX_RUNTIME's CPython if one is set, else this interpreter's."""
     import os
 
+    from bundler.fetch import RUNTIME_ENV, runtime_path
     from bundler.runtime_layout import minor_of
 
-    value = runtime or os.environ.get("PYNOX_RUNTIME")
-    log.output(minor_of(Path(value)) if value else running_minor())
+    value = runtime or os.environ.get(RUNTIME_ENV)
+    log.output(minor_of(runtime_path(value)) if value else running_minor())
     return 0
 
 

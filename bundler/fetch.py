@@ -39,15 +39,21 @@ class RuntimeSource:
     url: str | None = None  # the pinned asset's upstream address
 
 
-def local_runtime(value: str, sha256: str | None) -> RuntimeSource:
+def runtime_path(value: str) -> Path:
+    """The local runtime PYNOX_RUNTIME (or --runtime) names, refused if it does not exist."""
     path = Path(value).expanduser()
-    if path.is_dir():
-        return RuntimeSource("directory", path.resolve(), path.name, None, str(path))
-    if not path.is_file():
+    if not path.is_dir() and not path.is_file():
         raise BundlerError(
             f"{RUNTIME_ENV} names {value}, which does not exist; point it at a runtime "
             "archive (.tar.gz) or an extracted runtime folder"
         )
+    return path
+
+
+def local_runtime(value: str, sha256: str | None) -> RuntimeSource:
+    path = runtime_path(value)
+    if path.is_dir():
+        return RuntimeSource("directory", path.resolve(), path.name, None, str(path))
     actual = sha256_file(path)
     if sha256 and actual != sha256:
         raise BundlerError(

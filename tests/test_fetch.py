@@ -572,3 +572,21 @@ def test_a_cache_folder_that_cannot_be_made_is_one_line(
         f"bundler: cannot make the cache folder {blocked}/pynox/runtimes (Not a directory);"
         " set XDG_CACHE_HOME to a folder you may write to"
     )
+
+
+def test_default_python_of_a_runtime_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    """`make bundle PYNOX_RUNTIME=...` asks this first: a typo is named as missing."""
+    missing = tmp_path / "cpython-typo.tar.gz"
+    done = subprocess.run(
+        [sys.executable, "-m", "bundler", "default-python"],
+        cwd=PROJECT,
+        env=clean_env(PYNOX_RUNTIME=str(missing)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert one_line(done.stderr) == (
+        f"bundler: PYNOX_RUNTIME names {missing}, which does not exist; point it at a runtime"
+        " archive (.tar.gz) or an extracted runtime folder"
+    )
