@@ -112,6 +112,8 @@ def build_parts(
 def make_bundle(request: Request, out: Path, work: Path) -> Path:
     """Builds the archive and its .sha256 in out; returns the archive's path."""
     target = config.load_matrix().target(request.target or host_target())
+    if request.sign_key is not None:
+        signing.check_key(request.sign_key)  # now, not after the build
     info, source = runtime_for(request, target, work)
     log.step(f"runtime: CPython {info.version} for {target.name} from {source.origin}")
     result = build_parts(target, info, work, request.compiler)

@@ -8,6 +8,7 @@ for the same namespace.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -23,16 +24,29 @@ def signature_path(archive: Path) -> Path:
     return archive.with_name(archive.name + ".sig")
 
 
+def check_key(key: Path) -> None:
+    """Refuses, before a build, a key the signing at its end would fail on."""
+    if not key.is_file():
+        raise BundlerError(f"the signing key {key} does not exist; give SIGN_KEY=PRIVATE_KEY")
+    if shutil.which("ssh-keygen") is None:
+        raise BundlerError("no ssh-keygen to sign the bundle with; install OpenSSH's client")
+    details = key.stat()
+    private = key.read_bytes()[:64].startswith(b"-----BEGIN")
+    if private and details.st_uid == os.getuid() and details.st_mode & 0o077:
+        # ssh-keygen ignores such a key, then says only that it found no private key.
+        raise BundlerError(
+            f"the signing key {key} can be read by other users, so ssh-keygen will not use "
+            f"it; chmod 600 {key}"
+        )
+
+
 def sign(archive: Path, key: Path | None) -> Path | None:
     """Writes ARCHIVE.sig with the private key KEY; without a key, removes a stale one."""
     signature = signature_path(archive)
     signature.unlink(missing_ok=True)  # never leave an older build's signature beside it
     if key is None:
         return None
-    if not key.is_file():
-        raise BundlerError(f"the signing key {key} does not exist; give SIGN_KEY=PRIVATE_KEY")
-    if shutil.which("ssh-keygen") is None:
-        raise BundlerError("no ssh-keygen to sign the bundle with; install OpenSSH's client")
+    check_key(key)
     done = subprocess.run(
         ["ssh-keygen", "-Y", "sign", "-f", str(key), "-n", NAMESPACE, str(archive)],
         stdout=subprocess.DEVNULL,

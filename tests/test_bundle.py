@@ -29,6 +29,7 @@ from support.bundles.artifacts import (
     host_target,
     minor,
     runtime,
+    throwaway_key,
 )
 
 pytestmark = SHARES_BUNDLES  # the bundles' tests run on one worker
@@ -490,6 +491,32 @@ def test_a_signing_key_signs_the_archive(built: Bundles, tmp_path: Path) -> None
         )
     assert done.returncode == 0, done.stderr
     assert not Path(f"{built.from_mirror}.sig").exists(), "no key, no signature"
+
+
+def test_a_signing_key_others_can_read_is_named_with_the_fix(tmp_path: Path) -> None:
+    """ssh-keygen ignores such a key and says only "No private key found"."""
+    if not shutil.which("ssh-keygen"):
+        pytest.skip("ssh-keygen is not installed")
+    from bundler import signing
+    from bundler.errors import BundlerError
+
+    key = throwaway_key(tmp_path / "keys")
+    key.chmod(0o644)
+    archive = tmp_path / "bundle.tar.gz"
+    archive.write_bytes(b"bundle")
+    expected = (
+        f"the signing key {key} can be read by other users, so ssh-keygen will not use it;"
+        f" chmod 600 {key}"
+    )
+    with pytest.raises(BundlerError) as caught:
+        signing.sign(archive, key)
+    assert str(caught.value) == expected
+    # `bundle` says so before it fetches or builds anything.
+    done = bundler(["bundle", "--sign-key", str(key), "--out", str(tmp_path / "out")], clean_env())
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [f"bundler: {expected}"]
+    key.chmod(0o600)
+    assert signing.sign(archive, key) == Path(f"{archive}.sig")
 
 
 def test_make_bundle_passes_sign_key_to_the_bundler() -> None:
