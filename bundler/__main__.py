@@ -9,13 +9,21 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from bundler import log
 from bundler.errors import BundlerError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose usage errors are the bundler's one line too (subcommands included)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise BundlerError(f"{message}; see `{self.prog} --help`")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m bundler", description=__doc__)
+    parser = _Parser(prog="python -m bundler", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     command = commands.add_parser("targets", help="list the matrix, one cell a line")

@@ -353,6 +353,25 @@ def test_a_damaged_wheel_in_the_wheelhouse_is_one_line(tmp_path: Path, damage: s
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["bundle", "--compiler", "gcc"],
+            ("bundler: argument --compiler: invalid choice: 'gcc'", "bundler bundle --help`"),
+        ),
+        (["bundel"], ("bundler: argument COMMAND: invalid choice: 'bundel'", "bundler --help`")),
+    ],
+)
+def test_a_usage_error_is_one_line(args: list[str], expected: tuple[str, str]) -> None:
+    """As every other failure of the bundler: one line, `bundler: ...`, exit status 1."""
+    done = bundler(args, clean_env())
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(expected[0]) and lines[0].endswith(expected[1]), done.stderr
+
+
 def test_elf_reader_agrees_with_readelf() -> None:
     if not shutil.which("readelf"):
         pytest.skip("readelf (binutils) is not installed")
