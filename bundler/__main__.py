@@ -7,6 +7,7 @@ exit status 1; only a bug in the bundler shows a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -178,6 +179,10 @@ def main() -> None:
         code = 1
     except KeyboardInterrupt:
         code = 130
+    except BrokenPipeError:
+        # The reader stopped (`| head`): nothing to report, and nothing left to flush at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
     sys.exit(code)
 
 

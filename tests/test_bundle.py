@@ -372,6 +372,25 @@ def test_a_usage_error_is_one_line(args: list[str], expected: tuple[str, str]) -
     assert lines[0].startswith(expected[0]) and lines[0].endswith(expected[1]), done.stderr
 
 
+def test_a_reader_that_stops_early_is_no_traceback() -> None:
+    """`python -m bundler targets | head -1`: the pipe closes; the bundler says nothing."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line is written
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bundler", "targets"],
+            cwd=PROJECT,
+            env=clean_env(),
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (1, "")
+
+
 def test_elf_reader_agrees_with_readelf() -> None:
     if not shutil.which("readelf"):
         pytest.skip("readelf (binutils) is not installed")
