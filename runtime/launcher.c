@@ -38,8 +38,9 @@
 #define SITE_PACKAGES "/lib/python" PYNOX_PYTHON_MINOR "/site-packages"
 static const char BOOT[] = "import gc;gc.disable();del gc;__import__('pynox._boot')._boot.main()";
 
-/* "pynox: WHAT [PATH]: ERROR TEXT; reinstall pynox", written at once, and exit 125. */
-static _Noreturn void fail(const char *what, const char *path, long error)
+/* "pynox: WHAT [PATH]: ERROR TEXT; REMEDY", written at once, and exit 125. */
+static _Noreturn void fail_with(const char *what, const char *path, long error,
+                                const char *remedy)
 {
     char message[PATH_MAX + 256];
     char scratch[32];
@@ -52,9 +53,17 @@ static _Noreturn void fail(const char *what, const char *path, long error)
     }
     buf_append(message, sizeof message, &n, ": ");
     buf_append(message, sizeof message, &n, error_text((int)error, scratch, sizeof scratch));
-    buf_append(message, sizeof message, &n, "; reinstall pynox\n");
+    buf_append(message, sizeof message, &n, "; ");
+    buf_append(message, sizeof message, &n, remedy);
+    buf_append(message, sizeof message, &n, "\n");
     (void)write_all(2, message, n);  /* nothing better to do if stderr is gone */
     sys_exit(EXIT_SETUP_FAILURE);
+}
+
+/* "pynox: WHAT [PATH]: ERROR TEXT; reinstall pynox", written at once, and exit 125. */
+static _Noreturn void fail(const char *what, const char *path, long error)
+{
+    fail_with(what, path, error, "reinstall pynox");
 }
 
 /* out = text; -1 if it does not fit. */
@@ -124,7 +133,9 @@ static void find_interpreter(const char *dir, char *python, char *prefix, size_t
             return;
         }
     }
-    fail("cannot find its Python interpreter next to", dir, LAUNCHER_ENOENT);
+    /* Most often a copy of the launcher, which finds its interpreter beside itself. */
+    fail_with("cannot find its Python interpreter next to", dir, LAUNCHER_ENOENT,
+              "link to pynox where it is installed rather than copy it, or reinstall pynox");
 }
 
 /* pyvenv.cfg's lines are read as sscanf(line, " %63[a-z_] = %d.%d.%d") would read

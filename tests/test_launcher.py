@@ -66,7 +66,7 @@ def one_line_failure(done: subprocess.CompletedProcess[bytes]) -> str:
     assert done.returncode == 125, done
     assert done.stdout == b""
     text = done.stderr.decode()
-    assert text.count("\n") == 1 and text.endswith("; reinstall pynox\n"), text
+    assert text.count("\n") == 1 and text.endswith(" reinstall pynox\n"), text
     return text
 
 
@@ -205,7 +205,8 @@ def test_a_missing_interpreter_is_one_line_and_125(folder: Path) -> None:
     for args in (["script.py"], ["--version"], ["--no-sandbox"]):
         assert one_line_failure(run([str(launcher), *args])) == (
             f"pynox: cannot find its Python interpreter next to {folder / 'bin'}: "
-            "No such file or directory; reinstall pynox\n"
+            "No such file or directory; link to pynox where it is installed rather than copy "
+            "it, or reinstall pynox\n"
         )
 
 
