@@ -297,9 +297,10 @@ def format_hint(
         )
     if kind == "trusted_write":
         return (
-            f"{value} cannot be granted for writing: later runs trust it (pynox's "
-            "configuration, its installation or the interpreter's, or a system file every "
-            f"run reads); write somewhere else instead, such as {SCRATCH}"
+            f"{value} cannot be granted for writing: what is written there reaches past the "
+            "sandbox (pynox's configuration, its installation or the interpreter's, a system "
+            f"file every run reads, or the kernel's settings); write somewhere else instead, "
+            f"such as {SCRATCH}"
         )
     if isinstance(kind, str) and kind.startswith(("write_beside_", "read_write_beside_")):
         return _beside_trusted_hint(kind, value, style)

@@ -254,15 +254,28 @@ def test_writing_in_a_folder_that_holds_the_working_directory_names_a_folder_ins
     assert output == "ok\n" and (tmp_path / "out" / "x.txt").exists()
 
 
+TRUSTED_WRITE = (
+    "pynox: {path} cannot be granted for writing: what is written there reaches past the "
+    "sandbox (pynox's configuration, its installation or the interpreter's, a system file "
+    "every run reads, or the kernel's settings); write somewhere else instead, such as the "
+    "run's scratch directory ($TMPDIR)"
+)
+
+
 def test_writing_what_later_runs_trust_names_no_grant(tmp_path: Path) -> None:
     cwd = _world(tmp_path)
     (cwd / "pynox.toml").write_text("[permissions]\n")
     proc = pynox("-c", "open('pynox.toml', 'w')", cwd=cwd)
-    assert hint_line(proc.stderr) == (
-        f"pynox: {cwd}/pynox.toml cannot be granted for writing: later runs trust it (pynox's "
-        "configuration, its installation or the interpreter's, or a system file every run "
-        "reads); write somewhere else instead, such as the run's scratch directory ($TMPDIR)"
-    )
+    assert hint_line(proc.stderr) == TRUSTED_WRITE.format(path=f"{cwd}/pynox.toml")
+
+
+def test_writing_the_kernels_settings_names_no_grant(tmp_path: Path) -> None:
+    setting = "/proc/sys/kernel/core_pattern"
+    proc = pynox("-c", f"open({setting!r}, 'w')", cwd=_world(tmp_path))
+    assert hint_line(proc.stderr) == TRUSTED_WRITE.format(path=setting)
+    # As the hint says: the grant is refused.
+    refused = pynox(f"--allow-write={setting}", "-c", "pass", cwd=tmp_path)
+    assert refused.returncode == 125 and b"kernel's settings" in refused.stderr
 
 
 def test_the_api_hint_for_the_working_directory_names_a_folder_inside_it(
