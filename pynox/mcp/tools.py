@@ -185,8 +185,11 @@ class PythonTools:
             for session_id, entry in self.sessions.items()
             if not entry.running and now >= entry.last_used + self.session_idle
         ]
-        for session_id in idle:
-            await _close(self.sessions.pop(session_id).session)
+        # All taken out before the first await, so that a concurrent call finds none of
+        # them (and closes none twice).
+        closing = [self.sessions.pop(session_id) for session_id in idle]
+        for entry in closing:
+            await _close(entry.session)
 
 
 async def _close(session: Session) -> None:

@@ -150,3 +150,27 @@ def test_sessions_are_bounded_even_when_the_config_sets_no_bound() -> None:
         tools.close()
     finally:
         pool.close()
+
+
+def test_concurrent_calls_that_find_idle_sessions_each_get_their_own_answer() -> None:
+    """Two calls arriving together after two sessions went idle: both are told their
+    session is gone, neither fails on the other closing the same idle sessions."""
+    pool = Pool(lazy=True)
+    try:
+        tools = PythonTools(pool)
+        opened = [asyncio.run(tools._open()) for _ in range(2)]
+        for _, entry in opened:
+            entry.last_used -= tools.session_idle + 1
+
+        async def both() -> list[object]:
+            calls = [
+                tools.call("python_session", {"code": "1", "session_id": session_id})
+                for session_id, _ in opened
+            ]
+            return await asyncio.gather(*calls, return_exceptions=True)
+
+        answers = asyncio.run(both())
+        assert [type(answer) for answer in answers] == [BadCall, BadCall], answers
+        assert all(entry.session.closed for _, entry in opened) and tools.sessions == {}
+    finally:
+        pool.close()
