@@ -297,3 +297,26 @@ def test_the_smolagents_executor_logs_what_the_model_should_read() -> None:
         )
     finally:
         executor.cleanup()
+
+
+def test_the_smolagents_executor_keeps_one_final_answer_per_step() -> None:
+    """A step that calls the answer's host function over and over (model-written code can)
+    must not make the host hold every answer: the first one is the step's answer."""
+    if os.environ.get("PYNOX_EXAMPLES_FRAMEWORKS") != "require":
+        pytest.importorskip("smolagents", reason="`nox -s examples` runs this one")
+    from pynox.integrations.smolagents import PynoxExecutor
+
+    executor = PynoxExecutor(timeout="20s")
+    try:
+        executor.send_tools({})
+        code = (
+            "from pynox_host import pynox_final_answer\n"
+            "for i in range(50):\n"
+            "    pynox_final_answer('x' * 1000 + str(i))\n"
+            "final_answer('last')"
+        )
+        answered = executor(code)
+        assert answered.is_final_answer and answered.output == "x" * 1000 + "0"
+        assert len(executor._answered) == 1  # not one per call
+    finally:
+        executor.cleanup()

@@ -127,7 +127,7 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
 
     def _start(self) -> Session:
         functions = {name: _host_function(name, tool) for name, tool in self._tools.items()}
-        functions[_ANSWER] = self._answered.append
+        functions[_ANSWER] = self._answer
         options: SessionOptions = {**self._options, "functions": functions}
         session = self.pool.session(**options)
         imports = ", ".join([*self._tools, _ANSWER])
@@ -139,6 +139,12 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
             session.close()
             raise StepError(f"the session did not start: {result.text}")
         return session
+
+    def _answer(self, answer: Any) -> None:
+        """Keeps the step's first answer only: code that calls the host function in a loop
+        must not make this process hold every answer it sent."""
+        if not self._answered:
+            self._answered.append(answer)
 
     def _step(self, code: str) -> None:
         assert self._session is not None
