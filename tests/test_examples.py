@@ -320,3 +320,31 @@ def test_the_smolagents_executor_keeps_one_final_answer_per_step() -> None:
         assert len(executor._answered) == 1  # not one per call
     finally:
         executor.cleanup()
+
+
+def test_the_smolagents_executor_refuses_variables_json_would_change() -> None:
+    """A dict whose keys JSON writes alike would reach the steps with one of them: refused
+    when the run starts, naming the variable, rather than losing a value unseen."""
+    if os.environ.get("PYNOX_EXAMPLES_FRAMEWORKS") != "require":
+        pytest.importorskip("smolagents", reason="`nox -s examples` runs this one")
+    from pynox.integrations.smolagents import PynoxExecutor
+
+    executor = PynoxExecutor(timeout="20s")
+    try:
+        with pytest.raises(TypeError) as caught:
+            executor.send_variables({"codes": {1: "one", "1": "uno"}})
+        assert str(caught.value) == (
+            "variable 'codes' holds a dict with two keys that JSON writes alike (as '1'); the "
+            "Pynox executor passes variables as JSON, whose keys are strings: give that dict "
+            "keys that differ as strings"
+        )
+        deep: list[object] = []
+        for _ in range(100_000):
+            deep = [deep]
+        with pytest.raises(TypeError, match="variable 'deep' is list, not JSON data"):
+            executor.send_variables({"deep": deep})
+        executor.send_variables({"rows": [{"a": 1.5, "b": None}]})
+        executor.send_tools({})
+        assert executor("print(rows)").logs == "[{'a': 1.5, 'b': None}]\n"
+    finally:
+        executor.cleanup()

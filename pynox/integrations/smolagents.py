@@ -87,11 +87,20 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
     def send_variables(self, variables: dict[str, Any]) -> None:
         for name, value in variables.items():
             try:
-                json.dumps(value)
-            except (TypeError, ValueError):
+                encoded = json.dumps(value)
+            except (TypeError, ValueError, RecursionError):
                 raise TypeError(
                     f"variable {name!r} is {type(value).__name__}, not JSON data; the Pynox "
                     "executor passes str, int, float, bool, None, lists and dicts"
+                ) from None
+            # JSON writes every key as a string: {1: "a", "1": "b"} would arrive with one.
+            try:
+                json.loads(encoded, object_pairs_hook=_keys_kept)
+            except _KeysAlike as alike:
+                raise TypeError(
+                    f"variable {name!r} holds a dict with two keys that JSON writes alike "
+                    f"(as {alike.key!r}); the Pynox executor passes variables as JSON, whose "
+                    "keys are strings: give that dict keys that differ as strings"
                 ) from None
         self._variables.update(variables)
         if self._session is not None and variables:
@@ -156,6 +165,21 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
         if self._session is not None:
             self._session.close()
             self._session = None
+
+
+class _KeysAlike(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _keys_kept(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict, refusing a key given twice rather than keeping one."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        keys = [key for key, _ in pairs]
+        raise _KeysAlike(next(key for key in keys if keys.count(key) > 1))
+    return value
 
 
 def _without_final_answer(stderr: str) -> str:
