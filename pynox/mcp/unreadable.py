@@ -106,7 +106,7 @@ def _request_id(line: object) -> int | str | None:
     if isinstance(line, str):
         try:
             message = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the interpreter's own limit
             return None
     if not isinstance(message, dict):
         return None

@@ -79,6 +79,10 @@ def test_garbage_lines_are_answered_and_serving_goes_on() -> None:
         assert unreadable(answer()) == (1, -32700)
         send('{"jsonrpc":"2.0","id":"\\udc80","method":"ping"}')  # an id not to write back
         assert unreadable(answer()) == (None, -32700)
+        # Nested past what any JSON parser here takes: the id cannot be read.
+        deep = "[" * 100_000 + "]" * 100_000
+        send('{"jsonrpc":"2.0","id":4,"method":"ping","params":{"x":' + deep + "}}")
+        assert unreadable(answer()) == (None, -32700)
         send('{"jsonrpc":"2.0","id":"x","method":5}')
         assert unreadable(answer()) == ("x", -32600)
         send(call(2, {"name": "run_python", "arguments": [1]}))
