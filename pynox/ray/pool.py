@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 CLOSE_GRACE = 10.0
 # How long an actor may take to start its local pool before RayPool() gives up.
 START_TIMEOUT = 120.0
+# The workers of a pool that neither its caller nor its config sizes: pynox.pool.server's
+# DEFAULT_WORKERS, not imported from there since that module needs the compiled core.
+DEFAULT_WORKERS = 2
 
 _generations = itertools.count(1)
 
@@ -105,9 +108,12 @@ class RayPool:
         self.package_dirs = strings(package_dirs, "package_dirs", "path")
         self.config_path = _find_config(config)
         self.retries = retries
-        self.max_in_flight = max_in_flight or 2 * actors * (workers or 2)
         # Parsed first, so that a config that cannot be used is a ValueError that says why.
         self._config = self._parse_config()
+        # Each actor's pool has the workers a local pool would: given, else the config's.
+        config_workers = self._config.pool.workers if self._config is not None else None
+        node_workers = workers or config_workers or DEFAULT_WORKERS
+        self.max_in_flight = max_in_flight or 2 * actors * node_workers
         self._config_text = ""
         if self.config_path is not None:
             with open(self.config_path, encoding="utf-8") as file:

@@ -297,6 +297,18 @@ def test_the_limits_of_the_config_hold_on_the_actor(local_ray: LocalRay, tmp_pat
         ray.kill(actor)
 
 
+def test_map_keeps_twice_the_workers_the_config_gives_in_flight(
+    local_ray: LocalRay, tmp_path: Path
+) -> None:
+    """Without workers=, each actor's pool takes [pool] workers from the config, and the
+    default of max_in_flight follows it, as the page says."""
+    config = tmp_path / "pynox.toml"
+    config.write_text("[pool]\nworkers = 1\n")
+    with RayPool(actors=1, config=config, **ACTOR) as pool:
+        assert pool.max_in_flight == 2
+        assert [result.stdout for result in pool.map(["print(1)"] * 3)] == ["1\n"] * 3
+
+
 def test_the_ray_page_runs_as_shown(local_ray: LocalRay, pool: RayPool, tmp_path: Path) -> None:
     """docs/ray.md's evaluate.py, run as a driver of this instance, prints what it shows."""
     from test_docs import DOCS, Command, File, steps
