@@ -121,14 +121,19 @@ class PythonTools:
         if name == SESSION:
             _only(arguments, {"code", "session_id"}, name)
             code = _code(arguments)
-            session_id = arguments.get("session_id")
-            if session_id is None:
+            requested = arguments.get("session_id")
+            opened = requested is None
+            if requested is None:
                 session_id, entry = await self._open()
             else:
-                entry = await self._find(session_id)
+                session_id, entry = requested, await self._find(requested)
             entry.running += 1
             try:
                 result = await entry.session.arun(code)
+            except BaseException:
+                if opened:  # cancelled or failed: the client never learnt the id to close it
+                    self._forget(session_id)
+                raise
             finally:
                 entry.running -= 1
                 entry.last_used = time.monotonic()
@@ -151,6 +156,13 @@ class PythonTools:
         for entry in self.sessions.values():
             entry.session.close()
         self.sessions.clear()
+
+    def _forget(self, session_id: str) -> None:
+        """Drops a session and closes it in a thread, not awaited: its call is ending, and
+        may be ending because it was cancelled."""
+        entry = self.sessions.pop(session_id, None)
+        if entry is not None:
+            asyncio.get_running_loop().run_in_executor(None, entry.session.close)
 
     async def _open(self) -> tuple[str, _Open]:
         await self._close_idle()

@@ -8,11 +8,13 @@ import json
 import select
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from support.commands import PYNOX
 
+from pynox.api.connection import PoolError
 from pynox.api.pool import Pool
 from pynox.limits import DEFAULT_MCP_SESSIONS
 
@@ -178,3 +180,37 @@ def test_concurrent_calls_that_find_idle_sessions_each_get_their_own_answer() ->
         assert all(entry.session.closed for _, entry in opened) and tools.sessions == {}
     finally:
         pool.close()
+
+
+def test_a_first_session_call_cancelled_or_failed_leaves_no_session_open(
+    tmp_path: Path,
+) -> None:
+    """The client never got the id of a session whose first call it cancelled (a timeout of
+    its own) or that failed, so it cannot close it: it must not count towards max_sessions."""
+    pool = Pool(workers=1)
+    try:
+        tools = PythonTools(pool)
+
+        async def cancelled() -> None:
+            call = tools.call("python_session", {"code": "import time\ntime.sleep(60)"})
+            task = asyncio.ensure_future(call)
+            while not tools.sessions:
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(cancelled())
+        assert tools.sessions == {}
+    finally:
+        pool.close()
+    config = tmp_path / "pynox.toml"
+    config.write_text('[pool]\npreload = ["no_such_module_here"]\n')
+    broken = Pool(config=str(config))
+    try:
+        tools = PythonTools(broken)
+        with pytest.raises(PoolError, match="cannot preload no_such_module_here"):
+            asyncio.run(tools.call("python_session", {"code": "1"}))
+        assert tools.sessions == {}
+    finally:
+        broken.close()
