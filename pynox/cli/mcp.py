@@ -61,9 +61,17 @@ def mcp_command(argv: list[str]) -> int:
     import anyio
 
     from pynox.api.pool import Pool
-    from pynox.mcp.server import build_server, serve_http, serve_stdio
+    from pynox.mcp.server import build_server, listen, serve_http, serve_stdio
     from pynox.mcp.tools import PythonTools
 
+    if options.http is not None:
+        try:  # before the pool starts: nothing to stop when the address cannot be had
+            sock = listen(options.host, options.port)
+        except OSError as exc:
+            raise UsageError(
+                f"mcp: --http={options.http}: cannot listen there ({exc.strerror or exc}); "
+                "give a free port, and a name or address of this machine"
+            ) from None
     try:
         # Started now, so that it is warm by the first call.
         pool = Pool(workers=options.workers, config=options.config)
@@ -80,7 +88,7 @@ def mcp_command(argv: list[str]) -> int:
                     f"pynox mcp: serving on {options.host}: anyone who reaches this address "
                     "can run code under this policy\n"
                 )
-            anyio.run(serve_http, server, options.host, options.port)
+            anyio.run(serve_http, server, options.host, sock)
     except KeyboardInterrupt:
         pass
     finally:

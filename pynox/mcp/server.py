@@ -8,6 +8,7 @@ with isError set, whose text is the Result's, so the model reads the error and i
 from __future__ import annotations
 
 import base64
+import socket
 from typing import Any
 
 import mcp_types as types
@@ -83,11 +84,26 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(answering, write_stream, server.create_initialization_options())
 
 
-async def serve_http(server: Server[Any], host: str, port: int) -> None:
-    """Streamable HTTP at http://HOST:PORT/mcp; the SDK guards loopback hosts against DNS
-    rebinding (only loopback Host and Origin headers are taken)."""
+def listen(host: str, port: int) -> socket.socket:
+    """The socket --http serves on, bound here so that a port in use or a name that does
+    not resolve is an OSError the command can put in one sentence (uvicorn would log it
+    and exit with a status of its own)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def serve_http(server: Server[Any], host: str, sock: socket.socket) -> None:
+    """Streamable HTTP at http://HOST:PORT/mcp on `sock` (from `listen`); the SDK guards
+    loopback hosts against DNS rebinding (only loopback Host and Origin headers are taken)."""
     import uvicorn
 
     app = server.streamable_http_app(host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-    await uvicorn.Server(config).serve()
+    config = uvicorn.Config(app, host=host, log_level="warning", lifespan="on")
+    await uvicorn.Server(config).serve(sockets=[sock])

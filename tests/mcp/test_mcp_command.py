@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sys
 
 import pytest
@@ -48,4 +49,18 @@ def test_without_the_sdk_it_says_which_extra_to_install(monkeypatch: pytest.Monk
         mcp_cli.mcp_command([])
     assert caught.value.message == (
         "pynox mcp needs the MCP SDK, which the mcp extra installs: pip install 'pynox[mcp]'"
+    )
+
+
+def test_an_address_in_use_is_one_sentence() -> None:
+    pytest.importorskip("mcp", reason="the MCP SDK comes with the test extra (pynox[mcp])")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run([PYNOX, "mcp", "--http", str(port)])
+    assert result.returncode == 2
+    assert result.stderr.decode() == (
+        f"pynox: mcp: --http={port}: cannot listen there (Address already in use); give a "
+        "free port, and a name or address of this machine\n"
     )
