@@ -8,7 +8,9 @@ with isError set, whose text is the Result's, so the model reads the error and i
 from __future__ import annotations
 
 import base64
+import mimetypes
 import socket
+import urllib.parse
 from typing import Any
 
 import mcp_types as types
@@ -58,7 +60,8 @@ def build_server(tools: PythonTools) -> Server[Any]:
 
 
 def tool_result(reply: Reply) -> types.CallToolResult:
-    """The Result's text (as pynox.tool() gives it), its images, then the reply's note."""
+    """The Result's text (as pynox.tool() gives it), its images, the files it wrote into
+    out/ (which the text names as returned), then the reply's note."""
     content: list[types.ContentBlock] = []
     result = reply.result
     if result is not None:
@@ -69,9 +72,28 @@ def tool_result(reply: Reply) -> types.CallToolResult:
                     data=base64.b64encode(image.data).decode("ascii"), mime_type=image.mime
                 )
             )
+        content += [_file_resource(name, data) for name, data in result.files.items()]
     if reply.note is not None:
         content.append(types.TextContent(text=reply.note))
     return types.CallToolResult(content=content, is_error=result is not None and not result.ok)
+
+
+def _file_resource(name: str, data: bytes) -> types.EmbeddedResource:
+    """A file of out/ as an embedded resource named pynox:out/NAME: text when it is UTF-8,
+    else base64."""
+    uri = "pynox:out/" + urllib.parse.quote(name)
+    mime = mimetypes.guess_type(name)[0]
+    contents: types.TextResourceContents | types.BlobResourceContents
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        blob = base64.b64encode(data).decode("ascii")
+        contents = types.BlobResourceContents(
+            uri=uri, mime_type=mime or "application/octet-stream", blob=blob
+        )
+    else:
+        contents = types.TextResourceContents(uri=uri, mime_type=mime or "text/plain", text=text)
+    return types.EmbeddedResource(resource=contents)
 
 
 async def serve_stdio(server: Server[Any]) -> None:

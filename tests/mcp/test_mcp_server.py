@@ -152,3 +152,21 @@ def test_bad_calls_get_an_mcp_error_and_the_server_keeps_serving(
     with pytest.raises(Exception, match=message):
         mcp.call(tool, arguments)
     assert texts(mcp.call("run_python", {"code": "print('still here')"})) == ["still here"]
+
+
+def test_files_written_into_out_come_back_as_embedded_resources(mcp: Client) -> None:
+    """The text says the files were returned: they are, text as text, bytes as base64."""
+    code = (
+        "from pathlib import Path\nout = Path.home() / 'out'\nout.mkdir(exist_ok=True)\n"
+        "size = (out / 'r.csv').write_text('a,b\\n1,2\\n')\n"
+        "size = (out / 'x y.bin').write_bytes(b'\\xff\\x00')\n"
+    )
+    result = mcp.call("run_python", {"code": code})
+    assert not result.is_error, texts(result)
+    assert texts(result) == ["[files returned: out/r.csv (8 bytes), out/x y.bin (2 bytes)]"]
+    resources = {block.resource.uri: block.resource for block in result.content[1:]}
+    assert sorted(resources) == ["pynox:out/r.csv", "pynox:out/x%20y.bin"]
+    assert resources["pynox:out/r.csv"].text == "a,b\n1,2\n"
+    assert resources["pynox:out/r.csv"].mime_type == "text/csv"
+    binary = resources["pynox:out/x%20y.bin"]
+    assert (binary.mime_type, binary.blob) == ("application/octet-stream", "/wA=")
