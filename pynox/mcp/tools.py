@@ -137,7 +137,12 @@ class PythonTools:
             finally:
                 entry.running -= 1
                 entry.last_used = time.monotonic()
-            if not entry.session.alive and (result.session or {}).get("ended"):
+            if self.sessions.get(session_id) is not entry:  # close_python_session meanwhile
+                note = (
+                    f"session {session_id} was closed while this call ran; call {SESSION} "
+                    "without session_id to start a new one"
+                )
+            elif not entry.session.alive and (result.session or {}).get("ended"):
                 note = f"session_id: {session_id} (its process ended; the next call starts afresh)"
             else:
                 note = f"session_id: {session_id}"

@@ -214,3 +214,29 @@ def test_a_first_session_call_cancelled_or_failed_leaves_no_session_open(
         assert tools.sessions == {}
     finally:
         broken.close()
+
+
+def test_a_step_whose_session_was_closed_meanwhile_does_not_offer_its_id_again() -> None:
+    pool = Pool(workers=1)
+    try:
+        tools = PythonTools(pool)
+
+        async def close_during_step() -> str | None:
+            first = await tools.call("python_session", {"code": "x = 1"})
+            assert first.note is not None
+            session_id = first.note.split()[1]
+            step = asyncio.ensure_future(
+                tools.call("python_session", {"code": "x += 1", "session_id": session_id})
+            )
+            while not tools.sessions[session_id].running and not step.done():
+                await asyncio.sleep(0)
+            await tools.call("close_python_session", {"session_id": session_id})
+            return (await step).note
+
+        note = asyncio.run(close_during_step())
+        assert note is not None and note.endswith(
+            " was closed while this call ran; call python_session without session_id to "
+            "start a new one"
+        )
+    finally:
+        pool.close()
