@@ -71,6 +71,13 @@ class PythonTools:
     def __init__(self, pool: Pool, profile: str | None = None) -> None:
         self.pool = pool
         config = pool._load_config()
+        if profile is not None and config is None:
+            # Else the server would run without the profile's grants, saying nothing.
+            raise ValueError(
+                f"--profile={profile} needs a pynox.toml, and none was found; pass --config "
+                "with its absolute path (assistants start servers in a directory of their "
+                "own), or set PYNOX_CONFIG"
+            )
         grants = config.grants_for(profile) if config is not None else None
         options: dict[str, Any] = {}
         if grants is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sys
+from pathlib import Path
 
 import pytest
 from support.commands import PYNOX, run
@@ -63,4 +64,16 @@ def test_an_address_in_use_is_one_sentence() -> None:
     assert result.stderr.decode() == (
         f"pynox: mcp: --http={port}: cannot listen there (Address already in use); give a "
         "free port, and a name or address of this machine\n"
+    )
+
+
+def test_a_profile_without_a_config_is_refused(tmp_path: Path) -> None:
+    """Not a server that runs every call without the profile's grants."""
+    pytest.importorskip("mcp", reason="the MCP SDK comes with the test extra (pynox[mcp])")
+    result = run([PYNOX, "mcp", "--profile", "analysis"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.decode() == (
+        "pynox: mcp: --profile=analysis needs a pynox.toml, and none was found; pass --config "
+        "with its absolute path (assistants start servers in a directory of their own), or "
+        "set PYNOX_CONFIG\n"
     )
