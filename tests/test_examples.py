@@ -348,3 +348,26 @@ def test_the_smolagents_executor_refuses_variables_json_would_change() -> None:
         assert executor("print(rows)").logs == "[{'a': 1.5, 'b': None}]\n"
     finally:
         executor.cleanup()
+
+
+def test_the_smolagents_executor_checks_its_profile_when_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A profile with no pynox.toml, or one the file lacks: refused when the executor is
+    made, not read by the model at every step, which cannot fix it."""
+    if os.environ.get("PYNOX_EXAMPLES_FRAMEWORKS") != "require":
+        pytest.importorskip("smolagents", reason="`nox -s examples` runs this one")
+    from pynox.api.pool import Pool
+    from pynox.integrations.smolagents import PynoxExecutor
+
+    config = tmp_path / "pynox.toml"
+    config.write_text("[profiles.analysis]\nallow_read = ['data']\n")
+    with Pool(lazy=True, config=str(config)) as pool:
+        PynoxExecutor(pool, profile="analysis").cleanup()
+        with pytest.raises(ValueError, match="'reporting'"):
+            PynoxExecutor(pool, profile="reporting")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    monkeypatch.delenv("PYNOX_CONFIG", raising=False)
+    with pytest.raises(ValueError, match="profile='analysis' needs a pynox.toml"):
+        PynoxExecutor(profile="analysis")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from smolagents.local_python_executor import CodeOutput, PythonExecutor
 
-from pynox.api.options import Spec
+from pynox.api.options import Spec, effective_grants
 from pynox.api.pool import Pool
 from pynox.api.result import session_ended_note
 from pynox.api.session import Session
@@ -66,11 +66,14 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
     def __init__(self, pool: Pool | None = None, **options: Unpack[SessionOptions]) -> None:
         if "functions" in options:
             raise TypeError("the agent's tools are the host functions; pass them to the agent")
-        Spec.of(type(self).__name__, options)  # checked now, not at the first step
+        spec = Spec.of(type(self).__name__, options)  # checked now, not at the first step
         if pool is not None and not isinstance(pool, Pool):
             raise TypeError(f"pool takes a pynox.Pool, not {type(pool).__name__}")
         self._own_pool = pool is None
         self.pool = Pool(lazy=True) if pool is None else pool
+        # A profile the pool's config lacks (or no config): a ValueError now, not an
+        # observation the model reads at every step and cannot act on.
+        effective_grants(spec, self.pool._load_config())
         self._options = options
         self._tools: dict[str, Any] = {}
         self._variables: dict[str, Any] = {}
