@@ -80,6 +80,7 @@ bundle:
 	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
 	@target="$(TARGET)"; [ -n "$$target" ] || target=$$($(BIN)/python -m bundler host-target) || exit 1; \
 	minor="$(BUNDLE_MINOR)"; [ -n "$$minor" ] || minor=$$($(BIN)/python -m bundler default-python) || exit 1; \
+	$(BIN)/python -m bundler targets --has "$$target" "$$minor" || exit 1; \
 	$(BIN)/nox -s "bundle(target='$$target', cpython='$$minor')" $(if $(SIGN_KEY),-- --sign-key "$(SIGN_KEY)")
 
 wheel:

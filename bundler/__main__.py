@@ -29,6 +29,12 @@ def _parser() -> argparse.ArgumentParser:
 
     command = commands.add_parser("targets", help="list the matrix, one cell a line")
     command.add_argument("--json", action="store_true")
+    command.add_argument(
+        "--has",
+        nargs=2,
+        metavar=("TARGET", "PYTHON"),
+        help="print nothing if the matrix has this cell, else fail with what it has",
+    )
 
     commands.add_parser("host-target", help="print the target this machine is")
 
@@ -127,6 +133,10 @@ def run(argv: list[str]) -> int:
     if args.command == "targets":
         from bundler.cli import list_targets
 
+        if args.has:
+            from bundler.cli import check_cell
+
+            return check_cell(*args.has)
         return list_targets(args.json)
     if args.command == "host-target":
         from bundler.host import host_target

@@ -26,6 +26,20 @@ def list_targets(as_json: bool) -> int:
     return 0
 
 
+def check_cell(target: str, python: str) -> int:
+    """Before `make bundle` asks nox for the cell's session: nox would only say it has
+    no session of that name."""
+    matrix = config.load_matrix()
+    if (target, python) in matrix.cells():
+        return 0
+    targets = ", ".join(t.name for t in matrix.targets)
+    pythons = ", ".join(matrix.pythons)
+    raise BundlerError(
+        f"no bundle for TARGET={target} PYTHON={python}; give TARGET as one of {targets}, "
+        f"and PYTHON as one of {pythons}"
+    )
+
+
 def default_python(runtime: str | None) -> int:
     """The minor of PYNOX_RUNTIME's CPython if one is set, else this interpreter's."""
     import os

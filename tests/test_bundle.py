@@ -391,6 +391,22 @@ def test_a_reader_that_stops_early_is_no_traceback() -> None:
     assert (done.returncode, done.stderr) == (1, "")
 
 
+def test_a_cell_the_matrix_lacks_is_named_with_the_ones_it_has() -> None:
+    """`make bundle TARGET=... PYTHON=...` checks the cell first: nox would only say it has
+    no session of that name."""
+    found = bundler(["targets", "--has", "x86_64-linux-musl", "3.12"], clean_env(), timeout=60)
+    assert (found.returncode, found.stdout, found.stderr) == (0, "", "")
+    missing = bundler(["targets", "--has", "x86_64-linux", "3.9"], clean_env(), timeout=60)
+    assert missing.returncode == 1
+    assert missing.stderr == (
+        "bundler: no bundle for TARGET=x86_64-linux PYTHON=3.9; give TARGET as one of "
+        "x86_64-linux-gnu, aarch64-linux-gnu, x86_64-linux-musl, aarch64-linux-musl, and "
+        "PYTHON as one of 3.10, 3.11, 3.12, 3.13, 3.14\n"
+    )
+    recipe = (PROJECT / "Makefile").read_text().split("\nbundle:")[1].split("\n\n")[0]
+    assert recipe.index("targets --has") < recipe.index("nox -s")
+
+
 def test_elf_reader_agrees_with_readelf() -> None:
     if not shutil.which("readelf"):
         pytest.skip("readelf (binutils) is not installed")
