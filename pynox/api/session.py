@@ -43,8 +43,9 @@ class Session:
 
     @property
     def alive(self) -> bool:
-        """True while the session's process holds state: after a step that left it running."""
-        return self._alive and not self._closed
+        """True while the session's process holds state: after a step that left it running,
+        in a pool not closed since (closing the pool ends its sessions)."""
+        return self._alive and not self._closed and not self.pool.closed
 
     @property
     def steps(self) -> int:

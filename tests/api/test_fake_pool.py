@@ -249,3 +249,11 @@ def test_fake_session_close_is_sent(fake: list[str]) -> None:
         assert not session.alive and session.closed
         with pytest.raises(PoolError, match="closed"):
             session.run("x")
+
+
+def test_closing_the_pool_ends_its_sessions(fake: list[str]) -> None:
+    pool = Pool(pynox_command=fake)
+    session = pool.session()
+    assert session.run("x = 1").ok and session.alive
+    pool.close()
+    assert not session.alive and not session.closed
