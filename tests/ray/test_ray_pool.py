@@ -88,13 +88,20 @@ class LocalRay:
     def start(self) -> None:
         if not ray.is_initialized():
             self.before = set(os.listdir("/proc/self/fd"))
-            ray.init(
-                num_cpus=2,
-                include_dashboard=False,
-                log_to_driver=False,
-                configure_logging=False,
-                _temp_dir=str(self.temp_dir),
-            )
+            # Ray puts the driver's working directory first on its workers' path: from the
+            # project's root, actors would import pynox's sources, not the installed build.
+            cwd = os.getcwd()
+            os.chdir(self.temp_dir)
+            try:
+                ray.init(
+                    num_cpus=2,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                    _temp_dir=str(self.temp_dir),
+                )
+            finally:
+                os.chdir(cwd)
 
     def stop(self) -> None:
         if ray.is_initialized():
@@ -130,6 +137,16 @@ def pool(_ray_module: LocalRay) -> Iterator[RayPool]:
     _ray_module.start()
     with RayPool(actors=2, workers=1, **ACTOR) as made:
         yield made
+
+
+def test_actors_import_the_pynox_under_test(local_ray: LocalRay) -> None:
+    @ray.remote
+    def imported_from() -> str:
+        import pynox
+
+        return pynox.__file__
+
+    assert ray.get(imported_from.remote()) == pynox.__file__
 
 
 def test_run_gives_the_result_a_local_pool_gives(pool: RayPool) -> None:
