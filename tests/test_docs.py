@@ -473,3 +473,90 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     assert first_cell and first_cell in built, "bench/results.md is not on the performance page"
     for page in PAGES:
         assert (site / page.stem / "index.html").exists() or page.stem == "index", page
+
+
+# --- tables and lists the code defines ------------------------------------------------
+
+
+def section(page: Path, heading: str) -> str:
+    """The text of a page from `heading` to the next heading of the same or a higher level."""
+    text = page.read_text()
+    level = heading.split(" ", 1)[0]
+    start = text.index(f"\n{heading}\n") + len(heading) + 2
+    end = re.search(rf"^#{{1,{len(level)}}} ", text[start:], flags=re.M)
+    return text[start : start + end.start()] if end else text[start:]
+
+
+def first_cells(text: str) -> list[str]:
+    """The first cell of every body row of the Markdown tables in `text`."""
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    cells = [row.strip("|").split("|")[0].strip() for row in rows]
+    return [cell for cell in cells if cell not in ("flag", "status", "page", "---")]
+
+
+def help_flags() -> set[str]:
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "pynox"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return set(re.findall(r"^  (--[a-z-]+)", proc.stdout, flags=re.M))
+
+
+@pytest.mark.unit
+def test_the_flag_table_is_the_parsers() -> None:
+    """Every flag pynox takes is in the table of the commands page and in --help, and no
+    other."""
+    from pynox.cli.arguments import _OWN_FLAGS
+
+    table = first_cells(section(DOCS / "commands.md", "## Flags"))
+    shown = {re.sub(r"[=`].*", "", cell.strip("`")) for cell in table}
+    parsed = set(_OWN_FLAGS) | {"--no-sandbox"}
+    assert shown == parsed, f"the flag table of commands.md differs from the parser: {shown}"
+    assert help_flags() == parsed, "pynox --help lists other flags than the parser takes"
+
+
+@pytest.mark.unit
+def test_the_configuration_keys_are_the_grants() -> None:
+    from pynox.policy.grants import GRANT_FIELDS
+
+    text = " ".join(section(DOCS / "commands.md", "## `pynox.toml`").split())
+    listed = re.search(r"`\[permissions\]` and each profile take (.*?)\.", text)
+    assert listed, "commands.md no longer lists the keys [permissions] takes"
+    assert set(re.findall(r"`(\w+)`", listed[1])) == {f.name for f in GRANT_FIELDS}
+
+
+@pytest.mark.unit
+def test_the_exit_status_table_is_the_codes() -> None:
+    from pynox import errors
+
+    table = first_cells(section(DOCS / "commands.md", "## Exit statuses and `pynox:` lines"))
+    assert sorted(int(cell) for cell in table) == sorted(
+        {errors.EXIT_TIMEOUT, errors.EXIT_SETUP_FAILURE, errors.EXIT_USAGE}
+    )
+
+
+@pytest.mark.unit
+def test_the_synopsis_is_the_usage() -> None:
+    """The command lines at the top of the commands page are those of `pynox --help`."""
+    from pynox.cli.arguments import USAGE
+
+    usage = USAGE.split("\n\n")[0].removeprefix("usage:")
+    usage_lines = [" ".join(line.split()) for line in re.split(r"\n(?=\s+pynox )", usage)]
+    synopsis = next(b for b in blocks(DOCS / "commands.md") if b.lang == "text").body
+    assert [" ".join(line.split()) for line in synopsis] == usage_lines
+
+
+@pytest.mark.unit
+def test_every_page_is_linked_from_the_front_pages() -> None:
+    """The site's home page and the README each link every page."""
+    for front, prefix in ((DOCS / "index.md", ""), (ROOT / "README.md", "docs/")):
+        linked = set(re.findall(r"\]\(([\w/-]+\.md)\)", front.read_text()))
+        missing = [
+            page.name
+            for page in PAGES
+            if page.name != "index.md" and prefix + page.name not in linked
+        ]
+        assert not missing, f"{front.name} links no {missing}"
