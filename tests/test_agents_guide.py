@@ -2,13 +2,16 @@
 
 Each example runs in a fresh interpreter, in a project directory with the pynox.toml, data/
 and out/ the guide assumes, exactly as a user would paste it; the checks after it assert
-what the guide says it does. Framework examples (Pydantic AI, Strands, smolagents) are
-left to the framework suites; the framework-free registration is here.
+what the guide says it does. The Python blocks of the guide and the README are also read
+from the pages and run as they stand, so that a page cannot drift from what runs.
+Framework examples (Pydantic AI, Strands, smolagents) are left to the framework suites;
+the framework-free registration is here.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -299,3 +302,33 @@ def test_streaming(project: Path) -> None:
     assert "".join(chunk[len("stdout ") :] for chunk in chunks).replace("''", "") == (
         "'0\\n1\\n2\\n'"
     )
+
+
+# --- the pages' Python blocks, as they stand -----------------------------------------------
+
+# Names an example takes from the prose around it, defined as the prose says.
+GIVEN = {"csv_bytes": 'csv_bytes = b"item,amount\\nlamp,19.5\\ndesk,120\\n"'}
+PAGES_WITH_EXAMPLES = (TESTS.parent / "docs" / "agents.md", TESTS.parent / "README.md")
+
+
+def page_examples() -> list[pytest.ParameterSet]:
+    """The ```python blocks of the pages that use pynox, but not a framework's."""
+    found = []
+    for page in PAGES_WITH_EXAMPLES:
+        text = page.read_text()
+        for match in re.finditer(r"^```python\n(.*?)^```$", text, flags=re.S | re.M):
+            code = match[1]
+            if "import pynox" in code and "smolagents" not in code:
+                line = text.count("\n", 0, match.start()) + 1
+                found.append(pytest.param(code, id=f"{page.name}:{line}"))
+    return found
+
+
+@pytest.mark.parametrize("code", page_examples())
+def test_the_pages_python_runs_as_written(project: Path, code: str) -> None:
+    given = [GIVEN[name] for name in GIVEN if re.search(rf"\b{name}\b", code)]
+    run_example(project, *given, code)
+
+
+def test_the_pages_have_python_examples() -> None:
+    assert len(page_examples()) >= 4
