@@ -560,3 +560,24 @@ def test_every_page_is_linked_from_the_front_pages() -> None:
             if page.name != "index.md" and prefix + page.name not in linked
         ]
         assert not missing, f"{front.name} links no {missing}"
+
+
+@pytest.mark.unit
+def test_every_configuration_shown_is_valid() -> None:
+    """Each pynox.toml the pages show parses, with no unknown key or table."""
+    from pynox.errors import PynoxError
+    from pynox.policy.config import parse_config_bytes
+
+    shown = [ROOT / "README.md", *PAGES, *sorted((ROOT / "examples").glob("*.md"))]
+    checked = 0
+    for page in shown:
+        for block in blocks(page):
+            if block.lang == "toml":
+                where = f"{page.name}:{block.line}"
+                text = "\n".join(block.body) + "\n"
+                try:
+                    parse_config_bytes(text.encode(), f"{SHOWN_PROJECT}/pynox.toml", {})
+                except PynoxError as failure:
+                    pytest.fail(f"{where}: {failure}")
+                checked += 1
+    assert checked >= 5
