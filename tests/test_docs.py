@@ -581,3 +581,15 @@ def test_every_configuration_shown_is_valid() -> None:
                     pytest.fail(f"{where}: {failure}")
                 checked += 1
     assert checked >= 5
+
+
+@pytest.mark.unit
+def test_the_readme_shows_what_make_demo_runs() -> None:
+    """The README's demo block shows the commands `make demo` echoes, in order."""
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^demo:.*\n((?:\t.*\n)+)", makefile, flags=re.M)
+    assert recipe, "the Makefile has no demo target"
+    echoed = re.findall(r'@echo "\\\$\$ (.*)"', recipe[1])
+    demo = next(b for b in blocks(ROOT / "README.md") if any("hello.py" in x for x in b.body))
+    shown = [line[2:] for line in demo.body if line.startswith("$ ")]
+    assert shown == echoed
