@@ -24,21 +24,46 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    parser = _Parser(prog="pynox mcp", usage=USAGE, description=DESCRIPTION)
-    parser.add_argument("--config", help="pynox.toml to read (default $PYNOX_CONFIG, then ./)")
-    parser.add_argument("--profile", help="apply [profiles.NAME] of the configuration")
-    parser.add_argument("--workers", type=int, help="one-shot runs at once ([pool] workers)")
+    # No abbreviations: `pynox` and `pynox pool` take a flag only as it is spelled.
+    parser = _Parser(prog="pynox mcp", usage=USAGE, description=DESCRIPTION, allow_abbrev=False)
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="pynox.toml to read (default $PYNOX_CONFIG, then ./pynox.toml)",
+    )
+    parser.add_argument(
+        "--profile", metavar="NAME", help="apply [profiles.NAME] of the configuration"
+    )
+    parser.add_argument(
+        "--workers", metavar="N", type=int, help="one-shot runs at once ([pool] workers)"
+    )
     parser.add_argument(
         "--http",
         metavar="[HOST:]PORT",
         help=f"serve streamable HTTP instead of stdio (HOST defaults to {LOOPBACK})",
     )
-    options = parser.parse_args(argv)
+    options, unknown = parser.parse_known_args(argv)
+    if unknown:
+        raise _unknown(unknown[0], parser)
     if options.workers is not None and options.workers < 1:
         raise UsageError("mcp: --workers takes a whole number of at least 1")
     if options.http is not None:
         options.host, options.port = _address(options.http)
     return options
+
+
+def _unknown(given: str, parser: argparse.ArgumentParser) -> UsageError:
+    """A mistyped flag named with the closest one, as `pynox` and `pynox pool` name it."""
+    from pynox.cli.arguments import did_you_mean
+
+    if not given.startswith("-"):
+        return UsageError(f"mcp: {given} is not a flag; pynox mcp takes flags only ({USAGE})")
+    name = given.partition("=")[0]
+    flags = [flag for action in parser._actions for flag in action.option_strings]
+    suggestion = did_you_mean(name, flags)
+    if suggestion:
+        return UsageError(f"mcp: unknown flag {name};{suggestion}")
+    return UsageError(f"mcp: unknown flag {name} (usage: {USAGE})")
 
 
 def _address(text: str) -> tuple[str, int]:

@@ -22,6 +22,31 @@ def test_help_names_the_tools_and_the_http_flag() -> None:
     assert "--http [HOST:]PORT" in out
 
 
+def test_help_names_each_value_as_the_usage_does() -> None:
+    out = run([PYNOX, "mcp", "--help"]).stdout.decode()
+    for flag in ("--config FILE", "--profile NAME", "--workers N"):
+        assert f"  {flag} " in out, out
+    assert "then ./pynox.toml" in " ".join(out.split())
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--wrkers", "2"], "mcp: unknown flag --wrkers; did you mean --workers?"),
+        (["--conf", "x"], "mcp: unknown flag --conf; did you mean --config?"),
+        (["--profle=a"], "mcp: unknown flag --profle; did you mean --profile?"),
+        (["--zzz"], f"mcp: unknown flag --zzz (usage: {mcp_cli.USAGE})"),
+        (["extra"], f"mcp: extra is not a flag; pynox mcp takes flags only ({mcp_cli.USAGE})"),
+    ],
+)
+def test_a_mistyped_flag_is_named_with_the_closest(argv: list[str], message: str) -> None:
+    """As `pynox` and `pynox pool` do; an abbreviation is not taken for the flag."""
+    with pytest.raises(UsageError) as refused:
+        mcp_cli.parse(argv)
+    assert refused.value.message == message
+
+
 @pytest.mark.parametrize("address", ["x:y", "0", "70000", "host:"])
 def test_a_bad_http_address_is_one_sentence(address: str) -> None:
     result = run([PYNOX, "mcp", "--http", address])
