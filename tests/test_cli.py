@@ -721,6 +721,12 @@ def test_doctor_rejects_unknown_arguments() -> None:
     assert proc.stderr.decode() == "pynox: pynox doctor takes only --json\n"
 
 
+def test_doctor_help_prints_its_usage() -> None:
+    proc = pynox("doctor", "--help")
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    assert proc.stdout.decode().startswith("usage: pynox doctor [--json]\n")
+
+
 def test_stdin_program() -> None:
     proc = run([PYNOX, "-", "a1"], input=b"import sys\nprint(sys.argv)\n")
     assert proc.stdout == b"['-', 'a1']\n"

@@ -124,7 +124,18 @@ def _describe(value: object) -> str:
     return str(value)
 
 
+USAGE = """\
+usage: pynox doctor [--json]
+
+Tells whether this machine can sandbox, and if not, why: exit status 0 when it
+can, 1 when it cannot. --json prints the same report as one JSON object.
+"""
+
+
 def doctor_command(argv: list[str]) -> int:
+    if argv in (["--help"], ["-h"]):  # as `pynox mcp --help` answers
+        sys.stdout.write(USAGE)
+        return 0
     if argv not in ([], ["--json"]):
         raise UsageError("pynox doctor takes only --json")
     report = diagnose()
