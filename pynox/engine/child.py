@@ -180,8 +180,31 @@ def confine(policy: "Policy", setup: ChildSetup) -> None:
         for fd in (setup.report_fd, setup.end_fd):
             if fd is not None:
                 setup.own_pipes[fd] = fd_identity(fd)
+        _hold_report_reserve(setup)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
+
+
+def _hold_report_reserve(setup: ChildSetup) -> None:
+    """Holds a descriptor (of /dev/null, out of the program's way) for the error report,
+    as REPORT_RESERVE_BYTES holds memory: the report imports its modules, which needs a
+    free descriptor, after a program that failed for want of one."""
+    from pynox.engine.scratch import out_of_the_way  # loaded with pynox's start
+
+    try:
+        fd = out_of_the_way(posix.open("/dev/null", posix.O_RDONLY | posix.O_CLOEXEC))
+        setup.own_pipes[fd] = fd_identity(fd)
+    except OSError:
+        return  # none free: the report goes without, as before
+    setup.report_reserve = fd
+
+
+def _let_go_of_report_reserve(setup: ChildSetup) -> None:
+    fd = setup.report_reserve
+    if fd is not None:
+        setup.report_reserve = None
+        if still_own_pipe(setup, fd):  # the program may have closed it, and reused its number
+            posix.close(fd)
 
 
 def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn":
@@ -558,7 +581,8 @@ def report_exception(
     limit = sys.getrecursionlimit()
     sys.setrecursionlimit(max(limit, 1000))
     try:
-        tb = _print_as_python(exc, program)
+        tb = _print_as_python(exc, program)  # as python would, with what the program left
+        _let_go_of_report_reserve(setup)
         try:
             from pynox.engine.report import describe_and_hint
         except Exception:  # noqa: BLE001 - python's report alone, as python gives
@@ -573,6 +597,8 @@ def report_exception(
         return error
     finally:
         sys.setrecursionlimit(limit)
+        if setup.report_reserve is None:
+            _hold_report_reserve(setup)  # a session's next step may fail the same way
 
 
 def _print_as_python(exc: BaseException, program: "Program") -> "TracebackType | None":

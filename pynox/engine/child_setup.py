@@ -61,6 +61,7 @@ class ChildSetup:
         "start_cwd",
         "own_pipes",
         "new_session",
+        "report_reserve",
     )
 
     def __init__(self) -> None:
@@ -96,6 +97,9 @@ class ChildSetup:
         # What the report and end pipes are (device, inode), taken before the program
         # runs: a program may close them and open files of its own under their numbers.
         self.own_pipes: dict[int, tuple[int, int]] = {}
+        # A descriptor held while the program runs and let go for its error report: a
+        # program that used up its descriptors would leave none to import the report with.
+        self.report_reserve: int | None = None
         # A child bound to a supervisor (parent_pid) leaves the terminal's session,
         # except under the launcher's own supervision: it stays the foreground job.
         self.new_session = True

@@ -144,7 +144,7 @@ def hand_to_launcher_helper(path: str) -> "int | None":
     except OSError:
         posix.close(fd)
         return None
-    return _out_of_the_way(fd)
+    return out_of_the_way(fd)
 
 
 def remove_when_gone(path: str) -> int:
@@ -185,10 +185,10 @@ def remove_when_gone(path: str) -> int:
         ) from None
     finally:
         posix.close(read_end)
-    return _out_of_the_way(write_end)
+    return out_of_the_way(write_end)
 
 
-def _out_of_the_way(fd: int) -> int:
+def out_of_the_way(fd: int) -> int:
     """fd moved past the program's own descriptors, which python numbers from 3: to the
     first free one from _HIGH_FD on or, where the limit on open files is lower, to the
     highest free one below that limit; left where it is when none is free above it."""

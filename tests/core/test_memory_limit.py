@@ -341,10 +341,18 @@ OPEN_FILES = """
     files = [open("/dev/null") for _ in range(100)]
     print(len(files))
 """
+# The files stay open as the error is reported: none is left to import the report with.
+OPEN_FILES_KEPT = """
+    files = []
+    for _ in range(100):
+        files.append(open("/dev/null"))
+    print(len(files))
+"""
 
 
-def test_too_many_open_files_under_a_limit_gets_a_hint(tmp_path: Path) -> None:
-    script = _script(tmp_path, OPEN_FILES)
+@pytest.mark.parametrize("program", [OPEN_FILES, OPEN_FILES_KEPT], ids=["freed", "kept"])
+def test_too_many_open_files_under_a_limit_gets_a_hint(tmp_path: Path, program: str) -> None:
+    script = _script(tmp_path, program)
     proc = pynox("--memory=64m", str(script), cwd=tmp_path)
     err = proc.stderr.decode()
     assert proc.returncode == 1, err
@@ -358,6 +366,9 @@ def test_too_many_open_files_under_a_limit_gets_a_hint(tmp_path: Path) -> None:
     assert result["error"]["hint"] == hint
     raised = pynox("--memory=128m", str(script), cwd=tmp_path)
     assert (raised.returncode, raised.stdout) == (0, b"100\n"), raised.stderr.decode()
+    with PoolClient(workers=1, cwd=tmp_path) as client:
+        in_pool = client.run({"id": "f", "script": str(script), "memory": "64m"})
+    assert in_pool["error"]["hint"] == hint.replace("--memory=128m", "memory='128m'")
 
 
 # --- native code that exits behind Python's back -----------------------------------------
