@@ -604,11 +604,17 @@ static void emit_socket(struct pynox_bpf *prog, int allow_network)
                             RET_EPERM);
 }
 
-/* socketpair() stays for asyncio, but only connected kinds: a datagram
- * socket from a pair could still sendto() any host Unix socket by path. */
+/* socketpair() stays for asyncio, but only Unix ones of connected kinds: a
+ * datagram socket from a pair could still sendto() any host Unix socket by
+ * path. Another family would make the kernel load and run that family's
+ * socket code (vsock, TIPC, RDS...), which socket() refuses, before its
+ * socketpair() fails. */
 static void emit_socketpair(struct pynox_bpf *prog)
 {
     static const uint32_t connected[] = {SOCK_STREAM, SOCK_SEQPACKET};
+    pynox_bpf_load(prog, ARG_LO(0));
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, AF_UNIX);
+    pynox_bpf_ret(prog, RET_EPERM);
     pynox_bpf_load(prog, ARG_LO(1));
     pynox_bpf_and(prog, 0xf); /* the type without SOCK_NONBLOCK and SOCK_CLOEXEC */
     pynox_bpf_ret_if_one_of(prog, connected, 2, RET_ALLOW, RET_EPERM);
