@@ -255,6 +255,12 @@ static const uint32_t denied_syscalls[] = {
 #ifdef __NR_uselib
     __NR_uselib,
 #endif
+    /* x86's local descriptor table: 16-bit and 32-bit code segments of the
+     * program's own (whose system calls the ABI check refuses anyway), and a
+     * part of the kernel with a history of holes. */
+#ifdef __NR_modify_ldt
+    __NR_modify_ldt,
+#endif
     /* Administration of the machine. */
 #ifdef __NR_kexec_load
     __NR_kexec_load,

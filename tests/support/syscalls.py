@@ -111,6 +111,7 @@ _NUMBERS: dict[str, tuple[int | None, int | None]] = {
     "acct": (163, 89),
     "lookup_dcookie": (212, 18),
     "uselib": (134, None),
+    "modify_ldt": (154, None),
     "shmat": (30, 196),
     "shmdt": (67, 197),
     "shmctl": (31, 195),
