@@ -509,6 +509,7 @@ enum rule_kind {
     RULE_ARG_BITS,      /* denied (EPERM) when argument `arg` has a bit of `bits`, and
                          * (if when_bits is not 0) argument `when_arg` one of when_bits */
     RULE_WHO_IS_SELF,   /* (which, who): which == required, who one of values */
+    RULE_BOTH_IN,       /* arguments 0 and 1 both one of values */
     RULE_CLONE,
     RULE_SOCKET,
     RULE_SOCKETPAIR,
@@ -523,7 +524,7 @@ struct rule {
     uint32_t action;     /* RULE_DENY */
     unsigned int arg;    /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_ARG_BITS */
     uint32_t required;   /* RULE_WHO_IS_SELF */
-    uint32_t values[5];  /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_WHO_IS_SELF */
+    uint32_t values[5];  /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_WHO_IS_SELF, RULE_BOTH_IN */
     size_t count;
     uint32_t bits;       /* RULE_ARG_BITS */
     unsigned int when_arg;
@@ -703,6 +704,20 @@ static void emit_arg_bits(struct pynox_bpf *prog, const struct rule *rule)
     pynox_bpf_ret(prog, RET_EPERM);
 }
 
+/* Arguments 0 and 1 both one of values: EPERM unless argument 0 matches (each
+ * JEQ that matches jumps past the JEQs after it and the RET), then the same for
+ * argument 1. */
+static void emit_both_in(struct pynox_bpf *prog, const struct rule *rule)
+{
+    pynox_bpf_load(prog, ARG_LO(0));
+    for (size_t i = 0; i < rule->count; i++)
+        pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, (uint8_t)(rule->count - i), 0,
+                       rule->values[i]);
+    pynox_bpf_ret(prog, RET_EPERM);
+    pynox_bpf_load(prog, ARG_LO(1));
+    pynox_bpf_ret_if_one_of(prog, rule->values, rule->count, RET_ALLOW, RET_EPERM);
+}
+
 static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow_network)
 {
     switch (rule->kind) {
@@ -726,6 +741,9 @@ static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow
         pynox_bpf_ret(prog, RET_EPERM);
         pynox_bpf_load(prog, ARG_LO(1));
         pynox_bpf_ret_if_one_of(prog, rule->values, rule->count, RET_ALLOW, RET_EPERM);
+        return;
+    case RULE_BOTH_IN:
+        emit_both_in(prog, rule);
         return;
     case RULE_CLONE:
         emit_clone(prog);
@@ -771,6 +789,11 @@ static void add_own_process_rules(struct rules *rules, pid_t pid, int new_sessio
     /* (which, who): a process, and that process is this one. */
     add_arg_in(rules, RULE_WHO_IS_SELF, __NR_setpriority, 0, PRIO_PROCESS, self_or_zero, 2);
     add_arg_in(rules, RULE_WHO_IS_SELF, __NR_ioprio_set, 0, IOPRIO_WHO_PROCESS, self_or_zero, 2);
+    /* (pid, pgid): a group of its own (os.setpgrp()), never another. Joining the
+     * terminal's foreground group, whose id TIOCGPGRP gives, would let a program
+     * started in the background read what is typed for the foreground one, as
+     * TIOCSPGRP would (emit_ioctl). */
+    add_arg_in(rules, RULE_BOTH_IN, __NR_setpgid, 0, 0, self_or_zero, 2);
 }
 
 /* fcntl() commands a program never gets.

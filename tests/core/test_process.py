@@ -113,6 +113,29 @@ def test_new_session_and_own_group_signals() -> None:
 
 
 @needs_landlock
+def test_only_a_process_group_of_its_own() -> None:
+    def body(_: Any) -> Any:
+        parent_group = os.getpgid(os.getppid())
+        return {
+            # The kernel lets a process join any group of its session: the terminal's
+            # foreground group, say, whose input it could then read.
+            "join_parent_group": errno_of(os.setpgid, 0, parent_group),
+            "join_by_own_pid": errno_of(os.setpgid, os.getpid(), parent_group),
+            "own_group": errno_of(os.setpgrp),
+            "own_group_by_pid": errno_of(os.setpgid, os.getpid(), os.getpid()),
+            "leads_it": os.getpgrp() == os.getpid(),
+        }
+
+    assert sandboxed(body) == {
+        "join_parent_group": errno.EPERM,
+        "join_by_own_pid": errno.EPERM,
+        "own_group": 0,
+        "own_group_by_pid": 0,
+        "leads_it": True,
+    }
+
+
+@needs_landlock
 def test_limits_and_scheduling_of_other_processes_are_denied() -> None:
     def body(_: Any) -> Any:
         parent = os.getppid()

@@ -64,7 +64,7 @@ FALL_BACK = ["clone3", "openat2"]
 # Allowed or refused by their arguments: each has one rule that is not a plain denial.
 BY_ARGUMENTS = [
     *("clone", "socket", "socketpair", "ioctl", "fcntl", "personality"),
-    *("kill", "tgkill", "prlimit64", "setpriority", "openat"),
+    *("kill", "tgkill", "prlimit64", "setpriority", "setpgid", "openat"),
 ]
 NETWORK = {"without-network": 0, "with-network": 1}
 
@@ -168,7 +168,7 @@ def test_the_network_decides_bind_listen_and_setsockopt() -> None:
 OWN_PROCESS = [
     *("clone", "kill", "rt_sigqueueinfo", "tgkill", "rt_tgsigqueueinfo", "prlimit64"),
     *("sched_setscheduler", "sched_setparam", "sched_setaffinity", "sched_setattr"),
-    *("migrate_pages", "move_pages", "setpriority", "ioprio_set"),
+    *("migrate_pages", "move_pages", "setpriority", "ioprio_set", "setpgid"),
 ]
 
 

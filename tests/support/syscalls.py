@@ -82,6 +82,7 @@ _NUMBERS: dict[str, tuple[int | None, int | None]] = {
     "tgkill": (234, 131),
     "prlimit64": (302, 261),
     "setpriority": (141, 140),
+    "setpgid": (109, 154),
     "rt_sigqueueinfo": (129, 138),
     "rt_tgsigqueueinfo": (297, 240),
     "sched_setscheduler": (144, 119),
