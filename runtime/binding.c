@@ -243,6 +243,18 @@ static PyObject *scrub_environment_block(PyObject *module, PyObject *unused)
     return reason_of(pynox_scrub_environment_block);
 }
 
+/* For tests: the limit lives in this module's copy of the sandbox core, the one
+ * apply(), prepare() and finish() use (pynox._core links a copy of its own). */
+static PyObject *limit_landlock_abi(PyObject *module, PyObject *args)
+{
+    (void)module;
+    int abi = 0;
+    if (!PyArg_ParseTuple(args, "i:limit_landlock_abi", &abi)) {
+        return NULL;
+    }
+    return PyLong_FromLong(pynox_limit_landlock_abi(abi));
+}
+
 static PyObject *wipe(PyObject *module, PyObject *value)
 {
     (void)module;
@@ -264,6 +276,10 @@ PyMethodDef pynox_binding_methods[] = {
     {"finish", finish, METH_VARARGS,
      "finish(state, base, policy) -> str | None\n\n"
      "pynox_sandbox_finish(): the program's own policy, on top of a prepared state."},
+    {"limit_landlock_abi", limit_landlock_abi, METH_VARARGS,
+     "limit_landlock_abi(abi) -> int\n\n"
+     "pynox_limit_landlock_abi(), for tests: confine as a kernel with at most this "
+     "Landlock ABI would; returns the ABI now in effect."},
     {"share_filter", share_filter, METH_NOARGS,
      "share_filter() -> str | None\n\n"
      "pynox_sandbox_share_filter(): for a pool's zygote, the seccomp filter's shared part."},
