@@ -510,6 +510,7 @@ enum rule_kind {
                          * (if when_bits is not 0) argument `when_arg` one of when_bits */
     RULE_WHO_IS_SELF,   /* (which, who): which == required, who one of values */
     RULE_BOTH_IN,       /* arguments 0 and 1 both one of values */
+    RULE_FCNTL,         /* see add_fcntl_rules: commands in values */
     RULE_CLONE,
     RULE_SOCKET,
     RULE_SOCKETPAIR,
@@ -524,7 +525,8 @@ struct rule {
     uint32_t action;     /* RULE_DENY */
     unsigned int arg;    /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_ARG_BITS */
     uint32_t required;   /* RULE_WHO_IS_SELF */
-    uint32_t values[5];  /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_WHO_IS_SELF, RULE_BOTH_IN */
+    uint32_t values[5];  /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_WHO_IS_SELF, RULE_BOTH_IN,
+                          * RULE_FCNTL */
     size_t count;
     uint32_t bits;       /* RULE_ARG_BITS */
     unsigned int when_arg;
@@ -718,6 +720,23 @@ static void emit_both_in(struct pynox_bpf *prog, const struct rule *rule)
     pynox_bpf_ret_if_one_of(prog, rule->values, rule->count, RET_ALLOW, RET_EPERM);
 }
 
+/* fcntl(fd, cmd, arg): EPERM for the commands in values, and for F_SETFL with
+ * O_ASYNC in arg (see add_fcntl_rules); anything else is allowed. */
+static void emit_fcntl(struct pynox_bpf *prog, const struct rule *rule)
+{
+    const size_t refuse_at = rule->count + 5; /* the RET EPERM below */
+    pynox_bpf_load(prog, ARG_LO(1));
+    for (size_t i = 0; i < rule->count; i++)
+        pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, (uint8_t)(refuse_at - (i + 1) - 1), 0,
+                       rule->values[i]);
+    /* Not F_SETFL: on to the RET ALLOW. */
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 0, 2, F_SETFL);
+    pynox_bpf_load(prog, ARG_LO(2));
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JSET | BPF_K, 1, 0, O_ASYNC);
+    pynox_bpf_ret(prog, RET_ALLOW);
+    pynox_bpf_ret(prog, RET_EPERM);
+}
+
 static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow_network)
 {
     switch (rule->kind) {
@@ -744,6 +763,9 @@ static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow
         return;
     case RULE_BOTH_IN:
         emit_both_in(prog, rule);
+        return;
+    case RULE_FCNTL:
+        emit_fcntl(prog, rule);
         return;
     case RULE_CLONE:
         emit_clone(prog);
@@ -805,7 +827,11 @@ static void add_own_process_rules(struct rules *rules, pid_t pid, int new_sessio
  * only Landlock's signal scope (ABI 6, Linux 6.12) covers these signals, so
  * they are refused here on every kernel. The ioctl forms are in emit_ioctl.
  * A file keeps the owner it had (none, or this process after F_NOTIFY,
- * which sets it itself).
+ * which sets it itself). Setting O_ASYNC (F_SETFL) is refused too: on a
+ * terminal the kernel makes the terminal's foreground process group the owner
+ * itself, and the signal (SIGIO ends a process that does not handle it) would
+ * reach whatever runs in the foreground whenever a line is typed. The ioctl
+ * form, FIOASYNC, is outside emit_ioctl's allowlist.
  *
  * A lease (F_SETLEASE) needs only a descriptor of a file the user owns, one
  * opened for reading under a read grant included: whoever then opens the file
@@ -820,9 +846,9 @@ static void add_fcntl_rules(struct rules *rules)
     static const uint32_t commands[] = {F_SETOWN, F_SETOWN_EX, F_SETSIG, F_SETPIPE_SZ,
                                         F_SETLEASE};
     const size_t count = sizeof commands / sizeof commands[0];
-    add_arg_in(rules, RULE_ARG_NOT_IN, __NR_fcntl, 1, 0, commands, count);
+    add_arg_in(rules, RULE_FCNTL, __NR_fcntl, 1, 0, commands, count);
 #ifdef __NR_fcntl64
-    add_arg_in(rules, RULE_ARG_NOT_IN, __NR_fcntl64, 1, 0, commands, count);
+    add_arg_in(rules, RULE_FCNTL, __NR_fcntl64, 1, 0, commands, count);
 #endif
 }
 
