@@ -95,8 +95,10 @@ static int set_memory_limits(long long memory_bytes, char *err, size_t err_len)
 int pynox_set_limits(long long memory_bytes, long long max_file_size, char *err, size_t err_len)
 {
     /* A core dump would write the process's memory somewhere Landlock may
-     * not govern (core_pattern can pipe it to a helper). */
-    if (set_limit(RLIMIT_CORE, "RLIMIT_CORE", 0, err, err_len) != 0)
+     * not govern. 1, not 0: the kernel ignores the limit when core_pattern pipes
+     * the dump to a helper, except for exactly 1, which aborts the dump; and a
+     * file dump needs at least a page, so 1 stops that too. */
+    if (set_limit(RLIMIT_CORE, "RLIMIT_CORE", 1, err, err_len) != 0)
         return -1;
     if (memory_bytes > 0 && set_memory_limits(memory_bytes, err, err_len) != 0)
         return -1;
