@@ -9,6 +9,7 @@ import signal
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -431,24 +432,33 @@ def test_close_leaves_no_process_behind() -> None:
     assert not os.path.exists(f"/proc/{pid}")  # reaped, not a zombie
 
 
-def test_a_forked_child_gets_its_own_default_pool() -> None:
-    assert pynox.run("print(1)").text == "1"  # the parent's pool is running
-    parent_pool = Pool(lazy=True)
+def _in_a_forked_child(checks: Callable[[], bool]) -> int:
+    """The exit status of a forked child that runs `checks`: 0 if they hold, 2 if not, 1
+    if they raised. The child closes its own shared pool, as an application's exit would."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads running
         pid = os.fork()
     if pid == 0:  # pragma: no cover - the child reports through its exit status
         status = 1
         try:
-            ok = pynox.run("print(2)").text == "2"
-            with pytest.raises(PoolError, match="forked child"):
-                parent_pool.run("print(3)")
-            status = 0 if ok else 2
+            status = 0 if checks() else 2
             pynox.api.shared._close()
         finally:
             os._exit(status)
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_a_forked_child_gets_its_own_default_pool() -> None:
+    assert pynox.run("print(1)").text == "1"  # the parent's pool is running
+    parent_pool = Pool(lazy=True)
+
+    def checks() -> bool:
+        with pytest.raises(PoolError, match="forked child"):
+            parent_pool.run("print(3)")
+        return pynox.run("print(2)").text == "2"
+
+    assert _in_a_forked_child(checks) == 0
     assert pynox.run("print(4)").text == "4"
     parent_pool.close()
 
@@ -459,21 +469,13 @@ def test_a_tool_made_before_a_fork_works_in_the_child() -> None:
     run_python = pynox.tool()
     notebook = pynox.tool(session=True)
     assert notebook("x = 1") == "(no output)"  # a session of the parent's pool
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads running
-        pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child reports through its exit status
-        status = 1
-        try:
-            ran = run_python("print(2)") == "2"
-            fresh = notebook("y = 2\nprint('x' in globals())").startswith("False")
-            kept = notebook("print(y)") == "2"
-            status = 0 if ran and fresh and kept else 2
-            pynox.api.shared._close()
-        finally:
-            os._exit(status)
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+
+    def checks() -> bool:
+        ran = run_python("print(2)") == "2"
+        fresh = notebook("y = 2\nprint('x' in globals())").startswith("False")
+        return ran and fresh and notebook("print(y)") == "2"
+
+    assert _in_a_forked_child(checks) == 0
     assert notebook("print(x)") == "1"  # the parent's session goes on
 
 
