@@ -727,6 +727,12 @@ def test_doctor_help_prints_its_usage() -> None:
     assert proc.stdout.decode().startswith("usage: pynox doctor [--json]\n")
 
 
+def test_pool_help_prints_its_usage() -> None:
+    proc = pynox("pool", "--help")
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    assert proc.stdout.decode().startswith("usage: pynox pool [--config FILE] [--workers N]")
+
+
 def test_stdin_program() -> None:
     proc = run([PYNOX, "-", "a1"], input=b"import sys\nprint(sys.argv)\n")
     assert proc.stdout == b"['-', 'a1']\n"

@@ -17,6 +17,7 @@ import select
 import signal
 import socket
 import stat
+import sys
 import time
 
 from pynox import strict_json
@@ -133,6 +134,21 @@ class PoolOptions:
 
 
 _POOL_FLAGS = ("--config", "--workers", "--preload", "--warmup", "--package-dir")
+USAGE = """\
+usage: pynox pool [--config FILE] [--workers N] [--preload MODULE]... [--warmup CODE]
+                  [--package-dir PATH]...
+
+Serves sandboxed runs over JSON Lines: a request per line on standard input, its
+result as a line on standard output (docs/pool-protocol.md). Each request runs in
+a fresh sandboxed process, forked from a warm interpreter.
+
+  --config=FILE       pynox.toml whose [pool], [pool.limits] and [profiles.*] apply
+                      (default $PYNOX_CONFIG, then ./pynox.toml)
+  --workers=N         one-shot requests run at once (default [pool] workers, else 2)
+  --preload=MODULE    import MODULE once, for every request to start with; repeatable
+  --warmup=CODE       code that readies what was preloaded (replaces [pool] warmup)
+  --package-dir=PATH  installed packages every request may import; repeatable
+"""
 
 
 def parse_options(argv: list[str]) -> PoolOptions:
@@ -1752,5 +1768,8 @@ def _version() -> str:
 
 
 def pool_command(argv: list[str]) -> int:
+    if argv in (["--help"], ["-h"]):  # as `pynox doctor --help` answers
+        sys.stdout.write(USAGE)
+        return 0
     options = parse_options(argv)
     return PoolServer(options).serve()
