@@ -317,6 +317,49 @@ def test_deep_nesting_matches_the_recursion_limit() -> None:
         _compare_in_memory(nested, {})
 
 
+DEEP_WITH_A_RAISED_LIMIT = """
+import io, json, sys
+from pynox.jsonfast.fast_path import encode_once, patch
+assert patch(json)
+sys.setrecursionlimit(1_000_000)
+nested = 0
+for _ in range(300_000):
+    nested = [nested]
+defaults = [False, True, True, True, None, None, None, False]
+print(encode_once(nested, io.StringIO(), None, *defaults, {}))
+"""
+
+
+def test_data_nested_past_the_c_stack_goes_to_cpythons_code() -> None:
+    # With the recursion limit raised, CPython's json.dump (3.12 on) nests on the heap;
+    # walking such data on the C stack would crash the program.
+    got = python("-I", "-c", DEEP_WITH_A_RAISED_LIMIT, timeout=30)
+    assert (got.returncode, got.stdout, got.stderr) == (0, b"None\n", b"")
+
+
+SMALL_THREAD_STACK = """
+import io, json, threading
+threading.stack_size(32768)  # the smallest a thread may have
+nested = 0
+for _ in range(60):
+    nested = {"a": [nested]}
+def dump():
+    fp = io.StringIO()
+    json.dump(nested, fp, sort_keys=True)  # CPython's C encoder would take ~250 bytes a level
+    print(len(fp.getvalue()))
+thread = threading.Thread(target=dump)
+thread.start()
+thread.join()
+"""
+
+
+def test_a_thread_with_a_small_stack_dumps_as_in_python() -> None:
+    expected = python("-I", "-c", SMALL_THREAD_STACK, timeout=30)
+    got = pynox("-c", SMALL_THREAD_STACK, timeout=30)
+    assert expected.returncode == 0
+    assert (got.returncode, got.stdout, got.stderr) == (0, expected.stdout, b"")
+
+
 def _fast(obj: object, fp: object, **opts: object) -> bool:
     args = {
         "skipkeys": False,

@@ -42,6 +42,7 @@ or after the call, or a disk that fills during it, leaves a different-sized
 prefix of the same text than CPython would have.
 """
 
+import _thread
 import io
 import os
 import sys
@@ -66,6 +67,12 @@ _PIECE = 1 << 20  # characters written per fp.write
 _BUFFER_ROOM = 1 << 22
 # Frames beyond the nesting that CPython's own encoder may need on the stack.
 _STACK_ROOM = 16
+# The C walk, and CPython's C encoder with indent or sort_keys, take C stack for every
+# level of nesting, where CPython's json.dump (3.12 on) nests on the heap. Deeper data
+# (a program may raise the recursion limit), or a thread started with a stack smaller
+# than _THREAD_STACK, is left to CPython's own code: a C stack overflow would crash.
+_C_DEPTH = 1000
+_THREAD_STACK = 1 << 20
 
 
 def patch(json: "ModuleType", dump: "Any" = None) -> bool:
@@ -374,13 +381,17 @@ def _plain(obj: object, room: int) -> bool:
 
 
 def _stack_room() -> int:
-    """How deep data may nest for CPython's own encoder to encode it from here."""
+    """How deep data may nest for CPython's own encoder to encode it from here,
+    and for the C walk not to overflow the C stack."""
+    stack_size = _thread.stack_size()  # of threads started from now on; 0 for the default
+    if stack_size and stack_size < _THREAD_STACK:
+        return 0
     frame = sys._getframe()
     depth = 0
     while frame is not None:
         depth += 1
         frame = frame.f_back  # type: ignore[assignment]
-    return sys.getrecursionlimit() - depth - _STACK_ROOM
+    return min(sys.getrecursionlimit() - depth - _STACK_ROOM, _C_DEPTH)
 
 
 def _takes_once(fp: "Any", kind: type, text: str) -> bool:
