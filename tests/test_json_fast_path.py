@@ -360,6 +360,21 @@ def test_a_thread_with_a_small_stack_dumps_as_in_python() -> None:
     assert (got.returncode, got.stdout, got.stderr) == (0, expected.stdout, b"")
 
 
+@pytest.mark.unit
+def test_a_line_end_across_pieces_reads_as_in_python() -> None:
+    # The text goes to the file in pieces of 1 MiB; place a "\r\n" separator across
+    # the first boundary, for a StringIO that reads universal newlines.
+    separators = (",\r\n", ":")
+    records = ["a" * 100] * 11000
+    text = json.dumps(records, separators=separators)
+    boundary = 1 << 20
+    records[0] += "a" * (boundary - 1 - text.rfind("\r", 0, boundary))
+    expected, actual = io.StringIO(newline=None), io.StringIO(newline=None)
+    ORIGINAL(records, expected, separators=separators)
+    FAST(records, actual, separators=separators)
+    assert actual.getvalue() == expected.getvalue()
+
+
 def _fast(obj: object, fp: object, **opts: object) -> bool:
     args = {
         "skipkeys": False,

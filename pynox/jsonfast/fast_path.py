@@ -399,7 +399,9 @@ def _takes_once(fp: "Any", kind: type, text: str) -> bool:
     if "write" in vars(fp):
         return False
     if kind is io.StringIO:
-        return True
+        # A StringIO with newline=None ends a line at a "\r" that ends a write, so a
+        # "\r\n" (from separators or indent) split between two pieces would become two.
+        return "\r" not in text
     if fp.line_buffering or fp.write_through:
         return False
     buffer = fp.buffer
