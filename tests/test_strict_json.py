@@ -1,0 +1,143 @@
+"""What crosses a process boundary is read strictly: bad input is one ValueError (or
+ChannelError), never another exception, a hang, or data the reader did not ask for."""
+
+import json
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pynox import strict_json
+from pynox.pool import channel
+
+finite_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+# Pieces of JSON and of what is not: shuffled together they make mostly malformed text.
+tokens = st.sampled_from(
+    [
+        "{",
+        "}",
+        "[",
+        "]",
+        ",",
+        ":",
+        '"a"',
+        '"\\ud800"',
+        '"\\u12"',
+        "1",
+        "-0",
+        "1e400",
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "true",
+        "nul",
+        " ",
+        "\n",
+        "9" * 400,
+        "0.5",
+        "01",
+        '"\x00"',
+    ]
+)
+malformed = st.lists(tokens, max_size=30).map("".join).map(str.encode) | st.binary(max_size=64)
+
+
+@pytest.mark.unit
+@settings(max_examples=300, deadline=None)
+@given(finite_json)
+def test_what_dumps_writes_loads_reads_back(value: object) -> None:
+    text = strict_json.dumps(value)
+    assert strict_json.loads(text.encode()) == value
+    assert json.loads(text) == value
+
+
+@pytest.mark.unit
+@settings(max_examples=600, deadline=None)
+@given(malformed, st.sampled_from([None, 1, 3]), st.booleans())
+def test_any_bytes_are_a_value_or_a_value_error(data: bytes, max_depth, unique_keys) -> None:  # type: ignore[no-untyped-def]
+    try:
+        value = strict_json.loads(data, max_depth, unique_keys)
+    except ValueError:
+        return
+    # What is read is what RFC 8259 allows: no NaN or infinity anywhere.
+    assert "NaN" not in json.dumps(value) and "Infinity" not in json.dumps(value)
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        (b"[NaN]", strict_json.NotFinite),
+        (b'{"a": -Infinity}', strict_json.NotFinite),
+        (b"1e400", strict_json.NotFinite),
+        (b"1" * 5000, strict_json.NotFinite),  # not a sys.int_max_str_digits message
+        (b"[" * 100_000 + b"]" * 100_000, strict_json.TooDeep),
+        (b'"\xff"', ValueError),
+    ],
+)
+def test_bad_input_is_refused_with_its_error(text: bytes, error: type) -> None:
+    with pytest.raises(error):
+        strict_json.loads(text)
+
+
+@pytest.mark.unit
+def test_repeated_keys_and_depth_are_refused_when_asked() -> None:
+    assert strict_json.loads(b'{"a": 1, "a": 2}') == {"a": 2}
+    with pytest.raises(strict_json.RepeatedKey, match="'a' appears twice"):
+        strict_json.loads(b'{"a": 1, "a": 2}', unique_keys=True)
+    assert strict_json.loads(b"[[1]]", max_depth=2) == [[1]]
+    with pytest.raises(strict_json.TooDeep, match="deeper than 2 levels"):
+        strict_json.loads(b"[[[1]]]", max_depth=2)
+    with pytest.raises(strict_json.NotFinite):
+        strict_json.dumps({"a": math.inf})
+    with pytest.raises(strict_json.NotFinite, match="send it as a string"):
+        strict_json.dumps([10**400])
+
+
+frames = st.lists(st.dictionaries(st.text(max_size=5), finite_json, max_size=3), max_size=4)
+
+
+@pytest.mark.unit
+@settings(max_examples=200, deadline=None)
+@given(frames, st.lists(st.integers(1, 50), max_size=20))
+def test_frames_come_out_whole_however_the_stream_is_cut(messages, cuts) -> None:  # type: ignore[no-untyped-def]
+    stream = b"".join(channel.encode(message) for message in messages)
+    reader = channel.FrameReader()
+    got = []
+    start = 0
+    for cut in [*cuts, len(stream)]:
+        got += [frame for frame, _ in reader.feed(stream[start : start + cut])]
+        start += cut
+    got += [frame for frame, _ in reader.feed(stream[start:])]
+    assert got == messages
+
+
+@pytest.mark.unit
+@settings(max_examples=300, deadline=None)
+@given(malformed)
+def test_a_bad_frame_is_a_channel_error(body: bytes) -> None:
+    reader = channel.FrameReader(limit=1 << 10, max_depth=3)
+    try:
+        frames = reader.feed(len(body).to_bytes(4, "big") + body)
+    except channel.ChannelError:
+        return
+    assert len(frames) == 1 and isinstance(frames[0][0], dict)
+
+
+@pytest.mark.unit
+def test_a_frame_over_the_limit_is_refused_before_it_is_read() -> None:
+    reader = channel.FrameReader(limit=1 << 10)
+    with pytest.raises(channel.ChannelError, match="over the 1024 limit"):
+        reader.feed((0xFFFFFFFF).to_bytes(4, "big"))
+    assert channel.FrameReader().feed(b"\x00\x00\x10") == []  # a header not yet whole
