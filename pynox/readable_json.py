@@ -28,6 +28,23 @@ def _json_string(text: str) -> str:
     return encode_basestring_ascii(text)
 
 
+def _key(key: object) -> str:
+    """A dict key as json.dumps turns it into a string (not str(): True is "true")."""
+    if isinstance(key, str):
+        return key
+    if key is True:
+        return "true"
+    if key is False:
+        return "false"
+    if key is None:
+        return "null"
+    if isinstance(key, float) and not finite(key):
+        return "NaN" if key != key else ("Infinity" if key > 0 else "-Infinity")
+    if isinstance(key, (int, float)):
+        return dumps_readable(key)
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
 def dumps_readable(value: object) -> str:
     """The text json.dumps(value) writes (", " and ": " between items, ASCII only), for
     the plain data of a result (dict, list, str, int, float, bool, None); a NaN or
@@ -47,7 +64,7 @@ def dumps_readable(value: object) -> str:
             raise NotFinite("NaN and Infinity are not JSON values (RFC 8259)")
         return float.__repr__(value)
     if isinstance(value, dict):
-        items = (f"{_json_string(str(key))}: {dumps_readable(item)}" for key, item in value.items())
+        items = (f"{_json_string(_key(k))}: {dumps_readable(item)}" for k, item in value.items())
         return "{" + ", ".join(items) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(dumps_readable(item) for item in value) + "]"

@@ -28,6 +28,11 @@ def test_it_writes_what_json_dumps_writes(value: object) -> None:
     assert readable_json.dumps_readable(value) == json.dumps(value)
 
 
+@given(st.dictionaries(st.none() | st.booleans() | st.integers() | st.floats(), st.none()))
+def test_keys_are_written_as_json_dumps_writes_them(value: dict[object, None]) -> None:
+    assert readable_json.dumps_readable(value) == json.dumps(value)
+
+
 @given(st.text(alphabet=st.characters(max_codepoint=127)))
 def test_ascii_strings_are_written_as_json_dumps_writes_them(text: str) -> None:
     assert readable_json.dumps_readable([text, {text: text}]) == json.dumps([text, {text: text}])
