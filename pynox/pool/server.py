@@ -77,6 +77,10 @@ _SPARE_DELAY = 0.02
 # more than this many waiting, it removes them at once.
 _IDLE_CLEANUP = 0.02
 _USED_SCRATCH_MAX = 64
+# Past this many bytes of lines the client has not read, the pool reads no more requests
+# and starts none it has queued: a client that writes and never reads would make it hold
+# every result. What runs still ends, so the pool holds at most this plus those results.
+_CLIENT_BACKLOG = 16 << 20
 # A client's answer to a host call: its call's number and this, as in these examples.
 _ANSWER_KEYS = {"host_result": "value", "host_error": "message"}
 _ANSWER_EXAMPLES = {
@@ -390,6 +394,7 @@ class PoolServer:
         # pipes instead (held: unregistered from the poller) until the client catches up.
         self.out = bytearray()
         self.held: set[int] = set()
+        self.paused = False  # whether requests wait for the client (_pace)
         # Children whose output pipes are unregistered while their run is new (_quiet).
         self.quiet: dict[int, Child] = {}  # by token
         _stdout_nonblocking()
@@ -467,6 +472,7 @@ class PoolServer:
             ready = self._poll(timeout_ms)
             for fd, events in ready:
                 self._dispatch(fd, events)
+            self._pace()
             used = self.scratch_keeper.used()
             if (not ready and used) or used > _USED_SCRATCH_MAX:
                 self.scratch_keeper.remove_used()
@@ -481,6 +487,25 @@ class PoolServer:
         self._close_sessions()
         self._finish_output()
         return 0
+
+    def _backlogged(self) -> bool:
+        return len(self.out) > _CLIENT_BACKLOG
+
+    def _pace(self) -> None:
+        """Stops reading requests and starting queued ones while the client's backlog is
+        past _CLIENT_BACKLOG; once it has read it down, takes them up again."""
+        if self.paused == self._backlogged():
+            return
+        self.paused = not self.paused
+        if self.stdin_open:
+            if self.paused:
+                self.poller.unregister(0)
+            else:
+                self.poller.register(0, select.POLLIN)
+        if not self.paused:
+            self._start_queued()
+            for session in list(self.sessions.values()):
+                self._next_step(session)
 
     def _poll(self, timeout_ms: int | None) -> "list[tuple[int, int]]":
         try:
@@ -563,7 +588,7 @@ class PoolServer:
                 self._handle_line(bytes(self.line))  # a last line without its newline
             self.line.clear()
             self.stdin_open = False
-            self.poller.unregister(0)
+            self.poller.unregister(0)  # registered: only then is stdin read (_pace)
             self._close_spares(list(self.spares))
             return
         while data:
@@ -822,7 +847,7 @@ class PoolServer:
 
     def _start_queued(self) -> None:
         busy = sum(1 for run in self.child_runs.values() if run.session is None)
-        while self.queue and busy < self.workers:
+        while self.queue and busy < self.workers and not self._backlogged():
             run, message = self.queue.pop(0)
             functions = pool_request.host_functions(message)
             primed = self._primed_spare(run)
@@ -1530,7 +1555,7 @@ class PoolServer:
     # --- sessions -----------------------------------------------------------------------
 
     def _next_step(self, session: Session) -> None:
-        if session.running is not None or not session.queue:
+        if session.running is not None or not session.queue or self._backlogged():
             return
         run, message = session.queue.pop(0)
         if run.files:

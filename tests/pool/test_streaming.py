@@ -156,6 +156,34 @@ def test_a_client_that_stops_reading_does_not_make_the_pool_buffer(
     serves(fresh)
 
 
+def test_results_a_client_does_not_read_stay_bounded(fresh: PoolClient, tmp_path: Path) -> None:
+    """Many requests with big results and a client that reads none: past a backlog, the
+    pool starts no more of them (its memory stays bounded), then runs them all once the
+    client reads."""
+    serves(fresh)
+    before = rss_kib(fresh.pid)
+    count, size = 40, 1 << 20  # 40 MiB of results, more than the pool keeps for a client
+    ids = [new_id("big") for _ in range(count)]
+    for request_id in ids:
+        program = f"print('x' * {size - 1})\nopen({str(tmp_path / request_id)!r}, 'w')"
+        write_line(
+            fresh,
+            {"id": request_id, "code": program, "max_output": size, "allow_write": [str(tmp_path)]},
+        )
+    ran = lambda: len(os.listdir(tmp_path))  # noqa: E731 - requests that ran so far
+    seen = -1
+    while seen != ran() and seen < count:  # until no request has run for a while
+        seen = ran()
+        time.sleep(0.5)
+    grown = rss_kib(fresh.pid) - before
+    assert seen < count, "the pool ran every request for a client that reads nothing"
+    assert grown < 40 * 1024, f"the pool holds {grown} KiB for a client that does not read"
+    for request_id in ids:
+        result = fresh.result(request_id, 60)
+        assert result["exit"] == 0 and len(result["stdout"]) == size
+    serves(fresh)
+
+
 def write_line(client: PoolClient, message: Message) -> None:
     """Sends a short line without reading anything the pool wrote."""
     line = json.dumps(message).encode() + b"\n"
