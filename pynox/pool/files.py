@@ -10,6 +10,7 @@ count and read is bounded (pynox/limits.py).
 """
 
 import base64
+import errno
 import os
 import stat
 
@@ -25,6 +26,9 @@ from pynox.pool.request import RequestError
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+# What placing a file meets when the file system has no room for it (or the pool's own
+# limit on file size, RLIMIT_FSIZE, is smaller): no name would do better.
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 # How many files left out a result names one by one; the rest are counted.
 _LEFT_OUT_NAMED = 20
 
@@ -47,10 +51,13 @@ def place(scratch: str, files: "dict[str, bytes]", request_id: object) -> None:
             try:
                 _place_one(root, name, data)
             except OSError as exc:
+                if exc.errno in _NO_ROOM:
+                    what = "hand in fewer or smaller files, or free space in the pool's TMPDIR"
+                else:
+                    what = "give names that are neither a directory nor under a file or link"
                 raise RequestError(
                     f"cannot place file {name!r} in the scratch directory: "
-                    f"{exc.strerror or exc}; give names that are neither a directory nor "
-                    "under a file or link",
+                    f"{exc.strerror or exc}; {what}",
                     request_id,
                 ) from None
     finally:

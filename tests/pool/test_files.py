@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from support.commands import limiting_file_size
 from support.pool_client import PoolClient
 from support.pool_requests import serves
 
@@ -296,3 +297,16 @@ def test_no_scratch_directory_is_left_by_refused_files(fresh: PoolClient) -> Non
     # The pool keeps a few made ahead, and removes used ones when idle; the refused
     # request's directory, with its file "a", is gone at once.
     assert not any(os.path.exists(os.path.join(root, d, "a")) for d in os.listdir(root))
+
+
+def test_files_with_no_room_are_refused_with_what_to_do() -> None:
+    """A file the pool's file system has no room for: the error says so, not that its
+    name is wrong, and the pool goes on."""
+    with PoolClient(workers=1, launched_by=limiting_file_size(1 << 20)) as client:
+        big = b64(b"x" * (2 << 20))
+        result = client.run({"id": "big", "code": "pass", "files": {"data.bin": big}})
+        assert result["exit"] == 125
+        message = result["error"]["message"]
+        assert "cannot place file 'data.bin'" in message
+        assert "hand in fewer or smaller files" in message and "names" not in message
+        serves(client)

@@ -64,14 +64,20 @@ def ignoring(*names: str) -> list[str]:
     return [PYTHON, "-c", _IGNORING, ",".join(names)]
 
 
-# Runs the rest of its command line with the limit on open files its first argument gives.
-_LIMITING_OPEN_FILES = """\
+# Runs the rest of its command line with the resource limit its first two arguments give.
+_LIMITING = """\
 import os, resource, sys
-resource.setrlimit(resource.RLIMIT_NOFILE, (int(sys.argv[1]),) * 2)
-os.execv(sys.argv[2], sys.argv[2:])
+resource.setrlimit(getattr(resource, sys.argv[1]), (int(sys.argv[2]),) * 2)
+os.execv(sys.argv[3], sys.argv[3:])
 """
 
 
 def limiting_open_files(limit: int) -> list[str]:
     """A prefix for a command line: what follows it may hold at most `limit` descriptors."""
-    return [PYTHON, "-c", _LIMITING_OPEN_FILES, str(limit)]
+    return [PYTHON, "-c", _LIMITING, "RLIMIT_NOFILE", str(limit)]
+
+
+def limiting_file_size(limit: int) -> list[str]:
+    """A prefix for a command line: what follows it may write files of at most `limit`
+    bytes (a write past it fails with EFBIG, as on a full disk with ENOSPC)."""
+    return [PYTHON, "-c", _LIMITING, "RLIMIT_FSIZE", str(limit)]
