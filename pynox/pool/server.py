@@ -318,7 +318,8 @@ class PoolServer:
         self.config = load_config(path, os.environ) if path else Config("")
         settings = self.config.pool
         self.workers = options.workers or settings.workers or DEFAULT_WORKERS
-        _check_descriptors(self.workers)
+        # How many sessions (each holds a child) the limit on open files leaves room for.
+        self.session_room = _check_descriptors(self.workers)
         self.max_sessions = settings.max_sessions
         self.session_idle = settings.session_idle or DEFAULT_SESSION_IDLE
         self.limits = pool_request.resolve_limits(self.config.pool_limits)
@@ -675,6 +676,14 @@ class PoolServer:
                 raise RequestError(
                     f"the pool has {len(self.sessions)} sessions, its max_sessions; close one "
                     "first (session.close() in Python, close_session in the protocol)",
+                    request_id,
+                )
+            if self.session_room is not None and len(self.sessions) >= self.session_room:
+                raise RequestError(
+                    f"the pool has {len(self.sessions)} sessions, as many as its limit on open "
+                    f"files leaves room for (each holds {_DESCRIPTORS_PER_CHILD}); close one first "
+                    "(session.close() in Python, close_session in the protocol), or start the "
+                    "pool with a higher limit (ulimit -n)",
                     request_id,
                 )
             self._scratch_for(policy)  # the session's, for its life
@@ -1673,20 +1682,24 @@ class PoolServer:
             scratch_removal.remove(directory)
 
 
-def _check_descriptors(workers: int) -> None:
+def _check_descriptors(workers: int) -> "int | None":
     """Refuses a number of workers whose children would take more descriptors than the
-    pool server may open: it would stop at the first one past the limit."""
+    pool server may open: it would stop at the first one past the limit. Returns how many
+    more children (those of sessions) the limit leaves room for; None if it has none."""
     import resource
 
     limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     needed = workers * _CHILDREN_PER_WORKER * _DESCRIPTORS_PER_CHILD + _DESCRIPTORS_OF_ITS_OWN
-    if limit != resource.RLIM_INFINITY and needed > limit:
+    if limit == resource.RLIM_INFINITY:
+        return None
+    if needed > limit:
         most = (limit - _DESCRIPTORS_OF_ITS_OWN) // (_CHILDREN_PER_WORKER * _DESCRIPTORS_PER_CHILD)
         raise PynoxError(
             f"a pool of {workers} workers holds up to {needed} open files, more than the "
             f"{limit} this process may open; use at most {max(most, 0)} workers, or raise "
             f"the limit (ulimit -n {needed})"
         )
+    return (limit - needed) // _DESCRIPTORS_PER_CHILD
 
 
 def _duplicate(fd: "int | None") -> "int | None":

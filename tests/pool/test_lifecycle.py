@@ -272,3 +272,24 @@ def test_more_workers_than_open_files_allow_is_one_sentence() -> None:
     with PoolClient(workers=11, launched_by=limiting_open_files(128)) as client:
         assert_ok(client.run({"id": "fits", "code": "print(1)"}), "1\n")
         assert client.close() == 0
+
+
+def test_more_sessions_than_open_files_allow_are_refused_one_by_one() -> None:
+    """Each session holds a child's descriptors: past what the limit leaves room for, a new
+    session is refused with what to do, and the pool, its sessions and requests go on."""
+    with PoolClient(workers=2, launched_by=limiting_open_files(64)) as client:
+        results = [
+            client.run({"id": f"open{i}", "session": f"s{i}", "code": "x = 1"}) for i in range(20)
+        ]
+        refused = [r for r in results if r["exit"] != 0]
+        assert refused and len(refused) < len(results)
+        for result in refused:
+            assert result["exit"] == 125 and result["error"]["type"] == "RequestError"
+            assert (
+                "as many as its limit on open files leaves room for" in result["error"]["message"]
+            )
+        assert_ok(client.run({"id": "step", "session": "s0", "code": "print(x)"}), "1\n")
+        assert_ok(client.run({"id": "one-shot", "code": "print(2)"}), "2\n")
+        client.send({"id": "close", "close_session": "s0"})
+        assert_ok(client.run({"id": "again", "session": "new", "code": "print(3)"}), "3\n")
+        assert client.close() == 0
