@@ -62,7 +62,7 @@ from pynox.pool.scratch_keeper import ScratchKeeper
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, NoReturn
 
     from pynox.policy.resolve import Policy
     from pynox.pool.priming import PolicyKey
@@ -1104,10 +1104,9 @@ class PoolServer:
         try:
             word, fds = zygote.read_word(self.zygote)
         except channel.ChannelError as exc:
-            problem = f"the pool's zygote broke its protocol ({exc}); restart the pool"
-            raise PynoxError(problem) from None
+            self._stop(f"the pool's zygote broke its protocol ({exc}); restart the pool")
         if word is None:
-            raise PynoxError("the pool's zygote stopped; restart the pool")
+            self._stop("the pool's zygote stopped; restart the pool")
         kind, ident, value = word
         if kind == zygote.SPAWNED:
             child = self.children.get(ident)
@@ -1127,6 +1126,16 @@ class PoolServer:
             if child is not None:
                 child.status = value
                 self._child_exited(child)
+
+    def _stop(self, problem: str) -> "NoReturn":
+        """The pool cannot go on: every request it has (running, queued, or a session's
+        step) gets a result that says why, then the pool stops with that sentence. Without
+        the zygote no request can run or end as its program did: the zygote reaped them."""
+        for run in list(self.runs.values()):
+            self.emit(error_result(run.id, problem, "PoolError"))
+        self.runs.clear()
+        self._finish_output()
+        raise PynoxError(problem)
 
     def _spawned_after_its_end(self, token: int, fds: "list[int]") -> None:
         """The zygote's word of a child whose run already ended (a burst can do that): it

@@ -293,3 +293,31 @@ def test_more_sessions_than_open_files_allow_are_refused_one_by_one() -> None:
         client.send({"id": "close", "close_session": "s0"})
         assert_ok(client.run({"id": "again", "session": "new", "code": "print(3)"}), "3\n")
         assert client.close() == 0
+
+
+def test_a_pool_whose_zygote_dies_answers_every_request_then_stops() -> None:
+    """Without its zygote no request can run or end: each one the pool has, running,
+    queued or a session's step, gets a result saying so, then the pool stops with it."""
+    with PoolClient(workers=1) as client:
+        client.run({"id": "warm", "code": "pass"})
+        table = process_table()
+        (zygote,) = [
+            pid
+            for pid, (parent, _) in table.items()
+            if parent == client.pid and not is_scratch_helper(pid)
+        ]
+        assert_ok(client.run({"id": "open", "session": "s", "code": "x = 1"}), "")
+        started = "import time\nprint('started', flush=True)\ntime.sleep(30)"
+        client.send({"id": "running", "code": started, "stream": True})
+        client.send({"id": "queued", "code": "print(1)"})
+        client.send({"id": "step", "session": "s", "code": started, "stream": True})
+        client.wait_for(lambda: len(client.events) == 2)  # both print "started"
+        os.kill(zygote, signal.SIGKILL)
+        problem = "the pool's zygote stopped; restart the pool"
+        for request_id in ("running", "queued", "step"):
+            result = client.result(request_id)
+            assert result["exit"] == 125
+            assert result["error"]["type"] == "PoolError"
+            assert result["error"]["message"] == problem
+        assert client.proc.wait(10) == 125
+        assert client.stderr().decode() == f"pynox: {problem}\n"
