@@ -608,9 +608,13 @@ def test_signal_death_is_passed_on() -> None:
 
 
 def test_sigint_reaches_the_program(tmp_path: Path) -> None:
+    # Short sleeps, not one long one: CPython notices a signal that lands after its last
+    # check and before the sleep's system call only once that call returns (python itself
+    # then sleeps on, as seen under load), so a long sleep would make this test flaky.
     script = write(
         tmp_path / "wait.py",
-        "import time\ntry:\n    print('ready', flush=True)\n    time.sleep(30)\n"
+        "import time\ntry:\n    print('ready', flush=True)\n"
+        "    for _ in range(600):\n        time.sleep(0.05)\n"
         "except KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise\n",
     )
     child = subprocess.Popen(
