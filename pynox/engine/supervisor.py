@@ -1,6 +1,6 @@
 """The supervisor: forks the sandboxed child and waits for it.
 
-It forwards the terminal's signals to its child (which leaves the terminal's
+It passes on the signals sent to it to its child (which leaves the terminal's
 session), enforces the wall-clock timeout through a pidfd, collects output
 when asked to, and maps how the child ended.
 """
@@ -17,12 +17,27 @@ from pynox.limits import REPORT_LIMIT
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
     from pynox.engine.program import Program
     from pynox.policy.resolve import Policy
 
-_FORWARDED_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+# Not forwarded: what no process can catch, the child's end and job control (this
+# process waits for them), faults (a handler would return into the fault), and what
+# CPython itself ignores (SIGPIPE, SIGXFSZ: the program's python ignores them too).
+_KEPT_SIGNALS = (
+    "SIGKILL", "SIGSTOP", "SIGCHLD", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGCONT",
+    "SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL", "SIGTRAP", "SIGSYS", "SIGPIPE", "SIGXFSZ",
+)  # fmt: skip
+
+
+def _forwarded_signals() -> "list[int]":
+    """Every signal a process may send pynox and the program could handle, as it would
+    have handled it sent to python: SIGUSR1, SIGWINCH and the rest, not only SIGINT."""
+    kept = {getattr(_signal, name) for name in _KEPT_SIGNALS if hasattr(_signal, name)}
+    return sorted(s for s in _signal.valid_signals() if s not in kept)
+
+
 _READ_CHUNK = 65536
 
 
@@ -185,11 +200,12 @@ def _utf8_end(data: bytes) -> int:
 
 
 class _Forwarder:
-    """Passes the terminal's signals on to the child, which has its own session."""
+    """Passes the signals sent to this process on to the child, which has its own session."""
 
     def __init__(self) -> None:
         self.pid = 0
         self.pending: list[int] = []
+        self.previous: dict[int, Any] = {}
 
     def __call__(self, signum: int, frame: object) -> None:
         if self.pid:
@@ -201,8 +217,17 @@ class _Forwarder:
             self.pending.append(signum)
 
     def install(self) -> None:
-        for name in _FORWARDED_SIGNALS:
-            _signal.signal(getattr(_signal, name), self)
+        for signum in _forwarded_signals():
+            previous = _signal.getsignal(signum)
+            if previous is not None:
+                self.previous[signum] = previous
+                _signal.signal(signum, self)
+
+    def uninstall(self) -> None:
+        """In the child: each signal as the caller left it (pynox.engine.child then sets
+        what python starts with for those python itself handles)."""
+        for signum, handler in self.previous.items():
+            _signal.signal(signum, handler)
 
     def attach(self, pid: int) -> None:
         self.pid = pid
@@ -254,6 +279,7 @@ def supervise(
     started = time.perf_counter()
     pid = os.fork()
     if pid == 0:
+        forwarder.uninstall()
         for read_end, _ in pipes.values():
             os.close(read_end)
         run_child(program, policy, setup)

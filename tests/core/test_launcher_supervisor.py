@@ -257,3 +257,35 @@ def test_the_launcher_keeps_nothing_a_program_writes_with_its_streams_closed(
     finally:
         run.kill()
         run.communicate()
+
+
+# Waits for SIGUSR1 in short sleeps (a signal landing just before a long sleep would only
+# be noticed once it ends), then says so.
+_HANDLES_USR1 = (
+    "import signal, time\n"
+    "got = []\n"
+    "signal.signal(signal.SIGUSR1, lambda *_: got.append(1))\n"
+    "print('ready', flush=True)\n"
+    "for _ in range(600):\n"
+    "    if got:\n"
+    "        break\n"
+    "    time.sleep(0.05)\n"
+    "print('got SIGUSR1' if got else 'no signal')\n"
+)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [[PYNOX, "--timeout=30s"], [sys.executable, "-m", "pynox", "--timeout=30s"]],
+    ids=["launcher", "python -m"],
+)
+def test_a_signal_the_program_handles_reaches_it(tmp_path: Path, command: list[str]) -> None:
+    """As with python: SIGUSR1 sent to pynox runs the program's handler, not kill pynox."""
+    run = subprocess.Popen(
+        [*command, "-c", _HANDLES_USR1], cwd=tmp_path, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert run.stdout is not None and run.stdout.readline() == b"ready\n"
+    run.send_signal(signal.SIGUSR1)
+    out, err = run.communicate(timeout=30)
+    assert (run.returncode, out) == (0, b"got SIGUSR1\n"), err
