@@ -356,8 +356,10 @@ thread.join()
 def test_a_thread_with_a_small_stack_dumps_as_in_python() -> None:
     expected = python("-I", "-c", SMALL_THREAD_STACK, timeout=30)
     got = pynox("-c", SMALL_THREAD_STACK, timeout=30)
-    assert expected.returncode == 0
-    assert (got.returncode, got.stdout, got.stderr) == (0, expected.stdout, b"")
+    # CPython 3.10 and 3.11 run out of this stack themselves; 3.12 and later do not.
+    assert (got.returncode, got.stdout) == (expected.returncode, expected.stdout)
+    if expected.returncode == 0:
+        assert got.stderr == b""
 
 
 @pytest.mark.unit

@@ -137,6 +137,11 @@ def _compile_last_line_apart(text: str, filename: str) -> "tuple[Any, Any] | Non
         return None  # parsing it twice would print the warning twice
     if _STATEMENT.match(last):
         return None  # spares a failed compile: raising its SyntaxError costs as much
+    if "__future__" in before:
+        # The last line compiles under the lines' future imports, and may fail only then
+        # (barry_as_FLUFL refuses !=): after the lines before had warned, so the tree,
+        # which would warn again, decides from the start instead.
+        return None
     padded = "\n" * before.count("\n") + last  # on its own line number
     if not before.strip():
         try:  # the whole code: nothing to compile before it

@@ -112,6 +112,7 @@ def _same(ours: object, tree: object) -> bool:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @example(["from __future__ import barry_as_FLUFL", "1 != 2"], "\n", "")
 @example(["from __future__ import barry_as_FLUFL", "1 <> 2"], "\n", "")
+@example(["from __future__ import barry_as_FLUFL", "pattern = '\\d+'", "1 != 2"], "\n", "")
 @example(["from __future__ import annotations", "x: int = 1", "x"], "\n", "\n")
 @example(["for i in range(3):\n    pass", "    i"], "\n", "")
 @example(["p = '\\d' + \\\n1"], "\n", "")
