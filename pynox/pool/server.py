@@ -81,6 +81,7 @@ _USED_SCRATCH_MAX = 64
 # and starts none it has queued: a client that writes and never reads would make it hold
 # every result. What runs still ends, so the pool holds at most this plus those results.
 _CLIENT_BACKLOG = 16 << 20
+_ZYGOTE_GONE = "the pool's zygote stopped; restart the pool"
 # A client's answer to a host call: its call's number and this, as in these examples.
 _ANSWER_KEYS = {"host_result": "value", "host_error": "message"}
 _ANSWER_EXAMPLES = {
@@ -1026,9 +1027,12 @@ class PoolServer:
         rep_r, rep_w = os.pipe()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         chan = ours.detach()
-        zygote.order_spare(
-            self.zygote, child.token, wanted_now, [out_w, err_w, rep_w, theirs.fileno()]
-        )
+        try:
+            zygote.order_spare(
+                self.zygote, child.token, wanted_now, [out_w, err_w, rep_w, theirs.fileno()]
+            )
+        except OSError:  # the zygote is gone (EPIPE, ECONNRESET): no spare can come
+            self._stop(_ZYGOTE_GONE)
         for fd in (out_w, err_w, rep_w):
             os.close(fd)
         theirs.close()
@@ -1106,7 +1110,7 @@ class PoolServer:
         except channel.ChannelError as exc:
             self._stop(f"the pool's zygote broke its protocol ({exc}); restart the pool")
         if word is None:
-            self._stop("the pool's zygote stopped; restart the pool")
+            self._stop(_ZYGOTE_GONE)
         kind, ident, value = word
         if kind == zygote.SPAWNED:
             child = self.children.get(ident)

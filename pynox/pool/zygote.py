@@ -62,7 +62,10 @@ def order_spare(sock: socket.socket, token: int, wanted_now: bool, fds: "list[in
 def read_word(sock: socket.socket) -> "tuple[tuple[int, int, int] | None, list[int]]":
     """The zygote's next word (kind, id, value) and its descriptors; None when the
     zygote is gone; ChannelError for a record of another size or more descriptors."""
-    data, fds, flags, _ = socket.recv_fds(sock, WORD.size + 1, 1)
+    try:
+        data, fds, flags, _ = socket.recv_fds(sock, WORD.size + 1, 1)
+    except ConnectionResetError:  # killed with a word of ours still unread: gone as well
+        return None, []
     if flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) or (data and len(data) != WORD.size):
         for fd in fds:
             os.close(fd)

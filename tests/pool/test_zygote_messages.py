@@ -83,3 +83,13 @@ def test_more_descriptors_than_a_word_has_are_refused(pair: tuple[socket.socket,
         for read_end, write_end in pipes:
             os.close(read_end)
             os.close(write_end)
+
+
+def test_a_zygote_killed_before_reading_an_order_reads_as_gone() -> None:
+    """Killed with an order of the server's unread, the zygote's end resets the socket:
+    that is the zygote gone, as an end of file is, not an error of the pool's own."""
+    server, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.send(b"an order never read")
+    zygote_end.close()
+    assert zygote.read_word(server) == (None, [])
+    server.close()
