@@ -31,12 +31,17 @@ PROCESS_EVENTS = frozenset(
 # refusal is known by the module of the frame it was raised in.
 PROCESS_MODULES = ("multiprocessing", "concurrent.futures.process")
 
+# fcntl() and ioctl(): the commands seccomp refuses whatever the descriptor (a file's
+# signal owner, O_ASYNC, the terminal's foreground group) are told by their arguments.
+FCNTL_EVENTS = frozenset({"fcntl.fcntl", "fcntl.ioctl"})
+
 # Extended attributes read by path, which seccomp refuses whatever the path.
 XATTR_READ_EVENTS = frozenset({"os.getxattr", "os.listxattr"})
 
 WATCHED_EVENTS = (
     PROCESS_EVENTS
     | XATTR_READ_EVENTS
+    | FCNTL_EVENTS
     | frozenset(
         {
             "open",

@@ -26,6 +26,8 @@ KINDS = frozenset(
         "file_size",
         "process",
         "thread_pool",
+        "job_control",
+        "io_signals",
         "metadata",
         "xattr_by_path",
         "unix_socket",
@@ -74,6 +76,17 @@ THREAD_POOL_HINT = (
     "locks, which are named semaphores the sandbox refuses; use "
     "concurrent.futures.ThreadPoolExecutor instead (executor.map for pool.map, "
     "executor.submit for pool.apply_async)"
+)
+# The seccomp filter's own-process rules (runtime/seccomp.c): no grant lifts them.
+JOB_CONTROL_HINT = (
+    "changing process groups (os.setpgid, os.setpgrp, os.tcsetpgrp) is not available in the "
+    "sandbox, where no other process runs to need job control; there is nothing to grant, "
+    "leave it out"
+)
+IO_SIGNALS_HINT = (
+    "signal-driven I/O (O_ASYNC, fcntl's F_SETOWN and F_SETSIG) is never allowed in the "
+    "sandbox: its signals could reach processes outside it, there is nothing to grant; wait "
+    "for the descriptor with selectors, asyncio or a thread instead"
 )
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
@@ -261,6 +274,8 @@ def format_hint(
     fixed = {
         "process": PROCESS_HINT,
         "thread_pool": THREAD_POOL_HINT,
+        "job_control": JOB_CONTROL_HINT,
+        "io_signals": IO_SIGNALS_HINT,
         "metadata": METADATA_HINT,
         "xattr_by_path": XATTR_BY_PATH_HINT,
         "unix_socket": UNIX_SOCKET_HINT,

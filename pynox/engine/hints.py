@@ -10,7 +10,12 @@ import errno
 import os
 import sys
 
-from pynox.engine.access_log import PROCESS_EVENTS, PROCESS_MODULES, XATTR_READ_EVENTS
+from pynox.engine.access_log import (
+    FCNTL_EVENTS,
+    PROCESS_EVENTS,
+    PROCESS_MODULES,
+    XATTR_READ_EVENTS,
+)
 from pynox.engine.hint_text import OUTPUT_FOLDER
 from pynox.policy.path_grant import real_path
 
@@ -439,6 +444,10 @@ def _classify_os_error(
         return "open_files", None, path
     if exc.errno not in _DENIED_ERRNOS:
         return None, None, path
+    if path is None and exc.errno == errno.EPERM:
+        refused = _own_process_rule(exc, event)
+        if refused is not None:
+            return refused, None, None
     if name in PROCESS_EVENTS or _raised_in_process_module(exc):
         return ("thread_pool" if _from_thread_pool(exc) else "process"), None, path
     if name == "socket.__new__" and path is None and event is not None:
@@ -453,6 +462,88 @@ def _classify_os_error(
         kind, target = _classify_file(path, event, policy)
         return kind, target, path
     return None, None, None
+
+
+# Linux's numbers (the same on x86_64 and aarch64; Python's modules lack some): the
+# fcntl commands and ioctls that choose who gets a file's I/O signals, and the ioctl
+# that moves the terminal's foreground process group (runtime/seccomp.c refuses all).
+_F_SETFL = 4
+_SIGNAL_OWNER_COMMANDS = frozenset({8, 10, 15})  # F_SETOWN, F_SETSIG, F_SETOWN_EX
+_SIGNAL_OWNER_IOCTLS = frozenset({0x8901, 0x8902})  # FIOSETOWN, SIOCSPGRP
+_TIOCSPGRP = 0x5410
+# Calls with no audit event that only job control makes: refused unless they name the
+# program's own process group, and always where the program leads a session of its own
+# (under the Python supervisor), since the kernel lets no session leader change groups.
+_JOB_CONTROL_CALLS = frozenset({"setpgid", "setpgrp", "tcsetpgrp"})
+
+
+def _own_process_rule(exc: OSError, event: "tuple[str, tuple[Any, ...]] | None") -> str | None:
+    """The hint kind when exc is seccomp's refusal of signal-driven I/O ("io_signals") or
+    of another process group ("job_control"), which no grant lifts; else None."""
+    if event is not None and event[0] in FCNTL_EVENTS and len(event[1]) >= 3:
+        _, command, argument = event[1][:3]
+        if event[0] == "fcntl.ioctl":
+            if command in _SIGNAL_OWNER_IOCTLS:
+                return "io_signals"
+            if command == _TIOCSPGRP:
+                return "job_control"
+        elif command in _SIGNAL_OWNER_COMMANDS or (
+            command == _F_SETFL and isinstance(argument, int) and argument & os.O_ASYNC
+        ):
+            return "io_signals"
+    if _called_name(exc) in _JOB_CONTROL_CALLS:
+        return "job_control"
+    return None
+
+
+def _called_name(exc: BaseException) -> str | None:
+    """The name of the function whose call raised exc in its innermost frame (setpgid for
+    `os.setpgid(0, 1)`), for calls that raise no audit event: read from the call's source
+    where the traceback shows it, as CPython finds where to put its carets. None without
+    the source, or before Python 3.11 (no column positions)."""
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    positions = getattr(code, "co_positions", None)
+    if positions is None:
+        return None
+    import itertools
+    import linecache
+
+    position = next(itertools.islice(positions(), tb.tb_lasti // 2, None), None)
+    if position is None or None in position:
+        return None
+    first, last, start, end = position
+    lines = linecache.getlines(code.co_filename, tb.tb_frame.f_globals)[first - 1 : last]
+    if len(lines) != last - first + 1:
+        return None
+    # Columns count UTF-8 bytes, from the start of the first line and of the last.
+    encoded = [line.encode() for line in lines]
+    encoded[-1] = encoded[-1][:end]
+    encoded[0] = encoded[0][start:]
+    import ast
+
+    try:
+        call = ast.parse("(" + b"".join(encoded).decode() + ")", mode="eval").body
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    if isinstance(call.func, ast.Attribute):
+        return call.func.attr
+    if not isinstance(call.func, ast.Name):
+        return None
+    # A name may be another's import (`from os import setpgid as sp`): a C function
+    # knows its own name. Looked up, never evaluated: no code of the program runs.
+    frame = tb.tb_frame
+    scope = frame.f_locals if call.func.id in frame.f_locals else frame.f_globals
+    function = scope.get(call.func.id)
+    if type(function) is type(len):
+        return function.__name__
+    return call.func.id
 
 
 def _sockets() -> "Any":

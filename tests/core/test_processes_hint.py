@@ -197,3 +197,18 @@ def test_the_thread_pool_hint_in_the_api(tmp_path: Path) -> None:
     second = api.run(textwrap.dedent(rewritten))
     assert second.exit == 0, second.text
     assert second.stdout == "5050\n1024\n"
+
+
+def test_a_pool_program_that_cannot_change_its_process_group_is_told_so(tmp_path: Path) -> None:
+    """In the pool the program leads a session of its own, where the kernel refuses even
+    os.setpgrp(): the hint says there is nothing to grant, and offers nothing that fails."""
+    import pynox as api
+
+    with api.Pool(workers=1) as pool:
+        result = pool.run("import os\nos.setpgrp()")
+    assert result.error is not None and result.error["type"] == "PermissionError"
+    assert result.error["hint"] == (
+        "changing process groups (os.setpgid, os.setpgrp, os.tcsetpgrp) is not available in "
+        "the sandbox, where no other process runs to need job control; there is nothing to "
+        "grant, leave it out"
+    )

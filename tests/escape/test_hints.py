@@ -99,6 +99,33 @@ HINTED = [
     ("posix-spawn", "os.posix_spawn('/bin/true', ['true'], {})", "PermissionError", "PROCESS"),
     ("os-execv", "os.execv('/bin/true', ['true'])", "PermissionError", "PROCESS"),
     ("os-forkpty", "os.forkpty()", "PermissionError", "PROCESS"),
+    # Refused by seccomp whatever the grants, with no audit event: told by the call.
+    ("setpgid-other-group", "os.setpgid(0, 1)", "PermissionError", "JOB"),
+    (
+        "setpgid-renamed",
+        "from os import setpgid as join\njoin(\n    0,\n    os.getppid(),\n)",
+        "PermissionError",
+        "JOB",
+    ),
+    (
+        "fcntl-o-async",
+        "import fcntl; r, w = os.pipe()\n"
+        "fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC)",
+        "PermissionError",
+        "IO_SIGNALS",
+    ),
+    (
+        "fcntl-f-setown",
+        "import fcntl; fcntl.fcntl(os.pipe()[0], fcntl.F_SETOWN, os.getpid())",
+        "PermissionError",
+        "IO_SIGNALS",
+    ),
+    (
+        "ioctl-fiosetown",
+        "import fcntl, struct; fcntl.ioctl(os.pipe()[0], 0x8901, struct.pack('i', os.getpid()))",
+        "PermissionError",
+        "IO_SIGNALS",
+    ),
     (
         "socket-inet",
         "import socket; socket.socket()",
@@ -160,6 +187,16 @@ XATTR_HINT = (
     "reading extended attributes by path is never allowed in the sandbox; read them from a "
     "file the program opened (os.getxattr(fd, name), os.listxattr(fd))"
 )
+JOB_CONTROL_HINT = (
+    "changing process groups (os.setpgid, os.setpgrp, os.tcsetpgrp) is not available in the "
+    "sandbox, where no other process runs to need job control; there is nothing to grant, "
+    "leave it out"
+)
+IO_SIGNALS_HINT = (
+    "signal-driven I/O (O_ASYNC, fcntl's F_SETOWN and F_SETSIG) is never allowed in the "
+    "sandbox: its signals could reach processes outside it, there is nothing to grant; wait "
+    "for the descriptor with selectors, asyncio or a thread instead"
+)
 PROCESS_HINT = (
     "processes (subprocess, os.system, os.fork, multiprocessing, ProcessPoolExecutor) never "
     "run in the sandbox, threads do: use concurrent.futures.ThreadPoolExecutor or threading, "
@@ -180,7 +217,13 @@ def test_uncaught_denial_prints_the_hint(world: World, code: str, exc: str, hint
     assert err.startswith("Traceback (most recent call last):\n"), err
     last_python_line = [ln for ln in err.splitlines() if not ln.startswith("pynox:")][-1]
     assert last_python_line.startswith(exc + ":"), err
-    named = {"PROCESS": PROCESS_HINT, "METADATA": METADATA_HINT, "XATTR": XATTR_HINT}
+    named = {
+        "PROCESS": PROCESS_HINT,
+        "METADATA": METADATA_HINT,
+        "XATTR": XATTR_HINT,
+        "JOB": JOB_CONTROL_HINT,
+        "IO_SIGNALS": IO_SIGNALS_HINT,
+    }
     expected = named[hint] if hint in named else hint.format(**world.paths())
     assert hints(proc) == ["pynox: " + expected]
     assert err.endswith("pynox: " + expected + "\n")
@@ -204,6 +247,15 @@ FOLLOWED = [
         "os.getxattr(W['ro_file'], 'user.pynox')",
         "print(os.getxattr(os.open(W['ro_file'], os.O_RDONLY), 'user.pynox'))",
         "b'kept'\n",
+    ),
+    (
+        "o-async-then-selectors",
+        "import fcntl; r, w = os.pipe()\n"
+        "fcntl.fcntl(r, fcntl.F_SETFL, fcntl.fcntl(r, fcntl.F_GETFL) | os.O_ASYNC)",
+        "import selectors; r, w = os.pipe(); os.write(w, b'x')\n"
+        "s = selectors.DefaultSelector(); s.register(r, selectors.EVENT_READ)\n"
+        "print([key.fd == r for key, _ in s.select(1)])",
+        "[True]\n",
     ),
 ]
 
