@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from support.commands import pynox, python
+from support.commands import PYNOX, pynox, python
 from support.pool_client import PoolClient
 
 import pynox as pynox_package
@@ -315,6 +316,30 @@ def test_proc_magic_links_are_never_granted(tmp_path: Path, link: str) -> None:
         assert fine["stdout"] == "Name:\n", fine
     proc = pynox(f"--allow-read=/proc/self/{link}", "-c", "print('ran')")
     assert proc.returncode == 125 and b"a link of /proc" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("grant", ["/dev/stdin", "/dev/fd/0", "/dev/stdout", "linked-stdin"])
+def test_a_grant_through_a_descriptor_link_is_refused(tmp_path: Path, grant: str) -> None:
+    """/dev/stdin leads through /proc/self/fd/0: resolved by pynox, it would grant whatever
+    file pynox's own standard input is (in a --json run, where the program's is /dev/null,
+    too), and /dev/fd/N files the program never has."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret")
+    (tmp_path / "linked-stdin").symlink_to("/dev/stdin")
+    program = "print(open('/dev/stdin').read())"
+
+    def pynox_reading_secret(*args: str) -> subprocess.CompletedProcess[bytes]:
+        with secret.open("rb") as stdin:
+            return subprocess.run([PYNOX, *args], cwd=tmp_path, stdin=stdin, capture_output=True)
+
+    proc = pynox_reading_secret("--json", f"--allow-read={grant}", "-c", program)
+    assert proc.returncode == 125, proc.stdout
+    assert b"secret" not in proc.stdout
+    message = json.loads(proc.stdout)["error"]["message"]
+    assert "/proc/self/fd/" in message and "a file is granted by its own path" in message
+    # The file granted by its own path: what the message says to do.
+    proc = pynox_reading_secret(f"--allow-read={secret}", "-c", program)
+    assert proc.stdout == b"secret\n", proc.stderr
 
 
 def test_the_sandbox_refuses_a_grant_that_turned_into_a_link_after_it_was_resolved(

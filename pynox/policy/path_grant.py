@@ -31,6 +31,13 @@ def resolve_grant(path: str, kind: str, cwd: str) -> str:
         raise PolicyError(f"cannot grant {kind} {absolute!r}: it is not a valid path") from None
     resolved = real_path(absolute)
     through = magic_link_on_way(absolute, resolved)
+    if through and _is_descriptor_link(through):
+        raise PolicyError(
+            f"cannot grant {kind} {absolute}: it goes through {through}, a link of /proc to "
+            "whatever pynox itself has open as that descriptor, not a path; the program's "
+            "standard input, output and error need no grant, and a file is granted by its "
+            "own path"
+        )
     if through:
         raise PolicyError(
             f"cannot grant {kind} {absolute}: it goes through {through}, a link of /proc "
@@ -45,11 +52,52 @@ def _absolute(path: str, cwd: str) -> str:
 
 
 def magic_link_on_way(absolute: str, resolved: str) -> str | None:
-    """The form of the path that is or goes through a magic link of /proc, if any."""
-    for form in (absolute, resolved):
+    """The form of the path that is or goes through a magic link of /proc, if any: the
+    path itself, a link its resolution follows (/dev/stdin leads to /proc/self/fd/0),
+    or where it ends."""
+    for form in (absolute, *_links_on_way(absolute), resolved):
         if _through_proc_magic_link(form):
             return form
     return None
+
+
+# The kernel's own bound on links followed in one path (ELOOP past it).
+_MAX_LINKS = 40
+
+
+def _links_on_way(path: str) -> "list[str]":
+    """Every symbolic link that resolving the absolute path follows, by the path it is
+    reached at; /proc/self and /proc/thread-self are not followed, as real_path keeps
+    them."""
+    links: list[str] = []
+    pending = path.split("/")[::-1]
+    current = ""
+    while pending and len(links) <= _MAX_LINKS:
+        part = pending.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            current = current.rpartition("/")[0]
+            continue
+        candidate = current + "/" + part
+        current = candidate
+        if candidate in OWN_PROCESS_LINKS:
+            continue
+        try:
+            target = posix.readlink(candidate)
+        except OSError:  # not a link, or not there: the stat before decides on that
+            continue
+        links.append(candidate)
+        # An absolute target starts again from /, a relative one from the link's folder.
+        current = "" if target.startswith("/") else current.rpartition("/")[0]
+        pending.extend(target.split("/")[::-1])
+    return links
+
+
+def _is_descriptor_link(path: str) -> bool:
+    """Whether path is, or goes through, an open file's link (/proc/PID/fd/N)."""
+    parts = path.split("/")
+    return "fd" in parts[3:] or "map_files" in parts[3:]
 
 
 def real_path(path: str) -> str:
