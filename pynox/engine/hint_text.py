@@ -314,7 +314,8 @@ def format_hint(
         return (
             f"{value} cannot be granted for writing: what is written there reaches past the "
             "sandbox (pynox's configuration, its installation or the interpreter's, a system "
-            f"file every run reads, or the kernel's settings); write somewhere else instead, "
+            "file every run reads, the kernel's settings, a disk's device or the kernel's "
+            f"memory); write somewhere else instead, "
             f"such as {SCRATCH}"
         )
     if isinstance(kind, str) and kind.startswith(("write_beside_", "read_write_beside_")):

@@ -389,7 +389,7 @@ def _where_writable(kind: str, target: str, cwd: str) -> str:
     installation = trusted.installation(imported=False)
     refusal = trusted.write_refusal(target, configuration + installation)
     if refusal is None:
-        return kind
+        return "trusted_write" if trusted.device_refusal(target) is not None else kind
     held, _, covers = refusal
     inside = target.rstrip("/") + "/" + OUTPUT_FOLDER
     if (

@@ -140,8 +140,82 @@ def scratch_root(path: str) -> "list[tuple[str, str]]":
 
 
 def refuse_trusted_writes(policy: "Policy", trusted: "list[tuple[str, str]]") -> None:
-    """Raises PolicyError when a write grant of the policy reaches a trusted path."""
+    """Raises PolicyError when a write grant of the policy reaches a trusted path, or a
+    device that is the machine itself (device_refusal)."""
     _refuse_reaching("writing", policy.allow_write, trusted, "for the program's output")
+    for grant in policy.allow_write:
+        refusal = device_refusal(grant)
+        if refusal is not None:
+            device, what = refusal
+            relation = f"it is {what}" if device == grant else f"it holds {device}, {what}"
+            raise PolicyError(
+                f"cannot grant writing {grant}: {relation}; no run is granted that, write to "
+                "a file instead"
+            )
+
+
+# --- devices -------------------------------------------------------------------------
+#
+# Landlock's write right opens a device node for writing like any file, and a run keeps
+# the user's id: run as root, a write grant on a disk or on the memory devices is the
+# whole machine, whatever the path rules say. Character devices that hold nothing of
+# the machine's (/dev/null, /dev/zero, a terminal, a serial port) stay grantable.
+
+_FILE_TYPE = 0o170000  # the S_IFMT bits of st_mode
+_BLOCK_DEVICE = 0o060000
+_CHARACTER_DEVICE = 0o020000
+_DISK = (
+    "a block device (a disk or a part of one): writing it rewrites the file systems on it, "
+    "past every path rule"
+)
+_MACHINE = (
+    "a device of the kernel's memory, log or I/O ports, a processor's registers or a disk's "
+    "raw commands: writing it reaches past every path rule"
+)
+# Character devices by major number (the kernel's Documentation/admin-guide/devices.txt):
+# the memory driver's, of which null, zero, full, random and urandom hold nothing; SCSI
+# generic (/dev/sg*: raw commands to a disk); x86's model-specific registers
+# (/dev/cpu/N/msr).
+_MEMORY_MAJOR = 1
+_HARMLESS_MEMORY_MINORS = frozenset({3, 5, 7, 8, 9})
+_MACHINE_MAJORS = frozenset({21, 202})
+# Where device nodes live: a directory grant there is searched for them (elsewhere a
+# program cannot make one: creating device nodes is never granted).
+_DEVICES = "/dev"
+
+
+def device_refusal(path: str) -> "tuple[str, str] | None":
+    """(the device, what it is) when path is, or is a folder under /dev that holds, a
+    device no write grant may reach; else None."""
+    what = _machine_device(path, follow=True)
+    if what is not None:
+        return path, what
+    if not _inside(path, _DEVICES) or not lean_os.isdir(path):
+        return None
+    for entries in _folder_entries(path):
+        for entry in entries:
+            what = _machine_device(entry.path, follow=False)
+            if what is not None:
+                return entry.path, what
+    return None
+
+
+def _machine_device(path: str, follow: bool) -> "str | None":
+    try:
+        status = posix.stat(path, follow_symlinks=follow)
+    except (OSError, ValueError):
+        return None
+    kind = status.st_mode & _FILE_TYPE
+    if kind == _BLOCK_DEVICE:
+        return _DISK
+    if kind != _CHARACTER_DEVICE:
+        return None
+    major, minor = posix.major(status.st_rdev), posix.minor(status.st_rdev)
+    if major in _MACHINE_MAJORS or (
+        major == _MEMORY_MAJOR and minor not in _HARMLESS_MEMORY_MINORS
+    ):
+        return _MACHINE
+    return None
 
 
 def refuse_private_reads(policy: "Policy", private: "list[tuple[str, str]]") -> None:

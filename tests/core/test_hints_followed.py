@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
+import stat
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -257,8 +260,8 @@ def test_writing_in_a_folder_that_holds_the_working_directory_names_a_folder_ins
 TRUSTED_WRITE = (
     "pynox: {path} cannot be granted for writing: what is written there reaches past the "
     "sandbox (pynox's configuration, its installation or the interpreter's, a system file "
-    "every run reads, or the kernel's settings); write somewhere else instead, such as the "
-    "run's scratch directory ($TMPDIR)"
+    "every run reads, the kernel's settings, a disk's device or the kernel's memory); write "
+    "somewhere else instead, such as the run's scratch directory ($TMPDIR)"
 )
 
 
@@ -276,6 +279,42 @@ def test_writing_the_kernels_settings_names_no_grant(tmp_path: Path) -> None:
     # As the hint says: the grant is refused.
     refused = pynox(f"--allow-write={setting}", "-c", "pass", cwd=tmp_path)
     assert refused.returncode == 125 and b"kernel's settings" in refused.stderr
+
+
+def _machine_devices() -> list[str]:
+    """A block device of this machine, and the kernel's log or memory device, those that
+    exist here."""
+    blocks = sorted(e.path for e in os.scandir("/dev") if stat.S_ISBLK(e.stat().st_mode))
+    memory = [path for path in ("/dev/kmsg", "/dev/mem") if os.path.exists(path)]
+    return blocks[:1] + memory[:1]
+
+
+@pytest.mark.parametrize("device", _machine_devices())
+def test_writing_a_disk_or_the_kernels_memory_names_no_grant(tmp_path: Path, device: str) -> None:
+    """As root, a write grant of a disk's block device or of /dev/mem is the whole machine:
+    the grant is refused, and the hint after a refused write does not name it."""
+    proc = pynox("-c", f"open({device!r}, 'wb')", cwd=_world(tmp_path))
+    assert hint_line(proc.stderr) == TRUSTED_WRITE.format(path=device)
+    refused = pynox(f"--allow-write={device}", "-c", "pass", cwd=tmp_path)
+    assert refused.returncode == 125, refused.stderr
+    assert refused.stderr.startswith(f"pynox: cannot grant writing {device}: it is a ".encode())
+    # A device that holds nothing of the machine's stays grantable.
+    kept = pynox("--allow-write=/dev/full", "-c", "open('/dev/full', 'wb')", cwd=tmp_path)
+    assert kept.returncode == 0, kept.stderr
+
+
+def test_a_folder_of_dev_holding_a_disk_is_not_granted_for_writing() -> None:
+    folder = tempfile.mkdtemp(dir="/dev/shm")
+    try:
+        try:
+            os.mknod(f"{folder}/disk", stat.S_IFBLK | 0o600, os.makedev(7, 0))
+        except OSError as exc:
+            pytest.skip(f"no device node can be made here: {exc}")
+        refused = pynox(f"--allow-write={folder}", "-c", "pass")
+        assert refused.returncode == 125, refused.stderr
+        assert f"it holds {folder}/disk, a block device".encode() in refused.stderr
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_the_api_hint_for_the_working_directory_names_a_folder_inside_it(
