@@ -217,6 +217,11 @@ class _Reader:
             raise ConfigError(f"{where} lists a path with a NUL character; remove that character")
         if text.startswith("~"):
             text = expand_home(text, self.environ)
+            if text == "~" or text.startswith("~/"):
+                raise ConfigError(
+                    f"{where} lists {text!r}, but HOME is not set and /etc/passwd lists no "
+                    "home for this user; set HOME or write the full path"
+                )
             if text.startswith("~"):
                 user = text[1:].partition("/")[0]
                 raise ConfigError(

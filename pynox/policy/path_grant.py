@@ -48,7 +48,11 @@ def resolve_grant(path: str, kind: str, cwd: str) -> str:
 
 
 def _absolute(path: str, cwd: str) -> str:
-    return lean_os.normpath(lean_os.join(cwd, lean_os.expanduser(path)))
+    if path.startswith("~"):
+        from pynox.policy.user_paths import expand_home
+
+        path = expand_home(path, lean_os.environment())
+    return lean_os.normpath(lean_os.join(cwd, path))
 
 
 def magic_link_on_way(absolute: str, resolved: str) -> str | None:

@@ -37,22 +37,30 @@ def existing_file(given: str, source: str, environ: "Mapping[str, str]", cwd: st
 
 
 def expand_home(path: str, environ: "Mapping[str, str]") -> str:
-    """`~` and `~/...` from HOME in `environ` (not os.environ); `~user` from the user database."""
-    if path != "~" and not path.startswith("~/"):
-        return lean_os.expanduser(path)
-    home = environ.get("HOME")
-    if not home:
-        import pwd  # only without HOME, e.g. under a service manager
+    """`~` and `~/...` from HOME in `environ` (not os.environ), `~user` from /etc/passwd;
+    unchanged when neither says.
 
-        try:
-            home = pwd.getpwuid(posix.getuid()).pw_dir
-        except KeyError:
-            return path
-    return home + path[1:]
+    Never through pwd, which loads the C library's name-service modules into this
+    process (see passwd_home): HOME unset, /etc/passwd is read for this user as well.
+    """
+    if not path.startswith("~"):
+        return path
+    user = path[1:].partition("/")[0]
+    home = passwd_home(name=user) if user else (environ.get("HOME") or passwd_home())
+    if not home:
+        return path
+    # As os.path.expanduser joins them: no doubled slash, and "/" for a home of "/".
+    return (home.rstrip("/") + path[1 + len(user) :]) or "/"
 
 
 def home_in_passwd_file() -> str:
-    """This user's home directory as /etc/passwd lists it, or "" when it does not.
+    """This user's home directory as /etc/passwd lists it, or "" when it does not."""
+    return passwd_home()
+
+
+def passwd_home(name: "str | None" = None) -> str:
+    """The home directory /etc/passwd lists for the user called name (by default, this
+    process's user), or "" when it lists none.
 
     Read as a plain file, not through pwd: the C library would load its name-service
     modules into this process, and a program forked from it would keep them and find
@@ -63,7 +71,9 @@ def home_in_passwd_file() -> str:
         with open("/etc/passwd", encoding="utf-8", errors="surrogateescape") as users:
             for line in users:
                 fields = line.rstrip("\n").split(":")
-                if len(fields) >= 7 and fields[2] == uid:
+                if len(fields) < 7:
+                    continue
+                if (fields[0] == name) if name is not None else (fields[2] == uid):
                     return fields[5]
     except OSError:
         pass
