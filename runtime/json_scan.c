@@ -12,6 +12,64 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/resource.h>
+
+/* Where the main thread's stack began, near its top (glibc's, exported by its
+ * dynamic loader); NULL where the C library has none (musl). */
+extern void *__libc_stack_end __attribute__((weak));
+
+/* The stack size assumed for a main thread whose stack limit is unlimited:
+ * the default limit of most systems. */
+#define MAIN_STACK_ASSUMED ((rlim_t)8 << 20)
+
+/* Bytes of C stack left below this call in the calling thread, or -1 when that
+ * cannot be told. The fast path nests in C as deep as the data, so it must know
+ * the stack of the thread it runs in: a thread may have been started with a small
+ * one (threading.stack_size) whatever threading.stack_size() says now, and the
+ * program may already be deep in C calls.
+ *
+ * The main thread's stack is found from where it began and the stack limit,
+ * since glibc's pthread_getattr_np looks for it in /proc/self/maps, which the
+ * sandbox does not let the program read. The mapping also holds the arguments
+ * and environment above where the stack began, at most a quarter of the limit
+ * (execve's own bound): that quarter is counted as used. */
+static long stack_left(void)
+{
+    char here;
+    const uintptr_t sp = (uintptr_t)&here;
+    if (&__libc_stack_end != NULL && (uintptr_t)__libc_stack_end > sp) {
+        struct rlimit limit;
+        if (getrlimit(RLIMIT_STACK, &limit) != 0)
+            return -1;
+        rlim_t size = limit.rlim_cur == RLIM_INFINITY ? MAIN_STACK_ASSUMED : limit.rlim_cur;
+        size -= size / 4;
+        const uintptr_t used = (uintptr_t)__libc_stack_end - sp;
+        if (used < size)
+            return (long)(size - used);
+        /* Past it: not this stack (another thread's, mapped just below), or full. */
+    }
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0)
+        return -1;
+    void *low = NULL;
+    size_t size = 0;
+    const int failed = pthread_attr_getstack(&attr, &low, &size);
+    if (pthread_attr_destroy(&attr) != 0 || failed != 0)
+        return -1;
+    if (sp <= (uintptr_t)low || sp - (uintptr_t)low > size)
+        return -1;
+    return (long)(sp - (uintptr_t)low);
+}
+
+static PyObject *stack_room(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    return PyLong_FromLong(stack_left());
+}
+
 static int is_scalar(PyObject *obj)
 {
     PyTypeObject *type = Py_TYPE(obj);
@@ -379,6 +437,9 @@ static PyObject *encode(PyObject *module, PyObject *args)
 }
 
 static PyMethodDef methods[] = {
+    {"stack_left", stack_room, METH_NOARGS,
+     "stack_left() -> int\n\n"
+     "Bytes of C stack left to the calling thread, or -1 when that cannot be told."},
     {"plain", plain, METH_VARARGS,
      "plain(obj, max_depth) -> bool\n\n"
      "Whether obj holds only exact JSON types, nested at most max_depth deep."},

@@ -362,6 +362,35 @@ def test_a_thread_with_a_small_stack_dumps_as_in_python() -> None:
         assert got.stderr == b""
 
 
+# The same thread, started with a small stack that the program then sets back: what
+# threading.stack_size() says now is not the stack this thread runs on.
+STACK_SET_BACK = """
+import io, json, sys, threading
+nested = []
+for _ in range(int(sys.argv[1])):
+    nested = [nested]
+def dump():
+    go.wait()
+    fp = io.StringIO()
+    json.dump(nested, fp)
+    print(len(fp.getvalue()))
+go = threading.Event()
+threading.stack_size(32768)
+thread = threading.Thread(target=dump)
+thread.start()
+threading.stack_size(0)
+go.set()
+thread.join()
+"""
+
+
+@pytest.mark.parametrize("depth", [300, 600])
+def test_a_thread_whose_stack_size_was_set_back_dumps_as_in_python(depth: int) -> None:
+    expected = python("-I", "-c", STACK_SET_BACK, str(depth), timeout=30)
+    got = pynox("-c", STACK_SET_BACK, str(depth), timeout=30)
+    assert (got.returncode, got.stdout) == (expected.returncode, expected.stdout), got.stderr
+
+
 @pytest.mark.unit
 def test_a_line_end_across_pieces_reads_as_in_python() -> None:
     # The text goes to the file in pieces of 1 MiB; place a "\r\n" separator across

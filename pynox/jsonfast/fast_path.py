@@ -42,7 +42,6 @@ or after the call, or a disk that fills during it, leaves a different-sized
 prefix of the same text than CPython would have.
 """
 
-import _thread
 import io
 import os
 import sys
@@ -69,10 +68,12 @@ _BUFFER_ROOM = 1 << 22
 _STACK_ROOM = 16
 # The C walk, and CPython's C encoder with indent or sort_keys, take C stack for every
 # level of nesting, where CPython's json.dump (3.12 on) nests on the heap. Deeper data
-# (a program may raise the recursion limit), or a thread started with a stack smaller
-# than _THREAD_STACK, is left to CPython's own code: a C stack overflow would crash.
+# (a program may raise the recursion limit), or deeper than the C stack left to the
+# calling thread allows at _STACK_PER_LEVEL bytes a level beyond _STACK_MARGIN, is left
+# to CPython's own code: a C stack overflow would crash.
 _C_DEPTH = 1000
-_THREAD_STACK = 1 << 20
+_STACK_PER_LEVEL = 1 << 10  # several times what a level of either takes
+_STACK_MARGIN = 64 << 10
 
 
 def patch(json: "ModuleType", dump: "Any" = None) -> bool:
@@ -383,15 +384,18 @@ def _plain(obj: object, room: int) -> bool:
 def _stack_room() -> int:
     """How deep data may nest for CPython's own encoder to encode it from here,
     and for the C walk not to overflow the C stack."""
-    stack_size = _thread.stack_size()  # of threads started from now on; 0 for the default
-    if stack_size and stack_size < _THREAD_STACK:
-        return 0
+    from pynox._jsonscan import stack_left
+
+    # Of this thread: threading.stack_size() tells only of threads started from now on.
+    levels = (stack_left() - _STACK_MARGIN) // _STACK_PER_LEVEL
+    if levels <= 0:
+        return 0  # unknown (-1), or too little
     frame = sys._getframe()
     depth = 0
     while frame is not None:
         depth += 1
         frame = frame.f_back  # type: ignore[assignment]
-    return min(sys.getrecursionlimit() - depth - _STACK_ROOM, _C_DEPTH)
+    return min(sys.getrecursionlimit() - depth - _STACK_ROOM, _C_DEPTH, levels)
 
 
 def _takes_once(fp: "Any", kind: type, text: str) -> bool:
