@@ -721,6 +721,79 @@ static void put_plain_hint(struct sink *sink, struct text hints, const char *kin
     put(sink, "\"", 1);
 }
 
+/* Whether a character would break a hint's line or turn its text around: control
+ * characters, line and paragraph separators, bidirectional overrides. */
+static int breaks_line(unsigned int point)
+{
+    return point < 0x20 || (point >= 0x7f && point <= 0x9f) ||
+           (point >= 0x2028 && point <= 0x202e) || (point >= 0x2066 && point <= 0x2069);
+}
+
+/* Whether the shell reads the character as part of one word (shlex.quote's set). */
+static int plain_in_shell(unsigned char c)
+{
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+        return 1;
+    for (const char *other = "_@%+=:,./-"; *other != '\0'; other++)
+        if (c == (unsigned char)*other)
+            return 1;
+    return 0;
+}
+
+/* How a hint shows its value, a path the program named, by the rules of
+ * pynox.engine.hint_text.shown_path: SHOWN_PLAIN as it is, SHOWN_QUOTED in single
+ * quotes, SHOWN_NOT for no hint at all. value is as parse_string wrote it: printable
+ * ASCII as itself, any other character escaped. */
+enum shown { SHOWN_NOT, SHOWN_PLAIN, SHOWN_QUOTED };
+
+static enum shown value_shown(struct text value)
+{
+    enum shown shown = value.length > 0 ? SHOWN_PLAIN : SHOWN_NOT;
+    for (size_t i = 0; shown != SHOWN_NOT && i < value.length; i++) {
+        unsigned char c = (unsigned char)value.data[i];
+        if (c != '\\') {
+            if (!plain_in_shell(c))
+                shown = SHOWN_QUOTED;
+            continue;
+        }
+        if (i + 1 >= value.length)
+            return SHOWN_NOT;
+        char escaped = value.data[++i];
+        if (escaped == '"' || escaped == '\\') {
+            shown = SHOWN_QUOTED;
+            continue;
+        }
+        if (escaped != 'u' || value.length - i < 5)
+            return SHOWN_NOT; /* \n, \t and the like: control characters */
+        unsigned int point = 0;
+        for (size_t k = 1; k <= 4; k++) {
+            int digit = hex_digit((unsigned char)value.data[i + k]);
+            if (digit < 0)
+                return SHOWN_NOT;
+            point = point * 16 + (unsigned int)digit;
+        }
+        i += 4;
+        shown = breaks_line(point) ? SHOWN_NOT : SHOWN_QUOTED;
+    }
+    return shown;
+}
+
+/* The value in single quotes, a quote in it as '"'"' (escaped for JSON). */
+static void put_quoted(struct sink *sink, struct text value)
+{
+    put(sink, "'", 1);
+    size_t piece = 0;
+    for (size_t i = 0; i <= value.length; i++) {
+        if (i == value.length || value.data[i] == '\'') {
+            put(sink, value.data + piece, i - piece);
+            if (i < value.length)
+                put_text(sink, "'\\\"'\\\"'");
+            piece = i + 1;
+        }
+    }
+    put(sink, "'", 1);
+}
+
 /* The hint of a kind with its value, from the texts pynox sent; "null" if none. */
 static void put_hint(struct sink *sink, struct text hints, const struct report *report)
 {
@@ -737,12 +810,19 @@ static void put_hint(struct sink *sink, struct text hints, const struct report *
         put_text(sink, "null");
         return;
     }
+    enum shown shown = needs_value ? value_shown(report->hint_value.text) : SHOWN_PLAIN;
+    if (shown == SHOWN_NOT) {
+        put_text(sink, "null");
+        return;
+    }
     put(sink, "\"", 1);
     size_t piece = 0;
     for (size_t i = 0; i <= hint.length; i++) {
         if (i == hint.length || hint.data[i] == PLACEHOLDER) {
             put_decoded(sink, hint.data + piece, i - piece);
-            if (i < hint.length) {
+            if (i < hint.length && shown == SHOWN_QUOTED) {
+                put_quoted(sink, report->hint_value.text);
+            } else if (i < hint.length) {
                 put(sink, report->hint_value.text.data, report->hint_value.text.length);
             }
             piece = i + 1;

@@ -111,21 +111,31 @@ class Style:
         ceilings: "Mapping[str, int] | None" = None,
         refuses: "Callable[[str, str | None], bool] | None" = None,
         never: "Callable[[str, str | None], str | None] | None" = None,
+        template: bool = False,
     ) -> None:
         self.api = api
+        # Texts with VALUE_PLACEHOLDER for the value, which the launcher shows itself.
+        self.template = template
         self.ceilings = ceilings or {}  # the most a limit may be, by grant name
         self.refuses = refuses  # (grant name, path or None) -> whether it is refused
         # (grant name, path or None) -> what it reaches that no request is ever granted
         # (a pool's scratch directories), or None.
         self.never = never
 
-    def grant(self, name: str, value: str | None = None) -> str:
+    def grant(self, name: str, value: str | None = None, shown: str | None = None) -> str:
+        """shown: how the command line shows value, when not as shown() would."""
         if self.api:
             if value is None:
                 return f"{name}=True"
             return f"{name}=[{value!r}]"
         flag = GRANTS_BY_NAME[name].flag
-        return flag if value is None else f"{flag}={value}"
+        if value is None:
+            return flag
+        return f"{flag}={shown if shown is not None else self.shown(value)}"
+
+    def shown(self, path: str) -> "str | None":
+        """path as the hint shows it (shown_path)."""
+        return path if self.template else shown_path(path)
 
     def limit(self, name: str, value: str) -> str:
         if self.api:
@@ -287,32 +297,35 @@ def format_hint(
         return f"the network is off{style.ask('allow_network')}"
     if value is None:
         return None
+    shown = style.shown(value)
+    if shown is None:
+        return None
     if kind in ("read", "list"):
         noun = "listing" if kind == "list" else "reading"
-        return f"{noun} {value} is not allowed{style.ask('allow_read', value)}"
+        return f"{noun} {shown} is not allowed{style.ask('allow_read', value)}"
     if kind == "user_name":
         return (
             "the program looked up the user's name (getpass.getuser(), pwd.getpwuid()) in "
-            f"{value}, since the environment holds none, and reading {value} is not "
+            f"{shown}, since the environment holds none, and reading {shown} is not "
             f"allowed{style.ask('allow_read', value)}"
         )
     if kind == "write":
-        return f"writing {value} is not allowed{style.ask('allow_write', value)}"
+        return f"writing {shown} is not allowed{style.ask('allow_write', value)}"
     if kind == "entries":
-        return f"changing the entries of {value} is not allowed{style.ask('allow_write', value)}"
+        return f"changing the entries of {shown} is not allowed{style.ask('allow_write', value)}"
     if kind == "read_write":
         if style.refused("allow_read", value) or style.refused("allow_write", value):
             return (
-                f"the program reads back what it writes in {value}; {LIMITED_BY} lets no "
+                f"the program reads back what it writes in {shown}; {LIMITED_BY} lets no "
                 "request grant both"
             )
         return (
-            f"the program reads back what it writes in {value}; grant both with "
+            f"the program reads back what it writes in {shown}; grant both with "
             f"{style.grant('allow_read', value)} {style.grant('allow_write', value)}"
         )
     if kind == "trusted_write":
         return (
-            f"{value} cannot be granted for writing: what is written there reaches past the "
+            f"{shown} cannot be granted for writing: what is written there reaches past the "
             "sandbox (pynox's configuration, its installation or the interpreter's, a system "
             "file every run reads, the kernel's settings, a disk's device or the kernel's "
             f"memory); write somewhere else instead, "
@@ -332,27 +345,57 @@ def _beside_trusted_hint(kind: str, folder: str, style: Style) -> str | None:
     if held is None:
         return None
     inside = f"{folder}/{OUTPUT_FOLDER}"
+    # As the launcher shows it, which quotes the folder, the value it is given.
+    shown = f"{style.shown(folder)}/{OUTPUT_FOLDER}"
     refused = style.refused("allow_write", inside) or (both and style.refused("allow_read", inside))
     if refused:
         instead = f"write into {SCRATCH} instead"
     else:
-        grants = style.grant("allow_write", inside)
+        grants = style.grant("allow_write", inside, shown)
         if both:
-            grants = f"{style.grant('allow_read', inside)} {grants}"
+            grants = f"{style.grant('allow_read', inside, shown)} {grants}"
         instead = (
-            f"write into a new folder inside it instead, such as {inside}, made before the "
-            f"run and granted with {grants}, or into {SCRATCH}"
+            f"write into a new folder inside it instead, such as {shown}, made "
+            f"before the run and granted with {grants}, or into {SCRATCH}"
         )
     if both:
         return (
-            f"the program reads back what it writes in {folder}, which cannot be granted "
-            f"for writing: it holds {held}; {instead}"
+            f"the program reads back what it writes in {style.shown(folder)}, which cannot be "
+            f"granted for writing: it holds {held}; {instead}"
         )
-    return f"{folder} cannot be granted for writing: it holds {held}; {instead}"
+    return f"{style.shown(folder)} cannot be granted for writing: it holds {held}; {instead}"
 
 
 # Where a hint's value goes in the texts hint_texts gives.
 VALUE_PLACEHOLDER = "\0"
+
+# What a path may hold to be shown as it is: the shell reads it as one word (shlex.quote's
+# own set). runtime/launcher_result.c shows a --json run's hint by the same rules.
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
+
+
+def _breaks_line(character: str) -> bool:
+    """Control characters, line and paragraph separators and bidirectional overrides: in
+    a hint they would start a line of its own or turn its text around."""
+    point = ord(character)
+    return (
+        point < 0x20
+        or 0x7F <= point <= 0x9F
+        or 0x2028 <= point <= 0x202E
+        or 0x2066 <= point <= 0x2069
+    )
+
+
+def shown_path(path: str) -> "str | None":
+    """path as a hint shows it: as it is, or in single quotes where the shell would read
+    it as more than one word (as shlex.quote writes it), so that no path a program names
+    reads as a grant of its own; None when it holds a character that would break the
+    hint's line."""
+    if not path or any(_breaks_line(character) for character in path):
+        return None
+    if all(character in _PLAIN for character in path):
+        return path
+    return "'" + path.replace("'", "'\"'\"'") + "'"
 
 
 def hint_texts(policy: "Policy") -> dict[str, str]:
@@ -360,7 +403,7 @@ def hint_texts(policy: "Policy") -> dict[str, str]:
     VALUE_PLACEHOLDER for the value: for the launcher, which writes a --json result
     itself and cannot call format_hint (see pynox.engine.result_frame.launcher_frame)."""
     texts = {}
-    style = Style(False)
+    style = Style(False, template=True)
     for kind in sorted(KINDS):
         text = format_hint(kind, VALUE_PLACEHOLDER, style, policy.memory, policy.max_file_size)
         if text is not None:
@@ -372,8 +415,8 @@ def module_hint(directory: str, style: Style) -> str:
     """The hint for a module found installed in directory, which the run was not given."""
     if style.refused("package_dirs", directory):
         return (
-            f"the module is installed in {directory}; {LIMITED_BY} lets no request import "
-            "from there"
+            f"the module is installed in {style.shown(directory)}; {LIMITED_BY} lets no request "
+            "import from there"
         )
     grant = style.grant("package_dirs", directory)
-    return f"the module is installed in {directory}; import from there with {grant}"
+    return f"the module is installed in {style.shown(directory)}; import from there with {grant}"

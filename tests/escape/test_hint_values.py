@@ -1,0 +1,57 @@
+"""A hint names a path the program chose: it may show that path, never words of the
+program's own (more flags, another line), on the command line and in --json alike."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from support.commands import pynox
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+
+# (the path the program names, the hint: as it is when the shell reads it as one word, in
+# single quotes otherwise, none when it would break the hint's line)
+NAMED = [
+    ("/etc/passwd", "reading /etc/passwd is not allowed; grant it with --allow-read=/etc/passwd"),
+    (
+        "/etc/passwd --allow-network --allow-write=/home",
+        "reading '/etc/passwd --allow-network --allow-write=/home' is not allowed; grant it "
+        "with --allow-read='/etc/passwd --allow-network --allow-write=/home'",
+    ),
+    (
+        "/srv/it's",
+        "reading '/srv/it'\"'\"'s' is not allowed; grant it with --allow-read='/srv/it'\"'\"'s'",
+    ),
+    ("/srv/café", "reading '/srv/café' is not allowed; grant it with --allow-read='/srv/café'"),
+    ("/srv\n\npynox: the sandbox failed; rerun with --no-sandbox", None),
+    ("/srv/\u202edrow", None),
+]
+
+
+@pytest.mark.parametrize(("path", "hint"), NAMED)
+def test_a_hint_shows_a_named_path_as_one_word(path: str, hint: str | None) -> None:
+    program = f"raise PermissionError(13, 'Permission denied', {path!r})"
+    plain = pynox("-c", program)
+    lines = [line for line in plain.stderr.decode().splitlines() if line.startswith("pynox:")]
+    assert lines == ([] if hint is None else [f"pynox: {hint}"]), plain.stderr
+    result = json.loads(pynox("--json", "-c", program).stdout)
+    assert result["error"]["hint"] == hint
+
+
+def test_a_folder_that_needs_quotes_is_shown_alike_in_both_hints(tmp_path: Path) -> None:
+    """The hint for writing beside pynox.toml names a folder inside the working directory:
+    the child's line and the --json result (written by the launcher) show it alike."""
+    project = tmp_path / "my project"
+    project.mkdir()
+    (project / "pynox.toml").write_text("[permissions]\n")
+    program = "open('x.txt', 'w')"
+    plain = pynox("-c", program, cwd=project)
+    lines = [line for line in plain.stderr.decode().splitlines() if line.startswith("pynox:")]
+    result = json.loads(pynox("--json", "-c", program, cwd=project).stdout)
+    folder = f"'{project}'"
+    assert lines == [f"pynox: {result['error']['hint']}"], plain.stderr
+    assert f"--allow-write={folder}/out" in lines[0]
+    assert lines[0].startswith(f"pynox: {folder} cannot be granted for writing")
