@@ -169,16 +169,17 @@ _DISK = (
     "past every path rule"
 )
 _MACHINE = (
-    "a device of the kernel's memory, log or I/O ports, a processor's registers or a disk's "
-    "raw commands: writing it reaches past every path rule"
+    "a device of the kernel's memory, log or I/O ports, a processor's registers, a disk's "
+    "raw commands or the machine's keyboard and mouse: writing it reaches past every path rule"
 )
 # Character devices by major number (the kernel's Documentation/admin-guide/devices.txt):
-# the memory driver's, of which null, zero, full, random and urandom hold nothing; SCSI
-# generic (/dev/sg*: raw commands to a disk); x86's model-specific registers
-# (/dev/cpu/N/msr).
+# the memory driver's, of which null, zero, full, random and urandom hold nothing; input
+# (/dev/input/event*: what is written there reaches the console and the desktop as if
+# typed); SCSI generic (/dev/sg*: raw commands to a disk); x86's model-specific
+# registers (/dev/cpu/N/msr).
 _MEMORY_MAJOR = 1
 _HARMLESS_MEMORY_MINORS = frozenset({3, 5, 7, 8, 9})
-_MACHINE_MAJORS = frozenset({21, 202})
+_MACHINE_MAJORS = frozenset({13, 21, 202})
 # Where device nodes live: a directory grant there is searched for them (elsewhere a
 # program cannot make one: creating device nodes is never granted).
 _DEVICES = "/dev"

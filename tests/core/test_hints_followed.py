@@ -303,16 +303,25 @@ def test_writing_a_disk_or_the_kernels_memory_names_no_grant(tmp_path: Path, dev
     assert kept.returncode == 0, kept.stderr
 
 
-def test_a_folder_of_dev_holding_a_disk_is_not_granted_for_writing() -> None:
+@pytest.mark.parametrize(
+    ("kind", "number", "what"),
+    [
+        (stat.S_IFBLK, os.makedev(7, 0), "a block device"),  # a loop device
+        (stat.S_IFCHR, os.makedev(13, 64), "a device of the kernel's memory"),  # an input event
+    ],
+)
+def test_a_folder_of_dev_holding_a_machine_device_is_not_granted_for_writing(
+    kind: int, number: int, what: str
+) -> None:
     folder = tempfile.mkdtemp(dir="/dev/shm")
     try:
         try:
-            os.mknod(f"{folder}/disk", stat.S_IFBLK | 0o600, os.makedev(7, 0))
+            os.mknod(f"{folder}/device", kind | 0o600, number)
         except OSError as exc:
             pytest.skip(f"no device node can be made here: {exc}")
         refused = pynox(f"--allow-write={folder}", "-c", "pass")
         assert refused.returncode == 125, refused.stderr
-        assert f"it holds {folder}/disk, a block device".encode() in refused.stderr
+        assert f"it holds {folder}/device, {what}".encode() in refused.stderr
     finally:
         shutil.rmtree(folder)
 
