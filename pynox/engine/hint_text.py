@@ -6,6 +6,8 @@ value, and a run with --json hands every hint's text to the launcher before the
 program starts (hint_texts), without importing what classifying takes.
 """
 
+import sys
+
 from pynox.policy.grants import GRANTS_BY_NAME
 from pynox.unit_format import format_size
 
@@ -45,6 +47,7 @@ KINDS = frozenset(
         "read_write_beside_trusted",
         "trusted_write",
         "module",
+        "other_python",
     }
 )
 
@@ -335,6 +338,8 @@ def format_hint(
         return _beside_trusted_hint(kind, value, style)
     if kind == "module":
         return module_hint(value, style)
+    if kind == "other_python":
+        return other_python_hint(value, style)
     return None
 
 
@@ -420,3 +425,22 @@ def module_hint(directory: str, style: Style) -> str:
         )
     grant = style.grant("package_dirs", directory)
     return f"the module is installed in {style.shown(directory)}; import from there with {grant}"
+
+
+def other_python_hint(version: str, style: Style) -> str:
+    """The hint for packages whose compiled modules were built for Python `version`."""
+    ours = running_python_version()
+    grant = style.grant("package_dirs", "DIR")
+    return (
+        f"the package was installed for Python {version}, and this is Python {ours}, which "
+        f"cannot import its compiled modules; install it for Python {ours} (python{ours} -m "
+        f"pip install --target=DIR, or a Python {ours} virtual environment's site-packages) "
+        f"and import from there with {grant}"
+    )
+
+
+def running_python_version() -> str:
+    """This interpreter's version as packages are built for it: 3.13, or 3.13t when
+    free-threaded (its compiled modules are apart)."""
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return version + "t" if "t" in sys.abiflags else version

@@ -16,7 +16,7 @@ from pynox.engine.access_log import (
     PROCESS_MODULES,
     XATTR_READ_EVENTS,
 )
-from pynox.engine.hint_text import OUTPUT_FOLDER
+from pynox.engine.hint_text import OUTPUT_FOLDER, running_python_version
 from pynox.policy.path_grant import real_path
 
 TYPE_CHECKING = False
@@ -596,4 +596,72 @@ def missing_module_dir(
     for directory in directories:
         if os.path.isdir(os.path.join(directory, top)):
             return directory
+    return None
+
+
+# --- packages installed for another version of Python -------------------------------------
+
+# The version tag in a compiled module's name: _multiarray_umath.cpython-311-x86_64-linux-gnu.so
+# is for CPython 3.11 ("313t" for a free-threaded 3.13).
+_EXTENSION_TAG = r"\.cpython-3(\d+)(t?)-[^/]*\.so$"
+# The most directories, and entries in each, looked at: the few an import failed in.
+_MAX_DIRS = 8
+_MAX_ENTRIES = 4096
+
+
+def other_python_version(exc: ImportError, package_dirs: list[str]) -> str | None:
+    """The Python version ("3.11") that the compiled modules of a granted package
+    directory were built for, when an import failed in that directory and none of them
+    is for this interpreter: a virtual environment or `pip install --target` folder of
+    another Python. None otherwise.
+
+    Looks where the import failed (the frames of exc and of the errors it came from
+    that lie in a package directory, and the package of a submodule that was not
+    found) and lists those few directories, which the grant lets the program read.
+    """
+    folders: list[str] = []
+
+    def consider(path: str) -> None:
+        granted = _covering(path, package_dirs) is not None
+        if granted and len(folders) < _MAX_DIRS and path not in folders:
+            folders.append(path)
+
+    current: BaseException | None = exc
+    for _ in range(8):  # the error and those it was raised from, as a traceback shows them
+        if current is None:
+            break
+        name = getattr(current, "name", None)
+        if isinstance(current, ModuleNotFoundError) and isinstance(name, str) and "." in name:
+            package = name.rpartition(".")[0].replace(".", "/")
+            for root in package_dirs:
+                consider(os.path.join(root, package))
+        tb = current.__traceback__
+        frames = []
+        while tb is not None:
+            frames.append(tb.tb_frame.f_code.co_filename)
+            tb = tb.tb_next
+        for filename in reversed(frames):  # innermost first
+            if os.path.isabs(filename):
+                consider(os.path.dirname(filename))
+        current = current.__cause__ or current.__context__
+    import re
+
+    tag = re.compile(_EXTENSION_TAG)
+    ours = running_python_version()
+    for folder in folders:
+        others = set()
+        try:
+            with os.scandir(folder) as entries:
+                for _, entry in zip(range(_MAX_ENTRIES), entries, strict=False):
+                    match = tag.search(entry.name)
+                    if match is None:
+                        continue
+                    version = f"3.{match.group(1)}{match.group(2)}"
+                    if version == ours:
+                        return None  # built for this Python: something else went wrong
+                    others.add(version)
+        except OSError:
+            continue
+        if others:
+            return sorted(others)[0]
     return None

@@ -7,8 +7,8 @@ import os
 import sys
 
 from pynox import PACKAGE_DIR
-from pynox.engine.hint_text import Style, format_hint
-from pynox.engine.hints import classify
+from pynox.engine.hint_text import Style, format_hint, running_python_version
+from pynox.engine.hints import classify, other_python_version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -94,6 +94,11 @@ def describe_and_hint(
     error = describe_error(exc, tb, program, policy, last_event, setup.api_hints, setup.start_cwd)
     if error["hint_kind"] is None and isinstance(exc, ModuleNotFoundError):
         _module_hint(error, exc, policy, setup)
+    if error["hint_kind"] is None and isinstance(exc, ImportError):
+        version = other_python_version(exc, policy.package_dirs)
+        if version is not None:
+            error["hint_kind"], error["hint_value"] = "other_python", version
+            error["hint"] = format_hint("other_python", version, Style(setup.api_hints), None, None)
     if error["hint"]:
         try:
             sys.stderr.flush()
@@ -125,8 +130,7 @@ def _module_hint(
 def _python_version() -> str:
     """The name of this interpreter's folder in a prefix's lib: python3.13 (python3.13t
     for a free-threaded build, which keeps its packages apart)."""
-    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    return version + "t" if "t" in sys.abiflags else version
+    return "python" + running_python_version()
 
 
 def _site_packages(prefix: str, version: str) -> list[str]:

@@ -5,6 +5,7 @@ in the API's spelling, which works when followed."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +90,36 @@ def test_a_preload_the_pool_cannot_find_names_the_keyword_that_finds_it() -> Non
     assert "package_dirs" in str(refused.value)
     with Pool(preload=["pandas"], package_dirs=[PACKAGES], workers=1) as followed:
         assert followed.run("import sys; print('pandas' in sys.modules)").stdout == "True\n"
+
+
+def test_packages_of_another_python_version_are_named_so(tmp_path: Path) -> None:
+    """A virtual environment of another Python minor: its compiled modules do not import,
+    and the hint says which version they are for, not only the package's own error."""
+    mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    other = f"3.{sys.version_info[1] - 1}"
+    site = tmp_path / "venv" / "lib" / f"python{other}" / "site-packages"
+    (site / "fastcalc").mkdir(parents=True)
+    (site / "fastcalc" / "__init__.py").write_text("from ._speedups import add\n")
+    tag = f"cpython-3{sys.version_info[1] - 1}-x86_64-linux-gnu"
+    (site / "fastcalc" / f"_speedups.{tag}.so").write_bytes(b"\x7fELF")
+    with Pool(workers=1) as pool:
+        failed = pool.run("import fastcalc", package_dirs=[site])
+        assert failed.error is not None and failed.error["type"] == "ModuleNotFoundError"
+        assert failed.error["hint"] == (
+            f"the package was installed for Python {other}, and this is Python {mine}, which "
+            f"cannot import its compiled modules; install it for Python {mine} (python{mine} "
+            f"-m pip install --target=DIR, or a Python {mine} virtual environment's "
+            "site-packages) and import from there with package_dirs=['DIR']"
+        )
+        # Installed again for this Python (a pure-Python build stands in for it here).
+        target = tmp_path / "target"
+        (target / "fastcalc").mkdir(parents=True)
+        (target / "fastcalc" / "__init__.py").write_text("from ._speedups import add\n")
+        (target / "fastcalc" / "_speedups.py").write_text("def add(a, b):\n    return a + b\n")
+        followed = pool.run("import fastcalc; print(fastcalc.add(1, 2))", package_dirs=[target])
+        assert followed.ok and followed.stdout == "3\n", followed.text
+        # A module missing from a package built for this Python gets no such hint.
+        ours = f"_fast.cpython-3{sys.version_info[1]}-x86_64-linux-gnu.so"
+        (target / "fastcalc" / ours).write_bytes(b"")
+        missing = pool.run("import fastcalc._nothere", package_dirs=[target])
+        assert missing.error is not None and missing.error["hint"] is None
