@@ -295,9 +295,33 @@ def _sqlite_failure(
     if event is None or event[0] != "sqlite3.connect" or message not in str(exc):
         return None
     path = _event_path(event[1])
-    if path is None or os.fsdecode(event[1][0]).startswith(("file:", ":memory:")):
+    if path is None:
         return None
+    named = os.fsdecode(event[1][0])
+    if named.startswith(":memory:"):
+        return None
+    if named.startswith("file:"):
+        # connect("file:data/notes.db?mode=ro", uri=True), the usual way to open it read-only
+        file = _sqlite_uri_path(named)
+        return None if file is None else os.path.abspath(file)
     return path
+
+
+def _sqlite_uri_path(uri: str) -> str | None:
+    """The file a SQLite URI names (https://sqlite.org/uri.html), or None for an
+    in-memory or temporary database or one on another host."""
+    from urllib.parse import parse_qs, unquote
+
+    rest, _, query = uri[len("file:") :].partition("#")[0].partition("?")
+    if "memory" in parse_qs(query).get("mode", []):
+        return None
+    if rest.startswith("//"):
+        authority, slash, rest = rest[2:].partition("/")
+        if authority not in ("", "localhost"):
+            return None
+        rest = slash + rest
+    path = unquote(rest)
+    return None if path in ("", ":memory:") else path
 
 
 def classify(
