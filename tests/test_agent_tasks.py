@@ -206,6 +206,19 @@ def test_requests_over_https_to_a_loopback_server(
     assert output == "200 hello over tls\n"
 
 
+def test_requests_verifying_with_a_ca_file_it_is_told_to_read(
+    project: Path, tls_server: tuple[str, Path]
+) -> None:
+    """verify= names the CA file: OpenSSL's refusal names no file, the hint does."""
+    url, ca = tls_server
+    code = REQUESTS.replace("timeout=10", f"timeout=10, verify={str(ca)!r}")
+    grants = [f"--package-dir={PACKAGES}", "--allow-env=URL", "--allow-network"]
+    output, hints = _follow_hints(project, code, grants, env={"URL": url})
+    real = os.path.realpath(ca)
+    assert hints == [f"pynox: reading {real} is not allowed; grant it with --allow-read={real}"]
+    assert output == "200 hello over tls\n"
+
+
 def test_numpy_from_the_environment_after_following_the_hint(project: Path) -> None:
     """numpy is installed in a package directory pynox.toml names for a profile the run
     does not use: the hint names that directory, and granting it works."""

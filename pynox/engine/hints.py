@@ -472,6 +472,10 @@ def _classify_os_error(
         refused = _own_process_rule(exc, event)
         if refused is not None:
             return refused, None, None
+    certificates = _unreadable_certificates(exc) if path is None else None
+    if certificates is not None:  # before the sockets: the last event is the connection's
+        kind, target = _only_missing("read", certificates, policy)
+        return kind, target, certificates
     if name in PROCESS_EVENTS or _raised_in_process_module(exc):
         return ("thread_pool" if _from_thread_pool(exc) else "process"), None, path
     if name == "socket.__new__" and path is None and event is not None:
@@ -568,6 +572,44 @@ def _called_name(exc: BaseException) -> str | None:
     if type(function) is type(len):
         return function.__name__
     return call.func.id
+
+
+# The ssl calls that read certificate files in OpenSSL, whose refusal names no file.
+_CERTIFICATE_CALLS = ("load_verify_locations", "load_cert_chain", "create_default_context")
+
+
+def _unreadable_certificates(exc: OSError) -> str | None:
+    """The certificate file or folder an ssl call was refused (a CA bundle given to
+    create_default_context(cafile=...), requests' verify=..., load_cert_chain), as
+    OpenSSL's error names none: the path that call was given, which exists but cannot
+    be read. Found in the line that made the call: its variables (the standard
+    library's and urllib3's wrappers pass them on by name) and its quoted strings."""
+    if sys.modules.get("_ssl") is None or exc.errno != errno.EACCES:
+        return None
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame
+    import linecache
+
+    line = linecache.getline(frame.f_code.co_filename, tb.tb_lineno)
+    if not any(call in line for call in _CERTIFICATE_CALLS):
+        return None
+    import re
+
+    named = [*re.findall(r"""["']([^"']+)["']""", line), *frame.f_locals.values()]
+    for value in named:
+        if not isinstance(value, (str, bytes, os.PathLike)):
+            continue
+        try:
+            path = os.path.abspath(os.fsdecode(value))
+        except (TypeError, ValueError):
+            continue
+        if os.path.lexists(path) and not _readable(path):
+            return path
+    return None
 
 
 def _sockets() -> "Any":
