@@ -48,6 +48,7 @@ KINDS = frozenset(
         "trusted_write",
         "module",
         "other_python",
+        "module_other_python",
     }
 )
 
@@ -340,6 +341,8 @@ def format_hint(
         return module_hint(value, style)
     if kind == "other_python":
         return other_python_hint(value, style)
+    if kind == "module_other_python":
+        return module_other_python_hint(value, style)
     return None
 
 
@@ -427,15 +430,35 @@ def module_hint(directory: str, style: Style) -> str:
     return f"the module is installed in {style.shown(directory)}; import from there with {grant}"
 
 
+def _install_for_this_python(style: Style) -> str:
+    ours = running_python_version()
+    return (
+        f"install it for Python {ours} (python{ours} -m pip install --target=DIR, or a "
+        f"Python {ours} virtual environment's site-packages) and import from there with "
+        + style.grant("package_dirs", "DIR")
+    )
+
+
 def other_python_hint(version: str, style: Style) -> str:
     """The hint for packages whose compiled modules were built for Python `version`."""
     ours = running_python_version()
-    grant = style.grant("package_dirs", "DIR")
     return (
         f"the package was installed for Python {version}, and this is Python {ours}, which "
-        f"cannot import its compiled modules; install it for Python {ours} (python{ours} -m "
-        f"pip install --target=DIR, or a Python {ours} virtual environment's site-packages) "
-        f"and import from there with {grant}"
+        f"cannot import its compiled modules; {_install_for_this_python(style)}"
+    )
+
+
+def module_other_python_hint(directory: str, style: Style) -> str:
+    """The hint for a module found only in the site-packages of another Python version."""
+    if style.refused("package_dirs", directory):
+        return f"the module is installed in {directory}, for another version of Python; " + (
+            _install_for_this_python(style)
+        )
+    return (
+        f"the module is installed in {directory}, for another version of Python than this "
+        f"one ({running_python_version()}): a pure-Python package imports from there with "
+        f"{style.grant('package_dirs', directory)}; for one with compiled modules, "
+        + _install_for_this_python(style)
     )
 
 

@@ -116,15 +116,35 @@ def _module_hint(
     from pynox.engine.hints import missing_module_dir
 
     user_base, python_path, virtual_env = setup.package_env
+    # A virtual environment given whole (package_dirs=[".venv"]): its site-packages.
+    environments = [d for d in policy.package_dirs if os.path.isfile(f"{d}/pyvenv.cfg")]
     candidates = [
         *setup.config_package_dirs,
         *caller_package_dirs(python_path, virtual_env, setup.start_cwd),
         *installed_package_dirs(user_base),
+        *(d for env in environments for d in _site_packages(env, _python_version())),
     ]
     directory = missing_module_dir(exc, candidates, policy.package_dirs)
     if directory is not None:
         error["hint_kind"], error["hint_value"] = "module", directory
         error["hint"] = format_hint("module", directory, Style(setup.api_hints), None, None)
+        return
+    # Installed only for another Python, in a virtual environment of its version.
+    if virtual_env and os.path.isabs(virtual_env):
+        environments.append(virtual_env)
+    ours = _python_version()
+    others = [
+        d
+        for env in environments
+        for minor in range(8, 20)
+        if f"python3.{minor}" != ours
+        for d in _site_packages(env, f"python3.{minor}")
+    ]
+    directory = missing_module_dir(exc, others, policy.package_dirs)
+    if directory is not None:
+        kind = "module_other_python"
+        error["hint_kind"], error["hint_value"] = kind, directory
+        error["hint"] = format_hint(kind, directory, Style(setup.api_hints), None, None)
 
 
 def _python_version() -> str:

@@ -123,3 +123,52 @@ def test_packages_of_another_python_version_are_named_so(tmp_path: Path) -> None
         (target / "fastcalc" / ours).write_bytes(b"")
         missing = pool.run("import fastcalc._nothere", package_dirs=[target])
         assert missing.error is not None and missing.error["hint"] is None
+
+
+def _environment(root: Path, minor: int) -> Path:
+    """A virtual environment of Python 3.minor holding a pure-Python package, fastcalc."""
+    root.mkdir(parents=True)
+    (root / "pyvenv.cfg").write_text(f"version = 3.{minor}.0\n")
+    site = root / "lib" / f"python3.{minor}" / "site-packages"
+    (site / "fastcalc").mkdir(parents=True)
+    (site / "fastcalc" / "__init__.py").write_text("def add(a, b):\n    return a + b\n")
+    return site
+
+
+CODE = "import fastcalc; print(fastcalc.add(1, 2))"
+
+
+def test_a_virtual_environment_given_whole_names_its_site_packages(tmp_path: Path) -> None:
+    site = _environment(tmp_path / "venv", sys.version_info[1])
+    with Pool(workers=1) as pool:
+        failed = pool.run(CODE, package_dirs=[tmp_path / "venv"])
+        assert failed.error is not None and failed.error["type"] == "ModuleNotFoundError"
+        assert failed.error["hint"] == (
+            f"the module is installed in {site}; import from there with package_dirs=['{site}']"
+        )
+        followed = pool.run(CODE, package_dirs=[site])
+        assert followed.ok and followed.stdout == "3\n", followed.text
+
+
+def test_a_module_only_in_an_environment_of_another_python_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found in the activated environment, or one given whole, of another version."""
+    mine = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    site = _environment(tmp_path / "venv", sys.version_info[1] - 1)
+    hint = (
+        f"the module is installed in {site}, for another version of Python than this one "
+        f"({mine}): a pure-Python package imports from there with package_dirs=['{site}']; "
+        f"for one with compiled modules, install it for Python {mine} (python{mine} -m pip "
+        f"install --target=DIR, or a Python {mine} virtual environment's site-packages) and "
+        "import from there with package_dirs=['DIR']"
+    )
+    with Pool(workers=1) as pool:
+        given = pool.run(CODE, package_dirs=[tmp_path / "venv"])
+        assert given.error is not None and given.error["hint"] == hint
+        followed = pool.run(CODE, package_dirs=[site])
+        assert followed.ok and followed.stdout == "3\n", followed.text
+    monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path / "venv"))
+    with Pool(workers=1) as pool:
+        activated = pool.run(CODE)
+        assert activated.error is not None and activated.error["hint"] == hint
