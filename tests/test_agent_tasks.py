@@ -219,6 +219,17 @@ def test_requests_verifying_with_a_ca_file_it_is_told_to_read(
     assert output == "200 hello over tls\n"
 
 
+def test_numpy_past_the_memory_limit_is_told_a_limit_that_fits(project: Path) -> None:
+    """numpy says how much it asked for: one step of the hint is enough."""
+    code = "import numpy as np\nprint(np.ones((8000, 8000)).shape)"  # 488 MiB
+    output, hints = _follow_hints(project, code, [f"--package-dir={PACKAGES}", "--memory=256m"])
+    assert hints == [
+        "pynox: the program used up its 256m memory limit; allocate less or raise the limit "
+        "with --memory=1g"
+    ]
+    assert output == "(8000, 8000)\n"
+
+
 def test_numpy_from_the_environment_after_following_the_hint(project: Path) -> None:
     """numpy is installed in a package directory pynox.toml names for a profile the run
     does not use: the hint names that directory, and granting it works."""

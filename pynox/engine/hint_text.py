@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 KINDS = frozenset(
     {
         "memory",
+        "memory_for",
+        "memory_beyond",
         "thread_stacks",
         "native_abort",
         "native_exit",
@@ -251,6 +253,28 @@ def format_hint(
             f"the program used up its {format_size(memory)} memory limit; allocate less "
             f"or raise the limit with {style.limit('memory', larger)}"
         )
+    if kind == "memory_beyond":
+        if memory is None:
+            return None
+        return (
+            f"the program used up its {format_size(memory)} memory limit, asking at once for "
+            "more than this machine has; allocate less, or work through the data in parts"
+        )
+    if kind == "memory_for":
+        # The limit the child suggests (pynox.engine.hints._memory_wanted), within the
+        # pool's limits; the launcher puts it in place of the placeholder.
+        if memory is None or value is None:
+            return None
+        wanted: str | None = value
+        if value != VALUE_PLACEHOLDER:
+            size = _size(value)
+            wanted = style.larger("memory", memory, size) if size > memory else None
+        if wanted is None:
+            return format_hint("memory", None, style, memory, max_file_size)
+        return (
+            f"the program used up its {format_size(memory)} memory limit; allocate less "
+            f"or raise the limit with {style.limit('memory', wanted)}"
+        )
     if kind == "thread_stacks":
         return None if memory is None else _thread_stacks_hint(style, memory)
     if kind == "native_abort":
@@ -428,6 +452,13 @@ def module_hint(directory: str, style: Style) -> str:
         )
     grant = style.grant("package_dirs", directory)
     return f"the module is installed in {style.shown(directory)}; import from there with {grant}"
+
+
+def _size(text: str) -> int:
+    """A size as format_size writes it ("4g", "512m", "1048576"); 0 for anything else."""
+    factors = {"m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    number, factor = (text[:-1], factors[text[-1]]) if text[-1:] in factors else (text, 1)
+    return int(number) * factor if number.isdigit() and len(number) < 16 else 0
 
 
 def _install_for_this_python(style: Style) -> str:

@@ -6,6 +6,7 @@ child for the line it prints and in the supervisor for the result, so a program
 cannot put words of its own into a result's hint.
 """
 
+import contextlib
 import errno
 import os
 import sys
@@ -18,6 +19,7 @@ from pynox.engine.access_log import (
 )
 from pynox.engine.hint_text import OUTPUT_FOLDER, running_python_version
 from pynox.policy.path_grant import real_path
+from pynox.unit_format import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -351,7 +353,10 @@ def _classify(
     policy: "Policy | None",
 ) -> tuple[str | None, str | None, str | None]:
     if isinstance(exc, MemoryError):
-        return "memory", None, None
+        wanted = _memory_wanted(exc, policy)
+        if wanted == "":
+            return "memory_beyond", None, None
+        return ("memory", None, None) if wanted is None else ("memory_for", wanted, None)
     if isinstance(exc, RuntimeError) and exc.args == ("can't start new thread",):
         # threading's word for a stack that could not be mapped, under a memory
         # limit because the limit counts it (no hint without one).
@@ -373,6 +378,25 @@ def _classify(
     if kind == "network" and policy is not None and policy.allow_network:
         return None, None, path  # granted already: something else refused it
     return kind, target, path
+
+
+def _memory_wanted(exc: MemoryError, policy: "Policy | None") -> str | None:
+    """The memory limit to suggest when the failed allocation says its size (numpy's
+    "Unable to allocate 2.98 GiB for an array"), so that one step is enough: the limit
+    plus that size, rounded up to a power of two of MiB. None when doubling the limit
+    is enough; "" when more than this machine has would not be."""
+    size = None
+    with contextlib.suppress(Exception):  # a property of numpy's, computed when read
+        size = getattr(exc, "_total_size", None)
+    if policy is None or policy.memory is None or not isinstance(size, int) or size <= 0:
+        return None
+    wanted = 1 << 20
+    while wanted < policy.memory + size:
+        wanted <<= 1
+    with contextlib.suppress(ValueError, OSError):
+        if wanted > os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"):
+            return ""
+    return format_size(wanted) if wanted > 2 * policy.memory else None
 
 
 # Where the C library finds a user's name when the environment has none.
