@@ -239,11 +239,17 @@ def format_hint(
 ) -> str | None:
     """The hint's text, from its kind and value alone."""
     value = target if isinstance(target, str) else None
-    if kind == "memory":
+    if kind in ("memory", "memory_for"):
         if memory is None:
             # No limit of pynox's was hit: the traceback says all python would say.
             return None
         larger = style.larger("memory", memory, memory * 2)
+        if kind == "memory_for" and value == VALUE_PLACEHOLDER:
+            larger = value  # the launcher puts the child's value in its place
+        elif kind == "memory_for" and value is not None and _size(value) > memory * 2:
+            # The limit the child found to fit the allocation (pynox.engine.hints.
+            # _memory_wanted), within the pool's limits.
+            larger = style.larger("memory", memory, _size(value))
         if larger is None:
             return (
                 f"the program used up its {format_size(memory)} memory limit, the most "
@@ -259,21 +265,6 @@ def format_hint(
         return (
             f"the program used up its {format_size(memory)} memory limit, asking at once for "
             "more than this machine has; allocate less, or work through the data in parts"
-        )
-    if kind == "memory_for":
-        # The limit the child suggests (pynox.engine.hints._memory_wanted), within the
-        # pool's limits; the launcher puts it in place of the placeholder.
-        if memory is None or value is None:
-            return None
-        wanted: str | None = value
-        if value != VALUE_PLACEHOLDER:
-            size = _size(value)
-            wanted = style.larger("memory", memory, size) if size > memory else None
-        if wanted is None:
-            return format_hint("memory", None, style, memory, max_file_size)
-        return (
-            f"the program used up its {format_size(memory)} memory limit; allocate less "
-            f"or raise the limit with {style.limit('memory', wanted)}"
         )
     if kind == "thread_stacks":
         return None if memory is None else _thread_stacks_hint(style, memory)
