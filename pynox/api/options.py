@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import keyword
 import os
@@ -198,10 +199,14 @@ def function_signature(function: Callable[..., Any]) -> str:
 
 
 def function_spec(name: str, function: Callable[..., Any]) -> dict[str, str]:
+    documented = function
+    while isinstance(documented, functools.partial):
+        # partial's own docstring says what partial is, not what the function does
+        documented = documented.func
     return {
         "name": name,
         "signature": function_signature(function),
-        "doc": inspect.getdoc(function) or "",
+        "doc": inspect.getdoc(documented) or "",
     }
 
 

@@ -131,3 +131,17 @@ def test_the_pools_package_directories_are_importable_in_the_docstring(
     doc = inspect.getdoc(pool.tool()) or ""
     assert f"the standard library and the packages in {site}" in doc
     pool.close()
+
+
+def test_a_partial_host_function_shows_the_documentation_of_its_function() -> None:
+    import functools
+
+    def search(query: str, *, limit: int = 5) -> list[str]:
+        """Search the product catalog."""
+        return [query][:limit]
+
+    pool = Pool(lazy=True)
+    doc = pool.tool(functions={"search": functools.partial(search, limit=3)}).__doc__ or ""
+    pool.close()
+    line = "- search(query: str, *, limit: int = 3) -> list[str]: Search the product catalog."
+    assert line in doc
