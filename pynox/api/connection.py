@@ -396,11 +396,15 @@ def _call_host(
         # "1": 3}) are refused here, where the waiting call can be told, not by the pool.
         encoded = strict_json.dumps(value)
         strict_json.loads(encoded, unique_keys=True)
-    except (TypeError, ValueError, RecursionError) as exc:
+    except Exception as exc:  # noqa: BLE001 - the value's own methods run here too
+        # A dict subclass's items() or a list subclass's __iter__ may raise anything: the
+        # call must still end, or the program waits for it until its timeout.
+        plain = type(exc).__module__ in ("builtins", strict_json.__name__)
+        reason = str(exc) if plain and isinstance(exc, (TypeError, ValueError)) else _describe(exc)
         return {
             "host_error": {
                 "call": call,
-                "message": f"{name}() returned a value that is not JSON ({exc})",
+                "message": f"{name}() returned a value that is not JSON ({reason})",
             }
         }
     if len(encoded) > MAX_HOST_VALUE:

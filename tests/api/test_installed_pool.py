@@ -11,7 +11,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from support.pool_client import descendants
@@ -175,6 +175,33 @@ def test_a_host_result_the_pool_would_refuse_raises_hosterror_at_once(pool: Pool
     assert "beyond the range of a double" in lines[0], lines
     assert lines[1].startswith("keys refused: keys() returned a value that is not JSON"), lines
     assert "'1' appears twice" in lines[1], lines
+    assert time.monotonic() - started < 5
+
+
+class _Row(dict[str, int]):
+    """A mapping whose own code fails as the value is written as JSON."""
+
+    def items(self) -> NoReturn:  # type: ignore[override]
+        raise RuntimeError("the connection was closed")
+
+
+def test_a_host_value_that_fails_to_encode_raises_hosterror_at_once(pool: Pool) -> None:
+    """The value's own methods run while it is written as JSON: whatever they raise ends
+    the call with a HostError, not a wait for the timeout (and no traceback of pynox's)."""
+    started = time.monotonic()
+    r = pool.run(
+        "from pynox_host import row, HostError\n"
+        "try:\n"
+        "    row()\n"
+        "except HostError as exc:\n"
+        "    print(exc)\n",
+        functions={"row": lambda: _Row(a=1)},
+        timeout="10s",
+    )
+    assert r.ok, r.text
+    assert r.stdout == (
+        "row() returned a value that is not JSON (RuntimeError: the connection was closed)\n"
+    )
     assert time.monotonic() - started < 5
 
 
