@@ -217,7 +217,10 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
     if setup.pool_link is not None:
-        setup.pool_link.run(main_module, program, policy, setup)
+        # The pool child finalizes __main__ itself (pynox.engine.shutdown), which only
+        # works as in CPython when no frame of ours still holds it.
+        del main_module
+        setup.pool_link.run(program, policy, setup)
     try:
         execute(program, main_module)
     except SystemExit:

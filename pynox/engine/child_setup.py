@@ -18,9 +18,7 @@ if TYPE_CHECKING:
         """What a pool child does that others do not (pynox.pool.child_link)."""
 
         def before_confinement(self) -> None: ...
-        def run(
-            self, main: object, program: "Program", policy: "Policy", setup: "ChildSetup"
-        ) -> "NoReturn": ...
+        def run(self, program: "Program", policy: "Policy", setup: "ChildSetup") -> "NoReturn": ...
 
     # Where the caller's python finds packages, as its environment says before pynox
     # empties it: the user base of the user site, PYTHONPATH, VIRTUAL_ENV.

@@ -10,7 +10,10 @@ import os
 import sys
 
 from pynox.engine.child import fd_identity
-from pynox.pool import channel, request_child
+
+# session_child too: imported before any request, it is pynox's, not one of the program's
+# modules that its end drops (pynox.engine.shutdown).
+from pynox.pool import channel, request_child, session_child
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,19 +85,16 @@ class ChildLink:
 
         display.finish_code(value, self.echo)
 
-    def run(
-        self, main: object, program: "Program", policy: "Policy", setup: "ChildSetup"
-    ) -> "NoReturn":
-        """Runs the request once the engine has confined this child; never returns."""
+    def run(self, program: "Program", policy: "Policy", setup: "ChildSetup") -> "NoReturn":
+        """Runs the request in __main__ once the engine has confined this child; never
+        returns."""
         if program.kind == "script":
             # Read only now, so that the request's grants decide whether it may.
             program.source = request_child.read_script(program.filename, self)
         modules_before = set(sys.modules)
         if self.session:
-            from pynox.pool.session_child import serve
-
-            serve(main, program, policy, setup, self, modules_before)
-        request_child.run_then_finish(program, policy, setup, self, main, modules_before)
+            session_child.serve(program, policy, setup, self, modules_before)
+        request_child.run_then_finish(program, policy, setup, self, modules_before)
 
     def script_unreadable(self, error: int) -> None:
         if not self.intact():

@@ -13,6 +13,7 @@ import io
 import os
 import re
 import stat
+import sys
 from ast import PyCF_ONLY_AST as _ONLY_AST
 
 from pynox._native import compile_source, exec_at_top
@@ -60,10 +61,11 @@ def run_then_finish(
     policy: "Policy",
     setup: "ChildSetup",
     link: "ChildLink",
-    main: object,
     modules_before: "set[str]",
 ) -> "NoReturn":
-    """Runs a one-shot request's program, then leaves through pynox.engine.shutdown."""
+    """Runs a one-shot request's program in __main__, then leaves through
+    pynox.engine.shutdown."""
+    main = sys.modules["__main__"]  # held by this frame alone, and let go of at the end
     interrupted = False
     try:
         value = None

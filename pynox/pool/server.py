@@ -221,6 +221,8 @@ class Child:
         self.quiet_until = 0.0  # while its run is new: when its pipes are read again
         self.ready = False  # a spare that warmed up and waits idle: it may be primed
         self.primed: PolicyKey | None = None  # the policy it is confined to, if primed
+        # The close_session lines of its session (id, name), answered once it has exited.
+        self.close_answers: list[tuple[object, str]] = []
 
     def kill(self, reason: str) -> None:
         if self.kill_reason is None:
@@ -778,8 +780,14 @@ class PoolServer:
             if session is None:
                 raise RequestError(f"there is no session {name!r} to close", request_id)
             self.sessions.pop(session.name, None)
+            child = session.child
             self._end_session(session)
-            self.emit({"id": request_id, "session": {"id": session.name, "closed": True}})
+            if child is None or child.status is not None:
+                self.emit(_closed(request_id, session.name))
+            else:
+                # Answered once its process has ended (finalized, or killed past EXIT_GRACE):
+                # by then a file its program never closed is written, as when python exits.
+                child.close_answers.append((request_id, session.name))
             return
         field = "host_result" if "host_result" in message else "host_error"
         answer = message[field]
@@ -1138,6 +1146,8 @@ class PoolServer:
         for run in list(self.runs.values()):
             self.emit(error_result(run.id, problem, "PoolError"))
         self.runs.clear()
+        for child in self.children.values():
+            self._answer_closes(child)  # their sessions are gone with the pool
         self._finish_output()
         raise PynoxError(problem)
 
@@ -1413,6 +1423,12 @@ class PoolServer:
             self._drain(child)
             self._finish_step(run, None, None, _how_it_ended(child))
         self._maybe_finish(child)
+        self._answer_closes(child)
+
+    def _answer_closes(self, child: Child) -> None:
+        for request_id, name in child.close_answers:
+            self.emit(_closed(request_id, name))
+        child.close_answers.clear()
 
     def _maybe_finish(self, child: Child) -> None:
         """A child is done once it ended (or said it did) and its pipes closed.
@@ -1693,6 +1709,11 @@ class PoolServer:
         self.scratch_keeper.close()
         for directory in self._scratch_directories():
             scratch_removal.remove(directory)
+
+
+def _closed(request_id: object, name: str) -> "dict[str, Any]":
+    """The answer to a close_session line."""
+    return {"id": request_id, "session": {"id": name, "closed": True}}
 
 
 def _check_descriptors(workers: int) -> "int | None":

@@ -47,13 +47,13 @@ def _tell(fd: int, identity: tuple[int, int], message: dict[str, object]) -> boo
 
 
 def serve(
-    main: object,
     program: "Program",
     policy: "Policy",
     setup: ChildSetup,
     link: "ChildLink",
     modules_before: "set[str]",
 ) -> "NoReturn":
+    main = sys.modules["__main__"]  # held by this frame alone, and let go of at the end
     fd = setup.channel_fd
     assert fd is not None
     identity = fd_identity(fd)  # before any step of the program runs

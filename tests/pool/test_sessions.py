@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 from support.pool_client import PoolClient, alive, wait_gone
-from support.pool_requests import assert_ok, assert_refused, new_id, serves, step, write_config
+from support.pool_requests import (
+    assert_ok,
+    assert_refused,
+    close_session,
+    new_id,
+    serves,
+    step,
+    write_config,
+)
 from support.waiting import wait_until
 
 
@@ -23,15 +31,7 @@ def test_session_keeps_state_and_survives_errors(pool: PoolClient) -> None:
     later = step(pool, name, "print(x + 1)")
     assert_ok(later, "42\n")
     assert later["session"] == {"id": name, "step": 3, "restarted": False, "ended": None}
-    close(pool, name)
-
-
-def close(client: PoolClient, name: str) -> None:
-    control_id = new_id("close")
-    client.send({"id": control_id, "close_session": name})
-    client.wait_for(lambda: control_id in client.results)
-    answer = client.results.pop(control_id)[0]
-    assert answer == {"id": control_id, "session": {"id": name, "closed": True}}
+    close_session(pool, name)
 
 
 def test_session_steps_run_in_order(pool: PoolClient) -> None:
@@ -50,7 +50,7 @@ def test_session_steps_run_in_order(pool: PoolClient) -> None:
         result = pool.result(request_id)
         assert_ok(result, f"{list(range(i + 1))}\n")
         assert result["session"]["step"] == i + 1
-    close(pool, name)
+    close_session(pool, name)
 
 
 @pytest.mark.parametrize(
@@ -81,14 +81,14 @@ def test_session_ends_and_restarts(
     assert fresh["session"] == {"id": name, "step": 3, "restarted": True, "ended": None}
     again = step(pool, name, "print('again')")
     assert again["session"]["restarted"] is False
-    close(pool, name)
+    close_session(pool, name)
 
 
 def test_close_session(pool: PoolClient) -> None:
     name = new_id("closing")
     pid = int(step(pool, name, "import os\nprint(os.getpid())")["stdout"])
     assert alive(pid)
-    close(pool, name)
+    close_session(pool, name)
     assert not wait_gone([pid], 5)
     control_id = new_id("close")
     pool.send({"id": control_id, "close_session": name})
@@ -98,7 +98,7 @@ def test_close_session(pool: PoolClient) -> None:
     fresh = step(pool, name, "print('pid' in globals())")
     assert_ok(fresh, "False\n")
     assert fresh["session"]["step"] == 1
-    close(pool, name)
+    close_session(pool, name)
 
 
 def test_close_session_while_a_step_runs(pool: PoolClient) -> None:
@@ -110,7 +110,7 @@ def test_close_session_while_a_step_runs(pool: PoolClient) -> None:
     )
     pool.send({"id": queued, "session": name, "code": "print('never')"})
     time.sleep(0.3)
-    close(pool, name)
+    close_session(pool, name)
     assert_refused(pool.result(queued), queued, "closed")
     result = pool.result(running, 30)
     print(
@@ -138,7 +138,7 @@ def test_max_sessions(tmp_path: Path) -> None:
         )
         assert step(client, "one", "print(a)")["stdout"] == "1\n"
         assert_ok(client.run({"id": "oneshot", "code": "print(1)"}), "1\n")  # not a session
-        close(client, "one")
+        close_session(client, "one")
         assert step(client, "two", "print('two')")["stdout"] == "two\n"
         assert client.close() == 0
 
@@ -179,7 +179,7 @@ def test_an_ended_session_is_closed_when_idle_too(tmp_path: Path) -> None:
         other = step(client, "other", "print('another session')")
         assert_ok(other, "another session\n")
         assert other["session"] == {"id": "other", "step": 1, "restarted": False, "ended": None}
-        close(client, "other")
+        close_session(client, "other")
         again = step(client, "ends", "print('x' in globals())")
         assert again["session"]["step"] == 1 and not again["session"]["restarted"], again
         assert client.close() == 0
@@ -194,4 +194,4 @@ def test_session_ignores_later_permissions(pool: PoolClient, tmp_path: Path) -> 
     )
     assert later["exit"] == 1
     assert later["error"]["type"] == "PermissionError"
-    close(pool, name)
+    close_session(pool, name)

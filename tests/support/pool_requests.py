@@ -119,3 +119,12 @@ def write_config(directory: Path, text: str) -> Path:
 
 def step(client: PoolClient, session: str, program: str, **fields: Any) -> Message:
     return client.run({"id": new_id("s"), "session": session, "code": program, **fields})
+
+
+def close_session(client: PoolClient, name: str) -> None:
+    """Closes the session name and checks the pool's answer."""
+    control_id = new_id("close")
+    client.send({"id": control_id, "close_session": name})
+    client.wait_for(lambda: control_id in client.results)
+    answer = client.results.pop(control_id)[0]
+    assert answer == {"id": control_id, "session": {"id": name, "closed": True}}
