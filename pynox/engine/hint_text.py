@@ -59,6 +59,11 @@ KINDS = frozenset(
 OUTPUT_FOLDER = "out"
 # Where a program may always write.
 SCRATCH = "the run's scratch directory ($TMPDIR)"
+# A pool run's scratch directory is removed when it ends: only its out/ comes back.
+POOL_SCRATCH = (
+    f"the run's scratch directory ($TMPDIR), whose {OUTPUT_FOLDER}/ folder comes back with "
+    "the result"
+)
 # What a folder holds that no write grant may reach (pynox.policy.trusted).
 _HELD = {
     "config": "where pynox reads its configuration (pynox.toml), so the program could grant "
@@ -138,6 +143,15 @@ class Style:
         if value is None:
             return flag
         return f"{flag}={shown if shown is not None else self.shown(value)}"
+
+    def grant_both(self, names: "tuple[str, str]", value: str, shown: "str | None" = None) -> str:
+        """Two grants of one value: flags apart, as a shell takes them; API arguments
+        apart by a comma, as Python takes them."""
+        return (", " if self.api else " ").join(self.grant(name, value, shown) for name in names)
+
+    def scratch(self) -> str:
+        """Where a run may always write: its scratch directory."""
+        return POOL_SCRATCH if self.api else SCRATCH
 
     def shown(self, path: str) -> "str | None":
         """path as the hint shows it (shown_path)."""
@@ -338,17 +352,14 @@ def format_hint(
                 f"the program reads back what it writes in {shown}; {LIMITED_BY} lets no "
                 "request grant both"
             )
-        return (
-            f"the program reads back what it writes in {shown}; grant both with "
-            f"{style.grant('allow_read', value)} {style.grant('allow_write', value)}"
-        )
+        both = style.grant_both(("allow_read", "allow_write"), value)
+        return f"the program reads back what it writes in {shown}; grant both with {both}"
     if kind == "trusted_write":
         return (
             f"{shown} cannot be granted for writing: what is written there reaches past the "
             "sandbox (pynox's configuration, its installation or the interpreter's, a system "
             "file every run reads, the kernel's settings, a disk's device or the kernel's "
-            f"memory); write somewhere else instead, "
-            f"such as {SCRATCH}"
+            f"memory); write somewhere else instead, such as {style.scratch()}"
         )
     if isinstance(kind, str) and kind.startswith(("write_beside_", "read_write_beside_")):
         return _beside_trusted_hint(kind, value, style)
@@ -372,14 +383,15 @@ def _beside_trusted_hint(kind: str, folder: str, style: Style) -> str | None:
     shown = f"{style.shown(folder)}/{OUTPUT_FOLDER}"
     refused = style.refused("allow_write", inside) or (both and style.refused("allow_read", inside))
     if refused:
-        instead = f"write into {SCRATCH} instead"
+        instead = f"write into {style.scratch()} instead"
     else:
-        grants = style.grant("allow_write", inside, shown)
         if both:
-            grants = f"{style.grant('allow_read', inside, shown)} {grants}"
+            grants = style.grant_both(("allow_read", "allow_write"), inside, shown)
+        else:
+            grants = style.grant("allow_write", inside, shown)
         instead = (
             f"write into a new folder inside it instead, such as {shown}, made "
-            f"before the run and granted with {grants}, or into {SCRATCH}"
+            f"before the run and granted with {grants}, or into {style.scratch()}"
         )
     if both:
         return (

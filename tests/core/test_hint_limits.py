@@ -79,7 +79,7 @@ LIMITED = Style(True, {"memory": 512 * MIB, "max_file_size": 4 * MIB}, _refuses)
             DATA,
             None,
             f"the program reads back what it writes in {DATA}; grant both with "
-            f"allow_read=['{DATA}'] allow_write=['{DATA}']",
+            f"allow_read=['{DATA}'], allow_write=['{DATA}']",
         ),
         (
             "module",

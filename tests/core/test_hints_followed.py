@@ -204,7 +204,9 @@ def _follow_into_a_folder(cwd: Path, code: str, written: str) -> tuple[str, str]
 CANNOT = "cannot be granted for writing: it holds where pynox reads its configuration " \
     "(pynox.toml), so the program could grant itself more next time; write into a new " \
     "folder inside it instead, such as {out}, made before the run and granted with {grants}, " \
-    "or into the run's scratch directory ($TMPDIR)"  # fmt: skip
+    "or into the run's scratch directory ($TMPDIR){scratch_out}"  # fmt: skip
+# A pool run's scratch directory goes when the run ends: the hint names what comes back.
+POOL_SCRATCH_OUT = ", whose out/ folder comes back with the result"
 
 
 @pytest.mark.parametrize("config", [True, False], ids=["pynox-toml", "no-pynox-toml"])
@@ -220,7 +222,9 @@ def test_writing_in_the_working_directory_names_a_folder_inside_it(
     assert pynox(f"--allow-write={cwd}", "-c", "pass", cwd=cwd).returncode == 125
     out = f"{cwd}/out"
     hint, output = _follow_into_a_folder(cwd, "open('x.txt', 'w').write('x'); print('ok')", "x.txt")
-    assert hint == f"pynox: {cwd} " + CANNOT.format(out=out, grants=f"--allow-write={out}")
+    assert hint == f"pynox: {cwd} " + CANNOT.format(
+        out=out, grants=f"--allow-write={out}", scratch_out=""
+    )
     assert output == "ok\n" and (cwd / "out" / "x.txt").read_text() == "x"
     (cwd / "out" / "x.txt").unlink()
     (cwd / "out").rmdir()  # the launcher writes --json's hint from the same text
@@ -238,7 +242,7 @@ def test_a_file_read_back_in_the_working_directory_names_a_folder_inside_it_both
     out = f"{cwd}/out"
     assert hint == (
         f"pynox: the program reads back what it writes in {cwd}, which "
-        + CANNOT.format(out=out, grants=f"--allow-read={out} --allow-write={out}")
+        + CANNOT.format(out=out, grants=f"--allow-read={out} --allow-write={out}", scratch_out="")
     )
     assert output == "b'data'\n"
 
@@ -253,7 +257,8 @@ def test_writing_in_a_folder_that_holds_the_working_directory_names_a_folder_ins
     written = str(tmp_path / "x.txt")
     hint, output = _follow_into_a_folder(project, f"open({written!r}, 'w'); print('ok')", written)
     out = f"{tmp_path}/out"
-    assert hint == f"pynox: {tmp_path} " + CANNOT.format(out=out, grants=f"--allow-write={out}")
+    grants = f"--allow-write={out}"
+    assert hint == f"pynox: {tmp_path} " + CANNOT.format(out=out, grants=grants, scratch_out="")
     assert output == "ok\n" and (tmp_path / "out" / "x.txt").exists()
 
 
@@ -339,7 +344,7 @@ def test_the_api_hint_for_the_working_directory_names_a_folder_inside_it(
         assert first.error is not None and first.error["hint"] is not None
         out = f"{cwd}/out"
         assert first.error["hint"] == f"{cwd} " + CANNOT.format(
-            out=out, grants=f"allow_write=[{out!r}]"
+            out=out, grants=f"allow_write=[{out!r}]", scratch_out=POOL_SCRATCH_OUT
         )
         (cwd / "out").mkdir()
         second = pool.run("open('out/x.txt', 'w').write('x')", allow_write=[out])
