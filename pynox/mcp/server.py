@@ -11,7 +11,7 @@ import base64
 import mimetypes
 import socket
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -21,6 +21,9 @@ from mcp.shared.exceptions import MCPError
 from pynox import __version__
 from pynox.errors import PynoxError
 from pynox.mcp.tools import BadCall, PythonTools, Reply
+
+if TYPE_CHECKING:
+    import anyio
 
 NAME = "pynox"
 
@@ -99,9 +102,11 @@ def _file_resource(name: str, data: bytes) -> types.EmbeddedResource:
 async def serve_stdio(server: Server[Any]) -> None:
     from mcp.server.stdio import stdio_server
 
-    from pynox.mcp.unreadable import AnsweringUnreadable
+    from pynox.mcp.unreadable import AnsweringBadIds, AnsweringUnreadable, standard_input
 
-    async with stdio_server() as (read_stream, write_stream):
+    lines = AnsweringBadIds(standard_input())
+    async with stdio_server(cast("anyio.AsyncFile[str]", lines)) as (read_stream, write_stream):
+        lines.attach(write_stream)
         answering = AnsweringUnreadable(read_stream, write_stream)
         await server.run(answering, write_stream, server.create_initialization_options())
 

@@ -5,11 +5,18 @@ message (not JSON, a lone surrogate such as \\ud800 in a string, a shape it does
 and the server only logs it: a client that sent a request on that line would wait for its
 answer forever. JSON-RPC 2.0 answers such a line with an error, under the request's id when
 it can be read, else null.
+
+A request whose id MCP does not allow (null, a fraction, a boolean, an array) is worse off:
+the SDK reads it as a notification, which gets no answer by design. Those are answered too,
+from the line itself, before the SDK sees it.
 """
 
 from __future__ import annotations
 
+import fcntl
+import io
 import json
+import os
 from types import TracebackType
 from typing import Any
 
@@ -21,6 +28,48 @@ from pydantic import ValidationError
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
+
+
+class AnsweringBadIds:
+    """Standard input's lines, less the requests whose id MCP does not allow: each of
+    those is answered on the write stream (given by `attach`, once the transport runs)."""
+
+    def __init__(self, lines: anyio.AsyncFile[str]) -> None:
+        self._lines = lines
+        self._write_stream: WriteStream[SessionMessage] | None = None
+        self._attached = anyio.Event()
+
+    def attach(self, write_stream: WriteStream[SessionMessage]) -> None:
+        self._write_stream = write_stream
+        self._attached.set()
+
+    def __aiter__(self) -> AnsweringBadIds:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            line = await self._lines.readline()
+            if not line:
+                raise StopAsyncIteration
+            error = reply_to_bad_id(line)
+            if error is None:
+                return line
+            await self._attached.wait()
+            assert self._write_stream is not None
+            await self._write_stream.send(SessionMessage(error))
+
+
+def standard_input() -> anyio.AsyncFile[str]:
+    """Standard input read as the SDK's transport reads it (UTF-8, with bytes that are not
+    UTF-8 replaced), from a duplicate of descriptor 0, which then reads /dev/null as the
+    SDK leaves it: nothing else in this process reads the client's messages."""
+    wire = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return anyio.wrap_file(
+        io.TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8", errors="replace")
+    )
 
 
 class AnsweringUnreadable:
@@ -97,6 +146,28 @@ def reply_to_unreadable(problem: Exception) -> types.JSONRPCError:
     ]
     found_id = next((i for i in map(_request_id, inputs) if i is not None), None)
     return types.JSONRPCError(jsonrpc="2.0", id=found_id, error=error)
+
+
+def reply_to_bad_id(line: str) -> types.JSONRPCError | None:
+    """The error that answers a request whose id is neither a string nor an integer, or
+    None for any other line (the SDK reads it, or answers it as unreadable)."""
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    found = message["id"]
+    if isinstance(found, str) or (isinstance(found, int) and not isinstance(found, bool)):
+        return None
+    shown = json.dumps(found)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    error = types.ErrorData(
+        code=INVALID_REQUEST,
+        message=f"the request's id {shown} is not a string or an integer, the only ids MCP "
+        'takes; send the request again with an id such as "id": 1',
+    )
+    return types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
 
 
 def _request_id(line: object) -> int | str | None:

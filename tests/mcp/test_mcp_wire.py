@@ -87,6 +87,17 @@ def test_garbage_lines_are_answered_and_serving_goes_on() -> None:
         assert unreadable(answer()) == (None, -32700)
         send('{"jsonrpc":"2.0","id":"x","method":5}')
         assert unreadable(answer()) == ("x", -32600)
+        # Ids MCP does not take, which the SDK would read as notifications, never answered.
+        for bad_id in ("null", "1.5", "2.0", "true", "[1]", "NaN"):
+            send('{"jsonrpc":"2.0","id":' + bad_id + ',"method":"ping"}')
+            reply = answer()
+            assert reply["id"] is None and reply["error"]["code"] == -32600
+            assert reply["error"]["message"] == (
+                f"the request's id {bad_id} is not a string or an integer, the only ids MCP "
+                'takes; send the request again with an id such as "id": 1'
+            )
+        send('{"jsonrpc":"2.0","id":"s","method":"ping"}')
+        assert answer() == {"jsonrpc": "2.0", "id": "s", "result": {}}
         send(call(2, {"name": "run_python", "arguments": [1]}))
         assert answer() == {
             "jsonrpc": "2.0",
