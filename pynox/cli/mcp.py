@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pynox.errors import UsageError
+from pynox.errors import ConfigError, UsageError
 
 USAGE = "pynox mcp [--config FILE] [--profile NAME] [--workers N] [--http [HOST:]PORT]"
 DESCRIPTION = (
@@ -34,9 +34,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--profile", metavar="NAME", help="apply [profiles.NAME] of the configuration"
     )
-    parser.add_argument(
-        "--workers", metavar="N", type=int, help="one-shot runs at once ([pool] workers)"
-    )
+    parser.add_argument("--workers", metavar="N", help="one-shot runs at once ([pool] workers)")
     parser.add_argument(
         "--http",
         metavar="[HOST:]PORT",
@@ -45,8 +43,15 @@ def parse(argv: list[str]) -> argparse.Namespace:
     options, unknown = parser.parse_known_args(argv)
     if unknown:
         raise _unknown(unknown[0], parser)
-    if options.workers is not None and options.workers < 1:
-        raise UsageError("mcp: --workers takes a whole number of at least 1")
+    if options.workers is not None:
+        # One sentence for 0 and for x alike, as pynox pool gives it.
+        if not (options.workers.isascii() and options.workers.isdigit()) or not int(
+            options.workers
+        ):
+            raise UsageError(
+                f"mcp: --workers={options.workers} is not a whole number of at least 1"
+            )
+        options.workers = int(options.workers)
     if options.http is not None:
         options.host, options.port = _address(options.http)
     return options
@@ -100,8 +105,12 @@ def mcp_command(argv: list[str]) -> int:
     try:
         # Started now, so that it is warm by the first call.
         pool = Pool(workers=options.workers, config=options.config)
-        tools = PythonTools(pool, options.profile)
     except ValueError as exc:
+        raise UsageError(f"mcp: {exc}") from None
+    try:
+        tools = PythonTools(pool, options.profile)
+    except (ValueError, ConfigError) as exc:  # --profile names no profile of the config
+        pool.close()
         raise UsageError(f"mcp: {exc}") from None
     server = build_server(tools)
     try:

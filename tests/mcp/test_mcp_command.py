@@ -47,6 +47,15 @@ def test_a_mistyped_flag_is_named_with_the_closest(argv: list[str], message: str
     assert refused.value.message == message
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("workers", ["0", "x", "-1", "1.5", "٣"])
+def test_a_bad_worker_count_is_one_sentence(workers: str) -> None:
+    """The same sentence for every value that is not a count, as pynox pool gives it."""
+    with pytest.raises(UsageError) as refused:
+        mcp_cli.parse(["--workers", workers])
+    assert refused.value.message == f"mcp: --workers={workers} is not a whole number of at least 1"
+
+
 @pytest.mark.parametrize("address", ["x:y", "0", "70000", "host:"])
 def test_a_bad_http_address_is_one_sentence(address: str) -> None:
     result = run([PYNOX, "mcp", "--http", address])
@@ -101,4 +110,16 @@ def test_a_profile_without_a_config_is_refused(tmp_path: Path) -> None:
         "pynox: mcp: --profile=analysis needs a pynox.toml, and none was found; pass --config "
         "with its absolute path (assistants start servers in a directory of their own), or "
         "set PYNOX_CONFIG\n"
+    )
+
+
+def test_a_profile_the_config_lacks_is_a_usage_error(tmp_path: Path) -> None:
+    """A bad --profile is a bad command line (2), not a sandbox that could not be set up."""
+    pytest.importorskip("mcp", reason="the MCP SDK comes with the test extra (pynox[mcp])")
+    (tmp_path / "pynox.toml").write_text("[profiles.analysis]\nallow_network = true\n")
+    result = run([PYNOX, "mcp", "--profile", "nope"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.decode() == (
+        f"pynox: mcp: profile 'nope' is not in {tmp_path.resolve() / 'pynox.toml'}; its "
+        "profiles are: analysis\n"
     )
