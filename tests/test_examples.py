@@ -276,6 +276,32 @@ def test_the_smolagents_executor_checks_its_pool_when_made() -> None:
         PynoxExecutor(pool="notapool")  # type: ignore[arg-type]
 
 
+def test_the_smolagents_executor_refuses_what_the_pool_would_refuse_when_made(
+    tmp_path: Path,
+) -> None:
+    """A limit above [pool.limits], a loader variable, a path that does not exist: each is
+    a ValueError with the pool's sentence now, not an observation the model reads at every
+    step and cannot act on."""
+    if os.environ.get("PYNOX_EXAMPLES_FRAMEWORKS") != "require":
+        pytest.importorskip("smolagents", reason="`nox -s examples` runs this one")
+    from pynox import Pool
+    from pynox.integrations.smolagents import PynoxExecutor
+
+    config = tmp_path / "pynox.toml"
+    config.write_text('[pool.limits]\ntimeout = "10s"\n')
+    pool = Pool(config=str(config), lazy=True)
+    try:
+        with pytest.raises(ValueError, match=r"^timeout exceeds \[pool.limits\]: "):
+            PynoxExecutor(pool=pool, timeout="1m")
+        with pytest.raises(ValueError, match="LD_PRELOAD steers the dynamic loader"):
+            PynoxExecutor(pool=pool, allow_env=["LD_PRELOAD"])
+        missing = tmp_path / "missing"
+        with pytest.raises(ValueError, match=f"cannot grant reading {missing}: it does not"):
+            PynoxExecutor(pool=pool, allow_read=[str(missing)])
+    finally:
+        pool.close()
+
+
 def test_the_smolagents_executor_logs_what_the_model_should_read() -> None:
     """final_answer()'s own traceback is not in the step's logs; a session that sys.exit(0)
     ended says so, as Result.text does, since the next step has none of its variables."""
@@ -362,6 +388,7 @@ def test_the_smolagents_executor_checks_its_profile_when_made(
 
     config = tmp_path / "pynox.toml"
     config.write_text("[profiles.analysis]\nallow_read = ['data']\n")
+    (tmp_path / "data").mkdir()
     with Pool(lazy=True, config=str(config)) as pool:
         PynoxExecutor(pool, profile="analysis").cleanup()
         with pytest.raises(ValueError, match="'reporting'"):

@@ -74,6 +74,14 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
         # A profile the pool's config lacks (or no config): a ValueError now, not an
         # observation the model reads at every step and cannot act on.
         effective_grants(spec, self.pool._load_config())
+        # So is whatever else the pool would refuse when the first step starts the session
+        # (a limit above [pool.limits], a loader variable, a path that does not exist):
+        # asked of the pool itself, which then stays warm for that step.
+        checked = self.pool.run_spec("pass", spec)
+        if not checked.ok:
+            if self._own_pool:
+                self.pool.close()
+            raise ValueError(checked.error["message"] if checked.error else checked.text)
         self._options = options
         self._tools: dict[str, Any] = {}
         self._variables: dict[str, Any] = {}
