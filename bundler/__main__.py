@@ -117,6 +117,9 @@ def _parser() -> argparse.ArgumentParser:
         metavar="VERSIONS_JSON",
         help="pbs-installer's versions.json (default: the installed package's)",
     )
+    commands.add_parser(
+        "refresh-wheel-pins", help="rewrite the wheel pins from PyPI's metadata (pip's report)"
+    )
     return parser
 
 
@@ -178,6 +181,10 @@ def run(argv: list[str]) -> int:
 
         installer = tuple(Path(p) if p else None for p in args.pbs_installer)
         return refresh(args.tag, Sources(tuple(args.sums), tuple(args.table), installer))
+    if args.command == "refresh-wheel-pins":
+        from bundler import wheel_pins
+
+        return wheel_pins.refresh()
     raise AssertionError(args.command)
 
 

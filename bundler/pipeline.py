@@ -20,6 +20,7 @@ from bundler import (
     signing,
     toolchain,
     vendor,
+    wheel_pins,
     wheelhouse,
 )
 from bundler.assemble import Parts, assemble
@@ -44,14 +45,22 @@ class Request:
     sign_key: Path | None = None
 
 
-def cffi_version() -> str:
-    """The cffi that writes the binding here: the bundle ships the same version's backend."""
+def check_cffi_version() -> None:
+    """The bundle ships the pinned cffi's backend; the binding is written by the cffi that
+    runs here, which reads the same when it is the same version."""
     try:
-        return importlib.metadata.version("cffi")
+        here = importlib.metadata.version("cffi")
     except importlib.metadata.PackageNotFoundError:
         raise BundlerError(
             f"cffi is not installed for {sys.executable}; pip install cffi"
         ) from None
+    pinned = wheel_pins.version("cffi")
+    if here != pinned:
+        log.warning(
+            f"cffi {here} writes the binding here, and the bundle ships cffi {pinned}'s "
+            f"backend ({wheel_pins.PACKAGES_FILE}); for a bundle other hosts build byte for "
+            f"byte, pip install cffi=={pinned} (nox -s bundle does)"
+        )
 
 
 def pynox_version() -> str:
@@ -116,6 +125,7 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
         signing.check_key(request.sign_key)  # now, not after the build
     info, source = runtime_for(request, target, work)
     log.step(f"runtime: CPython {info.version} for {target.name} from {source.origin}")
+    check_cffi_version()
     result = build_parts(target, info, work, request.compiler)
     parts = Parts(
         target=target,
@@ -125,7 +135,7 @@ def make_bundle(request: Request, out: Path, work: Path) -> Path:
         pynox_version=pynox_version(),
         launcher=result.launcher,
         extensions=result.extensions,
-        cffi=wheelhouse.cffi_backend(target, info.minor, cffi_version(), request.wheelhouse),
+        cffi=wheelhouse.cffi_backend(target, info.minor, request.wheelhouse),
         extra=[w for w in [wheelhouse.pure_package("tomli", info.minor, request.wheelhouse)] if w],
         runtime_release=source.release,
         runtime_url=source.url,

@@ -1,9 +1,11 @@
 """Wheels a bundle takes files from: cffi's compiled backend and, on 3.10, tomli.
 
-The wheel for the target's platform comes from PyPI through pip (`pip download`
-with explicit --platform tags, so any build machine can fetch any target's
-wheel), or from a local folder of wheels for build hosts without PyPI. Wheels
-are kept in the user's cache and taken from there when present.
+Each wheel is pinned, per target and CPython minor, in dist-config/wheels.toml
+(bundler/wheel_pins.py): its file name and the sha256 PyPI gives it. The wheel
+comes from a local folder of wheels (for build hosts without PyPI), the user's
+cache, or PyPI through pip (`pip download` with explicit --platform tags, so any
+build machine can fetch any target's wheel), and is refused unless its sha256 is
+the pinned one.
 """
 
 from __future__ import annotations
@@ -18,13 +20,12 @@ from pathlib import Path
 
 from bundler import commands
 from bundler.commands import CommandFailed
-from bundler.config import Target, read_file
+from bundler.config import Target
 from bundler.digest import sha256_file
 from bundler.errors import BundlerError
 from bundler.paths import made_cache, wheels_cache
 from bundler.runtime_layout import python_tag
-
-PACKAGES_FILE = "packages.toml"
+from bundler.wheel_pins import PINS_FILE, PURE, WheelPin, packages, pin
 
 
 @dataclass(frozen=True)
@@ -39,28 +40,6 @@ class WheelFiles:
     @property
     def project(self) -> str:
         return self.wheel.split("-")[0]
-
-
-def packages() -> dict[str, dict[str, object]]:
-    return read_file(PACKAGES_FILE)[1]
-
-
-def _tags(name: str) -> tuple[set[str], set[str], set[str]]:
-    """(pythons, abis, platforms) of a wheel file name."""
-    parts = name[: -len(".whl")].split("-")
-    return set(parts[-3].split(".")), set(parts[-2].split(".")), set(parts[-1].split("."))
-
-
-def _find(
-    folder: Path, project: str, version: str, pythons: set[str], abis: set[str], platforms: set[str]
-) -> Path | None:
-    if not folder.is_dir():
-        return None
-    for path in sorted(folder.glob(f"{project}-{version}-*.whl")):
-        py, abi, plat = _tags(path.name)
-        if py & pythons and abi & abis and plat & platforms:
-            return path
-    return None
 
 
 def _pip_download(
@@ -92,26 +71,32 @@ def _pip_download(
         ) from None
 
 
-def _wheel(
-    project: str,
-    version: str,
-    pythons: set[str],
-    abis: set[str],
-    platforms: list[str],
-    options: list[str],
-    wheelhouse: Path | None,
-) -> Path:
+def _wheel(pin: WheelPin, options: list[str], wheelhouse: Path | None) -> Path:
+    """The pinned wheel, from the wheelhouse, the cache or PyPI, once its sha256 is the
+    pinned one."""
     cache = wheels_cache()
     for folder in ([wheelhouse] if wheelhouse else []) + [cache]:
-        found = _find(folder, project, version, pythons, abis, set(platforms))
-        if found:
-            return found
+        if (folder / pin.name).is_file():
+            return _checked(folder / pin.name, pin)
     made_cache(cache)
-    _pip_download(project, version, options, cache, wheelhouse)
-    found = _find(cache, project, version, pythons, abis, set(platforms))
-    if found is None:
-        raise BundlerError(f"pip fetched no {project} {version} wheel for {', '.join(platforms)}")
-    return found
+    _pip_download(pin.project, pin.version, options, cache, wheelhouse)
+    if not (cache / pin.name).is_file():
+        raise BundlerError(
+            f"pip fetched no {pin.name}; put the wheel from {pin.url} in a folder and pass "
+            "--wheelhouse FOLDER"
+        )
+    return _checked(cache / pin.name, pin)
+
+
+def _checked(wheel: Path, pin: WheelPin) -> Path:
+    found = sha256_file(wheel)
+    if found != pin.sha256:
+        raise BundlerError(
+            f"{wheel} has sha256 {found}, not the {pin.sha256} that {PINS_FILE} pins (from "
+            f"{pin.source}); delete it, and put the wheel from {pin.url} there or let the "
+            "bundler download it again"
+        )
+    return wheel
 
 
 def _contents(wheel: Path, keep: re.Pattern[str]) -> WheelFiles:
@@ -142,13 +127,13 @@ def _contents(wheel: Path, keep: re.Pattern[str]) -> WheelFiles:
     return WheelFiles(wheel.name, version, files, licenses, sha256_file(wheel), license.strip())
 
 
-def cffi_backend(target: Target, minor: str, version: str, wheelhouse: Path | None) -> WheelFiles:
-    """cffi's `_cffi_backend` extension for the target, from the cffi wheel of `version`."""
+def cffi_backend(target: Target, minor: str, wheelhouse: Path | None) -> WheelFiles:
+    """cffi's `_cffi_backend` extension for the target, from its pinned cffi wheel."""
     tag = python_tag(minor)
     options = ["--implementation", "cp", "--python-version", minor, "--abi", tag]
     for platform in target.wheel_platforms:
         options += ["--platform", platform]
-    wheel = _wheel("cffi", version, {tag}, {tag}, list(target.wheel_platforms), options, wheelhouse)
+    wheel = _wheel(pin("cffi", target.name, minor), options, wheelhouse)
     found = _contents(wheel, re.compile(r"_cffi_backend\.[^/]*\.so"))
     if not found.files:
         raise BundlerError(f"{wheel.name} has no _cffi_backend module")
@@ -161,7 +146,6 @@ def pure_package(project: str, minor: str, wheelhouse: Path | None) -> WheelFile
     pythons = table.get("pythons", [])
     if not isinstance(pythons, list) or minor not in pythons:
         return None
-    version = str(table["version"])
     options = [
         "--platform",
         "any",
@@ -172,5 +156,5 @@ def pure_package(project: str, minor: str, wheelhouse: Path | None) -> WheelFile
         "--abi",
         "none",
     ]
-    wheel = _wheel(project, version, {"py3", "py2.py3"}, {"none"}, ["any"], options, wheelhouse)
+    wheel = _wheel(pin(project, PURE, minor), options, wheelhouse)
     return _contents(wheel, re.compile(rf"{re.escape(project)}/[^/]+"))

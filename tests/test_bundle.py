@@ -326,31 +326,44 @@ def test_an_output_path_of_the_wrong_kind_is_refused_before_the_work(
     assert file.read_text() == "mine\n" and list(folder.iterdir()) == []
 
 
-@pytest.mark.parametrize("damage", ["truncated", "bad-crc"])
-def test_a_damaged_wheel_in_the_wheelhouse_is_one_line(tmp_path: Path, damage: str) -> None:
-    """A wheel cut short when it was copied is named, not a zipfile traceback."""
+@pytest.mark.parametrize("damage", ["truncated", "other-bytes"])
+def test_a_wheel_whose_sha256_is_not_the_pinned_one_is_refused(tmp_path: Path, damage: str) -> None:
+    """Whatever lies in the wheelhouse under the pinned wheel's name (cut short when it was
+    copied, or another build): never shipped, and named with what to do."""
     import zipfile
 
-    from bundler import config, wheelhouse
+    from bundler import config, wheel_pins, wheelhouse
     from bundler.errors import BundlerError
 
     target = config.load_matrix().target(host_target()[0])
+    pin = wheel_pins.pin("cffi", target.name, minor())
+    wheel = tmp_path / pin.name
     tag = f"cp{minor().replace('.', '')}"
-    wheel = tmp_path / f"cffi-1.0-{tag}-{tag}-{target.wheel_platforms[0]}.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr(f"_cffi_backend.{tag}-x86_64-linux-gnu.so", b"\x7fELF" + b"x" * 4000)
-    data = wheel.read_bytes()
     if damage == "truncated":
-        wheel.write_bytes(data[: len(data) // 2])
-    else:  # the member's bytes changed, its checksum not
-        wheel.write_bytes(data.replace(b"x" * 100, b"y" * 100, 1))
+        wheel.write_bytes(wheel.read_bytes()[:100])
     with pytest.raises(BundlerError) as caught:
-        wheelhouse.cffi_backend(target, minor(), "1.0", tmp_path)
-    message = str(caught.value)
-    assert message.startswith(f"{wheel} is not a whole wheel (")
-    assert message.endswith(
-        "); delete it, and put a good copy there or let the bundler download it again"
+        wheelhouse.cffi_backend(target, minor(), tmp_path)
+    found = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    assert str(caught.value) == (
+        f"{wheel} has sha256 {found}, not the {pin.sha256} that wheels.toml pins (from "
+        f"https://pypi.org/simple/cffi/); delete it, and put the wheel from {pin.url} there or "
+        "let the bundler download it again"
     )
+
+
+def test_every_wheel_a_bundle_takes_is_pinned_from_pypi() -> None:
+    """cffi for each target and CPython minor of the matrix, tomli for 3.10: each with its
+    PyPI URL and a sha256, of the version packages.toml names (not the build host's)."""
+    from bundler import wheel_pins
+
+    for project, target, python, _ in wheel_pins.wanted_wheels():
+        pin = wheel_pins.pin(project, target, python)
+        assert pin.version == wheel_pins.version(project)
+        assert pin.url.startswith(wheel_pins.PYPI_FILES) and pin.url.endswith("/" + pin.name)
+        assert len(pin.sha256) == 64 and int(pin.sha256, 16) >= 0
+        assert pin.source == f"https://pypi.org/simple/{project}/"
 
 
 @pytest.mark.parametrize(
