@@ -118,6 +118,7 @@ class RayPool:
         if self.config_path is not None:
             with open(self.config_path, encoding="utf-8") as file:
                 self._config_text = file.read()
+            _refuse_relative_paths(self._config_text, self.config_path)
         options: dict[str, Any] = {"num_cpus": workers or 1}
         options.update(actor_options or {})
         options["max_restarts"] = 0  # the pool replaces a dead actor itself
@@ -482,6 +483,34 @@ def _reason(exc: BaseException) -> str:
 def _asks(options: Mapping[str, Any]) -> str:
     keys = ("num_cpus", "num_gpus", "memory", "resources")
     return ", ".join(f"{key}={options[key]!r}" for key in keys if key in options)
+
+
+def _refuse_relative_paths(text: str, path: str) -> None:
+    """ValueError for a relative path in the config: each node reads the text from a
+    private file of its own, where the path would name a directory beside that file, not
+    the one beside `path` that it names here."""
+    from pynox.policy.config import _parse_toml
+    from pynox.policy.grants import PATH_GRANTS
+
+    document = _parse_toml(text, path)  # valid: the config parsed already
+    permissions, profiles, pool = (
+        document.get(key, {}) for key in ("permissions", "profiles", "pool")
+    )
+    tables = {"[permissions]": permissions, "[pool]": pool}
+    if isinstance(pool, dict):
+        tables["[pool.limits]"] = pool.get("limits", {})
+    if isinstance(profiles, dict):
+        tables.update({f"[profiles.{name}]": table for name, table in profiles.items()})
+    for section, table in tables.items():
+        for key in PATH_GRANTS:
+            values = table.get(key, []) if isinstance(table, dict) else []
+            for value in values if isinstance(values, list) else []:
+                if isinstance(value, str) and not value.startswith(("/", "~")):
+                    raise ValueError(
+                        f"{key} in {section} of {path} lists the relative path {value!r}; "
+                        "RayPool sends the file's text to the nodes, where it would name "
+                        "another directory: write it as an absolute path"
+                    )
 
 
 def _whole(name: str, value: object, least: int) -> None:

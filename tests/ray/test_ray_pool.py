@@ -227,6 +227,25 @@ def test_bad_arguments_are_refused_before_any_actor_starts(tmp_path: Path) -> No
         RayPool(actors=0)
 
 
+def test_a_relative_path_in_the_config_is_refused_before_any_actor_starts(
+    tmp_path: Path,
+) -> None:
+    """Each node reads the config's text from a private file of its own: a relative path
+    would name a directory beside that file there, not the one beside the caller's."""
+    (tmp_path / "data").mkdir()
+    config = tmp_path / "pynox.toml"
+    config.write_text(
+        f'[permissions]\nallow_read = ["{tmp_path}"]\n[profiles.a]\nallow_read = ["data"]\n'
+    )
+    with pytest.raises(ValueError) as caught:
+        RayPool(config=config)
+    assert str(caught.value) == (
+        f"allow_read in [profiles.a] of {config} lists the relative path 'data'; RayPool sends "
+        "the file's text to the nodes, where it would name another directory: write it as an "
+        "absolute path"
+    )
+
+
 def test_an_actor_killed_mid_request_fails_it_and_the_rest_go_on(
     pool: RayPool, tmp_path: Path
 ) -> None:
