@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import threading
 import weakref
 from collections import deque
@@ -47,6 +48,9 @@ START_TIMEOUT = 120.0
 DEFAULT_WORKERS = 2
 
 _generations = itertools.count(1)
+# Colours in Ray's messages, and the last line of a Python traceback ("module.Error: text").
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RAISED = re.compile(r"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception): (.+)")
 
 
 class _Slot:
@@ -474,8 +478,18 @@ def _kill(actors: list[Any]) -> None:
 
 
 def _reason(exc: BaseException) -> str:
-    """The first line of a Ray error, bounded: Ray's messages run to many lines."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    """What went wrong, in one line. Ray wraps what an actor raised in a header of its own
+    (in colour) and the actor's traceback: the actor's own message is the reason, as it
+    (RayTaskError.cause) or as the traceback's last line (an actor that failed to start),
+    and is kept whole. Else the first line of Ray's message, bounded: they run long."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, Exception) and str(cause):
+        return str(cause)
+    lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()]
+    traceback = any(line.startswith('File "') for line in lines)
+    raised = _RAISED.fullmatch(lines[-1]) if traceback else None
+    if raised is not None:
+        return raised.group(1)
     text = lines[0] if lines else type(exc).__name__
     return text if len(text) <= 200 else text[:197] + "..."
 
