@@ -42,9 +42,7 @@ class WheelFiles:
         return self.wheel.split("-")[0]
 
 
-def _pip_download(
-    project: str, version: str, options: list[str], into: Path, wheelhouse: Path | None
-) -> None:
+def _pip_download(pin: WheelPin, options: list[str], into: Path, wheelhouse: Path | None) -> None:
     command = [
         sys.executable,
         "-m",
@@ -52,7 +50,7 @@ def _pip_download(
         "download",
         "--quiet",
         "--disable-pip-version-check",
-        f"{project}=={version}",
+        f"{pin.project}=={pin.version}",
         "--no-deps",
         "--only-binary=:all:",
         "--dest",
@@ -66,8 +64,8 @@ def _pip_download(
     except CommandFailed as failed:
         where = f"the folder {wheelhouse}" if wheelhouse else "PyPI"
         raise BundlerError(
-            f"cannot get the {project} {version} wheel from {where} ({failed.last_line}); "
-            "put it in a folder and pass --wheelhouse FOLDER"
+            f"cannot get {pin.name} from {where} ({failed.last_line}); put that file, from "
+            f"{pin.url}, in a folder and pass --wheelhouse FOLDER"
         ) from None
 
 
@@ -79,7 +77,7 @@ def _wheel(pin: WheelPin, options: list[str], wheelhouse: Path | None) -> Path:
         if (folder / pin.name).is_file():
             return _checked(folder / pin.name, pin)
     made_cache(cache)
-    _pip_download(pin.project, pin.version, options, cache, wheelhouse)
+    _pip_download(pin, options, cache, wheelhouse)
     if not (cache / pin.name).is_file():
         raise BundlerError(
             f"pip fetched no {pin.name}; put the wheel from {pin.url} in a folder and pass "

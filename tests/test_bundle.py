@@ -353,6 +353,26 @@ def test_a_wheel_whose_sha256_is_not_the_pinned_one_is_refused(tmp_path: Path, d
     )
 
 
+def test_a_wheelhouse_without_the_pinned_wheel_names_the_file_to_put_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An air-gapped build host learns which file to fetch elsewhere, and from where."""
+    from bundler import config, wheel_pins, wheelhouse
+    from bundler.errors import BundlerError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "wheels").mkdir()
+    target = config.load_matrix().target(host_target()[0])
+    pin = wheel_pins.pin("cffi", target.name, minor())
+    with pytest.raises(BundlerError) as caught:
+        wheelhouse.cffi_backend(target, minor(), tmp_path / "wheels")
+    message = str(caught.value)
+    assert message.startswith(f"cannot get {pin.name} from the folder {tmp_path / 'wheels'} (")
+    assert message.endswith(
+        f"); put that file, from {pin.url}, in a folder and pass --wheelhouse FOLDER"
+    )
+
+
 def test_every_wheel_a_bundle_takes_is_pinned_from_pypi() -> None:
     """cffi for each target and CPython minor of the matrix, tomli for 3.10: each with its
     PyPI URL and a sha256, of the version packages.toml names (not the build host's)."""
