@@ -372,6 +372,9 @@ def test_the_smolagents_executor_refuses_variables_json_would_change() -> None:
         executor.send_variables({"rows": [{"a": 1.5, "b": None}]})
         executor.send_tools({})
         assert executor("print(rows)").logs == "[{'a': 1.5, 'b': None}]\n"
+        # Whatever their names: none is the assigning code's own, deleted after it ran.
+        executor.send_variables({"_json": "kept", "json": "mine"})
+        assert executor("print(_json, json)").logs == "kept mine\n"
     finally:
         executor.cleanup()
 

@@ -202,8 +202,10 @@ def _without_final_answer(stderr: str) -> str:
 
 
 def _assign(variables: dict[str, Any]) -> str:
+    """Code that sets the variables, binding no name of its own: a helper name (_json, say)
+    would be deleted after use, and with it a variable of that name."""
     data = json.dumps(json.dumps(variables))
-    return f"import json as _json\nglobals().update(_json.loads({data}))\ndel _json\n"
+    return f"globals().update(__import__('json').loads({data}))\n"
 
 
 def _host_function(name: str, tool: Any) -> Any:
