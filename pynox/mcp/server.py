@@ -130,7 +130,11 @@ async def serve_http(server: Server[Any], host: str, sock: socket.socket) -> Non
     """Streamable HTTP at http://HOST:PORT/mcp on `sock` (from `listen`); the SDK guards
     loopback hosts against DNS rebinding (only loopback Host and Origin headers are taken)."""
     import uvicorn
+    from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+
+    from pynox.mcp.unreadable import AnsweringBadIdsOverHttp
 
     app = server.streamable_http_app(host=host)
-    config = uvicorn.Config(app, host=host, log_level="warning", lifespan="on")
+    answering = AnsweringBadIdsOverHttp(app, DEFAULT_MAX_REQUEST_BODY_SIZE)
+    config = uvicorn.Config(answering, host=host, log_level="warning", lifespan="on")
     await uvicorn.Server(config).serve(sockets=[sock])

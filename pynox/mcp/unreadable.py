@@ -8,7 +8,7 @@ it can be read, else null.
 
 A request whose id MCP does not allow (null, a fraction, a boolean, an array) is worse off:
 the SDK reads it as a notification, which gets no answer by design. Those are answered too,
-from the line itself, before the SDK sees it.
+from the line (or the HTTP request's body) itself, before the SDK sees it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import mcp_types as types
 from mcp.shared._stream_protocols import ReadStream, WriteStream
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -57,6 +58,54 @@ class AnsweringBadIds:
             await self._attached.wait()
             assert self._write_stream is not None
             await self._write_stream.send(SessionMessage(error))
+
+
+class AnsweringBadIdsOverHttp:
+    """The streamable HTTP app, but for a POST whose body is a request with an id MCP does
+    not take: that is answered 400 with the error stdio gives, where the SDK would take it
+    for a notification and answer 202 Accepted, with no response ever to come. A body past
+    `limit` bytes goes on to the app unread, which refuses it as too large."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self._app = app
+        self._limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await self._app(scope, receive, send)
+            return
+        received: list[Message] = []
+        size, whole = 0, False
+        while size <= self._limit:
+            message = await receive()
+            received.append(message)
+            if message["type"] != "http.request":  # the client left: the app sees it
+                break
+            size += len(message.get("body", b""))
+            if not message.get("more_body", False):
+                whole = True
+                break
+        if whole:
+            error = _bad_id_in(b"".join(m.get("body", b"") for m in received))
+            if error is not None:
+                body = error.model_dump_json(by_alias=True, exclude_unset=True).encode()
+                headers = [(b"content-type", b"application/json")]
+                headers.append((b"content-length", str(len(body)).encode()))
+                await send({"type": "http.response.start", "status": 400, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+
+        async def replay() -> Message:
+            return received.pop(0) if received else await receive()
+
+        await self._app(scope, replay, send)
+
+
+def _bad_id_in(body: bytes) -> types.JSONRPCError | None:
+    try:
+        return reply_to_bad_id(body.decode("utf-8"))
+    except UnicodeDecodeError:  # not JSON: the SDK answers it
+        return None
 
 
 def standard_input() -> anyio.AsyncFile[str]:

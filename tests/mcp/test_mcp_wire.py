@@ -8,11 +8,14 @@ import json
 import select
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.commands import PYNOX
+from support.mcp_client import free_port, http_server
 
 from pynox.api.connection import PoolError
 from pynox.api.pool import Pool
@@ -112,6 +115,40 @@ def test_garbage_lines_are_answered_and_serving_goes_on() -> None:
         server.stdin.close()
         server.wait(timeout=30)
     assert server.returncode == 0
+
+
+def test_a_request_whose_id_mcp_does_not_take_is_answered_over_http_too(
+    tmp_path: Path,
+) -> None:
+    """Not 202 Accepted, as for a notification, with no answer ever to come."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+    def post(message: dict[str, Any]) -> Any:
+        request = urllib.request.Request(url, data=json.dumps(message).encode(), headers=headers)
+        return opener.open(request, timeout=30)
+
+    with http_server(["--http", str(port)], cwd=tmp_path, url=url):
+        with post(HELLO) as hello:
+            headers["Mcp-Session-Id"] = hello.headers["Mcp-Session-Id"]
+        headers["Mcp-Protocol-Version"] = HELLO["params"]["protocolVersion"]  # type: ignore[index]
+        with post({"jsonrpc": "2.0", "method": "notifications/initialized"}) as done:
+            assert done.status == 202
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            post({"jsonrpc": "2.0", "id": 1.5, "method": "ping"}).close()
+        assert refused.value.code == 400
+        assert json.loads(refused.value.read()) == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -32600,
+                "message": "the request's id 1.5 is not a string or an integer, the only ids "
+                'MCP takes; send the request again with an id such as "id": 1',
+            },
+        }
+        refused.value.close()
 
 
 @pytest.mark.parametrize(
