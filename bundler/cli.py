@@ -76,6 +76,10 @@ def pack(python: str, output: Path, with_tests: bool) -> int:
 def _request(args: argparse.Namespace) -> Request:
     from bundler.pipeline import Request
 
+    wheelhouse = getattr(args, "wheelhouse", None)
+    if wheelhouse is not None and not wheelhouse.is_dir():
+        # Now, not after the runtime was fetched and built, when its first wheel is wanted.
+        raise BundlerError(f"--wheelhouse {wheelhouse} is not a folder; give the folder of wheels")
     return Request(
         target=args.target,
         minor=args.minor,
@@ -83,7 +87,7 @@ def _request(args: argparse.Namespace) -> Request:
         mirror=args.mirror,
         sha256=args.sha256,
         compiler=getattr(args, "compiler", "auto"),
-        wheelhouse=getattr(args, "wheelhouse", None),
+        wheelhouse=wheelhouse,
         sign_key=getattr(args, "sign_key", None),
     )
 

@@ -326,6 +326,17 @@ def test_an_output_path_of_the_wrong_kind_is_refused_before_the_work(
     assert file.read_text() == "mine\n" and list(folder.iterdir()) == []
 
 
+def test_a_wheelhouse_that_is_not_a_folder_is_refused_before_the_work(tmp_path: Path) -> None:
+    """Not once the runtime was fetched and built, when the first wheel is wanted."""
+    missing = tmp_path / "wheels"
+    done = bundler(["bundle", "--wheelhouse", str(missing), "--out", str(tmp_path)], clean_env())
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"bundler: --wheelhouse {missing} is not a folder; give the folder of wheels"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("damage", ["truncated", "other-bytes"])
 def test_a_wheel_whose_sha256_is_not_the_pinned_one_is_refused(tmp_path: Path, damage: str) -> None:
     """Whatever lies in the wheelhouse under the pinned wheel's name (cut short when it was
