@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from pynox.errors import ConfigError, UsageError
@@ -94,7 +95,15 @@ def mcp_command(argv: list[str]) -> int:
     from pynox.mcp.server import build_server, listen, serve_http, serve_stdio
     from pynox.mcp.tools import PythonTools
 
-    if options.http is not None:
+    if options.http is None:
+        try:  # before the pool starts, whose pipes would take descriptor 0 when it is free
+            os.fstat(0)
+        except OSError:
+            raise UsageError(
+                "mcp: standard input is closed; an MCP client starts pynox mcp with a pipe "
+                "there, or serve HTTP with --http PORT"
+            ) from None
+    else:
         try:  # before the pool starts: nothing to stop when the address cannot be had
             sock = listen(options.host, options.port)
         except OSError as exc:

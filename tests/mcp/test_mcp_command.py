@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -122,4 +124,17 @@ def test_a_profile_the_config_lacks_is_a_usage_error(tmp_path: Path) -> None:
     assert result.stderr.decode() == (
         f"pynox: mcp: profile 'nope' is not in {tmp_path.resolve() / 'pynox.toml'}; its "
         "profiles are: analysis\n"
+    )
+
+
+def test_a_closed_standard_input_is_one_sentence() -> None:
+    """Not an internal error from the transport, which reads descriptor 0."""
+    pytest.importorskip("mcp", reason="the MCP SDK comes with the test extra (pynox[mcp])")
+    result = subprocess.run(
+        [PYNOX, "mcp"], capture_output=True, preexec_fn=lambda: os.close(0), timeout=60
+    )
+    assert result.returncode == 2
+    assert result.stderr.decode() == (
+        "pynox: mcp: standard input is closed; an MCP client starts pynox mcp with a pipe "
+        "there, or serve HTTP with --http PORT\n"
     )
