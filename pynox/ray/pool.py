@@ -267,6 +267,11 @@ class RayPool:
         generator of programs holds the rest back. Leaving the loop early cancels the
         requests still running.
         """
+        if isinstance(codes, (str, bytes)):  # else each character would run as a program
+            raise TypeError(
+                "map takes an iterable of programs, not one program as a str; pass a list "
+                "such as [code], or call run(code)"
+            )
         spec = self._spec("map", options)
         if max_in_flight is not None:
             _whole("max_in_flight", max_in_flight, 1)

@@ -227,6 +227,16 @@ def test_bad_arguments_are_refused_before_any_actor_starts(tmp_path: Path) -> No
         RayPool(actors=0)
 
 
+def test_map_refuses_one_program_given_as_a_str(pool: RayPool) -> None:
+    """Not each of its characters run as a program of its own."""
+    with pytest.raises(TypeError) as caught:
+        pool.map("print(1)")
+    assert str(caught.value) == (
+        "map takes an iterable of programs, not one program as a str; pass a list such as "
+        "[code], or call run(code)"
+    )
+
+
 def test_a_relative_path_in_the_config_is_refused_before_any_actor_starts(
     tmp_path: Path,
 ) -> None:
