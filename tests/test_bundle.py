@@ -389,12 +389,16 @@ def test_every_wheel_a_bundle_takes_is_pinned_from_pypi() -> None:
     PyPI URL and a sha256, of the version packages.toml names (not the build host's)."""
     from bundler import wheel_pins
 
-    for project, target, python, _ in wheel_pins.wanted_wheels():
+    wanted = wheel_pins.wanted_wheels()
+    for project, target, python, _ in wanted:
         pin = wheel_pins.pin(project, target, python)
         assert pin.version == wheel_pins.version(project)
         assert pin.url.startswith(wheel_pins.PYPI_FILES) and pin.url.endswith("/" + pin.name)
         assert len(pin.sha256) == 64 and int(pin.sha256, 16) >= 0
         assert pin.source == f"https://pypi.org/simple/{project}/"
+    # As refresh-wheel-pins writes it: the file holds these pins and nothing else.
+    pins = [wheel_pins.pin(project, target, python) for project, target, python, _ in wanted]
+    assert (PROJECT / "dist-config" / "wheels.toml").read_text() == wheel_pins.render(pins)
 
 
 @pytest.mark.parametrize(
