@@ -23,6 +23,7 @@ from pynox.policy.grants import (
     is_variable_name,
 )
 from pynox.policy.path_grant import real_path
+from pynox.unit_format import format_duration, format_size
 
 
 class RequestError(PynoxError):
@@ -244,7 +245,12 @@ def cap(grants: Grants, limits: Grants, limited: frozenset[str], request_id: obj
         if asked is None:
             setattr(capped, key, most)
         elif asked > most:
-            raise refuse(key, f"{asked} is above the limit of {most}")
+            shown = format_duration if key == "timeout" else format_size
+            raise refuse(
+                key,
+                f"{shown(asked)} is above its limit of {shown(most)}; ask for {shown(most)} or "
+                "less",
+            )
     return capped
 
 

@@ -257,3 +257,24 @@ def test_no_request_is_granted_the_pools_scratch_directories(tmp_path: Path) -> 
 
 def code_reading(path: Path) -> str:
     return f"print(open({str(path)!r}).read())"
+
+
+@pytest.mark.parametrize(
+    ("key", "asked", "message"),
+    [
+        ("timeout", 60.0, "timeout exceeds [pool.limits]: 1m is above its limit of 10s; ask "
+         "for 10s or less"),
+        ("memory", 1 << 30, "memory exceeds [pool.limits]: 1g is above its limit of 256m; ask "
+         "for 256m or less"),
+    ],
+)  # fmt: skip
+def test_a_limit_refused_is_told_in_the_units_one_writes_it(
+    key: str, asked: float, message: str
+) -> None:
+    from pynox.policy.config import Grants
+    from pynox.pool.request import RequestError, cap
+
+    limits = Grants(timeout=10.0, memory=256 << 20)
+    with pytest.raises(RequestError) as refused:
+        cap(Grants(**{key: asked}), limits, frozenset({"timeout", "memory"}), "r1")
+    assert refused.value.message == message
