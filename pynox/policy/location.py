@@ -12,15 +12,18 @@ CONFIG_NAME = "pynox.toml"
 CONFIG_ENV = "PYNOX_CONFIG"
 
 
-def find_config_path(explicit: str | None, environ: "Mapping[str, str]", cwd: str) -> str | None:
+def find_config_path(
+    explicit: str | None, environ: "Mapping[str, str]", cwd: str, given_as: str = "--config"
+) -> str | None:
     """The pynox.toml to use: --config, else $PYNOX_CONFIG, else ./pynox.toml, else None.
 
     Never a file beside the script: the program being sandboxed must not pick its own grants.
+    given_as: how the caller named `explicit`, for its errors (the API's `config`).
     """
     if explicit is not None:
         from pynox.policy.user_paths import existing_file
 
-        return existing_file(explicit, "--config", environ, cwd, "pass the path of a pynox.toml")
+        return existing_file(explicit, given_as, environ, cwd, "pass the path of a pynox.toml")
     from_environment = environ.get(CONFIG_ENV)
     if from_environment:
         from pynox.policy.user_paths import existing_file
