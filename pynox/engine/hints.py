@@ -23,6 +23,7 @@ from pynox.unit_format import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import TracebackType
     from typing import Any
 
     from pynox.policy.resolve import Policy
@@ -245,11 +246,9 @@ def _sqlite_read_only(
 
 def _innermost_module(exc: BaseException) -> str | None:
     """The module of the innermost frame of exc's traceback."""
-    tb = exc.__traceback__
+    tb = _innermost(exc)
     if tb is None:
         return None
-    while tb.tb_next is not None:
-        tb = tb.tb_next
     module = tb.tb_frame.f_globals.get("__name__")
     return module if isinstance(module, str) else None
 
@@ -553,11 +552,9 @@ def _called_name(exc: BaseException) -> str | None:
     `os.setpgid(0, 1)`), for calls that raise no audit event: read from the call's source
     where the traceback shows it, as CPython finds where to put its carets. None without
     the source, or before Python 3.11 (no column positions)."""
-    tb = exc.__traceback__
+    tb = _innermost(exc)
     if tb is None:
         return None
-    while tb.tb_next is not None:
-        tb = tb.tb_next
     code = tb.tb_frame.f_code
     positions = getattr(code, "co_positions", None)
     if positions is None:
@@ -610,11 +607,9 @@ def _unreadable_certificates(exc: OSError) -> str | None:
     library's and urllib3's wrappers pass them on by name) and its quoted strings."""
     if sys.modules.get("_ssl") is None or exc.errno != errno.EACCES:
         return None
-    tb = exc.__traceback__
+    tb = _innermost(exc)
     if tb is None:
         return None
-    while tb.tb_next is not None:
-        tb = tb.tb_next
     frame = tb.tb_frame
     import linecache
 
@@ -634,6 +629,16 @@ def _unreadable_certificates(exc: OSError) -> str | None:
         if os.path.lexists(path) and not _readable(path):
             return path
     return None
+
+
+def _innermost(exc: BaseException) -> "TracebackType | None":
+    """The traceback entry of the frame exc was raised in."""
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb
 
 
 def _sockets() -> "Any":
