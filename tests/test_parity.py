@@ -70,6 +70,7 @@ CASES: dict[str, Case] = {
     "stderr_interleave.py": Case(merge=True),
     "large_output.py": Case(merge=False),
     "exc_zerodiv.py": Case(status=1),
+    "exc_after_buffered_output.py": Case(status=1, merge=True),
     "exc_memory_error.py": Case(status=1),  # no limit was set: no pynox line
     "exc_import_system_broken.py": Case(status=1),
     "exc_nested_sibling.py": Case(status=1),
@@ -126,6 +127,10 @@ INVOCATIONS: dict[str, Case] = {
     "c-code-with-args": Case(options=["-c", _CODE], args=["a", "-b", "--c", ""]),
     "c-code-raises": Case(options=["-c", "def f():\n    return 1 / 0\nf()\n"], status=1),
     "c-code-sys-exit": Case(options=["-c", "import sys; sys.exit('bye')"], status=1),
+    # python -c prints the traceback before the output it buffered, a script after it.
+    "c-code-raises-after-output": Case(
+        options=["-c", "print('buffered'); 1 / 0"], status=1, merge=True
+    ),
     # license() pages its text and asks for Return: at EOF it raises from site's own code,
     # and the traceback is python's, with no frame of pynox's stand-in for it.
     "c-code-license-at-eof": Case(options=["-c", "license()"], status=1),
@@ -164,6 +169,12 @@ INVOCATIONS: dict[str, Case] = {
     "stdin-after-double-dash": Case(options=["--"], stdin=_STDIN_PROGRAM),
     "stdin-dash-consumed": Case(options=["-"], args=["a", "-b"], stdin=_STDIN_PROGRAM),
     "stdin-no-program-raises": Case(stdin=b"def f():\n    return {}['k']\nf()\n", status=1),
+    "stdin-no-program-raises-after-output": Case(
+        stdin=b"print('buffered')\nraise KeyboardInterrupt\n", status=-signal.SIGINT, merge=True
+    ),
+    "m-module-raises-after-output": Case(
+        options=["-m", "exc_after_buffered_output"], status=1, merge=True
+    ),
     "stdin-no-program-sys-exit-3": Case(stdin=b"import sys\nprint('bye')\nsys.exit(3)\n", status=3),
     "stdin-no-program-input-eof": Case(
         stdin=b"print('before')\nname = input('name? ')\n", status=1

@@ -228,6 +228,8 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         raise  # CPython prints its message, finalizes and sets the exit status
     except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
         _python_finished(setup)
+        if program.kind in _FLUSHED_BEFORE_REPORT:
+            _flush_before_report()
         report_exception(exc, program, policy, setup)
         # CPython takes it from here: status 1, or death by SIGINT for
         # KeyboardInterrupt, after a normal finalization. It is printed already.
@@ -235,6 +237,23 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         raise
     _python_finished(setup)
     raise SystemExit(0)
+
+
+# What python runs as a file (a script, compiled or not, or standard input): it flushes
+# sys.stderr, then sys.stdout, before it prints the exception that ended the program
+# (flush_io in CPython's Python/pythonrun.c), so that output the program buffered comes
+# before its traceback where both streams go to one place. -c, -m and a directory or zip
+# application do not: their traceback comes first. A SystemExit leaves pynox's start-up
+# file, which CPython flushes the same way for every kind.
+_FLUSHED_BEFORE_REPORT = frozenset({"script", "stdin"})
+
+
+def _flush_before_report() -> None:
+    for name in ("stderr", "stdout"):
+        try:
+            getattr(sys, name).flush()
+        except BaseException:  # noqa: BLE001, S110 - python ignores any failure here
+            pass
 
 
 def _python_finished(setup: ChildSetup) -> None:
