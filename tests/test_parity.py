@@ -127,10 +127,16 @@ INVOCATIONS: dict[str, Case] = {
     "c-code-with-args": Case(options=["-c", _CODE], args=["a", "-b", "--c", ""]),
     "c-code-raises": Case(options=["-c", "def f():\n    return 1 / 0\nf()\n"], status=1),
     "c-code-sys-exit": Case(options=["-c", "import sys; sys.exit('bye')"], status=1),
-    # python -c prints the traceback before the output it buffered, a script after it.
+    # python -c and -m print the traceback, or SystemExit's message, before the output
+    # they buffered; a script prints it after.
     "c-code-raises-after-output": Case(
         options=["-c", "print('buffered'); 1 / 0"], status=1, merge=True
     ),
+    "c-code-sys-exit-after-output": Case(
+        options=["-c", "import sys; print('buffered'); sys.exit('bye')"], status=1, merge=True
+    ),
+    "m-module-sys-exit-after-output": Case(options=["-m", "exit_message"], status=1, merge=True),
+    "exit-message-after-output": Case(options=["exit_message.py"], status=1, merge=True),
     # license() pages its text and asks for Return: at EOF it raises from site's own code,
     # and the traceback is python's, with no frame of pynox's stand-in for it.
     "c-code-license-at-eof": Case(options=["-c", "license()"], status=1),

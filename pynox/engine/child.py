@@ -223,8 +223,10 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         setup.pool_link.run(program, policy, setup)
     try:
         execute(program, main_module)
-    except SystemExit:
+    except SystemExit as exc:
         _python_finished(setup)
+        if program.kind not in _FLUSHED_BEFORE_REPORT:
+            _show_exit_message_unflushed(exc)  # raises
         raise  # CPython prints its message, finalizes and sets the exit status
     except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
         _python_finished(setup)
@@ -254,6 +256,39 @@ def _flush_before_report() -> None:
             getattr(sys, name).flush()
         except BaseException:  # noqa: BLE001, S110 - python ignores any failure here
             pass
+
+
+def _show_exit_message_unflushed(exc: SystemExit) -> "NoReturn":
+    """Ends a program of a kind python does not flush for (see _FLUSHED_BEFORE_REPORT)
+    with SystemExit's message, shown as python shows it (_Py_HandleSystemExit in
+    CPython's Python/pythonrun.c) before the output the program buffered: pynox's start-up
+    file would have it flushed first."""
+    try:
+        code: object = exc.code
+    except BaseException:  # noqa: BLE001 - python shows the exception itself then
+        code = exc
+    if code is None or isinstance(code, int):
+        raise exc  # no message: CPython reads the status
+    try:
+        text = str(code)
+    except BaseException:  # noqa: BLE001 - no message to show: CPython has its own ways
+        raise exc from None
+    stderr = getattr(sys, "stderr", None)
+    try:
+        if stderr is not None:
+            stderr.write(text)
+        else:
+            posix.write(2, text.encode())
+    except BaseException:  # noqa: BLE001, S110 - python ignores any failure here
+        pass
+    try:
+        stderr.write("\n")  # type: ignore[union-attr]
+    except BaseException:  # noqa: BLE001 - python writes the line's end to fd 2 then
+        try:
+            posix.write(2, b"\n")
+        except OSError:
+            pass
+    raise SystemExit(1) from None
 
 
 def _python_finished(setup: ChildSetup) -> None:
