@@ -489,6 +489,23 @@ def test_memory_limit_gives_memoryerror_and_hint() -> None:
     )
 
 
+@pytest.mark.parametrize("command", [[PYNOX], [PYTHON, "-m", "pynox"]], ids=["launcher", "python"])
+@pytest.mark.parametrize(
+    "code", ["import os; os._exit(3)", "import posix; posix._exit(3)", "import os; os._exit(0)"]
+)
+def test_os_exit_under_a_memory_limit_gets_no_hint(
+    command: list[str], code: str, tmp_path: Path
+) -> None:
+    """os._exit is the program ending itself, as under python: its status and nothing
+    more, not the line for native code that exits when an allocation fails."""
+    status = 0 if code.endswith("(0)") else 3
+    code = f"print('kept', flush=True); {code}"
+    proc = run([*command, "--memory=64m", "-c", code], cwd=tmp_path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (status, b"kept\n", b"")
+    result = result_of(run([*command, "--memory=64m", "--json", "-c", code], cwd=tmp_path))
+    assert (result["exit"], result["stdout"], result["error"]) == (status, "kept\n", None)
+
+
 @pytest.mark.parametrize(
     "mode", [[], ["--timeout=30s"], ["--json"]], ids=["plain", "timeout", "json"]
 )

@@ -214,6 +214,8 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         # Only now may imports look where the program's files are: nothing that
         # pynox imported before confinement came from a directory the program controls.
         sys.path[:] = program_path
+        if setup.end_fd is not None:
+            _finish_python_on_exit_calls(setup)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
     if setup.pool_link is not None:
@@ -294,6 +296,24 @@ def _show_exit_message_unflushed(exc: SystemExit) -> "NoReturn":
 def _python_finished(setup: ChildSetup) -> None:
     if setup.end_fd is not None and still_own_pipe(setup, setup.end_fd):
         posix.write(setup.end_fd, PYTHON_FINISHED)
+
+
+def _finish_python_on_exit_calls(setup: ChildSetup) -> None:
+    """Makes os._exit (posix._exit) say, before it ends the process, that Python saw the
+    program to its end: the program ended itself, native code did not end it behind
+    Python's back, and the supervisor gives no hint for a memory limit."""
+    exit_now = posix._exit
+
+    def _exit(status: int, /) -> "NoReturn":
+        if isinstance(status, int):  # else python's own error, and the program goes on
+            _python_finished(setup)
+        exit_now(status)
+
+    _exit.__module__, _exit.__doc__ = exit_now.__module__, exit_now.__doc__
+    posix._exit = _exit  # type: ignore[assignment]
+    os = sys.modules.get("os")
+    if os is not None and getattr(os, "_exit", None) is exit_now:
+        os._exit = _exit  # type: ignore[attr-defined]
 
 
 def fd_identity(fd: int) -> tuple[int, int]:
