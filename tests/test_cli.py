@@ -214,6 +214,27 @@ def test_missing_script_matches_pythons_status(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "status"),
+    [
+        (["nope.py"], 2),
+        (["--allow-reed=x", "-c", "pass"], 2),
+        (["-O", "-c", "pass"], 2),
+        (["--allow-env=LD_PRELOAD", "-c", "pass"], 125),
+    ],
+    ids=["missing-script", "unknown-flag", "interpreter-option", "refused-policy"],
+)
+def test_a_refusal_with_stderr_closed_keeps_its_status(
+    args: list[str], status: int, tmp_path: Path
+) -> None:
+    """python started with standard error closed says nothing and keeps its status
+    (python nope.py 2>&- ends with 2): so does pynox, without a line to print."""
+    closed = ["sh", "-c", 'exec "$@" 2>&-', "sh"]
+    assert run([*closed, PYTHON, "nope.py"], cwd=tmp_path).returncode == 2
+    proc = run([*closed, PYNOX, *args], cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (status, b"")
+
+
 def test_accepted_interpreter_options(tmp_path: Path) -> None:
     script = write(tmp_path / "a.py", "import sys\nprint(sys.path[0] if sys.path else None)\n")
     assert pynox("-B", "-q", "-s", "-E", str(script)).stdout.decode() == f"{tmp_path}\n"

@@ -56,7 +56,7 @@ def _print_line(text: str) -> None:
     try:
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
-    except (OSError, ValueError):
+    except (AttributeError, OSError, ValueError):  # None (started with it closed), failed
         pass
 
 
