@@ -140,6 +140,11 @@ INVOCATIONS: dict[str, Case] = {
     # license() pages its text and asks for Return: at EOF it raises from site's own code,
     # and the traceback is python's, with no frame of pynox's stand-in for it.
     "c-code-license-at-eof": Case(options=["-c", "license()"], status=1),
+    # The compiler's warnings show no line of -c code (it is kept for tracebacks once it
+    # compiled); a warning while it runs shows its line.
+    "c-code-syntax-warnings": Case(
+        options=["-c", "x = '\\d'\nassert (x, 'm')\nimport warnings; warnings.warn('w')"]
+    ),
     "c-code-credits": Case(options=["-c", "credits(); print(repr(copyright)[:40])"]),
     # Bytes that are not UTF-8 (0xe9, passed as the surrogate that stands for it): python
     # runs none of it, even in a comment.

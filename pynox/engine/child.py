@@ -578,15 +578,15 @@ def execute(program: "Program", main: object) -> None:
         else:
             call_at_top(run_as_main, "__main__", False)
         return
-    if program.kind == "code" and sys.version_info >= (3, 13):
-        # python -c keeps its code in linecache from 3.13 on, so tracebacks show it.
-        remember_lines(f"{program.source}\n", "<string>")
     if is_compiled(program):
         from pynox.engine.source_file import compiled_code
 
         exec_at_top(compiled_code(program.source), main.__dict__)  # type: ignore[arg-type]
         return
-    run_source(program.source, program.filename, main, program.seekable)
+    # python -c keeps its code in linecache from 3.13 on, once compiled: tracebacks and
+    # warnings show its lines, the compiler's own SyntaxWarnings do not.
+    remember = program.kind == "code" and sys.version_info >= (3, 13)
+    run_source(program.source, program.filename, main, program.seekable, remember)
 
 
 def _runpy() -> "ModuleType":
@@ -636,11 +636,20 @@ def file_reader_may_refuse(source: "str | bytes") -> bool:
     return False
 
 
-def run_source(source: "str | bytes", filename: str, main: object, seekable: bool = True) -> None:
+def run_source(
+    source: "str | bytes",
+    filename: str,
+    main: object,
+    seekable: bool = True,
+    remember: bool = False,
+) -> None:
     """Compiles and runs source in __main__, as python runs a script: bytes as read from
-    a file (seekable, unless from a pipe)."""
+    a file (seekable, unless from a pipe). remember: keep source, text (-c), in linecache
+    once it compiled (see execute)."""
     if isinstance(source, str):
         code = compile_source(source.encode("utf-8", "surrogatepass"), filename, True)
+        if remember:
+            remember_lines(f"{source}\n", filename)
     else:
         if file_reader_may_refuse(source):
             from pynox.engine.source_file import refusal
