@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import ast
     from collections.abc import Sequence
     from types import CodeType, ModuleType
+    from typing import NoReturn
 
     # A module in the image: its source's path and size, the part with its code and
     # its place there.
@@ -316,14 +317,26 @@ def main() -> None:
     `python -m pynox` all call this. pynox.engine.runner.end_start_up takes the finder
     off sys.meta_path before any program runs.
     """
-    codes = _load_image()
-    if codes is not None:
-        finder = _ImageFinder(codes)
-        sys.meta_path.insert(0, finder)
-        finder.run_all(COMMAND_MODULES)
-    from pynox.cli.main import main as command
-
+    try:
+        codes = _load_image()
+        if codes is not None:
+            finder = _ImageFinder(codes)
+            sys.meta_path.insert(0, finder)
+            finder.run_all(COMMAND_MODULES)
+        from pynox.cli.main import main as command
+    except KeyboardInterrupt:
+        _die_interrupted()
     command()
+
+
+def _die_interrupted() -> "NoReturn":
+    """Ends pynox on a Ctrl-C before it could start, as python ends on one it does not
+    handle: by SIGINT, without a traceback of pynox's own start-up."""
+    import _signal
+
+    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
+    posix.kill(posix.getpid(), _signal.SIGINT)
+    posix._exit(128 + _signal.SIGINT)  # not reached: SIGINT ends the process
 
 
 def _relative_source(name: str) -> str:

@@ -670,6 +670,21 @@ def test_sigint_reaches_the_program(tmp_path: Path) -> None:
     assert child.returncode == -signal.SIGINT
 
 
+def test_ctrl_c_during_pynox_s_start_up_shows_none_of_pynox(tmp_path: Path) -> None:
+    """A Ctrl-C while pynox loads its own modules (simulated: loading them raises
+    KeyboardInterrupt) ends the run by SIGINT, as python ends on one, with no traceback
+    of pynox's start-up: it says nothing the user could act on."""
+    start = (
+        "from pynox import _boot\n"
+        "def interrupted():\n"
+        "    raise KeyboardInterrupt\n"
+        "_boot._load_image = interrupted\n"
+        "_boot.main()\n"
+    )
+    proc = run([PYTHON, "-c", start, "-c", "print('never')"], cwd=tmp_path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (-signal.SIGINT, b"", b"")
+
+
 def test_killing_the_supervisor_kills_the_program(tmp_path: Path) -> None:
     marker = tmp_path / "alive"
     marker.mkdir()
