@@ -214,7 +214,9 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         # Only now may imports look where the program's files are: nothing that
         # pynox imported before confinement came from a directory the program controls.
         sys.path[:] = program_path
-        if setup.end_fd is not None:
+        if setup.end_fd is not None or (
+            setup.pool_link is not None and policy.memory is not None
+        ):
             _finish_python_on_exit_calls(setup)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
@@ -305,8 +307,13 @@ def _finish_python_on_exit_calls(setup: ChildSetup) -> None:
     exit_now = posix._exit
 
     def _exit(status: int, /) -> "NoReturn":
-        if isinstance(status, int):  # else python's own error, and the program goes on
+        # Else python's own error, and the program goes on.
+        if isinstance(status, int) and -(2**31) <= status < 2**31:
             _python_finished(setup)
+            from pynox.engine import shutdown
+
+            if shutdown.exit_announcer is not None:  # a pool child: told on its channel
+                shutdown.exit_announcer(status & 0xFF, False)
         exit_now(status)
 
     _exit.__module__, _exit.__doc__ = exit_now.__module__, exit_now.__doc__

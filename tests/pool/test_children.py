@@ -68,6 +68,13 @@ def test_out_of_memory(pool: PoolClient) -> None:
     serves(pool)
 
 
+def test_os_exit_under_a_memory_limit_is_the_programs_own_end(pool: PoolClient) -> None:
+    """Not native code's giving up on an allocation: no NativeExit, no hint to raise it."""
+    program = "import os\nprint('bye', flush=True)\nos._exit(3)"
+    result = pool.run({"id": new_id(), "code": program, "memory": "64m"})
+    assert (result["exit"], result["error"], result["stdout"]) == (3, None, "bye\n")
+
+
 @pytest.mark.parametrize(
     "program",
     [
