@@ -351,6 +351,56 @@ def test_pynox_host_refuses_arguments_nested_past_the_bound(pool: StrictPool) ->
     assert [c["args"] for c in pool.host_calls if c["id"] == "nested-call"] == [[[[1]]]]
 
 
+def test_frame_of_too_many_items_ends_only_its_request(pool: StrictPool) -> None:
+    """8 MiB of `[],` decodes into 2.8 million lists: about a second of the server's one
+    thread, every other request waiting. It is refused by its count, before decoding."""
+    bystander = Bystander(pool)
+    result = pool.run(
+        {
+            "id": "many-items",
+            "functions": [{"name": "f"}],
+            "timeout": "20s",
+            "code": hostile("""
+                body = b'{"type":"call","call":1,"function":"f","kwargs":{},"args":['
+                body += b"[]," * (((8 << 20) - len(body)) // 3 - 2) + b"[]]}"
+                write_all(CHANNEL, frame(body=body))
+                time.sleep(30)
+            """),
+        },
+        host={"f": lambda *args: "called"},
+    )
+    assert not [c for c in pool.host_calls if c["id"] == "many-items"], "the call was relayed"
+    assert_pool_error(result, "channel", "262144 items")
+    bystander.check()
+
+
+def test_pynox_host_refuses_arguments_of_too_many_items(pool: StrictPool) -> None:
+    """The server's item bound is checked first in the program, where it can be caught;
+    a large argument of few items (a long text, full of commas) goes through."""
+    result = pool.run(
+        {
+            "id": "many-items-call",
+            "functions": [{"name": "size"}],
+            "code": code("""
+                import pynox_host
+                try:
+                    pynox_host.size([0] * 300_000)
+                except pynox_host.HostError as exc:
+                    print("HostError:", exc)
+                print(pynox_host.size("1,2,[3],{4}\\n" * 500_000))
+                print(pynox_host.size(list(range(200_000))))
+            """),
+        },
+        host={"size": len},
+    )
+    assert result["exit"] == 0, result
+    first, second, third = result["stdout"].splitlines()
+    assert first.startswith("HostError: the arguments of size() are too large") and (
+        "262144 items" in first
+    )
+    assert (second, third) == ("6000000", "200000")
+
+
 MALFORMED = {
     # Each was a Python exception escaping the pool's loop (the pool exited 125).
     "unhashable_function_name": (

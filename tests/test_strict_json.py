@@ -141,3 +141,61 @@ def test_a_frame_over_the_limit_is_refused_before_it_is_read() -> None:
     with pytest.raises(channel.ChannelError, match="over the 1024 limit"):
         reader.feed((0xFFFFFFFF).to_bytes(4, "big"))
     assert channel.FrameReader().feed(b"\x00\x00\x10") == []  # a header not yet whole
+
+
+def _items(value: object) -> int:
+    """Array elements, object members, arrays and objects in value, as the bound counts."""
+    if isinstance(value, list):
+        return 1 + len(value) + sum(_items(item) for item in value)
+    if isinstance(value, dict):
+        return 1 + len(value) + sum(_items(item) for item in value.values())
+    return 0
+
+
+@pytest.mark.unit
+@settings(max_examples=300, deadline=None)
+@given(finite_json, st.integers(0, 12))
+def test_the_item_count_refuses_only_what_holds_more(value: object, limit: int) -> None:
+    """Refused: more than limit items. Let through: few enough that decoding stays cheap."""
+    # Strings full of what the count looks for: they must not count.
+    value = [value, 'a, "[b]", {c}\\', {"\\\\,[": '\\"{,'}]
+    body = strict_json.dumps(value).encode()
+    items = _items(value)
+    if channel.more_items_than(body, limit):
+        assert items > limit
+    else:
+        assert items <= 2 * limit
+
+
+_FULL = channel.CHILD_FRAME - 100  # bytes of arguments that fill a call's frame
+
+
+def _call(args: str) -> bytes:
+    body = f'{{"type":"call","call":1,"function":"f","args":{args},"kwargs":{{}}}}'.encode()
+    return len(body).to_bytes(4, "big") + body
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize(
+    "args",
+    [
+        "[" + "[]," * (_FULL // 3) + "[]]",  # 2.8 million lists: ~1 s to decode
+        "[" + "1," * (_FULL // 2) + "1]",
+        "[" + '"",' * (_FULL // 3) + '""]',
+        "[" + '"a,b,c,d,e,f,g,h,i",' * 300_000 + '""]',  # commas in strings, too many strings
+    ],
+    ids=["lists", "integers", "strings", "strings-with-commas"],
+)
+def test_a_frame_of_too_many_items_is_refused_before_it_is_decoded(args: str) -> None:
+    reader = channel.FrameReader()
+    with pytest.raises(channel.ChannelError, match=f"more than {channel.CHILD_ITEMS} items"):
+        reader.feed(_call(args))
+
+
+@pytest.mark.unit
+def test_large_frames_of_few_items_are_read() -> None:
+    csv = "".join(f"{n},{n * 2},{n % 7}\\n" for n in range(600_000))[: (8 << 20) - 200]
+    numbers = list(range(channel.CHILD_ITEMS - 10))
+    for args in (f'["{csv}"]', json.dumps(numbers), json.dumps(["x" * 64] * 100_000)):
+        [(frame, _)] = channel.FrameReader().feed(_call(args))
+        assert frame["args"] == json.loads(args)

@@ -2,9 +2,9 @@
 
 A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON
 (RFC 8259: no NaN or Infinity, see pynox.strict_json). The child's side is
-untrusted: the pool server bounds every frame in size (CHILD_FRAME) and nesting
-(CHILD_DEPTH), decodes it as data only, and drops the child at the first frame
-that breaks the rules.
+untrusted: the pool server bounds every frame in size (CHILD_FRAME), items
+(CHILD_ITEMS) and nesting (CHILD_DEPTH), decodes it as data only, and drops the
+child at the first frame that breaks the rules.
 """
 
 import os
@@ -17,6 +17,11 @@ from pynox import strict_json
 MAX_FRAME = 32 << 20
 CHILD_FRAME = 8 << 20
 CHILD_DEPTH = 100
+# Decoding costs the single-threaded pool server time and memory per item, not per
+# byte: 8 MiB of `[],` is 2.8 million lists (about a second, every other request
+# waiting). A child's frame holds at most CHILD_ITEMS items (array elements, object
+# members, arrays and objects), counted before it is decoded: ~0.1 s at most here.
+CHILD_ITEMS = 1 << 18
 _HEADER = 4
 
 
@@ -25,13 +30,48 @@ class ChannelError(Exception):
 
 
 def encode(
-    message: dict[str, object], limit: int = MAX_FRAME, max_depth: "int | None" = None
+    message: dict[str, object],
+    limit: int = MAX_FRAME,
+    max_depth: "int | None" = None,
+    max_items: "int | None" = None,
 ) -> bytes:
     """The frame of message; ValueError (TypeError) for what is not JSON (NaN, a set, ...)."""
     body = strict_json.dumps(message, max_depth).encode()
     if len(body) > limit:
         raise ChannelError(f"a message of {len(body)} bytes is over the {limit} limit")
+    if max_items is not None and more_items_than(body, max_items):
+        raise ChannelError(_too_many_items("a message", max_items))
     return len(body).to_bytes(_HEADER, "big") + body
+
+
+def _too_many_items(what: str, limit: int) -> str:
+    return (
+        f"{what} holds more than {limit} items (array elements, object members, "
+        "arrays and objects together)"
+    )
+
+
+def _brackets_and_commas(text: bytes) -> int:
+    return text.count(b",") + text.count(b"[") + text.count(b"{")
+
+
+def more_items_than(body: bytes, limit: int) -> bool:
+    """Whether the JSON text body holds more than limit items, told without decoding it.
+
+    Each item but the first of its array or object follows a comma, and each array and
+    object opens with a bracket: their count never exceeds the items. Counted over the
+    whole text first (in C, a few milliseconds for 8 MiB); only when that is over the
+    limit are the strings taken out, for their commas and brackets do not count.
+    """
+    if _brackets_and_commas(body) <= limit:
+        return False
+    # Without its escaped backslashes, then its escaped quotes, every quote left opens
+    # or closes a string (in valid JSON; a text that is not fails to decode at its first
+    # fault, having cost no more than the part before it, which this counts right).
+    plain = body.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in body else body
+    if plain.count(b'"') > 4 * limit:
+        return True  # each item holds at most two strings (a member: its key, its value)
+    return _brackets_and_commas(b"".join(plain.split(b'"')[::2])) > limit
 
 
 def write_frame(fd: int, data: bytes) -> None:
@@ -86,10 +126,13 @@ def decode(body: bytes, max_depth: "int | None" = None) -> dict[str, object]:
 class FrameReader:
     """Splits a non-blocking byte stream into frames, for the pool server's loop."""
 
-    def __init__(self, limit: int = CHILD_FRAME, max_depth: int = CHILD_DEPTH) -> None:
+    def __init__(
+        self, limit: int = CHILD_FRAME, max_depth: int = CHILD_DEPTH, max_items: int = CHILD_ITEMS
+    ) -> None:
         self.buffer = bytearray()
         self.limit = limit
         self.max_depth = max_depth
+        self.max_items = max_items
 
     def feed(self, data: bytes) -> list[tuple[dict[str, object], int]]:
         """The frames data completes, each with the size of its body in bytes."""
@@ -103,5 +146,7 @@ class FrameReader:
                 break
             body = bytes(self.buffer[_HEADER : _HEADER + size])
             del self.buffer[: _HEADER + size]
+            if more_items_than(body, self.max_items):
+                raise ChannelError(_too_many_items("a frame", self.max_items))
             frames.append((decode(body, self.max_depth), size))
         return frames

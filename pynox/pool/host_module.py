@@ -59,7 +59,10 @@ class _Link:
                 # The pool server's own bounds, checked here first: a call it would
                 # refuse (and end the request for) is a HostError the program can catch.
                 frame = channel.encode(
-                    call, limit=channel.CHILD_FRAME, max_depth=channel.CHILD_DEPTH
+                    call,
+                    limit=channel.CHILD_FRAME,
+                    max_depth=channel.CHILD_DEPTH,
+                    max_items=channel.CHILD_ITEMS,
                 )
             except (TypeError, ValueError) as exc:
                 raise HostError(f"{name}() takes JSON arguments only: {exc}") from None
