@@ -100,12 +100,13 @@ def loads(
     return value
 
 
-def dumps(value: object, max_depth: "int | None" = None) -> str:
-    """Compact JSON text; a NaN or infinite float raises ValueError instead of being written."""
+def dumps(value: object, max_depth: "int | None" = None, ascii_only: bool = True) -> str:
+    """Compact JSON text; a NaN or infinite float raises ValueError instead of being written.
+    With ascii_only, every character past ASCII is written as its escape (`\\u00e9`)."""
     import json
 
     try:
-        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=ascii_only)
     except RecursionError:
         raise TooDeep("the value nests too deeply for JSON") from None
     except ValueError as exc:
@@ -120,6 +121,17 @@ def dumps(value: object, max_depth: "int | None" = None) -> str:
             "(RFC 8259); send it as a string"
         )
     return text
+
+
+def dumps_utf8(value: object) -> bytes:
+    """dumps(value) in UTF-8, each character written as itself where JSON allows it.
+
+    A reader decodes the same value as from the escaped text, from fewer bytes: a result
+    holding 16 MiB of bytes that are not UTF-8 has 16 million U+FFFD in its output, 48 MiB
+    this way, 96 MiB as `\\ufffd` escapes. A lone surrogate (`\\ud800`), which UTF-8
+    cannot carry, is written as its escape, as dumps writes it.
+    """
+    return dumps(value, ascii_only=False).encode("utf-8", "backslashreplace")
 
 
 def _holds_huge_int(value: object, text: str) -> bool:

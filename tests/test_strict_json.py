@@ -63,6 +63,18 @@ def test_what_dumps_writes_loads_reads_back(value: object) -> None:
 
 
 @pytest.mark.unit
+@settings(max_examples=300, deadline=None)
+@given(finite_json, st.text(st.characters(min_codepoint=0xD7F0, max_codepoint=0xE010)))
+def test_dumps_utf8_reads_back_as_dumps_does(value: object, surrogates: str) -> None:
+    """Fewer bytes (a character is itself, not an escape), the same value once read, and
+    valid UTF-8 even for a lone surrogate."""
+    value = [value, surrogates, {surrogates: "\ufffd\u2028\n\x7f\U0001f600"}]
+    written = strict_json.dumps_utf8(value)
+    assert json.loads(written.decode("utf-8")) == json.loads(strict_json.dumps(value))
+    assert len(strict_json.dumps_utf8(["\ufffd" * 100])) == 2 + 2 + 3 * 100
+
+
+@pytest.mark.unit
 @settings(max_examples=600, deadline=None)
 @given(malformed, st.sampled_from([None, 1, 3]), st.booleans())
 def test_any_bytes_are_a_value_or_a_value_error(data: bytes, max_depth, unique_keys) -> None:  # type: ignore[no-untyped-def]
@@ -153,7 +165,7 @@ def _items(value: object) -> int:
 
 
 @pytest.mark.unit
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(finite_json, st.integers(0, 12))
 def test_the_item_count_refuses_only_what_holds_more(value: object, limit: int) -> None:
     """Refused: more than limit items. Let through: few enough that decoding stays cheap."""

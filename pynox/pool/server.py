@@ -407,16 +407,19 @@ class PoolServer:
 
     def emit(self, message: "dict[str, Any]") -> None:
         try:
-            text = strict_json.dumps(message)
+            # UTF-8, appended as it is: a result of large output is held once or twice
+            # at most, not escaped to six bytes a character and copied four times.
+            line = strict_json.dumps_utf8(message)
         except ValueError as exc:
             # The stream stays RFC 8259 JSON: a result that cannot be written becomes
             # a PoolError result; an event that cannot be written is dropped.
             if "event" in message:
                 return
-            text = strict_json.dumps(
+            line = strict_json.dumps_utf8(
                 error_result(message.get("id"), f"the result is not JSON: {exc}", "PoolError")
             )
-        self.out += (text + "\n").encode()
+        self.out += line
+        self.out += b"\n"
         self._flush_out()
 
     def _flush_out(self) -> None:
