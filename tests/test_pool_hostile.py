@@ -712,6 +712,43 @@ def test_host_call_bytes_in_flight_are_bounded(pool: StrictPool) -> None:
     serves(pool)
 
 
+def test_unread_refusals_between_steps_end_the_session(pool: StrictPool) -> None:
+    """Calls between steps are refused with an answer the child reads. A program that
+    stops its session's loop from reading and floods calls would have the pool server
+    hold every refusal for as long as the session idles (megabytes a second)."""
+    bystander = Bystander(pool)
+    name = new_id("flood-between-steps")
+    first = step(
+        pool,
+        name,
+        hostile("""
+            import pynox_host
+            pynox_host.f._link.lock.acquire()  # the session's loop waits for it: reads nothing
+            MAIN = threading.main_thread().ident
+
+            def flood():
+                while sys._current_frames()[MAIN].f_code.co_name != "serve":
+                    time.sleep(0.01)  # until the step has ended
+                write_all(CHANNEL, b"".join(
+                    frame({"type": "call", "call": n, "function": "f", "args": [],
+                           "kwargs": {}})
+                    for n in range(1, 20001)
+                ))
+                time.sleep(60)
+
+            threading.Thread(target=flood).start()
+            print(os.getpid())
+        """),
+        functions=[{"name": "f"}],
+    )
+    assert first["exit"] == 0, first
+    assert not wait_gone([int(first["stdout"])], 10), "the session still runs"
+    later = step(pool, name, "print('again')", functions=[{"name": "f"}])
+    assert_ok(later, "again\n")
+    assert later["session"]["restarted"] is True
+    bystander.check()
+
+
 def test_calls_answered_in_turn_stay_within_the_bounds(pool: StrictPool) -> None:
     """pynox_host makes one call at a time, from any number of threads: never over a bound."""
     result = pool.run(

@@ -117,6 +117,11 @@ _PIPE = 1 << 16  # Linux's default
 # of JSON between them, waiting for the client at once. More ends the request.
 MAX_CALLS_IN_FLIGHT = 4
 MAX_CALL_BYTES_IN_FLIGHT = 16 << 20
+# A call between a session's steps is refused at once, with an answer the child reads
+# (pynox_host waits for it, so a program has one such call at most). A program that writes
+# call frames and never reads the answers ends its session once this many bytes of
+# answers wait in the pool server, which would hold them for as long as the session idles.
+MAX_UNREAD_REFUSALS = 64 << 10
 _MAX_CALL_NUMBER = (1 << 53) - 1  # what a JSON client reads exactly as a double
 _MAX_SIGNAL = 64
 # A child whose run or session is over (closed, exited, its result sent) gets this
@@ -1381,6 +1386,11 @@ class PoolServer:
         """A session's thread that calls the host while no step runs: there is no request
         to relay the call under, so the call fails in the program, which goes on."""
         self._check_call(child, frame)
+        if len(child.outbound) > MAX_UNREAD_REFUSALS:
+            raise _OverBound(
+                "the program called the host between steps again and again without reading "
+                "the answers; the pool ended its session"
+            )
         message = (
             f"{frame['function']}() was called between two steps of the session; a host "
             "function answers only while a step runs"
