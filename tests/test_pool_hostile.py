@@ -285,6 +285,21 @@ def test_deeply_nested_report_ends_only_its_request(pool: StrictPool) -> None:
     bystander.check()
 
 
+@pytest.mark.parametrize(
+    "body", ['{"a": [' + "[]," * 300_000 + "[]]}", "{" + '"a":0,' * 150_000 + '"b":0}']
+)
+def test_error_report_of_too_many_items_ends_only_its_request(pool: StrictPool, body: str) -> None:
+    """A megabyte of cheap items in the report is refused by its count, not decoded."""
+    result = pool.run(
+        {
+            "id": new_id("report"),
+            "code": hostile(f"write_all(REPORT, {body!r}.encode())\nos._exit(1)"),
+        }
+    )
+    assert_pool_error(result, "report", "64 items")
+    serves(pool)
+
+
 @pytest.mark.parametrize("session", [False, True])
 def test_deeply_nested_channel_frame_ends_only_its_request(pool: StrictPool, session: bool) -> None:
     bystander = Bystander(pool)

@@ -122,6 +122,9 @@ MAX_CALL_BYTES_IN_FLIGHT = 16 << 20
 # call frames and never reads the answers ends its session once this many bytes of
 # answers wait in the pool server, which would hold them for as long as the session idles.
 MAX_UNREAD_REFUSALS = 64 << 10
+# pynox's error report has 8 fields. Counted before decoding: a megabyte of `[],` or of
+# members would cost the pool server ~0.07 s per request to decode and refuse.
+_REPORT_ITEMS = 64
 _MAX_CALL_NUMBER = (1 << 53) - 1  # what a JSON client reads exactly as a double
 _MAX_SIGNAL = 64
 # A child whose run or session is over (closed, exited, its result sent) gets this
@@ -302,6 +305,8 @@ def _report_problem(report: bytes, truncated: bool) -> str | None:
     """
     if truncated:
         return f"it is longer than {REPORT_LIMIT} bytes"
+    if channel.more_items_than(report, _REPORT_ITEMS):
+        return f"it holds more than {_REPORT_ITEMS} items, more than pynox writes there"
     try:
         parsed = strict_json.loads(report, max_depth=1)
     except strict_json.TooDeep:
