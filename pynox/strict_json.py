@@ -5,9 +5,10 @@ which strict JSON clients reject, reads a number like `1e400` as infinity, and
 raises RecursionError (not ValueError) on deeply nested input. Every parse of
 data from another process (a child's report or frames, a client's request
 lines) goes through `loads`, which turns all of that into one ValueError, and
-every message written goes through `dumps`, which refuses non-finite numbers
-instead of writing them. Both take an optional `max_depth`: a bound on nesting
-that holds on every Python version, well below the interpreter's own limits.
+every message written goes through `dumps` (or `dumps_read`, for what the pool
+server writes), which refuses non-finite numbers instead of writing them. loads
+and dumps take an optional `max_depth`: a bound on nesting that holds on every
+Python version, well below the interpreter's own limits.
 """
 
 from pynox.readable_json import NotFinite as NotFinite  # loads and dumps raise it too
@@ -100,19 +101,22 @@ def loads(
     return value
 
 
-def dumps(value: object, max_depth: "int | None" = None, ascii_only: bool = True) -> str:
-    """Compact JSON text; a NaN or infinite float raises ValueError instead of being written.
-    With ascii_only, every character past ASCII is written as its escape (`\\u00e9`)."""
+def _compact(value: object, ascii_only: bool) -> str:
     import json
 
     try:
-        text = json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=ascii_only)
+        return json.dumps(value, separators=(",", ":"), allow_nan=False, ensure_ascii=ascii_only)
     except RecursionError:
         raise TooDeep("the value nests too deeply for JSON") from None
     except ValueError as exc:
         if "Out of range float" in str(exc):
             raise NotFinite(f"NaN and Infinity are not JSON values (RFC 8259): {exc}") from None
         raise
+
+
+def dumps(value: object, max_depth: "int | None" = None) -> str:
+    """Compact JSON text; a NaN or infinite float raises ValueError instead of being written."""
+    text = _compact(value, ascii_only=True)
     if max_depth is not None and _deeper_than(value, text, max_depth):
         raise TooDeep(f"the value nests deeper than {max_depth} levels")
     if len(text) > _DOUBLE_DIGITS and _holds_huge_int(value, text):
@@ -123,15 +127,18 @@ def dumps(value: object, max_depth: "int | None" = None, ascii_only: bool = True
     return text
 
 
-def dumps_utf8(value: object) -> bytes:
-    """dumps(value) in UTF-8, each character written as itself where JSON allows it.
+def dumps_read(value: object) -> bytes:
+    """The JSON text of a value whose integers loads() read or the writer made (so none is
+    beyond a double's range), in UTF-8, each character written as itself where JSON allows.
 
-    A reader decodes the same value as from the escaped text, from fewer bytes: a result
-    holding 16 MiB of bytes that are not UTF-8 has 16 million U+FFFD in its output, 48 MiB
-    this way, 96 MiB as `\\ufffd` escapes. A lone surrogate (`\\ud800`), which UTF-8
-    cannot carry, is written as its escape, as dumps writes it.
+    What the pool server writes. A reader decodes the same value as from dumps' text, from
+    fewer bytes: a result holding 16 MiB of bytes that are not UTF-8 has 16 million U+FFFD
+    in its output, 48 MiB this way, 96 MiB as `\\ufffd` escapes. A lone surrogate
+    (`\\ud800`), which UTF-8 cannot carry, is written as its escape, as dumps writes it.
+    The text is not searched for long integers, as dumps' is: for 16 MiB of digits in an
+    output, that search took the server a second.
     """
-    return dumps(value, ascii_only=False).encode("utf-8", "backslashreplace")
+    return _compact(value, ascii_only=False).encode("utf-8", "backslashreplace")
 
 
 def _holds_huge_int(value: object, text: str) -> bool:

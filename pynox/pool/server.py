@@ -418,14 +418,15 @@ class PoolServer:
     def emit(self, message: "dict[str, Any]") -> None:
         try:
             # UTF-8, appended as it is: a result of large output is held once or twice
-            # at most, not escaped to six bytes a character and copied four times.
-            line = strict_json.dumps_utf8(message)
+            # at most, not escaped to six bytes a character and copied four times. Every
+            # integer here is the pool's own or one that strict_json.loads read.
+            line = strict_json.dumps_read(message)
         except ValueError as exc:
             # The stream stays RFC 8259 JSON: a result that cannot be written becomes
             # a PoolError result; an event that cannot be written is dropped.
             if "event" in message:
                 return
-            line = strict_json.dumps_utf8(
+            line = strict_json.dumps_read(
                 error_result(message.get("id"), f"the result is not JSON: {exc}", "PoolError")
             )
         self.out += line
