@@ -727,6 +727,30 @@ def test_host_call_bytes_in_flight_are_bounded(pool: StrictPool) -> None:
     serves(pool)
 
 
+@pytest.mark.parametrize(
+    "frame", [{"type": "ready"}, {"type": "exit", "status": 0, "signal": None}], ids=str
+)
+def test_repeated_ready_or_exit_frames_end_the_request(
+    pool: StrictPool, frame: dict[str, Any]
+) -> None:
+    """A child sends each once. Repeated as fast as a program can write them, they kept the
+    pool server busy 40% of the time, every other request waiting 40-100 ms, not 2 ms."""
+    bystander = Bystander(pool)
+    result = pool.run(
+        {
+            "id": new_id("repeated"),
+            "timeout": "5s",
+            "code": hostile(f"""
+                keep = os.dup(1)  # the output stays open: the request waits for the end
+                write_all(CHANNEL, frame({frame!r}) * 20000)
+                time.sleep(30)
+            """),
+        }
+    )
+    assert_pool_error(result, "channel", f"a second {frame['type']} frame")
+    bystander.check()
+
+
 def test_unread_refusals_between_steps_end_the_session(pool: StrictPool) -> None:
     """Calls between steps are refused with an answer the child reads. A program that
     stops its session's loop from reading and floods calls would have the pool server

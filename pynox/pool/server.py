@@ -228,6 +228,7 @@ class Child:
         self.scratch: str | None = None  # the scratch directory to remove once it is gone
         self.quiet_until = 0.0  # while its run is new: when its pipes are read again
         self.ready = False  # a spare that warmed up and waits idle: it may be primed
+        self.said_ready = False  # whether it sent its one ready frame
         self.primed: PolicyKey | None = None  # the policy it is confined to, if primed
         # The close_session lines of its session (id, name), answered once it has exited.
         self.close_answers: list[tuple[object, str]] = []
@@ -1326,6 +1327,11 @@ class PoolServer:
         elif kind == "call" and any(s.child is child for s in self.sessions.values()):
             self._refuse_call_between_steps(child, frame)
         elif kind == "exit":
+            # Once per child, as the ready frame: a child that repeats a frame the pool
+            # must act on would have the server spend its time on them, every other
+            # request waiting (tiny frames cost it far more per byte than output).
+            if child.announced is not None:
+                raise channel.ChannelError("a second exit frame")
             status, signum = frame.get("status"), frame.get("signal")
             if type(status) is not int or not (
                 signum is None or _small_int(signum, 1, _MAX_SIGNAL)
@@ -1342,6 +1348,9 @@ class PoolServer:
         elif kind == zygote.READY:
             # From a spare, which has run nothing yet; one that a request took meanwhile
             # may send it still.
+            if child.said_ready:
+                raise channel.ChannelError("a second ready frame")
+            child.said_ready = True
             if run is None:
                 child.ready = True
         elif kind == "value" and run is not None:
