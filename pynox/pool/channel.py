@@ -51,6 +51,9 @@ def _too_many_items(what: str, limit: int) -> str:
     )
 
 
+_PIECE = 1 << 16
+
+
 def _brackets_and_commas(text: bytes) -> int:
     return text.count(b",") + text.count(b"[") + text.count(b"{")
 
@@ -71,7 +74,13 @@ def more_items_than(body: bytes, limit: int) -> bool:
     plain = body.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in body else body
     if plain.count(b'"') > 4 * limit:
         return True  # each item holds at most two strings (a member: its key, its value)
-    return _brackets_and_commas(b"".join(plain.split(b'"')[::2])) > limit
+    # A piece at a time, so that its parts (one per string) stay few in memory.
+    count, inside = 0, False
+    for start in range(0, len(plain), _PIECE):
+        parts = plain[start : start + _PIECE].split(b'"')
+        count += _brackets_and_commas(b"".join(parts[inside::2]))  # those outside strings
+        inside ^= len(parts) % 2 == 0  # an odd number of quotes in the piece
+    return count > limit
 
 
 def write_frame(fd: int, data: bytes) -> None:
