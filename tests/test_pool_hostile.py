@@ -366,6 +366,25 @@ def test_pynox_host_refuses_arguments_nested_past_the_bound(pool: StrictPool) ->
     assert [c["args"] for c in pool.host_calls if c["id"] == "nested-call"] == [[[[1]]]]
 
 
+def test_a_lone_surrogate_in_a_host_call_reaches_the_client_as_its_escape(
+    pool: StrictPool,
+) -> None:
+    """The pool writes characters as themselves in UTF-8, but a lone surrogate, which UTF-8
+    cannot carry, as its JSON escape: the line stays valid UTF-8, the value the same."""
+    result = pool.run(
+        {
+            "id": "surrogate-call",
+            "functions": [{"name": "f"}],
+            "code": "import pynox_host\nprint(pynox_host.f('a\\ud800\u00e9', '\\ufffd'))",
+        },
+        host={"f": lambda *args: [len(arg) for arg in args]},
+    )
+    assert_ok(result, "[3, 1]\n")
+    [call] = [line for line in pool.raw if b'"surrogate-call","event":"host_call"' in line]
+    assert '"args":["a\\ud800\u00e9","\ufffd"]'.encode() in call
+    call.decode("utf-8")
+
+
 def test_frame_of_too_many_items_ends_only_its_request(pool: StrictPool) -> None:
     """8 MiB of `[],` decodes into 2.8 million lists: about a second of the server's one
     thread, every other request waiting. It is refused by its count, before decoding."""
