@@ -452,6 +452,11 @@ MALFORMED = {
         'write_all(CHANNEL, frame({"type": "done", "exit": 1,'
         ' "error": {"type": "E", "hint_kind": ["x"]}}))',
     ),
+    "done_frame_with_a_huge_error": (
+        True,
+        'write_all(CHANNEL, frame({"type": "done", "exit": 1,'
+        ' "error": {f"k{n}": n for n in range(200000)}}))',
+    ),
     "exit_frame_with_a_huge_signal": (
         False,
         'write_all(CHANNEL, frame({"type": "exit", "status": 0, "signal": 10 ** 30}))\n'

@@ -123,7 +123,8 @@ MAX_CALL_BYTES_IN_FLIGHT = 16 << 20
 # answers wait in the pool server, which would hold them for as long as the session idles.
 MAX_UNREAD_REFUSALS = 64 << 10
 # pynox's error report has 8 fields. Counted before decoding: a megabyte of `[],` or of
-# members would cost the pool server ~0.07 s per request to decode and refuse.
+# members would cost the pool server ~0.07 s per request to decode and refuse. A session
+# step's report comes in its done frame, held to as many fields.
 _REPORT_ITEMS = 64
 _MAX_CALL_NUMBER = (1 << 53) - 1  # what a JSON client reads exactly as a double
 _MAX_SIGNAL = 64
@@ -1359,12 +1360,17 @@ class PoolServer:
             run.shown.take_image(frame)
         elif kind == "done" and run is not None and run.session is not None:
             exit_code, error, ended = frame.get("exit"), frame.get("error"), frame.get("ended")
+            # The step's error report: flat and small, as a one-shot child's report is.
             flat = error is None or (
                 type(error) is dict
+                and len(error) <= _REPORT_ITEMS
                 and not any(isinstance(value, (list, dict)) for value in error.values())
             )
             if not (_small_int(exit_code, 0, 255) and flat and ended in (None, True, False)):
-                raise channel.ChannelError("a done frame without an exit status and flat error")
+                raise channel.ChannelError(
+                    f"a done frame without an exit status and a flat error of at most "
+                    f"{_REPORT_ITEMS} fields"
+                )
             self._unquiet(child)
             self._drain(child)
             self._finish_step(
