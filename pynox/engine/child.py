@@ -214,9 +214,7 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         # Only now may imports look where the program's files are: nothing that
         # pynox imported before confinement came from a directory the program controls.
         sys.path[:] = program_path
-        if setup.end_fd is not None or (
-            setup.pool_link is not None and policy.memory is not None
-        ):
+        if setup.end_fd is not None or (setup.pool_link is not None and policy.memory is not None):
             _finish_python_on_exit_calls(setup)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)

@@ -30,7 +30,7 @@ SCRIPT_UNREADABLE = "script_unreadable"
 
 
 class ChildLink:
-    __slots__ = ("fd", "functions", "session", "identity", "echo", "host_calls")
+    __slots__ = ("fd", "functions", "session", "identity", "echo", "host_calls", "announced")
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
@@ -43,6 +43,7 @@ class ChildLink:
         self.identity = fd_identity(fd)
         # Held while a host call waits for its answer, the channel's only other reader.
         self.host_calls: threading.Lock | None = None
+        self.announced = False  # the server takes one exit frame (os._exit announces too)
 
     def intact(self) -> bool:
         """Whether self.fd is still the channel to the server."""
@@ -108,8 +109,9 @@ class ChildLink:
         """Closes the program's output, then tells the server how the program ended: the
         server finds the output complete when the frame wakes it, and the result goes out
         while the kernel still tears the process down."""
-        if not self.intact():
+        if self.announced or not self.intact():
             return
+        self.announced = True
         for stream_fd in (1, 2):
             try:
                 os.close(stream_fd)

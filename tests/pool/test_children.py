@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +17,8 @@ import pytest
 from support.commands import ignoring
 from support.pool_client import PoolClient, status_field
 from support.pool_requests import assert_ok, code, new_id, serves
+
+from pynox.pool import channel
 
 SHOWS_SIGCHLD = "import signal\nprint(repr(signal.getsignal(signal.SIGCHLD)))"
 
@@ -417,3 +422,33 @@ def test_a_program_that_only_claims_its_end_does_not_outlive_its_result() -> Non
             time.sleep(0.05)
         assert len(pool.tree()) <= left, pool.diagnose()
         assert pool.close() == 0
+
+
+ANNOUNCES_TWICE = """
+import socket, sys
+from pynox.pool.child_link import ChildLink
+ours = socket.socket(fileno=int(sys.argv[1]))
+link = ChildLink(ours.fileno())
+link.announce_exit(3, False)
+link.announce_exit(3, False)  # as os._exit does, called by the end that announced already
+"""
+
+
+def test_a_child_announces_its_exit_once() -> None:
+    """The pool takes a second exit frame for a broken channel, and a run under a memory
+    limit ends through os._exit, which announces too: the link sends one frame only."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        subprocess.run(
+            [sys.executable, "-c", ANNOUNCES_TWICE, str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            cwd="/",  # pynox as installed, not this checkout's source
+            check=True,
+            timeout=60,
+        )
+        theirs.close()
+        data = b""
+        while chunk := ours.recv(1 << 16):
+            data += chunk
+    frames = channel.FrameReader().feed(data)
+    assert [frame for frame, _ in frames] == [{"type": "exit", "status": 3, "signal": None}]
