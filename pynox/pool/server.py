@@ -209,7 +209,7 @@ class Child:
     def __init__(self, token: int) -> None:
         self.token = token
         self.functions: set[str] = set()
-        self.pid = 0
+        self.pid: int | None = None  # once the zygote's word of its fork comes
         self.pidfd: int | None = None
         self.status: int | None = None
         self.fds: dict[str, int] = {}
@@ -568,6 +568,8 @@ class PoolServer:
             child, role = self.handlers[fd]
             if role == "channel":
                 self._channel_event(child, events)
+            elif role == "pidfd":
+                self._exited_unreported(child)
             else:
                 self._read_output(child, role)
 
@@ -578,8 +580,11 @@ class PoolServer:
                 self._unquiet(child)
         for run in list(self.child_runs.values()):
             if run.deadline is not None and now >= run.deadline and run.child is not None:
-                run.child.kill("timeout")
                 run.deadline = None
+                if run.child.pid is None:
+                    self._kill(run.child, self._never_forked(run))
+                else:
+                    self._kill(run.child, "timeout")
         for session in list(self.sessions.values()):
             if session.running is None and now >= session.last_used + self.session_idle:
                 self._end_session(session)
@@ -589,6 +594,48 @@ class PoolServer:
             elif now >= child.kill_at:
                 del self.dying[child.token]
                 child.kill(f"it did not exit within {EXIT_GRACE:g}s of the end of its run")
+
+    def _never_forked(self, run: Run) -> str:
+        """Why a run whose process the zygote has not forked by its deadline ends now."""
+        pid = self.zygote_pid
+        return (
+            f"the pool's zygote (pid {pid}) forked no process for this request within its "
+            f"timeout of {run.policy.timeout:g}s; if the zygote is stopped, continue it "
+            f"(kill -CONT {pid}), else restart the pool"
+        )
+
+    def _kill(self, child: Child, reason: str) -> None:
+        """Kills the child of a run, whose result then comes once the child is gone, even
+        if the zygote (which reaps it and reports how it ended) says nothing, as a stopped
+        zygote does: at once for a child it has not forked yet (killed when it comes,
+        _spawned_after_its_end), else when the child's pidfd says it exited."""
+        child.kill(reason)
+        if child.finished or child.status is not None:
+            return
+        if child.pid is None:
+            self._end_unforked(child)
+        elif child.pidfd is not None and child.pidfd not in self.handlers:
+            self.handlers[child.pidfd] = (child, "pidfd")
+            self.poller.register(child.pidfd, select.POLLIN)
+
+    def _end_unforked(self, child: Child) -> None:
+        """Ends the run of a child the zygote has not forked: no output will come."""
+        for capture, role in ((child.stdout, "stdout"), (child.stderr, "stderr")):
+            capture.open = False
+            self._close_fd(child, role)
+        self._close_fd(child, "report")
+        self._exited_unreported(child)
+
+    def _exited_unreported(self, child: Child) -> None:
+        """A child the pool killed is gone, and the zygote has not said so: it ended as
+        the zygote will say it did (killed by SIGKILL)."""
+        if child.pidfd is not None and self.handlers.pop(child.pidfd, None) is not None:
+            self.poller.unregister(child.pidfd)
+        if child.status is None:
+            if child.pid is not None:
+                self.by_pid.pop(child.pid, None)
+            child.status = signal.SIGKILL  # the wait status of a process SIGKILL ended
+            self._child_exited(child)
 
     def _expect_exit(self, child: Child) -> None:
         """A child with no more work: it leaves by itself within EXIT_GRACE, or is killed."""
@@ -835,7 +882,7 @@ class PoolServer:
         try:
             self._send_frame(child, frame)
         except channel.ChannelError as exc:
-            child.kill(f"a host result could not be sent: {exc}")
+            self._kill(child, f"a host result could not be sent: {exc}")
 
     def _cancel(self, request_id: object) -> None:
         """Ends a request: its child killed now, or its place in a queue given up.
@@ -853,7 +900,7 @@ class PoolServer:
             if child.status is None and child.announced is None and not child.finished:
                 run.decoders.clear()  # no more output events: its result comes next
                 self._release(child)
-                child.kill("cancelled")
+                self._kill(child, "cancelled")
             return
         result = {"id": request_id, **refusal("Cancelled", CANCELLED_QUEUED, EXIT_CANCELLED)}
         result.update(run.shown.fields())  # none: it never ran, but its fields are there
@@ -1145,7 +1192,7 @@ class PoolServer:
             child.pidfd = fds[0] if fds else None
             self.by_pid[child.pid] = child
             if child.kill_reason is not None:
-                child.kill(child.kill_reason)
+                self._kill(child, child.kill_reason)
             return
         for fd in fds:  # only a spawned spare's word carries one
             os.close(fd)
@@ -1311,11 +1358,11 @@ class PoolServer:
                 self._child_frame(child, frame, size)
         except _OverBound as exc:
             self._close_fd(child, "channel")
-            child.kill(str(exc))
+            self._kill(child, str(exc))
             return False
         except channel.ChannelError as exc:
             self._close_fd(child, "channel")
-            child.kill(f"the program broke its channel to the pool: {exc}")
+            self._kill(child, f"the program broke its channel to the pool: {exc}")
             return False
         return True
 
@@ -1507,6 +1554,8 @@ class PoolServer:
         self.quiet.pop(child.token, None)
         child.quiet_until = 0.0  # no pipe of it is left to read
         if child.pidfd is not None:
+            if self.handlers.pop(child.pidfd, None) is not None:
+                self.poller.unregister(child.pidfd)
             if child.status is None:
                 # Gone in a moment anyway; a program that only claimed to end goes now.
                 with contextlib.suppress(ProcessLookupError):

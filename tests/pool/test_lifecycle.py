@@ -321,3 +321,36 @@ def test_a_pool_whose_zygote_dies_answers_every_request_then_stops() -> None:
             assert result["error"]["message"] == problem
         assert client.proc.wait(10) == 125
         assert client.stderr().decode() == f"pynox: {problem}\n"
+
+
+def test_a_stopped_zygote_delays_no_timeout() -> None:
+    """The zygote reaps children and forks spares; stopped (SIGSTOP), it does neither. A run
+    still ends at its timeout: killed, it has its timeout result without the zygote's word,
+    and one whose process the zygote never forked says so. Continued, the pool goes on."""
+    with PoolClient(workers=1) as client:
+        client.run({"id": "warm", "code": "pass"})
+        (zygote,) = [
+            pid
+            for pid, (parent, _) in process_table().items()
+            if parent == client.pid and not is_scratch_helper(pid)
+        ]
+        wait_for_tree(zygote, 1)  # the spare of the next request is forked
+        os.kill(zygote, signal.SIGSTOP)
+        try:
+            client.send({"id": "forked", "code": "import time\ntime.sleep(30)", "timeout": 0.5})
+            client.send({"id": "never forked", "code": "print(1)", "timeout": 0.5})
+            timed_out = client.result("forked", timeout=10)
+            assert timed_out["exit"] == 124
+            assert timed_out["error"]["type"] == "Timeout"
+            refused = client.result("never forked", timeout=10)
+            assert refused["exit"] == 125
+            assert refused["error"]["type"] == "PoolError"
+            assert refused["error"]["message"] == (
+                f"the pool's zygote (pid {zygote}) forked no process for this request within "
+                f"its timeout of 0.5s; if the zygote is stopped, continue it (kill -CONT "
+                f"{zygote}), else restart the pool"
+            )
+        finally:
+            os.kill(zygote, signal.SIGCONT)
+        assert_ok(client.run({"id": "after", "code": "print(2)"}), "2\n")
+        assert client.close() == 0
