@@ -4,9 +4,10 @@ thread of their own.
 On some file systems a mkdir or a removal takes a millisecond or more (ext4 without a
 journal skips every inode freed in the last minutes, one by one). The pool server's loop
 would spend that time instead of reading results and requests; the thread spends it
-beside the loop, in system calls that let the loop run. The loop still decides when the
-work is done (see PoolServer._replenish and PoolServer.serve), so that it does not
-compete with a program that just started.
+beside the loop, in system calls that let the loop run. The loop asks for directories
+to be made (PoolServer._replenish), and hands over those of runs that ended as soon as
+they end, busy or not (PoolServer.serve): a busy pool whose TMPDIR is small (a tmpfs)
+would otherwise fill it with what finished runs left, and its next runs would fail.
 
 A directory whose run left it as it was made is not removed but given to a later run
 (pynox.pool.scratch_reuse): that costs a few checks and a rename instead of two mkdirs and

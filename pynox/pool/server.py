@@ -73,10 +73,9 @@ _READ_CHUNK = 65536
 # and warming one up competes for the CPU with it (~0.5 ms of a small request's
 # latency on two cores). A program that runs longer gets its spares anyway.
 _SPARE_DELAY = 0.02
-# A pool idle this long removes the scratch directories of the runs that ended; with
-# more than this many waiting, it removes them at once.
-_IDLE_CLEANUP = 0.02
-_USED_SCRATCH_MAX = 64
+# While a run's scratch directory waits for the keeper's thread (one it took to reuse may
+# come back), the loop wakes this often to hand it over.
+_TIDY_AGAIN = 0.02
 # Past this many bytes of lines the client has not read, the pool reads no more requests
 # and starts none it has queued: a client that writes and never reads would make it hold
 # every result. What runs still ends, so the pool holds at most this plus those results.
@@ -493,8 +492,8 @@ class PoolServer:
             for fd, events in ready:
                 self._dispatch(fd, events)
             self._pace()
-            used = self.scratch_keeper.used()
-            if (not ready and used) or used > _USED_SCRATCH_MAX:
+            # At once, busy or not: what runs left fills the pool's TMPDIR until it goes.
+            if self.scratch_keeper.used():
                 self.scratch_keeper.remove_used()
             self._expire()
             # A request that finds no spare gets one forked on the spot (_take_spare);
@@ -545,7 +544,7 @@ class PoolServer:
         deadlines += [child.kill_at for child in self.dying.values()]
         deadlines += [child.quiet_until for child in self.quiet.values()]
         if self.scratch_keeper.used():
-            deadlines.append(now + _IDLE_CLEANUP)
+            deadlines.append(now + _TIDY_AGAIN)
         if self.stdin_open and (len(self.spares) < self.workers or self._spare_to_prime()):
             # Wake up to replenish or prime the spares once the newest program is no longer
             # new.

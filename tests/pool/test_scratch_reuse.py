@@ -274,3 +274,19 @@ def test_every_pidfd_handed_over_is_closed(
     assert _eventually(lambda: not any(os.path.lexists(path) for path in used))
     # Eventually: the thread closes its own descriptors a moment after the last rmdir.
     assert _eventually(lambda: len(os.listdir("/proc/self/fd")) == before - len(pidfds))
+
+
+def test_a_busy_pool_removes_what_finished_runs_left(tmp_path: Path) -> None:
+    """A pool that never goes idle (here a run streams output without pause) still removes
+    the scratch directories of runs that ended: on a small TMPDIR, a busy pool would
+    otherwise fill it and its next runs fail."""
+    with PoolClient(workers=2, env=clean_env({"TMPDIR": str(tmp_path)})) as pool:
+        busy = "import time\nwhile True:\n    print(1, flush=True)\n    time.sleep(0.001)"
+        pool.send({"id": "busy", "code": busy, "stream": True})
+        pool.event(lambda event: event.get("id") == "busy")
+        left = "import os\nopen(os.path.join(os.environ['HOME'], 'left.bin'), 'wb').write(b'x')"
+        scratch = pool.run({"id": "writer", "code": left})["policy"]["scratch"]
+        assert _eventually(lambda: not os.path.lexists(scratch), within=5)
+        pool.send({"id": "busy", "control": "cancel"})
+        assert pool.result("busy")["error"]["type"] == "Cancelled"
+        assert pool.close() == 0
