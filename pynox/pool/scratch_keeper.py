@@ -15,9 +15,10 @@ two rmdirs.
 """
 
 import os
+import stat
 
 from pynox.engine import scratch, scratch_removal
-from pynox.errors import PynoxError
+from pynox.errors import PolicyError, PynoxError
 from pynox.pool import files as pool_files
 from pynox.pool import scratch_reuse
 
@@ -27,10 +28,38 @@ _EXIT_WAIT = 2
 
 def make(root: str) -> str:
     """A run's scratch directory in root, with the empty out/ whose files its result
-    returns."""
-    path = scratch.create(root)
+    returns. root is the pool's own: if someone removed it (emptying its TMPDIR, say), it
+    is made again."""
+    try:
+        path = scratch.create(root)
+    except PolicyError:
+        if os.path.lexists(root):
+            raise
+        _make_root_again(root)
+        path = scratch.create(root)
     pool_files.make_out_dir(path)
     return path
+
+
+def _make_root_again(root: str) -> None:
+    """Makes the pool's directory again where it was; PolicyError if it cannot."""
+    base = os.path.dirname(root)
+    try:
+        os.mkdir(root, 0o700)
+    except FileExistsError:
+        pass  # the other thread of the pool made it meanwhile, or someone else: see below
+    except OSError as exc:
+        raise PolicyError(
+            f"the pool's scratch directory {root} was removed and cannot be made again "
+            f"({exc.strerror}); make {base} again, or restart the pool with TMPDIR set to a "
+            "writable directory"
+        ) from None
+    status = os.lstat(root)
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.geteuid() or status.st_mode & 0o077:
+        raise PolicyError(
+            f"the pool's scratch directory {root} was removed, and something not the pool's "
+            "took its name; restart the pool"
+        )
 
 
 class ScratchKeeper:
@@ -63,8 +92,11 @@ class ScratchKeeper:
             # A directory the thread is making right now still lands among the ready
             # ones; lowering what it keeps stops it from making one more after that.
             self._wanted = min(self._wanted, max(len(self._ready) - 1, 0))
-            if self._ready:
-                return self._ready.pop()
+            while self._ready:
+                path = self._ready.pop()
+                if os.path.isdir(path):  # gone if its root was removed (make)
+                    return path
+                self._as_made.pop(path, None)
             used = self._claim_used()
         if used is not None:
             # The thread may not have had its turn: a rename costs a fraction of a mkdir.

@@ -1001,6 +1001,10 @@ class PoolServer:
                 stale.append(spare)
             elif found is None:
                 found = spare
+        if found is not None and not os.path.isdir(found.scratch or ""):
+            # Gone with the pool's scratch root (ScratchKeeper makes that again, not this).
+            stale.append(found)
+            found = None
         self._close_spares(stale)
         if found is None:
             return None

@@ -126,11 +126,19 @@ def test_close_removes_every_directory_it_holds(tmp_path: Path) -> None:
 
 
 def test_without_a_directory_take_says_why(tmp_path: Path) -> None:
-    root = tmp_path / "gone"
+    base = tmp_path / "gone"
+    root = base / "root"
     keeper = ScratchKeeper(str(root))
     try:
         keeper.keep_ready(2)  # the thread fails, and leaves it to take()
-        with pytest.raises(PolicyError, match="cannot create the run's scratch directory"):
+        with pytest.raises(PolicyError) as refused:
             keeper.take()
+        assert refused.value.message == (
+            f"the pool's scratch directory {root} was removed and cannot be made again (No "
+            f"such file or directory); make {base} again, or restart the pool with TMPDIR "
+            "set to a writable directory"
+        )
+        base.mkdir()
+        assert os.path.dirname(keeper.take()) == str(root)
     finally:
         keeper.close()

@@ -290,3 +290,37 @@ def test_a_busy_pool_removes_what_finished_runs_left(tmp_path: Path) -> None:
         pool.send({"id": "busy", "control": "cancel"})
         assert pool.result("busy")["error"]["type"] == "Cancelled"
         assert pool.close() == 0
+
+
+def _remove_all(path: Path) -> None:
+    """Removes path and what it holds, as someone emptying a TMPDIR would, while the pool's
+    thread may still make directories in it."""
+    while path.exists():
+        subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+def test_a_pool_whose_scratch_root_was_removed_makes_it_again(tmp_path: Path) -> None:
+    """The pool's own directory in TMPDIR is made again; without TMPDIR itself, each request
+    says what to do, and serves again once TMPDIR is back."""
+    base = tmp_path / "tmp"
+    base.mkdir()
+    with PoolClient(workers=2, env=clean_env({"TMPDIR": str(base)})) as pool:
+        pool.run({"id": "warm", "code": "print(0)"})
+        time.sleep(0.1)  # idle: a spare is primed, with a scratch directory of its own
+        (root,) = base.iterdir()
+        _remove_all(root)
+        for number in range(3):
+            result = pool.run({"id": number, "code": "print(1)"})
+            assert (result["exit"], result["stdout"]) == (0, "1\n"), result
+        _remove_all(base)
+        refused = pool.run({"id": "no tmp", "code": "print(2)"})
+        assert refused["exit"] == 125
+        assert refused["error"]["message"] == (
+            f"the pool's scratch directory {root} was removed and cannot be made again (No "
+            f"such file or directory); make {base} again, or restart the pool with TMPDIR set "
+            "to a writable directory"
+        )
+        base.mkdir()
+        result = pool.run({"id": "back", "code": "print(3)"})
+        assert (result["exit"], result["stdout"]) == (0, "3\n"), result
+        assert pool.close() == 0
