@@ -133,6 +133,10 @@ _MAX_SIGNAL = 64
 EXIT_GRACE = 0.9
 CANCELLED_RUNNING = "the client cancelled the request while it ran, and its process was killed"
 CANCELLED_QUEUED = "the client cancelled the request before it started"
+_IDS_DIFFER = (
+    "the line gives 'id' more than once, with different values; give each key once, so that "
+    "the answer to the line can name it"
+)
 
 
 class PoolOptions:
@@ -687,7 +691,14 @@ class PoolServer:
     def _handle_line(self, line: bytes) -> None:
         request_id: object = None
         try:
-            message = pool_request.parse_line(line)
+            try:
+                message = pool_request.parse_line(line)
+            except RequestError as exc:
+                if exc.request_id is not None and len(_ids_given(line)) > 1:
+                    # Which id the client meant cannot be known, and a refusal under either
+                    # could be taken for the result of another request of that id.
+                    raise RequestError(_IDS_DIFFER) from None
+                raise
             request_id = message["id"]
             if any(key in message for key in pool_request.CONTROL_FIELDS):
                 try:
@@ -1820,6 +1831,33 @@ def _check_descriptors(workers: int) -> "int | None":
             f"the limit (ulimit -n {needed})"
         )
     return (limit - needed) // _DESCRIPTORS_PER_CHILD
+
+
+def _ids_given(line: bytes) -> "list[object]":
+    """The different values that a line refused as not JSON the pool takes gives its "id",
+    as a lenient parser reads them (only on that error path); none if even that fails."""
+    import json
+
+    given: list[object] = []
+
+    def pairs_of(pairs: "list[tuple[str, object]]") -> "dict[str, object]":
+        given[:] = [value for key, value in pairs if key == "id"]  # the outermost comes last
+        return dict(pairs)
+
+    try:
+        # A number past int()'s digit limit reads as null, as in the refusal itself.
+        json.loads(
+            line,
+            object_pairs_hook=pairs_of,
+            parse_int=lambda text: int(text) if len(text) < 4000 else None,
+        )
+    except (ValueError, RecursionError):
+        return []
+    distinct: list[object] = []
+    for value in given:
+        if not any(type(value) is type(seen) and value == seen for seen in distinct):
+            distinct.append(value)
+    return distinct
 
 
 def _duplicate(fd: "int | None") -> "int | None":

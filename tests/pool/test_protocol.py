@@ -200,6 +200,26 @@ def test_duplicate_running_id_is_refused(pool: PoolClient) -> None:
     assert_ok(pool.run({"id": request_id, "code": "print('third')"}), "third\n")
 
 
+def test_a_line_that_gives_two_ids_is_answered_under_neither(pool: PoolClient) -> None:
+    """A client's parser may read either id: a refusal under one would pass for the result
+    of a request of that id (here one that runs). Two equal ids name one request."""
+    running, other = new_id("running"), new_id("other")
+    pool.send({"id": running, "code": "import time\ntime.sleep(0.5)\nprint('ran')"})
+    pool.send_raw(f'{{"id": "{other}", "id": "{running}", "code": "print(1)"}}\n'.encode())
+    refused = pool.result(None, 10)
+    assert_refused(refused, None)
+    assert refused["error"]["message"] == (
+        "the line gives 'id' more than once, with different values; give each key once, so "
+        "that the answer to the line can name it"
+    )
+    assert_ok(pool.result(running), "ran\n")
+    assert running not in pool.results and other not in pool.results
+    same = new_id("same")
+    pool.send_raw(f'{{"id": "{same}", "id": "{same}", "code": "print(1)"}}\n'.encode())
+    assert_refused(pool.result(same), same, "the line gives 'id' twice in one object")
+    serves(pool)
+
+
 def test_integer_and_string_ids_are_distinct(pool: PoolClient) -> None:
     pool.send({"id": 424242, "code": "import time\ntime.sleep(0.3)\nprint('int')"})
     pool.send({"id": "424242", "code": "print('str')"})
