@@ -398,6 +398,9 @@ class PoolServer:
         self.queue: list[tuple[Run, dict[str, object]]] = []
         self.sessions: dict[str, Session] = {}
         self.next_token = 0
+        # Orders for spares that the zygote's socket had no room for yet, oldest first: the
+        # child, whether a request waits for it, and the descriptors it is to have.
+        self.unsent: list[tuple[Child, bool, list[int]]] = []
         self.stdin_open = True
         self.spares: list[Child] = []
         # The policy spares are primed to: the last request's (pynox.pool.priming).
@@ -566,7 +569,10 @@ class PoolServer:
                 self.shutdown_now()
             self._flush_out()
         elif fd == self.zygote.fileno():
-            self._from_zygote()
+            if events & select.POLLOUT:
+                self._send_orders()
+            if events & ~select.POLLOUT:
+                self._from_zygote()
         elif fd in self.handlers:
             child, role = self.handlers[fd]
             if role == "channel":
@@ -1112,15 +1118,8 @@ class PoolServer:
         rep_r, rep_w = os.pipe()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         chan = ours.detach()
-        try:
-            zygote.order_spare(
-                self.zygote, child.token, wanted_now, [out_w, err_w, rep_w, theirs.fileno()]
-            )
-        except OSError:  # the zygote is gone (EPIPE, ECONNRESET): no spare can come
-            self._stop(_ZYGOTE_GONE)
-        for fd in (out_w, err_w, rep_w):
-            os.close(fd)
-        theirs.close()
+        self.unsent.append((child, wanted_now, [out_w, err_w, rep_w, theirs.detach()]))
+        self._send_orders()
         child.fds = {"stdout": out_r, "stderr": err_r, "report": rep_r, "channel": chan}
         for role, fd in child.fds.items():
             os.set_blocking(fd, False)
@@ -1128,6 +1127,32 @@ class PoolServer:
             self.poller.register(fd, select.POLLIN)
         self.children[child.token] = child
         return child
+
+    def _send_orders(self) -> None:
+        """Sends the zygote the orders it has room for; the rest wait for that room (the
+        loop polls for it), so that a zygote that reads none (stopped) never stops the
+        pool: the runs of those children end at their timeouts (_never_forked)."""
+        while self.unsent:
+            child, wanted_now, fds = self.unsent[0]
+            try:
+                zygote.order_spare(self.zygote, child.token, wanted_now, fds)
+            except BlockingIOError:
+                break
+            except OSError:  # the zygote is gone (EPIPE, ECONNRESET): no spare can come
+                self._stop(_ZYGOTE_GONE)
+            del self.unsent[0]
+            for fd in fds:
+                os.close(fd)
+        self.poller.modify(self.zygote, select.POLLIN | (select.POLLOUT if self.unsent else 0))
+
+    def _drop_order(self, child: Child) -> None:
+        """Forgets the order of a child that ended before it was sent."""
+        for index, (unsent, _, fds) in enumerate(self.unsent):
+            if unsent is child:
+                del self.unsent[index]
+                for fd in fds:
+                    os.close(fd)
+                return
 
     def _start_child(
         self,
@@ -1563,6 +1588,8 @@ class PoolServer:
                 self.scratch_keeper.discard(child.scratch, pidfd)
 
     def _finish_child(self, child: Child) -> None:
+        if child.pid is None and self.unsent:
+            self._drop_order(child)
         for role in list(child.fds):
             self._close_fd(child, role)
         self.quiet.pop(child.token, None)

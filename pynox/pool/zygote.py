@@ -11,6 +11,7 @@ own channel from the pool server; a spare the server primes gets its policy
 first (pynox.pool.priming).
 """
 
+import array
 import atexit
 import gc
 import os
@@ -55,8 +56,12 @@ EXITED = ZYGOTE_EXITED
 
 
 def order_spare(sock: socket.socket, token: int, wanted_now: bool, fds: "list[int]") -> None:
-    """Asks the zygote for a spare with these descriptors (CHILD_FDS, in order)."""
-    socket.send_fds(sock, [ORDER.pack(token, wanted_now)], fds)
+    """Asks the zygote for a spare with these descriptors (CHILD_FDS, in order), without
+    waiting: BlockingIOError while its socket is full (a zygote that is stopped reads no
+    orders)."""
+    # Not socket.send_fds, which drops its flags (CPython 3.13 and before).
+    rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))]
+    sock.sendmsg([ORDER.pack(token, wanted_now)], rights, socket.MSG_DONTWAIT)
 
 
 def read_word(sock: socket.socket) -> "tuple[tuple[int, int, int] | None, list[int]]":

@@ -354,3 +354,27 @@ def test_a_stopped_zygote_delays_no_timeout() -> None:
             os.kill(zygote, signal.SIGCONT)
         assert_ok(client.run({"id": "after", "code": "print(2)"}), "2\n")
         assert client.close() == 0
+
+
+@pytest.mark.slow
+def test_a_stopped_zygote_does_not_stop_the_pool() -> None:
+    """Orders for spares wait in the pool once the stopped zygote's socket is full (here
+    after some 280): the pool never blocks on it, and every request gets its result."""
+    with PoolClient(workers=8) as client:
+        client.run({"id": "warm", "code": "pass"})
+        (zygote,) = [
+            pid
+            for pid, (parent, _) in process_table().items()
+            if parent == client.pid and not is_scratch_helper(pid)
+        ]
+        os.kill(zygote, signal.SIGSTOP)
+        try:
+            count = 320
+            for number in range(count):
+                client.send({"id": number, "code": "pass", "timeout": 0.01})
+            for number in range(count):
+                assert client.result(number, timeout=10)["exit"] in (0, 125)
+        finally:
+            os.kill(zygote, signal.SIGCONT)
+        assert_ok(client.run({"id": "after", "code": "print(2)"}), "2\n")
+        assert client.close() == 0
