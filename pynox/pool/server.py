@@ -660,8 +660,11 @@ class PoolServer:
         except BlockingIOError:
             return
         if not data:
-            if self.line.strip() and not self.discarding:
-                self._handle_line(bytes(self.line))  # a last line without its newline
+            # A last line without its newline is answered as any other.
+            if self.discarding:
+                self._refuse_long_line()
+            elif self.line.strip():
+                self._handle_line(bytes(self.line))
             self.line.clear()
             self.stdin_open = False
             self.poller.unregister(0)  # registered: only then is stdin read (_pace)
@@ -675,16 +678,15 @@ class PoolServer:
             self._extend_line(data[:newline])
             data = data[newline + 1 :]
             if self.discarding:
-                self.discarding = False
-                self.emit(
-                    error_result(
-                        None,
-                        f"the line is longer than {MAX_LINE} bytes; send smaller requests",
-                    )
-                )
+                self._refuse_long_line()
             elif self.line.strip():
                 self._handle_line(bytes(self.line))
             self.line.clear()
+
+    def _refuse_long_line(self) -> None:
+        self.discarding = False
+        message = f"the line is longer than {MAX_LINE} bytes; send smaller requests"
+        self.emit(error_result(None, message))
 
     def _extend_line(self, data: bytes) -> None:
         if self.discarding:

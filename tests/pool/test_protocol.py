@@ -250,6 +250,13 @@ def test_last_line_without_newline_is_answered(fresh: PoolClient) -> None:
     assert "last" in fresh.results, f"no answer to the unterminated last line: {fresh.lines}"
 
 
+def test_a_last_line_too_long_without_newline_is_answered(fresh: PoolClient) -> None:
+    fresh.send_raw(b'{"id": "last", "code": "' + b"x" * MAX_LINE + b'"}')
+    assert fresh.close() == 0
+    (answer,) = fresh.lines[1:]
+    assert_refused(answer, None, "longer than")
+
+
 def test_crlf_and_blank_lines(pool: PoolClient) -> None:
     request_id = new_id()
     line = json.dumps({"id": request_id, "code": "print(8)"}).encode()
