@@ -213,6 +213,7 @@ class Child:
         self.token = token
         self.functions: set[str] = set()
         self.pid: int | None = None  # once the zygote's word of its fork comes
+        self.ordered = False  # once its order reached the zygote (PoolServer._send_orders)
         self.pidfd: int | None = None
         self.status: int | None = None
         self.fds: dict[str, int] = {}
@@ -628,23 +629,27 @@ class PoolServer:
             self.poller.register(child.pidfd, select.POLLIN)
 
     def _end_unforked(self, child: Child) -> None:
-        """Ends the run of a child the zygote has not forked: no output will come."""
-        for capture, role in ((child.stdout, "stdout"), (child.stderr, "stderr")):
-            capture.open = False
-            self._close_fd(child, role)
-        self._close_fd(child, "report")
+        """Ends the run of a child the zygote has not forked: no output will come (its
+        start frame was never sent, see _flush_channel)."""
         self._exited_unreported(child)
 
     def _exited_unreported(self, child: Child) -> None:
         """A child the pool killed is gone, and the zygote has not said so: it ended as
-        the zygote will say it did (killed by SIGKILL)."""
+        the zygote will say it did (killed by SIGKILL). What it wrote is read now, not at
+        the end of its pipes, which a zygote stopped right after its fork still holds."""
         if child.pidfd is not None and self.handlers.pop(child.pidfd, None) is not None:
             self.poller.unregister(child.pidfd)
-        if child.status is None:
-            if child.pid is not None:
-                self.by_pid.pop(child.pid, None)
-            child.status = signal.SIGKILL  # the wait status of a process SIGKILL ended
-            self._child_exited(child)
+        if child.status is not None:
+            return
+        self._drain(child, ("stdout", "stderr", "report"))
+        for capture, role in ((child.stdout, "stdout"), (child.stderr, "stderr")):
+            capture.open = False
+            self._close_fd(child, role)
+        self._close_fd(child, "report")
+        if child.pid is not None:
+            self.by_pid.pop(child.pid, None)
+        child.status = signal.SIGKILL  # the wait status of a process SIGKILL ended
+        self._child_exited(child)
 
     def _expect_exit(self, child: Child) -> None:
         """A child with no more work: it leaves by itself within EXIT_GRACE, or is killed."""
@@ -1143,6 +1148,7 @@ class PoolServer:
             except OSError:  # the zygote is gone (EPIPE, ECONNRESET): no spare can come
                 self._stop(_ZYGOTE_GONE)
             del self.unsent[0]
+            child.ordered = True
             for fd in fds:
                 os.close(fd)
         self.poller.modify(self.zygote, select.POLLIN | (select.POLLOUT if self.unsent else 0))
@@ -1204,7 +1210,9 @@ class PoolServer:
 
     def _flush_channel(self, child: Child) -> None:
         fd = child.fds.get("channel")
-        if fd is None:
+        # Not before the zygote's word of its fork: a run that ended meanwhile (its timeout
+        # passed while the zygote was stopped) must not reach a child forked after its end.
+        if fd is None or child.pid is None:
             return
         try:
             while child.outbound:
@@ -1234,6 +1242,8 @@ class PoolServer:
             self.by_pid[child.pid] = child
             if child.kill_reason is not None:
                 self._kill(child, child.kill_reason)
+            elif child.outbound:
+                self._flush_channel(child)
             return
         for fd in fds:  # only a spawned spare's word carries one
             os.close(fd)
@@ -1584,7 +1594,7 @@ class PoolServer:
             # Reused or removed once the child is surely gone, off the path of this result
             # and of the next request (ScratchKeeper). Without its pid yet, the zygote's
             # word of it brings the pidfd (_spawned_after_its_end).
-            if child.scratch is not None and child.pid is None:
+            if child.scratch is not None and child.pid is None and child.ordered:
                 self.ended_unseen[child.token] = child.scratch
             elif child.scratch is not None:
                 self.scratch_keeper.discard(child.scratch, pidfd)

@@ -357,10 +357,12 @@ def test_a_stopped_zygote_delays_no_timeout() -> None:
 
 
 @pytest.mark.slow
-def test_a_stopped_zygote_does_not_stop_the_pool() -> None:
+def test_a_stopped_zygote_does_not_stop_the_pool(tmp_path: Path) -> None:
     """Orders for spares wait in the pool once the stopped zygote's socket is full (here
-    after some 280): the pool never blocks on it, and every request gets its result."""
-    with PoolClient(workers=8) as client:
+    after some 280): the pool never blocks on it, and every request gets its result.
+    Continued, the zygote serves again, and no scratch directory of those requests stays."""
+    workers = 8
+    with PoolClient(workers=workers, env=clean_env({"TMPDIR": str(tmp_path)})) as client:
         client.run({"id": "warm", "code": "pass"})
         (zygote,) = [
             pid
@@ -377,4 +379,9 @@ def test_a_stopped_zygote_does_not_stop_the_pool() -> None:
         finally:
             os.kill(zygote, signal.SIGCONT)
         assert_ok(client.run({"id": "after", "code": "print(2)"}), "2\n")
+        (root,) = tmp_path.iterdir()
+        deadline = time.monotonic() + 10
+        while len(list(root.iterdir())) > 3 * workers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(list(root.iterdir())) <= 3 * workers  # those made ahead, and a few more
         assert client.close() == 0
