@@ -249,6 +249,14 @@ static const uint32_t denied_syscalls[] = {
 #ifdef __NR_io_uring_register
     __NR_io_uring_register,
 #endif
+    /* Linux AIO contexts come from one pool for the whole machine
+     * (fs.aio-max-nr): a single io_setup() could take all of it while the
+     * program runs, and every other process's io_setup() would fail. Python
+     * and its POSIX AIO (threads) never use it; without a context the other
+     * io_* calls do nothing. */
+#ifdef __NR_io_setup
+    __NR_io_setup,
+#endif
 #ifdef __NR_lookup_dcookie
     __NR_lookup_dcookie,
 #endif

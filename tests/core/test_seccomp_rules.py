@@ -35,7 +35,7 @@ DENIED = [
     # kernel attack surface, and memory RLIMIT_AS does not count
     *("bpf", "perf_event_open", "keyctl", "add_key", "request_key", "userfaultfd"),
     *("memfd_create", "memfd_secret", "vmsplice", "io_uring_setup", "io_uring_enter"),
-    *("io_uring_register", "lookup_dcookie", "uselib", "modify_ldt"),
+    *("io_uring_register", "io_setup", "lookup_dcookie", "uselib", "modify_ldt"),
     # administration of the machine
     *("kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module"),
     *("reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd", "iopl", "ioperm"),

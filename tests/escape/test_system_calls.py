@@ -80,6 +80,7 @@ sys_attempt("keyctl", "keyctl", 9999, 0, 0, 0, 0)
 sys_attempt("add-key", "add_key", b"user", b"pynox", b"x", 1, -4)
 sys_attempt("userfaultfd", "userfaultfd", 1)
 sys_attempt("io-uring-setup", "io_uring_setup", 0, None)
+sys_attempt("io-setup", "io_setup", 1, None)
 sys_attempt("personality-no-aslr", "personality", {ADDR_NO_RANDOMIZE})
 sys_attempt("kexec-load", "kexec_load", 0, 0, None, 0xFFFFFFFF)
 sys_attempt("init-module", "init_module", None, 0, None)
@@ -154,6 +155,7 @@ RAW_EXPECTED: list[tuple[str, str]] = [
     ("add-key", E),
     ("userfaultfd", E),
     ("io-uring-setup", E),
+    ("io-setup", E),
     ("personality-no-aslr", E),
     ("kexec-load", E),
     ("init-module", E),

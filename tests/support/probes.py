@@ -29,7 +29,7 @@ PROBE_NR = {
         *("getpid", "clone", "clone3", "fork", "vfork", "unshare", "setns", "ptrace"),
         *("process_vm_readv", "process_vm_writev", "mount", "umount2", "pivot_root"),
         *("chroot", "bpf", "perf_event_open", "keyctl", "add_key", "userfaultfd"),
-        *("io_uring_setup", "personality", "kexec_load", "init_module", "finit_module"),
+        *("io_uring_setup", "io_setup", "personality", "kexec_load", "init_module", "finit_module"),
         *("open_by_handle_at", "shmget", "mq_open", "kill", "tkill", "tgkill", "pidfd_open"),
         *("pidfd_send_signal", "pidfd_getfd", "prlimit64", "syslog", "memfd_create"),
         *("execveat", "iopl", "setpriority", "listmount"),

@@ -49,6 +49,7 @@ _NUMBERS: dict[str, tuple[int | None, int | None]] = {
     "io_uring_setup": (425, 425),
     "io_uring_enter": (426, 426),
     "io_uring_register": (427, 427),
+    "io_setup": (206, 0),
     "kexec_load": (246, 104),
     "kexec_file_load": (320, 294),
     "open_by_handle_at": (304, 265),
