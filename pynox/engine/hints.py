@@ -23,7 +23,7 @@ from pynox.unit_format import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import TracebackType
+    from types import FrameType, TracebackType
     from typing import Any
 
     from pynox.policy.resolve import Policy
@@ -542,43 +542,65 @@ def _own_process_rule(exc: OSError, event: "tuple[str, tuple[Any, ...]] | None")
             command == _F_SETFL and isinstance(argument, int) and argument & os.O_ASYNC
         ):
             return "io_signals"
-    if _called_name(exc) in _JOB_CONTROL_CALLS:
+    if _called_names(exc) & _JOB_CONTROL_CALLS:
         return "job_control"
     return None
 
 
-def _called_name(exc: BaseException) -> str | None:
+def _called_names(exc: BaseException) -> "set[str]":
     """The name of the function whose call raised exc in its innermost frame (setpgid for
     `os.setpgid(0, 1)`), for calls that raise no audit event: read from the call's source
-    where the traceback shows it, as CPython finds where to put its carets. None without
-    the source, or before Python 3.11 (no column positions)."""
+    where the traceback shows it, as CPython finds where to put its carets. Before Python
+    3.11 (no column positions), the names of every call whose source spans the traceback's
+    line. Empty without the source."""
     tb = _innermost(exc)
     if tb is None:
-        return None
-    code = tb.tb_frame.f_code
-    positions = getattr(code, "co_positions", None)
-    if positions is None:
-        return None
-    import itertools
+        return set()
+    import ast
     import linecache
 
-    position = next(itertools.islice(positions(), tb.tb_lasti // 2, None), None)
-    if position is None or None in position:
-        return None
-    first, last, start, end = position
-    lines = linecache.getlines(code.co_filename, tb.tb_frame.f_globals)[first - 1 : last]
-    if len(lines) != last - first + 1:
-        return None
-    # Columns count UTF-8 bytes, from the start of the first line and of the last.
-    encoded = [line.encode() for line in lines]
-    encoded[-1] = encoded[-1][:end]
-    encoded[0] = encoded[0][start:]
+    frame = tb.tb_frame
+    code = frame.f_code
+    lines = linecache.getlines(code.co_filename, frame.f_globals)
+    positions = getattr(code, "co_positions", None)
+    nodes: list[ast.AST]
+    if positions is None:
+        try:
+            tree = ast.parse("".join(lines))
+        except (SyntaxError, ValueError):
+            return set()
+        line = tb.tb_lineno
+        nodes = [
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or 0)
+        ]
+    else:
+        import itertools
+
+        position = next(itertools.islice(positions(), tb.tb_lasti // 2, None), None)
+        if position is None or None in position:
+            return set()
+        first, last, start, end = position
+        picked = lines[first - 1 : last]
+        if len(picked) != last - first + 1:
+            return set()
+        # Columns count UTF-8 bytes, from the start of the first line and of the last.
+        encoded = [text.encode() for text in picked]
+        encoded[-1] = encoded[-1][:end]
+        encoded[0] = encoded[0][start:]
+        try:
+            source = b"".join(encoded).decode()
+            nodes = [ast.parse("(" + source + ")", mode="eval").body]
+        except (SyntaxError, ValueError):  # UnicodeDecodeError is a ValueError
+            return set()
+    return {name for node in nodes if (name := _function_name(node, frame)) is not None}
+
+
+def _function_name(call: object, frame: "FrameType") -> str | None:
+    """The name of the function a call node calls, as the function knows itself."""
     import ast
 
-    try:
-        call = ast.parse("(" + b"".join(encoded).decode() + ")", mode="eval").body
-    except (SyntaxError, ValueError, UnicodeDecodeError):
-        return None
     if not isinstance(call, ast.Call):
         return None
     if isinstance(call.func, ast.Attribute):
@@ -587,7 +609,6 @@ def _called_name(exc: BaseException) -> str | None:
         return None
     # A name may be another's import (`from os import setpgid as sp`): a C function
     # knows its own name. Looked up, never evaluated: no code of the program runs.
-    frame = tb.tb_frame
     scope = frame.f_locals if call.func.id in frame.f_locals else frame.f_globals
     function = scope.get(call.func.id)
     if type(function) is type(len):
