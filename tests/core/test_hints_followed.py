@@ -399,3 +399,50 @@ def test_no_user_name_hint_for_another_uid_or_once_granted(tmp_path: Path) -> No
         proc = pynox(*flags, "-c", code, cwd=tmp_path)
         assert proc.returncode == 1
         assert proc.stderr.decode().splitlines()[-1].startswith("KeyError"), proc.stderr
+
+
+def test_the_api_hint_to_grant_both_is_python_that_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An API hint's two grants are keyword arguments apart by a comma: pasted into the
+    call, they make the run succeed."""
+    import pynox as api
+
+    cwd = _world(tmp_path)
+    held = _database(cwd, wal=True)
+    monkeypatch.chdir(cwd)
+    try:
+        with api.Pool(workers=1) as pool:
+            first = pool.run(QUERY)
+            assert first.error is not None and first.error["hint"] is not None
+            hint = first.error["hint"]
+            grants = hint.partition("grant both with ")[2]
+            assert (
+                grants == f"allow_read=[{str(cwd / 'out')!r}], allow_write=[{str(cwd / 'out')!r}]"
+            )
+            followed = pool.run(QUERY, **eval(f"dict({grants})"))  # noqa: S307 - our own hint
+            assert followed.ok and followed.stdout == "[(1,)]\n", followed.text
+    finally:
+        held.close()
+
+
+def test_the_api_hint_to_write_into_the_scratch_out_folder_brings_the_file_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pool run's scratch directory goes when it ends: the hint names its out/ folder,
+    whose files come back with the result."""
+    import pynox as api
+
+    cwd = _world(tmp_path)
+    (cwd / "out").rmdir()
+    monkeypatch.chdir(cwd)
+    with api.Pool(workers=1) as pool:
+        first = pool.run("open('x.txt', 'w').write('x')")
+        assert first.error is not None
+        assert first.error["hint"].endswith(POOL_SCRATCH_OUT)
+        followed = pool.run(
+            "import os\nos.makedirs(os.path.expanduser('~/out'), exist_ok=True)\n"
+            "open(os.path.expanduser('~/out/x.txt'), 'w').write('x')"
+        )
+        assert followed.ok, followed.text
+        assert followed.files == {"x.txt": b"x"}

@@ -275,6 +275,10 @@ def test_a_limit_refused_is_told_in_the_units_one_writes_it(
     from pynox.pool.request import RequestError, cap
 
     limits = Grants(timeout=10.0, memory=256 << 20)
+    limited = frozenset({"timeout", "memory"})
     with pytest.raises(RequestError) as refused:
-        cap(Grants(**{key: asked}), limits, frozenset({"timeout", "memory"}), "r1")
+        cap(Grants(**{key: asked}), limits, limited, "r1")
     assert refused.value.message == message
+    # Followed: what it says to ask for is granted.
+    most = getattr(limits, key)
+    assert getattr(cap(Grants(**{key: most}), limits, limited, "r2"), key) == most
