@@ -13,10 +13,14 @@ endif
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: $(SOURCES)
+# The cffi a bundle ships (dist-config/packages.toml): bundles built from .venv take the
+# binding this cffi writes.
+CFFI_VERSION := $(shell sed -n '/^\[cffi\]/,/^\[/s/^version = "\(.*\)"/\1/p' dist-config/packages.toml)
+
+$(VENV)/.installed: $(SOURCES) dist-config/packages.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q nox ".[test,lint]"
+	$(BIN)/python -m pip install -q nox ".[test,lint]" "cffi==$(CFFI_VERSION)"
 	touch $@
 
 test: setup
@@ -68,7 +72,7 @@ clean:
 # make wheel PYTHON=3.12           the host wheel for CPython 3.12 (which must be installed)
 # make wheel WHEEL_ARGS=--check-reproducible   built twice, the same bytes required
 # make wheels                      one wheel per installed CPython 3.10-3.14 (nox -s wheels)
-.PHONY: bundle wheel wheels cross refresh-pins
+.PHONY: bundle wheel wheels cross refresh-pins refresh-wheel-pins
 # Given on make's command line, these reach the bundler too (only when set).
 BUNDLE_ENV := PYNOX_RUNTIME PYNOX_RUNTIME_SHA256 PYNOX_PBS_MIRROR SOURCE_DATE_EPOCH
 $(foreach v,$(BUNDLE_ENV),$(if $($(v)),$(eval export $(v))))
@@ -100,6 +104,11 @@ cross:
 refresh-pins:
 	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
 	$(BIN)/nox -s refresh_pins $(if $(PINS_ARGS),-- $(PINS_ARGS))
+
+# make refresh-wheel-pins          after a version changes in dist-config/packages.toml
+refresh-wheel-pins:
+	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
+	$(BIN)/nox -s refresh_wheel_pins
 
 # --- Conformance (bundler/conformance, tests/conformance) ----------------------------
 # make conformance-deps          installs what the cells need, with apt (asks for nothing else)

@@ -73,7 +73,8 @@ def tests(session: nox.Session) -> None:
     """
     if shutil.which(f"python{session.python}") is None:
         session.skip(f"CPython {session.python} is not installed on this machine")
-    install_package(session, "test")
+    # The pinned cffi, which the bundle tests' bundles ship: the binding they write is its.
+    install_package(session, "test", f"cffi=={CFFI}")
     # The ray, docs and examples sessions run these, with what they need installed.
     selection = [f"--ignore=tests/{name}" for name in RUN_ELSEWHERE]
     env = {}
@@ -256,6 +257,14 @@ def refresh_pins(session: nox.Session) -> None:
     """
     session.install("tomli; python_version < '3.11'", "pbs-installer")
     session.run("python", "-m", "bundler", "refresh-pins", *session.posargs)
+
+
+@nox.session(default=False)
+def refresh_wheel_pins(session: nox.Session) -> None:
+    """Rewrite dist-config/wheels.toml from PyPI's metadata, after a version changes in
+    dist-config/packages.toml (see dist-config/README.md). Needs PyPI."""
+    session.install(*BUNDLER_DEPS)
+    session.run("python", "-m", "bundler", "refresh-wheel-pins", *session.posargs)
 
 
 # --- Conformance: the installed bundle's suite inside a container per cell ----------------
