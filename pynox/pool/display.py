@@ -16,6 +16,7 @@ from pynox.limits import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_VALUE
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 # The backend a pool child's matplotlib uses unless the run's environment names another.
 BACKEND = "module://pynox.pool.matplotlib_backend"
@@ -94,18 +95,24 @@ def send_value(value: object) -> None:
         sender({"type": "value", "repr": text})
 
 
+def _refusal(width: int, height: int, size: int) -> "str | None":
+    """Why an image would not come back (the bound it passes), or None when it fits."""
+    if _sent[0] >= MAX_IMAGES:
+        return f"a figure was not returned: at most {MAX_IMAGES} images come back per run"
+    if max(width, height) > MAX_IMAGE_SIDE:
+        return f"a figure of {width}x{height} was not returned: at most {MAX_IMAGE_SIDE} a side"
+    if _sent[1] + size > MAX_IMAGE_BYTES:
+        return f"a figure was not returned: images come back up to {MAX_IMAGE_BYTES} bytes a run"
+    return None
+
+
 def send_png(data: bytes, width: int, height: int) -> bool:
     """Sends one image if it fits the run's bounds; False (and a note) when it does not."""
     if sender is None:
         return False
-    if _sent[0] >= MAX_IMAGES:
-        _note(f"a figure was not returned: at most {MAX_IMAGES} images come back per run")
-        return False
-    if max(width, height) > MAX_IMAGE_SIDE:
-        _note(f"a figure of {width}x{height} was not returned: at most {MAX_IMAGE_SIDE} a side")
-        return False
-    if _sent[1] + len(data) > MAX_IMAGE_BYTES:
-        _note(f"a figure was not returned: images come back up to {MAX_IMAGE_BYTES} bytes a run")
+    refusal = _refusal(width, height, len(data))
+    if refusal is not None:
+        _note(refusal)
         return False
     import binascii
 
@@ -115,25 +122,37 @@ def send_png(data: bytes, width: int, height: int) -> bool:
 
 
 def show_figures() -> None:
-    """Sends every figure pyplot has open as a PNG, then closes them (plt.show())."""
-    import io
+    """Sends every figure pyplot has open as a PNG, then closes them (plt.show()).
 
+    A figure that fails to draw is told on stderr, as a notebook shows its error, and
+    costs only itself: the figures after it still come back.
+    """
     from matplotlib._pylab_helpers import Gcf
 
     for manager in Gcf.get_all_fig_managers():
-        figure = manager.canvas.figure
         try:
-            width, height = (round(side) for side in figure.get_size_inches() * figure.dpi)
-            if max(width, height) > MAX_IMAGE_SIDE:
-                send_png(b"", width, height)  # refused, with a note saying why
-                continue
-            buffer = io.BytesIO()
-            figure.savefig(buffer, format="png")
-            data = buffer.getvalue()
-            # IHDR's width and height, as the PNG has them.
-            send_png(data, int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big"))
+            _show_figure(manager.canvas.figure)
+        except Exception as exc:  # noqa: BLE001 - drawing runs the program's artists
+            _note(f"a figure could not be drawn: {_describe(exc)}")
         finally:
             Gcf.destroy(manager)
+
+
+def _show_figure(figure: "Any") -> None:
+    import io
+
+    width, height = (round(side) for side in figure.get_size_inches() * figure.dpi)
+    # Checked before drawing too: a figure that cannot come back is not worth drawing
+    # (a program that leaves hundreds open would spend its time limit on them).
+    refusal = _refusal(width, height, 0)
+    if refusal is not None:
+        _note(refusal)
+        return
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    data = buffer.getvalue()
+    # IHDR's width and height, as the PNG has them.
+    send_png(data, int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big"))
 
 
 def send_open_figures() -> None:

@@ -144,6 +144,37 @@ def test_figures_past_the_bounds_are_left_out_with_a_note(pool: PoolClient) -> N
     assert f"at most {MAX_IMAGES} images" in result["stderr"]
 
 
+# Mathtext that parses only when the figure is drawn: the figure fails at savefig.
+FAILS_TO_DRAW = r"""plt.figure(figsize=(1, 1), dpi=20)
+plt.title(r"$\frac{$")
+"""
+
+
+@needs_matplotlib
+def test_a_figure_that_fails_to_draw_costs_only_itself(pool: PoolClient) -> None:
+    program = "import matplotlib.pyplot as plt\n" + FAILS_TO_DRAW
+    program += "plt.figure(figsize=(2, 1), dpi=20)\nplt.show()\n"  # shown, then one left open
+    program += FAILS_TO_DRAW + "plt.figure(figsize=(3, 1), dpi=20)\nprint('drawn')"
+    result = run_code(pool, program, package_dirs=[PACKAGES], timeout="60s")
+    assert result["exit"] == 0 and result["stdout"] == "drawn\n", result
+    assert [(i["width"], i["height"]) for i in result["images"]] == [(40, 20), (60, 20)]
+    assert result["stderr"].count("pynox: a figure could not be drawn: ValueError") == 2, result
+
+
+@needs_matplotlib
+def test_figures_past_the_count_are_not_drawn(pool: PoolClient) -> None:
+    # Drawing one that cannot come back would only spend the run's time; this one would
+    # fail if drawn, so its note tells which happened.
+    program = "import matplotlib.pyplot as plt\n"
+    program += f"for _ in range({MAX_IMAGES}):\n    plt.figure(figsize=(1, 1), dpi=20)\n"
+    program += FAILS_TO_DRAW
+    result = run_code(pool, program, package_dirs=[PACKAGES], timeout="60s")
+    assert result["exit"] == 0 and len(result["images"]) == MAX_IMAGES, result
+    assert result["stderr"] == (
+        f"pynox: a figure was not returned: at most {MAX_IMAGES} images come back per run\n"
+    )
+
+
 @needs_matplotlib
 def test_a_preloaded_matplotlib_shows_figures_too() -> None:
     with PoolClient("--package-dir", PACKAGES, preload=["matplotlib.pyplot"], workers=1) as client:
