@@ -363,17 +363,16 @@ class _Connection:
         args = message.get("args", [])
         kwargs = message.get("kwargs", {})
         function = pending.functions.get(name) if isinstance(name, str) else None
-        reply: dict[str, Any]
         if function is None:
-            reply = {"host_error": {"call": call, "message": f"no host function {name!r}"}}
+            answer = _host_error(call, f"no host function {name!r}")
         elif not isinstance(args, list) or not isinstance(kwargs, dict):
-            reply = {"host_error": {"call": call, "message": "malformed arguments"}}
+            answer = _host_error(call, "malformed arguments")
         else:
-            reply = _call_host(function, str(name), call, args, kwargs, pending.loop)
-            if "host_result" in reply and isinstance(call, int):
+            answer = _call_host(function, str(name), call, args, kwargs, pending.loop)
+            if answer.startswith('"host_result"') and isinstance(call, int):
                 with self._lock:
                     pending.answered[call] = str(name)
-        self.send({"id": key, **reply})
+        self._write(f'{{"id":{json.dumps(key)},{answer}}}\n'.encode())
 
 
 def _call_host(
@@ -383,17 +382,22 @@ def _call_host(
     args: list[Any],
     kwargs: dict[str, Any],
     loop: asyncio.AbstractEventLoop | None,
-) -> dict[str, Any]:
+) -> str:
+    """The control line's answer to one call, as JSON text: `"host_result": {...}` with the
+    function's value, or `"host_error": {...}`."""
     try:
         value = function(*args, **kwargs)
         if inspect.isawaitable(value):
             value = _await(value, loop)
     except BaseException as exc:  # noqa: B036 - whatever the host function does, the call ends
-        return {"host_error": {"call": call, "message": _describe(exc)}}
+        return _host_error(call, _describe(exc))
     try:
         # Written and read back as the pool will read it (RFC 8259 JSON only): NaN, an
         # integer beyond a double and a dict with two keys that JSON writes alike ({1: 2,
         # "1": 3}) are refused here, where the waiting call can be told, not by the pool.
+        # The line then carries this text, not the value written again: a value another
+        # thread changes meanwhile, or whose own methods fail the second time, would leave
+        # the call unanswered until its timeout.
         encoded = strict_json.dumps(value)
         strict_json.loads(encoded, unique_keys=True)
     except Exception as exc:  # noqa: BLE001 - the value's own methods run here too
@@ -401,23 +405,18 @@ def _call_host(
         # call must still end, or the program waits for it until its timeout.
         plain = type(exc).__module__ in ("builtins", strict_json.__name__)
         reason = str(exc) if plain and isinstance(exc, (TypeError, ValueError)) else _describe(exc)
-        return {
-            "host_error": {
-                "call": call,
-                "message": f"{name}() returned a value that is not JSON ({reason})",
-            }
-        }
+        return _host_error(call, f"{name}() returned a value that is not JSON ({reason})")
     if len(encoded) > MAX_HOST_VALUE:
-        return {
-            "host_error": {
-                "call": call,
-                "message": (
-                    f"{name}() returned {len(encoded)} bytes of JSON, more than the "
-                    f"{unit_format.format_size(MAX_HOST_VALUE)} a call can carry; ask for less"
-                ),
-            }
-        }
-    return {"host_result": {"call": call, "value": value}}
+        return _host_error(
+            call,
+            f"{name}() returned {len(encoded)} bytes of JSON, more than the "
+            f"{unit_format.format_size(MAX_HOST_VALUE)} a call can carry; ask for less",
+        )
+    return f'"host_result":{{"call":{json.dumps(call)},"value":{encoded}}}'
+
+
+def _host_error(call: object, message: str) -> str:
+    return f'"host_error":{json.dumps({"call": call, "message": message}, separators=(",", ":"))}'
 
 
 def _describe(exc: BaseException) -> str:

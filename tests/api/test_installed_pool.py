@@ -205,6 +205,32 @@ def test_a_host_value_that_fails_to_encode_raises_hosterror_at_once(pool: Pool) 
     assert time.monotonic() - started < 5
 
 
+class _CursorRow(dict[str, int]):
+    """A mapping that can be read once, as a row of a database cursor."""
+
+    read = False
+
+    def items(self) -> Any:  # type: ignore[override]
+        if self.read:
+            raise RuntimeError("the cursor has moved on")
+        self.read = True
+        return super().items()
+
+
+def test_a_host_value_is_read_once(pool: Pool) -> None:
+    """The value the program gets is the JSON that was checked, not the value written a
+    second time: one that reads differently then (a cursor's row, a dict another thread
+    changes) would leave the call unanswered until the timeout."""
+    started = time.monotonic()
+    r = pool.run(
+        "from pynox_host import row\nprint(row())",
+        functions={"row": lambda: _CursorRow(a=1)},
+        timeout="10s",
+    )
+    assert r.ok and r.stdout == "{'a': 1}\n", r.text
+    assert time.monotonic() - started < 5
+
+
 def test_a_huge_host_error_reaches_the_program_cut(pool: Pool) -> None:
     """An exception that carries a whole response body is longer than a protocol line:
     the program gets its message cut, at once, not a Timeout (whose hint, to raise the
