@@ -7,6 +7,7 @@ and host functions run in threads of their own (docs/pool-protocol.md).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import inspect
 import json
 import os
@@ -68,6 +69,15 @@ class _Pending:
     control: bool = False
     # Why the client refuses the request itself, without sending it (an unknown profile).
     refusal: str | None = None
+    session: str | None = None  # the session whose step this is, if any
+
+
+# The request whose host function this thread runs (its coroutine too: asyncio copies the
+# context into the task it makes). Code run from there in the same pool may have to wait
+# for that request, which waits for the function: _Connection.deadlock says when it must.
+_host_caller: contextvars.ContextVar[tuple[_Connection, _Pending] | None] = contextvars.ContextVar(
+    "pynox_host_caller", default=None
+)
 
 
 class _Connection:
@@ -122,6 +132,11 @@ class _Connection:
         if pending.refusal is not None:
             future.set_result(failure("RequestError", pending.refusal, hint=None).raw)
             return future
+        pending.session = request.get("session")
+        deadlock = self.deadlock(pending.session)
+        if deadlock is not None:
+            future.set_result(failure("RequestError", deadlock, hint=None).raw)
+            return future
         key = pending.key = self.request_id()
         try:
             text = json.dumps({"id": key, **request}, separators=(",", ":"), allow_nan=False)
@@ -149,6 +164,33 @@ class _Connection:
         if not self._write(line):
             self.fail("the pool stopped reading requests")
         return future
+
+    def deadlock(self, session: str | None) -> str | None:
+        """Why a run (a step of `session`, else a one-shot run) asked for from a host function
+        of this pool would wait forever for the request that called the function; None when
+        it would not."""
+        caller = _host_caller.get()
+        if caller is None or caller[0] is not self:
+            return None
+        calling = caller[1].session
+        if session is not None and session == calling:
+            return (
+                "a host function cannot run a step of the session whose step called it: that "
+                "step waits for the function to return, and steps run one at a time; run the "
+                "code in another session or with pool.run"
+            )
+        if session is None and calling is None and self.info and self.info.get("workers") == 1:
+            return (
+                "a host function cannot run code in its own pool while the pool's one worker "
+                "runs the request that called it; make the pool with workers=2 or more, or "
+                "run the code in a session"
+            )
+        return None
+
+    def calling_session(self) -> str | None:
+        """The session of the step whose host function this thread runs, in this pool."""
+        caller = _host_caller.get()
+        return caller[1].session if caller is not None and caller[0] is self else None
 
     def cancel(self, pending: _Pending) -> None:
         """Asks the pool to end a request whose result nobody waits for any more."""
@@ -358,6 +400,7 @@ class _Connection:
             self.send({"id": key, "host_error": {"call": call, "message": error}})
 
     def _host_call(self, key: str, message: dict[str, Any], pending: _Pending) -> None:
+        _host_caller.set((self, pending))  # this thread's own context
         call = message.get("call")
         name = message.get("function")
         args = message.get("args", [])

@@ -253,6 +253,64 @@ def test_a_huge_host_error_reaches_the_program_cut(pool: Pool) -> None:
     assert time.monotonic() - started < 5
 
 
+def test_a_host_function_that_runs_its_own_session_is_refused_at_once(pool: Pool) -> None:
+    """The step that called the function waits for it, and steps run one at a time: a step
+    asked for from there would wait for the timeout. It is refused at once, saying why,
+    and the session goes on."""
+    sessions: list[pynox.Session] = []
+
+    def ask_again(code: str) -> str:
+        return sessions[0].run(code).text
+
+    with pool.session(functions={"ask_again": ask_again}, timeout="10s") as session:
+        sessions.append(session)
+        started = time.monotonic()
+        r = session.run("from pynox_host import ask_again\nx = 1\nprint(ask_again('x'))")
+        assert r.ok and time.monotonic() - started < 5, r.text
+        assert "cannot run a step of the session whose step called it" in r.stdout, r.stdout
+        assert session.alive and session.run("x").text == "Out: 1"
+
+
+def test_a_host_function_may_close_its_own_session(pool: Pool) -> None:
+    """close() from the session's own step returns at once; the session ends after it."""
+    sessions: list[pynox.Session] = []
+
+    def done() -> str:
+        sessions[0].close()
+        return "closing"
+
+    session = pool.session(functions={"done": done}, timeout="10s")
+    sessions.append(session)
+    started = time.monotonic()
+    r = session.run("from pynox_host import done\nprint(done())")
+    assert r.ok and r.stdout == "closing\n" and time.monotonic() - started < 5, r.text
+    assert session.closed and not session.alive
+
+
+def test_a_host_function_cannot_wait_for_the_only_worker() -> None:
+    """In a pool of one worker, the request that called the function holds it: a run asked
+    for from the function is refused at once, with what to do, not left to time out."""
+
+    def inner() -> str:
+        return pynox_pool.run("print('inner')").text
+
+    with Pool(workers=1) as pynox_pool:
+        started = time.monotonic()
+        r = pynox_pool.run(
+            "from pynox_host import inner\nprint(inner())",
+            functions={"inner": inner},
+            timeout="10s",
+        )
+        assert r.ok and time.monotonic() - started < 5, r.text
+        assert "make the pool with workers=2 or more" in r.stdout, r.stdout
+        with pynox_pool.session() as session:  # sessions are not the workers' to run
+            r = pynox_pool.run(
+                "from pynox_host import step\nprint(step())",
+                functions={"step": lambda: session.run("print('in a session')").text},
+            )
+            assert r.stdout == "in a session\n", r.text
+
+
 def test_sessions_keep_state_and_restart_after_a_timeout(pool: Pool) -> None:
     with pool.session(timeout="1s") as session:
         assert not session.alive and session.steps == 0
