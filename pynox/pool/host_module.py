@@ -9,6 +9,7 @@ leave). A failure in the host function raises HostError here.
 import sys
 import threading
 
+from pynox import strict_json
 from pynox.limits import UNKNOWN_SIGNATURE
 from pynox.pool import channel
 
@@ -64,6 +65,14 @@ class _Link:
                     max_depth=channel.CHILD_DEPTH,
                     max_items=channel.CHILD_ITEMS,
                 )
+                # Read back as the host will: a dict whose keys JSON writes alike ({1: "a",
+                # "1": "b"}) would reach it with one of them silently gone.
+                strict_json.loads(frame[channel._HEADER :], unique_keys=True)
+            except strict_json.RepeatedKey as exc:
+                raise HostError(
+                    f"{name}() takes JSON arguments only: a dict has two keys that JSON writes "
+                    f"alike, as {exc.key!r} (such as 1 and '1'); give each key once"
+                ) from None
             except (TypeError, ValueError) as exc:
                 raise HostError(f"{name}() takes JSON arguments only: {exc}") from None
             except channel.ChannelError as exc:

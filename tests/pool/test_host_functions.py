@@ -171,6 +171,32 @@ def test_host_call_arguments_are_checked_in_the_child(pool: PoolClient) -> None:
     assert lines[1].startswith("HostError"), "an oversized call should raise HostError too"
 
 
+def test_host_call_keys_that_json_writes_alike_raise_hosterror(pool: PoolClient) -> None:
+    """{1: "a", "1": "b"} would reach the host as one key, the other silently gone."""
+    request_id = new_id("keys")
+    result = pool.run(
+        {
+            "id": request_id,
+            "functions": [{"name": "f"}],
+            "code": code("""
+        import pynox_host
+        try:
+            pynox_host.f({1: "a", "1": "b"})
+        except pynox_host.HostError as exc:
+            print(exc)
+        print(pynox_host.f({1: "a", "2": "b"}))
+    """),
+        },
+        host={"f": lambda value: sorted(value)},
+    )
+    assert_ok(
+        result,
+        "f() takes JSON arguments only: a dict has two keys that JSON writes alike, as '1' "
+        "(such as 1 and '1'); give each key once\n['1', '2']\n",
+    )
+    assert len([c for c in pool.host_calls if c["id"] == request_id]) == 1
+
+
 def test_a_large_host_result_reaches_the_program(pool: PoolClient) -> None:
     """The 8 MiB bound is on what a child sends; the client's answers may be larger."""
     request_id = new_id("bigresult")
