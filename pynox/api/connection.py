@@ -169,17 +169,17 @@ class _Connection:
         """Why a run (a step of `session`, else a one-shot run) asked for from a host function
         of this pool would wait forever for the request that called the function; None when
         it would not."""
-        caller = _host_caller.get()
-        if caller is None or caller[0] is not self:
+        calling = self._calling()
+        if calling is None:
             return None
-        calling = caller[1].session
-        if session is not None and session == calling:
+        if session is not None and session == calling.session:
             return (
                 "a host function cannot run a step of the session whose step called it: that "
                 "step waits for the function to return, and steps run one at a time; run the "
                 "code in another session or with pool.run"
             )
-        if session is None and calling is None and self.info and self.info.get("workers") == 1:
+        workers = self.info.get("workers") if self.info else None
+        if session is None and calling.session is None and workers == 1:
             return (
                 "a host function cannot run code in its own pool while the pool's one worker "
                 "runs the request that called it; make the pool with workers=2 or more, or "
@@ -189,8 +189,17 @@ class _Connection:
 
     def calling_session(self) -> str | None:
         """The session of the step whose host function this thread runs, in this pool."""
+        calling = self._calling()
+        return None if calling is None else calling.session
+
+    def _calling(self) -> _Pending | None:
+        """The request of this pool whose host function this thread (or its coroutine) runs,
+        while that request waits for it."""
         caller = _host_caller.get()
-        return caller[1].session if caller is not None and caller[0] is self else None
+        # A task the function left behind (its context copied) may outlive the request.
+        if caller is None or caller[0] is not self or caller[1].future.done():
+            return None
+        return caller[1]
 
     def cancel(self, pending: _Pending) -> None:
         """Asks the pool to end a request whose result nobody waits for any more."""
