@@ -149,7 +149,9 @@ def _show_figure(figure: "Any") -> None:
         _note(refusal)
         return
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
+    # At the figure's own dpi, as a notebook draws it, and as the size checked above:
+    # rcParams["savefig.dpi"] would have it drawn past the bounds (3000 dpi takes gigabytes).
+    figure.savefig(buffer, format="png", dpi=figure.dpi)
     data = buffer.getvalue()
     # IHDR's width and height, as the PNG has them.
     send_png(data, int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big"))

@@ -176,6 +176,19 @@ def test_figures_past_the_count_are_not_drawn(pool: PoolClient) -> None:
 
 
 @needs_matplotlib
+def test_figures_are_drawn_at_their_own_dpi(pool: PoolClient) -> None:
+    # Not at savefig's: the size checked before drawing is the size drawn.
+    program = code("""
+        import matplotlib.pyplot as plt
+        plt.rcParams["savefig.dpi"] = 1500
+        plt.figure(figsize=(2, 1), dpi=50)
+    """)
+    result = run_code(pool, program, package_dirs=[PACKAGES], timeout="60s")
+    assert result["exit"] == 0 and result["stderr"] == "", result
+    assert [(i["width"], i["height"]) for i in result["images"]] == [(100, 50)]
+
+
+@needs_matplotlib
 def test_a_preloaded_matplotlib_shows_figures_too() -> None:
     with PoolClient("--package-dir", PACKAGES, preload=["matplotlib.pyplot"], workers=1) as client:
         result = run_code(client, "import matplotlib.pyplot as plt\nplt.figure(figsize=(2, 2))")
