@@ -30,7 +30,8 @@ class _HostFunction:
         self.__doc__ = doc or None
         self.signature = signature
 
-    def __call__(self, *args: object, **kwargs: object) -> object:
+    # self is positional-only: the host function may take a keyword of that name.
+    def __call__(self, /, *args: object, **kwargs: object) -> object:
         return self._link.call(self.__name__, list(args), kwargs)
 
     def __repr__(self) -> str:

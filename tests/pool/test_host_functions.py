@@ -197,6 +197,18 @@ def test_host_call_keys_that_json_writes_alike_raise_hosterror(pool: PoolClient)
     assert len([c for c in pool.host_calls if c["id"] == request_id]) == 1
 
 
+def test_any_keyword_reaches_the_host(pool: PoolClient) -> None:
+    result = pool.run(
+        {
+            "id": new_id("self"),
+            "functions": [{"name": "f"}],
+            "code": "import pynox_host\nprint(pynox_host.f(self=1, other=2))",
+        },
+        host={"f": lambda **kwargs: sorted(kwargs)},
+    )
+    assert_ok(result, "['other', 'self']\n")
+
+
 def test_a_large_host_result_reaches_the_program(pool: PoolClient) -> None:
     """The 8 MiB bound is on what a child sends; the client's answers may be larger."""
     request_id = new_id("bigresult")
