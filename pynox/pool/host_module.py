@@ -80,7 +80,7 @@ class _Link:
                 raise HostError(f"the arguments of {name}() are too large: {exc}") from None
             try:
                 channel.write_frame(self.fd, frame)
-                reply = channel.receive(self.fd)
+                reply = self._answer(number)
             except (OSError, channel.ChannelError) as exc:
                 raise HostError(f"the host could not run {name}(): {exc}") from None
         if reply is None:
@@ -90,6 +90,18 @@ class _Link:
         if reply.get("type") == "raise" and reply.get("call") == number:
             raise HostError(str(reply.get("message", f"{name}() failed")))
         raise HostError(f"the host answered {name}() with something unexpected")
+
+    def _answer(self, number: int) -> "dict[str, object] | None":
+        """The answer to call `number`. A call that an exception interrupted while it waited
+        (a signal handler's, a timeout's) left its own answer to come first: passed over,
+        or every later call would read the answer of the one before."""
+        while True:
+            reply = channel.receive(self.fd)
+            if reply is None or reply.get("type") not in ("return", "raise"):
+                return reply
+            earlier = reply.get("call")
+            if type(earlier) is not int or earlier >= number:
+                return reply
 
 
 def install(fd: int, functions: list[dict[str, str]]) -> threading.Lock:

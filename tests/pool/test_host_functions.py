@@ -209,6 +209,42 @@ def test_any_keyword_reaches_the_host(pool: PoolClient) -> None:
     assert_ok(result, "['other', 'self']\n")
 
 
+def test_a_call_an_exception_interrupted_leaves_the_next_calls_theirs(pool: PoolClient) -> None:
+    """A signal handler that raises while a call waits (a timeout made with setitimer)
+    abandons that call; its answer, when it comes, is not taken for the next call's."""
+
+    def wait() -> str:
+        time.sleep(0.5)  # the client answers in turn: this answer goes out first
+        return "waited"
+
+    result = pool.run(
+        {
+            "id": new_id("interrupted"),
+            "functions": [{"name": "wait"}, {"name": "then"}],
+            "code": code("""
+        import signal
+        import pynox_host
+
+        class Late(Exception):
+            pass
+
+        def give_up(*_):
+            raise Late
+
+        signal.signal(signal.SIGALRM, give_up)
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        try:
+            pynox_host.wait()
+        except Late:
+            print("gave up")
+        print(pynox_host.then(), pynox_host.then())
+    """),
+        },
+        host={"wait": wait, "then": lambda: "answered"},
+    )
+    assert_ok(result, "gave up\nanswered answered\n")
+
+
 def test_a_large_host_result_reaches_the_program(pool: PoolClient) -> None:
     """The 8 MiB bound is on what a child sends; the client's answers may be larger."""
     request_id = new_id("bigresult")
