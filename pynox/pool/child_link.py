@@ -94,6 +94,9 @@ class ChildLink:
             program.source = request_child.read_script(program.filename, self)
         modules_before = set(sys.modules)
         if self.session:
+            from pynox.pool import display
+
+            display.serve_session()
             session_child.serve(program, policy, setup, self, modules_before)
         request_child.run_then_finish(program, policy, setup, self, modules_before)
 

@@ -25,6 +25,15 @@ BACKEND = "module://pynox.pool.matplotlib_backend"
 sender: "Callable[[dict[str, object]], bool] | None" = None
 # What the current run or session step has sent so far: [images, bytes].
 _sent = [0, 0]
+# In a session, only the thread that runs the steps sends figures, each before its step
+# ends: another thread's could reach the pool server between two steps, which ends the
+# session. The figures a thread shows stay open, and come back when the step ends.
+_session: list[bool] = [False]
+
+
+def serve_session() -> None:
+    """This child is a session's (pynox.pool.child_link)."""
+    _session[0] = True
 
 
 def prepare_preloaded() -> None:
@@ -125,10 +134,15 @@ def show_figures() -> None:
     """Sends every figure pyplot has open as a PNG, then closes them (plt.show()).
 
     A figure that fails to draw is told on stderr, as a notebook shows its error, and
-    costs only itself: the figures after it still come back.
+    costs only itself: the figures after it still come back. In a session, another thread
+    than the steps' leaves them open (see _session).
     """
+    import threading
+
     from matplotlib._pylab_helpers import Gcf
 
+    if _session[0] and threading.current_thread() is not threading.main_thread():
+        return
     for manager in Gcf.get_all_fig_managers():
         try:
             _show_figure(manager.canvas.figure)

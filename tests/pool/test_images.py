@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import os
 import struct
+import time
 import zlib
 
 import pytest
@@ -127,6 +128,36 @@ def test_session_steps_give_the_figures_of_each_step(pool: PoolClient) -> None:
     assert [(i["width"], i["height"]) for i in drawn["images"]] == [(300, 200)]
     later = step(pool, name, "x")
     assert later["value"] == "2" and later["images"] == []  # shown figures are closed
+
+
+@needs_matplotlib
+def test_a_thread_that_shows_figures_between_steps_keeps_its_session(pool: PoolClient) -> None:
+    # The thread shows its figure while no step runs: it comes back with the next step.
+    name = new_id("thread")
+    started = step(
+        pool,
+        name,
+        code("""
+            import threading, time
+            import matplotlib.pyplot as plt
+
+            def draw():
+                time.sleep(0.2)
+                plt.figure(figsize=(2, 1), dpi=20)
+                plt.show()
+                shown.set()
+
+            shown = threading.Event()
+            threading.Thread(target=draw).start()
+        """),
+        package_dirs=[PACKAGES],
+        timeout="60s",
+    )
+    assert started["exit"] == 0 and started["images"] == [], started
+    time.sleep(1)
+    later = step(pool, name, "shown.wait(10)")
+    assert later["value"] == "True" and later["session"]["restarted"] is False, later
+    assert [(i["width"], i["height"]) for i in later["images"]] == [(40, 20)]
 
 
 @needs_matplotlib
