@@ -13,6 +13,9 @@ from pynox import strict_json
 from pynox.limits import UNKNOWN_SIGNATURE
 from pynox.pool import channel
 
+# The pool server's bounds on a request's calls in flight (loaded before any child forks).
+from pynox.pool.server import MAX_CALL_BYTES_IN_FLIGHT, MAX_CALLS_IN_FLIGHT
+
 MODULE_NAME = "pynox_host"
 
 
@@ -45,6 +48,10 @@ class _Link:
         self.fd = fd
         self.lock = threading.Lock()
         self.calls = 0
+        # Calls sent and not yet answered, by number: the size of their frame's body. A call
+        # that an exception interrupted while it waited (a signal handler's timeout) stays
+        # here until its answer is read, which a later call does first.
+        self.in_flight: dict[int, int] = {}
 
     def call(self, name: str, args: list[object], kwargs: dict[str, object]) -> object:
         with self.lock:
@@ -79,6 +86,8 @@ class _Link:
             except channel.ChannelError as exc:
                 raise HostError(f"the arguments of {name}() are too large: {exc}") from None
             try:
+                self._make_room(len(frame) - channel._HEADER)
+                self.in_flight[number] = len(frame) - channel._HEADER
                 channel.write_frame(self.fd, frame)
                 reply = self._answer(number)
             except (OSError, channel.ChannelError) as exc:
@@ -91,17 +100,31 @@ class _Link:
             raise HostError(str(reply.get("message", f"{name}() failed")))
         raise HostError(f"the host answered {name}() with something unexpected")
 
-    def _answer(self, number: int) -> "dict[str, object] | None":
-        """The answer to call `number`. A call that an exception interrupted while it waited
-        (a signal handler's, a timeout's) left its own answer to come first: passed over,
-        or every later call would read the answer of the one before."""
+    def _make_room(self, size: int) -> None:
+        """Waits for the answers of interrupted calls while one more call would pass the pool
+        server's bounds on calls in flight, which would end the request."""
+        while self.in_flight and (
+            len(self.in_flight) >= MAX_CALLS_IN_FLIGHT
+            or sum(self.in_flight.values()) + size > MAX_CALL_BYTES_IN_FLIGHT
+        ):
+            if self._answer(None) is None:
+                raise channel.ChannelError("the channel closed")
+
+    def _answer(self, number: "int | None") -> "dict[str, object] | None":
+        """The next answer to call `number` (to any call in flight, for None); None when the
+        channel closed. The answers of interrupted calls come first: passed over, or each
+        later call would read the answer of the one before."""
         while True:
             reply = channel.receive(self.fd)
             if reply is None or reply.get("type") not in ("return", "raise"):
                 return reply
-            earlier = reply.get("call")
-            if type(earlier) is not int or earlier >= number:
-                return reply
+            answered = reply.get("call")
+            if answered in self.in_flight:
+                del self.in_flight[answered]
+                if number is None or answered == number:
+                    return reply
+            elif number is not None:
+                return reply  # not an answer to any call of ours: unexpected
 
 
 def install(fd: int, functions: list[dict[str, str]]) -> threading.Lock:

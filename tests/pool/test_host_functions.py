@@ -10,6 +10,8 @@ import pytest
 from support.pool_client import NO_ANSWER, PoolClient
 from support.pool_requests import assert_ok, code, new_id, serves
 
+from pynox.pool.server import MAX_CALLS_IN_FLIGHT
+
 
 def test_host_function_returns_a_value(pool: PoolClient) -> None:
     request_id = new_id("host")
@@ -243,6 +245,45 @@ def test_a_call_an_exception_interrupted_leaves_the_next_calls_theirs(pool: Pool
         host={"wait": wait, "then": lambda: "answered"},
     )
     assert_ok(result, "gave up\nanswered answered\n")
+
+
+def test_calls_interrupted_again_and_again_wait_for_room(pool: PoolClient) -> None:
+    """A program that retries a slow function under a timeout of its own leaves one call
+    in flight per try: past the pool's bound, a call waits for the host to answer one of
+    them, where it would have ended the request."""
+
+    def slow() -> str:
+        time.sleep(0.2)
+        return "late"
+
+    result = pool.run(
+        {
+            "id": new_id("retries"),
+            "functions": [{"name": "slow"}, {"name": "then"}],
+            "code": code(f"""
+        import signal
+        import pynox_host
+
+        class Late(Exception):
+            pass
+
+        def give_up(*_):
+            raise Late
+
+        signal.signal(signal.SIGALRM, give_up)
+        for _ in range({MAX_CALLS_IN_FLIGHT + 2}):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            try:
+                pynox_host.slow()
+            except Late:
+                pass
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        print(pynox_host.then())
+    """),
+        },
+        host={"slow": slow, "then": lambda: "answered"},
+    )
+    assert_ok(result, "answered\n")
 
 
 def test_a_large_host_result_reaches_the_program(pool: PoolClient) -> None:
