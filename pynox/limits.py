@@ -56,3 +56,8 @@ MAX_VALUE = 65536
 MAX_IMAGES = 8
 MAX_IMAGE_BYTES = 4 << 20
 MAX_IMAGE_SIDE = 8192
+# Host calls of one pool request waiting for the client at once: at most this many, carrying
+# at most this many bytes of JSON between them (pynox_host waits for room; a program that
+# writes call frames itself and passes either ends its request).
+MAX_CALLS_IN_FLIGHT = 4
+MAX_CALL_BYTES_IN_FLIGHT = 16 << 20

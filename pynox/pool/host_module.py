@@ -10,11 +10,8 @@ import sys
 import threading
 
 from pynox import strict_json
-from pynox.limits import UNKNOWN_SIGNATURE
+from pynox.limits import MAX_CALL_BYTES_IN_FLIGHT, MAX_CALLS_IN_FLIGHT, UNKNOWN_SIGNATURE
 from pynox.pool import channel
-
-# The pool server's bounds on a request's calls in flight (loaded before any child forks).
-from pynox.pool.server import MAX_CALL_BYTES_IN_FLIGHT, MAX_CALLS_IN_FLIGHT
 
 MODULE_NAME = "pynox_host"
 

@@ -41,6 +41,8 @@ from pynox.limits import (
     DEFAULT_NAME,
     DEFAULT_SESSION_IDLE,
     DEFAULT_TIMEOUT,
+    MAX_CALL_BYTES_IN_FLIGHT,
+    MAX_CALLS_IN_FLIGHT,
     MAX_LINE,
     REPORT_LIMIT,
     STREAM_BACKLOG,
@@ -111,11 +113,6 @@ _QUIET_ROLES = ("stdout", "stderr", "report")
 _GROWN_ROLES = ("stdout", "stderr")  # the report is small unless a program abuses it
 _QUIET_PIPE = 1 << 20
 _PIPE = 1 << 16  # Linux's default
-# Host calls of one request: pynox_host makes one at a time; a program that writes
-# call frames itself may have at most this many, carrying at most this many bytes
-# of JSON between them, waiting for the client at once. More ends the request.
-MAX_CALLS_IN_FLIGHT = 4
-MAX_CALL_BYTES_IN_FLIGHT = 16 << 20
 # A call between a session's steps is refused at once, with an answer the child reads
 # (pynox_host waits for it, so a program has one such call at most). A program that writes
 # call frames and never reads the answers ends its session once this many bytes of

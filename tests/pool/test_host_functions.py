@@ -10,7 +10,7 @@ import pytest
 from support.pool_client import NO_ANSWER, PoolClient
 from support.pool_requests import assert_ok, code, new_id, serves
 
-from pynox.pool.server import MAX_CALLS_IN_FLIGHT
+from pynox.limits import MAX_CALLS_IN_FLIGHT
 
 
 def test_host_function_returns_a_value(pool: PoolClient) -> None:
