@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import functools
 import inspect
-import keyword
 import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from pynox import file_names, units
+from pynox import file_names, host_function_names, units
 from pynox.errors import PynoxError
 from pynox.limits import (
     DEFAULT_MAX_OUTPUT,
@@ -177,13 +176,9 @@ def _functions(value: Functions) -> dict[str, Callable[..., Any]]:
     for name, function in pairs:
         if not callable(function):
             raise TypeError(f"functions[{name!r}] is {type(function).__name__}, not callable")
-        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
-            raise ValueError(
-                f"{name!r} cannot be a host function's name: the code imports it with "
-                "`from pynox_host import NAME`, so use a Python identifier"
-            )
-        if name == "HostError" or name.startswith("__"):
-            raise ValueError(f"{name!r} is reserved in pynox_host; give the function another name")
+        problem = host_function_names.name_problem(name)
+        if problem is not None:
+            raise ValueError(problem)
         result[name] = function
     return result
 

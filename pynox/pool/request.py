@@ -5,11 +5,10 @@ Nothing here trusts the line: a wrong type, an unknown field or a grant beyond
 """
 
 import json
-import keyword
 import os
 import sys
 
-from pynox import file_names, strict_json
+from pynox import file_names, host_function_names, strict_json
 from pynox.errors import PynoxError
 from pynox.limits import MAX_FILES_IN, MAX_FILES_IN_BYTES, UNKNOWN_SIGNATURE
 from pynox.policy.config import Grants
@@ -342,13 +341,9 @@ def host_functions(message: dict[str, object]) -> list[dict[str, str]]:
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
             raise RequestError('each function needs a "name" string', message["id"])
         name = spec["name"]
-        if not name.isidentifier() or name.startswith("_") or keyword.iskeyword(name):
-            raise RequestError(
-                f"function name {name!r} is not a public identifier (letters, digits and "
-                "underscores, not starting with _ or a digit, and no keyword such as import); "
-                "name it so that code can import it",
-                message["id"],
-            )
+        problem = host_function_names.name_problem(name)
+        if problem is not None:
+            raise RequestError(problem, message["id"])
         if name in names:
             raise RequestError(f"functions names {name!r} twice; give each once", message["id"])
         names.add(name)

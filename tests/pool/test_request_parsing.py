@@ -224,7 +224,9 @@ def test_an_integer_within_a_double_is_taken() -> None:
     ("functions", "message"),
     [
         ([{"name": "f"}, {"name": "f"}], "functions names 'f' twice; give each once"),
-        ([{"name": "import"}], "function name 'import' is not a public identifier"),
+        ([{"name": "import"}], "'import' cannot be a host function's name: code imports"),
+        ([{"name": "_search"}], "'_search' cannot be a host function's name: pynox_host keeps"),
+        ([{"name": "HostError"}], "'HostError' is pynox_host's own name"),
         ([{"name": "f", "extra": 1}], "function 'f' has 'extra'; a function takes only name"),
         ([{"name": "f", "signature": "("}], "the signature of function 'f' is not a Python"),
         ([{"name": "f", "signature": "x"}], "the signature of function 'f' is not a Python"),
