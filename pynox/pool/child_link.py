@@ -86,6 +86,13 @@ class ChildLink:
 
         display.finish_code(value, self.echo)
 
+    def send_open_figures(self) -> None:
+        """The code failed or exited: its open figures still go to the server, after its
+        traceback, as a notebook shows a failed cell's figures."""
+        from pynox.pool import display
+
+        display.send_open_figures()
+
     def run(self, program: "Program", policy: "Policy", setup: "ChildSetup") -> "NoReturn":
         """Runs the request in __main__ once the engine has confined this child; never
         returns."""

@@ -77,12 +77,15 @@ def run_then_finish(
         del value
     except SystemExit as exc:
         status = shutdown.system_exit_status(exc)
+        link.send_open_figures()
     except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
         try:
             report_exception(exc, program, policy, setup)
             status, interrupted = 1, isinstance(exc, KeyboardInterrupt)
         except SystemExit as hook_exit:  # from the program's sys.excepthook: python exits so
             status = shutdown.system_exit_status(hook_exit)
+        if not interrupted:  # cancelled: no time to draw
+            link.send_open_figures()
     else:
         status = 0
     del main  # so that the program's objects can be finalized

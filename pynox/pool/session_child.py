@@ -94,8 +94,11 @@ def serve(
                 # A SystemExit from the program's sys.excepthook ends it, as under python.
                 error = report_exception(exc, program, policy, setup)
                 status = 1
+                if not isinstance(exc, KeyboardInterrupt):  # cancelled: no time to draw
+                    link.send_open_figures()
         except SystemExit as exc:
             status = shutdown.system_exit_status(exc)
+            link.send_open_figures()
             _flush()
             _tell(fd, identity, {"type": "done", "exit": status, "error": None, "ended": True})
             del main

@@ -207,6 +207,26 @@ def test_figures_past_the_count_are_not_drawn(pool: PoolClient) -> None:
 
 
 @needs_matplotlib
+@pytest.mark.parametrize("ending", ["undefined_name", "raise SystemExit(3)"])
+def test_code_that_fails_still_gives_its_figures(pool: PoolClient, ending: str) -> None:
+    # As a notebook shows a failed cell's figures, after its traceback.
+    program = f"import matplotlib.pyplot as plt\nplt.figure(figsize=(2, 1), dpi=20)\n{ending}"
+    result = run_code(pool, program, package_dirs=[PACKAGES], timeout="60s")
+    assert result["exit"] == (1 if ending == "undefined_name" else 3), result
+    assert [(i["width"], i["height"]) for i in result["images"]] == [(40, 20)], result
+
+
+@needs_matplotlib
+def test_a_session_step_that_fails_gives_its_figures_at_once(pool: PoolClient) -> None:
+    name = new_id("failing-charts")
+    program = "import matplotlib.pyplot as plt\nplt.figure(figsize=(2, 1), dpi=20)\n1 / 0"
+    failed = step(pool, name, program, package_dirs=[PACKAGES])
+    assert failed["error"]["type"] == "ZeroDivisionError", failed
+    assert [(i["width"], i["height"]) for i in failed["images"]] == [(40, 20)], failed
+    assert step(pool, name, "1")["images"] == []  # not a second time with the next step
+
+
+@needs_matplotlib
 def test_figures_are_drawn_at_their_own_dpi(pool: PoolClient) -> None:
     # Not at savefig's: the size checked before drawing is the size drawn.
     program = code("""
