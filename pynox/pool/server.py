@@ -84,6 +84,8 @@ _TIDY_AGAIN = 0.02
 _CLIENT_BACKLOG = 16 << 20
 _ZYGOTE_GONE = "the pool's zygote stopped; restart the pool"
 # A client's answer to a host call: its call's number and this, as in these examples.
+# A host call's answer when the client closed the pool's input, which its answers come on.
+_NO_CLIENT_TO_ANSWER = "the pool's client closed its input, so no host function answers now"
 _ANSWER_KEYS = {"host_result": "value", "host_error": "message"}
 _ANSWER_EXAMPLES = {
     "host_result": '{"call": 1, "value": [1, 2]}',
@@ -671,6 +673,12 @@ class PoolServer:
             self.stdin_open = False
             self.poller.unregister(0)  # registered: only then is stdin read (_pace)
             self._close_spares(list(self.spares))
+            for run in list(self.child_runs.values()):
+                if run.child is not None:
+                    for call in run.child.pending_calls:
+                        self._refuse_call(run.child, call, _NO_CLIENT_TO_ANSWER)
+                    run.child.pending_calls.clear()
+                    run.child.pending_bytes = 0
             return
         while data:
             newline = data.find(b"\n")
@@ -1521,6 +1529,10 @@ class PoolServer:
         """Relays a call to the client, within the bounds of calls and bytes in flight."""
         self._check_call(child, frame)
         call, function = frame.get("call"), frame.get("function")
+        if not self.stdin_open:
+            # Answers come on stdin: the program would wait for one until its timeout.
+            self._refuse_call(child, call, _NO_CLIENT_TO_ANSWER)
+            return
         args, kwargs = frame.get("args"), frame.get("kwargs")
         if len(child.pending_calls) >= MAX_CALLS_IN_FLIGHT:
             raise _OverBound(

@@ -102,6 +102,29 @@ def test_host_function_that_hangs_times_out(pool: PoolClient) -> None:
     serves(pool)
 
 
+def test_calls_the_client_can_no_longer_answer_fail_at_once() -> None:
+    """Answers come on the pool's input: once the client closes it, a call waiting and
+    every later one fail in the program, which goes on, instead of waiting until its
+    timeout while the client waits for the pool to end."""
+    program = code("""
+        from pynox_host import HostError, wait
+        for _ in range(2):
+            try:
+                wait()
+            except HostError as exc:
+                print(exc)
+    """)
+    with PoolClient(workers=1) as client:
+        request = {"id": "w", "functions": [{"name": "wait"}], "timeout": "10m", "code": program}
+        client.send(request, host={"wait": lambda: NO_ANSWER})
+        client.event(lambda message: message.get("event") == "host_call")
+        client.close_stdin()
+        result = client.result("w", timeout=60)
+        refusal = "the pool's client closed its input, so no host function answers now\n"
+        assert_ok(result, refusal * 2)
+        assert client.close() == 0
+
+
 def test_host_function_called_many_times(pool: PoolClient) -> None:
     request_id = new_id("many")
     result = pool.run(
