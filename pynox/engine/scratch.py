@@ -56,6 +56,7 @@ def create(base: "str | None" = None) -> str:
     """A new directory only this user can enter, in `base` or the host's temporary directory."""
     if base is None:
         base = default_base()
+        refuse_if_shared(base)
         made = _made_by_launcher(base)
         if made is not None:
             return made
@@ -73,6 +74,41 @@ def create(base: "str | None" = None) -> str:
                 "set TMPDIR to a writable directory"
             ) from None
         return path
+
+
+def refuse_if_shared(base: str) -> None:
+    """Raises PolicyError if every user may rename what `base` holds.
+
+    Then another user could swap a run's directory for one of their own between its
+    mkdir and its use (its grant, HOME, the files a pool places and returns), all by
+    path. So it is when `base`, or a directory above it, lets every user write to it
+    without the sticky bit (/tmp has it: only an entry's owner may rename that entry).
+    A directory's owner, and a group it lets write, are trusted with what it holds.
+    """
+    directory = base
+    while True:
+        try:
+            mode = posix.lstat(directory).st_mode
+        except OSError:
+            return  # the mkdir says what is wrong
+        if mode & _WRITABLE_BY_ALL and not mode & _STICKY:
+            from pynox.errors import PolicyError
+
+            what = f"the temporary directory {base}"
+            if directory != base:
+                what = f"{directory}, which holds {what},"
+            raise PolicyError(
+                f"{what} is writable by every user and has no sticky bit: another user "
+                "could swap a run's scratch directory there for one of their own; set "
+                f"TMPDIR to a directory only you can write, or run chmod +t {directory}"
+            )
+        if directory == lean_os.SEP:
+            return
+        directory = lean_os.dirname(directory)
+
+
+_WRITABLE_BY_ALL = 0o002
+_STICKY = 0o1000
 
 
 _helper_pipes: "list[int] | None" = None

@@ -30,36 +30,45 @@ def make(root: str) -> str:
     """A run's scratch directory in root, with the empty out/ whose files its result
     returns. root is the pool's own: if someone removed it (emptying its TMPDIR, say), it
     is made again."""
-    try:
-        path = scratch.create(root)
-    except PolicyError:
-        if os.path.lexists(root):
-            raise
-        _make_root_again(root)
-        path = scratch.create(root)
+    path = scratch.create(own_root(root))
     pool_files.make_out_dir(path)
     return path
 
 
-def _make_root_again(root: str) -> None:
-    """Makes the pool's directory again where it was; PolicyError if it cannot."""
-    base = os.path.dirname(root)
+def own_root(root: str) -> str:
+    """root, once it is seen to be the pool's own directory: made again if it was
+    removed; PolicyError if it cannot be, or if something else took its name.
+
+    Everything in it is made by path: a directory another user made under that name
+    (it is in /tmp for all to see) would get every run's. In a TMPDIR with the sticky
+    bit (scratch.refuse_if_shared) no one else can rename the pool's own once seen."""
     try:
-        os.mkdir(root, 0o700)
-    except FileExistsError:
-        pass  # the other thread of the pool made it meanwhile, or someone else: see below
-    except OSError as exc:
-        raise PolicyError(
-            f"the pool's scratch directory {root} was removed and cannot be made again "
-            f"({exc.strerror}); make {base} again, or restart the pool with TMPDIR set to a "
-            "writable directory"
-        ) from None
-    status = os.lstat(root)
+        status = os.lstat(root)
+    except OSError:
+        status = _make_root_again(root)
     if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.geteuid() or status.st_mode & 0o077:
         raise PolicyError(
             f"the pool's scratch directory {root} was removed, and something not the pool's "
             "took its name; restart the pool"
         )
+    return root
+
+
+def _make_root_again(root: str) -> os.stat_result:
+    """Makes the pool's directory again where it was, and says what is there now;
+    PolicyError if it cannot."""
+    try:
+        try:
+            os.mkdir(root, 0o700)
+        except FileExistsError:
+            pass  # the other thread of the pool made it meanwhile, or someone else: own_root
+        return os.lstat(root)
+    except OSError as exc:
+        raise PolicyError(
+            f"the pool's scratch directory {root} was removed and cannot be made again "
+            f"({exc.strerror}); make {os.path.dirname(root)} again, or restart the pool with "
+            "TMPDIR set to a writable directory"
+        ) from None
 
 
 class ScratchKeeper:

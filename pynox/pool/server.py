@@ -60,7 +60,7 @@ from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
 from pynox.pool.display_check import Shown
 from pynox.pool.request import RequestError
-from pynox.pool.scratch_keeper import ScratchKeeper
+from pynox.pool.scratch_keeper import ScratchKeeper, own_root
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -1104,7 +1104,7 @@ class PoolServer:
         if not fields or run.session is None:
             return
         try:
-            trash = scratch.create(self.scratch_root)
+            trash = scratch.create(own_root(self.scratch_root))
             os.rmdir(trash)  # only its name: out/ takes its place
         except (PynoxError, OSError) as exc:
             problem: str | None = exc.message if isinstance(exc, PynoxError) else exc.strerror

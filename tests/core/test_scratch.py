@@ -151,6 +151,53 @@ def test_a_link_planted_in_the_directory_does_not_take_the_removal_outside(
     assert (victim / "keep").read_text() == "data"
 
 
+SHARED_TMPDIR = (
+    "{what} is writable by every user and has no sticky bit: another user could swap a "
+    "run's scratch directory there for one of their own; set TMPDIR to a directory only "
+    "you can write, or run chmod +t {shared}"
+)
+
+
+@pytest.mark.parametrize("where", ["itself", "above"])
+def test_a_tmpdir_every_user_may_write_without_the_sticky_bit_is_refused(
+    tmp_path: Path, where: str
+) -> None:
+    """There another user could rename the run's directory away and put one of their own
+    in its place (its HOME, then, and what the program writes); as the hint says, the
+    sticky bit (which /tmp has) stops that."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    tmpdir = shared if where == "itself" else shared / "mine"
+    tmpdir.mkdir(exist_ok=True)
+    what = f"the temporary directory {tmpdir}"
+    if where == "above":
+        what = f"{shared}, which holds {what},"
+    for mode in MODES.values():
+        proc = pynox(*mode, "-c", "print('ran')", cwd=tmp_path, env={"TMPDIR": str(tmpdir)})
+        assert proc.returncode == 125 and b"ran" not in proc.stdout
+        message = SHARED_TMPDIR.format(what=what, shared=shared)
+        if mode == ["--json"]:
+            assert json.loads(proc.stdout)["error"]["message"] == message
+        else:
+            assert proc.stderr.decode() == f"pynox: {message}\n"
+    assert _gone_but(shared, ["mine"] if where == "above" else [])
+    shared.chmod(0o1777)
+    proc = pynox("-c", "print('ran')", cwd=tmp_path, env={"TMPDIR": str(tmpdir)})
+    assert (proc.returncode, proc.stdout) == (0, b"ran\n"), proc.stderr
+
+
+def _gone_but(directory: Path, kept: list[str], within: float = 10) -> bool:
+    """Whether directory comes to hold nothing but `kept`: what the launcher's helper made
+    there goes as the run ends."""
+    deadline = time.monotonic() + within
+    while sorted(os.listdir(directory)) != kept:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def test_max_file_size_caps_files_in_the_scratch_directory(tmp_path: Path) -> None:
     code = "import tempfile; f = tempfile.TemporaryFile(); f.write(b'x' * 4096); f.flush()"
     proc = pynox("--max-file-size=1k", "-c", code, cwd=tmp_path)

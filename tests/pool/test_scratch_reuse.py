@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support.pool_client import PoolClient, clean_env
+from support.pool_client import PYNOX, PoolClient, clean_env
 
 from pynox.file_names import OUT_DIR
 from pynox.pool.scratch_keeper import ScratchKeeper
@@ -324,3 +324,46 @@ def test_a_pool_whose_scratch_root_was_removed_makes_it_again(tmp_path: Path) ->
         result = pool.run({"id": "back", "code": "print(3)"})
         assert (result["exit"], result["stdout"]) == (0, "3\n"), result
         assert pool.close() == 0
+
+
+def test_a_scratch_root_whose_name_another_took_is_refused(tmp_path: Path) -> None:
+    """Once the pool's directory was removed, its name (in /tmp for all to see) may be
+    taken by a directory that is not the pool's, another user's: no run's directory is
+    made there, and each request says what to do."""
+    base = tmp_path / "tmp"
+    base.mkdir()
+    with PoolClient(workers=1, env=clean_env({"TMPDIR": str(base)})) as pool:
+        pool.run({"id": "warm", "code": "print(0)"})
+        (root,) = base.iterdir()
+        _remove_all(root)
+        root.mkdir()
+        root.chmod(0o777)  # as a directory of someone else's would let anyone write it
+        refused = pool.run({"id": "taken", "code": "print(1)"})
+        assert refused["exit"] == 125 and refused["stdout"] == ""
+        assert refused["error"]["message"] == (
+            f"the pool's scratch directory {root} was removed, and something not the pool's "
+            "took its name; restart the pool"
+        )
+        assert list(root.iterdir()) == []
+        assert pool.close() == 0
+
+
+def test_a_pool_refuses_a_tmpdir_every_user_may_write_without_the_sticky_bit(
+    tmp_path: Path,
+) -> None:
+    """There another user could swap the pool's directory, or a run's, for one of their
+    own: the pool does not start, and says what to do (pynox.engine.scratch)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    done = subprocess.run(
+        [PYNOX, "pool"], env=clean_env({"TMPDIR": str(shared)}), input=b"", capture_output=True,
+        timeout=60,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (125, b"")
+    assert done.stderr.decode() == (
+        f"pynox: the temporary directory {shared} is writable by every user and has no sticky "
+        "bit: another user could swap a run's scratch directory there for one of their own; "
+        f"set TMPDIR to a directory only you can write, or run chmod +t {shared}\n"
+    )
+    assert _eventually(lambda: not list(shared.iterdir()))
