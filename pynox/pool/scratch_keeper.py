@@ -71,6 +71,15 @@ def _make_root_again(root: str) -> os.stat_result:
         ) from None
 
 
+def gone(path: "str | None") -> bool:
+    """Whether a scratch directory given out is gone (with the pool's root, say), or was
+    never made: nothing a sandbox granted it reaches is at its path any more."""
+    try:
+        return path is None or not stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return True
+
+
 class ScratchKeeper:
     def __init__(self, root: str) -> None:
         # Imported only now, after the zygote's fork (PoolServer.__init__): threading
@@ -103,7 +112,7 @@ class ScratchKeeper:
             self._wanted = min(self._wanted, max(len(self._ready) - 1, 0))
             while self._ready:
                 path = self._ready.pop()
-                if os.path.isdir(path):  # gone if its root was removed (make)
+                if not gone(path):  # as it is if its root was removed (make)
                     return path
                 self._as_made.pop(path, None)
             used = self._claim_used()

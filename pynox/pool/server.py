@@ -60,7 +60,7 @@ from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
 from pynox.pool.display_check import Shown
 from pynox.pool.request import RequestError
-from pynox.pool.scratch_keeper import ScratchKeeper, own_root
+from pynox.pool.scratch_keeper import ScratchKeeper, gone, own_root
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -1030,7 +1030,7 @@ class PoolServer:
                 stale.append(spare)
             elif found is None:
                 found = spare
-        if found is not None and not os.path.isdir(found.scratch or ""):
+        if found is not None and gone(found.scratch):
             # Gone with the pool's scratch root (ScratchKeeper makes that again, not this).
             stale.append(found)
             found = None
@@ -1741,6 +1741,9 @@ class PoolServer:
         if session.running is not None or not session.queue or self._backlogged():
             return
         run, message = session.queue.pop(0)
+        if gone(session.policy.scratch):
+            self._close_lost_session(session, run)
+            return
         if run.files:
             try:
                 pool_files.place(session.policy.scratch or "", run.files, run.id)
@@ -1767,6 +1770,28 @@ class PoolServer:
         )
         # No quiet start (_quiet): a step's pipes stay open, and its done frame, not
         # their closing, tells the pool server the step ended.
+
+    def _close_lost_session(self, session: Session, run: Run) -> None:
+        """Refuses a step of a session whose scratch directory someone removed, and closes
+        the session: the step would not find what earlier steps left there, and no other
+        directory can take its place (the sandbox of the session's process grants that
+        one, gone), so a new session is what is left to give."""
+        self.runs.pop(run.id, None)
+        result = error_result(
+            run.id,
+            f"session {session.name!r} lost its scratch directory, its HOME with the files "
+            "its steps left there: something outside the pool removed it (emptying TMPDIR, "
+            "say), so the session was closed; send this step again to start a new session",
+            "PoolError",
+        )
+        result["session"] = {
+            "id": session.name,
+            "step": session.steps + 1,
+            "restarted": False,
+            "ended": "scratch_removed",
+        }
+        self.emit(result)
+        self._end_session(session)
 
     def _finish_step(
         self, run: Run, exit_code: int | None, error: "dict[str, Any] | None", ended: str | None

@@ -367,3 +367,38 @@ def test_a_pool_refuses_a_tmpdir_every_user_may_write_without_the_sticky_bit(
         f"set TMPDIR to a directory only you can write, or run chmod +t {shared}\n"
     )
     assert _eventually(lambda: not list(shared.iterdir()))
+
+
+def test_a_session_whose_scratch_directory_was_removed_is_closed_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    """Its HOME, with what its steps left there, is gone with the pool's root, and its
+    sandbox grants nothing else: its next step says so instead of failing in the program,
+    and sent again, starts a new session."""
+    base = tmp_path / "tmp"
+    base.mkdir()
+    with PoolClient(workers=1, env=clean_env({"TMPDIR": str(base)})) as pool:
+        keep = "import os\nopen(os.environ['HOME'] + '/state', 'w').write('1')"
+        assert pool.run({"id": 1, "session": "s", "code": keep})["exit"] == 0
+        (root,) = base.iterdir()
+        _remove_all(root)
+        step = {"session": "s", "code": "print(sorted(os.listdir()))", "files": {"a": "eA=="}}
+        lost = pool.run({"id": 2, **step})
+        assert (lost["exit"], lost["stdout"], lost["error"]["type"]) == (125, "", "PoolError")
+        assert lost["error"]["message"] == (
+            "session 's' lost its scratch directory, its HOME with the files its steps left "
+            "there: something outside the pool removed it (emptying TMPDIR, say), so the "
+            "session was closed; send this step again to start a new session"
+        )
+        assert lost["session"] == {
+            "id": "s",
+            "step": 2,
+            "restarted": False,
+            "ended": "scratch_removed",
+        }
+        again = pool.run(
+            {"id": 3, **step, "code": "import os\nprint(sorted(os.listdir(os.environ['HOME'])))"}
+        )
+        assert (again["exit"], again["stdout"]) == (0, "['a', 'out']\n"), again
+        assert again["session"] == {"id": "s", "step": 1, "restarted": False, "ended": None}
+        assert pool.close() == 0
