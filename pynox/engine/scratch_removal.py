@@ -23,7 +23,7 @@ def remove(path: "str | None") -> None:
         return
     try:
         try:
-            fd = os.open(name, _DIRECTORY_FLAGS, dir_fd=parent_fd)
+            fd = _open_directory(parent_fd, name)
         except OSError:
             _unlink(parent_fd, name)  # a file, a link, or gone: unlinked, never followed
             return
@@ -37,6 +37,29 @@ def remove(path: "str | None") -> None:
 
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_PATH_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_directory(parent: int, name: str) -> int:
+    """The directory `name` in `parent`, opened to be listed and emptied; OSError if it is
+    not one (a link is never followed).
+
+    A program may not chmod, but it may make a directory its owner cannot list
+    (os.mkdir(path, 0o300)) and fill it: such a one is given its owner's rights back,
+    through a descriptor of that very directory, or it and all it holds would stay.
+    """
+    try:
+        return os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
+    except PermissionError:
+        pass
+    held = os.open(name, _PATH_FLAGS, dir_fd=parent)
+    try:
+        # An O_PATH descriptor cannot be fchmod-ed; its /proc name leads to its inode.
+        inode = f"/proc/self/fd/{held}"
+        os.chmod(inode, 0o700)
+        return os.open(inode, _DIRECTORY_FLAGS & ~os.O_NOFOLLOW)
+    finally:
+        os.close(held)
 
 
 def _empty(top: int) -> None:
@@ -59,7 +82,7 @@ def _empty(top: int) -> None:
     while pending:
         folder = pending.pop()
         try:
-            fd = os.open(folder, _DIRECTORY_FLAGS, dir_fd=top)
+            fd = _open_directory(top, folder)
         except OSError:
             _unlink(top, folder)
             continue

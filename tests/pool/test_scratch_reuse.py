@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import struct
 import subprocess
 import time
@@ -402,3 +403,38 @@ def test_a_session_whose_scratch_directory_was_removed_is_closed_with_the_reason
         assert (again["exit"], again["stdout"]) == (0, "['a', 'out']\n"), again
         assert again["session"] == {"id": "s", "step": 1, "restarted": False, "ended": None}
         assert pool.close() == 0
+
+
+def _as_an_owner_bound_by_modes() -> list[str]:
+    """A prefix for the pool's command line: as root, without the capabilities that let
+    root pass over file modes, so that it meets them as any other user's pool does."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+
+
+HIDE = """\
+import os
+for where in (os.environ['HOME'], os.environ['HOME'] + '/out'):
+    os.mkdir(where + '/hidden', 0o300)  # its owner may not list it; chmod is refused
+    open(where + '/hidden/data', 'wb').write(b'x' * 4096)
+"""
+
+
+def test_directories_a_run_made_that_its_owner_cannot_list_are_removed(tmp_path: Path) -> None:
+    """Or each run could leave files in the pool's TMPDIR that outlive the pool."""
+    base = tmp_path / "tmp"
+    base.mkdir()
+    env = clean_env({"TMPDIR": str(base)})
+    with PoolClient(workers=1, env=env, launched_by=_as_an_owner_bound_by_modes()) as pool:
+        result = pool.run({"id": "hide", "code": HIDE})
+        assert result["exit"] == 0, result
+        assert result["files_left_out"] == ["hidden: not a directory that can be read"]
+        assert _eventually(lambda: not os.path.lexists(result["policy"]["scratch"]))
+        step = pool.run({"id": "step", "session": "s", "code": HIDE})
+        assert step["exit"] == 0, step
+        assert pool.close() == 0
+    assert _eventually(lambda: not list(base.iterdir()))
