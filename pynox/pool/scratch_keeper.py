@@ -262,12 +262,22 @@ class ScratchKeeper:
     def _tidy(self, path: str, pidfd: "int | None") -> None:
         """Reuses a used directory while fewer than twice keep_ready's count are ready (the
         next run takes one, and the thread, asked for another at once, finds it there),
-        else removes it."""
+        else removes it; either once its run's process has exited.
+
+        Killed as its run ended, that process may still be in system calls that make
+        entries there (a thread of it each), and what they make after the removal has
+        listed the directory would stay until the pool ends. So a directory whose process
+        has not exited yet goes back among the used, and this round of removals ends: the
+        pool's loop asks for the next one in a moment (_TIDY_AGAIN)."""
+        if pidfd is not None and not scratch_reuse.exited(pidfd, _EXIT_WAIT):
+            with self._lock:
+                self._busy.remove(path)
+                self._used.insert(0, (path, pidfd))  # the others first, next round
+                self._removing = False
+            return
         with self._lock:
             wanted = len(self._ready) < 2 * self._kept
-        reused = None
-        if wanted and pidfd is not None and scratch_reuse.exited(pidfd, _EXIT_WAIT):
-            reused = self._reuse(path)
+        reused = self._reuse(path) if wanted and pidfd is not None else None
         _close(pidfd)
         if reused is None:
             self.remove(path)

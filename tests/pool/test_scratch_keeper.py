@@ -108,8 +108,37 @@ def test_a_used_directory_the_thread_tries_to_reuse_still_counts_as_used(
         while time.monotonic() < deadline:
             assert keeper.used() == 1
             time.sleep(0.001)
+        running.kill()
+        running.wait()  # removed once its process has exited, as the loop asks again
+        assert _eventually(lambda: _removed_when_asked(keeper, path))
+    finally:
+        running.kill()
+        running.wait()
+        keeper.close()
+
+
+def _removed_when_asked(keeper: ScratchKeeper, path: str) -> bool:
+    """Whether path is gone, asking for what runs left to be removed, as the pool's loop
+    does every _TIDY_AGAIN while some is."""
+    keeper.remove_used()
+    return not os.path.lexists(path)
+
+
+def test_a_used_directory_is_removed_only_once_its_process_has_exited(tmp_path: Path) -> None:
+    """A process killed as its run ended may still be in system calls that make entries
+    there: removed before it exits, the directory would keep what those make after the
+    removal listed it, until the pool ends."""
+    keeper = ScratchKeeper(str(tmp_path))
+    running = subprocess.Popen(["sleep", "60"])
+    try:
+        path = keeper.take()
+        keeper.discard(path, os.pidfd_open(running.pid))
         keeper.remove_used()
-        assert _eventually(lambda: not os.path.lexists(path))
+        assert _eventually(lambda: keeper.used() == 1)  # given back: its process runs
+        assert os.path.isdir(path)
+        running.kill()
+        running.wait()
+        assert _eventually(lambda: _removed_when_asked(keeper, path))
     finally:
         running.kill()
         running.wait()
