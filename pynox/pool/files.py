@@ -129,8 +129,11 @@ def collect(scratch: str) -> Collected:
         out = os.open(OUT_DIR, _DIR, dir_fd=root)
     except FileNotFoundError:
         return found
-    except OSError:
-        found.leave_out(OUT_DIR, "not a directory (a link is never followed)")
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            found.leave_out(OUT_DIR, "not a directory (a link is never followed)")
+        else:  # one the program made that its owner may not list (mkdir with 0o300)
+            found.leave_out(OUT_DIR, f"could not be read ({exc.strerror})")
         return found
     finally:
         os.close(root)

@@ -438,3 +438,14 @@ def test_directories_a_run_made_that_its_owner_cannot_list_are_removed(tmp_path:
         assert step["exit"] == 0, step
         assert pool.close() == 0
     assert _eventually(lambda: not list(base.iterdir()))
+
+
+def test_an_out_directory_its_owner_cannot_list_is_said_to_be_unreadable(tmp_path: Path) -> None:
+    """Not a link, as any other out/ that cannot be opened is said to be."""
+    code = "import os\nout = os.environ['HOME'] + '/out'\nos.rmdir(out)\nos.mkdir(out, 0o300)"
+    env = clean_env({"TMPDIR": str(tmp_path)})
+    with PoolClient(workers=1, env=env, launched_by=_as_an_owner_bound_by_modes()) as pool:
+        result = pool.run({"id": "hide-out", "code": code})
+        assert result["exit"] == 0, result
+        assert result["files_left_out"] == ["out: could not be read (Permission denied)"]
+        assert pool.close() == 0
