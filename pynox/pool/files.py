@@ -13,6 +13,7 @@ import base64
 import errno
 import os
 import stat
+from collections.abc import Callable
 
 from pynox.file_names import OUT_DIR
 from pynox.limits import (
@@ -39,56 +40,135 @@ def make_out_dir(scratch: str) -> None:
 
 
 def place(scratch: str, files: "dict[str, bytes]", request_id: object) -> None:
-    """Writes a request's files (names already checked) into the scratch directory."""
+    """Writes a request's files (names already checked) into the scratch directory: all of
+    them, or, when one cannot be placed, none. A session's earlier steps left files there
+    that a refused step must not have replaced.
+
+    Each is first written beside its place under a name of its own, then, once all are
+    written, renamed into it: a rename replaces whatever held the name (a link is never
+    written through) and fails only where a folder has it, which is checked before.
+    """
     try:
         root = os.open(scratch, _DIR)
     except OSError as exc:
         raise RequestError(
             f"cannot place files in the scratch directory: {exc.strerror or exc}", request_id
         ) from None
+    made: list[str] = []  # folders made for the files, to remove again if they cannot be
+    aside: dict[str, str] = {}  # each name's temporary name, until renamed
+    name = ""
     try:
         for name, data in files.items():
+            aside[name] = _write_aside(root, name, data, files, made)
+        for name in files:
+            _refuse_a_folder(root, name)
+        for name in files:
+            folder, base = _folder_of(root, name)
             try:
-                _place_one(root, name, data)
-            except OSError as exc:
-                if exc.errno in _NO_ROOM:
-                    what = "hand in fewer or smaller files, or free space in the pool's TMPDIR"
-                else:
-                    what = "give names that are neither a directory nor under a file or link"
-                raise RequestError(
-                    f"cannot place file {name!r} in the scratch directory: "
-                    f"{exc.strerror or exc}; {what}",
-                    request_id,
-                ) from None
+                os.rename(aside[name], base, src_dir_fd=folder, dst_dir_fd=folder)
+            finally:
+                os.close(folder)
+            del aside[name]
+        made.clear()  # they hold the files now
+    except OSError as exc:
+        if exc.errno in _NO_ROOM:
+            what = "hand in fewer or smaller files, or free space in the pool's TMPDIR"
+        else:
+            what = "give names that are neither a directory nor under a file or link"
+        raise RequestError(
+            f"cannot place file {name!r} in the scratch directory: {exc.strerror or exc}; {what}",
+            request_id,
+        ) from None
     finally:
+        for name, temporary in aside.items():
+            _remove_in(root, name, temporary, os.unlink)
+        for path in reversed(made):
+            _remove_in(root, path, None, os.rmdir)
         os.close(root)
 
 
-def _place_one(root: int, name: str, data: bytes) -> None:
-    *directories, base = name.split("/")
+# What a file is called while it waits to be renamed into its place: nothing a program
+# would have named its own.
+_ASIDE = ".pynox-placing-"
+
+
+def _write_aside(
+    root: int, name: str, data: bytes, files: "dict[str, bytes]", made: "list[str]"
+) -> str:
+    """Writes data as a new file in the folder of name (made if need be, each one made
+    listed in made), under a temporary name, which it returns."""
+    *directories, _ = name.split("/")
     fd = os.dup(root)
     try:
-        for directory in directories:
+        for depth, directory in enumerate(directories, 1):
+            path = "/".join(directories[:depth])
+            if path in files:  # another file of this request: its folder cannot be a file
+                raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
             try:
                 os.mkdir(directory, 0o700, dir_fd=fd)
+                made.append(path)
             except FileExistsError:
                 pass  # opened below: a link or a file there is refused, never followed
             inner = os.open(directory, _DIR, dir_fd=fd)
             os.close(fd)
             fd = inner
-        try:
-            os.unlink(base, dir_fd=fd)  # a link or another file's inode is never written to
-        except FileNotFoundError:
-            pass
-        out = os.open(base, _NEW_FILE, 0o600, dir_fd=fd)
+        temporary = _ASIDE + os.urandom(6).hex()
+        out = os.open(temporary, _NEW_FILE, 0o600, dir_fd=fd)
         try:
             view = memoryview(data)
             while view:
                 view = view[os.write(out, view) :]
+        except OSError:
+            os.unlink(temporary, dir_fd=fd)
+            raise
         finally:
             os.close(out)
+        return temporary
     finally:
         os.close(fd)
+
+
+def _folder_of(root: int, name: str) -> "tuple[int, str]":
+    """A descriptor of the folder name is in, opened without following a link, and the
+    last part of name."""
+    *directories, base = name.split("/")
+    fd = os.dup(root)
+    try:
+        for directory in directories:
+            inner = os.open(directory, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except OSError:
+        os.close(fd)
+        raise
+    return fd, base
+
+
+def _refuse_a_folder(root: int, name: str) -> None:
+    """OSError if a folder has name: a file cannot be renamed over it."""
+    folder, base = _folder_of(root, name)
+    try:
+        status = os.lstat(base, dir_fd=folder)
+    except FileNotFoundError:
+        return
+    finally:
+        os.close(folder)
+    if stat.S_ISDIR(status.st_mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+
+
+def _remove_in(root: int, name: str, replaced: "str | None", remove: "Callable[..., None]") -> None:
+    """Removes name, or the entry `replaced` of name's folder instead, if it can."""
+    try:
+        folder, base = _folder_of(root, name)
+    except OSError:
+        return
+    try:
+        remove(base if replaced is None else replaced, dir_fd=folder)
+    except OSError:
+        pass  # not empty (a program put something there meanwhile), or gone
+    finally:
+        os.close(folder)
 
 
 class Collected:

@@ -92,6 +92,27 @@ def test_a_session_step_whose_files_cannot_be_placed_is_refused_alone(pool: Pool
     pool.wait_for(lambda: "close-dirs" in pool.results)
 
 
+def test_a_refused_step_leaves_the_sessions_files_as_they_were(pool: PoolClient) -> None:
+    """Files are placed all or none: a step refused for one name replaced no other file and
+    made no folder."""
+    work = (
+        "import os\nh = os.environ['HOME']\nopen(h + '/notes.txt', 'w').write('an hour of work')\n"
+    )
+    made = pool.run({"id": "w1", "session": "work", "code": work + "open(h + '/sub', 'w')"})
+    assert made["exit"] == 0, made
+    new = {"notes.txt": b64(b"new notes"), "new/folder/a": b64(b"a"), "sub/x": b64(b"y")}
+    refused = pool.run({"id": "w2", "session": "work", "code": "print('ran')", "files": new})
+    assert refused["exit"] == 125 and "cannot place file 'sub/x'" in refused["error"]["message"]
+    look = (
+        "import os\nh = os.environ['HOME']\n"
+        "print(sorted(os.listdir(h)), open(h + '/notes.txt').read())"
+    )
+    after = pool.run({"id": "w3", "session": "work", "code": look})
+    assert after["stdout"] == "['notes.txt', 'out', 'sub'] an hour of work\n", after
+    pool.send({"id": "close-work", "close_session": "work"})
+    pool.wait_for(lambda: "close-work" in pool.results)
+
+
 # --- hostile programs ----------------------------------------------------------------------
 
 
