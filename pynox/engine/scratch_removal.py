@@ -45,21 +45,54 @@ def _open_directory(parent: int, name: str) -> int:
     not one (a link is never followed).
 
     A program may not chmod, but it may make a directory its owner cannot list
-    (os.mkdir(path, 0o300)) and fill it: such a one is given its owner's rights back,
-    through a descriptor of that very directory, or it and all it holds would stay.
+    (os.mkdir(path, 0o300)) and fill it: such a one is given its owner's rights back
+    (_give_rights_back), or it and all it holds would stay.
     """
     try:
         return os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
     except PermissionError:
         pass
+    _give_rights_back(parent, name)
+    return os.open(name, _DIRECTORY_FLAGS, dir_fd=parent)
+
+
+def _give_rights_back(parent: int, name: str) -> None:
+    """Gives the directory `name` in `parent` its owner's rights (0o700), through a
+    descriptor of that very directory, never a link; OSError if it cannot."""
     held = os.open(name, _PATH_FLAGS, dir_fd=parent)
     try:
         # An O_PATH descriptor cannot be fchmod-ed; its /proc name leads to its inode.
-        inode = f"/proc/self/fd/{held}"
-        os.chmod(inode, 0o700)
-        return os.open(inode, _DIRECTORY_FLAGS & ~os.O_NOFOLLOW)
+        os.chmod(f"/proc/self/fd/{held}", 0o700)
     finally:
         os.close(held)
+
+
+def _move_up(fd: int, name: str, top: int, moved: str) -> bool:
+    """Moves the folder `name` of fd into top as `moved`, or removes it there if it is
+    empty; whether it was moved.
+
+    A folder that changes parents must be writable by its owner (its ".." changes), and
+    a program may make one that is not (os.mkdir(path, 0o500)): such a one is removed
+    where it is when empty, else given its owner's rights back first.
+    """
+    try:
+        os.rename(name, moved, src_dir_fd=fd, dst_dir_fd=top)
+        return True
+    except PermissionError:
+        pass
+    except OSError:
+        return False  # left where it is, and its parent with it
+    try:
+        os.rmdir(name, dir_fd=fd)
+        return False
+    except OSError:
+        pass
+    try:
+        _give_rights_back(fd, name)
+        os.rename(name, moved, src_dir_fd=fd, dst_dir_fd=top)
+    except OSError:
+        return False
+    return True
 
 
 def _empty(top: int) -> None:
@@ -94,12 +127,9 @@ def _empty(top: int) -> None:
                 while f"{_MOVED}{moved}" in taken:
                     moved += 1
                 name = f"{_MOVED}{moved}"
-                try:
-                    os.rename(entry.name, name, src_dir_fd=fd, dst_dir_fd=top)
-                except OSError:
-                    continue  # left where it is, and its parent with it
-                taken.add(name)
-                pending.append(name)
+                if _move_up(fd, entry.name, top, name):
+                    taken.add(name)
+                    pending.append(name)
         finally:
             os.close(fd)
         _rmdir(top, folder)

@@ -421,10 +421,15 @@ import os
 for where in (os.environ['HOME'], os.environ['HOME'] + '/out'):
     os.mkdir(where + '/hidden', 0o300)  # its owner may not list it; chmod is refused
     open(where + '/hidden/data', 'wb').write(b'x' * 4096)
+os.mkdir(os.environ['HOME'] + '/nest')
+os.mkdir(os.environ['HOME'] + '/nest/read-only', 0o500)  # it may not be moved: its .. is
+os.mkdir(os.environ['HOME'] + '/nest/closed', 0)
 """
 
 
-def test_directories_a_run_made_that_its_owner_cannot_list_are_removed(tmp_path: Path) -> None:
+def test_directories_a_run_made_that_its_owner_cannot_list_or_move_are_removed(
+    tmp_path: Path,
+) -> None:
     """Or each run could leave files in the pool's TMPDIR that outlive the pool."""
     base = tmp_path / "tmp"
     base.mkdir()
