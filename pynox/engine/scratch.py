@@ -26,7 +26,13 @@ PREFIX = "pynox-run-"
 # helper names the directory it made for the run.
 LAUNCHER_HELPER_VARIABLE = "PYNOX_SCRATCH_HELPER"
 _NAME_LENGTH = len(PREFIX) + 12  # PREFIX and 6 random bytes in hexadecimal
-HELPER_SCRIPT = 'while read -r _; do :; done; exec rm -rf -- "$0"'
+# A program may make a folder its owner cannot list (os.mkdir(path, 0o300)), where rm
+# cannot go: such folders get their owner's rights back first (find never follows a link;
+# nothing of the run is left to swap one in by then).
+HELPER_SCRIPT = (
+    'while read -r _; do :; done; rm -rf -- "$0" || '
+    '{ find "$0" -type d ! -perm -700 -exec chmod u+rwx {} \\; ; exec rm -rf -- "$0"; }'
+)
 
 
 def attach(policy: "Policy", base: "str | None" = None, ready: "str | None" = None) -> str:

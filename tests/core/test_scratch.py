@@ -253,6 +253,21 @@ def test_without_the_launcher_a_helper_of_pynoxs_own_removes_it(tmp_path: Path) 
     assert _gone(directory)
 
 
+def test_without_the_launcher_folders_their_owner_cannot_list_are_removed_too(
+    tmp_path: Path,
+) -> None:
+    """A program may make one (chmod it may not): rm alone cannot go into it."""
+    from support.commands import PYTHON, bound_by_file_modes
+
+    code = (
+        "import os; d = os.environ['TMPDIR']; os.mkdir(d + '/hidden', 0o300)\n"
+        "open(d + '/hidden/data', 'w').write('x'); print(d)"
+    )
+    proc = run([*bound_by_file_modes(), PYTHON, "-m", "pynox", "-c", code], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert _gone(proc.stdout.decode().strip())
+
+
 def test_what_a_program_writes_to_the_helpers_pipe_is_ignored(tmp_path: Path) -> None:
     """Only the first line, which pynox writes before the program runs, names what to
     remove: a program that finds the pipe and names another directory removes nothing."""

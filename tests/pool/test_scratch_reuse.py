@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import struct
 import subprocess
 import time
@@ -13,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.commands import bound_by_file_modes
 from support.pool_client import PYNOX, PoolClient, clean_env
 
 from pynox.file_names import OUT_DIR
@@ -405,17 +405,6 @@ def test_a_session_whose_scratch_directory_was_removed_is_closed_with_the_reason
         assert pool.close() == 0
 
 
-def _as_an_owner_bound_by_modes() -> list[str]:
-    """A prefix for the pool's command line: as root, without the capabilities that let
-    root pass over file modes, so that it meets them as any other user's pool does."""
-    if os.geteuid() != 0:
-        return []
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        pytest.skip("needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
-    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
-
-
 HIDE = """\
 import os
 for where in (os.environ['HOME'], os.environ['HOME'] + '/out'):
@@ -434,7 +423,7 @@ def test_directories_a_run_made_that_its_owner_cannot_list_or_move_are_removed(
     base = tmp_path / "tmp"
     base.mkdir()
     env = clean_env({"TMPDIR": str(base)})
-    with PoolClient(workers=1, env=env, launched_by=_as_an_owner_bound_by_modes()) as pool:
+    with PoolClient(workers=1, env=env, launched_by=bound_by_file_modes()) as pool:
         result = pool.run({"id": "hide", "code": HIDE})
         assert result["exit"] == 0, result
         assert result["files_left_out"] == ["hidden: not a directory that can be read"]
@@ -449,7 +438,7 @@ def test_an_out_directory_its_owner_cannot_list_is_said_to_be_unreadable(tmp_pat
     """Not a link, as any other out/ that cannot be opened is said to be."""
     code = "import os\nout = os.environ['HOME'] + '/out'\nos.rmdir(out)\nos.mkdir(out, 0o300)"
     env = clean_env({"TMPDIR": str(tmp_path)})
-    with PoolClient(workers=1, env=env, launched_by=_as_an_owner_bound_by_modes()) as pool:
+    with PoolClient(workers=1, env=env, launched_by=bound_by_file_modes()) as pool:
         result = pool.run({"id": "hide-out", "code": code})
         assert result["exit"] == 0, result
         assert result["files_left_out"] == ["out: could not be read (Permission denied)"]

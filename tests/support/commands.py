@@ -7,6 +7,7 @@ builds and installs it), exactly as a user would call it.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,3 +82,17 @@ def limiting_file_size(limit: int) -> list[str]:
     """A prefix for a command line: what follows it may write files of at most `limit`
     bytes (a write past it fails with EFBIG, as on a full disk with ENOSPC)."""
     return [PYTHON, "-c", _LIMITING, "RLIMIT_FSIZE", str(limit)]
+
+
+def bound_by_file_modes() -> list[str]:
+    """A prefix for a command line: as root, what follows runs without the capabilities
+    that let root pass over file modes, so that it meets them as any other user does;
+    empty for any other user."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        import pytest
+
+        pytest.skip("needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
