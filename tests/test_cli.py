@@ -752,6 +752,23 @@ def test_doctor_says_no_where_runs_cannot_make_their_scratch_directory(tmp_path:
     assert (ran.returncode, ran.stdout) == (0, b"1\n")
 
 
+def test_doctor_says_no_where_every_user_may_swap_a_run_s_directory(tmp_path: Path) -> None:
+    """A TMPDIR every user may write without the sticky bit refuses every run: the doctor
+    says so, and its advice (chmod +t) makes both answer yes."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    env = {"TMPDIR": str(shared)}
+    report = json.loads(pynox("doctor", "--json", env=env).stdout)
+    assert report["sandbox_supported"] is False
+    reasons = report["sandbox_unavailable_reasons"]
+    assert any(f"or run chmod +t {shared}" in reason for reason in reasons), reasons
+    assert pynox("-c", "print(1)", env=env).returncode == 125  # what the doctor foretold
+    shared.chmod(0o1777)
+    assert json.loads(pynox("doctor", "--json", env=env).stdout)["sandbox_supported"] is True
+    assert pynox("-c", "print(1)", env=env).stdout == b"1\n"
+
+
 def test_doctor_with_stdout_closed_answers_by_its_status() -> None:
     closed = run(["sh", "-c", f'exec "{PYNOX}" doctor >&-'])
     assert (closed.returncode, closed.stderr) == (0, b"")

@@ -56,7 +56,12 @@ def _availability_reason(name: str, value: int, need: str) -> str | None:
 def _scratch_reason(base: str) -> str | None:
     """Every sandboxed run makes a scratch directory there first: try it, as a run would."""
     from pynox.engine import scratch
+    from pynox.errors import PolicyError
 
+    try:
+        scratch.refuse_if_shared(base)
+    except PolicyError as exc:
+        return exc.message
     path = scratch.new_name(base)
     try:
         os.mkdir(path, 0o700)
