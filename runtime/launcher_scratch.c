@@ -100,9 +100,31 @@ static void let_go_of_one(struct removal *removal)
     removal->held--;
 }
 
-/* Goes into the directory `name` of the deepest level: 1, or 0 if it cannot be opened
- * (gone, or a link put in its place meanwhile). */
-static int go_in(struct removal *removal, const char *name)
+/* Gives the directory `name` in `at` back to its owner (u=rwx) through a descriptor of
+ * that very directory, never a link: a program may make one its owner cannot list or
+ * enter (mkdir's mode, 0300 say), and fill it, though chmod is refused to it. fchmod
+ * takes no O_PATH descriptor, so the mode is set through its /proc/self/fd name, which
+ * names the directory itself. 0, or -errno. */
+static long give_back(int at, const char *name)
+{
+    long directory = sys_openat(at, name,
+                                LAUNCHER_O_PATH | LAUNCHER_O_DIRECTORY | LAUNCHER_O_NOFOLLOW
+                                    | LAUNCHER_O_CLOEXEC);
+    if (directory < 0) {
+        return directory;
+    }
+    char link[48];
+    size_t n = 0;
+    long changed = -LAUNCHER_ENAMETOOLONG;
+    if (buf_append(link, sizeof link, &n, "/proc/self/fd/") == 0
+        && buf_append_long(link, sizeof link, &n, directory) == 0) {
+        changed = sys_call(SYS_fchmodat, LAUNCHER_AT_FDCWD, (long)link, 0700, 0);
+    }
+    (void)sys_close((int)directory);  /* an O_PATH descriptor: close cannot lose anything */
+    return changed;
+}
+
+static long open_level(struct removal *removal, const char *name)
 {
     const int flags = LAUNCHER_O_RDONLY | LAUNCHER_O_DIRECTORY | LAUNCHER_O_NOFOLLOW
                       | LAUNCHER_O_CLOEXEC;
@@ -110,6 +132,18 @@ static int go_in(struct removal *removal, const char *name)
     while ((child == -LAUNCHER_EMFILE || child == -LAUNCHER_ENFILE) && removal->held >= 3) {
         let_go_of_one(removal);  /* descriptors run short: fewer levels held */
         child = sys_openat(removal->levels[removal->held - 1].fd, name, flags);
+    }
+    return child;
+}
+
+/* Goes into the directory `name` of the deepest level: 1, or 0 if it cannot be opened
+ * (gone, or a link put in its place meanwhile). */
+static int go_in(struct removal *removal, const char *name)
+{
+    long child = open_level(removal, name);
+    if (child == -LAUNCHER_EACCES
+        && give_back(removal->levels[removal->held - 1].fd, name) == 0) {
+        child = open_level(removal, name);
     }
     if (child < 0) {
         return 0;

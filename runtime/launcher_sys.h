@@ -41,6 +41,7 @@
 #define SYS_munmap 11
 #define SYS_mkdirat 258
 #define SYS_getrandom 318
+#define SYS_fchmodat 268
 #define LAUNCHER_O_DIRECTORY 0200000
 #define LAUNCHER_O_NOFOLLOW 0400000
 #elif defined(__aarch64__)
@@ -74,6 +75,7 @@
 #define SYS_munmap 215
 #define SYS_mkdirat 34
 #define SYS_getrandom 278
+#define SYS_fchmodat 53
 #define LAUNCHER_O_DIRECTORY 040000
 #define LAUNCHER_O_NOFOLLOW 0100000
 #else

@@ -253,17 +253,24 @@ def test_without_the_launcher_a_helper_of_pynoxs_own_removes_it(tmp_path: Path) 
     assert _gone(directory)
 
 
-def test_without_the_launcher_folders_their_owner_cannot_list_are_removed_too(
-    tmp_path: Path,
+@pytest.mark.parametrize("launcher", [True, False], ids=["launcher", "python -m pynox"])
+def test_folders_their_owner_cannot_list_or_enter_are_removed(
+    tmp_path: Path, launcher: bool
 ) -> None:
-    """A program may make one (chmod it may not): rm alone cannot go into it."""
+    """A program may make them (chmod it may not): a removal that only walks down into
+    folders leaves them, and what they hold, behind."""
     from support.commands import PYTHON, bound_by_file_modes
 
     code = (
-        "import os; d = os.environ['TMPDIR']; os.mkdir(d + '/hidden', 0o300)\n"
-        "open(d + '/hidden/data', 'w').write('x'); print(d)"
+        "import os; d = os.environ['TMPDIR']\n"
+        "os.mkdir(f'{d}/hidden', 0o300); open(f'{d}/hidden/data', 'w').write('x')\n"
+        "os.mkdir(f'{d}/hidden/deeper', 0o300); open(f'{d}/hidden/deeper/data', 'w').write('x')\n"
+        "for mode in (0o600, 0o500, 0o100, 0):\n"
+        "    os.mkdir(f'{d}/hidden/deeper/sealed{mode:o}', mode)\n"
+        "print(d)"
     )
-    proc = run([*bound_by_file_modes(), PYTHON, "-m", "pynox", "-c", code], cwd=tmp_path)
+    command = [PYNOX] if launcher else [PYTHON, "-m", "pynox"]
+    proc = run([*bound_by_file_modes(), *command, "-c", code], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr.decode()
     assert _gone(proc.stdout.decode().strip())
 
