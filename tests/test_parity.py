@@ -78,6 +78,7 @@ CASES: dict[str, Case] = {
     "exc_chain_implicit.py": Case(status=1),
     "exc_suppressed_context.py": Case(status=1),
     "exc_group.py": Case(status=1),
+    "exc_with_temporary_file.py": Case(status=1),
     "exc_notes.py": Case(status=1),
     "exc_hostile_traceback.py": Case(status=1),
     "exc_hostile_attributes.py": Case(status=1),

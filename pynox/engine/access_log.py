@@ -78,13 +78,17 @@ WATCHED_EVENTS = (
 class AccessLog:
     """An audit hook that keeps the most recent watched event."""
 
-    __slots__ = ("last",)
+    __slots__ = ("last", "_watched")
 
     def __init__(self) -> None:
         self.last: tuple[str, tuple[Any, ...]] | None = None
+        # Held here, not looked up as a global: the hook runs until the interpreter is
+        # gone, and at its end module globals are cleared to None while finalizers (a
+        # NamedTemporaryFile's unlink) still raise events.
+        self._watched = WATCHED_EVENTS
 
     def __call__(self, event: str, args: "tuple[Any, ...]") -> None:
-        if event in WATCHED_EVENTS:
+        if event in self._watched:
             self.last = (event, args)
             if event == "os.system":
                 # The shell could not start anyway, but system() would only say
