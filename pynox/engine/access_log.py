@@ -69,6 +69,7 @@ WATCHED_EVENTS = (
             "socket.connect",
             "os.kill",
             "os.killpg",
+            "resource.prlimit",
             "sqlite3.connect",
         }
     )

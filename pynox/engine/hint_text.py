@@ -32,6 +32,12 @@ KINDS = frozenset(
         "thread_pool",
         "job_control",
         "io_signals",
+        "other_process",
+        "memfd",
+        "pipe_size",
+        "lease",
+        "namespaces",
+        "socket_buffers",
         "metadata",
         "xattr_by_path",
         "unix_socket",
@@ -98,6 +104,38 @@ IO_SIGNALS_HINT = (
     "signal-driven I/O (O_ASYNC, fcntl's F_SETOWN and F_SETSIG) is never allowed in the "
     "sandbox: its signals could reach processes outside it, there is nothing to grant; wait "
     "for the descriptor with selectors, asyncio or a thread instead"
+)
+OTHER_PROCESS_HINT = (
+    "signals and resource limits reach only the program's own process in the sandbox "
+    "(os.kill(os.getpid(), sig), resource.prlimit(0, ...)): no other process can be signalled "
+    "or changed, and there is nothing to grant"
+)
+# Memory the kernel holds for the program that no limit counts (runtime/seccomp.c).
+MEMFD_HINT = (
+    "os.memfd_create is never allowed in the sandbox: the memory it holds would escape the "
+    "sandbox's limits, and there is nothing to grant; keep the data in memory (io.BytesIO) "
+    "or, where a file descriptor is needed, in a file in the run's scratch directory "
+    "(tempfile.TemporaryFile())"
+)
+PIPE_SIZE_HINT = (
+    "resizing a pipe (fcntl's F_SETPIPE_SZ) is never allowed in the sandbox: its buffer would "
+    "escape the sandbox's limits, and there is nothing to grant; pipes keep their default "
+    "size, so read from the other end while writing (in a thread), or pass the data through a "
+    "file in the run's scratch directory"
+)
+LEASE_HINT = (
+    "file leases (fcntl's F_SETLEASE) are never allowed in the sandbox: they would make "
+    "programs outside it wait to open the file, and there is nothing to grant; lock the file "
+    "with fcntl.flock or fcntl.lockf instead"
+)
+NAMESPACES_HINT = (
+    "changing namespaces or the root directory (os.unshare, os.setns, os.chroot) is never "
+    "allowed in the sandbox; there is nothing to grant, leave it out"
+)
+SOCKET_BUFFERS_HINT = (
+    "socket buffer sizes (SO_SNDBUF, SO_RCVBUF) cannot be changed in the sandbox without the "
+    "network: the memory they hold would escape the sandbox's limits; leave them at their "
+    "defaults"
 )
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
@@ -319,6 +357,12 @@ def format_hint(
         "thread_pool": THREAD_POOL_HINT,
         "job_control": JOB_CONTROL_HINT,
         "io_signals": IO_SIGNALS_HINT,
+        "other_process": OTHER_PROCESS_HINT,
+        "memfd": MEMFD_HINT,
+        "pipe_size": PIPE_SIZE_HINT,
+        "lease": LEASE_HINT,
+        "namespaces": NAMESPACES_HINT,
+        "socket_buffers": SOCKET_BUFFERS_HINT,
         "metadata": METADATA_HINT,
         "xattr_by_path": XATTR_BY_PATH_HINT,
         "unix_socket": UNIX_SOCKET_HINT,

@@ -491,8 +491,8 @@ def _classify_os_error(
         return "open_files", None, path
     if exc.errno not in _DENIED_ERRNOS:
         return None, None, path
-    if path is None and exc.errno == errno.EPERM:
-        refused = _own_process_rule(exc, event)
+    if exc.errno == errno.EPERM:
+        refused = _filter_refusal(exc, event, path, policy)
         if refused is not None:
             return refused, None, None
     certificates = _unreadable_certificates(exc) if path is None else None
@@ -522,15 +522,53 @@ _F_SETFL = 4
 _SIGNAL_OWNER_COMMANDS = frozenset({8, 10, 15})  # F_SETOWN, F_SETSIG, F_SETOWN_EX
 _SIGNAL_OWNER_IOCTLS = frozenset({0x8901, 0x8902})  # FIOSETOWN, SIOCSPGRP
 _TIOCSPGRP = 0x5410
+# The other fcntl commands runtime/seccomp.c refuses, and the hint kind of each.
+_REFUSED_COMMANDS = {1024: "lease", 1031: "pipe_size"}  # F_SETLEASE, F_SETPIPE_SZ
 # Calls with no audit event that only job control makes: refused unless they name the
 # program's own process group, and always where the program leads a session of its own
 # (under the Python supervisor), since the kernel lets no session leader change groups.
 _JOB_CONTROL_CALLS = frozenset({"setpgid", "setpgrp", "tcsetpgrp"})
+# Calls with no audit event that seccomp refuses whatever their arguments, by hint kind.
+_REFUSED_CALLS = {
+    "memfd_create": "memfd",
+    "unshare": "namespaces",
+    "setns": "namespaces",
+    "chroot": "namespaces",
+}
+# Calls that may name only the program's own process (runtime/seccomp.c's
+# add_own_process_rules), by their audit events: the process id comes first in each.
+_OWN_PROCESS_EVENTS = frozenset({"os.kill", "os.killpg", "resource.prlimit"})
 
 
-def _own_process_rule(exc: OSError, event: "tuple[str, tuple[Any, ...]] | None") -> str | None:
-    """The hint kind when exc is seccomp's refusal of signal-driven I/O ("io_signals") or
-    of another process group ("job_control"), which no grant lifts; else None."""
+def _filter_refusal(
+    exc: OSError,
+    event: "tuple[str, tuple[Any, ...]] | None",
+    path: str | None,
+    policy: "Policy | None",
+) -> str | None:
+    """The hint kind when exc (EPERM) is a refusal of runtime/seccomp.c's that no grant
+    lifts, or that only --allow-network does (growing socket buffers); else None."""
+    called = _called_names(exc)
+    for name in called:
+        if name in _REFUSED_CALLS:
+            return _REFUSED_CALLS[name]
+    if path is not None:
+        return None
+    kind = _refused_arguments(event, called)
+    if kind is not None:
+        return kind
+    if "setsockopt" in called and policy is not None and not policy.allow_network:
+        return "socket_buffers"
+    return None
+
+
+def _refused_arguments(
+    event: "tuple[str, tuple[Any, ...]] | None", called: "set[str]"
+) -> str | None:
+    """The hint kind when the last event's arguments, or a call with no event, are what
+    seccomp refuses: signal-driven I/O ("io_signals"), another process group
+    ("job_control"), another process ("other_process"), a lease or a larger pipe; else
+    None."""
     if event is not None and event[0] in FCNTL_EVENTS and len(event[1]) >= 3:
         _, command, argument = event[1][:3]
         if event[0] == "fcntl.ioctl":
@@ -542,7 +580,16 @@ def _own_process_rule(exc: OSError, event: "tuple[str, tuple[Any, ...]] | None")
             command == _F_SETFL and isinstance(argument, int) and argument & os.O_ASYNC
         ):
             return "io_signals"
-    if _called_names(exc) & _JOB_CONTROL_CALLS:
+        elif command in _REFUSED_COMMANDS:
+            return _REFUSED_COMMANDS[command]
+    if event is not None and event[0] in _OWN_PROCESS_EVENTS and event[1]:
+        # A call that names this process is not refused: its error is another's. A
+        # process group is refused unless it is the program's own in a session of its
+        # own, where os.killpg succeeds.
+        own = {os.getpid()} if event[0] == "os.kill" else {0, os.getpid()}
+        if event[0] == "os.killpg" or event[1][0] not in own:
+            return "other_process"
+    if called & _JOB_CONTROL_CALLS:
         return "job_control"
     return None
 

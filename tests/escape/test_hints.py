@@ -3,6 +3,7 @@ behind another exception): python's traceback, then exactly one `pynox:` hint li
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -126,6 +127,46 @@ HINTED = [
         "PermissionError",
         "IO_SIGNALS",
     ),
+    # Memory no limit counts, a lease, another process, a namespace: refused whatever the
+    # grants, by a call with no audit event, an fcntl command, or another process's id.
+    ("memfd-create", "os.memfd_create('buffer')", "PermissionError", "MEMFD"),
+    (
+        "fcntl-f-setpipe-sz",
+        "import fcntl; fcntl.fcntl(os.pipe()[1], fcntl.F_SETPIPE_SZ, 1 << 20)",
+        "PermissionError",
+        "PIPE_SIZE",
+    ),
+    (
+        "fcntl-f-setlease",
+        "import fcntl; fcntl.fcntl(os.open(W['ro_file'], os.O_RDONLY), fcntl.F_SETLEASE, "
+        "fcntl.F_RDLCK)",
+        "PermissionError",
+        "LEASE",
+    ),
+    ("kill-init", "os.kill(1, 0)", "PermissionError", "OTHER_PROCESS"),
+    (
+        "kill-parent",
+        "import signal; os.kill(os.getppid(), signal.SIGTERM)",
+        "PermissionError",
+        "OTHER_PROCESS",
+    ),
+    ("killpg-parent", "os.killpg(os.getpgid(os.getppid()), 0)", "PermissionError", "OTHER_PROCESS"),
+    (
+        "prlimit-parent",
+        "import resource; resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE)",
+        "PermissionError",
+        "OTHER_PROCESS",
+    ),
+    ("unshare", "os.unshare(os.CLONE_NEWUSER)", "PermissionError", "NAMESPACES"),
+    # The path of a refused chroot is not what to grant.
+    ("chroot", "os.chroot('/')", "PermissionError", "NAMESPACES"),
+    (
+        "socketpair-sndbuf",
+        "import socket; a, b = socket.socketpair()\n"
+        "a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)",
+        "PermissionError",
+        "SOCKET_BUFFERS",
+    ),
     (
         "socket-inet",
         "import socket; socket.socket()",
@@ -197,6 +238,37 @@ IO_SIGNALS_HINT = (
     "sandbox: its signals could reach processes outside it, there is nothing to grant; wait "
     "for the descriptor with selectors, asyncio or a thread instead"
 )
+OTHER_PROCESS_HINT = (
+    "signals and resource limits reach only the program's own process in the sandbox "
+    "(os.kill(os.getpid(), sig), resource.prlimit(0, ...)): no other process can be signalled "
+    "or changed, and there is nothing to grant"
+)
+MEMFD_HINT = (
+    "os.memfd_create is never allowed in the sandbox: the memory it holds would escape the "
+    "sandbox's limits, and there is nothing to grant; keep the data in memory (io.BytesIO) "
+    "or, where a file descriptor is needed, in a file in the run's scratch directory "
+    "(tempfile.TemporaryFile())"
+)
+PIPE_SIZE_HINT = (
+    "resizing a pipe (fcntl's F_SETPIPE_SZ) is never allowed in the sandbox: its buffer would "
+    "escape the sandbox's limits, and there is nothing to grant; pipes keep their default "
+    "size, so read from the other end while writing (in a thread), or pass the data through a "
+    "file in the run's scratch directory"
+)
+LEASE_HINT = (
+    "file leases (fcntl's F_SETLEASE) are never allowed in the sandbox: they would make "
+    "programs outside it wait to open the file, and there is nothing to grant; lock the file "
+    "with fcntl.flock or fcntl.lockf instead"
+)
+NAMESPACES_HINT = (
+    "changing namespaces or the root directory (os.unshare, os.setns, os.chroot) is never "
+    "allowed in the sandbox; there is nothing to grant, leave it out"
+)
+SOCKET_BUFFERS_HINT = (
+    "socket buffer sizes (SO_SNDBUF, SO_RCVBUF) cannot be changed in the sandbox without the "
+    "network: the memory they hold would escape the sandbox's limits; leave them at their "
+    "defaults"
+)
 PROCESS_HINT = (
     "processes (subprocess, os.system, os.fork, multiprocessing, ProcessPoolExecutor) never "
     "run in the sandbox, threads do: use concurrent.futures.ThreadPoolExecutor or threading, "
@@ -223,6 +295,12 @@ def test_uncaught_denial_prints_the_hint(world: World, code: str, exc: str, hint
         "XATTR": XATTR_HINT,
         "JOB": JOB_CONTROL_HINT,
         "IO_SIGNALS": IO_SIGNALS_HINT,
+        "OTHER_PROCESS": OTHER_PROCESS_HINT,
+        "MEMFD": MEMFD_HINT,
+        "PIPE_SIZE": PIPE_SIZE_HINT,
+        "LEASE": LEASE_HINT,
+        "NAMESPACES": NAMESPACES_HINT,
+        "SOCKET_BUFFERS": SOCKET_BUFFERS_HINT,
     }
     expected = named[hint] if hint in named else hint.format(**world.paths())
     assert hints(proc) == ["pynox: " + expected]
@@ -257,6 +335,53 @@ FOLLOWED = [
         "print([key.fd == r for key, _ in s.select(1)])",
         "[True]\n",
     ),
+    (
+        "memfd-then-temporary-file",
+        "os.memfd_create('buffer')",
+        "import tempfile; f = tempfile.TemporaryFile(); os.write(f.fileno(), b'kept')\n"
+        "print(os.pread(f.fileno(), 4, 0))",
+        "b'kept'\n",
+    ),
+    (
+        "memfd-then-bytesio",
+        "os.memfd_create('buffer')",
+        "import io; buffer = io.BytesIO(); buffer.write(b'kept'); print(buffer.getvalue())",
+        "b'kept'\n",
+    ),
+    (
+        "pipe-size-then-reading-in-a-thread",
+        "import fcntl; r, w = os.pipe(); fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1 << 20)",
+        "import threading; r, w = os.pipe(); chunks = []\n"
+        "def drain():\n"
+        "    while chunk := os.read(r, 1 << 16):\n"
+        "        chunks.append(chunk)\n"
+        "reader = threading.Thread(target=drain); reader.start()\n"
+        "os.write(w, bytes(1 << 20)); os.close(w); reader.join()\n"
+        "print(sum(map(len, chunks)))",
+        "1048576\n",
+    ),
+    (
+        "lease-then-flock",
+        "import fcntl; fd = os.open(W['ro_file'], os.O_RDONLY)\n"
+        "fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)",
+        "import fcntl; fd = os.open(W['ro_file'], os.O_RDONLY)\n"
+        "fcntl.flock(fd, fcntl.LOCK_SH); print('locked')",
+        "locked\n",
+    ),
+    (
+        "kill-other-then-own",
+        "import signal; os.kill(os.getppid(), signal.SIGUSR1)",
+        "import signal; signal.signal(signal.SIGUSR1, lambda *_: print('signalled'))\n"
+        "os.kill(os.getpid(), signal.SIGUSR1)",
+        "signalled\n",
+    ),
+    (
+        "prlimit-other-then-own",
+        "import resource; resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE)",
+        "import resource; print(resource.prlimit(0, resource.RLIMIT_NOFILE) == "
+        "resource.getrlimit(resource.RLIMIT_NOFILE))",
+        "True\n",
+    ),
 ]
 
 
@@ -286,3 +411,13 @@ def test_granting_the_network_lets_a_name_resolve(world: World) -> None:
     granted = run_probe(world, code, *world.grants(), "--allow-network")
     assert granted.returncode == 0, granted.stderr
     assert granted.stdout == b"80\n" and hints(granted) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["memfd-create", "fcntl-f-setpipe-sz", "fcntl-f-setlease", "kill-parent", "chroot"]
+)
+def test_a_json_result_has_the_hint_the_line_gives(world: World, name: str) -> None:
+    code = next(h[1] for h in HINTED if h[0] == name)
+    line = hints(run_probe(world, code, *world.grants()))
+    result = json.loads(run_probe(world, code, "--json", *world.grants()).stdout)
+    assert len(line) == 1 and line[0] == "pynox: " + result["error"]["hint"]
