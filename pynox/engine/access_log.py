@@ -6,9 +6,18 @@ CPython's audit events say exactly that, so the child keeps the last relevant
 one; the hint that follows a denial names the one grant that would allow it.
 """
 
+from pynox import lean_os
+from pynox.policy.system_paths import CA_VARIABLES
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+# The CA variables set where pynox runs, and the paths they name, read when pynox starts
+# (the child empties its environment before the program runs): a certificate that fails
+# to verify in a run that was not passed one of them gets a hint naming it
+# (pynox.engine.hints).
+HOST_CA_VARIABLES = {name: value for name in CA_VARIABLES if (value := lean_os.getenv(name))}
 
 # Events of starting another process: the sandbox never allows one.
 PROCESS_EVENTS = frozenset(

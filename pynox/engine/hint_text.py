@@ -43,6 +43,7 @@ KINDS = frozenset(
         "unix_socket",
         "other_socket",
         "network",
+        "ca_variable",
         "read",
         "list",
         "user_name",
@@ -377,6 +378,12 @@ def format_hint(
     shown = style.shown(value)
     if shown is None:
         return None
+    if kind == "ca_variable":
+        return (
+            f"the environment variable {shown} is set where pynox runs but not passed to the "
+            "program, which verified the certificate without the CAs it names"
+            f"{style.ask('allow_env', value)}"
+        )
     if kind in ("read", "list"):
         noun = "listing" if kind == "list" else "reading"
         return f"{noun} {shown} is not allowed{style.ask('allow_read', value)}"

@@ -13,6 +13,7 @@ import sys
 
 from pynox.engine.access_log import (
     FCNTL_EVENTS,
+    HOST_CA_VARIABLES,
     PROCESS_EVENTS,
     PROCESS_MODULES,
     XATTR_READ_EVENTS,
@@ -370,6 +371,9 @@ def _classify(
     if _user_not_found(exc):
         kind, target = _only_missing("read", _PASSWD, policy)
         return ("user_name" if kind is not None else None), target, target
+    variable = _ca_variable_not_passed(exc, policy)
+    if variable is not None:
+        return "ca_variable", variable, None
     exc = _underlying(exc)
     if not isinstance(exc, OSError) or _is_tls_error(exc):
         return None, None, None
@@ -456,6 +460,52 @@ def _is_tls_error(exc: OSError) -> bool:
     does not speak TLS. Its errno (1, EPERM, for most) is OpenSSL's, never a denial."""
     ssl = sys.modules.get("_ssl")  # imported if the program met TLS at all
     return ssl is not None and isinstance(exc, ssl.SSLError)
+
+
+# The CA variables each kind of client verifies with, in the order it reads them: requests
+# its own (certifi's bundle without them), everything else OpenSSL's defaults.
+_REQUESTS_CA_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+_OPENSSL_CA_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str | None:
+    """The CA variable a certificate that did not verify was probably meant to verify
+    with: set where pynox runs, one the failed client reads, not passed to the run
+    (allow_env), and naming what the run cannot read, which it reads once passed the
+    variable (pynox.policy.ca_store). One that names the CA store every run granted the
+    network reads would bring no CA the run lacks."""
+    ssl = sys.modules.get("_ssl")
+    if ssl is None or policy is None or not HOST_CA_VARIABLES:
+        return None
+    chain = _chain(exc)
+    if not any(isinstance(error, ssl.SSLCertVerificationError) for error in chain):
+        return None
+    requests = any(type(error).__module__.startswith("requests.") for error in chain)
+    for name in _REQUESTS_CA_VARIABLES if requests else _OPENSSL_CA_VARIABLES:
+        value = HOST_CA_VARIABLES.get(name)
+        if value is None or name in policy.allow_env:
+            continue
+        path = os.path.abspath(value)  # a relative one is the working directory's
+        if os.path.exists(path) and not _readable(path):
+            return name
+    return None
+
+
+def _chain(exc: BaseException) -> "list[BaseException]":
+    """exc and the errors it came from, as a traceback shows them, and the reasons urllib
+    and urllib3 keep (URLError, MaxRetryError): a few levels, each error once."""
+    chain: list[BaseException] = []
+    pending: list[BaseException] = [exc]
+    while pending and len(chain) < 16:
+        current = pending.pop()
+        if any(current is seen for seen in chain):
+            continue
+        chain.append(current)
+        reason = getattr(current, "reason", None)
+        for following in (current.__cause__, current.__context__, reason):
+            if isinstance(following, BaseException):
+                pending.append(following)
+    return chain
 
 
 def _classify_os_error(

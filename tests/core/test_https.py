@@ -52,13 +52,65 @@ def test_urllib_verifies_with_the_ca_file_ssl_cert_file_names(
     assert done.stdout == b"b'hello over tls'\n"
 
 
+def _ca_hint(name: str, grant: str) -> str:
+    return (
+        f"the environment variable {name} is set where pynox runs but not passed to the "
+        f"program, which verified the certificate without the CAs it names; grant it with "
+        f"{grant}"
+    )
+
+
 def test_without_the_test_ca_the_certificate_fails_to_verify(
     certificates: Path, server: str
 ) -> None:
+    """The variable set where pynox runs, not passed: the hint names it, on the line and
+    in --json (and following it works: test_urllib_verifies_with_the_ca_file_...)."""
     env = {"SSL_CERT_FILE": str(certificates / "ca.pem")}
     done = pynox("--allow-network", "-c", _fetch(server), env=env)  # the variable not passed
     assert done.returncode == 1
     assert b"CERTIFICATE_VERIFY_FAILED" in done.stderr
+    hint = _ca_hint("SSL_CERT_FILE", "--allow-env=SSL_CERT_FILE")
+    assert done.stderr.decode().endswith(f"\npynox: {hint}\n"), done.stderr.decode()
+    result = json.loads(pynox("--json", "--allow-network", "-c", _fetch(server), env=env).stdout)
+    assert result["error"]["hint"] == hint
+
+
+def test_a_ca_directory_not_passed_gets_its_hint_and_following_it_works(
+    certificates: Path, server: str, tmp_path: Path
+) -> None:
+    hashed = tmp_path / "hashed"
+    hashed.mkdir()
+    shutil.copy(certificates / "ca.pem", hashed)
+    subprocess.run(["openssl", "rehash", str(hashed)], check=True, capture_output=True)
+    env = {"SSL_CERT_DIR": str(hashed)}
+    refused = pynox("--allow-network", "-c", _fetch(server), env=env)
+    hint = _ca_hint("SSL_CERT_DIR", "--allow-env=SSL_CERT_DIR")
+    assert refused.stderr.decode().endswith(f"\npynox: {hint}\n"), refused.stderr.decode()
+    followed = pynox("--allow-network", "--allow-env=SSL_CERT_DIR", "-c", _fetch(server), env=env)
+    assert followed.returncode == 0, followed.stderr.decode()
+
+
+def test_a_ca_variable_naming_the_default_store_gets_no_hint(server: str) -> None:
+    """What every run granted the network reads already: passing it would bring no CA."""
+    default = ssl.get_default_verify_paths().openssl_cafile
+    if not os.path.isfile(default):
+        pytest.skip(f"OpenSSL's default CA file {default} does not exist here")
+    done = pynox("--allow-network", "-c", _fetch(server), env={"SSL_CERT_FILE": default})
+    _assert_no_hint(done, "CERTIFICATE_VERIFY_FAILED")
+
+
+def test_the_pool_names_the_ca_variable_the_request_did_not_pass(
+    certificates: Path, server: str
+) -> None:
+    env = clean_env({"SSL_CERT_FILE": str(certificates / "ca.pem")})
+    with PoolClient(workers=1, env=env) as pool:
+        refused = pool.run({"id": 1, "code": _fetch(server), "allow_network": True})
+        assert refused["exit"] == 1, refused
+        assert refused["error"]["hint"] == _ca_hint("SSL_CERT_FILE", "allow_env=['SSL_CERT_FILE']")
+        followed = pool.run(
+            {"id": 2, "code": _fetch(server), "allow_network": True, "allow_env": ["SSL_CERT_FILE"]}
+        )
+        assert followed["exit"] == 0, followed
 
 
 def test_the_default_context_has_the_system_cas() -> None:
@@ -99,6 +151,11 @@ def test_requests_verifies_with_requests_ca_bundle(certificates: Path, server: s
                  "--allow-env=REQUESTS_CA_BUNDLE", "-c", code, env=env)  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout == b"hello over tls\n"
+    # Not passed: requests reads its own variable, not OpenSSL's, and the hint names it.
+    refused = pynox("--allow-network", f"--package-dir={packages}", "-c", code,
+                    env={**env, "SSL_CERT_FILE": str(certificates / "ca.pem")})  # fmt: skip
+    hint = _ca_hint("REQUESTS_CA_BUNDLE", "--allow-env=REQUESTS_CA_BUNDLE")
+    assert refused.stderr.decode().endswith(f"\npynox: {hint}\n"), refused.stderr.decode()
 
 
 @contextlib.contextmanager
