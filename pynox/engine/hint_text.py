@@ -42,6 +42,7 @@ KINDS = frozenset(
         "xattr_by_path",
         "unix_socket",
         "other_socket",
+        "raw_socket",
         "network",
         "ca_variable",
         "read",
@@ -148,6 +149,11 @@ XATTR_BY_PATH_HINT = (
 )
 UNIX_SOCKET_HINT = "Unix sockets of the host are never allowed in the sandbox"
 OTHER_SOCKET_HINT = "only IPv4 and IPv6 sockets can be allowed in the sandbox"
+RAW_SOCKET_HINT = (
+    "raw sockets (SOCK_RAW) are never allowed in the sandbox, which runs without the "
+    "privilege they take; there is nothing to grant: use TCP or UDP sockets (SOCK_STREAM, "
+    "SOCK_DGRAM) instead"
+)
 
 
 class Style:
@@ -368,6 +374,7 @@ def format_hint(
         "xattr_by_path": XATTR_BY_PATH_HINT,
         "unix_socket": UNIX_SOCKET_HINT,
         "other_socket": OTHER_SOCKET_HINT,
+        "raw_socket": RAW_SOCKET_HINT,
     }
     if kind in fixed:
         return fixed[str(kind)]

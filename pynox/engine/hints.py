@@ -553,8 +553,12 @@ def _classify_os_error(
         return ("thread_pool" if _from_thread_pool(exc) else "process"), None, path
     if name == "socket.__new__" and path is None and event is not None:
         family = event[1][1] if len(event[1]) > 1 else None
+        kind = event[1][2] if len(event[1]) > 2 else None
         if sockets is not None and family in (sockets.AF_INET, sockets.AF_INET6):
-            return "network", None, None
+            # The low bits are the type (SOCK_NONBLOCK and SOCK_CLOEXEC above them): a raw
+            # socket takes a privilege the sandbox never has, with the network or without.
+            raw = isinstance(kind, int) and kind & 0xF == sockets.SOCK_RAW
+            return ("raw_socket" if raw else "network"), None, None
         unix = sockets is not None and family == sockets.AF_UNIX
         return ("unix_socket" if unix else "other_socket"), None, None
     if name in ("socket.connect", "socket.bind") and path is None:

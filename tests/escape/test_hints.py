@@ -185,6 +185,13 @@ HINTED = [
         "PermissionError",
         "only IPv4 and IPv6 sockets can be allowed in the sandbox",
     ),
+    # A raw socket needs a privilege the sandbox never has: the network would not help.
+    (
+        "socket-raw",
+        "import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)",
+        "PermissionError",
+        "RAW_SOCKET",
+    ),
     # Without the network no name resolves, not even localhost.
     (
         "resolve-without-network",
@@ -269,6 +276,11 @@ SOCKET_BUFFERS_HINT = (
     "network: the memory they hold would escape the sandbox's limits; leave them at their "
     "defaults"
 )
+RAW_SOCKET_HINT = (
+    "raw sockets (SOCK_RAW) are never allowed in the sandbox, which runs without the "
+    "privilege they take; there is nothing to grant: use TCP or UDP sockets (SOCK_STREAM, "
+    "SOCK_DGRAM) instead"
+)
 PROCESS_HINT = (
     "processes (subprocess, os.system, os.fork, multiprocessing, ProcessPoolExecutor) never "
     "run in the sandbox, threads do: use concurrent.futures.ThreadPoolExecutor or threading, "
@@ -301,6 +313,7 @@ def test_uncaught_denial_prints_the_hint(world: World, code: str, exc: str, hint
         "LEASE": LEASE_HINT,
         "NAMESPACES": NAMESPACES_HINT,
         "SOCKET_BUFFERS": SOCKET_BUFFERS_HINT,
+        "RAW_SOCKET": RAW_SOCKET_HINT,
     }
     expected = named[hint] if hint in named else hint.format(**world.paths())
     assert hints(proc) == ["pynox: " + expected]
@@ -421,3 +434,12 @@ def test_a_json_result_has_the_hint_the_line_gives(world: World, name: str) -> N
     line = hints(run_probe(world, code, *world.grants()))
     result = json.loads(run_probe(world, code, "--json", *world.grants()).stdout)
     assert len(line) == 1 and line[0] == "pynox: " + result["error"]["hint"]
+
+
+def test_a_raw_socket_gets_its_hint_with_the_network_granted_too(world: World) -> None:
+    code = (
+        "import socket; socket.socket(socket.AF_INET6, socket.SOCK_RAW | socket.SOCK_CLOEXEC, 58)"
+    )
+    proc = run_probe(world, code, *world.grants(), "--allow-network")
+    assert proc.returncode == 1
+    assert hints(proc) == ["pynox: " + RAW_SOCKET_HINT]
