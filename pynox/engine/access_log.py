@@ -79,6 +79,7 @@ WATCHED_EVENTS = (
             "os.kill",
             "os.killpg",
             "resource.prlimit",
+            "resource.setrlimit",
             "sqlite3.connect",
         }
     )

@@ -27,12 +27,18 @@ KINDS = frozenset(
         "native_abort",
         "native_exit",
         "open_files",
+        "open_files_limit",
+        "memory_limits",
+        "file_size_limit",
+        "core_limit",
+        "stack_limit",
         "file_size",
         "process",
         "thread_pool",
         "job_control",
         "io_signals",
         "other_process",
+        "scheduling",
         "memfd",
         "pipe_size",
         "lease",
@@ -111,6 +117,16 @@ OTHER_PROCESS_HINT = (
     "signals and resource limits reach only the program's own process in the sandbox "
     "(os.kill(os.getpid(), sig), resource.prlimit(0, ...)): no other process can be signalled "
     "or changed, and there is nothing to grant"
+)
+CORE_LIMIT_HINT = (
+    "core dumps are never allowed in the sandbox: its core size limit stays at 1 byte, and "
+    "there is nothing to grant; leave the limit as it is"
+)
+SCHEDULING_HINT = (
+    "scheduling calls (os.nice, os.setpriority, os.sched_setscheduler, os.sched_setaffinity) "
+    "may change only the program's own process in the sandbox, and never raise its priority, "
+    "which takes a privilege the sandbox never has; there is nothing to grant: leave the "
+    "priority as it is, or lower it (os.nice(5))"
 )
 # Memory the kernel holds for the program that no limit counts (runtime/seccomp.c).
 MEMFD_HINT = (
@@ -262,6 +278,22 @@ def _open_files_hint(style: Style, memory: int | None) -> str | None:
     )
 
 
+def _open_files_limit_hint(style: Style, memory: int) -> str:
+    """The program tried to raise its limit on open files past what --memory set."""
+    size = format_size(memory)
+    most = min(max(memory // _MIB, _MIN_DESCRIPTORS), _MAX_DESCRIPTORS)
+    refused = (
+        f"the program may not raise its limit on open files above {most}, what the {size} "
+        f"memory limit allows (one per MiB, from {_MIN_DESCRIPTORS} to {_MAX_DESCRIPTORS})"
+    )
+    larger = None
+    if most < _MAX_DESCRIPTORS:
+        larger = style.larger("memory", memory, max(memory * 2, 2 * _MIN_DESCRIPTORS * _MIB))
+    if larger is None:
+        return f"{refused}; keep fewer files open at once"
+    return f"{refused}; raise that limit with {style.limit('memory', larger)}"
+
+
 def _memory_hint(what: str, style: Style, memory: int) -> str:
     """`what` happened under the memory limit: raise it, or, at its most, allocate less."""
     under = f"{what} {format_size(memory)} memory limit"
@@ -346,6 +378,37 @@ def format_hint(
         )
     if kind == "open_files":
         return _open_files_hint(style, memory)
+    if kind == "open_files_limit":
+        return None if memory is None else _open_files_limit_hint(style, memory)
+    if kind == "memory_limits":
+        if memory is None:
+            return None
+        return _memory_hint(
+            "the program may not raise its memory limits (RLIMIT_DATA, RLIMIT_AS, RLIMIT_STACK) "
+            "above what pynox set for the",
+            style,
+            memory,
+        )
+    if kind == "stack_limit":
+        if memory is None:
+            return None
+        return (
+            "the program may not raise its stack limit: under the memory limit the main "
+            "thread's stack keeps the limit it started with, which no grant raises; run deep "
+            "recursion in a thread with a larger stack instead (threading.stack_size(64 << 20) "
+            f"before starting it), which counts against the {format_size(memory)} memory limit"
+        )
+    if kind == "file_size_limit":
+        if max_file_size is None:
+            return None
+        refused = (
+            f"the program may not raise its file size limit above the "
+            f"{format_size(max_file_size)} pynox set"
+        )
+        larger = style.larger("max_file_size", max_file_size, max_file_size * 2)
+        if larger is None:
+            return f"{refused}, the most {LIMITED_BY} allows; write less"
+        return f"{refused}; raise it with {style.limit('max_file_size', larger)}"
     if kind == "file_size":
         if max_file_size is None:
             return None
@@ -364,7 +427,9 @@ def format_hint(
         "thread_pool": THREAD_POOL_HINT,
         "job_control": JOB_CONTROL_HINT,
         "io_signals": IO_SIGNALS_HINT,
+        "core_limit": CORE_LIMIT_HINT,
         "other_process": OTHER_PROCESS_HINT,
+        "scheduling": SCHEDULING_HINT,
         "memfd": MEMFD_HINT,
         "pipe_size": PIPE_SIZE_HINT,
         "lease": LEASE_HINT,

@@ -371,6 +371,9 @@ def _classify(
     if _user_not_found(exc):
         kind, target = _only_missing("read", _PASSWD, policy)
         return ("user_name" if kind is not None else None), target, target
+    raised = _raised_limit(exc, event, policy)
+    if raised is not None:
+        return raised, None, None
     variable = _ca_variable_not_passed(exc, policy)
     if variable is not None:
         return "ca_variable", variable, None
@@ -460,6 +463,50 @@ def _is_tls_error(exc: OSError) -> bool:
     does not speak TLS. Its errno (1, EPERM, for most) is OpenSSL's, never a denial."""
     ssl = sys.modules.get("_ssl")  # imported if the program met TLS at all
     return ssl is not None and isinstance(exc, ssl.SSLError)
+
+
+# What resource.setrlimit() says when a limit would pass its hard limit: the hard limit
+# itself (EPERM), or the soft one (EINVAL).
+_RAISE_MESSAGES = frozenset(
+    {"not allowed to raise maximum limit", "current limit exceeds maximum limit"}
+)
+
+
+def _raised_limit(
+    exc: BaseException, event: "tuple[str, tuple[Any, ...]] | None", policy: "Policy | None"
+) -> str | None:
+    """The hint kind when exc is resource.setrlimit() refusing to raise a limit past what
+    pynox set (runtime/limits.c): the core size always, the memory limits and open files
+    under --memory, the file size under --max-file-size. None for a limit pynox left as
+    the host set it (python would fail alike), and for a soft limit above a hard one the
+    program chose itself (a hard limit as getrlimit() gave it is pynox's)."""
+    resource = sys.modules.get("resource")
+    if resource is None or policy is None or event is None or event[0] != "resource.setrlimit":
+        return None
+    if not isinstance(exc, ValueError) or str(exc) not in _RAISE_MESSAGES:
+        return None
+    which, limits = (*event[1], None, None)[:2]
+    if not (isinstance(limits, tuple) and len(limits) == 2 and all(type(n) is int for n in limits)):
+        return None
+    soft, hard, current = (
+        float("inf") if n == resource.RLIM_INFINITY else n
+        for n in (*limits, resource.getrlimit(which)[1])
+    )
+    if soft > hard and hard != current:
+        return None  # soft above a hard limit of the program's own: refused anywhere
+    if which == resource.RLIMIT_CORE:
+        return "core_limit"
+    if policy.memory is not None and which == resource.RLIMIT_NOFILE:
+        return "open_files_limit"
+    if policy.memory is not None and which == resource.RLIMIT_STACK and current < policy.memory:
+        # Capped at the stack limit it started with, which no larger --memory raises.
+        return "stack_limit"
+    memory_limits = (resource.RLIMIT_DATA, resource.RLIMIT_AS, resource.RLIMIT_STACK)
+    if policy.memory is not None and which in memory_limits:
+        return "memory_limits"
+    if policy.max_file_size is not None and which == resource.RLIMIT_FSIZE:
+        return "file_size_limit"
+    return None
 
 
 # The CA variables each kind of client verifies with, in the order it reads them: requests
@@ -592,6 +639,11 @@ _REFUSED_CALLS = {
 # Calls that may name only the program's own process (runtime/seccomp.c's
 # add_own_process_rules), by their audit events: the process id comes first in each.
 _OWN_PROCESS_EVENTS = frozenset({"os.kill", "os.killpg", "resource.prlimit"})
+# Scheduling calls with no audit event: refused for another process by seccomp, and by
+# the kernel when they raise the program's priority, a privilege it never has.
+_SCHEDULING_CALLS = frozenset(
+    {"nice", "setpriority", "sched_setscheduler", "sched_setparam", "sched_setaffinity"}
+)
 
 
 def _filter_refusal(
@@ -613,6 +665,8 @@ def _filter_refusal(
         return kind
     if "setsockopt" in called and policy is not None and not policy.allow_network:
         return "socket_buffers"
+    if called & _SCHEDULING_CALLS:
+        return "scheduling"
     return None
 
 
