@@ -586,6 +586,10 @@ def _classify_os_error(
         return "file_size", None, path
     if exc.errno == errno.EMFILE:
         return "open_files", None, path
+    if exc.errno is None and offline and _inet_socket_event(event, sockets):
+        # asyncio's create_server() passes over the sockets it could not make and says
+        # only "could not bind on any address", with no errno and no error behind it.
+        return "network", None, None
     if exc.errno not in _DENIED_ERRNOS:
         return None, None, path
     if exc.errno == errno.EPERM:
@@ -614,6 +618,13 @@ def _classify_os_error(
         kind, target = _classify_file(path, event, policy)
         return kind, target, path
     return None, None, None
+
+
+def _inet_socket_event(event: "tuple[str, tuple[Any, ...]] | None", sockets: "Any") -> bool:
+    """Whether the last event is the making of an IPv4 or IPv6 socket."""
+    if sockets is None or event is None or event[0] != "socket.__new__" or len(event[1]) < 2:
+        return False
+    return event[1][1] in (sockets.AF_INET, sockets.AF_INET6)
 
 
 # Linux's numbers (the same on x86_64 and aarch64; Python's modules lack some): the

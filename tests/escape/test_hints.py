@@ -13,6 +13,14 @@ from support.probes import World, hints, listings, run_probe, snapshot
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
 
+ASYNCIO_SERVER = (
+    "import asyncio\n"
+    "async def serve():\n"
+    "    server = await asyncio.start_server(lambda r, w: None, '127.0.0.1', 0)\n"
+    "    print(len(server.sockets))\n"
+    "asyncio.run(serve())"
+)
+
 # One uncaught attempt per run: python's traceback, then pynox's hint line.
 HINTED = [
     (
@@ -197,6 +205,13 @@ HINTED = [
         "resolve-without-network",
         "import socket; socket.getaddrinfo('localhost', 80)",
         "socket.gaierror",
+        "the network is off; grant it with --allow-network",
+    ),
+    # asyncio passes over the sockets it could not make: an OSError with no errno.
+    (
+        "asyncio-server-without-network",
+        ASYNCIO_SERVER,
+        "OSError",
         "the network is off; grant it with --allow-network",
     ),
     # The denial behind another exception: urllib's, SQLite's, the program's own.
@@ -434,6 +449,14 @@ def test_a_json_result_has_the_hint_the_line_gives(world: World, name: str) -> N
     line = hints(run_probe(world, code, *world.grants()))
     result = json.loads(run_probe(world, code, "--json", *world.grants()).stdout)
     assert len(line) == 1 and line[0] == "pynox: " + result["error"]["hint"]
+
+
+def test_granting_the_network_lets_asyncio_serve(world: World) -> None:
+    refused = run_probe(world, ASYNCIO_SERVER, *world.grants())
+    assert hints(refused) == ["pynox: the network is off; grant it with --allow-network"]
+    granted = run_probe(world, ASYNCIO_SERVER, *world.grants(), "--allow-network")
+    assert granted.returncode == 0, granted.stderr
+    assert granted.stdout == b"1\n" and hints(granted) == []
 
 
 def test_a_raw_socket_gets_its_hint_with_the_network_granted_too(world: World) -> None:
