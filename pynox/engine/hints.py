@@ -336,8 +336,14 @@ def classify(
 
     With the run's policy, a hint never names a grant the run already has; with the
     directory pynox ran in, never a write grant pynox would refuse.
+
+    The exception is the program's: its class may make reading an attribute (errno,
+    filename, __cause__) raise. Such an exception gets no hint, and keeps its report.
     """
-    kind, target, path = _classify(exc, event, policy)
+    try:
+        kind, target, path = _classify(exc, event, policy)
+    except Exception:  # noqa: BLE001 - raised by the program's code, read as an attribute
+        return None, None, None
     if cwd is not None and kind in _WRITE_KINDS and target is not None:
         kind = _where_writable(kind, target, cwd)
     return kind, target, path
@@ -483,10 +489,11 @@ def _raised_limit(
     resource = sys.modules.get("resource")
     if resource is None or policy is None or event is None or event[0] != "resource.setrlimit":
         return None
-    if not isinstance(exc, ValueError) or str(exc) not in _RAISE_MESSAGES:
+    # CPython's own ValueError, read without calling code of the program's.
+    if type(exc) is not ValueError or len(exc.args) != 1 or exc.args[0] not in _RAISE_MESSAGES:
         return None
     which, limits = (*event[1], None, None)[:2]
-    if not (isinstance(limits, tuple) and len(limits) == 2 and all(type(n) is int for n in limits)):
+    if not (type(limits) is tuple and len(limits) == 2 and all(type(n) is int for n in limits)):
         return None
     soft, hard, current = (
         float("inf") if n == resource.RLIM_INFINITY else n
@@ -522,12 +529,16 @@ def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str 
     variable (pynox.policy.ca_store). One that names the CA store every run granted the
     network reads would bring no CA the run lacks."""
     ssl = sys.modules.get("_ssl")
-    if ssl is None or policy is None or not HOST_CA_VARIABLES:
+    if ssl is None or policy is None or not policy.allow_network or not HOST_CA_VARIABLES:
         return None
-    chain = _chain(exc)
-    if not any(isinstance(error, ssl.SSLCertVerificationError) for error in chain):
+    try:
+        chain = _chain(exc)
+        if not any(isinstance(error, ssl.SSLCertVerificationError) for error in chain):
+            return None
+        modules = [type(error).__module__ for error in chain]
+        requests = any(isinstance(m, str) and m.startswith("requests.") for m in modules)
+    except Exception:  # noqa: BLE001 - the program's classes may run code of its own here
         return None
-    requests = any(type(error).__module__.startswith("requests.") for error in chain)
     for name in _REQUESTS_CA_VARIABLES if requests else _OPENSSL_CA_VARIABLES:
         value = HOST_CA_VARIABLES.get(name)
         if value is None or name in policy.allow_env:
@@ -538,9 +549,15 @@ def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str 
     return None
 
 
+# An exception's cause and context as CPython keeps them, not through properties of a
+# program's class.
+_CAUSE = BaseException.__dict__["__cause__"]
+_CONTEXT = BaseException.__dict__["__context__"]
+
+
 def _chain(exc: BaseException) -> "list[BaseException]":
-    """exc and the errors it came from, as a traceback shows them, and the reasons urllib
-    and urllib3 keep (URLError, MaxRetryError): a few levels, each error once."""
+    """exc and the errors it came from, as a traceback shows them: urllib's URLError and
+    requests' errors are raised while handling the ssl module's. A few levels, each once."""
     chain: list[BaseException] = []
     pending: list[BaseException] = [exc]
     while pending and len(chain) < 16:
@@ -548,9 +565,8 @@ def _chain(exc: BaseException) -> "list[BaseException]":
         if any(current is seen for seen in chain):
             continue
         chain.append(current)
-        reason = getattr(current, "reason", None)
-        for following in (current.__cause__, current.__context__, reason):
-            if isinstance(following, BaseException):
+        for following in (_CAUSE.__get__(current), _CONTEXT.__get__(current)):
+            if following is not None:
                 pending.append(following)
     return chain
 

@@ -326,3 +326,31 @@ def test_a_ca_directory_grants_the_directories_its_links_lead_to_files_in(tmp_pa
     (store / "gone.pem").symlink_to(tmp_path / "missing" / "x.crt")
     found = ca_store._dirs_leading_out(str(store))
     assert sorted(found) == sorted([str(files), str(elsewhere)])
+
+
+_HOSTILE = """\
+import ssl
+class Refused(Exception):
+    @property
+    def {}(self):
+        raise RuntimeError("read me not")
+try:
+    raise ssl.SSLCertVerificationError(1, "certificate verify failed")
+except ssl.SSLError:
+    raise Refused("made up")
+"""
+
+
+@pytest.mark.parametrize("attribute", ["reason", "__cause__"])
+def test_a_hostile_exception_keeps_its_report_when_a_ca_variable_is_set(
+    certificates: Path, attribute: str
+) -> None:
+    """An attribute of the program's exception that raises when read: the error is
+    reported all the same, with the hint when pynox could tell it without that attribute."""
+    env = {"SSL_CERT_FILE": str(certificates / "ca.pem")}
+    done = pynox("--json", "--allow-network", "-c", _HOSTILE.format(attribute), env=env)
+    error = json.loads(done.stdout)["error"]
+    assert error is not None, done.stdout
+    assert error["type"] == "Refused" and error["message"] == "made up", error
+    if attribute == "reason":
+        assert error["hint"] == _ca_hint("SSL_CERT_FILE", "--allow-env=SSL_CERT_FILE")

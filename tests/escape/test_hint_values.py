@@ -55,3 +55,18 @@ def test_a_folder_that_needs_quotes_is_shown_alike_in_both_hints(tmp_path: Path)
     assert lines == [f"pynox: {result['error']['hint']}"], plain.stderr
     assert f"--allow-write={folder}/out" in lines[0]
     assert lines[0].startswith(f"pynox: {folder} cannot be granted for writing")
+
+
+def test_an_exception_whose_attributes_raise_keeps_its_report() -> None:
+    """errno and filename of the program's own PermissionError raise when read: no hint
+    can be made, and the --json error is the one python shows all the same."""
+    program = (
+        "class Denied(PermissionError):\n"
+        "    @property\n"
+        "    def errno(self):\n"
+        "        raise RuntimeError('no errno')\n"
+        "raise Denied(13, 'Permission denied', '/nowhere')\n"
+    )
+    result = json.loads(pynox("--json", "-c", program).stdout)
+    assert result["error"] is not None, result
+    assert result["error"]["type"] == "Denied" and result["error"]["hint"] is None
