@@ -662,6 +662,8 @@ _REFUSED_CALLS = {
     "unshare": "namespaces",
     "setns": "namespaces",
     "chroot": "namespaces",
+    # Refused even for the program's own process: os.kill reaches that.
+    "pidfd_send_signal": "other_process",
 }
 # Calls that may name only the program's own process (runtime/seccomp.c's
 # add_own_process_rules), by their audit events: the process id comes first in each.

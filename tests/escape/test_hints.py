@@ -165,6 +165,12 @@ HINTED = [
         "PermissionError",
         "OTHER_PROCESS",
     ),
+    (
+        "pidfd-send-signal",
+        "import signal; signal.pidfd_send_signal(os.pidfd_open(os.getpid()), 0)",
+        "PermissionError",
+        "OTHER_PROCESS",
+    ),
     ("unshare", "os.unshare(os.CLONE_NEWUSER)", "PermissionError", "NAMESPACES"),
     # The path of a refused chroot is not what to grant.
     ("chroot", "os.chroot('/')", "PermissionError", "NAMESPACES"),
