@@ -171,7 +171,6 @@ HINTED = [
         "PermissionError",
         "OTHER_PROCESS",
     ),
-    ("unshare", "os.unshare(os.CLONE_NEWUSER)", "PermissionError", "NAMESPACES"),
     # The path of a refused chroot is not what to grant.
     ("chroot", "os.chroot('/')", "PermissionError", "NAMESPACES"),
     (
@@ -248,6 +247,8 @@ HINTED = [
         "reading {secret} is not allowed; grant it with --allow-read={secret}",
     ),
 ]
+if hasattr(os, "unshare"):  # Python 3.12 and later
+    HINTED.append(("unshare", "os.unshare(os.CLONE_NEWUSER)", "PermissionError", "NAMESPACES"))
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
     "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)"
