@@ -49,6 +49,7 @@ KINDS = frozenset(
         "unix_socket",
         "other_socket",
         "raw_socket",
+        "socket_pair",
         "network",
         "ca_variable",
         "read",
@@ -165,6 +166,11 @@ XATTR_BY_PATH_HINT = (
 )
 UNIX_SOCKET_HINT = "Unix sockets of the host are never allowed in the sandbox"
 OTHER_SOCKET_HINT = "only IPv4 and IPv6 sockets can be allowed in the sandbox"
+SOCKET_PAIR_HINT = (
+    "only socket pairs of Unix stream sockets (SOCK_STREAM, SOCK_SEQPACKET) are allowed in "
+    "the sandbox: a datagram one could send to the host's Unix sockets, and there is nothing "
+    "to grant; use socket.socketpair() with its defaults"
+)
 RAW_SOCKET_HINT = (
     "raw sockets (SOCK_RAW) are never allowed in the sandbox, which runs without the "
     "privilege they take; there is nothing to grant: use TCP or UDP sockets (SOCK_STREAM, "
@@ -440,6 +446,7 @@ def format_hint(
         "unix_socket": UNIX_SOCKET_HINT,
         "other_socket": OTHER_SOCKET_HINT,
         "raw_socket": RAW_SOCKET_HINT,
+        "socket_pair": SOCKET_PAIR_HINT,
     }
     if kind in fixed:
         return fixed[str(kind)]

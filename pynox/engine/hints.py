@@ -626,6 +626,10 @@ def _classify_os_error(
             # socket takes a privilege the sandbox never has, with the network or without.
             raw = isinstance(kind, int) and kind & 0xF == sockets.SOCK_RAW
             return ("raw_socket" if raw else "network"), None, None
+        if _innermost_module(exc) != "socket":
+            # Not refused making it (socket.socket.__init__): a socket pair's end, made,
+            # then refused something else (listen, growing its buffers).
+            return None, None, None
         unix = sockets is not None and family == sockets.AF_UNIX
         return ("unix_socket" if unix else "other_socket"), None, None
     if name in ("socket.connect", "socket.bind") and path is None:
@@ -662,6 +666,8 @@ _REFUSED_CALLS = {
     "unshare": "namespaces",
     "setns": "namespaces",
     "chroot": "namespaces",
+    # Refused unless of Unix stream sockets (runtime/seccomp.c's emit_socketpair).
+    "socketpair": "socket_pair",
     # Refused even for the program's own process: os.kill reaches that.
     "pidfd_send_signal": "other_process",
 }

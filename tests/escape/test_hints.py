@@ -466,6 +466,30 @@ def test_granting_the_network_lets_asyncio_serve(world: World) -> None:
     assert granted.stdout == b"1\n" and hints(granted) == []
 
 
+SOCKET_PAIR_HINT = (
+    "only socket pairs of Unix stream sockets (SOCK_STREAM, SOCK_SEQPACKET) are allowed in "
+    "the sandbox: a datagram one could send to the host's Unix sockets, and there is nothing "
+    "to grant; use socket.socketpair() with its defaults"
+)
+
+
+def test_a_datagram_socket_pair_gets_its_hint_and_the_default_pair_works(world: World) -> None:
+    refused = run_probe(
+        world, "import socket\nsocket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+    )
+    assert hints(refused) == ["pynox: " + SOCKET_PAIR_HINT]
+    code = "import socket\na, b = socket.socketpair()\na.send(b'x')\nprint(b.recv(1))\n"
+    followed = run_probe(world, code)
+    assert followed.returncode == 0 and followed.stdout == b"b'x'\n", followed.stderr
+
+
+def test_a_socket_pairs_refused_listen_is_not_called_a_host_socket(world: World) -> None:
+    """The pair was made: what was refused next is no Unix socket of the host."""
+    proc = run_probe(world, "import socket\na, b = socket.socketpair()\na.listen()\n")
+    assert proc.returncode == 1 and b"PermissionError" in proc.stderr
+    assert hints(proc) == []
+
+
 def test_a_raw_socket_gets_its_hint_with_the_network_granted_too(world: World) -> None:
     code = (
         "import socket; socket.socket(socket.AF_INET6, socket.SOCK_RAW | socket.SOCK_CLOEXEC, 58)"
