@@ -481,18 +481,28 @@ _RAISE_MESSAGES = frozenset(
 def _raised_limit(
     exc: BaseException, event: "tuple[str, tuple[Any, ...]] | None", policy: "Policy | None"
 ) -> str | None:
-    """The hint kind when exc is resource.setrlimit() refusing to raise a limit past what
-    pynox set (runtime/limits.c): the core size always, the memory limits and open files
-    under --memory, the file size under --max-file-size. None for a limit pynox left as
-    the host set it (python would fail alike), and for a soft limit above a hard one the
-    program chose itself (a hard limit as getrlimit() gave it is pynox's)."""
+    """The hint kind when exc is resource.setrlimit(), or prlimit() of the program's own
+    process, refusing to raise a limit past what pynox set (runtime/limits.c): the core
+    size always, the memory limits and open files under --memory, the file size under
+    --max-file-size. None for a limit pynox left as the host set it (python would fail
+    alike), and for a soft limit above a hard one the program chose itself (a hard limit
+    as getrlimit() gave it is pynox's)."""
     resource = sys.modules.get("resource")
-    if resource is None or policy is None or event is None or event[0] != "resource.setrlimit":
+    if resource is None or policy is None or event is None:
         return None
-    # CPython's own ValueError, read without calling code of the program's.
-    if type(exc) is not ValueError or len(exc.args) != 1 or exc.args[0] not in _RAISE_MESSAGES:
+    if event[0] == "resource.setrlimit":
+        arguments = event[1]
+    elif event[0] == "resource.prlimit" and event[1][:1] in ((0,), (os.getpid(),)):
+        arguments = event[1][1:]  # (pid, resource, limits)
+    else:
         return None
-    which, limits = (*event[1], None, None)[:2]
+    # CPython's own errors, read without calling code of the program's: setrlimit's
+    # ValueError, or prlimit's PermissionError for the hard limit.
+    said = type(exc) is ValueError and len(exc.args) == 1 and exc.args[0] in _RAISE_MESSAGES
+    past_hard = type(exc) is PermissionError and exc.errno == errno.EPERM
+    if not (said or (past_hard and event[0] == "resource.prlimit")):
+        return None
+    which, limits = (*arguments, None, None)[:2]
     if not (type(limits) is tuple and len(limits) == 2 and all(type(n) is int for n in limits)):
         return None
     soft, hard, current = (

@@ -31,7 +31,12 @@ def _raised(*args: str) -> None:
     assert done.returncode == 0 and done.stdout == b"raised\n", done.stderr.decode()
 
 
-@pytest.mark.parametrize("code", [SET.format("RLIMIT_NOFILE", 512, 512), KEEP_HARD])
+PRLIMIT = (
+    "import resource\nresource.prlimit(0, resource.RLIMIT_NOFILE, (512, 512))\nprint('raised')\n"
+)
+
+
+@pytest.mark.parametrize("code", [SET.format("RLIMIT_NOFILE", 512, 512), KEEP_HARD, PRLIMIT])
 def test_open_files_past_the_memory_limits_share(code: str) -> None:
     assert _hint("--memory=256m", "-c", code) == [
         "the program may not raise its limit on open files above 256, what the 256m memory "
