@@ -535,9 +535,9 @@ _OPENSSL_CA_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")
 def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str | None:
     """The CA variable a certificate that did not verify was probably meant to verify
     with: set where pynox runs, one the failed client reads, not passed to the run
-    (allow_env), and naming what the run cannot read, which it reads once passed the
-    variable (pynox.policy.ca_store). One that names the CA store every run granted the
-    network reads would bring no CA the run lacks."""
+    (allow_env), and naming a file or directory outside the default CA store, which the
+    run reads once passed the variable (pynox.policy.ca_store). One inside that store,
+    which every run granted the network reads, would most likely bring no CA it lacks."""
     ssl = sys.modules.get("_ssl")
     if ssl is None or policy is None or not policy.allow_network or not HOST_CA_VARIABLES:
         return None
@@ -549,12 +549,14 @@ def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str 
         requests = any(isinstance(m, str) and m.startswith("requests.") for m in modules)
     except Exception:  # noqa: BLE001 - the program's classes may run code of its own here
         return None
+    from pynox.policy.ca_store import ca_store_reads
+
     for name in _REQUESTS_CA_VARIABLES if requests else _OPENSSL_CA_VARIABLES:
         value = HOST_CA_VARIABLES.get(name)
         if value is None or name in policy.allow_env:
             continue
         path = os.path.abspath(value)  # a relative one is the working directory's
-        if os.path.exists(path) and not _readable(path):
+        if os.path.exists(path) and _covering(os.path.realpath(path), ca_store_reads()) is None:
             return name
     return None
 

@@ -90,6 +90,19 @@ def test_a_ca_directory_not_passed_gets_its_hint_and_following_it_works(
     assert followed.returncode == 0, followed.stderr.decode()
 
 
+def test_a_ca_file_the_run_can_read_is_named_too(certificates: Path, server: str) -> None:
+    """A CA file beside the script, readable by the implicit grant of its directory: the
+    program verifies with OpenSSL's default store all the same until it is passed."""
+    script = certificates / "fetch.py"
+    script.write_text(_fetch(server) + "\n")
+    env = {"SSL_CERT_FILE": str(certificates / "ca.pem")}
+    refused = pynox("--allow-network", str(script), env=env)
+    hint = _ca_hint("SSL_CERT_FILE", "--allow-env=SSL_CERT_FILE")
+    assert refused.stderr.decode().endswith(f"\npynox: {hint}\n"), refused.stderr.decode()
+    followed = pynox("--allow-network", "--allow-env=SSL_CERT_FILE", str(script), env=env)
+    assert followed.returncode == 0, followed.stderr.decode()
+
+
 def test_a_ca_variable_naming_the_default_store_gets_no_hint(server: str) -> None:
     """What every run granted the network reads already: passing it would bring no CA."""
     default = ssl.get_default_verify_paths().openssl_cafile
