@@ -126,6 +126,20 @@ def test_the_pool_names_the_ca_variable_the_request_did_not_pass(
         assert followed["exit"] == 0, followed
 
 
+def test_a_pool_whose_limits_refuse_the_ca_variable_names_no_grant(
+    certificates: Path, server: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "pynox.toml"
+    config.write_text('[pool.limits]\nallow_network = true\nallow_env = ["LANG"]\n')
+    env = clean_env({"SSL_CERT_FILE": str(certificates / "ca.pem")})
+    with PoolClient(workers=1, env=env, config=config) as pool:
+        refused = pool.run({"id": 1, "code": _fetch(server), "allow_network": True})
+        hint = _ca_hint("SSL_CERT_FILE", "")
+        assert refused["error"]["hint"] == (
+            hint.removesuffix("; grant it with ") + "; [pool.limits] lets no request grant it"
+        )
+
+
 def test_the_default_context_has_the_system_cas() -> None:
     stats = "import ssl; print(ssl.create_default_context().cert_store_stats())"
     outside = python("-I", "-c", stats)  # the commands' environment sets no SSL_CERT_*

@@ -185,6 +185,9 @@ def test_a_hint_is_judged_without_looking_up_the_programs_path(
     assert refused_by_limits("allow_read", "/srv/database", limits, limited)
     assert refused_by_limits("allow_network", None, limits, limited)
     assert not refused_by_limits("allow_write", "/anywhere", limits, limited)  # not limited
+    env_limits, env_limited = Grants(allow_env=["LANG"]), frozenset({"allow_env"})
+    assert not refused_by_limits("allow_env", "LANG", env_limits, env_limited)
+    assert refused_by_limits("allow_env", "SSL_CERT_FILE", env_limits, env_limited)
 
 
 SCRATCH_WORDS = "the directory of the pool's scratch directories, which hold other requests' files"
