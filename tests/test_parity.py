@@ -123,6 +123,8 @@ except EOFError as exc:
 print('leftover line, never read as input')
 """
 
+_FLAGS_CODE = (CORPUS / "interpreter_flags.py").read_text()
+
 # Command lines other than a single corpus file, run in the corpus copy.
 INVOCATIONS: dict[str, Case] = {
     "c-code-with-args": Case(options=["-c", _CODE], args=["a", "-b", "--c", ""]),
@@ -202,6 +204,15 @@ INVOCATIONS: dict[str, Case] = {
     "zip-application-after-binary-and-before-comment": Case(options=["app_launcher.bin"]),
     "zip-application-empty": Case(options=["empty.zip"], status=1, normalize_executable=True),
     "script-holding-a-zip-signature": Case(options=["zip_signature.py"]),
+    # sys.flags and sys.orig_argv show the options given, as python's do.
+    "options-in-flags": Case(options=["-Bq", "-s", "interpreter_flags.py"], args=["-I", "x"]),
+    "options-in-flags-isolated": Case(options=["-I", "-E", "interpreter_flags.py"]),
+    "options-in-flags-no-site": Case(options=["-S", "--", "interpreter_flags.py"]),
+    "options-in-flags-c-code": Case(options=["-q", "-c", _FLAGS_CODE], args=["-B"]),
+    "options-in-flags-m-module": Case(options=["-B", "-m", "interpreter_flags"], args=["a"]),
+    "options-in-flags-from-variable": Case(
+        options=["interpreter_flags.py"], env={"PYTHONDONTWRITEBYTECODE": "1"}
+    ),
     "B-option": Case(options=["-B", "import_sibling.py"]),
     # Neither writes bytecode: pynox compiles the module, coding declaration and all.
     "B-option-coding-declaration": Case(options=["-B", "import_latin1_module.py"]),

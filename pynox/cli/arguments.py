@@ -90,6 +90,7 @@ class Invocation:
         "kind",
         "target",
         "args",
+        "python_argv",
     )
 
     # The grants as given: a list per list grant, a bool per switch, else the text or None.
@@ -121,6 +122,9 @@ class Invocation:
         self.kind = ""
         self.target = ""
         self.args: list[str] = []
+        # Everything from Python's options on: python's own command line, which the
+        # program finds in sys.orig_argv after the executable.
+        self.python_argv: list[str] = []
 
 
 def _stdin_is_terminal() -> bool:
@@ -262,6 +266,7 @@ def _parse_python_part(
     argv: list[str], i: int, inv: "Invocation", stdin_is_terminal: "Callable[[], bool]"
 ) -> None:
     first = i  # where Python's options start
+    inv.python_argv = argv[first:]
     while i < len(argv):
         arg = argv[i]
         if arg == "--":

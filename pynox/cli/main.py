@@ -153,6 +153,8 @@ def _run(inv: "Invocation") -> int:
         prog = program.module(inv.target, inv.args, isolated, cwd)
     else:
         prog = program.stdin(inv.target, inv.args, isolated)
+    prog.options = frozenset(options)
+    prog.command_line = inv.python_argv
     policy = build_policy(grants, prog.implicit_read, environ, cwd)
     if policy.allow_write:
         from pynox.policy import trusted as trusted_paths

@@ -490,7 +490,11 @@ def setup_interpreter(
     once the process is confined."""
     sys.argv = list(program.argv)
     if setup.dont_write_bytecode:
-        sys.dont_write_bytecode = True  # what python -B sets (sys.flags cannot change)
+        sys.dont_write_bytecode = True  # what python -B sets
+    if program.command_line is not None:
+        sys.orig_argv = [sys.executable, *program.command_line]
+    if program.options is not None:
+        _set_flags(program.options)
     kept = without_installed_packages(sys.path)
     for dropped in set(sys.path) - set(kept):
         sys.path_importer_cache.pop(dropped, None)
@@ -517,6 +521,31 @@ def setup_interpreter(
             main.__dict__["__cached__"] = None
     sys.modules["__main__"] = main
     return main, new_path
+
+
+# The fields of sys.flags that pynox's own interpreter (started -I -S) sets, and the
+# options that set each under python. Not no_site, which stays 1: site's module has not
+# run, and a program that imports it would have it run its main() (site.py reads the
+# flag as it is imported), which reads files outside the sandbox.
+_FLAG_OPTIONS = {
+    "isolated": "I",
+    "ignore_environment": "EI",
+    "no_user_site": "sI",
+    "safe_path": "I",
+    "dont_write_bytecode": "B",
+    "quiet": "q",
+}
+
+
+def _set_flags(options: "frozenset[str]") -> None:
+    """sys.flags as python shows them with these options, where CPython can make them
+    anew (3.13 on); before, they stay pynox's own interpreter's (isolated, no site)."""
+    replace = getattr(sys.flags, "__replace__", None)
+    if replace is None:
+        return
+    fields = {name: int(not options.isdisjoint(letters)) for name, letters in _FLAG_OPTIONS.items()}
+    fields["safe_path"] = bool(fields["safe_path"])  # a bool, where the others are ints
+    sys.flags = replace(**fields)
 
 
 def install_site_builtins() -> None:

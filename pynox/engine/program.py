@@ -27,6 +27,8 @@ class Program:
         "argv",
         "path0",
         "implicit_read",
+        "options",
+        "command_line",
     )
 
     def __init__(self, kind: str, argv: list[str]) -> None:
@@ -42,6 +44,12 @@ class Program:
         # None: nothing is put in front of sys.path (python -I does the same).
         self.path0: str | None = None
         self.implicit_read: list[str] = []
+        # The interpreter options python would run it with (letters such as "B" and
+        # "u", given or read from the environment), which sys.flags shows, and python's
+        # command line after its executable, which sys.orig_argv shows: the command's
+        # own, as `python` would have them. None keeps the interpreter's (the pool's).
+        self.options: frozenset[str] | None = None
+        self.command_line: list[str] | None = None
 
 
 def _cannot_open(path: str, exc: OSError) -> PynoxError:
