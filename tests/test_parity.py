@@ -325,6 +325,25 @@ def _assert_same(ref, got, case: Case) -> None:
     assert got.returncode == ref.returncode
 
 
+@pytest.mark.parametrize(
+    ("stderr", "statuses"), [("2>/dev/full", (120, 120)), ("2>&-", (2, 1))], ids=["full", "closed"]
+)
+@pytest.mark.parametrize("mode", list(MODES))
+def test_python_s_own_refusals_where_stderr_takes_nothing(
+    tmp_path: Path, mode: str, stderr: str, statuses: tuple[int, int]
+) -> None:
+    """python refuses a missing script and -c code that is not text with a message on
+    stderr; when flushing it fails at exit, its status is 120. A closed stderr (None in
+    sys) fails nothing: its usual status, without a message."""
+    wrapped = ["sh", "-c", f'exec "$@" {stderr}', "sh"]
+    commands = (["no_such_script.py"], ["-c", "print('caf\udce9')"])
+    for command, status in zip(commands, statuses, strict=True):
+        ref = run([*wrapped, PYTHON, *command], cwd=tmp_path)
+        got = run([*wrapped, PYNOX, *MODES[mode], *command], cwd=tmp_path)
+        assert ref.returncode == status, ref.stderr
+        assert (got.returncode, got.stdout, got.stderr) == (status, b"", b"")
+
+
 # Values of PYTHONUNBUFFERED and PYTHONDONTWRITEBYTECODE as python reads them: empty, or an
 # integer (as C's strtol reads one: blanks, a sign, digits, nothing after) that is 0, is
 # unset; anything else is set.

@@ -13,6 +13,8 @@ from pynox.errors import (
     EXIT_FLUSH_FAILED,
     EXIT_INTERRUPTED,
     EXIT_SETUP_FAILURE,
+    CommandNotText,
+    ProgramNotFound,
     PynoxError,
     UsageError,
 )
@@ -28,6 +30,11 @@ if TYPE_CHECKING:
     from pynox.policy.resolve import Policy
 
 
+# The errors that stand for python's own (its wording and status), which it writes on
+# stderr and flushes at exit: where that fails, python exits with EXIT_FLUSH_FAILED.
+_PYTHON_S_OWN_ERRORS = (ProgramNotFound, CommandNotText)
+
+
 def _program_running() -> bool:
     child = sys.modules.get("pynox.engine.child")
     return bool(child is not None and child.program_started)
@@ -40,8 +47,9 @@ def main() -> "NoReturn":
         if _program_running():
             raise  # the program ended this way: CPython reports it
         if isinstance(exc, PynoxError):
-            _print_line(exc.user_line())
             code = exc.exit_code
+            if not _print_line(exc.user_line()) and isinstance(exc, _PYTHON_S_OWN_ERRORS):
+                code = EXIT_FLUSH_FAILED  # python's status when its message is lost so
         else:
             _print_line(f"pynox: internal error: {exc!r}; please report it with the command line")
             code = EXIT_SETUP_FAILURE
@@ -52,12 +60,17 @@ def main() -> "NoReturn":
     _leave(code)
 
 
-def _print_line(text: str) -> None:
+def _print_line(text: str) -> bool:
+    """Writes a line on stderr; False if writing it failed (not when stderr is closed,
+    where python too says nothing)."""
     try:
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
-    except (AttributeError, OSError, ValueError):  # None (started with it closed), failed
+    except AttributeError:  # None: started with it closed
         pass
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _leave(code: int) -> "NoReturn":
