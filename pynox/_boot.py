@@ -325,13 +325,14 @@ def main() -> None:
             finder.run_all(COMMAND_MODULES)
         from pynox.cli.main import main as command
     except KeyboardInterrupt:
-        _die_interrupted()
+        die_interrupted()
     command()
 
 
-def _die_interrupted() -> "NoReturn":
-    """Ends pynox on a Ctrl-C before it could start, as python ends on one it does not
-    handle: by SIGINT, without a traceback of pynox's own start-up."""
+def die_interrupted() -> "NoReturn":
+    """Ends pynox on a Ctrl-C before the program ran, as python ends on one it does not
+    handle: by SIGINT, without a traceback of pynox's own. A shell then sees the job
+    interrupted (a script's loop stops), where an exit status would not tell it."""
     import _signal
 
     _signal.signal(_signal.SIGINT, _signal.SIG_DFL)

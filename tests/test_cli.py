@@ -685,6 +685,23 @@ def test_ctrl_c_during_pynox_s_start_up_shows_none_of_pynox(tmp_path: Path) -> N
     assert (proc.returncode, proc.stdout, proc.stderr) == (-signal.SIGINT, b"", b"")
 
 
+def test_ctrl_c_before_the_program_runs_ends_pynox_by_sigint(tmp_path: Path) -> None:
+    """A Ctrl-C while pynox reads its command line, configuration or a program on standard
+    input (simulated: that raises KeyboardInterrupt) ends the run by SIGINT, as python
+    ends on one: a shell running pynox in a loop stops, where an exit status of 130 would
+    let it go on to the next command."""
+    start = (
+        "from pynox._boot import main\n"
+        "from pynox.cli import main as command\n"
+        "def interrupted(argv):\n"
+        "    raise KeyboardInterrupt\n"
+        "command.dispatch = interrupted\n"
+        "main()\n"
+    )
+    proc = run([PYTHON, "-c", start, "-c", "print('never')"], cwd=tmp_path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (-signal.SIGINT, b"", b"")
+
+
 def test_killing_the_supervisor_kills_the_program(tmp_path: Path) -> None:
     marker = tmp_path / "alive"
     marker.mkdir()

@@ -11,7 +11,6 @@ import sys
 from pynox import __version__, lean_os
 from pynox.errors import (
     EXIT_FLUSH_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_SETUP_FAILURE,
     CommandNotText,
     ProgramNotFound,
@@ -56,7 +55,9 @@ def main() -> "NoReturn":
     except KeyboardInterrupt:
         if _program_running():
             raise
-        code = EXIT_INTERRUPTED
+        from pynox._boot import die_interrupted  # loaded: every run starts there
+
+        die_interrupted()
     _leave(code)
 
 

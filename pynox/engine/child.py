@@ -19,7 +19,7 @@ from pynox._native import call_at_top, compile_source, exec_at_top, reserve_memo
 from pynox.engine.access_log import ACCESS_LOG
 from pynox.engine.child_setup import PYTHON_FINISHED, REPORT_CONFINED, ChildSetup
 from pynox.engine.sandbox import confine_policy, scrub_environment
-from pynox.errors import EXIT_INTERRUPTED, EXIT_SETUP_FAILURE, SandboxError
+from pynox.errors import EXIT_SETUP_FAILURE, SandboxError
 from pynox.jsonfast import hook as json_hook  # imported with pynox, from the start-up image
 
 TYPE_CHECKING = False
@@ -374,7 +374,9 @@ def _setup_failed(exc: BaseException, setup: ChildSetup) -> "NoReturn":
     if isinstance(exc, KeyboardInterrupt):
         # Ctrl-C before the program ran: nothing failed, and nothing runs (as pynox.cli.main
         # ends such a run), rather than a sandbox error to report.
-        posix._exit(EXIT_INTERRUPTED)
+        from pynox._boot import die_interrupted  # loaded: every run starts there
+
+        die_interrupted()
     message = getattr(exc, "message", None) or f"cannot set up the sandbox: {exc!r}"
     try:
         posix.write(2, f"pynox: {message}\n".encode(errors="replace"))
