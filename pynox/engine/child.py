@@ -493,8 +493,10 @@ def setup_interpreter(
     sys.argv = list(program.argv)
     if setup.dont_write_bytecode:
         sys.dont_write_bytecode = True  # what python -B sets
-    if program.command_line is not None:
-        sys.orig_argv = [sys.executable, *program.command_line]
+    # Never the command line of pynox's own process (a pool's names its flags and files):
+    # code sent to a pool, which has none, gets python's for a script of its sys.argv.
+    command_line = program.argv if program.command_line is None else program.command_line
+    sys.orig_argv = [sys.executable, *command_line]
     if program.options is not None:
         _set_flags(program.options)
     kept = without_installed_packages(sys.path)

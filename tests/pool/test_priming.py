@@ -103,9 +103,11 @@ def test_a_request_of_the_last_policy_runs_in_a_primed_spare(tmp_path: Path) -> 
 def test_a_script_runs_in_a_primed_spare_as_python_runs_it(tmp_path: Path) -> None:
     script = tmp_path / "show.py"
     script.write_text(
-        "import os, sys\nprint(sys.argv, sys.path[0], __file__)\nprint(os.getpid())\n"
+        "import os, sys\nprint(sys.argv, sys.path[0], __file__, sys.orig_argv[1:])\n"
+        "print(os.getpid())\n"
     )
-    expected = f"{[str(script), 'x']} {tmp_path} {script}"
+    # sys.orig_argv as `python SCRIPT x` has it, never the pool's own command line.
+    expected = f"{[str(script), 'x']} {tmp_path} {script} {[str(script), 'x']}"
     with PoolClient(workers=2) as client:
         first = client.run({"id": new_id(), "script": str(script), "args": ["x"]})
         assert first["stdout"].split("\n")[0] == expected, first

@@ -279,6 +279,13 @@ def test_script_runs_with_args_and_its_directory_readable(pool: PoolClient, tmp_
     assert result["policy"]["implicit_read"] == [str(tmp_path.resolve())]
 
 
+def test_code_sees_python_s_command_line_not_the_pool_s(pool: PoolClient) -> None:
+    """sys.orig_argv is the interpreter and sys.argv, as `python SCRIPT` has it: the pool's
+    own command line (its flags, its configuration's path) is none of the code's business."""
+    show = "import sys; print(sys.orig_argv[1:] == sys.argv, 'pool' in sys.orig_argv)"
+    assert_ok(pool.run({"id": new_id(), "code": show}), "True False\n")
+
+
 @pytest.mark.parametrize("kind", ["fifo", "own_stdin", "nine_mib"])
 def test_script_path_that_is_not_a_small_regular_file(tmp_path: Path, kind: str) -> None:
     """The pool server reads the script itself, in its one thread: a FIFO must not block it,
