@@ -164,6 +164,8 @@ INVOCATIONS: dict[str, Case] = {
     "m-stdlib-json-tool-bad-input": Case(options=["-m", "json.tool"], stdin=b"{not json", status=1),
     # runpy's traceback shows the import system's frames, pynox's compiler among them.
     "m-module-syntax-error": Case(options=["-m", "_broken_syntax"], status=1),
+    # compile() refuses a null byte: its frame shows once, as python's.
+    "m-module-null-byte": Case(options=["-m", "_null_byte_module"], status=1),
     "m-missing-module": Case(
         options=["-m", "no_such_module_for_parity"], status=1, normalize_executable=True
     ),

@@ -59,10 +59,16 @@ _compile_with_builtin = SourceLoader.source_to_code
 
 
 def _source_to_code(self: object, data: object, path: object, *, _optimize: int = -1) -> object:
-    # A null byte is an error whose type differs between versions: compile() raises it.
+    # A null byte is an error whose type differs between versions: compile() raises it,
+    # called as the method it stands in for calls it, from the same line (a traceback
+    # through runpy, of python -m, shows that frame once, as python's).
+    compiler: Any = compile_source
+    arguments: tuple[object, ...] = (data, path)
+    options: dict[str, object] = {}
     if type(data) is not bytes or type(path) is not str or _optimize != -1 or b"\0" in data:
-        return _compile_with_builtin(self, data, path, _optimize=_optimize)  # type: ignore[arg-type]
-    return _call_with_frames_removed(compile_source, data, path)  # the last line: see below
+        compiler, arguments = compile, (data, path, "exec")
+        options = {"dont_inherit": True, "optimize": _optimize}
+    return _call_with_frames_removed(compiler, *arguments, **options)  # the last line: see below
 
 
 def _named_as_importlib(code: "CodeType", original: "CodeType") -> "CodeType":
