@@ -92,6 +92,10 @@ def test_help_lists_every_flag() -> None:
         (["-Werror", "a.py"], "-W needs --no-sandbox"),  # -W's value, not a flag's typo
         (["-Xperf", "a.py"], "-X needs --no-sandbox"),
         (["-We", "a.py"], "-W needs --no-sandbox"),
+        # python takes no -z (nor -J, kept for Jython): --no-sandbox would not help.
+        (["-Bz", "a.py"], "unknown option -z: python has no such option either"),
+        (["-J", "a.py"], "unknown option -J: python has no such option either"),
+        (["-P", "a.py"], "-P needs --no-sandbox" if sys.version_info >= (3, 11) else "-P: python"),
         (["--json=1", "a.py"], "--json takes no value"),
         (["--allow-read"], "--allow-read needs a value"),
         (["--allow-read=/x", "--no-sandbox", "a.py"], "--no-sandbox must come first"),

@@ -24,6 +24,11 @@ ACCEPTED_PYTHON_OPTIONS = frozenset("IEsSuBq")
 # python's options whose value may follow the letter (-c and -m aside): -Werror is -W
 # with its value, never a mistyped pynox flag.
 VALUE_OPTION_LETTERS = frozenset("WX")
+# Every option letter this python takes (-P from 3.11 on): one it does not take is
+# refused as unknown, not sent to --no-sandbox, where python would refuse it too.
+PYTHON_OPTION_LETTERS = frozenset(
+    "bBcdEhiImOqRsStuvVWxX?" + ("P" if sys.version_info >= (3, 11) else "")
+)
 # The environment variables python reads as one of those options, unless -E or -I tells it
 # to ignore its environment: they count as the option, as under python. (The other
 # PYTHON* variables are ignored, as under `python -I`.)
@@ -302,6 +307,11 @@ def _parse_python_part(
                     suggestion = did_you_mean("-" + arg.partition("=")[0], known_flags())
                     if suggestion:
                         raise UsageError(f"unknown option {arg.partition('=')[0]};{suggestion}")
+                if letter not in PYTHON_OPTION_LETTERS:
+                    raise UsageError(
+                        f"unknown option -{letter}: python has no such option either; "
+                        "run pynox --help to see what pynox takes"
+                    )
                 raise UsageError(
                     f"the interpreter option -{letter} needs --no-sandbox "
                     f"(pynox --no-sandbox -{letter} ...); in the sandbox only "
