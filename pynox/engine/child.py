@@ -55,7 +55,7 @@ REPORT_RESERVE_BYTES = 4 << 20
 # sandboxed program seldom may write there, so every run that imports a module of its
 # own would pay it again. The program's imports compile with compile_source instead,
 # with the flags importlib gives compile() (see start).
-_compile_with_builtin = SourceLoader.source_to_code
+_importlib_source_to_code = SourceLoader.source_to_code
 
 
 def _source_to_code(self: object, data: object, path: object, *, _optimize: int = -1) -> object:
@@ -90,7 +90,7 @@ def _named_as_importlib(code: "CodeType", original: "CodeType") -> "CodeType":
 
 
 _source_to_code.__code__ = _named_as_importlib(
-    _source_to_code.__code__, _compile_with_builtin.__code__
+    _source_to_code.__code__, _importlib_source_to_code.__code__
 )
 _source_to_code.__name__ = "source_to_code"
 _source_to_code.__qualname__ = "SourceLoader.source_to_code"
