@@ -88,6 +88,9 @@ def test_help_lists_every_flag() -> None:
         (["--memory=1m", "-c", "pass"], "below the 32m minimum"),
         (["--max-output=1g", "-c", "pass"], "--max-output"),
         (["-O", "a.py"], "-O needs --no-sandbox"),
+        # The hint keeps the option as given: -OO is not -O.
+        (["-OO", "a.py"], "-O needs --no-sandbox (pynox --no-sandbox -OO ...)"),
+        (["-BX", "dev", "a.py"], "-X needs --no-sandbox (pynox --no-sandbox -BX ...)"),
         (["-X", "dev", "a.py"], "-X needs --no-sandbox"),
         (["-Werror", "a.py"], "-W needs --no-sandbox"),  # -W's value, not a flag's typo
         (["-Xperf", "a.py"], "-X needs --no-sandbox"),

@@ -314,7 +314,7 @@ def _parse_python_part(
                     )
                 raise UsageError(
                     f"the interpreter option -{letter} needs --no-sandbox "
-                    f"(pynox --no-sandbox -{letter} ...); in the sandbox only "
+                    f"(pynox --no-sandbox {arg} ...); in the sandbox only "
                     "-I -E -s -S -u -B -q are accepted"
                 )
             inv.python_options.add(letter)
