@@ -10,7 +10,6 @@ EXIT_USAGE = 2  # a bad command line, as argparse and python give it
 EXIT_CANNOT_OPEN = 2  # python's status for a script it cannot open
 EXIT_COMMAND_NOT_TEXT = 1  # python's status for -c code it cannot encode
 EXIT_FLUSH_FAILED = 120  # python's status when flushing stdout or stderr fails at exit
-EXIT_INTERRUPTED = 130  # Ctrl-C before the program ran, as a shell reports SIGINT
 EXIT_CANCELLED = 137  # cancelled by the pool's client, as a shell reports a SIGKILL
 
 
