@@ -126,6 +126,15 @@ def test_scheduling_another_process_or_a_higher_priority(code: str, tmp_path: Pa
     assert _hint(str(program)) == [SCHEDULING_HINT]
 
 
+def test_code_given_with_dash_c_is_told_by_its_source_too() -> None:
+    # Before 3.13 python keeps no lines of -c code: pynox lends them to the hint alone,
+    # and the traceback still shows none, as python's.
+    done = pynox("-c", "import os\nos.nice(-1)")
+    assert _hint("-c", "import os\nos.nice(-1)") == [SCHEDULING_HINT]
+    shown = sys.version_info >= (3, 13)
+    assert ("os.nice(-1)" in done.stderr.decode().split("pynox:")[0]) is shown
+
+
 def test_lowering_the_priority_works() -> None:
     done = pynox("-c", "import os\nprint(os.nice(5) >= 5)")
     assert done.returncode == 0 and done.stdout == b"True\n", done.stderr.decode()
