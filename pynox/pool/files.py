@@ -171,6 +171,14 @@ def _remove_in(root: int, name: str, replaced: "str | None", remove: "Callable[.
         os.close(folder)
 
 
+# The last line of files_left_out when the result's bounds left files out: what gets them
+# all back (a session's out/ is emptied after each step, so they are gone otherwise).
+PAST_BOUNDS_ADVICE = (
+    "to get every file back, write fewer or smaller files to out/, or pack them into one "
+    "compressed archive (zipfile.ZipFile(path, 'w', zipfile.ZIP_DEFLATED))"
+)
+
+
 class Collected:
     """What a run left in out/: files as base64 by path (relative to out/), and what was
     left out, one "path: reason" each."""
@@ -181,12 +189,17 @@ class Collected:
         self.more_left_out = 0
         self.total = 0
         self.examined = 0
+        self.past_bounds = False  # files left out for the result's count or bytes
 
     def leave_out(self, path: str, reason: str) -> None:
         if len(self.left_out) < _LEFT_OUT_NAMED:
             self.left_out.append(f"{path}: {reason}")
         else:
             self.more_left_out += 1
+
+    def leave_out_past_bounds(self, path: str, reason: str) -> None:
+        self.past_bounds = True
+        self.leave_out(path, reason)
 
     def fields(self) -> "dict[str, object]":
         """The result's fields: none when out/ held nothing."""
@@ -195,6 +208,8 @@ class Collected:
         left_out = list(self.left_out)
         if self.more_left_out:
             left_out.append(f"and {self.more_left_out} more entries")
+        if self.past_bounds:
+            left_out.append(PAST_BOUNDS_ADVICE)
         return {"files": dict(sorted(self.files.items())), "files_left_out": left_out}
 
 
@@ -263,7 +278,7 @@ def _walk(fd: int, prefix: str, depth: int, found: Collected) -> None:
 
 def _read_file(fd: int, name: str, path: str, found: Collected) -> None:
     if len(found.files) >= MAX_FILES_OUT:
-        found.leave_out(path, f"past the {MAX_FILES_OUT} files a result carries")
+        found.leave_out_past_bounds(path, f"past the {MAX_FILES_OUT} files a result carries")
         return
     try:
         file = os.open(name, _READ, dir_fd=fd)
@@ -280,13 +295,15 @@ def _read_file(fd: int, name: str, path: str, found: Collected) -> None:
             return
         room = MAX_FILES_OUT_BYTES - found.total
         if info.st_size > room:
-            found.leave_out(
+            found.leave_out_past_bounds(
                 path, f"{info.st_size} bytes, past the {MAX_FILES_OUT_BYTES} a result carries"
             )
             return
         data = _read_at_most(file, room + 1)
         if len(data) > room:  # it grew while read
-            found.leave_out(path, f"past the {MAX_FILES_OUT_BYTES} bytes a result carries")
+            found.leave_out_past_bounds(
+                path, f"past the {MAX_FILES_OUT_BYTES} bytes a result carries"
+            )
             return
     except OSError as exc:
         found.leave_out(path, f"could not be read ({exc.strerror})")

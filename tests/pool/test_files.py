@@ -5,8 +5,10 @@ result, bounded, without following anything the program planted."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from support.pool_client import PoolClient
 from support.pool_requests import serves
 
 from pynox.limits import MAX_FILES_IN, MAX_FILES_IN_BYTES, MAX_FILES_OUT, MAX_FILES_OUT_BYTES
+from pynox.pool.files import PAST_BOUNDS_ADVICE
 
 
 def b64(data: bytes) -> str:
@@ -189,7 +192,9 @@ def test_links_fifos_sparse_files_and_hard_links_are_left_out(
     )
     result = run_hostile(pool, "odd-files", code)
     assert files_of(result) == {"ok": b"fine"}
-    reasons = dict(line.split(": ", 1) for line in result["files_left_out"])
+    *left_out, advice = result["files_left_out"]
+    assert advice == PAST_BOUNDS_ADVICE  # the sparse file passed the bytes a result carries
+    reasons = dict(line.split(": ", 1) for line in left_out)
     assert set(reasons) == {"etc", "fifo", "hard", "passwd", "sparse"}
     assert reasons["sparse"].startswith("1073741824 bytes, past the")
     assert reasons["hard"] == "linked from elsewhere too (a hard link)"
@@ -200,9 +205,20 @@ def test_thousands_of_files_are_bounded(pool: PoolClient) -> None:
     result = run_hostile(pool, "many", code)
     assert len(result["files"]) == MAX_FILES_OUT
     assert list(result["files"])[:2] == ["00000", "00001"]
-    assert len(result["files_left_out"]) == 21
+    assert len(result["files_left_out"]) == 22
     assert result["files_left_out"][0] == f"{MAX_FILES_OUT:05}: past the 100 files a result carries"
-    assert result["files_left_out"][-1] == f"and {3000 - MAX_FILES_OUT - 20} more entries"
+    assert result["files_left_out"][-2] == f"and {3000 - MAX_FILES_OUT - 20} more entries"
+    assert result["files_left_out"][-1] == PAST_BOUNDS_ADVICE
+    # Following it: the same files in one compressed archive all come back.
+    packed = (
+        "import zipfile\n"
+        "with zipfile.ZipFile(out + 'all.zip', 'w', zipfile.ZIP_DEFLATED) as z:\n"
+        "    for i in range(3000):\n        z.writestr(f'{i:05}', 'x' * 10)\n"
+    )
+    followed = run_hostile(pool, "many-packed", packed)
+    assert "files_left_out" not in followed or followed["files_left_out"] == [], followed
+    with zipfile.ZipFile(io.BytesIO(files_of(followed)["all.zip"])) as archive:
+        assert len(archive.namelist()) == 3000
 
 
 def test_bytes_out_are_bounded_in_total(pool: PoolClient) -> None:
@@ -210,7 +226,9 @@ def test_bytes_out_are_bounded_in_total(pool: PoolClient) -> None:
     code = f"for name in 'abc':\n    open(out + name, 'wb').write(b'x' * {half})\n"
     result = run_hostile(pool, "big", code)
     assert list(result["files"]) == ["a"]
-    assert [line.split(":")[0] for line in result["files_left_out"]] == ["b", "c"]
+    *left_out, advice = result["files_left_out"]
+    assert [line.split(":")[0] for line in left_out] == ["b", "c"]
+    assert advice == PAST_BOUNDS_ADVICE
 
 
 def test_names_that_are_not_utf8_are_left_out(pool: PoolClient) -> None:
