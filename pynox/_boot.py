@@ -45,7 +45,6 @@ if TYPE_CHECKING:
     import ast
     from collections.abc import Sequence
     from types import CodeType, ModuleType
-    from typing import NoReturn
 
     # A module in the image: its source's path and size, the part with its code and
     # its place there.
@@ -325,19 +324,10 @@ def main() -> None:
             finder.run_all(COMMAND_MODULES)
         from pynox.cli.main import main as command
     except KeyboardInterrupt:
+        from pynox.interrupted import die_interrupted
+
         die_interrupted()
     command()
-
-
-def die_interrupted() -> "NoReturn":
-    """Ends pynox on a Ctrl-C before the program ran, as python ends on one it does not
-    handle: by SIGINT, without a traceback of pynox's own. A shell then sees the job
-    interrupted (a script's loop stops), where an exit status would not tell it."""
-    import _signal
-
-    _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
-    posix.kill(posix.getpid(), _signal.SIGINT)
-    posix._exit(128 + _signal.SIGINT)  # not reached: SIGINT ends the process
 
 
 def _relative_source(name: str) -> str:

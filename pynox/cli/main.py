@@ -55,7 +55,7 @@ def main() -> "NoReturn":
     except KeyboardInterrupt:
         if _program_running():
             raise
-        from pynox._boot import die_interrupted  # loaded: every run starts there
+        from pynox.interrupted import die_interrupted
 
         die_interrupted()
     _leave(code)
