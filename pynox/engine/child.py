@@ -380,7 +380,7 @@ def _setup_failed(exc: BaseException, setup: ChildSetup) -> "NoReturn":
     if isinstance(exc, KeyboardInterrupt):
         # Ctrl-C before the program ran: nothing failed, and nothing runs (as pynox.cli.main
         # ends such a run), rather than a sandbox error to report.
-        from pynox._boot import die_interrupted  # loaded: every run starts there
+        from pynox.interrupted import die_interrupted
 
         die_interrupted()
     message = getattr(exc, "message", None) or f"cannot set up the sandbox: {exc!r}"
@@ -721,10 +721,16 @@ def report_exception(
             from pynox.engine.report import describe_and_hint
         except Exception:  # noqa: BLE001 - python's report alone, as python gives
             return None
+        lent = _lend_code_lines(program)
         try:
             error = describe_and_hint(exc, tb, last_event, program, policy, setup)
         except Exception:  # noqa: BLE001 - the program's exception would not be read
             return None
+        finally:
+            if lent is not None:
+                import linecache
+
+                linecache.cache.pop(lent, None)
         if setup.report_fd is not None and still_own_pipe(setup, setup.report_fd):
             _write_report(setup.report_fd, error)
             setup.report_fd = None
@@ -733,6 +739,21 @@ def report_exception(
         sys.setrecursionlimit(limit)
         if setup.report_reserve is None:
             _hold_report_reserve(setup)  # a session's next step may fail the same way
+
+
+def _lend_code_lines(program: "Program") -> "str | None":
+    """The name under which -c code's lines were put in linecache for its hint, if they were
+    not there: python keeps them only from 3.13 on, so its tracebacks before that (printed
+    already) show none, but a hint told by the failing call's source (memfd_create, chroot,
+    the scheduling calls) needs them."""
+    import linecache
+
+    if program.kind != "code" or not isinstance(program.source, str):
+        return None
+    if program.filename in linecache.cache:
+        return None
+    remember_lines(f"{program.source}\n", program.filename)
+    return program.filename
 
 
 def _print_as_python(exc: BaseException, program: "Program") -> "TracebackType | None":

@@ -91,16 +91,7 @@ def describe_and_hint(
     """The error of a program whose exception was just printed, with its traceback tb
     (pynox's frames cut); prints pynox's hint after it. last_event: the program's last
     file access, taken before anything printed."""
-    lent = _lend_code_lines(program)
-    try:
-        error = describe_error(
-            exc, tb, program, policy, last_event, setup.api_hints, setup.start_cwd
-        )
-    finally:
-        if lent is not None:
-            import linecache
-
-            linecache.cache.pop(lent, None)
+    error = describe_error(exc, tb, program, policy, last_event, setup.api_hints, setup.start_cwd)
     if error["hint_kind"] is None and isinstance(exc, ModuleNotFoundError):
         _module_hint(error, exc, policy, setup)
     if error["hint_kind"] is None and isinstance(exc, ImportError):
@@ -115,23 +106,6 @@ def describe_and_hint(
             pass
         os.write(2, f"pynox: {error['hint']}\n".encode(errors="replace"))
     return error
-
-
-def _lend_code_lines(program: "Program") -> "str | None":
-    """The name under which -c code's lines were put in linecache for its hints, if they
-    were not there: python keeps them only from 3.13 on, so its tracebacks before that
-    (printed already) show none, but a hint told by the failing call's source (memfd_create,
-    chroot, the scheduling calls) needs them."""
-    import linecache
-
-    if program.kind != "code" or not isinstance(program.source, str):
-        return None
-    if program.filename in linecache.cache:
-        return None
-    from pynox.engine.child import remember_lines
-
-    remember_lines(program.source, program.filename)
-    return program.filename
 
 
 def _module_hint(
