@@ -375,7 +375,9 @@ def test_a_stopped_zygote_does_not_stop_the_pool(tmp_path: Path) -> None:
             for number in range(count):
                 client.send({"id": number, "code": "pass", "timeout": 0.01})
             for number in range(count):
-                assert client.result(number, timeout=10)["exit"] in (0, 125)
+                # Run by a spare forked before the stop (0, or 124 when a busy machine
+                # took longer than its 10ms), or by none (125): each gets its result.
+                assert client.result(number, timeout=10)["exit"] in (0, 124, 125)
         finally:
             os.kill(zygote, signal.SIGCONT)
         assert_ok(client.run({"id": "after", "code": "print(2)"}), "2\n")
