@@ -526,12 +526,6 @@ def _raised_limit(
     return None
 
 
-# The CA variables each kind of client verifies with, in the order it reads them: requests
-# its own (certifi's bundle without them), everything else OpenSSL's defaults.
-_REQUESTS_CA_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
-_OPENSSL_CA_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")
-
-
 def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str | None:
     """The CA variable a certificate that did not verify was probably meant to verify
     with: set where pynox runs, one the failed client reads, not passed to the run
@@ -550,8 +544,11 @@ def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str 
     except Exception:  # noqa: BLE001 - the program's classes may run code of its own here
         return None
     from pynox.policy.ca_store import ca_store_reads
+    from pynox.policy.system_paths import OPENSSL_CA_VARIABLES, REQUESTS_CA_VARIABLES
 
-    for name in _REQUESTS_CA_VARIABLES if requests else _OPENSSL_CA_VARIABLES:
+    # requests verifies with its own (certifi's bundle without them), everything else with
+    # OpenSSL's defaults.
+    for name in REQUESTS_CA_VARIABLES if requests else OPENSSL_CA_VARIABLES:
         value = HOST_CA_VARIABLES.get(name)
         if value is None or name in policy.allow_env:
             continue

@@ -53,8 +53,11 @@ CA_STORE_LOCATIONS = (
 )
 
 # Variables naming a CA file or directory: OpenSSL's own and those of requests
-# and curl. Passed to a program with the network, what they name is readable.
-CA_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+# and curl, each in the order its readers read them. Passed to a program with the
+# network, what they name is readable.
+OPENSSL_CA_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")
+REQUESTS_CA_VARIABLES = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+CA_VARIABLES = OPENSSL_CA_VARIABLES + REQUESTS_CA_VARIABLES
 
 # The links of /proc that name the process that opens them: the sandboxed process grants
 # its own entries when it confines itself (pynox.engine.sandbox).

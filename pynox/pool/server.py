@@ -675,10 +675,7 @@ class PoolServer:
             self._close_spares(list(self.spares))
             for run in list(self.child_runs.values()):
                 if run.child is not None:
-                    for call in run.child.pending_calls:
-                        self._refuse_call(run.child, call, _NO_CLIENT_TO_ANSWER)
-                    run.child.pending_calls.clear()
-                    run.child.pending_bytes = 0
+                    self._drop_pending_calls(run.child, _NO_CLIENT_TO_ANSWER)
             return
         while data:
             newline = data.find(b"\n")
@@ -1521,6 +1518,15 @@ class PoolServer:
         )
         self._refuse_call(child, frame["call"], message)
 
+    def _drop_pending_calls(self, child: Child, refusal: str | None) -> None:
+        """Forgets the child's host calls in flight, each answered with `refusal` as a
+        HostError first unless it is None."""
+        if refusal is not None:
+            for call in child.pending_calls:
+                self._refuse_call(child, call, refusal)
+        child.pending_calls.clear()
+        child.pending_bytes = 0
+
     def _refuse_call(self, child: Child, call: object, message: str) -> None:
         """Answers a host call with a HostError the program can catch."""
         self._send_frame(child, {"type": "raise", "call": call, "message": message})
@@ -1816,13 +1822,12 @@ class PoolServer:
         if ended is not None:
             session.child = None
             self._expect_exit(child)  # one that said it ends (sys.exit) must really end
-        if ended is None:
-            # A thread the step left running still waits for these: no step takes their
-            # answers now, so they fail in the program rather than wait forever.
-            for call in child.pending_calls:
-                self._refuse_call(child, call, "the step ended before the host answered")
-        child.pending_calls.clear()  # a late answer finds no step waiting for it
-        child.pending_bytes = 0
+        # A thread the step left running still waits for these: no step takes their
+        # answers now, so they fail in the program rather than wait forever (unless the
+        # session ended). A late answer then finds no step waiting for it.
+        self._drop_pending_calls(
+            child, None if ended is not None else "the step ended before the host answered"
+        )
         session.steps += 1
         result["session"] = {
             "id": session.name,
