@@ -22,6 +22,10 @@
  *   and call_at_top() give it back as they return, before any frame of pynox
  *   runs again, and set it aside again as they start, where there is room: a
  *   pool's session runs many steps, each with its report.
+ *
+ * - flags_with(): sys.flags as python shows them for the options it was given.
+ *   Before 3.13 a struct sequence has no __replace__ and its type refuses to make
+ *   instances from Python, so pynox's own interpreter's flags would show.
  */
 #include "native.h" /* Python.h first, as CPython asks */
 
@@ -194,6 +198,49 @@ static PyObject *call_at_top(PyObject *module, PyObject *args)
     return result;
 }
 
+/* A new sys.flags of the same type: its visible fields these values in order, any
+ * hidden one (3.13 has one) as it was. */
+static PyObject *flags_with(PyObject *module, PyObject *values)
+{
+    (void)module;
+    if (!PyTuple_Check(values)) {
+        PyErr_SetString(PyExc_TypeError, "flags_with() takes a tuple");
+        return NULL;
+    }
+    PyObject *flags = PySys_GetObject("flags"); /* borrowed */
+    if (flags == NULL || !PyTuple_Check(flags)) {
+        PyErr_SetString(PyExc_RuntimeError, "sys.flags is missing");
+        return NULL;
+    }
+    PyTypeObject *type = Py_TYPE(flags);
+    PyObject *n_fields = PyObject_GetAttrString((PyObject *)type, "n_fields");
+    if (n_fields == NULL) {
+        return NULL;
+    }
+    Py_ssize_t count = PyLong_AsSsize_t(n_fields);
+    Py_DECREF(n_fields);
+    if (count == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t visible = PyTuple_GET_SIZE(flags);
+    if (visible != PyTuple_GET_SIZE(values) || count < visible) {
+        PyErr_Format(PyExc_ValueError, "sys.flags has %zd visible fields; %zd given", visible,
+                     PyTuple_GET_SIZE(values));
+        return NULL;
+    }
+    PyObject *made = PyStructSequence_New(type);
+    if (made == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        PyObject *value = i < visible ? PyTuple_GET_ITEM(values, i)
+                                      : PyStructSequence_GetItem(flags, i);
+        Py_INCREF(value);
+        PyStructSequence_SetItem(made, i, value); /* steals the reference */
+    }
+    return made;
+}
+
 PyMethodDef pynox_toplevel_methods[] = {
     {"compile_source", compile_source, METH_VARARGS,
      "compile_source(source: bytes, filename: str, from_text: bool = False) -> code\n\n"
@@ -209,5 +256,8 @@ PyMethodDef pynox_toplevel_methods[] = {
      "Set aside size bytes of a memory limit, untouched, while program code runs\n"
      "(exec_at_top, call_at_top), given back as it returns; False when the limit has\n"
      "no room for them now."},
+    {"flags_with", flags_with, METH_O,
+     "flags_with(values: tuple) -> sys.flags\n\n"
+     "A sys.flags of the same type with these values in its visible fields."},
     {NULL, NULL, 0, NULL},
 };

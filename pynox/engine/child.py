@@ -15,7 +15,7 @@ from _frozen_importlib import _call_with_frames_removed  # type: ignore[attr-def
 from _frozen_importlib_external import MAGIC_NUMBER, SourceLoader
 
 from pynox import PACKAGE_DIR, SIGNALS_IGNORED_AT_START, lean_os
-from pynox._native import call_at_top, compile_source, exec_at_top, reserve_memory
+from pynox._native import call_at_top, compile_source, exec_at_top, flags_with, reserve_memory
 from pynox.engine.access_log import ACCESS_LOG
 from pynox.engine.child_setup import PYTHON_FINISHED, REPORT_CONFINED, ChildSetup
 from pynox.engine.sandbox import confine_policy, scrub_environment
@@ -548,14 +548,11 @@ _FLAG_OPTIONS = {
 
 
 def _set_flags(options: "frozenset[str]") -> None:
-    """sys.flags as python shows them with these options, where CPython can make them
-    anew (3.13 on); before, they stay pynox's own interpreter's (isolated, no site)."""
-    replace = getattr(sys.flags, "__replace__", None)
-    if replace is None:
-        return
+    """sys.flags as python shows them with these options."""
     fields = {name: int(not options.isdisjoint(letters)) for name, letters in _FLAG_OPTIONS.items()}
     fields["safe_path"] = bool(fields["safe_path"])  # a bool, where the others are ints
-    sys.flags = replace(**fields)
+    names = type(sys.flags).__match_args__  # every field, in order (3.11 added safe_path)
+    sys.flags = flags_with(tuple(fields.get(name, getattr(sys.flags, name)) for name in names))
 
 
 def install_site_builtins() -> None:
