@@ -2,17 +2,33 @@
 
 The standard library with its extension modules, the shared libraries they
 load, the pynox package, and a few read-only system facts Python consults
-(time zone, CPU count, the entropy devices). The standard library is granted as
-one tree: one Landlock rule instead of one per entry, which keeps a run's
-start-up short. Where an interpreter keeps its own site-packages inside that
-tree (python-build-standalone, pyenv), those files are readable too; sys.path
-does not list them, and a bundle ships only pynox there.
+(time zone, CPU count, the operating system's name, the table of MIME types,
+the entropy devices). The standard library is granted as one tree: one Landlock
+rule instead of one per entry, which keeps a run's start-up short. Where an
+interpreter keeps its own site-packages inside that tree (python-build-standalone,
+pyenv), those files are readable too; sys.path does not list them, and a bundle
+ships only pynox there.
 """
 
 import posix
 import sys
 
 from pynox import PACKAGE_DIR, lean_os
+
+# Where mimetypes looks for the system's table of types (mimetypes.knownfiles, the
+# same list on every supported Python): it reads each one that exists, and raises
+# when one of them cannot be read. Written out, since importing mimetypes costs a
+# run's start-up more than the list does.
+MIME_TYPES_FILES = (
+    "/etc/mime.types",
+    "/etc/httpd/mime.types",
+    "/etc/httpd/conf/mime.types",
+    "/etc/apache/mime.types",
+    "/etc/apache2/mime.types",
+    "/usr/local/etc/httpd/conf/mime.types",
+    "/usr/local/lib/netscape/mime.types",
+    "/usr/local/etc/mime.types",
+)
 
 # Read-only files and trees Python and libc consult at run time.
 SYSTEM_FACTS = (
@@ -21,6 +37,9 @@ SYSTEM_FACTS = (
     "/usr/share/zoneinfo",  # zoneinfo
     "/usr/lib/locale",  # locale.setlocale(), with LANG passed through
     "/sys/devices/system/cpu",  # os.cpu_count()
+    "/etc/os-release",  # platform.freedesktop_os_release(), which falls back to
+    "/usr/lib/os-release",  # the second when the first cannot be read
+    *MIME_TYPES_FILES,  # mimetypes.guess_type() and friends
     "/dev/zero",
     "/dev/urandom",
     "/dev/random",

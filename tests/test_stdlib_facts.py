@@ -1,0 +1,35 @@
+"""The public system data the standard library reads by default (the parity corpus
+runs the calls themselves: tests/parity/stdlib_system_facts.py)."""
+
+from __future__ import annotations
+
+import mimetypes
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from support.commands import pynox
+
+from pynox.policy import system_paths
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+
+
+def test_every_file_mimetypes_reads_is_readable() -> None:
+    """mimetypes raises when one of its files exists and cannot be read."""
+    assert set(system_paths.MIME_TYPES_FILES) == set(mimetypes.knownfiles)
+
+
+@pytest.mark.parametrize("path", ["/etc/mime.types", "/etc/os-release", "/usr/lib/os-release"])
+def test_a_write_grant_on_a_default_read_is_refused(tmp_path: Path, path: str) -> None:
+    """Made a link to /, the file would widen every later run's reads."""
+    if not os.path.exists(path):
+        pytest.skip(f"{path} does not exist here")
+    marker = tmp_path / "ran"
+    proc = pynox(f"--allow-write={path}", "-c", f"open({str(marker)!r}, 'w')")
+    assert proc.returncode == 125, proc.stderr
+    line = proc.stderr.decode()
+    assert line.startswith(f"pynox: cannot grant writing {os.path.realpath(path)}: ")
+    assert "a system file every run reads" in line
+    assert not marker.exists()
