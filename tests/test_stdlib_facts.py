@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.commands import pynox
+from support.commands import pynox, python
 
 from pynox.policy import system_paths
 
@@ -33,3 +33,25 @@ def test_a_write_grant_on_a_default_read_is_refused(tmp_path: Path, path: str) -
     assert line.startswith(f"pynox: cannot grant writing {os.path.realpath(path)}: ")
     assert "a system file every run reads" in line
     assert not marker.exists()
+
+
+# Prints how to clear the screen and how many colours there are, or why it cannot.
+CURSES_PROGRAM = """\
+import curses
+try:
+    curses.setupterm()
+except curses.error as error:
+    print(error)
+else:
+    print(curses.tigetstr("clear"), curses.tigetnum("colors"))
+"""
+
+
+def test_curses_finds_the_terminal_description_once_term_is_passed() -> None:
+    pytest.importorskip("curses")
+    env = {"TERM": "xterm"}
+    expected = python("-c", CURSES_PROGRAM, env=env)
+    if not expected.stdout.startswith(b"b'"):
+        pytest.skip(f"python finds no terminal description here: {expected.stdout!r}")
+    got = pynox("--allow-env=TERM", "-c", CURSES_PROGRAM, env=env)
+    assert (got.stdout, got.stderr, got.returncode) == (expected.stdout, b"", 0)

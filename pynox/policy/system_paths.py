@@ -3,11 +3,11 @@
 The standard library with its extension modules, the shared libraries they
 load, the pynox package, and a few read-only system facts Python consults
 (time zone, CPU count, the operating system's name, the table of MIME types,
-the entropy devices). The standard library is granted as one tree: one Landlock
-rule instead of one per entry, which keeps a run's start-up short. Where an
-interpreter keeps its own site-packages inside that tree (python-build-standalone,
-pyenv), those files are readable too; sys.path does not list them, and a bundle
-ships only pynox there.
+terminal descriptions, the entropy devices). The standard library is granted as
+one tree: one Landlock rule instead of one per entry, which keeps a run's
+start-up short. Where an interpreter keeps its own site-packages inside that
+tree (python-build-standalone, pyenv), those files are readable too; sys.path
+does not list them, and a bundle ships only pynox there.
 """
 
 import posix
@@ -40,6 +40,11 @@ SYSTEM_FACTS = (
     "/etc/os-release",  # platform.freedesktop_os_release(), which falls back to
     "/usr/lib/os-release",  # the second when the first cannot be read
     *MIME_TYPES_FILES,  # mimetypes.guess_type() and friends
+    # The terminal descriptions curses.setupterm() looks up, with TERM passed: where
+    # Debian, Fedora and python-build-standalone's ncurses look for them.
+    "/etc/terminfo",
+    "/lib/terminfo",
+    "/usr/share/terminfo",
     "/dev/zero",
     "/dev/urandom",
     "/dev/random",
