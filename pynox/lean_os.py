@@ -156,19 +156,26 @@ def isdir(path: str) -> bool:
 
 def realpath(path: str) -> str:
     """os.path.realpath: the C library's realpath(3) through pynox._native where it is
-    loaded and the path resolves, or where only its last part does not exist (a file to
-    be written: a pynox.toml, say); os.path.realpath itself for the rest (a missing
-    directory, a loop of links, no permission), which it resolves as far as it can."""
+    loaded and the path resolves, or where only plain names at its end do not exist (a
+    file to be written: a pynox.toml, say, or a system file in a directory this machine
+    lacks); os.path.realpath itself for the rest (a loop of links, no permission, a
+    ".." after a missing name), which it resolves as far as it can."""
     native = sys.modules.get("pynox._native")
     if native is not None:
         resolved: str | None = native.real_path(path)
         if resolved is not None:
             return resolved
-        directory, _, name = path.rpartition(SEP)
-        if directory and name not in ("", ".", "..") and not _lexists(path):
+        missing: list[str] = []
+        directory = path
+        while True:
+            directory, _, name = directory.rpartition(SEP)
+            if not directory or name in ("", ".", "..") or _lexists(join(directory, name)):
+                break
+            missing.insert(0, name)
             resolved = native.real_path(directory)
             if resolved is not None:
-                return join(resolved, name)  # what os.path.realpath makes of a name not there
+                # What os.path.realpath makes of names not there: kept as they are.
+                return join(resolved, *missing)
     import os
 
     return os.path.realpath(path)
