@@ -43,6 +43,9 @@ KINDS = frozenset(
         "pipe_size",
         "lease",
         "namespaces",
+        "user_ids",
+        "clock",
+        "pseudo_terminal",
         "socket_buffers",
         "metadata",
         "xattr_by_path",
@@ -150,6 +153,22 @@ LEASE_HINT = (
 NAMESPACES_HINT = (
     "changing namespaces or the root directory (os.unshare, os.setns, os.chroot) is never "
     "allowed in the sandbox; there is nothing to grant, leave it out"
+)
+# Privileges the sandbox drops (runtime/capabilities.c) or calls seccomp refuses.
+USER_IDS_HINT = (
+    "changing the program's user or groups (os.setuid, os.setgid, os.setgroups and the like) "
+    "is never allowed in the sandbox, which runs without the privileges it takes; there is "
+    "nothing to grant: leave it out, the program already runs as the user who started pynox"
+)
+CLOCK_HINT = (
+    "setting the system clock (time.clock_settime, settimeofday) is never allowed in the "
+    "sandbox, and there is nothing to grant; keep the time the program needs in a variable "
+    "instead (an offset added to time.time(), or a datetime)"
+)
+PSEUDO_TERMINAL_HINT = (
+    "pseudo-terminals (os.openpty, pty.openpty) are never available in the sandbox, and there "
+    "is nothing to grant; where the program needs a pair of connected descriptors, use "
+    "os.pipe() or socket.socketpair() instead"
 )
 SOCKET_BUFFERS_HINT = (
     "socket buffer sizes (SO_SNDBUF, SO_RCVBUF) cannot be changed in the sandbox without the "
@@ -440,6 +459,9 @@ def format_hint(
         "pipe_size": PIPE_SIZE_HINT,
         "lease": LEASE_HINT,
         "namespaces": NAMESPACES_HINT,
+        "user_ids": USER_IDS_HINT,
+        "clock": CLOCK_HINT,
+        "pseudo_terminal": PSEUDO_TERMINAL_HINT,
         "socket_buffers": SOCKET_BUFFERS_HINT,
         "metadata": METADATA_HINT,
         "xattr_by_path": XATTR_BY_PATH_HINT,

@@ -607,6 +607,9 @@ def _classify_os_error(
     path = None
     if exc.filename is not None:
         path = os.path.abspath(os.fsdecode(exc.filename))
+    terminal = _pseudo_terminal(exc, path)
+    if terminal is not None:
+        return terminal, None, None
     if exc.errno == errno.EFBIG:
         return "file_size", None, path
     if exc.errno == errno.EMFILE:
@@ -649,6 +652,38 @@ def _classify_os_error(
     return None, None, None
 
 
+# A pseudo-terminal is opened from /dev/ptmx, which no run reads or writes unless granted,
+# and granting it would not help: seccomp's ioctl allowlist leaves out those that set one
+# up (TIOCGPTN, TIOCSPTLCK), so os.openpty() then fails with EINVAL.
+_PSEUDO_TERMINAL_CALLS = frozenset({"openpty", "posix_openpt"})
+_PSEUDO_TERMINAL_DEVICES = frozenset({"/dev/ptmx", "/dev/pts/ptmx"})
+# pty.openpty()'s error, before Python 3.14, once os.openpty() failed and so did its
+# fallback on the old BSD devices (/dev/ptyp0...): no errno, nothing behind it.
+_NO_PTY_DEVICES = ("out of pty devices",)
+
+
+def _pseudo_terminal(exc: OSError, path: str | None) -> str | None:
+    """The hint kind when exc is the refusal of a pseudo-terminal ("pseudo_terminal"), or
+    "process" when pty.fork() or pty.spawn() wanted one for a child process; else None."""
+    if exc.errno is None:
+        if exc.args != _NO_PTY_DEVICES or _innermost_module(exc) != "pty":
+            return None
+    elif exc.errno not in _DENIED_ERRNOS:
+        return None
+    elif path is not None:
+        if os.path.realpath(path) not in _PSEUDO_TERMINAL_DEVICES:
+            return None
+    elif not _called_names(exc) & _PSEUDO_TERMINAL_CALLS:
+        return None
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_globals.get("__name__") == "pty" and frame.f_code.co_name in ("fork", "spawn"):
+            return "process"
+        tb = tb.tb_next
+    return "pseudo_terminal"
+
+
 def _inet_socket_event(event: "tuple[str, tuple[Any, ...]] | None", sockets: "Any") -> bool:
     """Whether the last event is the making of an IPv4 or IPv6 socket."""
     if sockets is None or event is None or event[0] != "socket.__new__" or len(event[1]) < 2:
@@ -669,12 +704,31 @@ _REFUSED_COMMANDS = {1024: "lease", 1031: "pipe_size"}  # F_SETLEASE, F_SETPIPE_
 # program's own process group, and always where the program leads a session of its own
 # (under the Python supervisor), since the kernel lets no session leader change groups.
 _JOB_CONTROL_CALLS = frozenset({"setpgid", "setpgrp", "tcsetpgrp"})
-# Calls with no audit event that seccomp refuses whatever their arguments, by hint kind.
+# Calls with no audit event that the sandbox refuses whatever their arguments, by hint kind.
 _REFUSED_CALLS = {
     "memfd_create": "memfd",
     "unshare": "namespaces",
     "setns": "namespaces",
     "chroot": "namespaces",
+    "clock_settime": "clock",
+    "clock_settime_ns": "clock",
+    # Refused for any id but the program's own: the sandbox holds no capabilities
+    # (runtime/capabilities.c), so these fail with EPERM even for root.
+    **dict.fromkeys(
+        (
+            "setuid",
+            "setgid",
+            "seteuid",
+            "setegid",
+            "setreuid",
+            "setregid",
+            "setresuid",
+            "setresgid",
+            "setgroups",
+            "initgroups",
+        ),
+        "user_ids",
+    ),
     # Refused unless of Unix stream sockets (runtime/seccomp.c's emit_socketpair).
     "socketpair": "socket_pair",
     # Refused even for the program's own process: os.kill reaches that.

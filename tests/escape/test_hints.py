@@ -176,6 +176,22 @@ HINTED = [
     ),
     # The path of a refused chroot is not what to grant.
     ("chroot", "os.chroot('/')", "PermissionError", "NAMESPACES"),
+    # No capabilities, even for root: only the program's own ids are left to set.
+    ("setuid", "os.setuid(os.getuid() + 1)", "PermissionError", "USER_IDS"),
+    ("setgid", "os.setgid(os.getgid() + 1)", "PermissionError", "USER_IDS"),
+    ("setgroups", "os.setgroups([os.getgid() + 1])", "PermissionError", "USER_IDS"),
+    (
+        "clock-settime",
+        "import time; time.clock_settime(time.CLOCK_REALTIME, time.time())",
+        "PermissionError",
+        "CLOCK",
+    ),
+    # /dev/ptmx: refused by path, by os.openpty, and by pty.openpty's fallback (no errno).
+    ("os-openpty", "os.openpty()", "PermissionError", "PSEUDO_TERMINAL"),
+    ("pty-openpty", "import pty; pty.openpty()", "OSError", "PSEUDO_TERMINAL"),
+    ("open-ptmx", "open('/dev/ptmx', 'r+b')", "PermissionError", "PSEUDO_TERMINAL"),
+    # A terminal for a child process: the process is what never runs.
+    ("pty-spawn", "import pty; pty.spawn(['true'])", "OSError", "PROCESS"),
     (
         "socketpair-sndbuf",
         "import socket; a, b = socket.socketpair()\n"
@@ -309,6 +325,21 @@ RAW_SOCKET_HINT = (
     "privilege they take; there is nothing to grant: use TCP or UDP sockets (SOCK_STREAM, "
     "SOCK_DGRAM) instead"
 )
+USER_IDS_HINT = (
+    "changing the program's user or groups (os.setuid, os.setgid, os.setgroups and the like) "
+    "is never allowed in the sandbox, which runs without the privileges it takes; there is "
+    "nothing to grant: leave it out, the program already runs as the user who started pynox"
+)
+CLOCK_HINT = (
+    "setting the system clock (time.clock_settime, settimeofday) is never allowed in the "
+    "sandbox, and there is nothing to grant; keep the time the program needs in a variable "
+    "instead (an offset added to time.time(), or a datetime)"
+)
+PSEUDO_TERMINAL_HINT = (
+    "pseudo-terminals (os.openpty, pty.openpty) are never available in the sandbox, and there "
+    "is nothing to grant; where the program needs a pair of connected descriptors, use "
+    "os.pipe() or socket.socketpair() instead"
+)
 PROCESS_HINT = (
     "processes (subprocess, os.system, os.fork, multiprocessing, ProcessPoolExecutor) never "
     "run in the sandbox, threads do: use concurrent.futures.ThreadPoolExecutor or threading, "
@@ -342,6 +373,9 @@ def test_uncaught_denial_prints_the_hint(world: World, code: str, exc: str, hint
         "NAMESPACES": NAMESPACES_HINT,
         "SOCKET_BUFFERS": SOCKET_BUFFERS_HINT,
         "RAW_SOCKET": RAW_SOCKET_HINT,
+        "USER_IDS": USER_IDS_HINT,
+        "CLOCK": CLOCK_HINT,
+        "PSEUDO_TERMINAL": PSEUDO_TERMINAL_HINT,
     }
     expected = named[hint] if hint in named else hint.format(**world.paths())
     assert hints(proc) == ["pynox: " + expected]
@@ -410,6 +444,18 @@ FOLLOWED = [
         "locked\n",
     ),
     (
+        "clock-then-offset",
+        "import time; time.clock_settime(time.CLOCK_REALTIME, time.time() + 3600)",
+        "import time; now = time.time() + 3600; print(now > time.time())",
+        "True\n",
+    ),
+    (
+        "openpty-then-pipe",
+        "import pty; reader, writer = pty.openpty()",
+        "reader, writer = os.pipe(); os.write(writer, b'line\\n'); print(os.read(reader, 5))",
+        "b'line\\n'\n",
+    ),
+    (
         "kill-other-then-own",
         "import signal; os.kill(os.getppid(), signal.SIGUSR1)",
         "import signal; signal.signal(signal.SIGUSR1, lambda *_: print('signalled'))\n"
@@ -455,7 +501,17 @@ def test_granting_the_network_lets_a_name_resolve(world: World) -> None:
 
 
 @pytest.mark.parametrize(
-    "name", ["memfd-create", "fcntl-f-setpipe-sz", "fcntl-f-setlease", "kill-parent", "chroot"]
+    "name",
+    [
+        "memfd-create",
+        "fcntl-f-setpipe-sz",
+        "fcntl-f-setlease",
+        "kill-parent",
+        "chroot",
+        "setuid",
+        "clock-settime",
+        "pty-openpty",
+    ],
 )
 def test_a_json_result_has_the_hint_the_line_gives(world: World, name: str) -> None:
     code = next(h[1] for h in HINTED if h[0] == name)
