@@ -152,12 +152,23 @@ def _only_missing(kind: str, target: str, policy: "Policy | None") -> tuple[str 
     way (a link out of the tree, a file system's own permissions): naming the
     grant again would send the model round in a circle.
     """
-    real = real_path(target)  # what the sandbox decides on, and what a grant resolves to
+    # What the sandbox decides on, and what a grant resolves to.
+    real = real_path(_own_process_link(target))
     if policy is not None:
         granted = policy.reads() if kind in ("read", "list") else policy.writes()
         if _covering(real, granted) is not None:
             return None, None
     return kind, real
+
+
+def _own_process_link(path: str) -> str:
+    """path with the program's own /proc entry named by /proc/self, as psutil and the like
+    name it by the process id (/proc/PID/statm): that id is another in the next run, and
+    a grant of /proc/self names the program's own entry in every run."""
+    own = f"/proc/{os.getpid()}"
+    if path == own or path.startswith(own + "/"):
+        return "/proc/self" + path[len(own) :]
+    return path
 
 
 def _underlying(exc: BaseException) -> BaseException:
