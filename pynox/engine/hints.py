@@ -192,6 +192,45 @@ def _underlying(exc: BaseException) -> BaseException:
     return exc
 
 
+# How libraries that open files in their own native code word a refusal, for Python
+# gets no filename from them (and from polars, lxml and duckdb no errno either): the
+# file is in the message alone.
+_DENIED_FILE_MESSAGES = (
+    # pyarrow, and so pandas' read_parquet and to_parquet
+    r"Failed to open local file '(.+)'\. Detail: \[errno 13\] Permission denied",
+    # polars, as Rust words the error
+    r"Permission denied \(os error 13\): (.+)",
+    # lxml, as libxml2 words it
+    r"Error reading file '(.+)': failed to load .*: Permission denied",
+    # duckdb (its errors are no OSError), after what it was doing ("Failed to commit: ")
+    r'(?:.*: )?Cannot open file "(.+)": Permission denied',
+)
+_ARGS = BaseException.__dict__["args"]
+# A path is at most 4096 bytes: a longer message is not one of these.
+_MAX_MESSAGE = 8192
+
+
+def _denied_in_message(exc: BaseException) -> "tuple[BaseException, str] | None":
+    """The error of a library's that says a file was refused, when Python was not told
+    which, and that file: one that exists, or one to be made in a folder that exists."""
+    import re
+
+    for error in _chain(exc):
+        args = _ARGS.__get__(error)
+        # An OSError made with an errno keeps its message second (pyarrow's).
+        message = args[-1] if len(args) in (1, 2) else None
+        if not isinstance(message, str) or len(message) > _MAX_MESSAGE:
+            continue
+        for pattern in _DENIED_FILE_MESSAGES:
+            match = re.fullmatch(pattern, message.partition("\n")[0])
+            if match is None:
+                continue
+            path = os.path.abspath(match.group(1))
+            if os.path.lexists(path) or os.path.isdir(os.path.dirname(path)):
+                return error, path
+    return None
+
+
 def _sqlite_database(
     database: str, policy: "Policy | None"
 ) -> tuple[str | None, str | None, str | None]:
@@ -394,6 +433,14 @@ def _classify(
     variable = _ca_variable_not_passed(exc, policy)
     if variable is not None:
         return "ca_variable", variable, None
+    named = _denied_in_message(exc)
+    if named is not None:
+        denied = named[1]
+        if os.path.lexists(denied):
+            kind, target = _classify_file(denied, None, policy)
+        else:  # refused making it: a file not there is not refused reading
+            kind, target = _only_missing("entries", os.path.dirname(denied), policy)
+        return kind, target, denied
     exc = _underlying(exc)
     if not isinstance(exc, OSError) or _is_tls_error(exc):
         return None, None, None

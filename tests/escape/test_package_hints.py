@@ -1,16 +1,20 @@
 """Hints after denials that packages beyond the standard library meet, and following each
 hint makes the program work.
+
+The tests with a real package run when $PYNOX_TEST_PACKAGES holds it, and skip otherwise.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import pytest
 from support.commands import pynox
-from support.hints import follow
+from support.hints import follow, hint_line
 
+PACKAGES = os.environ.get("PYNOX_TEST_PACKAGES", "")
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
 
@@ -32,6 +36,13 @@ def _follow_hints(project: Path, code: str, grants: list[str], steps: int = 4) -
     return hints
 
 
+def _package(name: str) -> list[str]:
+    """The grant of the package directory that holds name, or a skip."""
+    if not PACKAGES or not os.path.isdir(os.path.join(PACKAGES, name)):
+        pytest.skip(f"{name} is not installed in $PYNOX_TEST_PACKAGES")
+    return [f"--package-dir={PACKAGES}"]
+
+
 def test_the_programs_own_proc_entry_is_named_by_proc_self(project: Path) -> None:
     """psutil reads /proc/PID/statm: a grant of that PID would not name the next run's
     process, /proc/self does."""
@@ -40,4 +51,84 @@ def test_the_programs_own_proc_entry_is_named_by_proc_self(project: Path) -> Non
     assert hints == [
         "pynox: reading /proc/self/statm is not allowed; grant it with "
         "--allow-read=/proc/self/statm"
+    ]
+
+
+# A library's refusal as its native code reports it: no filename for Python, the file in
+# the message alone (PATH stands for it).
+LIBRARY_ERRORS = [
+    (
+        "pyarrow",
+        "raise PermissionError(13, \"Failed to open local file 'PATH'. Detail: [errno 13] "
+        'Permission denied")',
+    ),
+    ("polars", "raise PermissionError('Permission denied (os error 13): PATH')"),
+    (
+        "lxml",
+        "raise OSError('Error reading file \\'PATH\\': failed to load \"PATH\": "
+        "Permission denied')",
+    ),
+    (
+        "duckdb",
+        "class IOException(Exception): pass\n"
+        "raise IOException('IO Error: Cannot open file \"PATH\": Permission denied')",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "raising", [error[1] for error in LIBRARY_ERRORS], ids=[error[0] for error in LIBRARY_ERRORS]
+)
+def test_a_file_named_only_in_a_librarys_message_is_hinted(project: Path, raising: str) -> None:
+    data, out = project / "data" / "sales.csv", project / "out"
+    refused = pynox("-c", raising.replace("PATH", "data/sales.csv"), cwd=project)
+    assert refused.returncode == 1
+    assert hint_line(refused.stderr) == (
+        f"pynox: reading {data} is not allowed; grant it with --allow-read={data}"
+    )
+    # A file to be made: its folder is what to grant.
+    refused = pynox("-c", raising.replace("PATH", "out/totals.parquet"), cwd=project)
+    assert hint_line(refused.stderr) == (
+        f"pynox: changing the entries of {out} is not allowed; grant it with --allow-write={out}"
+    )
+
+
+PARQUET = """
+import pandas as pd
+pd.read_csv("data/sales.csv").to_parquet("out/sales.parquet")
+print(len(pd.read_parquet("out/sales.parquet")), "done")
+"""
+
+
+def test_pandas_parquet_through_pyarrow_follows_its_hints(project: Path) -> None:
+    grants = [*_package("pyarrow"), "--allow-read=data"]
+    out = project / "out"
+    assert _follow_hints(project, PARQUET, grants) == [
+        f"pynox: changing the entries of {out} is not allowed; grant it with --allow-write={out}",
+        f"pynox: reading {out} is not allowed; grant it with --allow-read={out}",
+    ]
+
+
+POLARS = """
+import polars as pl
+pl.read_csv("data/sales.csv").write_parquet("out/sales.parquet")
+print(pl.read_parquet("out/sales.parquet").height, "done")
+"""
+
+
+def test_polars_follows_its_hints(project: Path) -> None:
+    data, out = project / "data" / "sales.csv", project / "out"
+    assert _follow_hints(project, POLARS, _package("polars")) == [
+        f"pynox: reading {data} is not allowed; grant it with --allow-read={data}",
+        f"pynox: changing the entries of {out} is not allowed; grant it with --allow-write={out}",
+        f"pynox: reading {out} is not allowed; grant it with --allow-read={out}",
+    ]
+
+
+def test_lxml_parsing_a_file_follows_its_hint(project: Path) -> None:
+    (project / "data" / "page.html").write_text("<html><body><h1>Title</h1></body></html>")
+    code = "import lxml.html\nprint(lxml.html.parse('data/page.html').find('.//h1').text, 'done')\n"
+    page = project / "data" / "page.html"
+    assert _follow_hints(project, code, _package("lxml")) == [
+        f"pynox: reading {page} is not allowed; grant it with --allow-read={page}"
     ]
