@@ -231,6 +231,20 @@ def _denied_in_message(exc: BaseException) -> "tuple[BaseException, str] | None"
     return None
 
 
+def _duckdb_database(error: BaseException, path: str) -> str | None:
+    """The database whose folder a file DuckDB was refused calls for: the one
+    duckdb.connect() opened, or the one whose write-ahead log (NAME.wal) it could not
+    open. DuckDB makes that log beside the database and reads it back, so the folder
+    needs both grants, as SQLite's does; read-only connections work under them too."""
+    if type(error).__module__ not in ("_duckdb", "duckdb"):
+        return None
+    if path.startswith(("/proc/", "/sys/")):
+        return None  # what it reads of the machine as it connects (its cgroup's limits)
+    if path.endswith(".wal"):
+        return path[: -len(".wal")]
+    return path if "connect" in _called_names(error) else None
+
+
 def _sqlite_database(
     database: str, policy: "Policy | None"
 ) -> tuple[str | None, str | None, str | None]:
@@ -268,7 +282,7 @@ def _write_ahead_logged(database: str) -> bool:
 def _sqlite_folder(database: str, policy: "Policy | None") -> tuple[str | None, str | None]:
     """What the folder of a database needs: SQLite makes its write-ahead log, shared
     memory and journal there, and reads them back, whether the program writes or only
-    reads a WAL database."""
+    reads a WAL database (DuckDB its write-ahead log, see _duckdb_database)."""
     folder = os.path.dirname(database)
     real = os.path.realpath(folder)
     readable = policy is not None and _covering(real, policy.reads()) is not None
@@ -435,8 +449,11 @@ def _classify(
         return "ca_variable", variable, None
     named = _denied_in_message(exc)
     if named is not None:
-        denied = named[1]
-        if os.path.lexists(denied):
+        error, denied = named
+        database = _duckdb_database(error, denied)
+        if database is not None:
+            kind, target = _sqlite_folder(database, policy)
+        elif os.path.lexists(denied):
             kind, target = _classify_file(denied, None, policy)
         else:  # refused making it: a file not there is not refused reading
             kind, target = _only_missing("entries", os.path.dirname(denied), policy)

@@ -132,3 +132,24 @@ def test_lxml_parsing_a_file_follows_its_hint(project: Path) -> None:
     assert _follow_hints(project, code, _package("lxml")) == [
         f"pynox: reading {page} is not allowed; grant it with --allow-read={page}"
     ]
+
+
+DUCKDB = """
+import duckdb
+con = duckdb.connect("out/sales.duckdb")
+con.execute("create table sales as select * from read_csv_auto('data/sales.csv')")
+print(con.execute("select sum(amount) from sales").fetchone()[0], "done")
+"""
+
+
+def test_a_new_duckdb_database_is_told_to_read_and_write_its_folder(project: Path) -> None:
+    """DuckDB makes its database and write-ahead log in the folder and reads them back:
+    both grants at once, so that no run leaves an empty database file behind. What it
+    reads of the machine (its cgroup's limits) comes first, one file at a time."""
+    out = project / "out"
+    hints = _follow_hints(project, DUCKDB, [*_package("duckdb"), "--allow-read=data"], steps=8)
+    assert hints[-1] == (
+        f"pynox: the program reads back what it writes in {out}; grant both with "
+        f"--allow-read={out} --allow-write={out}"
+    )
+    assert all("reading /proc/self/" in hint or "/sys/fs/cgroup/" in hint for hint in hints[:-1])
