@@ -194,25 +194,32 @@ def _underlying(exc: BaseException) -> BaseException:
 
 # How libraries that open files in their own native code word a refusal, for Python
 # gets no filename from them (and from polars, lxml and duckdb no errno either): the
-# file is in the message alone.
+# file is in the message alone. With each, the audit event of the call python would have
+# made to do the same, where the message says which.
 _DENIED_FILE_MESSAGES = (
     # pyarrow, and so pandas' read_parquet and to_parquet
-    r"Failed to open local file '(.+)'\. Detail: \[errno 13\] Permission denied",
-    # polars, as Rust words the error
-    r"Permission denied \(os error 13\): (.+)",
+    (r"Failed to open local file '(.+)'\. Detail: \[errno 13\] Permission denied", None),
+    (r"Cannot create directory '(.+)'\. Detail: \[errno 13\] Permission denied", "os.mkdir"),
+    (r"Cannot list directory '(.+)'\. Detail: \[errno 13\] Permission denied", "os.listdir"),
+    # polars, as Rust words the error, and when it expands a glob
+    (r"Permission denied \(os error 13\): (.+)", None),
+    (r"attempting to read `(.+)` resulted in an error: Permission denied \(os error 13\)", None),
     # lxml, as libxml2 words it
-    r"Error reading file '(.+)': failed to load .*: Permission denied",
+    (r"Error reading file '(.+)': failed to load .*: Permission denied", None),
     # duckdb (its errors are no OSError), after what it was doing ("Failed to commit: ")
-    r'(?:.*: )?Cannot open file "(.+)": Permission denied',
+    (r'(?:.*: )?Cannot open file "(.+)": Permission denied', None),
 )
 _ARGS = BaseException.__dict__["args"]
 # A path is at most 4096 bytes: a longer message is not one of these.
 _MAX_MESSAGE = 8192
 
 
-def _denied_in_message(exc: BaseException) -> "tuple[BaseException, str] | None":
+def _denied_in_message(
+    exc: BaseException,
+) -> "tuple[BaseException, str, tuple[str, tuple[str]] | None] | None":
     """The error of a library's that says a file was refused, when Python was not told
-    which, and that file: one that exists, or one to be made in a folder that exists."""
+    which, that file (one that exists, or one to be made in a folder that exists), and
+    the audit event of the call it stands for, if the message says."""
     import re
 
     for error in _chain(exc):
@@ -221,13 +228,13 @@ def _denied_in_message(exc: BaseException) -> "tuple[BaseException, str] | None"
         message = args[-1] if len(args) in (1, 2) else None
         if not isinstance(message, str) or len(message) > _MAX_MESSAGE:
             continue
-        for pattern in _DENIED_FILE_MESSAGES:
+        for pattern, call in _DENIED_FILE_MESSAGES:
             match = re.fullmatch(pattern, message.partition("\n")[0])
             if match is None:
                 continue
             path = os.path.abspath(match.group(1))
             if os.path.lexists(path) or os.path.isdir(os.path.dirname(path)):
-                return error, path
+                return error, path, None if call is None else (call, (path,))
     return None
 
 
@@ -449,12 +456,12 @@ def _classify(
         return "ca_variable", variable, None
     named = _denied_in_message(exc)
     if named is not None:
-        error, denied = named
+        error, denied, call = named
         database = _duckdb_database(error, denied)
         if database is not None:
             kind, target = _sqlite_folder(database, policy)
-        elif os.path.lexists(denied):
-            kind, target = _classify_file(denied, None, policy)
+        elif call is not None or os.path.lexists(denied):
+            kind, target = _classify_file(denied, call, policy)
         else:  # refused making it: a file not there is not refused reading
             kind, target = _only_missing("entries", os.path.dirname(denied), policy)
         return kind, target, denied

@@ -109,6 +109,23 @@ def test_pandas_parquet_through_pyarrow_follows_its_hints(project: Path) -> None
     ]
 
 
+DATASET = """
+import pyarrow as pa, pyarrow.dataset as ds, pyarrow.parquet as pq
+table = pa.table({"region": ["north", "south"], "amount": [120, 80]})
+pq.write_to_dataset(table, "out/sales", partition_cols=["region"])
+print(ds.dataset("out/sales", partitioning="hive").to_table().num_rows, "done")
+"""
+
+
+def test_a_pyarrow_dataset_made_and_listed_follows_its_hints(project: Path) -> None:
+    """pyarrow makes the dataset's folders and lists them in its own code too."""
+    out = project / "out"
+    assert _follow_hints(project, DATASET, _package("pyarrow")) == [
+        f"pynox: changing the entries of {out} is not allowed; grant it with --allow-write={out}",
+        f"pynox: listing {out} is not allowed; grant it with --allow-read={out}",
+    ]
+
+
 POLARS = """
 import polars as pl
 pl.read_csv("data/sales.csv").write_parquet("out/sales.parquet")
