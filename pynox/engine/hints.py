@@ -153,7 +153,7 @@ def _only_missing(kind: str, target: str, policy: "Policy | None") -> tuple[str 
     grant again would send the model round in a circle.
     """
     # What the sandbox decides on, and what a grant resolves to.
-    real = real_path(_own_process_link(target))
+    real = _own_process_link(real_path(target))
     if policy is not None:
         granted = policy.reads() if kind in ("read", "list") else policy.writes()
         if _covering(real, granted) is not None:
@@ -163,12 +163,20 @@ def _only_missing(kind: str, target: str, policy: "Policy | None") -> tuple[str 
 
 def _own_process_link(path: str) -> str:
     """path with the program's own /proc entry named by /proc/self, as psutil and the like
-    name it by the process id (/proc/PID/statm): that id is another in the next run, and
-    a grant of /proc/self names the program's own entry in every run."""
+    name it by the process id (/proc/PID/statm), and /proc/net leads to it: that id is
+    another in the next run, and a grant of /proc/self names the program's own entry in
+    every run."""
     own = f"/proc/{os.getpid()}"
     if path == own or path.startswith(own + "/"):
-        return "/proc/self" + path[len(own) :]
+        path = "/proc/self" + path[len(own) :]
+    if path.startswith(_OWN_NET + "/"):
+        # The kernel makes the files of /proc/self/net anew at every lookup, so a grant
+        # of one of them never matches: the folder's does.
+        return _OWN_NET
     return path
+
+
+_OWN_NET = "/proc/self/net"
 
 
 def _underlying(exc: BaseException) -> BaseException:

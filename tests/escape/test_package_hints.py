@@ -54,6 +54,16 @@ def test_the_programs_own_proc_entry_is_named_by_proc_self(project: Path) -> Non
     ]
 
 
+def test_the_network_statistics_are_named_by_their_folder(project: Path) -> None:
+    """psutil.net_io_counters() reads /proc/net/dev, a link into the program's own entry
+    whose files the kernel makes anew at each lookup: only their folder can be granted."""
+    code = "print(open('/proc/net/dev').read().count(':') > 0, 'done')\n"
+    hints = _follow_hints(project, code, [])
+    assert hints == [
+        "pynox: reading /proc/self/net is not allowed; grant it with --allow-read=/proc/self/net"
+    ]
+
+
 # A library's refusal as its native code reports it: no filename for Python, the file in
 # the message alone (PATH stands for it).
 LIBRARY_ERRORS = [
