@@ -490,6 +490,8 @@ def _memory_wanted(exc: MemoryError, policy: "Policy | None") -> str | None:
     size = None
     with contextlib.suppress(Exception):  # a property of numpy's, computed when read
         size = getattr(exc, "_total_size", None)
+    if size is None:
+        size = _size_in_message(exc)
     if policy is None or policy.memory is None or not isinstance(size, int) or size <= 0:
         return None
     wanted = 1 << 20
@@ -499,6 +501,21 @@ def _memory_wanted(exc: MemoryError, policy: "Policy | None") -> str | None:
         if wanted > os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"):
             return ""
     return format_size(wanted) if wanted > 2 * policy.memory else None
+
+
+# pyarrow's ArrowMemoryError says the size it asked for in bytes: "malloc of size
+# 1073741824 failed".
+_ALLOCATION_MESSAGE = r"(?:malloc|realloc) of size (\d{1,20}) failed"
+
+
+def _size_in_message(exc: MemoryError) -> int | None:
+    """The size in bytes a failed allocation's message says it asked for, if any."""
+    import re
+
+    args = _ARGS.__get__(exc)
+    message = args[0] if len(args) == 1 else None
+    match = re.fullmatch(_ALLOCATION_MESSAGE, message) if isinstance(message, str) else None
+    return None if match is None else int(match.group(1))
 
 
 # Where the C library finds a user's name when the environment has none.

@@ -180,3 +180,16 @@ def test_a_new_duckdb_database_is_told_to_read_and_write_its_folder(project: Pat
         f"--allow-read={out} --allow-write={out}"
     )
     assert all("reading /proc/self/" in hint or "/sys/fs/cgroup/" in hint for hint in hints[:-1])
+
+
+ARROW_BUFFER = "import pyarrow as pa\nprint(pa.allocate_buffer(256 << 20).size, 'done')\n"
+
+
+def test_a_pyarrow_allocation_gets_a_limit_that_fits_it(project: Path) -> None:
+    """pyarrow says the size it failed to allocate: the hint's limit fits it in one step,
+    where twice the limit would not."""
+    hints = _follow_hints(project, ARROW_BUFFER, [*_package("pyarrow"), "--memory=128m"])
+    assert hints == [
+        "pynox: the program used up its 128m memory limit; allocate less or raise the limit "
+        "with --memory=512m"
+    ]
