@@ -462,6 +462,8 @@ def _classify(
     variable = _ca_variable_not_passed(exc, policy)
     if variable is not None:
         return "ca_variable", variable, None
+    if policy is not None and not policy.allow_network and _no_system_certificates(exc):
+        return "network", None, None
     named = _denied_in_message(exc)
     if named is not None:
         error, denied, call = named
@@ -631,6 +633,21 @@ def _raised_limit(
     if policy.max_file_size is not None and which == resource.RLIMIT_FSIZE:
         return "file_size_limit"
     return None
+
+
+# What Rust's HTTP clients (polars' reads of a URL among them) say when they find no CA
+# store, which only a run with the network reads (pynox.policy.ca_store): they say it
+# before they make any socket, even for a plain http:// URL.
+_NO_SYSTEM_CERTIFICATES = "No CA certificates were loaded from the system"
+
+
+def _no_system_certificates(exc: BaseException) -> bool:
+    """Whether exc, or an error it came from, says no CA store could be read."""
+    for error in _chain(exc):
+        args = _ARGS.__get__(error)
+        if any(isinstance(arg, str) and _NO_SYSTEM_CERTIFICATES in arg for arg in args):
+            return True
+    return False
 
 
 def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str | None:

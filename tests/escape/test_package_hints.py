@@ -193,3 +193,14 @@ def test_a_pyarrow_allocation_gets_a_limit_that_fits_it(project: Path) -> None:
         "pynox: the program used up its 128m memory limit; allocate less or raise the limit "
         "with --memory=512m"
     ]
+
+
+def test_a_polars_url_without_the_network_is_told_to_grant_it(project: Path) -> None:
+    """polars' HTTP client loads the CA store before it connects, even for http://, and
+    only a run with the network reads that store."""
+    code = "import polars as pl\npl.read_csv('http://127.0.0.1:9/sales.csv')\n"
+    refused = pynox(*_package("polars"), "-c", code, cwd=project, timeout=120)
+    assert refused.returncode == 1
+    assert hint_line(refused.stderr) == "pynox: the network is off; grant it with --allow-network"
+    granted = pynox(*_package("polars"), "--allow-network", "-c", code, cwd=project, timeout=120)
+    assert b"No CA certificates" not in granted.stderr, granted.stderr
