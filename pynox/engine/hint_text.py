@@ -45,6 +45,7 @@ KINDS = frozenset(
         "namespaces",
         "user_ids",
         "clock",
+        "host_name",
         "pseudo_terminal",
         "socket_buffers",
         "metadata",
@@ -164,6 +165,11 @@ CLOCK_HINT = (
     "setting the system clock (time.clock_settime, settimeofday) is never allowed in the "
     "sandbox, and there is nothing to grant; keep the time the program needs in a variable "
     "instead (an offset added to time.time(), or a datetime)"
+)
+HOST_NAME_HINT = (
+    "changing the machine's host name (socket.sethostname) is never allowed in the sandbox, "
+    "and there is nothing to grant; leave it out, or keep the name the program needs in a "
+    "variable"
 )
 PSEUDO_TERMINAL_HINT = (
     "pseudo-terminals (os.openpty, pty.openpty) are never available in the sandbox, and there "
@@ -461,6 +467,7 @@ def format_hint(
         "namespaces": NAMESPACES_HINT,
         "user_ids": USER_IDS_HINT,
         "clock": CLOCK_HINT,
+        "host_name": HOST_NAME_HINT,
         "pseudo_terminal": PSEUDO_TERMINAL_HINT,
         "socket_buffers": SOCKET_BUFFERS_HINT,
         "metadata": METADATA_HINT,

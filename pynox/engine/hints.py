@@ -836,6 +836,7 @@ _REFUSED_CALLS = {
     "chroot": "namespaces",
     "clock_settime": "clock",
     "clock_settime_ns": "clock",
+    "sethostname": "host_name",
     # Refused for any id but the program's own: the sandbox holds no capabilities
     # (runtime/capabilities.c), so these fail with EPERM even for root.
     **dict.fromkeys(

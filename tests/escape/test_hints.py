@@ -186,6 +186,7 @@ HINTED = [
         "PermissionError",
         "CLOCK",
     ),
+    ("sethostname", "import socket; socket.sethostname('sandbox')", "PermissionError", "HOST"),
     # /dev/ptmx: refused by path, by os.openpty, and by pty.openpty's fallback (no errno).
     ("os-openpty", "os.openpty()", "PermissionError", "PSEUDO_TERMINAL"),
     ("pty-openpty", "import pty; pty.openpty()", "OSError", "PSEUDO_TERMINAL"),
@@ -335,6 +336,11 @@ CLOCK_HINT = (
     "sandbox, and there is nothing to grant; keep the time the program needs in a variable "
     "instead (an offset added to time.time(), or a datetime)"
 )
+HOST_NAME_HINT = (
+    "changing the machine's host name (socket.sethostname) is never allowed in the sandbox, "
+    "and there is nothing to grant; leave it out, or keep the name the program needs in a "
+    "variable"
+)
 PSEUDO_TERMINAL_HINT = (
     "pseudo-terminals (os.openpty, pty.openpty) are never available in the sandbox, and there "
     "is nothing to grant; where the program needs a pair of connected descriptors, use "
@@ -375,6 +381,7 @@ def test_uncaught_denial_prints_the_hint(world: World, code: str, exc: str, hint
         "RAW_SOCKET": RAW_SOCKET_HINT,
         "USER_IDS": USER_IDS_HINT,
         "CLOCK": CLOCK_HINT,
+        "HOST": HOST_NAME_HINT,
         "PSEUDO_TERMINAL": PSEUDO_TERMINAL_HINT,
     }
     expected = named[hint] if hint in named else hint.format(**world.paths())
