@@ -216,6 +216,8 @@ _DENIED_FILE_MESSAGES = (
     (r"Error reading file '(.+)': failed to load .*: Permission denied", None),
     # duckdb (its errors are no OSError), after what it was doing ("Failed to commit: ")
     (r'(?:.*: )?Cannot open file "(.+)": Permission denied', None),
+    # duckdb again, for a glob in a folder it was refused listing: it says nothing of that
+    (r'(?:.*: )?No files found that match the pattern "(.+)"', "glob"),
 )
 _ARGS = BaseException.__dict__["args"]
 # A path is at most 4096 bytes: a longer message is not one of these.
@@ -238,12 +240,35 @@ def _denied_in_message(
             continue
         for pattern, call in _DENIED_FILE_MESSAGES:
             match = re.fullmatch(pattern, message.partition("\n")[0])
-            if match is None:
+            named = None if match is None else match.group(1)
+            if named is not None and call == "glob":
+                named, call = _unlistable_folder(named), "os.listdir"
+            if named is None:
                 continue
-            path = os.path.abspath(match.group(1))
+            path = os.path.abspath(named)
             if os.path.lexists(path) or os.path.isdir(os.path.dirname(path)):
                 return error, path, None if call is None else (call, (path,))
     return None
+
+
+def _unlistable_folder(pattern: str) -> str | None:
+    """The folder a glob lists ("data" for "data/*.csv"), if listing it is refused."""
+    parts = pattern.split("/")
+    fixed = []
+    for part in parts:
+        if any(wildcard in part for wildcard in "*?["):
+            break
+        fixed.append(part)
+    if len(fixed) == len(parts):
+        return None  # no wildcard: a file that is not there, under python too
+    folder = "/".join(fixed) or ("/" if pattern.startswith("/") else ".")
+    try:
+        with os.scandir(folder):
+            return None
+    except PermissionError:
+        return folder
+    except OSError:
+        return None
 
 
 def _duckdb_database(error: BaseException, path: str) -> str | None:

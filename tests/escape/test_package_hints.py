@@ -103,6 +103,23 @@ def test_a_file_named_only_in_a_librarys_message_is_hinted(project: Path, raisin
     )
 
 
+def test_a_glob_in_a_folder_duckdb_was_refused_listing_is_hinted(project: Path) -> None:
+    """DuckDB says only that no file matched: the folder it could not list is what to
+    grant, and then the files match."""
+    data = project / "data"
+    raising = (
+        "class IOException(Exception): pass\n"
+        "raise IOException('IO Error: No files found that match the pattern \"data/*.csv\"')"
+    )
+    refused = pynox("-c", raising, cwd=project)
+    assert hint_line(refused.stderr) == (
+        f"pynox: listing {data} is not allowed; grant it with --allow-read={data}"
+    )
+    # No wildcard: a file that is not there, as under python.
+    missing = pynox("-c", raising.replace("*", "missing"), cwd=project)
+    assert missing.returncode == 1 and b"pynox:" not in missing.stderr
+
+
 PARQUET = """
 import pandas as pd
 pd.read_csv("data/sales.csv").to_parquet("out/sales.parquet")
@@ -204,3 +221,15 @@ def test_a_polars_url_without_the_network_is_told_to_grant_it(project: Path) -> 
     assert hint_line(refused.stderr) == "pynox: the network is off; grant it with --allow-network"
     granted = pynox(*_package("polars"), "--allow-network", "-c", code, cwd=project, timeout=120)
     assert b"No CA certificates" not in granted.stderr, granted.stderr
+
+
+DUCKDB_GLOB = """
+import duckdb
+print(duckdb.sql("select count(*) from read_csv_auto('data/*.csv')").fetchall(), "done")
+"""
+
+
+def test_a_duckdb_glob_follows_its_hints(project: Path) -> None:
+    data = project / "data"
+    hints = _follow_hints(project, DUCKDB_GLOB, _package("duckdb"), steps=8)
+    assert hints[-1] == f"pynox: listing {data} is not allowed; grant it with --allow-read={data}"
