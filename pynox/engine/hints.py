@@ -467,6 +467,8 @@ def _classify(
         if wanted == "":
             return "memory_beyond", None, None
         return ("memory", None, None) if wanted is None else ("memory_for", wanted, None)
+    if policy is not None and policy.memory is not None and _lost_memory_error(exc):
+        return "memory", None, None
     if isinstance(exc, RuntimeError) and exc.args == ("can't start new thread",):
         # threading's word for a stack that could not be mapped, under a memory
         # limit because the limit counts it (no hint without one).
@@ -507,6 +509,29 @@ def _classify(
     if kind == "network" and policy is not None and policy.allow_network:
         return None, None, path  # granted already: something else refused it
     return kind, target, path
+
+
+# What CPython says when C code failed without setting an exception: under a memory
+# limit, an allocation whose MemoryError was lost (an import of scikit-learn under
+# --memory=256m ends so about as often as with a MemoryError).
+_NO_EXCEPTION_SET = ("error return without exception set",)
+_NULL_WITHOUT_EXCEPTION = " returned NULL without setting an exception"
+
+
+def _lost_memory_error(exc: BaseException) -> bool:
+    """Whether exc is how a failed allocation may end without a MemoryError: CPython's
+    SystemError for C code that failed without setting an exception, or an OSError with
+    ENOMEM (a file opened or mapped with no memory left)."""
+    if type(exc) is SystemError:
+        args = _ARGS.__get__(exc)
+        said = args[0] if len(args) == 1 else None
+        return args == _NO_EXCEPTION_SET or (
+            isinstance(said, str) and said.endswith(_NULL_WITHOUT_EXCEPTION)
+        )
+    return isinstance(exc, OSError) and _ERRNO.__get__(exc) == errno.ENOMEM
+
+
+_ERRNO = OSError.__dict__["errno"]
 
 
 def _memory_wanted(exc: MemoryError, policy: "Policy | None") -> str | None:

@@ -233,3 +233,28 @@ def test_a_duckdb_glob_follows_its_hints(project: Path) -> None:
     data = project / "data"
     hints = _follow_hints(project, DUCKDB_GLOB, _package("duckdb"), steps=8)
     assert hints[-1] == f"pynox: listing {data} is not allowed; grant it with --allow-read={data}"
+
+
+@pytest.mark.parametrize(
+    "raising",
+    [
+        "raise SystemError('error return without exception set')",
+        "raise SystemError('<function _find_and_load at 0x7f00> returned NULL without setting "
+        "an exception')",
+        "import errno; raise OSError(errno.ENOMEM, 'Cannot allocate memory', 'pandas/io')",
+    ],
+    ids=["no-exception-set", "returned-null", "enomem"],
+)
+def test_a_memory_error_lost_under_the_limit_gets_the_memory_hint(
+    project: Path, raising: str
+) -> None:
+    """Under a memory limit, C code whose allocation failed may end the program without a
+    MemoryError (an import of scikit-learn under --memory=256m does, half the time): the
+    hint is the memory limit's. Without a limit, python would say the same: no hint."""
+    limited = pynox("--memory=64m", "-c", raising, cwd=project)
+    assert hint_line(limited.stderr) == (
+        "pynox: the program used up its 64m memory limit; allocate less or raise the limit "
+        "with --memory=128m"
+    )
+    unlimited = pynox("-c", raising, cwd=project)
+    assert unlimited.returncode == 1 and b"pynox:" not in unlimited.stderr
