@@ -520,9 +520,12 @@ _NULL_WITHOUT_EXCEPTION = " returned NULL without setting an exception"
 
 def _lost_memory_error(exc: BaseException) -> bool:
     """Whether exc is how a failed allocation may end without a MemoryError: CPython's
-    SystemError for C code that failed without setting an exception, or an OSError with
-    ENOMEM (a file opened or mapped with no memory left)."""
-    if type(exc) is SystemError:
+    SystemError for C code that failed without setting an exception, an OSError with
+    ENOMEM (a file opened or mapped with no memory left), or DuckDB's own error."""
+    kind = type(exc)
+    if kind.__name__ == "OutOfMemoryException" and kind.__module__ in ("_duckdb", "duckdb"):
+        return True
+    if kind is SystemError:
         args = _ARGS.__get__(exc)
         said = args[0] if len(args) == 1 else None
         return args == _NO_EXCEPTION_SET or (

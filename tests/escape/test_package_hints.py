@@ -258,3 +258,14 @@ def test_a_memory_error_lost_under_the_limit_gets_the_memory_hint(
     )
     unlimited = pynox("-c", raising, cwd=project)
     assert unlimited.returncode == 1 and b"pynox:" not in unlimited.stderr
+
+
+def test_duckdb_out_of_memory_gets_the_memory_hint(project: Path) -> None:
+    """DuckDB's own OutOfMemoryException is no MemoryError; under the limit it is the
+    limit's all the same, and the limit the hint names is enough."""
+    grants = [*_package("duckdb"), "--memory=128m", "--allow-read=data"]
+    hints = _follow_hints(project, DUCKDB_GLOB, grants, steps=8)
+    assert (
+        "pynox: the program used up its 128m memory limit; allocate less or raise the limit "
+        "with --memory=256m"
+    ) in hints
