@@ -55,3 +55,34 @@ def test_curses_finds_the_terminal_description_once_term_is_passed() -> None:
         pytest.skip(f"python finds no terminal description here: {expected.stdout!r}")
     got = pynox("--allow-env=TERM", "-c", CURSES_PROGRAM, env=env)
     assert (got.stdout, got.stderr, got.returncode) == (expected.stdout, b"", 0)
+
+
+CONTROL_GROUPS = Path(__file__).parent / "parity" / "control_group_limits.py"
+
+
+def test_a_pool_request_reads_its_control_groups_limits() -> None:
+    """As a command does (the parity corpus runs it there): the pool's children confine
+    themselves, and /proc/self is each child's own."""
+    import pynox
+
+    code = CONTROL_GROUPS.read_text()
+    expected = python("-c", code)
+    assert expected.returncode == 0, expected.stderr
+    with pynox.Pool(workers=1) as pool:
+        result = pool.run(code)
+    assert (result.stdout, result.stderr, result.exit) == (expected.stdout.decode(), "", 0)
+
+
+def test_of_a_control_group_only_its_limits_are_readable() -> None:
+    """Not the processes in it, nor what they use: only what sizes a program to it."""
+    listings = []
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, group = line.split(":", 2)
+        folder = Path(system_paths.CGROUP_ROOT, controllers.split(",")[0], group.lstrip("/"))
+        listings.append(folder / "cgroup.procs")
+    listing = next((path for path in listings if path.exists()), None)
+    if listing is None:
+        pytest.skip("no control group lists its processes here")
+    proc = pynox("-c", f"open({str(listing)!r}).read()")
+    assert proc.returncode == 1
+    assert b"PermissionError: [Errno 13] Permission denied" in proc.stderr

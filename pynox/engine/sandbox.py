@@ -79,12 +79,13 @@ def own_policy(policy: "Policy") -> CPolicy:
     """What the run itself may read and write, its network and limits.
 
     Its paths are resolved (the policy's grants, the resolver's files with the
-    network), so the sandbox core refuses one that a symbolic link swapped in
-    since would redirect. /proc/self and /proc/thread-self become this
-    process's own entries.
+    network, the process's own facts), so the sandbox core refuses one that a
+    symbolic link swapped in since would redirect. /proc/self and /proc/thread-self
+    become this process's own entries.
     """
     resolver = system_paths.network_reads() if policy.allow_network else []
-    reads = [_own_process(path) for path in resolver + policy.reads()]
+    own_facts = system_paths.existing(system_paths.OWN_PROCESS_FACTS)
+    reads = [_own_process(path) for path in resolver + own_facts + policy.reads()]
     writes = [_own_process(path) for path in policy.writes()]
     return CPolicy(
         reads,

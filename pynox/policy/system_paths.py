@@ -92,6 +92,25 @@ OWN_PROCESS_LINKS = ("/proc/self", "/proc/thread-self")
 # release_agent and uevent_helper under /sys) or stops the machine (sysrq-trigger).
 KERNEL_SETTINGS = ("/proc/sys", "/proc/sysrq-trigger", "/sys")
 
+# What a program may read of its own process: the control groups it is in, which the
+# programs and libraries that size themselves to the machine read first (DuckDB refuses
+# to connect without it). Per process, so the sandboxed process grants it itself.
+OWN_PROCESS_FACTS = ("/proc/self/cgroup",)
+
+# Where control groups are mounted, and the files of a group that say what it may use:
+# its CPU quota and memory limit, as cgroup v2 names them and as v1's cpu, cpuacct and
+# memory controllers do. Readers (DuckDB, Rust's available_parallelism, loky) look in
+# the process's own group and its parents, up to the root.
+CGROUP_ROOT = "/sys/fs/cgroup"
+CGROUP_LIMIT_FILES = {
+    "": ("cpu.max", "memory.max", "memory.high", "cpuset.cpus.effective"),
+    "cpu": ("cpu.cfs_quota_us", "cpu.cfs_period_us"),
+    "cpuacct": ("cpu.cfs_quota_us", "cpu.cfs_period_us"),
+    "memory": ("memory.limit_in_bytes",),
+}
+# /proc/self/cgroup is a few lines; one longer than this is not one to trust.
+_CGROUP_LIST_MAX = 16384
+
 # Devices every program may write to as well as read.
 DEVICES_READ_WRITE = ("/dev/null",)
 
@@ -149,6 +168,41 @@ def network_reads() -> list[str]:
     return [lean_os.realpath(path) for path in existing(RESOLVER_FILES)]
 
 
+def cgroup_limit_files() -> list[str]:
+    """The files that say what this process's control groups, and their parents, may use
+    (CGROUP_LIMIT_FILES), those that exist. A pool's children are in the pool's groups."""
+    try:
+        fd = posix.open("/proc/self/cgroup", posix.O_RDONLY | posix.O_CLOEXEC)
+        try:
+            listing = posix.read(fd, _CGROUP_LIST_MAX)
+        finally:
+            posix.close(fd)
+    except OSError:
+        return []
+    lines = listing.decode("utf-8", "replace").splitlines()
+    paths = []
+    for line in lines:
+        # "ID:CONTROLLERS:PATH"; v2's single line has no controllers.
+        _, _, rest = line.partition(":")
+        controllers, _, group = rest.partition(":")
+        if not group.startswith("/") or "/.." in group or "/./" in group:
+            continue
+        for controller in controllers.split(",") if controllers else [""]:
+            names = CGROUP_LIMIT_FILES.get(controller)
+            if names is None:
+                continue
+            mount = lean_os.join(CGROUP_ROOT, controller) if controller else CGROUP_ROOT
+            folder = group.rstrip("/")
+            while True:
+                paths += [f"{mount}{folder}/{name}" for name in names]
+                if not folder:
+                    break
+                folder = folder.rpartition("/")[0]
+    return existing(paths)
+
+
 def interpreter_reads() -> list[str]:
     """Everything the interpreter reads, as existing real paths."""
-    return existing([stdlib_dir(), *library_dirs(), pynox_package_dir(), *SYSTEM_FACTS])
+    return existing(
+        [stdlib_dir(), *library_dirs(), pynox_package_dir(), *SYSTEM_FACTS, *cgroup_limit_files()]
+    )
