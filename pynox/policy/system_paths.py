@@ -98,14 +98,14 @@ KERNEL_SETTINGS = ("/proc/sys", "/proc/sysrq-trigger", "/sys")
 OWN_PROCESS_FACTS = ("/proc/self/cgroup",)
 
 # Where control groups are mounted, and the files of a group that say what it may use:
-# its CPU quota and memory limit, as cgroup v2 names them and as v1's cpu, cpuacct and
-# memory controllers do. Readers (DuckDB, Rust's available_parallelism, loky) look in
-# the process's own group and its parents, up to the root.
+# its CPU quota and memory limit, as cgroup v2 names them and as v1's cpu and memory
+# controllers do (a "cpu,cpuacct" hierarchy is listed under both names; cpu is enough).
+# Readers (DuckDB, Rust's available_parallelism, loky) look in the process's own group
+# and its parents, up to the root.
 CGROUP_ROOT = "/sys/fs/cgroup"
 CGROUP_LIMIT_FILES = {
-    "": ("cpu.max", "memory.max", "memory.high", "cpuset.cpus.effective"),
+    "": ("cpu.max", "memory.max"),
     "cpu": ("cpu.cfs_quota_us", "cpu.cfs_period_us"),
-    "cpuacct": ("cpu.cfs_quota_us", "cpu.cfs_period_us"),
     "memory": ("memory.limit_in_bytes",),
 }
 # /proc/self/cgroup is a few lines; one longer than this is not one to trust.
