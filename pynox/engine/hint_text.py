@@ -59,6 +59,7 @@ KINDS = frozenset(
         "read",
         "list",
         "user_name",
+        "group_name",
         "write",
         "entries",
         "read_write",
@@ -500,6 +501,11 @@ def format_hint(
             "the program looked up the user's name (getpass.getuser(), pwd.getpwuid()) in "
             f"{shown}, since the environment holds none, and reading {shown} is not "
             f"allowed{style.ask('allow_read', value)}"
+        )
+    if kind == "group_name":
+        return (
+            "the program looked up a group's name (grp.getgrgid(), pathlib's Path.group()) in "
+            f"{shown}, and reading {shown} is not allowed{style.ask('allow_read', value)}"
         )
     if kind == "write":
         return f"writing {shown} is not allowed{style.ask('allow_write', value)}"

@@ -483,6 +483,9 @@ def _classify(
     if _user_not_found(exc):
         kind, target = _only_missing("read", _PASSWD, policy)
         return ("user_name" if kind is not None else None), target, target
+    if _group_not_found(exc):
+        kind, target = _only_missing("read", _GROUP, policy)
+        return ("group_name" if kind is not None else None), target, target
     raised = _raised_limit(exc, event, policy)
     if raised is not None:
         return raised, None, None
@@ -583,12 +586,30 @@ def _user_not_found(exc: BaseException) -> bool:
     raises that KeyError up to Python 3.12, and an OSError from it since 3.13). In the
     sandbox /etc/passwd is not readable, so no user is found. Another uid may be in no
     file at all: reading one would not be sure to help."""
-    own = f"getpwuid(): uid not found: {os.getuid()}"
+    return _not_found(exc, {f"getpwuid(): uid not found: {os.getuid()}"})
+
+
+# Where the C library finds a group's name.
+_GROUP = "/etc/group"
+
+
+def _group_not_found(exc: BaseException) -> bool:
+    """Whether exc is, or comes from, grp.getgrgid() not finding one of the program's own
+    groups or root's (pathlib's Path.group() of its own files, say): /etc/group is as
+    private as /etc/passwd, and not readable either. Another gid may be in no file at
+    all, as for _user_not_found."""
+    gids = {0, os.getgid(), os.getegid(), *os.getgroups()}
+    return _not_found(exc, {f"getgrgid(): gid not found: {gid}" for gid in gids})
+
+
+def _not_found(exc: BaseException, messages: "set[str]") -> bool:
+    """Whether exc, or an error it came from, is a KeyError saying one of messages."""
     current: BaseException | None = exc
     for _ in range(4):
         if current is None:
             return False
-        if isinstance(current, KeyError) and current.args == (own,):
+        said = current.args[0] if isinstance(current, KeyError) and current.args else None
+        if isinstance(said, str) and len(current.args) == 1 and said in messages:
             return True
         current = current.__cause__ or current.__context__
     return False

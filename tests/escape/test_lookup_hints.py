@@ -1,0 +1,63 @@
+"""Hints after failures that name no refused file: a look-up in a host file the sandbox
+keeps closed (groups, services, protocols), a terminal type not passed, a refusal no
+grant lifts, and a folder that looked empty because listing it was refused. Each hint is
+exact, and following it makes the program work."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from support.commands import pynox, python
+from support.hints import follow
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
+
+PACKAGES = os.environ.get("PYNOX_TEST_PACKAGES", "")
+
+
+def _follow(cwd: Path, code: str, grants: list[str], **kwargs: object) -> tuple[bytes, list[str]]:
+    """Runs code, adding each hint's grants until it succeeds: its output and the hints."""
+    proc, hints = follow(lambda flags: pynox(*flags, "-c", code, cwd=cwd, **kwargs), grants)
+    return proc.stdout, hints
+
+
+def _no_hint(proc: object) -> None:
+    stderr = proc.stderr.decode()  # type: ignore[attr-defined]
+    assert proc.returncode == 1, stderr  # type: ignore[attr-defined]
+    assert "pynox:" not in stderr, stderr
+
+
+# --- /etc/group --------------------------------------------------------------------------
+
+GROUP_HINT = (
+    "pynox: the program looked up a group's name (grp.getgrgid(), pathlib's Path.group()) in "
+    "/etc/group, and reading /etc/group is not allowed; grant it with --allow-read=/etc/group"
+)
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import grp; print(grp.getgrgid(0).gr_name)",
+        "import grp, os; print(grp.getgrgid(os.getgid()).gr_name)",
+        "import pathlib; print(pathlib.Path(__import__('os').getcwd()).group())",
+    ],
+    ids=["root", "own-group", "path-group"],
+)
+def test_a_group_look_up_is_hinted_as_etc_group(tmp_path: Path, code: str) -> None:
+    """/etc/group is private to the host, as /etc/passwd is: grp.getgrgid() finds no
+    group, and the hint names the file, whose grant makes it work."""
+    expected = python("-c", code, cwd=tmp_path)
+    if expected.returncode != 0:
+        pytest.skip("the group is in no file here")
+    out, hints = _follow(tmp_path, code, [])
+    assert out == expected.stdout
+    assert hints == [GROUP_HINT]
+
+
+def test_no_group_hint_for_a_group_in_no_file(tmp_path: Path) -> None:
+    """Another gid may be in no file at all: granting /etc/group would not be sure to help."""
+    _no_hint(pynox("-c", "import grp; grp.getgrgid(4242424)", cwd=tmp_path))
