@@ -55,6 +55,7 @@ KINDS = frozenset(
         "raw_socket",
         "socket_pair",
         "network",
+        "network_tables",
         "ca_variable",
         "read",
         "list",
@@ -482,6 +483,11 @@ def format_hint(
         return fixed[str(kind)]
     if kind == "network":
         return f"the network is off{style.ask('allow_network')}"
+    if kind == "network_tables":
+        return (
+            "the services and protocols tables (/etc/services, /etc/protocols) that socket's "
+            f"look-ups read are readable only with the network{style.ask('allow_network')}"
+        )
     if value is None:
         return None
     shown = style.shown(value)

@@ -615,6 +615,24 @@ def _not_found(exc: BaseException, messages: "set[str]") -> bool:
     return False
 
 
+# The services and protocols tables, which only a run with the network reads
+# (pynox.policy.system_paths), by what socket's look-ups say when they find nothing.
+_NETWORK_TABLES = {
+    "service/proto not found": "/etc/services",  # getservbyname
+    "port/proto not found": "/etc/services",  # getservbyport
+    "protocol not found": "/etc/protocols",  # getprotobyname
+}
+
+
+def _network_table_closed(exc: OSError) -> bool:
+    """Whether exc is socket.getservbyname(), getservbyport() or getprotobyname() finding
+    nothing in a table that exists but that a run without the network cannot read."""
+    args = _ARGS.__get__(exc)
+    said = args[0] if exc.errno is None and len(args) == 1 else None
+    table = _NETWORK_TABLES.get(said) if isinstance(said, str) else None
+    return table is not None and os.path.exists(table)
+
+
 def _where_writable(kind: str, target: str, cwd: str) -> str:
     """kind, or the kind that says why target cannot be granted for writing and what can.
 
@@ -787,6 +805,8 @@ def _classify_os_error(
         # Without the network, the resolver's files are not readable: no name resolves,
         # not even localhost, before any socket is refused.
         return "network", None, None
+    if offline and sockets is not None and _network_table_closed(exc):
+        return "network_tables", None, None
     name = event[0] if event is not None else ""
     if name in XATTR_READ_EVENTS and exc.errno == errno.EPERM and event is not None:
         if _innermost_module(exc) == "shutil":

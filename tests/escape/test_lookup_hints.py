@@ -61,3 +61,34 @@ def test_a_group_look_up_is_hinted_as_etc_group(tmp_path: Path, code: str) -> No
 def test_no_group_hint_for_a_group_in_no_file(tmp_path: Path) -> None:
     """Another gid may be in no file at all: granting /etc/group would not be sure to help."""
     _no_hint(pynox("-c", "import grp; grp.getgrgid(4242424)", cwd=tmp_path))
+
+
+# --- /etc/services and /etc/protocols ----------------------------------------------------
+
+TABLES_HINT = (
+    "pynox: the services and protocols tables (/etc/services, /etc/protocols) that socket's "
+    "look-ups read are readable only with the network; grant it with --allow-network"
+)
+TABLE_LOOK_UPS = {
+    "service": ("/etc/services", "import socket; print(socket.getservbyname('http', 'tcp'))"),
+    "port": ("/etc/services", "import socket; print(socket.getservbyport(80))"),
+    "protocol": ("/etc/protocols", "import socket; print(socket.getprotobyname('tcp'))"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TABLE_LOOK_UPS))
+def test_a_services_or_protocols_look_up_is_hinted_as_the_network(
+    tmp_path: Path, name: str
+) -> None:
+    table, code = TABLE_LOOK_UPS[name]
+    if not os.path.exists(table):
+        pytest.skip(f"{table} is not here")
+    out, hints = _follow(tmp_path, code, [])
+    assert out == python("-c", code).stdout
+    assert hints == [TABLES_HINT]
+
+
+def test_no_tables_hint_for_a_name_in_no_table(tmp_path: Path) -> None:
+    """With the network, a name the table lacks is no refusal."""
+    code = "import socket; socket.getprotobyname('no-such-protocol')"
+    _no_hint(pynox("--allow-network", "-c", code, cwd=tmp_path))
