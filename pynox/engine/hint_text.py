@@ -48,6 +48,7 @@ KINDS = frozenset(
         "host_name",
         "pseudo_terminal",
         "socket_buffers",
+        "interfaces",
         "metadata",
         "xattr_by_path",
         "unix_socket",
@@ -182,6 +183,11 @@ SOCKET_BUFFERS_HINT = (
     "socket buffer sizes (SO_SNDBUF, SO_RCVBUF) cannot be changed in the sandbox without the "
     "network: the memory they hold would escape the sandbox's limits; leave them at their "
     "defaults"
+)
+INTERFACES_HINT = (
+    "listing the network interfaces (socket.if_nameindex()) takes a netlink socket, which "
+    "the sandbox never allows, with the network or without; there is nothing to grant, "
+    "leave it out"
 )
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
@@ -472,6 +478,7 @@ def format_hint(
         "host_name": HOST_NAME_HINT,
         "pseudo_terminal": PSEUDO_TERMINAL_HINT,
         "socket_buffers": SOCKET_BUFFERS_HINT,
+        "interfaces": INTERFACES_HINT,
         "metadata": METADATA_HINT,
         "xattr_by_path": XATTR_BY_PATH_HINT,
         "unix_socket": UNIX_SOCKET_HINT,

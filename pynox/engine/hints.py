@@ -952,6 +952,8 @@ _REFUSED_CALLS = {
     "socketpair": "socket_pair",
     # Refused even for the program's own process: os.kill reaches that.
     "pidfd_send_signal": "other_process",
+    # It asks the kernel through a netlink socket, which is never allowed.
+    "if_nameindex": "interfaces",
 }
 # Calls that may name only the program's own process (runtime/seccomp.c's
 # add_own_process_rules), by their audit events: the process id comes first in each.

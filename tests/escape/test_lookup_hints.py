@@ -6,12 +6,13 @@ exact, and following it makes the program work."""
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
 import pytest
 from support.commands import pynox, python
-from support.hints import follow
+from support.hints import follow, hint_line
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -92,3 +93,23 @@ def test_no_tables_hint_for_a_name_in_no_table(tmp_path: Path) -> None:
     """With the network, a name the table lacks is no refusal."""
     code = "import socket; socket.getprotobyname('no-such-protocol')"
     _no_hint(pynox("--allow-network", "-c", code, cwd=tmp_path))
+
+
+# --- socket.if_nameindex -----------------------------------------------------------------
+
+INTERFACES_HINT = (
+    "pynox: listing the network interfaces (socket.if_nameindex()) takes a netlink socket, "
+    "which the sandbox never allows, with the network or without; there is nothing to grant, "
+    "leave it out"
+)
+
+
+@pytest.mark.parametrize("grants", [[], ["--allow-network"]], ids=["offline", "network"])
+def test_listing_interfaces_is_hinted_as_nothing_to_grant(
+    tmp_path: Path, grants: list[str]
+) -> None:
+    if not hasattr(socket, "if_nameindex"):
+        pytest.skip("no socket.if_nameindex here")
+    proc = pynox(*grants, "-c", "import socket; socket.if_nameindex()", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert hint_line(proc.stderr) == INTERFACES_HINT
