@@ -49,6 +49,7 @@ KINDS = frozenset(
         "pseudo_terminal",
         "socket_buffers",
         "interfaces",
+        "terminal_type",
         "metadata",
         "xattr_by_path",
         "unix_socket",
@@ -504,6 +505,12 @@ def format_hint(
         return (
             f"the environment variable {shown} is set where pynox runs but not passed to the "
             "program, which verified the certificate without the CAs it names"
+            f"{style.ask('allow_env', value)}"
+        )
+    if kind == "terminal_type":
+        return (
+            f"curses found no terminal: the environment variable {shown}, the terminal's "
+            f"type, is set where pynox runs but not passed to the program"
             f"{style.ask('allow_env', value)}"
         )
     if kind in ("read", "list"):

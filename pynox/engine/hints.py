@@ -14,6 +14,7 @@ import sys
 from pynox.engine.access_log import (
     FCNTL_EVENTS,
     HOST_CA_VARIABLES,
+    HOST_TERMINAL,
     PROCESS_EVENTS,
     PROCESS_MODULES,
     XATTR_READ_EVENTS,
@@ -486,6 +487,8 @@ def _classify(
     if _group_not_found(exc):
         kind, target = _only_missing("read", _GROUP, policy)
         return ("group_name" if kind is not None else None), target, target
+    if _terminal_not_passed(exc, policy):
+        return "terminal_type", "TERM", None
     raised = _raised_limit(exc, event, policy)
     if raised is not None:
         return raised, None, None
@@ -613,6 +616,26 @@ def _not_found(exc: BaseException, messages: "set[str]") -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+# What curses.setupterm() (and so curses.initscr()) says without a terminal type, or with
+# initscr's stand-in "unknown": without TERM, and without the terminal descriptions
+# TERM would choose among.
+_NO_TERMINAL = frozenset(
+    {"setupterm: could not find terminal", "setupterm: could not find terminfo database"}
+)
+
+
+def _terminal_not_passed(exc: BaseException, policy: "Policy | None") -> bool:
+    """Whether exc is curses finding no terminal in a run that was not passed TERM, which
+    is set where pynox runs: passing it lets curses find the terminal's description."""
+    if policy is None or HOST_TERMINAL is None or "TERM" in policy.allow_env:
+        return False
+    kind = type(exc)
+    if kind.__module__ != "_curses" or kind.__name__ != "error":
+        return False
+    args = _ARGS.__get__(exc)
+    return len(args) == 1 and isinstance(args[0], str) and args[0] in _NO_TERMINAL
 
 
 # The services and protocols tables, which only a run with the network reads

@@ -113,3 +113,29 @@ def test_listing_interfaces_is_hinted_as_nothing_to_grant(
     proc = pynox(*grants, "-c", "import socket; socket.if_nameindex()", cwd=tmp_path)
     assert proc.returncode == 1
     assert hint_line(proc.stderr) == INTERFACES_HINT
+
+
+# --- TERM --------------------------------------------------------------------------------
+
+TERMINAL_HINT = (
+    "pynox: curses found no terminal: the environment variable TERM, the terminal's type, is "
+    "set where pynox runs but not passed to the program; grant it with --allow-env=TERM"
+)
+SETUPTERM = "import curses; curses.setupterm(); print(curses.tigetnum('colors'))"
+
+
+def test_curses_without_term_is_hinted_to_pass_it(tmp_path: Path) -> None:
+    pytest.importorskip("curses")
+    env = {"TERM": "xterm"}
+    expected = python("-c", SETUPTERM, env=env)
+    if expected.returncode != 0:
+        pytest.skip("no terminal description for xterm here")
+    out, hints = _follow(tmp_path, SETUPTERM, [], env=env)
+    assert out == expected.stdout
+    assert hints == [TERMINAL_HINT]
+
+
+def test_no_terminal_hint_where_pynox_runs_without_term(tmp_path: Path) -> None:
+    """Passing TERM would pass nothing: python fails alike, with no hint."""
+    pytest.importorskip("curses")
+    _no_hint(pynox("-c", SETUPTERM, cwd=tmp_path))
