@@ -21,6 +21,9 @@ HOST_CA_VARIABLES = {name: value for name in CA_VARIABLES if (value := lean_os.g
 # The terminal's type where pynox runs, read alike: curses finds no terminal without it,
 # and a run that was not passed it gets a hint naming it.
 HOST_TERMINAL = lean_os.getenv("TERM")
+# The terminal's type where pynox runs, read alike: curses finds no terminal without it,
+# and a run that was not passed it gets a hint naming it.
+HOST_TERMINAL = lean_os.getenv("TERM")
 
 # Events of starting another process: the sandbox never allows one.
 PROCESS_EVENTS = frozenset(

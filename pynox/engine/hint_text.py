@@ -51,6 +51,7 @@ KINDS = frozenset(
         "interfaces",
         "terminal_type",
         "metadata",
+        "dbm_dumb",
         "xattr_by_path",
         "unix_socket",
         "other_socket",
@@ -193,6 +194,12 @@ INTERFACES_HINT = (
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
     "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)"
+)
+# dbm.dumb sets its files' mode whatever the program asks (pynox.engine.hints).
+DBM_DUMB_HINT = (
+    "dbm.dumb, which dbm and shelve use where gdbm and ndbm are missing, sets the mode of "
+    "its files, which the sandbox never allows, and there is nothing to grant; store the "
+    "data with sqlite3 instead (from Python 3.13 on, dbm and shelve use dbm.sqlite3)"
 )
 XATTR_BY_PATH_HINT = (
     "reading extended attributes by path is never allowed in the sandbox; read them from a "
@@ -481,6 +488,7 @@ def format_hint(
         "socket_buffers": SOCKET_BUFFERS_HINT,
         "interfaces": INTERFACES_HINT,
         "metadata": METADATA_HINT,
+        "dbm_dumb": DBM_DUMB_HINT,
         "xattr_by_path": XATTR_BY_PATH_HINT,
         "unix_socket": UNIX_SOCKET_HINT,
         "other_socket": OTHER_SOCKET_HINT,

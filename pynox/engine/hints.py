@@ -887,6 +887,10 @@ def _classify_os_error(
         return ("unix_socket" if unix else "other_socket"), None, None
     if name in ("socket.connect", "socket.bind") and path is None:
         return "network", None, None
+    if name == "os.chmod" and _innermost_module(exc) == "dbm.dumb":
+        # dbm and shelve fall back on dbm.dumb without gdbm and ndbm, and it sets the
+        # mode of every file it writes: what the metadata hint offers is no way out.
+        return "dbm_dumb", None, path
     if path is not None:
         kind, target = _classify_file(path, event, policy)
         return kind, target, path

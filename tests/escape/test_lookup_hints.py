@@ -139,3 +139,64 @@ def test_no_terminal_hint_where_pynox_runs_without_term(tmp_path: Path) -> None:
     """Passing TERM would pass nothing: python fails alike, with no hint."""
     pytest.importorskip("curses")
     _no_hint(pynox("-c", SETUPTERM, cwd=tmp_path))
+
+
+# --- dbm.dumb ----------------------------------------------------------------------------
+
+DBM_DUMB_HINT = (
+    "pynox: dbm.dumb, which dbm and shelve use where gdbm and ndbm are missing, sets the mode "
+    "of its files, which the sandbox never allows, and there is nothing to grant; store the "
+    "data with sqlite3 instead (from Python 3.13 on, dbm and shelve use dbm.sqlite3)"
+)
+
+
+def _dbm_default() -> str:
+    """The module dbm.open() makes a new database with on this Python: the first of its
+    choices that imports (dbm.dumb where gdbm and ndbm were not built, before 3.13)."""
+    import dbm
+
+    for name in dbm._names:  # type: ignore[attr-defined]
+        try:
+            __import__(name)
+        except ImportError:
+            continue
+        return name
+    return "dbm.dumb"
+
+
+DUMB_DATABASES = [
+    pytest.param(
+        "import dbm.dumb; db = dbm.dumb.open('out/notes'); db['a'] = 'b'; db.close()",
+        id="dbm.dumb",
+    ),
+    pytest.param(
+        "import dbm; db = dbm.open('out/notes', 'c'); db['a'] = 'b'; db.close()",
+        marks=pytest.mark.skipif(_dbm_default() != "dbm.dumb", reason="dbm has another module"),
+        id="dbm",
+    ),
+    pytest.param(
+        "import shelve; db = shelve.open('out/notes'); db['a'] = [1]; db.close()",
+        marks=pytest.mark.skipif(_dbm_default() != "dbm.dumb", reason="dbm has another module"),
+        id="shelve",
+    ),
+]
+SQLITE_INSTEAD = (
+    "import sqlite3\n"
+    "db = sqlite3.connect('out/notes.db')\n"
+    "db.execute('create table notes(key primary key, value)')\n"
+    "db.execute('insert into notes values (?, ?)', ('a', 'b')); db.commit()\n"
+    "print(db.execute('select value from notes').fetchone()[0])"
+)
+
+
+@pytest.mark.parametrize("code", DUMB_DATABASES)
+def test_dbm_dumb_is_hinted_to_use_sqlite3_which_works(tmp_path: Path, code: str) -> None:
+    """dbm.dumb sets its files' mode, which the sandbox refuses: the metadata hint's way
+    out (shutil.copyfile) is no way for this program. The hint's is: an SQLite database in
+    the granted folder works once the folder's hints are followed."""
+    (tmp_path / "out").mkdir()
+    proc = pynox("--allow-write=out", "-c", code, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert hint_line(proc.stderr) == DBM_DUMB_HINT
+    out, _ = _follow(tmp_path, SQLITE_INSTEAD, ["--allow-write=out"])
+    assert out == b"b\n"
