@@ -6,11 +6,15 @@ CPython's audit events say exactly that, so the child keeps the last relevant
 one; the hint that follows a denial names the one grant that would allow it.
 """
 
+import posix
+import sys
+
 from pynox import lean_os
 from pynox.policy.system_paths import CA_VARIABLES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import FrameType
     from typing import Any
 
 # The CA variables set where pynox runs, and the paths they name, read when pynox starts
@@ -18,9 +22,6 @@ if TYPE_CHECKING:
 # to verify in a run that was not passed one of them gets a hint naming it
 # (pynox.engine.hints).
 HOST_CA_VARIABLES = {name: value for name in CA_VARIABLES if (value := lean_os.getenv(name))}
-# The terminal's type where pynox runs, read alike: curses finds no terminal without it,
-# and a run that was not passed it gets a hint naming it.
-HOST_TERMINAL = lean_os.getenv("TERM")
 # The terminal's type where pynox runs, read alike: curses finds no terminal without it,
 # and a run that was not passed it gets a hint naming it.
 HOST_TERMINAL = lean_os.getenv("TERM")
@@ -92,28 +93,82 @@ WATCHED_EVENTS = (
 )
 
 
-class AccessLog:
-    """An audit hook that keeps the most recent watched event."""
+LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
+# How many of the folders listed last are kept (see AccessLog.listed).
+LISTED_KEPT = 64
+# Modules that list folders to import or to find installed packages, passing over the
+# ones they may not list, as they do under python wherever a path entry is unreadable;
+# and pynox's own, which lists folders to make a hint.
+_IMPORT_MODULES = ("importlib", "_frozen_importlib", "pkgutil", "pkg_resources", "pynox.")
 
-    __slots__ = ("last", "_watched")
+
+class AccessLog:
+    """An audit hook that keeps the most recent watched event, and the last folders the
+    program listed."""
+
+    __slots__ = ("last", "listed", "_watched", "_caller", "_getcwd")
+    # Class attributes, unlike module globals, outlive the interpreter's end (see _watched).
+    _LISTING = LISTING_EVENTS
+    _IMPORTING = _IMPORT_MODULES
+    _KEPT = LISTED_KEPT
+    _LONGEST = 4096  # PATH_MAX
 
     def __init__(self) -> None:
         self.last: tuple[str, tuple[Any, ...]] | None = None
+        # The folders the program itself listed last, by the path it gave,
+        # most recent last: glob, pathlib's glob and os.walk pass over a folder they were
+        # refused listing as if it were empty, so a later failure has no denial to hint
+        # at; pynox.engine.hints looks here for one. Which of them were refused is found
+        # only then, once the program failed: remembering costs a dictionary entry.
+        self.listed: dict[str, None] = {}
         # Held here, not looked up as a global: the hook runs until the interpreter is
         # gone, and at its end module globals are cleared to None while finalizers (a
         # NamedTemporaryFile's unlink) still raise events.
         self._watched = WATCHED_EVENTS
+        self._caller = sys._getframe
+        self._getcwd = posix.getcwd
 
     def __call__(self, event: str, args: "tuple[Any, ...]") -> None:
         if event in self._watched:
             self.last = (event, args)
-            if event == "os.system":
+            if event in self._LISTING:
+                # The frame that called os.listdir or os.scandir (none from C code).
+                self._listing(args[0], self._caller(0).f_back)
+            elif event == "os.chdir" and self.listed:
+                self._anchor()
+            elif event == "os.system":
                 # The shell could not start anyway, but system() would only say
                 # "exit status 127"; say what happened instead. (errno is imported
                 # here: importing it costs every run ~0.1 ms, and this is rare.)
                 from errno import EPERM
 
                 raise PermissionError(EPERM, "starting processes is not allowed")
+
+    def _anchor(self) -> None:
+        """Makes the folders listed absolute: relative, they would name others once the
+        program changes directory."""
+        try:
+            cwd = self._getcwd()
+        except OSError:  # its directory was removed: what they named is unknown
+            self.listed.clear()
+            return
+        self.listed = {(p if p[:1] == "/" else f"{cwd}/{p}"): None for p in self.listed}
+
+    def _listing(self, path: object, caller: "FrameType | None") -> None:
+        # Exact types only: a program's own path class would run its code here. A path
+        # longer than the kernel takes lists nothing and is not kept.
+        if (type(path) is not str and type(path) is not bytes) or len(path) > self._LONGEST:
+            return
+        if isinstance(path, bytes):
+            path = path.decode("utf-8", "surrogateescape")  # as os.fsdecode does
+        module = caller.f_globals.get("__name__") if caller is not None else None
+        if isinstance(module, str) and module.startswith(self._IMPORTING):
+            return
+        listed = self.listed
+        listed.pop(path, None)
+        listed[path] = None
+        if len(listed) > self._KEPT:
+            del listed[next(iter(listed))]
 
 
 # One per process: installed by the child right before the sandbox closes.

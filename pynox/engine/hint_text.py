@@ -62,6 +62,7 @@ KINDS = frozenset(
         "ca_variable",
         "read",
         "list",
+        "unlisted",
         "user_name",
         "group_name",
         "write",
@@ -524,6 +525,11 @@ def format_hint(
     if kind in ("read", "list"):
         noun = "listing" if kind == "list" else "reading"
         return f"{noun} {shown} is not allowed{style.ask('allow_read', value)}"
+    if kind == "unlisted":
+        return (
+            f"the program was refused listing {shown}, which glob, pathlib's glob and "
+            f"os.walk pass over as if it were empty{style.ask('allow_read', value)}"
+        )
     if kind == "user_name":
         return (
             "the program looked up the user's name (getpass.getuser(), pwd.getpwuid()) in "

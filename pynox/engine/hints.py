@@ -12,9 +12,11 @@ import os
 import sys
 
 from pynox.engine.access_log import (
+    ACCESS_LOG,
     FCNTL_EVENTS,
     HOST_CA_VARIABLES,
     HOST_TERMINAL,
+    LISTING_EVENTS,
     PROCESS_EVENTS,
     PROCESS_MODULES,
     XATTR_READ_EVENTS,
@@ -45,7 +47,6 @@ _METADATA_EVENTS = frozenset(
 _ENTRY_EVENTS = frozenset(
     {"os.mkdir", "os.remove", "os.rmdir", "os.rename", "os.link", "os.symlink", "shutil.rmtree"}
 )
-_LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
 # Operations that write to the file they name.
 _FILE_WRITE_EVENTS = frozenset({"os.truncate"})
 
@@ -122,7 +123,7 @@ def _classify_file(
         # Read back from a write tree: the tree is what to grant, not one file of it.
         write_tree = _covering(os.path.realpath(path), policy.writes()) if policy else None
         target = path if write_tree is None else write_tree
-        return _only_missing("list" if name in _LISTING_EVENTS else "read", target, policy)
+        return _only_missing("list" if name in LISTING_EVENTS else "read", target, policy)
     if name in _ENTRY_EVENTS or not os.path.lexists(path):
         return _only_missing("entries", _nearest_existing_dir(path), policy)
     return _only_missing("write", path, policy)
@@ -250,6 +251,24 @@ def _denied_in_message(
             if os.path.lexists(path) or os.path.isdir(os.path.dirname(path)):
                 return error, path, None if call is None else (call, (path,))
     return None
+
+
+def _refused_listing(policy: "Policy | None") -> tuple[str | None, str | None]:
+    """The folder the program listed last of those it was refused listing, and which
+    its grants do not cover: ("unlisted", that folder), else (None, None). Only asked
+    once the program failed, so a run that never fails pays for no listing here."""
+    for listed in reversed(list(ACCESS_LOG.listed)):  # listing here adds to it
+        folder = os.path.abspath(listed)
+        try:
+            with os.scandir(folder):
+                continue
+        except PermissionError:
+            kind, target = _only_missing("list", folder, policy)
+            if kind is not None:
+                return "unlisted", target
+        except (OSError, ValueError):  # not a folder, or gone; a NUL in the path
+            continue
+    return None, None
 
 
 def _unlistable_folder(pattern: str) -> str | None:
@@ -447,6 +466,12 @@ def classify(
     """
     try:
         kind, target, path = _classify(exc, event, policy)
+        if kind is None and not isinstance(exc, ImportError):
+            # Nothing refused this error itself: it may come from a folder that looked
+            # empty because listing it was refused (glob.glob() finding no file, and then
+            # nothing to concatenate, or no first file to open). An import that failed
+            # has hints of its own (pynox.engine.report), on where the module is.
+            kind, target = _refused_listing(policy)
     except Exception:  # noqa: BLE001 - raised by the program's code, read as an attribute
         return None, None, None
     if cwd is not None and kind in _WRITE_KINDS and target is not None:

@@ -200,3 +200,122 @@ def test_dbm_dumb_is_hinted_to_use_sqlite3_which_works(tmp_path: Path, code: str
     assert hint_line(proc.stderr) == DBM_DUMB_HINT
     out, _ = _follow(tmp_path, SQLITE_INSTEAD, ["--allow-write=out"])
     assert out == b"b\n"
+
+
+# --- a folder that looked empty ----------------------------------------------------------
+
+UNLISTED_HINT = (
+    "pynox: the program was refused listing {data}, which glob, pathlib's glob and os.walk "
+    "pass over as if it were empty; grant it with --allow-read={data}"
+)
+# An agent's program: the data files it finds, joined. Under python it prints them; where
+# listing data/ is refused, glob finds none and pandas has nothing to join.
+PANDAS_JOIN = (
+    "import glob\n"
+    "import pandas as pd\n"
+    "frames = [pd.read_csv(path) for path in sorted(glob.glob('data/*.csv'))]\n"
+    "print(pd.concat(frames)['amount'].sum())"
+)
+FIRST_FILE = {
+    "glob": "import glob; print(open(sorted(glob.glob('data/*.csv'))[0]).read())",
+    "pathlib": (
+        "import pathlib; print(next(iter(sorted(pathlib.Path('data').glob('*.csv')))).read_text())"
+    ),
+    "walk": (
+        "import os\n"
+        "found = [os.path.join(top, name) for top, _, names in os.walk('data') for name in names]\n"
+        "print(open(found[0]).read())"
+    ),
+}
+
+
+def _project(tmp_path: Path) -> tuple[Path, Path]:
+    """A working directory with data/ in it, and a folder for the script, which is read."""
+    work, scripts = tmp_path / "work", tmp_path / "scripts"
+    (work / "data").mkdir(parents=True)
+    scripts.mkdir()
+    (work / "data" / "sales.csv").write_text("region,amount\nnorth,70\nsouth,80\n")
+    return work, scripts
+
+
+def _follow_script(work: Path, script: Path, grants: list[str]) -> tuple[bytes, list[str]]:
+    proc, hints = follow(lambda flags: pynox(*flags, str(script), cwd=work, timeout=120), grants)
+    return proc.stdout, hints
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_FILE))
+def test_a_folder_refused_listing_is_hinted_after_a_later_failure(
+    tmp_path: Path, name: str
+) -> None:
+    """glob, pathlib's glob and os.walk find nothing in a folder they may not list and say
+    nothing: the program fails later (here an IndexError or a StopIteration), and the hint
+    names the folder. Granting it makes the program work."""
+    work, scripts = _project(tmp_path)
+    script = scripts / "first.py"
+    script.write_text(FIRST_FILE[name])
+    out, hints = _follow_script(work, script, [])
+    assert out == python(str(script), cwd=work).stdout
+    assert hints == [UNLISTED_HINT.format(data=work / "data")]
+
+
+def test_a_pandas_join_of_a_folder_refused_listing_gets_the_hint(tmp_path: Path) -> None:
+    if not os.path.isdir(os.path.join(PACKAGES, "pandas")):
+        pytest.skip("pandas is not in $PYNOX_TEST_PACKAGES")
+    work, scripts = _project(tmp_path)
+    script = scripts / "join.py"
+    script.write_text(PANDAS_JOIN)
+    out, hints = _follow_script(work, script, [f"--package-dir={PACKAGES}"])
+    assert out == b"150\n"
+    assert hints == [UNLISTED_HINT.format(data=work / "data")]
+
+
+def test_no_listing_hint_for_what_imports_list(tmp_path: Path) -> None:
+    """Imports and importlib.metadata list every path entry, the working directory of -c
+    among them, which no run reads unless granted, and pass over what they may not list,
+    as under python: that is no refusal of the program's to hint at."""
+    code = "import json, importlib.metadata as m; list(m.distributions()); 1/0"
+    _no_hint(pynox("-c", code, cwd=tmp_path))
+
+
+def test_a_module_installed_elsewhere_keeps_its_hint_after_a_refused_listing(
+    tmp_path: Path,
+) -> None:
+    """A failed import is hinted at by where its module is installed: a folder refused
+    listing before it is not what to grant."""
+    work, _ = _project(tmp_path)
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "helpers.py").write_text("ready = True\n")
+    code = "import glob; glob.glob('data/*.csv'); import helpers"
+    proc = pynox("-c", code, cwd=work, env={"PYTHONPATH": str(modules)})
+    assert proc.returncode == 1
+    assert hint_line(proc.stderr) == (
+        f"pynox: the module is installed in {modules}; import from there with "
+        f"--package-dir={modules}"
+    )
+
+
+def test_no_listing_hint_for_a_folder_python_may_not_list_either(tmp_path: Path) -> None:
+    """A granted folder whose own mode refuses listing: python finds nothing there too."""
+    if os.geteuid() == 0:
+        pytest.skip("root lists any folder")
+    work, _ = _project(tmp_path)
+    (work / "data").chmod(0o300)
+    try:
+        code = "import glob; glob.glob('data/*.csv')[0]"
+        _no_hint(pynox("--allow-read=data", "-c", code, cwd=work))
+    finally:
+        (work / "data").chmod(0o700)
+
+
+def test_a_folder_listed_refused_is_named_as_listed_after_a_change_of_directory(
+    tmp_path: Path,
+) -> None:
+    """A relative path names another folder once the program changes directory: the hint
+    names the folder the program was refused, not the one of that name where it went."""
+    work, _ = _project(tmp_path)
+    (tmp_path / "data").mkdir()
+    code = "import glob, os; found = glob.glob('data/*.csv'); os.chdir('..'); found[0]"
+    proc = pynox("-c", code, cwd=work)
+    assert proc.returncode == 1
+    assert hint_line(proc.stderr) == UNLISTED_HINT.format(data=work / "data")
