@@ -188,9 +188,9 @@ SOCKET_BUFFERS_HINT = (
     "defaults"
 )
 INTERFACES_HINT = (
-    "listing the network interfaces (socket.if_nameindex()) takes a netlink socket, which "
-    "the sandbox never allows, with the network or without; there is nothing to grant, "
-    "leave it out"
+    "looking up the network interfaces (socket.if_nameindex(), if_nametoindex(), "
+    "if_indextoname()) takes a netlink socket or interface ioctls, which the sandbox never "
+    "allows, with the network or without; there is nothing to grant, leave it out"
 )
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "

@@ -876,6 +876,8 @@ def _classify_os_error(
     terminal = _pseudo_terminal(exc, path)
     if terminal is not None:
         return terminal, None, None
+    if path is None and sockets is not None and _called_names(exc) & _INTERFACE_LOOK_UPS:
+        return "interfaces", None, None
     if exc.errno == errno.EFBIG:
         return "file_size", None, path
     if exc.errno == errno.EMFILE:
@@ -952,6 +954,12 @@ def _pseudo_terminal(exc: OSError, path: str | None) -> str | None:
             return "process"
         tb = tb.tb_next
     return "pseudo_terminal"
+
+
+# socket's look-ups of one network interface: the C library asks the kernel with
+# interface ioctls the sandbox refuses, with the network or without, so that they fail
+# whatever the interface ("no interface with this name", ENOENT, ENOTTY).
+_INTERFACE_LOOK_UPS = frozenset({"if_nametoindex", "if_indextoname"})
 
 
 def _inet_socket_event(event: "tuple[str, tuple[Any, ...]] | None", sockets: "Any") -> bool:

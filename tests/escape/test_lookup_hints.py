@@ -98,19 +98,31 @@ def test_no_tables_hint_for_a_name_in_no_table(tmp_path: Path) -> None:
 # --- socket.if_nameindex -----------------------------------------------------------------
 
 INTERFACES_HINT = (
-    "pynox: listing the network interfaces (socket.if_nameindex()) takes a netlink socket, "
-    "which the sandbox never allows, with the network or without; there is nothing to grant, "
-    "leave it out"
+    "pynox: looking up the network interfaces (socket.if_nameindex(), if_nametoindex(), "
+    "if_indextoname()) takes a netlink socket or interface ioctls, which the sandbox never "
+    "allows, with the network or without; there is nothing to grant, leave it out"
 )
+# Each works under python: the loopback interface is there on every Linux machine.
+INTERFACE_LOOK_UPS = {
+    "nameindex": "import socket; print(len(socket.if_nameindex()) > 0)",
+    "nametoindex": "import socket; print(socket.if_nametoindex('lo') > 0)",
+    "indextoname": (
+        "import socket; print(socket.if_indextoname(socket.if_nametoindex('lo')) == 'lo')"
+    ),
+}
 
 
 @pytest.mark.parametrize("grants", [[], ["--allow-network"]], ids=["offline", "network"])
-def test_listing_interfaces_is_hinted_as_nothing_to_grant(
-    tmp_path: Path, grants: list[str]
+@pytest.mark.parametrize("name", sorted(INTERFACE_LOOK_UPS))
+def test_interface_look_ups_are_hinted_as_nothing_to_grant(
+    tmp_path: Path, name: str, grants: list[str]
 ) -> None:
     if not hasattr(socket, "if_nameindex"):
         pytest.skip("no socket.if_nameindex here")
-    proc = pynox(*grants, "-c", "import socket; socket.if_nameindex()", cwd=tmp_path)
+    code = INTERFACE_LOOK_UPS[name]
+    if python("-c", code).stdout != b"True\n":
+        pytest.skip("no loopback interface here")
+    proc = pynox(*grants, "-c", code, cwd=tmp_path)
     assert proc.returncode == 1
     assert hint_line(proc.stderr) == INTERFACES_HINT
 
