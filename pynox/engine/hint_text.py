@@ -52,6 +52,7 @@ KINDS = frozenset(
         "terminal_type",
         "metadata",
         "dbm_dumb",
+        "dbm_read_back",
         "xattr_by_path",
         "unix_socket",
         "other_socket",
@@ -541,6 +542,15 @@ def format_hint(
             "the program looked up a group's name (grp.getgrgid(), pathlib's Path.group()) in "
             f"{shown}, and reading {shown} is not allowed{style.ask('allow_read', value)}"
         )
+    if kind == "dbm_read_back":
+        left = (
+            f"dbm.sqlite3, which dbm and shelve use, reads back the database it writes in "
+            f"{shown}, and the empty file its failed open left there is one dbm cannot open: "
+            "delete that file"
+        )
+        if style.refused("allow_read", value):
+            return f"{left}; {LIMITED_BY} lets no request grant reading {shown}"
+        return f"{left}, and grant reading with {style.grant('allow_read', value)}"
     if kind == "write":
         return f"writing {shown} is not allowed{style.ask('allow_write', value)}"
     if kind == "entries":

@@ -411,11 +411,28 @@ def _sqlite_open_failure(
     return _sqlite_failure(exc, event, "unable to open")
 
 
+def _dbm_error(exc: BaseException) -> bool:
+    """Whether exc is dbm.sqlite3's error, which it raises from SQLite's."""
+    return type(exc).__module__ == "dbm.sqlite3" and type(exc).__name__ == "error"
+
+
+def _empty_file(path: str) -> bool:
+    """Whether path is an empty regular file: dbm.sqlite3 makes one before it connects,
+    and dbm.open() cannot tell what kind of database it is once the connection failed."""
+    try:
+        return os.path.isfile(path) and os.path.getsize(path) == 0
+    except OSError:
+        return False
+
+
 def _sqlite_failure(
     exc: BaseException, event: "tuple[str, tuple[Any, ...]] | None", message: str
 ) -> str | None:
     """The database path of the last sqlite3.connect(), if exc is SQLite's error saying
-    message about it."""
+    message about it, or dbm.sqlite3's error raised from one (what dbm and shelve use
+    from Python 3.13 on)."""
+    if _dbm_error(exc):
+        exc = _CONTEXT.__get__(exc)
     if type(exc).__module__ != "sqlite3" or type(exc).__name__ != "OperationalError":
         return None
     if event is None or event[0] != "sqlite3.connect" or message not in str(exc):
@@ -501,7 +518,10 @@ def _classify(
         return "thread_stacks", None, None
     database = _sqlite_open_failure(exc, event)
     if database is not None:
-        return _sqlite_database(database, policy)
+        kind, target, path = _sqlite_database(database, policy)
+        if kind == "read" and _dbm_error(exc) and _empty_file(database):
+            kind = "dbm_read_back"
+        return kind, target, path
     database = _sqlite_read_only(exc, event)
     if database is not None:
         kind, target = _sqlite_folder(database, policy)

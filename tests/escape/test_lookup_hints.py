@@ -214,6 +214,46 @@ def test_dbm_dumb_is_hinted_to_use_sqlite3_which_works(tmp_path: Path, code: str
     assert out == b"b\n"
 
 
+DBM_READ_BACK_HINT = (
+    "pynox: dbm.sqlite3, which dbm and shelve use, reads back the database it writes in {out}, "
+    "and the empty file its failed open left there is one dbm cannot open: delete that file, "
+    "and grant reading with --allow-read={out}"
+)
+# Each program, and what it prints.
+SQLITE_DATABASES = {
+    "dbm": (
+        "import dbm\nwith dbm.open('out/notes', 'c') as db: db['a'] = 'b'\n"
+        "with dbm.open('out/notes') as db: print(db['a'])",
+        b"b'b'\n",
+    ),
+    "shelve": (
+        "import shelve\nwith shelve.open('out/notes') as db: db['a'] = [1]\n"
+        "with shelve.open('out/notes') as db: print(db['a'])",
+        b"[1]\n",
+    ),
+}
+
+
+@pytest.mark.skipif(_dbm_default() != "dbm.sqlite3", reason="dbm has another module")
+@pytest.mark.parametrize("name", sorted(SQLITE_DATABASES))
+def test_dbm_sqlite3_in_a_write_only_folder_is_hinted_and_following_works(
+    tmp_path: Path, name: str
+) -> None:
+    """dbm.sqlite3 makes its file, then cannot open it for reading: the hint says to grant
+    the folder for reading, and to delete the empty file left, which dbm.open() cannot
+    tell the kind of. Doing both works."""
+    out = tmp_path / "out"
+    out.mkdir()
+    code, printed = SQLITE_DATABASES[name]
+    proc = pynox("--allow-write=out", "-c", code, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert hint_line(proc.stderr) == DBM_READ_BACK_HINT.format(out=out)
+    (out / "notes").unlink()
+    proc = pynox("--allow-write=out", f"--allow-read={out}", "-c", code, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == printed
+
+
 # --- a folder that looked empty ----------------------------------------------------------
 
 UNLISTED_HINT = (
