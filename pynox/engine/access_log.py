@@ -162,7 +162,7 @@ class AccessLog:
         if isinstance(path, bytes):
             path = path.decode("utf-8", "surrogateescape")  # as os.fsdecode does
         module = caller.f_globals.get("__name__") if caller is not None else None
-        if isinstance(module, str) and module.startswith(self._IMPORTING):
+        if type(module) is str and module.startswith(self._IMPORTING):  # never its own str
             return
         listed = self.listed
         listed.pop(path, None)
