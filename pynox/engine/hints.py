@@ -21,13 +21,27 @@ from pynox.engine.access_log import (
     PROCESS_MODULES,
     XATTR_READ_EVENTS,
 )
+from pynox.engine.exception_parts import (
+    args_of,
+    called_names,
+    chain,
+    context_of,
+    innermost,
+    innermost_module,
+)
 from pynox.engine.hint_text import OUTPUT_FOLDER, running_python_version
+from pynox.engine.library_errors import (
+    denied_in_message,
+    duckdb_database,
+    lost_memory_error,
+    no_system_certificates,
+    size_in_message,
+)
 from pynox.policy.path_grant import real_path
 from pynox.unit_format import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import FrameType, TracebackType
     from typing import Any
 
     from pynox.policy.resolve import Policy
@@ -202,57 +216,6 @@ def _underlying(exc: BaseException) -> BaseException:
     return exc
 
 
-# How libraries that open files in their own native code word a refusal, for Python
-# gets no filename from them (and from polars, lxml and duckdb no errno either): the
-# file is in the message alone. With each, the audit event of the call python would have
-# made to do the same, where the message says which.
-_DENIED_FILE_MESSAGES = (
-    # pyarrow, and so pandas' read_parquet and to_parquet
-    (r"Failed to open local file '(.+)'\. Detail: \[errno 13\] Permission denied", None),
-    (r"Cannot create directory '(.+)'\. Detail: \[errno 13\] Permission denied", "os.mkdir"),
-    (r"Cannot list directory '(.+)'\. Detail: \[errno 13\] Permission denied", "os.listdir"),
-    # polars, as Rust words the error, and when it expands a glob
-    (r"Permission denied \(os error 13\): (.+)", None),
-    (r"attempting to read `(.+)` resulted in an error: Permission denied \(os error 13\)", None),
-    # lxml, as libxml2 words it
-    (r"Error reading file '(.+)': failed to load .*: Permission denied", None),
-    # duckdb (its errors are no OSError), after what it was doing ("Failed to commit: ")
-    (r'(?:.*: )?Cannot open file "(.+)": Permission denied', None),
-    # duckdb again, for a glob in a folder it was refused listing: it says nothing of that
-    (r'(?:.*: )?No files found that match the pattern "(.+)"', "glob"),
-)
-_ARGS = BaseException.__dict__["args"]
-# A path is at most 4096 bytes: a longer message is not one of these.
-_MAX_MESSAGE = 8192
-
-
-def _denied_in_message(
-    exc: BaseException,
-) -> "tuple[BaseException, str, tuple[str, tuple[str]] | None] | None":
-    """The error of a library's that says a file was refused, when Python was not told
-    which, that file (one that exists, or one to be made in a folder that exists), and
-    the audit event of the call it stands for, if the message says."""
-    import re
-
-    for error in _chain(exc):
-        args = _ARGS.__get__(error)
-        # An OSError made with an errno keeps its message second (pyarrow's).
-        message = args[-1] if len(args) in (1, 2) else None
-        if not isinstance(message, str) or len(message) > _MAX_MESSAGE:
-            continue
-        for pattern, call in _DENIED_FILE_MESSAGES:
-            match = re.fullmatch(pattern, message.partition("\n")[0])
-            named = None if match is None else match.group(1)
-            if named is not None and call == "glob":
-                named, call = _unlistable_folder(named), "os.listdir"
-            if named is None:
-                continue
-            path = os.path.abspath(named)
-            if os.path.lexists(path) or os.path.isdir(os.path.dirname(path)):
-                return error, path, None if call is None else (call, (path,))
-    return None
-
-
 def _refused_listing(policy: "Policy | None") -> tuple[str | None, str | None]:
     """The folder the program listed last of those it was refused listing, and which
     its grants do not cover: ("unlisted", that folder), else (None, None). Only asked
@@ -269,40 +232,6 @@ def _refused_listing(policy: "Policy | None") -> tuple[str | None, str | None]:
         except (OSError, ValueError):  # not a folder, or gone; a NUL in the path
             continue
     return None, None
-
-
-def _unlistable_folder(pattern: str) -> str | None:
-    """The folder a glob lists ("data" for "data/*.csv"), if listing it is refused."""
-    parts = pattern.split("/")
-    fixed = []
-    for part in parts:
-        if any(wildcard in part for wildcard in "*?["):
-            break
-        fixed.append(part)
-    if len(fixed) == len(parts):
-        return None  # no wildcard: a file that is not there, under python too
-    folder = "/".join(fixed) or ("/" if pattern.startswith("/") else ".")
-    try:
-        with os.scandir(folder):
-            return None
-    except PermissionError:
-        return folder
-    except OSError:
-        return None
-
-
-def _duckdb_database(error: BaseException, path: str) -> str | None:
-    """The database whose folder a file DuckDB was refused calls for: the one
-    duckdb.connect() opened, or the one whose write-ahead log (NAME.wal) it could not
-    open. DuckDB makes that log beside the database and reads it back, so the folder
-    needs both grants, as SQLite's does; read-only connections work under them too."""
-    if type(error).__module__ not in ("_duckdb", "duckdb"):
-        return None
-    if path.startswith(("/proc/", "/sys/")):
-        return None  # what it reads of the machine as it connects (its cgroup's limits)
-    if path.endswith(".wal"):
-        return path[: -len(".wal")]
-    return path if "connect" in _called_names(error) else None
 
 
 def _sqlite_database(
@@ -369,18 +298,9 @@ def _sqlite_read_only(
     return database
 
 
-def _innermost_module(exc: BaseException) -> str | None:
-    """The module of the innermost frame of exc's traceback."""
-    tb = _innermost(exc)
-    if tb is None:
-        return None
-    module = tb.tb_frame.f_globals.get("__name__")
-    return module if isinstance(module, str) else None
-
-
 def _raised_in_process_module(exc: BaseException) -> bool:
     """Whether the innermost frame of exc's traceback is multiprocessing's own."""
-    module = _innermost_module(exc)
+    module = innermost_module(exc)
     if module is None:
         return False
     return any(module == name or module.startswith(name + ".") for name in PROCESS_MODULES)
@@ -432,7 +352,10 @@ def _sqlite_failure(
     message about it, or dbm.sqlite3's error raised from one (what dbm and shelve use
     from Python 3.13 on)."""
     if _dbm_error(exc):
-        exc = _CONTEXT.__get__(exc)
+        context = context_of(exc)
+        if context is None:
+            return None
+        exc = context
     if type(exc).__module__ != "sqlite3" or type(exc).__name__ != "OperationalError":
         return None
     if event is None or event[0] != "sqlite3.connect" or message not in str(exc):
@@ -510,7 +433,7 @@ def _classify(
         if wanted == "":
             return "memory_beyond", None, None
         return ("memory", None, None) if wanted is None else ("memory_for", wanted, None)
-    if policy is not None and policy.memory is not None and _lost_memory_error(exc):
+    if policy is not None and policy.memory is not None and lost_memory_error(exc):
         return "memory", None, None
     if isinstance(exc, RuntimeError) and exc.args == ("can't start new thread",):
         # threading's word for a stack that could not be mapped, under a memory
@@ -540,12 +463,12 @@ def _classify(
     variable = _ca_variable_not_passed(exc, policy)
     if variable is not None:
         return "ca_variable", variable, None
-    if policy is not None and not policy.allow_network and _no_system_certificates(exc):
+    if policy is not None and not policy.allow_network and no_system_certificates(exc):
         return "network", None, None
-    named = _denied_in_message(exc)
+    named = denied_in_message(exc)
     if named is not None:
         error, denied, call = named
-        database = _duckdb_database(error, denied)
+        database = duckdb_database(error, denied)
         if database is not None:
             kind, target = _sqlite_folder(database, policy)
         elif call is not None or os.path.lexists(denied):
@@ -562,32 +485,6 @@ def _classify(
     return kind, target, path
 
 
-# What CPython says when C code failed without setting an exception: under a memory
-# limit, an allocation whose MemoryError was lost (an import of scikit-learn under
-# --memory=256m ends so about as often as with a MemoryError).
-_NO_EXCEPTION_SET = ("error return without exception set",)
-_NULL_WITHOUT_EXCEPTION = " returned NULL without setting an exception"
-
-
-def _lost_memory_error(exc: BaseException) -> bool:
-    """Whether exc is how a failed allocation may end without a MemoryError: CPython's
-    SystemError for C code that failed without setting an exception, an OSError with
-    ENOMEM (a file opened or mapped with no memory left), or DuckDB's own error."""
-    kind = type(exc)
-    if kind.__name__ == "OutOfMemoryException" and kind.__module__ in ("_duckdb", "duckdb"):
-        return True
-    if kind is SystemError:
-        args = _ARGS.__get__(exc)
-        said = args[0] if len(args) == 1 else None
-        return args == _NO_EXCEPTION_SET or (
-            isinstance(said, str) and said.endswith(_NULL_WITHOUT_EXCEPTION)
-        )
-    return isinstance(exc, OSError) and _ERRNO.__get__(exc) == errno.ENOMEM
-
-
-_ERRNO = OSError.__dict__["errno"]
-
-
 def _memory_wanted(exc: MemoryError, policy: "Policy | None") -> str | None:
     """The memory limit to suggest when the failed allocation says its size (numpy's
     "Unable to allocate 2.98 GiB for an array"), so that one step is enough: the limit
@@ -597,7 +494,7 @@ def _memory_wanted(exc: MemoryError, policy: "Policy | None") -> str | None:
     with contextlib.suppress(Exception):  # a property of numpy's, computed when read
         size = getattr(exc, "_total_size", None)
     if size is None:
-        size = _size_in_message(exc)
+        size = size_in_message(exc)
     if policy is None or policy.memory is None or not isinstance(size, int) or size <= 0:
         return None
     wanted = 1 << 20
@@ -607,21 +504,6 @@ def _memory_wanted(exc: MemoryError, policy: "Policy | None") -> str | None:
         if wanted > os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"):
             return ""
     return format_size(wanted) if wanted > 2 * policy.memory else None
-
-
-# pyarrow's ArrowMemoryError says the size it asked for in bytes: "malloc of size
-# 1073741824 failed".
-_ALLOCATION_MESSAGE = r"(?:malloc|realloc) of size (\d{1,20}) failed"
-
-
-def _size_in_message(exc: MemoryError) -> int | None:
-    """The size in bytes a failed allocation's message says it asked for, if any."""
-    import re
-
-    args = _ARGS.__get__(exc)
-    message = args[0] if len(args) == 1 else None
-    match = re.fullmatch(_ALLOCATION_MESSAGE, message) if isinstance(message, str) else None
-    return None if match is None else int(match.group(1))
 
 
 # Where the C library finds a user's name when the environment has none.
@@ -679,7 +561,7 @@ def _terminal_not_passed(exc: BaseException, policy: "Policy | None") -> bool:
     kind = type(exc)
     if kind.__module__ != "_curses" or kind.__name__ != "error":
         return False
-    args = _ARGS.__get__(exc)
+    args = args_of(exc)
     return len(args) == 1 and isinstance(args[0], str) and args[0] in _NO_TERMINAL
 
 
@@ -695,7 +577,7 @@ _NETWORK_TABLES = {
 def _network_table_closed(exc: OSError) -> bool:
     """Whether exc is socket.getservbyname(), getservbyport() or getprotobyname() finding
     nothing in a table that exists but that a run without the network cannot read."""
-    args = _ARGS.__get__(exc)
+    args = args_of(exc)
     said = args[0] if exc.errno is None and len(args) == 1 else None
     table = _NETWORK_TABLES.get(said) if isinstance(said, str) else None
     return table is not None and os.path.exists(table)
@@ -795,21 +677,6 @@ def _raised_limit(
     return None
 
 
-# What Rust's HTTP clients (polars' reads of a URL among them) say when they find no CA
-# store, which only a run with the network reads (pynox.policy.ca_store): they say it
-# before they make any socket, even for a plain http:// URL.
-_NO_SYSTEM_CERTIFICATES = "No CA certificates were loaded from the system"
-
-
-def _no_system_certificates(exc: BaseException) -> bool:
-    """Whether exc, or an error it came from, says no CA store could be read."""
-    for error in _chain(exc):
-        args = _ARGS.__get__(error)
-        if any(isinstance(arg, str) and _NO_SYSTEM_CERTIFICATES in arg for arg in args):
-            return True
-    return False
-
-
 def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str | None:
     """The CA variable a certificate that did not verify was probably meant to verify
     with: set where pynox runs, one the failed client reads, not passed to the run
@@ -820,10 +687,10 @@ def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str 
     if ssl is None or policy is None or not policy.allow_network or not HOST_CA_VARIABLES:
         return None
     try:
-        chain = _chain(exc)
-        if not any(isinstance(error, ssl.SSLCertVerificationError) for error in chain):
+        errors = chain(exc)
+        if not any(isinstance(error, ssl.SSLCertVerificationError) for error in errors):
             return None
-        modules = [type(error).__module__ for error in chain]
+        modules = [type(error).__module__ for error in errors]
         requests = any(isinstance(m, str) and m.startswith("requests.") for m in modules)
     except Exception:  # noqa: BLE001 - the program's classes may run code of its own here
         return None
@@ -842,28 +709,6 @@ def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str 
     return None
 
 
-# An exception's cause and context as CPython keeps them, not through properties of a
-# program's class.
-_CAUSE = BaseException.__dict__["__cause__"]
-_CONTEXT = BaseException.__dict__["__context__"]
-
-
-def _chain(exc: BaseException) -> "list[BaseException]":
-    """exc and the errors it came from, as a traceback shows them: urllib's URLError and
-    requests' errors are raised while handling the ssl module's. A few levels, each once."""
-    chain: list[BaseException] = []
-    pending: list[BaseException] = [exc]
-    while pending and len(chain) < 16:
-        current = pending.pop()
-        if any(current is seen for seen in chain):
-            continue
-        chain.append(current)
-        for following in (_CAUSE.__get__(current), _CONTEXT.__get__(current)):
-            if following is not None:
-                pending.append(following)
-    return chain
-
-
 def _classify_os_error(
     exc: OSError, event: "tuple[str, tuple[Any, ...]] | None", policy: "Policy | None"
 ) -> tuple[str | None, str | None, str | None]:
@@ -877,7 +722,7 @@ def _classify_os_error(
         return "network_tables", None, None
     name = event[0] if event is not None else ""
     if name in XATTR_READ_EVENTS and exc.errno == errno.EPERM and event is not None:
-        if _innermost_module(exc) == "shutil":
+        if innermost_module(exc) == "shutil":
             return "metadata", None, None  # copy2 and copystat copy the attributes first
         named = event[1][0] if event[1] else None
         if not isinstance(named, int):  # a path, or None for the working directory
@@ -896,7 +741,7 @@ def _classify_os_error(
     terminal = _pseudo_terminal(exc, path)
     if terminal is not None:
         return terminal, None, None
-    if path is None and sockets is not None and _called_names(exc) & _INTERFACE_LOOK_UPS:
+    if path is None and sockets is not None and called_names(exc) & _INTERFACE_LOOK_UPS:
         return "interfaces", None, None
     if exc.errno == errno.EFBIG:
         return "file_size", None, path
@@ -926,7 +771,7 @@ def _classify_os_error(
             # socket takes a privilege the sandbox never has, with the network or without.
             raw = isinstance(kind, int) and kind & 0xF == sockets.SOCK_RAW
             return ("raw_socket" if raw else "network"), None, None
-        if _innermost_module(exc) != "socket":
+        if innermost_module(exc) != "socket":
             # Not refused making it (socket.socket.__init__): a socket pair's end, made,
             # then refused something else (listen, growing its buffers).
             return None, None, None
@@ -934,7 +779,7 @@ def _classify_os_error(
         return ("unix_socket" if unix else "other_socket"), None, None
     if name in ("socket.connect", "socket.bind") and path is None:
         return "network", None, None
-    if name == "os.chmod" and _innermost_module(exc) == "dbm.dumb":
+    if name == "os.chmod" and innermost_module(exc) == "dbm.dumb":
         # dbm and shelve fall back on dbm.dumb without gdbm and ndbm, and it sets the
         # mode of every file it writes: what the metadata hint offers is no way out.
         return "dbm_dumb", None, path
@@ -958,14 +803,14 @@ def _pseudo_terminal(exc: OSError, path: str | None) -> str | None:
     """The hint kind when exc is the refusal of a pseudo-terminal ("pseudo_terminal"), or
     "process" when pty.fork() or pty.spawn() wanted one for a child process; else None."""
     if exc.errno is None:
-        if exc.args != _NO_PTY_DEVICES or _innermost_module(exc) != "pty":
+        if exc.args != _NO_PTY_DEVICES or innermost_module(exc) != "pty":
             return None
     elif exc.errno not in _DENIED_ERRNOS:
         return None
     elif path is not None:
         if os.path.realpath(path) not in _PSEUDO_TERMINAL_DEVICES:
             return None
-    elif not _called_names(exc) & _PSEUDO_TERMINAL_CALLS:
+    elif not called_names(exc) & _PSEUDO_TERMINAL_CALLS:
         return None
     tb = exc.__traceback__
     while tb is not None:
@@ -1053,7 +898,7 @@ def _filter_refusal(
 ) -> str | None:
     """The hint kind when exc (EPERM) is a refusal of runtime/seccomp.c's that no grant
     lifts, or that only --allow-network does (growing socket buffers); else None."""
-    called = _called_names(exc)
+    called = called_names(exc)
     for name in called:
         if name in _REFUSED_CALLS:
             return _REFUSED_CALLS[name]
@@ -1101,75 +946,6 @@ def _refused_arguments(
     return None
 
 
-def _called_names(exc: BaseException) -> "set[str]":
-    """The name of the function whose call raised exc in its innermost frame (setpgid for
-    `os.setpgid(0, 1)`), for calls that raise no audit event: read from the call's source
-    where the traceback shows it, as CPython finds where to put its carets. Before Python
-    3.11 (no column positions), the names of every call whose source spans the traceback's
-    line. Empty without the source."""
-    tb = _innermost(exc)
-    if tb is None:
-        return set()
-    import ast
-    import linecache
-
-    frame = tb.tb_frame
-    code = frame.f_code
-    lines = linecache.getlines(code.co_filename, frame.f_globals)
-    positions = getattr(code, "co_positions", None)
-    nodes: list[ast.AST]
-    if positions is None:
-        try:
-            tree = ast.parse("".join(lines))
-        except (SyntaxError, ValueError):
-            return set()
-        line = tb.tb_lineno
-        nodes = [
-            node
-            for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or 0)
-        ]
-    else:
-        import itertools
-
-        position = next(itertools.islice(positions(), tb.tb_lasti // 2, None), None)
-        if position is None or None in position:
-            return set()
-        first, last, start, end = position
-        picked = lines[first - 1 : last]
-        if len(picked) != last - first + 1:
-            return set()
-        # Columns count UTF-8 bytes, from the start of the first line and of the last.
-        encoded = [text.encode() for text in picked]
-        encoded[-1] = encoded[-1][:end]
-        encoded[0] = encoded[0][start:]
-        try:
-            source = b"".join(encoded).decode()
-            nodes = [ast.parse("(" + source + ")", mode="eval").body]
-        except (SyntaxError, ValueError):  # UnicodeDecodeError is a ValueError
-            return set()
-    return {name for node in nodes if (name := _function_name(node, frame)) is not None}
-
-
-def _function_name(call: object, frame: "FrameType") -> str | None:
-    """The name of the function a call node calls, as the function knows itself."""
-    import ast
-
-    if not isinstance(call, ast.Call):
-        return None
-    if isinstance(call.func, ast.Attribute):
-        return call.func.attr
-    if not isinstance(call.func, ast.Name):
-        return None
-    # A name may be another's import (`from os import setpgid as sp`): a C function
-    # knows its own name. Looked up, never evaluated: no code of the program runs.
-    scope = frame.f_locals if call.func.id in frame.f_locals else frame.f_globals
-    function = scope.get(call.func.id)
-    if type(function) is type(len):
-        return function.__name__
-    return call.func.id
-
-
 # The ssl calls that read certificate files in OpenSSL, whose refusal names no file.
 _CERTIFICATE_CALLS = ("load_verify_locations", "load_cert_chain", "create_default_context")
 
@@ -1182,7 +958,7 @@ def _unreadable_certificates(exc: OSError) -> str | None:
     library's and urllib3's wrappers pass them on by name) and its quoted strings."""
     if sys.modules.get("_ssl") is None or exc.errno != errno.EACCES:
         return None
-    tb = _innermost(exc)
+    tb = innermost(exc)
     if tb is None:
         return None
     frame = tb.tb_frame
@@ -1206,23 +982,13 @@ def _unreadable_certificates(exc: OSError) -> str | None:
     return None
 
 
-def _innermost(exc: BaseException) -> "TracebackType | None":
-    """The traceback entry of the frame exc was raised in."""
-    tb = exc.__traceback__
-    if tb is None:
-        return None
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb
-
-
 def _sockets() -> "Any":
     """The C module of sockets if the program imported it, else None: only then can it
     have met a socket's error or made a socket.
 
     Not imported here: socket.py imports enum, selectors and collections, and even the C
     module is a shared library to load, which would cost every run that reports an error
-    (and every run with a memory limit, which loads this module ahead) milliseconds.
+    milliseconds.
     """
     return sys.modules.get("_socket")
 
