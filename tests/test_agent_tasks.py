@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.agent_project import make_agent_project
 from support.commands import pynox
 from support.hints import follow, hint_line, hinted_flags
 from support.tls import https_server, make_certificates
@@ -83,11 +84,7 @@ print(Image.open("out/red.png").size)
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """An agent's working directory: data/ to read, out/ for results."""
-    (tmp_path / "out").mkdir()
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "sales.csv").write_text("region,amount\nnorth,70\nsouth,80\nnorth,50\n")
-    return tmp_path
+    return make_agent_project(tmp_path)
 
 
 def _run(project: Path, code: str, *grants: str, env: dict[str, str] | None = None) -> str:

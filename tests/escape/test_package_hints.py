@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.agent_project import make_agent_project
 from support.commands import pynox
 from support.hints import follow, hint_line
 
@@ -20,11 +21,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """An agent's working directory: data/ to read, out/ for results."""
-    (tmp_path / "out").mkdir()
-    (tmp_path / "data").mkdir()
-    (tmp_path / "data" / "sales.csv").write_text("region,amount\nnorth,70\nsouth,80\nnorth,50\n")
-    return tmp_path
+    return make_agent_project(tmp_path)
 
 
 def _follow_hints(project: Path, code: str, grants: list[str], steps: int = 4) -> list[str]:
