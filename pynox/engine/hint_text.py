@@ -53,6 +53,7 @@ KINDS = frozenset(
         "metadata",
         "dbm_dumb",
         "dbm_read_back",
+        "polars_temporary_folder",
         "xattr_by_path",
         "unix_socket",
         "other_socket",
@@ -202,6 +203,12 @@ DBM_DUMB_HINT = (
     "dbm.dumb, which dbm and shelve use where gdbm and ndbm are missing, sets the mode of "
     "its files, which the sandbox never allows, and there is nothing to grant; store the "
     "data with sqlite3 instead (from Python 3.13 on, dbm and shelve use dbm.sqlite3)"
+)
+# polars sets the mode of the temporary folder it reads URLs through (pynox.engine.hints).
+POLARS_TEMPORARY_FOLDER_HINT = (
+    "polars sets the mode of the temporary folder it reads a URL through, which the sandbox "
+    "never allows, and there is nothing to grant; fetch the bytes with urllib.request or "
+    "requests and give polars io.BytesIO(data) instead"
 )
 XATTR_BY_PATH_HINT = (
     "reading extended attributes by path is never allowed in the sandbox; read them from a "
@@ -491,6 +498,7 @@ def format_hint(
         "interfaces": INTERFACES_HINT,
         "metadata": METADATA_HINT,
         "dbm_dumb": DBM_DUMB_HINT,
+        "polars_temporary_folder": POLARS_TEMPORARY_FOLDER_HINT,
         "xattr_by_path": XATTR_BY_PATH_HINT,
         "unix_socket": UNIX_SOCKET_HINT,
         "other_socket": OTHER_SOCKET_HINT,

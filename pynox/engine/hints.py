@@ -35,6 +35,7 @@ from pynox.engine.library_errors import (
     duckdb_database,
     lost_memory_error,
     no_system_certificates,
+    polars_temporary_folder,
     size_in_message,
 )
 from pynox.policy.path_grant import real_path
@@ -465,6 +466,8 @@ def _classify(
         return "ca_variable", variable, None
     if policy is not None and not policy.allow_network and no_system_certificates(exc):
         return "network", None, None
+    if polars_temporary_folder(exc):
+        return "polars_temporary_folder", None, None
     named = denied_in_message(exc)
     if named is not None:
         error, denied, call = named

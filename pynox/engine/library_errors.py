@@ -144,3 +144,18 @@ def no_system_certificates(exc: BaseException) -> bool:
         if any(isinstance(arg, str) and _NO_SYSTEM_CERTIFICATES in arg for arg in args):
             return True
     return False
+
+
+# What polars panics with when it cannot set the mode of the temporary folder it makes
+# for what it reads from a URL (chmod, which seccomp refuses whatever the path).
+_POLARS_TEMPORARY_FOLDER = "error initializing temporary directory: Operation not permitted"
+
+
+def polars_temporary_folder(exc: BaseException) -> bool:
+    """Whether exc is polars' panic for the mode of its temporary folder."""
+    kind = type(exc)
+    if kind.__name__ != "PanicException" or kind.__module__ != "pyo3_runtime":
+        return False
+    said = args_of(exc)
+    message = said[0] if len(said) == 1 else None
+    return isinstance(message, str) and _POLARS_TEMPORARY_FOLDER in message[:_MAX_MESSAGE]

@@ -6,8 +6,12 @@ The tests with a real package run when $PYNOX_TEST_PACKAGES holds it, and skip o
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -219,6 +223,45 @@ def test_a_polars_url_without_the_network_is_told_to_grant_it(project: Path) -> 
     assert hint_line(refused.stderr) == "pynox: the network is off; grant it with --allow-network"
     granted = pynox(*_package("polars"), "--allow-network", "-c", code, cwd=project, timeout=120)
     assert b"No CA certificates" not in granted.stderr, granted.stderr
+
+
+@pytest.fixture
+def served(project: Path) -> Iterator[str]:
+    """The URL of the project's data/ folder, served over HTTP on loopback."""
+    handler = functools.partial(
+        http.server.SimpleHTTPRequestHandler, directory=str(project / "data")
+    )
+    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_polars_url_read_is_told_to_fetch_the_bytes_itself(project: Path, served: str) -> None:
+    """polars reads a URL through a temporary folder whose mode it sets, which seccomp
+    refuses whatever the grants: the hint's way round works."""
+    grants = [*_package("polars"), "--allow-network"]
+    url = f"{served}/sales.csv"
+    code = f"import polars as pl\nprint(pl.read_csv({url!r}).shape)\n"
+    refused = pynox(*grants, "-c", code, cwd=project, timeout=120)
+    assert refused.returncode == 1
+    assert hint_line(refused.stderr) == (
+        "pynox: polars sets the mode of the temporary folder it reads a URL through, which "
+        "the sandbox never allows, and there is nothing to grant; fetch the bytes with "
+        "urllib.request or requests and give polars io.BytesIO(data) instead"
+    )
+    fetched = (
+        "import io, urllib.request\nimport polars as pl\n"
+        f"data = urllib.request.urlopen({url!r}).read()\n"
+        "print(pl.read_csv(io.BytesIO(data)).shape)\n"
+    )
+    done = pynox(*grants, "-c", fetched, cwd=project, timeout=120)
+    assert (done.returncode, done.stdout) == (0, b"(3, 2)\n"), done.stderr
 
 
 DUCKDB_GLOB = """
