@@ -25,11 +25,13 @@ display.release_warmup_leftovers).
 import contextlib
 import gc
 import os
+import posix
 import sys
 
 from pynox.engine.child import without_installed_packages
 from pynox.engine.scratch import is_open
 from pynox.errors import PynoxError
+from pynox.policy.resolve import is_locale_variable
 from pynox.pool import display
 
 TYPE_CHECKING = False
@@ -77,13 +79,43 @@ def importing_as_requests(package_dirs: list[str]) -> "Iterator[None]":
     a request's has it (pynox.engine.child.setup_interpreter), so that a module comes from
     where a request would import it: the pool's package directories after the standard
     library, never the site-packages of the environment pynox runs in, which a request
-    cannot import from (nor read: a package found there would fail in the request)."""
+    cannot import from (nor read: a package found there would fail in the request).
+
+    And os.environ as a request has it without allow_env: what a module keeps of it as it
+    is imported (a key, a token) every request could read from that module."""
     saved = list(sys.path)
     sys.path[:] = list(dict.fromkeys(without_installed_packages(saved) + package_dirs))
     try:
-        yield
+        with _environment_as_requests():
+            yield
     finally:
         sys.path[:] = saved
+
+
+@contextlib.contextmanager
+def _environment_as_requests() -> "Iterator[None]":
+    """os.environ holds only the locale and time-zone variables meanwhile.
+
+    Only Python's view (posix.environ, which os.environ reads) changes, and it keeps the
+    very bytes objects it held: the zygote overwrites those once it forks
+    (pynox.engine.sandbox.scrub_environment), where copies would stay in every child's
+    memory. What the host's code sets or removes itself is kept.
+    """
+    held = dict(posix.environ)
+    shown = {name: value for name, value in held.items() if is_locale_variable(os.fsdecode(name))}
+    posix.environ.clear()
+    posix.environ.update(shown)
+    try:
+        yield
+    finally:
+        after = dict(posix.environ)
+        posix.environ.clear()
+        posix.environ.update(held)
+        for name in shown.keys() - after.keys():
+            del posix.environ[name]
+        posix.environ.update(
+            {name: value for name, value in after.items() if shown.get(name) is not value}
+        )
 
 
 def run_in_server(code: "CodeType", package_dirs: list[str]) -> None:
