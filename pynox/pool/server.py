@@ -1994,14 +1994,24 @@ def _preload(modules: list[str], package_dirs: list[str]) -> None:
     with pynox's own path, and a child sets the one of its policy once it is
     confined, as for any run.
     """
+    for module in modules:
+        if not all(part.isidentifier() for part in module.split(".")):
+            raise PynoxError(
+                f"cannot preload {module!r}: it is not a module name; name one module (like"
+                " numpy.ma) per entry of preload, per --preload flag on the command line"
+            )
     with warmup.importing_as_requests(package_dirs):
         for module in modules:
             try:
                 with warmup.printing_to_stderr():
                     __import__(module)
-            except Exception as exc:  # noqa: BLE001 - any failure is the user's to see
+            except BaseException as exc:  # noqa: BLE001 - sys.exit() too: the user's to see
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
                 hint = ""
-                if isinstance(exc, ModuleNotFoundError):
+                # Only a missing top-level module: one missing in a package found is no
+                # matter of where packages are installed.
+                if isinstance(exc, ModuleNotFoundError) and "." not in (exc.name or "."):
                     # Named as both interfaces spell it: the Python API starts this command.
                     hint = (
                         " (add the directory it is installed in to the pool's package_dirs,"

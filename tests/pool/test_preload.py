@@ -5,9 +5,11 @@ with one sentence."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
-from support.pool_client import PoolClient, clean_env
+import pytest
+from support.pool_client import PYNOX, PoolClient, clean_env
 from support.pool_requests import assert_ok, code, new_id
 
 # Keeps, as it is imported, what the environment holds then.
@@ -44,3 +46,54 @@ def test_what_a_preloaded_module_sets_in_the_environment_stays(tmp_path: Path) -
         request = {"id": new_id(), "code": show, "allow_env": ["SET_BY_PRELOAD", "SERVICE_KEY"]}
         assert_ok(client.run(request), "yes the-service-key\n")
         assert client.close() == 0
+
+
+def _start_fails(tmp_path: Path, *flags: str) -> list[str]:
+    """The lines on stderr of a pool that stops before it is ready."""
+    done = subprocess.run(
+        [PYNOX, "pool", "--package-dir", str(tmp_path), *flags],
+        input=b"",
+        capture_output=True,
+        env=clean_env(),
+        timeout=60,
+    )
+    assert done.returncode == 125, done
+    assert done.stdout == b""
+    return done.stderr.decode().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        ("import sys\nsys.exit('needs a display')\n", "SystemExit('needs a display')"),
+        ("class Stop(BaseException):\n    pass\nraise Stop('odd')\n", "Stop('odd')"),
+    ],
+    ids=["sys.exit", "BaseException"],
+)
+def test_a_module_that_exits_as_it_is_preloaded_stops_the_pool_naming_it(
+    tmp_path: Path, source: str, shown: str
+) -> None:
+    (tmp_path / "leaves.py").write_text(source)
+    assert _start_fails(tmp_path, "--preload", "leaves") == [
+        f"pynox: cannot preload leaves: {shown}; fix or remove it"
+    ]
+
+
+@pytest.mark.parametrize("name", ["json,csv", "json csv", "json..decoder", ""])
+def test_a_preload_that_is_not_a_module_name_says_to_name_one_each(
+    tmp_path: Path, name: str
+) -> None:
+    """Not a hint to add a package directory, which would not help."""
+    assert _start_fails(tmp_path, "--preload", name) == [
+        f"pynox: cannot preload {name!r}: it is not a module name; name one module (like"
+        " numpy.ma) per entry of preload, per --preload flag on the command line"
+    ]
+
+
+def test_a_submodule_missing_from_a_package_found_gets_no_package_dir_hint(
+    tmp_path: Path,
+) -> None:
+    assert _start_fails(tmp_path, "--preload", "json.nowhere") == [
+        'pynox: cannot preload json.nowhere: ModuleNotFoundError("No module named'
+        " 'json.nowhere'\"); fix or remove it"
+    ]
