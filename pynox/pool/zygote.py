@@ -53,6 +53,12 @@ ORDER = struct.Struct(ZYGOTE_ORDER_FORMAT)  # token, wanted_now; with CHILD_FDS
 WORD = struct.Struct(ZYGOTE_WORD_FORMAT)  # SPAWNED, token, pid (a pidfd); EXITED, pid, status
 SPAWNED = ZYGOTE_SPAWNED
 EXITED = ZYGOTE_EXITED
+SPARES_SKIP_WARMUP = (
+    "pynox: the pool's warm-up code leaves threads running in a child (a BLAS library's"
+    " workers, say), which no sandbox can confine, so spares skip it and only the pool's"
+    " own run of it is shared; for spares to run it too, have it start no thread (for"
+    " numpy, use arrays small enough for one thread)\n"
+)
 
 
 def order_spare(sock: socket.socket, token: int, wanted_now: bool, fds: "list[int]") -> None:
@@ -125,6 +131,9 @@ def _serve(
         # The zygote runs no program: from here it only forks spares (in C), which
         # inherit this filter instead of each compiling all of it.
         prepared_sandbox.share_filter()
+        if warmup_run is not None and not _spares_may_warm_up(warmup_run):
+            os.write(2, SPARES_SKIP_WARMUP.encode())
+            warmup_run = None
         # Returns only in a new spare; the zygote itself ends there once the server has.
         fds, wanted_now = serve_spares(sock.fileno(), len(CHILD_FDS))
     except BaseException as exc:  # noqa: BLE001 - the zygote must not unwind into the server's code
@@ -212,6 +221,24 @@ def _become_child(
     functions = start.get("functions")
     link.functions = list(functions) if isinstance(functions, list) else []
     child.start(program, Policy.from_wire(start["policy"]), setup)  # type: ignore[arg-type]
+
+
+def _spares_may_warm_up(warmup_run: "tuple[CodeType, list[str]]") -> bool:
+    """Whether a spare that ran the warm-up could still confine itself: the sandbox takes
+    only a process of one thread, and code that starts threads no one stops (a BLAS
+    library's workers, which a fork leaves behind and a matrix product starts again)
+    would fail every request that took a warmed spare. Tried once, in a child forked as
+    each spare is, since the pool server's own run cannot tell: it already had them."""
+    pid = os.fork()
+    if pid == 0:
+        threads = 0
+        try:
+            warmup.run_in_spare(*warmup_run)
+            threads = len(os.listdir("/proc/self/task"))
+        finally:
+            os._exit(min(threads, 255))
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 1
 
 
 def _practise() -> None:

@@ -341,3 +341,41 @@ def test_a_chart_warmup_leaves_the_request_its_fonts_and_no_figure() -> None:
             assert_ok(result, "2\n")
             assert result["images"] == []
         assert client.close() == 0
+
+
+# Starts a thread that never ends, in spares only: the pool server's own run passes.
+STARTS_A_THREAD_IN_SPARES = COUNTING + code("""
+    import threading
+    if sys.pynox_warmups > 1:
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
+""")
+
+
+def test_a_warmup_that_leaves_threads_in_a_spare_is_skipped_by_spares() -> None:
+    """The sandbox confines only a process of one thread: a warmed spare with a thread
+    left would fail every request it took. Spares skip such a warm-up, and the pool says so."""
+    with PoolClient("--warmup", STARTS_A_THREAD_IN_SPARES, workers=1) as client:
+        for _ in range(2):
+            time.sleep(SETTLE)
+            assert_ok(client.run({"id": new_id(), "code": SHOW_COUNT}), "1\n")
+        assert client.close() == 0
+        stderr = client.stderr().decode()
+    assert stderr.splitlines() == [
+        "pynox: the pool's warm-up code leaves threads running in a child (a BLAS library's"
+        " workers, say), which no sandbox can confine, so spares skip it and only the pool's"
+        " own run of it is shared; for spares to run it too, have it start no thread (for"
+        " numpy, use arrays small enough for one thread)"
+    ]
+
+
+@pytest.mark.skipif(not PACKAGES, reason="needs PYNOX_TEST_PACKAGES (numpy installed)")
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS starts no workers on one CPU")
+def test_a_warmup_with_a_large_matrix_product_leaves_requests_running() -> None:
+    """After a fork, OpenBLAS starts its workers again at the next large product."""
+    assert PACKAGES is not None
+    product = "import numpy as np\nprint(int((np.ones((400, 400)) @ np.ones((400, 400))).sum()))"
+    flags = ["--package-dir", PACKAGES, "--warmup", product]
+    with PoolClient(*flags, workers=1, preload=["numpy"]) as client:
+        time.sleep(SETTLE)
+        assert_ok(client.run({"id": new_id(), "code": product}), "64000000\n")
+        assert client.close() == 0
