@@ -22,6 +22,7 @@ fail requests in ways that name nothing (matplotlib's fonts it drops itself, see
 display.release_warmup_leftovers).
 """
 
+import atexit
 import contextlib
 import gc
 import os
@@ -36,10 +37,22 @@ from pynox.pool import display
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from types import CodeType
 
 FILENAME = "<pool warm-up>"
+
+# What the host's code (a preload, the warm-up) registered with atexit: the pool's own
+# handlers, which no request's process runs (drop_host_exit_handlers). A handler that
+# removes the host's cache directory, say, would fail in each request, or succeed.
+_host_exit_handlers: "list[Callable[..., object]]" = []
+# The standard library's handlers for its own state, which a request's objects use too:
+# logging's flush of its handlers, weakref.finalize(atexit=True), multiprocessing's.
+_STANDARD_HANDLERS = {
+    ("logging", "shutdown"),
+    ("weakref", "finalize._exitfunc"),
+    ("multiprocessing.util", "_exit_function"),
+}
 
 
 def compile_warmup(code: str) -> "CodeType":
@@ -86,10 +99,36 @@ def importing_as_requests(package_dirs: list[str]) -> "Iterator[None]":
     saved = list(sys.path)
     sys.path[:] = list(dict.fromkeys(without_installed_packages(saved) + package_dirs))
     try:
-        with _environment_as_requests():
+        with _environment_as_requests(), _recording_exit_handlers():
             yield
     finally:
         sys.path[:] = saved
+
+
+@contextlib.contextmanager
+def _recording_exit_handlers() -> "Iterator[None]":
+    register = atexit.register
+
+    def recording(func: "Callable[..., object]", /, *args: object, **kwargs: object) -> object:
+        _host_exit_handlers.append(func)
+        return register(func, *args, **kwargs)
+
+    atexit.register = recording  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        atexit.register = register
+
+
+def drop_host_exit_handlers() -> None:
+    """In a spare, before its request: the exit handlers the host's code registered are
+    the pool's, not the request's, but for the standard library's (_STANDARD_HANDLERS)."""
+    for func in _host_exit_handlers:
+        function = getattr(func, "__func__", func)
+        named = (getattr(function, "__module__", None), getattr(function, "__qualname__", None))
+        if named not in _STANDARD_HANDLERS:
+            atexit.unregister(func)
+    _host_exit_handlers.clear()
 
 
 @contextlib.contextmanager

@@ -186,6 +186,7 @@ def _become_child(
         _warm_up()
     if warmup_run is not None and idle():
         warmup.run_in_spare(*warmup_run)
+    warmup.drop_host_exit_handlers()
     if idle():
         _rehearse(setup)
     prepared_sandbox.prepare_child(setup, base)

@@ -97,3 +97,38 @@ def test_a_submodule_missing_from_a_package_found_gets_no_package_dir_hint(
         'pynox: cannot preload json.nowhere: ModuleNotFoundError("No module named'
         " 'json.nowhere'\"); fix or remove it"
     ]
+
+
+# Registers, as it is imported, the removal of a cache directory of the pool's host.
+REMOVES_ITS_CACHE_AT_EXIT = code("""
+    import atexit, os, shutil, sys
+    CACHE = os.path.join(os.path.dirname(__file__), "cache")
+    os.makedirs(CACHE, exist_ok=True)
+    atexit.register(shutil.rmtree, CACHE)
+""")
+# What a request's exit runs as python's does: its own handlers, then logging's flush.
+EXITS_AS_PYTHON = code("""
+    import atexit, logging, logging.handlers, sys
+    logging.getLogger().addHandler(
+        logging.handlers.MemoryHandler(100, target=logging.StreamHandler(sys.stdout))
+    )
+    logging.warning("logged")
+    atexit.register(print, "its own handler")
+""")
+
+
+def test_a_request_does_not_run_the_exit_handlers_of_preloaded_modules(tmp_path: Path) -> None:
+    """They are the pool's: run in a request, they act on the host's files, or fail on
+    them with a traceback in every request's stderr. The standard library's still run."""
+    (tmp_path / "caching.py").write_text(REMOVES_ITS_CACHE_AT_EXIT)
+    with PoolClient(
+        "--package-dir", str(tmp_path), workers=1, preload=["caching", "logging"]
+    ) as client:
+        result = client.run({"id": new_id(), "code": "import caching; print(1)"})
+        assert_ok(result, "1\n")
+        assert result["stderr"] == ""
+        result = client.run({"id": new_id(), "code": EXITS_AS_PYTHON})
+        assert_ok(result, "its own handler\nlogged\n")
+        assert result["stderr"] == ""
+        assert client.close() == 0
+    assert (tmp_path / "cache").is_dir()
