@@ -2002,6 +2002,7 @@ def _preload(modules: list[str], package_dirs: list[str]) -> None:
             )
     with warmup.importing_as_requests(package_dirs):
         for module in modules:
+            open_before = warmup.open_descriptors()
             try:
                 with warmup.printing_to_stderr():
                     __import__(module)
@@ -2020,6 +2021,14 @@ def _preload(modules: list[str], package_dirs: list[str]) -> None:
                 raise PynoxError(
                     f"cannot preload {module}: {exc!r}{hint}; fix or remove it"
                 ) from None
+            left = warmup.left_open(open_before)
+            if left:
+                raise PynoxError(
+                    f"cannot preload {module}: it leaves {left} open, which each child closes"
+                    " before its request runs, so the module would find it closed (or a file"
+                    " of the request's at its number); remove it from preload, and requests"
+                    " import it themselves"
+                )
 
 
 def _warm_up() -> None:

@@ -161,7 +161,7 @@ def run_in_server(code: "CodeType", package_dirs: list[str]) -> None:
     """Runs the warm-up once, as preloading does: importing as requests do (the pool's
     package directories on sys.path), printing to the pool's stderr; a failure stops the
     pool."""
-    open_before = _open_descriptors()
+    open_before = open_descriptors()
     try:
         with importing_as_requests(package_dirs), printing_to_stderr():
             exec(code, _namespace())  # noqa: S102 - the host's own code, as a preload
@@ -170,13 +170,10 @@ def run_in_server(code: "CodeType", package_dirs: list[str]) -> None:
             raise
         raise PynoxError(f"the pool's warm-up code failed: {exc!r}; fix or remove it") from None
     display.release_warmup_leftovers()
-    gc.collect()  # what it dropped may close its files only once collected
-    left_open = sorted(_open_descriptors() - open_before)
-    if left_open:
-        named = ", ".join(_describe_descriptor(fd) for fd in left_open[:3])
-        more = f" and {len(left_open) - 3} more" if len(left_open) > 3 else ""
+    left = left_open(open_before)
+    if left:
         raise PynoxError(
-            f"the pool's warm-up code leaves {named}{more} open, which each child closes"
+            f"the pool's warm-up code leaves {left} open, which each child closes"
             " before its request runs, so a request would find it closed; close it in the"
             " warm-up, or leave out the step that opens it"
         )
@@ -223,7 +220,20 @@ def _flush_standard_streams() -> None:
             pass  # closed by the warm-up, or its device is gone: nothing left to write
 
 
-def _open_descriptors() -> set[int]:
+def left_open(before: set[int]) -> str | None:
+    """The files the host's code left open since `before` (open_descriptors()), named;
+    None when it left none. A child closes them before its program runs (the sandbox keeps
+    only the descriptors pynox names), so a module that kept one would find it closed, or
+    another file of the request's own at its number."""
+    gc.collect()  # what it dropped may close its files only once collected
+    left = sorted(open_descriptors() - before)
+    if not left:
+        return None
+    named = ", ".join(_describe_descriptor(fd) for fd in left[:3])
+    return named + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+
+
+def open_descriptors() -> set[int]:
     """The process's open descriptors, without the ones the listing itself used."""
     return {fd for fd in map(int, os.listdir("/proc/self/fd")) if is_open(fd)}
 

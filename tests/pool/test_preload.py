@@ -132,3 +132,15 @@ def test_a_request_does_not_run_the_exit_handlers_of_preloaded_modules(tmp_path:
         assert result["stderr"] == ""
         assert client.close() == 0
     assert (tmp_path / "cache").is_dir()
+
+
+def test_a_module_that_keeps_a_file_open_is_not_preloaded(tmp_path: Path) -> None:
+    """Each child closes it before its request runs: the module's writes would land in
+    the first file the request opens, which gets its number."""
+    log = tmp_path / "host.log"
+    (tmp_path / "logs.py").write_text(f"LOG = open({str(log)!r}, 'a', buffering=1)\n")
+    assert _start_fails(tmp_path, "--preload", "json", "--preload", "logs") == [
+        f"pynox: cannot preload logs: it leaves {log} open, which each child closes before"
+        " its request runs, so the module would find it closed (or a file of the request's"
+        " at its number); remove it from preload, and requests import it themselves"
+    ]
