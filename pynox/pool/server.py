@@ -51,6 +51,7 @@ from pynox.policy import system_paths
 from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
+from pynox.policy.config import _is_module_name as is_module_name
 from pynox.policy.grants import PATH_GRANTS
 from pynox.policy.path_grant import resolve_grant
 from pynox.policy.resolve import build_policy
@@ -190,6 +191,11 @@ def parse_options(argv: list[str]) -> PoolOptions:
         if name == "--config":
             options.config = value
         elif name == "--preload":
+            if not is_module_name(value):  # [pool].preload's are checked as it is read
+                raise UsageError(
+                    f"--preload={value} is not a module name; give one importable name per"
+                    " flag, like --preload=numpy.linalg"
+                )
             options.preload.append(value)
         elif name == "--warmup":
             options.warmup = value
@@ -1994,12 +2000,6 @@ def _preload(modules: list[str], package_dirs: list[str]) -> None:
     with pynox's own path, and a child sets the one of its policy once it is
     confined, as for any run.
     """
-    for module in modules:
-        if not all(part.isidentifier() for part in module.split(".")):
-            raise PynoxError(
-                f"cannot preload {module!r}: it is not a module name; name one module (like"
-                " numpy.ma) per entry of preload, per --preload flag on the command line"
-            )
     with warmup.importing_as_requests(package_dirs):
         for module in modules:
             open_before = warmup.open_descriptors()
