@@ -2018,8 +2018,9 @@ def _preload(modules: list[str], package_dirs: list[str]) -> None:
                         " (add the directory it is installed in to the pool's package_dirs,"
                         " --package-dir on the command line)"
                     )
+                failure = warmup.describe_failure(exc)
                 raise PynoxError(
-                    f"cannot preload {module}: {exc!r}{hint}; fix or remove it"
+                    f"cannot preload {module}: {failure}{hint}; fix or remove it"
                 ) from None
             left = warmup.left_open(open_before)
             if left:

@@ -168,7 +168,9 @@ def run_in_server(code: "CodeType", package_dirs: list[str]) -> None:
     except BaseException as exc:  # noqa: BLE001 - any failure is the host's to see
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise PynoxError(f"the pool's warm-up code failed: {exc!r}; fix or remove it") from None
+        raise PynoxError(
+            f"the pool's warm-up code failed: {describe_failure(exc)}; fix or remove it"
+        ) from None
     display.release_warmup_leftovers()
     left = left_open(open_before)
     if left:
@@ -218,6 +220,14 @@ def _flush_standard_streams() -> None:
                 stream.flush()
         except (OSError, ValueError):
             pass  # closed by the warm-up, or its device is gone: nothing left to write
+
+
+def describe_failure(exc: BaseException) -> str:
+    """The repr of what the host's code raised; its type's name when that repr fails too."""
+    try:
+        return repr(exc)
+    except Exception:  # noqa: BLE001 - the host's own __repr__, whatever it raises
+        return type(exc).__name__
 
 
 def left_open(before: set[int]) -> str | None:

@@ -146,3 +146,23 @@ def test_a_module_that_keeps_a_file_open_is_not_preloaded(tmp_path: Path) -> Non
         " its request runs, so the module would find it closed (or a file of the request's"
         " at its number); remove it from preload, and requests import it themselves"
     ]
+
+
+# Raises an exception whose repr raises too.
+RAISES_WITHOUT_A_REPR = code("""
+    class Unprintable(Exception):
+        def __repr__(self):
+            raise RuntimeError("no repr")
+    raise Unprintable()
+""")
+
+
+def test_a_failure_without_a_repr_still_gets_its_sentence(tmp_path: Path) -> None:
+    """Not pynox's "internal error": the failure is the module's, or the warm-up's."""
+    (tmp_path / "unprintable.py").write_text(RAISES_WITHOUT_A_REPR)
+    assert _start_fails(tmp_path, "--preload", "unprintable") == [
+        "pynox: cannot preload unprintable: Unprintable; fix or remove it"
+    ]
+    assert _start_fails(tmp_path, "--warmup", RAISES_WITHOUT_A_REPR) == [
+        "pynox: the pool's warm-up code failed: Unprintable; fix or remove it"
+    ]
