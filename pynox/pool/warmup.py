@@ -99,10 +99,24 @@ def importing_as_requests(package_dirs: list[str]) -> "Iterator[None]":
     saved = list(sys.path)
     sys.path[:] = list(dict.fromkeys(without_installed_packages(saved) + package_dirs))
     try:
-        with _environment_as_requests(), _recording_exit_handlers():
+        with _environment_as_requests(), _recording_exit_handlers(), _no_temporary_directory():
             yield
     finally:
         sys.path[:] = saved
+
+
+@contextlib.contextmanager
+def _no_temporary_directory() -> "Iterator[None]":
+    """tempfile keeps the directory it first finds (TMPDIR, else /tmp): found by the host's
+    code, it would be the pool's in every request, which a request may not write, instead
+    of the request's own scratch directory (its TMPDIR). Let each process find its own."""
+    try:
+        yield
+    finally:
+        if "tempfile" in sys.modules:  # never imported for this alone
+            import tempfile
+
+            tempfile.tempdir = None
 
 
 @contextlib.contextmanager

@@ -166,3 +166,18 @@ def test_a_failure_without_a_repr_still_gets_its_sentence(tmp_path: Path) -> Non
     assert _start_fails(tmp_path, "--warmup", RAISES_WITHOUT_A_REPR) == [
         "pynox: the pool's warm-up code failed: Unprintable; fix or remove it"
     ]
+
+
+def test_a_request_makes_temporary_files_in_its_own_directory_after_a_warmup_found_one() -> None:
+    """tempfile keeps the first directory it finds: found in the pool, it would be one
+    the request may not write."""
+    program = code("""
+        import os, tempfile
+        print(tempfile.gettempdir() == os.environ["TMPDIR"])
+        with tempfile.NamedTemporaryFile() as made:
+            print(os.path.dirname(made.name) == os.environ["TMPDIR"])
+    """)
+    with PoolClient("--warmup", "import tempfile\ntempfile.gettempdir()", workers=1) as client:
+        for _ in range(2):  # whether its spare ran the warm-up or not
+            assert_ok(client.run({"id": new_id(), "code": program}), "True\nTrue\n")
+        assert client.close() == 0
