@@ -54,6 +54,7 @@ KINDS = frozenset(
         "dbm_dumb",
         "dbm_read_back",
         "polars_temporary_folder",
+        "xlsxwriter_times",
         "xattr_by_path",
         "unix_socket",
         "other_socket",
@@ -209,6 +210,14 @@ POLARS_TEMPORARY_FOLDER_HINT = (
     "polars sets the mode of the temporary folder it reads a URL through, which the sandbox "
     "never allows, and there is nothing to grant; fetch the bytes with urllib.request or "
     "requests and give polars io.BytesIO(data) instead"
+)
+# xlsxwriter sets the times of its temporary files (pynox.engine.hints).
+XLSXWRITER_TIMES_HINT = (
+    "xlsxwriter sets the times of the temporary files it builds a workbook from, which the "
+    "sandbox never allows, and there is nothing to grant; have it build the workbook in "
+    "memory: xlsxwriter.Workbook(path, {'in_memory': True}), or from pandas "
+    "to_excel(path, engine_kwargs={'options': {'in_memory': True}}) (ExcelWriter takes the "
+    "same engine_kwargs)"
 )
 XATTR_BY_PATH_HINT = (
     "reading extended attributes by path is never allowed in the sandbox; read them from a "
@@ -499,6 +508,7 @@ def format_hint(
         "metadata": METADATA_HINT,
         "dbm_dumb": DBM_DUMB_HINT,
         "polars_temporary_folder": POLARS_TEMPORARY_FOLDER_HINT,
+        "xlsxwriter_times": XLSXWRITER_TIMES_HINT,
         "xattr_by_path": XATTR_BY_PATH_HINT,
         "unix_socket": UNIX_SOCKET_HINT,
         "other_socket": OTHER_SOCKET_HINT,

@@ -786,6 +786,11 @@ def _classify_os_error(
         # dbm and shelve fall back on dbm.dumb without gdbm and ndbm, and it sets the
         # mode of every file it writes: what the metadata hint offers is no way out.
         return "dbm_dumb", None, path
+    if name == "os.utime" and innermost_module(exc) == "xlsxwriter.workbook":
+        # xlsxwriter sets the times of the temporary files it zips into a workbook (and
+        # pandas' to_excel writes through it where it is installed): the metadata hint's
+        # way out is not the program's to take, in_memory is.
+        return "xlsxwriter_times", None, path
     if path is not None:
         kind, target = _classify_file(path, event, policy)
         return kind, target, path

@@ -311,3 +311,46 @@ def test_duckdb_out_of_memory_gets_the_memory_hint(project: Path) -> None:
         "pynox: the program used up its 128m memory limit; allocate less or raise the limit "
         "with --memory=256m"
     )
+
+
+# xlsxwriter's own line, in a module of its name: it sets the times of the temporary files
+# it zips into the workbook, which seccomp refuses whatever the grants.
+XLSXWRITER_UTIME = """
+import os, tempfile, types
+workbook = types.ModuleType("xlsxwriter.workbook")
+exec("import os\\ndef store(path):\\n    os.utime(path, (0, 0))\\n", workbook.__dict__)
+workbook.store(tempfile.mkstemp()[1])
+"""
+XLSXWRITER_HINT = (
+    "pynox: xlsxwriter sets the times of the temporary files it builds a workbook from, "
+    "which the sandbox never allows, and there is nothing to grant; have it build the "
+    "workbook in memory: xlsxwriter.Workbook(path, {'in_memory': True}), or from pandas "
+    "to_excel(path, engine_kwargs={'options': {'in_memory': True}}) (ExcelWriter takes the "
+    "same engine_kwargs)"
+)
+
+
+def test_xlsxwriters_temporary_files_are_told_to_stay_in_memory(project: Path) -> None:
+    """Not the metadata hint's shutil.copyfile, which the program never called."""
+    refused = pynox("-c", XLSXWRITER_UTIME, cwd=project)
+    assert refused.returncode == 1
+    assert hint_line(refused.stderr) == XLSXWRITER_HINT
+
+
+EXCEL = """
+import pandas as pd
+pd.read_csv("data/sales.csv").to_excel("out/sales.xlsx", index=False{options})
+print("done")
+"""
+
+
+def test_pandas_to_excel_through_xlsxwriter_follows_its_hint(project: Path) -> None:
+    """pandas writes .xlsx through xlsxwriter wherever it is installed."""
+    grants = [*_package("xlsxwriter"), "--allow-read=data", "--allow-write=out"]
+    refused = pynox(*grants, "-c", EXCEL.format(options=""), cwd=project, timeout=120)
+    assert refused.returncode == 1
+    assert hint_line(refused.stderr) == XLSXWRITER_HINT
+    in_memory = ", engine_kwargs={'options': {'in_memory': True}}"
+    done = pynox(*grants, "-c", EXCEL.format(options=in_memory), cwd=project, timeout=120)
+    assert (done.returncode, done.stdout) == (0, b"done\n"), done.stderr
+    assert (project / "out" / "sales.xlsx").stat().st_size > 0
