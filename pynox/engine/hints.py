@@ -25,7 +25,6 @@ from pynox.engine.exception_parts import (
     args_of,
     called_names,
     chain,
-    context_of,
     innermost,
     innermost_module,
 )
@@ -350,15 +349,16 @@ def _sqlite_failure(
     exc: BaseException, event: "tuple[str, tuple[Any, ...]] | None", message: str
 ) -> str | None:
     """The database path of the last sqlite3.connect(), if exc is SQLite's error saying
-    message about it, or dbm.sqlite3's error raised from one (what dbm and shelve use
-    from Python 3.13 on)."""
-    if _dbm_error(exc):
-        context = context_of(exc)
-        if context is None:
-            return None
-        exc = context
-    if type(exc).__module__ != "sqlite3" or type(exc).__name__ != "OperationalError":
+    message about it, or an error raised from one: dbm.sqlite3's (what dbm and shelve use
+    from Python 3.13 on), SQLAlchemy's OperationalError."""
+    found = None
+    for error in chain(exc):
+        if type(error).__module__ == "sqlite3" and type(error).__name__ == "OperationalError":
+            found = error
+            break
+    if found is None:
         return None
+    exc = found
     if event is None or event[0] != "sqlite3.connect" or message not in str(exc):
         return None
     path = _event_path(event[1])

@@ -354,3 +354,40 @@ def test_pandas_to_excel_through_xlsxwriter_follows_its_hint(project: Path) -> N
     done = pynox(*grants, "-c", EXCEL.format(options=in_memory), cwd=project, timeout=120)
     assert (done.returncode, done.stdout) == (0, b"done\n"), done.stderr
     assert (project / "out" / "sales.xlsx").stat().st_size > 0
+
+
+# An ORM's own error, raised from SQLite's as SQLAlchemy raises it.
+WRAPPED_SQLITE = """
+import sqlite3
+class OperationalError(Exception): pass
+try:
+    sqlite3.connect("out/sales.db").execute("create table sales (amount)")
+except sqlite3.OperationalError as error:
+    raise OperationalError(f"(sqlite3.OperationalError) {error}") from error
+print("done")
+"""
+
+
+def test_sqlites_error_raised_from_by_a_library_is_hinted(project: Path) -> None:
+    out = project / "out"
+    assert _follow_hints(project, WRAPPED_SQLITE, []) == [
+        f"pynox: the program reads back what it writes in {out}; grant both with "
+        f"--allow-read={out} --allow-write={out}"
+    ]
+
+
+SQLALCHEMY = """
+from sqlalchemy import create_engine, text
+engine = create_engine("sqlite:///out/sales.db")
+with engine.begin() as connection:
+    connection.execute(text("create table sales (region text, amount int)"))
+    connection.execute(text("insert into sales values ('north', 70)"))
+    print(connection.execute(text("select sum(amount) from sales")).scalar(), "done")
+"""
+
+
+def test_a_sqlalchemy_database_follows_its_hints(project: Path) -> None:
+    out = project / "out"
+    assert _follow_hints(project, SQLALCHEMY, [*_package("sqlalchemy"), "--allow-write=out"]) == [
+        f"pynox: reading {out} is not allowed; grant it with --allow-read={out}"
+    ]
