@@ -1,6 +1,6 @@
 """What libraries' own errors say of a refusal or of a failed allocation, where Python
-was not told: a file named only in a message (pyarrow, polars, lxml, DuckDB, whose native
-code opens files itself), a MemoryError that C code lost, the size an allocation asked
+was not told: a file named only in a message (pyarrow, polars, lxml, DuckDB, h5py, whose
+native code opens files itself), a MemoryError that C code lost, the size an allocation asked
 for, a Rust HTTP client that found no CA store. pynox.engine.hints makes hints of them.
 """
 
@@ -27,6 +27,14 @@ _DENIED_FILE_MESSAGES = (
     (r'(?:.*: )?Cannot open file "(.+)": Permission denied', None),
     # duckdb again, for a glob in a folder it was refused listing: it says nothing of that
     (r'(?:.*: )?No files found that match the pattern "(.+)"', "glob"),
+    # h5py, as HDF5 words it, with the flags of its open() in hex: a file it makes, it
+    # opens to be read back too
+    (
+        r"Unable to (?:synchronously )?(?:open|create) file \(unable to open file: "
+        r"name = '(.+)', errno = 13, error message = 'Permission denied', "
+        r"flags = [0-9a-f]+, o_flags = (?P<flags>[0-9a-f]{1,8})\)",
+        "open",
+    ),
 )
 # A path is at most 4096 bytes: a longer message is not one of these.
 _MAX_MESSAGE = 8192
@@ -34,7 +42,7 @@ _MAX_MESSAGE = 8192
 
 def denied_in_message(
     exc: BaseException,
-) -> "tuple[BaseException, str, tuple[str, tuple[str]] | None] | None":
+) -> "tuple[BaseException, str, tuple[str, tuple[object, ...]] | None] | None":
     """The error of a library's that says a file was refused, when Python was not told
     which, that file (one that exists, or one to be made in a folder that exists), and
     the audit event of the call it stands for, if the message says."""
@@ -55,7 +63,12 @@ def denied_in_message(
                 continue
             path = os.path.abspath(named)
             if os.path.lexists(path) or os.path.isdir(os.path.dirname(path)):
-                return error, path, None if call is None else (call, (path,))
+                if call is None:
+                    return error, path, None
+                flags = match.groupdict().get("flags") if match is not None else None
+                # As open()'s audit event has them: the path, a mode, the flags.
+                arguments = (path,) if flags is None else (path, None, int(flags, 16))
+                return error, path, (call, arguments)
     return None
 
 

@@ -391,3 +391,47 @@ def test_a_sqlalchemy_database_follows_its_hints(project: Path) -> None:
     assert _follow_hints(project, SQLALCHEMY, [*_package("sqlalchemy"), "--allow-write=out"]) == [
         f"pynox: reading {out} is not allowed; grant it with --allow-read={out}"
     ]
+
+
+# What h5py does to make a file, and how HDF5 words its refusal: no filename for Python,
+# the flags of the open() in hex.
+H5PY_CREATE = """
+import os
+flags = os.O_RDWR | os.O_CREAT | os.O_TRUNC
+try:
+    os.close(os.open("out/data.h5", flags, 0o666))
+except PermissionError:
+    raise PermissionError(13, "Unable to synchronously create file (unable to open file: "
+        "name = 'out/data.h5', errno = 13, error message = 'Permission denied', "
+        f"flags = 13, o_flags = {flags:x})") from None
+print("done")
+"""
+
+
+def test_a_file_h5py_makes_is_told_to_be_read_back(project: Path) -> None:
+    """HDF5 opens a file it makes for reading too: the folder needs both grants."""
+    out = project / "out"
+    assert _follow_hints(project, H5PY_CREATE, ["--allow-write=out"]) == [
+        f"pynox: reading {out} is not allowed; grant it with --allow-read={out}"
+    ]
+    (out / "data.h5").unlink()
+    assert _follow_hints(project, H5PY_CREATE, []) == [
+        f"pynox: the program reads back what it writes in {out}; grant both with "
+        f"--allow-read={out} --allow-write={out}"
+    ]
+
+
+H5PY = """
+import h5py, numpy as np
+with h5py.File("out/sales.h5", "w") as file:
+    file.create_dataset("amount", data=np.array([70, 80, 50]))
+with h5py.File("out/sales.h5", "r") as file:
+    print(int(file["amount"][:].sum()), "done")
+"""
+
+
+def test_an_hdf5_file_made_and_read_follows_its_hint(project: Path) -> None:
+    out = project / "out"
+    assert _follow_hints(project, H5PY, [*_package("h5py"), "--allow-write=out"]) == [
+        f"pynox: reading {out} is not allowed; grant it with --allow-read={out}"
+    ]
