@@ -35,6 +35,7 @@ from pynox.engine.library_errors import (
     lost_memory_error,
     no_system_certificates,
     polars_temporary_folder,
+    readable,
     size_in_message,
 )
 from pynox.policy.path_grant import real_path
@@ -108,15 +109,6 @@ def _event_path(args: "tuple[Any, ...]") -> str | None:
     return None
 
 
-def _readable(path: str) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    os.close(fd)
-    return True
-
-
 def _classify_file(
     path: str, event: "tuple[str, tuple[Any, ...]] | None", policy: "Policy | None"
 ) -> tuple[str | None, str | None]:
@@ -132,7 +124,7 @@ def _classify_file(
     else:
         # No matching event (a C library call, say): a readable path must have
         # been refused for writing.
-        writing = _readable(path)
+        writing = readable(path)
     if not writing:
         # Read back from a write tree: the tree is what to grant, not one file of it.
         write_tree = _covering(os.path.realpath(path), policy.writes()) if policy else None
@@ -274,11 +266,11 @@ def _sqlite_folder(database: str, policy: "Policy | None") -> tuple[str | None, 
     reads a WAL database (DuckDB its write-ahead log, see _duckdb_database)."""
     folder = os.path.dirname(database)
     real = os.path.realpath(folder)
-    readable = policy is not None and _covering(real, policy.reads()) is not None
-    writable = policy is not None and _covering(real, policy.writes()) is not None
-    if readable:
+    read_granted = policy is not None and _covering(real, policy.reads()) is not None
+    write_granted = policy is not None and _covering(real, policy.writes()) is not None
+    if read_granted:
         return _only_missing("write", folder, policy)
-    if writable:
+    if write_granted:
         return _only_missing("read", folder, policy)
     return "read_write", real_path(folder)
 
@@ -985,7 +977,7 @@ def _unreadable_certificates(exc: OSError) -> str | None:
             path = os.path.abspath(os.fsdecode(value))
         except (TypeError, ValueError):
             continue
-        if os.path.lexists(path) and not _readable(path):
+        if os.path.lexists(path) and not readable(path):
             return path
     return None
 

@@ -1,7 +1,8 @@
 """What libraries' own errors say of a refusal or of a failed allocation, where Python
 was not told: a file named only in a message (pyarrow, polars, lxml, DuckDB, h5py, whose
-native code opens files itself), a MemoryError that C code lost, the size an allocation asked
-for, a Rust HTTP client that found no CA store. pynox.engine.hints makes hints of them.
+native code opens files itself, and python-docx, which passes over the refusal), a
+MemoryError that C code lost, the size an allocation asked for, a Rust HTTP client that
+found no CA store. pynox.engine.hints makes hints of them.
 """
 
 import errno
@@ -27,6 +28,9 @@ _DENIED_FILE_MESSAGES = (
     (r'(?:.*: )?Cannot open file "(.+)": Permission denied', None),
     # duckdb again, for a glob in a folder it was refused listing: it says nothing of that
     (r'(?:.*: )?No files found that match the pattern "(.+)"', "glob"),
+    # python-docx (and python-pptx): zipfile.is_zipfile() passed over the refusal, and
+    # the message is the same for a file that is missing or no package
+    (r"Package not found at '(.+)'", "unreadable"),
     # h5py, as HDF5 words it, with the flags of its open() in hex: a file it makes, it
     # opens to be read back too
     (
@@ -59,6 +63,10 @@ def denied_in_message(
             named = None if match is None else match.group(1)
             if named is not None and call == "glob":
                 named, call = _unlistable_folder(named), "os.listdir"
+            elif named is not None and call == "unreadable":
+                # Only a file that is there and cannot be opened was refused.
+                is_file = os.path.isfile(named)
+                named, call = (named if is_file and not readable(named) else None), "open"
             if named is None:
                 continue
             path = os.path.abspath(named)
@@ -70,6 +78,16 @@ def denied_in_message(
                 arguments = (path,) if flags is None else (path, None, int(flags, 16))
                 return error, path, (call, arguments)
     return None
+
+
+def readable(path: str) -> bool:
+    """Whether path can be opened for reading here (access() does not ask the sandbox)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
 
 
 def _unlistable_folder(pattern: str) -> str | None:

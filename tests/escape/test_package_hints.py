@@ -435,3 +435,44 @@ def test_an_hdf5_file_made_and_read_follows_its_hint(project: Path) -> None:
     assert _follow_hints(project, H5PY, [*_package("h5py"), "--allow-write=out"]) == [
         f"pynox: reading {out} is not allowed; grant it with --allow-read={out}"
     ]
+
+
+# python-docx's error, after zipfile.is_zipfile() passed over the refusal: the same words
+# for a file that is missing or no package at all.
+DOCX_NOT_FOUND = """
+import zipfile
+class PackageNotFoundError(Exception): pass
+if not zipfile.is_zipfile("PATH"):
+    raise PackageNotFoundError("Package not found at 'PATH'")
+"""
+
+
+def test_a_docx_package_not_found_is_hinted_only_when_refused(project: Path) -> None:
+    (project / "data" / "report.docx").write_bytes(b"no package")
+    report = project / "data" / "report.docx"
+    refused = pynox("-c", DOCX_NOT_FOUND.replace("PATH", "data/report.docx"), cwd=project)
+    assert refused.returncode == 1
+    assert hint_line(refused.stderr) == (
+        f"pynox: reading {report} is not allowed; grant it with --allow-read={report}"
+    )
+    # Readable, or missing: python would fail alike, and no grant would help.
+    for path in ("data/report.docx", "data/missing.docx"):
+        code = DOCX_NOT_FOUND.replace("PATH", path)
+        failed = pynox("--allow-read=data", "-c", code, cwd=project)
+        assert failed.returncode == 1 and b"pynox:" not in failed.stderr, failed.stderr
+
+
+DOCX = """
+from docx import Document
+document = Document()
+document.add_paragraph("Sales went up.")
+document.save("out/report.docx")
+print(Document("out/report.docx").paragraphs[0].text, "done")
+"""
+
+
+def test_a_docx_written_and_read_back_follows_its_hint(project: Path) -> None:
+    out = project / "out"
+    assert _follow_hints(project, DOCX, [*_package("docx"), "--allow-write=out"]) == [
+        f"pynox: reading {out} is not allowed; grant it with --allow-read={out}"
+    ]
