@@ -471,6 +471,10 @@ def _classify(
         else:  # refused making it: a file not there is not refused reading
             kind, target = _only_missing("entries", os.path.dirname(denied), policy)
         return kind, target, denied
+    image = _unread_by_opencv(exc)
+    if image is not None:
+        kind, target = _classify_file(image, ("open", (image, "rb")), policy)
+        return kind, target, image
     exc = _underlying(exc)
     if not isinstance(exc, OSError) or _is_tls_error(exc):
         return None, None, None
@@ -478,6 +482,41 @@ def _classify(
     if kind == "network" and policy is not None and policy.allow_network:
         return None, None, path  # granted already: something else refused it
     return kind, target, path
+
+
+# The most strings of a frame looked at for a file OpenCV was refused.
+_MAX_NAMED = 256
+
+
+def _unread_by_opencv(exc: BaseException) -> str | None:
+    """The file OpenCV was refused, when the program failed on what it read in its place:
+    cv2.imread() and cv2.VideoCapture say nothing of a file they cannot open (imread
+    returns None), and the program fails later, on an empty image (cv2.error's
+    "!_src.empty()") or on None ("'NoneType' object has no attribute 'shape'"). The file
+    is one the failing frame names, by a constant of its code or a variable, that is there
+    and cannot be opened."""
+    if sys.modules.get("cv2") is None:
+        return None
+    kind = type(exc)
+    said = args_of(exc)
+    message = said[0] if len(said) == 1 and type(said[0]) is str else ""
+    empty = kind.__module__ == "cv2" and kind.__name__ == "error" and "empty()" in message
+    if not empty and not (kind is AttributeError and message.startswith("'NoneType' object")):
+        return None
+    tb = innermost(exc)
+    if tb is None:
+        return None
+    frame = tb.tb_frame
+    # Exact strings only: a program's own str subclass would run its code here.
+    named = [c for c in frame.f_code.co_consts if type(c) is str]
+    named += [v for v in frame.f_locals.values() if type(v) is str]
+    for value in named[:_MAX_NAMED]:
+        if not value or len(value) > 4096 or "\0" in value:
+            continue
+        path = os.path.abspath(value)
+        if os.path.isfile(path) and not readable(path):
+            return path
+    return None
 
 
 def _memory_wanted(exc: MemoryError, policy: "Policy | None") -> str | None:

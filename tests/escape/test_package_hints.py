@@ -476,3 +476,48 @@ def test_a_docx_written_and_read_back_follows_its_hint(project: Path) -> None:
     assert _follow_hints(project, DOCX, [*_package("docx"), "--allow-write=out"]) == [
         f"pynox: reading {out} is not allowed; grant it with --allow-read={out}"
     ]
+
+
+# cv2.imread() as OpenCV reads a file: None, and not a word, when it cannot open it.
+OPENCV_READ = """
+import sys, types
+sys.modules.setdefault("cv2", types.ModuleType("cv2"))
+def imread(path):
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError:
+        return None
+image = imread("data/sales.csv")
+print(image.count(b","), "done")
+"""
+
+
+def test_a_file_opencv_read_as_nothing_is_hinted(project: Path) -> None:
+    """The program fails later, on None: the file its frame names that cannot be read is
+    the one to grant. Without OpenCV, None is the program's own: no hint, as before."""
+    sales = project / "data" / "sales.csv"
+    assert _follow_hints(project, OPENCV_READ, []) == [
+        f"pynox: reading {sales} is not allowed; grant it with --allow-read={sales}"
+    ]
+    without = pynox("-c", OPENCV_READ.replace("sys.modules.setdefault", "dict"), cwd=project)
+    assert without.returncode == 1 and b"pynox:" not in without.stderr, without.stderr
+
+
+OPENCV = """
+import cv2
+image = cv2.imread("data/photo.png")
+cv2.imwrite("out/gray.png", cv2.cvtColor(image, cv2.COLOR_BGR2GRAY))
+print(cv2.imread("out/gray.png").shape, "done")
+"""
+
+
+def test_an_image_opencv_reads_and_writes_follows_its_hints(project: Path) -> None:
+    grants = [*_package("cv2"), "--allow-write=out"]
+    code = "import cv2, numpy as np\ncv2.imwrite('data/photo.png', np.zeros((4, 4, 3), 'uint8'))\n"
+    assert pynox(*grants, "--allow-write=data", "-c", code, cwd=project).returncode == 0
+    photo, out = project / "data" / "photo.png", project / "out"
+    assert _follow_hints(project, OPENCV, grants) == [
+        f"pynox: reading {photo} is not allowed; grant it with --allow-read={photo}",
+        f"pynox: reading {out} is not allowed; grant it with --allow-read={out}",
+    ]
