@@ -823,9 +823,29 @@ def _classify_os_error(
         # way out is not the program's to take, in_memory is.
         return "xlsxwriter_times", None, path
     if path is not None:
-        kind, target = _classify_file(path, event, policy)
+        if _made_natively(exc, event, path):
+            kind, target = _only_missing("entries", _nearest_existing_dir(path), policy)
+        else:
+            kind, target = _classify_file(path, event, policy)
         return kind, target, path
     return None, None, None
+
+
+# The sources of a Cython module, which its frames name in place of a Python file.
+_CYTHON_SOURCES = (".pyx", ".pxd", ".pxi")
+
+
+def _made_natively(exc: OSError, event: "tuple[str, tuple[Any, ...]] | None", path: str) -> bool:
+    """Whether compiled code was refused making path (netCDF4's Dataset(path, "w"), raised
+    in a frame of its Cython source): its own open() raises no audit event, and a file
+    that is not there was not refused reading, which would have failed with ENOENT."""
+    tb = innermost(exc)
+    if tb is None or os.path.lexists(path):
+        return False
+    if event is not None and _event_path(event[1]) == path:
+        return False  # Python's own call, which says what it did
+    filename = tb.tb_frame.f_code.co_filename
+    return isinstance(filename, str) and filename.endswith(_CYTHON_SOURCES)
 
 
 # A pseudo-terminal is opened from /dev/ptmx, which no run reads or writes unless granted,

@@ -521,3 +521,43 @@ def test_an_image_opencv_reads_and_writes_follows_its_hints(project: Path) -> No
         f"pynox: reading {photo} is not allowed; grant it with --allow-read={photo}",
         f"pynox: reading {out} is not allowed; grant it with --allow-read={out}",
     ]
+
+
+# A file made by compiled code's own open() (netCDF4's), which raises no audit event, and
+# the PermissionError its Cython source turns a refusal into, with the file's name.
+NATIVE_CREATE = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.open(b"out/temps.nc", os.O_WRONLY | os.O_CREAT, 0o644)
+if fd < 0:
+    number = ctypes.get_errno()
+    raise PermissionError(number, os.strerror(number), "out/temps.nc")
+os.close(fd)
+print("done")
+"""
+
+
+def test_a_file_native_code_was_refused_making_names_its_folder(project: Path) -> None:
+    """Not reading the file, which is not there to grant."""
+    out = project / "out"
+    cython = f"exec(compile({NATIVE_CREATE!r}, 'netcdf.pyx', 'exec'))"
+    assert _follow_hints(project, cython, []) == [
+        f"pynox: changing the entries of {out} is not allowed; grant it with --allow-write={out}"
+    ]
+
+
+NETCDF = """
+import netCDF4
+with netCDF4.Dataset("out/temps.nc", "w") as data:
+    data.createDimension("day", 2)
+    data.createVariable("temp", "f8", ("day",))[:] = [21.5, 23.0]
+print("done")
+"""
+
+
+def test_a_netcdf_file_made_follows_its_hints(project: Path) -> None:
+    out = project / "out"
+    assert _follow_hints(project, NETCDF, _package("netCDF4")) == [
+        f"pynox: changing the entries of {out} is not allowed; grant it with --allow-write={out}",
+        f"pynox: reading {out} is not allowed; grant it with --allow-read={out}",
+    ]
