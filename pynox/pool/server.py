@@ -353,6 +353,9 @@ class PoolServer:
         self.hint_style = Style(True, ceilings, self._limits_refuse, self._never_granted)
         self.private: list[tuple[str, str]] = []  # the scratch root, once made (below)
         self.cwd = cwd
+        # Before any code of the host's runs (preloads, the warm-up, and the threads they
+        # may leave printing): the protocol's lines get a descriptor of their own.
+        self.out_fd = _protocol_output()
         # Granted to every request (and on its sys.path), resolved as any grant is.
         self.package_dirs = _pool_package_dirs(settings.package_dirs, options.package_dirs, cwd)
         _preload([*settings.preload, *options.preload], self.package_dirs)
@@ -377,7 +380,7 @@ class PoolServer:
         known = self.config.package_dirs_named()
         wait_with_default_child_action()  # the zygote's, and the zygote's own children's
         self.zygote_pid, self.zygote = zygote.start(
-            self.system_reads, known, warmup_code, self.package_dirs
+            self.system_reads, known, warmup_code, self.package_dirs, self.out_fd
         )
         # Each run's scratch directory is made in one of the pool's own, which a helper
         # removes once the pool ends, however it ends (after the zygote's fork: the
@@ -425,7 +428,7 @@ class PoolServer:
         self.paused = False  # whether requests wait for the client (_pace)
         # Children whose output pipes are unregistered while their run is new (_quiet).
         self.quiet: dict[int, Child] = {}  # by token
-        _stdout_nonblocking()
+        _nonblocking_to_a_pipe(self.out_fd)
 
     # --- output -------------------------------------------------------------------------
 
@@ -450,12 +453,12 @@ class PoolServer:
     def _flush_out(self) -> None:
         try:
             while self.out:
-                del self.out[: os.write(1, self.out)]
+                del self.out[: os.write(self.out_fd, self.out)]
         except BlockingIOError:
             pass
         except BrokenPipeError:
             self.shutdown_now()
-        self.poller.modify(1, select.POLLOUT if self.out else 0)
+        self.poller.modify(self.out_fd, select.POLLOUT if self.out else 0)
         if len(self.out) <= STREAM_BACKLOG and self.held:
             for fd in self.held:
                 self.poller.register(fd, select.POLLIN)
@@ -463,7 +466,7 @@ class PoolServer:
 
     def _finish_output(self) -> None:
         """Writes what is left for the client before the pool exits (it may wait for it)."""
-        os.set_blocking(1, True)
+        os.set_blocking(self.out_fd, True)
         self._flush_out()
 
     def shutdown_now(self) -> None:
@@ -487,7 +490,7 @@ class PoolServer:
 
     def serve(self) -> int:
         self.poller.register(0, select.POLLIN)
-        self.poller.register(1, 0)  # POLLERR: the client closed our stdout; POLLOUT: room
+        self.poller.register(self.out_fd, 0)  # POLLERR: the client closed it; POLLOUT: room
         self.poller.register(self.zygote.fileno(), select.POLLIN)
         self._replenish()
         self.emit(
@@ -570,7 +573,7 @@ class PoolServer:
     def _dispatch(self, fd: int, events: int) -> None:
         if fd == 0:
             self._read_stdin()
-        elif fd == 1:
+        elif fd == self.out_fd:
             if events & (select.POLLERR | select.POLLHUP | select.POLLNVAL):
                 self.shutdown_now()
             self._flush_out()
@@ -1972,14 +1975,24 @@ def _resize_pipe(fd: int, size: int) -> None:
         fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
 
 
-def _stdout_nonblocking() -> None:
+def _protocol_output() -> int:
+    """A descriptor of the pool's standard output, for the protocol's lines alone; fd 1
+    becomes a copy of stderr. What the host's preloaded code, or a thread its warm-up left
+    running, prints from then on (from Python or C) lands there, never among the lines a
+    client parses. Close-on-exec, for the helpers; the zygote closes it as it starts."""
+    fd = os.dup(1)
+    os.dup2(2, 1)
+    return fd
+
+
+def _nonblocking_to_a_pipe(fd: int) -> None:
     """The pool's output to a pipe or socket does not block the loop (see PoolServer.out).
 
     A file or a terminal keeps blocking writes: neither fills up because a client is slow.
     """
-    mode = os.fstat(1).st_mode
+    mode = os.fstat(fd).st_mode
     if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        os.set_blocking(1, False)
+        os.set_blocking(fd, False)
 
 
 _POOL_PACKAGES = "a package directory of the pool, which every request imports from"

@@ -92,6 +92,7 @@ def start(
     config_package_dirs: "list[str] | None" = None,
     warmup_code: "CodeType | None" = None,
     package_dirs: "list[str] | None" = None,
+    protocol_fd: "int | None" = None,
 ) -> "tuple[int, socket.socket]":
     """Forks the zygote; returns its pid and the pool server's end of its socket.
 
@@ -99,11 +100,15 @@ def start(
     the hint of a failed import looks (pynox.engine.report._module_hint).
     warmup_code: the pool's warm-up, which each spare runs before its request comes,
     importing from the pool's package_dirs as requests do.
+    protocol_fd: the pool server's descriptor of the protocol stream, which the zygote
+    closes: no spare may write there, nor hold the client's pipe open.
     """
     server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:
         server_end.close()
+        if protocol_fd is not None:
+            os.close(protocol_fd)
         warmup_run = None if warmup_code is None else (warmup_code, list(package_dirs or ()))
         _serve(zygote_end, system_reads, list(config_package_dirs or ()), warmup_run)
     zygote_end.close()

@@ -127,6 +127,32 @@ def test_what_the_warmup_prints_goes_to_the_pools_stderr_once() -> None:
     assert stderr.count("to the first stdout\n") == 1, stderr
 
 
+# Leaves a thread in the pool server that prints, through Python and through fd 1, until
+# the pool ends.
+TICKING = code("""
+    import os, threading, time
+    def tick():
+        while True:
+            print("tick", flush=True)
+            os.write(1, b"tock\\n")
+            time.sleep(0.005)
+    threading.Thread(target=tick, daemon=True).start()
+""")
+
+
+def test_what_a_warmup_thread_prints_later_never_reaches_the_protocol_stream() -> None:
+    """The thread prints while the pool serves, long after the warm-up returned: the
+    client still reads the pool's lines alone."""
+    with PoolClient("--warmup", TICKING, workers=1) as client:
+        for _ in range(4):
+            time.sleep(0.05)
+            assert_ok(client.run({"id": new_id(), "code": "print(1)"}), "1\n")
+        assert client.close() == 0
+        assert all("event" in line or "id" in line for line in client.lines)
+        stderr = client.stderr().decode()
+    assert stderr.count("tick\n") > 4 and stderr.count("tock\n") > 4, stderr
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_what_a_preloaded_module_prints_goes_to_the_pools_stderr_once(
     tmp_path: Path, workers: int
