@@ -743,6 +743,21 @@ def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str 
     return None
 
 
+def _library_metadata(name: str, exc: OSError) -> str | None:
+    """The hint kind of a metadata change a library makes on its own, whatever the
+    program asks, when the sandbox refused it: "dbm_dumb" (dbm and shelve fall back on
+    dbm.dumb without gdbm and ndbm, and it sets the mode of every file it writes), or
+    "xlsxwriter_times" (xlsxwriter sets the times of the temporary files it zips into a
+    workbook, and pandas' to_excel writes through it where it is installed)."""
+    if exc.errno not in _DENIED_ERRNOS:
+        return None
+    if name == "os.chmod" and innermost_module(exc) == "dbm.dumb":
+        return "dbm_dumb"
+    if name == "os.utime" and innermost_module(exc) == "xlsxwriter.workbook":
+        return "xlsxwriter_times"
+    return None
+
+
 def _classify_os_error(
     exc: OSError, event: "tuple[str, tuple[Any, ...]] | None", policy: "Policy | None"
 ) -> tuple[str | None, str | None, str | None]:
@@ -761,6 +776,12 @@ def _classify_os_error(
         named = event[1][0] if event[1] else None
         if not isinstance(named, int):  # a path, or None for the working directory
             return "xattr_by_path", None, None
+    library = _library_metadata(name, exc)
+    if library is not None:
+        # Before the metadata hint below, which os.utime's error, named by no file before
+        # Python 3.13, would get: its way out is not the program's to take.
+        named = exc.filename if isinstance(exc.filename, (str, bytes)) else None
+        return library, None, None if named is None else os.path.abspath(os.fsdecode(named))
     if exc.filename is None or isinstance(exc.filename, int):
         # A descriptor in place of a path (os.chmod(fd), os.utime(fd)), or no name at all
         # (os.utime before Python 3.13): nothing to grant, but a metadata change is
@@ -813,15 +834,6 @@ def _classify_os_error(
         return ("unix_socket" if unix else "other_socket"), None, None
     if name in ("socket.connect", "socket.bind") and path is None:
         return "network", None, None
-    if name == "os.chmod" and innermost_module(exc) == "dbm.dumb":
-        # dbm and shelve fall back on dbm.dumb without gdbm and ndbm, and it sets the
-        # mode of every file it writes: what the metadata hint offers is no way out.
-        return "dbm_dumb", None, path
-    if name == "os.utime" and innermost_module(exc) == "xlsxwriter.workbook":
-        # xlsxwriter sets the times of the temporary files it zips into a workbook (and
-        # pandas' to_excel writes through it where it is installed): the metadata hint's
-        # way out is not the program's to take, in_memory is.
-        return "xlsxwriter_times", None, path
     if path is not None:
         if _made_natively(exc, event, path):
             kind, target = _only_missing("entries", _nearest_existing_dir(path), policy)
