@@ -461,6 +461,22 @@ def _open_standard_stream(fd: int) -> None:
     setattr(sys, f"__{name}__", stream)
 
 
+# Standard streams replaced in a process forked while another thread may have held their
+# locks: never finalized, since closing one would flush it, which waits for that lock.
+_ABANDONED_STREAMS: "list[object]" = []
+
+
+def reopen_standard_output() -> None:
+    """sys.stdout and sys.stderr made anew on descriptors 1 and 2, for a process forked
+    from one whose other threads (what the host's preloaded code or warm-up left running)
+    may have been writing: a thread that held a stream's lock at the fork leaves it held
+    for good in the child, whose first write or flush would then wait forever."""
+    for fd in (1, 2):
+        name = _STANDARD_NAMES[fd]
+        _ABANDONED_STREAMS.extend((getattr(sys, name), getattr(sys, f"__{name}__")))
+        _open_standard_stream(fd)
+
+
 def _make_unbuffered() -> None:
     """Standard streams as `python -u` makes them: text written straight through."""
     for name, fd, mode in (("stdin", 0, "r"), ("stdout", 1, "w"), ("stderr", 2, "w")):

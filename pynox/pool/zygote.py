@@ -109,6 +109,7 @@ def start(
         server_end.close()
         if protocol_fd is not None:
             os.close(protocol_fd)
+        child.reopen_standard_output()
         warmup_run = None if warmup_code is None else (warmup_code, list(package_dirs or ()))
         _serve(zygote_end, system_reads, list(config_package_dirs or ()), warmup_run)
     zygote_end.close()

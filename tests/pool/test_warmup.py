@@ -128,21 +128,25 @@ def test_what_the_warmup_prints_goes_to_the_pools_stderr_once() -> None:
 
 
 # Leaves a thread in the pool server that prints, through Python and through fd 1, until
-# the pool ends.
+# the pool ends: without a pause for its first half second, while the pool forks its
+# zygote, so that the fork finds the thread holding sys.stdout's lock.
 TICKING = code("""
     import os, threading, time
     def tick():
+        busy_until = time.monotonic() + 0.5
         while True:
             print("tick", flush=True)
             os.write(1, b"tock\\n")
-            time.sleep(0.005)
+            if time.monotonic() > busy_until:
+                time.sleep(0.005)
     threading.Thread(target=tick, daemon=True).start()
 """)
 
 
 def test_what_a_warmup_thread_prints_later_never_reaches_the_protocol_stream() -> None:
     """The thread prints while the pool serves, long after the warm-up returned: the
-    client still reads the pool's lines alone."""
+    client still reads the pool's lines alone. The zygote, forked while the thread held
+    sys.stdout's lock, makes its standard streams anew: it would wait for that lock."""
     with PoolClient("--warmup", TICKING, workers=1) as client:
         for _ in range(4):
             time.sleep(0.05)
