@@ -14,12 +14,12 @@ import os
 import shutil
 import ssl
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.commands import pynox, python
+from support.loopback_http import serving
 from support.pool_client import PoolClient, clean_env
 from support.tls import https_server, make_certificates
 
@@ -188,14 +188,8 @@ def test_requests_verifies_with_requests_ca_bundle(certificates: Path, server: s
 @contextlib.contextmanager
 def _plain_http_server() -> Iterator[int]:
     """The port of a server on loopback that answers in plain HTTP, not TLS."""
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(http.server.BaseHTTPRequestHandler) as httpd:
         yield httpd.server_address[1]
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 _TLS_TO_PLAIN = """\

@@ -7,10 +7,8 @@ The tests with a real package run when $PYNOX_TEST_PACKAGES holds it, and skip o
 from __future__ import annotations
 
 import functools
-import http.server
 import os
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest
 from support.agent_project import make_agent_project
 from support.commands import pynox
 from support.hints import follow, hint_line
+from support.loopback_http import QuietFiles, serving
 
 PACKAGES = os.environ.get("PYNOX_TEST_PACKAGES", "")
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -228,18 +227,9 @@ def test_a_polars_url_without_the_network_is_told_to_grant_it(project: Path) -> 
 @pytest.fixture
 def served(project: Path) -> Iterator[str]:
     """The URL of the project's data/ folder, served over HTTP on loopback."""
-    handler = functools.partial(
-        http.server.SimpleHTTPRequestHandler, directory=str(project / "data")
-    )
-    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    handler = functools.partial(QuietFiles, directory=str(project / "data"))
+    with serving(handler) as server:
         yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_polars_url_read_is_told_to_fetch_the_bytes_itself(project: Path, served: str) -> None:

@@ -7,9 +7,10 @@ import contextlib
 import http.server
 import ssl
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
+
+from support.loopback_http import serving
 
 BODY = b"hello over tls"
 
@@ -59,12 +60,5 @@ def https_server(certificates: Path) -> Iterator[str]:
     """The URL of a TLS server on loopback that answers BODY to every GET."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(certificates / "server.pem", certificates / "server.key")
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
-    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(_Hello, tls=context) as httpd:
         yield f"https://localhost:{httpd.server_address[1]}/"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
