@@ -51,6 +51,7 @@ KINDS = frozenset(
         "interfaces",
         "terminal_type",
         "metadata",
+        "tree_metadata",
         "dbm_dumb",
         "dbm_read_back",
         "polars_temporary_folder",
@@ -198,6 +199,14 @@ INTERFACES_HINT = (
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
     "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)"
+)
+# shutil.copytree (and shutil.move across file systems) copies each folder's times and
+# mode after its files, and gathers every refusal into one shutil.Error (pynox.engine.hints).
+TREE_METADATA_HINT = (
+    "shutil copied the files but not their modes and times, which the sandbox never lets a "
+    "program change, and there is nothing to grant; copy the tree's contents instead: walk "
+    "it with os.walk, make each folder with os.makedirs and copy each file with "
+    "shutil.copyfile"
 )
 # dbm.dumb sets its files' mode whatever the program asks (pynox.engine.hints).
 DBM_DUMB_HINT = (
@@ -506,6 +515,7 @@ def format_hint(
         "socket_buffers": SOCKET_BUFFERS_HINT,
         "interfaces": INTERFACES_HINT,
         "metadata": METADATA_HINT,
+        "tree_metadata": TREE_METADATA_HINT,
         "dbm_dumb": DBM_DUMB_HINT,
         "polars_temporary_folder": POLARS_TEMPORARY_FOLDER_HINT,
         "xlsxwriter_times": XLSXWRITER_TIMES_HINT,

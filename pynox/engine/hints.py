@@ -758,6 +758,22 @@ def _library_metadata(name: str, exc: OSError) -> str | None:
     return None
 
 
+def _only_metadata_refused(exc: OSError) -> bool:
+    """Whether exc is the shutil.Error of a tree copy (copytree, or move across file
+    systems) whose every failure is a refused metadata change: the sandbox refuses those
+    with EPERM, its file grants with EACCES. shutil keeps each failure as its message."""
+    if type(exc).__module__ != "shutil" or type(exc).__name__ != "Error":
+        return False
+    failures = exc.args[0] if exc.args else None
+    if not isinstance(failures, list) or not failures:
+        return False
+    refused = f"[Errno {errno.EPERM}] "
+    return all(
+        isinstance(failure, tuple) and len(failure) == 3 and str(failure[2]).startswith(refused)
+        for failure in failures
+    )
+
+
 def _classify_os_error(
     exc: OSError, event: "tuple[str, tuple[Any, ...]] | None", policy: "Policy | None"
 ) -> tuple[str | None, str | None, str | None]:
@@ -770,6 +786,8 @@ def _classify_os_error(
     if offline and sockets is not None and _network_table_closed(exc):
         return "network_tables", None, None
     name = event[0] if event is not None else ""
+    if _only_metadata_refused(exc):
+        return "tree_metadata", None, None
     if name in XATTR_READ_EVENTS and exc.errno == errno.EPERM and event is not None:
         if innermost_module(exc) == "shutil":
             return "metadata", None, None  # copy2 and copystat copy the attributes first

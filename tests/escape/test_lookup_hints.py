@@ -254,6 +254,75 @@ def test_dbm_sqlite3_in_a_write_only_folder_is_hinted_and_following_works(
     assert proc.stdout == printed
 
 
+# --- a tree copied with its metadata ------------------------------------------------------
+
+TREE_METADATA_HINT = (
+    "pynox: shutil copied the files but not their modes and times, which the sandbox never "
+    "lets a program change, and there is nothing to grant; copy the tree's contents instead: "
+    "walk it with os.walk, make each folder with os.makedirs and copy each file with "
+    "shutil.copyfile"
+)
+WALK_AND_COPY = """\
+import os, shutil
+for folder, _, files in os.walk('out/src'):
+    made = os.path.join('out/copy', os.path.relpath(folder, 'out/src'))
+    os.makedirs(made, exist_ok=True)
+    for name in files:
+        shutil.copyfile(os.path.join(folder, name), os.path.join(made, name))
+print(open('out/copy/sub/notes.txt').read())
+"""
+
+
+@pytest.mark.parametrize(
+    "copy",
+    [
+        "shutil.copytree('out/src', 'out/copy')",
+        # The way round for a single file does not serve a tree: its folders' times are
+        # still copied.
+        "shutil.copytree('out/src', 'out/copy', copy_function=shutil.copyfile)",
+    ],
+    ids=["copy2", "copyfile"],
+)
+def test_a_tree_copied_with_its_metadata_is_told_to_copy_the_contents(
+    tmp_path: Path, copy: str
+) -> None:
+    """copytree gathers every refused mode and time change into one shutil.Error, which
+    named no file to grant and got no hint; following the hint's walk copies the tree."""
+    (tmp_path / "out" / "src" / "sub").mkdir(parents=True)
+    (tmp_path / "out" / "src" / "sub" / "notes.txt").write_text("kept")
+    grants = ["--allow-read=out", "--allow-write=out"]
+    proc = pynox(*grants, "-c", f"import shutil; {copy}", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert b"shutil.Error" in proc.stderr
+    assert hint_line(proc.stderr) == TREE_METADATA_HINT
+    (tmp_path / "out" / "copy").rename(tmp_path / "out" / "partial")
+    assert python("-c", f"import shutil; {copy}", cwd=tmp_path).returncode == 0  # parity
+
+    (tmp_path / "out" / "copy").rename(tmp_path / "out" / "python's")
+    followed = pynox(*grants, "-c", WALK_AND_COPY, cwd=tmp_path)
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stdout == b"kept\n"
+
+
+def test_a_tree_copy_refused_a_file_gets_no_metadata_hint(tmp_path: Path) -> None:
+    """A tree copy that also failed for want of a grant (EACCES: a link out of the granted
+    folder, followed) copied not all the files: the hint to copy them differently would
+    not help, so it is not given."""
+    (tmp_path / "out" / "src").mkdir(parents=True)
+    (tmp_path / "secret.txt").write_text("not granted")
+    (tmp_path / "out" / "src" / "link.txt").symlink_to(tmp_path / "secret.txt")
+    proc = pynox(
+        "--allow-read=out",
+        "--allow-write=out",
+        "-c",
+        "import shutil; shutil.copytree('out/src', 'out/copy')",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 1
+    assert b"[Errno 13]" in proc.stderr and b"shutil.Error" in proc.stderr
+    assert TREE_METADATA_HINT not in proc.stderr.decode()
+
+
 # --- a folder that looked empty ----------------------------------------------------------
 
 UNLISTED_HINT = (
