@@ -57,6 +57,17 @@ def innermost(exc: BaseException) -> "TracebackType | None":
     return tb
 
 
+def passes_through(exc: BaseException, module: str, function: str) -> bool:
+    """Whether a function of module (move of shutil) is among the frames exc left."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == function and frame.f_globals.get("__name__") == module:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def innermost_module(exc: BaseException) -> str | None:
     """The module of the innermost frame of exc's traceback."""
     tb = innermost(exc)

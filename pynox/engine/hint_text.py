@@ -52,6 +52,7 @@ KINDS = frozenset(
         "terminal_type",
         "metadata",
         "tree_metadata",
+        "move_metadata",
         "dbm_dumb",
         "dbm_read_back",
         "polars_temporary_folder",
@@ -207,6 +208,12 @@ TREE_METADATA_HINT = (
     "program change, and there is nothing to grant; copy the tree's contents instead: walk "
     "it with os.walk, make each folder with os.makedirs and copy each file with "
     "shutil.copyfile"
+)
+# shutil.move copies a file to another file system with copy2 (pynox.engine.hints).
+MOVE_METADATA_HINT = (
+    "shutil.move copies a file to another file system with its mode and times, which the "
+    "sandbox never lets a program change, and there is nothing to grant; the original is "
+    "still there: copy its contents with shutil.copyfile, then remove it with os.remove"
 )
 # dbm.dumb sets its files' mode whatever the program asks (pynox.engine.hints).
 DBM_DUMB_HINT = (
@@ -516,6 +523,7 @@ def format_hint(
         "interfaces": INTERFACES_HINT,
         "metadata": METADATA_HINT,
         "tree_metadata": TREE_METADATA_HINT,
+        "move_metadata": MOVE_METADATA_HINT,
         "dbm_dumb": DBM_DUMB_HINT,
         "polars_temporary_folder": POLARS_TEMPORARY_FOLDER_HINT,
         "xlsxwriter_times": XLSXWRITER_TIMES_HINT,

@@ -27,6 +27,7 @@ from pynox.engine.exception_parts import (
     chain,
     innermost,
     innermost_module,
+    passes_through,
 )
 from pynox.engine.hint_text import OUTPUT_FOLDER, running_python_version
 from pynox.engine.library_errors import (
@@ -748,13 +749,16 @@ def _library_metadata(name: str, exc: OSError) -> str | None:
     program asks, when the sandbox refused it: "dbm_dumb" (dbm and shelve fall back on
     dbm.dumb without gdbm and ndbm, and it sets the mode of every file it writes), or
     "xlsxwriter_times" (xlsxwriter sets the times of the temporary files it zips into a
-    workbook, and pandas' to_excel writes through it where it is installed)."""
+    workbook, and pandas' to_excel writes through it where it is installed), or
+    "move_metadata" (shutil.move copies a file's mode and times to another file system)."""
     if exc.errno not in _DENIED_ERRNOS:
         return None
     if name == "os.chmod" and innermost_module(exc) == "dbm.dumb":
         return "dbm_dumb"
     if name == "os.utime" and innermost_module(exc) == "xlsxwriter.workbook":
         return "xlsxwriter_times"
+    if name in _METADATA_EVENTS and passes_through(exc, "shutil", "move"):
+        return "move_metadata"
     return None
 
 

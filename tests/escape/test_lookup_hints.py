@@ -6,8 +6,11 @@ exact, and following it makes the program work."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -321,6 +324,59 @@ def test_a_tree_copy_refused_a_file_gets_no_metadata_hint(tmp_path: Path) -> Non
     assert proc.returncode == 1
     assert b"[Errno 13]" in proc.stderr and b"shutil.Error" in proc.stderr
     assert TREE_METADATA_HINT not in proc.stderr.decode()
+
+
+MOVE_METADATA_HINT = (
+    "pynox: shutil.move copies a file to another file system with its mode and times, which "
+    "the sandbox never lets a program change, and there is nothing to grant; the original is "
+    "still there: copy its contents with shutil.copyfile, then remove it with os.remove"
+)
+MOVE_FROM_SCRATCH = """\
+import os, shutil, tempfile
+made = os.path.join(tempfile.mkdtemp(), 'report.csv')
+with open(made, 'w') as file:
+    file.write('a,b')
+{move}
+print(open('out/report.csv').read(), os.path.exists(made))
+"""
+SHARED_MEMORY = Path("/dev/shm")
+
+
+@pytest.fixture
+def tmpfs_temporary() -> Iterator[Path]:
+    """A folder on another file system than the tests' (a tmpfs), to be TMPDIR."""
+    if not SHARED_MEMORY.is_dir():
+        pytest.skip("no tmpfs at /dev/shm")
+    folder = Path(tempfile.mkdtemp(dir=SHARED_MEMORY))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_a_file_moved_to_another_file_system_is_told_to_copy_then_remove(
+    tmp_path: Path, tmpfs_temporary: Path
+) -> None:
+    """With the scratch directory on a tmpfs (TMPDIR, as /tmp is on many systems), moving
+    a file the program made there into a granted folder copies it with copy2."""
+    assert os.stat(tmpfs_temporary).st_dev != os.stat(tmp_path).st_dev
+    (tmp_path / "out").mkdir()
+    env = {"TMPDIR": str(tmpfs_temporary)}
+    grants = ["--allow-read=out", "--allow-write=out"]
+    move = MOVE_FROM_SCRATCH.format(move="shutil.move(made, 'out/report.csv')")
+    proc = pynox(*grants, "-c", move, cwd=tmp_path, env=env)
+    assert proc.returncode == 1
+    assert hint_line(proc.stderr) == MOVE_METADATA_HINT
+    python_run = python("-c", move, cwd=tmp_path, env=env)  # parity: python moves it
+    assert python_run.stdout == b"a,b False\n", python_run.stderr
+
+    (tmp_path / "out" / "report.csv").unlink()
+    followed = MOVE_FROM_SCRATCH.format(
+        move="shutil.copyfile(made, 'out/report.csv'); os.remove(made)"
+    )
+    proc = pynox(*grants, "-c", followed, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == b"a,b False\n"
 
 
 # --- a folder that looked empty ----------------------------------------------------------
