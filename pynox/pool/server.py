@@ -1872,7 +1872,10 @@ class PoolServer:
         child = session.child
         session.child = None
         if child is None:
-            self.scratch_keeper.remove(session.policy.scratch or "")
+            # Its process ended already (a timeout, a crash, sys.exit()). Removed by the
+            # keeper's thread, as any run's: what its steps left there (a hundred thousand
+            # files, say) would hold the pool's loop, and every other request, meanwhile.
+            self.scratch_keeper.discard(session.policy.scratch or "")
         else:
             child.scratch = session.policy.scratch  # removed once the child is gone
             self._close_fd(child, "channel")  # the session finalizes and exits
