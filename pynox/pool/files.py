@@ -6,7 +6,8 @@ names that are not UTF-8, thousands of entries. So nothing here follows a symbol
 (every open is O_NOFOLLOW, relative to a directory descriptor), a file is written only as a
 new inode (whatever held its name is unlinked first, and O_EXCL refuses a link planted in
 between), only regular files of one link are read back, without blocking, and every walk,
-count and read is bounded (pynox/limits.py).
+count and read is bounded (pynox/limits.py). Nothing is read back that the program could
+not have read itself: a pool run as root passes over file modes, the program does not.
 """
 
 import base64
@@ -32,6 +33,15 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 # How many files left out a result names one by one; the rest are counted.
 _LEFT_OUT_NAMED = 20
+# What a program without capabilities needs of a directory to list it and open what it
+# holds, and of a file to read it.
+_LIST = stat.S_IROTH | stat.S_IXOTH
+_READ_FILE = stat.S_IROTH
+# CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, as bits of /proc/self/status's CapEff.
+_PASS_OVER_MODES = (1 << 1) | (1 << 2)
+# The extended attribute that holds a file's access ACL.
+_ACCESS_ACL = "system.posix_acl_access"
+_UNREADABLE = "could not be read (Permission denied)"
 
 
 def make_out_dir(scratch: str) -> None:
@@ -233,10 +243,60 @@ def collect(scratch: str) -> Collected:
     finally:
         os.close(root)
     try:
-        _walk(out, "", 0, found)
+        if _program_may(out, _LIST):
+            _walk(out, "", 0, found)
+        else:
+            found.leave_out(OUT_DIR, _UNREADABLE)
     finally:
         os.close(out)
     return found
+
+
+def _program_may(fd: int, wanted: int) -> bool:
+    """Whether the program could have done what `wanted` asks of the file or directory
+    open at fd (its "other" read and search bits).
+
+    The program runs as the pool's user without capabilities. A pool run as root passes
+    over file modes, and the program could have moved into out/ a file of another user
+    that its write grant holds but it may not read (os.rename asks nothing of the file):
+    read back by the pool, it would reach the result. So the kernel's check for a
+    process without capabilities is made here: the owner's bits, a group's or the
+    others'. A file of another user with an access ACL is taken as unreadable: the ACL
+    may refuse this user what the bits allow.
+    """
+    if not _passes_over_modes():
+        return True  # the kernel has just checked the pool as it would the program
+    status = os.fstat(fd)
+    if status.st_uid == os.geteuid():
+        return status.st_mode & (wanted << 6) == wanted << 6
+    if _has_access_acl(fd):
+        return False
+    if status.st_gid == os.getegid() or status.st_gid in os.getgroups():
+        return status.st_mode & (wanted << 3) == wanted << 3
+    return status.st_mode & wanted == wanted
+
+
+_passes: "list[bool]" = []
+
+
+def _passes_over_modes() -> bool:
+    """Whether the pool may read and list whatever the file modes say (as root does)."""
+    if not _passes:
+        try:
+            with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+                fields = dict(line.split(":", 1) for line in status if ":" in line)
+            _passes.append(bool(int(fields["CapEff"], 16) & _PASS_OVER_MODES))
+        except (OSError, KeyError, ValueError):
+            _passes.append(os.geteuid() == 0)
+    return _passes[0]
+
+
+def _has_access_acl(fd: int) -> bool:
+    try:
+        os.getxattr(fd, _ACCESS_ACL)
+    except OSError as exc:
+        return exc.errno not in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP)
+    return True
 
 
 def _walk(fd: int, prefix: str, depth: int, found: Collected) -> None:
@@ -269,7 +329,10 @@ def _walk(fd: int, prefix: str, depth: int, found: Collected) -> None:
                 found.leave_out(path, "not a directory that can be read")
                 continue
             try:
-                _walk(inner, path + "/", depth + 1, found)
+                if _program_may(inner, _LIST):
+                    _walk(inner, path + "/", depth + 1, found)
+                else:
+                    found.leave_out(path, "not a directory that can be read")
             finally:
                 os.close(inner)
         else:
@@ -282,6 +345,9 @@ def _read_file(fd: int, name: str, path: str, found: Collected) -> None:
         return
     try:
         file = os.open(name, _READ, dir_fd=fd)
+    except PermissionError:
+        found.leave_out(path, _UNREADABLE)  # one the program made with mode 0o200, say
+        return
     except OSError:
         found.leave_out(path, "not a regular file (a link, say)")
         return
@@ -289,6 +355,9 @@ def _read_file(fd: int, name: str, path: str, found: Collected) -> None:
         info = os.fstat(file)
         if not stat.S_ISREG(info.st_mode):
             found.leave_out(path, "not a regular file")
+            return
+        if not _program_may(file, _READ_FILE):
+            found.leave_out(path, _UNREADABLE)
             return
         if info.st_nlink != 1:
             found.leave_out(path, "linked from elsewhere too (a hard link)")
