@@ -137,6 +137,14 @@ class ScratchKeeper:
         with self._lock:
             self._used.append((path, pidfd))
 
+    def never_reuse(self, path: str) -> None:
+        """Keeps a directory that take() gave from ever going to another run: it is
+        removed once handed back. For a session's: it outlives a process that ended (a
+        timeout, sys.exit()) and goes to the next one, so the exit of the process it is
+        handed back with says nothing of an earlier one, which may still linger."""
+        with self._lock:
+            self._as_made.pop(path, None)
+
     def remove(self, path: str) -> None:
         """Removes, now, a directory that take() gave and its run will not have."""
         with self._lock:

@@ -8,7 +8,8 @@ handed to a later run, under a new name (the old one is gone, as a removed one i
 
 - the process of its run has exited (its pidfd polls readable). Fork is denied to every
   program, so no other process holds a descriptor of the directory or a Landlock domain
-  that grants it;
+  that grants it. A session's directory serves several processes in turn, so it is never
+  reused (ScratchKeeper.never_reuse);
 - it holds nothing but out/, and out/ nothing at all;
 - both are the very inodes made for it, with the owner, mode, link count, inode flags and
   extended attributes (ACLs are those) they had then. A program cannot change those (the

@@ -787,6 +787,10 @@ class PoolServer:
                     request_id,
                 )
             self._scratch_for(policy)  # the session's, for its life
+            # Never given to a later run: processes of the session have it in turn, and
+            # one that ended (sys.exit() with a thread still running) may still write
+            # there after the last one's exit.
+            self.scratch_keeper.never_reuse(policy.scratch or "")
             session = Session(session_name, policy, functions)
             self.sessions[session_name] = session
             run.files = files

@@ -83,3 +83,49 @@ def test_out_returns_nothing_the_program_could_not_read(tmp_path: Path) -> None:
             "theirs.txt: could not be read (Permission denied)",
         ]
         assert pool.close() == 0
+
+
+# A session step that ends its process (sys.exit) while a thread of it runs on: the
+# process lingers up to a second. Its thread waits for its scratch directory to be
+# renamed (the keeper's rename sets its change time), then writes there.
+_LINGER_THEN_PLANT = """
+import os, sys, threading, time
+home = os.open(os.environ['HOME'], os.O_RDONLY | os.O_DIRECTORY)
+changed = os.fstat(home).st_ctime_ns
+
+def plant():
+    deadline = time.monotonic() + 0.85
+    while time.monotonic() < deadline and os.fstat(home).st_ctime_ns == changed:
+        time.sleep(0.002)
+    os.close(os.open('planted.txt', os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=home))
+
+threading.Thread(target=plant).start()
+sys.exit(0)
+"""
+# A later run that watches its own scratch directory for a while.
+_WATCH = """
+import os, time
+for _ in range(40):
+    names = sorted(os.listdir(os.environ['HOME']))
+    if names != ['out']:
+        break
+    time.sleep(0.01)
+names
+"""
+
+
+def test_a_session_scratch_directory_never_goes_to_another_run() -> None:
+    """A session's scratch directory serves each process of the session in turn. Given
+    to a later run once the last one exited, it was still open to the thread of an
+    earlier one, which had not yet: that thread wrote into the later run's HOME."""
+    with PoolClient(workers=2) as pool:
+        ended = pool.run({"id": "end", "session": "s", "code": _LINGER_THEN_PLANT})
+        assert ended["session"]["ended"] == "exit", ended
+        restarted = pool.run({"id": "again", "session": "s", "code": "pass"})
+        assert restarted["session"]["restarted"] is True
+        pool.send({"id": "close", "close_session": "s"})
+        for number in range(6):
+            pool.send({"id": number, "code": _WATCH})
+        seen = [pool.result(number)["value"] for number in range(6)]
+        assert seen == ["['out']"] * 6
+        assert pool.close() == 0
