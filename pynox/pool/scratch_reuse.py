@@ -26,6 +26,7 @@ Anything else is removed, as every directory was before.
 
 import errno
 import fcntl
+import itertools
 import os
 import select
 import struct
@@ -81,7 +82,7 @@ def reuse(path: str, as_made: Made) -> "tuple[str, Made] | None":
     where it is. Looked at again after the rename, which sets its change time: with
     relatime, the next listing then sets its access time too, this one rather than the
     next run's."""
-    looked = _look(path)
+    looked = _look(path, as_made)
     if looked is None or looked != (as_made, True):
         return None
     base = os.path.dirname(path)
@@ -99,9 +100,13 @@ def reuse(path: str, as_made: Made) -> "tuple[str, Made] | None":
     return renamed, now
 
 
-def _look(path: str) -> "tuple[Made, bool] | None":
+def _look(path: str, expected: "Made | None" = None) -> "tuple[Made, bool] | None":
     """What the scratch directory at path and its out/ are, and whether they hold nothing
-    but out/; None if they cannot be read."""
+    but out/; None if they cannot be read, or if they are not what `expected` says.
+
+    Against `expected`, the inodes are compared before anything is listed: a run that
+    made a great many names there changed its times, and listing them all would cost
+    the pool (its loop, when a request takes this one) far more than the check."""
     try:
         fd = os.open(path, _DIR)
     except OSError:
@@ -109,7 +114,9 @@ def _look(path: str) -> "tuple[Made, bool] | None":
     try:
         out = os.open(OUT_DIR, _DIR, dir_fd=fd)
         try:
-            empty = os.listdir(fd) == [OUT_DIR] and not os.listdir(out)
+            if expected is not None and Made(_inode(fd), _inode(out)) != expected:
+                return None
+            empty = _holds_only(fd, OUT_DIR) and _holds_only(out, None)
             return Made(_inode(fd), _inode(out)), empty
         finally:
             os.close(out)
@@ -117,6 +124,14 @@ def _look(path: str) -> "tuple[Made, bool] | None":
         return None
     finally:
         os.close(fd)
+
+
+def _holds_only(fd: int, name: "str | None") -> bool:
+    """Whether the directory open at fd holds `name` alone (nothing, for None), read no
+    further than the first name past it."""
+    with os.scandir(fd) as entries:
+        found = [entry.name for entry in itertools.islice(entries, 2)]
+    return found == ([] if name is None else [name])
 
 
 def _inode(fd: int) -> Inode:

@@ -8,6 +8,7 @@ import os
 import struct
 import subprocess
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -443,3 +444,26 @@ def test_an_out_directory_its_owner_cannot_list_is_said_to_be_unreadable(tmp_pat
         assert result["exit"] == 0, result
         assert result["files_left_out"] == ["out: could not be read (Permission denied)"]
         assert pool.close() == 0
+
+
+def test_a_directory_a_run_filled_is_not_listed_to_be_judged(
+    keeper: ScratchKeeper, exited: Callable[[], int]
+) -> None:
+    """A run that left many names in its directory changed its times: that says it is
+    not to be given again, before a name is read. Listed whole, its names took the pool's
+    memory, and its loop's time when a request took the directory (here, take())."""
+    used = keeper.take()
+    Path(used, "file").write_bytes(b"")
+    for number in range(15000):  # names without inodes of their own: quick to make
+        os.link(os.path.join(used, "file"), os.path.join(used, f"link-{number}"))
+    keeper.discard(used, exited())
+    tracemalloc.start()
+    try:
+        fresh = keeper.take()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert fresh != used
+    assert peak < 1 << 18, f"{peak} bytes to judge a directory of 15000 names"
+    keeper.remove_used()
+    assert _eventually(lambda: not os.path.lexists(used))
