@@ -1876,7 +1876,7 @@ class PoolServer:
         child = session.child
         session.child = None
         if child is None:
-            # Its process ended already (a timeout, a crash, sys.exit()). Removed by the
+            # Its last process ended (a timeout, a crash, sys.exit()). Removed by the
             # keeper's thread, as any run's: what its steps left there (a hundred thousand
             # files, say) would hold the pool's loop, and every other request, meanwhile.
             self.scratch_keeper.discard(session.policy.scratch or "")
