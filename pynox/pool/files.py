@@ -12,6 +12,7 @@ not have read itself: a pool run as root passes over file modes, the program doe
 
 import base64
 import errno
+import functools
 import os
 import stat
 from collections.abc import Callable
@@ -276,19 +277,15 @@ def _program_may(fd: int, wanted: int) -> bool:
     return status.st_mode & wanted == wanted
 
 
-_passes: "list[bool]" = []
-
-
+@functools.cache
 def _passes_over_modes() -> bool:
     """Whether the pool may read and list whatever the file modes say (as root does)."""
-    if not _passes:
-        try:
-            with open("/proc/self/status", encoding="ascii", errors="replace") as status:
-                fields = dict(line.split(":", 1) for line in status if ":" in line)
-            _passes.append(bool(int(fields["CapEff"], 16) & _PASS_OVER_MODES))
-        except (OSError, KeyError, ValueError):
-            _passes.append(os.geteuid() == 0)
-    return _passes[0]
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            fields = dict(line.split(":", 1) for line in status if ":" in line)
+        return bool(int(fields["CapEff"], 16) & _PASS_OVER_MODES)
+    except (OSError, KeyError, ValueError):
+        return os.geteuid() == 0
 
 
 def _has_access_acl(fd: int) -> bool:
