@@ -5,8 +5,10 @@ from typing import Any
 
 # struct pynox_policy as binding.c takes it: read paths, write paths, descriptors to
 # keep, allow_network, memory_bytes, max_file_size, new_session, parent_pid,
-# paths_resolved.
-PolicyFields = tuple[list[bytes], list[bytes], list[int], int, int, int, int, int, int]
+# paths_resolved, scratch_path.
+PolicyFields = tuple[
+    list[bytes], list[bytes], list[int], int, int, int, int, int, int, bytes | None
+]
 
 PREPARED_SIZE: int
 

@@ -8,8 +8,9 @@
  *
  * A policy crosses as a tuple, in the order of struct pynox_policy:
  *   (read_paths, write_paths, keep_fds, allow_network, memory_bytes, max_file_size,
- *    new_session, parent_pid, paths_resolved)
- * with the paths lists of bytes and keep_fds a list of ints. The core reads the
+ *    new_session, parent_pid, paths_resolved, scratch_path)
+ * with the paths lists of bytes, keep_fds a list of ints and scratch_path bytes
+ * or None. The core reads the
  * paths from the bytes objects themselves, which the tuple holds while the call
  * lasts. A call returns None, or the core's reason (a str) when it failed:
  * pynox.engine.sandbox raises SandboxError with it.
@@ -81,18 +82,24 @@ static int policy_from(PyObject *tuple, struct policy_arrays *arrays)
     PyObject *reads;
     PyObject *writes;
     PyObject *fds;
+    PyObject *scratch;
     struct pynox_policy *policy = &arrays->policy;
     memset(arrays, 0, sizeof *arrays);
     if (!PyTuple_Check(tuple)) {
         PyErr_SetString(PyExc_TypeError, "a policy must be a tuple");
         return -1;
     }
-    if (!PyArg_ParseTuple(tuple, "O!O!O!iLLiii:policy", &PyList_Type, &reads, &PyList_Type,
+    if (!PyArg_ParseTuple(tuple, "O!O!O!iLLiiiO:policy", &PyList_Type, &reads, &PyList_Type,
                           &writes, &PyList_Type, &fds, &policy->allow_network,
                           &policy->memory_bytes, &policy->max_file_size, &policy->new_session,
-                          &policy->parent_pid, &policy->paths_resolved)) {
+                          &policy->parent_pid, &policy->paths_resolved, &scratch)) {
         return -1;
     }
+    if (scratch != Py_None && !PyBytes_Check(scratch)) {
+        PyErr_SetString(PyExc_TypeError, "a policy's scratch path must be bytes or None");
+        return -1;
+    }
+    policy->scratch_path = scratch == Py_None ? NULL : PyBytes_AS_STRING(scratch);
     size_t read_count = (size_t)PyList_GET_SIZE(reads);
     size_t write_count = (size_t)PyList_GET_SIZE(writes);
     size_t fd_count = (size_t)PyList_GET_SIZE(fds);

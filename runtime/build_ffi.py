@@ -25,6 +25,7 @@ struct pynox_policy {
     int new_session;
     int parent_pid;
     int paths_resolved;
+    const char *scratch_path;
 };
 int pynox_sandbox_apply(const struct pynox_policy *base, const struct pynox_policy *policy,
                         char *err, size_t err_len);

@@ -69,6 +69,17 @@ struct ruleset_attr {
      LANDLOCK_ACCESS_FS_MAKE_REG | LANDLOCK_ACCESS_FS_MAKE_DIR | LANDLOCK_ACCESS_FS_MAKE_SYM | \
      LANDLOCK_ACCESS_FS_MAKE_FIFO | LANDLOCK_ACCESS_FS_REFER)
 
+/* What the scratch directory's rule alone carries. Making a block device takes a
+ * capability the sandbox never has, so the right lets the program do nothing
+ * more; but Landlock refuses (EXDEV) moving or linking a directory to where it
+ * would gain a right, so no directory of a grant can be moved into the scratch
+ * directory. Its removal, which gives every directory in it its rights back
+ * first, would otherwise remove what the program itself could not: the files of
+ * a read-only directory, or as root another user's. A moved regular file gains
+ * nothing (Landlock weighs only a file's own rights for it), and the program
+ * could have removed it in place. */
+#define SCRATCH_ONLY_RIGHTS LANDLOCK_ACCESS_FS_MAKE_BLOCK
+
 static long create_ruleset(const struct ruleset_attr *attr, size_t size, __u32 flags)
 {
     return syscall(__NR_landlock_create_ruleset, attr, size, flags);
@@ -255,9 +266,11 @@ static int add_rules(struct rulesets into, const struct pynox_policy *policy, __
     for (size_t i = 0; i < policy->read_count; i++) {
         const char *path = policy->read_paths[i];
         int writable = path != NULL && listed(policy->write_paths, policy->write_count, path);
-        if (add_path_rule(into, path, resolved, writable ? "write" : "read",
-                          writable ? READ_RIGHTS | WRITE_RIGHTS : READ_RIGHTS, handled, err,
-                          err_len) != 0)
+        __u64 rights = writable ? READ_RIGHTS | WRITE_RIGHTS : READ_RIGHTS;
+        if (writable && policy->scratch_path != NULL && strcmp(path, policy->scratch_path) == 0)
+            rights |= SCRATCH_ONLY_RIGHTS;
+        if (add_path_rule(into, path, resolved, writable ? "write" : "read", rights, handled,
+                          err, err_len) != 0)
             return -1;
     }
     for (size_t i = 0; i < policy->write_count; i++) {

@@ -35,6 +35,11 @@ struct pynox_policy {
      * path that crosses a link when the sandbox opens it is refused, so a link
      * swapped in after the caller checked the path cannot redirect its rule. */
     int paths_resolved;
+
+    /* The run's scratch directory, also among read_paths and write_paths, or
+     * NULL. Its rule alone carries a right no grant does (see landlock.c), so
+     * that no directory can be moved or linked into it from a grant. */
+    const char *scratch_path;
 };
 
 /* Confines the calling process to `base` (what the interpreter needs, and from

@@ -29,6 +29,7 @@ class CPolicy:
         parent_pid: int,
         resolved: bool = False,
         new_session: bool = True,
+        scratch: str | None = None,
     ) -> None:
         self.fields = (
             [lean_os.fsencode(path) for path in reads],
@@ -43,6 +44,7 @@ class CPolicy:
             int(parent_pid != 0 and new_session),
             parent_pid,
             int(resolved),
+            None if scratch is None else lean_os.fsencode(scratch),
         )
 
     def keep(self, keep_fds: list[int]) -> None:
@@ -96,6 +98,7 @@ def own_policy(policy: "Policy") -> CPolicy:
         policy.max_file_size,
         0,
         resolved=True,
+        scratch=policy.scratch,
     )
 
 

@@ -205,6 +205,73 @@ def test_max_file_size_caps_files_in_the_scratch_directory(tmp_path: Path) -> No
     assert b"File too large" in proc.stderr and b"--max-file-size" in proc.stderr
 
 
+# A program granted work/ moves what it holds into its scratch directory, whose removal
+# would remove it for the program: a file it could have removed itself, and a folder whose
+# read-only subfolder holds a file it could not.
+MOVE_INTO_SCRATCH = """
+import os
+home = os.environ['HOME']
+for name in ('file.txt', 'proj'):
+    try:
+        os.rename('work/' + name, os.path.join(home, name))
+        print(name, 'moved in')
+    except OSError as exc:
+        print(name, exc.strerror)
+os.mkdir(os.path.join(home, 'made'))
+os.rename(os.path.join(home, 'made'), 'work/made')
+print('made moved out')
+"""
+MOVED_INTO_SCRATCH = "file.txt moved in\nproj Invalid cross-device link\nmade moved out\n"
+
+
+def _protected_tree(root: Path) -> Path:
+    """work/ with a file and proj/release/v1.txt, release read-only."""
+    release = root / "work" / "proj" / "release"
+    release.mkdir(parents=True)
+    (release / "v1.txt").write_text("v1")
+    release.chmod(0o555)
+    (root / "work" / "file.txt").write_text("mine")
+    return release / "v1.txt"
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_no_folder_of_a_grant_can_be_moved_into_the_scratch_directory(
+    tmp_path: Path, mode: str
+) -> None:
+    """Removing the scratch directory gives each folder in it its rights back: a folder
+    moved in from a grant would lose what even the program could not remove. Moving a
+    file in, and a folder out, still works."""
+    protected = _protected_tree(tmp_path)
+    try:
+        grants = ["--allow-read=work", "--allow-write=work"]
+        proc = pynox(*MODES[mode], *grants, "-c", MOVE_INTO_SCRATCH, cwd=tmp_path)
+        assert _stdout(proc, mode) == MOVED_INTO_SCRATCH
+        assert protected.read_text() == "v1"
+        assert (tmp_path / "work" / "made").is_dir()
+    finally:
+        protected.parent.chmod(0o755)
+
+
+def test_no_folder_of_a_grant_can_be_moved_into_a_pool_runs_scratch_directory(
+    tmp_path: Path,
+) -> None:
+    from pynox import Pool
+
+    protected = _protected_tree(tmp_path)
+    work = str(tmp_path / "work")
+    try:
+        with Pool(workers=1) as pool:
+            result = pool.run(
+                MOVE_INTO_SCRATCH.replace("'work/", repr(work + "/")[:-1]),
+                allow_read=[work],
+                allow_write=[work],
+            )
+        assert result.stdout == MOVED_INTO_SCRATCH, result.stderr
+        assert protected.read_text() == "v1"
+    finally:
+        protected.parent.chmod(0o755)
+
+
 def test_pool_requests_and_sessions_get_their_own() -> None:
     from pynox import Pool
 
