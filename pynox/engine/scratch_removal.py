@@ -4,7 +4,12 @@ Apart from it because a plain run never removes its own: the launcher's helper d
 (see scratch.remove_when_gone). A supervisor and the pool import this.
 """
 
+import functools
 import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 def remove(path: "str | None") -> None:
@@ -103,55 +108,90 @@ def _empty(top: int) -> None:
     into `top` (a rename within one file system), where it is emptied the same way,
     then removed: the tree never gets deeper than two levels as it is taken apart.
     """
-    pending = []
-    taken = set()
-    for entry in _entries(top):
-        if entry.is_dir(follow_symlinks=False):
-            pending.append(entry.name)
-            taken.add(entry.name)
-        else:
-            _unlink(top, entry.name)
-    moved = 0
-    while pending:
-        folder = pending.pop()
+    emptying = _Emptying(top)
+    _remove_listed(top, emptying.found_at_top)
+    while emptying.pending:
+        folder = emptying.pending.pop()
         try:
             fd = _open_directory(top, folder)
         except OSError:
             _unlink(top, folder)
             continue
         try:
-            for entry in _entries(fd):
-                if not entry.is_dir(follow_symlinks=False):
-                    _unlink(fd, entry.name)
-                    continue
-                while f"{_MOVED}{moved}" in taken:
-                    moved += 1
-                name = f"{_MOVED}{moved}"
-                if _move_up(fd, entry.name, top, name):
-                    taken.add(name)
-                    pending.append(name)
+            _remove_listed(fd, functools.partial(emptying.found_below, fd))
         finally:
             os.close(fd)
         _rmdir(top, folder)
 
 
+class _Emptying:
+    """The folders of `top` still to empty, and the names taken there."""
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.pending: list[str] = []
+        self.taken: set[str] = set()
+        self.moved = 0
+
+    def found_at_top(self, entry: "os.DirEntry[str]") -> bool:
+        """Unlinks what is not a folder; a folder waits its turn. Whether it unlinked."""
+        if not entry.is_dir(follow_symlinks=False):
+            return _unlink(self.top, entry.name)
+        if entry.name not in self.taken:
+            self.pending.append(entry.name)
+            self.taken.add(entry.name)
+        return False
+
+    def found_below(self, fd: int, entry: "os.DirEntry[str]") -> bool:
+        """Unlinks what is not a folder, and moves a folder up to top to wait its turn.
+        Whether the entry left fd."""
+        if not entry.is_dir(follow_symlinks=False):
+            return _unlink(fd, entry.name)
+        while f"{_MOVED}{self.moved}" in self.taken:
+            self.moved += 1
+        name = f"{_MOVED}{self.moved}"
+        if not _move_up(fd, entry.name, self.top, name):
+            return not _exists(fd, entry.name)  # an empty one is removed where it is
+        self.taken.add(name)
+        self.pending.append(name)
+        return True
+
+
 _MOVED = ".pynox-removing-"  # the names folders get as they are moved up
 
 
-def _entries(fd: int) -> "list[os.DirEntry[str]]":
-    """What the directory holds, read whole before any of it is moved or removed."""
+def _remove_listed(fd: int, remove: "Callable[[os.DirEntry[str]], bool]") -> None:
+    """Calls remove on each entry of the directory as it is listed, never holding the
+    listing whole: a program may leave a million names (hard links cost no inode).
+    Removing entries while listing may make the kernel pass over some, so the directory
+    is listed again until a listing removes nothing."""
+    while True:
+        removed = False
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    removed = remove(entry) or removed
+        except OSError:
+            return
+        if not removed:
+            return
+
+
+def _exists(fd: int, name: str) -> bool:
     try:
-        with os.scandir(fd) as entries:
-            return list(entries)
+        os.stat(name, dir_fd=fd, follow_symlinks=False)
     except OSError:
-        return []
+        return False
+    return True
 
 
-def _unlink(fd: int, name: str) -> None:
+def _unlink(fd: int, name: str) -> bool:
+    """Unlinks name, never following it; whether it was."""
     try:
         os.unlink(name, dir_fd=fd)
     except OSError:
-        pass
+        return False
+    return True
 
 
 def _rmdir(fd: int, name: str) -> None:
