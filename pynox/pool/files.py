@@ -34,9 +34,8 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 # How many files left out a result names one by one; the rest are counted.
 _LEFT_OUT_NAMED = 20
-# What a program without capabilities needs of a directory to list it and open what it
-# holds, and of a file to read it.
-_LIST = stat.S_IROTH | stat.S_IXOTH
+# What a program without capabilities needs of a file to read it. (No folder of another
+# user reaches out/: no folder of a grant can be moved into a scratch directory.)
 _READ_FILE = stat.S_IROTH
 # CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, as bits of /proc/self/status's CapEff.
 _PASS_OVER_MODES = (1 << 1) | (1 << 2)
@@ -244,18 +243,15 @@ def collect(scratch: str) -> Collected:
     finally:
         os.close(root)
     try:
-        if _program_may(out, _LIST):
-            _walk(out, "", 0, found)
-        else:
-            found.leave_out(OUT_DIR, _UNREADABLE)
+        _walk(out, "", 0, found)
     finally:
         os.close(out)
     return found
 
 
 def _program_may(fd: int, wanted: int) -> bool:
-    """Whether the program could have done what `wanted` asks of the file or directory
-    open at fd (its "other" read and search bits).
+    """Whether the program could have done what `wanted` asks of the file open at fd
+    (its "other" read bits).
 
     The program runs as the pool's user without capabilities. A pool run as root passes
     over file modes, and the program could have moved into out/ a file of another user
@@ -326,10 +322,7 @@ def _walk(fd: int, prefix: str, depth: int, found: Collected) -> None:
                 found.leave_out(path, "not a directory that can be read")
                 continue
             try:
-                if _program_may(inner, _LIST):
-                    _walk(inner, path + "/", depth + 1, found)
-                else:
-                    found.leave_out(path, "not a directory that can be read")
+                _walk(inner, path + "/", depth + 1, found)
             finally:
                 os.close(inner)
         else:
