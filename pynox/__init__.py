@@ -41,6 +41,7 @@ __all__ = [
     "PoolError",
     "Result",
     "Session",
+    "Tool",
     "__version__",
     "arun",
     "run",
@@ -57,6 +58,7 @@ _LAZY = {
     "Result": "pynox.api.result",
     "Image": "pynox.api.result",
     "Session": "pynox.api.session",
+    "Tool": "pynox.api.tool",
 }
 
 TYPE_CHECKING = False
@@ -67,6 +69,7 @@ if TYPE_CHECKING:
     from pynox.api.session import Session
     from pynox.api.shared import arun, run, tool
     from pynox.api.stream import Output
+    from pynox.api.tool import Tool
 
 
 def __getattr__(name: str) -> object:

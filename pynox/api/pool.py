@@ -16,7 +16,7 @@ import contextlib
 import os
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,7 @@ from pynox.limits import DEFAULT_TIMEOUT
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from pynox.api.tool import Tool
     from pynox.policy.config import Config
 
 
@@ -275,7 +276,7 @@ class Pool:
         *,
         session: bool = False,
         **options: Unpack[SessionOptions],
-    ) -> Callable[[str], str]:
+    ) -> Tool:
         """A plain `run_python(code: str) -> str` for a model, with a docstring written for it.
 
         The permissions are fixed here, relative paths resolved against the current directory

@@ -10,7 +10,6 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-from collections.abc import Callable
 
 from pynox.api.options import RunOptions, SessionOptions, Spec
 from pynox.api.pool import Pool
@@ -19,6 +18,8 @@ from pynox.api.result import Result
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from pynox.api.tool import Tool
 
 _lock = threading.Lock()
 _pool: Pool | None = None
@@ -79,7 +80,7 @@ def tool(
     *,
     session: bool = False,
     **options: Unpack[SessionOptions],
-) -> Callable[[str], str]:
+) -> Tool:
     """A plain `run_python(code: str) -> str` for a model, on the shared pool.
 
     Its docstring tells the model what the code may touch, its limits, the host functions

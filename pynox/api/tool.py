@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pynox.api.options import Spec, effective_grants, function_spec
 from pynox.policy.grants import GRANT_FIELDS
@@ -27,6 +27,17 @@ if TYPE_CHECKING:
 TOOL_NAME = "run_python"
 
 
+class Tool(Protocol):
+    """What `pynox.tool()` and `Pool.tool()` return: `run_python(code: str) -> str`, a plain
+    function, whose `run(code)` returns the whole Result instead of its text."""
+
+    __name__: str
+
+    def __call__(self, code: str) -> str: ...
+
+    def run(self, code: str) -> Result: ...
+
+
 def tool_spec(session: object, options: Mapping[str, Any]) -> Spec:
     """The checked options of a tool (Pool.tool, pynox.tool)."""
     if not isinstance(session, bool):
@@ -37,7 +48,7 @@ def tool_spec(session: object, options: Mapping[str, Any]) -> Spec:
     return spec
 
 
-def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Callable[[str], str]:
+def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Tool:
     """`run_python(code: str) -> str` running on `pool` (in `session`, if given)."""
 
     def run(code: str) -> Result:
@@ -48,7 +59,7 @@ def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Callable[[str]
     return tool_function(run, describe(pool, spec, session=session is not None))
 
 
-def tool_function(run: Callable[[str], Result], doc: str) -> Callable[[str], str]:
+def tool_function(run: Callable[[str], Result], doc: str) -> Tool:
     """`run_python(code: str) -> str`, the text of `run(code)`, documented by `doc`.
 
     Its attribute `run(code)` runs the same way and returns the whole Result: for a
@@ -67,7 +78,7 @@ def tool_function(run: Callable[[str], Result], doc: str) -> Callable[[str], str
         [inspect.Parameter("code", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)],
         return_annotation=str,
     )
-    return run_python
+    return cast("Tool", run_python)
 
 
 def describe(pool: Pool, spec: Spec, *, session: bool) -> str:
