@@ -182,6 +182,9 @@ class Pool:
 
         Results still pending then are PoolError results. Closing twice is harmless.
         """
+        # Checked before anything closes: a bad timeout must not leave the pool half closed.
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+            raise ValueError(f"timeout={timeout!r}: give a number of seconds of at least 0")
         self._finalizer.detach()
         self._state.close(timeout)
 

@@ -257,3 +257,14 @@ def test_closing_the_pool_ends_its_sessions(fake: list[str]) -> None:
     assert session.run("x = 1").ok and session.alive
     pool.close()
     assert not session.alive and not session.closed
+
+
+@pytest.mark.parametrize("timeout", ["5", None, -1, float("nan")])
+def test_close_with_a_bad_timeout_says_so_and_leaves_the_pool_running(
+    fake: list[str], timeout: object
+) -> None:
+    with Pool(pynox_command=fake) as pool:
+        assert pool.run("print(1)").ok
+        with pytest.raises(ValueError, match="give a number of seconds of at least 0"):
+            pool.close(timeout=timeout)  # type: ignore[arg-type]
+        assert not pool.closed and pool.run("print(2)").ok
