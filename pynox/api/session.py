@@ -28,8 +28,7 @@ class Session:
     """
 
     def __init__(self, pool: Pool, spec: Spec) -> None:
-        if spec.files:
-            raise TypeError("a session takes files with each step: session.run(code, files=...)")
+        check_session_spec(spec)
         self.pool = pool
         self.id = uuid.uuid4().hex
         self._spec = spec
@@ -139,6 +138,18 @@ class Session:
         if reopened:
             self.pool._close_session(self.id, wait=False)
         return result
+
+
+def check_session_spec(spec: Spec) -> None:
+    """Refuses what a session cannot take: its process starts once, with no files of its
+    own and the pool's sys.argv of one entry (the pool would drop args unsaid)."""
+    if spec.files:
+        raise TypeError("a session takes files with each step: session.run(code, files=...)")
+    if spec.args:
+        raise TypeError(
+            "a session takes no args: its sys.argv is only its name; hand data to a step "
+            "in its code or with session.run(code, files=...)"
+        )
 
 
 def _fields(result: Result) -> dict[str, Any]:

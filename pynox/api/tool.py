@@ -45,6 +45,11 @@ def tool_spec(session: object, options: Mapping[str, Any]) -> Spec:
     spec = Spec.of("tool", options)
     if spec.files:
         raise TypeError("a tool takes no files; give them to pool.run or session.run")
+    if session:
+        # Checked now: pynox.tool() makes its session only at the first call.
+        from pynox.api.session import check_session_spec
+
+        check_session_spec(spec)
     return spec
 
 

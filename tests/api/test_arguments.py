@@ -106,6 +106,19 @@ def test_unknown_keyword_and_bad_code_raise_type_error() -> None:
     pool.close()
 
 
+def test_a_session_refuses_args_it_would_drop() -> None:
+    """A session's process starts once, with only its name in sys.argv: args were sent
+    with its steps and silently ignored."""
+    pool = Pool(lazy=True)
+    with pytest.raises(TypeError, match="a session takes no args"):
+        pool.session(args=["x"])  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="a session takes no args"):
+        pool.tool(session=True, args=["x"])  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="a session takes no args"):
+        pynox.tool(session=True, args=["x"])  # type: ignore[call-arg]
+    pool.close()
+
+
 @pytest.mark.parametrize("name", ["A=B", "\ud800", ""])
 def test_allow_env_takes_variable_names_only(name: str) -> None:
     with pytest.raises(ValueError, match="is not an? (environment )?variable name"):
