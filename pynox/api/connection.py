@@ -70,6 +70,9 @@ class _Pending:
     # Why the client refuses the request itself, without sending it (an unknown profile).
     refusal: str | None = None
     session: str | None = None  # the session whose step this is, if any
+    # The request of the same pool whose host function asked for this one, if any: the
+    # chain of requests that wait, each for the next (_Connection.deadlock).
+    caller: _Pending | None = None
 
 
 # The request whose host function this thread runs (its coroutine too: asyncio copies the
@@ -133,6 +136,7 @@ class _Connection:
             future.set_result(failure("RequestError", pending.refusal, hint=None).raw)
             return future
         pending.session = request.get("session")
+        pending.caller = self._calling()
         deadlock = self.deadlock(pending.session)
         if deadlock is not None:
             future.set_result(failure("RequestError", deadlock, hint=None).raw)
@@ -169,21 +173,43 @@ class _Connection:
         """Why a run (a step of `session`, else a one-shot run) asked for from a host function
         of this pool would wait forever for the request that called the function; None when
         it would not."""
+        # The requests waiting, each for a host function that waits for the next: the one
+        # that called this thread's function, the one whose function asked for that, ...
+        waiting = []
         calling = self._calling()
-        if calling is None:
+        while calling is not None and not calling.future.done():
+            waiting.append(calling)
+            calling = calling.caller
+        if not waiting:
             return None
-        if session is not None and session == calling.session:
+        if session is not None and session == waiting[0].session:
             return (
                 "a host function cannot run a step of the session whose step called it: that "
                 "step waits for the function to return, and steps run one at a time; run the "
                 "code in another session or with pool.run"
             )
+        if session is not None and any(session == request.session for request in waiting):
+            return (
+                "a host function cannot run a step of a session whose step waits, through "
+                "other host functions, for this one to return: steps run one at a time; run "
+                "the code in another session or with pool.run"
+            )
+        # Each waiting one-shot run holds a worker until it ends: with all of them held so,
+        # this run would never start.
         workers = self.info.get("workers") if self.info else None
-        if session is None and calling.session is None and workers == 1:
+        held = sum(1 for request in waiting if request.session is None)
+        if session is None and workers == 1 and held:
             return (
                 "a host function cannot run code in its own pool while the pool's one worker "
                 "runs the request that called it; make the pool with workers=2 or more, or "
                 "run the code in a session"
+            )
+        if session is None and isinstance(workers, int) and held >= workers:
+            return (
+                f"a host function cannot run code in its own pool while all {workers} of its "
+                "workers run requests that wait for this function to return (host functions "
+                "that run code whose host functions run code); make the pool with more "
+                "workers, nest fewer runs, or run the code in a session"
             )
         return None
 

@@ -311,6 +311,40 @@ def test_a_host_function_cannot_wait_for_the_only_worker() -> None:
             assert r.stdout == "in a session\n", r.text
 
 
+def test_nested_runs_that_would_hold_every_worker_are_refused_at_once(pool: Pool) -> None:
+    """A run whose host function runs code whose host function runs code: the two waiting
+    runs hold both workers, so a third would wait for the timeout. It is refused at once."""
+
+    def deeper(depth: int) -> str:
+        code = f"from pynox_host import deeper\nprint(deeper({depth + 1}))"
+        if depth == 2:
+            code = "print('innermost')"
+        return pool.run(code, functions={"deeper": deeper}, timeout="10s").text
+
+    started = time.monotonic()
+    r = pool.run(
+        "from pynox_host import deeper\nprint(deeper(1))",
+        functions={"deeper": deeper},
+        timeout="10s",
+    )
+    assert r.ok and time.monotonic() - started < 5, r.text
+    assert "while all 2 of its workers run requests that wait" in r.stdout, r.stdout
+
+    # So is a step of a session whose step waits for it through another run.
+    sessions: list[pynox.Session] = []
+
+    def via_run() -> str:
+        step = {"step": lambda: sessions[0].run("print('again')").text}
+        return pool.run("from pynox_host import step\nprint(step())", functions=step).text
+
+    with pool.session(functions={"via_run": via_run}, timeout="10s") as session:
+        sessions.append(session)
+        started = time.monotonic()
+        r = session.run("from pynox_host import via_run\nprint(via_run())")
+        assert r.ok and time.monotonic() - started < 5, r.text
+        assert "a step of a session whose step waits, through other" in r.stdout, r.stdout
+
+
 def test_sessions_keep_state_and_restart_after_a_timeout(pool: Pool) -> None:
     with pool.session(timeout="1s") as session:
         assert not session.alive and session.steps == 0
