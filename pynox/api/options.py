@@ -177,6 +177,13 @@ def _functions(value: Functions) -> dict[str, Callable[..., Any]]:
         if not callable(function):
             raise TypeError(f"functions[{name!r}] is {type(function).__name__}, not callable")
         problem = host_function_names.name_problem(name)
+        if problem is not None and not isinstance(value, Mapping):
+            # A lambda, a partial or a callable object: its own name cannot serve.
+            problem = (
+                f"functions lists {function!r}, whose name {name!r} cannot be a host "
+                "function's: code imports it with `from pynox_host import NAME`; name it "
+                "in a dict, like functions={'search': function}"
+            )
         if problem is not None:
             raise ValueError(problem)
         result[name] = function

@@ -3,6 +3,7 @@ request that carries only what was set, the pool's command line."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,9 @@ def test_request_sends_only_what_was_set() -> None:
         ({"functions": {"not a name": print}}, ValueError, "identifier"),
         ({"functions": {"HostError": print}}, ValueError, "pynox_host's own name"),
         ({"functions": {"_search": print}}, ValueError, "starts? with _"),
+        # A lambda or a callable object in a list has no name to import it by: a dict names it.
+        ({"functions": [lambda: 1]}, ValueError, r"name it in a dict, like functions=\{'search"),
+        ({"functions": [functools.partial(print)]}, ValueError, "name it in a dict"),
         ({"name": ""}, ValueError, "file name"),
         ({"profile": 3}, TypeError, "profile"),
     ],
