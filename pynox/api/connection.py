@@ -481,7 +481,10 @@ def _call_host(
     except Exception as exc:  # noqa: BLE001 - the value's own methods run here too
         # A dict subclass's items() or a list subclass's __iter__ may raise anything: the
         # call must still end, or the program waits for it until its timeout.
-        plain = type(exc).__module__ in ("builtins", strict_json.__name__)
+        # json's own errors and strict_json's (NotFinite lives in readable_json) say it
+        # all; an error of the value's own code is named with its type.
+        ours = ("builtins", strict_json.__name__, strict_json.NotFinite.__module__)
+        plain = type(exc).__module__ in ours
         reason = str(exc) if plain and isinstance(exc, (TypeError, ValueError)) else _describe(exc)
         return _host_error(call, f"{name}() returned a value that is not JSON ({reason})")
     if len(encoded) > MAX_HOST_VALUE:

@@ -158,10 +158,14 @@ def test_a_host_result_the_pool_would_refuse_raises_hosterror_at_once(pool: Pool
     """A value the pool reads as no JSON (an integer beyond a double, keys that meet once
     written) is refused as NaN is: a HostError the program catches, not a wait for its
     timeout."""
-    functions = {"huge": lambda: 2**1100, "keys": lambda: {1: 2, "1": 3}}
+    functions = {
+        "huge": lambda: 2**1100,
+        "keys": lambda: {1: 2, "1": 3},
+        "nan": lambda: [float("nan")],
+    }
     program = (
-        "from pynox_host import huge, keys, HostError\n"
-        "for call in (huge, keys):\n"
+        "from pynox_host import huge, keys, nan, HostError\n"
+        "for call in (huge, keys, nan):\n"
         "    try:\n"
         "        call()\n"
         "    except HostError as exc:\n"
@@ -175,6 +179,8 @@ def test_a_host_result_the_pool_would_refuse_raises_hosterror_at_once(pool: Pool
     assert "beyond the range of a double" in lines[0], lines
     assert lines[1].startswith("keys refused: keys() returned a value that is not JSON"), lines
     assert "'1' appears twice" in lines[1], lines
+    # In the words of the JSON check, not under the name of its exception class.
+    assert lines[2].startswith("nan refused: nan() returned a value that is not JSON (NaN"), lines
     assert time.monotonic() - started < 5
 
 
