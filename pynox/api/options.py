@@ -97,12 +97,15 @@ def pool_package_dirs(value: Paths) -> list[str]:
     return paths
 
 
-def strings(value: Names, what: str, kind: str) -> list[str]:
+def strings(value: Names, what: str, kind: str, *, empty: bool = False) -> list[str]:
+    """A list of `kind` strings, each without NUL; empty ones only where `empty` is true."""
     result = []
     for item in _items(value, what, f"a {kind} or a list of them"):
         if not isinstance(item, str):
             raise TypeError(f"{what} takes strings, not {type(item).__name__}")
-        if not item or "\0" in item:
+        if "\0" in item:
+            raise ValueError(f"{what} lists {item!r}, which holds a NUL character; no {kind} can")
+        if not item and not empty:
             raise ValueError(f"{what} lists {item!r}, which is not a {kind}")
         result.append(item)
     return result
@@ -294,7 +297,8 @@ class Spec:
         self.memory = _size(memory, "memory")
         self.max_output = _size(max_output, "max_output")
         self.max_file_size = _size(max_file_size, "max_file_size")
-        self.args = strings(args, "args", "string")
+        # As `python app.py ''` passes an empty argument, so may args.
+        self.args = strings(args, "args", "command-line argument", empty=True)
         self.functions = _functions(functions)
         self.files = files_field(files)  # placed in the scratch directory before the code runs
         # As the caller wrote them: the pool formats its hints from what it was sent.

@@ -110,6 +110,17 @@ def test_unknown_keyword_and_bad_code_raise_type_error() -> None:
     pool.close()
 
 
+def test_args_take_empty_strings_as_a_command_line_does() -> None:
+    """`python app.py ''` gives sys.argv[1] == '': so does args=['']; a NUL, which no
+    command line can pass, is refused in those words."""
+    assert Spec(args=["", "x"]).request("pass")["args"] == ["", "x"]
+    with pytest.raises(ValueError) as caught:
+        Spec(args=["a\0b"])
+    assert str(caught.value) == (
+        "args lists 'a\\x00b', which holds a NUL character; no command-line argument can"
+    )
+
+
 def test_a_session_refuses_args_it_would_drop() -> None:
     """A session's process starts once, with only its name in sys.argv: args were sent
     with its steps and silently ignored."""

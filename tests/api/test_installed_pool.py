@@ -59,6 +59,11 @@ def test_run_ok(pool: Pool) -> None:
     assert isinstance(r.duration_ms, int)
 
 
+def test_args_reach_sys_argv_as_given(pool: Pool) -> None:
+    r = pool.run("import sys\nprint(sys.argv)", args=["", "two words"])
+    assert r.stdout == "['agent.py', '', 'two words']\n", r.text
+
+
 def test_a_denial_is_text_not_an_exception(pool: Pool) -> None:
     r = pool.run("print('looking')\nopen('/etc/passwd').read()")
     assert not r.ok and r.exit == 1
