@@ -122,7 +122,9 @@ class Session:
             if restarted and info is not None and not info.get("restarted"):
                 # A new pool process: the session it knew is gone, whatever the new one says.
                 info = {**info, "restarted": True}
-                result = Result(**{**_fields(result), "session": info})
+                # raw too: Result.from_json(result.raw) gives this Result again.
+                raw = {**result.raw, "session": info}
+                result = Result(**{**_fields(result), "session": info, "raw": raw})
             self._steps += 1
             # A refused step (code too long, not Unicode) never reached the session: the
             # process and the pool it knew are as they were, restarted or alive.

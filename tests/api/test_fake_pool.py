@@ -268,3 +268,16 @@ def test_close_with_a_bad_timeout_says_so_and_leaves_the_pool_running(
         with pytest.raises(ValueError, match="give a number of seconds of at least 0"):
             pool.close(timeout=timeout)  # type: ignore[arg-type]
         assert not pool.closed and pool.run("print(2)").ok
+
+
+def test_a_session_restarted_with_its_pool_says_so_in_its_raw_result_too(
+    fake: list[str],
+) -> None:
+    """A Result stored as JSON (its raw line) comes back whole with Result.from_json."""
+    with Pool(pynox_command=fake) as pool:
+        session = pool.session()
+        assert session.run("x = 1").ok
+        assert pool.run("die").error is not None  # the pool process ends, and restarts
+        r = session.run("x")
+        assert r.session is not None and r.session["restarted"] is True
+        assert Result.from_json(json.loads(json.dumps(r.raw))) == r
