@@ -70,6 +70,9 @@ class _Pending:
     # Why the client refuses the request itself, without sending it (an unknown profile).
     refusal: str | None = None
     session: str | None = None  # the session whose step this is, if any
+    # The context variables of the call that made the request: its host functions see
+    # them, as a task or asyncio.to_thread would (a request id, a user, a tracing span).
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
     # The request of the same pool whose host function asked for this one, if any: the
     # chain of requests that wait, each for the next (_Connection.deadlock).
     caller: _Pending | None = None
@@ -391,9 +394,10 @@ class _Connection:
                     # pynox_host makes one call at a time: the one before was taken.
                     pending.answered.clear()
             if pending is not None and key is not None:
+                # A copy each: one context cannot be entered by two threads at once.
                 threading.Thread(
-                    target=self._host_call,
-                    args=(key, message, pending),
+                    target=pending.context.copy().run,
+                    args=(self._host_call, key, message, pending),
                     name="pynox-host-call",
                     daemon=True,
                 ).start()
@@ -435,7 +439,7 @@ class _Connection:
             self.send({"id": key, "host_error": {"call": call, "message": error}})
 
     def _host_call(self, key: str, message: dict[str, Any], pending: _Pending) -> None:
-        _host_caller.set((self, pending))  # this thread's own context
+        _host_caller.set((self, pending))  # in this call's own copy of the context
         call = message.get("call")
         name = message.get("function")
         args = message.get("args", [])

@@ -4,6 +4,7 @@ sessions, threads and asyncio, the module-level pool, and no process left behind
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import signal
 import threading
@@ -157,6 +158,36 @@ def test_host_functions(pool: Pool) -> None:
     started = time.monotonic()
     r = pool.run("from pynox_host import slow\nslow()", functions=functions, timeout="1s")
     assert r.exit == 124 and time.monotonic() - started < 4
+
+
+_USER: contextvars.ContextVar[str] = contextvars.ContextVar("user", default="nobody")
+
+
+def test_host_functions_see_the_context_of_the_call_that_ran_the_code(pool: Pool) -> None:
+    """A request-scoped value (the user, a tracing span) kept in a ContextVar reaches the
+    host functions of the run, sync or async, as it would reach a task."""
+
+    def whoami() -> str:
+        return _USER.get()
+
+    async def awhoami() -> str:
+        return _USER.get()
+
+    functions = {"whoami": whoami, "awhoami": awhoami}
+    code = "from pynox_host import whoami, awhoami\nprint(whoami(), awhoami())"
+
+    def in_context(user: str) -> str:
+        _USER.set(user)
+        return pool.run(code, functions=functions).text
+
+    assert contextvars.copy_context().run(in_context, "alice") == "alice alice"
+
+    async def main() -> str:
+        _USER.set("bob")
+        return (await pool.arun(code, functions=functions)).text
+
+    assert asyncio.run(main()) == "bob bob"
+    assert _USER.get() == "nobody"
 
 
 def test_a_host_result_the_pool_would_refuse_raises_hosterror_at_once(pool: Pool) -> None:
