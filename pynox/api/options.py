@@ -149,6 +149,15 @@ def checked_name(value: object) -> str:
         raise TypeError(f"name takes a file name like 'agent.py', not {type(value).__name__}")
     if not value or any(c in value for c in "\0\n\r"):
         raise ValueError(f"name={value!r} is not a file name; give one like 'agent.py'")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            # The pool would refuse every request, in words meant for the model.
+            raise ValueError(
+                f"name={value!r} holds a lone surrogate, which UTF-8 cannot encode; give a "
+                "name like 'agent.py'"
+            ) from None
     return value
 
 

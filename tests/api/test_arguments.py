@@ -77,6 +77,7 @@ def test_request_sends_only_what_was_set() -> None:
         ({"functions": [lambda: 1]}, ValueError, r"name it in a dict, like functions=\{'search"),
         ({"functions": [functools.partial(print)]}, ValueError, "name it in a dict"),
         ({"name": ""}, ValueError, "file name"),
+        ({"name": "\ud800.py"}, ValueError, "lone surrogate"),
         ({"profile": 3}, TypeError, "profile"),
     ],
 )
