@@ -16,7 +16,7 @@ import contextlib
 import os
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Generator
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
@@ -346,7 +346,7 @@ class Pool:
         self,
         code: str,
         **options: Unpack[RunOptions],
-    ) -> Iterator[Output | Result]:
+    ) -> Generator[Output | Result, None, None]:
         """Runs `code` as `run` does, yielding its output as it is written, then its Result.
 
         Each chunk is an `Output(stream, data)`, `stream` being "stdout" or "stderr"; the last
@@ -359,7 +359,7 @@ class Pool:
         self,
         code: str,
         **options: Unpack[RunOptions],
-    ) -> AsyncIterator[Output | Result]:
+    ) -> AsyncGenerator[Output | Result, None]:
         """`stream` for asyncio: `async for item in pool.astream(code)`.
 
         Leaving it early (break, aclose(), the task cancelled) cancels the run.

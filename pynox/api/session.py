@@ -14,7 +14,7 @@ from pynox.api.result import Result
 from pynox.api.stream import Output, astream_spec, stream_spec
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterator
+    from collections.abc import AsyncGenerator, Generator
 
     from pynox.api.pool import Pool
 
@@ -66,14 +66,18 @@ class Session:
         """`run` for asyncio. Cancelling its task stops the step and ends the session."""
         return await self.pool.arun_spec(code, self._step_spec(name, files), self)
 
-    def stream(self, code: str, *, name: str | None = None) -> Iterator[Output | Result]:
+    def stream(
+        self, code: str, *, name: str | None = None
+    ) -> Generator[Output | Result, None, None]:
         """Runs one step as `Pool.stream` runs code: its output as it comes, then its Result.
 
         Leaving early stops the step and ends the session, as a timeout does.
         """
         return stream_spec(self.pool, code, self._step_spec(name), self)
 
-    def astream(self, code: str, *, name: str | None = None) -> AsyncIterator[Output | Result]:
+    def astream(
+        self, code: str, *, name: str | None = None
+    ) -> AsyncGenerator[Output | Result, None]:
         """`stream` for asyncio."""
         return astream_spec(self.pool, code, self._step_spec(name), self)
 

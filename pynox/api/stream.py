@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Generator
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pynox.limits import STREAM_BUFFER
@@ -84,7 +84,7 @@ def _cancel(connection: _Connection, pending: _Pending, session: Session | None)
 
 def stream_spec(
     pool: Pool, code: str, spec: Spec, session: Session | None = None
-) -> Iterator[Output | Result]:
+) -> Generator[Output | Result, None, None]:
     request = spec.request(code, session.id if session is not None else None)
     request["stream"] = True
     connection, generation = pool._connection()
@@ -112,7 +112,7 @@ def stream_spec(
 
 async def astream_spec(
     pool: Pool, code: str, spec: Spec, session: Session | None = None
-) -> AsyncIterator[Output | Result]:
+) -> AsyncGenerator[Output | Result, None]:
     import asyncio
 
     request = spec.request(code, session.id if session is not None else None)

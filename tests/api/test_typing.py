@@ -28,12 +28,17 @@ def use() -> None:
         for item in pool.stream("print(1)"):
             if isinstance(item, pynox.Output):
                 chunk: str = item.data
+        pool.stream("print(1)").close()  # leaving a stream early, as documented
+        pool.session().stream("print(1)").close()
     if result.error is not None:
         hint: str | None = result.error["hint"]
 
 
 async def use_async() -> None:
     result: pynox.Result = await pynox.arun("1")
+    with pynox.Pool() as pool:
+        await pool.astream("print(1)").aclose()
+        await pool.session().astream("print(1)").aclose()
 """
 
 
