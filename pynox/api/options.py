@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from pynox import file_names, host_function_names, units
+from pynox import file_names, host_function_names, lean_os, units
 from pynox.errors import PynoxError
 from pynox.limits import (
     DEFAULT_MAX_OUTPUT,
@@ -69,6 +69,16 @@ def files_field(value: Files) -> dict[str, str]:
     return encoded
 
 
+def caller_cwd() -> str:
+    """The caller's working directory, as python knows it even once it was removed (a
+    server whose release directory was replaced): a run without relative paths needs
+    none, and a relative one resolved there is one the pool says does not exist."""
+    try:
+        return lean_os.getcwd()
+    except PynoxError as exc:
+        raise ValueError(exc.message) from None
+
+
 def _paths(value: Paths, what: str, cwd: str) -> list[str]:
     """Absolute paths: relative ones are resolved against the caller's cwd, now."""
     result = []
@@ -87,7 +97,7 @@ def _paths(value: Paths, what: str, cwd: str) -> list[str]:
 def pool_package_dirs(value: Paths) -> list[str]:
     """Pool(package_dirs=...): absolute paths that exist, checked now so that a wrong one
     is a ValueError here rather than a pool that cannot start."""
-    paths = _paths(value, "package_dirs", os.getcwd())
+    paths = _paths(value, "package_dirs", caller_cwd())
     for path in paths:
         if not os.path.exists(path):
             raise ValueError(
@@ -288,7 +298,7 @@ class Spec:
         functions: Functions = None,
         files: Files = None,
     ) -> None:
-        cwd = os.getcwd()
+        cwd = caller_cwd()
         self.name = checked_name(name)
         self.profile = _profile(profile)
         self.allow_read = _paths(allow_read, "allow_read", cwd)

@@ -35,6 +35,7 @@ from pynox.api.options import (
     RunOptions,
     SessionOptions,
     Spec,
+    caller_cwd,
     effective_grants,
     pool_package_dirs,
     strings,
@@ -414,10 +415,10 @@ def _find_config(config: str | os.PathLike[str] | None) -> str | None:
         raise TypeError(f"config takes the path of a pynox.toml, not {type(config).__name__}")
     explicit = None if config is None else os.fsdecode(os.fspath(config))
     try:
-        path = find_config_path(explicit, os.environ, os.getcwd(), given_as="config")
+        path = find_config_path(explicit, os.environ, caller_cwd(), given_as="config")
     except PynoxError as exc:
         raise ValueError(exc.message) from None
-    return None if path is None else os.path.abspath(path)
+    return None if path is None else os.path.normpath(os.path.join(caller_cwd(), path))
 
 
 # --- Session ------------------------------------------------------------------------------

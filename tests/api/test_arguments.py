@@ -33,6 +33,21 @@ def test_relative_grants_resolve_against_the_callers_cwd(
     assert home == [os.path.join(os.path.expanduser("~"), "x")]
 
 
+def test_options_work_in_a_working_directory_that_was_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server whose release directory was replaced under it still runs code, as python
+    does there: a relative grant resolves against the removed directory's path (and the
+    pool then says it does not exist), not into a FileNotFoundError of pynox's own."""
+    gone = tmp_path / "release"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    assert Spec(allow_read=["/etc"]).request("pass")["allow_read"] == ["/etc"]
+    assert Spec(allow_read=["data"]).request("pass")["allow_read"] == [str(gone / "data")]
+    Pool(lazy=True, package_dirs=[str(tmp_path)]).close()
+
+
 def test_request_sends_only_what_was_set() -> None:
     request = Spec().request("print(1)")
     assert request == {"code": "print(1)", "name": "agent.py"}
