@@ -176,13 +176,7 @@ class _Connection:
         """Why a run (a step of `session`, else a one-shot run) asked for from a host function
         of this pool would wait forever for the request that called the function; None when
         it would not."""
-        # The requests waiting, each for a host function that waits for the next: the one
-        # that called this thread's function, the one whose function asked for that, ...
-        waiting = []
-        calling = self._calling()
-        while calling is not None and not calling.future.done():
-            waiting.append(calling)
-            calling = calling.caller
+        waiting = self._waiting()
         if not waiting:
             return None
         if session is not None and session == waiting[0].session:
@@ -216,10 +210,20 @@ class _Connection:
             )
         return None
 
-    def calling_session(self) -> str | None:
-        """The session of the step whose host function this thread runs, in this pool."""
+    def waits_for_me(self, session: str) -> bool:
+        """Whether a step of `session` waits for the host function this thread runs, in
+        this pool, directly or through runs that the functions of its step asked for."""
+        return any(request.session == session for request in self._waiting())
+
+    def _waiting(self) -> list[_Pending]:
+        """The requests waiting, each for a host function that waits for the next: the one
+        that called this thread's function, the one whose function asked for that, ..."""
+        waiting = []
         calling = self._calling()
-        return None if calling is None else calling.session
+        while calling is not None and not calling.future.done():
+            waiting.append(calling)
+            calling = calling.caller
+        return waiting
 
     def _calling(self) -> _Pending | None:
         """The request of this pool whose host function this thread (or its coroutine) runs,

@@ -395,9 +395,10 @@ class Pool:
             or connection.info is None
         ):
             return
-        if not wait or connection.calling_session() == session_id:
-            # From a host function of the session's own step, which cannot end while this
-            # waits: the pool closes the session once the step has ended.
+        if not wait or connection.waits_for_me(session_id):
+            # From a host function the session's own step waits for (through other runs,
+            # perhaps), which cannot end while this waits: the pool closes the session once
+            # the step has ended.
             connection.send({"id": connection.request_id(), "close_session": session_id})
             return
         # A pool that no longer knows the session (it restarted, or refused the session's

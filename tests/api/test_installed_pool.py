@@ -329,6 +329,28 @@ def test_a_host_function_may_close_its_own_session(pool: Pool) -> None:
     assert session.closed and not session.alive
 
 
+def test_a_host_function_may_close_a_session_whose_step_waits_for_it_through_a_run(
+    pool: Pool,
+) -> None:
+    """The step waits for a function that waits for a run whose function closes the
+    session: close() returns at once there too, not after a wait of its own."""
+    sessions: list[pynox.Session] = []
+
+    def done() -> str:
+        sessions[0].close()
+        return "closing"
+
+    def via_run() -> str:
+        return pool.run("from pynox_host import done\nprint(done())", functions={"done": done}).text
+
+    session = pool.session(functions={"via_run": via_run}, timeout="20s")
+    sessions.append(session)
+    started = time.monotonic()
+    r = session.run("from pynox_host import via_run\nprint(via_run())")
+    assert r.ok and r.stdout == "closing\n" and time.monotonic() - started < 5, r.text
+    assert session.closed and not session.alive
+
+
 def test_a_host_function_cannot_wait_for_the_only_worker() -> None:
     """In a pool of one worker, the request that called the function holds it: a run asked
     for from the function is refused at once, with what to do, not left to time out."""
