@@ -135,7 +135,9 @@ def _duration(value: Duration, what: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise TypeError(f"{what} takes a duration like '10s' or a number of seconds")
+        raise TypeError(
+            f"{what} takes a duration like '10s' or a number of seconds, not {type(value).__name__}"
+        )
     try:
         return units.parse_duration(value, what)
     except PynoxError as exc:
@@ -147,7 +149,10 @@ def _size(value: Size, what: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise TypeError(f"{what} takes a size like '512m' or a number of bytes")
+        raise TypeError(
+            f"{what} takes a size like '512m' or a whole number of bytes, not "
+            f"{type(value).__name__}"
+        )
     try:
         return int(GRANTS_BY_NAME[what].parse(value, what))
     except PynoxError as exc:

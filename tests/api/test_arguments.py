@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +80,9 @@ def test_request_sends_only_what_was_set() -> None:
         ({"timeout": "soon"}, ValueError, "not a duration"),
         ({"timeout": [1]}, TypeError, "duration"),
         ({"memory": "1m"}, ValueError, "below the 32m minimum"),
+        # 5e8 is a number of bytes to a reader: the message says which number is meant.
+        ({"memory": 5e8}, TypeError, "a whole number of bytes, not float"),
+        ({"timeout": timedelta(seconds=5)}, TypeError, "number of seconds, not timedelta"),
         ({"max_output": "1g"}, ValueError, "above"),
         ({"allow_read": 5}, TypeError, "allow_read"),
         ({"allow_read": [b"/x"]}, TypeError, "allow_read"),
