@@ -199,6 +199,13 @@ class Pool:
         state = "closed" if self.closed else f"pid={self.pid}"
         return f"<pynox.Pool workers={self.workers} {state}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Not "cannot pickle '_thread.lock' object": say what to do instead.
+        raise TypeError(
+            "a Pool cannot be pickled: its pool process belongs to this process; make a Pool "
+            "where the code runs (pynox.run and pynox.tool make one in each process)"
+        )
+
     def _start(self) -> _Connection:
         """The live connection, starting the process if there is none (no waiting)."""
         state = self._state

@@ -101,6 +101,12 @@ class Session:
     def __repr__(self) -> str:
         return f"<pynox.Session {self.id} steps={self.steps} alive={self.alive}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise TypeError(
+            "a Session cannot be pickled: its process belongs to this process's pool; start "
+            "a session where the code runs"
+        )
+
     def _step_spec(self, name: str | None, files: Files = None) -> Spec:
         with self._lock:
             if self._closed:

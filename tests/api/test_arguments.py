@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pickle
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -221,3 +222,14 @@ def test_functions_are_described_with_their_signatures() -> None:
     namespace: dict[str, Any] = {}
     exec("from __future__ import annotations\ndef f(a: int) -> str: ...", namespace)
     assert function_signature(namespace["f"]) == "(a: int) -> str"
+
+
+def test_pickling_a_pool_or_session_says_what_to_do_instead() -> None:
+    """multiprocessing and Ray pickle what they send: a Pool's process and threads cannot
+    go, and the error says so rather than naming a lock inside it."""
+    pool = Pool(lazy=True)
+    with pytest.raises(TypeError, match="a Pool cannot be pickled: .* make a Pool where"):
+        pickle.dumps(pool)
+    with pytest.raises(TypeError, match="a Session cannot be pickled"):
+        pickle.dumps(pool.session())
+    pool.close()
