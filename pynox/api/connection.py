@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -86,6 +87,24 @@ _host_caller: contextvars.ContextVar[tuple[_Connection, _Pending] | None] = cont
 )
 
 
+# Every live connection of this process, for _release_pipes_in_child.
+_connections: weakref.WeakSet[_Connection] = weakref.WeakSet()
+
+
+def _release_pipes_in_child() -> None:
+    """After a fork: the child's copies of the parent's pool pipes point at /dev/null.
+
+    Left open, a forked worker (a web server's, a task queue's) holds the pool's standard
+    input open, so the pool outlives its application and close() waits for its grace; and
+    whatever the child flushes there at exit would land among the parent's requests.
+    """
+    for connection in list(_connections):
+        connection.release_pipes()
+
+
+os.register_at_fork(after_in_child=_release_pipes_in_child)
+
+
 class _Connection:
     """One `pynox pool` process: the pipes, the threads that serve them, pending requests."""
 
@@ -100,6 +119,7 @@ class _Connection:
             )
         except OSError as exc:
             raise PoolError(f"cannot start the pool with {command[0]}: {exc}") from None
+        _connections.add(self)
         self.command = command
         self.stall_margin = stall_margin
         self.info: dict[str, Any] | None = None
@@ -244,6 +264,18 @@ class _Connection:
     def send(self, message: dict[str, Any]) -> bool:
         """Writes a line that expects no answer anyone waits for (session close, host reply)."""
         return self._write((json.dumps(message, separators=(",", ":")) + "\n").encode())
+
+    def release_pipes(self) -> None:
+        """Points this process's descriptors of the pool's pipes at /dev/null (in a forked
+        child): the file objects stay valid, and nothing the child does reaches the pool."""
+        null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            for pipe in (self.process.stdin, self.process.stdout, self.process.stderr):
+                with contextlib.suppress(OSError, ValueError):  # closed already
+                    if pipe is not None:
+                        os.dup2(null, pipe.fileno(), inheritable=False)
+        finally:
+            os.close(null)
 
     def request_id(self) -> str:
         with self._lock:

@@ -658,6 +658,32 @@ def _in_a_forked_child(checks: Callable[[], bool]) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
+def test_a_forked_child_does_not_hold_the_parents_pool_open() -> None:
+    """A worker forked from the application (a web server's, a task queue's) had the pool's
+    standard input open: close() waited its whole grace and killed the pool, and a pool
+    whose application died lived on as long as the worker did."""
+    pool = Pool()
+    assert pool.run("pass").ok
+    pid = pool.pid
+    release_read, release_write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() with threads running
+        child = os.fork()
+    if child == 0:  # pragma: no cover - the child only waits to be released
+        os.close(release_write)
+        os.read(release_read, 1)
+        os._exit(0)
+    os.close(release_read)
+    try:
+        started = time.monotonic()
+        pool.close(timeout=10)  # the pool reads the end of its input and exits by itself
+        assert time.monotonic() - started < 5
+        assert pid is not None and not alive(pid)
+    finally:
+        os.close(release_write)
+        os.waitpid(child, 0)
+
+
 def test_a_forked_child_gets_its_own_default_pool() -> None:
     assert pynox.run("print(1)").text == "1"  # the parent's pool is running
     parent_pool = Pool(lazy=True)
