@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import sys
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from pynox.api.options import Spec, effective_grants, function_spec
 from pynox.policy.grants import GRANT_FIELDS
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 TOOL_NAME = "run_python"
 
 
+@runtime_checkable  # isinstance(obj, pynox.Tool) tells a tool from another callable
 class Tool(Protocol):
     """What `pynox.tool()` and `Pool.tool()` return: `run_python(code: str) -> str`, a plain
     function, whose `run(code)` returns the whole Result instead of its text."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+import pynox
 from pynox.api.pool import Pool
 from pynox.api.tool import tool_docstring
 from pynox.policy.config import Grants
@@ -22,6 +23,7 @@ def test_tool_is_a_plain_typed_function(tmp_path: Path, monkeypatch: pytest.Monk
     assert run_python.__name__ == "run_python"
     assert str(inspect.signature(run_python)) == "(code: str) -> str"
     assert run_python.__annotations__ == {"code": str, "return": str}
+    assert isinstance(run_python, pynox.Tool) and not isinstance(print, pynox.Tool)
     doc = inspect.getdoc(run_python) or ""
     assert f"Reading files: {tmp_path / 'data'}" in doc
     assert f"Writing files: beneath {tmp_path / 'out'}" in doc
