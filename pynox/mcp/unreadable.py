@@ -18,7 +18,7 @@ import io
 import json
 import os
 from types import TracebackType
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import mcp_types as types
@@ -35,7 +35,7 @@ class AnsweringBadIds:
     """Standard input's lines, less the requests whose id MCP does not allow: each of
     those is answered on the write stream (given by `attach`, once the transport runs)."""
 
-    def __init__(self, lines: anyio.AsyncFile[str]) -> None:
+    def __init__(self, lines: IO[str]) -> None:
         self._lines = lines
         self._write_stream: WriteStream[SessionMessage] | None = None
         self._attached = anyio.Event()
@@ -49,7 +49,9 @@ class AnsweringBadIds:
 
     async def __anext__(self) -> str:
         while True:
-            line = await self._lines.readline()
+            # Abandoned when cancelled (SIGINT): a read of a client that sends nothing
+            # would otherwise hold the server until its standard input closes.
+            line = await anyio.to_thread.run_sync(self._lines.readline, abandon_on_cancel=True)
             if not line:
                 raise StopAsyncIteration
             error = reply_to_bad_id(line)
@@ -108,7 +110,7 @@ def _bad_id_in(body: bytes) -> types.JSONRPCError | None:
         return None
 
 
-def standard_input() -> anyio.AsyncFile[str]:
+def standard_input() -> IO[str]:
     """Standard input read as the SDK's transport reads it (UTF-8, with bytes that are not
     UTF-8 replaced), from a duplicate of descriptor 0, which then reads /dev/null as the
     SDK leaves it: nothing else in this process reads the client's messages."""
@@ -116,9 +118,7 @@ def standard_input() -> anyio.AsyncFile[str]:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    return anyio.wrap_file(
-        io.TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8", errors="replace")
-    )
+    return io.TextIOWrapper(os.fdopen(wire, "rb"), encoding="utf-8", errors="replace")
 
 
 class AnsweringUnreadable:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import select
+import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -288,3 +291,37 @@ def test_a_step_whose_session_was_closed_meanwhile_does_not_offer_its_id_again()
         )
     finally:
         pool.close()
+
+
+def test_ctrl_c_ends_the_server_while_its_client_stays_connected(tmp_path: Path) -> None:
+    """SIGINT ends the server and the run it was serving at once, not once the client
+    closes standard input (a read of it that waits for a line is abandoned)."""
+    server = subprocess.Popen(
+        [PYNOX, "mcp"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        server.stdin.write(json.dumps(HELLO).encode() + b"\n")
+        server.stdin.flush()
+        assert select.select([server.stdout], [], [], 60)[0], "no answer to initialize"
+        server.stdout.readline()
+        sleep = {"name": "run_python", "arguments": {"code": "import time\ntime.sleep(60)"}}
+        server.stdin.write(call(1, sleep).encode() + b"\n")
+        server.stdin.flush()
+        deadline = time.monotonic() + 30
+        while not list(tmp_path.glob("pynox-run-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the run has made its scratch directory: it is under way
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 0
+        assert server.stderr is not None and server.stderr.read() == b""
+        deadline = time.monotonic() + 30
+        while list(tmp_path.glob("pynox-run-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)  # removed once the run's process is gone
+        assert not list(tmp_path.glob("pynox-run-*"))
+    finally:
+        server.kill()
+        server.communicate()
