@@ -170,3 +170,12 @@ def test_files_written_into_out_come_back_as_embedded_resources(mcp: Client) -> 
     assert resources["pynox:out/r.csv"].mime_type == "text/csv"
     binary = resources["pynox:out/x%20y.bin"]
     assert (binary.mime_type, binary.blob) == ("application/octet-stream", "/wA=")
+
+
+def test_a_message_with_a_lone_surrogate_comes_back_escaped(mcp: Client) -> None:
+    """As python prints it; JSON cannot carry the character, and the server must not end
+    for what a program chose to raise."""
+    result = mcp.call("run_python", {"code": "raise ValueError('\\ud800 alone')"})
+    assert result.is_error
+    assert texts(result) == ["ValueError: \\ud800 alone\nat agent.py:1"]
+    assert texts(mcp.call("run_python", {"code": "print('still here')"})) == ["still here"]
