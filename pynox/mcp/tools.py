@@ -149,6 +149,8 @@ class PythonTools:
                     f"session {session_id} was closed while this call ran; call {SESSION} "
                     "without session_id to start a new one"
                 )
+                if _never_ran(result):  # queued behind a step: the pool's refusal names
+                    raise BadCall(note)  # its own id for the session, which means nothing here
             elif not entry.session.alive and (result.session or {}).get("ended"):
                 note = f"session_id: {session_id} (its process ended; the next call starts afresh)"
             else:
@@ -231,6 +233,15 @@ def _tool(
         "additionalProperties": False,
     }
     return {"name": name, "description": description, "input_schema": schema}
+
+
+def _never_ran(result: Result) -> bool:
+    """Whether the pool refused the step before it reached the session's process."""
+    return (
+        result.session is None
+        and result.error is not None
+        and result.error["type"] == "RequestError"
+    )
 
 
 def _only(arguments: dict[str, Any], allowed: set[str], tool: str) -> None:

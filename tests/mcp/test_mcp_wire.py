@@ -325,3 +325,40 @@ def test_ctrl_c_ends_the_server_while_its_client_stays_connected(tmp_path: Path)
     finally:
         server.kill()
         server.communicate()
+
+
+def test_a_step_queued_behind_one_when_its_session_is_closed_is_told_so() -> None:
+    """Not with the pool's refusal, which names the session by an id of the pool's own:
+    the model would read two ids for one session."""
+    pool = Pool(workers=1)
+    try:
+        tools = PythonTools(pool)
+
+        async def close_with_a_step_queued() -> object:
+            first = await tools.call("python_session", {"code": "x = 1"})
+            assert first.note is not None
+            session_id = first.note.split()[1]
+            entry = tools.sessions[session_id]
+            steps = [
+                asyncio.ensure_future(
+                    tools.call("python_session", {"code": code, "session_id": session_id})
+                )
+                for code in ("import time\ntime.sleep(1)", "x += 1")
+            ]
+            while entry.running < 2:
+                await asyncio.sleep(0)
+            await asyncio.sleep(0.1)  # both sent: the second waits behind the first
+            await tools.call("close_python_session", {"session_id": session_id})
+            ran, queued = await asyncio.gather(*steps, return_exceptions=True)
+            assert not isinstance(ran, BaseException) and ran.result is not None
+            assert ran.result.ok
+            return queued
+
+        queued = asyncio.run(close_with_a_step_queued())
+        assert isinstance(queued, BadCall), queued
+        assert queued.message.endswith(
+            " was closed while this call ran; call python_session without session_id to "
+            "start a new one"
+        )
+    finally:
+        pool.close()
