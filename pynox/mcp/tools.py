@@ -68,7 +68,9 @@ class _Open:
 class PythonTools:
     """run_python, python_session and close_python_session on one pool, with one policy."""
 
-    def __init__(self, pool: Pool, profile: str | None = None) -> None:
+    def __init__(self, pool: Pool, profile: str | None = None, *, check: bool = True) -> None:
+        """check: ask the pool now whether it takes these permissions (ValueError if not),
+        which starts it."""
         self.pool = pool
         config = pool._load_config()
         if profile is not None and config is None:
@@ -83,6 +85,8 @@ class PythonTools:
         if grants is not None:
             options = {name: getattr(grants, name) for name in grants._fields}
         self.spec = Spec(**options)
+        if check:
+            self._check(profile)
         settings = config.pool if config is not None else None
         self.max_sessions = (
             settings.max_sessions
@@ -95,6 +99,23 @@ class PythonTools:
             else DEFAULT_SESSION_IDLE
         )
         self.sessions: dict[str, _Open] = {}
+
+    def _check(self, profile: str | None) -> None:
+        """Refuses permissions the pool refuses (a limit above [pool.limits], a path that
+        does not exist): else every call would fail with a refusal that the model reads
+        and cannot act on. A pool that cannot start is left to the calls to report."""
+        from pynox.api.connection import PoolError
+
+        try:
+            result = self.pool.run_spec("pass", self.spec)
+        except PoolError:
+            return
+        if _never_ran(result):
+            assert result.error is not None
+            source = "[permissions]" if profile is None else f"--profile={profile}"
+            raise ValueError(
+                f"the pool refuses the permissions of {source}: {result.error['message']}"
+            )
 
     def descriptions(self) -> list[dict[str, Any]]:
         """Name, description and input schema of each tool."""
@@ -236,7 +257,7 @@ def _tool(
 
 
 def _never_ran(result: Result) -> bool:
-    """Whether the pool refused the step before it reached the session's process."""
+    """Whether the pool refused the request before any process ran its code."""
     return (
         result.session is None
         and result.error is not None

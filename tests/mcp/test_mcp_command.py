@@ -138,3 +138,32 @@ def test_a_closed_standard_input_is_one_sentence() -> None:
         "pynox: mcp: standard input is closed; an MCP client starts pynox mcp with a pipe "
         "there, or serve HTTP with --http PORT\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("profile", "refusal"),
+    [
+        ("slow", "timeout exceeds [pool.limits]: 10s is above its limit of 2s; ask for 2s or less"),
+        (
+            "gone",
+            "cannot grant reading {root}/gone: it does not exist; create it first or correct "
+            "the path",
+        ),
+    ],
+)
+def test_permissions_the_pool_refuses_are_refused_at_start(
+    tmp_path: Path, profile: str, refusal: str
+) -> None:
+    """Not a server whose every call fails with a refusal the model cannot act on."""
+    pytest.importorskip("mcp", reason="the MCP SDK comes with the test extra (pynox[mcp])")
+    (tmp_path / "pynox.toml").write_text(
+        "[profiles.slow]\ntimeout = '10s'\n\n[profiles.gone]\nallow_read = ['gone']\n\n"
+        "[pool.limits]\ntimeout = '2s'\n"
+    )
+    result = run([PYNOX, "mcp", "--profile", profile], cwd=tmp_path, input=b"")
+    assert result.returncode == 2
+    root = tmp_path.resolve()
+    assert result.stderr.decode() == (
+        f"pynox: mcp: the pool refuses the permissions of --profile={profile}: "
+        f"{refusal.format(root=root)}\n"
+    )

@@ -168,7 +168,7 @@ def test_arguments_are_refused_before_anything_runs(
 ) -> None:
     pool = Pool(lazy=True)
     try:
-        tools = PythonTools(pool)
+        tools = PythonTools(pool, check=False)
         with pytest.raises(BadCall) as caught:
             asyncio.run(tools.call("run_python", arguments))
         assert caught.value.message.startswith(message)
@@ -180,7 +180,7 @@ def test_arguments_are_refused_before_anything_runs(
 def test_idle_sessions_are_closed_and_a_later_call_is_told_to_start_anew() -> None:
     pool = Pool(lazy=True)
     try:
-        tools = PythonTools(pool)
+        tools = PythonTools(pool, check=False)
         session_id, entry = asyncio.run(tools._open())
         entry.last_used -= tools.session_idle + 1
         with pytest.raises(BadCall) as caught:
@@ -197,7 +197,7 @@ def test_idle_sessions_are_closed_and_a_later_call_is_told_to_start_anew() -> No
 def test_sessions_are_bounded_even_when_the_config_sets_no_bound() -> None:
     pool = Pool(lazy=True)
     try:
-        tools = PythonTools(pool)
+        tools = PythonTools(pool, check=False)
         assert tools.max_sessions == DEFAULT_MCP_SESSIONS
         for _ in range(DEFAULT_MCP_SESSIONS):
             asyncio.run(tools._open())
@@ -214,7 +214,7 @@ def test_concurrent_calls_that_find_idle_sessions_each_get_their_own_answer() ->
     session is gone, neither fails on the other closing the same idle sessions."""
     pool = Pool(lazy=True)
     try:
-        tools = PythonTools(pool)
+        tools = PythonTools(pool, check=False)
         opened = [asyncio.run(tools._open()) for _ in range(2)]
         for _, entry in opened:
             entry.last_used -= tools.session_idle + 1
