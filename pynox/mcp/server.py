@@ -112,10 +112,24 @@ async def serve_stdio(server: Server[Any]) -> None:
     from pynox.mcp.unreadable import AnsweringBadIds, AnsweringUnreadable, standard_input
 
     lines = AnsweringBadIds(standard_input())
-    async with stdio_server(cast("anyio.AsyncFile[str]", lines)) as (read_stream, write_stream):
-        lines.attach(write_stream)
-        answering = AnsweringUnreadable(read_stream, write_stream)
-        await server.run(answering, write_stream, server.create_initialization_options())
+    try:
+        async with stdio_server(cast("anyio.AsyncFile[str]", lines)) as (read_stream, write_stream):
+            lines.attach(write_stream)
+            answering = AnsweringUnreadable(read_stream, write_stream)
+            await server.run(answering, write_stream, server.create_initialization_options())
+    except BaseException as exc:
+        if not _only_broken_pipes(exc):
+            raise
+        # The client closed its end of standard output (it went away): nothing can reach
+        # it any more, so the server ends as when standard input closes.
+
+
+def _only_broken_pipes(exc: BaseException) -> bool:
+    """Whether exc is BrokenPipeError, or a group (of groups) of nothing else."""
+    inner = getattr(exc, "exceptions", None)  # an exception group (builtin from 3.11)
+    if inner is None:
+        return isinstance(exc, BrokenPipeError)
+    return all(_only_broken_pipes(each) for each in inner)
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -362,3 +362,23 @@ def test_a_step_queued_behind_one_when_its_session_is_closed_is_told_so() -> Non
         )
     finally:
         pool.close()
+
+
+def test_a_client_that_closes_the_servers_output_ends_it_quietly() -> None:
+    """As one that closes its input does: not with an internal error to report."""
+    server = subprocess.Popen(
+        [PYNOX, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        server.stdin.write(json.dumps(HELLO).encode() + b"\n")
+        server.stdin.flush()
+        assert select.select([server.stdout], [], [], 60)[0], "no answer to initialize"
+        server.stdout.close()
+        server.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n')
+        server.stdin.flush()
+        assert server.wait(timeout=30) == 0
+        assert server.stderr is not None and server.stderr.read() == b""
+    finally:
+        server.kill()
+        server.communicate()
