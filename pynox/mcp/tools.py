@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 from pynox.api.options import Spec
 from pynox.api.session import Session
 from pynox.api.tool import describe
-from pynox.limits import DEFAULT_MCP_SESSIONS, DEFAULT_SESSION_IDLE, MAX_MCP_CODE
+from pynox.limits import (
+    DEFAULT_MCP_SESSIONS,
+    DEFAULT_SESSION_IDLE,
+    MAX_FILES_OUT,
+    MAX_FILES_OUT_BYTES,
+    MAX_MCP_CODE,
+)
 
 if TYPE_CHECKING:
     from pynox.api.pool import Pool
@@ -119,15 +125,22 @@ class PythonTools:
 
     def descriptions(self) -> list[dict[str, Any]]:
         """Name, description and input schema of each tool."""
-        run_doc = describe(self.pool, self.spec, session=False)
-        session_doc = describe(self.pool, self.spec, session=True)
-        text, _, sections = session_doc.partition("\n\nArgs:\n")
-        session_doc = (
-            f"{text}\n\nThe first call (without session_id) starts a session and its result "
-            "ends with the session_id to pass to the next calls. Close the session with "
-            f"{CLOSE} when done; at most {self.max_sessions} sessions are open at once, "
-            f"and one unused for {_seconds(self.session_idle)} is closed.\n\nArgs:\n"
-            f"{sections}"
+        # What this server adds to pynox.tool()'s text: the files of out/ go to the client
+        # (an application gets them as Result.files), and the session's lifecycle.
+        files = (
+            "Files the code writes into out/ of its home directory (Path.home() / 'out', "
+            "which exists) come back with the result, at most "
+            f"{MAX_FILES_OUT} files and {MAX_FILES_OUT_BYTES >> 20} MiB together; the "
+            "result names those returned and those left out."
+        )
+        run_doc = _before_args(describe(self.pool, self.spec, session=False), files)
+        session_doc = _before_args(
+            describe(self.pool, self.spec, session=True),
+            f"{files} Each call returns what it wrote, and out/ is then emptied.",
+            "The first call (without session_id) starts a session and its result ends with "
+            f"the session_id to pass to the next calls. Close the session with {CLOSE} when "
+            f"done; at most {self.max_sessions} sessions are open at once, and one unused for "
+            f"{_seconds(self.session_idle)} is closed.",
         )
         return [
             _tool(RUN, run_doc, {"code": _CODE}, ["code"]),
@@ -242,6 +255,12 @@ class PythonTools:
 async def _close(session: Session) -> None:
     """Session.close waits for the pool's answer: in a thread, not on the event loop."""
     await asyncio.get_running_loop().run_in_executor(None, session.close)
+
+
+def _before_args(doc: str, *paragraphs: str) -> str:
+    """A tool's docstring with paragraphs added to its text, before its Args section."""
+    text, _, sections = doc.partition("\n\nArgs:\n")
+    return "\n\n".join([text, *paragraphs]) + "\n\nArgs:\n" + sections
 
 
 def _tool(

@@ -73,6 +73,10 @@ def test_lists_the_three_tools_described_from_the_policy(mcp: Client, root: Path
     assert "persistent sandboxed session" in tools["python_session"].description
     assert "session_id" in tools["python_session"].description
     assert tools["run_python"].input_schema["required"] == ["code"]
+    # The model is told how to hand files back, which the client then receives.
+    files = "Files the code writes into out/ of its home directory (Path.home() / 'out', "
+    assert files in description
+    assert "out/ is then emptied" in tools["python_session"].description
 
 
 def test_runs_code_and_gives_the_text_pynox_tool_gives(mcp: Client, root: Path) -> None:
