@@ -185,7 +185,7 @@ class PythonTools:
                 )
                 if _never_ran(result):  # queued behind a step: the pool's refusal names
                     raise BadCall(note)  # its own id for the session, which means nothing here
-            elif not entry.session.alive and (result.session or {}).get("ended"):
+            elif not entry.session.alive and not _never_ran(result):  # its end, or the pool's
                 note = f"session_id: {session_id} (its process ended; the next call starts afresh)"
             else:
                 note = f"session_id: {session_id}"

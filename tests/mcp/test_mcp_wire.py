@@ -382,3 +382,35 @@ def test_a_client_that_closes_the_servers_output_ends_it_quietly() -> None:
     finally:
         server.kill()
         server.communicate()
+
+
+def test_a_step_the_pools_end_stopped_says_its_session_ended() -> None:
+    """The pool process died under the step: the session's process went with it, and the
+    note says so, as for a step that ended its session itself."""
+    pool = Pool(workers=1)
+    try:
+        tools = PythonTools(pool)
+
+        async def step_under_a_dying_pool() -> str | None:
+            first = await tools.call("python_session", {"code": "x = 1"})
+            assert first.note is not None
+            session_id = first.note.split()[1]
+            step = asyncio.ensure_future(
+                tools.call(
+                    "python_session",
+                    {"code": "import time\ntime.sleep(30)", "session_id": session_id},
+                )
+            )
+            while not tools.sessions[session_id].running:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)  # sent to the pool
+            assert pool.pid is not None
+            os.kill(pool.pid, signal.SIGKILL)
+            return (await step).note
+
+        note = asyncio.run(step_under_a_dying_pool())
+        assert note is not None and note.endswith(
+            " (its process ended; the next call starts afresh)"
+        ), note
+    finally:
+        pool.close()
