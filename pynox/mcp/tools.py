@@ -139,7 +139,7 @@ class PythonTools:
             f"{files} Each call returns what it wrote, and out/ is then emptied.",
             "The first call (without session_id) starts a session and its result ends with "
             f"the session_id to pass to the next calls. Close the session with {CLOSE} when "
-            f"done; at most {self.max_sessions} sessions are open at once, and one unused for "
+            f"done; at most {_are_open(self.max_sessions)} at once, and one unused for "
             f"{_seconds(self.session_idle)} is closed.",
         )
         return [
@@ -216,7 +216,7 @@ class PythonTools:
         await self._close_idle()
         if len(self.sessions) >= self.max_sessions:
             raise BadCall(
-                f"{len(self.sessions)} sessions are open, the most this server allows; close "
+                f"{_are_open(len(self.sessions))}, the most this server allows; close "
                 f"one with {CLOSE} first"
             )
         session_id = secrets.token_hex(_ID_BYTES)
@@ -307,6 +307,10 @@ def _code(arguments: dict[str, Any]) -> str:
     except UnicodeEncodeError:
         raise BadCall("code is not valid Unicode text (it has a lone surrogate)") from None
     return code
+
+
+def _are_open(count: int) -> str:
+    return "1 session is open" if count == 1 else f"{count} sessions are open"
 
 
 def _json_type(value: object) -> str:

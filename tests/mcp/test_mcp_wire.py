@@ -414,3 +414,19 @@ def test_a_step_the_pools_end_stopped_says_its_session_ended() -> None:
         ), note
     finally:
         pool.close()
+
+
+def test_a_bound_of_one_session_is_said_in_the_singular(tmp_path: Path) -> None:
+    config = tmp_path / "pynox.toml"
+    config.write_text("[pool]\nmax_sessions = 1\n")
+    pool = Pool(lazy=True, config=str(config))
+    try:
+        tools = PythonTools(pool, check=False)
+        description = tools.descriptions()[1]["description"]
+        assert "at most 1 session is open at once" in description
+        asyncio.run(tools._open())
+        with pytest.raises(BadCall, match="^1 session is open, the most this server allows"):
+            asyncio.run(tools.call("python_session", {"code": "1"}))
+        tools.close()
+    finally:
+        pool.close()
