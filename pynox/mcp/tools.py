@@ -142,8 +142,11 @@ class PythonTools:
             f"done; at most {_are_open(self.max_sessions)} at once, and one unused for "
             f"{_seconds(self.session_idle)} is closed.",
         )
+        run = _tool(RUN, run_doc, {"code": _CODE}, ["code"])
+        if not self.max_sessions:  # [pool] max_sessions = 0: one-shot runs only
+            return [run]
         return [
-            _tool(RUN, run_doc, {"code": _CODE}, ["code"]),
+            run,
             _tool(SESSION, session_doc, {"code": _CODE, "session_id": _SESSION_ID}, ["code"]),
             _tool(
                 CLOSE,
@@ -159,6 +162,11 @@ class PythonTools:
         if name == RUN:
             _only(arguments, {"code"}, name)
             return Reply(await self.pool.arun_spec(_code(arguments), self.spec))
+        if name in (SESSION, CLOSE) and not self.max_sessions:
+            raise BadCall(
+                f"this server keeps no sessions ([pool] max_sessions = 0); use {RUN}, which "
+                "runs each program in a fresh process"
+            )
         if name == SESSION:
             _only(arguments, {"code", "session_id"}, name)
             code = _code(arguments)
@@ -198,7 +206,12 @@ class PythonTools:
             del self.sessions[arguments["session_id"]]
             await _close(entry.session)
             return Reply(None, f"session {arguments['session_id']} closed")
-        raise BadCall(f"there is no tool {_shown(name)}; the tools are {RUN}, {SESSION}, {CLOSE}")
+        offered = (
+            f"the tools are {RUN}, {SESSION}, {CLOSE}"
+            if self.max_sessions
+            else f"the tool is {RUN}"
+        )
+        raise BadCall(f"there is no tool {_shown(name)}; {offered}")
 
     def close(self) -> None:
         for entry in self.sessions.values():

@@ -430,3 +430,27 @@ def test_a_bound_of_one_session_is_said_in_the_singular(tmp_path: Path) -> None:
         tools.close()
     finally:
         pool.close()
+
+
+def test_a_bound_of_no_sessions_offers_run_python_alone(tmp_path: Path) -> None:
+    """Not python_session, whose every call would be told to close a session first."""
+    config = tmp_path / "pynox.toml"
+    config.write_text("[pool]\nmax_sessions = 0\n")
+    pool = Pool(lazy=True, config=str(config))
+    try:
+        tools = PythonTools(pool, check=False)
+        assert [tool["name"] for tool in tools.descriptions()] == ["run_python"]
+        for name, arguments in [
+            ("python_session", {"code": "1"}),
+            ("close_python_session", {"session_id": "x"}),
+        ]:
+            with pytest.raises(BadCall) as refused:
+                asyncio.run(tools.call(name, arguments))
+            assert refused.value.message == (
+                "this server keeps no sessions ([pool] max_sessions = 0); use run_python, "
+                "which runs each program in a fresh process"
+            )
+        with pytest.raises(BadCall, match="; the tool is run_python$"):
+            asyncio.run(tools.call("run_shell", {"code": "1"}))
+    finally:
+        pool.close()
