@@ -49,13 +49,13 @@ def build_server(tools: PythonTools) -> Server[Any]:
             raise MCPError(code=types.INTERNAL_ERROR, message=exc.message) from None
         return tool_result(reply)
 
+    sessions = ", python_session for state kept across calls" if tools.max_sessions else ""
     return Server(
         NAME,
         version=__version__,
         instructions=(
-            "Runs Python in a kernel-enforced sandbox: run_python for one program, "
-            "python_session for state kept across calls. Each tool's description says "
-            "what the code may touch."
+            f"Runs Python in a kernel-enforced sandbox: run_python for one program{sessions}. "
+            "Each tool's description says what the code may touch."
         ),
         on_list_tools=list_tools,
         on_call_tool=call_tool,

@@ -27,6 +27,7 @@ from pynox.limits import DEFAULT_MCP_SESSIONS
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 pytest.importorskip("mcp", reason="the MCP SDK comes with the test extra (pynox[mcp])")
 
+from pynox.mcp.server import build_server  # noqa: E402
 from pynox.mcp.tools import BadCall, PythonTools  # noqa: E402
 
 HELLO = {
@@ -440,6 +441,10 @@ def test_a_bound_of_no_sessions_offers_run_python_alone(tmp_path: Path) -> None:
     try:
         tools = PythonTools(pool, check=False)
         assert [tool["name"] for tool in tools.descriptions()] == ["run_python"]
+        assert build_server(tools).instructions == (
+            "Runs Python in a kernel-enforced sandbox: run_python for one program. Each "
+            "tool's description says what the code may touch."
+        )
         for name, arguments in [
             ("python_session", {"code": "1"}),
             ("close_python_session", {"session_id": "x"}),
