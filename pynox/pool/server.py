@@ -20,7 +20,7 @@ import stat
 import sys
 import time
 
-from pynox import strict_json
+from pynox import lean_os, strict_json
 from pynox._native import immortalize
 from pynox.engine import scratch, scratch_removal
 from pynox.engine.child_setup import REPORT_CONFINED
@@ -337,7 +337,7 @@ class _OverBound(channel.ChannelError):
 
 class PoolServer:
     def __init__(self, options: PoolOptions) -> None:
-        cwd = os.getcwd()
+        cwd = lean_os.getcwd()  # python starts in a removed directory, and so does the pool
         path = find_config_path(options.config, os.environ, cwd)
         self.config = load_config(path, os.environ) if path else Config("")
         settings = self.config.pool

@@ -48,6 +48,8 @@ def test_options_work_in_a_working_directory_that_was_removed(
     assert Spec(allow_read=["/etc"]).request("pass")["allow_read"] == ["/etc"]
     assert Spec(allow_read=["data"]).request("pass")["allow_read"] == [str(gone / "data")]
     Pool(lazy=True, package_dirs=[str(tmp_path)]).close()
+    with Pool(workers=1) as pool:  # started there, as python starts
+        assert pool.run("print(1)").stdout == "1\n"
 
 
 def test_request_sends_only_what_was_set() -> None:
