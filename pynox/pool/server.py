@@ -754,6 +754,13 @@ class PoolServer:
         stream = message.get("stream") is True
         if isinstance(script, str) and isinstance(session_name, str):
             raise RequestError('a session runs code, not scripts; send "code"', request_id)
+        if "args" in message and isinstance(session_name, str):
+            # Its process started with the session: sys.argv is [name] in every step.
+            raise RequestError(
+                "a session step takes no args: sys.argv stays as the session's process "
+                "started; set the values in the step's code instead",
+                request_id,
+            )
         if isinstance(session_name, str) and session_name in self.sessions:
             session = self.sessions[session_name]
             run = Run(request_id, session.policy)

@@ -195,3 +195,22 @@ def test_session_ignores_later_permissions(pool: PoolClient, tmp_path: Path) -> 
     assert later["exit"] == 1
     assert later["error"]["type"] == "PermissionError"
     close_session(pool, name)
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first-step", "later-step"])
+def test_a_session_step_with_args_is_refused_rather_than_run_without_them(
+    pool: PoolClient, first: bool
+) -> None:
+    """A session's process starts once: a step's args never reached its sys.argv, and the
+    step ran as if none were sent."""
+    name = new_id("argv")
+    if not first:
+        assert step(pool, name, "x = 1")["exit"] == 0
+    refused = pool.run({"id": new_id("args"), "session": name, "code": "pass", "args": ["a"]})
+    assert refused["error"]["type"] == "RequestError"
+    assert refused["error"]["message"] == (
+        "a session step takes no args: sys.argv stays as the session's process started; "
+        "set the values in the step's code instead"
+    )
+    assert_ok(step(pool, name, "import sys; print(sys.argv)"), "['agent.py']\n")
+    close_session(pool, name)
