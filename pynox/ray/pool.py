@@ -9,7 +9,7 @@ import re
 import threading
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 try:
@@ -37,6 +37,7 @@ from pynox.ray.actor import NodePool
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from pynox.api.tool import Tool
     from pynox.policy.config import Config
 
 # How long close() lets each actor stop its local pool before it is killed.
@@ -287,7 +288,7 @@ class RayPool:
 
     def tool(
         self, *, session: bool = False, **options: Unpack[SessionOptions]
-    ) -> Callable[[str], str]:
+    ) -> Tool:
         """A plain `run_python(code: str) -> str` for a model, as `pynox.Pool.tool` gives."""
         if not isinstance(session, bool):
             raise TypeError("session takes True or False")

@@ -15,6 +15,7 @@ USER_PROGRAM = """\
 import asyncio
 
 import pynox
+from pynox.ray import RayPool
 
 
 def use() -> None:
@@ -32,6 +33,10 @@ def use() -> None:
         pool.session().stream("print(1)").close()
     if result.error is not None:
         hint: str | None = result.error["hint"]
+
+
+def use_on_ray(pool: RayPool) -> None:
+    result: pynox.Result = pool.tool().run("1")  # the same tool as pynox.Pool's
 
 
 async def use_async() -> None:
