@@ -110,7 +110,10 @@ def _compact(value: object, ascii_only: bool) -> str:
         raise TooDeep("the value nests too deeply for JSON") from None
     except ValueError as exc:
         if "Out of range float" in str(exc):
-            raise NotFinite(f"NaN and Infinity are not JSON values (RFC 8259): {exc}") from None
+            # json's message ends with the value from Python 3.13 on: "...compliant: nan".
+            _, colon, found = str(exc).rpartition(": ")
+            held = f", and this holds {found}" if colon else ""
+            raise NotFinite(f"NaN and Infinity are not JSON values (RFC 8259){held}") from None
         raise
 
 

@@ -3,6 +3,7 @@ ChannelError), never another exception, a hang, or data the reader did not ask f
 
 import json
 import math
+import sys
 from unittest import mock
 
 import pytest
@@ -214,3 +215,14 @@ def test_large_frames_of_few_items_are_read() -> None:
     for args in (f'["{csv}"]', json.dumps(numbers), json.dumps(["x" * 64] * 100_000)):
         [(frame, _)] = channel.FrameReader().feed(_call(args))
         assert frame["args"] == json.loads(args)
+
+
+def test_a_value_json_cannot_write_is_named_once() -> None:
+    """json's own message came after ours, saying the same thing twice."""
+    with pytest.raises(strict_json.NotFinite) as refused:
+        strict_json.dumps({"a": [math.nan]})
+    message = str(refused.value)
+    assert message.startswith("NaN and Infinity are not JSON values (RFC 8259)")
+    assert "compliant" not in message
+    if sys.version_info >= (3, 13):  # json names the value from 3.13 on
+        assert message.endswith(", and this holds nan")
