@@ -6,7 +6,9 @@ import argparse
 import os
 import sys
 
-from pynox.errors import ConfigError, UsageError
+from pynox import lean_os
+from pynox.errors import ConfigError, PynoxError, UsageError
+from pynox.policy.location import find_config_path
 
 USAGE = "pynox mcp [--config FILE] [--profile NAME] [--workers N] [--http [HOST:]PORT]"
 DESCRIPTION = (
@@ -111,9 +113,15 @@ def mcp_command(argv: list[str]) -> int:
                 f"mcp: --http={options.http}: cannot listen there ({exc.strerror or exc}); "
                 "give a free port, and a name or address of this machine"
             ) from None
+    config = options.config
+    if config is not None:  # named as its flag, not as the API's config=
+        try:
+            config = find_config_path(config, os.environ, lean_os.getcwd())
+        except PynoxError as exc:
+            raise UsageError(f"mcp: {exc.message}") from None
     try:
         # Started now, so that it is warm by the first call.
-        pool = Pool(workers=options.workers, config=options.config)
+        pool = Pool(workers=options.workers, config=config)
     except ValueError as exc:
         raise UsageError(f"mcp: {exc}") from None
     try:

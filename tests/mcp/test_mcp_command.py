@@ -115,6 +115,16 @@ def test_a_profile_without_a_config_is_refused(tmp_path: Path) -> None:
     )
 
 
+def test_a_missing_config_is_named_as_its_flag(tmp_path: Path) -> None:
+    """It was named as the API's argument (config=), which no one running pynox mcp wrote."""
+    pytest.importorskip("mcp", reason="the MCP SDK comes with the test extra (pynox[mcp])")
+    result = run([PYNOX, "mcp", "--config", "missing.toml"], cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.decode() == (
+        "pynox: mcp: --config=missing.toml does not exist; pass the path of a pynox.toml\n"
+    )
+
+
 def test_a_profile_the_config_lacks_is_a_usage_error(tmp_path: Path) -> None:
     """A bad --profile is a bad command line (2), not a sandbox that could not be set up."""
     pytest.importorskip("mcp", reason="the MCP SDK comes with the test extra (pynox[mcp])")
