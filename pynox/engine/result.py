@@ -142,16 +142,34 @@ def build_result(
 ) -> "dict[str, Any]":
     """The result; style: how its hint names grants, when not as `api` says (a pool's,
     which knows what its [pool.limits] refuse)."""
+    error = _error(outcome, policy, api, style)
+    stderr = outcome.stderr.decode("utf-8", errors="replace")
+    if style is not None and error is not None and error["hint"] is not None:
+        stderr = _hint_line_as_judged(stderr, _trusted_report(outcome), error["hint"])
     return {
         "exit": outcome.exit_code,
         "stdout": outcome.stdout.decode("utf-8", errors="replace"),
-        "stderr": outcome.stderr.decode("utf-8", errors="replace"),
+        "stderr": stderr,
         "stdout_truncated": outcome.stdout_truncated,
         "stderr_truncated": outcome.stderr_truncated,
-        "error": _error(outcome, policy, api, style),
+        "error": error,
         "duration_ms": round(outcome.duration_ms),
         **fixed_fields(policy),
     }
+
+
+def _hint_line_as_judged(stderr: str, report: "dict[str, Any] | None", hint: str) -> str:
+    """stderr with its last line, the hint the program's process wrote after its
+    traceback, rewritten as the result's own hint says it. That process knows nothing of
+    a pool's [pool.limits] or its scratch directories: its line could name a grant that
+    the pool refuses every request."""
+    written = report.get("hint") if report is not None else None
+    if not isinstance(written, str) or written == hint:
+        return stderr
+    line = f"pynox: {written}\n"
+    if not stderr.endswith(line):
+        return stderr  # cut short, or something printed after it
+    return stderr[: -len(line)] + f"pynox: {hint}\n"
 
 
 def error_object(kind: str, message: str) -> "dict[str, Any]":

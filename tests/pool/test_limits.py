@@ -156,6 +156,10 @@ def test_hints_name_only_what_the_limits_let_a_request_ask_for(
     network = "import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=1)"
     off = client.run({"id": "net", "code": network})
     assert off["error"]["hint"] == "the network is off; [pool.limits] lets no request grant it"
+    # The hint line after the traceback says the same: the program's process, which
+    # knows nothing of [pool.limits], wrote "grant it with" there.
+    for result in (short, at_most, denied, refused, off):
+        assert result["stderr"].endswith(f"\npynox: {result['error']['hint']}\n"), result
 
 
 def test_a_hint_is_judged_without_looking_up_the_programs_path(
@@ -253,6 +257,7 @@ def test_no_request_is_granted_the_pools_scratch_directories(tmp_path: Path) -> 
         assert probe["exit"] == 1 and probe["error"]["type"] == "PermissionError", probe
         hint = probe["error"]["hint"]
         assert "grant it with" not in hint and "no request may be granted it" in hint, hint
+        assert probe["stderr"].endswith(f"\npynox: {hint}\n"), probe["stderr"]
         client.send({"id": "close-owner", "close_session": "owner"})
         client.wait_for(lambda: "close-owner" in client.results)
         assert client.close() == 0
