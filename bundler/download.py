@@ -2,7 +2,8 @@
 
 The bytes go to a `.part` file that a retry continues with an HTTP Range
 request; nothing here trusts the content: the caller verifies the sha256 of the
-finished file before it is renamed into place or unpacked.
+finished file before it is renamed into place or unpacked. A `.part` that cannot
+be written (a full or read-only disk) is CannotWrite, not a failed download.
 """
 
 from __future__ import annotations
@@ -51,6 +52,16 @@ class DownloadFailed(Exception):
         super().__init__(f"{url}: {reason}")
         self.url = url
         self.reason = reason
+
+
+class CannotWrite(Exception):
+    """The part file cannot be written: no attempt will do better, and the server is not
+    to blame. `error` is the OSError, `part` the file."""
+
+    def __init__(self, part: Path, error: OSError) -> None:
+        super().__init__(f"{part}: {error}")
+        self.part = part
+        self.error = error
 
 
 class _Retry(Exception):
@@ -131,8 +142,17 @@ def _attempt(url: str, part: Path, progress: Progress, limit: int) -> None:
         if (total or 0) > limit:
             raise _TooLarge()
         progress.start(total, resumed_at=offset)
-        with part.open(mode) as out:
+        try:
+            out = part.open(mode)
+        except OSError as exc:
+            raise CannotWrite(part, exc) from None
+        try:
             _copy(cast(IO[bytes], response), out, progress, limit - offset)
+        finally:
+            try:
+                out.close()  # flushes the last bytes: a full disk can refuse them here
+            except OSError as exc:
+                raise CannotWrite(part, exc) from None
         size = part.stat().st_size
         if total is not None and size < total:
             raise _Retry(f"the connection closed at {size} of {total} bytes")
@@ -140,6 +160,12 @@ def _attempt(url: str, part: Path, progress: Progress, limit: int) -> None:
 
 
 def _copy(source: IO[bytes], out: IO[bytes], progress: Progress, room: int) -> None:
+    def write(data: bytes) -> None:
+        try:
+            out.write(data)
+        except OSError as exc:  # the disk's fault, not the connection's: never retried
+            raise CannotWrite(Path(out.name), exc) from None
+
     try:
         while True:
             chunk = source.read(CHUNK)
@@ -148,10 +174,10 @@ def _copy(source: IO[bytes], out: IO[bytes], progress: Progress, room: int) -> N
             room -= len(chunk)
             if room < 0:
                 raise _TooLarge()
-            out.write(chunk)
+            write(chunk)
             progress.advance(len(chunk))
     except http.client.IncompleteRead as exc:
-        out.write(exc.partial)
+        write(exc.partial)
         raise _Retry("the connection closed early") from None
     except (ConnectionError, TimeoutError) as exc:
         raise _Retry(f"the connection failed ({exc})") from None

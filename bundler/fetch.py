@@ -9,6 +9,7 @@ caller supplies one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from dataclasses import dataclass
@@ -16,11 +17,11 @@ from pathlib import Path
 
 from bundler import config, log
 from bundler.digest import normalize, sha256_file
-from bundler.download import DownloadFailed, download
+from bundler.download import CannotWrite, DownloadFailed, download
 from bundler.errors import BundlerError
 from bundler.mirror import ENV as MIRROR_ENV
 from bundler.mirror import mirror_base, mirror_url
-from bundler.paths import made_cache, runtimes_cache
+from bundler.paths import cache_failure, made_cache, runtimes_cache
 
 RUNTIME_ENV = "PYNOX_RUNTIME"
 SHA256_ENV = "PYNOX_RUNTIME_SHA256"
@@ -64,6 +65,20 @@ def local_runtime(value: str, sha256: str | None) -> RuntimeSource:
 
 
 def cached_or_downloaded(
+    asset: config.Asset, tag: str, expected: str, mirror: str | None
+) -> RuntimeSource:
+    try:
+        return _cached_or_downloaded(asset, tag, expected, mirror)
+    except CannotWrite as exc:
+        with contextlib.suppress(OSError):
+            exc.part.unlink(missing_ok=True)  # what a full disk cut short is not worth keeping
+        raise cache_failure("write", exc.part, exc.error) from None
+    except OSError as exc:  # reading, removing or renaming a file of the cache
+        where = Path(exc.filename) if exc.filename else runtimes_cache()
+        raise cache_failure("use", where, exc) from None
+
+
+def _cached_or_downloaded(
     asset: config.Asset, tag: str, expected: str, mirror: str | None
 ) -> RuntimeSource:
     cache = runtimes_cache()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -27,11 +28,18 @@ def made_cache(folder: Path) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BundlerError(
-            f"cannot make the cache folder {folder} ({exc.strerror}); "
-            "set XDG_CACHE_HOME to a folder you may write to"
-        ) from None
+        raise cache_failure("make the cache folder", folder, exc) from None
     return folder
+
+
+def cache_failure(doing: str, path: Path, error: OSError) -> BundlerError:
+    """One sentence for a cache that cannot be written or read: a full or read-only disk,
+    or a folder of another user, is not fixed by another mirror or another try."""
+    room = "make room there, or " if error.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+    return BundlerError(
+        f"cannot {doing} {path} ({error.strerror or error}); "
+        f"{room}set XDG_CACHE_HOME to a folder you may write to"
+    )
 
 
 def runtimes_cache() -> Path:

@@ -590,3 +590,50 @@ def test_default_python_of_a_runtime_that_does_not_exist_says_so(tmp_path: Path)
         f"bundler: PYNOX_RUNTIME names {missing}, which does not exist; point it at a runtime"
         " archive (.tar.gz) or an extracted runtime folder"
     )
+
+
+def test_a_full_cache_disk_is_named_and_not_retried(release: dict[str, object]) -> None:
+    """A disk that refuses the bytes is not the mirror's fault: no retry, no hint to
+    change mirrors, and no partial file left on the full disk."""
+    _pin(release, str(release["sha256"]))
+    part = cached(release).with_name(f"{release['name']}.part")
+    part.parent.mkdir(parents=True)
+    part.symlink_to("/dev/full")  # every write there fails with ENOSPC
+    with Mirror(release["mirror"]) as mirror:  # type: ignore[arg-type]
+        done = fetch(release, PYNOX_PBS_MIRROR=mirror.url)
+        requests = len(mirror.state.requests)
+    assert done.returncode == 1
+    assert one_line(done.stderr) == (
+        f"bundler: cannot write {part} (No space left on device); make room there, or set"
+        " XDG_CACHE_HOME to a folder you may write to"
+    )
+    assert requests == 1, "a full disk is not retried"
+    assert not part.exists() and not part.is_symlink()
+
+
+def test_a_cache_that_cannot_be_changed_is_one_line(
+    release: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stale cached runtime on a read-only disk: one sentence, not a traceback."""
+    import errno
+
+    from bundler import config
+    from bundler.errors import BundlerError
+    from bundler.fetch import cached_or_downloaded
+
+    kept = cached(release)
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"stale")
+
+    def read_only(self: Path, missing_ok: bool = False) -> None:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(self))
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(release["cache"]))
+    monkeypatch.setattr(Path, "unlink", read_only)
+    asset = config.Asset(host_target()[0], "3.99.0", str(release["name"]), "", "")
+    with pytest.raises(BundlerError) as caught:
+        cached_or_downloaded(asset, TAG, str(release["sha256"]), Path(release["mirror"]).as_uri())  # type: ignore[arg-type]
+    assert str(caught.value) == (
+        f"cannot use {kept} (Read-only file system); set XDG_CACHE_HOME to a folder you may"
+        " write to"
+    )
