@@ -8,11 +8,13 @@ and a gzip header with neither a time nor a file name.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import os
 import stat
 import tarfile
 from pathlib import Path
+from typing import BinaryIO
 
 from bundler.errors import BundlerError
 
@@ -50,17 +52,45 @@ def _member(path: Path, name: str, mtime: int) -> tarfile.TarInfo:
     return info
 
 
+class _Output:
+    """The archive's file, which keeps its first write error (a full disk) and drops what
+    comes after: gzip and tarfile then close without failing again, which would leave
+    gzip's buffer to fail once more, noisily, when it is collected."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.file = file
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        if self.error is None:
+            try:
+                self.file.write(data)
+            except OSError as exc:
+                self.error = exc
+        return len(data)
+
+    def flush(self) -> None:
+        if self.error is None:
+            try:
+                self.file.flush()
+            except OSError as exc:
+                self.error = exc
+
+
 def write_tar_gz(
     root: Path, top: str, output: Path, mtime: int, level: int = COMPRESS_LEVEL
 ) -> None:
     """Writes root's contents under the top-level folder `top` into output."""
-    output.parent.mkdir(parents=True, exist_ok=True)
     temporary = output.with_name(output.name + ".tmp")
     try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _cannot_write(output, exc) from None
+    try:
         with (
-            temporary.open("wb") as raw,
+            temporary.open("wb") as out,
             gzip.GzipFile(
-                filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=level
+                filename="", mode="wb", fileobj=(raw := _Output(out)), mtime=0, compresslevel=level
             ) as compressed,
             tarfile.TarFile(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as tar,
         ):
@@ -72,7 +102,20 @@ def write_tar_gz(
                         tar.addfile(info, file)
                 else:
                     tar.addfile(info)
+        if raw.error is not None:
+            raise raw.error
         temporary.replace(output)
-    except BaseException:
-        temporary.unlink(missing_ok=True)  # never a half-written archive left beside
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            temporary.unlink(missing_ok=True)  # never a half-written archive left beside
+        if isinstance(exc, OSError) and exc.filename in (None, str(temporary)):
+            raise _cannot_write(output, exc) from None  # not reading the tree: writing
         raise
+
+
+def _cannot_write(output: Path, error: OSError) -> BundlerError:
+    """A full or read-only disk where the archive goes."""
+    return BundlerError(
+        f"cannot write {output} ({error.strerror or error}); make room there, "
+        "or write it to another folder"
+    )

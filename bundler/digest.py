@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from pathlib import Path
@@ -36,5 +37,12 @@ def normalize(value: str, where: str) -> str:
 def write_sums(path: Path) -> Path:
     """Writes PATH.sha256 in sha256sum's format and returns its path."""
     out = path.with_name(path.name + ".sha256")
-    out.write_text(f"{sha256_file(path)}  {path.name}\n", encoding="ascii")
+    try:
+        out.write_text(f"{sha256_file(path)}  {path.name}\n", encoding="ascii")
+    except OSError as exc:  # the archive took the disk's last room
+        with contextlib.suppress(OSError):
+            out.unlink(missing_ok=True)  # an empty .sha256 would vouch for nothing
+        raise BundlerError(
+            f"cannot write {out} ({exc.strerror or exc}); make room there, and run again"
+        ) from None
     return out

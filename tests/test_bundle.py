@@ -326,6 +326,49 @@ def test_an_output_path_of_the_wrong_kind_is_refused_before_the_work(
     assert file.read_text() == "mine\n" and list(folder.iterdir()) == []
 
 
+@pytest.mark.parametrize("command", ["bundle", "wheel"])
+def test_an_output_folder_that_cannot_be_written_is_refused_before_the_work(
+    tmp_path: Path, command: str
+) -> None:
+    """Not a traceback once the build is done, when the archive is written."""
+    file = tmp_path / "file"
+    file.write_text("mine\n")
+    offline = clean_env(PYNOX_PBS_MIRROR="http://127.0.0.1:9")  # nothing is fetched
+    done = bundler([command, "--out", str(file / "dist")], offline, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"bundler: cannot write into --out {file}/dist (Not a directory); give a folder you"
+        " may write to"
+    ]
+
+
+def test_a_full_disk_under_the_archive_is_one_sentence(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing half-written is left, and gzip's buffer does not fail again, noisily."""
+    import gc
+
+    from bundler.archive import write_tar_gz
+    from bundler.errors import BundlerError
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "data").write_bytes(os.urandom(300_000))  # more than gzip and tar buffer
+    output = tmp_path / "out" / "bundle.tar.gz"
+    output.parent.mkdir()
+    temporary = output.with_name("bundle.tar.gz.tmp")
+    temporary.symlink_to("/dev/full")  # every write there fails with ENOSPC
+    with pytest.raises(BundlerError) as caught:
+        write_tar_gz(tree, "top", output, 0)
+    gc.collect()
+    assert str(caught.value) == (
+        f"cannot write {output} (No space left on device); make room there, or write it to"
+        " another folder"
+    )
+    assert list(output.parent.iterdir()) == []
+    assert capfd.readouterr().err == ""
+
+
 def test_a_wheelhouse_that_is_not_a_folder_is_refused_before_the_work(tmp_path: Path) -> None:
     """Not once the runtime was fetched and built, when the first wheel is wanted."""
     missing = tmp_path / "wheels"
