@@ -10,6 +10,7 @@ leads is plain path arithmetic.
 
 from __future__ import annotations
 
+import errno
 import shutil
 import tarfile
 from collections import Counter
@@ -87,6 +88,8 @@ def unpack(archive: Path, destination: Path, sha256: str | None = None) -> None:
                 else:  # pragma: no cover - CPython without extraction filters
                     tar.extractall(destination, members=members)
     except (tarfile.TarError, EOFError, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise  # the destination's disk, not the archive: the caller knows what to say
         # tarfile's "r:*" lists each compression it tried, a line each: the first says it.
         reason = str(exc).splitlines()[0].rstrip(":") if str(exc) else type(exc).__name__
         raise BundlerError(

@@ -369,6 +369,47 @@ def test_a_full_disk_under_the_archive_is_one_sentence(
     assert capfd.readouterr().err == ""
 
 
+@pytest.mark.parametrize("where", ["unpacking", "copying"])
+def test_a_work_folder_whose_disk_fills_up_is_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """Not "give a python-build-standalone .tar.gz whole", nor copytree's list of every
+    file it could not copy: the disk is named, with what to do."""
+    import errno
+    import io
+
+    from bundler import fetch, pipeline
+    from bundler.digest import sha256_file
+    from bundler.errors import BundlerError
+
+    runtime = tmp_path / "runtime.tar.gz"
+    with tarfile.open(runtime, "w:gz") as tar:
+        tar.addfile(tarfile.TarInfo("python/x"), io.BytesIO(b""))
+    source = fetch.RuntimeSource("archive", runtime, runtime.name, sha256_file(runtime), "here")
+    monkeypatch.setattr(fetch, "resolve", lambda *args, **kwargs: source)
+    full = os.strerror(errno.ENOSPC)
+    if where == "unpacking":
+
+        def no_room(*args: object, **kwargs: object) -> None:
+            raise OSError(errno.ENOSPC, full)
+
+        monkeypatch.setattr(tarfile.TarFile, "extractall", no_room)
+    else:
+
+        def copytree_failed(*args: object) -> None:
+            raise shutil.Error([(f"a{n}", f"b{n}", f"[Errno 28] {full}: 'a{n}'") for n in range(9)])
+
+        monkeypatch.setattr(pipeline.runtime_layout, "inspect", copytree_failed)
+    work = tmp_path / "work"
+    request = pipeline.Request(None, None, None, None, None)
+    with pytest.raises(BundlerError) as caught:
+        pipeline.bundle(request, tmp_path / "out", work)
+    assert str(caught.value) == (
+        f"cannot build in {work} ({full}); make room there, or give --work a folder on a disk"
+        " with more room"
+    )
+
+
 def test_a_wheelhouse_that_is_not_a_folder_is_refused_before_the_work(tmp_path: Path) -> None:
     """Not once the runtime was fetched and built, when the first wheel is wanted."""
     missing = tmp_path / "wheels"
