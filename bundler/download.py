@@ -44,6 +44,24 @@ def describe(exc: BaseException) -> str:
     return printable(str(exc) or type(exc).__name__)
 
 
+def through_proxy(url: str) -> str:
+    """ " through the proxy ... (HTTPS_PROXY)" when urllib would reach url through a proxy
+    of the environment (one NO_PROXY does not exempt), else "": a proxy that does not
+    answer fails the download with what it said, which reads as the server's fault."""
+    parts = urlsplit(url)
+    proxy = (
+        urllib.request.getproxies().get(parts.scheme) if parts.scheme in ("http", "https") else None
+    )
+    if not proxy or urllib.request.proxy_bypass(parts.netloc):
+        return ""
+    shown = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    address = shown.hostname or proxy
+    if shown.port:
+        address += f":{shown.port}"
+    # Without the user and password a proxy URL may carry.
+    return f" through the proxy {shown.scheme}://{address} ({parts.scheme.upper()}_PROXY)"
+
+
 class DownloadFailed(Exception):
     """The file could not be had; `reason` says why in a few words, on one line."""
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bundler import config, log
 from bundler.digest import normalize, sha256_file
-from bundler.download import CannotWrite, DownloadFailed, download
+from bundler.download import CannotWrite, DownloadFailed, download, through_proxy
 from bundler.errors import BundlerError
 from bundler.mirror import ENV as MIRROR_ENV
 from bundler.mirror import mirror_base, mirror_url
@@ -120,7 +120,8 @@ def _download(url: str, part: Path, name: str, tag: str) -> None:
         download(url, part, name)
     except DownloadFailed as exc:
         raise BundlerError(
-            f"cannot download {name} from {url} ({exc.reason}); without access to it, "
+            f"cannot download {name} from {url}{through_proxy(url)} ({exc.reason}); "
+            "without access to it, "
             f"put the file at {tag}/{name} in a folder and set {MIRROR_ENV} to that "
             f"folder, or set {RUNTIME_ENV} to a local runtime archive or folder"
         ) from None

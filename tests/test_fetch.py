@@ -637,3 +637,22 @@ def test_a_cache_that_cannot_be_changed_is_one_line(
         f"cannot use {kept} (Read-only file system); set XDG_CACHE_HOME to a folder you may"
         " write to"
     )
+
+
+def test_a_proxy_that_does_not_answer_is_named(release: dict[str, object]) -> None:
+    """The mirror answers; the proxy the environment sends every request through does not.
+    The message names the proxy (never its password), not only the mirror."""
+    _pin(release, str(release["sha256"]))
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proxy = {"HTTP_PROXY": f"http://user:secret@127.0.0.1:{port}", "NO_PROXY": ""}
+    with Mirror(release["mirror"]) as mirror:  # type: ignore[arg-type]
+        done = fetch(release, PYNOX_PBS_MIRROR=mirror.url, **proxy)
+        assert mirror.state.requests == []
+        direct = fetch(release, PYNOX_PBS_MIRROR=mirror.url, **{**proxy, "NO_PROXY": "127.0.0.1"})
+    assert done.returncode == 1
+    line = one_line(done.stderr)
+    assert f" through the proxy http://127.0.0.1:{port} (HTTP_PROXY) (" in line
+    assert "secret" not in done.stderr
+    assert direct.returncode == 0, direct.stderr
