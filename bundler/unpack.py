@@ -4,13 +4,15 @@ The check is made on the member list before anything is written, so it cannot
 depend on what extraction leaves on disk: no name is absolute or climbs with
 `..`, no member is a device, and no path, link target or hard-link target goes
 through a symbolic link of the archive (a link to a folder, then a name below it,
-could otherwise reach anywhere). With no path through a link, where each link
-leads is plain path arithmetic.
+could otherwise reach anywhere), and no hard link names a symbolic link (it would
+become a copy of that link in another folder, where its target leads elsewhere).
+With no path through a link, where each link leads is plain path arithmetic.
 """
 
 from __future__ import annotations
 
 import errno
+import posixpath
 import shutil
 import tarfile
 from collections import Counter
@@ -39,6 +41,12 @@ def _stays_inside(parts: tuple[str, ...], links: set[PurePosixPath]) -> bool:
 
 def _refuse_escapes(members: list[tarfile.TarInfo], archive: Path) -> None:
     links = {PurePosixPath(m.name) for m in members if m.issym()}
+    # A hard link to a symbolic link is extracted as a copy of that link, whose relative
+    # target then counts from the hard link's folder: refused, it has no use in a runtime.
+    # (tarfile finds a hard link's target by its normalized name, as here.)
+    hard_to_link = [
+        m for m in members if m.islnk() and PurePosixPath(posixpath.normpath(m.linkname)) in links
+    ]
     counts = Counter(PurePosixPath(m.name) for m in members)
     for member in members:
         path = PurePosixPath(member.name)
@@ -46,6 +54,7 @@ def _refuse_escapes(members: list[tarfile.TarInfo], archive: Path) -> None:
         bad = bad or not _stays_inside(path.parts, links)
         # A second entry of a link's name would be written through the link.
         bad = bad or (path in links and counts[path] > 1)
+        bad = bad or member in hard_to_link
         if member.issym() or member.islnk():
             target = PurePosixPath(member.linkname)
             # A symbolic link is relative to its folder, a hard link to the archive's root.

@@ -377,7 +377,8 @@ def test_a_runtime_that_is_no_archive_is_one_line(tmp_path: Path, content: bytes
 
 
 def _hostile_archive(path: Path, entries: list[tuple[str, str, str]]) -> Path:
-    """A .tar.gz of (name, kind, link target or content) entries, kind dir, file or link."""
+    """A .tar.gz of (name, kind, link target or content) entries, kind dir, file, link or
+    hard (a hard link)."""
     import io
     import tarfile
 
@@ -385,11 +386,14 @@ def _hostile_archive(path: Path, entries: list[tuple[str, str, str]]) -> Path:
         for name, kind, value in entries:
             info = tarfile.TarInfo(name)
             data = value.encode() if kind == "file" else b""
-            info.type = {"dir": tarfile.DIRTYPE, "file": tarfile.REGTYPE, "link": tarfile.SYMTYPE}[
-                kind
-            ]
+            info.type = {
+                "dir": tarfile.DIRTYPE,
+                "file": tarfile.REGTYPE,
+                "link": tarfile.SYMTYPE,
+                "hard": tarfile.LNKTYPE,
+            }[kind]
             info.mode = 0o755 if kind == "dir" else 0o644
-            if kind == "link":
+            if kind in ("link", "hard"):
                 info.linkname = value
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
@@ -421,8 +425,20 @@ def _hostile_archive(path: Path, entries: list[tuple[str, str, str]]) -> Path:
             [("python", "dir", ""), ("python/s", "link", "."), ("python/s", "file", "x")],
             "python/s",
         ),
+        # A hard link to a link is a copy of it: "../../.." counts from the archive's root.
+        (
+            [
+                ("python", "dir", ""),
+                ("python/a", "dir", ""),
+                ("python/a/b", "dir", ""),
+                ("python/a/b/s", "link", "../../.."),
+                ("h", "hard", "python/a/../a/b/s"),
+                ("h/ESCAPED", "file", "written outside\n"),
+            ],
+            "h",
+        ),
     ],
-    ids=["chain", "link-through-link", "file-over-link"],
+    ids=["chain", "link-through-link", "file-over-link", "hard-link-to-a-link"],
 )
 def test_a_runtime_archive_cannot_reach_outside_through_its_links(
     tmp_path: Path, entries: list[tuple[str, str, str]], refused: str
