@@ -349,8 +349,9 @@ tool=$(sha256_tool)
 # change between two reads (another writer, or a file server that answers as it likes), and
 # the bytes unpacked must be the bytes checked.
 bundle=$work/bundle.tar.gz
-cp "$archive" "$bundle" 2>"$work/cp-error" ||
-    die "cannot copy $archive into $work to check it ($(grep -m 1 . "$work/cp-error")); set TMPDIR to a folder with room for it"
+# cp's complaint is kept in memory: a file for it would be on the disk that is full.
+error=$(cp "$archive" "$bundle" 2>&1) ||
+    die "cannot copy $archive into $work to check it ($(printf '%s\n' "$error" | grep -m 1 .)); set TMPDIR to a folder with room for it"
 actual=$(sha256_of "$bundle" "$tool")
 [ "$actual" = "$expected" ] ||
     die "$archive has sha256 $actual, not the $expected of $sums; the file is damaged or not the one released"
@@ -406,10 +407,15 @@ fi
 
 members=$work/members
 command -v tar >/dev/null 2>&1 || die "no tar to unpack $archive with; install tar"
-if ! tar -tzf "$bundle" >"$members" 2>"$work/tar-error"; then
+if ! tar -tzf "$bundle" >"$members" 2>/dev/null; then
     command -v gzip >/dev/null 2>&1 ||
         die "no gzip to unpack $archive with (tar uses it for a .tar.gz); install gzip"
-    die "$archive is truncated or corrupt (tar: $(grep -m 1 . "$work/tar-error")); copy it again"
+    # Read again without writing anything: a TMPDIR with room for the copy but not for
+    # the list of its files is no reason to copy the archive again.
+    if error=$(tar -tzf "$bundle" 2>&1 >/dev/null); then
+        die "cannot write the list of the files in $archive into $work; set TMPDIR to a folder with room"
+    fi
+    die "$archive is truncated or corrupt (tar: $(printf '%s\n' "$error" | grep -m 1 .)); copy it again"
 fi
 top=$(sed -n '1{s|^\./||;s|/.*||;p;}' "$members")
 case "$top" in
@@ -508,7 +514,7 @@ staging=$prefix.new.$$
 mkdir "$staging" 2>"$work/mkdir-error" ||
     die "cannot create $staging beside the prefix ($(mkdir_reason)); choose a --prefix in a folder you may write to"
 error=$(tar -xzf "$bundle" -C "$staging" 2>&1) ||
-    die "cannot unpack $archive into $staging: $(printf '%s' "$error" | head -n 1)"
+    die "cannot unpack $archive into $staging ($(printf '%s\n' "$error" | head -n 1)); make room there, or choose a --prefix on another disk (nothing was changed)"
 tree=$staging/$top
 [ -x "$tree/bin/pynox" ] || die "$archive has no bin/pynox; the bundle is broken"
 

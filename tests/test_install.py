@@ -951,3 +951,84 @@ def test_what_is_unpacked_is_what_was_verified(tmp_path: Path, keys: tuple[Path,
     assert done.returncode == 0, done.stderr
     assert archive.read_bytes() == other.read_bytes(), "the file was swapped"
     assert (tmp_path / "p" / "bin" / "pynox").read_text() == "#!/bin/sh\necho signed\n"
+
+
+# --- a disk without room ---------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> object:
+    """A 1 MiB tmpfs (root only; skipped elsewhere), unmounted at the end."""
+    folder = tmp_path / "small disk"
+    folder.mkdir()
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a small tmpfs needs root")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=True, timeout=60)
+
+
+def test_a_tmpdir_without_room_for_the_copy_says_why(tmp_path: Path, small_disk: Path) -> None:
+    """cp's complaint is not lost on the disk that is full."""
+    archive = fake_bundle(tmp_path, padding=os.urandom(1024 * 1024).hex())
+    line = failure_line(
+        install("--archive", archive, "--prefix", tmp_path / "p", env={"TMPDIR": str(small_disk)})
+    )
+    assert line.startswith(f"install.sh: cannot copy {archive} into {small_disk}/pynox-install.")
+    assert line.endswith(
+        "/bundle.tar.gz': No space left on device); set TMPDIR to a folder with room for it"
+    )
+
+
+def test_a_tmpdir_without_room_for_the_file_list_is_not_a_corrupt_archive(
+    tmp_path: Path,
+) -> None:
+    """The archive passed its sha256: when the list of its files cannot be written (a
+    stand-in tar fails as on a full disk), copying the archive again would not help."""
+    archive = fake_bundle(tmp_path)
+    real = shutil.which("tar")
+    env = fake_tools(
+        tmp_path / "fake-bin",
+        tar=(
+            'if [ "$1" = -tzf ] && [ -f "/proc/$$/fd/1" ]; then\n'
+            '    echo "tar: standard output: Cannot write: No space left on device" >&2\n'
+            "    exit 2\n"
+            f'fi\nexec {real} "$@"'
+        ),
+    )
+    line = failure_line(install("--archive", archive, "--prefix", tmp_path / "p", env=env))
+    assert line.startswith(f"install.sh: cannot write the list of the files in {archive} into ")
+    assert line.endswith("; set TMPDIR to a folder with room")
+
+
+def test_a_prefix_disk_without_room_says_what_to_do(tmp_path: Path) -> None:
+    """tar's reason, then what to do about it (a stand-in tar fails as on a full disk)."""
+    archive = fake_bundle(tmp_path)
+    real = shutil.which("tar")
+    env = fake_tools(
+        tmp_path / "fake-bin",
+        tar=(
+            'if [ "$1" = -xzf ] && [ "$3" = -C ]; then\n'
+            '    echo "tar: pynox/bin/pynox: Cannot write: No space left on device" >&2\n'
+            "    exit 2\n"
+            f'fi\nexec {real} "$@"'
+        ),
+    )
+    prefix = tmp_path / "p"
+    line = failure_line(install("--archive", archive, "--prefix", prefix, "--no-link", env=env))
+    assert line.startswith(f"install.sh: cannot unpack {archive} into {prefix}.new.")
+    assert line.endswith(
+        " (tar: pynox/bin/pynox: Cannot write: No space left on device); make room there, or"
+        " choose a --prefix on another disk (nothing was changed)"
+    )
+    assert not list(tmp_path.glob("p*.new.*")), "nothing is left beside the prefix"
+    assert not prefix.exists()
