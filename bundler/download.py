@@ -9,6 +9,7 @@ be written (a full or read-only disk) is CannotWrite, not a failed download.
 from __future__ import annotations
 
 import http.client
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -132,6 +133,14 @@ def download(
             last = describe(exc)
             if isinstance(exc.reason, FileNotFoundError):
                 raise DownloadFailed(url, "no such file") from None
+            if isinstance(exc.reason, ssl.SSLCertVerificationError):
+                # Not retried: a mirror inside a network often has a certificate of its own
+                # authority, which Python trusts once it is named.
+                raise DownloadFailed(
+                    url,
+                    f"its certificate is not trusted: {exc.reason.verify_message}; set "
+                    "SSL_CERT_FILE to the certificate (PEM) of the authority that signed it",
+                ) from None
         except (OSError, http.client.HTTPException) as exc:
             last = describe(exc)
     raise DownloadFailed(url, f"{last} (after {attempts} attempts)")

@@ -672,3 +672,42 @@ def test_a_proxy_that_does_not_answer_is_named(release: dict[str, object]) -> No
     assert f" through the proxy http://127.0.0.1:{port} (HTTP_PROXY) (" in line
     assert "secret" not in done.stderr
     assert direct.returncode == 0, direct.stderr
+
+
+def test_a_mirror_whose_certificate_is_not_trusted_says_how_to_trust_it(
+    release: dict[str, object], tmp_path: Path
+) -> None:
+    """A mirror inside a network, with a certificate of its own authority: no retry, and
+    the hint, once followed, works."""
+    import shutil
+    import ssl
+
+    if not shutil.which("openssl"):
+        pytest.skip("no openssl to make a certificate with")
+    _pin(release, str(release["sha256"]))
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
+        + ["-nodes", "-days", "2"]
+        + ["-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"]
+        + ["-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    mirror = Mirror(release["mirror"])  # type: ignore[arg-type]
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    mirror.server.socket = context.wrap_socket(mirror.server.socket, server_side=True)
+    with mirror:
+        url = mirror.url.replace("http://", "https://")
+        done = fetch(release, PYNOX_PBS_MIRROR=url)
+        trusted = fetch(release, PYNOX_PBS_MIRROR=url, SSL_CERT_FILE=str(cert))
+    assert done.returncode == 1
+    assert (
+        " (its certificate is not trusted: self-signed certificate; set SSL_CERT_FILE to the"
+        " certificate (PEM) of the authority that signed it); "
+    ) in one_line(done.stderr)
+    assert "attempts" not in done.stderr, "a certificate is not retried"
+    assert trusted.returncode == 0, trusted.stderr
+    assert cached(release).read_bytes() == release["data"]
