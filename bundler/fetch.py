@@ -106,10 +106,14 @@ def _cached_or_downloaded(
         _download(url, part, asset.name, tag)
         actual = sha256_file(part)
     if actual != expected:
+        empty = part.stat().st_size == 0
         part.unlink()
+        got = "is empty" if empty else f"has sha256 {actual}, not the pinned {expected}"
+        fix = "put the file the release published on the mirror, or check" if mirror else "check"
         raise BundlerError(
-            f"the download of {asset.name} from {url} has sha256 {actual}, not the pinned "
-            f"{expected}; refusing it (the mirror or the pin is wrong)"
+            f"the download of {asset.name} from {url} {got}; refusing it: {fix} the pin in "
+            f"dist-config/{config.RUNTIMES_FILE} (`nox -s refresh_pins` rewrites it from "
+            "published checksums)"
         )
     part.replace(kept)
     return RuntimeSource("archive", kept, asset.name, expected, url, tag, asset.url)

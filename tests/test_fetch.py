@@ -119,9 +119,26 @@ def test_checksum_mismatch_is_refused(release: dict[str, object]) -> None:
         done = fetch(release, PYNOX_PBS_MIRROR=mirror.url)
     assert done.returncode == 1
     line = one_line(done.stderr)
-    assert f"has sha256 {release['sha256']}, not the pinned {'0' * 64}; refusing it" in line
+    assert line.endswith(
+        f"has sha256 {release['sha256']}, not the pinned {'0' * 64}; refusing it: put the file"
+        " the release published on the mirror, or check the pin in dist-config/runtimes.toml"
+        " (`nox -s refresh_pins` rewrites it from published checksums)"
+    )
     assert not cached(release).exists()
     assert not list(cached(release).parent.glob("*.part")), "nothing unverified is kept"
+
+
+def test_an_empty_file_on_the_mirror_is_called_empty(release: dict[str, object]) -> None:
+    _pin(release, str(release["sha256"]))
+    Path(release["mirror"], TAG, release["name"]).write_bytes(b"")  # type: ignore[arg-type]
+    done = fetch(release, PYNOX_PBS_MIRROR=str(release["mirror"]))
+    assert done.returncode == 1
+    assert one_line(done.stderr).endswith(
+        " is empty; refusing it: put the file the release published on the mirror, or check"
+        " the pin in dist-config/runtimes.toml (`nox -s refresh_pins` rewrites it from"
+        " published checksums)"
+    )
+    assert not list(cached(release).parent.iterdir()), "nothing unverified is kept"
 
 
 def test_interrupted_download_resumes_with_a_range_request(release: dict[str, object]) -> None:
