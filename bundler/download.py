@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import IO, cast
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from bundler.progress import Progress
 
@@ -91,11 +91,38 @@ class _TooLarge(Exception):
     """The server sends more than the limit: no attempt will do better."""
 
 
+def shown(url: str) -> str:
+    """url as messages and records show it: without the password a mirror URL may carry
+    (https://user:password@host/...), which logs and dist-config must never hold."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}@{host}"))
+
+
 def open_url(
     url: str, timeout: float = TIMEOUT, headers: dict[str, str] | None = None
 ) -> http.client.HTTPResponse:
+    """Opens url; a user and password in it are sent with HTTP basic authentication, to
+    that server only (not to one it redirects to)."""
+    parts = urlsplit(url)
+    handlers: list[urllib.request.BaseHandler] = []
+    if parts.username is not None:
+        host = parts.netloc.rpartition("@")[2]
+        url = urlunsplit(parts._replace(netloc=host))
+        passwords = urllib.request.HTTPPasswordMgrWithPriorAuth()
+        passwords.add_password(
+            None,
+            f"{parts.scheme}://{host}/",
+            unquote(parts.username),
+            unquote(parts.password or ""),
+            is_authenticated=True,
+        )
+        handlers.append(urllib.request.HTTPBasicAuthHandler(passwords))
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
-    return cast(http.client.HTTPResponse, urllib.request.urlopen(request, timeout=timeout))
+    opener = urllib.request.build_opener(*handlers)
+    return cast(http.client.HTTPResponse, opener.open(request, timeout=timeout))
 
 
 def download(

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from bundler import config, log
 from bundler.digest import normalize, sha256_file
-from bundler.download import CannotWrite, DownloadFailed, download, through_proxy
+from bundler.download import CannotWrite, DownloadFailed, download, shown, through_proxy
 from bundler.errors import BundlerError
 from bundler.mirror import ENV as MIRROR_ENV
 from bundler.mirror import mirror_base, mirror_url
@@ -111,12 +111,12 @@ def _cached_or_downloaded(
         got = "is empty" if empty else f"has sha256 {actual}, not the pinned {expected}"
         fix = "put the file the release published on the mirror, or check" if mirror else "check"
         raise BundlerError(
-            f"the download of {asset.name} from {url} {got}; refusing it: {fix} the pin in "
+            f"the download of {asset.name} from {shown(url)} {got}; refusing it: {fix} the pin in "
             f"dist-config/{config.RUNTIMES_FILE} (`nox -s refresh_pins` rewrites it from "
             "published checksums)"
         )
     part.replace(kept)
-    return RuntimeSource("archive", kept, asset.name, expected, url, tag, asset.url)
+    return RuntimeSource("archive", kept, asset.name, expected, shown(url), tag, asset.url)
 
 
 def _download(url: str, part: Path, name: str, tag: str) -> None:
@@ -124,7 +124,7 @@ def _download(url: str, part: Path, name: str, tag: str) -> None:
         download(url, part, name)
     except DownloadFailed as exc:
         raise BundlerError(
-            f"cannot download {name} from {url}{through_proxy(url)} ({exc.reason}); "
+            f"cannot download {name} from {shown(url)}{through_proxy(url)} ({exc.reason}); "
             "without access to it, "
             f"put the file at {tag}/{name} in a folder and set {MIRROR_ENV} to that "
             f"folder, or set {RUNTIME_ENV} to a local runtime archive or folder"

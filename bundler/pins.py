@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bundler import config, log
-from bundler.download import describe, open_url
+from bundler.download import describe, open_url, shown
 from bundler.errors import BundlerError
 from bundler.mirror import mirror_base
 from bundler.paths import dist_config_dir
@@ -161,21 +161,21 @@ def _download_sums(release: config.Release, tag: str) -> Listing:
     if base is not None:
         url = f"{base.rstrip('/')}/{tag}/{release.sums_asset}"
         # The pins name where their checksums came from: a mirror is not the release.
-        origin += f" as the mirror {base} serves it"
+        origin += f" as the mirror {shown(base)} serves it"
     else:
         url = asset_url(release.url_template, tag, release.sums_asset)
     with open_url(url, timeout=30) as response:
         data = response.read(SUMS_LIMIT + 1)
     if len(data) > SUMS_LIMIT:
         raise BundlerError(
-            f"{url} sends more than {SUMS_LIMIT // (1024 * 1024)} MiB, more than any "
+            f"{shown(url)} sends more than {SUMS_LIMIT // (1024 * 1024)} MiB, more than any "
             f"{release.sums_asset}; the pins are unchanged: check the mirror, or pass --sums FILE"
         )
     listing = parse_sums(data.decode("utf-8", errors="replace"), origin)
     if base is not None:
         log.warning(
-            f"the checksums come from the mirror {base}, not from the release itself; compare "
-            f"them with the release's own {release.sums_asset} before you commit "
+            f"the checksums come from the mirror {shown(base)}, not from the release itself; "
+            f"compare them with the release's own {release.sums_asset} before you commit "
             f"dist-config/{config.RUNTIMES_FILE}"
         )
     return listing

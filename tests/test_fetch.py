@@ -728,3 +728,54 @@ def test_a_mirror_whose_certificate_is_not_trusted_says_how_to_trust_it(
     assert "attempts" not in done.stderr, "a certificate is not retried"
     assert trusted.returncode == 0, trusted.stderr
     assert cached(release).read_bytes() == release["data"]
+
+
+def test_a_mirror_url_with_a_password_logs_in_and_never_shows_it(
+    release: dict[str, object],
+) -> None:
+    """https://user:password@mirror/: basic authentication, and no password in messages
+    (which end up in build logs)."""
+    import base64
+
+    _pin(release, str(release["sha256"]))
+    mirror = Mirror(release["mirror"])  # type: ignore[arg-type]
+    logins: list[str | None] = []
+    handler = mirror.server.RequestHandlerClass
+
+    class Recording(handler):  # type: ignore[valid-type,misc]
+        def do_GET(self) -> None:  # noqa: N802
+            logins.append(self.headers.get("Authorization"))
+            super().do_GET()
+
+    mirror.server.RequestHandlerClass = Recording
+    with mirror:
+        url = mirror.url.replace("http://", "http://op:s%40cr3t@")
+        done = fetch(release, PYNOX_PBS_MIRROR=url)
+        assert done.returncode == 0, done.stderr
+        cached(release).unlink()
+        Path(release["mirror"], TAG, release["name"]).unlink()  # type: ignore[arg-type]
+        missing = fetch(release, PYNOX_PBS_MIRROR=url)
+    assert logins[0] == "Basic " + base64.b64encode(b"op:s@cr3t").decode()
+    line = one_line(missing.stderr)
+    assert f" from {mirror.url.replace('http://', 'http://op@')}/{TAG}/" in line
+    assert "cr3t" not in missing.stderr + done.stderr + done.stdout
+
+
+def test_refresh_pins_never_records_a_mirror_password(tmp_path: Path) -> None:
+    """runtimes.toml names where its checksums came from, and is committed."""
+    import shutil
+
+    config = tmp_path / "dist-config"
+    shutil.copytree(PROJECT / "dist-config", config)
+    (tmp_path / "mirror" / "29990101").mkdir(parents=True)
+    sums = tmp_path / "mirror" / "29990101" / "SHA256SUMS"
+    sums.write_text(_sums_for_every_target(config, "29990101"))
+    command = [sys.executable, "-m", "bundler", "refresh-pins", "--tag", "29990101"]
+    with Mirror(tmp_path / "mirror") as mirror:
+        url = mirror.url.replace("http://", "http://op:cr3t@")
+        env = clean_env(PYNOX_DIST_CONFIG=str(config), PYNOX_PBS_MIRROR=url)
+        done = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    pins = (config / "runtimes.toml").read_text()
+    assert f"as the mirror {mirror.url.replace('http://', 'http://op@')} serves it" in pins
+    assert "cr3t" not in pins + done.stderr
