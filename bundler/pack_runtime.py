@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from bundler import commands, elf, vendor
 from bundler.archive import write_tar_gz
 from bundler.commands import CommandFailed
 from bundler.errors import BundlerError
+from bundler.paths import scratch_folder
 from bundler.relocate import relocate_tree, set_runpath
 from bundler.runtime_layout import PACKED_MARKER
 from bundler.source_date import source_date_epoch
@@ -162,8 +162,8 @@ def stage(python: str, root: Path, with_tests: bool = False) -> dict[str, object
 
 def pack_runtime(python: str, output: Path, with_tests: bool = False) -> dict[str, object]:
     """Writes the archive and returns what the probe found out about the CPython."""
-    with tempfile.TemporaryDirectory(prefix="pynox-pack-") as work:
-        root = Path(work) / "python"
+    with scratch_folder("pynox-pack-") as work:
+        root = work / "python"
         info = stage(python, root, with_tests)
         write_tar_gz(root, "python", output, source_date_epoch())
     return info

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from bundler.errors import BundlerError
@@ -48,3 +52,40 @@ def runtimes_cache() -> Path:
 
 def wheels_cache() -> Path:
     return cache_dir() / "wheels"
+
+
+# A disk that is full or read-only: no other input would do better.
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
+
+
+@contextlib.contextmanager
+def room_for_work(work: Path, hint: str) -> Iterator[None]:
+    """One sentence, not a traceback, when the work folder's disk cannot take the build
+    (copytree gathers every file it could not copy into one enormous Error)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _NO_ROOM:
+            reason = exc.strerror
+        elif isinstance(exc, shutil.Error):
+            found = [os.strerror(e) for e in _NO_ROOM if os.strerror(e) in str(exc)]
+            if not found:
+                raise
+            reason = found[0]
+        else:
+            raise
+        raise BundlerError(
+            f"cannot build in {work} ({reason}); make room there, or {hint}"
+        ) from None
+
+
+@contextlib.contextmanager
+def scratch_folder(prefix: str) -> Iterator[Path]:
+    """A new folder in TMPDIR for a build, removed after it; a disk there without room
+    for the build is named, with what to do."""
+    parent = Path(tempfile.gettempdir())
+    with (
+        room_for_work(parent, "set TMPDIR to a folder on a disk with more room"),
+        tempfile.TemporaryDirectory(prefix=prefix, dir=parent) as folder,
+    ):
+        yield Path(folder)

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import importlib.metadata
-import os
-import shutil
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +27,7 @@ from bundler.cbuild import BuildResult, build
 from bundler.digest import write_sums
 from bundler.errors import BundlerError
 from bundler.host import host_target, running_minor
-from bundler.paths import PROJECT
+from bundler.paths import PROJECT, room_for_work, scratch_folder
 from bundler.source_date import source_date_epoch
 from bundler.unpack import unpack
 
@@ -169,37 +163,8 @@ def bundle(request: Request, out: Path, work: Path | None = None) -> Path:
                 f"the --work folder {work} is not empty; give a new or empty folder, "
                 "or leave --work out for a temporary one"
             )
-        with _room(work, "give --work a folder on a disk with more room"):
+        with room_for_work(work, "give --work a folder on a disk with more room"):
             work.mkdir(parents=True, exist_ok=True)
             return make_bundle(request, out, work)
-    scratch = Path(tempfile.gettempdir())
-    with (
-        _room(scratch, "set TMPDIR to a folder on a disk with more room"),
-        tempfile.TemporaryDirectory(prefix="pynox-bundle-", dir=scratch) as folder,
-    ):
-        return make_bundle(request, out, Path(folder))
-
-
-# A disk that is full or read-only: no other input would do better.
-_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EROFS)
-
-
-@contextlib.contextmanager
-def _room(work: Path, hint: str) -> Iterator[None]:
-    """One sentence, not a traceback, when the work folder's disk cannot take the build
-    (copytree gathers every file it could not copy into one enormous Error)."""
-    try:
-        yield
-    except OSError as exc:
-        if exc.errno in _NO_ROOM:
-            reason = exc.strerror
-        elif isinstance(exc, shutil.Error):
-            found = [os.strerror(e) for e in _NO_ROOM if os.strerror(e) in str(exc)]
-            if not found:
-                raise
-            reason = found[0]
-        else:
-            raise
-        raise BundlerError(
-            f"cannot build in {work} ({reason}); make room there, or {hint}"
-        ) from None
+    with scratch_folder("pynox-bundle-") as folder:
+        return make_bundle(request, out, folder)

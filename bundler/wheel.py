@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-import tempfile
 import venv
 import zipfile
 from pathlib import Path
@@ -25,7 +24,7 @@ from bundler import commands, config, log, toolchain
 from bundler.digest import sha256_file
 from bundler.errors import BundlerError
 from bundler.host import host_target
-from bundler.paths import PROJECT
+from bundler.paths import PROJECT, scratch_folder
 from bundler.runtime_layout import python_tag
 from bundler.source_date import source_date_epoch
 
@@ -158,8 +157,7 @@ def check_again(wheel: Path, work: Path, compiler: str) -> None:
 def build_wheel(
     out: Path, compiler: str, smoke_test: bool = True, check_reproducible: bool = False
 ) -> int:
-    with tempfile.TemporaryDirectory(prefix="pynox-wheel-") as scratch:
-        work = Path(scratch)
+    with scratch_folder("pynox-wheel-") as work:
         wheel = repair(build_raw(work / "first", compiler), out)
         if check_reproducible:
             check_again(wheel, work / "second", compiler)

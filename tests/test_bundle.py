@@ -410,6 +410,35 @@ def test_a_work_folder_whose_disk_fills_up_is_one_sentence(
     )
 
 
+@pytest.mark.parametrize("command", ["pack-runtime", "wheel"])
+def test_a_tmpdir_whose_disk_fills_up_is_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """pack-runtime and wheel work in TMPDIR too: its disk is named, not a traceback."""
+    import errno
+    import tempfile
+
+    from bundler import pack_runtime, wheel
+    from bundler.errors import BundlerError
+
+    def no_room(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(BundlerError) as caught:
+        if command == "pack-runtime":
+            monkeypatch.setattr(pack_runtime, "stage", no_room)
+            pack_runtime.pack_runtime(sys.executable, tmp_path / "cpython.tar.gz")
+        else:
+            monkeypatch.setattr(wheel, "build_raw", no_room)
+            wheel.build_wheel(tmp_path / "dist", "native")
+    assert str(caught.value) == (
+        f"cannot build in {tmp_path} (No space left on device); make room there, or set TMPDIR"
+        " to a folder on a disk with more room"
+    )
+    assert list(tmp_path.iterdir()) == [], "the scratch folder is removed"
+
+
 def test_a_wheelhouse_that_is_not_a_folder_is_refused_before_the_work(tmp_path: Path) -> None:
     """Not once the runtime was fetched and built, when the first wheel is wanted."""
     missing = tmp_path / "wheels"
