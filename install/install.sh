@@ -516,7 +516,13 @@ mkdir "$staging" 2>"$work/mkdir-error" ||
 error=$(tar -xzf "$bundle" -C "$staging" 2>&1) ||
     die "cannot unpack $archive into $staging ($(printf '%s\n' "$error" | head -n 1)); make room there, or choose a --prefix on another disk (nothing was changed)"
 tree=$staging/$top
-[ -x "$tree/bin/pynox" ] || die "$archive has no bin/pynox; the bundle is broken"
+[ -f "$tree/bin/pynox" ] || die "$archive has no bin/pynox; the bundle is broken"
+if [ ! -x "$tree/bin/pynox" ]; then
+    # Executable by its mode, but not here: a file system mounted noexec.
+    [ -z "$(find "$tree/bin/pynox" -perm -100)" ] ||
+        die "the file system of $parent does not let programs run (mounted noexec?); choose a --prefix on another one (nothing was changed)"
+    die "$archive has a bin/pynox that is not executable; the bundle is broken"
+fi
 
 error=$("$tree/bin/pynox" --version 2>&1) ||
     die "the new pynox does not start here ($(printf '%s' "$error" | head -n 1)); nothing was changed"

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -957,28 +958,37 @@ def test_what_is_unpacked_is_what_was_verified(tmp_path: Path, keys: tuple[Path,
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> object:
-    """A 1 MiB tmpfs (root only; skipped elsewhere), unmounted at the end."""
-    folder = tmp_path / "small disk"
-    folder.mkdir()
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a small tmpfs needs root")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
+def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
+    """Mounts a tmpfs with the given options (root only; skipped elsewhere); each is
+    unmounted at the end."""
+    mounted: list[Path] = []
+
+    def mount(options: str) -> Path:
+        if os.geteuid() != 0 or not shutil.which("mount"):
+            pytest.skip("mounting a tmpfs needs root")
+        folder = tmp_path / f"tmpfs {len(mounted)}"
+        folder.mkdir()
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+        mounted.append(folder)
+        return folder
+
+    yield mount
+    for folder in mounted:
         subprocess.run(["umount", "--lazy", str(folder)], check=True, timeout=60)
 
 
-def test_a_tmpdir_without_room_for_the_copy_says_why(tmp_path: Path, small_disk: Path) -> None:
+def test_a_tmpdir_without_room_for_the_copy_says_why(
+    tmp_path: Path, tmpfs: Callable[[str], Path]
+) -> None:
     """cp's complaint is not lost on the disk that is full."""
+    small_disk = tmpfs("size=1m")
     archive = fake_bundle(tmp_path, padding=os.urandom(1024 * 1024).hex())
     line = failure_line(
         install("--archive", archive, "--prefix", tmp_path / "p", env={"TMPDIR": str(small_disk)})
@@ -1032,3 +1042,17 @@ def test_a_prefix_disk_without_room_says_what_to_do(tmp_path: Path) -> None:
     )
     assert not list(tmp_path.glob("p*.new.*")), "nothing is left beside the prefix"
     assert not prefix.exists()
+
+
+def test_a_prefix_on_a_noexec_file_system_is_named(
+    tmp_path: Path, tmpfs: Callable[[str], Path]
+) -> None:
+    """A hardened host mounts /opt or /home noexec: the bundle is not "broken"."""
+    archive = fake_bundle(tmp_path)
+    prefix = tmpfs("size=1m,noexec") / "pynox"
+    line = failure_line(install("--archive", archive, "--prefix", prefix, "--no-link"))
+    assert line == (
+        f"install.sh: the file system of {prefix.parent} does not let programs run (mounted"
+        " noexec?); choose a --prefix on another one (nothing was changed)"
+    )
+    assert list(prefix.parent.iterdir()) == []
