@@ -23,6 +23,8 @@ from typing import Any
 from bundler import bytecode, licenses, manifest, sbom, vendor
 from bundler.checks import highest_glibc
 from bundler.config import Target
+from bundler.errors import BundlerError
+from bundler.host import host_target
 from bundler.paths import PROJECT
 from bundler.prune import dropped
 from bundler.runtime_layout import RuntimeInfo
@@ -108,7 +110,18 @@ def assemble(parts: Parts, stage: Path) -> dict[str, Any]:
         stage / "licenses",
     )
     sbom.write(stage, parts, license_files, source_date_epoch())
-    compiler = bytecode.compiler_for(python / "bin" / f"python{runtime.minor}", runtime.minor)
+    own = python / "bin" / f"python{runtime.minor}"
+    if parts.target.name == host_target():
+        # This machine's own target: its interpreter runs here unless something stops it
+        # (a TMPDIR mounted noexec), and a bundle without bytecode starts every run slower.
+        why = bytecode.why_not_running(own)
+        if why:
+            raise BundlerError(
+                f"the bundle's own {own.name} does not run on this machine ({why}), so its "
+                "Python files cannot be compiled; if the work folder is on a file system "
+                "mounted noexec, set TMPDIR (or --work) to a folder on another one"
+            )
+    compiler = bytecode.compiler_for(own, runtime.minor)
     if compiler is not None:
         bytecode.write_boot_image(compiler, site / "pynox")
         bytecode.compile_tree(compiler, runtime.minor, stage, [stdlib])

@@ -18,20 +18,28 @@ from bundler.commands import CommandFailed
 from bundler.pyc_normalize import normalize_tree
 
 
-def _minor_of(python: str) -> str | None:
-    """The CPython minor of an interpreter, or None when it does not run here."""
+def _probe(python: str) -> tuple[str | None, str]:
+    """(the CPython minor of an interpreter, ""), or (None, why it does not run here)."""
     code = "import sys; print('%d.%d' % sys.version_info[:2])"
     try:
         done = commands.run([python, "-I", "-c", code], capture=True, check=False, timeout=60)
-    except CommandFailed:
-        return None
-    return done.stdout.strip() if done.returncode == 0 else None
+    except CommandFailed as exc:
+        return None, exc.message
+    if done.returncode == 0:
+        return done.stdout.strip(), ""
+    said = (done.stdout + done.stderr).strip().splitlines()
+    return None, said[-1] if said else f"exit status {done.returncode}"
+
+
+def why_not_running(python: Path) -> str:
+    """Why an interpreter does not run here, in a few words ("" when it runs)."""
+    return _probe(str(python))[1]
 
 
 def compiler_for(own: Path, minor: str) -> str | None:
     """The runtime's own interpreter if it runs here, else a local CPython of the same minor."""
     for candidate in (str(own), shutil.which(f"python{minor}")):
-        if candidate and _minor_of(candidate) == minor:
+        if candidate and _probe(candidate)[0] == minor:
             return candidate
     return None
 

@@ -439,6 +439,45 @@ def test_a_tmpdir_whose_disk_fills_up_is_one_sentence(
     assert list(tmp_path.iterdir()) == [], "the scratch folder is removed"
 
 
+@BUILDS_BUNDLES
+def test_a_work_folder_mounted_noexec_is_named_not_a_bundle_without_bytecode(
+    packed: Runtime, tmp_path: Path
+) -> None:
+    """Hardened build hosts mount /tmp noexec. The runtime's own interpreter cannot run
+    there to compile the bundle's Python files: the build stops and says why, instead of
+    writing a bundle whose every run starts slower."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a tmpfs needs root")
+    folder = tmp_path / "noexec"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=512m,noexec", "tmpfs", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        env = clean_env(
+            XDG_CACHE_HOME=str(packed.cache),
+            PYNOX_DIST_CONFIG=str(packed.config),
+            PYNOX_RUNTIME=str(packed.archive),
+        )
+        args = ["bundle", "--out", str(tmp_path / "dist"), "--python", minor()]
+        done = bundler([*args, "--compiler", "native", "--work", str(folder / "work")], env)
+    finally:
+        subprocess.run(["umount", "--lazy", str(folder)], check=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"bundler: the bundle's own python{minor()} does not run on this")
+    assert line.endswith(
+        ": Permission denied), so its Python files cannot be compiled; if the work folder is on"
+        " a file system mounted noexec, set TMPDIR (or --work) to a folder on another one"
+    )
+    assert list((tmp_path / "dist").iterdir()) == []
+
+
 def test_a_wheelhouse_that_is_not_a_folder_is_refused_before_the_work(tmp_path: Path) -> None:
     """Not once the runtime was fetched and built, when the first wheel is wanted."""
     missing = tmp_path / "wheels"
