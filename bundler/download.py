@@ -155,6 +155,10 @@ def download(
             if exc.code in (408, 429) or exc.code >= 500:
                 last = f"HTTP {exc.code} {exc.reason}"
                 continue
+            if 300 <= exc.code < 400:
+                # urllib follows redirects; one it hands back loops, or goes nowhere.
+                why = "a redirect that loops or leads nowhere"
+                raise DownloadFailed(url, f"HTTP {exc.code}, {why}") from None
             raise DownloadFailed(url, f"HTTP {exc.code} {exc.reason}") from None
         except urllib.error.URLError as exc:
             last = describe(exc)

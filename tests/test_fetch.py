@@ -779,3 +779,32 @@ def test_refresh_pins_never_records_a_mirror_password(tmp_path: Path) -> None:
     pins = (config / "runtimes.toml").read_text()
     assert f"as the mirror {mirror.url.replace('http://', 'http://op@')} serves it" in pins
     assert "cr3t" not in pins + done.stderr
+
+
+def test_a_redirect_loop_is_one_short_reason(tmp_path: Path) -> None:
+    """Not urllib's two sentences about the last 30x error message."""
+    import http.server
+    import threading
+
+    from bundler.download import DownloadFailed, download
+
+    class Loop(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            return
+
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(302)
+            self.send_header("Location", self.path)
+            self.end_headers()
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Loop)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/runtime.tar.gz"
+    try:
+        with pytest.raises(DownloadFailed) as caught:
+            download(url, tmp_path / "runtime.tar.gz.part", "runtime.tar.gz")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert caught.value.reason == "HTTP 302, a redirect that loops or leads nowhere"
