@@ -513,8 +513,15 @@ staging=$prefix.new.$$
 # The bundle is unpacked beside the prefix, so that moving it into place is one rename.
 mkdir "$staging" 2>"$work/mkdir-error" ||
     die "cannot create $staging beside the prefix ($(mkdir_reason)); choose a --prefix in a folder you may write to"
-error=$(tar -xzf "$bundle" -C "$staging" 2>&1) ||
-    die "cannot unpack $archive into $staging ($(printf '%s\n' "$error" | head -n 1)); make room there, or choose a --prefix on another disk (nothing was changed)"
+# In the C locale, so that a disk's complaint reads the same everywhere.
+if ! error=$(LC_ALL=C tar -xzf "$bundle" -C "$staging" 2>&1); then
+    error=$(printf '%s\n' "$error" | head -n 1)
+    case "$error" in
+        *"No space left on device"* | *"Disk quota exceeded"* | *"Read-only file system"*)
+            die "cannot unpack $archive into $staging ($error); make room there, or choose a --prefix on another disk (nothing was changed)" ;;
+    esac
+    die "cannot unpack $archive into $staging ($error); nothing was changed"
+fi
 tree=$staging/$top
 [ -f "$tree/bin/pynox" ] || die "$archive has no bin/pynox; the bundle is broken"
 if [ ! -x "$tree/bin/pynox" ]; then

@@ -1020,15 +1020,24 @@ def test_a_tmpdir_without_room_for_the_file_list_is_not_a_corrupt_archive(
     assert line.endswith("; set TMPDIR to a folder with room")
 
 
-def test_a_prefix_disk_without_room_says_what_to_do(tmp_path: Path) -> None:
-    """tar's reason, then what to do about it (a stand-in tar fails as on a full disk)."""
+@pytest.mark.parametrize(
+    ("said", "advice"),
+    [
+        ("Cannot write: No space left on device", "; make room there, or choose a --prefix on"),
+        ("Cannot open: Not a directory", ""),
+    ],
+    ids=["full", "other"],
+)
+def test_a_prefix_disk_without_room_says_what_to_do(tmp_path: Path, said: str, advice: str) -> None:
+    """tar's reason, then what to do about it when it is the disk's (a stand-in tar fails
+    as on a full disk), and only then."""
     archive = fake_bundle(tmp_path)
     real = shutil.which("tar")
     env = fake_tools(
         tmp_path / "fake-bin",
         tar=(
             'if [ "$1" = -xzf ] && [ "$3" = -C ]; then\n'
-            '    echo "tar: pynox/bin/pynox: Cannot write: No space left on device" >&2\n'
+            f'    echo "tar: pynox/bin/pynox: {said}" >&2\n'
             "    exit 2\n"
             f'fi\nexec {real} "$@"'
         ),
@@ -1036,10 +1045,8 @@ def test_a_prefix_disk_without_room_says_what_to_do(tmp_path: Path) -> None:
     prefix = tmp_path / "p"
     line = failure_line(install("--archive", archive, "--prefix", prefix, "--no-link", env=env))
     assert line.startswith(f"install.sh: cannot unpack {archive} into {prefix}.new.")
-    assert line.endswith(
-        " (tar: pynox/bin/pynox: Cannot write: No space left on device); make room there, or"
-        " choose a --prefix on another disk (nothing was changed)"
-    )
+    ending = " another disk (nothing was changed)" if advice else "; nothing was changed"
+    assert line.endswith(f" (tar: pynox/bin/pynox: {said}){advice}{ending}")
     assert not list(tmp_path.glob("p*.new.*")), "nothing is left beside the prefix"
     assert not prefix.exists()
 
