@@ -303,11 +303,14 @@ if [ "$uninstall" = yes ]; then
     if [ -n "$linked" ] && [ -L "$linked" ]; then
         target=$(readlink "$linked")
         if [ "$target" = "$prefix/bin/pynox" ] || [ "$target" = "$recorded/bin/pynox" ]; then
-            rm -f "$linked" || die "cannot remove the link $linked"
+            error=$(rm -f "$linked" 2>&1) ||
+                die "cannot remove the link $linked ($(printf '%s\n' "$error" | head -n 1))"
             say "removed the link $linked"
         fi
     fi
-    rm -rf "$prefix" || die "cannot remove $prefix"
+    # rm says a line per file it could not remove (thousands on a read-only disk): one.
+    error=$(rm -rf "$prefix" 2>&1) ||
+        die "cannot remove $prefix ($(printf '%s\n' "$error" | head -n 1))"
     say "removed $prefix"
     exit 0
 fi

@@ -1063,3 +1063,28 @@ def test_a_prefix_on_a_noexec_file_system_is_named(
         " noexec?); choose a --prefix on another one (nothing was changed)"
     )
     assert list(prefix.parent.iterdir()) == []
+
+
+def test_an_uninstall_that_cannot_remove_is_one_line(tmp_path: Path) -> None:
+    """rm says a line per file it cannot remove (thousands on a read-only disk); the
+    failure is still one line (a stand-in rm fails as on a read-only disk)."""
+    archive = fake_bundle(tmp_path)
+    prefix = tmp_path / "p"
+    assert install("--archive", archive, "--prefix", prefix, "--no-link").returncode == 0
+    real = shutil.which("rm")
+    env = fake_tools(
+        tmp_path / "fake-bin",
+        rm=(
+            f'if [ "$2" = "{prefix}" ]; then\n'
+            "    for n in 1 2 3; do\n"
+            "        echo \"rm: cannot remove '$2/$n': Read-only file system\" >&2\n"
+            "    done\n"
+            "    exit 1\n"
+            f'fi\nexec {real} "$@"'
+        ),
+    )
+    line = failure_line(install("--uninstall", "--prefix", prefix, env=env))
+    assert line == (
+        f"install.sh: cannot remove {prefix} (rm: cannot remove '{prefix}/1': Read-only file"
+        " system)"
+    )
