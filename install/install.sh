@@ -40,6 +40,11 @@ say() {
     printf '%s: %s\n' "$PROG" "$*"
 }
 
+# first_line TEXT: what a command said first, for a one-line failure.
+first_line() {
+    printf '%s\n' "$1" | grep -m 1 .
+}
+
 usage() {
     cat <<'EOF'
 usage: install.sh --archive FILE [--prefix DIR] [--bin-dir DIR] [--no-link] [--allow-old-kernel]
@@ -563,18 +568,20 @@ write_receipt() {
         cat "$work/entries"
     } >"$1/$RECORD.tmp" && mv -f "$1/$RECORD.tmp" "$1/$RECORD"
 }
-write_receipt "$tree" "" || die "cannot write the receipt $tree/$RECORD"
+error=$(write_receipt "$tree" "" 2>&1) ||
+    die "cannot write the receipt $tree/$RECORD ($(first_line "$error")); nothing was changed"
 
 kept_link=""
 if [ -n "$previous_version" ]; then
     kept_link=$(sed -n 's/^link=//p' "$prefix/$RECORD")
     previous=$prefix.old.$$
-    mv "$prefix" "$previous" || die "cannot move the old install $prefix aside"
+    error=$(mv "$prefix" "$previous" 2>&1) ||
+        die "cannot move the old install $prefix aside ($(first_line "$error")); nothing was changed"
     aside=$previous
-    if ! mv "$tree" "$prefix"; then
-        mv "$previous" "$prefix" || true
+    if ! error=$(mv "$tree" "$prefix" 2>&1); then
+        mv "$previous" "$prefix" 2>/dev/null || true
         aside=""
-        die "cannot move the new install into $prefix; the old one is back in place"
+        die "cannot move the new install into $prefix ($(first_line "$error")); the old one is back in place"
     fi
     aside=""
     # Checked again now that nothing else can write there: only what the receipt lists goes.
@@ -594,9 +601,10 @@ if [ -n "$previous_version" ]; then
     fi
 else
     if [ -d "$prefix" ]; then
-        rmdir "$prefix" || die "$prefix is no longer empty; choose another --prefix"
+        rmdir "$prefix" 2>/dev/null || die "$prefix is no longer empty; choose another --prefix"
     fi
-    mv "$tree" "$prefix" || die "cannot move the new install into $prefix"
+    error=$(mv "$tree" "$prefix" 2>&1) ||
+        die "cannot move the new install into $prefix ($(first_line "$error"))"
     done_line="installed pynox $version in $prefix"
 fi
 say "$done_line"
@@ -628,7 +636,8 @@ if [ "$link" = yes ]; then
     if [ -n "$destination" ]; then
         ln -s "$prefix/bin/pynox" "$bin_dir/.pynox.$$" 2>/dev/null ||
             die "cannot create a link in $bin_dir; pass --bin-dir DIR or --no-link"
-        mv -f "$bin_dir/.pynox.$$" "$destination" || die "cannot replace $destination"
+        error=$(mv -f "$bin_dir/.pynox.$$" "$destination" 2>&1) ||
+            die "cannot replace $destination ($(first_line "$error"))"
         linked=$destination
         if [ -n "$replacing" ]; then
             say "replaced the link $linked, which pointed into the pynox install in $replacing"
@@ -643,7 +652,8 @@ if [ "$link" = yes ]; then
 elif [ -n "$kept_link" ] && [ "$(readlink "$kept_link" 2>/dev/null)" = "$prefix/bin/pynox" ]; then
     linked=$kept_link  # an upgrade with --no-link keeps the earlier link, and its record
 fi
-write_receipt "$prefix" "$linked" || die "cannot write the receipt $prefix/$RECORD"
+error=$(write_receipt "$prefix" "$linked" 2>&1) ||
+    die "cannot write the receipt $prefix/$RECORD ($(first_line "$error"))"
 
 if ! "$prefix/bin/pynox" doctor; then
     say "pynox is installed, but this machine cannot sandbox (reasons above); pynox --no-sandbox still runs programs"

@@ -1088,3 +1088,24 @@ def test_an_uninstall_that_cannot_remove_is_one_line(tmp_path: Path) -> None:
         f"install.sh: cannot remove {prefix} (rm: cannot remove '{prefix}/1': Read-only file"
         " system)"
     )
+
+
+def test_a_final_move_that_fails_is_one_line(tmp_path: Path) -> None:
+    """mv's complaint is the reason in the install's one line (a stand-in mv fails)."""
+    archive = fake_bundle(tmp_path)
+    prefix = tmp_path / "p"
+    real = shutil.which("mv")
+    env = fake_tools(
+        tmp_path / "fake-bin",
+        mv=(
+            f'if [ "$2" = "{prefix}" ]; then\n'
+            "    echo \"mv: cannot move '$1': Input/output error\" >&2\n"
+            '    echo "mv: and more" >&2\n'
+            "    exit 1\n"
+            f'fi\nexec {real} "$@"'
+        ),
+    )
+    line = failure_line(install("--archive", archive, "--prefix", prefix, "--no-link", env=env))
+    assert line.startswith(f"install.sh: cannot move the new install into {prefix} (mv: ")
+    assert line.endswith("': Input/output error)")
+    assert not prefix.exists()
