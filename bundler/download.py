@@ -53,7 +53,7 @@ def through_proxy(url: str) -> str:
     proxy = (
         urllib.request.getproxies().get(parts.scheme) if parts.scheme in ("http", "https") else None
     )
-    if not proxy or urllib.request.proxy_bypass(parts.netloc):
+    if not proxy or urllib.request.proxy_bypass(parts.netloc.rpartition("@")[2]):
         return ""
     shown = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
     address = shown.hostname or proxy
