@@ -286,9 +286,7 @@ class RayPool:
         """
         return RaySession(self, self._spec("session", cast("dict[str, Any]", options)))
 
-    def tool(
-        self, *, session: bool = False, **options: Unpack[SessionOptions]
-    ) -> Tool:
+    def tool(self, *, session: bool = False, **options: Unpack[SessionOptions]) -> Tool:
         """A plain `run_python(code: str) -> str` for a model, as `pynox.Pool.tool` gives."""
         if not isinstance(session, bool):
             raise TypeError("session takes True or False")
