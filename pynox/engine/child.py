@@ -454,7 +454,7 @@ def _open_standard_stream(fd: int) -> None:
         buffer,
         encoding=encoding,
         errors="backslashreplace" if fd == 2 else errors,
-        line_buffering=False,
+        line_buffering=fd == 2,  # python's stderr is line-buffered, even into a pipe
     )
     stream.mode = mode  # type: ignore[misc]
     setattr(sys, name, stream)
