@@ -7,7 +7,8 @@ finalization is kept, in CPython's order: the SystemExit message, waiting for
 non-daemon threads, atexit handlers, stdout and stderr flushed, garbage
 cycles, then the program's own modules and __main__ dropped so their objects
 finalize (the globals of those still referenced then emptied, as CPython
-empties them), stdout and stderr flushed again, exit status 120 when a flush
+empties them), what is left in the standard streams (python's own too, when the
+program replaced them) flushed quietly, exit status 120 when the first flush
 fails, and death by SIGINT after an uncaught KeyboardInterrupt. The order in
 which a module's own objects finalize can differ from CPython's; the command
 (`pynox app.py`) uses CPython's own finalization and has none of these
@@ -17,6 +18,7 @@ differences.
 import _signal
 import _weakref
 import gc
+import io
 import os
 import sys
 
@@ -49,24 +51,90 @@ def system_exit_status(exc: SystemExit) -> int:
 
 
 def flush_stdio() -> bool:
+    """Flushes sys.stdout and sys.stderr as CPython's finalization does (flush_std_files):
+    one that is missing, None or closed is passed over, and a failure goes to
+    sys.unraisablehook worded as this CPython words it. False when one failed."""
     ok = True
-    for stream in (sys.stdout, sys.stderr):
-        if stream is None or getattr(stream, "closed", False):
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        if stream is None or _closed(stream):
             continue
         try:
             stream.flush()
-        except Exception as exc:  # noqa: BLE001 - reported as CPython reports it
+        except BaseException as exc:  # noqa: BLE001 - reported as CPython reports it
             ok = False
-            try:
-                os.write(
-                    2,
-                    f"Exception ignored in: {stream!r}\n{type(exc).__name__}: {exc}\n".encode(
-                        errors="replace"
-                    ),
-                )
-            except OSError:
-                pass
+            _unraisable(exc, name, stream)
     return ok
+
+
+def flush_quietly() -> None:
+    """Flushes what is left in the standard streams, the ones python made as well as the
+    program's: CPython's finalization lets go of them, which flushes them and ignores a
+    failure. Output the program printed before it replaced sys.stdout (with None, a
+    StringIO, a file) so comes out, as under python."""
+    streams = [getattr(sys, name, None) for name in ("stdout", "stderr")]
+    for stream in (*streams, sys.__stdout__, sys.__stderr__):
+        if isinstance(stream, io.IOBase):  # never a flush of the program's own objects
+            try:
+                stream.flush()
+            except BaseException:  # noqa: BLE001, S110 - python ignores it here too
+                pass
+
+
+def _closed(stream: object) -> bool:
+    """Whether stream says it is closed (file_is_closed in CPython's Python/pylifecycle.c:
+    a `closed` that cannot be read counts as open)."""
+    try:
+        return bool(stream.closed)  # type: ignore[attr-defined]
+    except BaseException:  # noqa: BLE001 - as CPython, which clears the error
+        return False
+
+
+def _unraisable(exc: BaseException, name: str, stream: object) -> None:
+    """Hands a failed flush to sys.unraisablehook as CPython does: "Exception ignored on
+    flushing sys.stdout" from 3.13 on, "Exception ignored in: <the stream>" before."""
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame.f_code is flush_stdio.__code__:
+        exc.__traceback__ = tb = tb.tb_next  # CPython calls flush from C: no frame of ours
+    if sys.version_info >= (3, 13):
+        message, culprit = f"Exception ignored on flushing sys.{name}", None
+    else:
+        message, culprit = None, stream
+    try:
+        arguments = _unraisable_arguments()((type(exc), exc, tb, message, culprit))
+    except BaseException:  # noqa: BLE001 - only where the program broke the hook's machinery
+        return
+    hook = getattr(sys, "unraisablehook", None)
+    try:
+        if hook is None:
+            raise AttributeError("sys.unraisablehook")
+        hook(arguments)
+    except BaseException:  # noqa: BLE001 - python falls back on its own hook
+        try:
+            sys.__unraisablehook__(arguments)
+        except BaseException:  # noqa: BLE001, S110 - nowhere left to say it
+            pass
+
+
+def _unraisable_arguments() -> type:
+    """sys.UnraisableHookArgs, which sys does not name: the type of what an error in a
+    __del__ hands the hook. Made only when a flush failed."""
+    seen: list[object] = []
+
+    class _Raises:
+        def __del__(self) -> None:
+            raise RuntimeError
+
+    hook = getattr(sys, "unraisablehook", None)
+    sys.unraisablehook = seen.append
+    try:
+        _Raises()
+    finally:
+        if hook is None:
+            del sys.unraisablehook
+        else:
+            sys.unraisablehook = hook
+    return type(seen[0])
 
 
 def finish(status: int, interrupted: bool, modules_before: "set[str]") -> "NoReturn":
@@ -98,7 +166,8 @@ def finish(status: int, interrupted: bool, modules_before: "set[str]") -> "NoRet
     if left:
         del module, left
         gc.collect()  # the cycles their objects formed
-    if not flush_stdio() or not flushed:
+    flush_quietly()
+    if not flushed:
         status = EXIT_FLUSH_FAILED
     if exit_announcer is not None:
         exit_announcer(status, interrupted)
