@@ -13,6 +13,7 @@ import sys
 from pynox.engine import shutdown
 from pynox.engine.child import fd_identity, report_exception
 from pynox.engine.child_setup import ChildSetup
+from pynox.errors import EXIT_FLUSH_FAILED
 from pynox.pool import channel, display
 from pynox.pool.request_child import run_code
 
@@ -25,12 +26,29 @@ if TYPE_CHECKING:
     from pynox.pool.child_link import ChildLink
 
 
-def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr):
+def _flush_step() -> bool:
+    """Flushes what the step printed, as python flushes at its exit (a failure shown as it
+    shows it), then what streams the program replaced still hold; False when it failed."""
+    flushed = shutdown.flush_stdio()
+    shutdown.flush_quietly()
+    return flushed
+
+
+# A session keeps its descriptors as its steps leave them, as python keeps a process's:
+# once a step closed descriptor 1, every step's output is lost, which this says.
+_STDOUT_CLOSED = (
+    "pynox: a step closed this session's standard output (descriptor 1), so what its "
+    "steps print is lost; close the session and start a new one\n"
+)
+
+
+def _say_if_stdout_closed() -> None:
+    try:
+        os.fstat(1)
+    except OSError:
         try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
+            os.write(2, _STDOUT_CLOSED.encode())
+        except OSError:
             pass
 
 
@@ -99,11 +117,13 @@ def serve(
         except SystemExit as exc:
             status = shutdown.system_exit_status(exc)
             link.send_open_figures()
-            _flush()
+            shutdown.flush_quietly()  # a failure is shown as the session's process ends
             _tell(fd, identity, {"type": "done", "exit": status, "error": None, "ended": True})
             del main
             shutdown.finish(status, False, modules_before)
-        _flush()
+        if not _flush_step():
+            status = EXIT_FLUSH_FAILED  # as python's exit status when its flush fails
+            _say_if_stdout_closed()
         if not _tell(fd, identity, {"type": "done", "exit": status, "error": error}):
             del main
             shutdown.finish(status, False, modules_before)  # nobody waits for this session

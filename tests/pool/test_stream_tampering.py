@@ -10,7 +10,7 @@ import sys
 
 import pytest
 from support.pool_client import PoolClient
-from support.pool_requests import new_id
+from support.pool_requests import close_session, new_id, step
 
 FAILING_FLUSH = (
     "import sys\n"
@@ -53,3 +53,63 @@ def test_a_request_that_tampers_with_its_streams_ends_as_under_python(
         python.stderr,
         python.returncode,
     )
+
+
+def test_a_session_step_that_replaced_sys_stdout_keeps_what_it_printed_before(
+    pool: PoolClient,
+) -> None:
+    name = new_id("replaced")
+    first = step(pool, name, "import io, sys\nprint('before')\nsys.stdout = io.StringIO()")
+    assert (first["stdout"], first["exit"]) == ("before\n", 0)
+    # Later steps print into what the program put there, as in python's REPL.
+    second = step(pool, name, "print('into the StringIO')\nsys.stdout.getvalue()")
+    assert (second["stdout"], second["value"]) == ("", repr("into the StringIO\n"))
+    close_session(pool, name)
+
+
+def test_a_session_outlives_a_sys_stdout_whose_flush_fails(pool: PoolClient) -> None:
+    name = new_id("failing")
+    first = step(pool, name, FAILING_FLUSH)
+    assert first["stdout"] == "before\n"
+    assert first["stderr"].endswith("RuntimeError: no flush\n")
+    assert "pynox" not in first["stderr"]  # no traceback of pynox's own
+    assert (first["exit"], first["session"]["ended"]) == (120, None)
+    second = step(pool, name, "sys.stdout = sys.__stdout__\nprint('still here')")
+    assert (second["stdout"], second["exit"]) == ("still here\n", 0)
+    assert (second["session"]["step"], second["session"]["restarted"]) == (2, False)
+    close_session(pool, name)
+
+
+STDOUT_CLOSED = (
+    "pynox: a step closed this session's standard output (descriptor 1), so what its "
+    "steps print is lost; close the session and start a new one\n"
+)
+FLUSH_FAILED = (
+    "Exception ignored on flushing sys.stdout:\n"
+    if sys.version_info >= (3, 13)
+    else "Exception ignored in: <_io.TextIOWrapper name='<stdout>' mode='w' encoding='utf-8'>\n"
+) + "OSError: [Errno 9] Bad file descriptor\n"
+
+
+def test_a_session_whose_step_closed_its_output_says_so_at_every_step(
+    pool: PoolClient,
+) -> None:
+    name = new_id("closed")
+    first = step(pool, name, "import os\nos.close(1)\nprint('lost')")
+    assert (first["stdout"], first["stderr"], first["exit"]) == (
+        "",
+        FLUSH_FAILED + STDOUT_CLOSED,
+        120,
+    )
+    second = step(pool, name, "print('lost too')")
+    assert (second["stdout"], second["stderr"], second["exit"]) == (
+        "",
+        FLUSH_FAILED + STDOUT_CLOSED,
+        120,
+    )
+    assert second["session"]["ended"] is None
+    # What the hint says to do works.
+    close_session(pool, name)
+    fresh = step(pool, name, "print('back')")
+    assert (fresh["stdout"], fresh["exit"], fresh["session"]["step"]) == ("back\n", 0, 1)
+    close_session(pool, name)
