@@ -779,6 +779,8 @@ def _print_as_python(exc: BaseException, program: "Program") -> "TracebackType |
     if program.kind == "request" and getattr(sys, "excepthook", None) is PYTHON_DISPLAY:
         # CPython's own hook reads source lines from files; pool code has none,
         # but its lines are in linecache, which the traceback module reads.
+        if getattr(sys, "stderr", False) is None:
+            return tb  # python's display shows nothing then (traceback's would print)
         import traceback
 
         try:

@@ -113,3 +113,19 @@ def test_a_session_whose_step_closed_its_output_says_so_at_every_step(
     fresh = step(pool, name, "print('back')")
     assert (fresh["stdout"], fresh["exit"], fresh["session"]["step"]) == ("back\n", 0, 1)
     close_session(pool, name)
+
+
+def test_a_traceback_with_sys_stderr_set_to_none_is_shown_nowhere(pool: PoolClient) -> None:
+    program = "import sys\nprint('before')\nsys.stderr = None\nraise ValueError('boom')\n"
+    python = subprocess.run(
+        [sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=60
+    )
+    assert (python.stdout, python.stderr, python.returncode) == ("before\n", "", 1)
+    name = new_id("no-stderr")
+    for result in (
+        pool.run({"id": new_id("no-stderr"), "code": program}),
+        step(pool, name, program),
+    ):
+        assert (result["stdout"], result["stderr"], result["exit"]) == ("before\n", "", 1)
+        assert result["error"]["message"] == "boom"
+    close_session(pool, name)
