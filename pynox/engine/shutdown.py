@@ -137,8 +137,13 @@ def _unraisable_arguments() -> type:
     return type(seen[0])
 
 
-def finish(status: int, interrupted: bool, modules_before: "set[str]") -> "NoReturn":
-    """Runs what finalization would run for the program, then leaves."""
+def finish(
+    status: int, interrupted: bool, modules_before: "set[str]", reported: bool = False
+) -> "NoReturn":
+    """Runs what finalization would run for the program, then leaves.
+
+    reported: a failed flush of the standard streams was shown already (a session's
+    last step), and is not shown again."""
     threading = sys.modules.get("threading")
     if threading is not None:
         threading._shutdown()
@@ -147,7 +152,9 @@ def finish(status: int, interrupted: bool, modules_before: "set[str]") -> "NoRet
     atexit._run_exitfuncs()
     # What the program printed goes out before its objects finalize, as CPython
     # flushes it before it collects (and again at the end, for what they print).
-    flushed = flush_stdio()
+    flushed = reported or flush_stdio()
+    if reported:
+        flush_quietly()
     for name in _LAST_EXCEPTION:
         if hasattr(sys, name):
             setattr(sys, name, None)

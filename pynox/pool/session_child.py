@@ -117,10 +117,12 @@ def serve(
         except SystemExit as exc:
             status = shutdown.system_exit_status(exc)
             link.send_open_figures()
-            shutdown.flush_quietly()  # a failure is shown as the session's process ends
+            flushed = _flush_step()
+            if not flushed:
+                status = EXIT_FLUSH_FAILED
             _tell(fd, identity, {"type": "done", "exit": status, "error": None, "ended": True})
             del main
-            shutdown.finish(status, False, modules_before)
+            shutdown.finish(status, False, modules_before, reported=not flushed)
         if not _flush_step():
             status = EXIT_FLUSH_FAILED  # as python's exit status when its flush fails
             _say_if_stdout_closed()

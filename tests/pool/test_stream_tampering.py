@@ -129,3 +129,19 @@ def test_a_traceback_with_sys_stderr_set_to_none_is_shown_nowhere(pool: PoolClie
         assert (result["stdout"], result["stderr"], result["exit"]) == ("before\n", "", 1)
         assert result["error"]["message"] == "boom"
     close_session(pool, name)
+
+
+def test_a_session_step_that_exits_with_its_output_closed_ends_as_python_does(
+    pool: PoolClient,
+) -> None:
+    program = "import os, sys\nos.close(1)\nprint('lost')\nsys.exit(0)\n"
+    python = subprocess.run(
+        [sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=60
+    )
+    result = step(pool, new_id("exits"), program)
+    assert (result["stdout"], result["stderr"], result["exit"]) == (
+        python.stdout,
+        python.stderr,
+        python.returncode,
+    )
+    assert result["session"]["ended"] == "exit"
