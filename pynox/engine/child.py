@@ -233,13 +233,13 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         execute(program, main_module)
     except SystemExit as exc:
         _python_finished(setup)
-        if program.kind not in _FLUSHED_BEFORE_REPORT:
+        if program.kind not in FLUSHED_AT_END:
             _show_exit_message_unflushed(exc)  # raises
         raise  # CPython prints its message, finalizes and sets the exit status
     except BaseException as exc:  # noqa: BLE001 - reported exactly as python reports it
         _python_finished(setup)
-        if program.kind in _FLUSHED_BEFORE_REPORT:
-            _flush_before_report()
+        if program.kind in FLUSHED_AT_END:
+            flush_at_end()
         report_exception(exc, program, policy, setup)
         # CPython takes it from here: status 1, or death by SIGINT for
         # KeyboardInterrupt, after a normal finalization. It is printed already.
@@ -250,15 +250,15 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
 
 
 # What python runs as a file (a script, compiled or not, or standard input): it flushes
-# sys.stderr, then sys.stdout, before it prints the exception that ended the program
-# (flush_io in CPython's Python/pythonrun.c), so that output the program buffered comes
+# sys.stderr, then sys.stdout, as the program ends, before it prints the exception that
+# ended it (flush_io in CPython's Python/pythonrun.c), so that output the program buffered comes
 # before its traceback where both streams go to one place. -c, -m and a directory or zip
 # application do not: their traceback comes first. A SystemExit leaves pynox's start-up
 # file, which CPython flushes the same way for every kind.
-_FLUSHED_BEFORE_REPORT = frozenset({"script", "stdin"})
+FLUSHED_AT_END = frozenset({"script", "stdin"})
 
 
-def _flush_before_report() -> None:
+def flush_at_end() -> None:
     for name in ("stderr", "stdout"):
         try:
             getattr(sys, name).flush()
@@ -267,7 +267,7 @@ def _flush_before_report() -> None:
 
 
 def _show_exit_message_unflushed(exc: SystemExit) -> "NoReturn":
-    """Ends a program of a kind python does not flush for (see _FLUSHED_BEFORE_REPORT)
+    """Ends a program of a kind python does not flush for (see FLUSHED_AT_END)
     with SystemExit's message, shown as python shows it (_Py_HandleSystemExit in
     CPython's Python/pythonrun.c) before the output the program buffered: pynox's start-up
     file would have it flushed first."""

@@ -21,7 +21,14 @@ from pynox.engine import (
     shutdown,
     source_file,  # noqa: F401 - loaded once in the zygote, for scripts
 )
-from pynox.engine.child import execute, remember_lines, report_exception, run_source
+from pynox.engine.child import (
+    FLUSHED_AT_END,
+    execute,
+    flush_at_end,
+    remember_lines,
+    report_exception,
+    run_source,
+)
 from pynox.errors import EXIT_CANNOT_OPEN, EXIT_SETUP_FAILURE
 
 TYPE_CHECKING = False
@@ -72,7 +79,11 @@ def run_then_finish(
         if link.echo:
             value = run_code(program.source, program.filename, main)  # type: ignore[arg-type]
         else:
-            execute(program, main)
+            try:
+                execute(program, main)
+            finally:
+                if program.kind in FLUSHED_AT_END:  # a script, as python runs a file
+                    flush_at_end()
         link.finish_code(value)
         del value
     except SystemExit as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from support.pool_client import PoolClient
@@ -145,3 +146,30 @@ def test_a_session_step_that_exits_with_its_output_closed_ends_as_python_does(
         python.returncode,
     )
     assert result["session"]["ended"] == "exit"
+
+
+def test_a_script_has_its_output_flushed_as_it_ends_as_under_python(
+    pool: PoolClient, tmp_path: Path
+) -> None:
+    script = tmp_path / "flushes.py"
+    script.write_text(
+        "import sys\n"
+        "class Counting:\n"
+        "    def write(self, text):\n"
+        "        return len(text)\n"
+        "    def flush(self):\n"
+        "        sys.__stderr__.write('flushed\\n')\n"
+        "sys.stdout = Counting()\n"
+    )
+    python = subprocess.run(
+        [sys.executable, "-I", str(script)], capture_output=True, text=True, timeout=60
+    )
+    assert python.stderr == "flushed\nflushed\n"  # as it ends, then at its exit
+    result = pool.run(
+        {"id": new_id("script"), "script": str(script), "allow_read": [str(tmp_path)]}
+    )
+    assert (result["stdout"], result["stderr"], result["exit"]) == (
+        python.stdout,
+        python.stderr,
+        python.returncode,
+    )
