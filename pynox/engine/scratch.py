@@ -28,9 +28,13 @@ LAUNCHER_HELPER_VARIABLE = "PYNOX_SCRATCH_HELPER"
 _NAME_LENGTH = len(PREFIX) + 12  # PREFIX and 6 random bytes in hexadecimal
 # A program may make a folder its owner cannot list (os.mkdir(path, 0o300)), where rm
 # cannot go: such folders get their owner's rights back first (find never follows a link;
-# nothing of the run is left to swap one in by then).
+# nothing of the run is left to swap one in by then). The pipe also ends when the program
+# closes its descriptors (os.closerange(3, ...)) while it runs: the helper then waits for
+# the process that started it, whose child it stays until that ends, to end.
 HELPER_SCRIPT = (
-    'while read -r _; do :; done; rm -rf -- "$0" || '
+    "while read -r _; do :; done; "
+    'while read -r _ _ _ parent _ </proc/$$/stat && [ "$parent" = "$PPID" ]; do sleep 0.1; done; '
+    'rm -rf -- "$0" || '
     '{ find "$0" -type d ! -perm -700 -exec chmod u+rwx {} \\; ; exec rm -rf -- "$0"; }'
 )
 
