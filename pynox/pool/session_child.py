@@ -38,7 +38,8 @@ def _flush_step() -> bool:
 # once a step closed descriptor 1, every step's output is lost, which this says.
 _STDOUT_CLOSED = (
     "pynox: a step closed this session's standard output (descriptor 1), so what its "
-    "steps print is lost; close the session and start a new one\n"
+    "steps print is lost; end the session (sys.exit() in a step, or close it) and the "
+    "next step starts a new one\n"
 )
 
 

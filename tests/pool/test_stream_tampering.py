@@ -83,7 +83,8 @@ def test_a_session_outlives_a_sys_stdout_whose_flush_fails(pool: PoolClient) -> 
 
 STDOUT_CLOSED = (
     "pynox: a step closed this session's standard output (descriptor 1), so what its "
-    "steps print is lost; close the session and start a new one\n"
+    "steps print is lost; end the session (sys.exit() in a step, or close it) and the "
+    "next step starts a new one\n"
 )
 FLUSH_FAILED = (
     "Exception ignored on flushing sys.stdout:\n"
@@ -109,7 +110,13 @@ def test_a_session_whose_step_closed_its_output_says_so_at_every_step(
         120,
     )
     assert second["session"]["ended"] is None
-    # What the hint says to do works.
+    # What the hint says to do works, either way.
+    ended = step(pool, name, "import sys\nsys.exit()")
+    assert ended["session"]["ended"] == "exit"
+    restarted = step(pool, name, "print('back')")
+    assert (restarted["stdout"], restarted["exit"]) == ("back\n", 0)
+    assert restarted["session"]["restarted"]
+    step(pool, name, "import os\nos.close(1)\nprint('lost')")
     close_session(pool, name)
     fresh = step(pool, name, "print('back')")
     assert (fresh["stdout"], fresh["exit"], fresh["session"]["step"]) == ("back\n", 0, 1)
