@@ -13,9 +13,10 @@
  * path. pynox then writes the path of the directory the run uses on the other pipe,
  * before any program runs, and keeps that pipe's write end open until its process
  * ends, however it ends. The helper reads that one line, waits for the end of the
- * pipe, then removes that directory and the one it made (if pynox did not take it),
- * without following any link in them. Whatever comes after the first line is
- * ignored: only pynox writes before the program runs.
+ * pipe and for the end of the run's process (a program may close the pipe: it closes
+ * every descriptor it finds, as daemons do), then removes that directory and the one
+ * it made (if pynox did not take it), without following any link in them. Whatever
+ * comes after the first line is ignored: only pynox writes before the program runs.
  *
  * The launcher, staying behind as the run's supervisor (launcher_supervise.c), forks
  * it while the interpreter starts: off the run's path, and a fraction of the cost of
@@ -337,25 +338,52 @@ static int make_directory(const char *tmpdir, int fd, char *path, size_t size)
     return -1;
 }
 
-/* Closes every descriptor but a and b. */
-static void close_all_but(int a, int b)
+/* Closes every descriptor but the `count` in keep (-1 keeps nothing). */
+static void close_all_but(int *keep, int count)
 {
-    int low = a < b ? a : b;
-    int high = a < b ? b : a;
-    if (low > 0) {
-        (void)sys_call(SYS_close_range, 0, low - 1, 0, 0);
+    for (int i = 1; i < count; i++) {  /* in order: a handful, sorted by insertion */
+        for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+            int moved = keep[j];
+            keep[j] = keep[j - 1];
+            keep[j - 1] = moved;
+        }
     }
-    if (high > low + 1) {
-        (void)sys_call(SYS_close_range, low + 1, high - 1, 0, 0);
+    long next = 0; /* the lowest descriptor not yet closed or kept */
+    for (int i = 0; i < count; i++) {
+        if (keep[i] < next) {
+            continue; /* -1, or kept already */
+        }
+        if (keep[i] > next) {
+            (void)sys_call(SYS_close_range, next, keep[i] - 1, 0, 0);
+        }
+        next = keep[i] + 1;
     }
-    (void)sys_call(SYS_close_range, high + 1, ~0U, 0, 0);
+    (void)sys_call(SYS_close_range, next, ~0U, 0, 0);
 }
 
-static _Noreturn void run_helper(const struct scratch_pipes *pipes, const char *tmpdir)
+/* Waits until the process of the pidfd `run` has ended (nothing to wait for at -1). */
+static void wait_for_end(long run)
+{
+    if (run < 0) {
+        return;
+    }
+    struct {
+        int fd;
+        short events;
+        short revents;
+    } ended = {(int)run, 1 /* POLLIN: the process ended */, 0};
+    while (sys_call5(SYS_ppoll, (long)&ended, 1, 0, 0, 0) == -LAUNCHER_EINTR) {
+    }
+}
+
+static _Noreturn void run_helper(const struct scratch_pipes *pipes, const char *tmpdir,
+                                 long run)
 {
     (void)sys_call(SYS_setsid, 0, 0, 0, 0);  /* away from the terminal; fine if it fails */
-    /* Only the pipes stay open: the helper holds nobody's terminal or pipe. */
-    close_all_but(pipes->path[0], pipes->made[1]);
+    /* Only the pipes and the run's pidfd stay open: the helper holds nobody's terminal
+     * or pipe. */
+    int keep[] = {pipes->path[0], pipes->made[1], (int)run};
+    close_all_but(keep, 3);
     /* An interpreter that ended before it read the name must not kill the helper with
      * SIGPIPE: the directory would stay. */
     struct sigaction_k ignore = {LAUNCHER_SIG_IGN, 0, 0, 0};
@@ -365,6 +393,7 @@ static _Noreturn void run_helper(const struct scratch_pipes *pipes, const char *
     (void)sys_close(pipes->made[1]);  /* the end of its name, for pynox's read */
     char path[LAUNCHER_PATH_MAX];
     int has_path = read_path(pipes->path[0], path, sizeof path) == 0;
+    wait_for_end(run);
     if (has_path) {
         remove_path(path);
     }
@@ -408,10 +437,16 @@ void scratch_helper_close(const struct scratch_pipes *pipes, int helpers)
     (void)sys_close(helpers ? pipes->made[1] : pipes->made[0]);
 }
 
-void scratch_helper_spawn(const struct scratch_pipes *pipes, const char *tmpdir)
+void scratch_helper_spawn(const struct scratch_pipes *pipes, const char *tmpdir, long run)
 {
+    /* Not waited for yet, so `run` is still that process, ended or not. Without a pidfd
+     * (a kernel before 5.3), the end of the pipe alone tells the helper. */
+    long ended = sys_call(SYS_pidfd_open, run, 0, 0, 0);
     if (sys_fork() == 0) {
-        run_helper(pipes, tmpdir);
+        run_helper(pipes, tmpdir, ended < 0 ? -1 : ended);
+    }
+    if (ended >= 0) {
+        (void)sys_close((int)ended);
     }
     /* Without a helper (the fork failed), pynox reads the end of the name's pipe and
      * makes its own directory; the directory then stays: pynox cannot know. */

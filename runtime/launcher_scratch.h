@@ -27,8 +27,10 @@ void scratch_helper_close(const struct scratch_pipes *pipes, int helpers);
 
 /* Forks the helper, which makes a directory in tmpdir (the TMPDIR variable's value,
  * or NULL) or /tmp, and closes the helper's ends here. The helper leaves this
- * process's session and outlives it; nobody waits for it. */
-void scratch_helper_spawn(const struct scratch_pipes *pipes, const char *tmpdir);
+ * process's session and outlives it; nobody waits for it. run: the process that
+ * runs the program, a child of this one not yet waited for, whose end the helper
+ * waits for too. */
+void scratch_helper_spawn(const struct scratch_pipes *pipes, const char *tmpdir, long run);
 
 /* "PYNOX_SCRATCH_HELPER=PATH,MADE:PID" into entry: pynox's ends and the process that
  * will exec the interpreter. Returns 1, or 0 if it does not fit. */

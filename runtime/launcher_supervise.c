@@ -745,7 +745,7 @@ int supervise(struct supervision *entries, int capture, const char *tmpdir)
     }
     /* Started while the interpreter starts, off its path. */
     if (entries->helper) {
-        scratch_helper_spawn(&scratch, tmpdir);
+        scratch_helper_spawn(&scratch, tmpdir, child);
     }
     long signals = sys_call(SYS_signalfd4, -1, (long)&watched, sizeof watched, SFD_CLOEXEC);
     watch(child, ends[0], end_pipe[0], (int)signals, &streams);

@@ -366,7 +366,7 @@ def test_what_a_program_writes_to_the_helpers_pipe_is_ignored(tmp_path: Path) ->
     assert (victim / "keep").read_text() == "data"
 
 
-def test_the_launchers_helper_holds_nothing_but_its_pipe(tmp_path: Path) -> None:
+def test_the_launchers_helper_holds_nothing_but_its_pipe_and_pidfd(tmp_path: Path) -> None:
     """No copy of the run's stdout, stderr or terminal, and a session of its own: a
     pipeline ends when the run does, and the terminal's signals do not reach it."""
     run = subprocess.Popen(
@@ -384,7 +384,11 @@ def test_the_launchers_helper_holds_nothing_but_its_pipe(tmp_path: Path) -> None
         assert len(helpers) == 1 and len(interpreters) == 1, children
         (helper,) = helpers
         assert os.getsid(helper) == helper
-        assert len(os.listdir(f"/proc/{helper}/fd")) == 1
+        # The pipe, and a pidfd of the interpreter, whose end it waits for as well.
+        held = sorted(
+            os.readlink(f"/proc/{helper}/fd/{fd}") for fd in os.listdir(f"/proc/{helper}/fd")
+        )
+        assert len(held) == 2 and held[0] == "anon_inode:[pidfd]", held
         assert _has_pipe_of(helper, interpreters[0])
     finally:
         run.kill()

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from support.commands import python
+from support.commands import pynox, python
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -33,6 +34,25 @@ def test_a_program_that_closes_its_descriptors_keeps_its_scratch_directory(
     assert output.startswith("still here "), output
     directory = output.split()[-1]
     # And it still goes once the run has ended.
+    deadline = time.monotonic() + 10
+    while os.path.lexists(directory) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.lexists(directory)
+
+
+@pytest.mark.parametrize(
+    "mode", [[], ["--timeout=10s"], ["--json"]], ids=["plain", "timeout", "json"]
+)
+def test_a_program_that_closes_its_descriptors_keeps_the_launchers_scratch_directory(
+    tmp_path: Path, mode: list[str]
+) -> None:
+    """`pynox`: the launcher's helper (runtime/launcher_scratch.c) waits for the run's
+    process to end, not only for the pipe the program just closed."""
+    proc = pynox(*mode, "-c", CLOSES_THEN_WRITES, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    output = json.loads(proc.stdout)["stdout"] if mode == ["--json"] else proc.stdout.decode()
+    assert output.startswith("still here "), output
+    directory = output.split()[-1]
     deadline = time.monotonic() + 10
     while os.path.lexists(directory) and time.monotonic() < deadline:
         time.sleep(0.05)
