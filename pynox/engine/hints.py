@@ -25,6 +25,8 @@ from pynox.engine.exception_parts import (
     args_of,
     called_names,
     chain,
+    context_of,
+    errno_of,
     innermost,
     innermost_module,
     passes_through,
@@ -830,6 +832,10 @@ def _classify_os_error(
         return "network", None, None
     if exc.errno not in _DENIED_ERRNOS:
         return None, None, path
+    moved = _two_paths(exc, event)
+    if moved is not None:
+        kind, target = _folder_not_written(*moved, policy)
+        return kind, target, path
     if exc.errno == errno.EPERM:
         refused = _filter_refusal(exc, event, path, policy)
         if refused is not None:
@@ -863,6 +869,67 @@ def _classify_os_error(
             kind, target = _classify_file(path, event, policy)
         return kind, target, path
     return None, None, None
+
+
+# Calls that name two paths, by their audit events (os.replace raises os.rename's).
+# os.rename removes an entry from the first path's folder and makes one in the second's,
+# os.link only makes one, and os.symlink's first path is the text the link holds, which
+# nothing checks.
+_TWO_PATH_EVENTS = frozenset({"os.rename", "os.link", "os.symlink"})
+
+
+def _two_paths(
+    exc: OSError, event: "tuple[str, tuple[Any, ...]] | None"
+) -> "tuple[str, str, str] | None":
+    """(the call's event, its first path, its second path, both absolute) when exc is
+    the error of the two-path call the last event is, or of the rename shutil.move tried
+    first; else None.
+
+    shutil.move copies when the rename fails, and the copy then fails too (reading a
+    file of a folder granted only for writing, say): the rename's refusal, which the
+    copy's error keeps as its context, is the one to hint at.
+    """
+    context = context_of(exc)
+    if (
+        event is not None
+        and event[0] in _TWO_PATH_EVENTS
+        and exc.filename2 is not None
+        and len(event[1]) >= 2
+    ):
+        name, args = event[0], event[1][:2]
+        if any(fd != -1 for fd in event[1][2:]):
+            return None  # relative to a folder's descriptor, whose path is unknown
+    elif (
+        isinstance(context, OSError)
+        and errno_of(context) in _DENIED_ERRNOS
+        and passes_through(exc, "shutil", "move")
+    ):
+        exc = context
+        name, args = "os.rename", (exc.filename, exc.filename2)
+    else:
+        return None
+    # Exact types only: a program's own path class would run its code here.
+    named = (*args, exc.filename, exc.filename2)
+    if not all(type(path) is str or type(path) is bytes for path in named):
+        return None
+    first, second, *said = (os.fsdecode(path) for path in named)
+    if [first, second] != said:
+        return None
+    return name, os.path.abspath(first), os.path.abspath(second)
+
+
+def _folder_not_written(
+    name: str, first: str, second: str, policy: "Policy | None"
+) -> tuple[str | None, str | None]:
+    """The folder a refused os.rename, os.replace, os.link or os.symlink needed to
+    change and may not: the second path's, or os.rename's first's."""
+    folders = [os.path.dirname(first)] if name == "os.rename" else []
+    folders.append(_nearest_existing_dir(second))
+    for folder in folders:
+        kind, target = _only_missing("entries", folder, policy)
+        if kind is not None:
+            return kind, target
+    return None, None
 
 
 # The sources of a Cython module, which its frames name in place of a Python file.
