@@ -53,6 +53,9 @@ KINDS = frozenset(
         "metadata",
         "tree_metadata",
         "move_metadata",
+        "folder_into_scratch",
+        "move_unreadable",
+        "link_unwritable",
         "dbm_dumb",
         "dbm_read_back",
         "polars_temporary_folder",
@@ -214,6 +217,14 @@ MOVE_METADATA_HINT = (
     "shutil.move copies a file to another file system with its mode and times, which the "
     "sandbox never lets a program change, and there is nothing to grant; the original is "
     "still there: copy its contents with shutil.copyfile, then remove it with os.remove"
+)
+# Landlock refuses moving a folder of a grant into the scratch directory (runtime/landlock.c).
+FOLDER_INTO_SCRATCH_HINT = (
+    "a folder of a grant cannot be moved into the run's scratch directory (the kernel says "
+    "EXDEV, as between file systems): removing the scratch directory would take along what "
+    "the program may not remove itself, and there is nothing to grant; copy the folder's "
+    "contents instead: walk it with os.walk, make each folder with os.makedirs and copy each "
+    "file with shutil.copyfile"
 )
 # dbm.dumb sets its files' mode whatever the program asks (pynox.engine.hints).
 DBM_DUMB_HINT = (
@@ -524,6 +535,7 @@ def format_hint(
         "metadata": METADATA_HINT,
         "tree_metadata": TREE_METADATA_HINT,
         "move_metadata": MOVE_METADATA_HINT,
+        "folder_into_scratch": FOLDER_INTO_SCRATCH_HINT,
         "dbm_dumb": DBM_DUMB_HINT,
         "polars_temporary_folder": POLARS_TEMPORARY_FOLDER_HINT,
         "xlsxwriter_times": XLSXWRITER_TIMES_HINT,
@@ -587,6 +599,20 @@ def format_hint(
         if style.refused("allow_read", value):
             return f"{left}; {LIMITED_BY} lets no request grant reading {shown}"
         return f"{left}, and grant reading with {style.grant('allow_read', value)}"
+    if kind == "move_unreadable":
+        # Landlock refuses (EXDEV) a move or link that would gain a right (runtime/landlock.c).
+        return (
+            f"moving or linking a file out of {shown}, which the program may not read, into "
+            "a folder it may read is refused (the kernel says EXDEV, as between file "
+            f"systems){style.ask('allow_read', value)}"
+        )
+    if kind == "link_unwritable":
+        return (
+            f"hard-linking a file of {shown}, which the program may not write, into a folder "
+            "it may write is refused (the kernel says EXDEV, as between file systems); copy "
+            "the file instead (shutil.copyfile), or let the program write it where it is"
+            f"{style.ask('allow_write', value)}"
+        )
     if kind == "write":
         return f"writing {shown} is not allowed{style.ask('allow_write', value)}"
     if kind == "entries":

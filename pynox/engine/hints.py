@@ -830,9 +830,12 @@ def _classify_os_error(
         # asyncio's create_server() passes over the sockets it could not make and says
         # only "could not bind on any address", with no errno and no error behind it.
         return "network", None, None
+    moved = _two_paths(exc, event)
+    if moved is not None and exc.errno == errno.EXDEV:
+        kind, target = _refused_between_grants(*moved, policy)
+        return kind, target, path
     if exc.errno not in _DENIED_ERRNOS:
         return None, None, path
-    moved = _two_paths(exc, event)
     if moved is not None:
         kind, target = _folder_not_written(*moved, policy)
         return kind, target, path
@@ -929,6 +932,38 @@ def _folder_not_written(
         kind, target = _only_missing("entries", folder, policy)
         if kind is not None:
             return kind, target
+    return None, None
+
+
+def _refused_between_grants(
+    name: str, first: str, second: str, policy: "Policy | None"
+) -> tuple[str | None, str | None]:
+    """Why Landlock refused moving or linking first to second with EXDEV, as between
+    file systems: where it would go, the program would have a right to it that it has
+    not where it is (runtime/landlock.c). None for a real move between file systems,
+    which fails under python too."""
+    if policy is None or name == "os.symlink":
+        return None, None
+    source, destination = os.path.dirname(first), _nearest_existing_dir(second)
+    try:
+        if os.stat(source).st_dev != os.stat(destination).st_dev:
+            return None, None
+    except OSError:
+        return None, None
+    # The entry itself moves, not what a link leads to.
+    moved = os.path.join(os.path.realpath(source), os.path.basename(first))
+    there = os.path.realpath(destination)
+    scratch = policy.scratch_list()
+    folder = os.path.isdir(moved) and not os.path.islink(moved)
+    if folder and _covering(there, scratch) and not _covering(moved, scratch):
+        return "folder_into_scratch", None
+    if _covering(there, policy.reads()) and not _covering(moved, policy.reads()):
+        tree = _covering(moved, policy.writes()) or os.path.realpath(source)
+        kind, target = _only_missing("read", tree, policy)
+        return ("move_unreadable", target) if kind is not None else (None, None)
+    if name == "os.link" and not _covering(moved, policy.writes()):
+        kind, target = _only_missing("write", os.path.realpath(source), policy)
+        return ("link_unwritable", target) if kind is not None else (None, None)
     return None, None
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.commands import pynox
-from support.hints import follow
+from support.hints import follow, hint_line, hinted_flags
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -64,3 +64,73 @@ def test_a_symbolic_link_names_the_folder_it_is_made_in_not_where_it_leads(
             f"grant it with --allow-write={cwd / 'data'}"
         ]
         (cwd / "data" / "link").unlink()
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import os; os.rename('out/a.txt', 'out2/a.txt'); print(open('out2/a.txt').read())",
+        "import os; os.link('out/a.txt', 'out2/a.txt'); print(open('out2/a.txt').read())",
+        "import os, tempfile; os.rename('out/a.txt', tempfile.gettempdir() + '/a.txt')",
+    ],
+    ids=["rename", "link", "rename-into-scratch"],
+)
+def test_moving_out_of_a_write_only_folder_to_where_it_is_readable_names_the_read(
+    tmp_path: Path, code: str
+) -> None:
+    """Landlock refuses (EXDEV, as between file systems) what would let the program read
+    a file it may not read where it is: reading that folder is what is missing."""
+    cwd = _world(tmp_path)
+    grants = ["--allow-write=out", "--allow-write=out2", "--allow-read=out2"]
+    first = pynox(*grants, "-c", code, cwd=cwd)
+    assert b"OSError: [Errno 18] Invalid cross-device link" in first.stderr
+    hints = _follow(cwd, code, grants)
+    assert len(hints) == 1, hints
+    assert hints[0].startswith(f"pynox: moving or linking a file out of {cwd / 'out'}, which ")
+    assert hints[0].endswith(f"; grant it with --allow-read={cwd / 'out'}")
+
+
+def test_a_folder_of_a_grant_moved_into_the_scratch_directory_is_hinted_to_copy(
+    tmp_path: Path,
+) -> None:
+    """No grant lets a folder of a grant move into the scratch directory (docs/sandbox.md)."""
+    cwd = _world(tmp_path)
+    code = "import os, tempfile; os.rename('data/folder', tempfile.gettempdir() + '/folder')"
+    proc = pynox("--allow-read=data", "--allow-write=data", "-c", code, cwd=cwd)
+    assert b"Invalid cross-device link" in proc.stderr
+    line = hint_line(proc.stderr)
+    assert "cannot be moved into the run's scratch directory" in line
+    assert "there is nothing to grant" in line and "--allow" not in line
+
+
+def test_a_hard_link_of_a_read_only_file_into_a_write_tree_names_copying(
+    tmp_path: Path,
+) -> None:
+    cwd = _world(tmp_path)
+    code = "import os; os.link('data/in.txt', 'out/in.txt')"
+    proc = pynox("--allow-read=data", "--allow-write=out", "-c", code, cwd=cwd)
+    assert b"Invalid cross-device link" in proc.stderr
+    line = hint_line(proc.stderr)
+    assert "copy the file instead (shutil.copyfile)" in line
+    assert hinted_flags(proc.stderr) == [f"--allow-write={cwd / 'data'}"]
+    copied = "import shutil; shutil.copyfile('data/in.txt', 'out/in.txt')"
+    assert pynox("--allow-read=data", "--allow-write=out", "-c", copied, cwd=cwd).returncode == 0
+
+
+def test_a_rename_to_another_file_system_gets_no_hint(tmp_path: Path) -> None:
+    """A real EXDEV fails under python too: nothing of the sandbox's to hint at."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second file system to move to")
+    cwd = _world(tmp_path)
+    folder = shm / f"pynox-test-{tmp_path.name}"
+    folder.mkdir()
+    try:
+        code = f"import os; os.rename('out/a.txt', {str(folder / 'a.txt')!r})"
+        proc = pynox("--allow-write=out", f"--allow-write={folder}", "-c", code, cwd=cwd)
+        assert b"Invalid cross-device link" in proc.stderr
+        assert b"pynox:" not in proc.stderr
+    finally:
+        for entry in folder.iterdir():
+            entry.unlink()
+        folder.rmdir()
