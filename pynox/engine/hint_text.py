@@ -58,6 +58,7 @@ KINDS = frozenset(
         "link_unwritable",
         "dbm_dumb",
         "dbm_read_back",
+        "fileinput_backup",
         "polars_temporary_folder",
         "xlsxwriter_times",
         "xattr_by_path",
@@ -613,6 +614,17 @@ def format_hint(
             "the file instead (shutil.copyfile), or let the program write it where it is"
             f"{style.ask('allow_write', value)}"
         )
+    if kind == "fileinput_backup":
+        # fileinput's close removes the backup unless backup= names one to keep.
+        moved = (
+            "fileinput (inplace=True) moves the file it edits to a backup beside it (its name "
+            f"and .bak) and reads it from there, which the program may not do in {shown}: the "
+            "file is left as that backup or, once fileinput is closed without backup= (at the "
+            "end of a with block), gone; put it back"
+        )
+        if style.refused("allow_read", value):
+            return f"{moved}; {LIMITED_BY} lets no request grant reading {shown}"
+        return f"{moved}, then grant reading with {style.grant('allow_read', value)}"
     if kind == "write":
         return f"writing {shown} is not allowed{style.ask('allow_write', value)}"
     if kind == "entries":

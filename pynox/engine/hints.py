@@ -866,6 +866,11 @@ def _classify_os_error(
     if name in ("socket.connect", "socket.bind") and path is None:
         return "network", None, None
     if path is not None:
+        if passes_through(exc, "fileinput", "_readline"):
+            # Whatever the program did after (fileinput's close removes the file it
+            # renamed), the refusal was of reading it.
+            kind, target = _classify_file(path, ("open", (path, "r")), policy)
+            return ("fileinput_backup" if kind == "read" else kind), target, path
         if _made_natively(exc, event, path):
             kind, target = _only_missing("entries", _nearest_existing_dir(path), policy)
         else:
