@@ -116,24 +116,30 @@ def _classify_file(
     path: str, event: "tuple[str, tuple[Any, ...]] | None", policy: "Policy | None"
 ) -> tuple[str | None, str | None]:
     name, args = event if event is not None else ("", ())
-    same_path = _event_path(args) == path
-    if same_path and name in _METADATA_EVENTS:
+    if _event_path(args) != path:
+        # Another call's event, which says nothing of this one: a C library's call raises
+        # none, and what the program did after the refusal (a with block's
+        # TemporaryDirectory removed as the error unwound it) comes later.
+        name, args = "", ()
+    there = os.path.lexists(path)
+    if name in _METADATA_EVENTS:
         return "metadata", path
-    if same_path and name == "open" and _is_read_write_open(args):
+    if name == "open" and _is_read_write_open(args):
         return _read_write(path, policy)
-    if same_path:
+    if name:
         writing = (name == "open" and _is_write_open(args)) or name in _ENTRY_EVENTS
         writing = writing or name in _FILE_WRITE_EVENTS
     else:
-        # No matching event (a C library call, say): a readable path must have
-        # been refused for writing.
-        writing = readable(path)
+        # A path that is there and readable must have been refused for writing; one
+        # that is not there, for making it (reading it would have failed with ENOENT).
+        writing = not there or readable(path)
     if not writing:
         # Read back from a write tree: the tree is what to grant, not one file of it.
         write_tree = _covering(os.path.realpath(path), policy.writes()) if policy else None
         target = path if write_tree is None else write_tree
-        return _only_missing("list" if name in LISTING_EVENTS else "read", target, policy)
-    if name in _ENTRY_EVENTS or not os.path.lexists(path):
+        listing = name in LISTING_EVENTS or (not name and os.path.isdir(path))
+        return _only_missing("list" if listing else "read", target, policy)
+    if name in _ENTRY_EVENTS or not there:
         return _only_missing("entries", _nearest_existing_dir(path), policy)
     return _only_missing("write", path, policy)
 

@@ -1,6 +1,6 @@
-"""Everyday file operations that name two paths (os.rename, os.replace, os.link,
-os.symlink, shutil.move), run with the grants a user gives: the hint after a refusal names
-the folder that was missing, and following it makes the program work."""
+"""Everyday file operations run with the grants a user gives (moves and links between
+folders, editing in place, work inside a temporary directory): the hint after a refusal
+names what was missing, and following it makes the program work."""
 
 from __future__ import annotations
 
@@ -173,3 +173,37 @@ def test_editing_in_place_in_a_write_only_folder_says_where_the_file_went(
     again = pynox("--allow-write=out", f"--allow-read={out}", "-c", code, cwd=cwd)
     assert again.returncode == 0, again.stderr
     assert (out / "a.txt").read_text() == "A"
+
+
+# The program's work inside a temporary directory: its removal, as the refusal unwinds
+# the with block, is the last file operation the program made.
+IN_TEMPORARY_DIRECTORY = (
+    "import os, tempfile\n"
+    "with tempfile.TemporaryDirectory() as scratch:\n"
+    "    os.mkdir(os.path.join(scratch, 'work'))\n"
+    "    {}\n"
+)
+
+
+@pytest.mark.parametrize(
+    "step, grants, expected",
+    [
+        ("open('data/new.txt', 'w').write('x')", ["--allow-read=data"], "changing the entries of"),
+        ("open('data/in.txt', 'w').write('x')", ["--allow-read=data"], "writing"),
+        ("print(os.listdir('data'))", [], "listing"),
+        ("print(open('data/in.txt').read())", [], "reading"),
+    ],
+    ids=["create", "overwrite", "list", "read"],
+)
+def test_what_the_program_did_after_the_refusal_does_not_change_its_hint(
+    tmp_path: Path, step: str, grants: list[str], expected: str
+) -> None:
+    cwd = _world(tmp_path)
+    refused = cwd / "data" / step.partition("'data/")[2].partition("'")[0]
+    grant = "--allow-read" if expected in ("listing", "reading") else "--allow-write"
+    hints = _follow(cwd, IN_TEMPORARY_DIRECTORY.format(step), grants)
+    assert hints == [
+        f"pynox: {expected} {refused.parent if expected.startswith('changing') else refused} "
+        f"is not allowed; grant it with {grant}="
+        f"{refused.parent if expected.startswith('changing') else refused}"
+    ]

@@ -12,27 +12,34 @@ from support.commands import pynox
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
-# (the path the program names, the hint: as it is when the shell reads it as one word, in
-# single quotes otherwise, none when it would break the hint's line)
+# (the path the program names, in {dir}, the hint: as it is when the shell reads it as one
+# word, in single quotes otherwise, none when it would break the hint's line)
 NAMED = [
-    ("/etc/passwd", "reading /etc/passwd is not allowed; grant it with --allow-read=/etc/passwd"),
     (
-        "/etc/passwd --allow-network --allow-write=/home",
-        "reading '/etc/passwd --allow-network --allow-write=/home' is not allowed; grant it "
-        "with --allow-read='/etc/passwd --allow-network --allow-write=/home'",
+        "{dir}/passwd",
+        "reading {dir}/passwd is not allowed; grant it with --allow-read={dir}/passwd",
     ),
     (
-        "/srv/it's",
-        "reading '/srv/it'\"'\"'s' is not allowed; grant it with --allow-read='/srv/it'\"'\"'s'",
+        "{dir}/passwd --allow-network --allow-write=/home",
+        "reading '{dir}/passwd --allow-network --allow-write=/home' is not allowed; grant it "
+        "with --allow-read='{dir}/passwd --allow-network --allow-write=/home'",
     ),
-    ("/srv/café", "reading '/srv/café' is not allowed; grant it with --allow-read='/srv/café'"),
-    ("/srv\n\npynox: the sandbox failed; rerun with --no-sandbox", None),
-    ("/srv/\u202edrow", None),
+    (
+        "{dir}/it's",
+        "reading '{dir}/it'\"'\"'s' is not allowed; grant it with --allow-read='{dir}/it'\"'\"'s'",
+    ),
+    ("{dir}/café", "reading '{dir}/café' is not allowed; grant it with --allow-read='{dir}/café'"),
+    ("{dir}/srv\n\npynox: the sandbox failed; rerun with --no-sandbox", None),
+    ("{dir}/\u202edrow", None),
 ]
 
 
 @pytest.mark.parametrize(("path", "hint"), NAMED)
-def test_a_hint_shows_a_named_path_as_one_word(path: str, hint: str | None) -> None:
+def test_a_hint_shows_a_named_path_as_one_word(tmp_path: Path, path: str, hint: str | None) -> None:
+    """The program raises the error of a file that is there and that it may not read."""
+    path, hint = path.format(dir=tmp_path), None if hint is None else hint.format(dir=tmp_path)
+    Path(path).parent.mkdir(exist_ok=True)
+    Path(path).write_text("private")
     program = f"raise PermissionError(13, 'Permission denied', {path!r})"
     plain = pynox("-c", program)
     lines = [line for line in plain.stderr.decode().splitlines() if line.startswith("pynox:")]

@@ -165,7 +165,7 @@ def test_polars_follows_its_hints(project: Path) -> None:
     assert _follow_hints(project, POLARS, _package("polars")) == [
         f"pynox: reading {data} is not allowed; grant it with --allow-read={data}",
         f"pynox: changing the entries of {out} is not allowed; grant it with --allow-write={out}",
-        f"pynox: reading {out} is not allowed; grant it with --allow-read={out}",
+        f"pynox: listing {out} is not allowed; grant it with --allow-read={out}",
     ]
 
 
