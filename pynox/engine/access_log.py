@@ -94,6 +94,9 @@ WATCHED_EVENTS = (
 
 
 LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
+# shutil.rmtree lists the folder it removes, and with ignore_errors=True leaves one it may
+# not list as it is, without a word: kept with the folders listed (see AccessLog.listed).
+RMTREE_EVENT = "shutil.rmtree"
 # How many of the folders listed last are kept (see AccessLog.listed).
 LISTED_KEPT = 64
 # Modules that list folders to import or to find installed packages, passing over the
@@ -106,9 +109,10 @@ class AccessLog:
     """An audit hook that keeps the most recent watched event, and the last folders the
     program listed."""
 
-    __slots__ = ("last", "listed", "_watched", "_caller", "_getcwd")
+    __slots__ = ("last", "listed", "_watched", "_caller", "_modules", "_getcwd")
     # Class attributes, unlike module globals, outlive the interpreter's end (see _watched).
     _LISTING = LISTING_EVENTS
+    _RMTREE = RMTREE_EVENT
     _IMPORTING = _IMPORT_MODULES
     _KEPT = LISTED_KEPT
     _LONGEST = 4096  # PATH_MAX
@@ -119,13 +123,15 @@ class AccessLog:
         # most recent last: glob, pathlib's glob and os.walk pass over a folder they were
         # refused listing as if it were empty, so a later failure has no denial to hint
         # at; pynox.engine.hints looks here for one. Which of them were refused is found
-        # only then, once the program failed: remembering costs a dictionary entry.
-        self.listed: dict[str, None] = {}
+        # only then, once the program failed: remembering costs a dictionary entry. Each
+        # maps to whether shutil.rmtree listed it, to remove it.
+        self.listed: dict[str, bool] = {}
         # Held here, not looked up as a global: the hook runs until the interpreter is
         # gone, and at its end module globals are cleared to None while finalizers (a
         # NamedTemporaryFile's unlink) still raise events.
         self._watched = WATCHED_EVENTS
         self._caller = sys._getframe
+        self._modules = sys.modules
         self._getcwd = posix.getcwd
 
     def __call__(self, event: str, args: "tuple[Any, ...]") -> None:
@@ -133,7 +139,15 @@ class AccessLog:
             self.last = (event, args)
             if event in self._LISTING:
                 # The frame that called os.listdir or os.scandir (none from C code).
-                self._listing(args[0], self._caller(0).f_back)
+                self._listing(args[0], self._caller(0).f_back, False)
+            elif event == self._RMTREE:
+                # It passes the path on as it was given: often a pathlib path, whose
+                # class is the standard library's only when it is exactly PosixPath.
+                path = args[0]
+                pathlib = self._modules.get("pathlib")
+                if pathlib is not None and type(path) is getattr(pathlib, "PosixPath", None):
+                    path = str(path)
+                self._listing(path, self._caller(0).f_back, True)
             elif event == "os.chdir" and self.listed:
                 self._anchor()
             elif event == "os.system":
@@ -152,9 +166,9 @@ class AccessLog:
         except OSError:  # its directory was removed: what they named is unknown
             self.listed.clear()
             return
-        self.listed = {(p if p[:1] == "/" else f"{cwd}/{p}"): None for p in self.listed}
+        self.listed = {(p if p[:1] == "/" else f"{cwd}/{p}"): r for p, r in self.listed.items()}
 
-    def _listing(self, path: object, caller: "FrameType | None") -> None:
+    def _listing(self, path: object, caller: "FrameType | None", removing: bool) -> None:
         # Exact types only: a program's own path class would run its code here. A path
         # longer than the kernel takes lists nothing and is not kept.
         if (type(path) is not str and type(path) is not bytes) or len(path) > self._LONGEST:
@@ -166,7 +180,7 @@ class AccessLog:
             return
         listed = self.listed
         listed.pop(path, None)
-        listed[path] = None
+        listed[path] = removing
         if len(listed) > self._KEPT:
             del listed[next(iter(listed))]
 

@@ -72,6 +72,7 @@ KINDS = frozenset(
         "read",
         "list",
         "unlisted",
+        "unremoved",
         "user_name",
         "group_name",
         "write",
@@ -579,6 +580,11 @@ def format_hint(
         return (
             f"the program was refused listing {shown}, which glob, pathlib's glob and "
             f"os.walk pass over as if it were empty{style.ask('allow_read', value)}"
+        )
+    if kind == "unremoved":
+        return (
+            f"shutil.rmtree(ignore_errors=True) left {shown} in place, since removing a "
+            f"folder takes listing it{style.ask('allow_read', value)}"
         )
     if kind == "user_name":
         return (

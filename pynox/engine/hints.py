@@ -219,9 +219,10 @@ def _underlying(exc: BaseException) -> BaseException:
 
 def _refused_listing(policy: "Policy | None") -> tuple[str | None, str | None]:
     """The folder the program listed last of those it was refused listing, and which
-    its grants do not cover: ("unlisted", that folder), else (None, None). Only asked
-    once the program failed, so a run that never fails pays for no listing here."""
-    for listed in reversed(list(ACCESS_LOG.listed)):  # listing here adds to it
+    its grants do not cover: ("unlisted", that folder), or ("unremoved", that folder)
+    when shutil.rmtree listed it to remove it; else (None, None). Only asked once the
+    program failed, so a run that never fails pays for no listing here."""
+    for listed, removing in reversed(list(ACCESS_LOG.listed.items())):  # listing adds to it
         folder = os.path.abspath(listed)
         try:
             with os.scandir(folder):
@@ -229,7 +230,7 @@ def _refused_listing(policy: "Policy | None") -> tuple[str | None, str | None]:
         except PermissionError:
             kind, target = _only_missing("list", folder, policy)
             if kind is not None:
-                return "unlisted", target
+                return ("unremoved" if removing else "unlisted"), target
         except (OSError, ValueError):  # not a folder, or gone; a NUL in the path
             continue
     return None, None

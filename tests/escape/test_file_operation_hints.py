@@ -207,3 +207,36 @@ def test_what_the_program_did_after_the_refusal_does_not_change_its_hint(
         f"is not allowed; grant it with {grant}="
         f"{refused.parent if expected.startswith('changing') else refused}"
     ]
+
+
+def test_a_folder_rmtree_could_not_remove_quietly_is_named_when_the_program_fails(
+    tmp_path: Path,
+) -> None:
+    """Emptying an output folder: shutil.rmtree(ignore_errors=True) cannot list a folder
+    granted only for writing, says nothing and leaves it, and os.makedirs then finds it."""
+    cwd = _world(tmp_path)
+    (cwd / "out" / "build" / "old").mkdir(parents=True)
+    (cwd / "out" / "build" / "old" / "stale.txt").write_text("stale")
+    code = (
+        "import os, shutil\n"
+        "shutil.rmtree('out/build', ignore_errors=True)\n"
+        "os.makedirs('out/build')\n"
+    )
+    build = cwd / "out" / "build"
+    hints = _follow(cwd, code, ["--allow-write=out"])
+    assert hints == [
+        f"pynox: shutil.rmtree(ignore_errors=True) left {build} in place, since removing a "
+        f"folder takes listing it; grant it with --allow-read={build}"
+    ]
+    assert not (build / "old").exists()
+
+
+def test_rmtree_of_a_pathlib_path_is_named_too(tmp_path: Path) -> None:
+    cwd = _world(tmp_path)
+    (cwd / "out" / "build").mkdir()
+    code = (
+        "import shutil\nfrom pathlib import Path\n"
+        "shutil.rmtree(Path('out/build'), ignore_errors=True)\nPath('out/build').mkdir()\n"
+    )
+    hints = _follow(cwd, code, ["--allow-write=out"])
+    assert len(hints) == 1 and hints[0].endswith(f"--allow-read={cwd / 'out' / 'build'}"), hints
