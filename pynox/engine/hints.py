@@ -771,6 +771,21 @@ def _library_metadata(name: str, exc: OSError) -> str | None:
     return None
 
 
+def _refused_before_cleanup(name: str, exc: OSError) -> "OSError | None":
+    """The refusal that TemporaryDirectory's removal met first, when exc is the refused
+    mode change it tries next (it makes what it could not remove writable, and tries
+    again): removing a folder granted only for writing takes listing it, which no mode
+    gives. None otherwise."""
+    if name not in _METADATA_EVENTS or exc.errno not in _DENIED_ERRNOS:
+        return None
+    if not passes_through(exc, "tempfile", "_rmtree"):
+        return None
+    first = context_of(exc)
+    if not isinstance(first, OSError) or errno_of(first) != errno.EACCES:
+        return None
+    return first
+
+
 def _only_metadata_refused(exc: OSError) -> bool:
     """Whether exc is the shutil.Error of a tree copy (copytree, or move across file
     systems) whose every failure is a refused metadata change: the sandbox refuses those
@@ -807,6 +822,9 @@ def _classify_os_error(
         named = event[1][0] if event[1] else None
         if not isinstance(named, int):  # a path, or None for the working directory
             return "xattr_by_path", None, None
+    cleanup = _refused_before_cleanup(name, exc)
+    if cleanup is not None:
+        return _classify_os_error(cleanup, None, policy)
     library = _library_metadata(name, exc)
     if library is not None:
         # Before the metadata hint below, which os.utime's error, named by no file before

@@ -240,3 +240,20 @@ def test_rmtree_of_a_pathlib_path_is_named_too(tmp_path: Path) -> None:
     )
     hints = _follow(cwd, code, ["--allow-write=out"])
     assert len(hints) == 1 and hints[0].endswith(f"--allow-read={cwd / 'out' / 'build'}"), hints
+
+
+def test_a_temporary_directory_in_a_write_only_folder_names_the_read_its_removal_needs(
+    tmp_path: Path,
+) -> None:
+    """TemporaryDirectory's removal cannot list a folder granted only for writing, and
+    then tries to make it writable (chmod), which is refused too: that last refusal is not
+    what to hint at, since no mode would help."""
+    cwd = _world(tmp_path)
+    code = (
+        "import tempfile\n"
+        "with tempfile.TemporaryDirectory(dir='out') as work:\n"
+        "    open(work + '/part.txt', 'w').write('x')\n"
+    )
+    out = cwd / "out"
+    hints = _follow(cwd, code, ["--allow-write=out"])
+    assert hints == [f"pynox: listing {out} is not allowed; grant it with --allow-read={out}"]
