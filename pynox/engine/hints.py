@@ -891,6 +891,14 @@ def _classify_os_error(
     if name in ("socket.connect", "socket.bind") and path is None:
         return "network", None, None
     if path is not None:
+        folder_needs = _rotating_log_folder(exc)
+        if folder_needs is not None:
+            if folder_needs == "entries":
+                kind, target = _only_missing("entries", os.path.dirname(path), policy)
+            else:  # what a database's folder needs is what this one does
+                kind, target = _sqlite_folder(path, policy)
+            if kind is not None:
+                return kind, target, path
         if passes_through(exc, "fileinput", "_readline"):
             # Whatever the program did after (fileinput's close removes the file it
             # renamed), the refusal was of reading it.
@@ -995,6 +1003,35 @@ def _refused_between_grants(
         kind, target = _only_missing("write", os.path.realpath(source), policy)
         return ("link_unwritable", target) if kind is not None else (None, None)
     return None, None
+
+
+def _rotating_log_folder(exc: OSError) -> str | None:
+    """What the folder of a rotating log needs when exc is the refusal of its file as the
+    handler was made (logging.handlers): "entries" where its rollovers rename the file
+    beside it, "read_write" where they also list the folder for old backups to remove
+    (a TimedRotatingFileHandler keeping some); else None. A grant of the file alone would
+    let the program start, and each rollover fail, which logging reports and passes over."""
+    handlers = sys.modules.get("logging.handlers")
+    if handlers is None:
+        return None
+    codes = {}
+    for name in ("RotatingFileHandler", "TimedRotatingFileHandler"):
+        code = getattr(getattr(getattr(handlers, name, None), "__init__", None), "__code__", None)
+        codes[code] = name
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        handler = codes.get(frame.f_code)
+        if handler is not None:
+            backups, size = frame.f_locals.get("backupCount"), frame.f_locals.get("maxBytes")
+            if type(backups) is not int:
+                return None
+            if handler == "TimedRotatingFileHandler":
+                return "read_write" if backups > 0 else "entries"
+            # Only a size limit rolls over, and only with backups renames.
+            return "entries" if type(size) is int and size > 0 and backups > 0 else None
+        tb = tb.tb_next
+    return None
 
 
 # The sources of a Cython module, which its frames name in place of a Python file.

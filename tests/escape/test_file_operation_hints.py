@@ -257,3 +257,36 @@ def test_a_temporary_directory_in_a_write_only_folder_names_the_read_its_removal
     out = cwd / "out"
     hints = _follow(cwd, code, ["--allow-write=out"])
     assert hints == [f"pynox: listing {out} is not allowed; grant it with --allow-read={out}"]
+
+
+ROTATING_LOGS = {
+    "size": "logging.handlers.RotatingFileHandler('out/app.log', maxBytes=20, backupCount=2)",
+    "time": "logging.handlers.TimedRotatingFileHandler('out/app.log', when='S', backupCount=2)",
+}
+
+
+@pytest.mark.parametrize("handler", list(ROTATING_LOGS))
+def test_a_rotating_log_is_granted_its_folder_not_its_file(tmp_path: Path, handler: str) -> None:
+    """Rollovers rename the log beside it (and a timed one lists the folder for old
+    backups to remove): a grant of the file alone would let the program start, and logging
+    would print an error at every rollover and go on."""
+    cwd = _world(tmp_path)
+    (cwd / "out" / "app.log").write_text("")
+    code = (
+        "import logging, logging.handlers, time\n"
+        f"log = logging.getLogger('app'); log.addHandler({ROTATING_LOGS[handler]})\n"
+        "log.warning('first line of the log')\n"
+        # A timed log rolls over on the first line past its second.
+        f"time.sleep({1.1 if handler == 'time' else 0})\n"
+        "log.warning('second line of the log'); print('logged')\n"
+    )
+    last, hints = follow(lambda flags: pynox(*flags, "-c", code, cwd=cwd), [])
+    out = cwd / "out"
+    wanted = {
+        "size": f"changing the entries of {out} is not allowed; grant it with --allow-write={out}",
+        "time": f"the program reads back what it writes in {out}; grant both with "
+        f"--allow-read={out} --allow-write={out}",
+    }
+    assert hints == [f"pynox: {wanted[handler]}"]
+    assert last.stdout == b"logged\n" and b"Logging error" not in last.stderr, last.stderr
+    assert (out / "app.log.1").exists() or handler == "time"
