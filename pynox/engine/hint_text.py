@@ -82,6 +82,8 @@ KINDS = frozenset(
         "write_beside_trusted",
         "read_write_beside_config",
         "read_write_beside_trusted",
+        "write_beside_scratch",
+        "read_write_beside_scratch",
         "trusted_write",
         "module",
         "other_python",
@@ -650,6 +652,8 @@ def format_hint(
             "file every run reads, the kernel's settings, a disk's device or the kernel's "
             f"memory); write somewhere else instead, such as {style.scratch()}"
         )
+    if kind in ("write_beside_scratch", "read_write_beside_scratch"):
+        return _beside_scratch_hint(kind, value, style)
     if isinstance(kind, str) and kind.startswith(("write_beside_", "read_write_beside_")):
         return _beside_trusted_hint(kind, value, style)
     if kind == "module":
@@ -688,6 +692,27 @@ def _beside_trusted_hint(kind: str, folder: str, style: Style) -> str | None:
             f"granted for writing: it holds {held}; {instead}"
         )
     return f"{style.shown(folder)} cannot be granted for writing: it holds {held}; {instead}"
+
+
+def _beside_scratch_hint(kind: str, folder: str, style: Style) -> str:
+    """folder holds the scratch directories of this run and of others (the caller's
+    TMPDIR, or /tmp): a grant of it would reach theirs, a folder inside it would not."""
+    both = kind.startswith("read_write_")
+    inside = f"{folder}/{OUTPUT_FOLDER}"
+    shown = f"{style.shown(folder)}/{OUTPUT_FOLDER}"
+    own = f"write into {style.scratch()} instead"
+    refused = style.refused("allow_write", inside) or (both and style.refused("allow_read", inside))
+    if not refused:
+        if both:
+            grants = style.grant_both(("allow_read", "allow_write"), inside, shown)
+        else:
+            grants = style.grant("allow_write", inside, shown)
+        own += f", or into a new folder such as {shown}, made before the run and granted with "
+        own += grants
+    return (
+        f"{style.shown(folder)} holds the scratch directories of other runs, which a grant of "
+        f"it would open to the program; {own}"
+    )
 
 
 # Where a hint's value goes in the texts hint_texts gives.

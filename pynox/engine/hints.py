@@ -419,7 +419,18 @@ def classify(
         return None, None, None
     if cwd is not None and kind in _WRITE_KINDS and target is not None:
         kind = _where_writable(kind, target, cwd)
+    if kind in _WRITE_KINDS and target is not None and _holds_scratch(target, policy):
+        kind = "read_write_beside_scratch" if kind == "read_write" else "write_beside_scratch"
     return kind, target, path
+
+
+def _holds_scratch(folder: str, policy: "Policy | None") -> bool:
+    """Whether folder holds the run's scratch directory, and so those of the runs beside
+    it (the caller's TMPDIR, or /tmp): a grant there would open theirs to the program."""
+    if policy is None or policy.scratch is None:
+        return False
+    holder = os.path.dirname(os.path.realpath(policy.scratch))
+    return holder == folder or holder.startswith(folder.rstrip("/") + "/")
 
 
 # Hints that name a write grant, which pynox may refuse (see _where_writable).

@@ -290,3 +290,19 @@ def test_a_rotating_log_is_granted_its_folder_not_its_file(tmp_path: Path, handl
     assert hints == [f"pynox: {wanted[handler]}"]
     assert last.stdout == b"logged\n" and b"Logging error" not in last.stderr, last.stderr
     assert (out / "app.log.1").exists() or handler == "time"
+
+
+def test_writing_where_the_scratch_directories_are_names_the_runs_own(tmp_path: Path) -> None:
+    """A program that writes to /tmp by name: the folder holds every run's scratch
+    directory, and a grant of it would open the others' to the program."""
+    cwd = _world(tmp_path)
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    code = f"open({str(shared / 'report.txt')!r}, 'w').write('done')"
+    proc = pynox("-c", code, cwd=cwd, env={"TMPDIR": str(shared)})
+    line = hint_line(proc.stderr)
+    assert line.startswith(f"pynox: {shared} holds the scratch directories of other runs")
+    assert f"--allow-write={shared} " not in line + " "
+    assert f"--allow-write={shared}/out" in line
+    own = "import os, tempfile; open(os.path.join(tempfile.gettempdir(), 'report.txt'), 'w')"
+    assert pynox("-c", own, cwd=cwd, env={"TMPDIR": str(shared)}).returncode == 0
