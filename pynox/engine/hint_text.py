@@ -51,6 +51,7 @@ KINDS = frozenset(
         "interfaces",
         "terminal_type",
         "metadata",
+        "set_id",
         "tree_metadata",
         "move_metadata",
         "folder_into_scratch",
@@ -207,6 +208,12 @@ INTERFACES_HINT = (
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
     "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)"
+)
+# runtime/seccomp.c refuses making files and folders with these mode bits.
+SET_ID_HINT = (
+    "files and folders cannot be made set-user-ID or set-group-ID in the sandbox, and there "
+    "is nothing to grant; make it with a mode without those bits (os.makedirs(path, "
+    "mode=0o775), os.open(path, flags, 0o755))"
 )
 # shutil.copytree (and shutil.move across file systems) copies each folder's times and
 # mode after its files, and gathers every refusal into one shutil.Error (pynox.engine.hints).
@@ -537,6 +544,7 @@ def format_hint(
         "socket_buffers": SOCKET_BUFFERS_HINT,
         "interfaces": INTERFACES_HINT,
         "metadata": METADATA_HINT,
+        "set_id": SET_ID_HINT,
         "tree_metadata": TREE_METADATA_HINT,
         "move_metadata": MOVE_METADATA_HINT,
         "folder_into_scratch": FOLDER_INTO_SCRATCH_HINT,

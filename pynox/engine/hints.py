@@ -875,6 +875,8 @@ def _classify_os_error(
     if moved is not None:
         kind, target = _folder_not_written(*moved, policy)
         return kind, target, path
+    if exc.errno == errno.EPERM and _makes_set_id(event, path):
+        return "set_id", None, path
     if exc.errno == errno.EPERM:
         refused = _filter_refusal(exc, event, path, policy)
         if refused is not None:
@@ -1043,6 +1045,25 @@ def _rotating_log_folder(exc: OSError) -> str | None:
             return "entries" if type(size) is int and size > 0 and backups > 0 else None
         tb = tb.tb_next
     return None
+
+
+# The mode bits runtime/seccomp.c refuses making a file or folder with.
+_SET_ID = 0o6000  # S_ISUID | S_ISGID
+
+
+def _makes_set_id(event: "tuple[str, tuple[Any, ...]] | None", path: str | None) -> bool:
+    """Whether the refusal (EPERM) is seccomp's of making path set-user-ID or
+    set-group-ID: by os.mkdir with those bits, or by os.open, whose mode its event leaves
+    out, creating it (a file not there is refused EACCES by Landlock, never EPERM)."""
+    if event is None or path is None or _event_path(event[1]) != path:
+        return False
+    name, args = event
+    if name == "os.mkdir":
+        mode = args[1] if len(args) > 1 else None
+        return type(mode) is int and bool(mode & _SET_ID)
+    if name == "open" and len(args) > 2 and args[1] is None and type(args[2]) is int:
+        return bool(args[2] & os.O_CREAT) and not os.path.lexists(path)
+    return False
 
 
 # The sources of a Cython module, which its frames name in place of a Python file.

@@ -306,3 +306,24 @@ def test_writing_where_the_scratch_directories_are_names_the_runs_own(tmp_path: 
     assert f"--allow-write={shared}/out" in line
     own = "import os, tempfile; open(os.path.join(tempfile.gettempdir(), 'report.txt'), 'w')"
     assert pynox("-c", own, cwd=cwd, env={"TMPDIR": str(shared)}).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        "os.makedirs('out/shared', mode={})",
+        "from pathlib import Path; Path('out/shared').mkdir(mode={})",
+        "os.close(os.open('out/tool', os.O_CREAT | os.O_WRONLY, {}))",
+    ],
+    ids=["makedirs", "path-mkdir", "os-open"],
+)
+def test_a_set_id_mode_is_hinted_as_never_allowed(tmp_path: Path, make: str) -> None:
+    """seccomp refuses making a set-user-ID or set-group-ID file or folder in a write
+    grant (docs/sandbox.md): no grant helps, the mode without those bits does."""
+    cwd = _world(tmp_path)
+    refused = pynox("--allow-write=out", "-c", "import os; " + make.format("0o2775"), cwd=cwd)
+    assert b"PermissionError: [Errno 1]" in refused.stderr
+    line = hint_line(refused.stderr)
+    assert "set-user-ID or set-group-ID" in line and "there is nothing to grant" in line
+    plain = pynox("--allow-write=out", "-c", "import os; " + make.format("0o775"), cwd=cwd)
+    assert plain.returncode == 0, plain.stderr
