@@ -84,7 +84,8 @@ def _is_write_open(args: "tuple[Any, ...]") -> bool:
     if isinstance(mode, str):
         return any(letter in mode for letter in "wax+")
     if isinstance(flags, int):
-        return bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND))
+        # Not O_APPEND: alone (O_RDONLY is 0) it opens for reading.
+        return bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC))
     return False
 
 

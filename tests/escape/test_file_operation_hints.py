@@ -327,3 +327,13 @@ def test_a_set_id_mode_is_hinted_as_never_allowed(tmp_path: Path, make: str) -> 
     assert "set-user-ID or set-group-ID" in line and "there is nothing to grant" in line
     plain = pynox("--allow-write=out", "-c", "import os; " + make.format("0o775"), cwd=cwd)
     assert plain.returncode == 0, plain.stderr
+
+
+def test_opening_for_reading_with_o_append_is_hinted_as_reading(tmp_path: Path) -> None:
+    """O_APPEND alone opens for reading (O_RDONLY is 0): the refusal is of reading, which
+    the write grant does not give, not of writing, which it does."""
+    cwd = _world(tmp_path)
+    code = "import os; print(os.read(os.open('out/a.txt', os.O_RDONLY | os.O_APPEND), 9))"
+    hints = _follow(cwd, code, ["--allow-write=out"])
+    out = cwd / "out"
+    assert hints == [f"pynox: reading {out} is not allowed; grant it with --allow-read={out}"]
