@@ -54,6 +54,13 @@ def runtime_path(value: str) -> Path:
 def local_runtime(value: str, sha256: str | None) -> RuntimeSource:
     path = runtime_path(value)
     if path.is_dir():
+        if sha256:
+            # A folder has no single sha256: using it would skip the check that was asked for.
+            raise BundlerError(
+                f"{RUNTIME_ENV} names the folder {value}, and a folder cannot be checked "
+                f"against the sha256 given (--sha256 or {SHA256_ENV}); point {RUNTIME_ENV} at "
+                f"the runtime's archive (.tar.gz) to check it, or drop --sha256 and {SHA256_ENV}"
+            )
         return RuntimeSource("directory", path.resolve(), path.name, None, str(path))
     actual = sha256_file(path)
     if sha256 and actual != sha256:

@@ -377,6 +377,23 @@ def test_local_runtime_folder(release: dict[str, object], tmp_path: Path) -> Non
     assert minor.stdout == "3.99\n", minor.stderr
 
 
+def test_a_checksum_given_with_a_runtime_folder_is_refused(
+    release: dict[str, object], tmp_path: Path
+) -> None:
+    """A folder has no sha256 to compare: the check asked for cannot be skipped silently."""
+    _pin(release, "")
+    folder = tmp_path / "cpython-3.99"
+    (folder / "python" / "bin").mkdir(parents=True)
+    done = fetch(release, PYNOX_RUNTIME=str(folder), PYNOX_RUNTIME_SHA256="1" * 64)
+    assert done.returncode == 1
+    assert one_line(done.stderr) == (
+        f"bundler: PYNOX_RUNTIME names the folder {folder}, and a folder cannot be checked"
+        " against the sha256 given (--sha256 or PYNOX_RUNTIME_SHA256); point PYNOX_RUNTIME at"
+        " the runtime's archive (.tar.gz) to check it, or drop --sha256 and PYNOX_RUNTIME_SHA256"
+    )
+    assert done.stdout == ""
+
+
 @pytest.mark.parametrize("content", [b"", b"not an archive at all\n"], ids=["empty", "text"])
 def test_a_runtime_that_is_no_archive_is_one_line(tmp_path: Path, content: bytes) -> None:
     """tarfile lists every compression it tried, a line each; the bundler says one line."""
