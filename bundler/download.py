@@ -41,7 +41,11 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, http.client.BadStatusLine):
         return printable(f"its answer is not HTTP: {exc}")
     if isinstance(exc, urllib.error.URLError) and not isinstance(exc, urllib.error.HTTPError):
-        return printable(str(exc.reason))
+        if not isinstance(exc.reason, OSError):
+            return printable(str(exc.reason))
+        exc = exc.reason
+    if isinstance(exc, OSError) and exc.strerror:
+        return printable(exc.strerror)  # without "[Errno N]" and the path the message names
     return printable(str(exc) or type(exc).__name__)
 
 
@@ -135,6 +139,9 @@ def download(
 ) -> Path:
     """Fetches `url` into `part`, continuing what an earlier attempt left there."""
     part.parent.mkdir(parents=True, exist_ok=True)
+    # A file:// mirror's errors (permission denied, a folder where the file should be) are
+    # the same on every attempt: only a network's are worth another.
+    local = urlsplit(url).scheme == "file"
     last = "no attempt was made"
     for attempt in range(attempts):
         if attempt:
@@ -164,6 +171,8 @@ def download(
             last = describe(exc)
             if isinstance(exc.reason, FileNotFoundError):
                 raise DownloadFailed(url, "no such file") from None
+            if local:
+                raise DownloadFailed(url, last) from None
             if isinstance(exc.reason, ssl.SSLCertVerificationError):
                 # Not retried: a mirror inside a network often has a certificate of its own
                 # authority, which Python trusts once it is named.
@@ -174,6 +183,8 @@ def download(
                 ) from None
         except (OSError, http.client.HTTPException) as exc:
             last = describe(exc)
+            if local:
+                raise DownloadFailed(url, last) from None
     raise DownloadFailed(url, f"{last} (after {attempts} attempts)")
 
 

@@ -208,6 +208,38 @@ def test_missing_file_on_the_mirror(release: dict[str, object]) -> None:
     assert "(HTTP 404" in one_line(done.stderr)
 
 
+@pytest.mark.parametrize("where", ["folder-for-file", "file-for-folder", "unreadable"])
+def test_a_folder_mirror_that_cannot_be_read_fails_at_once(
+    release: dict[str, object], where: str
+) -> None:
+    """The same local error on every attempt: no retries (with their backoff), one line."""
+    _pin(release, str(release["sha256"]))
+    mirror = Path(release["mirror"])  # type: ignore[arg-type]
+    asset = mirror / TAG / str(release["name"])
+    if where == "folder-for-file":
+        asset.unlink()
+        asset.mkdir()
+        reason = "Is a directory"
+    elif where == "file-for-folder":
+        asset.unlink()
+        asset.parent.rmdir()
+        asset.parent.write_text("")
+        reason = "Not a directory"
+    else:
+        if os.geteuid() == 0:
+            pytest.skip("root reads any file")
+        asset.chmod(0)
+        reason = "Permission denied"
+    done = fetch(release, PYNOX_PBS_MIRROR=str(mirror))
+    assert done.returncode == 1
+    assert one_line(done.stderr) == (
+        f"bundler: cannot download {release['name']} from {asset.as_uri()} ({reason}); without"
+        f" access to it, put the file at {TAG}/{release['name']} in a folder and set"
+        " PYNOX_PBS_MIRROR to that folder, or set PYNOX_RUNTIME to a local runtime archive or"
+        " folder"
+    )
+
+
 def test_unpinned_download_is_refused_unless_a_checksum_is_given(
     release: dict[str, object],
 ) -> None:
