@@ -9,6 +9,7 @@ be written (a full or read-only disk) is CannotWrite, not a failed download.
 from __future__ import annotations
 
 import http.client
+import io
 import ssl
 import time
 import urllib.error
@@ -18,9 +19,9 @@ from typing import IO, cast
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from bundler.progress import Progress
+from bundler.stall import Stall
 
 USER_AGENT = "pynox-bundler"
-CHUNK = 256 * 1024
 ATTEMPTS = 4
 TIMEOUT = 30.0
 # Far above any runtime archive (tens of MB): a server that sends more, or an endless
@@ -95,6 +96,10 @@ class _TooLarge(Exception):
     """The server sends more than the limit: no attempt will do better."""
 
 
+class _Stalled(Exception):
+    """The server all but stopped sending (see bundler.stall); not retried."""
+
+
 def shown(url: str) -> str:
     """url as messages and records show it: without the password a mirror URL may carry
     (https://user:password@host/...), which logs and dist-config must never hold."""
@@ -106,12 +111,16 @@ def shown(url: str) -> str:
 
 
 def open_url(
-    url: str, timeout: float = TIMEOUT, headers: dict[str, str] | None = None
+    url: str,
+    timeout: float = TIMEOUT,
+    headers: dict[str, str] | None = None,
+    watch: Stall | None = None,
 ) -> http.client.HTTPResponse:
     """Opens url; a user and password in it are sent with HTTP basic authentication, to
-    that server only (not to one it redirects to)."""
+    that server only (not to one it redirects to). With watch, its connections are cut
+    when they all but stop (see bundler.stall)."""
     parts = urlsplit(url)
-    handlers: list[urllib.request.BaseHandler] = []
+    handlers: list[urllib.request.BaseHandler] = watch.handlers() if watch else []
     if parts.username is not None:
         host = parts.netloc.rpartition("@")[2]
         url = urlunsplit(parts._replace(netloc=host))
@@ -137,7 +146,8 @@ def download(
     backoff: float = 0.5,
     limit: int = LIMIT,
 ) -> Path:
-    """Fetches `url` into `part`, continuing what an earlier attempt left there."""
+    """Fetches `url` into `part`, continuing what an earlier attempt left there; an attempt
+    that all but stops (see bundler.stall) fails the download."""
     part.parent.mkdir(parents=True, exist_ok=True)
     # A file:// mirror's errors (permission denied, a folder where the file should be) are
     # the same on every attempt: only a network's are worth another.
@@ -147,8 +157,11 @@ def download(
         if attempt:
             time.sleep(backoff * 2 ** (attempt - 1))
         try:
-            _attempt(url, part, Progress(label), limit)
+            _attempt(url, part, Progress(label), limit, Stall())
             return part
+        except _Stalled as exc:
+            # What arrived stays in part: the next run resumes from it.
+            raise DownloadFailed(url, f"{exc}; running again resumes where it stopped") from None
         except _TooLarge:
             part.unlink(missing_ok=True)  # nothing to resume from
             raise DownloadFailed(
@@ -188,17 +201,32 @@ def download(
     raise DownloadFailed(url, f"{last} (after {attempts} attempts)")
 
 
-def _attempt(url: str, part: Path, progress: Progress, limit: int) -> None:
+def _attempt(url: str, part: Path, progress: Progress, limit: int, watch: Stall) -> None:
+    with watch:
+        try:
+            whole = _transfer(url, part, progress, limit, watch)
+        except (OSError, http.client.HTTPException, _Retry):
+            if watch.stalled:  # the failure is the cut connection's
+                raise _Stalled(watch.describe()) from None
+            raise
+        if watch.stalled and not whole:
+            raise _Stalled(watch.describe())
+    progress.finish()
+
+
+def _transfer(url: str, part: Path, progress: Progress, limit: int, watch: Stall) -> bool:
+    """One request's bytes into part; whether part is known to be whole (its length
+    was given), else the end of the body was taken for the end of the file."""
     offset = part.stat().st_size if part.exists() else 0
     resumable = urlsplit(url).scheme in ("http", "https")
     if offset and not resumable:
         offset = 0
     headers = {"Range": f"bytes={offset}-"} if offset else {}
     try:
-        response = open_url(url, headers=headers)
+        response = open_url(url, headers=headers, watch=watch)
     except urllib.error.HTTPError as exc:
         if exc.code == 416 and offset:
-            return  # the part is already whole; the checksum decides
+            return True  # the part is already whole; the checksum decides
         raise
     with response:
         status = getattr(response, "status", 200)
@@ -216,7 +244,7 @@ def _attempt(url: str, part: Path, progress: Progress, limit: int) -> None:
         except OSError as exc:
             raise CannotWrite(part, exc) from None
         try:
-            _copy(cast(IO[bytes], response), out, progress, limit - offset)
+            _copy(cast(io.BufferedIOBase, response), out, progress, limit - offset, watch)
         finally:
             try:
                 out.close()  # flushes the last bytes: a full disk can refuse them here
@@ -225,10 +253,12 @@ def _attempt(url: str, part: Path, progress: Progress, limit: int) -> None:
         size = part.stat().st_size
         if total is not None and size < total:
             raise _Retry(f"the connection closed at {size} of {total} bytes")
-    progress.finish()
+    return total is not None
 
 
-def _copy(source: IO[bytes], out: IO[bytes], progress: Progress, room: int) -> None:
+def _copy(
+    source: io.BufferedIOBase, out: IO[bytes], progress: Progress, room: int, watch: Stall
+) -> None:
     def write(data: bytes) -> None:
         try:
             out.write(data)
@@ -237,7 +267,7 @@ def _copy(source: IO[bytes], out: IO[bytes], progress: Progress, room: int) -> N
 
     try:
         while True:
-            chunk = source.read(CHUNK)
+            chunk = watch.read(source)
             if not chunk:
                 return
             room -= len(chunk)

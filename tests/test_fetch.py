@@ -7,11 +7,17 @@ connection, re-verified in the cache), not what is inside.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import http.server
+import itertools
 import os
 import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -589,6 +595,107 @@ def test_a_server_that_sends_too_much_is_cut_off(tmp_path: Path, declared: bool)
         server.server_close()
     assert caught.value.reason == "the server sends more than 1 MiB, more than any runtime archive"
     assert not part.exists(), "nothing is kept to resume from"
+
+
+@contextlib.contextmanager
+def _serving(answer: Callable[[http.server.BaseHTTPRequestHandler, int], None]) -> Iterator[str]:
+    """A loopback HTTP server whose every GET is answer(handler, request number); its URL."""
+    count = itertools.count()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            return
+
+        def do_GET(self) -> None:  # noqa: N802
+            with contextlib.suppress(OSError):
+                answer(self, next(count))
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def short_stall(monkeypatch: pytest.MonkeyPatch, release: dict[str, object]) -> None:
+    """A stall is less than 1 KiB in half a second, not 64 KiB in a minute."""
+    from bundler import stall
+
+    monkeypatch.setattr(stall, "WINDOW", 0.5)
+    monkeypatch.setattr(stall, "LEAST", 1024)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(release["cache"]))
+
+
+def _fetch_in_process(release: dict[str, object], mirror: str) -> Path:
+    from bundler import config
+    from bundler.fetch import cached_or_downloaded
+
+    asset = config.Asset(host_target()[0], "3.99.0", str(release["name"]), "", "")
+    return cached_or_downloaded(asset, TAG, str(release["sha256"]), mirror).path
+
+
+@pytest.mark.parametrize("phase", ["headers", "body"])
+def test_a_server_that_drips_is_cut_off(
+    release: dict[str, object], short_stall: None, phase: str
+) -> None:
+    """A byte at a time, each within the socket's timeout, never ends by itself: a
+    download that all but stops is cut, once (no retries), and says what to do."""
+    from bundler.errors import BundlerError
+    from bundler.mirror import mirror_url
+
+    def drip(handler: http.server.BaseHTTPRequestHandler, number: int) -> None:
+        if number:  # without the cut, a retry: told apart by its answer
+            handler.send_error(404)
+            return
+        if phase == "headers":
+            data = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc"
+        else:
+            handler.send_response(200)
+            handler.send_header("Content-Length", str(10**6))
+            handler.end_headers()
+            data = b"x" * 60
+        for byte in data:  # 20 bytes a second, for 3 s at most
+            handler.wfile.write(bytes([byte]))
+            handler.wfile.flush()
+            time.sleep(0.05)
+
+    with _serving(drip) as base, pytest.raises(BundlerError) as caught:
+        _fetch_in_process(release, base)
+    url = mirror_url(base, TAG, str(release["name"]))
+    assert str(caught.value) == (
+        f"cannot download {release['name']} from {url} (less than 1 KiB arrived in 0.5 s;"
+        f" running again resumes where it stopped); without access to it, put the file at"
+        f" {TAG}/{release['name']} in a folder and set PYNOX_PBS_MIRROR to that folder, or set"
+        " PYNOX_RUNTIME to a local runtime archive or folder"
+    )
+
+
+def test_a_slow_download_that_keeps_moving_is_not_cut(
+    release: dict[str, object], short_stall: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """4 KiB every 50 ms, far above the (lowered) floor, over two windows."""
+    from bundler import stall
+
+    monkeypatch.setattr(stall, "WINDOW", 1.0)  # room for a busy machine's pauses
+    data = os.urandom(160 * 1024)
+    release["sha256"] = hashlib.sha256(data).hexdigest()
+
+    def slow(handler: http.server.BaseHTTPRequestHandler, number: int) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        for start in range(0, len(data), 4096):
+            handler.wfile.write(data[start : start + 4096])
+            handler.wfile.flush()
+            time.sleep(0.05)
+
+    with _serving(slow) as base:
+        kept = _fetch_in_process(release, base)
+    assert kept.read_bytes() == data
 
 
 @pytest.fixture
