@@ -138,6 +138,23 @@ def open_url(
     return cast(http.client.HTTPResponse, opener.open(request, timeout=timeout))
 
 
+def read_small(url: str, most: int) -> bytes:
+    """url's body, cut at `most` + 1 bytes (so that a caller sees it is longer); a server
+    that all but stops (see bundler.stall) fails as a TimeoutError that says so."""
+    with Stall() as watch:
+        data = bytearray()
+        try:
+            with open_url(url, watch=watch) as response:
+                while len(data) <= most and (chunk := watch.read(response)):
+                    data += chunk
+        except (OSError, http.client.HTTPException):
+            if not watch.stalled:
+                raise
+        if watch.stalled:  # what arrived may be cut short anywhere
+            raise TimeoutError(watch.describe())
+    return bytes(data[: most + 1])
+
+
 def download(
     url: str,
     part: Path,

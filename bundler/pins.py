@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bundler import config, log
-from bundler.download import describe, open_url, shown
+from bundler.download import describe, read_small, shown
 from bundler.errors import BundlerError
 from bundler.mirror import mirror_base
 from bundler.paths import dist_config_dir
@@ -164,8 +164,7 @@ def _download_sums(release: config.Release, tag: str) -> Listing:
         origin += f" as the mirror {shown(base)} serves it"
     else:
         url = asset_url(release.url_template, tag, release.sums_asset)
-    with open_url(url, timeout=30) as response:
-        data = response.read(SUMS_LIMIT + 1)
+    data = read_small(url, SUMS_LIMIT)
     if len(data) > SUMS_LIMIT:
         raise BundlerError(
             f"{shown(url)} sends more than {SUMS_LIMIT // (1024 * 1024)} MiB, more than any "

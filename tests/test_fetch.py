@@ -611,13 +611,12 @@ def _serving(answer: Callable[[http.server.BaseHTTPRequestHandler, int], None]) 
                 answer(self, next(count))
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
-        server.server_close()
+        server.server_close()  # waits for the answers still being written (not daemons)
 
 
 @pytest.fixture
@@ -672,6 +671,36 @@ def test_a_server_that_drips_is_cut_off(
         f" {TAG}/{release['name']} in a folder and set PYNOX_PBS_MIRROR to that folder, or set"
         " PYNOX_RUNTIME to a local runtime archive or folder"
     )
+
+
+def test_refresh_pins_from_a_mirror_that_drips_is_cut_off(
+    release: dict[str, object],
+    short_stall: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bundler.pins import refresh
+
+    def drip(handler: http.server.BaseHTTPRequestHandler, number: int) -> None:
+        handler.send_response(200)
+        handler.end_headers()
+        for _ in range(60):  # 20 bytes a second, for 3 s at most
+            handler.wfile.write(b"x")
+            handler.wfile.flush()
+            time.sleep(0.05)
+
+    _pin(release, str(release["sha256"]))
+    before = Path(release["config"], "runtimes.toml").read_text()  # type: ignore[arg-type]
+    monkeypatch.setenv("PYNOX_DIST_CONFIG", str(release["config"]))
+    with _serving(drip) as base:
+        monkeypatch.setenv("PYNOX_PBS_MIRROR", base)
+        assert refresh() == 0
+    assert capsys.readouterr().err == (
+        f"bundler: warning: refresh-pins cannot reach the SHA256SUMS of release {TAG} (less than"
+        " 1 KiB arrived in 0.5 s); the pins are unchanged (pass --sums FILE, --table FILE or"
+        " --pbs-installer to refresh from checksums at hand)\n"
+    )
+    assert Path(release["config"], "runtimes.toml").read_text() == before  # type: ignore[arg-type]
 
 
 def test_a_slow_download_that_keeps_moving_is_not_cut(
