@@ -72,6 +72,8 @@ clean:
 # make wheel PYTHON=3.12           the host wheel for CPython 3.12 (which must be installed)
 # make wheel WHEEL_ARGS=--check-reproducible   built twice, the same bytes required
 # make wheels                      one wheel per installed CPython 3.10-3.14 (nox -s wheels)
+# make bundle WHEELHOUSE=wheels    a build host without PyPI: every wheel, the tools' and the
+#                                  bundle's, from that folder (pip --no-index --find-links)
 .PHONY: bundle wheel wheels cross refresh-pins refresh-wheel-pins
 # Given on make's command line, these reach the bundler too (only when set).
 BUNDLE_ENV := PYNOX_RUNTIME PYNOX_RUNTIME_SHA256 PYNOX_PBS_MIRROR SOURCE_DATE_EPOCH
@@ -79,21 +81,27 @@ $(foreach v,$(BUNDLE_ENV),$(if $($(v)),$(eval export $(v))))
 # PYTHON=3.X names a bundle's CPython; the venv is still made by python3.
 SETUP_PYTHON := $(if $(filter 3.%,$(PYTHON)),python3,$(PYTHON))
 BUNDLE_MINOR := $(filter 3.%,$(PYTHON))
+# WHEELHOUSE reaches nox's sessions as PYNOX_WHEELHOUSE (noxfile.py), and `make setup`, which
+# runs first, as pip's own settings. A folder that is not there stops the target at once.
+ifneq ($(WHEELHOUSE),)
+bundle wheel wheels: export PYNOX_WHEELHOUSE := $(abspath $(WHEELHOUSE))
+endif
+OFFLINE_SETUP := $(if $(WHEELHOUSE),[ -d "$(WHEELHOUSE)" ] || { echo "make: WHEELHOUSE=$(WHEELHOUSE) is not a folder; give the folder of wheels" >&2; exit 1; }; PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELHOUSE))")
 
 bundle:
-	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
+	@$(OFFLINE_SETUP) $(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
 	@target="$(TARGET)"; [ -n "$$target" ] || target=$$($(BIN)/python -m bundler host-target) || exit 1; \
 	minor="$(BUNDLE_MINOR)"; [ -n "$$minor" ] || minor=$$($(BIN)/python -m bundler default-python) || exit 1; \
 	$(BIN)/python -m bundler targets --has "$$target" "$$minor" || exit 1; \
 	$(BIN)/nox -s "bundle(target='$$target', cpython='$$minor')" $(if $(SIGN_KEY),-- --sign-key "$(SIGN_KEY)")
 
 wheel:
-	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
+	@$(OFFLINE_SETUP) $(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
 	@minor="$(BUNDLE_MINOR)"; [ -n "$$minor" ] || minor=$$($(BIN)/python -c 'import sys; print("%d.%d" % sys.version_info[:2])'); \
 	$(BIN)/nox --error-on-missing-interpreters -s "wheels-$$minor" -- $(WHEEL_ARGS)
 
 wheels:
-	@$(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
+	@$(OFFLINE_SETUP) $(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)
 	$(BIN)/nox -s wheels -- $(WHEEL_ARGS)
 
 cross:

@@ -198,16 +198,39 @@ def examples(session: nox.Session) -> None:
 # --- Distribution: bundles, cross builds, wheels, runtime pins (see bundler/) -------------
 
 
+# A folder of wheels for a build host without PyPI (`make bundle WHEELHOUSE=FOLDER`).
+WHEELHOUSE_ENV = "PYNOX_WHEELHOUSE"
+
+
+def offline_wheelhouse(session: nox.Session) -> str | None:
+    """The folder PYNOX_WHEELHOUSE names, if set: then every pip of the session (its own
+    installs, and those the bundler runs) takes wheels from that folder alone, never PyPI."""
+    folder = os.environ.get(WHEELHOUSE_ENV)
+    if not folder:
+        return None
+    path = Path(folder).expanduser().resolve()
+    if not path.is_dir():
+        session.error(
+            f"{WHEELHOUSE_ENV} names {folder}, which is not a folder; give the folder of wheels"
+        )
+    session.env.update({"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(path)})
+    return str(path)
+
+
 @nox.session(default=False)
 @nox.parametrize(("target", "cpython"), [(t, p) for t in TARGETS for p in BUNDLE_PYTHONS])
 def bundle(session: nox.Session, target: str, cpython: str) -> None:
     """One cell of the matrix: runtime, cross build, assembly, reproducible archive in dist/.
 
     The runtime comes from PYNOX_RUNTIME, PYNOX_PBS_MIRROR or the pinned release URL
-    (see dist-config/runtimes.toml); `make bundle` picks this machine's cell.
+    (see dist-config/runtimes.toml); `make bundle` picks this machine's cell. With
+    PYNOX_WHEELHOUSE, the tools and the wheels the bundle ships come from that folder.
     """
+    wheelhouse = offline_wheelhouse(session)
     session.install(*BUNDLER_DEPS, ZIG)
     where = ["--target", target, "--python", cpython, "--out", "dist"]
+    if wheelhouse:
+        where += ["--wheelhouse", wheelhouse]
     session.run("python", "-m", "bundler", "bundle", *where, *session.posargs)
 
 
@@ -242,6 +265,7 @@ def wheels(session: nox.Session) -> None:
     """
     if shutil.which(f"python{session.python}") is None:
         session.skip(f"CPython {session.python} is not installed on this machine")
+    offline_wheelhouse(session)  # the build's and the fresh venv's pip use it too
     session.install(*BUNDLER_DEPS, ZIG)
     session.run("python", "-m", "bundler", "wheel", "--out", "dist", *session.posargs)
 

@@ -783,3 +783,102 @@ def test_make_bundle_passes_sign_key_to_the_bundler() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert '-- --sign-key "keys/release key"' in done.stdout.splitlines()[-1]
+
+
+def _fake_venv(root: Path) -> Path:
+    """A project environment whose python is this one and whose nox prints what reaches it
+    (no build, no network); `make setup` finds it up to date."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "nox").write_text(
+        '#!/bin/sh\necho "PYNOX_WHEELHOUSE=$PYNOX_WHEELHOUSE"\nprintf "%s\\n" "$@"\n'
+    )
+    for script in bin_dir.iterdir():
+        script.chmod(0o755)
+    (root / ".installed").touch()
+    return root
+
+
+def _make(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "--no-print-directory", *args],
+        cwd=PROJECT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("target", ["bundle", "wheel", "wheels"])
+def test_make_with_a_wheelhouse_hands_it_on(tmp_path: Path, target: str) -> None:
+    """`make bundle WHEELHOUSE=FOLDER` on a host without PyPI: `make setup`'s pip and nox's
+    sessions get the folder (what the sessions do with it: the test below)."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    venv = _fake_venv(tmp_path / "venv")
+    done = _make(target, f"VENV={venv}", f"WHEELHOUSE={wheels}", "PYTHON=3.12")
+    assert done.returncode == 0, done.stderr
+    assert f"PYNOX_WHEELHOUSE={wheels}" in done.stdout.splitlines(), done.stdout
+    dry = _make("-n", target, f"VENV={venv}", f"WHEELHOUSE={wheels}", "PYTHON=3.12")
+    assert f'PIP_NO_INDEX=1 PIP_FIND_LINKS="{wheels}" make --no-print-directory setup' in dry.stdout
+    missing = _make(target, f"VENV={venv}", f"WHEELHOUSE={tmp_path / 'nothing'}")
+    assert missing.returncode != 0
+    assert missing.stderr.splitlines()[0] == (
+        f"make: WHEELHOUSE={tmp_path / 'nothing'} is not a folder; give the folder of wheels"
+    )
+    assert missing.stdout == "", "nothing ran"
+
+
+class _Session:
+    """What a nox session function does, recorded: each command with the environment
+    nox would run it in."""
+
+    def __init__(self, python: str | None = None) -> None:
+        self.python = python
+        self.posargs: list[str] = []
+        self.env: dict[str, str] = {}
+        self.commands: list[tuple[tuple[str, ...], dict[str, str]]] = []
+
+    def install(self, *args: str) -> None:
+        self.commands.append((("pip", "install", *args), dict(self.env)))
+
+    def run(self, *args: str, **options: object) -> None:
+        self.commands.append((args, dict(self.env)))
+
+    def error(self, message: str) -> None:
+        raise RuntimeError(message)
+
+    def skip(self, message: str) -> None:
+        raise RuntimeError(message)
+
+
+def test_nox_sessions_install_from_a_wheelhouse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every pip of the session (its installs, those the bundler runs) reads PYNOX_WHEELHOUSE
+    alone, and the bundle takes the wheels it ships from there."""
+    pytest.importorskip("nox")
+    import noxfile
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    offline = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(wheels)}
+    monkeypatch.setenv("PYNOX_WHEELHOUSE", str(wheels))
+    session = _Session()
+    noxfile.bundle(session, target="x86_64-linux-gnu", cpython="3.12")
+    (install, install_env), (build, build_env) = session.commands
+    assert install[:2] == ("pip", "install") and install_env == offline
+    assert build[:4] == ("python", "-m", "bundler", "bundle") and build_env == offline
+    assert build[-2:] == ("--wheelhouse", str(wheels))
+    session = _Session(python=minor())
+    noxfile.wheels(session)
+    assert [env for _, env in session.commands] == [offline, offline]
+    monkeypatch.setenv("PYNOX_WHEELHOUSE", str(tmp_path / "nothing"))
+    with pytest.raises(RuntimeError) as caught:
+        noxfile.bundle(_Session(), target="x86_64-linux-gnu", cpython="3.12")
+    assert str(caught.value) == (
+        f"PYNOX_WHEELHOUSE names {tmp_path / 'nothing'}, which is not a folder; give the"
+        " folder of wheels"
+    )
