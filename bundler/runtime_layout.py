@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bundler import elf
+from bundler import elf, unpack
 from bundler.errors import BundlerError
 
 # pack-runtime leaves this file in the runtimes it makes (python/PYNOX-PACKED.txt).
@@ -84,8 +84,8 @@ def minor_of(runtime: Path) -> str:
         try:
             with tarfile.open(runtime) as tar:
                 names = [n for n in tar.getnames() if n.endswith("/os.py")]
-        except (tarfile.TarError, OSError) as exc:
-            raise BundlerError(f"cannot read {runtime}: {exc}") from None
+        except unpack.DAMAGED as exc:
+            raise unpack.damaged(runtime, exc, "read") from None
     for name in names:
         match = re.search(r"lib/python(3\.\d+)/os\.py$", name)
         if match:

@@ -15,6 +15,7 @@ import errno
 import posixpath
 import shutil
 import tarfile
+import zlib
 from collections import Counter
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
@@ -79,6 +80,19 @@ def _refuse_changed(file: BinaryIO, archive: Path, sha256: str) -> None:
         )
 
 
+# What reading a damaged or cut-short archive raises (tarfile, gzip, zlib, the file).
+DAMAGED = (tarfile.TarError, EOFError, zlib.error, OSError)
+
+
+def damaged(archive: Path, exc: BaseException, doing: str = "unpack") -> BundlerError:
+    """One sentence for an archive that is no whole .tar.gz (exc is one of DAMAGED)."""
+    # tarfile's "r:*" lists each compression it tried, a line each: the first says it.
+    reason = str(exc).splitlines()[0].rstrip(":") if str(exc) else type(exc).__name__
+    return BundlerError(
+        f"cannot {doing} {archive}: {reason}; give a python-build-standalone .tar.gz whole"
+    )
+
+
 def unpack(archive: Path, destination: Path, sha256: str | None = None) -> None:
     """Extracts a .tar.gz into a fresh destination folder; with sha256, only if its bytes
     still have that checksum."""
@@ -96,11 +110,18 @@ def unpack(archive: Path, destination: Path, sha256: str | None = None) -> None:
                     tar.extractall(destination, members=members, filter="fully_trusted")
                 else:  # pragma: no cover - CPython without extraction filters
                     tar.extractall(destination, members=members)
-    except (tarfile.TarError, EOFError, OSError) as exc:
+                _read_to_the_end(tar)
+    except DAMAGED as exc:
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
             raise  # the destination's disk, not the archive: the caller knows what to say
-        # tarfile's "r:*" lists each compression it tried, a line each: the first says it.
-        reason = str(exc).splitlines()[0].rstrip(":") if str(exc) else type(exc).__name__
-        raise BundlerError(
-            f"cannot unpack {archive}: {reason}; give a python-build-standalone .tar.gz whole"
-        ) from None
+        raise damaged(archive, exc) from None
+
+
+def _read_to_the_end(tar: tarfile.TarFile) -> None:
+    """tarfile takes a damaged header for the archive's end, and gzip checks its CRC only
+    at the stream's end: reading on to it refuses a damaged archive (bytes flipped by a
+    disk or a copy) that would otherwise unpack in part, without a word."""
+    stream = tar.fileobj
+    if stream is not None:
+        while stream.read(1024 * 1024):
+            pass

@@ -448,6 +448,63 @@ def test_a_runtime_that_is_no_archive_is_one_line(tmp_path: Path, content: bytes
     assert message.endswith("; give a python-build-standalone .tar.gz whole")
 
 
+def test_a_damaged_runtime_archive_is_not_unpacked_in_part(tmp_path: Path) -> None:
+    """Bytes flipped inside a member's header: tarfile takes it for the archive's end,
+    and only gzip's CRC, at the stream's end, tells."""
+    import gzip
+    import io
+    import tarfile
+
+    from bundler.errors import BundlerError
+    from bundler.unpack import unpack
+
+    plain = io.BytesIO()
+    with tarfile.open(fileobj=plain, mode="w") as tar:
+        for name in ("python/a.txt", "python/b.txt", "python/lib/last.txt"):
+            info = tarfile.TarInfo(name)
+            info.size = 4096
+            tar.addfile(info, io.BytesIO(os.urandom(4096)))
+    # Stored, not deflated: the tar headers appear as they are in the .tar.gz.
+    data = bytearray(gzip.compress(plain.getvalue(), compresslevel=0))
+    at = data.index(b"python/lib/last.txt")
+    data[at : at + 6] = b"PYTHON"
+    archive = tmp_path / "runtime.tar.gz"
+    archive.write_bytes(bytes(data))
+    with pytest.raises(BundlerError) as caught:
+        unpack(archive, tmp_path / "out")
+    message = str(caught.value)
+    assert message.startswith(f"cannot unpack {archive}: CRC check failed"), message
+    assert message.endswith("; give a python-build-standalone .tar.gz whole")
+
+
+def test_default_python_of_a_cut_short_runtime_is_one_line(tmp_path: Path) -> None:
+    """`make bundle PYNOX_RUNTIME=...` asks this first, before anything checks the archive."""
+    import gzip
+    import io
+    import tarfile
+
+    plain = io.BytesIO()
+    with tarfile.open(fileobj=plain, mode="w") as tar:
+        info = tarfile.TarInfo("python/lib/python3.99/os.py")
+        info.size = 65536
+        tar.addfile(info, io.BytesIO(os.urandom(65536)))
+    archive = tmp_path / "cpython.tar.gz"
+    archive.write_bytes(gzip.compress(plain.getvalue())[:30000])
+    done = subprocess.run(
+        [sys.executable, "-m", "bundler", "default-python"],
+        cwd=PROJECT,
+        env=clean_env(PYNOX_RUNTIME=str(archive)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert one_line(done.stderr) == (
+        f"bundler: cannot read {archive}: Compressed file ended before the end-of-stream"
+        " marker was reached; give a python-build-standalone .tar.gz whole"
+    )
+
+
 def _hostile_archive(path: Path, entries: list[tuple[str, str, str]]) -> Path:
     """A .tar.gz of (name, kind, link target or content) entries, kind dir, file, link or
     hard (a hard link)."""
