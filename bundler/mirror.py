@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bundler.download import printable
 from bundler.errors import BundlerError
 
 ENV = "PYNOX_PBS_MIRROR"
@@ -16,7 +17,19 @@ def mirror_base(value: str | None = None) -> str | None:
     value = value if value is not None else os.environ.get(ENV)
     if not value:
         return None
-    if urlsplit(value).scheme in ("http", "https", "file"):
+    try:
+        parts = urlsplit(value)
+        if parts.scheme in ("http", "https"):
+            parts.port  # noqa: B018 - raises ValueError for a port that is no port
+            if not parts.hostname:
+                raise ValueError("it names no host")
+    except ValueError as exc:
+        # Not echoed: a URL that does not parse cannot be shown without its password.
+        raise BundlerError(
+            f"{ENV} is not a valid URL ({printable(str(exc))}); give it as "
+            "http(s)://HOST[:PORT]/PATH, a file:// URL or a folder laid out as TAG/NAME"
+        ) from None
+    if parts.scheme in ("http", "https", "file"):
         return value.rstrip("/")
     folder = Path(value).expanduser()
     if not folder.is_dir():

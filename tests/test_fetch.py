@@ -246,6 +246,30 @@ def test_a_folder_mirror_that_cannot_be_read_fails_at_once(
     )
 
 
+@pytest.mark.parametrize(
+    ("mirror", "reason"),
+    [
+        ("http://op:secret@[::1/pbs", "Invalid IPv6 URL"),
+        ("http://127.0.0.1:80800/pbs", "Port out of range 0-65535"),
+        ("https:///pbs", "it names no host"),
+    ],
+    ids=["bracket", "port", "host"],
+)
+def test_a_mirror_url_that_does_not_parse_is_one_line(
+    release: dict[str, object], mirror: str, reason: str
+) -> None:
+    """Refused before any attempt (it would fail every one the same way), and without
+    echoing a URL whose password cannot be told apart."""
+    _pin(release, str(release["sha256"]))
+    done = fetch(release, PYNOX_PBS_MIRROR=mirror)
+    assert done.returncode == 1
+    assert one_line(done.stderr) == (
+        f"bundler: PYNOX_PBS_MIRROR is not a valid URL ({reason}); give it as"
+        " http(s)://HOST[:PORT]/PATH, a file:// URL or a folder laid out as TAG/NAME"
+    )
+    assert "secret" not in done.stderr
+
+
 def test_unpinned_download_is_refused_unless_a_checksum_is_given(
     release: dict[str, object],
 ) -> None:
