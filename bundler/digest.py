@@ -30,7 +30,9 @@ def normalize(value: str, where: str) -> str:
     """A checksum given by a person: 64 hex digits, any case, `sha256:` prefix allowed."""
     text = value.strip().lower().removeprefix("sha256:")
     if not HEX64.fullmatch(text):
-        raise BundlerError(f"{where} is not a sha256 (64 hex digits): {value!r}")
+        raise BundlerError(
+            f"{where} is {value!r}, which is not a sha256; give the 64 hex digits of one"
+        )
     return text
 
 

@@ -162,7 +162,7 @@ def resolve(
 ) -> RuntimeSource:
     """The runtime to build a bundle of `minor` for `target` from."""
     given = sha256 or os.environ.get(SHA256_ENV) or None
-    given = normalize(given, "the runtime's sha256") if given else None
+    given = normalize(given, "--sha256" if sha256 else SHA256_ENV) if given else None
     local = runtime or os.environ.get(RUNTIME_ENV)
     if local:
         return as_pinned(local_runtime(local, given), target, minor, config_dir)

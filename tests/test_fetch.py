@@ -300,6 +300,19 @@ def test_a_given_checksum_never_overrides_a_pin(release: dict[str, object]) -> N
     assert same.returncode == 0, same.stderr
 
 
+def test_a_checksum_that_is_no_sha256_names_where_it_came_from(
+    release: dict[str, object],
+) -> None:
+    """PYNOX_RUNTIME_SHA256 may be set far from the command that fails."""
+    _pin(release, str(release["sha256"]))
+    done = fetch(release, PYNOX_RUNTIME_SHA256="sha256:12ab")
+    assert done.returncode == 1
+    assert one_line(done.stderr) == (
+        "bundler: PYNOX_RUNTIME_SHA256 is 'sha256:12ab', which is not a sha256; give the 64"
+        " hex digits of one"
+    )
+
+
 def test_local_runtime_is_used_as_given(release: dict[str, object], tmp_path: Path) -> None:
     _pin(release, "")
     archive = Path(release["mirror"], TAG, release["name"])  # type: ignore[arg-type]
