@@ -30,6 +30,18 @@ def check_key(key: Path) -> None:
         raise BundlerError(f"the signing key {key} does not exist; give SIGN_KEY=PRIVATE_KEY")
     if shutil.which("ssh-keygen") is None:
         raise BundlerError("no ssh-keygen to sign the bundle with; install OpenSSH's client")
+    # Any file that is no key would otherwise pass, and fail the signing after the build.
+    listed = subprocess.run(
+        ["ssh-keygen", "-l", "-f", str(key)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    if listed.returncode != 0:
+        raise BundlerError(
+            f"the signing key {key} is not an OpenSSH key; give SIGN_KEY=PRIVATE_KEY, a key "
+            "that `ssh-keygen -t ed25519` made"
+        )
     details = key.stat()
     private = key.read_bytes()[:64].startswith(b"-----BEGIN")
     if private and details.st_uid == os.getuid() and details.st_mode & 0o077:

@@ -773,6 +773,26 @@ def test_a_signing_key_others_can_read_is_named_with_the_fix(tmp_path: Path) -> 
     assert signing.sign(archive, key) == Path(f"{archive}.sig")
 
 
+def test_a_signing_key_that_is_no_key_is_refused_before_the_build(tmp_path: Path) -> None:
+    """A wrong file given as the key (a note, a certificate) was found only when the
+    finished archive was to be signed."""
+    if shutil.which("ssh-keygen") is None:
+        pytest.skip("no ssh-keygen")
+    not_a_key = tmp_path / "release-key"
+    not_a_key.write_text("not a key\n")
+    not_a_key.chmod(0o600)
+    expected = (
+        f"the signing key {not_a_key} is not an OpenSSH key; give SIGN_KEY=PRIVATE_KEY, a key"
+        " that `ssh-keygen -t ed25519` made"
+    )
+    done = bundler(
+        ["bundle", "--sign-key", str(not_a_key), "--out", str(tmp_path / "out")],
+        clean_env(PYNOX_RUNTIME=str(tmp_path / "no-runtime.tar.gz")),
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [f"bundler: {expected}"]
+
+
 def test_make_bundle_passes_sign_key_to_the_bundler() -> None:
     done = subprocess.run(
         ["make", "-n", "--no-print-directory", "bundle", "SIGN_KEY=keys/release key"],
