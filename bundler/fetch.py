@@ -164,6 +164,14 @@ def resolve(
     given = sha256 or os.environ.get(SHA256_ENV) or None
     given = normalize(given, "--sha256" if sha256 else SHA256_ENV) if given else None
     local = runtime or os.environ.get(RUNTIME_ENV)
+    if local and mirror:
+        # A mirror only serves downloads; a local runtime is used as it is, so the mirror
+        # asked for on the command line would go unused without a word.
+        raise BundlerError(
+            f"--mirror was given, but {RUNTIME_ENV} (or --runtime) names the local runtime "
+            f"{local}, which is used instead of any download; drop --mirror, or unset "
+            f"{RUNTIME_ENV} to download from the mirror"
+        )
     if local:
         return as_pinned(local_runtime(local, given), target, minor, config_dir)
     release = config.load_release(config_dir)

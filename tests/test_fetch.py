@@ -313,6 +313,35 @@ def test_a_checksum_that_is_no_sha256_names_where_it_came_from(
     )
 
 
+def test_a_mirror_flag_with_a_local_runtime_is_refused(release: dict[str, object]) -> None:
+    """The mirror asked for would go unused: the local runtime wins. (Both in the
+    environment, a mirror set for every build, stays allowed.)"""
+    _pin(release, str(release["sha256"]))
+    archive = Path(release["mirror"], TAG, release["name"])  # type: ignore[arg-type]
+    target, _ = host_target()
+    done = subprocess.run(
+        [sys.executable, "-m", "bundler", "fetch", "--target", target, "--python", "3.99"]
+        + ["--mirror", "http://127.0.0.1:9"],
+        cwd=PROJECT,
+        env=clean_env(
+            XDG_CACHE_HOME=str(release["cache"]),
+            PYNOX_DIST_CONFIG=str(release["config"]),
+            PYNOX_RUNTIME=str(archive),
+        ),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert one_line(done.stderr) == (
+        f"bundler: --mirror was given, but PYNOX_RUNTIME (or --runtime) names the local runtime"
+        f" {archive}, which is used instead of any download; drop --mirror, or unset"
+        " PYNOX_RUNTIME to download from the mirror"
+    )
+    both = fetch(release, PYNOX_RUNTIME=str(archive), PYNOX_PBS_MIRROR="http://127.0.0.1:9")
+    assert both.returncode == 0, both.stderr
+
+
 def test_local_runtime_is_used_as_given(release: dict[str, object], tmp_path: Path) -> None:
     _pin(release, "")
     archive = Path(release["mirror"], TAG, release["name"])  # type: ignore[arg-type]
