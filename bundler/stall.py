@@ -103,8 +103,12 @@ def _reporting(
     def make(host: str, **kwargs: Any) -> http.client.HTTPConnection:
         made = connection(host, **kwargs)
         # http.client's hook for making its socket (socket.create_connection), an attribute
-        # of every HTTPConnection in CPython 3.10 to 3.14.
-        create: Callable[..., socket.socket] = made._create_connection  # type: ignore[attr-defined]
+        # of every HTTPConnection in CPython 3.10 to 3.14. A Python without it downloads
+        # unwatched, as before: only a per-read timeout bounds it then.
+        found: Callable[..., socket.socket] | None = getattr(made, "_create_connection", None)
+        if found is None:
+            return made
+        create = found
 
         def created(*args: Any, **kw: Any) -> socket.socket:
             sock = create(*args, **kw)
