@@ -425,8 +425,9 @@ def _sums_for_every_target(config: Path, tag: str) -> str:
     return "".join(f"{hashlib.sha256(n.encode()).hexdigest()}  {n}\n" for n in names)
 
 
-def test_refresh_pins_from_a_mirror_names_the_mirror(tmp_path: Path) -> None:
-    """Checksums a mirror served are not recorded as the release's own."""
+def _mirror_of_every_target(tmp_path: Path) -> tuple[Path, list[str]]:
+    """A copy of dist-config, a mirror folder whose release 29990101 lists every target,
+    and the refresh-pins command that reads it."""
     import shutil
 
     config = tmp_path / "dist-config"
@@ -434,7 +435,12 @@ def test_refresh_pins_from_a_mirror_names_the_mirror(tmp_path: Path) -> None:
     (tmp_path / "mirror" / "29990101").mkdir(parents=True)
     sums = tmp_path / "mirror" / "29990101" / "SHA256SUMS"
     sums.write_text(_sums_for_every_target(config, "29990101"))
-    command = [sys.executable, "-m", "bundler", "refresh-pins", "--tag", "29990101"]
+    return config, [sys.executable, "-m", "bundler", "refresh-pins", "--tag", "29990101"]
+
+
+def test_refresh_pins_from_a_mirror_names_the_mirror(tmp_path: Path) -> None:
+    """Checksums a mirror served are not recorded as the release's own."""
+    config, command = _mirror_of_every_target(tmp_path)
     with Mirror(tmp_path / "mirror") as mirror:
         env = clean_env(PYNOX_DIST_CONFIG=str(config), PYNOX_PBS_MIRROR=mirror.url)
         done = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True)
@@ -452,6 +458,7 @@ def test_refresh_pins_from_a_mirror_names_the_mirror(tmp_path: Path) -> None:
 
         # A SHA256SUMS of more than 16 MiB is refused, whatever its lines.
         before = (config / "runtimes.toml").read_text()
+        sums = tmp_path / "mirror" / "29990101" / "SHA256SUMS"
         sums.write_text(sums.read_text() * (17 * 1024 * 1024 // len(sums.read_text()) + 1))
         done = subprocess.run(command, cwd=PROJECT, env=env, capture_output=True, text=True)
     assert done.returncode == 1
@@ -556,14 +563,7 @@ def test_default_python_of_a_cut_short_runtime_is_one_line(tmp_path: Path) -> No
         tar.addfile(info, io.BytesIO(os.urandom(65536)))
     archive = tmp_path / "cpython.tar.gz"
     archive.write_bytes(gzip.compress(plain.getvalue())[:30000])
-    done = subprocess.run(
-        [sys.executable, "-m", "bundler", "default-python"],
-        cwd=PROJECT,
-        env=clean_env(PYNOX_RUNTIME=str(archive)),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _default_python(archive)
     assert done.returncode == 1
     assert one_line(done.stderr) == (
         f"bundler: cannot read {archive}: Compressed file ended before the end-of-stream"
@@ -915,17 +915,22 @@ def test_a_cache_folder_that_cannot_be_made_is_one_line(
     )
 
 
-def test_default_python_of_a_runtime_that_does_not_exist_says_so(tmp_path: Path) -> None:
-    """`make bundle PYNOX_RUNTIME=...` asks this first: a typo is named as missing."""
-    missing = tmp_path / "cpython-typo.tar.gz"
-    done = subprocess.run(
+def _default_python(runtime: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m bundler default-python`, which `make bundle PYNOX_RUNTIME=...` asks first."""
+    return subprocess.run(
         [sys.executable, "-m", "bundler", "default-python"],
         cwd=PROJECT,
-        env=clean_env(PYNOX_RUNTIME=str(missing)),
+        env=clean_env(PYNOX_RUNTIME=str(runtime)),
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_default_python_of_a_runtime_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    """`make bundle PYNOX_RUNTIME=...` asks this first: a typo is named as missing."""
+    missing = tmp_path / "cpython-typo.tar.gz"
+    done = _default_python(missing)
     assert done.returncode == 1
     assert one_line(done.stderr) == (
         f"bundler: PYNOX_RUNTIME names {missing}, which does not exist; point it at a runtime"
@@ -1074,14 +1079,7 @@ def test_a_mirror_url_with_a_password_logs_in_and_never_shows_it(
 
 def test_refresh_pins_never_records_a_mirror_password(tmp_path: Path) -> None:
     """runtimes.toml names where its checksums came from, and is committed."""
-    import shutil
-
-    config = tmp_path / "dist-config"
-    shutil.copytree(PROJECT / "dist-config", config)
-    (tmp_path / "mirror" / "29990101").mkdir(parents=True)
-    sums = tmp_path / "mirror" / "29990101" / "SHA256SUMS"
-    sums.write_text(_sums_for_every_target(config, "29990101"))
-    command = [sys.executable, "-m", "bundler", "refresh-pins", "--tag", "29990101"]
+    config, command = _mirror_of_every_target(tmp_path)
     with Mirror(tmp_path / "mirror") as mirror:
         url = mirror.url.replace("http://", "http://op:cr3t@")
         env = clean_env(PYNOX_DIST_CONFIG=str(config), PYNOX_PBS_MIRROR=url)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.commands import pynox
-from support.hints import follow, hint_line, hinted_flags
+from support.hints import follow, follow_code, hint_line, hinted_flags
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -51,12 +51,6 @@ def _world(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _follow(cwd: Path, code: str, grants: list[str]) -> list[str]:
-    """Runs code, adding each hint's grants, until it succeeds; returns the hints seen."""
-    _, hints = follow(lambda flags: pynox(*flags, "-c", code, cwd=cwd), grants)
-    return hints
-
-
 @pytest.mark.parametrize(
     "code, grants, expected",
     [
@@ -83,7 +77,7 @@ def test_following_the_hint_works(
 ) -> None:
     cwd = _world(tmp_path)
     names = {name: str(cwd / name) for name in ("out", "data", "made")}
-    hints = _follow(cwd, code, grants)
+    _, hints = follow_code(cwd, code, grants)
     wanted = [text.format(**names) for text in expected]
     assert len(hints) == len(wanted), hints
     for hint, grant in zip(hints, wanted, strict=True):
@@ -141,7 +135,7 @@ def test_querying_a_wal_database_names_its_folder_both_ways(tmp_path: Path) -> N
     cwd = _world(tmp_path)
     _database(cwd, wal=True).close()  # a clean close leaves no -wal file to see
     out = cwd / "out"
-    assert _follow(cwd, QUERY, []) == [
+    assert follow_code(cwd, QUERY, [])[1] == [
         f"pynox: reading {out}/app.db is not allowed; grant it with --allow-read={out}/app.db",
         f"pynox: the program reads back what it writes in {out}; grant both with "
         f"--allow-read={out} --allow-write={out}",
@@ -155,7 +149,7 @@ def test_a_wal_database_another_program_holds_open_names_its_folder_at_once(
     held = _database(cwd, wal=True)  # its -wal and -shm files are beside it meanwhile
     try:
         out = cwd / "out"
-        assert _follow(cwd, QUERY, []) == [
+        assert follow_code(cwd, QUERY, [])[1] == [
             f"pynox: the program reads back what it writes in {out}; grant both with "
             f"--allow-read={out} --allow-write={out}"
         ]
@@ -173,11 +167,11 @@ def test_changing_a_database_granted_for_reading_names_its_folder(
     cwd = _world(tmp_path)
     _database(cwd, wal).close()
     out = str(cwd / "out")
-    assert _follow(cwd, INSERT, [f"--allow-read={out}/app.db"]) == [
+    assert follow_code(cwd, INSERT, [f"--allow-read={out}/app.db"])[1] == [
         f"pynox: the program reads back what it writes in {out}; grant both with "
         f"--allow-read={out} --allow-write={out}"
     ]
-    assert _follow(cwd, INSERT, ["--allow-read=out"]) == [
+    assert follow_code(cwd, INSERT, ["--allow-read=out"])[1] == [
         f"pynox: writing {out} is not allowed; grant it with --allow-write={out}"
     ]
     with sqlite3.connect(cwd / "out" / "app.db") as db:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.commands import pynox
-from support.hints import follow, hint_line, hinted_flags
+from support.hints import follow, follow_code, hint_line, hinted_flags
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -22,12 +22,6 @@ def _world(tmp_path: Path) -> Path:
     (tmp_path / "out2" / "b.txt").write_text("b")
     (tmp_path / "data" / "in.txt").write_text("input")
     return tmp_path
-
-
-def _follow(cwd: Path, code: str, grants: list[str]) -> list[str]:
-    """Runs code, adding each hint's grants, until it succeeds; returns the hints seen."""
-    _, hints = follow(lambda flags: pynox(*flags, "-c", code, cwd=cwd), grants)
-    return hints
 
 
 @pytest.mark.parametrize(
@@ -44,7 +38,7 @@ def _follow(cwd: Path, code: str, grants: list[str]) -> list[str]:
 )
 def test_moving_into_a_folder_not_granted_names_that_folder(tmp_path: Path, code: str) -> None:
     cwd = _world(tmp_path)
-    hints = _follow(cwd, code, ["--allow-write=out"])
+    _, hints = follow_code(cwd, code, ["--allow-write=out"])
     assert hints == [
         f"pynox: changing the entries of {cwd / 'out2'} is not allowed; "
         f"grant it with --allow-write={cwd / 'out2'}"
@@ -58,7 +52,7 @@ def test_a_symbolic_link_names_the_folder_it_is_made_in_not_where_it_leads(
     cwd = _world(tmp_path)
     for target in (str(cwd / "out" / "a.txt"), "../elsewhere/x.txt"):
         code = f"import os; os.symlink({target!r}, 'data/link')"
-        hints = _follow(cwd, code, ["--allow-write=out"])
+        _, hints = follow_code(cwd, code, ["--allow-write=out"])
         assert hints == [
             f"pynox: changing the entries of {cwd / 'data'} is not allowed; "
             f"grant it with --allow-write={cwd / 'data'}"
@@ -84,7 +78,7 @@ def test_moving_out_of_a_write_only_folder_to_where_it_is_readable_names_the_rea
     grants = ["--allow-write=out", "--allow-write=out2", "--allow-read=out2"]
     first = pynox(*grants, "-c", code, cwd=cwd)
     assert b"OSError: [Errno 18] Invalid cross-device link" in first.stderr
-    hints = _follow(cwd, code, grants)
+    _, hints = follow_code(cwd, code, grants)
     assert len(hints) == 1, hints
     assert hints[0].startswith(f"pynox: moving or linking a file out of {cwd / 'out'}, which ")
     assert hints[0].endswith(f"; grant it with --allow-read={cwd / 'out'}")
@@ -201,7 +195,7 @@ def test_what_the_program_did_after_the_refusal_does_not_change_its_hint(
     cwd = _world(tmp_path)
     refused = cwd / "data" / step.partition("'data/")[2].partition("'")[0]
     grant = "--allow-read" if expected in ("listing", "reading") else "--allow-write"
-    hints = _follow(cwd, IN_TEMPORARY_DIRECTORY.format(step), grants)
+    _, hints = follow_code(cwd, IN_TEMPORARY_DIRECTORY.format(step), grants)
     assert hints == [
         f"pynox: {expected} {refused.parent if expected.startswith('changing') else refused} "
         f"is not allowed; grant it with {grant}="
@@ -223,7 +217,7 @@ def test_a_folder_rmtree_could_not_remove_quietly_is_named_when_the_program_fail
         "os.makedirs('out/build')\n"
     )
     build = cwd / "out" / "build"
-    hints = _follow(cwd, code, ["--allow-write=out"])
+    _, hints = follow_code(cwd, code, ["--allow-write=out"])
     assert hints == [
         f"pynox: shutil.rmtree(ignore_errors=True) left {build} in place, since removing a "
         f"folder takes listing it; grant it with --allow-read={build}"
@@ -238,7 +232,7 @@ def test_rmtree_of_a_pathlib_path_is_named_too(tmp_path: Path) -> None:
         "import shutil\nfrom pathlib import Path\n"
         "shutil.rmtree(Path('out/build'), ignore_errors=True)\nPath('out/build').mkdir()\n"
     )
-    hints = _follow(cwd, code, ["--allow-write=out"])
+    _, hints = follow_code(cwd, code, ["--allow-write=out"])
     assert len(hints) == 1 and hints[0].endswith(f"--allow-read={cwd / 'out' / 'build'}"), hints
 
 
@@ -255,7 +249,7 @@ def test_a_temporary_directory_in_a_write_only_folder_names_the_read_its_removal
         "    open(work + '/part.txt', 'w').write('x')\n"
     )
     out = cwd / "out"
-    hints = _follow(cwd, code, ["--allow-write=out"])
+    _, hints = follow_code(cwd, code, ["--allow-write=out"])
     assert hints == [f"pynox: listing {out} is not allowed; grant it with --allow-read={out}"]
 
 
@@ -334,6 +328,6 @@ def test_opening_for_reading_with_o_append_is_hinted_as_reading(tmp_path: Path) 
     the write grant does not give, not of writing, which it does."""
     cwd = _world(tmp_path)
     code = "import os; print(os.read(os.open('out/a.txt', os.O_RDONLY | os.O_APPEND), 9))"
-    hints = _follow(cwd, code, ["--allow-write=out"])
+    _, hints = follow_code(cwd, code, ["--allow-write=out"])
     out = cwd / "out"
     assert hints == [f"pynox: reading {out} is not allowed; grant it with --allow-read={out}"]

@@ -58,3 +58,12 @@ def follow(
                 assert os.path.exists(value), f"the hint names a missing path: {line}"
         grants = grants + added
     raise AssertionError(f"still failing after following {hints}")
+
+
+def follow_code(
+    cwd: str | os.PathLike[str], code: str, grants: list[str], **kwargs: object
+) -> tuple[subprocess.CompletedProcess[bytes], list[str]]:
+    """`pynox -c code` in cwd, with grants, followed hint by hint (follow) until it works."""
+    from support.commands import pynox
+
+    return follow(lambda flags: pynox(*flags, "-c", code, cwd=cwd, **kwargs), grants)
