@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 
@@ -140,9 +141,19 @@ def mcp_command(argv: list[str]) -> int:
                     "can run code under this policy\n"
                 )
             anyio.run(serve_http, server, options.host, sock)
-    except KeyboardInterrupt:
-        pass
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        # Ctrl-C: before Python 3.11, anyio cancels the served task, which ends in
+        # CancelledError rather than KeyboardInterrupt.
+        interrupted = True
+    else:
+        interrupted = False
     finally:
         tools.close()
         pool.close()
+    if interrupted and options.http is None:
+        # The thread reading the client's next line cannot be stopped, and before Python
+        # 3.12 the interpreter waits for it at exit: end now, the pool closed.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0

@@ -5,6 +5,7 @@ output can no longer reach the client, and outlives a stream that fails."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,11 +50,17 @@ def test_a_request_that_tampers_with_its_streams_ends_as_under_python(
         [sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=60
     )
     result = pool.run({"id": new_id("streams"), "code": program, "name": "<string>"})
-    assert (result["stdout"], result["stderr"], result["exit"]) == (
+    assert (result["stdout"], _unplaced(result["stderr"]), result["exit"]) == (
         python.stdout,
-        python.stderr,
+        _unplaced(python.stderr),
         python.returncode,
     )
+
+
+def _unplaced(stderr: str) -> str:
+    """stderr without the addresses of objects, which differ from process to process
+    (before Python 3.13, "Exception ignored in: <__main__.Failing object at 0x...>")."""
+    return re.sub(r" at 0x[0-9a-f]+>", " at 0x...>", stderr)
 
 
 def test_a_session_step_that_replaced_sys_stdout_keeps_what_it_printed_before(
