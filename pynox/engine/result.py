@@ -94,12 +94,16 @@ def _flat(value: object) -> bool:
 
 
 def _error(
-    outcome: "Outcome", policy: "Policy", api: bool, style: "Style | None"
+    outcome: "Outcome",
+    report: "dict[str, Any] | None",
+    policy: "Policy",
+    api: bool,
+    style: "Style | None",
 ) -> "dict[str, Any] | None":
+    """The result's error; report: the outcome's report, if it is to be trusted."""
     empty = {"file": None, "line": None, "path": None}
     if outcome.timed_out:
         return timeout_error(policy, api)
-    report = _trusted_report(outcome)
     if report is not None:
         from pynox.engine.hint_text import Style, format_hint
 
@@ -142,10 +146,11 @@ def build_result(
 ) -> "dict[str, Any]":
     """The result; style: how its hint names grants, when not as `api` says (a pool's,
     which knows what its [pool.limits] refuse)."""
-    error = _error(outcome, policy, api, style)
+    report = _trusted_report(outcome)
+    error = _error(outcome, report, policy, api, style)
     stderr = outcome.stderr.decode("utf-8", errors="replace")
     if style is not None and error is not None and error["hint"] is not None:
-        stderr = _hint_line_as_judged(stderr, _trusted_report(outcome), error["hint"])
+        stderr = _hint_line_as_judged(stderr, report, error["hint"])
     return {
         "exit": outcome.exit_code,
         "stdout": outcome.stdout.decode("utf-8", errors="replace"),

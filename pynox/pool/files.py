@@ -34,9 +34,6 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 _NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 # How many files left out a result names one by one; the rest are counted.
 _LEFT_OUT_NAMED = 20
-# What a program without capabilities needs of a file to read it. (No folder of another
-# user reaches out/: no folder of a grant can be moved into a scratch directory.)
-_READ_FILE = stat.S_IROTH
 # CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH, as bits of /proc/self/status's CapEff.
 _PASS_OVER_MODES = (1 << 1) | (1 << 2)
 # The extended attribute that holds a file's access ACL.
@@ -249,9 +246,8 @@ def collect(scratch: str) -> Collected:
     return found
 
 
-def _program_may(fd: int, wanted: int) -> bool:
-    """Whether the program could have done what `wanted` asks of the file open at fd
-    (its "other" read bits).
+def _program_may_read(fd: int, info: os.stat_result) -> bool:
+    """Whether the program could have read the file open at fd (info: its fstat).
 
     The program runs as the pool's user without capabilities. A pool run as root passes
     over file modes, and the program could have moved into out/ a file of another user
@@ -259,18 +255,18 @@ def _program_may(fd: int, wanted: int) -> bool:
     read back by the pool, it would reach the result. So the kernel's check for a
     process without capabilities is made here: the owner's bits, a group's or the
     others'. A file of another user with an access ACL is taken as unreadable: the ACL
-    may refuse this user what the bits allow.
+    may refuse this user what the bits allow. (No folder of another user reaches out/:
+    Landlock refuses moving a folder of a grant into a scratch directory.)
     """
     if not _passes_over_modes():
         return True  # the kernel has just checked the pool as it would the program
-    status = os.fstat(fd)
-    if status.st_uid == os.geteuid():
-        return status.st_mode & (wanted << 6) == wanted << 6
+    if info.st_uid == os.geteuid():
+        return bool(info.st_mode & stat.S_IRUSR)
     if _has_access_acl(fd):
         return False
-    if status.st_gid == os.getegid() or status.st_gid in os.getgroups():
-        return status.st_mode & (wanted << 3) == wanted << 3
-    return status.st_mode & wanted == wanted
+    if info.st_gid == os.getegid() or info.st_gid in os.getgroups():
+        return bool(info.st_mode & stat.S_IRGRP)
+    return bool(info.st_mode & stat.S_IROTH)
 
 
 @functools.cache
@@ -346,7 +342,7 @@ def _read_file(fd: int, name: str, path: str, found: Collected) -> None:
         if not stat.S_ISREG(info.st_mode):
             found.leave_out(path, "not a regular file")
             return
-        if not _program_may(file, _READ_FILE):
+        if not _program_may_read(file, info):
             found.leave_out(path, _UNREADABLE)
             return
         if info.st_nlink != 1:
