@@ -103,6 +103,8 @@ class Pool:
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
         ):
             raise ValueError(f"workers={workers!r}: give a whole number of at least 1")
+        if not isinstance(lazy, bool):
+            raise TypeError(f"lazy takes True or False, not {type(lazy).__name__} {lazy!r}")
         self.workers = workers
         self.preload = strings(preload, "preload", "module name")
         for module in self.preload:
@@ -183,17 +185,28 @@ class Pool:
 
         Results still pending then are PoolError results. Closing twice is harmless.
         """
-        # Checked before anything closes: a bad timeout must not leave the pool half closed.
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
-            raise ValueError(f"timeout={timeout!r}: give a number of seconds of at least 0")
+        _check_close_timeout(timeout)
         self._finalizer.detach()
         self._state.close(timeout)
+
+    async def aclose(self, timeout: float = CLOSE_GRACE) -> None:
+        """`close` for asyncio: waits for running requests without blocking the event loop."""
+        import asyncio
+
+        _check_close_timeout(timeout)
+        await asyncio.get_running_loop().run_in_executor(None, self.close, timeout)
 
     def __enter__(self) -> Pool:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> Pool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"pid={self.pid}"
@@ -430,3 +443,9 @@ def _find_config(config: str | os.PathLike[str] | None) -> str | None:
 
 
 # --- Session ------------------------------------------------------------------------------
+
+
+def _check_close_timeout(timeout: object) -> None:
+    """Checked before anything closes: a bad timeout must not leave the pool half closed."""
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+        raise ValueError(f"timeout={timeout!r}: give a number of seconds of at least 0")

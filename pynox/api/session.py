@@ -92,11 +92,23 @@ class Session:
         if sent:  # a step still running finishes first; the pool then ends the session
             self.pool._close_session(self.id, wait=True)
 
+    async def aclose(self) -> None:
+        """`close` for asyncio: a step still running finishes first, off the event loop."""
+        import asyncio
+
+        await asyncio.get_running_loop().run_in_executor(None, self.close)
+
     def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def __repr__(self) -> str:
         return f"<pynox.Session {self.id} steps={self.steps} alive={self.alive}>"

@@ -179,6 +179,9 @@ def test_pool_arguments_are_checked(tmp_path: Path) -> None:
         Pool(warmup=["import json"], lazy=True)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="NUL"):
         Pool(warmup="import json\0", lazy=True)
+    # A string is true, so "no" would start the pool at once: refused, as a typo.
+    with pytest.raises(TypeError, match=r"^lazy takes True or False, not str 'no'$"):
+        Pool(lazy="no")  # type: ignore[arg-type]
 
 
 def test_pool_command_line(tmp_path: Path) -> None:

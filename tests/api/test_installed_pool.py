@@ -542,6 +542,35 @@ def test_asyncio_gather(pool: Pool) -> None:
     assert [r.text for r in results] == [str(i**2) for i in range(10)]
 
 
+def test_async_with_closes_without_blocking_the_event_loop() -> None:
+    """Closing waits for a run still going; the loop keeps running other tasks meanwhile."""
+    ticks: list[float] = []
+
+    async def tick() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.05)
+
+    async def main() -> tuple[Result, Result, float, float]:
+        async with Pool(workers=2) as pool:
+            async with pool.session() as session:
+                step = await session.arun("x = 41\nprint(x + 1)")
+            sleeping = asyncio.ensure_future(pool.arun("import time; time.sleep(1)"))
+            await asyncio.sleep(0.3)  # the run has started
+            ticker = asyncio.ensure_future(tick())
+            closing = time.monotonic()
+        closed = time.monotonic()
+        ticker.cancel()
+        assert pool.closed and session.closed
+        return step, await sleeping, closing, closed
+
+    step, slept, closing, closed = asyncio.run(main())
+    assert step.text == "42"
+    assert slept.ok  # closing let the run finish
+    assert closed - closing >= 0.5
+    assert len([t for t in ticks if closing <= t <= closed]) >= 5
+
+
 def test_module_level_run_and_tool() -> None:
     r = pynox.run("print('module')")
     assert r.ok and r.text == "module"
