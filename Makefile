@@ -86,7 +86,8 @@ BUNDLE_MINOR := $(filter 3.%,$(PYTHON))
 ifneq ($(WHEELHOUSE),)
 bundle wheel wheels: export PYNOX_WHEELHOUSE := $(abspath $(WHEELHOUSE))
 endif
-OFFLINE_SETUP := $(if $(WHEELHOUSE),[ -d "$(WHEELHOUSE)" ] || { echo "make: WHEELHOUSE=$(WHEELHOUSE) is not a folder; give the folder of wheels" >&2; exit 1; }; PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELHOUSE))")
+# make splits a path at its spaces, and so does pip's PIP_FIND_LINKS: such a folder is refused.
+OFFLINE_SETUP := $(if $(word 2,$(WHEELHOUSE)),{ echo "make: WHEELHOUSE=$(WHEELHOUSE) holds a space: make and pip would read it as several folders; put the wheels in a folder whose path has none" >&2; exit 1; };)$(if $(WHEELHOUSE),[ -d "$(WHEELHOUSE)" ] || { echo "make: WHEELHOUSE=$(WHEELHOUSE) is not a folder; give the folder of wheels" >&2; exit 1; }; PIP_NO_INDEX=1 PIP_FIND_LINKS="$(abspath $(WHEELHOUSE))")
 
 bundle:
 	@$(OFFLINE_SETUP) $(MAKE) --no-print-directory setup PYTHON=$(SETUP_PYTHON)

@@ -849,6 +849,15 @@ def test_make_with_a_wheelhouse_hands_it_on(tmp_path: Path, target: str) -> None
         f"make: WHEELHOUSE={tmp_path / 'nothing'} is not a folder; give the folder of wheels"
     )
     assert missing.stdout == "", "nothing ran"
+    spaced = tmp_path / "my wheels"
+    spaced.mkdir()
+    split = _make(target, f"VENV={venv}", f"WHEELHOUSE={spaced}")
+    assert split.returncode != 0
+    assert split.stderr.splitlines()[0] == (
+        f"make: WHEELHOUSE={spaced} holds a space: make and pip would read it as "
+        "several folders; put the wheels in a folder whose path has none"
+    )
+    assert split.stdout == "", "nothing ran"
 
 
 class _Session:
