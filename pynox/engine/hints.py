@@ -819,9 +819,10 @@ def _classify_os_error(
 ) -> tuple[str | None, str | None, str | None]:
     sockets = _sockets()
     offline = policy is not None and not policy.allow_network
-    if offline and sockets is not None and isinstance(exc, sockets.gaierror):
+    if offline and sockets is not None and isinstance(exc, (sockets.gaierror, sockets.herror)):
         # Without the network, the resolver's files are not readable: no name resolves,
-        # not even localhost, before any socket is refused.
+        # not even localhost, before any socket is refused; nor does an address
+        # (gethostbyaddr's herror).
         return "network", None, None
     if offline and sockets is not None and _network_table_closed(exc):
         return "network_tables", None, None

@@ -1,5 +1,5 @@
 """Hints after failures that name no refused file: a look-up in a host file the sandbox
-keeps closed (groups, services, protocols), a terminal type not passed, a refusal no
+keeps closed (groups, services, protocols, host names), a terminal type not passed, a refusal no
 grant lifts, and a folder that looked empty because listing it was refused. Each hint is
 exact, and following it makes the program work."""
 
@@ -96,6 +96,29 @@ def test_no_tables_hint_for_a_name_in_no_table(tmp_path: Path) -> None:
     """With the network, a name the table lacks is no refusal."""
     code = "import socket; socket.getprotobyname('no-such-protocol')"
     _no_hint(pynox("--allow-network", "-c", code, cwd=tmp_path))
+
+
+# --- host names -------------------------------------------------------------------------
+
+NETWORK_HINT = "pynox: the network is off; grant it with --allow-network"
+NAME_LOOK_UPS = {
+    "name": "import socket; print(socket.gethostbyname('localhost'))",
+    # gethostbyaddr fails with socket.herror, not gaierror.
+    "address": "import socket; print(socket.gethostbyaddr('127.0.0.1')[0])",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAME_LOOK_UPS))
+def test_a_host_look_up_is_hinted_as_the_network(tmp_path: Path, name: str) -> None:
+    """The resolver's files come with the network: a name or an address looked up
+    without it fails, and the hint's grant makes it work."""
+    code = NAME_LOOK_UPS[name]
+    expected = python("-c", code)
+    if expected.returncode != 0:
+        pytest.skip("localhost is in no hosts file here")
+    out, hints = _follow(tmp_path, code, [])
+    assert out == expected.stdout
+    assert hints == [NETWORK_HINT]
 
 
 # --- socket.if_nameindex -----------------------------------------------------------------
