@@ -66,6 +66,7 @@ KINDS = frozenset(
         "unix_socket",
         "other_socket",
         "raw_socket",
+        "privileged_port",
         "socket_pair",
         "network",
         "network_tables",
@@ -272,6 +273,12 @@ RAW_SOCKET_HINT = (
     "raw sockets (SOCK_RAW) are never allowed in the sandbox, which runs without the "
     "privilege they take; there is nothing to grant: use TCP or UDP sockets (SOCK_STREAM, "
     "SOCK_DGRAM) instead"
+)
+
+PRIVILEGED_PORT_HINT = (
+    "ports below 1024 are privileged: binding one takes a capability (CAP_NET_BIND_SERVICE) "
+    "that the sandbox never gives, even to root, and there is nothing to grant; bind a port "
+    "of 1024 or above, or port 0 to let the system choose one"
 )
 
 
@@ -555,6 +562,7 @@ def format_hint(
         "unix_socket": UNIX_SOCKET_HINT,
         "other_socket": OTHER_SOCKET_HINT,
         "raw_socket": RAW_SOCKET_HINT,
+        "privileged_port": PRIVILEGED_PORT_HINT,
         "socket_pair": SOCKET_PAIR_HINT,
     }
     if kind in fixed:

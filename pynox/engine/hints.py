@@ -903,6 +903,9 @@ def _classify_os_error(
             return None, None, None
         unix = sockets is not None and family == sockets.AF_UNIX
         return ("unix_socket" if unix else "other_socket"), None, None
+    if name == "socket.bind" and exc.errno == errno.EACCES and _privileged_port(event):
+        # Root's CAP_NET_BIND_SERVICE went with every other capability.
+        return "privileged_port", None, None
     if name in ("socket.connect", "socket.bind") and path is None:
         return "network", None, None
     if path is not None:
@@ -1128,6 +1131,23 @@ def _inet_socket_event(event: "tuple[str, tuple[Any, ...]] | None", sockets: "An
     if sockets is None or event is None or event[0] != "socket.__new__" or len(event[1]) < 2:
         return False
     return event[1][1] in (sockets.AF_INET, sockets.AF_INET6)
+
+
+# Ports below this one take CAP_NET_BIND_SERVICE: net.ipv4.ip_unprivileged_port_start's
+# default, which a run cannot read.
+_FIRST_UNPRIVILEGED_PORT = 1024
+
+
+def _privileged_port(event: "tuple[str, tuple[Any, ...]] | None") -> bool:
+    """Whether the last event binds an IPv4 or IPv6 address, (host, port, ...), to a port
+    below 1024. Exact types only: the address is the program's object."""
+    if event is None or len(event[1]) < 2:
+        return False
+    address = event[1][1]
+    if type(address) is not tuple or len(address) < 2:
+        return False
+    port = address[1]
+    return type(port) is int and 0 < port < _FIRST_UNPRIVILEGED_PORT
 
 
 # Linux's numbers (the same on x86_64 and aarch64; Python's modules lack some): the

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from support.commands import pynox
+from support.pool_client import PoolClient
 from support.probes import PRELUDE, World, outcomes, run_in_pool, run_probe
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -264,3 +265,54 @@ def test_socketpair_ends_cannot_reach_host_unix_sockets(world: World, unix_liste
     assert abstract_got == []
     assert reached() == [], f"a host Unix socket was reached: {lines}"
     assert [k for k, v in lines.items() if v.startswith("ok")] == []
+
+
+PRIVILEGED_PORT_HINT = (
+    "ports below 1024 are privileged: binding one takes a capability (CAP_NET_BIND_SERVICE) "
+    "that the sandbox never gives, even to root, and there is nothing to grant; bind a port "
+    "of 1024 or above, or port 0 to let the system choose one"
+)
+BIND_PORT = {
+    "socket": "import socket\ns = socket.socket()\ns.bind(('127.0.0.1', {port}))\nprint('bound')",
+    "asyncio": (
+        "import asyncio\n"
+        "async def main():\n"
+        "    await asyncio.start_server(lambda r, w: None, '127.0.0.1', {port})\n"
+        "    print('bound')\n"
+        "asyncio.run(main())"
+    ),
+}
+LOW_PORT = 81
+
+
+def _ports_below_1024_privileged() -> bool:
+    """Whether this host keeps ports below 1024 to CAP_NET_BIND_SERVICE, as Linux does
+    unless net.ipv4.ip_unprivileged_port_start was lowered (containers often set 0)."""
+    start = Path("/proc/sys/net/ipv4/ip_unprivileged_port_start")
+    return not start.exists() or int(start.read_text()) > LOW_PORT
+
+
+@pytest.mark.parametrize("how", sorted(BIND_PORT))
+def test_a_privileged_port_gets_its_hint_and_port_zero_works(tmp_path: Path, how: str) -> None:
+    """Run as root, python binds port 81; the sandbox drops root's capabilities, so the
+    program is refused (as any user's would be) and the hint says which ports work."""
+    if not _ports_below_1024_privileged():
+        pytest.skip("ports below 1024 are not privileged on this host")
+    proc = pynox("--allow-network", "-c", BIND_PORT[how].format(port=LOW_PORT), cwd=tmp_path)
+    stderr = proc.stderr.decode()
+    assert proc.returncode == 1, stderr
+    assert "[Errno 13]" in stderr.splitlines()[-2], stderr
+    assert stderr.endswith("\npynox: " + PRIVILEGED_PORT_HINT + "\n"), stderr
+    followed = pynox("--allow-network", "-c", BIND_PORT[how].format(port=0), cwd=tmp_path)
+    assert (followed.returncode, followed.stdout) == (0, b"bound\n"), followed.stderr
+
+
+def test_a_pool_request_binding_a_privileged_port_gets_the_hint() -> None:
+    if not _ports_below_1024_privileged():
+        pytest.skip("ports below 1024 are not privileged on this host")
+    code = BIND_PORT["socket"].format(port=LOW_PORT)
+    with PoolClient(workers=1) as pool:
+        result = pool.run({"id": 1, "code": code, "allow_network": True})
+    assert result["exit"] == 1, result
+    assert result["error"]["type"] == "PermissionError"
+    assert result["error"]["hint"] == PRIVILEGED_PORT_HINT
