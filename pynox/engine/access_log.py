@@ -22,6 +22,15 @@ if TYPE_CHECKING:
 # to verify in a run that was not passed one of them gets a hint naming it
 # (pynox.engine.hints).
 HOST_CA_VARIABLES = {name: value for name in CA_VARIABLES if (value := lean_os.getenv(name))}
+# The proxy variables set where pynox runs, by name only (their values may hold a
+# password), in the order urllib reads them: a connection that failed in a run that was
+# not passed one of them gets a hint naming it (pynox.engine.hints). NO_PROXY is not
+# among them: alone it sends nothing through a proxy.
+HOST_PROXY_VARIABLES = tuple(
+    name
+    for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
+    if name.encode() in posix.environ
+)
 # The terminal's type where pynox runs, read alike: curses finds no terminal without it,
 # and a run that was not passed it gets a hint naming it.
 HOST_TERMINAL = lean_os.getenv("TERM")

@@ -71,6 +71,7 @@ KINDS = frozenset(
         "network",
         "network_tables",
         "ca_variable",
+        "proxy_variable",
         "read",
         "list",
         "unlisted",
@@ -583,6 +584,12 @@ def format_hint(
         return (
             f"the environment variable {shown} is set where pynox runs but not passed to the "
             "program, which verified the certificate without the CAs it names"
+            f"{style.ask('allow_env', value)}"
+        )
+    if kind == "proxy_variable":
+        return (
+            f"the environment variable {shown} is set where pynox runs but not passed to the "
+            "program, which connected directly instead of through the proxy it names"
             f"{style.ask('allow_env', value)}"
         )
     if kind == "terminal_type":

@@ -15,6 +15,7 @@ from pynox.engine.access_log import (
     ACCESS_LOG,
     FCNTL_EVENTS,
     HOST_CA_VARIABLES,
+    HOST_PROXY_VARIABLES,
     HOST_TERMINAL,
     LISTING_EVENTS,
     PROCESS_EVENTS,
@@ -478,6 +479,9 @@ def _classify(
     variable = _ca_variable_not_passed(exc, policy)
     if variable is not None:
         return "ca_variable", variable, None
+    variable = _proxy_variable_not_passed(exc, policy)
+    if variable is not None:
+        return "proxy_variable", variable, None
     if policy is not None and not policy.allow_network and no_system_certificates(exc):
         return "network", None, None
     if polars_temporary_folder(exc):
@@ -763,6 +767,46 @@ def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str 
         if os.path.exists(path) and _covering(os.path.realpath(path), ca_store_reads()) is None:
             return name
     return None
+
+
+# The modules of the errors of HTTP clients that send requests through the proxy the
+# environment names (urllib.request's, and requests' through it).
+_PROXY_CLIENT_ERRORS = ("urllib.error", "requests.exceptions")
+# What connecting directly fails with where only a proxy leads out: a name that does not
+# resolve, a network or host out of reach, a connection that never answers.
+_UNREACHED_ERRNOS = frozenset({errno.ENETUNREACH, errno.EHOSTUNREACH})
+
+
+def _proxy_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str | None:
+    """The proxy variable a connection that failed would have gone through under python:
+    set where pynox runs, not passed to a run granted the network (nor any other proxy
+    variable), and read by the client that failed; the failure one that a proxy's absence
+    makes. A program's own socket reads no proxy variable: python would fail alike."""
+    if policy is None or not policy.allow_network or not HOST_PROXY_VARIABLES:
+        return None
+    if any(name in policy.allow_env for name in HOST_PROXY_VARIABLES):
+        return None
+    sockets = _sockets()
+    if sockets is None:
+        return None
+    try:
+        errors = chain(exc)
+        modules = [m for m in (type(error).__module__ for error in errors) if isinstance(m, str)]
+        if not any(m.startswith(_PROXY_CLIENT_ERRORS) for m in modules):
+            return None
+        # urllib itself goes through ALL_PROXY for no scheme; requests does.
+        by_requests = any(m.startswith("requests.") for m in modules)
+        unreached = any(
+            isinstance(error, (sockets.gaierror, TimeoutError))
+            or (isinstance(error, OSError) and errno_of(error) in _UNREACHED_ERRNOS)
+            for error in errors
+        )
+    except Exception:  # noqa: BLE001 - the program's classes may run code of its own here
+        return None
+    if not unreached:
+        return None
+    read = [n for n in HOST_PROXY_VARIABLES if by_requests or n.lower() != "all_proxy"]
+    return read[0] if read else None
 
 
 def _library_metadata(name: str, exc: OSError) -> str | None:
