@@ -295,8 +295,13 @@ class Style:
         refuses: "Callable[[str, str | None], bool] | None" = None,
         never: "Callable[[str, str | None], str | None] | None" = None,
         template: bool = False,
+        session: bool = False,
     ) -> None:
         self.api = api
+        # A pool session's step: its grants and limits are the session's, fixed when it
+        # started, so a hint that names one says to start a new session (SESSION_NOTE).
+        self.session = session
+        self.named = False  # whether the hint being made named a grant or limit
         # Texts with VALUE_PLACEHOLDER for the value, which the launcher shows itself.
         self.template = template
         self.ceilings = ceilings or {}  # the most a limit may be, by grant name
@@ -307,6 +312,7 @@ class Style:
 
     def grant(self, name: str, value: str | None = None, shown: str | None = None) -> str:
         """shown: how the command line shows value, when not as shown() would."""
+        self.named = True
         if self.api:
             if value is None:
                 return f"{name}=True"
@@ -330,9 +336,15 @@ class Style:
         return path if self.template else shown_path(path)
 
     def limit(self, name: str, value: str) -> str:
+        self.named = True
         if self.api:
             return f"{name}={value!r}"
         return GRANTS_BY_NAME[name].flag + "=" + value
+
+    def field(self, name: str) -> str:
+        """A grant or limit named without a value: its flag, or its API argument."""
+        self.named = True
+        return name if self.api else GRANTS_BY_NAME[name].flag
 
     def refused(self, name: str, value: str | None = None) -> bool:
         if self.never is not None and self.never(name, value) is not None:
@@ -429,17 +441,35 @@ def _thread_stacks_hint(style: Style, memory: int) -> str:
     smaller = "make their stacks smaller before starting them (threading.stack_size(1 << 20))"
     if style.larger("memory", memory, memory * 2) is None:
         return f"{counts}, the most {LIMITED_BY} allows; {fewer} or {smaller}"
-    name = GRANTS_BY_NAME["memory"].flag if not style.api else "memory"
+    name = style.field("memory")
     return (
         f"{counts}; {fewer}, {smaller}, or raise the limit with {name} by {_THREAD_STACK} "
         "for each thread that runs at once"
     )
 
 
+# After a session step's hint that names a grant or limit: asked for in a later step,
+# it would be ignored (the pool protocol's sessions keep their first step's policy).
+SESSION_NOTE = (
+    "; a session keeps the grants and limits it started with: close it (session.close() in "
+    "Python, close_session in the protocol) and start a new one with that change"
+)
+
+
 def format_hint(
     kind: object, target: object, style: Style, memory: int | None, max_file_size: int | None
 ) -> str | None:
     """The hint's text, from its kind and value alone."""
+    style.named = False
+    text = _hint_of(kind, target, style, memory, max_file_size)
+    if text is not None and style.session and style.named:
+        text += SESSION_NOTE
+    return text
+
+
+def _hint_of(
+    kind: object, target: object, style: Style, memory: int | None, max_file_size: int | None
+) -> str | None:
     value = target if isinstance(target, str) else None
     if kind in ("memory", "memory_for"):
         if memory is None:

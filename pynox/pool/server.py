@@ -24,7 +24,7 @@ from pynox import lean_os, strict_json
 from pynox._native import immortalize
 from pynox.engine import scratch, scratch_removal
 from pynox.engine.child_setup import REPORT_CONFINED
-from pynox.engine.hint_text import LIMITED_BY, Style
+from pynox.engine.hint_text import LIMITED_BY, SESSION_NOTE, Style
 from pynox.engine.result import build_result, error_object, refusal
 from pynox.engine.result_frame import python_version
 from pynox.engine.supervisor import Capture, Outcome, wait_with_default_child_action
@@ -351,6 +351,9 @@ class PoolServer:
         # Hints name what a request may ask for: never more than [pool.limits] allows.
         ceilings = {key: getattr(self.limits, key) for key in _SIZE_LIMITS if key in self.limited}
         self.hint_style = Style(True, ceilings, self._limits_refuse, self._never_granted)
+        self.session_hint_style = Style(
+            True, ceilings, self._limits_refuse, self._never_granted, session=True
+        )
         self.private: list[tuple[str, str]] = []  # the scratch root, once made (below)
         self.cwd = cwd
         # Before any code of the host's runs (preloads, the warm-up, and the threads they
@@ -1730,13 +1733,16 @@ class PoolServer:
             message = f"the script {script} is not a regular file; send the path of a Python file"
             _failed(result, "RequestError", message)
 
-    def _result(self, outcome: Outcome, policy: "Policy") -> "dict[str, Any]":
+    def _result(
+        self, outcome: Outcome, policy: "Policy", session: bool = False
+    ) -> "dict[str, Any]":
         """The result of a run, whatever its child wrote: a PoolError rather than the pool's end."""
+        style = self.session_hint_style if session else self.hint_style
         try:
-            result = build_result(outcome, policy, api=True, style=self.hint_style)
+            result = build_result(outcome, policy, api=True, style=style)
         except Exception as exc:  # noqa: BLE001 - the child's data must not take the pool down
             outcome.report = b""
-            result = build_result(outcome, policy, api=True, style=self.hint_style)
+            result = build_result(outcome, policy, api=True, style=style)
             _failed(result, "PoolError", f"the program's error report is unusable ({exc!r:.200})")
         if outcome.timed_out:
             result["error"] = self._timeout_error(policy)
@@ -1752,14 +1758,18 @@ class PoolServer:
             return None
         return trusted_paths.reaches(os.path.normpath(path), self.private)
 
-    def _timeout_error(self, policy: "Policy") -> "dict[str, Any]":
+    def _timeout_error(self, policy: "Policy", after_limit: str = "") -> "dict[str, Any]":
         """A timed-out run's error, whose hint names no longer limit than [pool.limits]
         lets a request ask for."""
         if "timeout" in self.limited and self.limits.timeout is not None:
             return timeout_error(
-                policy, api=True, longest=self.limits.timeout, allowed_by=LIMITED_BY
+                policy,
+                api=True,
+                longest=self.limits.timeout,
+                allowed_by=LIMITED_BY,
+                after_limit=after_limit,
             )
-        return timeout_error(policy, api=True)
+        return timeout_error(policy, api=True, after_limit=after_limit)
 
     # --- sessions -----------------------------------------------------------------------
 
@@ -1832,9 +1842,9 @@ class PoolServer:
         if error is not None:
             # A session reports each step's error from inside its sandbox.
             outcome.report = REPORT_CONFINED + strict_json.dumps(error).encode()
-        result = self._result(outcome, run.policy)
+        result = self._result(outcome, run.policy, session=True)
         if ended == "timeout":
-            result["error"] = self._timeout_error(run.policy)
+            result["error"] = self._timeout_error(run.policy, after_limit=SESSION_NOTE)
         elif ended == "cancelled":
             _failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
         elif child.kill_reason is not None and ended == "crash":

@@ -160,7 +160,13 @@ def test_a_session_step_that_fills_its_memory_gets_its_hint_and_the_session_goes
         filled = client.run({"id": 1, "code": textwrap.dedent(FILL), **session})
         freed = client.run({"id": 2, "code": "del hog\nprint('freed')", **session})
     assert filled["exit"] == 1, filled
-    assert (filled["error"]["type"], filled["error"]["hint"]) == ("MemoryError", POOL_FILL_HINT)
+    # A session's memory limit is its first step's: raising it takes a new session.
+    in_session = (
+        POOL_FILL_HINT + "; a session keeps the grants and limits it started with: close it "
+        "(session.close() in Python, close_session in the protocol) and start a new one with "
+        "that change"
+    )
+    assert (filled["error"]["type"], filled["error"]["hint"]) == ("MemoryError", in_session)
     assert "pynox/" not in filled["stderr"]
     assert (freed["exit"], freed["stdout"], freed["session"]["step"]) == (0, "freed\n", 2)
 

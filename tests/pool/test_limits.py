@@ -116,7 +116,12 @@ def test_a_timeout_hint_stays_within_the_limits(tmp_path: Path) -> None:
         session = client.run(
             {"id": "step", "session": "s", "code": "while True:\n    pass", "timeout": "1s"}
         )
-        assert session["error"]["hint"] == "make it faster or raise the limit with timeout='1.5s'"
+        # A session's timeout is its first step's: raising it takes a new session.
+        assert session["error"]["hint"] == (
+            "make it faster or raise the limit with timeout='1.5s'; a session keeps the grants "
+            "and limits it started with: close it (session.close() in Python, close_session "
+            "in the protocol) and start a new one with that change"
+        )
         assert client.close() == 0
 
 

@@ -1,5 +1,6 @@
 """Sessions: state kept across steps run in order, ends and restarts, closing (even mid
-step), max_sessions, the idle timeout, and permissions fixed at the first step."""
+step), max_sessions, the idle timeout, and permissions fixed at the first step, as the
+hints of its steps say."""
 
 from __future__ import annotations
 
@@ -194,6 +195,31 @@ def test_session_ignores_later_permissions(pool: PoolClient, tmp_path: Path) -> 
     )
     assert later["exit"] == 1
     assert later["error"]["type"] == "PermissionError"
+    close_session(pool, name)
+
+
+SESSION_NOTE = (
+    "; a session keeps the grants and limits it started with: close it (session.close() in "
+    "Python, close_session in the protocol) and start a new one with that change"
+)
+
+
+def test_a_session_steps_hint_says_to_start_a_new_session(pool: PoolClient) -> None:
+    """A later step's grants are ignored: a hint that only named the grant would be
+    followed in vain, step after step. Following the whole hint works."""
+    name = new_id("offline")
+    assert step(pool, name, "import socket")["exit"] == 0
+    code = "a, b = socket.socketpair(); s = socket.socket(); print('made')"
+    hint = "the network is off; grant it with allow_network=True" + SESSION_NOTE
+    for fields in ({}, {"allow_network": True}):
+        refused = step(pool, name, code, **fields)
+        assert refused["exit"] == 1, refused
+        assert refused["error"]["hint"] == hint
+        assert refused["stderr"].endswith(f"\npynox: {hint}\n"), refused["stderr"]
+    close_session(pool, name)
+    followed = step(pool, name, "import socket\n" + code, allow_network=True)
+    assert_ok(followed, "made\n")
+    assert followed["session"]["step"] == 1
     close_session(pool, name)
 
 
