@@ -482,7 +482,8 @@ def _classify(
     variable = _proxy_variable_not_passed(exc, policy)
     if variable is not None:
         return "proxy_variable", variable, None
-    if policy is not None and not policy.allow_network and no_system_certificates(exc):
+    offline = policy is not None and not policy.allow_network
+    if offline and (no_system_certificates(exc) or _no_dual_stack(exc)):
         return "network", None, None
     if polars_temporary_folder(exc):
         return "polars_temporary_folder", None, None
@@ -767,6 +768,20 @@ def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str 
         if os.path.exists(path) and _covering(os.path.realpath(path), ca_store_reads()) is None:
             return name
     return None
+
+
+# What socket.create_server(dualstack_ipv6=True) says when socket.has_dualstack_ipv6()
+# could not make an IPv6 socket: as the sandbox refuses one without the network.
+_NO_DUAL_STACK = ("dualstack_ipv6 not supported on this platform",)
+
+
+def _no_dual_stack(exc: BaseException) -> bool:
+    """Whether exc is socket.create_server refusing dualstack_ipv6."""
+    return (
+        type(exc) is ValueError
+        and args_of(exc) == _NO_DUAL_STACK
+        and innermost_module(exc) == "socket"
+    )
 
 
 # The modules of the errors of HTTP clients that send requests through the proxy the

@@ -16,7 +16,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support.commands import pynox
+from support.commands import pynox, python
+from support.hints import follow
 from support.pool_client import PoolClient
 from support.probes import PRELUDE, World, outcomes, run_in_pool, run_probe
 
@@ -316,3 +317,19 @@ def test_a_pool_request_binding_a_privileged_port_gets_the_hint() -> None:
     assert result["exit"] == 1, result
     assert result["error"]["type"] == "PermissionError"
     assert result["error"]["hint"] == PRIVILEGED_PORT_HINT
+
+
+def test_a_dual_stack_server_without_the_network_gets_the_network_hint(tmp_path: Path) -> None:
+    """socket.create_server(dualstack_ipv6=True) says "not supported on this platform"
+    when it cannot make an IPv6 socket: the sandbox's doing, which the hint names."""
+    code = (
+        "import socket\n"
+        "s = socket.create_server(('::1', 0), family=socket.AF_INET6, dualstack_ipv6=True)\n"
+        "print(s.family.name)"
+    )
+    expected = python("-c", code)
+    if expected.returncode != 0:
+        pytest.skip("no dual-stack IPv6 on this host")
+    done, hints = follow(lambda flags: pynox(*flags, "-c", code, cwd=tmp_path), [])
+    assert done.stdout == expected.stdout == b"AF_INET6\n"
+    assert hints == ["pynox: the network is off; grant it with --allow-network"]
