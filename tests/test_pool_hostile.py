@@ -751,6 +751,65 @@ def test_host_call_bytes_in_flight_are_bounded(pool: StrictPool) -> None:
     serves(pool)
 
 
+def test_unread_answers_end_the_request(pool: StrictPool) -> None:
+    """Each answer leaves the bound on calls in flight; a program that kept calling and
+    never read had the pool server hold every answer until its timeout (16 MB a second of
+    4 MB answers: 190 MB in ten seconds)."""
+    bystander = Bystander(pool)
+    started = time.monotonic()
+    result = pool.run(
+        {
+            "id": "hoard",
+            "functions": [{"name": "f"}],
+            "timeout": "20s",
+            "code": hostile("""
+                for n in range(1, 1000):
+                    write_all(CHANNEL, frame({"type": "call", "call": n, "function": "f",
+                                              "args": [], "kwargs": {}}))
+                    time.sleep(0.3)  # the client answers meanwhile: never 4 in flight
+            """),
+        },
+        host={"f": lambda: "y" * (4 << 20)},
+    )
+    assert_pool_error(result, "without reading their answers", "16 MiB")
+    assert time.monotonic() - started < 15
+    bystander.check()
+
+
+def test_unread_refusals_after_the_client_closed_its_input_end_the_request(
+    pool: StrictPool,
+) -> None:
+    """Without a client every call is refused at once, past the bounds on calls in flight:
+    a program that never read the refusals had the pool server hold them until its timeout."""
+    pool.send(
+        {
+            "id": "no-client",
+            "functions": [{"name": "f"}],
+            "timeout": "30s",
+            "code": hostile("""
+                import pynox_host
+                try:
+                    pynox_host.f()  # answered once the client has closed its input
+                except pynox_host.HostError:
+                    pass
+                write_all(CHANNEL, b"".join(
+                    frame({"type": "call", "call": n, "function": "f", "args": [],
+                           "kwargs": {}})
+                    for n in range(1000, 21000)
+                ))
+                time.sleep(60)
+            """),
+        },
+        host={"f": lambda: NO_ANSWER},
+    )
+    pool.event(lambda message: message.get("event") == "host_call")
+    pool.close_stdin()
+    started = time.monotonic()
+    result = pool.result("no-client")
+    assert_pool_error(result, "without reading their answers", "64 KiB")
+    assert time.monotonic() - started < 10
+
+
 @pytest.mark.parametrize(
     "frame", [{"type": "ready"}, {"type": "exit", "status": 0, "signal": None}], ids=str
 )

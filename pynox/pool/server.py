@@ -121,6 +121,12 @@ _PIPE = 1 << 16  # Linux's default
 # call frames and never reads the answers ends its session once this many bytes of
 # answers wait in the pool server, which would hold them for as long as the session idles.
 MAX_UNREAD_REFUSALS = 64 << 10
+# Answers to host calls wait in the pool server until the child reads them. pynox_host
+# reads each before its next call (and passes over those of calls an exception
+# interrupted), so only a program that writes call frames and never reads its answers
+# makes them pile up: past this many bytes waiting, its request ends. One answer, however
+# large, always fits: the bound is checked before it is added.
+MAX_UNREAD_ANSWERS = MAX_CALL_BYTES_IN_FLIGHT
 # pynox's error report has 8 fields. Counted before decoding: a megabyte of `[],` or of
 # members would cost the pool server ~0.07 s per request to decode and refuse. A session
 # step's report comes in its done frame, held to as many fields.
@@ -923,6 +929,9 @@ class PoolServer:
         if field == "host_error" and not isinstance(text, str):
             raise RequestError("a host_error's message must be a string", request_id)
         child.pending_bytes -= child.pending_calls.pop(call)
+        if len(child.outbound) > MAX_UNREAD_ANSWERS:
+            self._kill(child, _unread_answers(MAX_UNREAD_ANSWERS))
+            return
         if "host_result" in message:
             frame = {"type": "return", "call": call, "value": answer.get("value")}
         else:
@@ -1560,6 +1569,8 @@ class PoolServer:
         call, function = frame.get("call"), frame.get("function")
         if not self.stdin_open:
             # Answers come on stdin: the program would wait for one until its timeout.
+            if len(child.outbound) > MAX_UNREAD_REFUSALS:
+                raise _OverBound(_unread_answers(MAX_UNREAD_REFUSALS))
             self._refuse_call(child, call, _NO_CLIENT_TO_ANSWER)
             return
         args, kwargs = frame.get("args"), frame.get("kwargs")
@@ -1917,6 +1928,16 @@ class PoolServer:
         self.scratch_keeper.close()
         for directory in self._scratch_directories():
             scratch_removal.remove(directory)
+
+
+def _unread_answers(bound: int) -> str:
+    """Why a request ends whose program made host calls and never read their answers."""
+    size = f"{bound >> 20} MiB" if bound >= 1 << 20 else f"{bound >> 10} KiB"
+    return (
+        f"the program made host calls without reading their answers, and more than {size} "
+        "of answers waited for it in the pool; call host functions through pynox_host, "
+        "which reads each answer"
+    )
 
 
 def _closed(request_id: object, name: str) -> "dict[str, Any]":
