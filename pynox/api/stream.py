@@ -7,7 +7,10 @@ Leaving early cancels the request, so its worker is free again at once.
 The connection's one reader thread delivers every line of the pool, so it never waits for a
 slow loop (that loop may itself wait for another result of the same pool): output a loop has
 not taken yet is held up to STREAM_BUFFER characters, and what comes beyond is counted in
-the next chunk's `skipped` instead of held. The Result keeps the output either way.
+the next chunk's `skipped` instead of held. What a stream writes while the loop has not
+taken its last chunk joins that chunk, so that a program writing a character at a time
+costs the client its characters, not an object per write. The Result keeps the output
+either way.
 """
 
 from __future__ import annotations
@@ -42,6 +45,30 @@ class Output(NamedTuple):
 _DONE = object()  # the result is there
 
 
+class _Chunk:
+    """Output of one stream on its way to the loop: the pieces that came while the loop had
+    not taken it, joined as they come."""
+
+    __slots__ = ("stream", "parts", "size", "skipped")
+
+    def __init__(self, stream: str, data: str, skipped: int) -> None:
+        self.stream = stream
+        self.parts = [data]
+        self.size = len(data)
+        self.skipped = skipped
+
+    def add(self, data: str) -> None:
+        # Joined while the newest piece is as long as the one before (a binary counter):
+        # a chunk of n characters is at most log2(n) strings, each character copied at
+        # most log2(n) times.
+        parts = self.parts
+        parts.append(data)
+        self.size += len(data)
+        while len(parts) > 1 and len(parts[-1]) >= len(parts[-2]):
+            last = parts.pop()
+            parts[-1] += last
+
+
 class _Buffer:
     """Chunks on their way from the reader thread to the loop, bounded in characters."""
 
@@ -50,6 +77,7 @@ class _Buffer:
         self._lock = threading.Lock()
         self._held = 0
         self._skipped = {"stdout": 0, "stderr": 0}
+        self._newest: _Chunk | None = None  # the last chunk put, until the loop takes it
 
     def output(self, message: dict[str, Any]) -> None:  # on the reader thread
         stream, data = message.get("stream"), message.get("data")
@@ -60,20 +88,28 @@ class _Buffer:
                 self._skipped[stream] += len(data)
                 return
             self._held += len(data)
-            skipped, self._skipped[stream] = self._skipped[stream], 0
-        self._put(Output(stream, data, skipped))
+            newest = self._newest
+            if newest is not None and newest.stream == stream and not self._skipped[stream]:
+                newest.add(data)
+                return
+            chunk = self._newest = _Chunk(stream, data, self._skipped[stream])
+            self._skipped[stream] = 0
+        self._put(chunk)
 
     def done(self) -> None:  # on the reader thread, after the request's last output event
         with self._lock:
             left = [(stream, n) for stream, n in self._skipped.items() if n]
         for stream, skipped in left:
-            self._put(Output(stream, "", skipped))
+            self._put(_Chunk(stream, "", skipped))
         self._put(_DONE)
 
-    def taken(self, item: object) -> None:
-        if isinstance(item, Output):
-            with self._lock:
-                self._held -= len(item.data)
+    def take(self, chunk: _Chunk) -> Output:
+        """The loop's Output of a chunk it got from the queue: nothing joins it any more."""
+        with self._lock:
+            if self._newest is chunk:
+                self._newest = None
+            self._held -= chunk.size
+        return Output(chunk.stream, "".join(chunk.parts), chunk.skipped)
 
 
 def _cancel(connection: _Connection, pending: _Pending, session: Session | None) -> None:
@@ -98,13 +134,12 @@ def stream_spec(
     try:
         while True:
             item = items.get()
-            buffer.taken(item)
             if item is _DONE:
                 finished = True
                 yield pool._finish(future.result(), session, generation)
                 return
-            if isinstance(item, Output):
-                yield item
+            if isinstance(item, _Chunk):
+                yield buffer.take(item)
     finally:
         if not finished:
             _cancel(connection, pending, session)
@@ -137,13 +172,12 @@ async def astream_spec(
     try:
         while True:
             item = await items.get()
-            buffer.taken(item)
             if item is _DONE:
                 finished = True
                 yield pool._finish(future.result(), session, generation)
                 return
-            if isinstance(item, Output):
-                yield item
+            if isinstance(item, _Chunk):
+                yield buffer.take(item)
     finally:
         if not finished:
             _cancel(connection, pending, session)

@@ -237,3 +237,28 @@ def test_a_loop_that_falls_behind_does_not_make_the_client_hold_everything(
     # Beyond the first chunk (taken before the loop stopped), at most the bound was held.
     assert held - len(first.data) <= STREAM_BUFFER
     assert skipped >= total - STREAM_BUFFER - len(first.data)
+
+
+def test_output_written_while_the_loop_waits_comes_as_one_chunk(pool: Pool, tmp_path: Path) -> None:
+    """A program writing a character at a time made the client hold an object of about 200
+    bytes per write for a loop that had not taken them (16 million characters, the bound,
+    would have been 3 GB): what a stream writes meanwhile now joins its last chunk."""
+    writes = 5000
+    done = tmp_path / "done"
+    program = (
+        "import os, time\nprint('start', flush=True)\n"
+        f"for _ in range({writes}):\n    os.write(1, b'x')\n    time.sleep(0.0002)\n"
+        f"open({str(done)!r}, 'w').write('yes')"
+    )
+    stream = pool.stream(program, allow_write=[str(tmp_path)])
+    first = next(stream)
+    assert isinstance(first, pynox.Output) and first.data.startswith("start\n")
+    deadline = time.monotonic() + 60
+    while not done.exists():  # the loop takes nothing while the program writes
+        assert time.monotonic() < deadline, "the program did not finish"
+        time.sleep(0.05)
+    *chunks, result = list(stream)
+    assert isinstance(result, Result) and result.ok
+    print(f"{len(chunks)} chunks after the first")
+    assert len(chunks) <= 2
+    assert "".join(c.data for c in [first, *chunks]) == "start\n" + "x" * writes
