@@ -457,6 +457,13 @@ MALFORMED = {
         'write_all(CHANNEL, frame({"type": "done", "exit": 1,'
         ' "error": {f"k{n}": n for n in range(200000)}}))',
     ),
+    # Not a Python exception, but past the bound of an error report: 8 MiB of it reached
+    # the result (one-shot runs' reports were held to 1 MiB).
+    "done_frame_with_a_long_error": (
+        True,
+        'write_all(CHANNEL, frame({"type": "done", "exit": 1,'
+        ' "error": {"type": "E", "message": "m" * (2 << 20)}}))',
+    ),
     "exit_frame_with_a_huge_signal": (
         False,
         'write_all(CHANNEL, frame({"type": "exit", "status": 0, "signal": 10 ** 30}))\n'

@@ -1503,6 +1503,8 @@ class PoolServer:
                     f"a done frame without an exit status and a flat error of at most "
                     f"{_REPORT_ITEMS} fields"
                 )
+            if size > REPORT_LIMIT:  # the bound of a one-shot child's report, with its frame
+                raise channel.ChannelError(f"a done frame longer than {REPORT_LIMIT} bytes")
             self._unquiet(child)
             self._drain(child)
             self._finish_step(
