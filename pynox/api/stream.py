@@ -7,10 +7,10 @@ Leaving early cancels the request, so its worker is free again at once.
 The connection's one reader thread delivers every line of the pool, so it never waits for a
 slow loop (that loop may itself wait for another result of the same pool): output a loop has
 not taken yet is held up to STREAM_BUFFER characters, and what comes beyond is counted in
-the next chunk's `skipped` instead of held. What a stream writes while the loop has not
-taken its last chunk joins that chunk, so that a program writing a character at a time
-costs the client its characters, not an object per write. The Result keeps the output
-either way.
+the next chunk's `skipped` instead of held, each chunk counting for _CHUNK_COST characters
+more. What a stream writes while the loop has not taken its last chunk joins that chunk,
+so that a program writing a character at a time costs the client its characters, not an
+object per write. The Result keeps the output either way.
 """
 
 from __future__ import annotations
@@ -43,18 +43,22 @@ class Output(NamedTuple):
 
 
 _DONE = object()  # the result is there
+# What a chunk costs the client beyond its characters (its objects: about 250 bytes here),
+# counted against STREAM_BUFFER as characters: a program that alternates between stdout and
+# stderr, which no joining helps, makes at most STREAM_BUFFER / _CHUNK_COST chunks wait.
+_CHUNK_COST = 256
 
 
 class _Chunk:
     """Output of one stream on its way to the loop: the pieces that came while the loop had
     not taken it, joined as they come."""
 
-    __slots__ = ("stream", "parts", "size", "skipped")
+    __slots__ = ("stream", "parts", "cost", "skipped")
 
     def __init__(self, stream: str, data: str, skipped: int) -> None:
         self.stream = stream
         self.parts = [data]
-        self.size = len(data)
+        self.cost = _CHUNK_COST + len(data)  # what it counts against STREAM_BUFFER
         self.skipped = skipped
 
     def add(self, data: str) -> None:
@@ -63,7 +67,7 @@ class _Chunk:
         # most log2(n) times.
         parts = self.parts
         parts.append(data)
-        self.size += len(data)
+        self.cost += len(data)
         while len(parts) > 1 and len(parts[-1]) >= len(parts[-2]):
             last = parts.pop()
             parts[-1] += last
@@ -84,12 +88,14 @@ class _Buffer:
         if stream not in self._skipped or not isinstance(data, str):
             return
         with self._lock:
-            if self._held + len(data) > STREAM_BUFFER:
+            newest = self._newest
+            joins = newest is not None and newest.stream == stream and not self._skipped[stream]
+            cost = len(data) if joins else _CHUNK_COST + len(data)
+            if self._held + cost > STREAM_BUFFER:
                 self._skipped[stream] += len(data)
                 return
-            self._held += len(data)
-            newest = self._newest
-            if newest is not None and newest.stream == stream and not self._skipped[stream]:
+            self._held += cost
+            if joins and newest is not None:
                 newest.add(data)
                 return
             chunk = self._newest = _Chunk(stream, data, self._skipped[stream])
@@ -98,9 +104,10 @@ class _Buffer:
 
     def done(self) -> None:  # on the reader thread, after the request's last output event
         with self._lock:
-            left = [(stream, n) for stream, n in self._skipped.items() if n]
-        for stream, skipped in left:
-            self._put(_Chunk(stream, "", skipped))
+            left = [_Chunk(stream, "", n) for stream, n in self._skipped.items() if n]
+            self._held += sum(chunk.cost for chunk in left)
+        for chunk in left:
+            self._put(chunk)
         self._put(_DONE)
 
     def take(self, chunk: _Chunk) -> Output:
@@ -108,7 +115,7 @@ class _Buffer:
         with self._lock:
             if self._newest is chunk:
                 self._newest = None
-            self._held -= chunk.size
+            self._held -= chunk.cost
         return Output(chunk.stream, "".join(chunk.parts), chunk.skipped)
 
 

@@ -262,3 +262,36 @@ def test_output_written_while_the_loop_waits_comes_as_one_chunk(pool: Pool, tmp_
     print(f"{len(chunks)} chunks after the first")
     assert len(chunks) <= 2
     assert "".join(c.data for c in [first, *chunks]) == "start\n" + "x" * writes
+
+
+def test_chunks_waiting_for_the_loop_are_bounded_in_number() -> None:
+    """Output that alternates between stdout and stderr cannot be joined: each event was a
+    chunk of its own, bounded only by its characters (16 million one-character chunks,
+    about 4 GB). Each chunk now counts for more than its characters."""
+    from pynox.api.stream import _Buffer
+    from pynox.limits import STREAM_BUFFER
+
+    waiting: list[object] = []
+    buffer = _Buffer(waiting.append)  # a loop that takes nothing
+    events = STREAM_BUFFER // 16
+    for n in range(events):
+        buffer.output({"stream": ("stdout", "stderr")[n % 2], "data": "x"})
+    buffer.done()
+    outputs = [buffer.take(item) for item in waiting[:-1]]  # type: ignore[arg-type]
+    print(f"{len(outputs)} chunks for {events} events")
+    assert len(outputs) <= STREAM_BUFFER // 200
+    assert sum(len(o.data) + o.skipped for o in outputs) == events
+    assert outputs[-1].skipped > 0 and outputs[-2].skipped > 0  # both streams say so
+
+
+def test_one_stream_waiting_for_the_loop_is_one_chunk() -> None:
+    from pynox.api.stream import _Buffer
+
+    waiting: list[object] = []
+    buffer = _Buffer(waiting.append)
+    for _ in range(100_000):
+        buffer.output({"stream": "stdout", "data": "y"})
+    buffer.done()
+    assert len(waiting) == 2  # the chunk, then the end
+    output = buffer.take(waiting[0])  # type: ignore[arg-type]
+    assert output == pynox.Output("stdout", "y" * 100_000)
