@@ -449,12 +449,12 @@ MALFORMED = {
     ),
     "done_frame_with_a_nested_hint": (
         True,
-        'write_all(CHANNEL, frame({"type": "done", "exit": 1,'
+        'write_all(CHANNEL, frame({"type": "done", "exit": 1, "step": 1,'
         ' "error": {"type": "E", "hint_kind": ["x"]}}))',
     ),
     "done_frame_with_a_huge_error": (
         True,
-        'write_all(CHANNEL, frame({"type": "done", "exit": 1,'
+        'write_all(CHANNEL, frame({"type": "done", "exit": 1, "step": 1,'
         ' "error": {f"k{n}": n for n in range(200000)}}))',
     ),
     # Not a Python exception, but past the bound of an error report: 8 MiB of it reached
@@ -580,8 +580,10 @@ SESSION_ENDINGS = {
     ),
     "close_channel_then_sleep": ("os.close(CHANNEL)\ntime.sleep(30)", "timeout"),
     "close_everything_then_return": ("os.closerange(0, 256)", "exit"),
+    # a done frame with the step's number (which the program can read from its memory)
+    # ends its own step early; the process goes on
     "fake_done_then_keep_running": (
-        'write_all(CHANNEL, frame({"type": "done", "exit": 0, "error": None}))\n'
+        'write_all(CHANNEL, frame({"type": "done", "exit": 0, "error": None, "step": 1}))\n'
         "sys.stdout.flush()\ntime.sleep(30)",
         None,
     ),
@@ -613,6 +615,103 @@ def test_session_step_gets_exactly_one_result(pool: StrictPool, ending: str) -> 
     bystander.check()
 
 
+# A first step that sends a done frame of its own, then goes on: prints, and ends with a value.
+FORGED_DONE_STEP = (
+    'write_all(CHANNEL, frame({"type": "done", "exit": 0, "error": None%s}))\n'
+    "time.sleep(0.3)\nprint('one')\n'value of one'"
+)
+
+
+@pytest.mark.parametrize("pipelined", [False, True], ids=["one-by-one", "pipelined"])
+@pytest.mark.parametrize(
+    "forged_step",
+    ["", ', "step": 7', ', "step": True', ', "step": 1'],
+    ids=["no-step", "another-step", "step-true", "its-own-step"],
+)
+def test_forged_done_frame_never_shifts_later_steps(
+    pool: StrictPool, forged_step: str, pipelined: bool
+) -> None:
+    """A done frame that a step forged ended that step early, and the step's real end then
+    ended the next one: every later step's result held the step before's output. A frame
+    counts only for the step it names: one that names another step is dropped; one that
+    names its own (a program can read the number) ends its own step, and what it prints
+    after lands in the next step, as a thread's output would; the steps after are whole."""
+    name = new_id("forged-done")
+    programs = [hostile(FORGED_DONE_STEP % forged_step)]
+    programs += [f"print({word!r})\n{word!r}" for word in ("two", "three", "four")]
+    ids = [new_id("step") for _ in programs]
+    results = []
+    for request_id, program in zip(ids, programs, strict=True):
+        pool.send({"id": request_id, "session": name, "code": program, "timeout": "10s"})
+        if not pipelined:
+            results.append(pool.result(request_id, 15))
+    if pipelined:
+        results = [pool.result(request_id, 15) for request_id in ids]
+    shown = [(r["stdout"], r["value"], r["error"], r["session"]) for r in results]
+    print(shown)
+    assert [r["session"]["step"] for r in results] == [1, 2, 3, 4], shown
+    assert all(r["exit"] == 0 and r["session"]["ended"] is None for r in results), shown
+    if forged_step == ', "step": 1':
+        assert (results[0]["stdout"], results[0]["value"]) == ("", None), shown
+        assert (results[1]["stdout"], results[1]["value"]) == ("one\ntwo\n", "'two'"), shown
+    else:
+        assert (results[0]["stdout"], results[0]["value"]) == ("one\n", "'value of one'"), shown
+        assert (results[1]["stdout"], results[1]["value"]) == ("two\n", "'two'"), shown
+    for result, word in zip(results[2:], ("three", "four"), strict=True):
+        assert (result["stdout"], result["value"]) == (f"{word}\n", repr(word)), shown
+    pool.expect_silence(0.5)
+    assert all(len(results_for(pool, request_id)) == 1 for request_id in ids)
+    close_session(pool, name)
+    serves(pool)
+
+
+def test_host_call_of_a_step_that_is_over_is_never_relayed(pool: StrictPool) -> None:
+    """A step that ended itself early and then called the host had its call relayed under
+    the next step's id: the client ran a function for a step whose code never called it.
+    (The program, reading its channel for the answer, takes the next step's frame instead:
+    that step waits out its timeout, a session ruined by its own program.)"""
+    name = new_id("late-call")
+    calls: list[str] = []
+    host = {"f": calls.append}
+    ending_early = (
+        'write_all(CHANNEL, frame({"type": "done", "exit": 0, "error": None, "step": 1}))\n'
+        "time.sleep(0.3)\nimport pynox_host\n"
+        "try:\n    pynox_host.f('from step 1')\n"
+        "except pynox_host.HostError as exc:\n    print(exc)"
+    )
+    first = {"id": new_id("first"), "session": name, "code": hostile(ending_early)}
+    pool.send({**first, "functions": [{"name": "f"}], "timeout": "2s"}, host)
+    second = {"id": new_id("second"), "session": name, "code": "pass"}
+    pool.send(second, host)
+    assert pool.result(first["id"])["stdout"] == ""
+    later = pool.result(second["id"])
+    print("the step after:", later["exit"], later["stdout"], later["session"], calls)
+    assert calls == []
+    assert not [e for e in pool.lines if e.get("event") == "host_call"]
+    close_session(pool, name)
+    serves(pool)
+
+
+def test_frames_of_steps_that_are_over_are_bounded(pool: StrictPool) -> None:
+    """The frames a session's runtime may still send for a step that ended early are few;
+    a program that floods them ends its own session, as any broken frame does."""
+    name = new_id("stale-frames")
+    flood = (
+        'write_all(CHANNEL, frame({"type": "done", "exit": 0, "error": None, "step": 1}))\n'
+        'write_all(CHANNEL, frame({"type": "value", "repr": "x", "step": 1}) * 50)\n'
+        "kept = 1"
+    )
+    first = step(pool, name, hostile(flood))
+    assert first["exit"] == 0 and first["session"]["ended"] is None, first
+    time.sleep(1)  # the flood reaches the pool while no step runs
+    later = step(pool, name, "print('kept' in globals())")
+    print("after the flood:", later["stdout"], later["session"])
+    assert_ok(later, "False\n")
+    assert later["session"]["restarted"] is True
+    close_session(pool, name)
+    serves(pool)
+
+
 # --- 10. no process of a request or session outlives it by more than a second -------------
 
 GRACE = 1.0
@@ -628,7 +727,7 @@ BUSY_THREAD = code("""
 LINGERING = {
     "non_daemon_thread": BUSY_THREAD,
     "fake_done_then_keep_running": hostile(
-        'write_all(CHANNEL, frame({"type": "done", "exit": 0, "error": None}))\n'
+        'write_all(CHANNEL, frame({"type": "done", "exit": 0, "error": None, "step": 2}))\n'
         "while True:\n    time.sleep(0.01)"
     ),
 }

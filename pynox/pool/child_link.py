@@ -30,12 +30,24 @@ SCRIPT_UNREADABLE = "script_unreadable"
 
 
 class ChildLink:
-    __slots__ = ("fd", "functions", "session", "identity", "echo", "host_calls", "announced")
+    __slots__ = (
+        "fd",
+        "functions",
+        "session",
+        "step",
+        "identity",
+        "echo",
+        "host_calls",
+        "announced",
+    )
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.functions: list[dict[str, str]] = []  # host functions the request declared
         self.session = False
+        # In a session, the number of the step it runs, which the server gave: every frame
+        # of the step carries it, and the server takes a frame only from the step it names.
+        self.step: int | None = None
         # Whether the run's last expression comes back as its value: for code, not scripts.
         self.echo = False
         # The channel's socket, before the program runs: a program may close the
@@ -52,12 +64,17 @@ class ChildLink:
         except OSError:
             return False
 
+    def stamped(self, message: dict[str, object]) -> dict[str, object]:
+        """message, with the number of the session step it belongs to."""
+        return message if self.step is None else {**message, "step": self.step}
+
     def send(self, message: dict[str, object]) -> bool:
-        """Sends a frame to the pool server; False when the channel is gone or not ours."""
+        """Sends a frame of the run (or step) to the pool server; False when the channel is
+        gone or not ours."""
         if not self.intact():
             return False
         try:
-            channel.send(self.fd, message)
+            channel.send(self.fd, self.stamped(message))
         except (OSError, channel.ChannelError):
             return False
         return True
@@ -68,7 +85,7 @@ class ChildLink:
         if self.functions:
             from pynox.pool import host_module
 
-            self.host_calls = host_module.install(self.fd, self.functions)
+            self.host_calls = host_module.install(self.fd, self.functions, self.stamped)
         self._show_figures()
 
     def _show_figures(self) -> None:

@@ -13,6 +13,13 @@ from pynox import strict_json
 from pynox.limits import MAX_CALL_BYTES_IN_FLIGHT, MAX_CALLS_IN_FLIGHT, UNKNOWN_SIGNATURE
 from pynox.pool import channel
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    # Adds to a frame the number of the session step it belongs to (ChildLink.stamped).
+    Stamp = Callable[[dict[str, object]], dict[str, object]]
+
 MODULE_NAME = "pynox_host"
 
 
@@ -41,8 +48,9 @@ class _HostFunction:
 class _Link:
     """The child's end of the channel; one call at a time, from any thread."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, stamped: "Stamp") -> None:
         self.fd = fd
+        self.stamped = stamped
         self.lock = threading.Lock()
         self.calls = 0
         # Calls sent and not yet answered, by number: the size of their frame's body. A call
@@ -54,13 +62,9 @@ class _Link:
         with self.lock:
             self.calls += 1
             number = self.calls
-            call = {
-                "type": "call",
-                "call": number,
-                "function": name,
-                "args": args,
-                "kwargs": kwargs,
-            }
+            call = self.stamped(
+                {"type": "call", "call": number, "function": name, "args": args, "kwargs": kwargs}
+            )
             try:
                 # The pool server's own bounds, checked here first: a call it would
                 # refuse (and end the request for) is a HostError the program can catch.
@@ -124,12 +128,12 @@ class _Link:
                 return reply  # not an answer to any call of ours: unexpected
 
 
-def install(fd: int, functions: list[dict[str, str]]) -> threading.Lock:
+def install(fd: int, functions: list[dict[str, str]], stamped: "Stamp") -> threading.Lock:
     """Puts a `pynox_host` module with the declared functions into sys.modules; returns
     the lock a call holds from sending it to reading its answer."""
     module = type(sys)(MODULE_NAME)
     module.__doc__ = "Functions of the host application, callable from the sandbox."
-    link = _Link(fd)
+    link = _Link(fd, stamped)
     module.HostError = HostError  # type: ignore[attr-defined]
     names = []
     for spec in functions:

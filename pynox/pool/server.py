@@ -43,6 +43,7 @@ from pynox.limits import (
     DEFAULT_TIMEOUT,
     MAX_CALL_BYTES_IN_FLIGHT,
     MAX_CALLS_IN_FLIGHT,
+    MAX_IMAGES,
     MAX_LINE,
     REPORT_LIMIT,
     STREAM_BACKLOG,
@@ -133,6 +134,12 @@ MAX_UNREAD_ANSWERS = MAX_CALL_BYTES_IN_FLIGHT
 _REPORT_ITEMS = 64
 _MAX_CALL_NUMBER = (1 << 53) - 1  # what a JSON client reads exactly as a double
 _MAX_SIGNAL = 64
+# What a session's runtime may still send for a step that its program ended early (with a
+# done frame of its own): its value, its images and its real done frame. More frames of
+# steps that are over, and the server would spend its time dropping them.
+_STALE_FRAMES = MAX_IMAGES + 2
+# Frames that belong to one session step: taken only from the step they name.
+_STEP_FRAMES = ("call", "value", "image", "done")
 # A child whose run or session is over (closed, exited, its result sent) gets this
 # long to leave on its own before the pool server kills it: with the kill and the
 # kernel's teardown, no child outlives its request or session by more than a second.
@@ -248,6 +255,8 @@ class Child:
         self.primed: PolicyKey | None = None  # the policy it is confined to, if primed
         # The close_session lines of its session (id, name), answered once it has exited.
         self.close_answers: list[tuple[object, str]] = []
+        self.session = False  # whether it serves a session's steps
+        self.stale_frames = 0  # frames of steps that were over, since its step started
 
     def kill(self, reason: str) -> None:
         if self.kill_reason is None:
@@ -270,6 +279,7 @@ class Run:
         self.deadline: float | None = None
         self.child: Child | None = None
         self.session: Session | None = None
+        self.step: int | None = None  # a session step's number, which its frames carry
         self.script: str | None = None
         self.files: dict[str, bytes] = {}  # to place in the scratch directory before it runs
         # With "stream": one incremental decoder per stream, so that a character split
@@ -1227,6 +1237,7 @@ class PoolServer:
                 "source": message["code"],
             }
         start.update(type="start", session=session)
+        child.session = session
         if child.primed is None:  # a primed spare has its policy, and no host functions
             start.update(policy=policy.to_wire(), functions=functions)
         start["echo"] = not isinstance(script, str) or session
@@ -1455,10 +1466,10 @@ class PoolServer:
         """One frame from a child, checked field by field: ChannelError drops the child."""
         run = self.child_runs.get(child.token)
         kind = frame.get("type")
-        if kind == "call" and run is not None:
+        if child.session and kind in _STEP_FRAMES and not _of_step(frame, run):
+            self._other_step_frame(child, frame)
+        elif kind == "call" and run is not None:
             self._host_call(run, child, frame, size)
-        elif kind == "call" and any(s.child is child for s in self.sessions.values()):
-            self._refuse_call_between_steps(child, frame)
         elif kind == "exit":
             # Once per child, as the ready frame: a child that repeats a frame the pool
             # must act on would have the server spend its time on them, every other
@@ -1523,6 +1534,19 @@ class PoolServer:
             child.script_errno = frame["errno"]  # type: ignore[assignment]
         else:
             raise channel.ChannelError(f"an unexpected frame of type {str(kind)[:40]!r}")
+
+    def _other_step_frame(self, child: Child, frame: dict[str, object]) -> None:
+        """A session's frame that names no step running: a call is refused, and the rest
+        dropped, so that a done frame the program forged ends its own step only, never
+        the next one (whose result would carry this one's output, and so on)."""
+        if frame.get("type") == "call":
+            self._refuse_call_between_steps(child, frame)
+            return
+        child.stale_frames += 1
+        if child.stale_frames > _STALE_FRAMES:
+            raise channel.ChannelError(
+                f"more than {_STALE_FRAMES} frames of session steps that were over"
+            )
 
     def _check_call(self, child: Child, frame: dict[str, object]) -> None:
         call, function = frame.get("call"), frame.get("function")
@@ -1811,11 +1835,14 @@ class PoolServer:
             )
         run.child = session.child
         run.start_clock()
+        run.step = session.steps + 1
+        session.child.stale_frames = 0
         session.running = run
         self.child_runs[session.child.token] = run
         name = message.get("name", DEFAULT_NAME)
         self._send_frame(
-            session.child, {"type": "run", "code": message.get("code", ""), "name": name}
+            session.child,
+            {"type": "run", "code": message.get("code", ""), "name": name, "step": run.step},
         )
         # No quiet start (_quiet): a step's pipes stay open, and its done frame, not
         # their closing, tells the pool server the step ended.
@@ -2002,6 +2029,13 @@ def _duplicate(fd: "int | None") -> "int | None":
         return os.dup(fd)
     except OSError:
         return None
+
+
+def _of_step(frame: dict[str, object], run: Run | None) -> bool:
+    """Whether a session child's frame names the step running (its runtime echoes the
+    number the run frame gave)."""
+    step = frame.get("step")
+    return run is not None and type(step) is int and step == run.step
 
 
 def _how_it_ended(child: Child) -> str:

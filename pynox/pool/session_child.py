@@ -1,10 +1,11 @@
 """A session: one sandboxed process that keeps its globals between steps.
 
-The pool server sends a `run` frame per step; the session runs the code in the
-same __main__ and answers with a `done` frame once the step's output is
-flushed, so the pool server knows everything before it belongs to this step. A
-Python error leaves the session alive; SystemExit ends it as it would end
-`python`.
+The pool server sends a `run` frame per step, with the step's number; the session
+runs the code in the same __main__ and answers with a `done` frame once the step's
+output is flushed, so the pool server knows everything before it belongs to this
+step. Every frame of a step carries its number: the server takes none from a step
+that is over, so a done frame the program forges ends its own step only. A Python
+error leaves the session alive; SystemExit ends it as it would end `python`.
 """
 
 import os
@@ -87,6 +88,9 @@ def serve(
             link.host_calls.acquire()
         try:
             message = channel.receive(fd)
+            step = None if message is None else message.get("step")
+            if type(step) is int:
+                link.step = step  # before a waiting thread's host call goes out: it is this step's
         except (OSError, channel.ChannelError):
             message = None
         finally:
@@ -121,12 +125,13 @@ def serve(
             flushed = _flush_step()
             if not flushed:
                 status = EXIT_FLUSH_FAILED
-            _tell(fd, identity, {"type": "done", "exit": status, "error": None, "ended": True})
+            done = {"type": "done", "exit": status, "error": None, "ended": True}
+            _tell(fd, identity, link.stamped(done))
             del main
             shutdown.finish(status, False, modules_before, reported=not flushed)
         if not _flush_step():
             status = EXIT_FLUSH_FAILED  # as python's exit status when its flush fails
             _say_if_stdout_closed()
-        if not _tell(fd, identity, {"type": "done", "exit": status, "error": error}):
+        if not _tell(fd, identity, link.stamped({"type": "done", "exit": status, "error": error})):
             del main
             shutdown.finish(status, False, modules_before)  # nobody waits for this session
