@@ -10,6 +10,7 @@ protocol is documented in docs/pool-protocol.md.
 
 import codecs
 import contextlib
+import copy
 import fcntl
 import gc
 import os
@@ -782,7 +783,7 @@ class PoolServer:
             )
         if isinstance(session_name, str) and session_name in self.sessions:
             session = self.sessions[session_name]
-            run = Run(request_id, session.policy)
+            run = Run(request_id, self._step_policy(session.policy, message))
             run.files = files
             if stream:
                 run.stream()
@@ -842,6 +843,19 @@ class PoolServer:
         if self.default_template is None:
             self.default_template = priming.template(self._new_policy(message))
         return priming.from_template(self.default_template), self.default_template
+
+    def _step_policy(self, policy: "Policy", message: dict[str, object]) -> "Policy":
+        """A later step's policy: its session's, whose process is confined for good, with
+        the step's own timeout when it gives one (the pool server's clock enforces that)."""
+        grants = pool_request.request_grants(message)  # each field checked, as at the first
+        if grants.timeout is None:
+            return policy
+        capped = pool_request.cap(
+            Grants(timeout=grants.timeout), self.limits, self.limited, message["id"]
+        )
+        policy = copy.copy(policy)
+        policy.timeout = capped.timeout
+        return policy
 
     def _new_policy(self, message: dict[str, object]) -> "Policy":
         request_id = message["id"]

@@ -240,3 +240,29 @@ def test_a_session_step_with_args_is_refused_rather_than_run_without_them(
     )
     assert_ok(step(pool, name, "import sys; print(sys.argv)"), "['agent.py']\n")
     close_session(pool, name)
+
+
+def test_a_later_step_runs_under_its_own_timeout(pool: PoolClient) -> None:
+    """A later step's timeout was ignored for the first step's: a step that asked for more
+    time was stopped with a hint to ask for what it had asked for, and lost the session."""
+    name = new_id("step-timeout")
+    assert step(pool, name, "x = 1", timeout="1s")["exit"] == 0
+    longer = step(pool, name, "import time\ntime.sleep(1.5)\nprint(x)", timeout="10s")
+    assert_ok(longer, "1\n")
+    assert longer["policy"]["timeout_ms"] == 10000
+    shorter = step(pool, name, "import time\ntime.sleep(5)", timeout="0.5s")
+    assert shorter["exit"] == 124 and shorter["session"]["ended"] == "timeout", shorter
+    assert shorter["error"]["hint"] == "make it faster or raise the limit with timeout='1s'"
+    refused = step(pool, name, "print('never')", timeout="soon")
+    assert_refused(refused, refused["id"], "timeout")
+    close_session(pool, name)
+
+
+def test_a_later_steps_timeout_is_held_to_the_limits(tmp_path: Path) -> None:
+    config = write_config(tmp_path, '[pool.limits]\ntimeout = "2s"\n')
+    with PoolClient(config=config) as client:
+        assert step(client, "capped", "x = 1")["exit"] == 0
+        refused = step(client, "capped", "print(x)", timeout="5s")
+        assert_refused(refused, refused["id"], "timeout exceeds [pool.limits]")
+        assert_ok(step(client, "capped", "print(x)", timeout="2s"), "1\n")
+        assert client.close() == 0
