@@ -805,9 +805,13 @@ class PoolServer:
                     "first (session.close() in Python, close_session in the protocol)",
                     request_id,
                 )
-            if self.session_room is not None and len(self.sessions) >= self.session_room:
+            ending = self._ending_session_processes()
+            if self.session_room is not None and len(self.sessions) + ending >= self.session_room:
+                held = f"{len(self.sessions)} sessions"
+                if ending:  # closed, and their steps still run: each holds its descriptors
+                    held += f" and {ending} processes of closed sessions, not yet ended"
                 raise RequestError(
-                    f"the pool has {len(self.sessions)} sessions, as many as its limit on open "
+                    f"the pool has {held}, as many as its limit on open "
                     f"files leaves room for (each holds {_DESCRIPTORS_PER_CHILD}); close one first "
                     "(session.close() in Python, close_session in the protocol), or start the "
                     "pool with a higher limit (ulimit -n)",
@@ -832,6 +836,13 @@ class PoolServer:
         self.runs[request_id] = run
         self.queue.append((run, message))
         self._start_queued()
+
+    def _ending_session_processes(self) -> int:
+        """Processes of sessions that are over and have not exited yet (a closed session's
+        step still running, one that lingers): each holds a child's descriptors until then,
+        as each session does for its process."""
+        current = {id(session.child) for session in self.sessions.values()}
+        return sum(1 for c in self.children.values() if c.session and id(c) not in current)
 
     def _policy(self, message: dict[str, object]) -> "tuple[Policy, dict[str, Any] | None]":
         """The request's policy, with its template (pynox.pool.priming) when it is the

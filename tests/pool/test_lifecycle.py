@@ -28,7 +28,7 @@ from support.pool_client import (
     rss_kib,
     wait_gone,
 )
-from support.pool_requests import assert_ok, code, step, write_config
+from support.pool_requests import assert_ok, close_session, code, step, write_config
 
 INTERMEDIATE = code("""
     import json, subprocess, sys, time
@@ -290,8 +290,35 @@ def test_more_sessions_than_open_files_allow_are_refused_one_by_one() -> None:
             )
         assert_ok(client.run({"id": "step", "session": "s0", "code": "print(x)"}), "1\n")
         assert_ok(client.run({"id": "one-shot", "code": "print(2)"}), "2\n")
-        client.send({"id": "close", "close_session": "s0"})
+        close_session(client, "s0")  # answered once its process, and descriptors, are gone
         assert_ok(client.run({"id": "again", "session": "new", "code": "print(3)"}), "3\n")
+        assert client.close() == 0
+
+
+def test_closed_sessions_still_running_a_step_count_against_open_files() -> None:
+    """A closed session whose step still runs keeps its process, and its descriptors, until
+    the step ends: not counted, new sessions took the limit's room again and again, and
+    the pool server stopped at the first pipe it could not open, every session lost."""
+    with PoolClient(workers=1, launched_by=limiting_open_files(64)) as client:
+        assert client.run({"id": "kept", "session": "kept", "code": "x = 1"})["exit"] == 0
+        names = []
+        for round_ in range(4):
+            started = [f"r{round_}-{i}" for i in range(12)]
+            for name in started:
+                client.send({"id": name, "session": name, "code": "import time\ntime.sleep(3)"})
+            time.sleep(0.3)
+            for name in started:
+                client.send({"id": f"close-{name}", "close_session": name})
+            names += started
+        results = [client.result(name, 30) for name in names]
+        refused = [r for r in results if r["exit"] != 0]
+        assert refused, "no session was refused"
+        for result in refused:
+            assert result["exit"] == 125 and result["error"]["type"] == "RequestError", result
+            message = result["error"]["message"]
+            assert "as many as its limit on open files leaves room for" in message, result
+        assert_ok(client.run({"id": "step", "session": "kept", "code": "print(x)"}), "1\n")
+        assert_ok(client.run({"id": "one-shot", "code": "print(2)"}), "2\n")
         assert client.close() == 0
 
 
