@@ -1907,6 +1907,8 @@ class PoolServer:
         if error is not None:
             # A session reports each step's error from inside its sandbox.
             outcome.report = REPORT_CONFINED + strict_json.dumps(error).encode()
+            if exit_code == 128 + signal.SIGINT:
+                outcome.signal = signal.SIGINT  # a KeyboardInterrupt, which python dies of
         result = self._result(outcome, run.policy, session=True)
         if ended == "timeout":
             result["error"] = self._timeout_error(run.policy, after_limit=SESSION_NOTE)

@@ -8,6 +8,7 @@ that is over, so a done frame the program forges ends its own step only. A Pytho
 error leaves the session alive; SystemExit ends it as it would end `python`.
 """
 
+import _signal
 import os
 import sys
 
@@ -116,8 +117,11 @@ def serve(
             except BaseException as exc:  # noqa: BLE001 - the session outlives the step's error
                 # A SystemExit from the program's sys.excepthook ends it, as under python.
                 error = report_exception(exc, program, policy, setup)
-                status = 1
-                if not isinstance(exc, KeyboardInterrupt):  # cancelled: no time to draw
+                interrupted = isinstance(exc, KeyboardInterrupt)
+                # python's status: it dies by SIGINT after a KeyboardInterrupt (the session,
+                # like a notebook's kernel, goes on).
+                status = 128 + _signal.SIGINT if interrupted else 1
+                if not interrupted:  # cancelled: no time to draw
                     link.send_open_figures()
         except SystemExit as exc:
             status = shutdown.system_exit_status(exc)

@@ -266,3 +266,17 @@ def test_a_later_steps_timeout_is_held_to_the_limits(tmp_path: Path) -> None:
         assert_refused(refused, refused["id"], "timeout exceeds [pool.limits]")
         assert_ok(step(client, "capped", "print(x)", timeout="2s"), "1\n")
         assert client.close() == 0
+
+
+def test_a_step_ended_by_keyboard_interrupt_has_pythons_exit_status(pool: PoolClient) -> None:
+    """python dies by SIGINT after an uncaught KeyboardInterrupt (status 130, as a one-shot
+    request reports it); a step said 1. The session, like a notebook's kernel, goes on."""
+    name = new_id("interrupted")
+    assert step(pool, name, "x = 1")["exit"] == 0
+    interrupted = step(pool, name, "raise KeyboardInterrupt")
+    assert interrupted["exit"] == 130, interrupted
+    assert interrupted["error"]["type"] == "KeyboardInterrupt"
+    assert interrupted["stderr"].endswith("    raise KeyboardInterrupt\nKeyboardInterrupt\n")
+    assert interrupted["session"]["ended"] is None
+    assert_ok(step(pool, name, "print(x)"), "1\n")
+    close_session(pool, name)
