@@ -38,12 +38,15 @@ class Session:
         self._closed = False
         self._sent = False  # a step went to the pool, which may hold the session since
         self._generation: int | None = None
+        self._pool_step = 0  # the pool's number for the last step that ran there
         self._finalizer = weakref.finalize(self, _close_quietly, weakref.ref(pool), self.id)
 
     @property
     def alive(self) -> bool:
         """True while the session's process holds state: after a step that left it running,
-        in a pool not closed since (closing the pool ends its sessions)."""
+        in a pool not closed since (closing the pool ends its sessions). The pool also closes
+        a session idle for its session_idle, which this cannot see: the next step's Result
+        then says session["restarted"]."""
         return self._alive and not self._closed and not self.pool.closed
 
     @property
@@ -140,9 +143,14 @@ class Session:
     def _step_done(self, result: Result, generation: int) -> Result:
         with self._lock:
             info = result.session
-            restarted = self._generation is not None and self._generation != generation
+            step = info.get("step") if info is not None else None
+            restarted = self._generation is not None and (
+                self._generation != generation  # a new pool process: it never knew the session
+                # The pool closed it (idle for session_idle) and started a new one: step 1.
+                or (isinstance(step, int) and step <= self._pool_step)
+            )
             if restarted and info is not None and not info.get("restarted"):
-                # A new pool process: the session it knew is gone, whatever the new one says.
+                # The session the pool knew is gone, whatever the new one says.
                 info = {**info, "restarted": True}
                 # raw too: Result.from_json(result.raw) gives this Result again.
                 raw = {**result.raw, "session": info}
@@ -154,6 +162,8 @@ class Session:
             refused = info is None and error is not None and error["type"] == "RequestError"
             if not refused:
                 self._generation = generation
+                if isinstance(step, int):  # not a step dropped from the queue (step null)
+                    self._pool_step = step
                 self._alive = info is not None and not info.get("ended") and not self._closed
             # Closed while this step ran: a close that reached the pool before the step
             # found nothing to close, and the step then started the session; so close it

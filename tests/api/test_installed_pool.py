@@ -428,6 +428,23 @@ def test_sessions_keep_state_and_restart_after_a_timeout(pool: Pool) -> None:
     assert not session.alive
 
 
+def test_a_session_the_pool_closed_when_idle_says_it_restarted(tmp_path: Path) -> None:
+    """The pool closes a session idle for session_idle; the next step starts a new one. The
+    Session said restarted=False and its text said nothing: the model read a NameError for
+    a variable it had defined, with no word that the session's state was gone."""
+    config = tmp_path / "pynox.toml"
+    config.write_text('[pool]\nsession_idle = "1s"\n')
+    with Pool(workers=1, config=config) as idle, idle.session() as session:
+        assert session.run("x = 1").ok and session.run("y = 2").ok
+        time.sleep(2.5)
+        after = session.run("print('x' in globals())")
+        assert after.stdout == "False\n" and after.session is not None, after.text
+        assert after.session["restarted"] is True, after.session
+        assert after.text.startswith("[a new session started: the previous one had ended")
+        again = session.run("print('again')")
+        assert again.session is not None and not again.session["restarted"], again.session
+
+
 def test_ctrl_c_during_a_step_ends_the_session_and_says_so(pool: Pool) -> None:
     """The pool cancels the step, which ends its session: `alive` must say so, as it does
     for a cancelled asyncio step."""
