@@ -1950,7 +1950,13 @@ class PoolServer:
         """Closes a session: queued steps are refused, a running one finishes first."""
         for run, _ in session.queue:
             self.runs.pop(run.id, None)
-            self.emit(error_result(run.id, f"session {session.name!r} was closed"))
+            self.emit(
+                error_result(
+                    run.id,
+                    f"session {session.name!r} was closed before this step ran; send the "
+                    "step again to run it in a new session",
+                )
+            )
         session.queue.clear()
         session.closing = True
         if session.running is None:

@@ -112,7 +112,12 @@ def test_close_session_while_a_step_runs(pool: PoolClient) -> None:
     pool.send({"id": queued, "session": name, "code": "print('never')"})
     time.sleep(0.3)
     close_session(pool, name)
-    assert_refused(pool.result(queued), queued, "closed")
+    refused = pool.result(queued)
+    assert_refused(refused, queued)
+    assert refused["error"]["message"] == (
+        f"session {name!r} was closed before this step ran; send the step again to run it in "
+        "a new session"
+    )
     result = pool.result(running, 30)
     print(
         "the step that ran while its session closed:",
