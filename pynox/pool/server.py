@@ -799,6 +799,13 @@ class PoolServer:
             run.script = script  # read by the child, once confined (see child.start)
             run.shown.echo = False  # a script has no value, as under python
         if isinstance(session_name, str):
+            if self.max_sessions == 0:
+                raise RequestError(
+                    "this pool keeps no sessions ([pool] max_sessions = 0); run the code "
+                    'without a session (pool.run() in Python, a request without "session" in '
+                    "the protocol), or allow sessions with a higher max_sessions",
+                    request_id,
+                )
             if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
                 raise RequestError(
                     f"the pool has {len(self.sessions)} sessions, its max_sessions; close one "

@@ -285,3 +285,19 @@ def test_a_step_ended_by_keyboard_interrupt_has_pythons_exit_status(pool: PoolCl
     assert interrupted["session"]["ended"] is None
     assert_ok(step(pool, name, "print(x)"), "1\n")
     close_session(pool, name)
+
+
+def test_a_pool_without_sessions_says_so(tmp_path: Path) -> None:
+    """max_sessions = 0 (one-shot runs only) refused every session with "the pool has 0
+    sessions, its max_sessions; close one first": there was none to close."""
+    config = write_config(tmp_path, "[pool]\nmax_sessions = 0\n")
+    with PoolClient(config=config) as client:
+        refused = step(client, "none", "x = 1")
+        assert_refused(refused, refused["id"])
+        assert refused["error"]["message"] == (
+            "this pool keeps no sessions ([pool] max_sessions = 0); run the code without a "
+            'session (pool.run() in Python, a request without "session" in the protocol), or '
+            "allow sessions with a higher max_sessions"
+        )
+        assert_ok(client.run({"id": "oneshot", "code": "print(1)"}), "1\n")
+        assert client.close() == 0
