@@ -54,7 +54,7 @@ from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
 from pynox.policy.config import _is_module_name as is_module_name
-from pynox.policy.grants import PATH_GRANTS
+from pynox.policy.grants import GRANT_FIELDS, PATH_GRANTS
 from pynox.policy.path_grant import resolve_grant
 from pynox.policy.resolve import build_policy
 from pynox.pool import channel, priming, warmup, zygote
@@ -139,6 +139,8 @@ _MAX_SIGNAL = 64
 # done frame of its own): its value, its images and its real done frame. More frames of
 # steps that are over, and the server would spend its time dropping them.
 _STALE_FRAMES = MAX_IMAGES + 2
+# The grants a session's process is confined with when it starts: a later step keeps them.
+_SESSION_GRANTS = tuple(field.name for field in GRANT_FIELDS if field.name != "timeout")
 # Frames that belong to one session step: taken only from the step they name.
 _STEP_FRAMES = ("call", "value", "image", "done")
 # A child whose run or session is over (closed, exited, its result sent) gets this
@@ -312,6 +314,8 @@ class Session:
         self.running: Run | None = None
         self.last_used = time.monotonic()
         self.closing = False
+        # The fields of its first step that set its process's confinement, as they came.
+        self.fields: dict[str, object] = {}
 
 
 def error_result(request_id: object, message: str, kind: str = "RequestError") -> "dict[str, Any]":
@@ -783,7 +787,7 @@ class PoolServer:
             )
         if isinstance(session_name, str) and session_name in self.sessions:
             session = self.sessions[session_name]
-            run = Run(request_id, self._step_policy(session.policy, message))
+            run = Run(request_id, self._step_policy(session, message))
             run.files = files
             if stream:
                 run.stream()
@@ -830,6 +834,7 @@ class PoolServer:
             # there after the last one's exit.
             self.scratch_keeper.never_reuse(policy.scratch or "")
             session = Session(session_name, policy, functions)
+            session.fields = _session_fields(message)
             self.sessions[session_name] = session
             run.files = files
             self.runs[request_id] = run
@@ -862,10 +867,28 @@ class PoolServer:
             self.default_template = priming.template(self._new_policy(message))
         return priming.from_template(self.default_template), self.default_template
 
-    def _step_policy(self, policy: "Policy", message: dict[str, object]) -> "Policy":
+    def _step_policy(self, session: Session, message: dict[str, object]) -> "Policy":
         """A later step's policy: its session's, whose process is confined for good, with
-        the step's own timeout when it gives one (the pool server's clock enforces that)."""
+        the step's own timeout when it gives one (the pool server's clock enforces that).
+        A step that asks for other grants is refused: run without them, it would fail as
+        the step before did, and get the hint it followed again."""
+        policy = session.policy
         grants = pool_request.request_grants(message)  # each field checked, as at the first
+        asked = [name for name in _SESSION_GRANTS if name in message]
+        if "profile" in message:
+            asked = list(_SESSION_GRANTS)
+        # The first step's fields again (pynox.Session sends them with every step) need no
+        # policy built anew, which costs a look at every path.
+        if asked and _session_fields(message) != session.fields:
+            wanted = self._new_policy(message)
+            for name in asked:
+                if _comparable(getattr(wanted, name)) != _comparable(getattr(policy, name)):
+                    raise RequestError(
+                        f"session {session.name!r} keeps the {name} its first step gave it, "
+                        "as its process is confined for good; close the session and start a "
+                        f"new one with the {name} this step asks for",
+                        message["id"],
+                    )
         if grants.timeout is None:
             return policy
         capped = pool_request.cap(
@@ -2069,6 +2092,16 @@ def _duplicate(fd: "int | None") -> "int | None":
         return os.dup(fd)
     except OSError:
         return None
+
+
+def _session_fields(message: dict[str, object]) -> dict[str, object]:
+    """The fields of a session's step that set its process's confinement, as given."""
+    return {key: message[key] for key in (*_SESSION_GRANTS, "profile") if key in message}
+
+
+def _comparable(value: object) -> object:
+    """A grant's value as a policy holds it, with lists in any order."""
+    return sorted(value) if isinstance(value, list) else value
 
 
 def _of_step(frame: dict[str, object], run: Run | None) -> bool:

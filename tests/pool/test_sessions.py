@@ -191,15 +191,34 @@ def test_an_ended_session_is_closed_when_idle_too(tmp_path: Path) -> None:
         assert client.close() == 0
 
 
-def test_session_ignores_later_permissions(pool: PoolClient, tmp_path: Path) -> None:
+def test_a_later_step_cannot_change_its_sessions_permissions(
+    pool: PoolClient, tmp_path: Path
+) -> None:
+    """A later step's grants were ignored: one that followed a hint (allow_read=[...]) ran
+    without the grant, failed the same way, and got the same hint again. The session's
+    process is confined for good: a step asking for other grants is refused, saying how to
+    get them; one repeating the session's own, as pynox.Session sends them, runs."""
     (tmp_path / "f.txt").write_text("secret")
+    granted = tmp_path / "granted"
+    granted.mkdir()
     name = new_id("perm")
-    step(pool, name, "x = 1")
-    later = step(
+    assert step(pool, name, "x = 1", allow_read=[str(granted)], memory="256m")["exit"] == 0
+    denied = step(pool, name, f"print(open({str(tmp_path / 'f.txt')!r}).read())")
+    assert denied["exit"] == 1 and denied["error"]["type"] == "PermissionError"
+    asked = step(
         pool, name, f"print(open({str(tmp_path / 'f.txt')!r}).read())", allow_read=[str(tmp_path)]
     )
-    assert later["exit"] == 1
-    assert later["error"]["type"] == "PermissionError"
+    assert_refused(asked, asked["id"])
+    assert asked["error"]["message"] == (
+        f"session {name!r} keeps the allow_read its first step gave it, as its process is "
+        "confined for good; close the session and start a new one with the allow_read this "
+        "step asks for"
+    )
+    for fields in ({"memory": "512m"}, {"allow_network": True}, {"profile": "none"}):
+        assert step(pool, name, "print(x)", **fields)["exit"] == 125, fields
+    same = step(pool, name, "print(x)", allow_read=[str(granted)], memory="256m")
+    assert_ok(same, "1\n")
+    assert same["session"]["step"] == 3  # the refused steps never ran
     close_session(pool, name)
 
 
