@@ -787,6 +787,7 @@ class PoolServer:
             )
         if isinstance(session_name, str) and session_name in self.sessions:
             session = self.sessions[session_name]
+            _check_step_functions(session, functions, request_id)
             run = Run(request_id, self._step_policy(session, message))
             run.files = files
             if stream:
@@ -2092,6 +2093,22 @@ def _duplicate(fd: "int | None") -> "int | None":
         return os.dup(fd)
     except OSError:
         return None
+
+
+def _check_step_functions(
+    session: Session, functions: list[dict[str, str]], request_id: object
+) -> None:
+    """Refuses a later step that declares host functions its session lacks: pynox_host is
+    made when the session's process starts, and the step's code could not import them."""
+    has = [function["name"] for function in session.functions]
+    new = [function["name"] for function in functions if function["name"] not in has]
+    if new:
+        raise RequestError(
+            f"session {session.name!r} has the host functions its first step declared "
+            f"({', '.join(has) or 'none'}), as pynox_host is made when its process starts; "
+            f"close the session and start a new one that declares {', '.join(new)}",
+            request_id,
+        )
 
 
 def _session_fields(message: dict[str, object]) -> dict[str, object]:

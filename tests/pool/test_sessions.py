@@ -320,3 +320,24 @@ def test_a_pool_without_sessions_says_so(tmp_path: Path) -> None:
         )
         assert_ok(client.run({"id": "oneshot", "code": "print(1)"}), "1\n")
         assert client.close() == 0
+
+
+def test_a_later_step_cannot_declare_host_functions_of_its_own(pool: PoolClient) -> None:
+    """pynox_host is made when the session's process starts: a later step's functions were
+    ignored, and its code failed to import one it had declared, with no word of why."""
+    name = new_id("functions")
+    first = pool.run(
+        {"id": new_id("s"), "session": name, "code": "x = 1", "functions": [{"name": "f"}]}
+    )
+    assert first["exit"] == 0, first
+    again = {"id": new_id("s"), "session": name, "code": "from pynox_host import f"}
+    assert_ok(pool.run({**again, "functions": [{"name": "f"}]}), "")
+    other = {"id": new_id("s"), "session": name, "code": "from pynox_host import g\nprint(g())"}
+    refused = pool.run({**other, "functions": [{"name": "f"}, {"name": "g"}]})
+    assert_refused(refused, other["id"])
+    assert refused["error"]["message"] == (
+        f"session {name!r} has the host functions its first step declared (f), as pynox_host "
+        "is made when its process starts; close the session and start a new one that "
+        "declares g"
+    )
+    close_session(pool, name)
