@@ -38,7 +38,10 @@ class Session:
         self._closed = False
         self._sent = False  # a step went to the pool, which may hold the session since
         self._generation: int | None = None
-        self._pool_step = 0  # the pool's number for the last step that ran there
+        # Whether the pool process numbered a step of this session 1: every session the
+        # pool starts begins there, so a second step 1 means a new one (steps that run at
+        # once, from threads, may come back in any order, each number but once).
+        self._pool_began = False
         self._finalizer = weakref.finalize(self, _close_quietly, weakref.ref(pool), self.id)
 
     @property
@@ -144,11 +147,10 @@ class Session:
         with self._lock:
             info = result.session
             step = info.get("step") if info is not None else None
-            restarted = self._generation is not None and (
-                self._generation != generation  # a new pool process: it never knew the session
-                # The pool closed it (idle for session_idle) and started a new one: step 1.
-                or (isinstance(step, int) and step <= self._pool_step)
-            )
+            new_pool = self._generation is not None and self._generation != generation
+            # A new pool process never knew the session; a pool that closed it (idle for
+            # session_idle) started a new one at step 1.
+            restarted = new_pool or (step == 1 and self._pool_began)
             if restarted and info is not None and not info.get("restarted"):
                 # The session the pool knew is gone, whatever the new one says.
                 info = {**info, "restarted": True}
@@ -161,9 +163,10 @@ class Session:
             error = result.error
             refused = info is None and error is not None and error["type"] == "RequestError"
             if not refused:
+                if new_pool:
+                    self._pool_began = False
                 self._generation = generation
-                if isinstance(step, int):  # not a step dropped from the queue (step null)
-                    self._pool_step = step
+                self._pool_began = self._pool_began or step == 1
                 self._alive = info is not None and not info.get("ended") and not self._closed
             # Closed while this step ran: a close that reached the pool before the step
             # found nothing to close, and the step then started the session; so close it

@@ -281,3 +281,20 @@ def test_a_session_restarted_with_its_pool_says_so_in_its_raw_result_too(
         r = session.run("x")
         assert r.session is not None and r.session["restarted"] is True
         assert Result.from_json(json.loads(json.dumps(r.raw))) == r
+
+
+def test_steps_of_one_session_that_come_back_out_of_order_are_no_restart() -> None:
+    """Steps run from threads at once come back in whatever order their threads wake: only
+    a step the pool numbers 1 a second time (it closed the idle session and started a new
+    one) says that the session restarted."""
+    with Pool(lazy=True) as pool:
+        session = pool.session()
+
+        def done(step: int) -> bool:
+            line = {"exit": 0, "session": {"id": session.id, "step": step, "restarted": False}}
+            info = session._step_done(Result.from_json(line), 1).session
+            assert info is not None
+            return info["restarted"]
+
+        assert [done(2), done(1), done(3)] == [False, False, False]
+        assert [done(1), done(2)] == [True, False]  # a new session, after an idle close
