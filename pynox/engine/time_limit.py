@@ -16,17 +16,12 @@ if TYPE_CHECKING:
 
 
 def timeout_error(
-    policy: "Policy",
-    api: bool,
-    longest: float = MAX_TIMEOUT,
-    allowed_by: str = "pynox",
-    after_limit: str = "",
+    policy: "Policy", api: bool, longest: float = MAX_TIMEOUT, allowed_by: str = "pynox"
 ) -> "dict[str, Any]":
     """The error object of a run stopped at its time limit.
 
     longest: the longest limit the run could have asked for, which `allowed_by` sets; the
-    hint never names a limit that would be refused. after_limit: what follows the longer
-    limit the hint names (a session's SESSION_NOTE).
+    hint never names a limit that would be refused.
     """
     limit = policy.timeout or 0
     shown = format_duration(limit)
@@ -35,7 +30,7 @@ def timeout_error(
     else:
         longer = format_duration(min(max(limit * 2, SHORTEST_SUGGESTED_TIMEOUT), longest))
         grant = f"timeout={longer!r}" if api else f"--timeout={longer}"
-        hint = f"make it faster or raise the limit with {grant}{after_limit}"
+        hint = f"make it faster or raise the limit with {grant}"
     return {
         "type": "Timeout",
         "message": f"the program ran past its {shown} time limit and was stopped",

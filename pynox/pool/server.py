@@ -25,7 +25,7 @@ from pynox import lean_os, strict_json
 from pynox._native import immortalize
 from pynox.engine import scratch, scratch_removal
 from pynox.engine.child_setup import REPORT_CONFINED
-from pynox.engine.hint_text import LIMITED_BY, SESSION_NOTE, Style
+from pynox.engine.hint_text import LIMITED_BY, Style
 from pynox.engine.result import build_result, error_object, refusal
 from pynox.engine.result_frame import python_version
 from pynox.engine.supervisor import Capture, Outcome, wait_with_default_child_action
@@ -1851,7 +1851,7 @@ class PoolServer:
             return None
         return trusted_paths.reaches(os.path.normpath(path), self.private)
 
-    def _timeout_error(self, policy: "Policy", after_limit: str = "") -> "dict[str, Any]":
+    def _timeout_error(self, policy: "Policy") -> "dict[str, Any]":
         """A timed-out run's error, whose hint names no longer limit than [pool.limits]
         lets a request ask for."""
         if "timeout" in self.limited and self.limits.timeout is not None:
@@ -1860,9 +1860,8 @@ class PoolServer:
                 api=True,
                 longest=self.limits.timeout,
                 allowed_by=LIMITED_BY,
-                after_limit=after_limit,
             )
-        return timeout_error(policy, api=True, after_limit=after_limit)
+        return timeout_error(policy, api=True)
 
     # --- sessions -----------------------------------------------------------------------
 
@@ -1942,7 +1941,7 @@ class PoolServer:
                 outcome.signal = signal.SIGINT  # a KeyboardInterrupt, which python dies of
         result = self._result(outcome, run.policy, session=True)
         if ended == "timeout":
-            result["error"] = self._timeout_error(run.policy, after_limit=SESSION_NOTE)
+            result["error"] = self._timeout_error(run.policy)
         elif ended == "cancelled":
             _failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
         elif child.kill_reason is not None and ended == "crash":

@@ -229,17 +229,18 @@ SESSION_NOTE = (
 
 
 def test_a_session_steps_hint_says_to_start_a_new_session(pool: PoolClient) -> None:
-    """A later step's grants are ignored: a hint that only named the grant would be
-    followed in vain, step after step. Following the whole hint works."""
+    """A later step cannot take a grant its session lacks: a hint that only named the grant
+    would be followed in vain. Following the whole hint works."""
     name = new_id("offline")
     assert step(pool, name, "import socket")["exit"] == 0
     code = "a, b = socket.socketpair(); s = socket.socket(); print('made')"
     hint = "the network is off; grant it with allow_network=True" + SESSION_NOTE
-    for fields in ({}, {"allow_network": True}):
-        refused = step(pool, name, code, **fields)
-        assert refused["exit"] == 1, refused
-        assert refused["error"]["hint"] == hint
-        assert refused["stderr"].endswith(f"\npynox: {hint}\n"), refused["stderr"]
+    refused = step(pool, name, code)
+    assert refused["exit"] == 1, refused
+    assert refused["error"]["hint"] == hint
+    assert refused["stderr"].endswith(f"\npynox: {hint}\n"), refused["stderr"]
+    asked = step(pool, name, code, allow_network=True)
+    assert asked["exit"] == 125 and "start a new one" in asked["error"]["message"], asked
     close_session(pool, name)
     followed = step(pool, name, "import socket\n" + code, allow_network=True)
     assert_ok(followed, "made\n")
