@@ -461,7 +461,7 @@ MALFORMED = {
     # the result (one-shot runs' reports were held to 1 MiB).
     "done_frame_with_a_long_error": (
         True,
-        'write_all(CHANNEL, frame({"type": "done", "exit": 1,'
+        'write_all(CHANNEL, frame({"type": "done", "exit": 1, "step": 1,'
         ' "error": {"type": "E", "message": "m" * (2 << 20)}}))',
     ),
     "exit_frame_with_a_huge_signal": (
