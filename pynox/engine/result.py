@@ -148,9 +148,9 @@ def build_result(
     which knows what its [pool.limits] refuse)."""
     report = _trusted_report(outcome)
     error = _error(outcome, report, policy, api, style)
-    stderr = outcome.stderr.decode("utf-8", errors="replace")
     if style is not None and error is not None and error["hint"] is not None:
-        stderr = _hint_line_as_judged(stderr, report, error["hint"])
+        _hint_line_as_judged(outcome, report, error["hint"])
+    stderr = outcome.stderr.decode("utf-8", errors="replace")
     return {
         "exit": outcome.exit_code,
         "stdout": outcome.stdout.decode("utf-8", errors="replace"),
@@ -163,18 +163,22 @@ def build_result(
     }
 
 
-def _hint_line_as_judged(stderr: str, report: "dict[str, Any] | None", hint: str) -> str:
-    """stderr with its last line, the hint the program's process wrote after its
-    traceback, rewritten as the result's own hint says it. That process knows nothing of
-    a pool's [pool.limits] or its scratch directories: its line could name a grant that
-    the pool refuses every request."""
+def _hint_line_as_judged(outcome: "Outcome", report: "dict[str, Any] | None", hint: str) -> None:
+    """Rewrites stderr's last line, the hint the program's process wrote after its
+    traceback, as the result's own hint says it. That process knows nothing of a pool's
+    [pool.limits], its scratch directories or its sessions: its line could name a grant
+    that the pool refuses every request. Cut again, the stream stays within its limit."""
     written = report.get("hint") if report is not None else None
-    if not isinstance(written, str) or written == hint:
-        return stderr
-    line = f"pynox: {written}\n"
-    if not stderr.endswith(line):
-        return stderr  # cut short, or something printed after it
-    return stderr[: -len(line)] + f"pynox: {hint}\n"
+    capture = outcome.stderr_capture
+    if not isinstance(written, str) or written == hint or capture is None:
+        return
+    try:  # as the process wrote it: paths not in UTF-8 as their bytes
+        line = f"pynox: {written}\n".encode(errors="surrogateescape")
+        judged = f"pynox: {hint}\n".encode(errors="surrogateescape")
+    except UnicodeEncodeError:
+        return  # a lone surrogate: no process wrote such a line
+    if capture.replace_ending(line, judged):
+        outcome.stderr, outcome.stderr_truncated = capture.kept(), capture.truncated
 
 
 def error_object(kind: str, message: str) -> "dict[str, Any]":

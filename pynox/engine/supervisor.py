@@ -56,6 +56,7 @@ class Outcome:
         "report_truncated",
         "duration_ms",
         "python_finished",
+        "stderr_capture",
     )
 
     def __init__(self) -> None:
@@ -72,6 +73,9 @@ class Outcome:
         # Whether Python saw the program to its end, when that was watched (under a
         # memory limit): native code that gives up calls exit() behind Python's back.
         self.python_finished: bool | None = None
+        # What stderr kept, before it was cut to the limit: its hint line can be rewritten
+        # and the whole cut again (pynox.engine.result), never past the limit.
+        self.stderr_capture: Capture | None = None
 
     def ended(self, status: int, timed_out: bool) -> None:
         """How the child ended, from its wait status; stopped at its time limit, with
@@ -88,6 +92,7 @@ class Outcome:
     def take_output(self, stdout: "Capture", stderr: "Capture") -> None:
         self.stdout, self.stdout_truncated = stdout.kept(), stdout.truncated
         self.stderr, self.stderr_truncated = stderr.kept(), stderr.truncated
+        self.stderr_capture = stderr.copy()
 
 
 class Capture:
@@ -124,6 +129,23 @@ class Capture:
         share = self._tail_share()
         if len(self.tail) > 2 * share:
             del self.tail[: len(self.tail) - share]
+
+    def copy(self) -> "Capture":
+        copied = Capture(self.limit)
+        copied.data, copied.tail = bytearray(self.data), bytearray(self.tail)
+        copied.seen, copied.truncated, copied.open = self.seen, self.truncated, self.open
+        return copied
+
+    def replace_ending(self, old: bytes, new: bytes) -> bool:
+        """Whether the stream ended with old, which new now replaces (the stream cut as if
+        the program had written new instead)."""
+        kept = self.tail if self.truncated else self.data
+        if not kept.endswith(old):
+            return False  # cut short, or something written after it
+        del kept[len(kept) - len(old) :]
+        self.seen -= len(old)
+        self.add(new)
+        return True
 
     def reset(self) -> None:
         """Empty again, for the next step of a session."""
