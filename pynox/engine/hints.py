@@ -134,7 +134,8 @@ def _classify_file(
     else:
         # A path that is there and readable must have been refused for writing; one
         # that is not there, for making it (reading it would have failed with ENOENT).
-        writing = not there or readable(path)
+        # One that a folder above it refuses to look up was refused reaching it.
+        writing = readable(path) if there else not _unreachable(path)
     if not writing:
         # Read back from a write tree: the tree is what to grant, not one file of it.
         write_tree = _covering(os.path.realpath(path), policy.writes()) if policy else None
@@ -419,6 +420,8 @@ def classify(
             kind, target = _refused_listing(policy)
     except Exception:  # noqa: BLE001 - raised by the program's code, read as an attribute
         return None, None, None
+    if kind in _UNPERMITTED and target is not None and _refused_to_user(kind, target, path):
+        return _UNPERMITTED[kind], target, path
     if cwd is not None and kind in _WRITE_KINDS and target is not None:
         kind = _where_writable(kind, target, cwd)
     if kind in _WRITE_KINDS and target is not None and _holds_scratch(target, policy):
@@ -437,6 +440,51 @@ def _holds_scratch(folder: str, policy: "Policy | None") -> bool:
 
 # Hints that name a write grant, which pynox may refuse (see _where_writable).
 _WRITE_KINDS = frozenset({"write", "entries", "read_write"})
+
+# Hints that name a grant, by the kind that says instead that the file system's own
+# permissions refuse this user the same, so that no grant alone would help.
+_UNPERMITTED = {
+    "read": "read_unpermitted",
+    "list": "list_unpermitted",
+    "unlisted": "list_unpermitted",
+    "unremoved": "list_unpermitted",
+    "write": "write_unpermitted",
+    "entries": "entries_unpermitted",
+    "read_write": "read_write_unpermitted",
+}
+
+
+def _refused_to_user(kind: str, target: str, path: str | None) -> bool:
+    """Whether the file system refuses this user what the hint of `kind` would grant on
+    target, granted or not: access() asks the file modes, ACLs and mount flags, never
+    Landlock, for this process, which holds no capabilities (not even as root)."""
+    if kind == "read":
+        # The file refused, not the write tree the hint names (read back from it).
+        subject, mode = path or target, os.R_OK
+    elif kind in ("write", "read_write") and not os.path.isdir(target):
+        subject, mode = target, os.W_OK | (os.R_OK if kind == "read_write" else 0)
+    elif kind in ("write", "entries", "read_write"):
+        subject, mode = target, os.W_OK | os.X_OK  # making and removing what it holds
+    else:
+        subject, mode = target, os.R_OK
+    try:
+        if os.access(subject, mode):
+            return False
+    except ValueError:  # a NUL in the path
+        return False
+    return os.path.lexists(subject) or _unreachable(subject)
+
+
+def _unreachable(path: str) -> bool:
+    """Whether a folder above path refuses this user to look it up (searching a folder is
+    not Landlock's to refuse: only the file modes refuse it)."""
+    try:
+        os.lstat(path)
+    except PermissionError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _classify(
