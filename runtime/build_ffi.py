@@ -46,6 +46,7 @@ struct pynox_probe {
     int seccomp_filter;
     int no_new_privs;
     int pidfd;
+    int capabilities;
 };
 void pynox_probe_kernel(struct pynox_probe *out);
 int pynox_limit_landlock_abi(int abi);

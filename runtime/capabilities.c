@@ -35,6 +35,18 @@ static int holds_any(const cap_sets data)
     return 0;
 }
 
+#define CAP_SETPCAP_BIT (1u << CAP_SETPCAP) /* in the first word of a set */
+
+int pynox_capabilities_droppable(void)
+{
+    cap_sets data;
+    if (read_caps(data) != 0)
+        return -errno;
+    if (!holds_any(data) || data[0].effective & CAP_SETPCAP_BIT)
+        return 1;
+    return -EPERM;
+}
+
 /* Drops every capability from the bounding set: 0, 1, ... until the kernel says
  * EINVAL, past the highest it knows. One call per capability, not a read and a
  * drop each: as root, where the set is full, that halves the calls. */
@@ -49,10 +61,13 @@ static int empty_bounding_set(int holds_caps, char *err, size_t err_len)
          * since no_new_privs keeps execve from granting it anything. */
         if (errno == EPERM && !holds_caps)
             return 0;
-        return pynox_fail(err, err_len,
-                          "cannot drop capability %d from the bounding set: %s", cap,
-                          errno == EPERM ? "the process holds capabilities but not CAP_SETPCAP"
-                                         : strerror(errno));
+        if (errno == EPERM)
+            return pynox_fail(err, err_len,
+                              "the process holds capabilities but not CAP_SETPCAP, which "
+                              "dropping them all takes; start pynox with no capabilities "
+                              "(no ambient or file capabilities), or with CAP_SETPCAP too");
+        return pynox_fail(err, err_len, "cannot drop capability %d from the bounding set: %s",
+                          cap, strerror(errno));
     }
     return pynox_fail(err, err_len, "prctl(PR_CAPBSET_DROP) found no end to the capability list");
 }

@@ -29,6 +29,8 @@ int pynox_set_limits(long long memory_bytes, long long max_file_size, char *err,
 
 /* capabilities.c: leave the process with no capability at all. */
 int pynox_drop_capabilities(char *err, size_t err_len);
+/* 1 when pynox_drop_capabilities can (no capability held, or CAP_SETPCAP), else -errno. */
+int pynox_capabilities_droppable(void);
 
 /* landlock.c: the file-system (and TCP) policy. */
 int pynox_landlock_abi(void); /* the ABI version (at most the limit a test set), or -errno */

@@ -41,4 +41,5 @@ void pynox_probe_kernel(struct pynox_probe *out)
     out->seccomp_filter = probe_seccomp();
     out->no_new_privs = probe_no_new_privs();
     out->pidfd = probe_pidfd();
+    out->capabilities = pynox_capabilities_droppable();
 }

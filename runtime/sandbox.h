@@ -83,6 +83,7 @@ struct pynox_probe {
     int seccomp_filter;     /* 1 when seccomp filters can be installed, else -errno */
     int no_new_privs;       /* 1 when PR_SET_NO_NEW_PRIVS is known, else -errno */
     int pidfd;              /* 1 when pidfd_open works, else -errno */
+    int capabilities;       /* 1 when every capability held can be dropped, else -errno */
 };
 
 void pynox_probe_kernel(struct pynox_probe *out);

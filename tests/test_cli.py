@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -791,6 +792,36 @@ def test_doctor_says_no_where_every_user_may_swap_a_run_s_directory(tmp_path: Pa
     shared.chmod(0o1777)
     assert json.loads(pynox("doctor", "--json", env=env).stdout)["sandbox_supported"] is True
     assert pynox("-c", "print(1)", env=env).stdout == b"1\n"
+
+
+# What both the doctor and a refused run say to do when capabilities cannot be dropped.
+CAPABILITIES_ADVICE = (
+    "start pynox with no capabilities (no ambient or file capabilities), or with CAP_SETPCAP too"
+)
+
+
+def test_doctor_says_no_where_pynox_holds_capabilities_it_cannot_drop() -> None:
+    """A process that holds capabilities but not CAP_SETPCAP (root in a container that
+    leaves it out, a service given ambient capabilities) cannot drop them all, so every
+    run is refused: the doctor says so first, and a run says what to do."""
+    if os.geteuid() != 0:
+        pytest.skip("only root can start pynox with capabilities but without CAP_SETPCAP")
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("needs setpriv (util-linux) to leave CAP_SETPCAP out")
+    without_setpcap = [setpriv, "--bounding-set=-setpcap"]
+    doctor = run([*without_setpcap, PYNOX, "doctor", "--json"])
+    report = json.loads(doctor.stdout)
+    assert doctor.returncode == 1 and report["sandbox_supported"] is False
+    reasons = report["sandbox_unavailable_reasons"]
+    assert any(reason.endswith(CAPABILITIES_ADVICE) for reason in reasons), reasons
+    refused = run([*without_setpcap, PYNOX, "-c", "print(1)"])
+    assert (refused.returncode, refused.stdout) == (125, b"")
+    assert refused.stderr.decode() == (
+        "pynox: cannot apply the sandbox: the process holds capabilities but not CAP_SETPCAP, "
+        f"which dropping them all takes; {CAPABILITIES_ADVICE}\n"
+    )
+    assert json.loads(pynox("doctor", "--json").stdout)["sandbox_supported"] is True
 
 
 def test_doctor_with_stdout_closed_answers_by_its_status() -> None:

@@ -1,11 +1,13 @@
 """`pynox doctor`: can this machine sandbox, and if not, exactly why.
 
-It probes Landlock, seccomp, no_new_privs and pidfd_open without changing its
-own process, so a hardened container is diagnosed before a run fails.
+It probes Landlock, seccomp, no_new_privs, pidfd_open and the capabilities a run
+would drop, without changing its own process, so a hardened container is diagnosed
+before a run fails.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -53,6 +55,20 @@ def _availability_reason(name: str, value: int, need: str) -> str | None:
     return f"{name} is unavailable ({os.strerror(-value)}); {need}"
 
 
+def _capabilities_reason(droppable: int) -> str | None:
+    """Every sandboxed run drops every capability this process holds, which takes
+    CAP_SETPCAP: one started with some capabilities but not that one is refused."""
+    if droppable > 0:
+        return None
+    if droppable != -errno.EPERM:
+        return f"this process's capabilities cannot be read ({os.strerror(-droppable)})"
+    return (
+        "this process holds capabilities but not CAP_SETPCAP, which runs need to drop them "
+        "all; start pynox with no capabilities (no ambient or file capabilities), or with "
+        "CAP_SETPCAP too"
+    )
+
+
 def _scratch_reason(base: str) -> str | None:
     """Every sandboxed run makes a scratch directory there first: try it, as a run would."""
     from pynox.engine import scratch
@@ -96,6 +112,7 @@ def diagnose() -> dict[str, Any]:
                 "no_new_privs", found["no_new_privs"], "the kernel is too old (Linux 3.5+)"
             ),
             _availability_reason("pidfd_open", found["pidfd"], "timeouts need Linux 5.3 or newer"),
+            _capabilities_reason(found["capabilities"]),
             _scratch_reason(scratch_base),
         )
         if reason is not None

@@ -147,4 +147,5 @@ def probe() -> dict[str, int]:
         "seccomp_filter": out.seccomp_filter,
         "no_new_privs": out.no_new_privs,
         "pidfd": out.pidfd,
+        "capabilities": out.capabilities,
     }
