@@ -11,6 +11,7 @@ protocol is documented in docs/pool-protocol.md.
 import codecs
 import contextlib
 import copy
+import errno
 import fcntl
 import gc
 import os
@@ -99,8 +100,14 @@ _SIZE_LIMITS = ("memory", "max_file_size")
 # Spares ordered from the zygote and not yet answered. Each answer carries a pidfd; with
 # hundreds of orders written at once, the zygote's answers fill its socket while it waits
 # to write the next, and the server waits to write its next order: the rest are ordered
-# as answers come.
+# as answers come. It bounds the orders sent and not yet read, too: each carries
+# descriptors, and the kernel lets a user without CAP_SYS_RESOURCE have no more in flight
+# on Unix sockets than its limit on open files (ETOOMANYREFS past it), which a stopped
+# zygote's unread orders would reach.
 _ORDERS_IN_FLIGHT = 64
+# How long orders wait when that bound of the kernel's was met all the same (the user's
+# other processes hold descriptors in flight too) before they are sent again.
+_ORDERS_RETRY = 0.02
 # What each child holds open in the pool server (its pipes, channel and pidfd), and how
 # many children a pool of N workers keeps: N spares and N running.
 _DESCRIPTORS_PER_CHILD = len(zygote.CHILD_FDS) + 1
@@ -434,6 +441,9 @@ class PoolServer:
         # Orders for spares that the zygote's socket had no room for yet, oldest first: the
         # child, whether a request waits for it, and the descriptors it is to have.
         self.unsent: list[tuple[Child, bool, list[int]]] = []
+        self.orders_unanswered = 0  # sent to the zygote, and no word of their spare yet
+        # When orders are sent again after the user had too many descriptors in flight.
+        self.orders_retry_at: float | None = None
         self.stdin_open = True
         self.spares: list[Child] = []
         # The policy spares are primed to: the last request's (pynox.pool.priming).
@@ -532,6 +542,7 @@ class PoolServer:
             for fd, events in ready:
                 self._dispatch(fd, events)
             self._pace()
+            self._retry_orders()
             # At once, busy or not: what runs left fills the pool's TMPDIR until it goes.
             if self.scratch_keeper.used():
                 self.scratch_keeper.remove_used()
@@ -582,6 +593,8 @@ class PoolServer:
             s.last_used + self.session_idle for s in self.sessions.values() if s.running is None
         ]
         deadlines += [child.kill_at for child in self.dying.values()]
+        if self.orders_retry_at is not None:
+            deadlines.append(self.orders_retry_at)
         deadlines += [child.quiet_until for child in self.quiet.values()]
         if self.scratch_keeper.used():
             deadlines.append(now + _TIDY_AGAIN)
@@ -1239,19 +1252,37 @@ class PoolServer:
         """Sends the zygote the orders it has room for; the rest wait for that room (the
         loop polls for it), so that a zygote that reads none (stopped) never stops the
         pool: the runs of those children end at their timeouts (_never_forked)."""
-        while self.unsent:
+        self.orders_retry_at = None
+        while self.unsent and self.orders_unanswered < _ORDERS_IN_FLIGHT:
             child, wanted_now, fds = self.unsent[0]
             try:
                 zygote.order_spare(self.zygote, child.token, wanted_now, fds)
             except BlockingIOError:
                 break
-            except OSError:  # the zygote is gone (EPIPE, ECONNRESET): no spare can come
-                self._stop(_ZYGOTE_GONE)
+            except OSError as exc:
+                if exc.errno != errno.ETOOMANYREFS:  # EPIPE, ECONNRESET: the zygote is gone
+                    self._stop(_ZYGOTE_GONE)
+                # The socket's room says nothing of this: sent again on a timer.
+                self.orders_retry_at = time.monotonic() + _ORDERS_RETRY
+                break
             del self.unsent[0]
+            self.orders_unanswered += 1
             child.ordered = True
             for fd in fds:
                 os.close(fd)
-        self.poller.modify(self.zygote, select.POLLIN | (select.POLLOUT if self.unsent else 0))
+        # Polled for room only while room is what they wait for: not while the orders
+        # sent wait for answers, nor for a retry.
+        room_wanted = (
+            self.unsent
+            and self.orders_unanswered < _ORDERS_IN_FLIGHT
+            and self.orders_retry_at is None
+        )
+        self.poller.modify(self.zygote, select.POLLIN | (select.POLLOUT if room_wanted else 0))
+
+    def _retry_orders(self) -> None:
+        """Sends the orders held back for a retry, once its time has come."""
+        if self.orders_retry_at is not None and time.monotonic() >= self.orders_retry_at:
+            self._send_orders()
 
     def _drop_order(self, child: Child) -> None:
         """Forgets the order of a child that ended before it was sent."""
@@ -1334,6 +1365,9 @@ class PoolServer:
             self._stop(_ZYGOTE_GONE)
         kind, ident, value = word
         if kind == zygote.SPAWNED:
+            self.orders_unanswered -= 1
+            if self.unsent:
+                self._send_orders()
             child = self.children.get(ident)
             if child is None:
                 self._spawned_after_its_end(ident, fds)

@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.commands import limiting_open_files
+from support.commands import bound_by_descriptors_in_flight, limiting_open_files
 from support.pool_client import (
     POOL_TIMING,
     PYNOX,
@@ -385,11 +385,15 @@ def test_a_stopped_zygote_delays_no_timeout() -> None:
 
 @pytest.mark.slow
 def test_a_stopped_zygote_does_not_stop_the_pool(tmp_path: Path) -> None:
-    """Orders for spares wait in the pool once the stopped zygote's socket is full (here
-    after some 280): the pool never blocks on it, and every request gets its result.
-    Continued, the zygote serves again, and no scratch directory of those requests stays."""
+    """Orders for spares wait in the pool once the stopped zygote has some unread: the
+    pool never blocks on it, and every request gets its result. Continued, the zygote
+    serves again, and no scratch directory of those requests stays. Run as any user but
+    root is, with 1024 open files: unread orders held 4 descriptors each, and past 1024 in
+    flight the kernel refused the next (ETOOMANYREFS), which stopped the pool."""
     workers = 8
-    with PoolClient(workers=workers, env=clean_env({"TMPDIR": str(tmp_path)})) as client:
+    launched_by = [*bound_by_descriptors_in_flight(), *limiting_open_files(1024)]
+    env = clean_env({"TMPDIR": str(tmp_path)})
+    with PoolClient(workers=workers, env=env, launched_by=launched_by) as client:
         client.run({"id": "warm", "code": "pass"})
         (zygote,) = [
             pid

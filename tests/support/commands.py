@@ -88,11 +88,23 @@ def bound_by_file_modes() -> list[str]:
     """A prefix for a command line: as root, what follows runs without the capabilities
     that let root pass over file modes, so that it meets them as any other user does;
     empty for any other user."""
+    return _without_capabilities("dac_override", "dac_read_search")
+
+
+def bound_by_descriptors_in_flight() -> list[str]:
+    """A prefix for a command line: as root, what follows runs without the capabilities
+    that exempt it from the kernel's bound on descriptors in flight on Unix sockets (no
+    more than the limit on open files, ETOOMANYREFS past it), so that it meets that bound
+    as any other user does; empty for any other user."""
+    return _without_capabilities("sys_resource", "sys_admin")
+
+
+def _without_capabilities(*names: str) -> list[str]:
     if os.geteuid() != 0:
         return []
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         import pytest
 
-        pytest.skip("needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
-    return [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+        pytest.skip(f"needs setpriv (util-linux) to drop {', '.join(names)}")
+    return [setpriv, "--bounding-set=" + ",".join(f"-{name}" for name in names)]
