@@ -33,6 +33,7 @@ KINDS = frozenset(
         "core_limit",
         "stack_limit",
         "file_size",
+        "file_size_inherited",
         "process",
         "thread_pool",
         "job_control",
@@ -568,6 +569,8 @@ def _hint_of(
             f"a file reached the {format_size(max_file_size)} size limit; write less or "
             f"raise it with {style.limit('max_file_size', larger)}"
         )
+    if kind == "file_size_inherited":
+        return _file_size_inherited_hint(value, max_file_size)
     fixed = {
         "process": PROCESS_HINT,
         "thread_pool": THREAD_POOL_HINT,
@@ -837,6 +840,23 @@ def shown_path(path: str) -> "str | None":
     if all(character in _PLAIN for character in path):
         return path
     return "'" + path.replace("'", "'\"'\"'") + "'"
+
+
+def _file_size_inherited_hint(limit: str | None, max_file_size: int | None) -> str | None:
+    """A file reached the file-size limit pynox was started with, below --max-file-size:
+    pynox keeps a lower hard limit (runtime/limits.c), and a larger flag would not help."""
+    if max_file_size is None or limit is None:
+        return None
+    if limit != VALUE_PLACEHOLDER:  # the launcher puts the child's value in its place
+        size = _size(limit)
+        if not 0 < size < max_file_size:
+            return None
+        limit = format_size(size)
+    return (
+        f"a file reached the {limit} size limit that pynox was started with (its hard limit, "
+        f"as ulimit -f sets it), below the {format_size(max_file_size)} asked for, and pynox "
+        "cannot raise it; write less, or raise that limit where pynox starts"
+    )
 
 
 def hint_texts(policy: "Policy") -> dict[str, str]:

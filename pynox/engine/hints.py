@@ -738,6 +738,20 @@ _RAISE_MESSAGES = frozenset(
 )
 
 
+def _file_size_limit_below(policy: "Policy | None") -> str | None:
+    """The file-size limit in force, as format_size writes it, when it is below the run's
+    --max-file-size: the hard limit pynox was started with, which it keeps when lower
+    (runtime/limits.c) and no flag raises; else None."""
+    if policy is None or policy.max_file_size is None:
+        return None
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
+    if limit == resource.RLIM_INFINITY or limit >= policy.max_file_size:
+        return None
+    return format_size(limit)
+
+
 def _raised_limit(
     exc: BaseException, event: "tuple[str, tuple[Any, ...]] | None", policy: "Policy | None"
 ) -> str | None:
@@ -968,6 +982,9 @@ def _classify_os_error(
     if path is None and sockets is not None and called_names(exc) & _INTERFACE_LOOK_UPS:
         return "interfaces", None, None
     if exc.errno == errno.EFBIG:
+        below = _file_size_limit_below(policy)
+        if below is not None:
+            return "file_size_inherited", below, path
         return "file_size", None, path
     if exc.errno == errno.EMFILE:
         return "open_files", None, path

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 
 import pytest
-from support.commands import pynox
+from support.commands import PYNOX, limiting_file_size, pynox
 from support.probes import World, outcomes, run_probe
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -100,6 +101,38 @@ def test_file_size_limit_gives_efbig(world: World) -> None:
     assert err.splitlines()[-1] == (
         "pynox: a file reached the 1m size limit; write less or raise it with --max-file-size=2m"
     )
+    assert target.stat().st_size <= 1024 * 1024
+
+
+@pytest.mark.parametrize("json_result", [False, True], ids=["line", "json"])
+def test_a_lower_file_size_limit_pynox_was_started_with_is_named(
+    world: World, json_result: bool
+) -> None:
+    """pynox keeps a hard limit lower than --max-file-size that it was started with (an
+    unprivileged process cannot raise it): the hint names that limit, not a larger flag
+    that would change nothing."""
+    target = world.wo / "big.bin"
+    proc = run_probe(
+        world,
+        f"""
+        with open({str(target)!r}, "wb") as f:
+            f.write(b"x" * (2 * 1024 * 1024))
+    """,
+        *(["--json"] if json_result else []),
+        "--max-file-size=8m",
+        f"--allow-write={world.wo}",
+        command=[*limiting_file_size(1 << 20), PYNOX],
+    )
+    hint = (
+        "a file reached the 1m size limit that pynox was started with (its hard limit, as "
+        "ulimit -f sets it), below the 8m asked for, and pynox cannot raise it; write less, "
+        "or raise that limit where pynox starts"
+    )
+    assert proc.returncode == 1, proc.stderr
+    if json_result:
+        assert json.loads(proc.stdout)["error"]["hint"] == hint
+    else:
+        assert proc.stderr.decode().splitlines()[-1] == f"pynox: {hint}"
     assert target.stat().st_size <= 1024 * 1024
 
 
