@@ -103,7 +103,7 @@ _SIZE_LIMITS = ("memory", "max_file_size")
 # as answers come. It bounds the orders sent and not yet read, too: each carries
 # descriptors, and the kernel lets a user without CAP_SYS_RESOURCE have no more in flight
 # on Unix sockets than its limit on open files (ETOOMANYREFS past it), which a stopped
-# zygote's unread orders would reach.
+# zygote's unread orders would reach (_orders_in_flight lowers it under a low limit).
 _ORDERS_IN_FLIGHT = 64
 # How long orders wait when that bound of the kernel's was met all the same (the user's
 # other processes hold descriptors in flight too) before they are sent again.
@@ -245,6 +245,8 @@ class Child:
         self.pidfd: int | None = None
         self.status: int | None = None
         self.fds: dict[str, int] = {}
+        # The ends of its pipes and channel its order passes to the zygote, until it is sent.
+        self.passed: list[int] = []
         self.stdout = Capture(0)
         self.stderr = Capture(0)
         self.report = Capture(REPORT_LIMIT)
@@ -372,6 +374,7 @@ class PoolServer:
         self.workers = options.workers or settings.workers or DEFAULT_WORKERS
         # How many sessions (each holds a child) the limit on open files leaves room for.
         self.session_room = _check_descriptors(self.workers)
+        self.orders_in_flight = _orders_in_flight()
         self.max_sessions = settings.max_sessions
         self.session_idle = settings.session_idle or DEFAULT_SESSION_IDLE
         self.limits = pool_request.resolve_limits(self.config.pool_limits)
@@ -438,9 +441,9 @@ class PoolServer:
         self.queue: list[tuple[Run, dict[str, object]]] = []
         self.sessions: dict[str, Session] = {}
         self.next_token = 0
-        # Orders for spares that the zygote's socket had no room for yet, oldest first: the
-        # child, whether a request waits for it, and the descriptors it is to have.
-        self.unsent: list[tuple[Child, bool, list[int]]] = []
+        # Orders for spares not sent to the zygote yet (its socket had no room, or too many
+        # wait for answers), oldest first: the child, and whether a request waits for it.
+        self.unsent: list[tuple[Child, bool]] = []
         self.orders_unanswered = 0  # sent to the zygote, and no word of their spare yet
         # When orders are sent again after the user had too many descriptors in flight.
         self.orders_retry_at: float | None = None
@@ -1192,7 +1195,7 @@ class PoolServer:
     def _replenish(self) -> None:
         if self.stdin_open and len(self.spares) < self.workers:
             unanswered = sum(1 for spare in self.spares if spare.pid is None)
-            while len(self.spares) < self.workers and unanswered < _ORDERS_IN_FLIGHT:
+            while len(self.spares) < self.workers and unanswered < self.orders_in_flight:
                 self.spares.append(self._spawn(wanted_now=bool(self.queue)))
                 unanswered += 1
         # Scratch directories made ahead, as spares are: a request does not wait for one.
@@ -1233,30 +1236,42 @@ class PoolServer:
         spare), so it would not wait long enough to warm up (zygote._become_child)."""
         self.next_token += 1
         child = Child(self.next_token)
+        self.children[child.token] = child
+        self.unsent.append((child, wanted_now))
+        self._send_orders()
+        return child
+
+    def _open_pipes(self, child: Child) -> None:
+        """The child's pipes and channel: the server's ends in child.fds, read from now on
+        (but while its run is quiet, _quiet), and the ends its order passes to the zygote
+        in child.passed. Made as the order is sent, not while it waits: a pool whose
+        orders wait (for a stopped zygote) would hold twice the descriptors per child."""
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         rep_r, rep_w = os.pipe()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        chan = ours.detach()
-        self.unsent.append((child, wanted_now, [out_w, err_w, rep_w, theirs.detach()]))
-        self._send_orders()
-        child.fds = {"stdout": out_r, "stderr": err_r, "report": rep_r, "channel": chan}
+        child.passed = [out_w, err_w, rep_w, theirs.detach()]
+        child.fds = {"stdout": out_r, "stderr": err_r, "report": rep_r, "channel": ours.detach()}
         for role, fd in child.fds.items():
             os.set_blocking(fd, False)
             self.handlers[fd] = (child, role)
-            self.poller.register(fd, select.POLLIN)
-        self.children[child.token] = child
-        return child
+            if child.quiet_until and role in _QUIET_ROLES:
+                if role in _GROWN_ROLES:
+                    _resize_pipe(fd, _QUIET_PIPE)
+            else:
+                self.poller.register(fd, select.POLLIN)
 
     def _send_orders(self) -> None:
         """Sends the zygote the orders it has room for; the rest wait for that room (the
         loop polls for it), so that a zygote that reads none (stopped) never stops the
         pool: the runs of those children end at their timeouts (_never_forked)."""
         self.orders_retry_at = None
-        while self.unsent and self.orders_unanswered < _ORDERS_IN_FLIGHT:
-            child, wanted_now, fds = self.unsent[0]
+        while self.unsent and self.orders_unanswered < self.orders_in_flight:
+            child, wanted_now = self.unsent[0]
+            if not child.fds:
+                self._open_pipes(child)
             try:
-                zygote.order_spare(self.zygote, child.token, wanted_now, fds)
+                zygote.order_spare(self.zygote, child.token, wanted_now, child.passed)
             except BlockingIOError:
                 break
             except OSError as exc:
@@ -1268,13 +1283,12 @@ class PoolServer:
             del self.unsent[0]
             self.orders_unanswered += 1
             child.ordered = True
-            for fd in fds:
-                os.close(fd)
+            _close_all(child.passed)
         # Polled for room only while room is what they wait for: not while the orders
         # sent wait for answers, nor for a retry.
         room_wanted = (
             self.unsent
-            and self.orders_unanswered < _ORDERS_IN_FLIGHT
+            and self.orders_unanswered < self.orders_in_flight
             and self.orders_retry_at is None
         )
         self.poller.modify(self.zygote, select.POLLIN | (select.POLLOUT if room_wanted else 0))
@@ -1286,11 +1300,10 @@ class PoolServer:
 
     def _drop_order(self, child: Child) -> None:
         """Forgets the order of a child that ended before it was sent."""
-        for index, (unsent, _, fds) in enumerate(self.unsent):
+        for index, (unsent, _) in enumerate(self.unsent):
             if unsent is child:
                 del self.unsent[index]
-                for fd in fds:
-                    os.close(fd)
+                _close_all(child.passed)
                 return
 
     def _start_child(
@@ -2069,6 +2082,25 @@ def _unread_answers(bound: int) -> str:
 def _closed(request_id: object, name: str) -> "dict[str, Any]":
     """The answer to a close_session line."""
     return {"id": request_id, "session": {"id": name, "closed": True}}
+
+
+def _close_all(fds: list[int]) -> None:
+    """Closes every descriptor of fds, and empties it."""
+    while fds:
+        os.close(fds.pop())
+
+
+def _orders_in_flight() -> int:
+    """How many orders for spares may be sent and not yet answered: _ORDERS_IN_FLIGHT, or
+    fewer under a low limit on open files, so that the descriptors the orders and the
+    zygote's answers hold in flight stay within half of it (the kernel's bound on them,
+    which a zygote that met it in its answer would not survive)."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if limit == resource.RLIM_INFINITY:
+        return _ORDERS_IN_FLIGHT
+    return max(1, min(_ORDERS_IN_FLIGHT, limit // (2 * _DESCRIPTORS_PER_CHILD)))
 
 
 def _check_descriptors(workers: int) -> "int | None":
