@@ -34,6 +34,7 @@ KINDS = frozenset(
         "stack_limit",
         "file_size",
         "file_size_inherited",
+        "memory_inherited",
         "process",
         "thread_pool",
         "job_control",
@@ -570,7 +571,9 @@ def _hint_of(
             f"raise it with {style.limit('max_file_size', larger)}"
         )
     if kind == "file_size_inherited":
-        return _file_size_inherited_hint(value, max_file_size)
+        return _inherited_limit_hint("a file reached", "size", value, max_file_size)
+    if kind == "memory_inherited":
+        return _inherited_limit_hint("the program used up", "memory", value, memory)
     fixed = {
         "process": PROCESS_HINT,
         "thread_pool": THREAD_POOL_HINT,
@@ -842,20 +845,31 @@ def shown_path(path: str) -> "str | None":
     return "'" + path.replace("'", "'\"'\"'") + "'"
 
 
-def _file_size_inherited_hint(limit: str | None, max_file_size: int | None) -> str | None:
-    """A file reached the file-size limit pynox was started with, below --max-file-size:
-    pynox keeps a lower hard limit (runtime/limits.c), and a larger flag would not help."""
-    if max_file_size is None or limit is None:
+# How a hard limit pynox was started with is set, and what to do instead, by the limit.
+_INHERITED = {
+    "size": ("ulimit -f", "write less"),
+    "memory": ("ulimit -d or ulimit -v", "allocate less"),
+}
+
+
+def _inherited_limit_hint(
+    reached: str, limit_name: str, limit: str | None, asked: int | None
+) -> str | None:
+    """The program reached a limit pynox was started with, below the one the run asked for
+    (--memory, --max-file-size): pynox keeps a lower hard limit (runtime/limits.c), and a
+    larger flag would not help."""
+    if asked is None or limit is None:
         return None
     if limit != VALUE_PLACEHOLDER:  # the launcher puts the child's value in its place
         size = _size(limit)
-        if not 0 < size < max_file_size:
+        if not 0 < size < asked:
             return None
         limit = format_size(size)
+    setter, instead = _INHERITED[limit_name]
     return (
-        f"a file reached the {limit} size limit that pynox was started with (its hard limit, "
-        f"as ulimit -f sets it), below the {format_size(max_file_size)} asked for, and pynox "
-        "cannot raise it; write less, or raise that limit where pynox starts"
+        f"{reached} the {limit} {limit_name} limit that pynox was started with (its hard "
+        f"limit, as {setter} sets it), below the {format_size(asked)} asked for, and pynox "
+        f"cannot raise it; {instead}, or raise that limit where pynox starts"
     )
 
 

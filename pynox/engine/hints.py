@@ -493,6 +493,10 @@ def _classify(
     policy: "Policy | None",
 ) -> tuple[str | None, str | None, str | None]:
     if isinstance(exc, MemoryError):
+        asked = policy.memory if policy is not None else None
+        below = _inherited_limit_below(asked, ("RLIMIT_DATA", "RLIMIT_AS"))
+        if below is not None:
+            return "memory_inherited", below, None
         wanted = _memory_wanted(exc, policy)
         if wanted == "":
             return "memory_beyond", None, None
@@ -738,18 +742,20 @@ _RAISE_MESSAGES = frozenset(
 )
 
 
-def _file_size_limit_below(policy: "Policy | None") -> str | None:
-    """The file-size limit in force, as format_size writes it, when it is below the run's
-    --max-file-size: the hard limit pynox was started with, which it keeps when lower
-    (runtime/limits.c) and no flag raises; else None."""
-    if policy is None or policy.max_file_size is None:
+def _inherited_limit_below(asked: int | None, names: "tuple[str, ...]") -> str | None:
+    """The lowest of the resource limits `names` in force, as format_size writes it, when
+    it is below what the run asked for (its --memory or --max-file-size): the hard limit
+    pynox was started with, which it keeps when lower (runtime/limits.c) and no flag
+    raises; else None."""
+    if asked is None:
         return None
     import resource
 
-    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[1]
-    if limit == resource.RLIM_INFINITY or limit >= policy.max_file_size:
+    hard = (resource.getrlimit(getattr(resource, name))[1] for name in names)
+    finite = [limit for limit in hard if limit != resource.RLIM_INFINITY]
+    if not finite or min(finite) >= asked:
         return None
-    return format_size(limit)
+    return format_size(min(finite))
 
 
 def _raised_limit(
@@ -982,7 +988,8 @@ def _classify_os_error(
     if path is None and sockets is not None and called_names(exc) & _INTERFACE_LOOK_UPS:
         return "interfaces", None, None
     if exc.errno == errno.EFBIG:
-        below = _file_size_limit_below(policy)
+        asked = policy.max_file_size if policy is not None else None
+        below = _inherited_limit_below(asked, ("RLIMIT_FSIZE",))
         if below is not None:
             return "file_size_inherited", below, path
         return "file_size", None, path

@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from support.commands import PYNOX, limiting_file_size, pynox
+from support.commands import PYNOX, limiting_file_size, limiting_memory, pynox
 from support.probes import World, outcomes, run_probe
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -134,6 +134,33 @@ def test_a_lower_file_size_limit_pynox_was_started_with_is_named(
     else:
         assert proc.stderr.decode().splitlines()[-1] == f"pynox: {hint}"
     assert target.stat().st_size <= 1024 * 1024
+
+
+@pytest.mark.parametrize("json_result", [False, True], ids=["line", "json"])
+def test_a_lower_memory_limit_pynox_was_started_with_is_named(
+    world: World, json_result: bool
+) -> None:
+    """As for the file size: a hard RLIMIT_DATA lower than --memory stays, and the hint
+    names it rather than a larger --memory that would change nothing."""
+    proc = run_probe(
+        world,
+        """
+        hog = bytearray(300 * 1024 * 1024)
+    """,
+        *(["--json"] if json_result else []),
+        "--memory=512m",
+        command=[*limiting_memory(256 << 20), PYNOX],
+    )
+    hint = (
+        "the program used up the 256m memory limit that pynox was started with (its hard "
+        "limit, as ulimit -d or ulimit -v sets it), below the 512m asked for, and pynox "
+        "cannot raise it; allocate less, or raise that limit where pynox starts"
+    )
+    assert proc.returncode == 1, proc.stderr
+    if json_result:
+        assert json.loads(proc.stdout)["error"]["hint"] == hint
+    else:
+        assert proc.stderr.decode().splitlines()[-1] == f"pynox: {hint}"
 
 
 TIMEOUT_PROBES = {

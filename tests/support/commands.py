@@ -78,6 +78,12 @@ def limiting_open_files(limit: int) -> list[str]:
     return [PYTHON, "-c", _LIMITING, "RLIMIT_NOFILE", str(limit)]
 
 
+def limiting_memory(limit: int) -> list[str]:
+    """A prefix for a command line: what follows may hold at most `limit` bytes of data
+    (RLIMIT_DATA, as ulimit -d sets it)."""
+    return [PYTHON, "-c", _LIMITING, "RLIMIT_DATA", str(limit)]
+
+
 def limiting_file_size(limit: int) -> list[str]:
     """A prefix for a command line: what follows it may write files of at most `limit`
     bytes (a write past it fails with EFBIG, as on a full disk with ENOSPC)."""
