@@ -3,10 +3,12 @@ what differs for a user without privileges is tested on every run."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,12 +27,32 @@ def as_nobody(*reachable: Path) -> list[str]:
     session's private temporary directory), the command runs in a mount namespace of its
     own in which that folder is an empty one open to all that holds only those paths,
     bound from where they are (through a descriptor of the folder opened before).
-    Skips where no other user can be become: not root, or no setpriv and unshare."""
+    Skips where no other user can be become: not root, no setpriv and unshare, or no
+    right to make a mount namespace (a container's root, say)."""
     if os.geteuid() != 0:
         pytest.skip("only root can run a command as another user")
+    refusal = _why_nobody_cannot_run_python()
+    if refusal is not None:
+        pytest.skip(f"cannot run this Python as {USER}: {refusal}")
+    return _prefix(reachable)
+
+
+@functools.cache
+def _why_nobody_cannot_run_python() -> str | None:
+    """None when the prefix runs this interpreter as nobody here, else why not."""
+    if shutil.which("setpriv") is None or shutil.which("unshare") is None:
+        return "needs setpriv and unshare (util-linux)"
+    command = [*_prefix(()), sys.executable, "-c", "pass"]
+    proc = subprocess.run(command, capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+    if proc.returncode != 0:
+        return proc.stderr.decode(errors="replace").strip() or f"exit {proc.returncode}"
+    return None
+
+
+def _prefix(reachable: tuple[Path, ...]) -> list[str]:
+    """as_nobody's prefix, made without asking whether it works here."""
     setpriv, unshare = shutil.which("setpriv"), shutil.which("unshare")
-    if setpriv is None or unshare is None:
-        pytest.skip("needs setpriv and unshare (util-linux) to run a command as nobody")
+    assert setpriv is not None and unshare is not None
     become = [setpriv, f"--reuid={USER}", f"--regid={GROUP}", "--clear-groups", "--"]
     closed: dict[Path, list[Path]] = {}
     for path in _outermost([Path(sys.prefix), Path(sys.base_prefix), *reachable]):
