@@ -420,10 +420,16 @@ def classify(
             kind, target = _refused_listing(policy)
     except Exception:  # noqa: BLE001 - raised by the program's code, read as an attribute
         return None, None, None
+    writable = kind
+    if cwd is not None and kind in _WRITE_KINDS and target is not None:
+        writable = _where_writable(kind, target, cwd)
+    # What no grant may ever reach is said first; the user's permissions come next, before
+    # a folder to make beside what cannot be granted (which this user may not make).
+    if writable == "trusted_write":
+        return writable, target, path
     if kind in _UNPERMITTED and target is not None and _refused_to_user(kind, target, path):
         return _UNPERMITTED[kind], target, path
-    if cwd is not None and kind in _WRITE_KINDS and target is not None:
-        kind = _where_writable(kind, target, cwd)
+    kind = writable
     if kind in _WRITE_KINDS and target is not None and _holds_scratch(target, policy):
         kind = "read_write_beside_scratch" if kind == "read_write" else "write_beside_scratch"
     return kind, target, path

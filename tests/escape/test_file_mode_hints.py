@@ -129,3 +129,14 @@ def test_a_pool_request_gets_the_hint_in_the_apis_words(project: Path) -> None:
         assert pool.close() == 0
     assert result["exit"] == 1, result
     assert result["error"]["hint"] == _read_hint(secret, f"allow_read=[{str(secret)!r}]")
+
+
+def test_a_path_no_grant_may_reach_says_so_before_its_modes(project: Path) -> None:
+    """A kernel setting that no one may write, root included once without capabilities:
+    that pynox never grants it is what to say, whatever its modes."""
+    setting = "/proc/sys/kernel/version"
+    stderr = _failed(pynox("-c", f"open({setting!r}, 'w')", cwd=project))
+    assert hint_line(stderr).startswith(
+        f"pynox: {setting} cannot be granted for writing: what is written there reaches past "
+        "the sandbox"
+    ), stderr
