@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -128,12 +129,20 @@ def test_a_lower_file_size_limit_pynox_was_started_with_is_named(
         "ulimit -f sets it), below the 8m asked for, and pynox cannot raise it; write less, "
         "or raise that limit where pynox starts"
     )
+    _assert_failed_with_hint(proc, json_result, hint)
+    assert target.stat().st_size <= 1024 * 1024
+
+
+def _assert_failed_with_hint(
+    proc: subprocess.CompletedProcess[bytes], json_result: bool, hint: str
+) -> None:
+    """The program failed (exit status 1) and its hint, in the result or as stderr's last
+    line, is `hint`."""
     assert proc.returncode == 1, proc.stderr
     if json_result:
         assert json.loads(proc.stdout)["error"]["hint"] == hint
     else:
         assert proc.stderr.decode().splitlines()[-1] == f"pynox: {hint}"
-    assert target.stat().st_size <= 1024 * 1024
 
 
 @pytest.mark.parametrize("json_result", [False, True], ids=["line", "json"])
@@ -156,11 +165,7 @@ def test_a_lower_memory_limit_pynox_was_started_with_is_named(
         "limit, as ulimit -d or ulimit -v sets it), below the 512m asked for, and pynox "
         "cannot raise it; allocate less, or raise that limit where pynox starts"
     )
-    assert proc.returncode == 1, proc.stderr
-    if json_result:
-        assert json.loads(proc.stdout)["error"]["hint"] == hint
-    else:
-        assert proc.stderr.decode().splitlines()[-1] == f"pynox: {hint}"
+    _assert_failed_with_hint(proc, json_result, hint)
 
 
 TIMEOUT_PROBES = {
