@@ -148,6 +148,8 @@ _MAX_SIGNAL = 64
 _STALE_FRAMES = MAX_IMAGES + 2
 # The grants a session's process is confined with when it starts: a later step keeps them.
 _SESSION_GRANTS = tuple(field.name for field in GRANT_FIELDS if field.name != "timeout")
+# A step's fields that bear on its policy: those, its own timeout and a profile.
+_STEP_POLICY_FIELDS = frozenset({field.name for field in GRANT_FIELDS} | {"profile"})
 # Frames that belong to one session step: taken only from the step they name.
 _STEP_FRAMES = ("call", "value", "image", "done")
 # A child whose run or session is over (closed, exited, its result sent) gets this
@@ -890,6 +892,8 @@ class PoolServer:
         A step that asks for other grants is refused: run without them, it would fail as
         the step before did, and get the hint it followed again."""
         policy = session.policy
+        if message.keys().isdisjoint(_STEP_POLICY_FIELDS):
+            return policy  # most steps: nothing to check on their way
         grants = pool_request.request_grants(message)  # each field checked, as at the first
         asked = [name for name in _SESSION_GRANTS if name in message]
         if "profile" in message:
