@@ -18,6 +18,7 @@ from support.pool_client import (
     wait_gone,
 )
 from support.pool_requests import assert_ok, code, new_id
+from support.waiting import wait_until
 
 pytestmark = POOL_TIMING
 
@@ -211,10 +212,18 @@ def test_a_spare_that_died_waiting_is_not_given_a_request() -> None:
     with PoolClient(workers=2) as client:
         _read(client, Path("/nonexistent"), None)
         _wait_primed(client)
-        spares = descendants(client.pid, zombies=False)
-        # The zygote is the one child of the pool's own; the spares are its children.
-        spares = {pid for pid in spares if int(_parent(pid)) != client.pid}
-        assert len(spares) == 2
+
+        def spares_now() -> set[int]:
+            # The zygote is the one child of the pool's own; the spares are its children.
+            return {
+                pid
+                for pid in descendants(client.pid, zombies=False)
+                if int(_parent(pid)) != client.pid
+            }
+
+        # The spare that replaces the request's may still be on its way from the zygote.
+        assert wait_until(lambda: len(spares_now()) == 2), spares_now()
+        spares = spares_now()
         for pid in spares:
             os.kill(pid, signal.SIGKILL)
         assert wait_gone(spares, 10) == set()
