@@ -47,11 +47,12 @@ def _primed(client: PoolClient) -> set[int]:
     }
 
 
-def _wait_primed(client: PoolClient, besides: set[int] | None = None) -> set[int]:
-    """The primed spares, once there is one; besides: spares primed to an earlier policy,
-    which a request of another policy closed but which may not have exited yet."""
+def _wait_primed(client: PoolClient, besides: set[int]) -> set[int]:
+    """The primed spares, once there is one; besides: the processes of requests that ran,
+    confined as a primed spare is, and spares primed to an earlier policy, which a request
+    of another policy closed: each may take a moment to exit (under load, more than one)."""
     deadline = time.monotonic() + 20
-    while not (primed := _primed(client) - (besides or set())):
+    while not (primed := _primed(client) - besides):
         if time.monotonic() > deadline:
             raise AssertionError("no spare of the pool was primed")
         time.sleep(0.02)
@@ -80,8 +81,9 @@ def _read(client: PoolClient, path: Path, grant: Path | None, **extra: object) -
 def test_a_request_of_the_last_policy_runs_in_a_primed_spare(tmp_path: Path) -> None:
     data = _with_note(tmp_path / "data", "v1")
     with PoolClient(workers=2) as client:
-        assert _read(client, data / "note.txt", data)[0] == "v1"
-        primed = _wait_primed(client)
+        text, ran = _read(client, data / "note.txt", data)
+        assert text == "v1"
+        primed = _wait_primed(client, besides={ran})
         text, pid = _read(client, data / "note.txt", data)
         assert text == "v1"
         assert pid in primed
@@ -113,8 +115,9 @@ def test_a_script_runs_in_a_primed_spare_as_python_runs_it(tmp_path: Path) -> No
     expected = f"{[str(script), 'x']} {tmp_path} {script} {[str(script), 'x']}"
     with PoolClient(workers=2) as client:
         first = client.run({"id": new_id(), "script": str(script), "args": ["x"]})
-        assert first["stdout"].split("\n")[0] == expected, first
-        primed = _wait_primed(client)
+        shown, ran = first["stdout"].split("\n")[:2]
+        assert shown == expected, first
+        primed = _wait_primed(client, besides={int(ran)})
         second = client.run({"id": new_id(), "script": str(script), "args": ["x"]})
         shown, pid = second["stdout"].split("\n")[:2]
         assert (shown, int(pid) in primed) == (expected, True), second
@@ -125,11 +128,11 @@ def test_a_request_of_another_policy_gets_none_of_the_primed_grants(tmp_path: Pa
     data = _with_note(tmp_path / "data", "secret")
     other = _with_note(tmp_path / "other", "other")
     with PoolClient(workers=2) as client:
-        _read(client, data / "note.txt", data)
-        primed = _wait_primed(client)
+        ran = {_read(client, data / "note.txt", data)[1]}
+        primed = _wait_primed(client, besides=ran)
         text, pid = _read(client, data / "note.txt", None)
         assert (text, pid in primed) == ("PermissionError", False)
-        _wait_primed(client)
+        _wait_primed(client, besides=ran | primed | {pid})
         text, pid = _read(client, data / "note.txt", other)
         assert (text, pid in primed) == ("PermissionError", False)
         assert _read(client, other / "note.txt", other)[0] == "other"
@@ -143,8 +146,8 @@ def test_a_primed_grant_whose_path_names_another_directory_now_is_not_used(
     request granted the path reads what the path names when it runs, never the old one."""
     data = _with_note(tmp_path / "data", "old")
     with PoolClient(workers=2) as client:
-        _read(client, data / "note.txt", data)
-        primed = _wait_primed(client)
+        ran = _read(client, data / "note.txt", data)[1]
+        primed = _wait_primed(client, besides={ran})
         data.rename(tmp_path / "moved")
         _with_note(data, "new")
         text, pid = _read(client, data / "note.txt", data)
@@ -161,14 +164,16 @@ def test_requests_without_grants_get_the_default_policy_whatever_ran_between(
     request's grants, and a spare primed to it."""
     data = _with_note(tmp_path / "data", "secret")
     with PoolClient(workers=2) as client:
-        first = client.run({"id": new_id(), "code": "print(1)"})
-        # Each request of another policy closes the spare primed to the last one, which
-        # may take a moment to exit (under load, more than one).
-        stale = _wait_primed(client)
-        assert _read(client, data / "note.txt", data)[0] == "secret"
-        stale |= _wait_primed(client, besides=stale)
-        assert _read(client, data / "note.txt", None)[0] == "PermissionError"
-        primed = _wait_primed(client, besides=stale)
+        first = client.run({"id": new_id(), "code": "import os\nprint(os.getpid())"})
+        # Each request of another policy closes the spare primed to the last one.
+        exiting = {int(first["stdout"])}
+        exiting |= _wait_primed(client, besides=exiting)
+        text, ran = _read(client, data / "note.txt", data)
+        assert text == "secret"
+        exiting |= {ran} | _wait_primed(client, besides=exiting | {ran})
+        text, ran = _read(client, data / "note.txt", None)
+        assert text == "PermissionError"
+        primed = _wait_primed(client, besides=exiting | {ran})
         text, pid = _read(client, data / "note.txt", None)
         assert (text, pid in primed) == ("PermissionError", True)
         last = client.run({"id": new_id(), "code": "print(1)"})
@@ -184,8 +189,8 @@ def test_requests_with_files_or_host_functions_do_not_take_a_primed_spare(
 ) -> None:
     """Both are set up for the request before its confinement, which a primed spare is past."""
     with PoolClient(workers=2) as client:
-        _read(client, Path("/nonexistent"), None)
-        _wait_primed(client)
+        ran = _read(client, Path("/nonexistent"), None)[1]
+        _wait_primed(client, besides={ran})
         with_file = client.run(
             {
                 "id": new_id(),
@@ -194,8 +199,8 @@ def test_requests_with_files_or_host_functions_do_not_take_a_primed_spare(
             }
         )
         assert_ok(with_file, "given\n")
-        _read(client, Path("/nonexistent"), None)
-        _wait_primed(client)
+        ran = _read(client, Path("/nonexistent"), None)[1]
+        _wait_primed(client, besides={ran})
         calling = client.run(
             {
                 "id": new_id(),
@@ -210,8 +215,8 @@ def test_requests_with_files_or_host_functions_do_not_take_a_primed_spare(
 
 def test_a_spare_that_died_waiting_is_not_given_a_request() -> None:
     with PoolClient(workers=2) as client:
-        _read(client, Path("/nonexistent"), None)
-        _wait_primed(client)
+        ran = _read(client, Path("/nonexistent"), None)[1]
+        _wait_primed(client, besides={ran})
 
         def spares_now() -> set[int]:
             # The zygote is the one child of the pool's own; the spares are its children.
@@ -248,8 +253,8 @@ def test_an_idle_pool_sleeps_once_its_spares_are_ready_and_primed() -> None:
     """Nothing wakes the pool server's loop while no request comes, no spare is missing and
     none waits to be primed: an idle pool costs no CPU time."""
     with PoolClient(workers=2) as client:
-        _read(client, Path("/nonexistent"), None)
-        _wait_primed(client)
+        ran = _read(client, Path("/nonexistent"), None)[1]
+        _wait_primed(client, besides={ran})
         time.sleep(0.5)  # the scratch directories of the run that ended go meanwhile
         before = _wakeups(client.pid)
         time.sleep(1)
