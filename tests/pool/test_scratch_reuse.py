@@ -335,8 +335,12 @@ def test_a_scratch_root_whose_name_another_took_is_refused(tmp_path: Path) -> No
     base = tmp_path / "tmp"
     base.mkdir()
     with PoolClient(workers=1, env=clean_env({"TMPDIR": str(base)})) as pool:
-        pool.run({"id": "warm", "code": "print(0)"})
+        warm = pool.run({"id": "warm", "code": "import os\nprint(os.environ['TMPDIR'])"})
         (root,) = base.iterdir()
+        # The pool's thread makes the next runs' directories, the warm run's renamed among
+        # them or removed: done, it makes nothing more, the root included, until a request.
+        used = Path(warm["stdout"].strip())
+        assert _eventually(lambda: used not in (ready := list(root.iterdir())) and ready != [])
         _remove_all(root)
         root.mkdir()
         root.chmod(0o777)  # as a directory of someone else's would let anyone write it
