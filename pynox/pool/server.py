@@ -148,8 +148,9 @@ _MAX_SIGNAL = 64
 _STALE_FRAMES = MAX_IMAGES + 2
 # The grants a session's process is confined with when it starts: a later step keeps them.
 _SESSION_GRANTS = tuple(field.name for field in GRANT_FIELDS if field.name != "timeout")
-# A step's fields that bear on its policy: those, its own timeout and a profile.
-_STEP_POLICY_FIELDS = frozenset({field.name for field in GRANT_FIELDS} | {"profile"})
+# A later step's fields that bear on its policy: a script of its own changes nothing, as
+# its session's process is confined for good.
+_STEP_POLICY_FIELDS = pool_request.POLICY_FIELDS - {"script"}
 # Frames that belong to one session step: taken only from the step they name.
 _STEP_FRAMES = ("call", "value", "image", "done")
 # A child whose run or session is over (closed, exited, its result sent) gets this
