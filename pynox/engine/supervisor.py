@@ -90,9 +90,11 @@ class Outcome:
             self.exit_code = os.waitstatus_to_exitcode(status)
 
     def take_output(self, stdout: "Capture", stderr: "Capture") -> None:
+        """The run's output; stderr's capture becomes the outcome's, never to be written
+        to again (a session's next step gets new ones: Capture.emptied)."""
         self.stdout, self.stdout_truncated = stdout.kept(), stdout.truncated
         self.stderr, self.stderr_truncated = stderr.kept(), stderr.truncated
-        self.stderr_capture = stderr.copy()
+        self.stderr_capture = stderr
 
 
 class Capture:
@@ -130,12 +132,6 @@ class Capture:
         if len(self.tail) > 2 * share:
             del self.tail[: len(self.tail) - share]
 
-    def copy(self) -> "Capture":
-        copied = Capture(self.limit)
-        copied.data, copied.tail = bytearray(self.data), bytearray(self.tail)
-        copied.seen, copied.truncated, copied.open = self.seen, self.truncated, self.open
-        return copied
-
     def replace_ending(self, old: bytes, new: bytes) -> bool:
         """Whether the stream ended with old, which new now replaces (the stream cut as if
         the program had written new instead)."""
@@ -147,12 +143,11 @@ class Capture:
         self.add(new)
         return True
 
-    def reset(self) -> None:
-        """Empty again, for the next step of a session."""
-        self.data.clear()
-        self.tail.clear()
-        self.seen = 0
-        self.truncated = False
+    def emptied(self) -> "Capture":
+        """A new capture of the same stream, empty, for the next step of a session."""
+        empty = Capture(self.limit)
+        empty.open = self.open
+        return empty
 
     def _tail_share(self) -> int:
         return self.limit - self.limit // 2

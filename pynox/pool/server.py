@@ -1818,8 +1818,7 @@ class PoolServer:
     def _outcome(self, run: Run, child: Child, exit_code: int | None) -> Outcome:
         outcome = Outcome()
         outcome.take_output(child.stdout, child.stderr)
-        child.stdout.reset()
-        child.stderr.reset()
+        child.stdout, child.stderr = child.stdout.emptied(), child.stderr.emptied()
         outcome.duration_ms = (time.monotonic() - run.started) * 1000
         if exit_code is not None:
             outcome.exit_code = exit_code

@@ -125,11 +125,13 @@ def test_a_limit_with_room_for_the_line_says_what_was_left_out(limit: int) -> No
 
 
 @pytest.mark.unit
-def test_reset_starts_a_new_step_empty() -> None:
+def test_an_emptied_capture_starts_a_new_step_and_leaves_the_last_as_it_was() -> None:
     capture = kept(10, b"x" * 100)
-    capture.reset()
-    capture.add(b"ok")
-    assert capture.kept() == b"ok" and not capture.truncated
+    last = capture.kept()
+    emptied = capture.emptied()
+    emptied.add(b"ok")
+    assert emptied.kept() == b"ok" and not emptied.truncated and emptied.limit == 10
+    assert capture.kept() == last and capture.truncated
 
 
 def assert_ends_with_traceback_and_hint(stderr: str, flag: str) -> None:
