@@ -85,17 +85,22 @@ def test_memory_limit_cannot_be_raised(world: World) -> None:
     }
 
 
-def test_file_size_limit_gives_efbig(world: World) -> None:
+def _write_two_megabytes(
+    world: World, *flags: str, command: list[str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """Runs a program that writes a 2 MiB file in the world's writable directory, granted
+    to it, under flags."""
     target = world.wo / "big.bin"
-    proc = run_probe(
-        world,
-        f"""
+    program = f"""
         with open({str(target)!r}, "wb") as f:
             f.write(b"x" * (2 * 1024 * 1024))
-    """,
-        "--max-file-size=1m",
-        f"--allow-write={world.wo}",
-    )
+    """
+    return run_probe(world, program, *flags, f"--allow-write={world.wo}", command=command)
+
+
+def test_file_size_limit_gives_efbig(world: World) -> None:
+    target = world.wo / "big.bin"
+    proc = _write_two_megabytes(world, "--max-file-size=1m")
     err = proc.stderr.decode()
     assert proc.returncode == 1, err
     assert "OSError: [Errno 27] File too large" in err
@@ -113,15 +118,10 @@ def test_a_lower_file_size_limit_pynox_was_started_with_is_named(
     unprivileged process cannot raise it): the hint names that limit, not a larger flag
     that would change nothing."""
     target = world.wo / "big.bin"
-    proc = run_probe(
+    proc = _write_two_megabytes(
         world,
-        f"""
-        with open({str(target)!r}, "wb") as f:
-            f.write(b"x" * (2 * 1024 * 1024))
-    """,
         *(["--json"] if json_result else []),
         "--max-file-size=8m",
-        f"--allow-write={world.wo}",
         command=[*limiting_file_size(1 << 20), PYNOX],
     )
     hint = (
