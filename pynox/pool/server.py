@@ -830,17 +830,20 @@ class PoolServer:
                     "the protocol), or allow sessions with a higher max_sessions",
                     request_id,
                 )
-            if self.max_sessions is not None and len(self.sessions) >= self.max_sessions:
+            # Closed sessions whose steps still run (close_session lets them finish) hold a
+            # process each, and its descriptors, until they end: they count as sessions.
+            ending = self._ending_session_processes()
+            held = f"{len(self.sessions)} sessions"
+            if ending:
+                held += f" and {ending} processes of closed sessions, not yet ended"
+            if self.max_sessions is not None and len(self.sessions) + ending >= self.max_sessions:
+                wait = ", or wait for the steps of closed sessions to end" if ending else ""
                 raise RequestError(
-                    f"the pool has {len(self.sessions)} sessions, its max_sessions; close one "
-                    "first (session.close() in Python, close_session in the protocol)",
+                    f"the pool has {held}, its max_sessions; close one first (session.close() "
+                    f"in Python, close_session in the protocol){wait}",
                     request_id,
                 )
-            ending = self._ending_session_processes()
             if self.session_room is not None and len(self.sessions) + ending >= self.session_room:
-                held = f"{len(self.sessions)} sessions"
-                if ending:  # closed, and their steps still run: each holds its descriptors
-                    held += f" and {ending} processes of closed sessions, not yet ended"
                 raise RequestError(
                     f"the pool has {held}, as many as its limit on open "
                     f"files leaves room for (each holds {_DESCRIPTORS_PER_CHILD}); close one first "

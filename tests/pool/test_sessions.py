@@ -149,6 +149,29 @@ def test_max_sessions(tmp_path: Path) -> None:
         assert client.close() == 0
 
 
+def test_a_closed_session_whose_step_still_runs_counts_against_max_sessions(
+    tmp_path: Path,
+) -> None:
+    """close_session lets a running step finish: its process runs on, and a client that
+    closed sessions mid-step and opened new ones ran any number of processes at once, past
+    max_sessions. It counts until it has ended, and the refusal says what to wait for."""
+    config = write_config(tmp_path, "[pool]\nmax_sessions = 1\n")
+    with PoolClient(config=config) as client:
+        client.send({"id": "slow", "session": "one", "code": "import time\ntime.sleep(2)"})
+        client.send({"id": "close", "close_session": "one"})
+        refused = step(client, "two", "b = 1")
+        assert (refused["exit"], refused["error"]["type"]) == (125, "RequestError"), refused
+        assert refused["error"]["message"] == (
+            "the pool has 0 sessions and 1 processes of closed sessions, not yet ended, its "
+            "max_sessions; close one first (session.close() in Python, close_session in the "
+            "protocol), or wait for the steps of closed sessions to end"
+        )
+        assert client.result("slow", 30)["exit"] == 0
+        client.wait_for(lambda: "close" in client.results)
+        assert step(client, "two", "print('two')")["stdout"] == "two\n"
+        assert client.close() == 0
+
+
 def test_idle_session_is_closed(tmp_path: Path) -> None:
     config = write_config(tmp_path, '[pool]\nsession_idle = "1s"\n')
     with PoolClient(config=config) as client:
