@@ -17,6 +17,19 @@ if TYPE_CHECKING:
 
     from pynox.policy.resolve import Policy
 
+# The ending of a kind below when its path is granted already (pynox.engine.hints).
+GRANTED_SUFFIX = "_granted"
+# What the file system's own permissions refuse this user, by hint kind (see
+# pynox.engine.hints._refused_to_user), and whether it is a read: a read may be granted
+# once this user may do it, a write goes elsewhere.
+_UNPERMITTED = {
+    "read_unpermitted": ("reading", True),
+    "list_unpermitted": ("listing", True),
+    "write_unpermitted": ("writing", False),
+    "entries_unpermitted": ("changing the entries of", False),
+    "read_write_unpermitted": ("reading and writing", False),
+}
+
 # What a hint can be about; the value a grant needs, if any, goes with it.
 KINDS = frozenset(
     {
@@ -83,11 +96,8 @@ KINDS = frozenset(
         "write",
         "entries",
         "read_write",
-        "read_unpermitted",
-        "list_unpermitted",
-        "write_unpermitted",
-        "entries_unpermitted",
-        "read_write_unpermitted",
+        *_UNPERMITTED,
+        *(kind + GRANTED_SUFFIX for kind in _UNPERMITTED),
         "write_beside_config",
         "write_beside_trusted",
         "read_write_beside_config",
@@ -711,6 +721,8 @@ def _hint_of(
         return f"the program reads back what it writes in {shown}; grant both with {both}"
     if kind in _UNPERMITTED:
         return _unpermitted_hint(str(kind), value, style)
+    if isinstance(kind, str) and kind.removesuffix(GRANTED_SUFFIX) in _UNPERMITTED:
+        return _unpermitted_hint(kind.removesuffix(GRANTED_SUFFIX), value, style, granted=True)
     if kind == "trusted_write":
         return (
             f"{shown} cannot be granted for writing: what is written there reaches past the "
@@ -731,31 +743,19 @@ def _hint_of(
     return None
 
 
-# What the file system's own permissions refuse this user, by hint kind (see
-# pynox.engine.hints._refused_to_user), and whether it is a read: a read may be granted
-# once this user may do it, a write goes elsewhere.
-_UNPERMITTED = {
-    "read_unpermitted": ("reading", True),
-    "list_unpermitted": ("listing", True),
-    "write_unpermitted": ("writing", False),
-    "entries_unpermitted": ("changing the entries of", False),
-    "read_write_unpermitted": ("reading and writing", False),
-}
-
-
-def _unpermitted_hint(kind: str, path: str, style: Style) -> str:
-    """What the sandbox refused, the file system refuses this user without capabilities
-    too: a grant alone would not help, and a hint that named one would send the model
-    round in a circle."""
+def _unpermitted_hint(kind: str, path: str, style: Style, granted: bool = False) -> str:
+    """What the sandbox refused, or what was granted and still refused, the file system
+    refuses this user without capabilities: a grant alone would not help, and a hint that
+    named one would send the model round in a circle."""
     action, reading = _UNPERMITTED[kind]
     refused = (
         f"{action} {style.shown(path)} is refused by the file system's permissions to this "
-        "user, as the sandbox runs the program (without capabilities, even for root), so no "
-        "grant alone would allow it"
+        "user, as the sandbox runs the program (without capabilities, even for root), so "
+        + ("its grant does not allow it" if granted else "no grant alone would allow it")
     )
     if not reading:
         return f"{refused}; write somewhere this user may write instead, such as {style.scratch()}"
-    if style.refused("allow_read", path):
+    if granted or style.refused("allow_read", path):
         return f"{refused}; use a copy this user may read instead"
     return (
         f"{refused}; use a copy this user may read instead, or once its permissions let this "

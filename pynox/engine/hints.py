@@ -32,7 +32,7 @@ from pynox.engine.exception_parts import (
     innermost_module,
     passes_through,
 )
-from pynox.engine.hint_text import OUTPUT_FOLDER, running_python_version
+from pynox.engine.hint_text import GRANTED_SUFFIX, OUTPUT_FOLDER, running_python_version
 from pynox.engine.library_errors import (
     denied_in_message,
     duckdb_database,
@@ -141,10 +141,24 @@ def _classify_file(
         write_tree = _covering(os.path.realpath(path), policy.writes()) if policy else None
         target = path if write_tree is None else write_tree
         listing = name in LISTING_EVENTS or (not name and os.path.isdir(path))
-        return _only_missing("list" if listing else "read", target, policy)
+        return _missing_or_unpermitted("list" if listing else "read", target, path, policy)
     if name in _ENTRY_EVENTS or not there:
-        return _only_missing("entries", _nearest_existing_dir(path), policy)
-    return _only_missing("write", path, policy)
+        return _missing_or_unpermitted("entries", _nearest_existing_dir(path), path, policy)
+    return _missing_or_unpermitted("write", path, path, policy)
+
+
+def _missing_or_unpermitted(
+    kind: str, target: str, path: str, policy: "Policy | None"
+) -> tuple[str | None, str | None]:
+    """_only_missing's answer; for a file granted already and refused all the same, the
+    kind that says the file system's own permissions refuse this user, when they do: the
+    grant does not help, and python run by root would not have been refused."""
+    found, named = _only_missing(kind, target, policy)
+    if found is None and kind in _UNPERMITTED:
+        real = _own_process_link(real_path(target))
+        if _refused_to_user(kind, real, path):
+            return _UNPERMITTED[kind] + GRANTED_SUFFIX, real
+    return found, named
 
 
 def _read_write(path: str, policy: "Policy | None") -> tuple[str | None, str | None]:
@@ -448,7 +462,8 @@ def _holds_scratch(folder: str, policy: "Policy | None") -> bool:
 _WRITE_KINDS = frozenset({"write", "entries", "read_write"})
 
 # Hints that name a grant, by the kind that says instead that the file system's own
-# permissions refuse this user the same, so that no grant alone would help.
+# permissions refuse this user the same, so that no grant alone would help; with
+# GRANTED_SUFFIX, the grant is there already.
 _UNPERMITTED = {
     "read": "read_unpermitted",
     "list": "list_unpermitted",

@@ -1,7 +1,8 @@
 """Hints after a refusal that the file system's own permissions make as well: the user
 pynox runs as may not read or write the file even granted, since a sandboxed program
 runs without capabilities (root's too). A hint that named the grant alone would send the
-model round in a circle: granted, the run fails alike, with no hint, as under python.
+model round in a circle: granted, the run fails alike, and the hint says why, naming no
+grant (python as root would have read it).
 
 Modes that refuse their own owner stand for another user's files: they refuse every
 process without capabilities, so these tests see what any user sees, root included."""
@@ -27,12 +28,14 @@ REFUSED = (
 WRITE_ELSEWHERE = (
     "write somewhere this user may write instead, such as the run's scratch directory ($TMPDIR)"
 )
+GRANTED_REFUSED = REFUSED.replace("no grant alone would allow it", "its grant does not allow it")
+USE_A_COPY = "use a copy this user may read instead"
 
 
 def _read_hint(path: Path, grant: str) -> str:
     return (
-        f"reading {path} {REFUSED}; use a copy this user may read instead, or once its "
-        f"permissions let this user read it, grant it with {grant}"
+        f"reading {path} {REFUSED}; {USE_A_COPY}, or once its permissions let this user read "
+        f"it, grant it with {grant}"
     )
 
 
@@ -70,9 +73,10 @@ def test_reading_a_file_its_modes_refuse_says_a_grant_alone_would_not_help(
     code = "open('data/secret.txt').read()"
     stderr = _failed(pynox("-c", code, cwd=project))
     assert hint_line(stderr) == "pynox: " + _read_hint(secret, f"--allow-read={secret}")
-    # Granted, it fails as under python: no hint, nothing to follow.
+    # Granted, it fails as under python for this user (root's python would read it): the
+    # hint says why, and names no grant.
     granted = _failed(pynox(f"--allow-read={secret}", "-c", code, cwd=project))
-    assert "pynox:" not in granted, granted
+    assert hint_line(granted) == f"pynox: reading {secret} {GRANTED_REFUSED}; {USE_A_COPY}"
 
 
 def test_a_json_result_and_the_line_say_the_same(project: Path) -> None:
@@ -82,6 +86,11 @@ def test_a_json_result_and_the_line_say_the_same(project: Path) -> None:
     result = json.loads(proc.stdout)
     assert result["exit"] == 1, result
     assert result["error"]["hint"] == _read_hint(secret, f"--allow-read={secret}")
+    assert result["stderr"].endswith("pynox: " + result["error"]["hint"] + "\n")
+    granted = pynox("--json", f"--allow-read={project}", "-c", "open('data/secret.txt').read()",
+                    cwd=project)  # fmt: skip
+    result = json.loads(granted.stdout)
+    assert result["error"]["hint"] == f"reading {secret} {GRANTED_REFUSED}; {USE_A_COPY}"
     assert result["stderr"].endswith("pynox: " + result["error"]["hint"] + "\n")
 
 
@@ -126,9 +135,12 @@ def test_a_pool_request_gets_the_hint_in_the_apis_words(project: Path) -> None:
     secret = project / "data" / "secret.txt"
     with PoolClient(workers=1) as pool:
         result = pool.run({"id": "1", "code": f"open({str(secret)!r}).read()"})
+        code = {"code": f"open({str(secret)!r}).read()", "allow_read": [str(project)]}
+        granted = pool.run({"id": "2", **code})
         assert pool.close() == 0
     assert result["exit"] == 1, result
     assert result["error"]["hint"] == _read_hint(secret, f"allow_read=[{str(secret)!r}]")
+    assert granted["error"]["hint"] == f"reading {secret} {GRANTED_REFUSED}; {USE_A_COPY}"
 
 
 def test_a_path_no_grant_may_reach_says_so_before_its_modes(project: Path) -> None:
