@@ -435,7 +435,11 @@ def _open_files_limit_hint(style: Style, memory: int) -> str:
 
 
 def _memory_hint(what: str, style: Style, memory: int) -> str:
-    """`what` happened under the memory limit: raise it, or, at its most, allocate less."""
+    """`what` happened under the memory limit: raise it, or, at its most, allocate less;
+    under a lower limit pynox was started with, which no flag raises, that one."""
+    below = inherited_limit_below(memory, MEMORY_LIMITS)
+    if below is not None:
+        return _inherited_text(what.removesuffix(" the"), "memory", below, memory)
     under = f"{what} {format_size(memory)} memory limit"
     larger = style.larger("memory", memory, memory * 2)
     if larger is None:
@@ -456,6 +460,10 @@ def _thread_stacks_hint(style: Style, memory: int) -> str:
     )
     fewer = "run fewer threads at once (concurrent.futures.ThreadPoolExecutor(max_workers=4))"
     smaller = "make their stacks smaller before starting them (threading.stack_size(1 << 20))"
+    below = inherited_limit_below(memory, MEMORY_LIMITS)
+    if below is not None:  # pynox was started under a lower one, which no flag raises
+        reached = counts.removesuffix(f" the {format_size(memory)} memory limit")
+        return _inherited_text(reached, "memory", below, memory, f"{fewer} or {smaller}")
     if style.larger("memory", memory, memory * 2) is None:
         return f"{counts}, the most {LIMITED_BY} allows; {fewer} or {smaller}"
     name = style.field("memory")
@@ -850,6 +858,24 @@ _INHERITED = {
     "size": ("ulimit -f", "write less"),
     "memory": ("ulimit -d or ulimit -v", "allocate less"),
 }
+# The resource limits --memory sets (runtime/limits.c).
+MEMORY_LIMITS = ("RLIMIT_DATA", "RLIMIT_AS")
+
+
+def inherited_limit_below(asked: int | None, names: "tuple[str, ...]") -> str | None:
+    """The lowest of the resource limits `names` in force, as format_size writes it, when
+    it is below what the run asked for (its --memory or --max-file-size): the hard limit
+    pynox was started with, which it keeps when lower (runtime/limits.c) and no flag
+    raises; else None."""
+    if asked is None:
+        return None
+    import resource
+
+    hard = (resource.getrlimit(getattr(resource, name))[1] for name in names)
+    finite = [limit for limit in hard if limit != resource.RLIM_INFINITY]
+    if not finite or min(finite) >= asked:
+        return None
+    return format_size(min(finite))
 
 
 def _inherited_limit_hint(
@@ -865,11 +891,19 @@ def _inherited_limit_hint(
         if not 0 < size < asked:
             return None
         limit = format_size(size)
-    setter, instead = _INHERITED[limit_name]
+    return _inherited_text(reached, limit_name, limit, asked)
+
+
+def _inherited_text(
+    reached: str, limit_name: str, limit: str, asked: int, instead: str | None = None
+) -> str:
+    """_inherited_limit_hint's text; instead: what to do rather than raise the limit, if
+    not to allocate or write less."""
+    setter, usual = _INHERITED[limit_name]
     return (
         f"{reached} the {limit} {limit_name} limit that pynox was started with (its hard "
         f"limit, as {setter} sets it), below the {format_size(asked)} asked for, and pynox "
-        f"cannot raise it; {instead}, or raise that limit where pynox starts"
+        f"cannot raise it; {instead or usual}, or raise that limit where pynox starts"
     )
 
 
