@@ -104,8 +104,18 @@ def describe_and_hint(
             sys.stderr.flush()
         except (OSError, ValueError):
             pass
-        os.write(2, f"pynox: {error['hint']}\n".encode(errors="replace"))
+        os.write(2, line_bytes(f"pynox: {error['hint']}\n"))
     return error
+
+
+def line_bytes(line: str) -> bytes:
+    """A line for stderr, a path in it that is not UTF-8 as its own bytes (the surrogates
+    os.fsdecode made of them): a grant it names then works when the shell passes it back,
+    where a "?" in its place would name another file."""
+    try:
+        return line.encode(errors="surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that stands for no byte: no file has it
+        return line.encode(errors="backslashreplace")
 
 
 def _module_hint(

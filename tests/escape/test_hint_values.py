@@ -4,11 +4,14 @@ program's own (more flags, another line), on the command line and in --json alik
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import sys
 from pathlib import Path
 
 import pytest
 from support.commands import pynox
+from support.hints import hint_line
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -46,6 +49,21 @@ def test_a_hint_shows_a_named_path_as_one_word(tmp_path: Path, path: str, hint: 
     assert lines == ([] if hint is None else [f"pynox: {hint}"]), plain.stderr
     result = json.loads(pynox("--json", "-c", program).stdout)
     assert result["error"]["hint"] == hint
+
+
+def test_a_hint_names_a_path_that_is_not_utf8_by_its_bytes(tmp_path: Path) -> None:
+    """A file's name is bytes: the hint line holds the name's own, which the shell passes
+    back as they are, so its grant, followed verbatim, works; the --json hint says the
+    same, each byte that is not UTF-8 as the surrogate os.fsdecode gives for it."""
+    path = os.fsencode(tmp_path) + b"/caf\xe9"
+    Path(os.fsdecode(path)).write_text("private")
+    program = f"print(open({path!r}).read())"
+    line = hint_line(pynox("-c", program).stderr.decode(errors="surrogateescape"))
+    flags = shlex.split(line.partition(" grant it with ")[2])
+    assert flags == [f"--allow-read={os.fsdecode(path)}"], line
+    assert pynox(*flags, "-c", program).stdout == b"private\n"
+    result = json.loads(pynox("--json", "-c", program).stdout)
+    assert f"pynox: {result['error']['hint']}" == line
 
 
 def test_a_folder_that_needs_quotes_is_shown_alike_in_both_hints(tmp_path: Path) -> None:
