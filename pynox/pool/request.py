@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from pynox import file_names, host_function_names, strict_json
+from pynox import file_names, host_function_names, os_text, strict_json
 from pynox.errors import PynoxError
 from pynox.limits import MAX_FILES_IN, MAX_FILES_IN_BYTES, UNKNOWN_SIGNATURE
 from pynox.policy.config import Grants
@@ -129,17 +129,35 @@ def string_list(message: dict[str, object], key: str) -> list[str]:
     return list(value)
 
 
+def program_args(message: dict[str, object]) -> list[str]:
+    """The request's args as python's sys.argv would hold them (pynox.os_text): one that
+    no command line can pass (a NUL, a surrogate that stands for no byte) is refused."""
+    args = string_list(message, "args")
+    for arg in args:
+        if "\0" in arg:
+            raise RequestError(
+                f"args lists {arg!r}, which holds a NUL character; no command-line argument can",
+                message["id"],
+            )
+        if not os_text.stands_for_bytes(arg):
+            raise RequestError(f"args lists {arg!r}, which {os_text.NO_BYTES}", message["id"])
+    return [os_text.as_python_sees(arg) for arg in args]
+
+
 def check_path(path: str, key: str, request_id: object) -> str:
-    """An absolute path without NUL, normalized; anything else is refused."""
+    """An absolute path without NUL, normalized, as python would find its bytes
+    (pynox.os_text); anything else is refused."""
     if "\0" in path:
         raise RequestError(f"{key} path {path!r} contains a NUL character", request_id)
+    if not os_text.stands_for_bytes(path):
+        raise RequestError(f"{key} path {path!r} {os_text.NO_BYTES}", request_id)
     if not os.path.isabs(path):
         raise RequestError(
             f"{key} path {path!r} is not absolute; the pool cannot know your working "
             "directory, so send absolute paths",
             request_id,
         )
-    return os.path.normpath(path)
+    return os.path.normpath(os_text.as_python_sees(path))
 
 
 def _absolute_paths(message: dict[str, object], key: str) -> list[str]:
@@ -257,6 +275,8 @@ def cap(grants: Grants, limits: Grants, limited: frozenset[str], request_id: obj
 
 
 def check_fields(message: dict[str, object]) -> None:
+    """Refuses a request whose fields are unknown or of the wrong type or text; a script's
+    path and the args become the text python would find for their bytes."""
     unknown = sorted(set(message) - REQUEST_FIELDS)
     if unknown:
         raise RequestError(
@@ -266,7 +286,7 @@ def check_fields(message: dict[str, object]) -> None:
     has_code, has_script = "code" in message, "script" in message
     if has_code == has_script:
         raise RequestError('a request needs exactly one of "code" and "script"', message["id"])
-    for key in ("code", "script", "name", "profile", "session"):
+    for key in ("code", "name", "profile", "session"):
         if key not in message:
             continue
         value = message[key]
@@ -274,15 +294,21 @@ def check_fields(message: dict[str, object]) -> None:
             raise RequestError(f"{key} must be a string", message["id"])
         if not value.isascii() and not _is_unicode(value):
             # JSON can spell one (\ud800), but python runs no code holding one and no
-            # file or session name can.
+            # session name can. (A script's path may name bytes that are not UTF-8.)
             raise RequestError(
                 f"{key} is not valid Unicode text: it holds a lone surrogate (such as "
                 "\\ud800); send text that UTF-8 can encode",
                 message["id"],
             )
-    if isinstance(message.get("script"), str):
-        check_path(message["script"], "script", message["id"])  # type: ignore[arg-type]
-    string_list(message, "args")
+    if "script" in message:
+        script = message["script"]
+        if not isinstance(script, str):
+            raise RequestError("script must be a string", message["id"])
+        check_path(script, "script", message["id"])
+        # Not normalized: python's sys.argv[0] holds the path as it was given.
+        message["script"] = os_text.as_python_sees(script)
+    if "args" in message:
+        message["args"] = program_args(message)
     if "stream" in message and not isinstance(message["stream"], bool):
         raise RequestError("stream must be true or false", message["id"])
 

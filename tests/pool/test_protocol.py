@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support.commands import python
 from support.pool_client import PoolClient, PoolDied
 from support.pool_requests import Keeper, assert_ok, assert_refused, code, new_id, serves
 from support.request_lines import (
@@ -277,6 +278,25 @@ def test_script_runs_with_args_and_its_directory_readable(pool: PoolClient, tmp_
     result = pool.run({"id": new_id(), "script": str(script), "args": ["a", "b"]})
     assert_ok(result, "['a', 'b'] beside the script\n")
     assert result["policy"]["implicit_read"] == [str(tmp_path.resolve())]
+
+
+def test_a_script_whose_path_is_not_utf8_runs_as_python_runs_it(
+    pool: PoolClient, tmp_path: Path
+) -> None:
+    """A path is bytes: one that is not UTF-8 comes as os.fsdecode spells it (\\udcff for
+    the byte 0xff), the way a grant's path does, and the program finds in sys.argv what
+    python would; surrogates whose bytes are UTF-8 are the character they make, as
+    python decodes those bytes."""
+    folder = os.fsencode(tmp_path) + b"/d\xff"
+    os.mkdir(folder)
+    script = folder + b"/t\xfe.py"
+    Path(os.fsdecode(script)).write_text("import sys; print(ascii(sys.argv), ascii(__file__))")
+    args = ["\udcc3\udca9", "x\udcff"]
+    result = pool.run({"id": new_id(), "script": os.fsdecode(script), "args": args})
+    expected = python(os.fsdecode(script), *[os.fsdecode(os.fsencode(a)) for a in args])
+    assert_ok(result, expected.stdout.decode())
+    assert result["stdout"].startswith(ascii([os.fsdecode(script), "é", "x\udcff"]))
+    assert result["policy"]["implicit_read"] == [os.fsdecode(folder)]
 
 
 def test_code_sees_python_s_command_line_not_the_pool_s(pool: PoolClient) -> None:

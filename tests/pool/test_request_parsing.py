@@ -159,19 +159,52 @@ def test_wrong_types_for_every_field(field: str, value: object, line: bytes) -> 
         assert caught.value.request_id == "w"
 
 
-@pytest.mark.parametrize("field", ["code", "name", "session", "profile", "script"])
+@pytest.mark.parametrize("field", ["code", "name", "session", "profile"])
 def test_a_lone_surrogate_in_text_is_refused(field: str) -> None:
     """JSON spells one as \\ud800; python runs no code holding one (its -c says it cannot
-    decode the command) and no file or session name can hold one."""
-    fields = {"code": "print(1)", field: "/tmp/x\ud800.py" if field == "script" else "x\ud800"}
-    if field == "script":
-        del fields["code"]
+    decode the command) and no session name can hold one."""
+    fields = {"code": "print(1)", field: "x\ud800"}
     with pytest.raises(RequestError) as caught:
         validate(json.dumps({"id": "s", **fields}).encode())
     assert caught.value.message == (
         f"{field} is not valid Unicode text: it holds a lone surrogate (such as \\ud800); "
         "send text that UTF-8 can encode"
     )
+    assert caught.value.request_id == "s"
+
+
+NO_BYTES = (
+    "holds a lone surrogate that stands for no byte, which no path or command-line argument "
+    "can; send each byte that is not UTF-8 as the surrogate os.fsdecode gives for it "
+    "(\\udc80 to \\udcff)"
+)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"script": "/tmp/x\ud800.py"}, f"script path '/tmp/x\\ud800.py' {NO_BYTES}"),
+        ({"allow_read": ["/tmp/\ud800"]}, f"allow_read path '/tmp/\\ud800' {NO_BYTES}"),
+        ({"args": ["\ud800"]}, f"args lists '\\ud800', which {NO_BYTES}"),
+        (
+            {"args": ["a\x00b"]},
+            "args lists 'a\\x00b', which holds a NUL character; no command-line argument can",
+        ),
+    ],
+    ids=["script", "allow_read", "args-surrogate", "args-nul"],
+)
+def test_text_that_no_bytes_give_is_refused_where_python_takes_bytes(
+    fields: dict[str, object], message: str
+) -> None:
+    """A path or an argument reaches python as bytes, which os.fsdecode makes text of: a
+    surrogate from \\udc80 to \\udcff stands for a byte that is not UTF-8, any other
+    stands for none, and no command line passes a NUL. The API refuses the same."""
+    request = {"id": "s", "code": "print(1)", **fields}
+    if "script" in fields:
+        del request["code"]
+    with pytest.raises(RequestError) as caught:
+        validate(json.dumps(request).encode())
+    assert caught.value.message == message
     assert caught.value.request_id == "s"
 
 
