@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from pynox import file_names, host_function_names, lean_os, units
+from pynox import file_names, host_function_names, lean_os, os_text, units
 from pynox.errors import PynoxError
 from pynox.limits import (
     DEFAULT_MAX_OUTPUT,
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 from pynox.api.result import Result  # noqa: F401
 
-PathArg = str | os.PathLike[str]
+# Bytes as open() takes them: a name that is not UTF-8 is sent as os.fsdecode gives it.
+PathArg = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 Paths = PathArg | Iterable[PathArg] | None
 Names = str | Iterable[str] | None
 Duration = str | int | float | None
@@ -82,14 +83,21 @@ def caller_cwd() -> str:
 def _paths(value: Paths, what: str, cwd: str) -> list[str]:
     """Absolute paths: relative ones are resolved against the caller's cwd, now."""
     result = []
+    if isinstance(value, bytes):  # one path, as open() takes it
+        value = [value]
     for item in _items(value, what, "a path or a list of paths"):
-        if not isinstance(item, (str, os.PathLike)):
-            raise TypeError(f"{what} takes paths (str or os.PathLike), not {type(item).__name__}")
+        if not isinstance(item, (str, bytes, os.PathLike)):
+            raise TypeError(
+                f"{what} takes paths (str, bytes or os.PathLike), not {type(item).__name__}"
+            )
         text = os.fspath(item)
         if isinstance(text, bytes):
             text = os.fsdecode(text)
         if not text or "\0" in text:
             raise ValueError(f"{what} lists {text!r}, which is not a path")
+        if not os_text.stands_for_bytes(text):
+            raise ValueError(f"{what} lists {text!r}, which {os_text.NO_BYTES}")
+        text = os_text.as_python_sees(text)
         result.append(os.path.normpath(os.path.join(cwd, os.path.expanduser(text))))
     return list(dict.fromkeys(result))
 
@@ -323,6 +331,10 @@ class Spec:
         self.max_file_size = _size(max_file_size, "max_file_size")
         # As `python app.py ''` passes an empty argument, so may args.
         self.args = strings(args, "args", "command-line argument", empty=True)
+        for arg in self.args:
+            if not os_text.stands_for_bytes(arg):
+                raise ValueError(f"args lists {arg!r}, which {os_text.NO_BYTES}")
+        self.args = [os_text.as_python_sees(arg) for arg in self.args]
         self.functions = _functions(functions)
         self.files = files_field(files)  # placed in the scratch directory before the code runs
         # As the caller wrote them: the pool formats its hints from what it was sent.

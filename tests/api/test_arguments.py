@@ -35,6 +35,24 @@ def test_relative_grants_resolve_against_the_callers_cwd(
     assert home == [os.path.join(os.path.expanduser("~"), "x")]
 
 
+def test_a_path_may_be_bytes_as_open_takes_it(tmp_path: Path) -> None:
+    """A name that is not UTF-8 goes as os.fsdecode spells it, the way a pool request
+    carries it; surrogates whose bytes are UTF-8 are the character they make, as python
+    would find that file."""
+    folder = os.fsencode(tmp_path)
+    spec = Spec(
+        allow_read=[folder + b"/caf\xe9", Path(os.fsdecode(folder + b"/d\xff"))],
+        allow_write=folder + b"/out",
+        package_dirs=[os.fsdecode(folder + b"/\xc3\xa9").replace("é", "\udcc3\udca9")],
+        args=["\udcc3\udca9", "x\udcff"],
+    )
+    request = spec.request("pass")
+    assert request["allow_read"] == [f"{tmp_path}/caf\udce9", f"{tmp_path}/d\udcff"]
+    assert request["allow_write"] == [f"{tmp_path}/out"]
+    assert request["package_dirs"] == [f"{tmp_path}/é"]
+    assert request["args"] == ["é", "x\udcff"]
+
+
 def test_options_work_in_a_working_directory_that_was_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -88,7 +106,9 @@ def test_request_sends_only_what_was_set() -> None:
         ({"timeout": timedelta(seconds=5)}, TypeError, "number of seconds, not timedelta"),
         ({"max_output": "1g"}, ValueError, "above"),
         ({"allow_read": 5}, TypeError, "allow_read"),
-        ({"allow_read": [b"/x"]}, TypeError, "allow_read"),
+        ({"allow_read": [3]}, TypeError, "allow_read"),
+        ({"allow_read": ["/tmp/\ud800"]}, ValueError, "stands for no byte"),
+        ({"args": ["\ud800"]}, ValueError, "stands for no byte"),
         ({"allow_read": [""]}, ValueError, "not a path"),
         ({"allow_network": "yes"}, TypeError, "allow_network"),
         ({"functions": {"f": 3}}, TypeError, "not callable"),
