@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,19 @@ def test_a_run_that_may_write_the_cache_cannot_poison_later_runs(tmp_path: Path)
     assert "cache of validated configurations" in proc.stderr.decode()
     assert all(p.read_bytes() != b"x" for p in entries), "the program ran and wrote the cache"
     assert policy_of(cwd=root, env=env)["allow_read"] == [str(root / "data")]
+
+
+def test_a_name_that_is_not_utf8_is_granted_through_a_link(tmp_path: Path) -> None:
+    """TOML cannot spell the name, so the message for one says to name a link to it:
+    the grant follows the link, and the program reads the file by its own name."""
+    real = os.fsencode(tmp_path) + b"/caf\xe9"
+    os.mkdir(real)
+    Path(os.fsdecode(real + b"/menu.txt")).write_text("soup")
+    (tmp_path / "cafe").symlink_to(os.fsdecode(real))
+    root = tmp_path / "project"
+    write(root / "pynox.toml", '[permissions]\nallow_read = ["../cafe"]\n')
+    program = f"print(open({real + b'/menu.txt'!r}).read())"
+    proc = pynox("--json", "-c", program, cwd=root)
+    result = json.loads(proc.stdout)
+    assert result["stdout"] == "soup\n", result
+    assert result["policy"]["allow_read"] == [os.fsdecode(real)]

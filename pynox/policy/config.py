@@ -39,6 +39,13 @@ if TYPE_CHECKING:
 __all__ = ["CONFIG_ENV", "CONFIG_NAME", "Config", "Grants", "PoolSettings", "find_config_path"]
 
 _TABLES_HINT = "settings go in the tables [permissions], [profiles.NAME] and [pool]"
+# TOML is Unicode text: neither its bytes nor its escapes can spell a name that is not UTF-8.
+_NAMES_NOT_UTF8 = (
+    "a path whose name is not UTF-8 cannot be written in TOML: grant it on the command line "
+    "(--allow-read, --allow-write), or name a symbolic link to it whose path is UTF-8"
+)
+# What TOML parsers say of an escape such as \udcff, os.fsdecode's spelling of a byte.
+_SURROGATE_ESCAPE = "not a Unicode scalar value"
 _BARE_KEY_CHARS = VARIABLE_CHARS | frozenset("-")
 
 
@@ -63,7 +70,7 @@ def parse_config_bytes(raw: bytes, real_path: str, environ: "Mapping[str, str]")
     except UnicodeDecodeError as failure:
         line = raw.count(b"\n", 0, failure.start) + 1
         raise ConfigError(
-            f"{real_path} is not UTF-8 text (see line {line}); save it as UTF-8"
+            f"{real_path} is not UTF-8 text (see line {line}); save it as UTF-8 ({_NAMES_NOT_UTF8})"
         ) from None
     if text.startswith("\ufeff"):
         # Some editors start UTF-8 files with this mark; TOML parsers refuse it at 1:1,
@@ -268,7 +275,8 @@ def _parse_toml(text: str, path: str) -> dict[str, object]:
     try:
         document: dict[str, object] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as failure:
-        raise ConfigError(f"{path} is not valid TOML: {failure}; fix it there") from None
+        why = f" ({_NAMES_NOT_UTF8})" if _SURROGATE_ESCAPE in str(failure) else ""
+        raise ConfigError(f"{path} is not valid TOML: {failure}; fix it there{why}") from None
     except RecursionError:
         # The parser recurses once per level of nested arrays and inline tables; no
         # setting nests more than one.

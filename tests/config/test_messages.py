@@ -278,8 +278,25 @@ def test_file_that_is_not_utf8(project: Path, environ: dict[str, str]) -> None:
     with pytest.raises(ConfigError) as failure:
         load_config(str(path), environ)
     assert failure.value.message == (
-        f"{os.path.realpath(path)} is not UTF-8 text (see line 2); save it as UTF-8"
+        f"{os.path.realpath(path)} is not UTF-8 text (see line 2); save it as UTF-8 "
+        f"({NAMES_NOT_UTF8})"
     )
+
+
+NAMES_NOT_UTF8 = (
+    "a path whose name is not UTF-8 cannot be written in TOML: grant it on the command line "
+    "(--allow-read, --allow-write), or name a symbolic link to it whose path is UTF-8"
+)
+
+
+def test_a_path_spelled_as_os_fsdecode_spells_it_says_how_to_grant_it(
+    project: Path, environ: dict[str, str]
+) -> None:
+    """\\udce9 is how os.fsdecode, and the pool protocol, spell the byte 0xe9 of a name:
+    TOML has no spelling for it, and the message says what to do instead."""
+    message, path = error_for(project, environ, '[permissions]\nallow_read = ["/srv/caf\\udce9"]\n')
+    assert message.startswith(f"{path} is not valid TOML: ")
+    assert message.endswith(f"; fix it there ({NAMES_NOT_UTF8})")
 
 
 def test_file_that_starts_with_a_byte_order_mark(project: Path, environ: dict[str, str]) -> None:
