@@ -304,7 +304,8 @@ def _walk(fd: int, prefix: str, depth: int, found: Collected) -> None:
         try:
             name.encode("utf-8")
         except UnicodeEncodeError:
-            shown = os.fsencode(prefix + name).decode("utf-8", errors="replace")
+            # As python shows such bytes (b"\xff"): U+FFFD would make two names alike.
+            shown = os.fsencode(prefix + name).decode("utf-8", errors="backslashreplace")
             found.leave_out(shown, "its name is not UTF-8")
             continue
         path = prefix + name

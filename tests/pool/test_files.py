@@ -232,12 +232,19 @@ def test_bytes_out_are_bounded_in_total(pool: PoolClient) -> None:
 
 
 def test_names_that_are_not_utf8_are_left_out(pool: PoolClient) -> None:
+    """Each is named apart, its bytes that are not UTF-8 as python's bytes show them:
+    as U+FFFD, two names would read alike."""
     code = (
-        "open(os.fsencode(out) + b'bad\\xff', 'w').write('x')\nopen(out + 'good', 'w').write('y')"
+        "for name in (b'bad\\xff', b'bad\\xfe'):\n"
+        "    open(os.fsencode(out) + name, 'w').write('x')\n"
+        "open(out + 'good', 'w').write('y')"
     )
     result = run_hostile(pool, "names", code)
     assert files_of(result) == {"good": b"y"}
-    assert result["files_left_out"] == ["bad\ufffd: its name is not UTF-8"]
+    assert result["files_left_out"] == [
+        "bad\\xfe: its name is not UTF-8",
+        "bad\\xff: its name is not UTF-8",
+    ]
     json.dumps(result)  # the result stays plain JSON
 
 
