@@ -349,8 +349,12 @@ class Style:
         return POOL_SCRATCH if self.api else SCRATCH
 
     def shown(self, path: str) -> "str | None":
-        """path as the hint shows it (shown_path)."""
-        return path if self.template else shown_path(path)
+        """path as the hint shows it (shown_path); in an API hint, which spells grants in
+        Python, a path that would break the line as its repr, which escapes what would."""
+        if self.template:
+            return path
+        shown = shown_path(path)
+        return repr(path) if shown is None and self.api and path else shown
 
     def limit(self, name: str, value: str) -> str:
         self.named = True

@@ -109,6 +109,28 @@ def test_the_api_hint_is_in_keyword_spelling_and_following_it_works(tmp_path: Pa
     assert second.stdout == "b'data'\n"
 
 
+@pytest.mark.parametrize("name", ["new\nline", "tab\there", "\u202edrow"])
+def test_the_api_hint_names_a_path_that_would_break_its_line_as_python_does(
+    tmp_path: Path, name: str
+) -> None:
+    """A shell word cannot hold such a name on one line, so the command line gives no
+    hint; an API hint spells grants in Python, whose repr escapes it, and following it
+    works."""
+    import pynox as api
+
+    path = tmp_path / name
+    path.write_text("data")
+    code = f"print(open({str(path)!r}).read())"
+    first = api.run(code)
+    assert first.error is not None
+    assert first.error["hint"] == (
+        f"reading {str(path)!r} is not allowed; grant it with allow_read=[{str(path)!r}]"
+    )
+    assert first.stderr.splitlines()[-1] == f"pynox: {first.error['hint']}"
+    second = api.run(code, allow_read=[str(path)])
+    assert second.stdout == "data\n", second.text
+
+
 QUERY = "import sqlite3\nprint(sqlite3.connect('out/app.db').execute('select x from t').fetchall())"
 INSERT = (
     "import sqlite3\n"
