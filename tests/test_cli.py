@@ -617,6 +617,18 @@ def test_json_error_object_for_a_denial(tmp_path: Path) -> None:
     assert result["stderr"].endswith("pynox: " + result["error"]["hint"] + "\n")
 
 
+def test_json_keeps_names_that_are_not_utf8_and_replaces_such_output(tmp_path: Path) -> None:
+    """docs/commands.md: output is text, each byte that is not UTF-8 U+FFFD; a path keeps
+    its name as os.fsdecode spells it, which os.fsencode turns back into the name."""
+    folder = os.fsencode(tmp_path) + b"/caf\xe9"
+    os.mkdir(folder)
+    script = folder + b"/probe.py"
+    Path(os.fsdecode(script)).write_text("import sys\nsys.stdout.buffer.write(b'\\xff!')")
+    result = result_of(pynox("--json", os.fsdecode(script)))
+    assert result["stdout"] == "\ufffd!"
+    assert [os.fsencode(path) for path in result["policy"]["implicit_read"]] == [folder]
+
+
 def test_json_stdin_is_dev_null() -> None:
     result = result_of(pynox("--json", "-c", "import sys\nprint(repr(sys.stdin.read()))"))
     assert result["stdout"] == "''\n"
