@@ -204,15 +204,27 @@ def _permissions(grants: Grants, session: bool) -> str:
     return "\n".join(lines)
 
 
+def _listed(paths: list[str]) -> str:
+    """Paths for the model, one after another: each as it is, or as the Python string
+    literal the code would write (its repr) where it is not plain text (a line break, a
+    name that is not UTF-8, whose surrogates no model API could encode) or holds the
+    ", " that parts them."""
+    return ", ".join(path if _is_plain(path) else repr(path) for path in paths)
+
+
+def _is_plain(path: str) -> bool:
+    return path.isprintable() and ", " not in path  # a surrogate is not printable
+
+
 def _reads(grants: Grants) -> str:
-    reads = ", ".join(grants.allow_read)
+    reads = _listed(grants.allow_read)
     return "Reading files: " + (
         f"{reads}, and Python's standard library" if reads else "only Python's standard library"
     )
 
 
 def _writes(grants: Grants) -> str:
-    writes = ", ".join(grants.allow_write)
+    writes = _listed(grants.allow_write)
     if not writes:
         return "Writing files: nowhere but the scratch space below"
     return f"Writing files: beneath {writes} (writing there does not allow reading it back)"
@@ -220,9 +232,7 @@ def _writes(grants: Grants) -> str:
 
 def _imports(grants: Grants) -> str:
     if grants.package_dirs:
-        return "Importing: the standard library and the packages in " + ", ".join(
-            grants.package_dirs
-        )
+        return "Importing: the standard library and the packages in " + _listed(grants.package_dirs)
     return "Importing: the standard library only; third-party packages cannot be imported"
 
 

@@ -36,6 +36,18 @@ def test_tool_is_a_plain_typed_function(tmp_path: Path, monkeypatch: pytest.Monk
     pool.close()
 
 
+def test_docstring_names_paths_that_are_not_plain_text_as_python_literals() -> None:
+    """A name that is not UTF-8 (its surrogates) would make the docstring text no model
+    API can encode, a line break would end its list, and ", " would split a path in
+    two: each is shown as the literal the code writes to open it."""
+    odd = ["/srv/caf\udce9", "/srv/new\nline", "/srv/a, b"]
+    grants = Grants(allow_read=["/srv/data", *odd], timeout=30.0, max_output=65536)
+    doc = tool_docstring(grants, [], session=False)
+    doc.encode()
+    listed = ", ".join(repr(path) for path in odd)
+    assert f"Reading files: /srv/data, {listed}, and Python's standard library\n" in doc
+
+
 def test_docstring_is_one_description_then_args_and_returns() -> None:
     doc = tool_docstring(Grants(timeout=30.0, max_output=65536), [], session=False)
     description, _, sections = doc.partition("\n\nArgs:\n")
