@@ -350,11 +350,13 @@ class Style:
 
     def shown(self, path: str) -> "str | None":
         """path as the hint shows it (shown_path); in an API hint, which spells grants in
-        Python, a path that would break the line as its repr, which escapes what would."""
+        Python, a path that is not printable text as its repr: a line break, or a name
+        that is not UTF-8, whose surrogates no model API could encode, stays escaped."""
         if self.template:
             return path
-        shown = shown_path(path)
-        return repr(path) if shown is None and self.api and path else shown
+        if self.api and not path.isprintable():
+            return repr(path)
+        return shown_path(path)
 
     def limit(self, name: str, value: str) -> str:
         self.named = True

@@ -109,13 +109,14 @@ def test_the_api_hint_is_in_keyword_spelling_and_following_it_works(tmp_path: Pa
     assert second.stdout == "b'data'\n"
 
 
-@pytest.mark.parametrize("name", ["new\nline", "tab\there", "\u202edrow"])
-def test_the_api_hint_names_a_path_that_would_break_its_line_as_python_does(
+@pytest.mark.parametrize("name", ["new\nline", "tab\there", "\u202edrow", "caf\udce9"])
+def test_the_api_hint_names_a_path_that_is_not_printable_as_python_does(
     tmp_path: Path, name: str
 ) -> None:
-    """A shell word cannot hold such a name on one line, so the command line gives no
-    hint; an API hint spells grants in Python, whose repr escapes it, and following it
-    works."""
+    """A shell word cannot hold a line break on one line, so the command line gives no
+    hint; an API hint spells grants in Python, whose repr escapes it, and a name that is
+    not UTF-8 too, which would leave surrogates in the text a model reads, where no model
+    API can encode them. Following the hint works."""
     import pynox as api
 
     path = tmp_path / name
@@ -127,6 +128,7 @@ def test_the_api_hint_names_a_path_that_would_break_its_line_as_python_does(
         f"reading {str(path)!r} is not allowed; grant it with allow_read=[{str(path)!r}]"
     )
     assert first.stderr.splitlines()[-1] == f"pynox: {first.error['hint']}"
+    first.text.encode()
     second = api.run(code, allow_read=[str(path)])
     assert second.stdout == "data\n", second.text
 
