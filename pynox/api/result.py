@@ -269,7 +269,10 @@ def format_text(result: Result) -> str:
         parts.append(session_ended_note(str(ended)))
     if not parts:
         return "(no output)"
-    return "\n".join(parts)
+    # Each lone surrogate as its escape (\ud800), as python prints it on stderr: the
+    # program chooses its messages (`raise ValueError("\ud800")`), and a model API, or
+    # an MCP client's JSON, cannot carry such a character.
+    return "\n".join(parts).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def session_ended_note(how: str) -> str:

@@ -68,7 +68,7 @@ def tool_result(reply: Reply) -> types.CallToolResult:
     content: list[types.ContentBlock] = []
     result = reply.result
     if result is not None:
-        content.append(types.TextContent(text=_writable(result.text)))
+        content.append(types.TextContent(text=result.text))
         for image in result.images:
             content.append(
                 types.ImageContent(
@@ -97,13 +97,6 @@ def _file_resource(name: str, data: bytes) -> types.EmbeddedResource:
     else:
         contents = types.TextResourceContents(uri=uri, mime_type=mime or "text/plain", text=text)
     return types.EmbeddedResource(resource=contents)
-
-
-def _writable(text: str) -> str:
-    """text with each lone surrogate written as its escape (\\ud800), as python prints it on
-    stderr: the program chooses its messages (`raise ValueError("\\ud800")`), and the SDK
-    cannot write such a character as JSON (it would end the whole server, not the call)."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 async def serve_stdio(server: Server[Any]) -> None:

@@ -47,6 +47,14 @@ def test_no_output_says_so() -> None:
     assert result(stdout="\n\n").text == "(no output)"
 
 
+def test_text_escapes_lone_surrogates_the_program_chose() -> None:
+    """A program's message may hold one (`raise ValueError("\\ud800")`): the text a model
+    reads shows its escape, as python prints it, and stays text a model API can encode."""
+    r = result(exit=1, error=error("ValueError", "a\ud800b"), stdout="\udcff\n")
+    assert r.text == "\\udcff\nValueError: a\\ud800b\nat agent.py:1"
+    r.text.encode()
+
+
 def test_error_text_is_type_message_location_and_hint() -> None:
     stderr = (
         "Traceback (most recent call last):\n"
