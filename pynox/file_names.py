@@ -17,7 +17,9 @@ def problem(name: object) -> "str | None":
     try:
         size = len(name.encode("utf-8"))
     except UnicodeEncodeError:
-        return "is not valid Unicode"
+        # A surrogate, os.fsdecode's spelling of a byte that is not UTF-8: such a name
+        # could not come back from out/ either.
+        return "is not valid Unicode: it holds a lone surrogate; give a name that UTF-8 can encode"
     if size > MAX_FILE_NAME:
         return f"is longer than {MAX_FILE_NAME} bytes"
     if "\0" in name:

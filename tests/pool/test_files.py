@@ -296,6 +296,11 @@ def test_a_planted_link_in_a_session_cannot_redirect_files_in(
         ({"a/./b": "eA=="}, "files name 'a/./b' has an empty"),
         ({"/etc/passwd": "eA=="}, "files name '/etc/passwd' is absolute"),
         ({"a\u0000b": "eA=="}, "contains a NUL character"),
+        (
+            {"caf\udce9": "eA=="},
+            "files name 'caf\\udce9' is not valid Unicode: it holds a lone surrogate; give a "
+            "name that UTF-8 can encode",
+        ),
         ({"": "eA=="}, "files name '' is not a non-empty string"),
         (
             {"d/" + "x" * 256: "eA=="},
