@@ -412,7 +412,8 @@ def _sqlite_uri_path(uri: str) -> str | None:
         if authority not in ("", "localhost"):
             return None
         rest = slash + rest
-    path = unquote(rest)
+    # %E9 is the byte SQLite opens, not U+FFFD: as os.fsdecode spells a name's bytes.
+    path = unquote(rest, errors="surrogateescape")
     return None if path in ("", ":memory:") else path
 
 

@@ -49,6 +49,24 @@ def test_a_database_opened_read_only_by_uri(pool: Pool, tmp_path: Path, uri: str
     assert followed.ok and followed.stdout == "[('first',)]\n", followed.text
 
 
+def test_a_database_whose_uri_escapes_a_byte_that_is_not_utf8(pool: Pool, tmp_path: Path) -> None:
+    """%E9 in a URI is the byte SQLite opens, not U+FFFD: the hint names the file that
+    is there (its name as os.fsdecode spells it), never a folder above it."""
+    folder = os.fsencode(tmp_path.resolve()) + b"/caf\xe9"
+    os.mkdir(folder)
+    path = os.fsdecode(_database(Path(os.fsdecode(folder))))
+    uri = f"file:{tmp_path.resolve()}/caf%E9/notes.db?mode=ro"
+    query = "execute('select 1').fetchall()"
+    code = f"import sqlite3\nprint(sqlite3.connect({uri!r}, uri=True).{query})"
+    failed = pool.run(code)
+    assert failed.error is not None
+    assert failed.error["hint"] == (
+        f"reading {path!r} is not allowed; grant it with allow_read=[{path!r}]"
+    )
+    followed = pool.run(code, allow_read=[path])
+    assert followed.ok and followed.stdout == "[(1,)]\n", followed.text
+
+
 def test_a_database_in_memory_by_uri_gets_no_hint(pool: Pool) -> None:
     result = pool.run(
         "import sqlite3\nsqlite3.connect('file:x?mode=memory', uri=True).execute('select')"
