@@ -167,6 +167,11 @@ def _size(value: Size, what: str) -> int | None:
         raise ValueError(exc.message) from None
 
 
+def step_timeout(value: Duration) -> float | None:
+    """A session step's own timeout (Session.run's timeout=), checked as Spec checks one."""
+    return _duration(value, "timeout")
+
+
 def checked_name(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"name takes a file name like 'agent.py', not {type(value).__name__}")

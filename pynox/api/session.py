@@ -9,7 +9,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from pynox.api.connection import PoolError
-from pynox.api.options import Files, Spec, checked_name, files_field
+from pynox.api.options import Duration, Files, Spec, checked_name, files_field, step_timeout
 from pynox.api.result import Result
 from pynox.api.stream import Output, astream_spec, stream_spec
 
@@ -61,31 +61,47 @@ class Session:
     def closed(self) -> bool:
         return self._closed
 
-    def run(self, code: str, *, name: str | None = None, files: Files = None) -> Result:
+    def run(
+        self,
+        code: str,
+        *,
+        name: str | None = None,
+        files: Files = None,
+        timeout: Duration = None,
+    ) -> Result:
         """Runs one step in the session and returns its Result.
 
         `files` are placed in the session's scratch directory before the step runs; the
-        step's Result.files are what it wrote into out/ there (moved out of it)."""
-        return self.pool.run_spec(code, self._step_spec(name, files), self)
+        step's Result.files are what it wrote into out/ there (moved out of it). `timeout`
+        is this step's own limit (the session's when left out), the one limit a step may
+        change, as a timed-out step's hint says."""
+        return self.pool.run_spec(code, self._step_spec(name, files, timeout), self)
 
-    async def arun(self, code: str, *, name: str | None = None, files: Files = None) -> Result:
+    async def arun(
+        self,
+        code: str,
+        *,
+        name: str | None = None,
+        files: Files = None,
+        timeout: Duration = None,
+    ) -> Result:
         """`run` for asyncio. Cancelling its task stops the step and ends the session."""
-        return await self.pool.arun_spec(code, self._step_spec(name, files), self)
+        return await self.pool.arun_spec(code, self._step_spec(name, files, timeout), self)
 
     def stream(
-        self, code: str, *, name: str | None = None
+        self, code: str, *, name: str | None = None, timeout: Duration = None
     ) -> Generator[Output | Result, None, None]:
         """Runs one step as `Pool.stream` runs code: its output as it comes, then its Result.
 
         Leaving early stops the step and ends the session, as a timeout does.
         """
-        return stream_spec(self.pool, code, self._step_spec(name), self)
+        return stream_spec(self.pool, code, self._step_spec(name, timeout=timeout), self)
 
     def astream(
-        self, code: str, *, name: str | None = None
+        self, code: str, *, name: str | None = None, timeout: Duration = None
     ) -> AsyncGenerator[Output | Result, None]:
         """`stream` for asyncio."""
-        return astream_spec(self.pool, code, self._step_spec(name), self)
+        return astream_spec(self.pool, code, self._step_spec(name, timeout=timeout), self)
 
     def close(self) -> None:
         """Ends the session's process. Closing twice is harmless."""
@@ -125,12 +141,14 @@ class Session:
             "a session where the code runs"
         )
 
-    def _step_spec(self, name: str | None, files: Files = None) -> Spec:
+    def _step_spec(self, name: str | None, files: Files = None, timeout: Duration = None) -> Spec:
+        # Checked before the session counts as sent: a bad argument sends nothing.
+        seconds = step_timeout(timeout)
         with self._lock:
             if self._closed:
                 raise PoolError("this session is closed; start another with pool.session()")
             self._sent = True
-        if (name is None or name == self._spec.name) and files is None:
+        if (name is None or name == self._spec.name) and files is None and timeout is None:
             return self._spec
         spec = Spec.__new__(Spec)
         for slot in Spec.__slots__:
@@ -138,6 +156,9 @@ class Session:
         if name is not None:
             spec.name = checked_name(name)
         spec.files = files_field(files)
+        if timeout is not None:
+            spec.timeout = seconds
+            spec._limits = {**self._spec._limits, "timeout": timeout}
         return spec
 
     def _lost(self) -> None:

@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 from pynox.api.connection import PoolError
 from pynox.api.options import (
+    Duration,
     Names,
     RunOptions,
     SessionOptions,
@@ -464,10 +465,10 @@ class RaySession(Session):
         with pool._lock:
             self.slot.sessions.discard(self.id)
 
-    def stream(self, code: str, *, name: str | None = None) -> Any:
+    def stream(self, code: str, *, name: str | None = None, timeout: Duration = None) -> Any:
         raise TypeError("a RayPool session does not stream; use run or arun")
 
-    def astream(self, code: str, *, name: str | None = None) -> Any:
+    def astream(self, code: str, *, name: str | None = None, timeout: Duration = None) -> Any:
         raise TypeError("a RayPool session does not stream; use run or arun")
 
 

@@ -428,6 +428,21 @@ def test_sessions_keep_state_and_restart_after_a_timeout(pool: Pool) -> None:
     assert not session.alive
 
 
+def test_a_timed_out_step_s_hint_is_followed_by_the_step_s_own_timeout(pool: Pool) -> None:
+    """The hint after a session step's timeout names timeout=, the one limit a step may
+    change (as the pool protocol lets it): the next step, run with it, has the time."""
+    slow = "import time\ntime.sleep(1.5)\nprint('done')"
+    with pool.session(timeout="1s") as session:
+        timed_out = session.run(slow)
+        assert timed_out.exit == 124 and timed_out.error is not None
+        assert timed_out.error["hint"] == "make it faster or raise the limit with timeout='2s'"
+        followed = session.run(slow, timeout="2s")
+        assert followed.ok and followed.stdout == "done\n", followed.text
+        assert followed.policy is not None and followed.policy["timeout_ms"] == 2000
+        # The step's own limit is that step's: the next one has the session's again.
+        assert session.run(slow).exit == 124
+
+
 def test_a_session_the_pool_closed_when_idle_says_it_restarted(tmp_path: Path) -> None:
     """The pool closes a session idle for session_idle; the next step starts a new one. The
     Session said restarted=False and its text said nothing: the model read a NameError for
