@@ -24,7 +24,7 @@ ALLOWED = {
     "pool": {"engine", "policy", "jsonfast"},
     "cli": {"policy", "engine", "pool", "jsonfast", "mcp", "api"},
     "api": {"policy"},
-    "mcp": {"api"},
+    "mcp": {"api", "policy"},
     "integrations": {"api"},
     "ray": {"api", "policy"},
 }

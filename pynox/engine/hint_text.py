@@ -8,7 +8,7 @@ program starts (hint_texts), without importing what classifying takes.
 
 import sys
 
-from pynox.policy.grants import GRANTS_BY_NAME
+from pynox.policy.grants import GRANTS_BY_NAME, SESSION_NOTE
 from pynox.unit_format import format_size
 
 TYPE_CHECKING = False
@@ -477,14 +477,6 @@ def _thread_stacks_hint(style: Style, memory: int) -> str:
         f"{counts}; {fewer}, {smaller}, or raise the limit with {name} by {_THREAD_STACK} "
         "for each thread that runs at once"
     )
-
-
-# After a session step's hint that names a grant or limit: asked for in a later step,
-# it would be ignored (the pool protocol's sessions keep their first step's policy).
-SESSION_NOTE = (
-    "; a session keeps the grants and limits it started with: close it (session.close() in "
-    "Python, close_session in the protocol) and start a new one with that change"
-)
 
 
 def format_hint(

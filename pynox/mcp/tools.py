@@ -23,6 +23,8 @@ from pynox.limits import (
     MAX_FILES_OUT_BYTES,
     MAX_MCP_CODE,
 )
+from pynox.mcp.hints import for_server
+from pynox.policy.config import toml_key
 
 if TYPE_CHECKING:
     from pynox.api.pool import Pool
@@ -87,6 +89,9 @@ class PythonTools:
                 "own), or set PYNOX_CONFIG"
             )
         grants = config.grants_for(profile) if config is not None else None
+        # Where this server's permissions are written: what a hint tells the user to change.
+        self.table = "[permissions]" if profile is None else f"[profiles.{toml_key(profile)}]"
+        self.config_path = config.path if config is not None else None
         options: dict[str, Any] = {}
         if grants is not None:
             options = {name: getattr(grants, name) for name in grants._fields}
@@ -161,7 +166,9 @@ class PythonTools:
         arguments = {} if arguments is None else arguments
         if name == RUN:
             _only(arguments, {"code"}, name)
-            return Reply(await self.pool.arun_spec(_code(arguments), self.spec))
+            return Reply(
+                self._in_server_words(await self.pool.arun_spec(_code(arguments), self.spec))
+            )
         if name in (SESSION, CLOSE) and not self.max_sessions:
             raise BadCall(
                 f"this server keeps no sessions ([pool] max_sessions = 0); use {RUN}, which "
@@ -197,7 +204,7 @@ class PythonTools:
                 note = f"session_id: {session_id} (its process ended; the next call starts afresh)"
             else:
                 note = f"session_id: {session_id}"
-            return Reply(result, note)
+            return Reply(self._in_server_words(result), note)
         if name == CLOSE:
             _only(arguments, {"session_id"}, name)
             if "session_id" not in arguments:
@@ -212,6 +219,10 @@ class PythonTools:
             else f"the tool is {RUN}"
         )
         raise BadCall(f"there is no tool {_shown(name)}; {offered}")
+
+    def _in_server_words(self, result: Result) -> Result:
+        """result with its hint naming grants as this server's pynox.toml takes them."""
+        return for_server(result, self.table, self.config_path)
 
     def close(self) -> None:
         for entry in self.sessions.values():

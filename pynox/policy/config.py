@@ -164,7 +164,7 @@ class _Reader:
                     f"{name!r} in [profiles] of {self.path} is not a profile table;"
                     " give each profile its own table, like [profiles.fetch]"
                 )
-            profiles[name] = self.grants(value, f"[profiles.{_toml_key(name)}]")
+            profiles[name] = self.grants(value, f"[profiles.{toml_key(name)}]")
         return profiles
 
     def pool(self, table: dict[str, object]) -> "tuple[PoolSettings, Grants]":
@@ -307,7 +307,7 @@ def _is_module_name(name: str) -> bool:
     return all(part.isidentifier() and not keyword.iskeyword(part) for part in name.split("."))
 
 
-def _toml_key(name: str) -> str:
+def toml_key(name: str) -> str:
     """A profile name as it appears in a table header: bare when TOML allows, else quoted."""
     if name and all(char in _BARE_KEY_CHARS for char in name):
         return name

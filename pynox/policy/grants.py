@@ -94,6 +94,12 @@ GRANT_FIELDS = (
     ),
 )  # fmt: skip
 GRANTS_BY_NAME = {field.name: field for field in GRANT_FIELDS}
+# After a session step's hint that names a grant or limit: asked for in a later step,
+# it would be ignored (the pool protocol's sessions keep their first step's policy).
+SESSION_NOTE = (
+    "; a session keeps the grants and limits it started with: close it (session.close() in "
+    "Python, close_session in the protocol) and start a new one with that change"
+)
 GRANT_NAMES = tuple(GRANTS_BY_NAME)
 _LIST_GRANTS = tuple(f.name for f in GRANT_FIELDS if f.kind in (PATHS, NAMES))
 _SCALAR_GRANTS = tuple(f.name for f in GRANT_FIELDS if f.kind not in (PATHS, NAMES))

@@ -177,3 +177,34 @@ def test_permissions_the_pool_refuses_are_refused_at_start(
         f"pynox: mcp: the pool refuses the permissions of --profile={profile}: "
         f"{refusal.format(root=root)}\n"
     )
+
+
+def test_the_grant_a_denial_s_hint_names_written_into_the_profile_lets_the_code_run(
+    tmp_path: Path,
+) -> None:
+    """As a server's owner follows the hint: its grant, into the table it names, and a
+    new server."""
+    pytest.importorskip("mcp", reason="the MCP SDK comes with the test extra (pynox[mcp])")
+    from support.mcp_client import stdio_server
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("granted\n")
+    config = tmp_path / "pynox.toml"
+    config.write_text("[permissions]\ntimeout = '20s'\n\n[profiles.data]\n")
+    code = {"code": f"print(open({str(secret)!r}).read(), end='')"}
+    client = stdio_server(["--config", str(config), "--profile", "data"], tmp_path)
+    try:
+        denied = client.call("run_python", code)
+    finally:
+        client.close()
+    hint = denied.content[0].text.splitlines()[-1]
+    grant = hint.split("grant it with ", 1)[1].split("; ", 1)[0]
+    assert grant == f"allow_read = [{str(secret)!r}]", hint
+    assert f"those of [profiles.data] of {os.path.realpath(config)}" in hint
+    config.write_text(config.read_text() + grant + "\n")
+    client = stdio_server(["--config", str(config), "--profile", "data"], tmp_path)
+    try:
+        granted = client.call("run_python", code)
+    finally:
+        client.close()
+    assert not granted.is_error and granted.content[0].text == "granted"

@@ -97,6 +97,25 @@ def test_a_denial_comes_back_with_its_hint(mcp: Client, root: Path) -> None:
     assert f"reading {secret} is not allowed" in text
 
 
+def test_a_denial_s_hint_names_the_grant_as_the_server_s_pynox_toml_takes_it(
+    mcp: Client, root: Path
+) -> None:
+    """No call can grant anything: the hint names the key of the profile the server runs,
+    and never says to start a new session with it, which would be refused the same."""
+    secret = str(root / "secret.txt")
+    where = f"[profiles.data] of {os.path.realpath(root / 'pynox.toml')}"
+    code = f"print(open({secret!r}).read())"
+    for tool in ("run_python", "python_session"):
+        reply = texts(mcp.call(tool, {"code": code}))
+        if tool == "python_session":  # max_sessions: the tests that follow open theirs
+            mcp.call("close_python_session", {"session_id": reply[-1].split()[1]})
+        hint = reply[0].splitlines()[-1]
+        assert hint.startswith(f"pynox: reading {secret} is not allowed; grant it with "), hint
+        assert f"allow_read = [{secret!r}]; this server's permissions are those of {where}" in hint
+        assert "tell the user, who can grant it there and restart the server" in hint
+        assert "session.close()" not in hint and "allow_read=" not in hint
+
+
 def test_a_session_keeps_state_across_three_calls(mcp: Client) -> None:
     first = mcp.call("python_session", {"code": "total = 1"})
     assert not first.is_error

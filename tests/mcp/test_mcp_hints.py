@@ -1,0 +1,90 @@
+"""The MCP server's hints: each grant as its pynox.toml takes it, read back by TOML."""
+
+from __future__ import annotations
+
+import pytest
+
+from pynox.api.result import Result
+from pynox.engine.hint_text import Style, format_hint, shown_path
+from pynox.mcp.hints import for_server
+from pynox.policy.config import parse_config_bytes
+from pynox.policy.grants import SESSION_NOTE
+
+pytestmark = pytest.mark.unit
+
+TABLE = "[profiles.data]"
+CONFIG = "/srv/pynox.toml"
+
+
+def hinted(hint: str) -> Result:
+    error = {"type": "PermissionError", "message": "", "file": None, "line": None}
+    return Result(exit=1, error={**error, "path": None, "hint": hint})  # type: ignore[typeddict-item]
+
+
+def granted(result: Result) -> dict[str, object]:
+    """The grants the hint of result names, written into its table as pynox.toml's reader
+    reads them: each grant it names, with the value read."""
+    assert result.error is not None and result.error["hint"] is not None
+    hint = result.error["hint"]
+    assert hint.endswith(
+        f"; this server's permissions are those of {TABLE} of {CONFIG}, which neither the "
+        "code nor a new session can change: tell the user, who can grant it there and "
+        "restart the server"
+    ), hint
+    spelled = hint.split(" with ", 1)[1].split("; this server's", 1)[0]
+    lines = spelled.replace(", allow_", "\nallow_")
+    config = parse_config_bytes(f"{TABLE}\n{lines}\n".encode(), CONFIG, {})
+    profile = config.profile("data")
+    return {name: getattr(profile, name) for name in profile._fields if getattr(profile, name)}
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/srv/data", "/srv/it's here", '/srv/a "b" \\c', "/srv/café ☕"],
+)
+@pytest.mark.parametrize("session", [False, True])
+def test_a_path_grant_reads_back_as_the_path(path: str, session: bool) -> None:
+    style = Style(True, session=session)
+    for kind, grants in (("read", ["allow_read"]), ("read_write", ["allow_read", "allow_write"])):
+        hint = format_hint(kind, path, style, None, None)
+        assert hint is not None and hint.endswith(SESSION_NOTE) == session
+        spelled = for_server(hinted(hint), TABLE, CONFIG)
+        assert granted(spelled) == {grant: [path] for grant in grants}
+        assert SESSION_NOTE not in str(spelled.error)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/srv/allow_network=True",
+        "/srv/x allow_network=True",
+        "/srv/with allow_read=['/etc']",
+        "/srv/it's allow_write=['/'] here",
+    ],
+)
+def test_a_path_that_spells_a_grant_stays_one_word(path: str) -> None:
+    """The program chooses the paths a hint shows: one that reads like a grant is shown as
+    the pool showed it, as one word, and only the grant the hint names is spelled anew."""
+    hint = format_hint("read", path, Style(True), None, None)
+    assert hint is not None
+    shown = shown_path(path)
+    assert shown is not None and hint.startswith(f"reading {shown} is not allowed; ")
+    spelled = for_server(hinted(hint), TABLE, CONFIG)
+    assert spelled.error is not None and spelled.error["hint"] is not None
+    assert spelled.error["hint"].startswith(f"reading {shown} is not allowed; grant it with ")
+    assert granted(spelled) == {"allow_read": [path]}
+
+
+def test_a_limit_and_a_switch_read_back_as_toml_values() -> None:
+    memory = format_hint("memory", None, Style(True), 64 << 20, None)
+    assert memory is not None
+    assert granted(for_server(hinted(memory), TABLE, CONFIG)) == {"memory": 128 << 20}
+    network = format_hint("network", None, Style(True), None, None)
+    assert network is not None
+    assert granted(for_server(hinted(network), TABLE, CONFIG)) == {"allow_network": True}
+
+
+def test_a_hint_that_names_no_grant_is_left_as_it_is() -> None:
+    hint = format_hint("metadata", None, Style(True), None, None)
+    assert hint is not None
+    assert for_server(hinted(hint), TABLE, CONFIG).error == hinted(hint).error
