@@ -6,9 +6,11 @@ import pytest
 
 from pynox.api.result import Result
 from pynox.engine.hint_text import Style, format_hint, shown_path
+from pynox.engine.time_limit import timeout_error
 from pynox.mcp.hints import for_server
 from pynox.policy.config import parse_config_bytes
 from pynox.policy.grants import SESSION_NOTE
+from pynox.policy.resolve import Policy
 
 pytestmark = pytest.mark.unit
 
@@ -82,6 +84,14 @@ def test_a_limit_and_a_switch_read_back_as_toml_values() -> None:
     network = format_hint("network", None, Style(True), None, None)
     assert network is not None
     assert granted(for_server(hinted(network), TABLE, CONFIG)) == {"allow_network": True}
+
+
+def test_a_timeout_spelled_apart_from_the_style_reads_back_too() -> None:
+    """timeout_error spells its grant itself, without Style: as Style does, all the same."""
+    policy = Policy()
+    policy.timeout = 2.0
+    hint = timeout_error(policy, api=True)["hint"]
+    assert granted(for_server(hinted(hint), TABLE, CONFIG)) == {"timeout": 4.0}
 
 
 def test_a_hint_that_names_no_grant_is_left_as_it_is() -> None:
