@@ -106,6 +106,7 @@ KINDS = frozenset(
         "read_write_beside_scratch",
         "trusted_write",
         "module",
+        "module_here",
         "other_python",
         "module_other_python",
     }
@@ -742,6 +743,12 @@ def _hint_of(
         return _beside_trusted_hint(kind, value, style)
     if kind == "module":
         return module_hint(value, style)
+    if kind == "module_here":
+        return (
+            f"the module is in {shown}, the working directory, which python imports from for "
+            f"-c and standard input, and which the program may not read"
+            f"{style.ask('allow_read', value)}"
+        )
     if kind == "other_python":
         return other_python_hint(value, style)
     if kind == "module_other_python":

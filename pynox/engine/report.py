@@ -125,6 +125,11 @@ def _module_hint(
     of the known ones does and the run was not given it."""
     from pynox.engine.hints import missing_module_dir
 
+    here = _unreadable_working_directory(policy, setup)
+    if here is not None and missing_module_dir(exc, [here], []) is not None:
+        error["hint_kind"], error["hint_value"] = "module_here", here
+        error["hint"] = format_hint("module_here", here, Style(setup.api_hints), None, None)
+        return
     user_base, python_path, virtual_env = setup.package_env
     # A virtual environment given whole (package_dirs=[".venv"]): its site-packages.
     environments = [d for d in policy.package_dirs if os.path.isfile(f"{d}/pyvenv.cfg")]
@@ -155,6 +160,18 @@ def _module_hint(
         kind = "module_other_python"
         error["hint_kind"], error["hint_value"] = kind, directory
         error["hint"] = format_hint(kind, directory, Style(setup.api_hints), None, None)
+
+
+def _unreadable_working_directory(policy: "Policy", setup: "ChildSetup") -> str | None:
+    """The working directory, as a real path, when the program imports from it ("" on
+    sys.path: python puts it there for -c and standard input) and may not read it."""
+    if "" not in sys.path or setup.start_cwd is None:
+        return None
+    here = os.path.realpath(setup.start_cwd)
+    for granted in policy.reads():
+        if here == granted or here.startswith(granted.rstrip("/") + "/"):
+            return None
+    return here
 
 
 def _python_version() -> str:

@@ -208,3 +208,28 @@ def test_only_a_module_found_somewhere_gets_a_hint(tmp_path: Path) -> None:
         failed = pynox("-c", code, cwd=tmp_path)
         assert failed.returncode == 1
         assert failed.stderr.decode().splitlines()[-1].startswith("ModuleNotFoundError")
+
+
+@pytest.mark.parametrize("program", ["-c", "-"])
+def test_a_module_in_the_working_directory_of_c_or_standard_input(
+    tmp_path: Path, program: str
+) -> None:
+    """python imports a module beside it for -c and standard input (it puts the working
+    directory first on sys.path), which the sandbox leaves unreadable: the hint names the
+    directory as the read grant that lets the import through."""
+    (tmp_path / "tally.py").write_text("def total(xs):\n    return sum(xs)\n")
+    code = "import tally; print(tally.total([1, 2, 3]))"
+    args, given = (["-c", code], None) if program == "-c" else (["-"], code.encode())
+    assert python(*args, cwd=tmp_path, input=given).stdout == b"6\n"
+    failed = pynox(*args, cwd=tmp_path, input=given)
+    assert failed.returncode == 1
+    here = os.path.realpath(tmp_path)
+    assert failed.stderr.decode().splitlines()[-1] == (
+        f"pynox: the module is in {here}, the working directory, which python imports from "
+        "for -c and standard input, and which the program may not read; grant it with "
+        f"--allow-read={here}"
+    )
+    followed = pynox(f"--allow-read={here}", *args, cwd=tmp_path, input=given)
+    assert followed.returncode == 0 and followed.stdout == b"6\n", followed.stderr.decode()
+    result = json.loads(pynox("--json", *args, cwd=tmp_path, input=given).stdout)
+    assert result["error"]["hint"].endswith(f"grant it with --allow-read={here}")
