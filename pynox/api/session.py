@@ -9,7 +9,15 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from pynox.api.connection import PoolError
-from pynox.api.options import Duration, Files, Spec, checked_name, files_field, step_timeout
+from pynox.api.options import (
+    Duration,
+    Files,
+    Spec,
+    checked_name,
+    effective_grants,
+    files_field,
+    step_timeout,
+)
 from pynox.api.result import Result
 from pynox.api.stream import Output, astream_spec, stream_spec
 
@@ -42,6 +50,9 @@ class Session:
         # pool starts begins there, so a second step 1 means a new one (steps that run at
         # once, from threads, may come back in any order, each number but once).
         self._pool_began = False
+        # Whether a step gave a timeout of its own: the session's process takes its policy
+        # from the step that starts it, so steps that give none then name the session's.
+        self._own_timeouts = False
         self._finalizer = weakref.finalize(self, _close_quietly, weakref.ref(pool), self.id)
 
     @property
@@ -148,6 +159,9 @@ class Session:
             if self._closed:
                 raise PoolError("this session is closed; start another with pool.session()")
             self._sent = True
+            self._own_timeouts = self._own_timeouts or timeout is not None
+            if timeout is None and self._own_timeouts and self._spec.timeout is None:
+                timeout = seconds = self._session_timeout()
         if (name is None or name == self._spec.name) and files is None and timeout is None:
             return self._spec
         spec = Spec.__new__(Spec)
@@ -160,6 +174,14 @@ class Session:
             spec.timeout = seconds
             spec._limits = {**self._spec._limits, "timeout": timeout}
         return spec
+
+    def _session_timeout(self) -> float | None:
+        """The timeout the session's own options come to (its profile's, [pool.limits]',
+        or the default), as the pool would grant them."""
+        try:
+            return effective_grants(self._spec, self.pool._load_config()).timeout
+        except ValueError:  # a profile the pool cannot apply: it refuses the step itself
+            return None
 
     def _lost(self) -> None:
         self._alive = False

@@ -443,6 +443,17 @@ def test_a_timed_out_step_s_hint_is_followed_by_the_step_s_own_timeout(pool: Poo
         assert session.run(slow).exit == 124
 
 
+def test_a_step_s_own_timeout_is_not_the_session_s_even_when_it_starts_it(pool: Pool) -> None:
+    """The step that starts a session's process gives that process its policy: its own
+    timeout must not become that of the steps after it, which have the session's."""
+    with pool.session() as session:
+        first = session.run("x = 1", timeout="2s")
+        assert first.policy is not None and first.policy["timeout_ms"] == 2000
+        later = session.run("print(x)")
+        assert later.text == "1" and later.policy is not None
+        assert later.policy["timeout_ms"] == 30000  # the default, as pool.session() has it
+
+
 def test_a_session_the_pool_closed_when_idle_says_it_restarted(tmp_path: Path) -> None:
     """The pool closes a session idle for session_idle; the next step starts a new one. The
     Session said restarted=False and its text said nothing: the model read a NameError for
