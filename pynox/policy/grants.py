@@ -6,7 +6,7 @@ Annotations that name classes not yet defined are quoted instead of importing `_
 """
 
 from pynox.errors import PynoxError, UsageError
-from pynox.limits import MAX_OUTPUT_LIMIT, MIN_MEMORY
+from pynox.limits import DEFAULT_MAX_OUTPUT, MAX_OUTPUT_LIMIT, MIN_MEMORY
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,11 +82,13 @@ GRANT_FIELDS = (
     ),
     GrantField(
         "memory", "--memory", SIZE,
-        "memory used (not address space), e.g. 512m (at least 32m)", minimum=MIN_MEMORY,
+        f"memory used (not address space), e.g. 512m (at least {MIN_MEMORY >> 20}m)",
+        minimum=MIN_MEMORY,
     ),
     GrantField(
         "max_output", "--max-output", SIZE,
-        "bytes captured per stream with --json (default 65536)", maximum=MAX_OUTPUT_LIMIT,
+        f"bytes captured per stream with --json (default {DEFAULT_MAX_OUTPUT})",
+        maximum=MAX_OUTPUT_LIMIT,
     ),
     GrantField(
         "max_file_size", "--max-file-size", SIZE,
