@@ -7,6 +7,8 @@ DEFAULT_MAX_OUTPUT = 65536
 # of a second on a fast machine, far more on a slow or busy one).
 MAX_TIMEOUT = 24 * 60 * 60.0
 SHORTEST_SUGGESTED_TIMEOUT = 1.0
+# A pool's workers when neither its caller nor its config says (`pynox pool`, RayPool).
+DEFAULT_WORKERS = 2
 # The pool's wall-clock limit for a request when neither the request nor its config sets one.
 DEFAULT_TIMEOUT = 30.0
 # How long a pool session may wait for its next step before the pool closes it, in seconds,

@@ -43,6 +43,7 @@ from pynox.limits import (
     DEFAULT_NAME,
     DEFAULT_SESSION_IDLE,
     DEFAULT_TIMEOUT,
+    DEFAULT_WORKERS,
     MAX_CALL_BYTES_IN_FLIGHT,
     MAX_CALLS_IN_FLIGHT,
     MAX_IMAGES,
@@ -73,7 +74,6 @@ if TYPE_CHECKING:
     from pynox.policy.resolve import Policy
     from pynox.pool.priming import PolicyKey
 
-DEFAULT_WORKERS = 2
 _READ_CHUNK = 65536
 # New spares wait while a program that started less than this ago runs: forking
 # and warming one up competes for the CPU with it (~0.5 ms of a small request's

@@ -33,6 +33,7 @@ from pynox.api.pool import _find_config
 from pynox.api.result import Result, failure
 from pynox.api.session import Session
 from pynox.errors import PynoxError
+from pynox.limits import DEFAULT_WORKERS
 from pynox.ray.actor import NodePool
 
 if TYPE_CHECKING:
@@ -45,9 +46,6 @@ if TYPE_CHECKING:
 CLOSE_GRACE = 10.0
 # How long an actor may take to start its local pool before RayPool() gives up.
 START_TIMEOUT = 120.0
-# The workers of a pool that neither its caller nor its config sizes: pynox.pool.server's
-# DEFAULT_WORKERS, not imported from there since that module needs the compiled core.
-DEFAULT_WORKERS = 2
 
 _generations = itertools.count(1)
 # Colours in Ray's messages, and the last line of a Python traceback ("module.Error: text").
