@@ -12,6 +12,7 @@ from pynox.errors import CommandNotText, ProgramNotFound, PynoxError
 
 TYPE_CHECKING = False  # typing itself costs milliseconds to import
 if TYPE_CHECKING:
+    from collections.abc import Container
     from typing import BinaryIO
 
 
@@ -21,6 +22,7 @@ class Program:
     __slots__ = (
         "kind",
         "filename",
+        "earlier_files",
         "source",
         "seekable",
         "module",
@@ -35,6 +37,9 @@ class Program:
         # "script", "code", "module", "stdin", "main_dir", or "request" (pool code)
         self.kind = kind
         self.filename = ""  # what tracebacks and __file__ show
+        # The file names of code of the program's that ran before (a session's earlier
+        # steps): an error in a function they defined is the program's own too.
+        self.earlier_files: Container[str] = ()
         self.source: bytes | str = b""
         # Whether python could seek in the file the source came from (not in a pipe),
         # which its reading of a declared encoding needs (pynox.engine.source_file).

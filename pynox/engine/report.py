@@ -42,7 +42,7 @@ def _location(
     if not frames:
         return None, None
     for filename, line in reversed(frames):
-        if filename == program.filename:
+        if filename == program.filename or filename in program.earlier_files:
             return filename, line
     stdlib = os.path.dirname(os.__file__) + os.sep
     for filename, line in reversed(frames):

@@ -1948,7 +1948,8 @@ class PoolServer:
         session.child.stale_frames = 0
         session.running = run
         self.child_runs[session.child.token] = run
-        name = message.get("name", DEFAULT_NAME)
+        # No name: the session names the step after its number (pynox.pool.step_lines).
+        name = message.get("name")
         self._send_frame(
             session.child,
             {"type": "run", "code": message.get("code", ""), "name": name, "step": run.step},

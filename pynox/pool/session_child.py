@@ -16,7 +16,7 @@ from pynox.engine import shutdown
 from pynox.engine.child import fd_identity, report_exception
 from pynox.engine.child_setup import ChildSetup
 from pynox.errors import EXIT_FLUSH_FAILED
-from pynox.pool import channel, display
+from pynox.pool import channel, display, step_lines
 from pynox.pool.request_child import run_code
 
 TYPE_CHECKING = False
@@ -101,9 +101,13 @@ def serve(
             del main
             shutdown.finish(0, False, modules_before)  # the pool server closed the session
         code, name = message.get("code"), message.get("name")
-        if message.get("type") != "run" or not isinstance(code, str) or not isinstance(name, str):
+        if message.get("type") != "run" or not isinstance(code, str):
             continue
+        if not isinstance(name, str):
+            name = step_lines.step_name(link.step)  # each its own, as the REPL's inputs
         program.filename = name
+        program.earlier_files = step_lines.kept
+        step_lines.keep(name, len(code))
         error = None
         status = 0
         try:

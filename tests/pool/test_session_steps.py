@@ -1,0 +1,60 @@
+"""Session steps as python's REPL runs its inputs: each step's code under a file name of
+its own, so that tracebacks, warnings and inspect show every step's lines."""
+
+from __future__ import annotations
+
+from support.pool_client import PoolClient
+from support.pool_requests import assert_ok, close_session, new_id, step
+
+DEFINES_F = "def f():\n    return 1 / 0\n"
+
+
+def test_an_earlier_steps_function_shows_its_own_lines(pool: PoolClient) -> None:
+    """Every step's code was named agent.py: a traceback through a function of an earlier
+    step showed the line of that number of the latest step ("y = 2"), and
+    inspect.getsource gave the latest step's lines."""
+    name = new_id("lines")
+    assert step(pool, name, DEFINES_F)["exit"] == 0
+    failed = step(pool, name, "x = 1\ny = 2\nf()")
+    assert failed["stderr"].endswith(
+        'Traceback (most recent call last):\n  File "<step-2>", line 3, in <module>\n'
+        '    f()\n    ~^^\n  File "<step-1>", line 2, in f\n    return 1 / 0\n'
+        "           ~~^~~\nZeroDivisionError: division by zero\n"
+    ), failed["stderr"]
+    assert (failed["error"]["file"], failed["error"]["line"]) == ("<step-1>", 2)
+    assert_ok(step(pool, name, "import inspect\nprint(inspect.getsource(f), end='')"), DEFINES_F)
+    warned = step(pool, name, "import warnings\nwarnings.warn('careful')")
+    assert warned["stderr"] == "<step-4>:2: UserWarning: careful\n  warnings.warn('careful')\n"
+    close_session(pool, name)
+
+
+def test_a_named_step_keeps_its_name(pool: PoolClient) -> None:
+    """A name the client gives is the step's file name; the session's sys.argv stays the
+    first step's name (agent.py when it had none)."""
+    name = new_id("named")
+    assert step(pool, name, DEFINES_F, name="cell1.py")["exit"] == 0
+    failed = step(pool, name, "import sys\nprint(sys.argv)\nf()", name="cell2.py")
+    assert failed["stdout"] == "['cell1.py']\n"
+    assert '  File "cell2.py", line 3, in <module>\n    f()\n' in failed["stderr"]
+    assert '  File "cell1.py", line 2, in f\n    return 1 / 0\n' in failed["stderr"]
+    close_session(pool, name)
+
+
+def test_only_the_latest_steps_lines_are_kept(pool: PoolClient) -> None:
+    """What linecache held grew with every step, for as long as the session lived."""
+    name = new_id("bounded")
+    assert step(pool, name, DEFINES_F)["exit"] == 0
+    for number in range(1000):
+        assert step(pool, name, f"x = {number}")["exit"] == 0
+    # Step 1002 keeps the lines of steps 3 to 1002: those of the first two are let go of.
+    last = step(
+        pool,
+        name,
+        "import linecache\n"
+        "print(sorted(int(k[6:-1]) for k in linecache.cache if k.startswith('<step-')) "
+        "== list(range(3, 1003)))\n"
+        "f()",
+    )
+    assert last["stdout"] == "True\n"
+    assert '  File "<step-1>", line 2, in f\nZeroDivisionError' in last["stderr"], last
+    close_session(pool, name)
