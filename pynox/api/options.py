@@ -12,7 +12,6 @@ from pynox import file_names, host_function_names, lean_os, os_text, units
 from pynox.errors import PynoxError
 from pynox.limits import (
     DEFAULT_MAX_OUTPUT,
-    DEFAULT_NAME,
     DEFAULT_TIMEOUT,
     MAX_FILES_IN,
     MAX_FILES_IN_BYTES,
@@ -301,7 +300,7 @@ class Spec:
     def __init__(
         self,
         *,
-        name: str = DEFAULT_NAME,
+        name: str | None = None,
         profile: str | None = None,
         allow_read: Paths = None,
         allow_write: Paths = None,
@@ -317,7 +316,8 @@ class Spec:
         files: Files = None,
     ) -> None:
         cwd = caller_cwd()
-        self.name = checked_name(name)
+        # None: the pool's default, agent.py (in a session, each step its own: <step-N>).
+        self.name = None if name is None else checked_name(name)
         self.profile = _profile(profile)
         self.allow_read = _paths(allow_read, "allow_read", cwd)
         self.allow_write = _paths(allow_write, "allow_write", cwd)
@@ -368,7 +368,9 @@ class Spec:
         """The request line's fields (without the id)."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str of Python source, not {type(code).__name__}")
-        request: dict[str, Any] = {"code": code, "name": self.name}
+        request: dict[str, Any] = {"code": code}
+        if self.name is not None:
+            request["name"] = self.name
         if self.profile is not None:
             request["profile"] = self.profile
         for key in ("allow_read", "allow_write", "package_dirs", "allow_env", "args"):

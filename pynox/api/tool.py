@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from pynox.api.options import Spec, effective_grants, function_spec
+from pynox.limits import DEFAULT_NAME
 from pynox.policy.grants import GRANT_FIELDS
 from pynox.unit_format import format_duration
 
@@ -107,7 +108,7 @@ def tool_docstring(
     functions: list[dict[str, str]],
     *,
     session: bool,
-    name: str = "agent.py",
+    name: str | None = None,
     python: str | None = None,
 ) -> str:
     """The docstring: one text block, then `Args:` and `Returns:` sections.
@@ -125,9 +126,9 @@ def tool_docstring(
         paragraphs.append(_host_functions(functions))
     paragraphs.append(
         "When the code fails, the result ends with the exception type and message, the line "
-        f"as {name}:LINE, and a hint; a denied file, socket or process names the permission "
-        "that was missing. You cannot grant permissions from your code: if the task needs "
-        "access the sandbox does not give, work without it or tell the user which "
+        f"as {_where(name, session)}, and a hint; a denied file, socket or process names the "
+        "permission that was missing. You cannot grant permissions from your code: if the "
+        "task needs access the sandbox does not give, work without it or tell the user which "
         "permission the hint names instead of retrying the same thing."
     )
     sections = (
@@ -140,6 +141,15 @@ def tool_docstring(
         "its line and a hint if it failed."
     )
     return "\n\n".join(paragraphs) + "\n\n" + sections
+
+
+def _where(name: str | None, session: bool) -> str:
+    """How a failed call's line is named: by the file name the code runs as."""
+    if name is not None:
+        return f"{name}:LINE"
+    if session:  # each call's code is a file of its own (docs/pool-protocol.md)
+        return "<step-N>:LINE, N being the number of the call that ran that code"
+    return f"{DEFAULT_NAME}:LINE"
 
 
 def _summary(version: str, session: bool) -> str:

@@ -72,7 +72,7 @@ def test_options_work_in_a_working_directory_that_was_removed(
 
 def test_request_sends_only_what_was_set() -> None:
     request = Spec().request("print(1)")
-    assert request == {"code": "print(1)", "name": "agent.py"}
+    assert request == {"code": "print(1)"}  # the pool names it agent.py, a step <step-N>
     request = Spec(
         timeout="10s",
         memory="256m",

@@ -84,7 +84,6 @@ def test_fake_pool_echo_shows_the_request(
         assert sent == {
             "id": sent["id"],
             "code": "print(1)",
-            "name": "agent.py",
             "allow_read": [str(tmp_path / "d")],
             "timeout": 5,
         }

@@ -82,6 +82,16 @@ def test_errors_use_the_requests_name(pool: Pool) -> None:
     assert r.text.endswith("ZeroDivisionError: division by zero\nat step3.py:2")
 
 
+def test_a_sessions_steps_are_named_apart(pool: Pool) -> None:
+    """A session sent every step as agent.py: a traceback through a function an earlier
+    step defined showed the latest step's line of that number."""
+    with pool.session() as session:
+        assert session.run("def f():\n    return 1 / 0").ok
+        r = session.run("x = 1\ny = 2\nf()")
+    assert '  File "<step-1>", line 2, in f\n    return 1 / 0\n' in r.stderr, r.stderr
+    assert r.text.endswith("ZeroDivisionError: division by zero\nat <step-1>:2")
+
+
 def test_timeout_is_text(pool: Pool) -> None:
     started = time.monotonic()
     r = pool.run("print('working', flush=True)\nwhile True: pass", timeout="1s")

@@ -78,6 +78,8 @@ def test_docstring_lists_host_functions_and_session_state() -> None:
     )
     doc = tool_docstring(grants, functions, session=True)
     assert "from pynox_host import search, ping" in doc
+    # Each call's code is a file of its own in a session (not agent.py).
+    assert "the line as <step-N>:LINE, N being the number of the call that ran" in doc
     assert "- search(query: str, limit: int = 5) -> list[dict]: Search the product catalog." in doc
     assert "- ping()\n" in doc
     assert "pynox_host.HostError" in doc
