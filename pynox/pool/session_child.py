@@ -55,6 +55,21 @@ def _say_if_stdout_closed() -> None:
             pass
 
 
+def _warn_afresh() -> None:
+    """Lets a step show the warnings an earlier step showed from the same lines, as
+    python's REPL does: it compiles each input under catch_warnings (codeop), which
+    makes every module forget where it warned (__warningregistry__). Without it a step
+    run again would show none of its warnings."""
+    warnings = sys.modules.get("warnings")
+    if warnings is None:
+        return  # nothing has warned from python code yet
+    try:
+        with warnings.catch_warnings():
+            pass
+    except Exception:  # noqa: BLE001, S110 - the program's warnings module, however it left it
+        pass
+
+
 def _tell(fd: int, identity: tuple[int, int], message: dict[str, object]) -> bool:
     """Sends a frame to the pool server; False when it no longer listens, or when the
     program closed the channel (a file it opened since may have taken its number)."""
@@ -113,6 +128,7 @@ def serve(
         try:
             try:
                 display.start_step()
+                _warn_afresh()
                 value = run_code(code, name, main)
                 link.finish_code(value)  # its value and figures, before done
                 del value

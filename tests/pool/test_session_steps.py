@@ -58,3 +58,16 @@ def test_only_the_latest_steps_lines_are_kept(pool: PoolClient) -> None:
     assert last["stdout"] == "True\n"
     assert '  File "<step-1>", line 2, in f\nZeroDivisionError' in last["stderr"], last
     close_session(pool, name)
+
+
+def test_a_step_shows_the_warnings_an_earlier_step_showed(pool: PoolClient) -> None:
+    """A warning an earlier step showed from the same line was not shown again: a step run
+    a second time seemed to warn no more. python's REPL shows it at each input."""
+    name = new_id("warnings")
+    assert step(pool, name, "import warnings")["exit"] == 0
+    for number in (2, 3):
+        warned = step(pool, name, "warnings.warn('careful')")
+        assert warned["stderr"] == (
+            f"<step-{number}>:1: UserWarning: careful\n  warnings.warn('careful')\n"
+        ), warned
+    close_session(pool, name)
