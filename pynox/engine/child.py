@@ -776,6 +776,8 @@ def _print_as_python(exc: BaseException, program: "Program") -> "TracebackType |
     tb = _user_traceback(_TRACEBACK.__get__(exc))
     _TRACEBACK.__set__(exc, tb)
     sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, tb
+    if sys.version_info >= (3, 12):
+        sys.last_exc = exc  # as python sets it too, where pdb.pm() finds it
     if program.kind == "request" and getattr(sys, "excepthook", None) is PYTHON_DISPLAY:
         # CPython's own hook reads source lines from files; pool code has none,
         # but its lines are in linecache, which the traceback module reads.

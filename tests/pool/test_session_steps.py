@@ -3,6 +3,8 @@ its own, so that tracebacks, warnings and inspect show every step's lines."""
 
 from __future__ import annotations
 
+import sys
+
 from support.pool_client import PoolClient
 from support.pool_requests import assert_ok, close_session, new_id, step
 
@@ -70,4 +72,15 @@ def test_a_step_shows_the_warnings_an_earlier_step_showed(pool: PoolClient) -> N
         assert warned["stderr"] == (
             f"<step-{number}>:1: UserWarning: careful\n  warnings.warn('careful')\n"
         ), warned
+    close_session(pool, name)
+
+
+def test_a_step_finds_the_last_error_where_python_leaves_it(pool: PoolClient) -> None:
+    """python (3.12 on) keeps an uncaught exception in sys.last_exc too, where the REPL's
+    next input, pdb.pm() and traceback.print_last() find it; a step found none there."""
+    name = new_id("last-error")
+    assert step(pool, name, "1 / 0")["exit"] == 1
+    found = step(pool, name, "import sys\nprint(repr(getattr(sys, 'last_exc', None)))")
+    expected = "ZeroDivisionError('division by zero')" if sys.version_info >= (3, 12) else "None"
+    assert_ok(found, expected + "\n")
     close_session(pool, name)
