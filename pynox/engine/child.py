@@ -665,11 +665,16 @@ def is_compiled(program: "Program") -> bool:
     )
 
 
-def remember_lines(text: str, filename: str) -> None:
-    """Keeps code that has no file in linecache, so that tracebacks show its lines."""
+def remember_lines(text: str, filename: str, as_file: bool = False) -> None:
+    """Keeps code that has no file in linecache, so that tracebacks show its lines: split
+    as python -c splits its code (str.splitlines), or, as_file, as python reads a file's
+    lines, at "\n", "\r\n" and "\r" alone (pool code, which runs as a file of its name).
+    str.splitlines also ends a line at a form feed or U+2028, where the compiler does not,
+    and every line after one would be shown off by one."""
     import linecache
 
-    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    lines = io.StringIO(text, newline=None).readlines() if as_file else text.splitlines(True)
+    linecache.cache[filename] = (len(text), None, lines, filename)
 
 
 def file_reader_may_refuse(source: "str | bytes") -> bool:

@@ -106,7 +106,7 @@ def run_then_finish(
 def run_code(source: str, filename: str, main: object) -> object:
     """Runs code in __main__ and returns the value of its last expression statement, as a
     notebook's cell does; None when it ends with anything else."""
-    remember_lines(source, filename)
+    remember_lines(source, filename, as_file=True)
     compiled = compile_with_value(source, filename)
     if compiled is None:
         run_source(source, filename, main)  # raises python's own SyntaxError

@@ -84,3 +84,15 @@ def test_a_step_finds_the_last_error_where_python_leaves_it(pool: PoolClient) ->
     expected = "ZeroDivisionError('division by zero')" if sys.version_info >= (3, 12) else "None"
     assert_ok(found, expected + "\n")
     close_session(pool, name)
+
+
+def test_a_line_after_a_form_feed_is_shown_as_python_shows_a_files(pool: PoolClient) -> None:
+    """The code's lines were split at every break str.splitlines knows, a form feed or
+    U+2028 in a string too, where python ends no line: the traceback showed a line off."""
+    name = new_id("breaks")
+    failed = step(pool, name, 'x = 1 \f\ny = "\u2028"\nz = 2\n1 / 0\n')
+    assert failed["stderr"].endswith(
+        '  File "<step-1>", line 4, in <module>\n    1 / 0\n    ~~^~~\n'
+        "ZeroDivisionError: division by zero\n"
+    ), failed["stderr"]
+    close_session(pool, name)
