@@ -103,34 +103,54 @@ def run_then_finish(
     shutdown.finish(status, interrupted, modules_before)
 
 
-def run_code(source: str, filename: str, main: object) -> object:
+class FutureFeatures:
+    """The `from __future__` features a session's steps imported so far: python's REPL
+    compiles each input under those of the inputs before it, as a notebook does."""
+
+    __slots__ = ("flags",)
+
+    def __init__(self) -> None:
+        self.flags = 0
+
+
+def run_code(
+    source: str, filename: str, main: object, future: "FutureFeatures | None" = None
+) -> object:
     """Runs code in __main__ and returns the value of its last expression statement, as a
-    notebook's cell does; None when it ends with anything else."""
+    notebook's cell does; None when it ends with anything else. future: a session's, which
+    the code compiles under and adds its own to."""
     remember_lines(source, filename, as_file=True)
-    compiled = compile_with_value(source, filename)
+    inherited = 0 if future is None else future.flags
+    compiled = compile_with_value(source, filename, inherited)
     if compiled is None:
+        if inherited:  # its error may be one of those features' (barry_as_FLUFL's !=)
+            compile(source, filename, "exec", inherited, dont_inherit=True)
         run_source(source, filename, main)  # raises python's own SyntaxError
         return None
     body, expression = compiled
+    if future is not None:  # once compiled, as the REPL keeps them, whether it runs or not
+        future.flags |= (expression if body is None else body).co_flags & _FUTURE_FLAGS
     namespace = main.__dict__
     if body is not None:
         exec_at_top(body, namespace)
     return None if expression is None else exec_at_top(expression, namespace)
 
 
-def compile_with_value(source: "str | bytes", filename: str) -> "tuple[Any, Any] | None":
+def compile_with_value(
+    source: "str | bytes", filename: str, inherited: int = 0
+) -> "tuple[Any, Any] | None":
     """The code, and apart from it its final expression statement if it ends with one
     (then the code before it is None when there is none).
 
     Line numbers and tracebacks are those of the whole code. None when it does not
     compile: then it is compiled again as a script is, which raises python's own
-    SyntaxError.
+    SyntaxError. inherited: `from __future__` features it compiles under besides its own.
     """
-    if isinstance(source, str):  # bytes may declare an encoding of their own
+    if isinstance(source, str) and not inherited:  # bytes may declare an encoding of their own
         compiled = _compile_last_line_apart(source, filename)
         if compiled is not None:
             return compiled
-    return _compile_from_tree(source, filename)
+    return _compile_from_tree(source, filename, inherited)
 
 
 def _compile_last_line_apart(text: str, filename: str) -> "tuple[Any, Any] | None":
@@ -177,17 +197,19 @@ def _compile_last_line_apart(text: str, filename: str) -> "tuple[Any, Any] | Non
     return body, expression
 
 
-def _compile_from_tree(source: "str | bytes", filename: str) -> "tuple[Any, Any] | None":
+def _compile_from_tree(
+    source: "str | bytes", filename: str, inherited: int = 0
+) -> "tuple[Any, Any] | None":
     """compile_with_value through one syntax tree whose nodes keep their positions."""
     import ast
 
     try:
-        tree = ast.parse(source, filename)
+        tree = compile(source, filename, "exec", _ONLY_AST | inherited, dont_inherit=True)
         last = tree.body[-1] if tree.body else None
         if not isinstance(last, ast.Expr):
-            return compile(tree, filename, "exec", dont_inherit=True), None
+            return compile(tree, filename, "exec", flags=inherited, dont_inherit=True), None
         del tree.body[-1]
-        body = compile(tree, filename, "exec", dont_inherit=True)
+        body = compile(tree, filename, "exec", flags=inherited, dont_inherit=True)
         # `from __future__` imports of the code apply to its last expression too.
         flags = body.co_flags & _FUTURE_FLAGS
         expression = ast.Expression(last.value)

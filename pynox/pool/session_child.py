@@ -17,7 +17,7 @@ from pynox.engine.child import fd_identity, report_exception
 from pynox.engine.child_setup import ChildSetup
 from pynox.errors import EXIT_FLUSH_FAILED
 from pynox.pool import channel, display, step_lines
-from pynox.pool.request_child import run_code
+from pynox.pool.request_child import FutureFeatures, run_code
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ def serve(
     if setup.report_fd is not None:
         os.close(setup.report_fd)  # a session reports each step's error in its done frame
         setup.report_fd = None
+    future = FutureFeatures()
     while True:
         # A thread the program left running may call the host between steps: it reads its
         # answer from this channel too, so only one of them reads at a time. Its call then
@@ -129,7 +130,7 @@ def serve(
             try:
                 display.start_step()
                 _warn_afresh()
-                value = run_code(code, name, main)
+                value = run_code(code, name, main, future)
                 link.finish_code(value)  # its value and figures, before done
                 del value
             except SystemExit:

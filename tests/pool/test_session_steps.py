@@ -96,3 +96,19 @@ def test_a_line_after_a_form_feed_is_shown_as_python_shows_a_files(pool: PoolCli
         "ZeroDivisionError: division by zero\n"
     ), failed["stderr"]
     close_session(pool, name)
+
+
+def test_a_future_import_holds_for_the_steps_after_it(pool: PoolClient) -> None:
+    """python's REPL (and a notebook) compiles each input under the `from __future__`
+    imports of the inputs before it; a step forgot them, and annotations a later step
+    wrote for a name defined further on failed with a NameError."""
+    name = new_id("future")
+    assert step(pool, name, "from __future__ import annotations")["exit"] == 0
+    later = step(pool, name, "def f(x: Later) -> Later:\n    pass\nf.__annotations__")
+    assert later["exit"] == 0 and later["value"] == "{'x': 'Later', 'return': 'Later'}", later
+    refused = step(pool, name, "from __future__ import barry_as_FLUFL")
+    assert refused["exit"] == 0
+    compared = step(pool, name, "print('run')\n1 != 2")
+    assert compared["stdout"] == "" and compared["error"]["type"] == "SyntaxError", compared
+    assert_ok(step(pool, name, "1 <> 2"), "")
+    close_session(pool, name)
