@@ -123,13 +123,13 @@ def serve(
             name = step_lines.step_name(link.step)  # each its own, as the REPL's inputs
         program.filename = name
         program.earlier_files = step_lines.kept
-        step_lines.keep(name, len(code))
         error = None
         status = 0
         try:
             try:
                 display.start_step()
                 _warn_afresh()
+                step_lines.keep(name, len(code))  # in linecache, which the program may break
                 value = run_code(code, name, main, future)
                 link.finish_code(value)  # its value and figures, before done
                 del value
