@@ -123,9 +123,13 @@ def run_code(
     inherited = 0 if future is None else future.flags
     compiled = compile_with_value(source, filename, inherited)
     if compiled is None:
-        if inherited:  # its error may be one of those features' (barry_as_FLUFL's !=)
-            compile(source, filename, "exec", inherited, dont_inherit=True)
-        run_source(source, filename, main)  # raises python's own SyntaxError
+        try:
+            if inherited:  # its error may be one of those features' (barry_as_FLUFL's !=)
+                compile(source, filename, "exec", inherited, dont_inherit=True)
+            run_source(source, filename, main)  # raises python's own SyntaxError
+        except SyntaxError as error:
+            _show_its_line(error, source, filename)
+            raise
         return None
     body, expression = compiled
     if future is not None:  # once compiled, as the REPL keeps them, whether it runs or not
@@ -134,6 +138,17 @@ def run_code(
     if body is not None:
         exec_at_top(body, namespace)
     return None if expression is None else exec_at_top(expression, namespace)
+
+
+def _show_its_line(error: SyntaxError, source: str, filename: str) -> None:
+    """An error python's compiler finds once the code parsed ('return' outside function)
+    carries the line python reads from the file, to show under it; code that has no file
+    gets it from its source, split as python reads a file."""
+    if error.text is not None or error.filename != filename or not error.lineno:
+        return
+    lines = io.StringIO(source, newline=None).readlines()
+    if error.lineno <= len(lines):
+        error.text = lines[error.lineno - 1]
 
 
 def compile_with_value(

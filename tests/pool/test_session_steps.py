@@ -112,3 +112,15 @@ def test_a_future_import_holds_for_the_steps_after_it(pool: PoolClient) -> None:
     assert compared["stdout"] == "" and compared["error"]["type"] == "SyntaxError", compared
     assert_ok(step(pool, name, "1 <> 2"), "")
     close_session(pool, name)
+
+
+def test_an_error_found_past_parsing_shows_its_line(pool: PoolClient) -> None:
+    """python shows the line of a SyntaxError its compiler finds once the code parsed
+    ('return' outside function), reading it from the file; a step showed none."""
+    name = new_id("compiler-error")
+    failed = step(pool, name, "x = 1\nfor y in []:\n    pass\nreturn x\n")
+    assert failed["stderr"] == (
+        '  File "<step-1>", line 4\n    return x\n    ^^^^^^^^\n'
+        "SyntaxError: 'return' outside function\n"
+    ), failed["stderr"]
+    close_session(pool, name)
