@@ -44,6 +44,17 @@ def encode(
     return len(body).to_bytes(_HEADER, "big") + body
 
 
+def encode_read(message: dict[str, object]) -> bytes:
+    """The frame of a message of the pool server, whose values a request line held (loads()
+    read them) or the server made: each character written as itself, in UTF-8, as the line
+    may have held it, so that the program of the longest line fits in a frame. Escaped, a
+    character of two bytes takes six: 12 MiB of such code made a frame over MAX_FRAME."""
+    body = strict_json.dumps_read(message)
+    if len(body) > MAX_FRAME:
+        raise ChannelError(f"a message of {len(body)} bytes is over the {MAX_FRAME} limit")
+    return len(body).to_bytes(_HEADER, "big") + body
+
+
 def _too_many_items(what: str, limit: int) -> str:
     return (
         f"{what} holds more than {limit} items (array elements, object members, "

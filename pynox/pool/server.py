@@ -1356,7 +1356,7 @@ class PoolServer:
 
     def _send_frame(self, child: Child, frame: dict[str, object]) -> None:
         try:
-            child.outbound += channel.encode(frame)
+            child.outbound += channel.encode_read(frame)
         except ValueError as exc:
             raise channel.ChannelError(f"a message is not JSON: {exc}") from None
         self._flush_channel(child)

@@ -4,6 +4,7 @@ hints of its steps say."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -365,3 +366,19 @@ def test_a_later_step_cannot_declare_host_functions_of_its_own(pool: PoolClient)
         "declares g"
     )
     close_session(pool, name)
+
+
+@pytest.mark.parametrize("session", [False, True], ids=["one-shot", "session-step"])
+def test_a_long_program_of_wide_characters_runs(fresh: PoolClient, session: bool) -> None:
+    """The pool sent a program to its child with each character past ASCII escaped: a
+    request line of 12 MiB of such code (within the 16 MiB a line may hold) made a frame
+    over the channel's 32 MiB. A one-shot request was refused for it; a session step
+    killed the pool, with every request and session it held."""
+    code = "# " + "\u0100" * (6 << 20) + "\nprint('ran')"
+    request: dict[str, object] = {"id": new_id("wide"), "code": code}
+    if session:
+        request["session"] = new_id("wide-session")
+    fresh.send_raw(json.dumps(request, ensure_ascii=False).encode() + b"\n")
+    assert_ok(fresh.result(request["id"]), "ran\n")
+    if session:
+        close_session(fresh, str(request["session"]))
