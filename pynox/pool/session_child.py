@@ -129,7 +129,9 @@ def serve(
             try:
                 display.start_step()
                 _warn_afresh()
-                step_lines.keep(name, len(code))  # in linecache, which the program may break
+                # In this try, as the program may break linecache; by the code's size in
+                # memory, as it is kept there (a character may take up to 4 bytes).
+                step_lines.keep(name, sys.getsizeof(code))
                 value = run_code(code, name, main, future)
                 link.finish_code(value)  # its value and figures, before done
                 del value

@@ -11,12 +11,13 @@ latest steps' lines are kept.
 
 import linecache
 
-# The latest steps whose lines are kept, at most so many, and so many bytes of source
-# together; the step that runs is always kept, whatever its size.
+# The latest steps whose lines are kept, at most so many, and so many bytes of source in
+# memory together; the step that runs is always kept, whatever its size.
 MAX_STEPS_KEPT = 1000
 MAX_SOURCE_KEPT = 16 * 1024 * 1024
 
-# The names whose lines a step put in linecache, oldest first, with their source's size.
+# The names whose lines a step put in linecache, oldest first, with their source's size
+# in memory.
 kept: "dict[str, int]" = {}
 
 

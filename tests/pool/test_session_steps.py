@@ -3,6 +3,7 @@ its own, so that tracebacks, warnings and inspect show every step's lines."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 from support.pool_client import PoolClient
@@ -59,6 +60,20 @@ def test_only_the_latest_steps_lines_are_kept(pool: PoolClient) -> None:
     )
     assert last["stdout"] == "True\n"
     assert '  File "<step-1>", line 2, in f\nZeroDivisionError' in last["stderr"], last
+    close_session(pool, name)
+
+
+def test_the_lines_kept_are_bounded_by_their_size_in_memory(pool: PoolClient) -> None:
+    """The bound counted characters: code whose characters take two bytes each (or four)
+    was kept up to twice (four times) the memory the bound allows."""
+    name = new_id("bounded-bytes")
+    padding = "# " + "\u0100" * (6 << 20) + "\n"  # 12 MiB in memory (and in UTF-8)
+    for code in (DEFINES_F + padding, padding):
+        request = {"id": new_id("s"), "session": name, "code": code}
+        pool.send_raw(json.dumps(request, ensure_ascii=False).encode() + b"\n")
+        assert pool.result(request["id"])["exit"] == 0
+    failed = step(pool, name, "f()")
+    assert '  File "<step-1>", line 2, in f\nZeroDivisionError' in failed["stderr"], failed
     close_session(pool, name)
 
 
