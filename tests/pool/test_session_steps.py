@@ -139,3 +139,38 @@ def test_an_error_found_past_parsing_shows_its_line(pool: PoolClient) -> None:
         "SyntaxError: 'return' outside function\n"
     ), failed["stderr"]
     close_session(pool, name)
+
+
+def test_a_program_that_breaks_linecache_fails_its_step_not_the_session(
+    pool: PoolClient,
+) -> None:
+    """The program owns linecache: letting go of an old step's lines outside the step's
+    error handling ended the session's process with a traceback of pynox's own."""
+    name = new_id("broken-cache")
+    breaks = (
+        "import linecache\n"
+        "class Broken(dict):\n"
+        "    def pop(self, *args):\n"
+        "        raise RuntimeError('broken cache')\n"
+        "linecache.cache = Broken(linecache.cache)\n"
+    )
+    assert step(pool, name, breaks)["exit"] == 0
+    padding = "# " + "x" * (12 << 20) + "\n"  # two of them pass the bound on lines kept
+    results = []
+    for _ in range(2):
+        request = {"id": new_id("s"), "session": name, "code": padding}
+        pool.send_raw(json.dumps(request).encode() + b"\n")
+        results.append(pool.result(request["id"]))
+    failed = results[-1]
+    assert failed["error"]["type"] == "RuntimeError", failed
+    assert failed["session"]["ended"] is None, failed
+    assert "pynox/" not in failed["stderr"], failed["stderr"]
+    # Each step lets go of one old step's lines, and fails likewise, until none is left
+    # past the bound: the session's process lives on throughout.
+    for _ in range(3):
+        alive = step(pool, name, "print('alive')")
+        assert alive["session"]["ended"] is None, alive
+        if alive["exit"] == 0:
+            break
+    assert_ok(alive, "alive\n")
+    close_session(pool, name)
