@@ -11,12 +11,13 @@ import contextvars
 import inspect
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,9 @@ STALL_MARGIN = 15.0  # beyond the longest pending timeout: the pool is stuck
 CLOSE_GRACE = 5.0
 _STDERR_KEPT = 16 << 10
 _CLOSED = "the pool was closed while this request ran"
+# Held back while a line is written (_signals_held): Ctrl-C's. Each signal held costs a
+# few microseconds a line (the mask comes back as a set of enums), so not every one.
+_HELD_SIGNALS = {signal.SIGINT}
 
 
 class PoolError(PynoxError):
@@ -188,7 +192,21 @@ class _Connection:
                 self._progress = time.monotonic()  # the clock of an idle pool starts now
             self._pending[key] = pending
             self._wake.notify_all()
-        if not self._write(line):
+        sent = False
+        try:
+            with self._write_lock, _signals_held():
+                written = self._write_held(line)
+                sent = True
+        except BaseException:
+            # Ctrl-C before the line went out, or once it had (never in between): nobody
+            # waits for this request, so it must not hold a worker, nor look pending to the
+            # watchdog, which would stop the pool as stuck.
+            with self._lock:
+                self._pending.pop(key, None)
+            if sent:
+                self.send({"id": key, "control": "cancel"})
+            raise
+        if not written:
             self.fail("the pool stopped reading requests")
         return future
 
@@ -316,15 +334,20 @@ class _Connection:
     # The pool's side, on the connection's own threads.
 
     def _write(self, data: bytes) -> bool:
+        with self._write_lock, _signals_held():
+            return self._write_held(data)
+
+    def _write_held(self, data: bytes) -> bool:
+        """Writes whole lines, holding _write_lock and signals (_signals_held); False if the
+        pool no longer reads them."""
         stdin = self.process.stdin
         if stdin is None:
             return False
-        with self._write_lock:
-            try:
-                stdin.write(data)
-                stdin.flush()
-            except (OSError, ValueError):
-                return False
+        try:
+            stdin.write(data)
+            stdin.flush()
+        except (OSError, ValueError):
+            return False
         return True
 
     def _kill(self) -> None:
@@ -561,6 +584,23 @@ def _await(awaitable: Any, loop: asyncio.AbstractEventLoop | None) -> Any:
     if loop is not None and loop.is_running():
         return asyncio.run_coroutine_threadsafe(wait(), loop).result()
     return asyncio.run(wait())
+
+
+@contextlib.contextmanager
+def _signals_held() -> Generator[None, None, None]:
+    """Holds Ctrl-C (SIGINT) back from the main thread, where Python runs its handler, until
+    the block ends: a KeyboardInterrupt in the middle of a line would leave the pool half of
+    it, which it would read with the next line as one bad line, and the request of that
+    next line would never be answered. A pool that reads nothing is stopped by the
+    watchdog, which ends the wait."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 def _resolve(future: Future[dict[str, Any]], message: dict[str, Any]) -> None:

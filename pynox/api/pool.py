@@ -322,9 +322,8 @@ class Pool:
                 session._lost()
             raise
         pending = self._pending(spec)
-        future = connection.submit(request, pending)
         try:
-            message = future.result()
+            message = connection.submit(request, pending).result()
         except BaseException:  # Ctrl-C while waiting: the run stops too
             connection.cancel(pending)
             if session is not None:

@@ -135,10 +135,10 @@ def stream_spec(
     buffer = _Buffer(items.put)
     pending = pool._pending(spec)
     pending.on_output = buffer.output
-    future = connection.submit(request, pending)
-    future.add_done_callback(lambda _: buffer.done())
     finished = False
     try:
+        future = connection.submit(request, pending)
+        future.add_done_callback(lambda _: buffer.done())
         while True:
             item = items.get()
             if item is _DONE:

@@ -503,6 +503,70 @@ def test_ctrl_c_during_a_step_ends_the_session_and_says_so(pool: Pool) -> None:
         assert after.session["restarted"] and session.alive
 
 
+def test_ctrl_c_while_a_long_request_is_sent_leaves_the_pool_serving() -> None:
+    """The line was half written when Ctrl-C came: the pool read it and the next request as
+    one bad line, the next request was never answered, and the watchdog stopped the pool."""
+    main = threading.main_thread().ident
+    assert main is not None
+    with Pool(workers=1) as busy:
+        assert busy.run("pass").ok
+        pid = busy.pid
+        assert pid is not None
+        # Far more than a pipe holds: with the pool stopped, the write waits part way.
+        long_code = f"x = '{'a' * 1_000_000}'\nimport time\ntime.sleep(60)"
+
+        def interrupt_then_resume() -> None:
+            time.sleep(0.5)
+            signal.pthread_kill(main, signal.SIGINT)
+            time.sleep(0.2)
+            os.kill(pid, signal.SIGCONT)
+
+        os.kill(pid, signal.SIGSTOP)
+        resumer = threading.Thread(target=interrupt_then_resume)
+        resumer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                busy.run(long_code)
+        finally:
+            resumer.join()
+            os.kill(pid, signal.SIGCONT)
+        # Answered at once: the interrupted request was cancelled, not left holding the
+        # one worker for its minute.
+        after: list[Result] = []
+        waiting = threading.Thread(target=lambda: after.append(busy.run("print('after')")))
+        waiting.start()
+        waiting.join(15)
+        assert after and after[0].text == "after", after
+
+
+def test_ctrl_c_while_waiting_to_send_leaves_nothing_pending() -> None:
+    """Interrupted before its line went out, the request stayed pending: once the pool had
+    been quiet for that request's timeout, the watchdog stopped it as stuck."""
+    main = threading.main_thread().ident
+    assert main is not None
+    with Pool(workers=2, lazy=True) as busy:
+        busy._stall_margin = 1.0
+        assert busy.run("pass").ok
+        pid = busy.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        # Another thread's long line fills the pipe, and this one waits for its turn.
+        sender = threading.Thread(target=lambda: busy.run(f"x = '{'a' * 1_000_000}'"))
+        sender.start()
+        timer = threading.Timer(0.5, signal.pthread_kill, (main, signal.SIGINT))
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                busy.run("print('never sent')", timeout=1)
+        finally:
+            timer.cancel()
+            os.kill(pid, signal.SIGCONT)
+        sender.join(15)
+        time.sleep(3)  # the interrupted request's timeout and margin, with the pool quiet
+        assert busy.run("print('after')").text == "after"
+        assert busy.pid == pid
+
+
 def test_closing_a_session_the_pool_no_longer_knows_returns_at_once() -> None:
     """After the pool process restarted, the new one has never heard of the session: its
     close is refused at once, and that refusal ends the wait (it used to wait 30 s, then
