@@ -9,8 +9,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
+import itertools
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -133,8 +135,10 @@ class _Connection:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._write_lock = threading.Lock()
+        # Lines send_soon could not write at once: the holder of _write_lock writes them.
+        self._soon: queue.SimpleQueue[bytes] = queue.SimpleQueue()
         self._pending: dict[str, _Pending] = {}
-        self._next_id = 0
+        self._ids = itertools.count(1)
         self._progress = time.monotonic()
         self._stderr = bytearray()
         self._stderr_done = threading.Event()
@@ -194,7 +198,7 @@ class _Connection:
             self._wake.notify_all()
         sent = False
         try:
-            with self._write_lock, _signals_held():
+            with self._writing():
                 written = self._write_held(line)
                 sent = True
         except BaseException:
@@ -281,7 +285,14 @@ class _Connection:
 
     def send(self, message: dict[str, Any]) -> bool:
         """Writes a line that expects no answer anyone waits for (session close, host reply)."""
-        return self._write((json.dumps(message, separators=(",", ":")) + "\n").encode())
+        return self._write(_line(message))
+
+    def send_soon(self, message: dict[str, Any]) -> None:
+        """`send` for a finalizer, which the collector runs in whatever thread allocates, one
+        in the middle of a write, say: it takes no lock that thread may hold. The line goes
+        out now if no write is under way, else as soon as the one under way ends."""
+        self._soon.put(_line(message))  # a SimpleQueue's put is safe from finalizers
+        self._flush_soon()
 
     def release_pipes(self) -> None:
         """Points this process's descriptors of the pool's pipes at /dev/null (in a forked
@@ -296,9 +307,7 @@ class _Connection:
             os.close(null)
 
     def request_id(self) -> str:
-        with self._lock:
-            self._next_id += 1
-            return str(self._next_id)
+        return str(next(self._ids))  # atomic, with no lock: send_soon's callers need one
 
     def close(self, grace: float) -> None:
         """Closes standard input (the pool finishes and exits), then kills it after `grace`."""
@@ -334,12 +343,38 @@ class _Connection:
     # The pool's side, on the connection's own threads.
 
     def _write(self, data: bytes) -> bool:
-        with self._write_lock, _signals_held():
+        with self._writing():
             return self._write_held(data)
 
+    @contextlib.contextmanager
+    def _writing(self) -> Generator[None, None, None]:
+        """Holds _write_lock, and Ctrl-C back (_signals_held), for writing whole lines; and
+        writes those send_soon left before and while it held them."""
+        try:
+            with self._write_lock, _signals_held():
+                self._write_soon_lines()
+                yield
+        finally:
+            self._flush_soon()
+
+    def _flush_soon(self) -> None:
+        """Writes the lines send_soon left, unless a write is under way: its end does."""
+        while not self._soon.empty():
+            if not self._write_lock.acquire(blocking=False):
+                return
+            try:
+                with _signals_held():
+                    self._write_soon_lines()
+            finally:
+                self._write_lock.release()
+
+    def _write_soon_lines(self) -> None:
+        # Only the holder of _write_lock takes from the queue: what is there stays there.
+        while not self._soon.empty():
+            self._write_held(self._soon.get_nowait())
+
     def _write_held(self, data: bytes) -> bool:
-        """Writes whole lines, holding _write_lock and signals (_signals_held); False if the
-        pool no longer reads them."""
+        """Writes whole lines, within _writing; False if the pool no longer reads them."""
         stdin = self.process.stdin
         if stdin is None:
             return False
@@ -601,6 +636,10 @@ def _signals_held() -> Generator[None, None, None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _line(message: dict[str, Any]) -> bytes:
+    return (json.dumps(message, separators=(",", ":")) + "\n").encode()
 
 
 def _resolve(future: Future[dict[str, Any]], message: dict[str, Any]) -> None:

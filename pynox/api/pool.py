@@ -417,8 +417,8 @@ class Pool:
         if not wait or connection.waits_for_me(session_id):
             # From a host function the session's own step waits for (through other runs,
             # perhaps), which cannot end while this waits: the pool closes the session once
-            # the step has ended.
-            connection.send({"id": connection.request_id(), "close_session": session_id})
+            # the step has ended. send_soon, as this may be the session's finalizer.
+            connection.send_soon({"id": connection.request_id(), "close_session": session_id})
             return
         # A pool that no longer knows the session (it restarted, or refused the session's
         # first step) answers with a control_error, which ends the wait too.

@@ -921,3 +921,33 @@ def test_a_host_call_the_step_outlives_fails_in_the_program(pool: Pool) -> None:
         after = session.run(_AWAIT_OUTCOME)
         assert after.stdout == "the step ended before the host answered\n", after.text
         assert session.run("print('still here')").text == "still here"
+
+
+def test_a_session_collected_while_its_thread_writes_to_the_pool_is_closed(
+    tmp_path: Path,
+) -> None:
+    """The collector runs a dropped session's finalizer in whatever thread allocates, in
+    the middle of a write to the pool, say: the finalizer waited for the write's own lock,
+    and that thread, then every thread using the pool, hung."""
+    config = tmp_path / "pynox.toml"
+    config.write_text("[pool]\nmax_sessions = 1\n")
+    with Pool(config=config, workers=1) as one_session:
+        dropped = [one_session.session()]
+        assert dropped[0].run("x = 1").ok
+        connection = one_session._state.connection
+        assert connection is not None
+
+        def drop_while_writing() -> None:
+            with connection._write_lock:  # as a write holds it
+                dropped.clear()  # the last reference: the finalizer runs here, now
+
+        dropping = threading.Thread(target=drop_while_writing, daemon=True)
+        dropping.start()
+        dropping.join(10)
+        hung = dropping.is_alive()
+        if hung:  # let it go, so that the pool can close: any thread may release a Lock
+            connection._write_lock.release()
+        assert not hung, "the finalizer waited for the lock its own thread held"
+        # Its place is free once the pool has ended the first session's process.
+        with one_session.session() as second:
+            assert wait_until(lambda: second.run("print(2)").text == "2")
