@@ -544,7 +544,7 @@ class _Connection:
         elif not isinstance(args, list) or not isinstance(kwargs, dict):
             answer = _host_error(call, "malformed arguments")
         else:
-            answer = _call_host(function, str(name), call, args, kwargs, pending.loop)
+            answer = _call_host(function, str(name), call, args, kwargs, pending)
             if answer.startswith('"host_result"') and isinstance(call, int):
                 with self._lock:
                     pending.answered[call] = str(name)
@@ -557,14 +557,14 @@ def _call_host(
     call: object,
     args: list[Any],
     kwargs: dict[str, Any],
-    loop: asyncio.AbstractEventLoop | None,
+    pending: _Pending,
 ) -> str:
-    """The control line's answer to one call, as JSON text: `"host_result": {...}` with the
-    function's value, or `"host_error": {...}`."""
+    """The control line's answer to one call of `pending`'s program, as JSON text:
+    `"host_result": {...}` with the function's value, or `"host_error": {...}`."""
     try:
         value = function(*args, **kwargs)
         if inspect.isawaitable(value):
-            value = _await(value, loop)
+            value = _await(value, pending.loop, pending.future)
     except BaseException as exc:  # noqa: B036 - whatever the host function does, the call ends
         return _host_error(call, _describe(exc))
     try:
@@ -610,15 +610,29 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _await(awaitable: Any, loop: asyncio.AbstractEventLoop | None) -> Any:
+def _await(
+    awaitable: Any, loop: asyncio.AbstractEventLoop | None, ended: Future[dict[str, Any]]
+) -> Any:
+    """The value of an async host function, awaited on `loop` (the caller's, while it runs)
+    or on a loop of its own. Cancelled once its request has `ended` (done, timed out,
+    cancelled, its pool gone): nothing could take its value then, and it would hold a task
+    and this thread as long as it ran on, forever if it waits for what never comes."""
     import asyncio
 
-    async def wait() -> Any:
-        return await awaitable
+    async def until_ended() -> Any:
+        task = asyncio.ensure_future(awaitable)
+        here = asyncio.get_running_loop()
+
+        def cancel(_: object) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: the task is over
+                here.call_soon_threadsafe(task.cancel)
+
+        ended.add_done_callback(cancel)
+        return await task
 
     if loop is not None and loop.is_running():
-        return asyncio.run_coroutine_threadsafe(wait(), loop).result()
-    return asyncio.run(wait())
+        return asyncio.run_coroutine_threadsafe(until_ended(), loop).result()
+    return asyncio.run(until_ended())
 
 
 @contextlib.contextmanager

@@ -951,3 +951,35 @@ def test_a_session_collected_while_its_thread_writes_to_the_pool_is_closed(
         # Its place is free once the pool has ended the first session's process.
         with one_session.session() as second:
             assert wait_until(lambda: second.run("print(2)").text == "2")
+
+
+_WAIT_FOR_HOST = "from pynox_host import lookup\nprint(lookup('x'))"
+
+
+def test_an_async_host_function_is_cancelled_when_its_run_ends(pool: Pool) -> None:
+    """Nothing can take its value any more: it ran on (an API call, a query) as long as it
+    took, forever for one that waits for what never comes, holding a task and a thread."""
+    cancelled: list[str] = []
+
+    async def lookup(query: str) -> str:
+        try:
+            await asyncio.Event().wait()  # nothing sets it
+        except asyncio.CancelledError:
+            cancelled.append(query)
+            raise
+        return query
+
+    async def cancel_the_run() -> list[str]:
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(pool.arun(_WAIT_FOR_HOST, functions={"lookup": lookup}), 1)
+        for _ in range(100):  # while this loop runs: its end would cancel the task anyway
+            if cancelled:
+                break
+            await asyncio.sleep(0.05)
+        return list(cancelled)
+
+    assert asyncio.run(cancel_the_run()) == ["x"]
+    # Run without a loop of the caller's (pool.run): the function's own loop ends with it.
+    timed_out = pool.run(_WAIT_FOR_HOST, functions={"lookup": lookup}, timeout=1)
+    assert timed_out.error is not None and timed_out.error["type"] == "Timeout"
+    assert wait_until(lambda: cancelled == ["x", "x"]), cancelled
