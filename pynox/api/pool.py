@@ -221,18 +221,26 @@ class Pool:
 
     def _start(self) -> _Connection:
         """The live connection, starting the process if there is none (no waiting)."""
+        self._refuse_in_a_forked_child()
         state = self._state
         with state.lock:
             if state.closed:
                 raise PoolError("this pool is closed; create a new Pool to run more code")
-            if os.getpid() != self._pid:
-                raise PoolError("a Pool cannot be used in a forked child; create one there")
             connection = state.connection
             if connection is None or not connection.alive:
                 connection = _Connection(self.command, self._stall_margin)
                 state.connection = connection
                 state.generation += 1
             return connection
+
+    def _forked_child(self) -> bool:
+        """Whether this process was forked from the one that made the pool."""
+        return os.getpid() != self._pid
+
+    def _refuse_in_a_forked_child(self) -> None:
+        # Before any lock: one that another thread held at the fork stays held in the child.
+        if self._forked_child():
+            raise PoolError("a Pool cannot be used in a forked child; create one there")
 
     def _connection(self) -> tuple[_Connection, int]:
         """The connection, ready for requests; raises PoolError if the pool cannot start."""
@@ -408,7 +416,7 @@ class Pool:
     def _close_session(self, session_id: str, wait: bool) -> None:
         connection = self._state.connection
         if (
-            os.getpid() != self._pid
+            self._forked_child()
             or connection is None
             or not connection.alive
             or connection.info is None

@@ -116,6 +116,8 @@ class Session:
 
     def close(self) -> None:
         """Ends the session's process. Closing twice is harmless."""
+        if self.pool._forked_child():
+            return  # the process is the parent's pool's; and a lock may be held for good
         with self._lock:
             if self._closed:
                 return
@@ -153,6 +155,7 @@ class Session:
         )
 
     def _step_spec(self, name: str | None, files: Files = None, timeout: Duration = None) -> Spec:
+        self.pool._refuse_in_a_forked_child()
         # Checked before the session counts as sent: a bad argument sends nothing.
         seconds = step_timeout(timeout)
         with self._lock:

@@ -983,3 +983,25 @@ def test_an_async_host_function_is_cancelled_when_its_run_ends(pool: Pool) -> No
     timed_out = pool.run(_WAIT_FOR_HOST, functions={"lookup": lookup}, timeout=1)
     assert timed_out.error is not None and timed_out.error["type"] == "Timeout"
     assert wait_until(lambda: cancelled == ["x", "x"]), cancelled
+
+
+def test_a_forked_child_is_told_at_once_while_the_parent_starts_its_pool() -> None:
+    """The fork came while another thread of the parent held the pool's or the session's
+    lock (starting the pool, say): the child waited for it forever instead of being told
+    to make a pool of its own."""
+    parent_pool = Pool(lazy=True)
+    session = parent_pool.session()
+
+    def checks() -> bool:
+        signal.alarm(10)  # a child that waits for a lock ends here, and says so
+        for run in (parent_pool.run, session.run):
+            with pytest.raises(PoolError, match="forked child"):
+                run("pass")
+        session.close()  # the parent's: nothing to do here, and no wait
+        return True
+
+    with parent_pool._state.lock, session._lock:  # as another thread holds them
+        status = _in_a_forked_child(checks)
+    assert status == 0, status
+    session.close()
+    parent_pool.close()
