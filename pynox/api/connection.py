@@ -277,11 +277,13 @@ class _Connection:
         return caller[1]
 
     def cancel(self, pending: _Pending) -> None:
-        """Asks the pool to end a request whose result nobody waits for any more."""
-        with self._lock:
-            waiting = pending.key is not None and pending.key in self._pending
-        if waiting:
-            self.send({"id": pending.key, "control": "cancel"})
+        """Asks the pool to end a request whose result nobody waits for any more.
+
+        It takes no lock the thread may hold, as send_soon: the collector closing a stream
+        left unfinished calls it, in whatever thread it runs.
+        """
+        if pending.key is not None and pending.key in self._pending:  # one atomic look
+            self.send_soon({"id": pending.key, "control": "cancel"})
 
     def send(self, message: dict[str, Any]) -> bool:
         """Writes a line that expects no answer anyone waits for (session close, host reply)."""

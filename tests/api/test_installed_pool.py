@@ -23,6 +23,7 @@ import pynox.api.shared
 from pynox.api.connection import PoolError
 from pynox.api.pool import Pool
 from pynox.api.result import Result
+from pynox.api.stream import Output
 from pynox.limits import MAX_LINE
 
 
@@ -1005,3 +1006,31 @@ def test_a_forked_child_is_told_at_once_while_the_parent_starts_its_pool() -> No
     assert status == 0, status
     session.close()
     parent_pool.close()
+
+
+def test_a_stream_collected_while_its_thread_writes_to_the_pool_is_cancelled() -> None:
+    """A stream left unfinished is closed when collected, which cancels its run: in the
+    middle of a write to the pool, that waited for the write's own lock, for ever."""
+    with Pool(workers=1) as one_worker:
+        left = [one_worker.stream("print('started', flush=True)\nimport time\ntime.sleep(60)")]
+        assert next(left[0]) == Output("stdout", "started\n")
+        connection = one_worker._state.connection
+        assert connection is not None
+
+        def drop_while_writing() -> None:
+            with connection._write_lock:  # as a write holds it
+                left.clear()  # the last reference: the generator is closed here, now
+
+        dropping = threading.Thread(target=drop_while_writing, daemon=True)
+        dropping.start()
+        dropping.join(10)
+        hung = dropping.is_alive()
+        if hung:  # let it go, so that the pool can close: any thread may release a Lock
+            connection._write_lock.release()
+        assert not hung, "the stream's close waited for the lock its own thread held"
+        # The one worker is free again: the stream's run was cancelled.
+        after: list[Result] = []
+        waiting = threading.Thread(target=lambda: after.append(one_worker.run("print(1)")))
+        waiting.start()
+        waiting.join(15)
+        assert after and after[0].text == "1", after
