@@ -43,6 +43,7 @@ STALL_MARGIN = 15.0  # beyond the longest pending timeout: the pool is stuck
 CLOSE_GRACE = 5.0
 _STDERR_KEPT = 16 << 10
 _CLOSED = "the pool was closed while this request ran"
+_END_OF_INPUT = b""  # put on _Connection._soon by close: the input is closed there
 # Held back while a line is written (_signals_held): Ctrl-C's. Each signal held costs a
 # few microseconds a line (the mask comes back as a set of enums), so not every one.
 _HELD_SIGNALS = {signal.SIGINT}
@@ -314,12 +315,10 @@ class _Connection:
     def close(self, grace: float) -> None:
         """Closes standard input (the pool finishes and exits), then kills it after `grace`."""
         self.closing = True
-        with self._write_lock:
-            try:
-                if self.process.stdin is not None:
-                    self.process.stdin.close()
-            except OSError:
-                pass
+        # As send_soon does: a Pool's finalizer calls this, in whatever thread the collector
+        # runs, maybe one in the middle of a write (which then closes it as it ends).
+        self._soon.put(_END_OF_INPUT)
+        self._flush_soon()
         try:
             self.process.wait(grace)
         except subprocess.TimeoutExpired:
@@ -373,7 +372,12 @@ class _Connection:
     def _write_soon_lines(self) -> None:
         # Only the holder of _write_lock takes from the queue: what is there stays there.
         while not self._soon.empty():
-            self._write_held(self._soon.get_nowait())
+            line = self._soon.get_nowait()
+            if line != _END_OF_INPUT:
+                self._write_held(line)
+            elif self.process.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self.process.stdin.close()
 
     def _write_held(self, data: bytes) -> bool:
         """Writes whole lines, within _writing; False if the pool no longer reads them."""

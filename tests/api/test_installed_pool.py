@@ -1034,3 +1034,28 @@ def test_a_stream_collected_while_its_thread_writes_to_the_pool_is_cancelled() -
         waiting.start()
         waiting.join(15)
         assert after and after[0].text == "1", after
+
+
+def test_a_pool_collected_while_its_thread_writes_to_it_is_stopped() -> None:
+    """A Pool dropped without close() is closed by the collector, in whatever thread
+    allocates: a host function's thread answering a run nobody waits for any more, in the
+    middle of its write, say. close waited for the write's own lock, for ever, and the
+    pool process lived on."""
+    dropped = [Pool(workers=1)]
+    assert dropped[0].run("pass").ok
+    pid = dropped[0].pid
+    connection = dropped[0]._state.connection
+    assert pid is not None and connection is not None
+
+    def drop_while_writing() -> None:
+        with connection._write_lock:  # as a write holds it
+            dropped.clear()  # the last reference: the finalizer runs here, now
+
+    dropping = threading.Thread(target=drop_while_writing, daemon=True)
+    dropping.start()
+    dropping.join(10)
+    hung = dropping.is_alive()
+    if hung:  # let it go, so that the pool can close: any thread may release a Lock
+        connection._write_lock.release()
+    assert not hung, "the finalizer waited for the lock its own thread held"
+    assert wait_until(lambda: not alive(pid))
