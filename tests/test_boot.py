@@ -504,7 +504,9 @@ OWN = ("pynox", "gc")
 
 
 @pytest.mark.parametrize(
-    "mode", [[], ["--timeout=30s"], ["--json"]], ids=["plain", "timeout", "json"]
+    "mode",
+    [[], ["--timeout=30s"], ["--json"], ["--memory=1g"], ["--json", "--memory=1g"]],
+    ids=["plain", "timeout", "json", "memory", "json-memory"],
 )
 def test_a_run_imports_nothing_python_would_not(tmp_path: Path, mode: list[str]) -> None:
     """Every module on the start-up path costs every run: only pynox's own may be extra.
@@ -516,7 +518,7 @@ def test_a_run_imports_nothing_python_would_not(tmp_path: Path, mode: list[str])
     proc = run_pynox(*mode, str(script))
     assert proc.returncode == 0, proc.stderr
     output = proc.stdout.decode()
-    if mode == ["--json"]:
+    if "--json" in mode:
         output = json.loads(output)["stdout"]
     extra = set(output.split()) - python_modules
     assert sorted(m for m in extra if m.partition(".")[0] not in OWN) == []

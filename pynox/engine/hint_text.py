@@ -37,6 +37,7 @@ KINDS = frozenset(
         "memory_for",
         "memory_beyond",
         "thread_stacks",
+        "thread_stacks_inherited",
         "native_abort",
         "native_exit",
         "open_files",
@@ -442,11 +443,7 @@ def _open_files_limit_hint(style: Style, memory: int) -> str:
 
 
 def _memory_hint(what: str, style: Style, memory: int) -> str:
-    """`what` happened under the memory limit: raise it, or, at its most, allocate less;
-    under a lower limit pynox was started with, which no flag raises, that one."""
-    below = inherited_limit_below(memory, MEMORY_LIMITS)
-    if below is not None:
-        return _inherited_text(what.removesuffix(" the"), "memory", below, memory)
+    """`what` happened under the memory limit: raise it, or, at its most, allocate less."""
     under = f"{what} {format_size(memory)} memory limit"
     larger = style.larger("memory", memory, memory * 2)
     if larger is None:
@@ -459,7 +456,7 @@ def _memory_hint(what: str, style: Style, memory: int) -> str:
 _THREAD_STACK = "8 MiB"
 
 
-def _thread_stacks_hint(style: Style, memory: int) -> str:
+def _thread_stacks_hint(style: Style, memory: int, inherited: str | None = None) -> str | None:
     """A thread could not start: its stack did not fit under the memory limit."""
     counts = (
         f"a thread could not start: each thread's stack ({_THREAD_STACK} by default) counts "
@@ -467,10 +464,9 @@ def _thread_stacks_hint(style: Style, memory: int) -> str:
     )
     fewer = "run fewer threads at once (concurrent.futures.ThreadPoolExecutor(max_workers=4))"
     smaller = "make their stacks smaller before starting them (threading.stack_size(1 << 20))"
-    below = inherited_limit_below(memory, MEMORY_LIMITS)
-    if below is not None:  # pynox was started under a lower one, which no flag raises
+    if inherited is not None:  # pynox was started under a lower one, which no flag raises
         reached = counts.removesuffix(f" the {format_size(memory)} memory limit")
-        return _inherited_text(reached, "memory", below, memory, f"{fewer} or {smaller}")
+        return _inherited_limit_hint(reached, "memory", inherited, memory, f"{fewer} or {smaller}")
     if style.larger("memory", memory, memory * 2) is None:
         return f"{counts}, the most {LIMITED_BY} allows; {fewer} or {smaller}"
     name = style.field("memory")
@@ -524,6 +520,8 @@ def _hint_of(
         )
     if kind == "thread_stacks":
         return None if memory is None else _thread_stacks_hint(style, memory)
+    if kind == "thread_stacks_inherited":
+        return None if memory is None else _thread_stacks_hint(style, memory, value)
     if kind == "native_abort":
         if memory is None:
             return None
@@ -863,32 +861,15 @@ _INHERITED = {
     "size": ("ulimit -f", "write less"),
     "memory": ("ulimit -d or ulimit -v", "allocate less"),
 }
-# The resource limits --memory sets (runtime/limits.c).
-MEMORY_LIMITS = ("RLIMIT_DATA", "RLIMIT_AS")
-
-
-def inherited_limit_below(asked: int | None, names: "tuple[str, ...]") -> str | None:
-    """The lowest of the resource limits `names` in force, as format_size writes it, when
-    it is below what the run asked for (its --memory or --max-file-size): the hard limit
-    pynox was started with, which it keeps when lower (runtime/limits.c) and no flag
-    raises; else None."""
-    if asked is None:
-        return None
-    import resource
-
-    hard = (resource.getrlimit(getattr(resource, name))[1] for name in names)
-    finite = [limit for limit in hard if limit != resource.RLIM_INFINITY]
-    if not finite or min(finite) >= asked:
-        return None
-    return format_size(min(finite))
 
 
 def _inherited_limit_hint(
-    reached: str, limit_name: str, limit: str | None, asked: int | None
+    reached: str, limit_name: str, limit: str | None, asked: int | None, instead: str = ""
 ) -> str | None:
     """The program reached a limit pynox was started with, below the one the run asked for
     (--memory, --max-file-size): pynox keeps a lower hard limit (runtime/limits.c), and a
-    larger flag would not help."""
+    larger flag would not help. instead: what to do rather than raise it, if not to
+    allocate or write less."""
     if asked is None or limit is None:
         return None
     if limit != VALUE_PLACEHOLDER:  # the launcher puts the child's value in its place
@@ -896,14 +877,6 @@ def _inherited_limit_hint(
         if not 0 < size < asked:
             return None
         limit = format_size(size)
-    return _inherited_text(reached, limit_name, limit, asked)
-
-
-def _inherited_text(
-    reached: str, limit_name: str, limit: str, asked: int, instead: str | None = None
-) -> str:
-    """_inherited_limit_hint's text; instead: what to do rather than raise the limit, if
-    not to allocate or write less."""
     setter, usual = _INHERITED[limit_name]
     return (
         f"{reached} the {limit} {limit_name} limit that pynox was started with (its hard "

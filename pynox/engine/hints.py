@@ -32,13 +32,7 @@ from pynox.engine.exception_parts import (
     innermost_module,
     passes_through,
 )
-from pynox.engine.hint_text import (
-    GRANTED_SUFFIX,
-    MEMORY_LIMITS,
-    OUTPUT_FOLDER,
-    inherited_limit_below,
-    running_python_version,
-)
+from pynox.engine.hint_text import GRANTED_SUFFIX, OUTPUT_FOLDER, running_python_version
 from pynox.engine.library_errors import (
     denied_in_message,
     duckdb_database,
@@ -522,7 +516,7 @@ def _classify(
 ) -> tuple[str | None, str | None, str | None]:
     if isinstance(exc, MemoryError):
         asked = policy.memory if policy is not None else None
-        below = inherited_limit_below(asked, MEMORY_LIMITS)
+        below = _inherited_limit_below(asked, MEMORY_LIMITS)
         if below is not None:
             return "memory_inherited", below, None
         wanted = _memory_wanted(exc, policy)
@@ -534,7 +528,12 @@ def _classify(
     if isinstance(exc, RuntimeError) and exc.args == ("can't start new thread",):
         # threading's word for a stack that could not be mapped, under a memory
         # limit because the limit counts it (no hint without one).
-        return "thread_stacks", None, None
+        below = _inherited_limit_below(policy.memory if policy else None, MEMORY_LIMITS)
+        return (
+            ("thread_stacks", None, None)
+            if below is None
+            else ("thread_stacks_inherited", below, None)
+        )
     database = _sqlite_open_failure(exc, event)
     if database is not None:
         kind, target, path = _sqlite_database(database, policy)
@@ -770,6 +769,26 @@ _RAISE_MESSAGES = frozenset(
 )
 
 
+# The resource limits --memory sets (runtime/limits.c).
+MEMORY_LIMITS = ("RLIMIT_DATA", "RLIMIT_AS")
+
+
+def _inherited_limit_below(asked: int | None, names: "tuple[str, ...]") -> str | None:
+    """The lowest of the resource limits `names` in force, as format_size writes it, when
+    it is below what the run asked for (its --memory or --max-file-size): the hard limit
+    pynox was started with, which it keeps when lower (runtime/limits.c) and no flag
+    raises; else None."""
+    if asked is None:
+        return None
+    import resource
+
+    hard = (resource.getrlimit(getattr(resource, name))[1] for name in names)
+    finite = [limit for limit in hard if limit != resource.RLIM_INFINITY]
+    if not finite or min(finite) >= asked:
+        return None
+    return format_size(min(finite))
+
+
 def _raised_limit(
     exc: BaseException, event: "tuple[str, tuple[Any, ...]] | None", policy: "Policy | None"
 ) -> str | None:
@@ -1001,7 +1020,7 @@ def _classify_os_error(
         return "interfaces", None, None
     if exc.errno == errno.EFBIG:
         asked = policy.max_file_size if policy is not None else None
-        below = inherited_limit_below(asked, ("RLIMIT_FSIZE",))
+        below = _inherited_limit_below(asked, ("RLIMIT_FSIZE",))
         if below is not None:
             return "file_size_inherited", below, path
         return "file_size", None, path
