@@ -924,6 +924,24 @@ def test_a_host_call_the_step_outlives_fails_in_the_program(pool: Pool) -> None:
         assert session.run("print('still here')").text == "still here"
 
 
+def _dropped_while_writing(connection: Any, last_reference: list[Any]) -> bool:
+    """Drops the last reference to an object in a thread that holds the connection's write
+    lock, as a write does, so that the collector's cleanup runs there, now; whether that
+    thread went on rather than waiting for the lock it holds itself."""
+
+    def drop() -> None:
+        with connection._write_lock:
+            last_reference.clear()
+
+    dropping = threading.Thread(target=drop, daemon=True)
+    dropping.start()
+    dropping.join(10)
+    if dropping.is_alive():  # let it go, so that the pool can close: any thread may release it
+        connection._write_lock.release()
+        return False
+    return True
+
+
 def test_a_session_collected_while_its_thread_writes_to_the_pool_is_closed(
     tmp_path: Path,
 ) -> None:
@@ -938,17 +956,7 @@ def test_a_session_collected_while_its_thread_writes_to_the_pool_is_closed(
         connection = one_session._state.connection
         assert connection is not None
 
-        def drop_while_writing() -> None:
-            with connection._write_lock:  # as a write holds it
-                dropped.clear()  # the last reference: the finalizer runs here, now
-
-        dropping = threading.Thread(target=drop_while_writing, daemon=True)
-        dropping.start()
-        dropping.join(10)
-        hung = dropping.is_alive()
-        if hung:  # let it go, so that the pool can close: any thread may release a Lock
-            connection._write_lock.release()
-        assert not hung, "the finalizer waited for the lock its own thread held"
+        assert _dropped_while_writing(connection, dropped), "the finalizer waited for its lock"
         # Its place is free once the pool has ended the first session's process.
         with one_session.session() as second:
             assert wait_until(lambda: second.run("print(2)").text == "2")
@@ -1017,17 +1025,7 @@ def test_a_stream_collected_while_its_thread_writes_to_the_pool_is_cancelled() -
         connection = one_worker._state.connection
         assert connection is not None
 
-        def drop_while_writing() -> None:
-            with connection._write_lock:  # as a write holds it
-                left.clear()  # the last reference: the generator is closed here, now
-
-        dropping = threading.Thread(target=drop_while_writing, daemon=True)
-        dropping.start()
-        dropping.join(10)
-        hung = dropping.is_alive()
-        if hung:  # let it go, so that the pool can close: any thread may release a Lock
-            connection._write_lock.release()
-        assert not hung, "the stream's close waited for the lock its own thread held"
+        assert _dropped_while_writing(connection, left), "the stream's close waited for its lock"
         # The one worker is free again: the stream's run was cancelled.
         after: list[Result] = []
         waiting = threading.Thread(target=lambda: after.append(one_worker.run("print(1)")))
@@ -1047,15 +1045,5 @@ def test_a_pool_collected_while_its_thread_writes_to_it_is_stopped() -> None:
     connection = dropped[0]._state.connection
     assert pid is not None and connection is not None
 
-    def drop_while_writing() -> None:
-        with connection._write_lock:  # as a write holds it
-            dropped.clear()  # the last reference: the finalizer runs here, now
-
-    dropping = threading.Thread(target=drop_while_writing, daemon=True)
-    dropping.start()
-    dropping.join(10)
-    hung = dropping.is_alive()
-    if hung:  # let it go, so that the pool can close: any thread may release a Lock
-        connection._write_lock.release()
-    assert not hung, "the finalizer waited for the lock its own thread held"
+    assert _dropped_while_writing(connection, dropped), "the finalizer waited for its lock"
     assert wait_until(lambda: not alive(pid))
