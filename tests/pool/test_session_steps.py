@@ -12,6 +12,12 @@ from support.pool_requests import assert_ok, close_session, new_id, step
 DEFINES_F = "def f():\n    return 1 / 0\n"
 
 
+def _without_carets(traceback: str) -> str:
+    """traceback without the lines that only point at part of the line above: which parts
+    get one, and how, changes with python's version (3.11 began them, 3.13 marks more)."""
+    return "".join(line for line in traceback.splitlines(keepends=True) if line.strip(" ~^\n"))
+
+
 def test_an_earlier_steps_function_shows_its_own_lines(pool: PoolClient) -> None:
     """Every step's code was named agent.py: a traceback through a function of an earlier
     step showed the line of that number of the latest step ("y = 2"), and
@@ -19,10 +25,10 @@ def test_an_earlier_steps_function_shows_its_own_lines(pool: PoolClient) -> None
     name = new_id("lines")
     assert step(pool, name, DEFINES_F)["exit"] == 0
     failed = step(pool, name, "x = 1\ny = 2\nf()")
-    assert failed["stderr"].endswith(
+    assert _without_carets(failed["stderr"]).endswith(
         'Traceback (most recent call last):\n  File "<step-2>", line 3, in <module>\n'
-        '    f()\n    ~^^\n  File "<step-1>", line 2, in f\n    return 1 / 0\n'
-        "           ~~^~~\nZeroDivisionError: division by zero\n"
+        '    f()\n  File "<step-1>", line 2, in f\n    return 1 / 0\n'
+        "ZeroDivisionError: division by zero\n"
     ), failed["stderr"]
     assert (failed["error"]["file"], failed["error"]["line"]) == ("<step-1>", 2)
     assert_ok(step(pool, name, "import inspect\nprint(inspect.getsource(f), end='')"), DEFINES_F)
@@ -106,9 +112,8 @@ def test_a_line_after_a_form_feed_is_shown_as_python_shows_a_files(pool: PoolCli
     U+2028 in a string too, where python ends no line: the traceback showed a line off."""
     name = new_id("breaks")
     failed = step(pool, name, 'x = 1 \f\ny = "\u2028"\nz = 2\n1 / 0\n')
-    assert failed["stderr"].endswith(
-        '  File "<step-1>", line 4, in <module>\n    1 / 0\n    ~~^~~\n'
-        "ZeroDivisionError: division by zero\n"
+    assert _without_carets(failed["stderr"]).endswith(
+        '  File "<step-1>", line 4, in <module>\n    1 / 0\nZeroDivisionError: division by zero\n'
     ), failed["stderr"]
     close_session(pool, name)
 
