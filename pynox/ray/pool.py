@@ -129,6 +129,7 @@ class RayPool:
         self._actor_class = ray.remote(NodePool).options(**options)
         self._lock = threading.Lock()
         self._closed = False
+        self._pid = os.getpid()
         self._slots = [_Slot(index) for index in range(actors)]
         for slot in self._slots:
             self._start(slot)
@@ -155,6 +156,16 @@ class RayPool:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    # What its sessions ask of it, as of a `pynox.Pool`: a forked child holds the locks
+    # other threads held at the fork, and a Ray driver it did not start.
+
+    def _forked_child(self) -> bool:
+        return os.getpid() != self._pid
+
+    def _refuse_in_a_forked_child(self) -> None:
+        if self._forked_child():
+            raise PoolError("a RayPool cannot be used in a forked child; create one there")
 
     def close(self, timeout: float = CLOSE_GRACE) -> None:
         """Stops every actor's local pool (waiting up to `timeout` seconds), then the actors.
