@@ -77,6 +77,12 @@ def test_reading_a_file_its_modes_refuse_says_a_grant_alone_would_not_help(
     # hint says why, and names no grant.
     granted = _failed(pynox(f"--allow-read={secret}", "-c", code, cwd=project))
     assert hint_line(granted) == f"pynox: reading {secret} {GRANTED_REFUSED}; {USE_A_COPY}"
+    # Followed: a copy this user may read, granted, is read.
+    copy = project / "copy.txt"
+    copy.write_text("secret")  # what the fixture wrote there
+    copy.chmod(0o644)
+    read = pynox(f"--allow-read={copy}", "-c", "print(open('copy.txt').read())", cwd=project)
+    assert (read.returncode, read.stdout) == (0, b"secret\n"), read.stderr
 
 
 def test_a_json_result_and_the_line_say_the_same(project: Path) -> None:

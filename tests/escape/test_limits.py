@@ -194,6 +194,20 @@ def test_a_thread_stacks_hint_names_a_lower_limit_pynox_was_started_with(
         "that limit where pynox starts"
     )
     _assert_failed_with_hint(proc, json_result, hint)
+    # Followed: the same threads, with the smaller stacks the hint names, all start.
+    followed = run_probe(
+        world,
+        """
+        import threading, time
+        threading.stack_size(1 << 20)
+        for _ in range(200):
+            threading.Thread(target=time.sleep, args=(3,), daemon=True).start()
+        print("started")
+    """,
+        "--memory=512m",
+        command=[*limiting_memory(256 << 20), PYNOX],
+    )
+    assert (followed.returncode, followed.stdout) == (0, b"started\n"), followed.stderr
 
 
 TIMEOUT_PROBES = {
