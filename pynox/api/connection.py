@@ -69,6 +69,10 @@ class _Pending:
     key: str | None = None  # the request's id, once submitted
     # Called on the reader thread with each output event of a streaming request.
     on_output: Callable[[dict[str, Any]], None] | None = None
+    # The result as it came, and a call made with it on the reader thread: a caller that
+    # stopped waiting (a cancelled step) still learns what became of the request.
+    answer: dict[str, Any] | None = None
+    on_answer: Callable[[dict[str, Any]], None] | None = None
     # Host calls answered with a value the pool has not yet shown it took, by call number:
     # the function's name. A control_error for the request means the pool refused the
     # line, and the call still waits (_refused_answers).
@@ -523,6 +527,9 @@ class _Connection:
         with self._lock:
             pending = self._pending.pop(key, None)
         if pending is not None:
+            pending.answer = message
+            if pending.on_answer is not None:
+                pending.on_answer(message)
             _resolve(pending.future, message)
 
     def _refused_answers(self, key: str, said: object) -> None:

@@ -335,7 +335,7 @@ class Pool:
         except BaseException:  # Ctrl-C while waiting: the run stops too
             connection.cancel(pending)
             if session is not None:
-                session._lost()  # a cancelled step ends its session
+                session._cancelled(pending)
             raise
         return self._finish(message, session, generation)
 
@@ -352,7 +352,7 @@ class Pool:
             # The task was cancelled: so is the request, and its worker is free again.
             connection.cancel(pending)
             if session is not None:
-                session._lost()  # a cancelled step ends its session
+                session._cancelled(pending)
             raise
         return self._finish(message, session, generation)
 

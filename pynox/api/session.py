@@ -24,6 +24,7 @@ from pynox.api.stream import Output, astream_spec, stream_spec
 if TYPE_CHECKING:
     from collections.abc import AsyncGenerator, Generator
 
+    from pynox.api.connection import _Pending
     from pynox.api.pool import Pool
 
 
@@ -53,6 +54,9 @@ class Session:
         # Whether a step gave a timeout of its own: the session's process takes its policy
         # from the step that starts it, so steps that give none then name the session's.
         self._own_timeouts = False
+        # Bumped by every change of _alive: the pool's answer to a cancelled step sets it
+        # only if nothing newer has (see _cancelled).
+        self._status = 0
         self._finalizer = weakref.finalize(self, _close_quietly, weakref.ref(pool), self.id)
 
     @property
@@ -187,7 +191,33 @@ class Session:
             return None
 
     def _lost(self) -> None:
-        self._alive = False
+        with self._lock:
+            self._alive = False
+            self._status += 1
+
+    def _cancelled(self, pending: _Pending) -> None:
+        """A step of this session was cancelled. A running step ends the session; one still
+        queued never ran, and leaves it as it was. The pool's answer to the step says which,
+        later, on the connection's reader thread: until then the session counts as lost."""
+        if pending.key is None:  # never sent: the pool knows nothing of it
+            return
+        with self._lock:
+            was_alive = self._alive
+            self._alive = False
+            self._status += 1
+            status = self._status
+
+        def answered(message: dict[str, Any]) -> None:
+            info = message.get("session")
+            with self._lock:
+                if status != self._status or not isinstance(info, dict):
+                    return  # a later step has said more, or the pool never had the session
+                ran = info.get("step") is not None
+                self._alive = (not info.get("ended") if ran else was_alive) and not self._closed
+
+        pending.on_answer = answered
+        if pending.answer is not None:  # it came before the line above
+            answered(pending.answer)
 
     def _step_done(self, result: Result, generation: int) -> Result:
         with self._lock:
@@ -214,6 +244,7 @@ class Session:
                 self._generation = generation
                 self._pool_began = self._pool_began or step == 1
                 self._alive = info is not None and not info.get("ended") and not self._closed
+                self._status += 1
             # Closed while this step ran: a close that reached the pool before the step
             # found nothing to close, and the step then started the session; so close it
             # again (a pool that did close it refuses this one, harmlessly).

@@ -122,7 +122,7 @@ class _Buffer:
 def _cancel(connection: _Connection, pending: _Pending, session: Session | None) -> None:
     connection.cancel(pending)
     if session is not None:
-        session._lost()  # a cancelled step ends its session
+        session._cancelled(pending)
 
 
 def stream_spec(

@@ -5,12 +5,14 @@ at once and leave no process behind."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.pool_client import alive
+from support.waiting import wait_until
 
 import pynox
 from pynox.api.pool import Pool
@@ -168,6 +170,45 @@ def test_cancelling_a_session_step_restarts_the_session(pool: Pool, tmp_path: Pa
         after = session.run("print('x' in globals())")
         assert after.stdout == "False\n"
         assert after.session is not None and after.session["restarted"] is True
+
+
+def test_cancelling_a_queued_session_step_leaves_the_session_alive(
+    pool: Pool, tmp_path: Path
+) -> None:
+    """Only a running step's cancel ends its session: one still queued behind another step
+    never ran, and `alive` said the session was gone until some later step said otherwise."""
+    path = tmp_path / "pid"
+    release = threading.Event()
+
+    def gate() -> str:
+        release.wait(30)
+        return "released"
+
+    with pool.session(allow_write=[str(tmp_path)], functions={"gate": gate}) as session:
+        assert session.run("x = 1").ok and session.alive
+        held = f"open({str(path)!r}, 'w').write('1')\nfrom pynox_host import gate\nprint(gate())"
+
+        async def main() -> Result:
+            running = asyncio.create_task(session.arun(held))
+            await asyncio.get_running_loop().run_in_executor(None, pid_of, path)
+            queued = asyncio.create_task(session.arun("x = 2"))
+            await asyncio.sleep(0.2)  # sent, and queued behind the running step
+            queued.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await queued
+            # The pool drops it from the queue at once and says so: the running step holds.
+            assert await asyncio.get_running_loop().run_in_executor(
+                None, wait_until, lambda: session.alive
+            ), "a cancelled queued step marked the session lost"
+            assert not running.done()
+            release.set()
+            return await running
+
+        assert asyncio.run(main()).text == "released"
+        assert session.alive
+        after = session.run("print(x)")
+        assert after.text == "1" and after.session is not None
+        assert not after.session["restarted"]
 
 
 def test_cancelled_text_names_what_happened() -> None:
