@@ -316,13 +316,19 @@ class _Connection:
     def request_id(self) -> str:
         return str(next(self._ids))  # atomic, with no lock: send_soon's callers need one
 
-    def close(self, grace: float) -> None:
-        """Closes standard input (the pool finishes and exits), then kills it after `grace`."""
+    def end_input(self) -> None:
+        """Closes standard input, after the lines before it: the pool finishes and exits.
+
+        As send_soon does, it takes no lock: a Pool's finalizer calls it, in whatever thread
+        the collector runs, maybe one in the middle of a write (which then closes it as it
+        ends)."""
         self.closing = True
-        # As send_soon does: a Pool's finalizer calls this, in whatever thread the collector
-        # runs, maybe one in the middle of a write (which then closes it as it ends).
         self._soon.put(_END_OF_INPUT)
         self._flush_soon()
+
+    def close(self, grace: float) -> None:
+        """Closes standard input (the pool finishes and exits), then kills it after `grace`."""
+        self.end_input()
         try:
             self.process.wait(grace)
         except subprocess.TimeoutExpired:

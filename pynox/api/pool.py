@@ -72,6 +72,26 @@ class _State:
         if connection is not None:
             connection.close(grace)
 
+    def close_collected(self, grace: float) -> None:
+        """The finalizer's close. The collector runs it in whatever thread allocates, maybe
+        one of the connection's own holding its locks (the reader taking a result, a writer):
+        so the pool is told to finish there, and a thread of its own waits for that."""
+        if os.getpid() != self.pid:
+            return
+        with self.lock:
+            self.closed = True
+            connection, self.connection = self.connection, None
+        if connection is None:
+            return
+        connection.end_input()
+        if not threading.main_thread().is_alive():
+            # At interpreter exit (atexit runs finalizers): no thread would outlive this one.
+            connection.close(grace)
+            return
+        threading.Thread(
+            target=connection.close, args=(grace,), name="pynox-pool-close", daemon=True
+        ).start()
+
 
 class Pool:
     """A `pynox pool` process that runs code in sandboxed children, shared by all threads.
@@ -138,7 +158,7 @@ class Pool:
         self._config: Config | None = None
         self._config_loaded = False
         self._state = _State()
-        self._finalizer = weakref.finalize(self, self._state.close, 1.0)
+        self._finalizer = weakref.finalize(self, self._state.close_collected, 1.0)
         if not lazy:
             self._start()
 

@@ -924,20 +924,26 @@ def test_a_host_call_the_step_outlives_fails_in_the_program(pool: Pool) -> None:
         assert session.run("print('still here')").text == "still here"
 
 
-def _dropped_while_writing(connection: Any, last_reference: list[Any]) -> bool:
-    """Drops the last reference to an object in a thread that holds the connection's write
-    lock, as a write does, so that the collector's cleanup runs there, now; whether that
-    thread went on rather than waiting for the lock it holds itself."""
+def _dropped_while_writing(
+    connection: Any, last_reference: list[Any], lock: str = "_write_lock"
+) -> bool:
+    """Drops the last reference to an object in a thread that holds one of the connection's
+    locks (the write lock, as a write does; `_lock`, as its reader does), so that the
+    collector's cleanup runs there, now; whether that thread went on promptly rather than
+    waiting for the lock it holds itself, or for the pool."""
+    held = getattr(connection, lock)
 
     def drop() -> None:
-        with connection._write_lock:
+        with held:
             last_reference.clear()
 
     dropping = threading.Thread(target=drop, daemon=True)
     dropping.start()
-    dropping.join(10)
+    dropping.join(0.5)  # the pool's own close grace is 1 s: a cleanup waiting for it fails
     if dropping.is_alive():  # let it go, so that the pool can close: any thread may release it
-        connection._write_lock.release()
+        dropping.join(10)
+        if dropping.is_alive():
+            held.release()
         return False
     return True
 
@@ -1046,4 +1052,18 @@ def test_a_pool_collected_while_its_thread_writes_to_it_is_stopped() -> None:
     assert pid is not None and connection is not None
 
     assert _dropped_while_writing(connection, dropped), "the finalizer waited for its lock"
+    assert wait_until(lambda: not alive(pid))
+
+
+def test_a_pool_collected_in_its_reader_thread_is_stopped() -> None:
+    """The collector may run a dropped Pool's finalizer in the connection's own reader
+    thread, in the middle of taking a result (holding the connection's lock). close waited
+    there for the pool process to end, which no one read any more, then for that lock."""
+    dropped = [Pool(workers=1)]
+    assert dropped[0].run("pass").ok
+    pid = dropped[0].pid
+    connection = dropped[0]._state.connection
+    assert pid is not None and connection is not None
+
+    assert _dropped_while_writing(connection, dropped, "_lock"), "the finalizer waited"
     assert wait_until(lambda: not alive(pid))
