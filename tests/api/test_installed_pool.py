@@ -939,7 +939,7 @@ def _dropped_while_writing(
 
     dropping = threading.Thread(target=drop, daemon=True)
     dropping.start()
-    dropping.join(0.5)  # the pool's own close grace is 1 s: a cleanup waiting for it fails
+    dropping.join(0.9)  # the pool's own close grace is 1 s: a cleanup waiting for it fails
     if dropping.is_alive():  # let it go, so that the pool can close: any thread may release it
         dropping.join(10)
         if dropping.is_alive():
@@ -974,9 +974,11 @@ _WAIT_FOR_HOST = "from pynox_host import lookup\nprint(lookup('x'))"
 def test_an_async_host_function_is_cancelled_when_its_run_ends(pool: Pool) -> None:
     """Nothing can take its value any more: it ran on (an API call, a query) as long as it
     took, forever for one that waits for what never comes, holding a task and a thread."""
+    started: list[str] = []
     cancelled: list[str] = []
 
     async def lookup(query: str) -> str:
+        started.append(query)
         try:
             await asyncio.Event().wait()  # nothing sets it
         except asyncio.CancelledError:
@@ -985,8 +987,15 @@ def test_an_async_host_function_is_cancelled_when_its_run_ends(pool: Pool) -> No
         return query
 
     async def cancel_the_run() -> list[str]:
-        with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(pool.arun(_WAIT_FOR_HOST, functions={"lookup": lookup}), 1)
+        run = asyncio.ensure_future(pool.arun(_WAIT_FOR_HOST, functions={"lookup": lookup}))
+        for _ in range(600):  # cancelled once the function runs, however loaded the machine
+            if started or run.done():
+                break
+            await asyncio.sleep(0.05)
+        assert started == ["x"], run
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
         for _ in range(100):  # while this loop runs: its end would cancel the task anyway
             if cancelled:
                 break
@@ -995,8 +1004,9 @@ def test_an_async_host_function_is_cancelled_when_its_run_ends(pool: Pool) -> No
 
     assert asyncio.run(cancel_the_run()) == ["x"]
     # Run without a loop of the caller's (pool.run): the function's own loop ends with it.
-    timed_out = pool.run(_WAIT_FOR_HOST, functions={"lookup": lookup}, timeout=1)
+    timed_out = pool.run(_WAIT_FOR_HOST, functions={"lookup": lookup}, timeout=3)
     assert timed_out.error is not None and timed_out.error["type"] == "Timeout"
+    assert started == ["x", "x"], "the function had not started within the run's timeout"
     assert wait_until(lambda: cancelled == ["x", "x"]), cancelled
 
 
