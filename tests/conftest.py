@@ -119,7 +119,7 @@ def leaves_nothing_behind(request: pytest.FixtureRequest) -> Iterator[None]:
         if not all(name.startswith(SCRATCH_PREFIX) for name in leftovers):
             break
         time.sleep(0.1)
-    assert not leftovers, f"the tests left files behind: {sorted(leftovers)}"
+    assert not leftovers, f"the tests left files behind: {_whose(session / 'tmp', leftovers)}"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -129,6 +129,34 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(SESSION_DIR, None)
     if session is not None:
         shutil.rmtree(session, ignore_errors=True)
+
+
+# When each test of this process began, by the wall clock a file's times are in: a file left
+# behind names the tests that ran when it last changed.
+_TESTS_BEGUN: list[tuple[float, str]] = []
+
+
+def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+    _TESTS_BEGUN.append((time.time(), nodeid))
+
+
+def _whose(tmp: Path, names: list[str]) -> str:
+    """Each name left in tmp, with what it holds and the tests that ran when it last
+    changed: a leftover that shows up now and then must say where it came from."""
+    described = []
+    for name in sorted(names):
+        try:
+            changed = (tmp / name).lstat().st_ctime
+            held = sorted(os.listdir(tmp / name))[:5] if (tmp / name).is_dir() else []
+        except OSError as exc:
+            described.append(f"{name} ({exc.strerror})")
+            continue
+        began = [nodeid for at, nodeid in _TESTS_BEGUN if at <= changed][-2:]
+        described.append(
+            f"{name} (holding {held}, last changed {time.time() - changed:.1f} s ago, "
+            f"while {' then '.join(began) or 'no test'} ran)"
+        )
+    return "; ".join(described)
 
 
 def _leftovers(tmp: Path) -> list[str]:
