@@ -30,10 +30,12 @@ _NAME_LENGTH = len(PREFIX) + 12  # PREFIX and 6 random bytes in hexadecimal
 # cannot go: such folders get their owner's rights back first (find never follows a link;
 # nothing of the run is left to swap one in by then). The pipe also ends when the program
 # closes its descriptors (os.closerange(3, ...)) while it runs: the helper then waits for
-# the process that started it, whose child it stays until that ends, to end.
+# the process that started it ($1), whose child it stays until that ends, to end. Named, not
+# taken from $PPID: that process may end before the shell starts, which then finds its
+# parent is init and would wait for ever.
 HELPER_SCRIPT = (
     "while read -r _; do :; done; "
-    'while read -r _ _ _ parent _ </proc/$$/stat && [ "$parent" = "$PPID" ]; do sleep 0.1; done; '
+    'while read -r _ _ _ parent _ </proc/$$/stat && [ "$parent" = "$1" ]; do sleep 0.1; done; '
     'rm -rf -- "$0" || '
     '{ find "$0" -type d ! -perm -700 -exec chmod u+rwx {} \\; ; exec rm -rf -- "$0"; }'
 )
@@ -210,7 +212,7 @@ def remove_when_gone(path: str) -> int:
     try:
         posix.posix_spawn(
             "/bin/sh",
-            ["sh", "-c", HELPER_SCRIPT, path],
+            helper_arguments(path, posix.getpid()),
             {"PATH": "/usr/bin:/bin"},
             file_actions=[
                 (posix.POSIX_SPAWN_DUP2, read_end, 0),
@@ -232,6 +234,12 @@ def remove_when_gone(path: str) -> int:
     finally:
         posix.close(read_end)
     return out_of_the_way(write_end)
+
+
+def helper_arguments(path: str, owner: int) -> "list[str]":
+    """The command line of the /bin/sh helper that removes `path` once the process `owner`,
+    which starts it, has ended."""
+    return ["sh", "-c", HELPER_SCRIPT, path, str(owner)]
 
 
 def out_of_the_way(fd: int) -> int:

@@ -321,6 +321,28 @@ def test_without_the_launcher_a_helper_of_pynoxs_own_removes_it(tmp_path: Path) 
     assert _gone(directory)
 
 
+def test_the_shell_helper_waits_only_for_the_process_it_names(tmp_path: Path) -> None:
+    """A run as short as `-c pass` can end before the helper's shell has started: the
+    shell's parent is then init (or a subreaper), and the helper took that for the run's
+    process and waited for it, for ever. Here the process it names has ended before it
+    starts, and its parent (this test) lives on: the directory goes at once all the same."""
+    directory = tmp_path / "pynox-run-000000000000"
+    directory.mkdir()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    helper = subprocess.Popen(
+        scratch.helper_arguments(str(directory), ended.pid),
+        executable="/bin/sh",
+        stdin=subprocess.DEVNULL,  # the end of the pipe, as when the run's process ended
+    )
+    try:
+        assert _gone(str(directory)), "the helper waits for its own parent"
+        assert helper.wait(10) == 0
+    finally:
+        helper.kill()
+        helper.wait()
+
+
 @pytest.mark.parametrize("launcher", [True, False], ids=["launcher", "python -m pynox"])
 def test_folders_their_owner_cannot_list_or_enter_are_removed(
     tmp_path: Path, launcher: bool
