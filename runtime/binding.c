@@ -273,6 +273,31 @@ static PyObject *wipe(PyObject *module, PyObject *value)
     Py_RETURN_NONE;
 }
 
+static PyObject *lowest_hard_limit(PyObject *module, PyObject *args)
+{
+    (void)module;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s", &name)) {
+        return NULL;
+    }
+    enum pynox_limit which;
+    if (strcmp(name, "memory") == 0) {
+        which = PYNOX_LIMIT_MEMORY;
+    } else if (strcmp(name, "max_file_size") == 0) {
+        which = PYNOX_LIMIT_FILE_SIZE;
+    } else {
+        return PyErr_Format(PyExc_ValueError, "no limit named %s", name);
+    }
+    unsigned long long bytes;
+    if (pynox_lowest_hard_limit(which, &bytes) != 0) {
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (bytes == ULLONG_MAX) {
+        Py_RETURN_NONE;
+    }
+    return PyLong_FromUnsignedLongLong(bytes);
+}
+
 PyMethodDef pynox_binding_methods[] = {
     {"apply", apply, METH_VARARGS,
      "apply(base, policy) -> str | None\n\n"
@@ -293,6 +318,10 @@ PyMethodDef pynox_binding_methods[] = {
     {"scrub_environment_block", scrub_environment_block, METH_NOARGS,
      "scrub_environment_block() -> str | None\n\n"
      "Overwrite the environment block the kernel placed on this process's stack."},
+    {"lowest_hard_limit", lowest_hard_limit, METH_VARARGS,
+     "lowest_hard_limit(name) -> int | None\n\n"
+     "pynox_lowest_hard_limit(): the lowest finite hard limit among those the run's "
+     "`memory` or `max_file_size` sets, in bytes; None when none is finite."},
     {"wipe", wipe, METH_O,
      "wipe(value: bytes) -> None\n\n"
      "Overwrite a bytes object's contents with zero bytes: only for one about to go."},

@@ -107,3 +107,22 @@ int pynox_set_limits(long long memory_bytes, long long max_file_size, char *err,
         return -1;
     return 0;
 }
+
+int pynox_lowest_hard_limit(enum pynox_limit which, unsigned long long *bytes)
+{
+    /* What an allocation or a write runs into: RLIMIT_STACK and RLIMIT_NOFILE, which
+     * --memory sets too, have hints of their own. */
+    static const int memory[] = {RLIMIT_DATA, RLIMIT_AS};
+    static const int file_size[] = {RLIMIT_FSIZE};
+    const int *resources = which == PYNOX_LIMIT_MEMORY ? memory : file_size;
+    size_t count = which == PYNOX_LIMIT_MEMORY ? sizeof memory / sizeof *memory : 1;
+    *bytes = ULLONG_MAX;
+    for (size_t i = 0; i < count; i++) {
+        struct rlimit cur;
+        if (getrlimit(resources[i], &cur) != 0)
+            return -1;
+        if (cur.rlim_max != RLIM_INFINITY && cur.rlim_max < *bytes)
+            *bytes = cur.rlim_max;
+    }
+    return 0;
+}

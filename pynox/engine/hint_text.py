@@ -39,7 +39,9 @@ KINDS = frozenset(
         "thread_stacks",
         "thread_stacks_inherited",
         "native_abort",
+        "native_abort_inherited",
         "native_exit",
+        "native_exit_inherited",
         "open_files",
         "open_files_limit",
         "memory_limits",
@@ -456,6 +458,20 @@ def _memory_hint(what: str, style: Style, memory: int) -> str:
 _THREAD_STACK = "8 MiB"
 
 
+# How native code ends a program when an allocation fails, before the limit's words.
+_NATIVE_ENDS = {
+    "native_abort": (
+        "native code ended the program, as it often does when an allocation fails under the"
+    ),
+    "native_exit": (
+        "native code ended the program before Python finished it, as libraries such as "
+        "OpenBLAS do when an allocation fails under the"
+    ),
+}
+
+_NATIVE_INHERITED = frozenset({"native_abort_inherited", "native_exit_inherited"})
+
+
 def _thread_stacks_hint(style: Style, memory: int, inherited: str | None = None) -> str | None:
     """A thread could not start: its stack did not fit under the memory limit."""
     counts = (
@@ -522,23 +538,11 @@ def _hint_of(
         return None if memory is None else _thread_stacks_hint(style, memory)
     if kind == "thread_stacks_inherited":
         return None if memory is None else _thread_stacks_hint(style, memory, value)
-    if kind == "native_abort":
-        if memory is None:
-            return None
-        return _memory_hint(
-            "native code ended the program, as it often does when an allocation fails under the",
-            style,
-            memory,
-        )
-    if kind == "native_exit":
-        if memory is None:
-            return None
-        return _memory_hint(
-            "native code ended the program before Python finished it, as libraries such as "
-            "OpenBLAS do when an allocation fails under the",
-            style,
-            memory,
-        )
+    if kind in ("native_abort", "native_exit"):
+        return None if memory is None else _memory_hint(_NATIVE_ENDS[kind], style, memory)
+    if kind in ("native_abort_inherited", "native_exit_inherited"):
+        reached = _NATIVE_ENDS[kind.removesuffix("_inherited")].removesuffix(" the")
+        return _inherited_limit_hint(reached, "memory", value, memory)
     if kind == "open_files":
         return _open_files_hint(style, memory)
     if kind == "open_files_limit":
@@ -891,7 +895,9 @@ def hint_texts(policy: "Policy") -> dict[str, str]:
     itself and cannot call format_hint (see pynox.engine.result_frame.launcher_frame)."""
     texts = {}
     style = Style(False, template=True)
-    for kind in sorted(KINDS):
+    # Native code's ends leave no report to take a value from: the texts of those are
+    # made whole before the run (pynox.engine.native_end.launcher_texts).
+    for kind in sorted(KINDS - _NATIVE_INHERITED):
         text = format_hint(kind, VALUE_PLACEHOLDER, style, policy.memory, policy.max_file_size)
         if text is not None:
             texts[kind] = text

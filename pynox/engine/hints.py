@@ -11,6 +11,7 @@ import errno
 import os
 import sys
 
+from pynox.engine import host_limits
 from pynox.engine.access_log import (
     ACCESS_LOG,
     FCNTL_EVENTS,
@@ -516,7 +517,7 @@ def _classify(
 ) -> tuple[str | None, str | None, str | None]:
     if isinstance(exc, MemoryError):
         asked = policy.memory if policy is not None else None
-        below = _inherited_limit_below(asked, MEMORY_LIMITS)
+        below = host_limits.below_asked(asked, "memory")
         if below is not None:
             return "memory_inherited", below, None
         wanted = _memory_wanted(exc, policy)
@@ -528,7 +529,7 @@ def _classify(
     if isinstance(exc, RuntimeError) and exc.args == ("can't start new thread",):
         # threading's word for a stack that could not be mapped, under a memory
         # limit because the limit counts it (no hint without one).
-        below = _inherited_limit_below(policy.memory if policy else None, MEMORY_LIMITS)
+        below = host_limits.below_asked(policy.memory if policy else None, "memory")
         return (
             ("thread_stacks", None, None)
             if below is None
@@ -769,26 +770,6 @@ _RAISE_MESSAGES = frozenset(
 )
 
 
-# The resource limits --memory sets (runtime/limits.c).
-MEMORY_LIMITS = ("RLIMIT_DATA", "RLIMIT_AS")
-
-
-def _inherited_limit_below(asked: int | None, names: "tuple[str, ...]") -> str | None:
-    """The lowest of the resource limits `names` in force, as format_size writes it, when
-    it is below what the run asked for (its --memory or --max-file-size): the hard limit
-    pynox was started with, which it keeps when lower (runtime/limits.c) and no flag
-    raises; else None."""
-    if asked is None:
-        return None
-    import resource
-
-    hard = (resource.getrlimit(getattr(resource, name))[1] for name in names)
-    finite = [limit for limit in hard if limit != resource.RLIM_INFINITY]
-    if not finite or min(finite) >= asked:
-        return None
-    return format_size(min(finite))
-
-
 def _raised_limit(
     exc: BaseException, event: "tuple[str, tuple[Any, ...]] | None", policy: "Policy | None"
 ) -> str | None:
@@ -1020,7 +1001,7 @@ def _classify_os_error(
         return "interfaces", None, None
     if exc.errno == errno.EFBIG:
         asked = policy.max_file_size if policy is not None else None
-        below = _inherited_limit_below(asked, ("RLIMIT_FSIZE",))
+        below = host_limits.below_asked(asked, "max_file_size")
         if below is not None:
             return "file_size_inherited", below, path
         return "file_size", None, path

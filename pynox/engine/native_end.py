@@ -8,6 +8,7 @@ nothing else of a result; pynox.engine.result words the same ends when pynox sup
 
 import _signal
 
+from pynox.engine import host_limits
 from pynox.engine.hint_text import Style, format_hint
 
 TYPE_CHECKING = False
@@ -46,8 +47,7 @@ def native_signal_hint(
     """Under a memory limit, the hint for a program that native code ended by signum."""
     if policy.memory is None or signum not in _NATIVE_MEMORY_SIGNALS:
         return None
-    style = style if style is not None else Style(api)
-    return format_hint("native_abort", None, style, policy.memory, policy.max_file_size)
+    return _memory_hint("native_abort", policy, api, style)
 
 
 def native_signal_line(signum: int, policy: "Policy") -> str | None:
@@ -62,8 +62,29 @@ def native_signal_line(signum: int, policy: "Policy") -> str | None:
 def native_exit_hint(policy: "Policy", api: bool, style: "Style | None" = None) -> str | None:
     """Under a memory limit, the hint for a program that native code exit()ed with a
     failure status before Python finished it (pynox.engine.result says when)."""
+    return _memory_hint("native_exit", policy, api, style)
+
+
+def launcher_texts(policy: "Policy") -> "dict[str, str]":
+    """The texts of native code's ends for the launcher's --json result (see
+    pynox.engine.hint_text.hint_texts), made whole now: no report comes after them."""
+    style = Style(False, template=True)
+    texts = {}
+    for kind in ("native_abort", "native_exit"):
+        text = _memory_hint(kind, policy, False, style)
+        if text is not None:
+            texts[kind] = text
+    return texts
+
+
+def _memory_hint(kind: str, policy: "Policy", api: bool, style: "Style | None") -> str | None:
+    """The hint of kind, or of its _inherited kind when pynox was started under a lower
+    memory limit than the run asked for, which no flag raises."""
     style = style if style is not None else Style(api)
-    return format_hint("native_exit", None, style, policy.memory, policy.max_file_size)
+    below = host_limits.below_asked(policy.memory, "memory")
+    if below is not None:
+        kind += "_inherited"
+    return format_hint(kind, below, style, policy.memory, policy.max_file_size)
 
 
 def memory_frame(policy: "Policy") -> "list[str]":

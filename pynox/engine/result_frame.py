@@ -11,7 +11,7 @@ import _signal
 import sys
 
 from pynox.engine.hint_text import hint_texts
-from pynox.engine.native_end import signal_names
+from pynox.engine.native_end import launcher_texts, signal_names
 from pynox.engine.time_limit import timeout_error
 from pynox.limits import REPORT_LIMIT
 from pynox.readable_json import dumps_readable
@@ -65,6 +65,6 @@ def launcher_frame(policy: "Policy") -> "list[str | int]":
         dumps_readable(timeout_error(policy, api=False)),
         "\n".join(names.get(n, "") for n in range(1, _signal.NSIG)),
     ]
-    for kind, text in hint_texts(policy).items():
+    for kind, text in (hint_texts(policy) | launcher_texts(policy)).items():
         frame += [kind, text]
     return frame

@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-from support.commands import pynox, python
+from support.commands import PYNOX, PYTHON, limiting_memory, pynox, python, run
 from support.pool_client import PoolClient
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -339,6 +339,68 @@ def test_native_death_in_the_pool_gets_the_memory_hint(tmp_path: Path) -> None:
         result = client.run({"id": "n", "code": code, "memory": "128m"})
     assert result["exit"] == 128 + signal.SIGABRT
     assert result["error"]["hint"] == NATIVE_HINT.replace("--memory=256m", "memory='256m'")
+
+
+# Under a hard limit of 256m that pynox was started with, --memory=512m keeps 256m: the
+# 300 MiB that NATIVE_UNDER_INHERITED allocates fails, whatever --memory says.
+NATIVE_UNDER_INHERITED = NATIVE.replace("200 << 20", "300 << 20")
+INHERITED_HINT = (
+    "under the 256m memory limit that pynox was started with (its hard limit, as ulimit -d "
+    "or ulimit -v sets it), below the 512m asked for, and pynox cannot raise it; allocate "
+    "less, or raise that limit where pynox starts"
+)
+NATIVE_INHERITED_HINT = (
+    "native code ended the program, as it often does when an allocation fails " + INHERITED_HINT
+)
+
+
+@pytest.mark.parametrize("launched", ["launcher", "python -m pynox"])
+def test_native_death_under_a_lower_limit_pynox_was_started_with_names_it(
+    tmp_path: Path, launched: str
+) -> None:
+    """A larger --memory changes nothing under a lower hard limit pynox was started with:
+    the hint named one all the same, from the launcher's --json result too."""
+    script = _script(tmp_path, NATIVE_UNDER_INHERITED)
+    pynox_command = [PYNOX] if launched == "launcher" else [PYTHON, "-m", "pynox"]
+    limited = [*limiting_memory(256 << 20), *pynox_command]
+    line = run([*limited, "--memory=512m", str(script), "abort"], cwd=tmp_path)
+    assert line.returncode == -signal.SIGABRT, line.stderr.decode()
+    assert line.stderr.decode().splitlines()[-1] == (
+        f"pynox: the program was killed by SIGABRT; {NATIVE_INHERITED_HINT}"
+    )
+    result = json.loads(
+        run([*limited, "--json", "--memory=512m", str(script), "abort"], cwd=tmp_path).stdout
+    )
+    assert result["error"]["hint"] == NATIVE_INHERITED_HINT
+    # Followed: with that limit raised where pynox starts, the same run allocates.
+    raised = run(
+        [*limiting_memory(1 << 30), *pynox_command, "--memory=512m", str(script), "abort"],
+        cwd=tmp_path,
+    )
+    assert (raised.returncode, raised.stdout) == (0, b"allocated\n"), raised.stderr.decode()
+
+
+def test_native_exit_under_a_lower_limit_pynox_was_started_with_names_it(
+    tmp_path: Path,
+) -> None:
+    limited = [*limiting_memory(256 << 20), PYNOX, "--memory=512m"]
+    plain = run([*limited, "-c", NATIVE_EXIT], cwd=tmp_path)
+    assert plain.returncode == 3
+    hint = (
+        "native code ended the program before Python finished it, as libraries such as "
+        "OpenBLAS do when an allocation fails " + INHERITED_HINT
+    )
+    assert plain.stderr.decode().splitlines()[-1] == f"pynox: {hint}"
+    result = json.loads(run([*limited, "--json", "-c", NATIVE_EXIT], cwd=tmp_path).stdout)
+    assert result["error"]["hint"] == hint
+
+
+def test_native_death_in_a_pool_started_under_a_lower_limit_names_it(tmp_path: Path) -> None:
+    code = textwrap.dedent(NATIVE_UNDER_INHERITED).replace("sys.argv[1]", '"abort"')
+    with PoolClient(workers=1, cwd=tmp_path, launched_by=limiting_memory(256 << 20)) as client:
+        result = client.run({"id": "n", "code": code, "memory": "512m"})
+    assert result["exit"] == 128 + signal.SIGABRT
+    assert result["error"]["hint"] == NATIVE_INHERITED_HINT
 
 
 # --- open files ------------------------------------------------------------------------
