@@ -220,15 +220,22 @@ class Collected:
         return {"files": dict(sorted(self.files.items())), "files_left_out": left_out}
 
 
-def collect(scratch: str) -> Collected:
-    """The regular files under scratch/out/, within the bounds of a result."""
+def collect(scratch: str, out_dir: str = OUT_DIR) -> Collected:
+    """The regular files under scratch/out/ (or the folder out_dir in scratch, where
+    collect_moved put a run's out/), within the bounds of a result.
+
+    Only for a run whose process has ended: the walk holds each folder open as it reads
+    it, and a program still running could move that folder to a write grant meanwhile
+    (out of a scratch directory, Landlock lets any folder go), then move into it a file
+    of the grant it may write but not read, which the walk would read there.
+    """
     found = Collected()
     try:
         root = os.open(scratch, _DIR)
     except OSError:
         return found
     try:
-        out = os.open(OUT_DIR, _DIR, dir_fd=root)
+        out = os.open(out_dir, _DIR, dir_fd=root)
     except FileNotFoundError:
         return found
     except OSError as exc:
@@ -379,6 +386,50 @@ def _read_at_most(fd: int, size: int) -> bytes:
         parts.append(chunk)
         size -= len(chunk)
     return b"".join(parts)
+
+
+def holds_nothing(scratch: str) -> bool:
+    """Whether the run's out/ is an empty folder, or not there: nothing to collect."""
+    try:
+        root = os.open(scratch, _DIR)
+    except OSError:
+        return True  # gone: nothing of it can be read
+    try:
+        out = os.open(OUT_DIR, _DIR, dir_fd=root)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False  # a link, or unreadable: collect says so
+    finally:
+        os.close(root)
+    try:
+        with os.scandir(out) as entries:
+            return next(entries, None) is None
+    except OSError:
+        return False
+    finally:
+        os.close(out)
+
+
+def collect_moved(scratch: str, trash: str) -> Collected:
+    """The files of out/ of a run whose program may still run (a session's, whose threads
+    run between steps), collected once out/ is moved to `trash`, in the pool's own
+    directory, where its sandbox reaches nothing: there the program can no longer move
+    what the walk reads (see collect). A new empty out/ takes its place, so that the
+    next step returns only what it writes."""
+    moved, problem = move_out_dir(scratch, trash)
+    found = collect(*os.path.split(trash)) if moved else Collected()
+    if problem is None:
+        return found
+    if moved:  # collected, but the program finds no out/ unless it makes one
+        found.leave_out(OUT_DIR, f"could not be made again after this step ({problem})")
+    else:
+        found.leave_out(
+            OUT_DIR,
+            f"could not be moved out of the program's reach to be read ({problem}); the "
+            "next step may return these files",
+        )
+    return found
 
 
 def move_out_dir(scratch: str, trash: str) -> "tuple[bool, str | None]":

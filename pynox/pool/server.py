@@ -1214,30 +1214,29 @@ class PoolServer:
         scratch.attach(policy, self.scratch_root, self.scratch_keeper.take())
 
     def _files_out(self, run: Run, result: "dict[str, Any]") -> None:
-        """Adds the files the run left in its scratch directory's out/ to its result; a
-        session's are moved away, so that each step returns what it wrote."""
-        if run.policy.scratch is None:
+        """Adds the files the run left in its scratch directory's out/ to its result. A
+        session's process lives on, and may act on out/ as the pool reads it: its out/
+        is moved out of its reach first (collect_moved), which also empties it."""
+        scratch_dir = run.policy.scratch
+        if scratch_dir is None:
             return
-        fields = pool_files.collect(run.policy.scratch).fields()
-        result.update(fields)
-        if not fields or run.session is None:
+        if run.session is None:  # its process has ended
+            result.update(pool_files.collect(scratch_dir).fields())
+            return
+        if pool_files.holds_nothing(scratch_dir):
             return
         try:
             trash = scratch.create(own_root(self.scratch_root))
             os.rmdir(trash)  # only its name: out/ takes its place
         except (PynoxError, OSError) as exc:
-            problem: str | None = exc.message if isinstance(exc, PynoxError) else exc.strerror
+            problem = exc.message if isinstance(exc, PynoxError) else exc.strerror
+            found = pool_files.Collected()
+            found.leave_out(OUT_DIR, f"could not be read after this step ({problem})")
         else:
-            moved, problem = pool_files.move_out_dir(run.policy.scratch, trash)
-            if moved:
+            found = pool_files.collect_moved(scratch_dir, trash)
+            if os.path.lexists(trash):
                 self.scratch_keeper.discard(trash)
-        if problem is not None:
-            # The session's program acts on out/ while the pool empties it: this step's
-            # result says so, and the session and the pool go on.
-            result["files_left_out"].append(
-                f"{OUT_DIR}: could not be emptied after this step ({problem}); the next "
-                "step may return these files again"
-            )
+        result.update(found.fields())
 
     def _spawn(self, wanted_now: bool) -> Child:
         """A new spare. wanted_now: a request already waits for it (or for the next

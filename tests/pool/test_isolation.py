@@ -3,7 +3,10 @@ reaches another, the pool's other requests, or the host, through the pool's own 
 
 from __future__ import annotations
 
+import base64
 import os
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -132,3 +135,69 @@ def test_a_session_scratch_directory_never_goes_to_another_run() -> None:
         seen = [pool.result(number)["value"] for number in range(6)]
         assert seen == ["['out']"] * 6
         assert pool.close() == 0
+
+
+# A session step whose out/ holds a folder `sub`: 90 files of 80 kB the pool reads first,
+# then zz.txt. A thread waits for the pool to list `sub` (which sets its access time),
+# then moves `sub` out to its write grant and the grant's secret over zz.txt there.
+_SWAP_UNDER_THE_WALK = """
+import os, threading, time
+sub = os.path.join(os.environ['HOME'], 'out', 'sub')
+os.mkdir(sub)
+for number in range(90):
+    with open(os.path.join(sub, f'a{{number:02}}'), 'wb') as file:
+        file.write(bytes(80000))
+open(os.path.join(sub, 'zz.txt'), 'w').write("the program's own")
+try:
+    open({secret!r}).read()
+except PermissionError:
+    print('cannot read it')
+time.sleep(0.05)
+unlisted = os.stat(sub).st_atime_ns
+
+def swap():
+    try:
+        while os.stat(sub).st_atime_ns == unlisted:
+            pass
+        os.rename(sub, {grant!r} + '/sub')
+        os.rename({secret!r}, {grant!r} + '/sub/zz.txt')
+    except OSError:
+        pass
+
+threading.Thread(target=swap, daemon=True).start()
+"""
+
+
+def _listing_sets_access_times() -> bool:
+    """Whether listing a folder in the pool's TMPDIR that changed since it was last read
+    sets its access time (relatime, strictatime), as the race above needs to see the
+    pool's walk."""
+    with tempfile.TemporaryDirectory() as folder:
+        Path(folder, "file").touch()
+        time.sleep(0.05)
+        before = os.stat(folder).st_atime_ns
+        os.listdir(folder)
+        return os.stat(folder).st_atime_ns != before
+
+
+def test_a_session_cannot_move_a_grants_file_under_the_walk_of_out(tmp_path: Path) -> None:
+    """A session's program runs on between steps (a thread) while the pool reads out/.
+    A folder of out/ it moved to a write grant as the pool read it was read there, with
+    the grant's file it had moved in: the pool returned a file the program may write
+    but not read. out/ is now moved out of the program's reach before it is read."""
+    if not _listing_sets_access_times():
+        pytest.skip("listing a folder sets no access time here: the race cannot be timed")
+    grant = tmp_path / "grant"
+    grant.mkdir()
+    secret = grant / "secret.txt"
+    secret.write_text("the grant's secret\n")
+    code = _SWAP_UNDER_THE_WALK.format(grant=str(grant), secret=str(secret))
+    with PoolClient(workers=1) as pool:
+        step = pool.run({"id": "walk", "session": "s", "code": code, "allow_write": [str(grant)]})
+        assert step["stdout"] == "cannot read it\n", step
+        returned = base64.b64decode(step["files"]["sub/zz.txt"])
+        assert returned == b"the program's own", returned
+        pool.send({"id": "close", "close_session": "s"})
+        pool.wait_for(lambda: "close" in pool.results)
+        assert pool.close() == 0
+    assert secret.read_text() == "the grant's secret\n"
