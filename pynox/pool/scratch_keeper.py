@@ -94,6 +94,8 @@ class ScratchKeeper:
         # reused if that process has exited and the directory is as made, else removed.
         self._used: list[tuple[str, int | None]] = []
         self._as_made: dict[str, scratch_reuse.Made] = {}  # of those it made
+        # Pidfds of other processes that had a directory and may still run (hold).
+        self._holders: dict[str, list[int]] = {}
         self._removing = False  # whether the thread may remove what is used
         self._wanted = 0  # how many ready ones the thread makes or reuses now
         self._kept = 0  # keep_ready's count, which take() does not lower
@@ -137,6 +139,24 @@ class ScratchKeeper:
         with self._lock:
             self._used.append((path, pidfd))
 
+    def hold(self, path: str, pidfd: int) -> None:
+        """Keeps a directory from being removed until the process of pidfd (which becomes
+        the keeper's) has exited, as well as the one it is handed back with.
+
+        For a session's: its processes have it in turn, and one whose step ended it
+        (sys.exit() with a thread still running) lingers while the session goes on or is
+        closed. Emptied under a thread of it, a folder the removal holds open could be
+        moved to a write grant, and a folder of the grant into it, which the removal
+        would then empty with the pool's rights. Processes that exited are let go of
+        here, so that a session that starts many holds few descriptors."""
+        with self._lock:
+            self._as_made.pop(path, None)  # never reused either
+            holders = self._holders.setdefault(path, [])
+            for held in [fd for fd in holders if scratch_reuse.exited(fd)]:
+                holders.remove(held)
+                os.close(held)
+            holders.append(pidfd)
+
     def never_reuse(self, path: str) -> None:
         """Keeps a directory that take() gave from ever going to another run: it is
         removed once handed back. For a session's: it outlives a process that ended (a
@@ -149,7 +169,10 @@ class ScratchKeeper:
         """Removes, now, a directory that take() gave and its run will not have."""
         with self._lock:
             self._as_made.pop(path, None)
+            holders = self._holders.pop(path, [])
         scratch_removal.remove(path)
+        for pidfd in holders:
+            os.close(pidfd)
 
     def used(self) -> int:
         """How many wait for remove_used, counting one the thread holds to reuse: it gives
@@ -180,8 +203,12 @@ class ScratchKeeper:
             scratch_removal.remove(path)
         for _, pidfd in self._used:
             _close(pidfd)
+        for holders in self._holders.values():
+            for pidfd in holders:
+                os.close(pidfd)
         self._ready.clear()
         self._used.clear()
+        self._holders.clear()
 
     def _make(self) -> str:
         path = make(self.root)
@@ -277,7 +304,7 @@ class ScratchKeeper:
         listed the directory would stay until the pool ends. So a directory whose process
         has not exited yet goes back among the used, and this round of removals ends: the
         pool's loop asks for the next one in a moment (_TIDY_AGAIN)."""
-        if pidfd is not None and not scratch_reuse.exited(pidfd, _EXIT_WAIT):
+        if not self._all_exited(path, pidfd):
             with self._lock:
                 self._busy.remove(path)
                 self._used.insert(0, (path, pidfd))  # the others first, next round
@@ -293,6 +320,15 @@ class ScratchKeeper:
             self._busy.remove(path)
             if reused is not None:
                 self._ready.append(reused)
+
+    def _all_exited(self, path: str, pidfd: "int | None") -> bool:
+        """Whether the process of pidfd (if any) and every other that held the directory
+        (hold) have exited, waiting a moment for the first."""
+        if pidfd is not None and not scratch_reuse.exited(pidfd, _EXIT_WAIT):
+            return False
+        with self._lock:
+            holders = list(self._holders.get(path, ()))
+        return all(scratch_reuse.exited(held) for held in holders)
 
     def _reuse(self, path: str) -> "str | None":
         """The used directory under its new name, if its run left it as made (its process

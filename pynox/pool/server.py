@@ -1791,6 +1791,9 @@ class PoolServer:
             self._close_fd(child, role)
         self.quiet.pop(child.token, None)
         child.quiet_until = 0.0  # no pipe of it is left to read
+        for session in self.sessions.values():
+            if session.child is child:
+                self._hold_scratch(session, child)
         if child.pidfd is not None:
             if self.handlers.pop(child.pidfd, None) is not None:
                 self.poller.unregister(child.pidfd)
@@ -2002,6 +2005,7 @@ class PoolServer:
             _failed(result, "PoolError", child.kill_reason)
         if ended is not None:
             session.child = None
+            self._hold_scratch(session, child)
             self._expect_exit(child)  # one that said it ends (sys.exit) must really end
         # A thread the step left running still waits for these: no step takes their
         # answers now, so they fail in the program rather than wait forever (unless the
@@ -2060,6 +2064,19 @@ class PoolServer:
             self._expect_exit(child)  # or is killed, if it lingers (threads, a fake done)
         if self.sessions.get(session.name) is session:
             del self.sessions[session.name]
+
+    def _hold_scratch(self, session: Session, child: Child) -> None:
+        """Keeps the session's scratch directory until its process `child`, done with its
+        steps, has exited: it may linger (sys.exit() waits for threads), and the session
+        may be closed meanwhile (ScratchKeeper.hold)."""
+        if child.pidfd is None or child.status is not None:
+            return  # never forked, or reaped
+        pidfd = _duplicate(child.pidfd)
+        if pidfd is None:  # no descriptor left to watch it with: it goes now
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
+            return
+        self.scratch_keeper.hold(session.policy.scratch or "", pidfd)
 
     def _close_sessions(self) -> None:
         for session in list(self.sessions.values()):

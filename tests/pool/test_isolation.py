@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from support.pool_client import PoolClient
+from support.waiting import wait_until
 
 # 60000 names of 10 files, each linked 6000 times (ext4 allows 65000 links to one file):
 # links cost no inode, so the step makes them in about a second.
@@ -135,6 +136,75 @@ def test_a_session_scratch_directory_never_goes_to_another_run() -> None:
         seen = [pool.result(number)["value"] for number in range(6)]
         assert seen == ["['out']"] * 6
         assert pool.close() == 0
+
+
+# A session step that ends its process (sys.exit) with a thread running on, the process
+# lingering up to a second: its folder `a` in HOME holds 30000 names, and the thread waits
+# for the removal of HOME to unlink one of them (which changes the folder's modification
+# time). Then it moves `a` out to its write grant and a folder of the grant into `a`.
+_SWAP_UNDER_THE_REMOVAL = """
+import os, sys, threading
+a = os.path.join(os.environ['HOME'], 'a')
+os.mkdir(a)
+open(os.path.join(a, 'f'), 'w').close()
+for number in range(30000):
+    os.link(os.path.join(a, 'f'), os.path.join(a, f'l{{number}}'))
+try:
+    os.unlink({precious!r})
+except PermissionError:
+    print('cannot remove it')
+untouched = os.stat(a).st_mtime_ns
+
+def swap():
+    try:
+        while os.stat(a).st_mtime_ns == untouched:
+            pass
+        os.rename(a, {grant!r} + '/a')
+        os.rename({grant!r} + '/victim', {grant!r} + '/a/victim')
+    except OSError:
+        pass
+
+threading.Thread(target=swap).start()
+sys.exit(0)
+"""
+
+
+def test_a_lingering_session_process_cannot_steer_the_removal_of_its_directory(
+    tmp_path: Path,
+) -> None:
+    """A session closed right after a step that ended its process had its scratch
+    directory removed while that process lingered, a thread of it still running. The
+    removal holds each folder open as it empties it: moved to a write grant meanwhile,
+    with a folder of the grant moved into it, that folder was emptied too, a read-only
+    folder in it given its rights back, and files the program could not remove were
+    gone. The removal now waits for every process of the session to have exited."""
+    grant = tmp_path / "grant"
+    read_only = grant / "victim" / "read-only"
+    read_only.mkdir(parents=True)
+    precious = read_only / "precious.txt"
+    precious.write_text("kept\n")
+    read_only.chmod(0o555)
+    code = _SWAP_UNDER_THE_REMOVAL.format(grant=str(grant), precious=str(precious))
+    with PoolClient(workers=1) as pool:
+        ended = pool.run(
+            {
+                "id": "swap",
+                "session": "s",
+                "code": code,
+                "allow_read": [str(grant)],
+                "allow_write": [str(grant)],
+                "timeout": 30,
+            }
+        )
+        assert ended["stdout"] == "cannot remove it\n", ended
+        assert ended["session"]["ended"] == "exit", ended
+        pool.send({"id": "close", "close_session": "s"})
+        pool.wait_for(lambda: "close" in pool.results)
+        scratch = ended["policy"]["scratch"]
+        assert wait_until(lambda: not os.path.lexists(scratch)), "never removed"
+        assert pool.close() == 0
+    assert precious.read_text() == "kept\n"
+    assert sorted(os.listdir(grant)) == ["victim"]
 
 
 # A session step whose out/ holds a folder `sub`: 90 files of 80 kB the pool reads first,
