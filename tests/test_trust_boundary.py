@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -267,6 +268,60 @@ def test_the_api_starts_a_pool_without_the_working_directory_on_its_path(
     command = client.default_command()
     assert command[0] == sys.executable and command[2:] == ["-m", "pynox"], command
     assert command[1] == ("-P" if sys.version_info >= (3, 11) else "-I")
+
+
+# Another run, in the same TMPDIR: it waits until a folder appears in its HOME (its scratch
+# directory), or 20 s.
+_WAITING_RUN = """
+import os, time
+deadline = time.monotonic() + 20
+while 'victim' not in os.listdir(os.environ['HOME']) and time.monotonic() < deadline:
+    time.sleep(0.01)
+"""
+# A program granted that TMPDIR: it moves a folder of it, whose read-only folder holds a
+# file it may not remove, into the other run's scratch directory.
+_INTO_ANOTHER_RUNS_SCRATCH = """
+import glob, os
+try:
+    os.unlink({precious!r})
+except PermissionError:
+    print('cannot remove it')
+(theirs,) = set(glob.glob(os.path.join({tmpdir!r}, 'pynox-run-*'))) - {{os.environ['HOME']}}
+os.rename({victim!r}, os.path.join(theirs, 'victim'))
+"""
+
+
+def test_a_write_grant_over_where_runs_make_their_scratch_directories_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A run's scratch directory is emptied at its end with pynox's rights, read-only
+    folders given their rights back. A program granted the TMPDIR of another run moved a
+    folder of its grant into that run's directory, and the other run's end removed files
+    the program could not remove itself. Such a grant is refused; a folder inside is not."""
+    tmpdir = tmp_path / "tmp"
+    (tmpdir / "out").mkdir(parents=True)
+    victim = tmpdir / "victim"
+    (victim / "read-only").mkdir(parents=True)
+    precious = victim / "read-only" / "precious.txt"
+    precious.write_text("kept\n")
+    (victim / "read-only").chmod(0o555)
+    env = {"TMPDIR": str(tmpdir)}
+    waiting = subprocess.Popen([PYNOX, "-c", _WAITING_RUN], env={**os.environ, **env})
+    try:
+        while not list(tmpdir.glob("pynox-run-*")):
+            assert waiting.poll() is None
+            time.sleep(0.01)
+        code = _INTO_ANOTHER_RUNS_SCRATCH.format(
+            precious=str(precious), tmpdir=str(tmpdir), victim=str(victim)
+        )
+        mover = pynox(f"--allow-read={tmpdir}", f"--allow-write={tmpdir}", "-c", code, env=env)
+        assert "where runs make their scratch directories" in refusal(mover)
+    finally:
+        waiting.terminate()
+        waiting.wait()
+    assert precious.read_text() == "kept\n"
+    inside = pynox(f"--allow-write={tmpdir / 'out'}", "-c", "print('ran')", env=env)
+    assert inside.stdout == b"ran\n", inside.stderr
 
 
 # --- Pool limits mean real paths --------------------------------------------------------

@@ -151,7 +151,7 @@ def _refuse_as_json(exc: PynoxError) -> int:
 
 def _run(inv: "Invocation") -> int:
     from pynox.cli import arguments as cmdline
-    from pynox.engine import program, runner
+    from pynox.engine import program, runner, scratch
     from pynox.policy.resolve import build_policy
 
     cwd = lean_os.getcwd()
@@ -176,6 +176,7 @@ def _run(inv: "Invocation") -> int:
         trusted = trusted_paths.installation()
         trusted += trusted_paths.configuration([config_path], cwd, environ)
         trusted_paths.refuse_trusted_writes(policy, trusted)
+        trusted_paths.refuse_scratch_base_writes(policy, scratch.bases())
         trusted_paths.refuse_linked_writes(policy, trusted_paths.linked_files())
     outcome = runner.run(
         prog,

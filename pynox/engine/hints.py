@@ -453,11 +453,19 @@ def classify(
 
 def _holds_scratch(folder: str, policy: "Policy | None") -> bool:
     """Whether folder holds the run's scratch directory, and so those of the runs beside
-    it (the caller's TMPDIR, or /tmp): a grant there would open theirs to the program."""
+    it (the caller's TMPDIR), or /tmp, where runs without TMPDIR make theirs: a grant
+    there would open theirs to the program (and the command line refuses it)."""
     if policy is None or policy.scratch is None:
         return False
-    holder = os.path.dirname(os.path.realpath(policy.scratch))
-    return holder == folder or holder.startswith(folder.rstrip("/") + "/")
+    from pynox.engine import scratch
+
+    holders = {
+        os.path.dirname(os.path.realpath(policy.scratch)),
+        os.path.realpath(scratch.FALLBACK_BASE),
+    }
+    return any(
+        holder == folder or holder.startswith(folder.rstrip("/") + "/") for holder in holders
+    )
 
 
 # Hints that name a write grant, which pynox may refuse (see _where_writable).

@@ -55,13 +55,22 @@ def attach(policy: "Policy", base: "str | None" = None, ready: "str | None" = No
     return path
 
 
+FALLBACK_BASE = "/tmp"  # where runs without TMPDIR make theirs
+
+
 def default_base() -> str:
     """Where a run makes its scratch directory: TMPDIR when it names a directory, else /tmp;
     resolved, since the sandbox grants the directory itself, not a link to it."""
-    base = lean_os.getenv("TMPDIR") or "/tmp"
+    base = lean_os.getenv("TMPDIR") or FALLBACK_BASE
     if not lean_os.isabs(base) or not lean_os.isdir(base):
-        base = "/tmp"
+        base = FALLBACK_BASE
     return lean_os.realpath(base)
+
+
+def bases() -> "tuple[str, ...]":
+    """Where this run and others make their scratch directories: its own base, and /tmp,
+    where every run without TMPDIR does."""
+    return tuple(dict.fromkeys((default_base(), lean_os.realpath(FALLBACK_BASE))))
 
 
 def create(base: "str | None" = None) -> str:

@@ -219,6 +219,28 @@ def _machine_device(path: str, follow: bool) -> "str | None":
     return None
 
 
+def refuse_scratch_base_writes(policy: "Policy", bases: "Iterable[str]") -> None:
+    """Raises PolicyError when a write grant is, or holds, a folder where runs make their
+    scratch directories (bases: this run's TMPDIR and /tmp).
+
+    Each run's directory is emptied at its end with pynox's rights, folders its owner
+    cannot enter given their rights back first. A program granted the folder that holds
+    another run's directory moved into it a folder of its grant whose files it may not
+    remove itself, and that run's end removed them. A folder inside a base holds no run's
+    directory, and may be granted.
+    """
+    forms = [form for base in bases for form in _forms(base)]
+    for grant in policy.allow_write:
+        for form in forms:
+            if _inside(form, grant):
+                relation = "is" if form == grant else "holds"
+                raise PolicyError(
+                    f"cannot grant writing {grant}: it {relation} {form}, where runs make "
+                    "their scratch directories, which pynox empties with its own rights as "
+                    "each run ends; grant a subdirectory of it for the program's output instead"
+                )
+
+
 def refuse_private_reads(policy: "Policy", private: "list[tuple[str, str]]") -> None:
     """Raises PolicyError when a read of the policy (a grant, a package directory, a
     script's directory) reaches a path that holds other runs' data (scratch_root)."""

@@ -423,6 +423,7 @@ class PoolServer:
         # removes once the pool ends, however it ends (after the zygote's fork: the
         # helper's pipe must not stay open in it).
         self.scratch_root = scratch.create()
+        self.scratch_bases = scratch.bases()  # where plain runs make theirs too
         self.scratch_fd = scratch.remove_when_gone(self.scratch_root)
         # It holds every run's scratch directory: no request may read or write it, what
         # it holds, or what holds it (a grant of TMPDIR, say), and no hint suggests it.
@@ -945,6 +946,7 @@ class PoolServer:
         # The pool's own package directories come first, as they did for preload.
         policy.package_dirs = list(dict.fromkeys(self.package_dirs + policy.package_dirs))
         trusted_paths.refuse_trusted_writes(policy, self.trusted)
+        trusted_paths.refuse_scratch_base_writes(policy, self.scratch_bases)
         trusted_paths.refuse_linked_writes(policy, self.linked)
         trusted_paths.refuse_private_reads(policy, self.private)
         return policy
