@@ -304,8 +304,6 @@ def _without_report(stderr: str, error: ErrorInfo | None) -> str:
     if not stderr or error is None or error["type"] in _NOT_EXCEPTIONS:
         return stderr
     lines = stderr.splitlines(keepends=True)
-    while lines and lines[-1].startswith("pynox: "):
-        lines.pop()
     headers = [i for i, line in enumerate(lines) if _is_traceback_header(line)]
     if headers:
         start = headers[-1]
@@ -317,7 +315,9 @@ def _without_report(stderr: str, error: ErrorInfo | None) -> str:
             if before < 0 or lines[before].strip() not in _CHAIN_LINES or not earlier:
                 break
             start = earlier[-1]
-        return "".join(lines[:start])
+        return "".join(lines[:start] + _after_traceback(lines[headers[-1] + 1 :], error))
+    while lines and lines[-1].startswith("pynox: "):
+        lines.pop()
     # A SyntaxError has no header: its report starts at the last `  File "..."` line.
     files = [i for i, line in enumerate(lines) if line.startswith('  File "')]
     if files and error["type"].endswith("Error"):
@@ -326,6 +326,24 @@ def _without_report(stderr: str, error: ErrorInfo | None) -> str:
     if lines and lines[-1].rstrip("\n") == f"{error['type']}: {error['message']}":
         lines.pop()
     return "".join(lines)
+
+
+def _after_traceback(lines: list[str], error: ErrorInfo) -> list[str]:
+    """What the program wrote after the traceback whose lines follow its header: python
+    writes the traceback before it runs the atexit handlers and waits for the threads still
+    running, whose output stays; pynox's hint line after the traceback goes. Nothing when
+    the traceback does not end as the error says (the rest is all report, then)."""
+    at = 0
+    while at < len(lines) and lines[at].startswith(" "):
+        at += 1  # its frames, each line indented
+    kind = error["type"]
+    if at == len(lines) or not (lines[at].rstrip("\n") == kind or lines[at].startswith(f"{kind}:")):
+        return []
+    rest = lines[at + 1 + error["message"].count("\n") :]
+    hint = next((i for i, line in enumerate(rest) if line.startswith("pynox: ")), None)
+    if error["hint"] and hint is not None:
+        del rest[hint]
+    return rest
 
 
 def _is_traceback_header(line: str) -> bool:

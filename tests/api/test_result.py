@@ -95,6 +95,36 @@ def test_stderr_the_program_wrote_stays_and_the_traceback_goes() -> None:
     assert r.text == "warning: careful\nValueError: bad\nat agent.py:6"
 
 
+def test_what_the_program_wrote_after_the_traceback_stays() -> None:
+    """python prints the traceback, then runs atexit handlers and waits for threads: what
+    they write comes after the traceback and the hint, and the model reads it too."""
+    hint = "reading /etc/passwd is not allowed; grant it with allow_read=['/etc/passwd']"
+    stderr = (
+        "Traceback (most recent call last):\n"
+        '  File "agent.py", line 3, in <module>\n'
+        "    open('/etc/passwd')\n"
+        "PermissionError: [Errno 13] Permission denied: '/etc/passwd'\n"
+        f"pynox: {hint}\n"
+        "saving the partial results\n"
+        "saved 3 of 10\n"
+    )
+    message = "[Errno 13] Permission denied: '/etc/passwd'"
+    r = result(exit=1, stderr=stderr, error=error("PermissionError", message, line=3, hint=hint))
+    assert r.text == (
+        "saving the partial results\nsaved 3 of 10\n"
+        f"PermissionError: {message}\nat agent.py:3\npynox: {hint}"
+    )
+    # A message of several lines and no hint: only the lines after it stay.
+    stderr = (
+        "Traceback (most recent call last):\n"
+        '  File "agent.py", line 1, in <module>\n'
+        "ValueError: first\nsecond\n"
+        "thread done\n"
+    )
+    r = result(exit=1, stderr=stderr, error=error("ValueError", "first\nsecond"))
+    assert r.text == "thread done\nValueError: first\nsecond\nat agent.py:1"
+
+
 def test_syntax_error_report_is_not_repeated() -> None:
     stderr = (
         "  File \"agent.py\", line 1\n    x = (\n        ^\nSyntaxError: '(' was never closed\n"
