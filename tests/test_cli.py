@@ -1041,3 +1041,33 @@ def test_a_json_result_that_cannot_be_written_ends_with_status_1(
             cwd=tmp_path, capture_output=True, timeout=60,
         )  # fmt: skip
         assert (proc.returncode, proc.stderr) == (status, b""), proc.stderr
+
+
+# What a program finds its standard streams to be, and changes its stdout's encoding as
+# many scripts do first thing; under python into a pipe, what --json gives it.
+SEEKS_AND_RECONFIGURES = """\
+import sys
+print(sys.stdin.seekable(), sys.stdout.seekable(), sys.stderr.seekable())
+sys.stdout.reconfigure(encoding="utf-8", errors="replace")
+print(sys.stdout.tell() if sys.stdout.seekable() else "no tell")
+"""
+
+
+@pytest.mark.parametrize(
+    "command", [[PYNOX], [sys.executable, "-m", "pynox"]], ids=["launcher", "python -m"]
+)
+def test_json_gives_the_program_streams_of_its_pipes_whatever_the_callers_were(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A caller that writes the result to a file: the program's stdout and stderr are still
+    pipes, which cannot seek, and its stdin the null device, which can. A stream made for
+    the caller's file would take a pipe for one, and reconfigure() would fail on it."""
+    result_file, log = tmp_path / "result.json", tmp_path / "log"
+    with result_file.open("wb") as out, log.open("wb") as err:
+        proc = subprocess.run(
+            [*command, "--json", "-c", SEEKS_AND_RECONFIGURES],
+            cwd=tmp_path, stdin=subprocess.PIPE, stdout=out, stderr=err, timeout=60,
+        )  # fmt: skip
+    result = json.loads(result_file.read_bytes())
+    assert (proc.returncode, result["stderr"], log.read_bytes()) == (0, "", b"")
+    assert result["stdout"] == "True False False\nno tell\n"

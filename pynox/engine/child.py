@@ -420,13 +420,16 @@ def _setup_stdio(setup: ChildSetup) -> None:
     for fd, target in moves:
         posix.dup2(fd, target)
         posix.close(fd)
-        if getattr(sys, _STANDARD_NAMES[target]) is None:
-            _open_standard_stream(target)  # the interpreter found it closed as it started
+        # The stream made for what the descriptor was (the caller's file or terminal, the
+        # null device), if any, keeps what it found then: whether it can seek, which
+        # tell() and reconfigure(encoding=...) go by, and a pipe cannot. Made anew for
+        # what it is now; the old one stays open for whoever kept it (a logging handler
+        # of a preloaded module), as python would have it.
+        name = _STANDARD_NAMES[target]
+        _ABANDONED_STREAMS.extend((getattr(sys, name), getattr(sys, f"__{name}__")))
+        _open_standard_stream(target)
     if setup.unbuffered:
         _make_unbuffered()
-    elif setup.stdout_fd is not None and isinstance(sys.stdout, io.TextIOWrapper):
-        # A pipe, not the terminal: block-buffered, as python makes it.
-        sys.stdout.reconfigure(line_buffering=False)
 
 
 def _above_standard(fd: int) -> int:
@@ -454,6 +457,7 @@ def _open_standard_stream(fd: int) -> None:
         buffer,
         encoding=encoding,
         errors="backslashreplace" if fd == 2 else errors,
+        newline="\n",  # as python's: no "\r\n" read as "\n"
         line_buffering=fd == 2,  # python's stderr is line-buffered, even into a pipe
     )
     stream.mode = mode  # type: ignore[misc]

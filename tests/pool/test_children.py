@@ -310,6 +310,29 @@ def test_output_beyond_max_output_is_truncated(pool: PoolClient) -> None:
     serves(pool)
 
 
+@pytest.mark.parametrize("session", [False, True], ids=["request", "session"])
+def test_a_program_finds_its_streams_are_pipes(pool: PoolClient, session: bool) -> None:
+    """Its stdout and stderr are pipes, which cannot seek, and its stdin the null device,
+    which can, whatever the pool's own descriptors were (a file takes the pool's stderr
+    here): a stream made for a file would take a pipe for one, and reconfigure(), which
+    many scripts call first thing, would fail on it."""
+    request = {
+        "id": new_id(),
+        "code": code("""
+        import sys
+        print(sys.stdin.seekable(), sys.stdout.seekable(), sys.stderr.seekable())
+        sys.stdout.reconfigure(encoding="utf-8", errors="replace")
+        print(sys.stdout.tell() if sys.stdout.seekable() else "no tell")
+    """),
+    }
+    if session:
+        request["session"] = f"streams-{new_id()}"
+    result = pool.run(request)
+    assert (result["exit"], result["stderr"]) == (0, "")
+    assert result["stdout"] == "True False False\nno tell\n"
+    serves(pool)
+
+
 def test_output_that_is_not_utf8_comes_back_in_a_line_of_three_bytes_a_character() -> None:
     """Each byte that is not UTF-8 is U+FFFD in the result: written as itself, 3 bytes, not
     as the 6 of its escape. The pool server holds the result's line once, not four copies:
