@@ -42,12 +42,38 @@ def system_exit_status(exc: SystemExit) -> int:
         return 0
     if isinstance(code, int):
         return code & 0xFF
+    stderr = getattr(sys, "stderr", None)
     try:
-        sys.stderr.write(f"{code}\n")
-        sys.stderr.flush()
-    except Exception:  # noqa: BLE001, S110 - CPython ignores a failing stderr here too
+        message: str | None = str(code)
+    except Exception:  # noqa: BLE001 - python then writes the line's end alone
+        message = None
+    if message is not None and stderr is not None:
+        try:
+            stderr.write(message)
+        except Exception:  # noqa: BLE001, S110 - CPython ignores a failing stderr here too
+            pass
+    elif message:  # written to descriptor 2, as the C library's stderr takes it
+        try:
+            os.write(2, message.encode(errors=_UNSTREAMED_ERRORS))
+        except (OSError, UnicodeEncodeError):
+            pass
+    # The line's end as PySys_WriteStderr writes it: into sys.stderr, else to descriptor 2.
+    if stderr is not None:
+        try:
+            stderr.write("\n")
+            return 1
+        except Exception:  # noqa: BLE001, S110 - python falls back to the descriptor too
+            pass
+    try:
+        os.write(2, b"\n")
+    except OSError:
         pass
     return 1
+
+
+# How python writes SystemExit's message when sys.stderr is gone: before 3.12 a
+# character UTF-8 cannot carry as its escape, since then not at all.
+_UNSTREAMED_ERRORS = "backslashreplace" if sys.version_info < (3, 12) else "strict"
 
 
 def flush_stdio() -> bool:

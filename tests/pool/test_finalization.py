@@ -85,3 +85,42 @@ def test_a_file_is_written_even_when_the_program_keeps_its_module(
     )
     assert_ok(result, "")
     assert path.read_text() == "abc"
+
+
+# Programs that end with SystemExit's message while sys.stderr is not python's own.
+EXIT_MESSAGES = {
+    "stderr None": "import sys\nsys.stderr = None\nsys.exit('fatal: no config é')\n",
+    "stderr deleted": "import sys\ndel sys.stderr\nsys.exit(['not', 'text'])\n",
+    "stderr an object": (
+        "import sys\n"
+        "class Log:\n"
+        "    def write(self, text):\n"
+        "        sys.__stdout__.write(f'write {text!r}\\n')\n"
+        "    def flush(self):\n"
+        "        pass\n"
+        "sys.stderr = Log()\n"
+        "sys.exit('fatal')\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("session", [False, True], ids=["request", "session"])
+@pytest.mark.parametrize("program", list(EXIT_MESSAGES.values()), ids=list(EXIT_MESSAGES))
+def test_systemexit_s_message_is_written_as_python_writes_it(
+    pool: PoolClient, program: str, session: bool
+) -> None:
+    """python writes the message into sys.stderr, then the line's end, each with a write of
+    its own; with sys.stderr None or gone, straight to descriptor 2: never lost."""
+    python = subprocess.run(
+        [sys.executable, "-I", "-c", program], capture_output=True, text=True, timeout=60
+    )
+    request = {"id": new_id("exit"), "code": program}
+    if session:
+        request["session"] = new_id("exit-session")
+    result = pool.run(request)
+    assert python.returncode == 1 and python.stdout + python.stderr
+    assert (result["stdout"], result["stderr"], result["exit"]) == (
+        python.stdout,
+        python.stderr,
+        python.returncode,
+    )
