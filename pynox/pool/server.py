@@ -1468,6 +1468,15 @@ class PoolServer:
         if text:
             self.emit({"id": run.id, "event": "output", "stream": role, "data": text})
 
+    def _stream_held_output(self, run: Run, child: Child) -> None:
+        """The first output events of a streaming step: what a thread of an earlier step
+        wrote since that step ended, read with no step to stream it to. It is this step's
+        output (its result holds it), so its events begin with it."""
+        for role, capture in (("stdout", child.stdout), ("stderr", child.stderr)):
+            kept = capture.kept() if run.decoders else b""
+            for at in range(0, len(kept), _READ_CHUNK):
+                self._stream_output(run, role, kept[at : at + _READ_CHUNK])
+
     def _end_stream(self, run: Run) -> None:
         """Before a streaming run's result: the end of a character cut short, if any."""
         for role in list(run.decoders):
@@ -1952,6 +1961,7 @@ class PoolServer:
         session.child.stale_frames = 0
         session.running = run
         self.child_runs[session.child.token] = run
+        self._stream_held_output(run, session.child)
         # No name: the session names the step after its number (pynox.pool.step_lines).
         name = message.get("name")
         self._send_frame(

@@ -103,6 +103,33 @@ def test_a_session_step_streams(pool: PoolClient) -> None:
     assert not outputs(pool, later["id"])
 
 
+def test_a_step_streams_what_a_thread_wrote_since_the_step_before(pool: PoolClient) -> None:
+    """A thread an earlier step left running writes between the steps: that output is the
+    next step's, in its result, and so in its events too, before what the step writes."""
+    name = new_id("streaming-thread")
+    started = step(
+        pool,
+        name,
+        code("""
+        import sys, threading
+        wrote = threading.Event()
+        def late():
+            print("between steps", flush=True)
+            print("and on stderr", file=sys.stderr, flush=True)
+            wrote.set()
+        threading.Timer(0.1, late).start()
+        """),
+    )
+    assert started["exit"] == 0
+    time.sleep(0.5)  # the thread writes, and the pool reads it, with no step running
+    request_id = new_id("step")
+    program = "wrote.wait(10)\nprint('step 2', flush=True)"
+    result = pool.run({"id": request_id, "session": name, "code": program, "stream": True})
+    events = outputs(pool, request_id)
+    assert result["stdout"] == joined(events, "stdout") == "between steps\nstep 2\n"
+    assert result["stderr"] == joined(events, "stderr") == "and on stderr\n"
+
+
 def test_a_slow_reader_gets_every_byte(fresh: PoolClient) -> None:
     """More than the backlog: reading stops and resumes, and nothing is lost or reordered."""
     request_id = new_id("big")
