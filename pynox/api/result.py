@@ -315,7 +315,8 @@ def _without_report(stderr: str, error: ErrorInfo | None) -> str:
             if before < 0 or lines[before].strip() not in _CHAIN_LINES or not earlier:
                 break
             start = earlier[-1]
-        return "".join(lines[:start] + _after_traceback(lines[headers[-1] + 1 :], error))
+        last = headers[-1]
+        return "".join(lines[:start] + _after_traceback(lines[last], lines[last + 1 :], error))
     while lines and lines[-1].startswith("pynox: "):
         lines.pop()
     # A SyntaxError has no header: its report starts at the last `  File "..."` line.
@@ -328,18 +329,23 @@ def _without_report(stderr: str, error: ErrorInfo | None) -> str:
     return "".join(lines)
 
 
-def _after_traceback(lines: list[str], error: ErrorInfo) -> list[str]:
-    """What the program wrote after the traceback whose lines follow its header: python
-    writes the traceback before it runs the atexit handlers and waits for the threads still
-    running, whose output stays; pynox's hint line after the traceback goes. Nothing when
-    the traceback does not end as the error says (the rest is all report, then)."""
+def _after_traceback(header: str, lines: list[str], error: ErrorInfo) -> list[str]:
+    """What the program wrote after the traceback whose header is given and whose lines
+    follow: python writes the traceback before it runs the atexit handlers and waits for
+    the threads still running, whose output stays; pynox's hint line after the traceback
+    goes. Nothing when the traceback does not end as the error says (the rest is all
+    report, then)."""
     at = 0
     while at < len(lines) and lines[at].startswith(" "):
-        at += 1  # its frames, each line indented
-    kind = error["type"]
-    if at == len(lines) or not (lines[at].rstrip("\n") == kind or lines[at].startswith(f"{kind}:")):
-        return []
-    rest = lines[at + 1 + error["message"].count("\n") :]
+        at += 1  # its frames; an exception group's whole display, each line indented
+    if not header.startswith(" "):  # not in a group's display: the exception's line ends it
+        kind = error["type"]
+        if at == len(lines) or not (
+            lines[at].rstrip("\n") == kind or lines[at].startswith(f"{kind}:")
+        ):
+            return []
+        at += 1 + error["message"].count("\n")
+    rest = lines[at:]
     hint = next((i for i, line in enumerate(rest) if line.startswith("pynox: ")), None)
     if error["hint"] and hint is not None:
         del rest[hint]
@@ -347,10 +353,11 @@ def _after_traceback(lines: list[str], error: ErrorInfo) -> list[str]:
 
 
 def _is_traceback_header(line: str) -> bool:
-    text = line.strip().lstrip("+| ")
-    return text in (
+    """Whether line starts a traceback of its own, not one of an exception group's
+    sub-exceptions, which is part of the group's display (indented further)."""
+    return line.rstrip("\n") in (
         "Traceback (most recent call last):",
-        "Exception Group Traceback (most recent call last):",
+        "  + Exception Group Traceback (most recent call last):",
     )
 
 

@@ -125,6 +125,32 @@ def test_what_the_program_wrote_after_the_traceback_stays() -> None:
     assert r.text == "thread done\nValueError: first\nsecond\nat agent.py:1"
 
 
+def test_an_exception_group_s_whole_traceback_goes() -> None:
+    """Its sub-exceptions' tracebacks are part of its display, which ends at the first
+    line that is not indented: what comes after it is the program's."""
+    stderr = (
+        "careful\n"
+        "  + Exception Group Traceback (most recent call last):\n"
+        '  |   File "agent.py", line 12, in <module>\n'
+        '  |     raise ExceptionGroup("eg", errors)\n'
+        "  | ExceptionGroup: eg (2 sub-exceptions)\n"
+        "  +-+---------------- 1 ----------------\n"
+        "    | Traceback (most recent call last):\n"
+        '    |   File "agent.py", line 5, in f\n'
+        "    | ValueError: 1\n"
+        "    +---------------- 2 ----------------\n"
+        "    | Traceback (most recent call last):\n"
+        '    |   File "agent.py", line 5, in f\n'
+        "    | ValueError: 2\n"
+        "    +------------------------------------\n"
+        "bye\n"
+    )
+    r = result(
+        exit=1, stderr=stderr, error=error("ExceptionGroup", "eg (2 sub-exceptions)", line=12)
+    )
+    assert r.text == "careful\nbye\nExceptionGroup: eg (2 sub-exceptions)\nat agent.py:12"
+
+
 def test_syntax_error_report_is_not_repeated() -> None:
     stderr = (
         "  File \"agent.py\", line 1\n    x = (\n        ^\nSyntaxError: '(' was never closed\n"
