@@ -344,7 +344,9 @@ def _after_traceback(header: str, lines: list[str], error: ErrorInfo) -> list[st
             lines[at].rstrip("\n") == kind or lines[at].startswith(f"{kind}:")
         ):
             return []
-        at += 1 + error["message"].count("\n")
+        message = error["message"]
+        shown = f"{kind}: {message}\n" if message else f"{kind}\n"
+        at += len(shown.splitlines())  # split as stderr was: at "\r" too
     rest = lines[at:]
     hint = next((i for i, line in enumerate(rest) if line.startswith("pynox: ")), None)
     if error["hint"] and hint is not None:

@@ -123,6 +123,10 @@ def test_what_the_program_wrote_after_the_traceback_stays() -> None:
     )
     r = result(exit=1, stderr=stderr, error=error("ValueError", "first\nsecond"))
     assert r.text == "thread done\nValueError: first\nsecond\nat agent.py:1"
+    # Lines split as the text splits them: at a carriage return too.
+    stderr = stderr.replace("first\nsecond", "first\rsecond")
+    r = result(exit=1, stderr=stderr, error=error("ValueError", "first\rsecond"))
+    assert r.text == "thread done\nValueError: first\rsecond\nat agent.py:1"
 
 
 def test_an_exception_group_s_whole_traceback_goes() -> None:
