@@ -164,10 +164,11 @@ def build_result(
 
 
 def _hint_line_as_judged(outcome: "Outcome", report: "dict[str, Any] | None", hint: str) -> None:
-    """Rewrites stderr's last line, the hint the program's process wrote after its
-    traceback, as the result's own hint says it. That process knows nothing of a pool's
-    [pool.limits], its scratch directories or its sessions: its line could name a grant
-    that the pool refuses every request. Cut again, the stream stays within its limit."""
+    """Rewrites the hint line the program's process wrote after its traceback (what the
+    program wrote after it, from an atexit handler, say, stays) as the result's own hint
+    says it. That process knows nothing of a pool's [pool.limits], its scratch
+    directories or its sessions: its line could name a grant that the pool refuses every
+    request. Cut again, the stream stays within its limit."""
     written = report.get("hint") if report is not None else None
     capture = outcome.stderr_capture
     if not isinstance(written, str) or written == hint or capture is None:
@@ -177,7 +178,7 @@ def _hint_line_as_judged(outcome: "Outcome", report: "dict[str, Any] | None", hi
         judged = f"pynox: {hint}\n".encode(errors="surrogateescape")
     except UnicodeEncodeError:
         return  # a lone surrogate: no process wrote such a line
-    if capture.replace_ending(line, judged):
+    if capture.replace_line(line, judged):
         outcome.stderr, outcome.stderr_truncated = capture.kept(), capture.truncated
 
 

@@ -132,15 +132,18 @@ class Capture:
         if len(self.tail) > 2 * share:
             del self.tail[: len(self.tail) - share]
 
-    def replace_ending(self, old: bytes, new: bytes) -> bool:
-        """Whether the stream ended with old, which new now replaces (the stream cut as if
-        the program had written new instead)."""
+    def replace_line(self, old: bytes, new: bytes) -> bool:
+        """Whether the stream held the line old (its last one, in what it keeps of its
+        end), which new now replaces, what followed it kept: the stream cut as if the
+        program had written new instead."""
         kept = self.tail if self.truncated else self.data
-        if not kept.endswith(old):
-            return False  # cut short, or something written after it
-        del kept[len(kept) - len(old) :]
-        self.seen -= len(old)
-        self.add(new)
+        at = kept.rfind(b"\n" + old) + 1
+        if at == 0 and (self.truncated or not kept.startswith(old)):
+            return False  # cut short, or never written
+        following = bytes(kept[at + len(old) :])
+        del kept[at:]
+        self.seen -= len(old) + len(following)
+        self.add(new + following)
         return True
 
     def emptied(self) -> "Capture":

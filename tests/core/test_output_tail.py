@@ -134,6 +134,22 @@ def test_an_emptied_capture_starts_a_new_step_and_leaves_the_last_as_it_was() ->
     assert capture.kept() == last and capture.truncated
 
 
+@pytest.mark.unit
+@pytest.mark.parametrize("limit", [4096, 200], ids=["whole", "cut"])
+def test_a_line_replaced_keeps_what_followed_it(limit: int) -> None:
+    """The hint line the pool judges anew may be followed by output the program wrote
+    after it (an atexit handler's): that stays, after the new line."""
+    old, new = b"pynox: grant it\n", b"pynox: no request may have it\n"
+    capture = kept(limit, b"x" * 1000 + b"\n", b"Error: e\n" + old, b"cleanup\n")
+    before = capture.seen
+    assert capture.replace_line(old, new)
+    assert capture.seen == before + len(new) - len(old)
+    assert capture.kept().endswith(b"Error: e\n" + new + b"cleanup\n")
+    assert len(capture.kept()) <= limit and capture.truncated == (limit == 200)
+    # A line of the same text that is only the end of another line is not the hint.
+    assert not kept(limit, b"x" + old).replace_line(old, new)
+
+
 def assert_ends_with_traceback_and_hint(stderr: str, flag: str) -> None:
     lines = stderr.rstrip("\n").splitlines()
     assert lines[-1] == f"pynox: reading /etc/hostname is not allowed; grant it with {flag}"

@@ -166,6 +166,24 @@ def test_hints_name_only_what_the_limits_let_a_request_ask_for(
         assert result["stderr"].endswith(f"\npynox: {result['error']['hint']}\n"), result
 
 
+def test_the_hint_line_is_judged_when_the_program_wrote_after_it(
+    limited: tuple[PoolClient, Path],
+) -> None:
+    """An atexit handler writes after the traceback and its hint line: that line still
+    says what the result's hint says, and what the handler wrote stays after it."""
+    client, base = limited
+    outside = str(base / "outside")
+    program = (
+        "import atexit, os, sys\n"
+        "atexit.register(lambda: print('cleanup', file=sys.stderr))\n"
+        f"os.listdir({outside!r})\n"
+    )
+    refused = client.run({"id": "after", "code": program})
+    hint = f"listing {outside} is not allowed; [pool.limits] lets no request grant it"
+    assert refused["error"]["hint"] == hint
+    assert refused["stderr"].endswith(f"\npynox: {hint}\ncleanup\n"), refused["stderr"]
+
+
 def test_a_hint_is_judged_without_looking_up_the_programs_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
