@@ -14,7 +14,7 @@ from pynox.policy.system_paths import CA_VARIABLES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import FrameType
+    from types import CodeType, FrameType
     from typing import Any
 
 # The CA variables set where pynox runs, and the paths they name, read when pynox starts
@@ -52,9 +52,10 @@ PROCESS_EVENTS = frozenset(
 
 # Modules whose refusals all come from processes that cannot start: a
 # multiprocessing lock or queue (sem_open in /dev/shm, which no grant opens),
-# shared memory, ProcessPoolExecutor. Their C calls raise no audit event, so a
-# refusal is known by the module of the frame it was raised in.
-PROCESS_MODULES = ("multiprocessing", "concurrent.futures.process")
+# shared memory, ProcessPoolExecutor, and subprocess (whose fork and exec in C raise
+# no audit event of their own). A refusal is known by the module of the frame it was
+# raised in.
+PROCESS_MODULES = ("multiprocessing", "concurrent.futures.process", "subprocess")
 
 # fcntl() and ioctl(): the commands seccomp refuses whatever the descriptor (a file's
 # signal owner, O_ASYNC, the terminal's foreground group) are told by their arguments.
@@ -118,9 +119,10 @@ class AccessLog:
     """An audit hook that keeps the most recent watched event, and the last folders the
     program listed."""
 
-    __slots__ = ("last", "listed", "_watched", "_caller", "_modules", "_getcwd")
+    __slots__ = ("last", "listed", "process_call", "_watched", "_caller", "_modules", "_getcwd")
     # Class attributes, unlike module globals, outlive the interpreter's end (see _watched).
     _LISTING = LISTING_EVENTS
+    _PROCESSES = PROCESS_EVENTS
     _RMTREE = RMTREE_EVENT
     _IMPORTING = _IMPORT_MODULES
     _KEPT = LISTED_KEPT
@@ -135,6 +137,12 @@ class AccessLog:
         # only then, once the program failed: remembering costs a dictionary entry. Each
         # maps to whether shutil.rmtree listed it, to remove it.
         self.listed: dict[str, bool] = {}
+        # Where the program last tried to start a process (os.fork, os.execv, os.system,
+        # ...): the calling frame's id, its code and the offset of the call in it, which
+        # the traceback of the refusal shows in its innermost entry. A later error the
+        # program raises after catching that refusal is not about processes. The frame
+        # itself is not kept: that would keep its variables alive.
+        self.process_call: tuple[int, CodeType, int] | None = None
         # Held here, not looked up as a global: the hook runs until the interpreter is
         # gone, and at its end module globals are cleared to None while finalizers (a
         # NamedTemporaryFile's unlink) still raise events.
@@ -159,13 +167,17 @@ class AccessLog:
                 self._listing(path, self._caller(0).f_back, True)
             elif event == "os.chdir" and self.listed:
                 self._anchor()
-            elif event == "os.system":
-                # The shell could not start anyway, but system() would only say
-                # "exit status 127"; say what happened instead. (errno is imported
-                # here: importing it costs every run ~0.1 ms, and this is rare.)
-                from errno import EPERM
+            elif event in self._PROCESSES:
+                caller = self._caller(0).f_back
+                if caller is not None:
+                    self.process_call = (id(caller), caller.f_code, caller.f_lasti)
+                if event == "os.system":
+                    # The shell could not start anyway, but system() would only say
+                    # "exit status 127"; say what happened instead. (errno is imported
+                    # here: importing it costs every run ~0.1 ms, and this is rare.)
+                    from errno import EPERM
 
-                raise PermissionError(EPERM, "starting processes is not allowed")
+                    raise PermissionError(EPERM, "starting processes is not allowed")
 
     def _anchor(self) -> None:
         """Makes the folders listed absolute: relative, they would name others once the

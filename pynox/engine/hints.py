@@ -19,7 +19,6 @@ from pynox.engine.access_log import (
     HOST_PROXY_VARIABLES,
     HOST_TERMINAL,
     LISTING_EVENTS,
-    PROCESS_EVENTS,
     PROCESS_MODULES,
     XATTR_READ_EVENTS,
 )
@@ -324,6 +323,26 @@ def _raised_in_process_module(exc: BaseException) -> bool:
     if module is None:
         return False
     return any(module == name or module.startswith(name + ".") for name in PROCESS_MODULES)
+
+
+def _refused_starting_a_process(exc: BaseException) -> bool:
+    """Whether exc was raised by the call with which the program last tried to start a
+    process (os.fork, os.execv, os.posix_spawn, os.system: ACCESS_LOG.process_call), not
+    by something it did after catching that refusal."""
+    call = ACCESS_LOG.process_call
+    if call is None:
+        return False
+    hook = type(ACCESS_LOG).__call__.__code__  # os.system's refusal is raised by the hook
+    tb, entry = exc.__traceback__, None
+    while tb is not None:
+        if tb.tb_frame.f_code is not hook:
+            entry = tb
+        tb = tb.tb_next
+    if entry is None:
+        return False
+    frame_id, code, offset = call
+    frame = entry.tb_frame
+    return id(frame) == frame_id and frame.f_code is code and entry.tb_lasti == offset
 
 
 def _from_thread_pool(exc: BaseException) -> bool:
@@ -1038,7 +1057,7 @@ def _classify_os_error(
     if certificates is not None:  # before the sockets: the last event is the connection's
         kind, target = _only_missing("read", certificates, policy)
         return kind, target, certificates
-    if name in PROCESS_EVENTS or _raised_in_process_module(exc):
+    if _raised_in_process_module(exc) or _refused_starting_a_process(exc):
         return ("thread_pool" if _from_thread_pool(exc) else "process"), None, path
     if name == "socket.__new__" and path is None and event is not None:
         family = event[1][1] if len(event[1]) > 1 else None

@@ -93,6 +93,65 @@ def test_following_the_hint_works(tmp_path: Path) -> None:
         assert out == "5050\n[0, 1, 2, 3]\n", proc.stderr.decode()
 
 
+# Ways a program tries a process and carries on without it, as agent code does.
+CAUGHT_ATTEMPTS = {
+    "subprocess": "subprocess.run(['git', '--version'])",
+    "os-fork": "os.fork()",
+    "os-system": "os.system('git --version')",
+}
+
+
+@pytest.mark.parametrize("attempt", list(CAUGHT_ATTEMPTS))
+def test_a_later_error_after_a_caught_refusal_gets_no_process_hint(
+    tmp_path: Path, attempt: str
+) -> None:
+    """The process hint is for the call that tried to start a process. A program that
+    caught that refusal and failed later, on something else refused with no file named
+    (a FIFO outside its grants) or on a PermissionError of its own, was told that
+    processes never run: the hint that the same failure gets without the attempt."""
+    fifo = tmp_path / "fifo"  # in the script's folder, which the program may only read
+    for failure in (f"os.mkfifo({str(fifo)!r})", "raise PermissionError('read-only mode')"):
+        script = _script(
+            tmp_path,
+            f"""
+            import os, subprocess
+            try:
+                {CAUGHT_ATTEMPTS[attempt]}
+            except OSError:
+                print("no git: carrying on")
+            {failure}
+            """,
+        )
+        proc = pynox(str(script), cwd=tmp_path)
+        err = proc.stderr.decode()
+        assert proc.returncode == 1, err
+        assert proc.stdout == b"no git: carrying on\n"
+        assert err.splitlines()[-1].startswith("PermissionError: "), err
+        assert "pynox:" not in err
+        result = json.loads(pynox("--json", str(script), cwd=tmp_path).stdout)
+        assert result["error"]["type"] == "PermissionError"
+        assert result["error"]["hint"] is None
+
+
+@pytest.mark.parametrize("attempt", list(CAUGHT_ATTEMPTS))
+def test_the_refusal_itself_still_gets_the_process_hint(tmp_path: Path, attempt: str) -> None:
+    """Tried again, uncaught, after a first refusal was caught: still the process hint."""
+    code = CAUGHT_ATTEMPTS[attempt]
+    script = _script(
+        tmp_path,
+        f"""
+        import os, subprocess
+        try:
+            {code}
+        except OSError:
+            pass
+        {code}
+        """,
+    )
+    err = pynox(str(script), cwd=tmp_path).stderr.decode()
+    assert err.splitlines()[-1] == f"pynox: {HINT}", err
+
+
 @pytest.mark.unit
 def test_only_a_refusal_raised_in_multiprocessing_is_about_processes() -> None:
     from pynox.engine.hints import classify
