@@ -227,6 +227,7 @@ def remove_when_gone(path: str) -> int:
                 (posix.POSIX_SPAWN_DUP2, read_end, 0),
                 (posix.POSIX_SPAWN_OPEN, 1, "/dev/null", posix.O_WRONLY, 0),
                 (posix.POSIX_SPAWN_DUP2, 1, 2),
+                *_inherited_closed(),
             ],
             setsid=True,
         )
@@ -249,6 +250,22 @@ def helper_arguments(path: str, owner: int) -> "list[str]":
     """The command line of the /bin/sh helper that removes `path` once the process `owner`,
     which starts it, has ended."""
     return ["sh", "-c", HELPER_SCRIPT, path, str(owner)]
+
+
+def _inherited_closed() -> "list[tuple[int, ...]]":
+    """The spawn actions that close, in the helper, every descriptor above 2 that this
+    process inherited from its caller. The helper outlives this process by as long as
+    the removal takes: holding a pipe of the caller's, it would keep whoever waits for
+    that pipe's end (a program that passed it down to see when its children are done)
+    waiting until the directory is gone."""
+    closefrom = getattr(posix, "POSIX_SPAWN_CLOSEFROM", None)  # Python 3.13, glibc 2.34
+    if closefrom is not None:
+        return [(closefrom, 3)]
+    try:
+        listed = posix.listdir("/proc/self/fd")  # the listing's own descriptor among them
+    except OSError:
+        return []  # no /proc: the helper keeps what this process inherited
+    return [(posix.POSIX_SPAWN_CLOSE, int(fd)) for fd in listed if int(fd) > 2]
 
 
 def out_of_the_way(fd: int) -> int:

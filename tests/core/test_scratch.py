@@ -419,6 +419,84 @@ def test_the_launchers_helper_holds_nothing_but_its_pipe_and_pidfd(tmp_path: Pat
         run.stdout.close()
 
 
+@pytest.mark.parametrize("command", [["-c", "import time; time.sleep(30)"], ["pool"]])
+def test_without_the_launcher_the_helper_holds_none_of_the_callers_descriptors(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """The /bin/sh helper of `python -m pynox` (a run, or a pool) outlives pynox by as long
+    as the removal takes. Holding a pipe the caller passed down, it kept a caller that
+    waits for that pipe's end (to see when pynox and all it started are done) waiting
+    until the run's files were removed: seconds after pynox exited, for 20,000 folders."""
+    from support.commands import PYTHON
+
+    read_end, write_end = os.pipe()
+    run = subprocess.Popen(
+        [PYTHON, "-m", "pynox", *command],
+        cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, pass_fds=(write_end,),
+    )  # fmt: skip
+    os.close(write_end)
+    try:
+        caller_pipe = os.readlink(f"/proc/self/fd/{read_end}")
+        deadline = time.monotonic() + 20
+        while not (helpers := _shell_children(run.pid)):
+            assert time.monotonic() < deadline, "no helper started"
+            time.sleep(0.05)
+        (helper,) = helpers
+        held = {
+            fd: os.readlink(f"/proc/{helper}/fd/{fd}") for fd in os.listdir(f"/proc/{helper}/fd")
+        }
+        assert caller_pipe not in held.values(), held
+        assert sorted(held) == ["0", "1", "2"], held
+    finally:
+        assert run.stdin is not None
+        run.stdin.close()  # a pool ends at the end of its input, and removes what it made
+        if command != ["pool"]:
+            run.kill()
+        run.wait(timeout=30)
+        os.close(read_end)
+
+
+@pytest.mark.parametrize("closefrom", [True, False], ids=["closefrom", "listed"])
+def test_the_helper_is_spawned_without_inherited_descriptors(
+    monkeypatch: pytest.MonkeyPatch, closefrom: bool
+) -> None:
+    """Where posix_spawn cannot close every descriptor from 3 on (before Python 3.13, or
+    a C library without it), the ones listed in /proc/self/fd are closed one by one."""
+    import posix
+
+    if not closefrom:
+        monkeypatch.delattr(posix, "POSIX_SPAWN_CLOSEFROM", raising=False)
+    elif not hasattr(posix, "POSIX_SPAWN_CLOSEFROM"):
+        pytest.skip("this Python's posix_spawn cannot close a range of descriptors")
+    read_end, write_end = os.pipe()
+    inherited = os.dup(write_end)
+    os.set_inheritable(inherited, True)
+    try:
+        actions = [(os.POSIX_SPAWN_DUP2, write_end, 1), *scratch._inherited_closed()]
+        pid = os.posix_spawn("/bin/sh", ["sh", "-c", "ls /proc/$$/fd"], {}, file_actions=actions)
+        os.close(write_end)
+        os.close(inherited)
+        listed = b""
+        while chunk := os.read(read_end, 4096):
+            listed += chunk
+        assert os.waitpid(pid, 0)[1] == 0
+    finally:
+        os.close(read_end)
+    assert sorted(listed.split()) == [b"0", b"1", b"2"]
+
+
+def _shell_children(pid: int) -> list[int]:
+    """The processes that pid started and that run /bin/sh: pynox's helper."""
+    children = [child for child in map(int, filter(str.isdigit, os.listdir("/proc")))
+                if _parent(child) == pid]  # fmt: skip
+    found = []
+    for child in children:
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{child}/cmdline").read_bytes().startswith(b"sh\0-c\0"):
+                found.append(child)
+    return found
+
+
 def _parent(pid: int) -> int:
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
