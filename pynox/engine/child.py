@@ -233,6 +233,12 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         execute(program, main_module)
     except SystemExit as exc:
         _python_finished(setup)
+        missing = _missing_main_module(exc, program)
+        if missing is not None:
+            try:
+                _show_exit_message_unflushed(exc)  # raises
+            finally:
+                _report_missing_module(missing, program, policy, setup)
         if program.kind not in FLUSHED_AT_END:
             _show_exit_message_unflushed(exc)  # raises
         raise  # CPython prints its message, finalizes and sets the exit status
@@ -761,6 +767,42 @@ def report_exception(
         sys.setrecursionlimit(limit)
         if setup.report_reserve is None:
             _hold_report_reserve(setup)  # a session's next step may fail the same way
+
+
+def _missing_main_module(exc: SystemExit, program: "Program") -> "ModuleNotFoundError | None":
+    """The module `-m` could not find (or the package above it that could not be
+    imported), when runpy ended with its "python: No module named pip": a
+    ModuleNotFoundError, so that the run's error and hint are those of an import."""
+    runpy = sys.modules.get("runpy")
+    error = exc.__context__  # runpy's _Error, which it turned into SystemExit
+    if program.kind != "module" or runpy is None or error is None:
+        return None
+    if type(error) is not runpy._Error:
+        return None
+    cause = error.__cause__
+    if isinstance(cause, ModuleNotFoundError):  # -m pkg.tool, where pkg is missing
+        return cause
+    message = str(error)
+    if message != f"No module named {program.module}":
+        return None  # found, but it could not run (a package without __main__, say)
+    return ModuleNotFoundError(message, name=program.module)
+
+
+def _report_missing_module(
+    missing: ModuleNotFoundError, program: "Program", policy: "Policy", setup: ChildSetup
+) -> None:
+    """Prints the hint after runpy's line, and reports the error, as for an import that
+    failed in the program (report_exception, without a traceback: python shows none)."""
+    _let_go_of_report_reserve(setup)
+    try:
+        from pynox.engine.report import describe_and_hint
+
+        error = describe_and_hint(missing, None, None, program, policy, setup)
+    except Exception:  # noqa: BLE001 - runpy's line alone, as python gives
+        return
+    if setup.report_fd is not None and still_own_pipe(setup, setup.report_fd):
+        _write_report(setup.report_fd, error)
+        setup.report_fd = None
 
 
 def _lend_code_lines(program: "Program") -> "str | None":

@@ -180,6 +180,53 @@ def test_the_environment_pynox_runs_in(tmp_path: Path) -> None:
     _follow(["-c", "import pytest; print(pytest.__name__)"], tmp_path, {}, site, b"pytest\n")
 
 
+@pytest.mark.parametrize("module", ["pytest", "_pytest.config"])
+def test_a_module_run_with_dash_m(tmp_path: Path, module: str) -> None:
+    """`python -m pytest --version` runs a tool installed beside python; `pynox -m` found
+    no module, said only runpy's "No module named pytest", and its --json error was
+    null. The hint names the site-packages (or that of the package above the module,
+    which runpy could not import); granting it runs the tool as python does."""
+    program = ["-m", module, "--version"] if module == "pytest" else ["-m", module]
+    site = os.path.dirname(os.path.dirname(pytest.__file__))
+    failed = pynox(*program, cwd=tmp_path)
+    assert failed.returncode == 1, failed.stderr.decode()
+    said, hint = failed.stderr.decode().splitlines()
+    assert said.endswith(
+        ": No module named pytest"
+        if module == "pytest"
+        else ": Error while finding module specification for '_pytest.config' "
+        "(ModuleNotFoundError: No module named '_pytest')"
+    )
+    assert _flag(failed.stderr) == f"--package-dir={os.path.realpath(site)}"
+    result = json.loads(pynox("--json", *program, cwd=tmp_path).stdout)
+    assert result["exit"] == 1
+    assert result["error"]["type"] == "ModuleNotFoundError"
+    assert result["error"]["hint"] == hint.removeprefix("pynox: ")
+    followed = pynox(_flag(failed.stderr), *program, cwd=tmp_path)
+    assert followed.returncode == python(*program, cwd=tmp_path).returncode
+    if module == "pytest":
+        assert (
+            followed.stdout
+            == python(*program, cwd=tmp_path).stdout
+            == (f"pytest {pytest.__version__}\n".encode())
+        )
+
+
+def test_a_module_run_with_dash_m_found_nowhere_keeps_runpys_line_alone(tmp_path: Path) -> None:
+    """No directory would help: python's line alone, and the error an import would give."""
+    for module in ("surely_not_installed_anywhere", "json.nothing"):
+        failed = pynox("-m", module, cwd=tmp_path)
+        assert failed.returncode == 1
+        [said] = failed.stderr.decode().splitlines()
+        assert said.endswith(f": No module named {module}")
+        error = json.loads(pynox("--json", "-m", module, cwd=tmp_path).stdout)["error"]
+        assert (error["type"], error["message"]) == (
+            "ModuleNotFoundError",
+            f"No module named {module}",
+        )
+        assert error["hint"] is None
+
+
 def test_no_hint_names_a_directory_already_granted(tmp_path: Path) -> None:
     """The run was given the directory that holds the module, yet the import fails (the
     program took the directory off sys.path): naming it again would send the reader in
