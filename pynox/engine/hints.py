@@ -11,7 +11,6 @@ import errno
 import os
 import sys
 
-from pynox.engine import host_limits
 from pynox.engine.access_log import (
     ACCESS_LOG,
     FCNTL_EVENTS,
@@ -42,6 +41,7 @@ from pynox.engine.library_errors import (
     readable,
     size_in_message,
 )
+from pynox.engine.native_end import inherited_limit_below
 from pynox.policy.path_grant import real_path
 from pynox.unit_format import format_size
 
@@ -544,7 +544,7 @@ def _classify(
 ) -> tuple[str | None, str | None, str | None]:
     if isinstance(exc, MemoryError):
         asked = policy.memory if policy is not None else None
-        below = host_limits.below_asked(asked, "memory")
+        below = inherited_limit_below(asked, "memory")
         if below is not None:
             return "memory_inherited", below, None
         wanted = _memory_wanted(exc, policy)
@@ -556,7 +556,7 @@ def _classify(
     if isinstance(exc, RuntimeError) and exc.args == ("can't start new thread",):
         # threading's word for a stack that could not be mapped, under a memory
         # limit because the limit counts it (no hint without one).
-        below = host_limits.below_asked(policy.memory if policy else None, "memory")
+        below = inherited_limit_below(policy.memory if policy else None, "memory")
         return (
             ("thread_stacks", None, None)
             if below is None
@@ -1028,7 +1028,7 @@ def _classify_os_error(
         return "interfaces", None, None
     if exc.errno == errno.EFBIG:
         asked = policy.max_file_size if policy is not None else None
-        below = host_limits.below_asked(asked, "max_file_size")
+        below = inherited_limit_below(asked, "max_file_size")
         if below is not None:
             return "file_size_inherited", below, path
         return "file_size", None, path

@@ -8,8 +8,9 @@ nothing else of a result; pynox.engine.result words the same ends when pynox sup
 
 import _signal
 
-from pynox.engine import host_limits
+from pynox import _native
 from pynox.engine.hint_text import Style, format_hint
+from pynox.unit_format import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -81,7 +82,7 @@ def _memory_hint(kind: str, policy: "Policy", api: bool, style: "Style | None") 
     """The hint of kind, or of its _inherited kind when pynox was started under a lower
     memory limit than the run asked for, which no flag raises."""
     style = style if style is not None else Style(api)
-    below = host_limits.below_asked(policy.memory, "memory")
+    below = inherited_limit_below(policy.memory, "memory")
     if below is not None:
         kind += "_inherited"
     return format_hint(kind, below, style, policy.memory, policy.max_file_size)
@@ -96,3 +97,19 @@ def memory_frame(policy: "Policy") -> "list[str]":
     for signum in _NATIVE_MEMORY_SIGNALS:  # the only ones with a line: no call for the rest
         lines[signum - 1] = native_signal_line(signum, policy) or ""
     return ["memory", f"pynox: {native_exit_hint(policy, api=False)}", "\n".join(lines)]
+
+
+def inherited_limit_below(asked: "int | None", limit: str) -> "str | None":
+    """The lowest hard limit pynox was started with among those the run's `limit`
+    ("memory" or "max_file_size") sets, as format_size writes it, when it is below
+    `asked`; else None. pynox keeps such a limit (runtime/limits.c), and no flag raises
+    it: a hint names it, not a larger flag that would change nothing."""
+    if asked is None:
+        return None
+    try:
+        hard = _native.lowest_hard_limit(limit)
+    except OSError:  # unknown: the hint names the flag, as for no such limit
+        return None
+    if hard is None or hard >= asked:
+        return None
+    return format_size(hard)
