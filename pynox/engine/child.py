@@ -683,7 +683,14 @@ def remember_lines(text: str, filename: str, as_file: bool = False) -> None:
     and every line after one would be shown off by one."""
     import linecache
 
-    lines = io.StringIO(text, newline=None).readlines() if as_file else text.splitlines(True)
+    if as_file:
+        lines = io.StringIO(text, newline=None).readlines()
+        # As linecache ends a file's last line: 3.11's and 3.12's traceback place their
+        # carets one column right on a line that has no line end.
+        if lines and not lines[-1].endswith("\n"):
+            lines[-1] += "\n"
+    else:
+        lines = text.splitlines(True)
     linecache.cache[filename] = (len(text), None, lines, filename)
 
 

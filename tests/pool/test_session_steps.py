@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
+from support.commands import python
 from support.pool_client import PoolClient
 from support.pool_requests import assert_ok, close_session, new_id, step
 
@@ -16,6 +18,15 @@ def _without_carets(traceback: str) -> str:
     """traceback without the lines that only point at part of the line above: which parts
     get one, and how, changes with python's version (3.11 began them, 3.13 marks more)."""
     return "".join(line for line in traceback.splitlines(keepends=True) if line.strip(" ~^\n"))
+
+
+def _as_python_shows(source: str, name: str, directory: Path) -> str:
+    """What python prints for source run as a file, its path shown as name: which parts
+    of a line get a caret line, and how, changes with python's version."""
+    program = directory / "program.py"
+    program.write_text(source, encoding="utf-8")
+    shown = python(str(program)).stderr.decode()
+    return shown.replace(f'"{program}"', f'"{name}"')
 
 
 def test_an_earlier_steps_function_shows_its_own_lines(pool: PoolClient) -> None:
@@ -107,14 +118,28 @@ def test_a_step_finds_the_last_error_where_python_leaves_it(pool: PoolClient) ->
     close_session(pool, name)
 
 
-def test_a_line_after_a_form_feed_is_shown_as_python_shows_a_files(pool: PoolClient) -> None:
+def test_a_line_after_a_form_feed_is_shown_as_python_shows_a_files(
+    pool: PoolClient, tmp_path: Path
+) -> None:
     """The code's lines were split at every break str.splitlines knows, a form feed or
     U+2028 in a string too, where python ends no line: the traceback showed a line off."""
     name = new_id("breaks")
-    failed = step(pool, name, 'x = 1 \f\ny = "\u2028"\nz = 2\n1 / 0\n')
-    assert _without_carets(failed["stderr"]).endswith(
-        '  File "<step-1>", line 4, in <module>\n    1 / 0\nZeroDivisionError: division by zero\n'
-    ), failed["stderr"]
+    source = 'x = 1 \f\ny = "\u2028"\nz = 2\n1 / 0\n'
+    failed = step(pool, name, source)
+    assert failed["stderr"] == _as_python_shows(source, "<step-1>", tmp_path)
+    close_session(pool, name)
+
+
+def test_a_last_line_without_a_line_end_gets_pythons_caret_line(
+    pool: PoolClient, tmp_path: Path
+) -> None:
+    """A step's last line was kept without a line end, which python's linecache gives a
+    file's last line: 3.11 and 3.12 drew its caret line one column right of the
+    expression it points at."""
+    name = new_id("carets")
+    source = "x = 1\nx / 0"
+    failed = step(pool, name, source)
+    assert failed["stderr"] == _as_python_shows(source, "<step-1>", tmp_path)
     close_session(pool, name)
 
 
