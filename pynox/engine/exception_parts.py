@@ -6,6 +6,8 @@ A program's exception class may define properties and methods of its own; these 
 what CPython keeps, through BaseException's own descriptors.
 """
 
+import builtins
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import FrameType, TracebackType
@@ -14,6 +16,10 @@ _ARGS = BaseException.__dict__["args"]
 _CAUSE = BaseException.__dict__["__cause__"]
 _CONTEXT = BaseException.__dict__["__context__"]
 _ERRNO = OSError.__dict__["errno"]
+# Exception groups, builtin from 3.11 on (None before).
+_GROUP = getattr(builtins, "BaseExceptionGroup", None)
+# The most exceptions of an exception group looked at, nested groups included.
+_MAX_MEMBERS = 64
 
 
 def args_of(exc: BaseException) -> "tuple[object, ...]":
@@ -29,6 +35,26 @@ def context_of(exc: BaseException) -> "BaseException | None":
 def errno_of(exc: OSError) -> "int | None":
     """exc's errno as OSError keeps it."""
     return _ERRNO.__get__(exc)  # type: ignore[no-any-return]
+
+
+def members(exc: BaseException) -> "list[BaseException]":
+    """The exceptions an exception group holds (asyncio.TaskGroup raises what its tasks
+    raised as one), those of the groups in it included, in the order its traceback shows
+    them; [exc] for any other exception. A few, read as BaseExceptionGroup keeps them."""
+    if _GROUP is None or not isinstance(exc, _GROUP):
+        return [exc]
+    held = _GROUP.__dict__["exceptions"]
+    found: list[BaseException] = []
+    pending = [exc]
+    for _ in range(_MAX_MEMBERS):
+        if not pending:
+            break
+        current = pending.pop()
+        if isinstance(current, _GROUP):
+            pending.extend(reversed(held.__get__(current)))
+        else:
+            found.append(current)
+    return found
 
 
 def chain(exc: BaseException) -> "list[BaseException]":

@@ -29,6 +29,7 @@ from pynox.engine.exception_parts import (
     errno_of,
     innermost,
     innermost_module,
+    members,
     passes_through,
 )
 from pynox.engine.hint_text import GRANTED_SUFFIX, OUTPUT_FOLDER, running_python_version
@@ -446,7 +447,11 @@ def classify(
     filename, __cause__) raise. Such an exception gets no hint, and keeps its report.
     """
     try:
-        kind, target, path = _classify(exc, event, policy)
+        kind, target, path = None, None, None
+        for member in members(exc):  # a group's hint: that of the first error that has one
+            kind, target, path = _classify(member, event, policy)
+            if kind is not None:
+                break
         if kind is None and not isinstance(exc, ImportError):
             # Nothing refused this error itself: it may come from a folder that looked
             # empty because listing it was refused (glob.glob() finding no file, and then

@@ -543,6 +543,44 @@ def test_granting_the_network_lets_asyncio_serve(world: World) -> None:
     assert granted.stdout == b"1\n" and hints(granted) == []
 
 
+# asyncio.TaskGroup (3.11 on) raises what its tasks raised as one exception group.
+TASK_GROUP_READ = (
+    "import asyncio\n"
+    "async def read():\n"
+    "    return open(W['secret']).read()\n"
+    "async def main():\n"
+    "    async with asyncio.TaskGroup() as group:\n"
+    "        group.create_task(asyncio.sleep(0))\n"
+    "        task = group.create_task(read())\n"
+    "    print(len(task.result()))\n"
+    "asyncio.run(main())"
+)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.TaskGroup is new in 3.11")
+def test_a_denial_in_an_exception_group_gets_its_hint(world: World) -> None:
+    """A denial in an exception group (a task group's) got no hint, as if nothing had been
+    refused: the group's hint is that of the first error in it that has one."""
+    refused = run_probe(world, TASK_GROUP_READ, *world.grants())
+    err = refused.stderr.decode(errors="replace")
+    assert refused.returncode == 1, err
+    assert "| ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)\n" in err
+    hint = "reading {secret} is not allowed; grant it with --allow-read={secret}"
+    expected = hint.format(**world.paths())
+    assert hints(refused) == ["pynox: " + expected]
+    assert err.endswith("    +------------------------------------\npynox: " + expected + "\n")
+    result = json.loads(run_probe(world, TASK_GROUP_READ, "--json", *world.grants()).stdout)
+    error = result["error"]
+    assert (error["type"], error["path"], error["hint"]) == (
+        "ExceptionGroup",
+        str(world.secret),
+        expected,
+    )
+    granted = run_probe(world, TASK_GROUP_READ, *world.grants(), f"--allow-read={world.secret}")
+    assert granted.returncode == 0, granted.stderr
+    assert granted.stdout == f"{len(world.secret.read_text())}\n".encode()
+
+
 SOCKET_PAIR_HINT = (
     "only socket pairs of Unix stream sockets (SOCK_STREAM, SOCK_SEQPACKET) are allowed in "
     "the sandbox: a datagram one could send to the host's Unix sockets, and there is nothing "
