@@ -27,6 +27,8 @@ _CHAIN_LINES = frozenset(
         "The above exception was the direct cause of the following exception:",
     }
 )
+# How python's report of an exception group starts (traceback.TracebackException's).
+_GROUP_HEADER = "  + Exception Group Traceback (most recent call last):"
 _NOT_EXCEPTIONS = frozenset({"Timeout", "Signal", "PoolError", "RequestError", "Cancelled"})
 
 
@@ -307,6 +309,9 @@ def _without_report(stderr: str, error: ErrorInfo | None) -> str:
     headers = [i for i, line in enumerate(lines) if _is_traceback_header(line)]
     if headers:
         start = headers[-1]
+        if lines[start].rstrip("\n") == _GROUP_HEADER:
+            # `error` names the group alone: its report is all that says what is in it.
+            return "".join(_without_hint_line(lines, start, error))
         while True:  # walk back over chained exceptions
             before = start - 1
             while before >= 0 and not lines[before].strip():
@@ -316,7 +321,7 @@ def _without_report(stderr: str, error: ErrorInfo | None) -> str:
                 break
             start = earlier[-1]
         last = headers[-1]
-        return "".join(lines[:start] + _after_traceback(lines[last], lines[last + 1 :], error))
+        return "".join(lines[:start] + _after_traceback(lines[last + 1 :], error))
     while lines and lines[-1].startswith("pynox: "):
         lines.pop()
     # A SyntaxError has no header: its report starts at the last `  File "..."` line.
@@ -329,38 +334,38 @@ def _without_report(stderr: str, error: ErrorInfo | None) -> str:
     return "".join(lines)
 
 
-def _after_traceback(header: str, lines: list[str], error: ErrorInfo) -> list[str]:
-    """What the program wrote after the traceback whose header is given and whose lines
-    follow: python writes the traceback before it runs the atexit handlers and waits for
-    the threads still running, whose output stays; pynox's hint line after the traceback
-    goes. Nothing when the traceback does not end as the error says (the rest is all
-    report, then)."""
+def _without_hint_line(lines: list[str], start: int, error: ErrorInfo) -> list[str]:
+    """lines without pynox's hint line, the first after `start`, which `error` holds."""
+    kept = list(lines)
+    if error["hint"]:
+        at = next((i for i in range(start, len(kept)) if kept[i].startswith("pynox: ")), None)
+        if at is not None:
+            del kept[at]
+    return kept
+
+
+def _after_traceback(lines: list[str], error: ErrorInfo) -> list[str]:
+    """What the program wrote after a traceback whose lines below its header are given:
+    python writes the traceback before it runs the atexit handlers and waits for the
+    threads still running, whose output stays; pynox's hint line after the traceback goes.
+    Nothing when the traceback does not end as the error says (the rest is all report,
+    then)."""
     at = 0
     while at < len(lines) and lines[at].startswith(" "):
-        at += 1  # its frames; an exception group's whole display, each line indented
-    if not header.startswith(" "):  # not in a group's display: the exception's line ends it
-        kind = error["type"]
-        if at == len(lines) or not (
-            lines[at].rstrip("\n") == kind or lines[at].startswith(f"{kind}:")
-        ):
-            return []
-        message = error["message"]
-        shown = f"{kind}: {message}\n" if message else f"{kind}\n"
-        at += len(shown.splitlines())  # split as stderr was: at "\r" too
-    rest = lines[at:]
-    hint = next((i for i, line in enumerate(rest) if line.startswith("pynox: ")), None)
-    if error["hint"] and hint is not None:
-        del rest[hint]
-    return rest
+        at += 1  # its frames, each line indented
+    kind = error["type"]
+    if at == len(lines) or not (lines[at].rstrip("\n") == kind or lines[at].startswith(f"{kind}:")):
+        return []
+    message = error["message"]
+    shown = f"{kind}: {message}\n" if message else f"{kind}\n"
+    at += len(shown.splitlines())  # split as stderr was: at "\r" too
+    return _without_hint_line(lines[at:], 0, error)
 
 
 def _is_traceback_header(line: str) -> bool:
     """Whether line starts a traceback of its own, not one of an exception group's
     sub-exceptions, which is part of the group's display (indented further)."""
-    return line.rstrip("\n") in (
-        "Traceback (most recent call last):",
-        "  + Exception Group Traceback (most recent call last):",
-    )
+    return line.rstrip("\n") in ("Traceback (most recent call last):", _GROUP_HEADER)
 
 
 # --- arguments ----------------------------------------------------------------------------

@@ -129,11 +129,11 @@ def test_what_the_program_wrote_after_the_traceback_stays() -> None:
     assert r.text == "thread done\nValueError: first\rsecond\nat agent.py:1"
 
 
-def test_an_exception_group_s_whole_traceback_goes() -> None:
+def test_an_exception_group_s_report_stays_and_what_follows_it_too() -> None:
     """Its sub-exceptions' tracebacks are part of its display, which ends at the first
-    line that is not indented: what comes after it is the program's."""
-    stderr = (
-        "careful\n"
+    line that is not indented: what comes after it is the program's. The hint line goes,
+    as the text ends with it."""
+    display = (
         "  + Exception Group Traceback (most recent call last):\n"
         '  |   File "agent.py", line 12, in <module>\n'
         '  |     raise ExceptionGroup("eg", errors)\n'
@@ -141,18 +141,45 @@ def test_an_exception_group_s_whole_traceback_goes() -> None:
         "  +-+---------------- 1 ----------------\n"
         "    | Traceback (most recent call last):\n"
         '    |   File "agent.py", line 5, in f\n'
-        "    | ValueError: 1\n"
+        "    | PermissionError: [Errno 13] Permission denied: '/etc/passwd'\n"
         "    +---------------- 2 ----------------\n"
         "    | Traceback (most recent call last):\n"
         '    |   File "agent.py", line 5, in f\n'
         "    | ValueError: 2\n"
         "    +------------------------------------\n"
-        "bye\n"
     )
-    r = result(
-        exit=1, stderr=stderr, error=error("ExceptionGroup", "eg (2 sub-exceptions)", line=12)
+    hint = "reading /etc/passwd is not allowed; grant it with allow_read=['/etc/passwd']"
+    stderr = f"careful\n{display}pynox: {hint}\nbye\n"
+    message = "eg (2 sub-exceptions)"
+    r = result(exit=1, stderr=stderr, error=error("ExceptionGroup", message, line=12, hint=hint))
+    assert r.text == (
+        f"careful\n{display}bye\nExceptionGroup: {message}\nat agent.py:12\npynox: {hint}"
     )
-    assert r.text == "careful\nbye\nExceptionGroup: eg (2 sub-exceptions)\nat agent.py:12"
+
+
+def test_an_exception_groups_report_stays_with_the_errors_in_it() -> None:
+    """An exception group (asyncio.TaskGroup's, 3.11 on) lost the errors in it: the text
+    was cut at the traceback of its first error, or at the group's own header, and the
+    error names the group alone."""
+    group = (
+        "  + Exception Group Traceback (most recent call last):\n"
+        '  |   File "agent.py", line 7, in <module>\n'
+        "  |     asyncio.run(main())\n"
+        '  |   File "agent.py", line 5, in main\n'
+        "  |     async with asyncio.TaskGroup() as group:\n"
+        "  | ExceptionGroup: unhandled errors in a TaskGroup (2 sub-exceptions)\n"
+        "  +-+---------------- 1 ----------------\n"
+        "    | Traceback (most recent call last):\n"
+        '    |   File "agent.py", line 3, in load\n'
+        "    |     raise ValueError('the column price is missing')\n"
+        "    | ValueError: the column price is missing\n"
+        "    +---------------- 2 ----------------\n"
+        "    | KeyError: 'total'\n"
+        "    +------------------------------------\n"
+    )
+    message = "unhandled errors in a TaskGroup (2 sub-exceptions)"
+    r = result(exit=1, stderr="warning: careful\n" + group, error=error("ExceptionGroup", message))
+    assert r.text == f"warning: careful\n{group}ExceptionGroup: {message}\nat agent.py:1"
 
 
 def test_syntax_error_report_is_not_repeated() -> None:
