@@ -14,6 +14,11 @@ import os
 import re
 import stat
 import sys
+
+# Loaded once in the zygote: pool code has no file, and the compiler's warnings
+# (SyntaxWarning) find their line in linecache only through this module. Without it
+# (3.10, whose re does not import it), CPython shows them from the file itself: no line.
+import warnings  # noqa: F401
 from ast import PyCF_ONLY_AST as _ONLY_AST
 
 from pynox._native import compile_source, exec_at_top

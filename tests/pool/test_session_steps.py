@@ -25,8 +25,7 @@ def _as_python_shows(source: str, name: str, directory: Path) -> str:
     of a line get a caret line, and how, changes with python's version."""
     program = directory / "program.py"
     program.write_text(source, encoding="utf-8")
-    shown = python(str(program)).stderr.decode()
-    return shown.replace(f'"{program}"', f'"{name}"')
+    return python(str(program)).stderr.decode().replace(str(program), name)
 
 
 def test_an_earlier_steps_function_shows_its_own_lines(pool: PoolClient) -> None:
@@ -140,6 +139,17 @@ def test_a_last_line_without_a_line_end_gets_pythons_caret_line(
     source = "x = 1\nx / 0"
     failed = step(pool, name, source)
     assert failed["stderr"] == _as_python_shows(source, "<step-1>", tmp_path)
+    close_session(pool, name)
+
+
+def test_a_compiler_warning_shows_its_line(pool: PoolClient, tmp_path: Path) -> None:
+    """On 3.10 a step's SyntaxWarning came without its line, which python shows for a
+    file: CPython read it from the file, and a step has none."""
+    name = new_id("compiler-warning")
+    source = "x = 1\nif x is 1:\n    print('one')\n"
+    warned = step(pool, name, source)
+    assert warned["stderr"] == _as_python_shows(source, "<step-1>", tmp_path)
+    assert '<step-1>:2: SyntaxWarning: "is" with ' in warned["stderr"]
     close_session(pool, name)
 
 
