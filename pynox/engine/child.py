@@ -37,9 +37,10 @@ _PACKAGE_DIR = PACKAGE_DIR + lean_os.SEP
 # what python falls back on when a program's sys.excepthook is missing or fails
 # (pynox.engine.uncaught).
 PYTHON_DISPLAY = sys.__excepthook__
-# An exception's traceback as CPython keeps it: an exception class of the program's may
-# hide it behind a property that raises, which CPython never calls.
+# An exception's traceback and context as CPython keeps them: an exception class of the
+# program's may hide them behind a property that raises, which CPython never calls.
 _TRACEBACK = BaseException.__dict__["__traceback__"]
+_CONTEXT = BaseException.__dict__["__context__"]
 # True once this process runs a program: whatever propagates from then on is
 # the program's, for CPython to report, never pynox's own error.
 program_started = False
@@ -841,6 +842,11 @@ def _print_as_python(exc: BaseException, program: "Program") -> "TracebackType |
         # but its lines are in linecache, which the traceback module reads.
         if getattr(sys, "stderr", False) is None:
             return tb  # python's display shows nothing then (traceback's would print)
+        if tb is None and isinstance(exc, SyntaxError) and _CONTEXT.__get__(exc) is None:
+            # The code's own SyntaxError reads no file: python's display shows it as python
+            # does, a tab-indented line too, which traceback's keeps its tab in before 3.13.
+            PYTHON_DISPLAY(type(exc), exc, tb)
+            return tb
         import traceback
 
         try:

@@ -153,6 +153,20 @@ def test_a_compiler_warning_shows_its_line(pool: PoolClient, tmp_path: Path) -> 
     close_session(pool, name)
 
 
+def test_a_syntax_error_on_a_tab_indented_line_is_shown_as_python_shows_it(
+    pool: PoolClient, tmp_path: Path
+) -> None:
+    """Before 3.13, the line of a step's SyntaxError kept the tab it was indented with,
+    and so did its caret line, where python shows the line from its first character
+    (3.13's python keeps the tab as well)."""
+    name = new_id("tabs")
+    source = "def f():\n\treturn g(a b)\n"
+    failed = step(pool, name, source)
+    assert failed["stderr"] == _as_python_shows(source, "<step-1>", tmp_path)
+    assert "SyntaxError: invalid syntax. Perhaps you forgot a comma?" in failed["stderr"]
+    close_session(pool, name)
+
+
 def test_a_future_import_holds_for_the_steps_after_it(pool: PoolClient) -> None:
     """python's REPL (and a notebook) compiles each input under the `from __future__`
     imports of the inputs before it; a step forgot them, and annotations a later step
