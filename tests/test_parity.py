@@ -80,6 +80,7 @@ CASES: dict[str, Case] = {
     "exc_group.py": Case(status=1),
     "exc_with_temporary_file.py": Case(status=1),
     "exc_notes.py": Case(status=1),
+    "exc_last_traceback_at_exit.py": Case(status=1),
     "exc_hostile_traceback.py": Case(status=1),
     "exc_hostile_attributes.py": Case(status=1),
     "exc_hostile_module_name.py": Case(status=1),

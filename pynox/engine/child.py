@@ -250,7 +250,8 @@ def begin(program: "Program", policy: "Policy", setup: ChildSetup) -> "NoReturn"
         report_exception(exc, program, policy, setup)
         # CPython takes it from here: status 1, or death by SIGINT for
         # KeyboardInterrupt, after a normal finalization. It is printed already.
-        sys.excepthook = _silent_for(exc, getattr(sys, "excepthook", None))
+        shown = _TRACEBACK.__get__(exc)
+        sys.excepthook = _silent_for(exc, shown, getattr(sys, "excepthook", None))
         raise
     _python_finished(setup)
     raise SystemExit(0)
@@ -349,14 +350,22 @@ def still_own_pipe(setup: ChildSetup, fd: int) -> bool:
         return False
 
 
-def _silent_for(reported: BaseException, hook: "Any") -> "Any":
-    """An excepthook that stays quiet for the one exception already reported.
+def _silent_for(reported: BaseException, shown: "TracebackType | None", hook: "Any") -> "Any":
+    """An excepthook that stays quiet for the one exception already reported, with the
+    traceback it was shown with (shown).
 
-    A function, not a class: creating a class costs a run more than the whole hook."""
+    CPython kept that exception, before it calls the hook, as it left pynox's frames: in
+    sys.last_traceback and its __traceback__ (sys.last_exc is the exception). They get
+    back the traceback python would leave there, which the program's atexit handlers
+    (traceback.print_last, pdb.pm) read. A function, not a class: creating a class
+    costs a run more than the whole hook."""
 
     def excepthook(kind: type, value: BaseException, tb: "TracebackType | None") -> None:
         if value is not reported:
             (PYTHON_DISPLAY if hook is None else hook)(kind, value, tb)
+            return
+        _TRACEBACK.__set__(value, shown)
+        sys.last_traceback = shown
 
     return excepthook
 
