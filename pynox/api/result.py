@@ -258,7 +258,8 @@ def format_text(result: Result) -> str:
         parts.append(f"[files not returned: {'; '.join(result.files_left_out)}]")
     if error is not None:
         message = error["message"]
-        parts.append(f"{error['type']}: {message}" if message else error["type"])
+        summary = f"{error['type']}: {message}" if message else error["type"]
+        parts.append(_as_reported(result.stderr, error["type"], summary) or summary)
         if error["file"] and error["line"] is not None and error["type"] not in _NOT_EXCEPTIONS:
             parts.append(f"at {error['file']}:{error['line']}")
         hint = error["hint"]
@@ -360,6 +361,24 @@ def _after_traceback(lines: list[str], error: ErrorInfo) -> list[str]:
     shown = f"{kind}: {message}\n" if message else f"{kind}\n"
     at += len(shown.splitlines())  # split as stderr was: at "\r" too
     return _without_hint_line(lines[at:], 0, error)
+
+
+def _as_reported(stderr: str, kind: str, summary: str) -> str | None:
+    """The error's summary as python printed it at the end of its report, with what
+    python adds to its line: a suggestion ("Did you mean: 'print'?", 3.12's "Did you
+    forget to import 'sys'?"). None where no report ends with it (a SyntaxError's
+    message names the file and line its report shows apart). What follows the error's
+    lines (its notes, 3.11 on; what atexit handlers and threads wrote) stays in stderr's
+    part of the text (_after_traceback)."""
+    if kind in _NOT_EXCEPTIONS or not summary:
+        return None
+    first, _, rest = summary.partition("\n")
+    for line in reversed(stderr.splitlines()):
+        if line.startswith(first):
+            return line + (f"\n{rest}" if rest else "")
+        if _is_traceback_header(line) or line.startswith("  File "):
+            return None  # the report's frames: the error is not where it ends
+    return None
 
 
 def _is_traceback_header(line: str) -> bool:

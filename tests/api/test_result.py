@@ -157,6 +157,32 @@ def test_an_exception_group_s_report_stays_and_what_follows_it_too() -> None:
     )
 
 
+def test_what_python_adds_to_the_error_line_stays() -> None:
+    """python's report ends with more than the error's message: a suggestion for a
+    misspelt name, and from 3.11 on the notes added to the error. The text kept the
+    message alone, and the model never read "Did you mean: 'print'?"."""
+    suggested = (
+        "Traceback (most recent call last):\n"
+        '  File "agent.py", line 1, in <module>\n'
+        "    pritn(total)\n"
+        "NameError: name 'pritn' is not defined. Did you mean: 'print'?\n"
+    )
+    r = result(exit=1, stderr=suggested, error=error("NameError", "name 'pritn' is not defined"))
+    assert r.text == (
+        "NameError: name 'pritn' is not defined. Did you mean: 'print'?\nat agent.py:1"
+    )
+    noted = (
+        "Traceback (most recent call last):\n"
+        '  File "agent.py", line 3, in <module>\n'
+        "    raise error\n"
+        "ValueError: bad row\n"
+        "while reading row 12 of sales.csv\n"
+    )
+    r = result(exit=1, stderr=noted, error=error("ValueError", "bad row", line=3))
+    # The notes stay with what followed the report, as what atexit handlers write does.
+    assert r.text == "while reading row 12 of sales.csv\nValueError: bad row\nat agent.py:3"
+
+
 def test_an_exception_groups_report_stays_with_the_errors_in_it() -> None:
     """An exception group (asyncio.TaskGroup's, 3.11 on) lost the errors in it: the text
     was cut at the traceback of its first error, or at the group's own header, and the
