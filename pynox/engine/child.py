@@ -859,7 +859,11 @@ def _print_as_python(exc: BaseException, program: "Program") -> "TracebackType |
         import traceback
 
         try:
-            traceback.print_exception(type(exc), exc, tb)
+            lines = traceback.format_exception(type(exc), exc, tb)
+            if sys.version_info < (3, 12) and isinstance(exc, (NameError, AttributeError)):
+                _suggest_as_python(exc, tb, lines, traceback.format_exception_only)
+            for line in lines:
+                print(line, file=sys.stderr, end="")
         except Exception:  # noqa: BLE001 - then as python's own display shows it
             PYTHON_DISPLAY(type(exc), exc, tb)
         return tb
@@ -879,6 +883,26 @@ def _print_as_python(exc: BaseException, program: "Program") -> "TracebackType |
         _TRACEBACK.__set__(failure, failure_tb)
         _hook_trouble("failed_hook", type(exc), exc, tb, failure, failure_tb)
     return tb
+
+
+def _suggest_as_python(
+    exc: BaseException, tb: "TracebackType | None", lines: list[str], format_only: "Any"
+) -> None:
+    """Gives the error's line in lines python's suggestion ("Did you mean: 'print'?"),
+    which before 3.12 only python's own display makes, not traceback's. Read from that
+    display's line for the error, as IDLE reads it (get_message_lines in its run.py);
+    the rest of what it prints is left out, its source lines read from files."""
+    plain = format_only(type(exc), exc)[0]
+    shown = io.StringIO()
+    stderr = sys.stderr
+    sys.stderr = shown
+    try:
+        PYTHON_DISPLAY(type(exc), exc, tb)
+    finally:
+        sys.stderr = stderr
+    suggested = [line for line in shown.getvalue().splitlines(True) if line.startswith(plain[:-1])]
+    if suggested and suggested[-1] != plain and plain in lines:
+        lines[len(lines) - 1 - lines[::-1].index(plain)] = suggested[-1]
 
 
 def _hook_trouble(what: str, *args: object) -> None:

@@ -167,6 +167,17 @@ def test_a_syntax_error_on_a_tab_indented_line_is_shown_as_python_shows_it(
     close_session(pool, name)
 
 
+def test_a_misspelt_name_gets_pythons_suggestion(pool: PoolClient, tmp_path: Path) -> None:
+    """Before 3.12 only python's own display suggests a name ("Did you mean: 'total'?"),
+    not the traceback module, which shows a step's lines: a step's error came without."""
+    for source in ("total = 1\nprint(totl)\n", "import math\nmath.sqr(2)\n"):
+        name = new_id("suggestion")
+        failed = step(pool, name, source)
+        assert failed["stderr"] == _as_python_shows(source, "<step-1>", tmp_path)
+        assert ". Did you mean: " in failed["stderr"], failed["stderr"]
+        close_session(pool, name)
+
+
 def test_a_future_import_holds_for_the_steps_after_it(pool: PoolClient) -> None:
     """python's REPL (and a notebook) compiles each input under the `from __future__`
     imports of the inputs before it; a step forgot them, and annotations a later step
