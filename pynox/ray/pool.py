@@ -29,7 +29,7 @@ from pynox.api.options import (
     Spec,
     strings,
 )
-from pynox.api.pool import _find_config
+from pynox.api.pool import _check_close_timeout, _find_config
 from pynox.api.result import Result, failure
 from pynox.api.session import Session
 from pynox.errors import PynoxError
@@ -172,6 +172,7 @@ class RayPool:
 
         Results still pending then are PoolError results. Closing twice is harmless.
         """
+        _check_close_timeout(timeout)  # before anything closes: not a pool half closed
         with self._lock:
             if self._closed:
                 return

@@ -227,6 +227,20 @@ def test_bad_arguments_are_refused_before_any_actor_starts(tmp_path: Path) -> No
         RayPool(actors=0)
 
 
+def test_a_bad_close_timeout_leaves_the_pool_open(local_ray: LocalRay) -> None:
+    """Checked before anything closes, as pynox.Pool checks it: not a pool marked closed
+    whose actors were never stopped."""
+    with RayPool(actors=1, workers=1, **ACTOR) as pool:
+        for timeout in ("soon", None, -1):
+            with pytest.raises(ValueError) as caught:
+                pool.close(timeout=timeout)  # type: ignore[arg-type]
+            assert str(caught.value) == (
+                f"timeout={timeout!r}: give a number of seconds of at least 0"
+            )
+        assert not pool.closed
+        assert pool.run("print(1)").stdout == "1\n"
+
+
 def test_map_refuses_one_program_given_as_a_str(pool: RayPool) -> None:
     """Not each of its characters run as a program of its own."""
     with pytest.raises(TypeError) as caught:
