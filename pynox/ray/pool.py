@@ -23,10 +23,12 @@ except ImportError:  # pragma: no cover - depends on the environment
 from pynox.api.connection import PoolError
 from pynox.api.options import (
     Duration,
+    Files,
     Names,
     RunOptions,
     SessionOptions,
     Spec,
+    files_field,
     strings,
 )
 from pynox.api.pool import _check_close_timeout, _find_config
@@ -46,6 +48,11 @@ if TYPE_CHECKING:
 CLOSE_GRACE = 10.0
 # How long an actor may take to start its local pool before RayPool() gives up.
 START_TIMEOUT = 120.0
+
+NO_FILES = (
+    "files: a RayPool request does not carry files to its node; put them where the nodes "
+    "can read them and grant that with allow_read, or use pynox.Pool"
+)
 
 _generations = itertools.count(1)
 # Colours in Ray's messages, and the last line of a Python traceback ("module.Error: text").
@@ -315,10 +322,7 @@ class RayPool:
                 "nodes cannot call; use pynox.Pool for programs that need them"
             )
         if spec.files:
-            raise ValueError(
-                "files: a RayPool request does not carry files to its node; put them where "
-                "the nodes can read them and grant that with allow_read, or use pynox.Pool"
-            )
+            raise ValueError(NO_FILES)
         return spec
 
     def run_spec(
@@ -474,6 +478,13 @@ class RaySession(Session):
         pool = cast("RayPool", self.pool)
         with pool._lock:
             self.slot.sessions.discard(self.id)
+
+    def _step_spec(self, name: str | None, files: Files = None, timeout: Duration = None) -> Spec:
+        # Before the step counts as sent, as Pool refuses its bad arguments: the node would
+        # refuse the files only after the request had crossed the cluster.
+        if files_field(files):
+            raise ValueError(NO_FILES)
+        return super()._step_spec(name, files, timeout)
 
     def stream(self, code: str, *, name: str | None = None, timeout: Duration = None) -> Any:
         raise TypeError("a RayPool session does not stream; use run or arun")

@@ -241,6 +241,21 @@ def test_a_bad_close_timeout_leaves_the_pool_open(local_ray: LocalRay) -> None:
         assert pool.run("print(1)").stdout == "1\n"
 
 
+def test_files_of_a_session_step_are_refused_before_anything_is_sent(pool: RayPool) -> None:
+    """As run(files=...) is: a ValueError here, not a RequestError Result from the node."""
+    with pool.session() as session:
+        with pytest.raises(ValueError) as caught:
+            session.run("pass", files={"data.txt": b"x"})
+        assert str(caught.value) == (
+            "files: a RayPool request does not carry files to its node; put them where the "
+            "nodes can read them and grant that with allow_read, or use pynox.Pool"
+        )
+        with pytest.raises(ValueError, match="a RayPool request does not carry files"):
+            asyncio.run(session.arun("pass", files={"data.txt": b"x"}))
+        assert session.steps == 0
+        assert session.run("print(1)").stdout == "1\n"
+
+
 def test_map_refuses_one_program_given_as_a_str(pool: RayPool) -> None:
     """Not each of its characters run as a program of its own."""
     with pytest.raises(TypeError) as caught:
