@@ -33,7 +33,7 @@ from pynox.api.options import (
 )
 from pynox.api.pool import _check_close_timeout, _find_config
 from pynox.api.result import Result, failure
-from pynox.api.session import Session
+from pynox.api.session import Session, check_session_spec
 from pynox.errors import PynoxError
 from pynox.limits import DEFAULT_WORKERS
 from pynox.ray.actor import NodePool
@@ -302,20 +302,23 @@ class RayPool:
         If that actor dies, the step running then returns a PoolError Result and the next
         one starts a fresh session on its replacement, its Result saying `restarted`.
         """
-        return RaySession(self, self._spec("session", cast("dict[str, Any]", options)))
+        spec = Spec.of("session", cast("dict[str, Any]", options))
+        check_session_spec(spec)  # first: a TypeError that says what a session takes, as Pool's
+        return RaySession(self, self._carried(spec))
 
     def tool(self, *, session: bool = False, **options: Unpack[SessionOptions]) -> Tool:
         """A plain `run_python(code: str) -> str` for a model, as `pynox.Pool.tool` gives."""
-        if not isinstance(session, bool):
-            raise TypeError("session takes True or False")
-        spec = self._spec("tool", cast("dict[str, Any]", options))
-        from pynox.api.tool import make_tool
+        from pynox.api.tool import make_tool, tool_spec
 
+        spec = self._carried(tool_spec(session, options))
         held = RaySession(self, spec) if session else None
         return make_tool(cast("Any", self), spec, held)
 
     def _spec(self, caller: str, options: Mapping[str, Any]) -> Spec:
-        spec = Spec.of(caller, options)
+        return self._carried(Spec.of(caller, options))
+
+    def _carried(self, spec: Spec) -> Spec:
+        """`spec`, if a request of it can travel to a node: ValueError if not."""
         if spec.functions:
             raise ValueError(
                 "functions: host functions run in the caller's process, which a RayPool's "

@@ -256,6 +256,24 @@ def test_files_of_a_session_step_are_refused_before_anything_is_sent(pool: RayPo
         assert session.run("print(1)").stdout == "1\n"
 
 
+def test_sessions_and_tools_refuse_what_a_pool_refuses_as_it_does(pool: RayPool) -> None:
+    """The same exception, type and sentence, as pynox.Pool raises for the same call."""
+    calls = [
+        lambda p: p.session(files={"data.txt": b"x"}),
+        lambda p: p.session(args=["x"]),
+        lambda p: p.tool(files={"data.txt": b"x"}),
+        lambda p: p.tool(session=True, args=["x"]),
+        lambda p: p.tool(session="yes"),
+    ]
+    with pynox.Pool(1, lazy=True) as local:
+        for call in calls:
+            with pytest.raises(TypeError) as expected:
+                call(local)
+            with pytest.raises(TypeError) as got:
+                call(pool)
+            assert str(got.value) == str(expected.value)
+
+
 def test_map_refuses_one_program_given_as_a_str(pool: RayPool) -> None:
     """Not each of its characters run as a program of its own."""
     with pytest.raises(TypeError) as caught:
