@@ -205,6 +205,15 @@ class RayPool:
         state = "closed" if self._closed else "open"
         return f"<pynox.ray.RayPool actors={len(self._slots)} workers={self.workers} {state}>"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Not Ray's "Can't get local object 'ActorClass.options...'" when a task is handed
+        # a RayPool: its actors and their state belong to the driver that made it.
+        raise TypeError(
+            "a RayPool cannot be pickled (passed to a Ray task or actor, say): its actors "
+            "belong to the process that made it; call it there and pass the code or the "
+            "Results instead"
+        )
+
     def _start(self, slot: _Slot) -> None:
         """A new actor in `slot` (the caller holds the lock, or no other thread runs)."""
         slot.generation = next(_generations)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -272,6 +273,16 @@ def test_sessions_and_tools_refuse_what_a_pool_refuses_as_it_does(pool: RayPool)
             with pytest.raises(TypeError) as got:
                 call(pool)
             assert str(got.value) == str(expected.value)
+
+
+def test_a_ray_pool_cannot_be_pickled(pool: RayPool) -> None:
+    """Handed to a Ray task, it says so, not what Ray's pickling of its actor class says."""
+    with pytest.raises(TypeError) as caught:
+        pickle.dumps(pool)
+    assert str(caught.value) == (
+        "a RayPool cannot be pickled (passed to a Ray task or actor, say): its actors belong "
+        "to the process that made it; call it there and pass the code or the Results instead"
+    )
 
 
 def test_map_refuses_one_program_given_as_a_str(pool: RayPool) -> None:
