@@ -54,6 +54,11 @@ NO_FILES = (
     "can read them and grant that with allow_read, or use pynox.Pool"
 )
 
+RAY_ENDED = (
+    "Ray was shut down (or connected anew) since this RayPool was made, and its actors "
+    "ended with that connection; create a new RayPool"
+)
+
 _generations = itertools.count(1)
 # Colours in Ray's messages, and the last line of a Python traceback ("module.Error: text").
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -136,10 +141,12 @@ class RayPool:
         self._actor_class = ray.remote(NodePool).options(**options)
         self._lock = threading.Lock()
         self._closed = False
+        self._closed_by = "this RayPool is closed; create a new RayPool to run more code"
         self._pid = os.getpid()
         self._slots = [_Slot(index) for index in range(actors)]
         for slot in self._slots:
             self._start(slot)
+        self._ray = _ray_connection()  # the actors live as long as it does
         self._finalizer = weakref.finalize(self, _kill_slots, self._slots)
         self._finalizer.atexit = False  # at exit, Ray ends the driver's actors itself
         try:
@@ -186,6 +193,8 @@ class RayPool:
             self._closed = True
             actors = [slot.actor for slot in self._slots if slot.actor is not None]
         self._finalizer.detach()
+        if self._ray_ended():
+            return  # the actors ended with it; a call to them would start Ray anew
         if timeout > 0:
             with contextlib.suppress(ray.exceptions.RayError):
                 ray.wait(
@@ -253,12 +262,21 @@ class RayPool:
     def _acquire(self, slot: _Slot | None) -> tuple[_Slot, Any, int]:
         """The slot (the least busy when not given), its actor and generation, counted busy."""
         with self._lock:
+            if not self._closed and self._ray_ended():
+                self._closed = True
+                self._closed_by = RAY_ENDED
+                self._finalizer.detach()
             if self._closed:
-                raise PoolError("this RayPool is closed; create a new RayPool to run more code")
+                raise PoolError(self._closed_by)
             if slot is None:
                 slot = min(self._slots, key=lambda s: (s.in_flight, len(s.sessions)))
             slot.in_flight += 1
             return slot, slot.actor, slot.generation
+
+    def _ray_ended(self) -> bool:
+        """Whether the Ray connection the actors were made on is gone (ray.shutdown(),
+        perhaps followed by ray.init() of another): calling them would fail, or start Ray."""
+        return _ray_connection() != self._ray
 
     def _release(self, slot: _Slot) -> None:
         with self._lock:
@@ -464,7 +482,7 @@ class RayPool:
 
     def _close_session(self, session_id: str, wait: bool) -> None:
         with self._lock:
-            if self._closed:
+            if self._closed or self._ray_ended():
                 return
             held = [slot for slot in self._slots if session_id in slot.sessions]
             for slot in held:
@@ -530,6 +548,15 @@ def _reason(exc: BaseException) -> str:
         return raised.group(1)
     text = lines[0] if lines else type(exc).__name__
     return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _ray_connection() -> tuple[str, str] | None:
+    """This driver's Ray connection (its job, and the node it joined), None when it has
+    none: a job id alone repeats across local instances, which number jobs from 1."""
+    if not ray.is_initialized():
+        return None
+    context = ray.get_runtime_context()
+    return context.get_job_id(), context.get_node_id()
 
 
 def _asks(options: Mapping[str, Any]) -> str:

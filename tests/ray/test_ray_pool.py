@@ -431,6 +431,32 @@ def test_map_keeps_twice_the_workers_the_config_gives_in_flight(
         assert [result.stdout for result in pool.map(["print(1)"] * 3)] == ["1\n"] * 3
 
 
+def test_a_pool_whose_ray_connection_ended_says_so(local_ray: LocalRay) -> None:
+    """After ray.shutdown(), a call neither starts a new Ray instance nor fails with Ray's
+    "Can't find actor": the pool says what happened, as it does once Ray runs anew."""
+    ended = (
+        "Ray was shut down (or connected anew) since this RayPool was made, and its actors "
+        "ended with that connection; create a new RayPool"
+    )
+    first, second = (RayPool(actors=1, workers=1, **ACTOR) for _ in range(2))
+    session = first.session()
+    assert session.run("x = 1").ok
+    local_ray.stop()
+    for call in (lambda: first.run("pass"), lambda: session.run("pass")):
+        with pytest.raises(pynox.PoolError) as caught:
+            call()
+        assert str(caught.value) == ended
+    assert first.closed and not ray.is_initialized()
+    session.close()
+    first.close()
+    local_ray.start()
+    with pytest.raises(pynox.PoolError) as caught:
+        list(second.map(["pass"]))
+    assert str(caught.value) == ended
+    second.close()
+    second.close()
+
+
 def test_the_ray_page_runs_as_shown(local_ray: LocalRay, pool: RayPool, tmp_path: Path) -> None:
     """docs/ray.md's evaluate.py, run as a driver of this instance, prints what it shows."""
     from test_docs import DOCS, Command, File, steps
