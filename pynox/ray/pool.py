@@ -321,6 +321,7 @@ class RayPool:
         spec = self._spec("map", options)
         if max_in_flight is not None:
             _whole("max_in_flight", max_in_flight, 1)
+        self._may_retry(idempotent, None)  # checked now, not only once a retry is due
         return self._map(iter(codes), spec, max_in_flight or self.max_in_flight, idempotent)
 
     def session(self, **options: Unpack[SessionOptions]) -> Session:

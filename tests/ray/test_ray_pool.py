@@ -285,6 +285,12 @@ def test_a_ray_pool_cannot_be_pickled(pool: RayPool) -> None:
     )
 
 
+def test_map_refuses_an_idempotent_that_is_not_a_bool_at_once(pool: RayPool) -> None:
+    """As run does: not accepted unread until an actor dies and a retry is weighed."""
+    with pytest.raises(TypeError, match="^idempotent takes True or False$"):
+        pool.map(["print(1)"], idempotent="yes")  # type: ignore[arg-type]
+
+
 def test_map_refuses_one_program_given_as_a_str(pool: RayPool) -> None:
     """Not each of its characters run as a program of its own."""
     with pytest.raises(TypeError) as caught:
