@@ -204,11 +204,24 @@ class RayPool:
                 )
         _kill(actors)
 
+    async def aclose(self, timeout: float = CLOSE_GRACE) -> None:
+        """`close` for asyncio: waits for the actors to stop without blocking the event loop."""
+        import asyncio
+
+        _check_close_timeout(timeout)
+        await asyncio.get_running_loop().run_in_executor(None, self.close, timeout)
+
     def __enter__(self) -> RayPool:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    async def __aenter__(self) -> RayPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"

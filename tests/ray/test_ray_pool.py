@@ -291,6 +291,17 @@ def test_map_refuses_an_idempotent_that_is_not_a_bool_at_once(pool: RayPool) -> 
         pool.map(["print(1)"], idempotent="yes")  # type: ignore[arg-type]
 
 
+def test_async_with_closes_the_pool_as_for_a_local_pool(local_ray: LocalRay) -> None:
+    async def main() -> tuple[RayPool, pynox.Result]:
+        async with RayPool(actors=1, workers=1, **ACTOR) as pool:
+            result = await pool.arun("print(1)")
+            assert not pool.closed
+        return pool, result
+
+    pool, result = asyncio.run(main())
+    assert result.stdout == "1\n" and pool.closed
+
+
 def test_map_refuses_one_program_given_as_a_str(pool: RayPool) -> None:
     """Not each of its characters run as a program of its own."""
     with pytest.raises(TypeError) as caught:
