@@ -383,6 +383,8 @@ class RayPool:
                     raw = ray.get(ref)
                 except BaseException:  # Ctrl-C while waiting: the run stops too
                     ray.cancel(ref)
+                    if session is not None:
+                        session._lost()  # as in arun_spec: the node's session ends with it
                     raise
             except ray.exceptions.RayError as exc:
                 raw = self._failed(chosen, actor, exc, last=last)

@@ -9,6 +9,7 @@ would be imported in place of Ray itself.
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import ctypes
 import os
@@ -18,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -198,6 +200,28 @@ def test_a_session_keeps_its_variables_across_calls(pool: RayPool) -> None:
     assert first.ok and second.ok and second.stdout == "42\n"
     assert second.session is not None and second.session["id"] == session.id
     assert second.session["step"] == 2 and not second.session["restarted"]
+
+
+def test_ctrl_c_during_a_session_step_ends_the_session(pool: RayPool, tmp_path: Path) -> None:
+    """The step is cancelled on the node, which ends its session there, as a cancelled
+    arun does: the session no longer counts as alive, and the next step says it restarted."""
+    marker = tmp_path / "started"
+    with pool.session(allow_write=[str(tmp_path)]) as session:
+        assert session.run("x = 1").ok and session.alive
+
+        def interrupt() -> None:
+            wait_for(marker)
+            _thread.interrupt_main()
+
+        interrupter = threading.Thread(target=interrupt)
+        interrupter.start()
+        with pytest.raises(KeyboardInterrupt):
+            session.run(f"open({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(60)")
+        interrupter.join()
+        assert not session.alive
+        after = session.run("print(x)")
+        assert after.session is not None and after.session["restarted"]
+        assert after.error is not None and after.error["type"] == "NameError"
 
 
 def test_tool_returns_the_text(pool: RayPool) -> None:
