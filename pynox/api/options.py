@@ -114,6 +114,34 @@ def pool_package_dirs(value: Paths) -> list[str]:
     return paths
 
 
+def pool_preload(value: Names) -> list[str]:
+    """Pool(preload=...): module names, checked now rather than by a pool that cannot start."""
+    modules = strings(value, "preload", "module name")
+    for module in modules:
+        if not all(part.isidentifier() for part in module.split(".")):
+            raise ValueError(f"preload lists {module!r}, which is not a module name")
+    return modules
+
+
+def pool_warmup(value: object) -> str | None:
+    """Pool(warmup=...): code that a command line can pass, checked now."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError("warmup takes Python code as a string, like 'import pandas'")
+    if "\0" in value:
+        raise ValueError("warmup holds a NUL character, which no command line can pass")
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            raise ValueError(
+                "warmup is not valid Unicode text: it holds a lone surrogate (such as "
+                "\\ud800); pass text that UTF-8 can encode"
+            ) from None
+    return value
+
+
 def strings(value: Names, what: str, kind: str, *, empty: bool = False) -> list[str]:
     """A list of `kind` strings, each without NUL; empty ones only where `empty` is true."""
     result = []

@@ -38,7 +38,8 @@ from pynox.api.options import (
     caller_cwd,
     effective_grants,
     pool_package_dirs,
-    strings,
+    pool_preload,
+    pool_warmup,
 )
 from pynox.api.result import Result
 from pynox.api.session import Session
@@ -126,23 +127,8 @@ class Pool:
         if not isinstance(lazy, bool):
             raise TypeError(f"lazy takes True or False, not {type(lazy).__name__} {lazy!r}")
         self.workers = workers
-        self.preload = strings(preload, "preload", "module name")
-        for module in self.preload:
-            if not all(part.isidentifier() for part in module.split(".")):
-                raise ValueError(f"preload lists {module!r}, which is not a module name")
-        if warmup is not None and not isinstance(warmup, str):
-            raise TypeError("warmup takes Python code as a string, like 'import pandas'")
-        if warmup is not None and "\0" in warmup:
-            raise ValueError("warmup holds a NUL character, which no command line can pass")
-        if warmup is not None and not warmup.isascii():
-            try:
-                warmup.encode()
-            except UnicodeEncodeError:
-                raise ValueError(
-                    "warmup is not valid Unicode text: it holds a lone surrogate (such as "
-                    "\\ud800); pass text that UTF-8 can encode"
-                ) from None
-        self.warmup = warmup
+        self.preload = pool_preload(preload)
+        self.warmup = pool_warmup(warmup)
         self.package_dirs = pool_package_dirs(package_dirs)
         self.config_path = _find_config(config)
         if pynox_command is not None and (

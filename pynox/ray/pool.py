@@ -29,6 +29,8 @@ from pynox.api.options import (
     SessionOptions,
     Spec,
     files_field,
+    pool_preload,
+    pool_warmup,
     strings,
 )
 from pynox.api.pool import _check_close_timeout, _find_config
@@ -116,10 +118,8 @@ class RayPool:
         if actor_options is not None and not isinstance(actor_options, Mapping):
             raise TypeError("actor_options takes a dict of Ray actor options, like {'num_cpus': 2}")
         self.workers = workers
-        self.preload = strings(preload, "preload", "module name")
-        if warmup is not None and not isinstance(warmup, str):
-            raise TypeError("warmup takes Python code as a string, like 'import pandas'")
-        self.warmup = warmup
+        self.preload = pool_preload(preload)
+        self.warmup = pool_warmup(warmup)
         # Paths on the nodes: each node's pool checks that they exist there.
         self.package_dirs = strings(package_dirs, "package_dirs", "path")
         self.config_path = _find_config(config)

@@ -326,6 +326,22 @@ def test_async_with_closes_the_pool_as_for_a_local_pool(local_ray: LocalRay) -> 
     assert result.stdout == "1\n" and pool.closed
 
 
+@pytest.mark.parametrize(
+    "options",
+    [{"preload": ["not a module"]}, {"warmup": "x = 1\0"}, {"warmup": "x = '\ud800'"}],
+)
+def test_preload_and_warmup_are_checked_as_a_pool_checks_them(
+    local_ray: LocalRay, options: dict[str, Any]
+) -> None:
+    """Before any actor starts, with pynox.Pool's ValueError: not the PoolError of actors
+    whose pools could not start."""
+    with pytest.raises(ValueError) as expected:
+        pynox.Pool(1, lazy=True, **options)
+    with pytest.raises(ValueError) as got:
+        RayPool(actors=1, workers=1, **options, **ACTOR)
+    assert str(got.value) == str(expected.value)
+
+
 def test_map_refuses_one_program_given_as_a_str(pool: RayPool) -> None:
     """Not each of its characters run as a program of its own."""
     with pytest.raises(TypeError) as caught:
