@@ -65,15 +65,24 @@ class NodePool:
         _remove_orphans()
         self._directory = tempfile.mkdtemp(prefix=f"{DIRECTORY_PREFIX}{os.getpid()}-")
         config = os.path.join(self._directory, CONFIG_NAME)
-        with open(config, "x", encoding="utf-8") as file:
-            file.write(config_text)
-        self.pool = Pool(workers, preload, config, warmup=warmup, package_dirs=package_dirs)
+        try:
+            with open(config, "x", encoding="utf-8") as file:
+                file.write(config_text)
+            self.pool = Pool(workers, preload, config, warmup=warmup, package_dirs=package_dirs)
+        except BaseException:  # an actor that cannot start leaves no directory behind
+            shutil.rmtree(self._directory, ignore_errors=True)
+            raise
         self.sessions: dict[str, Session] = {}
 
     async def ready(self) -> dict[str, Any]:
         """Waits until the local pool serves; what the caller may want to know of it."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(None, self.pool._connection)
+        try:
+            await loop.run_in_executor(None, self.pool._connection)
+        except BaseException:
+            # RayPool kills an actor whose pool cannot start: it never calls shutdown.
+            await self.shutdown()
+            raise
         return {
             "generation": self.generation,
             "pid": os.getpid(),

@@ -373,13 +373,20 @@ def test_a_relative_path_in_the_config_is_refused_before_any_actor_starts(
 
 def test_an_actor_that_cannot_start_its_pool_says_why(local_ray: LocalRay) -> None:
     """The node's own sentence, not Ray's header (in colour) and the actor's traceback:
-    from the pool the actor started, and from the actor's constructor."""
+    from the pool the actor started, and from the actor's constructor. Neither leaves the
+    directory of its copy of the config behind (the actor is killed, never shut down)."""
+
+    def config_copies() -> set[Path]:  # other pools' actors have theirs
+        return set(Path(tempfile.gettempdir()).glob("pynox-ray-*"))
+
+    before = config_copies()
     with pytest.raises(pynox.PoolError) as caught:
         RayPool(actors=1, workers=1, preload=["pynox_no_such_module"], **ACTOR)
     assert str(caught.value).startswith(
         "the RayPool's actors could not start: the pool exited with status 125: pynox: "
         "cannot preload pynox_no_such_module: ModuleNotFoundError("
     )
+    assert config_copies() <= before
     missing = "/pynox-no-such-directory"
     with pytest.raises(pynox.PoolError) as caught:
         RayPool(actors=1, workers=1, package_dirs=[missing], **ACTOR)
@@ -387,6 +394,7 @@ def test_an_actor_that_cannot_start_its_pool_says_why(local_ray: LocalRay) -> No
         f"the RayPool's actors could not start: package_dirs lists {missing}, which does not "
         "exist; give the site-packages directory that holds the packages"
     )
+    assert config_copies() <= before
 
 
 def test_an_actor_killed_mid_request_fails_it_and_the_rest_go_on(
