@@ -147,7 +147,7 @@ class RayPool:
         for slot in self._slots:
             self._start(slot)
         self._ray = _ray_connection()  # the actors live as long as it does
-        self._finalizer = weakref.finalize(self, _kill_slots, self._slots)
+        self._finalizer = weakref.finalize(self, _kill_slots, self._slots, self._pid)
         self._finalizer.atexit = False  # at exit, Ray ends the driver's actors itself
         try:
             # What each actor said when it started: its pid, its pool's, its node.
@@ -187,6 +187,8 @@ class RayPool:
         Results still pending then are PoolError results. Closing twice is harmless.
         """
         _check_close_timeout(timeout)  # before anything closes: not a pool half closed
+        if self._forked_child():
+            return  # the actors are the parent's, and so is its Ray driver
         with self._lock:
             if self._closed:
                 return
@@ -274,6 +276,7 @@ class RayPool:
 
     def _acquire(self, slot: _Slot | None) -> tuple[_Slot, Any, int]:
         """The slot (the least busy when not given), its actor and generation, counted busy."""
+        self._refuse_in_a_forked_child()  # before the lock, which the fork may have left held
         with self._lock:
             if not self._closed and self._ray_ended():
                 self._closed = True
@@ -539,8 +542,9 @@ class RaySession(Session):
         raise TypeError("a RayPool session does not stream; use run or arun")
 
 
-def _kill_slots(slots: list[_Slot]) -> None:
-    _kill([slot.actor for slot in slots])
+def _kill_slots(slots: list[_Slot], pid: int) -> None:
+    if os.getpid() == pid:  # not in a forked child, which has no Ray driver of its own
+        _kill([slot.actor for slot in slots])
 
 
 def _kill(actors: list[Any]) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import ctypes
 import os
 import pickle
+import select
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -222,6 +224,35 @@ def test_ctrl_c_during_a_session_step_ends_the_session(pool: RayPool, tmp_path: 
         after = session.run("print(x)")
         assert after.session is not None and after.session["restarted"]
         assert after.error is not None and after.error["type"] == "NameError"
+
+
+def test_a_forked_child_is_refused_as_by_a_pool(pool: RayPool) -> None:
+    """The child has no Ray driver of its own, and its copy of the pool's lock may be held
+    for good: run says so, as pynox.Pool's does, and close leaves the parent's actors be."""
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() with Ray's threads
+        child = os.fork()
+    if child == 0:
+        try:
+            try:
+                pool.run("print(1)")
+                said = "ran"
+            except pynox.PoolError as exc:
+                said = str(exc)
+            pool.close()
+            os.write(write, said.encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        ready, _, _ = select.select([answer], [], [], 60)
+        said = answer.read().decode() if ready else "no answer within 60 s"
+    if not ready:
+        os.kill(child, signal.SIGKILL)
+    os.waitpid(child, 0)
+    assert said == "a RayPool cannot be used in a forked child; create one there"
+    assert not pool.closed and pool.run("print(2)").stdout == "2\n"
 
 
 def test_tool_returns_the_text(pool: RayPool) -> None:
