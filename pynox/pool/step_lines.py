@@ -17,8 +17,9 @@ MAX_STEPS_KEPT = 1000
 MAX_SOURCE_KEPT = 16 * 1024 * 1024
 
 # The names whose lines a step put in linecache, oldest first, with their source's size
-# in memory.
+# in memory, and those sizes' sum (kept as it changes: a step should not add up 1,000).
 kept: "dict[str, int]" = {}
+_kept_size = 0
 
 
 def step_name(step: "int | None") -> str:
@@ -30,10 +31,11 @@ def keep(name: str, size: int) -> None:
     """A step of that name is about to put its lines in linecache: the oldest steps'
     lines are let go of past the bounds (a name given to several steps keeps the
     latest's lines, as python shows a file's latest)."""
-    kept.pop(name, None)
+    global _kept_size
+    total = _kept_size - kept.pop(name, 0) + size
     kept[name] = size
-    total = sum(kept.values())
     while len(kept) > 1 and (len(kept) > MAX_STEPS_KEPT or total > MAX_SOURCE_KEPT):
         oldest = next(iter(kept))
         total -= kept.pop(oldest)
         linecache.cache.pop(oldest, None)
+    _kept_size = total
