@@ -170,15 +170,16 @@ def _hint_line_as_judged(outcome: "Outcome", report: "dict[str, Any] | None", hi
     directories or its sessions: its line could name a grant that the pool refuses every
     request. Cut again, the stream stays within its limit."""
     written = report.get("hint") if report is not None else None
-    capture = outcome.stderr_capture
-    if not isinstance(written, str) or written == hint or capture is None:
+    if not isinstance(written, str) or written == hint:
         return
     try:  # as the process wrote it: paths not in UTF-8 as their bytes
         line = f"pynox: {written}\n".encode(errors="surrogateescape")
         judged = f"pynox: {hint}\n".encode(errors="surrogateescape")
     except UnicodeEncodeError:
         return  # a lone surrogate: no process wrote such a line
-    if capture.replace_line(line, judged):
+    outcome.hint_lines = line, judged
+    capture = outcome.stderr_capture
+    if capture is not None and capture.replace_line(line, judged):
         outcome.stderr, outcome.stderr_truncated = capture.kept(), capture.truncated
 
 

@@ -57,6 +57,7 @@ class Outcome:
         "duration_ms",
         "python_finished",
         "stderr_capture",
+        "hint_lines",
     )
 
     def __init__(self) -> None:
@@ -76,6 +77,9 @@ class Outcome:
         # What stderr kept, before it was cut to the limit: its hint line can be rewritten
         # and the whole cut again (pynox.engine.result), never past the limit.
         self.stderr_capture: Capture | None = None
+        # The hint line the program's process wrote and the one the result says instead,
+        # when they differ (pynox.engine.result): a pool's streamed stderr rewrites it too.
+        self.hint_lines: tuple[bytes, bytes] | None = None
 
     def ended(self, status: int, timed_out: bool) -> None:
         """How the child ended, from its wait status; stopped at its time limit, with

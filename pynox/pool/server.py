@@ -64,6 +64,7 @@ from pynox.pool import files as pool_files
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
 from pynox.pool.display_check import Shown
+from pynox.pool.hint_hold import HintHold
 from pynox.pool.request import RequestError
 from pynox.pool.scratch_keeper import ScratchKeeper, gone, own_root
 
@@ -300,6 +301,8 @@ class Run:
         # With "stream": one incremental decoder per stream, so that a character split
         # between two reads reaches the client whole. Empty once the run stops streaming.
         self.decoders: dict[str, codecs.IncrementalDecoder] = {}
+        # With "stream": stderr from a line that may be the hint, until the result is made.
+        self.hint_hold = HintHold()
         self.shown = Shown(echo=True)  # its value and images, as its child sends them
         # Its policy before its scratch directory, if a primed spare may run it.
         self.template: dict[str, Any] | None = None
@@ -1464,6 +1467,8 @@ class PoolServer:
         decoder = run.decoders.get(role) if run is not None else None
         if decoder is None or run is None:
             return
+        if role == "stderr" and not final:
+            data = run.hint_hold.feed(data)
         text = decoder.decode(data, final)
         if text:
             self.emit({"id": run.id, "event": "output", "stream": role, "data": text})
@@ -1477,8 +1482,14 @@ class PoolServer:
             for at in range(0, len(kept), _READ_CHUNK):
                 self._stream_output(run, role, kept[at : at + _READ_CHUNK])
 
-    def _end_stream(self, run: Run) -> None:
-        """Before a streaming run's result: the end of a character cut short, if any."""
+    def _end_stream(self, run: Run, outcome: Outcome) -> None:
+        """Before a streaming run's result: what stderr held back, its hint line as the
+        result says it (outcome.hint_lines), and the end of a character cut short, if any."""
+        decoder = run.decoders.get("stderr")
+        if decoder is not None:
+            text = decoder.decode(run.hint_hold.release(*(outcome.hint_lines or ())))
+            if text:
+                self.emit({"id": run.id, "event": "output", "stream": "stderr", "data": text})
         for role in list(run.decoders):
             self._stream_output(run, role, b"", final=True)
         run.decoders.clear()
@@ -1874,7 +1885,7 @@ class PoolServer:
         result.update(run.shown.fields())
         self._files_out(run, result)
         self.runs.pop(run.id, None)
-        self._end_stream(run)
+        self._end_stream(run, outcome)
         self.emit({"id": run.id, **result})
         self._start_queued()
 
@@ -2039,7 +2050,7 @@ class PoolServer:
         self.child_runs.pop(child.token, None)
         self._files_out(run, result)
         self.runs.pop(run.id, None)
-        self._end_stream(run)
+        self._end_stream(run, outcome)
         self.emit({"id": run.id, **result})
         if session.closing:
             self._release_session(session)

@@ -184,6 +184,31 @@ def test_the_hint_line_is_judged_when_the_program_wrote_after_it(
     assert refused["stderr"].endswith(f"\npynox: {hint}\ncleanup\n"), refused["stderr"]
 
 
+def test_a_streamed_hint_line_is_judged_as_the_results(
+    limited: tuple[PoolClient, Path],
+) -> None:
+    """Streamed, the output events carry the hint line the result carries, not the one the
+    program's process wrote, with what the program wrote after it; what it wrote before
+    comes at once."""
+    client, base = limited
+    outside = str(base / "outside")
+    program = (
+        "import atexit, os, sys\n"
+        "atexit.register(lambda: print('cleanup', file=sys.stderr))\n"
+        "print('before', file=sys.stderr, flush=True)\n"
+        f"os.listdir({outside!r})\n"
+    )
+    refused = client.run({"id": "streamed", "code": program, "stream": True})
+    hint = f"listing {outside} is not allowed; [pool.limits] lets no request grant it"
+    assert refused["error"]["hint"] == hint
+    events = [e for e in client.events if e.get("id") == "streamed"]
+    assert all(e["stream"] == "stderr" for e in events), events
+    assert events[0]["data"].startswith("before\n"), events
+    streamed = "".join(e["data"] for e in events)
+    assert streamed == refused["stderr"]
+    assert streamed.endswith(f"\npynox: {hint}\ncleanup\n"), streamed
+
+
 def test_a_hint_is_judged_without_looking_up_the_programs_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -13,6 +13,7 @@ from support.pool_client import Message, PoolClient, rss_kib
 from support.pool_requests import assert_refused, code, new_id, serves, step
 
 from pynox.limits import STREAM_BACKLOG
+from pynox.policy.grants import SESSION_NOTE
 
 
 def outputs(client: PoolClient, request_id: object) -> list[Message]:
@@ -219,3 +220,34 @@ def write_line(client: PoolClient, message: Message) -> None:
             line = line[os.write(client.stdin_fd, line) :]
         except BlockingIOError:
             time.sleep(0.01)
+
+
+def test_a_streamed_hint_line_says_what_the_result_says(pool: PoolClient) -> None:
+    """A session step's hint ends by saying to start a new session with the grant, which
+    the child's own line does not: the events carry the line the result carries, and the
+    new session it names reads the file."""
+    name = new_id("streamed-hint")
+    program = (
+        "import sys\nprint('pynox: not a hint', file=sys.stderr)\nopen('/etc/hostname').read()"
+    )
+    request_id = new_id("step")
+    result = pool.run({"id": request_id, "session": name, "code": program, "stream": True})
+    hint = result["error"]["hint"]
+    assert (
+        hint
+        == "reading /etc/hostname is not allowed; grant it with allow_read=['/etc/hostname']"
+        + SESSION_NOTE
+    )
+    streamed = joined(outputs(pool, request_id), "stderr")
+    assert streamed == result["stderr"]
+    assert streamed.startswith("pynox: not a hint\n")
+    assert streamed.endswith(f"\npynox: {hint}\n")
+    followed = pool.run(
+        {
+            "id": new_id("followed"),
+            "session": new_id("granted"),
+            "code": "print(len(open('/etc/hostname').read()) > 0)",
+            "allow_read": ["/etc/hostname"],
+        }
+    )
+    assert (followed["exit"], followed["stdout"]) == (0, "True\n"), followed["stderr"]
