@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pynox.errors import EXIT_SETUP_FAILURE
+from pynox.left_out import is_left_out_line
 
 if TYPE_CHECKING:
     pass
@@ -244,12 +245,12 @@ def format_text(result: Result) -> str:
     if result.stdout.strip("\n"):
         parts.append(result.stdout.rstrip("\n"))
     if result.stdout_truncated:
-        parts.append(_truncation_note("stdout"))
+        parts.append(_truncation_note("stdout", result.stdout))
     stderr = _without_report(result.stderr, error)
     if stderr.strip("\n"):
         parts.append(stderr.rstrip("\n"))
     if result.stderr_truncated:
-        parts.append(_truncation_note("stderr"))
+        parts.append(_truncation_note("stderr", result.stderr))
     parts += _shown(result)
     if result.files:
         listed = ", ".join(f"out/{name} ({len(data)} bytes)" for name, data in result.files.items())
@@ -298,8 +299,22 @@ def _shown(result: Result) -> list[str]:
     return lines
 
 
-def _truncation_note(stream: str) -> str:
-    return f"[{stream} truncated: its middle was left out, its start and end kept; print less]"
+def _truncation_note(stream: str, text: str) -> str:
+    """What of a cut stream its text kept: its start and end around the line that says how
+    much was left out, or, under a limit too small for that line, its start alone."""
+    lines = text.split("\n")
+    at = next((n for n, line in enumerate(lines) if is_left_out_line(line)), None)
+    if at is None:
+        kept = "only its start was kept"
+    else:
+        start, end = any(lines[:at]), any(lines[at + 1 :])
+        kept = {
+            (True, True): "its middle was left out, its start and end kept",
+            (True, False): "only its start was kept",
+            (False, True): "only its end was kept",
+            (False, False): "all of it was left out",
+        }[start, end]
+    return f"[{stream} truncated: {kept}; print less]"
 
 
 def _without_report(stderr: str, error: ErrorInfo | None) -> str:

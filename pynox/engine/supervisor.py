@@ -12,6 +12,7 @@ import time
 
 from pynox.engine.child_setup import PYTHON_FINISHED, ChildSetup
 from pynox.errors import EXIT_TIMEOUT
+from pynox.left_out import left_out_line
 from pynox.limits import REPORT_LIMIT
 
 TYPE_CHECKING = False
@@ -166,7 +167,7 @@ class Capture:
             return bytes(self.data)
         # Room for the marker, sized for the largest count it can show, and the newline
         # that may end the head.
-        budget = self.limit - len(_left_out_line(self.seen)) - 1
+        budget = self.limit - len(left_out_line(self.seen)) - 1
         if budget < 0:  # too small for the line: the head alone, in whole characters
             head = bytes(self.data[: self.limit])
             return head[: _utf8_end(head)]
@@ -182,11 +183,7 @@ class Capture:
         left_out = self.seen - len(head) - len(tail)
         if not head.endswith(b"\n"):
             head += b"\n"
-        return head + _left_out_line(left_out) + tail
-
-
-def _left_out_line(count: int) -> bytes:
-    return b"[... %d bytes left out ...]\n" % count
+        return head + left_out_line(left_out) + tail
 
 
 def _cut_head(head: bytes) -> bytes:

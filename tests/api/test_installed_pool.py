@@ -112,6 +112,26 @@ def test_output_is_cut_at_max_output(pool: Pool) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("max_output", "kept", "note"),
+    [
+        (20, "x" * 20, "only its start was kept"),
+        (32, "\n[... 10009 bytes left out ...]\n", "all of it was left out"),
+        (34, "x\n[... 10007 bytes left out ...]\n\n", "only its start was kept"),
+    ],
+)
+def test_output_cut_below_room_for_both_ends_is_noted_as_kept(
+    pool: Pool, max_output: int, kept: str, note: str
+) -> None:
+    """A limit too small for the start, the line that says what was left out and the end
+    keeps less: the note says what was kept, and printing less keeps it all."""
+    r = pool.run("print('x' * 10000)\nprint('the end')", max_output=max_output)
+    assert r.stdout == kept
+    assert r.text.endswith(f"[stdout truncated: {note}; print less]")
+    less = pool.run("print('the end')", max_output=max_output)
+    assert (less.stdout, less.truncated) == ("the end\n", False)
+
+
 def test_the_text_of_long_output_ends_with_the_error_and_hint(pool: Pool) -> None:
     code = "print('o' * 1_000_000)\nopen('/etc/hostname')"
     r = pool.run(code, max_output=4096)

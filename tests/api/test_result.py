@@ -247,7 +247,9 @@ def test_timeout_text_has_no_location_and_no_repeated_hint() -> None:
 
 
 def test_truncation_is_noted() -> None:
-    r = result(stdout="x" * 100, stdout_truncated=True)
+    r = result(
+        stdout="x" * 40 + "\n[... 60 bytes left out ...]\n" + "x" * 40, stdout_truncated=True
+    )
     assert r.truncated
     assert r.text.endswith(
         "[stdout truncated: its middle was left out, its start and end kept; print less]"
