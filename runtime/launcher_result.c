@@ -867,7 +867,8 @@ static void put_error(struct sink *sink, const struct result_frame *frame,
                       const struct capture *report_stream, const struct run_end *end)
 {
     if (end->timed_out) {
-        put(sink, frame->timeout_error.data, frame->timeout_error.length);
+        const struct text *error = end->stopped ? &frame->stopped_error : &frame->timeout_error;
+        put(sink, error->data, error->length);
         return;
     }
     /* The report's strings, rewritten, take at most six times its size (a raw DEL

@@ -24,6 +24,7 @@ struct result_frame {
     size_t report_limit;  /* the largest error report taken */
     struct text layout;   /* the result, with "\x01" and a letter where a value goes */
     struct text timeout_error;
+    struct text stopped_error;  /* the same, when a stop signal had stopped the program */
     struct text signal_names;  /* one line per signal from 1; an empty line: no name */
     struct text hints;         /* netstring pairs: a kind, its text ("\0": the value) */
 };
@@ -56,6 +57,7 @@ void capture_add(struct capture *capture, const char *data, size_t size);
 struct run_end {
     int status;  /* as wait4 gives it */
     int timed_out;
+    int stopped;  /* a stop signal had stopped the program when its time limit came */
     long duration_ns;
     /* Under a memory limit, how native code ends a program when an allocation fails: */
     int native_signal;  /* a signal it dies of then */

@@ -157,6 +157,52 @@ static int stop_with_child(long child, int job_stop)
     return 1;
 }
 
+/* Whether the child is stopped by a signal (or for a tracer), as the state in
+ * /proc/PID/stat says; 0 when that cannot be read. */
+static int child_stopped(long child)
+{
+    char path[48] = "/proc/";
+    size_t n = 6;
+    char digits[24];
+    size_t count = 0;
+    unsigned long value = (unsigned long)child;
+    do {
+        digits[count++] = (char)('0' + value % 10);
+        value /= 10;
+    } while (value != 0);
+    while (count > 0) {
+        path[n++] = digits[--count];
+    }
+    const char *name = "/stat";
+    for (size_t i = 0; name[i] != '\0'; i++) {
+        path[n++] = name[i];
+    }
+    path[n] = '\0';
+    long fd = sys_openat(LAUNCHER_AT_FDCWD, path, LAUNCHER_O_RDONLY | LAUNCHER_O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    static char stat[1024];  /* the state comes early: after the pid and the name */
+    size_t used = 0;
+    long got;
+    do {
+        got = sys_read((int)fd, stat + used, sizeof stat - used);
+        if (got > 0) {
+            used += (size_t)got;
+        }
+    } while ((got > 0 && used < sizeof stat) || got == -LAUNCHER_EINTR);
+    (void)sys_close((int)fd);
+    /* "PID (NAME) STATE ...": the name, which may hold ')', ends at the last one. */
+    size_t after = used;
+    while (after > 0 && stat[after - 1] != ')') {
+        after--;
+    }
+    if (after == 0 || after + 1 >= used) {
+        return 0;
+    }
+    return stat[after + 1] == 'T' || stat[after + 1] == 't';
+}
+
 static size_t length_of(const char *text)
 {
     size_t n = 0;
@@ -214,6 +260,7 @@ struct message {
     size_t size;
     long limit_ms;       /* 0: none */
     struct text line;    /* printed at the deadline, when not capturing */
+    struct text stopped_line;  /* the same, when a stop signal had stopped the program */
     int memory;          /* a memory limit: the two below say what native code's end prints */
     struct text exit_line;     /* an exit before Python saw the program to its end */
     struct text signal_lines;  /* one line per signal from 1; an empty line: none */
@@ -276,7 +323,8 @@ static int parse_message(struct message *message)
     message->memory = 0;
     message->capture = 0;
     if (message->data == NULL || netstring(all, &at, &ms) != 0
-        || netstring(all, &at, &message->line) != 0 || decimal(ms) < 0) {
+        || netstring(all, &at, &message->line) != 0
+        || netstring(all, &at, &message->stopped_line) != 0 || decimal(ms) < 0) {
         return -1;
     }
     message->limit_ms = decimal(ms);
@@ -302,6 +350,7 @@ static int parse_message(struct message *message)
     if (netstring(all, &at, &capture) != 0 || netstring(all, &at, &max_output) != 0
         || netstring(all, &at, &report_limit) != 0 || netstring(all, &at, &frame->layout) != 0
         || netstring(all, &at, &frame->timeout_error) != 0
+        || netstring(all, &at, &frame->stopped_error) != 0
         || netstring(all, &at, &frame->signal_names) != 0 || decimal(max_output) < 0
         || decimal(report_limit) < 0) {
         return -1;
@@ -404,9 +453,9 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
         refuse(child, "pynox: cannot watch the run (pidfd_open or signalfd failed); the "
                       "wall-clock limit cannot be enforced\n");
     }
-    struct message message = {sys_alloc(MESSAGE_START), 0, MESSAGE_START, 0, {"", 0}, 0,
-                              {NULL, 0}, {NULL, 0}, 0,
-                              {0, 0, {NULL, 0}, {NULL, 0}, {NULL, 0}, {NULL, 0}}};
+    struct message message = {sys_alloc(MESSAGE_START), 0, MESSAGE_START, 0, {"", 0},
+                              {"", 0}, 0, {NULL, 0}, {NULL, 0}, 0,
+                              {0, 0, {NULL, 0}, {NULL, 0}, {NULL, 0}, {NULL, 0}, {NULL, 0}}};
     int reading = message.data != NULL;
     if (!reading) {
         close_streams(streams);
@@ -414,7 +463,7 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
     }
     long deadline = -1;
     long started = 0;
-    struct run_end end = {0, 0, 0, 0, 0};
+    struct run_end end = {0, 0, 0, 0, 0, 0};
     int exited = 0;
     int job_stop = 0;  /* the last job-control stop this process was sent, and when */
     long job_stop_at = 0;
@@ -439,10 +488,12 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
         if (deadline >= 0) {
             long left = deadline - now_ms();
             if (left <= 0) {
+                end.stopped = child_stopped(child);  /* no longer limit would help it */
                 (void)sys_call(SYS_kill, child, SIGKILL, 0, 0);
                 if (!capturing) {
                     (void)reap(child);
-                    (void)write_all(2, message.line.data, message.line.length);
+                    struct text line = end.stopped ? message.stopped_line : message.line;
+                    (void)write_all(2, line.data, line.length);
                     sys_exit(EXIT_TIMEOUT);
                 }
                 /* What the program wrote until then still goes into the result. */

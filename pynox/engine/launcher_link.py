@@ -4,7 +4,8 @@ The launcher (runtime/launcher_supervise.c, launcher_scratch.c) passes pipes, ea
 named by an environment variable, "FD:PID", or "FD,FD,FD:PID" for several. When it
 stays behind as the run's supervisor, pynox writes it one message before the program
 starts and closes the pipe: netstrings ("LENGTH:BYTES"), the wall-clock limit in
-milliseconds (0: none) and the line to print when it is reached; for a run with a
+milliseconds (0: none), the line to print when it is reached and the one to print when
+a stop signal had stopped the program by then; for a run with a
 memory limit, then the lines to print when native code ends the program
 (pynox.engine.native_end.memory_frame), for which the program's process writes
 PYTHON_FINISHED on the supervisor's second pipe once Python has seen it to its end;
@@ -52,13 +53,14 @@ def netstring(data: "bytes | str | int") -> bytes:
 
 def supervisor_message(policy: "Policy", capture: bool) -> bytes:
     """What the launcher that supervises this run is told (see the module's text)."""
-    milliseconds, line = 0, ""
+    milliseconds, line, stopped_line = 0, "", ""
     if policy.timeout is not None:
         from pynox.engine.time_limit import timeout_line
 
         milliseconds = max(1, round(policy.timeout * 1000))
         line = timeout_line(policy) + "\n"
-    message = netstring(milliseconds) + netstring(line)
+        stopped_line = timeout_line(policy, stopped=True) + "\n"
+    message = netstring(milliseconds) + netstring(line) + netstring(stopped_line)
     if policy.memory is not None:
         from pynox.engine.native_end import memory_frame
 

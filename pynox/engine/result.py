@@ -103,7 +103,7 @@ def _error(
     """The result's error; report: the outcome's report, if it is to be trusted."""
     empty = {"file": None, "line": None, "path": None}
     if outcome.timed_out:
-        return timeout_error(policy, api)
+        return timeout_error(policy, api, stopped=outcome.stopped)
     if report is not None:
         from pynox.engine.hint_text import Style, format_hint
 

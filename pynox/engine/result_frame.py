@@ -63,6 +63,7 @@ def launcher_frame(policy: "Policy") -> "list[str | int]":
         REPORT_LIMIT,
         "{" + slots + ", " + dumps_readable(fixed_fields(policy))[1:],
         dumps_readable(timeout_error(policy, api=False)),
+        dumps_readable(timeout_error(policy, api=False, stopped=True)),
         "\n".join(names.get(n, "") for n in range(1, _signal.NSIG)),
     ]
     for kind, text in (hint_texts(policy) | launcher_texts(policy)).items():

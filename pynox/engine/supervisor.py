@@ -11,6 +11,7 @@ import sys
 import time
 
 from pynox.engine.child_setup import PYTHON_FINISHED, ChildSetup
+from pynox.engine.time_limit import is_stopped
 from pynox.errors import EXIT_TIMEOUT
 from pynox.left_out import left_out_line
 from pynox.limits import REPORT_LIMIT
@@ -59,6 +60,7 @@ class Outcome:
         "python_finished",
         "stderr_capture",
         "hint_lines",
+        "stopped",
     )
 
     def __init__(self) -> None:
@@ -81,6 +83,8 @@ class Outcome:
         # The hint line the program's process wrote and the one the result says instead,
         # when they differ (pynox.engine.result): a pool's streamed stderr rewrites it too.
         self.hint_lines: tuple[bytes, bytes] | None = None
+        # Whether a stop signal had stopped the program when its time limit came.
+        self.stopped = False
 
     def ended(self, status: int, timed_out: bool) -> None:
         """How the child ended, from its wait status; stopped at its time limit, with
@@ -329,6 +333,7 @@ def supervise(
 
 def _kill(pid: int, outcome: "Outcome") -> None:
     outcome.timed_out = True
+    outcome.stopped = is_stopped(pid)
     try:
         os.kill(pid, _signal.SIGKILL)
     except ProcessLookupError:

@@ -30,7 +30,7 @@ from pynox.engine.hint_text import LIMITED_BY, Style
 from pynox.engine.result import build_result, error_object, refusal
 from pynox.engine.result_frame import python_version
 from pynox.engine.supervisor import Capture, Outcome, wait_with_default_child_action
-from pynox.engine.time_limit import timeout_error
+from pynox.engine.time_limit import is_stopped, timeout_error
 from pynox.errors import (
     EXIT_CANCELLED,
     EXIT_CANNOT_OPEN,
@@ -259,6 +259,7 @@ class Child:
         self.pending_calls: dict[int, int] = {}  # call number -> bytes of its frame
         self.pending_bytes = 0
         self.kill_reason: str | None = None  # "timeout", or why the pool server dropped it
+        self.stopped = False  # whether a stop signal had stopped it when its time limit came
         # How the child said it ended, before the zygote reaped it: (status, signal).
         self.announced: tuple[int, int | None] | None = None
         self.finished = False
@@ -649,6 +650,7 @@ class PoolServer:
                 if run.child.pid is None:
                     self._kill(run.child, self._never_forked(run))
                 else:
+                    run.child.stopped = is_stopped(run.child.pid)
                     self._kill(run.child, "timeout")
         for session in list(self.sessions.values()):
             if session.running is None and now >= session.last_used + self.session_idle:
@@ -1847,6 +1849,7 @@ class PoolServer:
         outcome.take_output(child.stdout, child.stderr)
         child.stdout, child.stderr = child.stdout.emptied(), child.stderr.emptied()
         outcome.duration_ms = (time.monotonic() - run.started) * 1000
+        outcome.stopped = child.stopped
         if exit_code is not None:
             outcome.exit_code = exit_code
             return outcome
@@ -1916,7 +1919,7 @@ class PoolServer:
             result = build_result(outcome, policy, api=True, style=style)
             _failed(result, "PoolError", f"the program's error report is unusable ({exc!r:.200})")
         if outcome.timed_out:
-            result["error"] = self._timeout_error(policy)
+            result["error"] = self._timeout_error(policy, outcome.stopped)
         return result
 
     def _limits_refuse(self, name: str, path: str | None) -> bool:
@@ -1929,7 +1932,7 @@ class PoolServer:
             return None
         return trusted_paths.reaches(os.path.normpath(path), self.private)
 
-    def _timeout_error(self, policy: "Policy") -> "dict[str, Any]":
+    def _timeout_error(self, policy: "Policy", stopped: bool) -> "dict[str, Any]":
         """A timed-out run's error, whose hint names no longer limit than [pool.limits]
         lets a request ask for."""
         if "timeout" in self.limited and self.limits.timeout is not None:
@@ -1938,8 +1941,9 @@ class PoolServer:
                 api=True,
                 longest=self.limits.timeout,
                 allowed_by=LIMITED_BY,
+                stopped=stopped,
             )
-        return timeout_error(policy, api=True)
+        return timeout_error(policy, api=True, stopped=stopped)
 
     # --- sessions -----------------------------------------------------------------------
 
@@ -2021,7 +2025,7 @@ class PoolServer:
                 outcome.signal = signal.SIGINT  # a KeyboardInterrupt, which python dies of
         result = self._result(outcome, run.policy, session=True)
         if ended == "timeout":
-            result["error"] = self._timeout_error(run.policy)
+            result["error"] = self._timeout_error(run.policy, outcome.stopped)
         elif ended == "cancelled":
             _failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
         elif child.kill_reason is not None and ended == "crash":
