@@ -70,6 +70,7 @@ KINDS = frozenset(
         "socket_buffers",
         "interfaces",
         "terminal_type",
+        "environment_variable",
         "metadata",
         "set_id",
         "tree_metadata",
@@ -679,6 +680,14 @@ def _hint_of(
             f"curses found no terminal: the environment variable {shown}, the terminal's "
             f"type, is set where pynox runs but not passed to the program"
             f"{style.ask('allow_env', value)}"
+        )
+    if kind == "environment_variable":
+        # pynox passes on only what a run is granted: set where pynox runs or not, the
+        # variable then reaches the program.
+        return (
+            f"the environment variable {shown} is not in the program's environment, which "
+            "holds only the variables the run is granted of those where pynox runs (set "
+            f"{shown} there if it is not){style.ask('allow_env', value)}"
         )
     if kind in ("read", "list"):
         noun = "listing" if kind == "list" else "reading"

@@ -44,6 +44,7 @@ from pynox.engine.library_errors import (
 )
 from pynox.engine.native_end import inherited_limit_below
 from pynox.engine.thread_start import process_count_limit
+from pynox.policy.grants import is_loader_variable, is_variable_name
 from pynox.policy.path_grant import real_path
 from pynox.unit_format import format_size
 
@@ -591,6 +592,9 @@ def _classify(
         return ("group_name" if kind is not None else None), target, target
     if _terminal_not_passed(exc, policy):
         return "terminal_type", "TERM", None
+    variable = _variable_not_passed(exc, policy)
+    if variable is not None:
+        return "environment_variable", variable, None
     raised = _raised_limit(exc, event, policy)
     if raised is not None:
         return raised, None, None
@@ -742,6 +746,24 @@ def _terminal_not_passed(exc: BaseException, policy: "Policy | None") -> bool:
         return False
     args = args_of(exc)
     return len(args) == 1 and isinstance(args[0], str) and args[0] in _NO_TERMINAL
+
+
+def _variable_not_passed(exc: BaseException, policy: "Policy | None") -> str | None:
+    """The variable os.environ[name] found missing, when the run could be granted it: the
+    program's environment holds only what it was granted, and whether the variable is set
+    where pynox runs is not asked here, where the program could read the answer."""
+    if type(exc) is not KeyError or policy is None:
+        return None
+    args = args_of(exc)
+    entry = innermost(exc)
+    if len(args) != 1 or not isinstance(args[0], str) or entry is None:
+        return None
+    if entry.tb_frame.f_code is not type(os.environ).__getitem__.__code__:
+        return None
+    name = args[0]
+    if name in policy.allow_env or not is_variable_name(name) or is_loader_variable(name):
+        return None
+    return name
 
 
 # The services and protocols tables, which only a run with the network reads
