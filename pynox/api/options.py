@@ -18,7 +18,12 @@ from pynox.limits import (
     UNKNOWN_SIGNATURE,
 )
 from pynox.policy.config import Grants
-from pynox.policy.grants import GRANTS_BY_NAME, VARIABLE_NAME_RULE, is_variable_name
+from pynox.policy.grants import (
+    GRANTS_BY_NAME,
+    HINTS_PYTHON,
+    VARIABLE_NAME_RULE,
+    is_variable_name,
+)
 
 if TYPE_CHECKING:
     from pynox.policy.config import Config
@@ -396,7 +401,8 @@ class Spec:
         """The request line's fields (without the id)."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str of Python source, not {type(code).__name__}")
-        request: dict[str, Any] = {"code": code}
+        # Hints name grants as this API's arguments (allow_read=['/srv']).
+        request: dict[str, Any] = {"code": code, "hints": HINTS_PYTHON}
         if self.name is not None:
             request["name"] = self.name
         if self.profile is not None:

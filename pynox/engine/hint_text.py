@@ -308,9 +308,10 @@ PRIVILEGED_PORT_HINT = (
 
 
 class Style:
-    """How a hint names a grant: as a command-line flag or as an API argument; and, for a
-    pool, which grants its [pool.limits] would refuse a request, so that no hint names one
-    that following cannot get."""
+    """How a hint names a grant: as a command-line flag, as an API argument, or, for a
+    client of the pool's protocol (json), as the request's field; and, for a pool, which
+    grants its [pool.limits] would refuse a request, so that no hint names one that
+    following cannot get."""
 
     def __init__(
         self,
@@ -320,8 +321,10 @@ class Style:
         never: "Callable[[str, str | None], str | None] | None" = None,
         template: bool = False,
         session: bool = False,
+        json: bool = False,
     ) -> None:
         self.api = api
+        self.json = json  # with api: a request's JSON field ("allow_read": ["/srv"])
         # A pool session's step: its grants and limits are the session's, fixed when it
         # started, so a hint that names one says to start a new session (SESSION_NOTE).
         self.session = session
@@ -337,6 +340,8 @@ class Style:
     def grant(self, name: str, value: str | None = None, shown: str | None = None) -> str:
         """shown: how the command line shows value, when not as shown() would."""
         self.named = True
+        if self.api and self.json:
+            return json_field(name, True if value is None else [value])
         if self.api:
             if value is None:
                 return f"{name}=True"
@@ -348,7 +353,7 @@ class Style:
 
     def grant_both(self, names: "tuple[str, str]", value: str, shown: "str | None" = None) -> str:
         """Two grants of one value: flags apart, as a shell takes them; API arguments
-        apart by a comma, as Python takes them."""
+        apart by a comma, as Python takes them, and JSON fields as an object holds them."""
         return (", " if self.api else " ").join(self.grant(name, value, shown) for name in names)
 
     def scratch(self) -> str:
@@ -362,11 +367,13 @@ class Style:
         if self.template:
             return path
         if self.api and not path.isprintable():
-            return repr(path)
+            return json_field(None, path) if self.json else repr(path)
         return shown_path(path)
 
     def limit(self, name: str, value: str) -> str:
         self.named = True
+        if self.api and self.json:
+            return json_field(name, value)
         if self.api:
             return f"{name}={value!r}"
         return GRANTS_BY_NAME[name].flag + "=" + value
@@ -374,6 +381,8 @@ class Style:
     def field(self, name: str) -> str:
         """A grant or limit named without a value: its flag, or its API argument."""
         self.named = True
+        if self.api and self.json:
+            return json_field(name, None)
         return name if self.api else GRANTS_BY_NAME[name].flag
 
     def refused(self, name: str, value: str | None = None) -> bool:
@@ -399,6 +408,18 @@ class Style:
         if now >= most:
             return None
         return format_size(min(wanted, most))
+
+
+def json_field(name: "str | None", value: object) -> str:
+    """A request's field as a client of the pool's protocol sends it ("memory": "512m"),
+    its name alone ("memory") without a value, or a value alone without a name."""
+    from pynox.readable_json import dumps_readable
+
+    if name is None:
+        return dumps_readable(value)
+    if value is None:
+        return dumps_readable(name)
+    return f"{dumps_readable(name)}: {dumps_readable(value)}"
 
 
 # Who keeps a pool's requests within bounds, as a hint names it.

@@ -31,12 +31,14 @@ def timeout_error(
     longest: float = MAX_TIMEOUT,
     allowed_by: str = "pynox",
     stopped: bool = False,
+    json: bool = False,
 ) -> "dict[str, Any]":
     """The error object of a run stopped at its time limit.
 
     longest: the longest limit the run could have asked for, which `allowed_by` sets; the
     hint never names a limit that would be refused. stopped: whether a stop signal had
-    stopped the program by then (is_stopped).
+    stopped the program by then (is_stopped). json: with api, named as a request's field
+    (pynox.engine.hint_text.Style.json).
     """
     limit = policy.timeout or 0
     shown = format_duration(limit)
@@ -46,7 +48,12 @@ def timeout_error(
         hint = f"make it faster: {shown} is the longest time limit {allowed_by} allows"
     else:
         longer = format_duration(min(max(limit * 2, SHORTEST_SUGGESTED_TIMEOUT), longest))
-        grant = f"timeout={longer!r}" if api else f"--timeout={longer}"
+        if api and json:
+            from pynox.engine.hint_text import json_field
+
+            grant = json_field("timeout", longer)
+        else:
+            grant = f"timeout={longer!r}" if api else f"--timeout={longer}"
         hint = f"make it faster or raise the limit with {grant}"
     return {
         "type": "Timeout",

@@ -96,6 +96,10 @@ GRANT_FIELDS = (
     ),
 )  # fmt: skip
 GRANTS_BY_NAME = {field.name: field for field in GRANT_FIELDS}
+# How a pool result's hint names grants and limits, by its request's "hints": as the
+# request's own fields ("allow_read": ["/srv"]), or as the Python API's arguments, which
+# the API asks for (allow_read=['/srv']).
+HINTS_JSON, HINTS_PYTHON = "json", "python"
 # After a session step's hint that names a grant or limit: asked for in a later step,
 # it would be ignored (the pool protocol's sessions keep their first step's policy).
 SESSION_NOTE = (

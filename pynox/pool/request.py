@@ -14,6 +14,8 @@ from pynox.limits import MAX_FILES_IN, MAX_FILES_IN_BYTES, UNKNOWN_SIGNATURE
 from pynox.policy.config import Grants
 from pynox.policy.grants import (
     GRANT_FIELDS,
+    HINTS_JSON,
+    HINTS_PYTHON,
     NAMES,
     PATH_GRANTS,
     PATHS,
@@ -49,6 +51,7 @@ REQUEST_FIELDS = frozenset(
         "functions",
         "files",
         "stream",
+        "hints",
         *(field.name for field in GRANT_FIELDS),
     }
 )
@@ -312,6 +315,12 @@ def check_fields(message: dict[str, object]) -> None:
         message["args"] = program_args(message)
     if "stream" in message and not isinstance(message["stream"], bool):
         raise RequestError("stream must be true or false", message["id"])
+    if message.get("hints", HINTS_JSON) not in (HINTS_JSON, HINTS_PYTHON):
+        raise RequestError(
+            f'hints must be "{HINTS_JSON}" (grants named as this protocol\'s fields) or '
+            f'"{HINTS_PYTHON}" (as pynox\'s Python API takes them)',
+            message["id"],
+        )
 
 
 def _is_unicode(text: str) -> bool:

@@ -56,7 +56,7 @@ from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
 from pynox.policy.config import _is_module_name as is_module_name
-from pynox.policy.grants import GRANT_FIELDS, PATH_GRANTS
+from pynox.policy.grants import GRANT_FIELDS, HINTS_PYTHON, PATH_GRANTS
 from pynox.policy.path_grant import resolve_grant
 from pynox.policy.resolve import build_policy
 from pynox.pool import channel, priming, warmup, zygote
@@ -305,6 +305,8 @@ class Run:
         # With "stream": stderr from a line that may be the hint, until the result is made.
         self.hint_hold = HintHold()
         self.shown = Shown(echo=True)  # its value and images, as its child sends them
+        # Whether its hints name grants as its request's JSON fields (HINTS_JSON).
+        self.json_hints = True
         # Its policy before its scratch directory, if a primed spare may run it.
         self.template: dict[str, Any] | None = None
 
@@ -388,10 +390,14 @@ class PoolServer:
         self.limited = frozenset(settings.limited)
         # Hints name what a request may ask for: never more than [pool.limits] allows.
         ceilings = {key: getattr(self.limits, key) for key in _SIZE_LIMITS if key in self.limited}
-        self.hint_style = Style(True, ceilings, self._limits_refuse, self._never_granted)
-        self.session_hint_style = Style(
-            True, ceilings, self._limits_refuse, self._never_granted, session=True
-        )
+        # By (session step, JSON fields): see HINTS_JSON.
+        self.hint_styles = {
+            (session, json): Style(
+                True, ceilings, self._limits_refuse, self._never_granted, session=session, json=json
+            )
+            for session in (False, True)
+            for json in (False, True)
+        }
         self.private: list[tuple[str, str]] = []  # the scratch root, once made (below)
         self.cwd = cwd
         # Before any code of the host's runs (preloads, the warm-up, and the threads they
@@ -814,6 +820,7 @@ class PoolServer:
             session = self.sessions[session_name]
             _check_step_functions(session, functions, request_id)
             run = Run(request_id, self._step_policy(session, message))
+            run.json_hints = message.get("hints") != HINTS_PYTHON
             run.files = files
             if stream:
                 run.stream()
@@ -823,6 +830,7 @@ class PoolServer:
             return
         policy, template = self._policy(message)
         run = Run(request_id, policy)
+        run.json_hints = message.get("hints") != HINTS_PYTHON
         if stream:
             run.stream()
         if isinstance(script, str):
@@ -1876,7 +1884,7 @@ class PoolServer:
             problem = _report_problem(body, child.report.truncated)
             if problem is not None:
                 outcome.report = b""
-        result = self._result(outcome, run.policy)
+        result = self._result(outcome, run)
         if child.kill_reason == "cancelled":
             _failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
         elif child.kill_reason not in (None, "timeout"):
@@ -1907,11 +1915,10 @@ class PoolServer:
             message = f"the script {script} is not a regular file; send the path of a Python file"
             _failed(result, "RequestError", message)
 
-    def _result(
-        self, outcome: Outcome, policy: "Policy", session: bool = False
-    ) -> "dict[str, Any]":
+    def _result(self, outcome: Outcome, run: Run, session: bool = False) -> "dict[str, Any]":
         """The result of a run, whatever its child wrote: a PoolError rather than the pool's end."""
-        style = self.session_hint_style if session else self.hint_style
+        policy = run.policy
+        style = self.hint_styles[session, run.json_hints]
         try:
             result = build_result(outcome, policy, api=True, style=style)
         except Exception as exc:  # noqa: BLE001 - the child's data must not take the pool down
@@ -1919,7 +1926,7 @@ class PoolServer:
             result = build_result(outcome, policy, api=True, style=style)
             _failed(result, "PoolError", f"the program's error report is unusable ({exc!r:.200})")
         if outcome.timed_out:
-            result["error"] = self._timeout_error(policy, outcome.stopped)
+            result["error"] = self._timeout_error(run, outcome.stopped)
         return result
 
     def _limits_refuse(self, name: str, path: str | None) -> bool:
@@ -1932,9 +1939,10 @@ class PoolServer:
             return None
         return trusted_paths.reaches(os.path.normpath(path), self.private)
 
-    def _timeout_error(self, policy: "Policy", stopped: bool) -> "dict[str, Any]":
+    def _timeout_error(self, run: Run, stopped: bool) -> "dict[str, Any]":
         """A timed-out run's error, whose hint names no longer limit than [pool.limits]
         lets a request ask for."""
+        policy, json = run.policy, run.json_hints
         if "timeout" in self.limited and self.limits.timeout is not None:
             return timeout_error(
                 policy,
@@ -1942,8 +1950,9 @@ class PoolServer:
                 longest=self.limits.timeout,
                 allowed_by=LIMITED_BY,
                 stopped=stopped,
+                json=json,
             )
-        return timeout_error(policy, api=True, stopped=stopped)
+        return timeout_error(policy, api=True, stopped=stopped, json=json)
 
     # --- sessions -----------------------------------------------------------------------
 
@@ -2023,9 +2032,9 @@ class PoolServer:
             outcome.report = REPORT_CONFINED + strict_json.dumps(error).encode()
             if exit_code == 128 + signal.SIGINT:
                 outcome.signal = signal.SIGINT  # a KeyboardInterrupt, which python dies of
-        result = self._result(outcome, run.policy, session=True)
+        result = self._result(outcome, run, session=True)
         if ended == "timeout":
-            result["error"] = self._timeout_error(run.policy, outcome.stopped)
+            result["error"] = self._timeout_error(run, outcome.stopped)
         elif ended == "cancelled":
             _failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
         elif child.kill_reason is not None and ended == "crash":

@@ -84,6 +84,7 @@ def test_fake_pool_echo_shows_the_request(
         assert sent == {
             "id": sent["id"],
             "code": "print(1)",
+            "hints": "python",
             "allow_read": [str(tmp_path / "d")],
             "timeout": 5,
         }

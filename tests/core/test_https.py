@@ -119,7 +119,9 @@ def test_the_pool_names_the_ca_variable_the_request_did_not_pass(
     with PoolClient(workers=1, env=env) as pool:
         refused = pool.run({"id": 1, "code": _fetch(server), "allow_network": True})
         assert refused["exit"] == 1, refused
-        assert refused["error"]["hint"] == _ca_hint("SSL_CERT_FILE", "allow_env=['SSL_CERT_FILE']")
+        assert refused["error"]["hint"] == _ca_hint(
+            "SSL_CERT_FILE", '"allow_env": ["SSL_CERT_FILE"]'
+        )
         followed = pool.run(
             {"id": 2, "code": _fetch(server), "allow_network": True, "allow_env": ["SSL_CERT_FILE"]}
         )

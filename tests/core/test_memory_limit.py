@@ -119,7 +119,7 @@ FILL = """
 """
 # Its hint, as --json and the pool give it.
 FILL_HINT = _memory_hint("64m", "128m")[len("pynox: ") :]
-POOL_FILL_HINT = FILL_HINT.replace("--memory=128m", "memory='128m'")
+POOL_FILL_HINT = FILL_HINT.replace("--memory=128m", '"memory": "128m"')
 
 
 @pytest.mark.parametrize("mode", ["launcher", "json", "supervised"])
@@ -338,7 +338,7 @@ def test_native_death_in_the_pool_gets_the_memory_hint(tmp_path: Path) -> None:
     with PoolClient(workers=1, cwd=tmp_path) as client:
         result = client.run({"id": "n", "code": code, "memory": "128m"})
     assert result["exit"] == 128 + signal.SIGABRT
-    assert result["error"]["hint"] == NATIVE_HINT.replace("--memory=256m", "memory='256m'")
+    assert result["error"]["hint"] == NATIVE_HINT.replace("--memory=256m", '"memory": "256m"')
 
 
 # Under a hard limit of 256m that pynox was started with, --memory=512m keeps 256m: the
@@ -436,7 +436,7 @@ def test_too_many_open_files_under_a_limit_gets_a_hint(tmp_path: Path, program: 
     assert (raised.returncode, raised.stdout) == (0, b"100\n"), raised.stderr.decode()
     with PoolClient(workers=1, cwd=tmp_path) as client:
         in_pool = client.run({"id": "f", "script": str(script), "memory": "64m"})
-    assert in_pool["error"]["hint"] == hint.replace("--memory=128m", "memory='128m'")
+    assert in_pool["error"]["hint"] == hint.replace("--memory=128m", '"memory": "128m"')
 
 
 # --- native code that exits behind Python's back -----------------------------------------
@@ -497,7 +497,7 @@ def test_native_exit_in_the_pool_gets_the_memory_hint(tmp_path: Path) -> None:
         native = client.run({"id": "n", "code": NATIVE_EXIT, "memory": "64m"})
         python = client.run({"id": "p", "code": "import sys; sys.exit(3)", "memory": "64m"})
     assert native["exit"] == 3
-    assert native["error"]["hint"] == NATIVE_EXIT_HINT.replace("--memory=128m", "memory='128m'")
+    assert native["error"]["hint"] == NATIVE_EXIT_HINT.replace("--memory=128m", '"memory": "128m"')
     assert python["exit"] == 3 and python["error"] is None
 
 

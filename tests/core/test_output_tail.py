@@ -181,7 +181,7 @@ def test_pool_keeps_the_traceback_and_hint_after_a_megabyte() -> None:
             assert result["stderr_truncated"] is True, request
             assert len(result["stderr"].encode()) <= request.get("max_output", 65536)
             assert split(result["stderr"].encode())[1] > 900_000
-            grant = "allow_read=['/etc/hostname']"
+            grant = '"allow_read": ["/etc/hostname"]'
             if "session" in request:  # cut again to the limit after the pool lengthened it
                 grant += SESSION_NOTE
             assert_ends_with_traceback_and_hint(result["stderr"], grant)

@@ -83,7 +83,7 @@ def test_the_pool_names_the_proxy_variable_the_request_did_not_pass(proxy: str) 
         assert refused["exit"] == 1, refused
         # https_proxy first, as urllib reads them; either one passed is a proxy passed.
         assert "pynox: " + refused["error"]["hint"] == _proxy_hint(
-            "https_proxy", "allow_env=['https_proxy']"
+            "https_proxy", '"allow_env": ["https_proxy"]'
         )
         followed = pool.run({"id": 2, **request, "allow_env": ["http_proxy"]})
     assert followed["exit"] == 0, followed

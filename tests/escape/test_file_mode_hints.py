@@ -137,7 +137,7 @@ def test_writing_where_modes_refuse_names_where_to_write_instead(
     assert hint_line(stderr) == f"pynox: {what} {REFUSED}; {WRITE_ELSEWHERE}"
 
 
-def test_a_pool_request_gets_the_hint_in_the_apis_words(project: Path) -> None:
+def test_a_pool_request_gets_the_hint_in_its_fields_words(project: Path) -> None:
     secret = project / "data" / "secret.txt"
     with PoolClient(workers=1) as pool:
         result = pool.run({"id": "1", "code": f"open({str(secret)!r}).read()"})
@@ -145,7 +145,9 @@ def test_a_pool_request_gets_the_hint_in_the_apis_words(project: Path) -> None:
         granted = pool.run({"id": "2", **code})
         assert pool.close() == 0
     assert result["exit"] == 1, result
-    assert result["error"]["hint"] == _read_hint(secret, f"allow_read=[{str(secret)!r}]")
+    assert result["error"]["hint"] == _read_hint(
+        secret, f'"allow_read": [{json.dumps(str(secret))}]'
+    )
     assert granted["error"]["hint"] == f"reading {secret} {GRANTED_REFUSED}; {USE_A_COPY}"
 
 

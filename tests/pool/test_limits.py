@@ -103,11 +103,11 @@ def test_a_timeout_hint_stays_within_the_limits(tmp_path: Path) -> None:
         short = client.run({"id": "short", "code": slow, "timeout": "500ms"})
         assert (short["exit"], short["error"]["type"]) == (124, "Timeout")
         # Doubled, 1s; but the pool allows 1.5s, and the hint never goes below 1s.
-        assert short["error"]["hint"] == "make it faster or raise the limit with timeout='1s'"
+        assert short["error"]["hint"] == 'make it faster or raise the limit with "timeout": "1s"'
         followed = client.run({"id": "followed", "code": slow, "timeout": "1s"})
         assert_ok(followed, "done\n")
         near = client.run({"id": "near", "code": "while True:\n    pass", "timeout": "1s"})
-        assert near["error"]["hint"] == "make it faster or raise the limit with timeout='1.5s'"
+        assert near["error"]["hint"] == 'make it faster or raise the limit with "timeout": "1.5s"'
         assert client.run({"id": "at", "code": "", "timeout": "1.5s"})["exit"] == 0
         capped = client.run({"id": "capped", "code": "while True:\n    pass"})
         assert capped["error"]["hint"] == (
@@ -117,7 +117,9 @@ def test_a_timeout_hint_stays_within_the_limits(tmp_path: Path) -> None:
             {"id": "step", "session": "s", "code": "while True:\n    pass", "timeout": "1s"}
         )
         # Each step has its own timeout: the next step may ask for what the hint names.
-        assert session["error"]["hint"] == "make it faster or raise the limit with timeout='1.5s'"
+        assert (
+            session["error"]["hint"] == 'make it faster or raise the limit with "timeout": "1.5s"'
+        )
         assert (
             client.run({"id": "next", "session": "s", "code": "", "timeout": "1.5s"})["exit"] == 0
         )
@@ -136,7 +138,7 @@ def test_hints_name_only_what_the_limits_let_a_request_ask_for(
     # Doubled, 600m; but the limits allow 512m.
     assert short["error"]["hint"] == (
         "the program used up its 300m memory limit; allocate less or raise the limit with "
-        "memory='512m'"
+        '"memory": "512m"'
     )
     assert_ok(client.run({"id": "mem-followed", "code": grow, "memory": "512m"}), "400\n")
     at_most = client.run({"id": "mem-most", "code": "data = bytearray(600 * 1024 * 1024)"})
@@ -146,7 +148,7 @@ def test_hints_name_only_what_the_limits_let_a_request_ask_for(
     inside = str(base / "data" / "in.txt")
     denied = client.run({"id": "in", "code": f"print(open({inside!r}).read())"})
     assert denied["error"]["hint"] == (
-        f"reading {inside} is not allowed; grant it with allow_read=[{inside!r}]"
+        f'reading {inside} is not allowed; grant it with "allow_read": [{json.dumps(inside)}]'
     )
     followed = client.run(
         {"id": "in-followed", "code": f"print(open({inside!r}).read())", "allow_read": [inside]}

@@ -185,7 +185,7 @@ def test_a_missing_module_hint_names_a_package_dir_of_the_config(tmp_path: Path)
         result = client.run({"id": new_id(), "code": "import helper"})
         assert result["error"]["type"] == "ModuleNotFoundError"
         hint = result["error"]["hint"]
-        assert hint.endswith(f"package_dirs=[{os.path.realpath(site)!r}]"), hint
+        assert hint.endswith(f'"package_dirs": [{json.dumps(os.path.realpath(site))}]'), hint
         retry = {"id": new_id(), "code": "import helper", "package_dirs": [str(site)]}
         assert_ok(client.run(retry), "helper imported\n")
         assert client.close() == 0

@@ -258,7 +258,7 @@ def test_a_session_steps_hint_says_to_start_a_new_session(pool: PoolClient) -> N
     name = new_id("offline")
     assert step(pool, name, "import socket")["exit"] == 0
     code = "a, b = socket.socketpair(); s = socket.socket(); print('made')"
-    hint = "the network is off; grant it with allow_network=True" + SESSION_NOTE
+    hint = 'the network is off; grant it with "allow_network": true' + SESSION_NOTE
     refused = step(pool, name, code)
     assert refused["exit"] == 1, refused
     assert refused["error"]["hint"] == hint
@@ -301,7 +301,7 @@ def test_a_later_step_runs_under_its_own_timeout(pool: PoolClient) -> None:
     assert longer["policy"]["timeout_ms"] == 10000
     shorter = step(pool, name, "import time\ntime.sleep(5)", timeout="0.5s")
     assert shorter["exit"] == 124 and shorter["session"]["ended"] == "timeout", shorter
-    assert shorter["error"]["hint"] == "make it faster or raise the limit with timeout='1s'"
+    assert shorter["error"]["hint"] == 'make it faster or raise the limit with "timeout": "1s"'
     refused = step(pool, name, "print('never')", timeout="soon")
     assert_refused(refused, refused["id"], "timeout")
     close_session(pool, name)

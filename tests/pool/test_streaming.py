@@ -235,7 +235,7 @@ def test_a_streamed_hint_line_says_what_the_result_says(pool: PoolClient) -> Non
     hint = result["error"]["hint"]
     assert (
         hint
-        == "reading /etc/hostname is not allowed; grant it with allow_read=['/etc/hostname']"
+        == 'reading /etc/hostname is not allowed; grant it with "allow_read": ["/etc/hostname"]'
         + SESSION_NOTE
     )
     streamed = joined(outputs(pool, request_id), "stderr")
