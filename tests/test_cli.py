@@ -85,6 +85,9 @@ def test_help_lists_every_flag() -> None:
         (["-allow-read=x", "a.py"], "unknown option -allow-read; did you mean --allow-read?"),
         (["pool", "--worker=1"], "pynox pool does not take --worker; did you mean --workers?"),
         (["pool", "--zzz"], "pynox pool does not take --zzz; it takes --config"),
+        # Digits that str.isdigit() takes and int() does not: still a usage error.
+        (["pool", "--workers=²"], "--workers=² is not a whole number of at least 1"),
+        (["pool", "--workers=٣"], "--workers=٣ is not a whole number of at least 1"),
         (["--timeout=abc", "-c", "pass"], "--timeout=abc is not a duration"),
         (["--memory=1m", "-c", "pass"], "below the 32m minimum"),
         (["--max-output=1g", "-c", "pass"], "--max-output"),

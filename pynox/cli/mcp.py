@@ -78,7 +78,7 @@ def _unknown(given: str, parser: argparse.ArgumentParser) -> UsageError:
 def _address(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     host = host.strip("[]") or LOOPBACK
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise UsageError(f"mcp: --http={text}: give a port such as 8000 or 127.0.0.1:8000")
     return host, int(port)
 

@@ -231,7 +231,8 @@ def parse_options(argv: list[str]) -> PoolOptions:
                 raise UsageError(f"--package-dir={value!r} is not a path; give a directory")
             options.package_dirs.append(value)
         else:
-            if not value.isdigit() or int(value) < 1:
+            # ASCII only: str.isdigit() also takes "²", which int() refuses.
+            if not (value.isascii() and value.isdigit()) or int(value) < 1:
                 raise UsageError(f"--workers={value} is not a whole number of at least 1")
             options.workers = int(value)
         i += 1

@@ -58,7 +58,7 @@ def test_a_bad_worker_count_is_one_sentence(workers: str) -> None:
     assert refused.value.message == f"mcp: --workers={workers} is not a whole number of at least 1"
 
 
-@pytest.mark.parametrize("address", ["x:y", "0", "70000", "host:"])
+@pytest.mark.parametrize("address", ["x:y", "0", "70000", "host:", "²", "host:٣"])
 def test_a_bad_http_address_is_one_sentence(address: str) -> None:
     result = run([PYNOX, "mcp", "--http", address])
     assert result.returncode == 2
