@@ -19,7 +19,8 @@ _SIZE_HINT = "write it like 65536, 64k, 512m or 1g"
 
 
 def parse_duration(value: object, what: str, *, error: type[PynoxError] = UsageError) -> float:
-    """Seconds from a number of seconds or a string like "500ms", "5s", "2m", "1h" or "90".
+    """Seconds, rounded to whole milliseconds, from a number of seconds or a string like
+    "500ms", "5s", "2m", "1h" or "90".
 
     `what` names the setting: a flag or variable ("--timeout") or a phrase starting with the
     key ("timeout in [permissions] of /p/pynox.toml"); see `describe_setting`.
@@ -33,7 +34,12 @@ def parse_duration(value: object, what: str, *, error: type[PynoxError] = UsageE
     if seconds > MAX_TIMEOUT:
         limit = format_duration(MAX_TIMEOUT)
         raise error(f"{subject} is above the {limit} maximum; give at most {limit}")
-    return seconds
+    # Whole milliseconds: what the launcher's clock enforces, timeout_ms reports and
+    # format_duration shows, so a limit is compared and named as it is enforced.
+    milliseconds = round(seconds * 1000)
+    if milliseconds < 1:
+        raise error(f"{subject} is below the 1ms minimum; give at least 1ms")
+    return milliseconds / 1000
 
 
 def parse_size(

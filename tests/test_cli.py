@@ -89,6 +89,8 @@ def test_help_lists_every_flag() -> None:
         (["pool", "--workers=²"], "--workers=² is not a whole number of at least 1"),
         (["pool", "--workers=٣"], "--workers=٣ is not a whole number of at least 1"),
         (["--timeout=abc", "-c", "pass"], "--timeout=abc is not a duration"),
+        # Enforced in whole milliseconds, a shorter limit would be reported as none (0 ms).
+        (["--json", "--timeout=0.4ms", "-c", "pass"], "--timeout=0.4ms is below the 1ms minimum"),
         (["--memory=1m", "-c", "pass"], "below the 32m minimum"),
         (["--max-output=1g", "-c", "pass"], "--max-output"),
         (["-O", "a.py"], "-O needs --no-sandbox"),

@@ -45,6 +45,11 @@ def test_limits() -> None:
         ("24h", 86400.0),
         (3, 3.0),
         (0.25, 0.25),
+        # Rounded to whole milliseconds, as the limit is enforced and reported.
+        ("0.6ms", 0.001),
+        ("2000.4ms", 2.0),
+        (2.0004, 2.0),
+        ("1.0006s", 1.001),
     ],
 )
 def test_parse_duration_accepts(written: object, seconds: float) -> None:
@@ -92,6 +97,9 @@ def test_parse_duration_messages() -> None:
         message("-5s") == "--timeout=-5s is not more than zero; give a positive duration, like 5s"
     )
     assert message("25h") == "--timeout=25h is above the 24h maximum; give at most 24h"
+    # Limits are enforced in whole milliseconds: less than one is none at all.
+    assert message("0.4ms") == "--timeout=0.4ms is below the 1ms minimum; give at least 1ms"
+    assert message(0.0001) == "--timeout=0.0001 is below the 1ms minimum; give at least 1ms"
     assert message(86401) == "--timeout=86401 is above the 24h maximum; give at most 24h"
     assert message(10**400) == f"--timeout={10**400} is above the 24h maximum; give at most 24h"
     assert message("9" * 500 + "h").endswith("is above the 24h maximum; give at most 24h")

@@ -81,6 +81,27 @@ def test_limits_refuse_a_longer_timeout_and_fill_an_omitted_one(
     assert shorter["policy"]["timeout_ms"] == 2000
 
 
+def test_a_timeout_is_judged_in_the_milliseconds_it_is_enforced_in(
+    limited: tuple[PoolClient, Path],
+) -> None:
+    """A fraction of a millisecond above the limit is the limit, as the clock enforces it,
+    not a refusal that says "5s is above its limit of 5s"; one that rounds above it is
+    refused in the units that show the difference."""
+    client, _ = limited
+    within = client.run({"id": "within", "code": "", "timeout": 5.0004})
+    assert within["exit"] == 0, within["error"]
+    assert within["policy"]["timeout_ms"] == 5000
+    above = client.run({"id": "above", "code": "", "timeout": "5000.6ms"})
+    assert above["error"]["message"] == (
+        "timeout exceeds [pool.limits]: 5.001s is above its limit of 5s; ask for 5s or less"
+    )
+    tiny = client.run({"id": "tiny", "code": "", "timeout": 0.0004})
+    assert tiny["exit"] == 125 and tiny["policy"] is None
+    assert tiny["error"]["message"] == (
+        "timeout=0.0004 is below the 1ms minimum; give at least 1ms"
+    )
+
+
 def test_empty_limit_lists_still_limit(tmp_path: Path) -> None:
     """`allow_read = []` in [pool.limits] allows reading nothing (pool_request.cap says "an
     empty list there still limits"); a request asking for a path must be refused."""
