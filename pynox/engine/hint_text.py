@@ -559,7 +559,17 @@ def _hint_of(
         elif kind == "memory_for" and value is not None and _size(value) > memory * 2:
             # The limit the child found to fit the allocation (pynox.engine.hints.
             # _memory_wanted), within the pool's limits.
-            larger = style.larger("memory", memory, _size(value))
+            wanted = _size(value)
+            most = style.ceilings.get("memory")
+            # wanted is the allocation's need rounded up to a power of two: at most half
+            # of it is less than the need, and a limit that small would fail again.
+            if most is not None and most <= wanted // 2:
+                return (
+                    f"the program used up its {format_size(memory)} memory limit, and the "
+                    f"allocation that failed needs more than the {format_size(most)} "
+                    f"{LIMITED_BY} allows; allocate less, or work through the data in parts"
+                )
+            larger = style.larger("memory", memory, wanted)
         if larger is None:
             return (
                 f"the program used up its {format_size(memory)} memory limit, the most "
