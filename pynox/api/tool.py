@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pynox.api.pool import Pool
     from pynox.api.result import Result
     from pynox.api.session import Session
-    from pynox.policy.config import Grants
+    from pynox.policy.config import Config, Grants
 
 TOOL_NAME = "run_python"
 
@@ -92,6 +92,8 @@ def describe(pool: Pool, spec: Spec, *, session: bool) -> str:
     """The docstring of a tool running `spec` on `pool`: the grants the pool will apply."""
     config = pool._load_config()
     grants = effective_grants(spec, config)
+    if config is not None:
+        refuse_beyond_limits(grants, config)
     # The pool's own package directories are importable by every run too.
     pool_dirs = pool.package_dirs + (config.pool.package_dirs if config is not None else [])
     grants.package_dirs = list(dict.fromkeys(pool_dirs + grants.package_dirs))
@@ -101,6 +103,19 @@ def describe(pool: Pool, spec: Spec, *, session: bool) -> str:
         session=session,
         name=spec.name,
     )
+
+
+def refuse_beyond_limits(grants: Grants, config: Config) -> None:
+    """A ValueError, now, for a tool whose permissions exceed [pool.limits]: the pool would
+    refuse every call it makes, telling the model to ask for what it cannot, while the
+    docstring promised the model those permissions."""
+    from pynox.pool import request as pool_request
+
+    limits = pool_request.resolve_limits(config.pool_limits)
+    try:
+        pool_request.cap(grants, limits, frozenset(config.pool.limited), None)
+    except pool_request.RequestError as exc:
+        raise ValueError(f"the pool would refuse every call of this tool: {exc.message}") from None
 
 
 def tool_docstring(

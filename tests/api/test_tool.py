@@ -107,6 +107,35 @@ def test_tool_docstring_shows_the_profile_and_the_limits(tmp_path: Path) -> None
     pool.close()
 
 
+def test_a_tool_beyond_the_pool_limits_is_refused_at_once(tmp_path: Path) -> None:
+    """As pynox mcp refuses to start with them: every call would be refused, with a message
+    that tells the model to ask for what it cannot, under a docstring that promised it."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "other").mkdir()
+    config = tmp_path / "pynox.toml"
+    config.write_text(
+        '[profiles.slow]\ntimeout = "1h"\n'
+        '[pool.limits]\ntimeout = "20s"\nmemory = "1g"\nallow_read = ["data"]\n'
+    )
+    pool = Pool(config=config, lazy=True)
+    with pytest.raises(ValueError) as refused:
+        pool.tool(timeout="1h")
+    assert str(refused.value) == (
+        "the pool would refuse every call of this tool: timeout exceeds [pool.limits]: 1h is "
+        "above its limit of 20s; ask for 20s or less"
+    )
+    with pytest.raises(ValueError, match="memory exceeds .* 2g is above its limit of 1g"):
+        pool.tool(memory="2g", session=True)
+    with pytest.raises(ValueError, match="timeout exceeds"):
+        pool.tool(profile="slow")
+    with pytest.raises(ValueError, match="allow_read exceeds .* is outside what it allows"):
+        pool.tool(allow_read=[tmp_path / "other"])
+    # Within them, or leaving them to the limits: a tool, as before.
+    doc = pool.tool(timeout="10s", allow_read=[tmp_path / "data"]).__doc__ or ""
+    assert "10s of wall-clock time per call, 1 GiB of memory" in doc
+    pool.close()
+
+
 def test_a_profile_without_a_config_is_refused_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
