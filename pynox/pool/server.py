@@ -654,7 +654,9 @@ class PoolServer:
         for run in list(self.child_runs.values()):
             if run.deadline is not None and now >= run.deadline and run.child is not None:
                 run.deadline = None
-                if run.child.pid is None:
+                # A fork can take longer than a timeout of a few milliseconds: that run
+                # just timed out; only a stopped zygote is the pool's to report.
+                if run.child.pid is None and self._zygote_stopped():
                     self._kill(run.child, self._never_forked(run))
                 else:
                     run.child.stopped = is_stopped(run.child.pid)
@@ -668,6 +670,18 @@ class PoolServer:
             elif now >= child.kill_at:
                 del self.dying[child.token]
                 child.kill(f"it did not exit within {EXIT_GRACE:g}s of the end of its run")
+
+    def _zygote_stopped(self) -> bool:
+        """Whether the zygote is stopped (SIGSTOP, or a tracer's stop), as its
+        /proc/PID/stat says; not when that cannot be read (it exited: the pool learns so
+        from its socket)."""
+        try:
+            with open(f"/proc/{self.zygote_pid}/stat", "rb") as stat:
+                fields = stat.read()
+        except OSError:
+            return False
+        # The state follows the command name, which is in parentheses and may hold any.
+        return fields[fields.rfind(b")") + 2 :][:1] in (b"T", b"t")
 
     def _never_forked(self, run: Run) -> str:
         """Why a run whose process the zygote has not forked by its deadline ends now."""

@@ -383,6 +383,22 @@ def test_a_stopped_zygote_delays_no_timeout() -> None:
         assert client.close() == 0
 
 
+def test_a_timeout_shorter_than_a_fork_is_a_timeout() -> None:
+    """A burst of runs with a timeout of a millisecond: most end before the zygote has said
+    it forked their process. Each is a run that timed out (or finished), not a PoolError
+    that blames the zygote, which is running, and says to restart the pool."""
+    with PoolClient(workers=2) as client:
+        ids = [f"short-{number}" for number in range(20)]
+        for request_id in ids:
+            client.send({"id": request_id, "code": "pass", "timeout": 0.001})
+        for request_id in ids:
+            result = client.result(request_id)
+            assert result["error"] is None or result["error"]["type"] == "Timeout", result
+            assert result["exit"] in (0, 124)
+        assert_ok(client.run({"id": "after", "code": "print(2)"}), "2\n")
+        assert client.close() == 0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("open_files", [1024, 120])
 def test_a_stopped_zygote_does_not_stop_the_pool(tmp_path: Path, open_files: int) -> None:
