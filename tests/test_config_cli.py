@@ -122,6 +122,20 @@ def test_a_config_nested_thousands_deep_gets_one_line(tmp_path: Path, nested: st
     )
 
 
+@pytest.mark.parametrize("key", ["memory", "timeout", "workers"])
+def test_an_integer_too_long_for_python_gets_one_line(tmp_path: Path, key: str) -> None:
+    """TOML's parser reads an integer with int(), which refuses more than 4300 digits with
+    a ValueError of its own, not a TOML error."""
+    table = "pool" if key == "workers" else "permissions"
+    config = write(tmp_path / "pynox.toml", f"[{table}]\n{key} = 1{'0' * 5000}\n")
+    proc = pynox("-c", "pass", cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (125, b"")
+    assert proc.stderr.decode() == (
+        f"pynox: {config} holds an integer too long for Python to read (thousands of "
+        "digits); no setting takes one, so shorten it\n"
+    )
+
+
 def test_toml_syntax_error(tmp_path: Path) -> None:
     write(tmp_path / "pynox.toml", "[permissions\n")
     proc = pynox("-c", "pass", cwd=tmp_path)

@@ -277,6 +277,13 @@ def _parse_toml(text: str, path: str) -> dict[str, object]:
     except tomllib.TOMLDecodeError as failure:
         why = f" ({_NAMES_NOT_UTF8})" if _SURROGATE_ESCAPE in str(failure) else ""
         raise ConfigError(f"{path} is not valid TOML: {failure}; fix it there{why}") from None
+    except ValueError:
+        # Not a TOMLDecodeError (caught above): int() refusing a literal past Python's
+        # limit on digits (sys.get_int_max_str_digits), which the parser lets through.
+        raise ConfigError(
+            f"{path} holds an integer too long for Python to read (thousands of digits); "
+            "no setting takes one, so shorten it"
+        ) from None
     except RecursionError:
         # The parser recurses once per level of nested arrays and inline tables; no
         # setting nests more than one.
