@@ -14,6 +14,8 @@ LARGEST_SIZE = 1 << 60
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _NUMBER_CHARS = frozenset("0123456789.")
+# log10(2), rounded down: how many decimal digits a number of so many bits has, at least.
+_DIGITS_PER_BIT = 0.30102
 _DURATION_HINT = "write it like 500ms, 5s, 2m or 1h"
 _SIZE_HINT = "write it like 65536, 64k, 512m or 1g"
 
@@ -160,4 +162,9 @@ def _toml_literal(value: object) -> str:
         return "{" + ", ".join(f"{k} = {_toml_literal(v)}" for k, v in value.items()) + "}"
     if hasattr(value, "isoformat"):  # a TOML date or time, as TOML writes it
         return str(value.isoformat())
+    if isinstance(value, int):
+        try:
+            return repr(value)
+        except ValueError:  # past Python's limit on digits (sys.get_int_max_str_digits)
+            return f"<an integer of {int(value.bit_length() * _DIGITS_PER_BIT)} digits or more>"
     return repr(value)

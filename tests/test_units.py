@@ -103,6 +103,9 @@ def test_parse_duration_messages() -> None:
     assert message(86401) == "--timeout=86401 is above the 24h maximum; give at most 24h"
     assert message(10**400) == f"--timeout={10**400} is above the 24h maximum; give at most 24h"
     assert message("9" * 500 + "h").endswith("is above the 24h maximum; give at most 24h")
+    assert message(10**5000) == (
+        "--timeout=<an integer of 4999 digits or more> is above the 24h maximum; give at most 24h"
+    )
     # A phrase names the key first; the value is then shown as it is written in TOML.
     assert message("abc", "timeout in [permissions] of /p/pynox.toml") == (
         'timeout = "abc" in [permissions] of /p/pynox.toml is not a duration;'

@@ -105,6 +105,13 @@ def test_request_sends_only_what_was_set() -> None:
         ({"memory": 5e8}, TypeError, "a whole number of bytes, not float"),
         ({"timeout": timedelta(seconds=5)}, TypeError, "number of seconds, not timedelta"),
         ({"max_output": "1g"}, ValueError, "above"),
+        # Past int()'s 4300 digits: no number in the message, which str() could not write.
+        (
+            {"memory": 10**5000},
+            ValueError,
+            r"^memory=<an integer of 4999 digits or more> is above the 1048576t maximum; ",
+        ),
+        ({"timeout": -(10**5000)}, ValueError, r"^timeout=<an integer of 4999 digits or more> is"),
         ({"allow_read": 5}, TypeError, "allow_read"),
         ({"allow_read": [3]}, TypeError, "allow_read"),
         ({"allow_read": ["/tmp/\ud800"]}, ValueError, "stands for no byte"),
