@@ -14,6 +14,8 @@ LARGEST_SIZE = 1 << 60
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _NUMBER_CHARS = frozenset("0123456789.")
+# A count with more digits is beyond any machine (and int() refuses more than 4300).
+_MAX_COUNT_DIGITS = 18
 # log10(2), rounded down: how many decimal digits a number of so many bits has, at least.
 _DIGITS_PER_BIT = 0.30102
 _DURATION_HINT = "write it like 500ms, 5s, 2m or 1h"
@@ -70,6 +72,16 @@ def parse_size(
         ceiling = format_size(limit)
         raise error(f"{subject} is above the {ceiling} maximum; give at most {ceiling}")
     return size
+
+
+def parse_count(text: str, what: str) -> int:
+    """A whole number of at least 1 in ASCII digits, as --workers takes it (str.isdigit()
+    alone also takes "²", which int() refuses); `what` names the flag."""
+    if not (text.isascii() and text.isdigit()) or not text.strip("0"):
+        raise UsageError(f"{what}={text} is not a whole number of at least 1")
+    if len(text.lstrip("0")) > _MAX_COUNT_DIGITS:
+        raise UsageError(f"{what}={text} is more than any machine can run; give a number like 4")
+    return int(text)
 
 
 def describe_setting(what: str, value: object) -> str:

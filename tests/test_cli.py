@@ -88,6 +88,8 @@ def test_help_lists_every_flag() -> None:
         # Digits that str.isdigit() takes and int() does not: still a usage error.
         (["pool", "--workers=²"], "--workers=² is not a whole number of at least 1"),
         (["pool", "--workers=٣"], "--workers=٣ is not a whole number of at least 1"),
+        # Past int()'s 4300 digits: a sentence, not int()'s own error.
+        (["pool", f"--workers={'9' * 5000}"], "is more than any machine can run; give a number"),
         (["--timeout=abc", "-c", "pass"], "--timeout=abc is not a duration"),
         # Enforced in whole milliseconds, a shorter limit would be reported as none (0 ms).
         (["--json", "--timeout=0.4ms", "-c", "pass"], "--timeout=0.4ms is below the 1ms minimum"),

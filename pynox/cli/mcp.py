@@ -7,7 +7,7 @@ import asyncio
 import os
 import sys
 
-from pynox import lean_os
+from pynox import lean_os, units
 from pynox.errors import ConfigError, PynoxError, UsageError
 from pynox.policy.location import find_config_path
 
@@ -48,14 +48,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if unknown:
         raise _unknown(unknown[0], parser)
     if options.workers is not None:
-        # One sentence for 0 and for x alike, as pynox pool gives it.
-        if not (options.workers.isascii() and options.workers.isdigit()) or not int(
-            options.workers
-        ):
-            raise UsageError(
-                f"mcp: --workers={options.workers} is not a whole number of at least 1"
-            )
-        options.workers = int(options.workers)
+        # The sentences pynox pool gives.
+        options.workers = units.parse_count(options.workers, "mcp: --workers")
     if options.http is not None:
         options.host, options.port = _address(options.http)
     return options
@@ -78,7 +72,11 @@ def _unknown(given: str, parser: argparse.ArgumentParser) -> UsageError:
 def _address(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     host = host.strip("[]") or LOOPBACK
-    if not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
+    if (
+        not (port.isascii() and port.isdigit())
+        or len(port.lstrip("0")) > 5
+        or not 0 < int(port) < 65536
+    ):
         raise UsageError(f"mcp: --http={text}: give a port such as 8000 or 127.0.0.1:8000")
     return host, int(port)
 

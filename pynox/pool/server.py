@@ -22,7 +22,7 @@ import stat
 import sys
 import time
 
-from pynox import lean_os, strict_json
+from pynox import lean_os, strict_json, units
 from pynox._native import immortalize
 from pynox.engine import scratch, scratch_removal
 from pynox.engine.child_setup import REPORT_CONFINED
@@ -231,10 +231,7 @@ def parse_options(argv: list[str]) -> PoolOptions:
                 raise UsageError(f"--package-dir={value!r} is not a path; give a directory")
             options.package_dirs.append(value)
         else:
-            # ASCII only: str.isdigit() also takes "²", which int() refuses.
-            if not (value.isascii() and value.isdigit()) or int(value) < 1:
-                raise UsageError(f"--workers={value} is not a whole number of at least 1")
-            options.workers = int(value)
+            options.workers = units.parse_count(value, "--workers")
         i += 1
     return options
 

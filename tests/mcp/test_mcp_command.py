@@ -58,7 +58,18 @@ def test_a_bad_worker_count_is_one_sentence(workers: str) -> None:
     assert refused.value.message == f"mcp: --workers={workers} is not a whole number of at least 1"
 
 
-@pytest.mark.parametrize("address", ["x:y", "0", "70000", "host:", "²", "host:٣"])
+@pytest.mark.unit
+def test_a_worker_count_past_any_machine_is_one_sentence() -> None:
+    """More digits than int() reads (4300): pynox pool's sentence, not int()'s error."""
+    workers = "9" * 5000
+    with pytest.raises(UsageError) as refused:
+        mcp_cli.parse(["--workers", workers])
+    assert refused.value.message == (
+        f"mcp: --workers={workers} is more than any machine can run; give a number like 4"
+    )
+
+
+@pytest.mark.parametrize("address", ["x:y", "0", "70000", "host:", "²", "host:٣", "9" * 5000])
 def test_a_bad_http_address_is_one_sentence(address: str) -> None:
     result = run([PYNOX, "mcp", "--http", address])
     assert result.returncode == 2
