@@ -16,6 +16,7 @@ _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _NUMBER_CHARS = frozenset("0123456789.")
 # A count with more digits is beyond any machine (and int() refuses more than 4300).
 _MAX_COUNT_DIGITS = 18
+LARGEST_COUNT = 10**_MAX_COUNT_DIGITS - 1
 # log10(2), rounded down: how many decimal digits a number of so many bits has, at least.
 _DIGITS_PER_BIT = 0.30102
 _DURATION_HINT = "write it like 500ms, 5s, 2m or 1h"

@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, Generator
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import TYPE_CHECKING, Any
 
+from pynox import units
 from pynox.api.connection import (
     CLOSE_GRACE,
     READY_TIMEOUT,
@@ -124,6 +125,9 @@ class Pool:
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
         ):
             raise ValueError(f"workers={workers!r}: give a whole number of at least 1")
+        if workers is not None and workers > units.LARGEST_COUNT:
+            # Not shown: repr() cannot write an int of more than 4300 digits.
+            raise ValueError("workers is more than any machine can run; give a number like 4")
         if not isinstance(lazy, bool):
             raise TypeError(f"lazy takes True or False, not {type(lazy).__name__} {lazy!r}")
         self.workers = workers

@@ -195,6 +195,14 @@ def test_pool_arguments_are_checked(tmp_path: Path) -> None:
         Pool(warmup="x = '\ud800'", lazy=True)
     with pytest.raises(ValueError, match="workers"):
         Pool(workers=0, lazy=True)
+    # Refused here, in the API's words, not by the pool's command line at the first run (or,
+    # past 4300 digits, by int()'s own error).
+    for workers in (10**18, 10**5000):
+        with pytest.raises(ValueError) as refused:
+            Pool(workers=workers, lazy=True)
+        assert str(refused.value) == (
+            "workers is more than any machine can run; give a number like 4"
+        )
     with pytest.raises(ValueError, match="module name"):
         Pool(preload=["not a module"], lazy=True)
     # Named as the caller named it: the API has no --config flag.
