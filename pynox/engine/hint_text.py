@@ -36,6 +36,7 @@ KINDS = frozenset(
         "memory",
         "memory_for",
         "memory_beyond",
+        "memory_machine",
         "thread_stacks",
         "thread_stacks_inherited",
         "thread_count",
@@ -585,6 +586,14 @@ def _hint_of(
         return (
             f"the program used up its {format_size(memory)} memory limit, asking at once for "
             "more than this machine has; allocate less, or work through the data in parts"
+        )
+    if kind == "memory_machine":
+        if memory is None:
+            return None
+        return (
+            f"the program ran out of memory, and its {format_size(memory)} memory limit is "
+            "more than this machine has: a larger limit would not help; allocate less, or "
+            "work through the data in parts"
         )
     if kind == "thread_stacks":
         return None if memory is None else _thread_stacks_hint(style, memory)

@@ -557,6 +557,8 @@ def _classify(
         wanted = _memory_wanted(exc, policy)
         if wanted == "":
             return "memory_beyond", None, None
+        if wanted is None and _limit_beyond_machine(policy):
+            return "memory_machine", None, None
         return ("memory", None, None) if wanted is None else ("memory_for", wanted, None)
     if policy is not None and policy.memory is not None and lost_memory_error(exc):
         return "memory", None, None
@@ -683,10 +685,26 @@ def _memory_wanted(exc: MemoryError, policy: "Policy | None") -> str | None:
     wanted = 1 << 20
     while wanted < policy.memory + size:
         wanted <<= 1
-    with contextlib.suppress(ValueError, OSError):
-        if wanted > os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"):
-            return ""
+    machine = _physical_memory()
+    if machine is not None and wanted > machine:
+        return ""
     return format_size(wanted) if wanted > 2 * policy.memory else None
+
+
+def _physical_memory() -> int | None:
+    """The bytes of memory this machine has, if the system says."""
+    with contextlib.suppress(ValueError, OSError):
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return None
+
+
+def _limit_beyond_machine(policy: "Policy | None") -> bool:
+    """Whether the memory limit is at least all the memory this machine has: a MemoryError
+    then comes from the machine running out first (the kernel refuses what it cannot
+    back), and a larger limit would not help."""
+    machine = _physical_memory()
+    memory = policy.memory if policy is not None else None
+    return memory is not None and machine is not None and memory >= machine
 
 
 # Where the C library finds a user's name when the environment has none.

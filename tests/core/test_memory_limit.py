@@ -515,6 +515,38 @@ def test_numpy_that_gives_up_under_a_small_limit_works_after_its_hints(tmp_path:
     assert proc.stdout == b"10\n"
 
 
+# The largest limit pynox takes, more memory than any machine has, and an allocation past
+# what any machine's kernel grants (it is beyond the address space of a process, too).
+BEYOND_MACHINE = ("--memory=1048576t", "hog = bytearray(1 << 55)")
+MACHINE_HINT = (
+    "the program ran out of memory, and its 1048576t memory limit is more than this machine "
+    "has: a larger limit would not help; allocate less, or work through the data in parts"
+)
+
+
+@pytest.mark.parametrize("mode", ["launcher", "json", "supervised", "pool"])
+def test_a_limit_beyond_the_machine_is_not_told_to_grow(tmp_path: Path, mode: str) -> None:
+    """A MemoryError under a limit larger than the machine's memory is the machine's: the
+    hint said the program used up its limit and named twice it (--memory=2097152t, which
+    pynox refuses); it says that a larger limit would not help."""
+    flag, code = BEYOND_MACHINE
+    if mode == "pool":
+        with PoolClient(workers=1, cwd=tmp_path) as client:
+            result = client.run({"id": "m", "code": code, "memory": flag.partition("=")[2]})
+        assert (result["error"]["type"], result["error"]["hint"]) == ("MemoryError", MACHINE_HINT)
+        return
+    if mode == "supervised":
+        proc = python("-I", "-m", "pynox", flag, "-c", code, cwd=tmp_path)
+    else:
+        proc = pynox(*(["--json"] if mode == "json" else []), flag, "-c", code, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr.decode()
+    if mode == "json":
+        error = json.loads(proc.stdout)["error"]
+        assert (error["type"], error["hint"]) == ("MemoryError", MACHINE_HINT)
+        return
+    assert proc.stderr.decode().splitlines()[-2:] == ["MemoryError", f"pynox: {MACHINE_HINT}"]
+
+
 @pytest.mark.parametrize("mode", ["launcher", "supervised"])
 def test_a_memory_error_with_no_limit_set_gets_no_hint(tmp_path: Path, mode: str) -> None:
     """No limit of pynox's was hit: python prints the traceback alone, and so does pynox
