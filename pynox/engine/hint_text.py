@@ -6,6 +6,7 @@ value, and a run with --json hands every hint's text to the launcher before the
 program starts (hint_texts), without importing what classifying takes.
 """
 
+import posix
 import sys
 
 from pynox.policy.grants import GRANTS_BY_NAME, SESSION_NOTE
@@ -469,9 +470,31 @@ def _open_files_limit_hint(style: Style, memory: int) -> str:
     return f"{refused}; raise that limit with {style.limit('memory', larger)}"
 
 
+def physical_memory() -> "int | None":
+    """The bytes of memory this machine has, if the system says (posix, not os: the texts
+    of a run with a memory limit are made before it starts)."""
+    try:
+        return posix.sysconf("SC_PHYS_PAGES") * posix.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+
+
+def limit_beyond_machine(memory: int) -> bool:
+    """Whether a memory limit is at least all the memory this machine has: the machine runs
+    out first (the kernel refuses what it cannot back), and a larger limit would not help."""
+    machine = physical_memory()
+    return machine is not None and memory >= machine
+
+
+# How a memory hint ends under a limit that is more than the machine has.
+_BEYOND_MACHINE = "which is more than this machine has: a larger limit would not help"
+
+
 def _memory_hint(what: str, style: Style, memory: int) -> str:
     """`what` happened under the memory limit: raise it, or, at its most, allocate less."""
     under = f"{what} {format_size(memory)} memory limit"
+    if limit_beyond_machine(memory):
+        return f"{under}, {_BEYOND_MACHINE}; allocate less"
     larger = style.larger("memory", memory, memory * 2)
     if larger is None:
         return f"{under}, the most {LIMITED_BY} allows; allocate less"
@@ -591,9 +614,8 @@ def _hint_of(
         if memory is None:
             return None
         return (
-            f"the program ran out of memory, and its {format_size(memory)} memory limit is "
-            "more than this machine has: a larger limit would not help; allocate less, or "
-            "work through the data in parts"
+            f"the program ran out of memory under its {format_size(memory)} memory limit, "
+            f"{_BEYOND_MACHINE}; allocate less, or work through the data in parts"
         )
     if kind == "thread_stacks":
         return None if memory is None else _thread_stacks_hint(style, memory)

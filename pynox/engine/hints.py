@@ -32,7 +32,13 @@ from pynox.engine.exception_parts import (
     members,
     passes_through,
 )
-from pynox.engine.hint_text import GRANTED_SUFFIX, OUTPUT_FOLDER, running_python_version
+from pynox.engine.hint_text import (
+    GRANTED_SUFFIX,
+    OUTPUT_FOLDER,
+    limit_beyond_machine,
+    physical_memory,
+    running_python_version,
+)
 from pynox.engine.library_errors import (
     denied_in_message,
     duckdb_database,
@@ -557,7 +563,7 @@ def _classify(
         wanted = _memory_wanted(exc, policy)
         if wanted == "":
             return "memory_beyond", None, None
-        if wanted is None and _limit_beyond_machine(policy):
+        if wanted is None and asked is not None and limit_beyond_machine(asked):
             return "memory_machine", None, None
         return ("memory", None, None) if wanted is None else ("memory_for", wanted, None)
     if policy is not None and policy.memory is not None and lost_memory_error(exc):
@@ -685,26 +691,10 @@ def _memory_wanted(exc: MemoryError, policy: "Policy | None") -> str | None:
     wanted = 1 << 20
     while wanted < policy.memory + size:
         wanted <<= 1
-    machine = _physical_memory()
+    machine = physical_memory()
     if machine is not None and wanted > machine:
         return ""
     return format_size(wanted) if wanted > 2 * policy.memory else None
-
-
-def _physical_memory() -> int | None:
-    """The bytes of memory this machine has, if the system says."""
-    with contextlib.suppress(ValueError, OSError):
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    return None
-
-
-def _limit_beyond_machine(policy: "Policy | None") -> bool:
-    """Whether the memory limit is at least all the memory this machine has: a MemoryError
-    then comes from the machine running out first (the kernel refuses what it cannot
-    back), and a larger limit would not help."""
-    machine = _physical_memory()
-    memory = policy.memory if policy is not None else None
-    return memory is not None and machine is not None and memory >= machine
 
 
 # Where the C library finds a user's name when the environment has none.

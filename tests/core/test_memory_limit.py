@@ -341,6 +341,37 @@ def test_native_death_in_the_pool_gets_the_memory_hint(tmp_path: Path) -> None:
     assert result["error"]["hint"] == NATIVE_HINT.replace("--memory=256m", '"memory": "256m"')
 
 
+NATIVE_MACHINE_HINT = (
+    "native code ended the program, as it often does when an allocation fails under the "
+    "1048576t memory limit, which is more than this machine has: a larger limit would not "
+    "help; allocate less"
+)
+
+
+@pytest.mark.parametrize("mode", ["launcher", "json", "supervised", "pool"])
+def test_native_death_under_a_limit_beyond_the_machine_is_not_told_to_grow(
+    tmp_path: Path, mode: str
+) -> None:
+    """The hint named twice the limit, --memory=2097152t, which pynox refuses; and under a
+    limit larger than the machine, it is the machine that ran out."""
+    flag, code = "--memory=1048576t", "import os\nos.abort()\n"
+    if mode == "pool":
+        with PoolClient(workers=1, cwd=tmp_path) as client:
+            result = client.run({"id": "n", "code": code, "memory": flag.partition("=")[2]})
+        assert result["error"]["hint"] == NATIVE_MACHINE_HINT
+        return
+    if mode == "supervised":
+        proc = python("-I", "-m", "pynox", flag, "-c", code, cwd=tmp_path)
+    else:
+        proc = pynox(*(["--json"] if mode == "json" else []), flag, "-c", code, cwd=tmp_path)
+    if mode == "json":
+        assert json.loads(proc.stdout)["error"]["hint"] == NATIVE_MACHINE_HINT
+        return
+    assert proc.stderr.decode().splitlines()[-1] == (
+        f"pynox: the program was killed by SIGABRT; {NATIVE_MACHINE_HINT}"
+    )
+
+
 # Under a hard limit of 256m that pynox was started with, --memory=512m keeps 256m: the
 # 300 MiB that NATIVE_UNDER_INHERITED allocates fails, whatever --memory says.
 NATIVE_UNDER_INHERITED = NATIVE.replace("200 << 20", "300 << 20")
@@ -519,8 +550,9 @@ def test_numpy_that_gives_up_under_a_small_limit_works_after_its_hints(tmp_path:
 # what any machine's kernel grants (it is beyond the address space of a process, too).
 BEYOND_MACHINE = ("--memory=1048576t", "hog = bytearray(1 << 55)")
 MACHINE_HINT = (
-    "the program ran out of memory, and its 1048576t memory limit is more than this machine "
-    "has: a larger limit would not help; allocate less, or work through the data in parts"
+    "the program ran out of memory under its 1048576t memory limit, which is more than this "
+    "machine has: a larger limit would not help; allocate less, or work through the data in "
+    "parts"
 )
 
 
