@@ -940,11 +940,15 @@ class PoolServer:
                         f"new one with the {name} this step asks for",
                         message["id"],
                     )
-        if grants.timeout is None:
+        timeout = grants.timeout
+        profile = message.get("profile")
+        if timeout is None and isinstance(profile, str):
+            # The profile's timeout, as a first step takes it (its other grants are the
+            # session's, checked above, so the profile is known).
+            timeout = self.config.profile(profile).timeout
+        if timeout is None:
             return policy
-        capped = pool_request.cap(
-            Grants(timeout=grants.timeout), self.limits, self.limited, message["id"]
-        )
+        capped = pool_request.cap(Grants(timeout=timeout), self.limits, self.limited, message["id"])
         policy = copy.copy(policy)
         policy.timeout = capped.timeout
         return policy

@@ -317,6 +317,21 @@ def test_a_later_steps_timeout_is_held_to_the_limits(tmp_path: Path) -> None:
         assert client.close() == 0
 
 
+def test_a_later_steps_profile_gives_its_timeout(tmp_path: Path) -> None:
+    """A step that named a profile whose only setting is a timeout was taken (its grants are
+    the session's) and run under the session's timeout: the profile's was dropped, without a
+    word. It is the step's own timeout, as for a first step; an explicit one still wins."""
+    config = write_config(tmp_path, '[profiles.fast]\ntimeout = "1s"\n')
+    with PoolClient(config=config) as client:
+        assert step(client, "s", "x = 1")["policy"]["timeout_ms"] == 30000
+        fast = step(client, "s", "import time\ntime.sleep(3)", profile="fast")
+        assert fast["exit"] == 124 and fast["policy"]["timeout_ms"] == 1000, fast
+        assert step(client, "s", "x = 1")["policy"]["timeout_ms"] == 30000
+        own = step(client, "s", "x", profile="fast", timeout="5s")
+        assert own["policy"]["timeout_ms"] == 5000
+        assert client.close() == 0
+
+
 def test_a_step_ended_by_keyboard_interrupt_has_pythons_exit_status(pool: PoolClient) -> None:
     """python dies by SIGINT after an uncaught KeyboardInterrupt (status 130, as a one-shot
     request reports it); a step said 1. The session, like a notebook's kernel, goes on."""
