@@ -14,6 +14,8 @@ LARGEST_SIZE = 1 << 60
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _NUMBER_CHARS = frozenset("0123456789.")
+# The digits of a size's fraction that are read: 1t is 2**40, about 1.1e12 bytes.
+_FRACTION_DIGITS = 60
 # A count with more digits is beyond any machine (and int() refuses more than 4300).
 _MAX_COUNT_DIGITS = 18
 LARGEST_COUNT = 10**_MAX_COUNT_DIGITS - 1
@@ -128,12 +130,15 @@ def _size_bytes(value: object) -> int | None:
     factor = _size_factor(unit)
     if number is None or factor is None:
         return None
-    if len(number) > 40:  # beyond any limit; also keeps int() under its digit cap
-        return sign * (LARGEST_SIZE + 1)
     whole, _, fraction = number.partition(".")
+    whole = whole.lstrip("0")  # leading zeros say nothing of the size
+    if len(whole) > 40:  # beyond any limit; also keeps int() under its digit cap
+        return sign * (LARGEST_SIZE + 1)
+    # Digits past these are far below a byte of any unit; int() reads the rest.
+    fraction = fraction[:_FRACTION_DIGITS]
     # Integer arithmetic keeps "1.1g" exact where float would round.
     divisor: int = 10 ** len(fraction)
-    return sign * (int(whole + fraction) * factor // divisor)
+    return sign * (int(whole + fraction or "0") * factor // divisor)
 
 
 def _size_factor(unit: str) -> int | None:

@@ -138,6 +138,11 @@ def test_parse_duration_raises_the_error_class_asked_for() -> None:
         ("0.1k", 102),  # 102.4 rounded down
         ("1.1g", 1181116006),  # 1181116006.4 rounded down
         ("1.", 1),
+        # However many zeros lead or trail: the size is what they surround.
+        ("0" * 50 + "64m", 64 << 20),
+        ("1." + "0" * 5000 + "k", 1024),
+        ("0." + "0" * 100 + "1t", 0),
+        ("000", 0),
         (65536, 65536),
         (0, 0),
     ],
