@@ -439,11 +439,9 @@ def test_a_program_that_only_claims_its_end_does_not_outlive_its_result() -> Non
             pool.send({"id": request_id, "code": _IS_SOCKET + _CLAIMS_ITS_END})
         for request_id in ids:
             assert pool.result(request_id)["exit"] == 0
-        deadline = time.monotonic() + 10
-        left = 4  # the pool, its zygote and its two spares
-        while len(pool.tree()) > left and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(pool.tree()) <= left, pool.diagnose()
+        # The pool, its zygote and its two spares: a child that outlived its result would
+        # stay for its minute of sleep.
+        assert pool.settles(4), pool.diagnose()
         assert pool.close() == 0
 
 

@@ -373,6 +373,27 @@ class PoolClient:
         """The pool and every process below it (the zygote, spares, running children)."""
         return {self.pid} | descendants(self.pid)
 
+    def settles(self, size: int, within: float = 10, steady: float = 0.5) -> bool:
+        """Whether the pool's tree comes to hold exactly `size` processes within `within`
+        seconds and keeps that many for `steady` seconds.
+
+        On its way it passes through other counts: a child killed as its result went out
+        takes a few milliseconds more to exit, while the spare that replaces it may not be
+        forked yet, so one sample of at most `size` says nothing (the next may hold both).
+        A process that outlived its run stays for good, and the count with it."""
+        deadline = time.monotonic() + within
+        since: float | None = None
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            if len(self.tree()) != size:
+                since = None
+            elif since is None:
+                since = now
+            elif now - since >= steady:
+                return True
+            time.sleep(0.05)
+        return False
+
     def diagnose(self) -> str:
         """What the pool's processes are doing, for a test that waited in vain."""
         states = []
