@@ -201,7 +201,7 @@ def _become_child(
     gc.freeze()
     if idle():
         link.send({"type": READY})  # the pool server may prime it now (see below)
-    start = channel.receive(setup.channel_fd)
+    start = next_order(setup.channel_fd)
     policy = None
     if start is not None and start.get("type") == PRIME:
         # Primed: confined now to the policy the pool expects its next request to
@@ -209,7 +209,7 @@ def _become_child(
         # primed spare only a request of that very policy, and no host functions.
         policy = Policy.from_wire(start["policy"])  # type: ignore[arg-type]
         child.confine(policy, setup)
-        start = channel.receive(setup.channel_fd)
+        start = next_order(setup.channel_fd)
     if start is None:
         os._exit(0)  # the pool closed an unused spare
     link.session = bool(start.get("session"))
@@ -228,6 +228,17 @@ def _become_child(
     functions = start.get("functions")
     link.functions = list(functions) if isinstance(functions, list) else []
     child.start(program, Policy.from_wire(start["policy"]), setup)  # type: ignore[arg-type]
+
+
+def next_order(fd: int) -> "dict[str, object] | None":
+    """The pool server's next frame to a spare; None once it closed the spare. A spare
+    whose ready frame the server never read sees that close as a reset connection: left
+    to rise, the error would unwind into the pool server's own code (the spare is its
+    fork) and end there as pynox's internal error."""
+    try:
+        return channel.receive(fd)
+    except OSError:
+        return None
 
 
 def _spares_may_warm_up(warmup_run: "tuple[CodeType, list[str]]") -> bool:

@@ -93,3 +93,15 @@ def test_a_zygote_killed_before_reading_an_order_reads_as_gone() -> None:
     zygote_end.close()
     assert zygote.read_word(server) == (None, [])
     server.close()
+
+
+def test_a_spare_closed_before_its_ready_frame_was_read_leaves_quietly() -> None:
+    """The server closing a spare whose ready frame it never read resets the spare's
+    connection: the spare then read no order, rather than raise into the server's code."""
+    spare, server = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        channel.send(spare.fileno(), {"type": "ready"})
+        server.close()  # unread: the spare's next read is refused with ECONNRESET
+        assert zygote.next_order(spare.fileno()) is None
+    finally:
+        spare.close()
