@@ -109,12 +109,12 @@ def refuse_beyond_limits(grants: Grants, config: Config) -> None:
     """A ValueError, now, for a tool whose permissions exceed [pool.limits]: the pool would
     refuse every call it makes, telling the model to ask for what it cannot, while the
     docstring promised the model those permissions."""
-    from pynox.pool import request as pool_request
+    from pynox.policy import pool_limits
 
-    limits = pool_request.resolve_limits(config.pool_limits)
+    limits = pool_limits.resolve_limits(config.pool_limits)
     try:
-        pool_request.cap(grants, limits, frozenset(config.pool.limited), None)
-    except pool_request.RequestError as exc:
+        pool_limits.cap(grants, limits, frozenset(config.pool.limited))
+    except pool_limits.BeyondLimits as exc:
         raise ValueError(f"the pool would refuse every call of this tool: {exc.message}") from None
 
 

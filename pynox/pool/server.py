@@ -51,7 +51,7 @@ from pynox.limits import (
     REPORT_LIMIT,
     STREAM_BACKLOG,
 )
-from pynox.policy import system_paths
+from pynox.policy import pool_limits, system_paths
 from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
@@ -384,7 +384,7 @@ class PoolServer:
         self.orders_in_flight = _orders_in_flight()
         self.max_sessions = settings.max_sessions
         self.session_idle = settings.session_idle or DEFAULT_SESSION_IDLE
-        self.limits = pool_request.resolve_limits(self.config.pool_limits)
+        self.limits = pool_limits.resolve_limits(self.config.pool_limits)
         self.limited = frozenset(settings.limited)
         # Hints name what a request may ask for: never more than [pool.limits] allows.
         ceilings = {key: getattr(self.limits, key) for key in _SIZE_LIMITS if key in self.limited}
@@ -1946,7 +1946,7 @@ class PoolServer:
         return result
 
     def _limits_refuse(self, name: str, path: str | None) -> bool:
-        return pool_request.refused_by_limits(name, path, self.limits, self.limited)
+        return pool_limits.refused_by_limits(name, path, self.limits, self.limited)
 
     def _never_granted(self, name: str, path: str | None) -> str | None:
         """What a path grant would reach that no request may have (the scratch root), judged

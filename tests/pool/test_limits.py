@@ -238,10 +238,9 @@ def test_a_hint_is_judged_without_looking_up_the_programs_path(
     """The path comes from the program's error report: the pool server must not resolve
     it, which looks up every part of it (a path on a hung mount would stall every request)."""
     from pynox import lean_os
-    from pynox.policy import path_grant
+    from pynox.policy import path_grant, pool_limits
     from pynox.policy.config import Grants
-    from pynox.pool import request as pool_request
-    from pynox.pool.request import refused_by_limits
+    from pynox.policy.pool_limits import refused_by_limits
 
     limits = Grants(allow_read=["/srv/data"])
     limited = frozenset({"allow_read", "allow_network"})
@@ -253,7 +252,7 @@ def test_a_hint_is_judged_without_looking_up_the_programs_path(
     monkeypatch.setattr(os.path, "realpath", looked_up)
     monkeypatch.setattr(lean_os, "realpath", looked_up)  # through pynox._native
     monkeypatch.setattr(path_grant, "real_path", looked_up)
-    monkeypatch.setattr(pool_request, "real_path", looked_up)
+    monkeypatch.setattr(pool_limits, "real_path", looked_up)
     assert not refused_by_limits("allow_read", "/srv/data/in/../x.csv", limits, limited)
     assert refused_by_limits("allow_read", "/srv/data/../etc/passwd", limits, limited)
     assert refused_by_limits("allow_read", "/srv/database", limits, limited)
