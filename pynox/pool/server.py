@@ -656,7 +656,9 @@ class PoolServer:
                 if run.child.pid is None and self._zygote_stopped():
                     self._kill(run.child, self._never_forked(run))
                 else:
-                    run.child.stopped = is_stopped(run.child.pid)
+                    # Not forked yet: it cannot have stopped itself.
+                    pid = run.child.pid
+                    run.child.stopped = pid is not None and is_stopped(pid)
                     self._kill(run.child, "timeout")
         for session in list(self.sessions.values()):
             if session.running is None and now >= session.last_used + self.session_idle:
