@@ -71,8 +71,10 @@ def test_options_work_in_a_working_directory_that_was_removed(
 
 
 def test_request_sends_only_what_was_set() -> None:
+    # Beside the code, only the hints' spelling: a Python caller's (the pool names the run
+    # agent.py, a step <step-N>).
     request = Spec().request("print(1)")
-    assert request == {"code": "print(1)"}  # the pool names it agent.py, a step <step-N>
+    assert request == {"code": "print(1)", "hints": "python"}
     request = Spec(
         timeout="10s",
         memory="256m",
@@ -84,6 +86,7 @@ def test_request_sends_only_what_was_set() -> None:
     ).request("x", session="s1")
     assert request == {
         "code": "x",
+        "hints": "python",
         "name": "job.py",
         "profile": "p",
         "allow_env": ["KEY"],
