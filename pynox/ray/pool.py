@@ -500,6 +500,26 @@ class RayPool:
         return self._finish(raw, None, generation)
 
     def _close_session(self, session_id: str, wait: bool) -> None:
+        if self._forked_child():
+            return  # the actors are the parent's, and the lock may be held for good
+        if wait:
+            self._end_session(session_id, wait=True)
+            return
+        if not threading.main_thread().is_alive():
+            return  # at interpreter exit: Ray ends the driver's actors, sessions with them
+        # Perhaps the session's finalizer, which the collector runs in whatever thread
+        # allocates, maybe one inside a section holding the pool's lock: taking it there
+        # would deadlock, so a thread of its own ends the session (as pynox.Pool's
+        # close_collected hands its close off).
+        threading.Thread(
+            target=self._end_session,
+            args=(session_id, False),
+            name="pynox-ray-close-session",
+            daemon=True,
+        ).start()
+
+    def _end_session(self, session_id: str, wait: bool) -> None:
+        """Unpins the session and asks the actors that held it to close it."""
         with self._lock:
             if self._closed or self._ray_ended():
                 return

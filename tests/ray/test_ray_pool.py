@@ -12,6 +12,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import ctypes
+import gc
 import os
 import pickle
 import select
@@ -224,6 +225,37 @@ def test_ctrl_c_during_a_session_step_ends_the_session(pool: RayPool, tmp_path: 
         after = session.run("print(x)")
         assert after.session is not None and after.session["restarted"]
         assert after.error is not None and after.error["type"] == "NameError"
+
+
+def test_a_session_collected_inside_a_locked_section_does_not_deadlock(
+    local_ray: LocalRay,
+) -> None:
+    """The collector runs a session's finalizer in whatever thread allocates, maybe one in
+    the middle of a section holding the pool's lock: the finalizer must not take it again,
+    and the node's session still ends."""
+    with RayPool(actors=1, workers=1, **ACTOR) as pool:
+        session = pool.session()
+        assert session.run("x = 1").ok
+        session_id = session.id
+        session.cycle = session  # type: ignore[attr-defined]  # freed by the collector only
+        del session
+
+        def collect_holding_the_lock() -> None:
+            with pool._lock:
+                gc.collect()
+
+        collector = threading.Thread(target=collect_holding_the_lock, daemon=True)
+        collector.start()
+        collector.join(30)
+        deadlocked = collector.is_alive()
+        if deadlocked:
+            pool._lock.release()  # lets the finalizer go on, so that the pool can close
+        assert not deadlocked
+        deadline = time.monotonic() + 30
+        while session_id in pool._slots[0].sessions:
+            assert time.monotonic() < deadline, "the collected session was never closed"
+            time.sleep(0.05)
+        assert pool.run("print(1)").stdout == "1\n"
 
 
 def test_a_forked_child_is_refused_as_by_a_pool(pool: RayPool) -> None:
