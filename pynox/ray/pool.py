@@ -7,6 +7,7 @@ import itertools
 import os
 import re
 import threading
+import time
 import weakref
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
@@ -56,6 +57,9 @@ NO_FILES = (
     "can read them and grant that with allow_read, or use pynox.Pool"
 )
 
+# What a model reads when the pool's replacement actor cannot serve: running again won't help.
+CANNOT_START_HINT = "the sandbox service cannot start, not because of your code; tell the user"
+
 RAY_ENDED = (
     "Ray was shut down (or connected anew) since this RayPool was made, and its actors "
     "ended with that connection; create a new RayPool"
@@ -76,6 +80,13 @@ class _Slot:
         self.generation = 0
         self.in_flight = 0
         self.sessions: set[str] = set()  # the ids of the sessions pinned here
+        # The ready() call of an actor not yet seen to serve, and when it must have.
+        self.started: Any = None
+        self.deadline = 0.0
+
+    def stalled(self) -> bool:
+        """Whether its actor has not been seen to serve by its deadline (the pool's lock held)."""
+        return self.started is not None and time.monotonic() > self.deadline
 
 
 class RayPool:
@@ -139,6 +150,7 @@ class RayPool:
         options.update(actor_options or {})
         options["max_restarts"] = 0  # the pool replaces a dead actor itself
         self._actor_class = ray.remote(NodePool).options(**options)
+        self._asks = _asks(options)
         self._lock = threading.Lock()
         self._closed = False
         self._closed_by = "this RayPool is closed; create a new RayPool to run more code"
@@ -152,18 +164,20 @@ class RayPool:
         try:
             # What each actor said when it started: its pid, its pool's, its node.
             self.info: list[dict[str, Any]] = ray.get(
-                [slot.actor.ready.remote() for slot in self._slots], timeout=START_TIMEOUT
+                [slot.started for slot in self._slots], timeout=START_TIMEOUT
             )
         except ray.exceptions.GetTimeoutError:
             self.close(timeout=0)
             raise PoolError(
                 f"the RayPool's actors did not start within {START_TIMEOUT:.0f} s; the "
-                f"cluster may lack what each asks for ({_asks(options)}): free it, or lower "
+                f"cluster may lack what each asks for ({self._asks}): free it, or lower "
                 "num_cpus in actor_options"
             ) from None
         except ray.exceptions.RayError as exc:
             self.close(timeout=0)
             raise PoolError(f"the RayPool's actors could not start: {_reason(exc)}") from None
+        for slot in self._slots:
+            slot.started = None
 
     # Lifecycle.
 
@@ -249,6 +263,10 @@ class RayPool:
             self.package_dirs,
             self.warmup,
         )
+        # Until it answers, requests wait for it only so long: one the cluster cannot place
+        # (it lacks what the actor asks for, or shrank) would otherwise hold them for good.
+        slot.started = slot.actor.ready.remote()
+        slot.deadline = time.monotonic() + START_TIMEOUT
 
     def _replace(self, slot: _Slot, dead: Any) -> None:
         """The actor `dead` died: kill what is left of it and start another, once."""
@@ -285,7 +303,7 @@ class RayPool:
             if self._closed:
                 raise PoolError(self._closed_by)
             if slot is None:
-                slot = min(self._slots, key=lambda s: (s.in_flight, len(s.sessions)))
+                slot = min(self._slots, key=lambda s: (s.stalled(), s.in_flight, len(s.sessions)))
             slot.in_flight += 1
             return slot, slot.actor, slot.generation
 
@@ -293,6 +311,46 @@ class RayPool:
         """Whether the Ray connection the actors were made on is gone (ray.shutdown(),
         perhaps followed by ray.init() of another): calling them would fail, or start Ray."""
         return _ray_connection() != self._ray
+
+    def _not_started(self, slot: _Slot, actor: Any) -> dict[str, Any] | None:
+        """None once `actor` serves, waiting for a replacement until its deadline; else the
+        PoolError result of a request that could not be sent to it."""
+        with self._lock:
+            started, deadline = slot.started, slot.deadline
+            if slot.actor is not actor:
+                started = None  # replaced since: the request's own call says what became of it
+        if started is None:
+            return None
+        ready, _ = ray.wait([started], timeout=max(0.0, deadline - time.monotonic()))
+        if not ready:
+            return failure(
+                "PoolError",
+                f"the Ray actor that replaced a dead one did not start within "
+                f"{START_TIMEOUT:.0f} s; the cluster may lack what it asks for ({self._asks}): "
+                "free that, or close this RayPool and make one whose actor_options it can meet",
+                hint=CANNOT_START_HINT,
+            ).raw
+        try:
+            ray.get(started)
+        except ray.exceptions.RayActorError:
+            return None  # it died: the request's own call fails, and replaces it
+        except ray.exceptions.RayError as exc:  # its local pool could not start
+            return failure(
+                "PoolError",
+                f"the Ray actor that replaced a dead one could not start: {_reason(exc)}",
+                hint=CANNOT_START_HINT,
+            ).raw
+        with self._lock:
+            if slot.started is started:
+                slot.started = None
+        return None
+
+    def _call(self, slot: _Slot, actor: Any, request: dict[str, Any], session: Any) -> Any:
+        """The ref of `request` sent to `actor`, or of the result saying it could not be."""
+        refused = self._not_started(slot, actor)
+        if refused is not None:
+            return ray.put(refused)
+        return actor.run.remote(request, None if session is None else session.id)
 
     def _release(self, slot: _Slot) -> None:
         with self._lock:
@@ -381,7 +439,7 @@ class RayPool:
         for last in self._attempts(idempotent, session):
             chosen, actor, generation = self._acquire(slot)
             try:
-                ref = actor.run.remote(request, None if session is None else session.id)
+                ref = self._call(chosen, actor, request, session)
                 try:
                     raw = ray.get(ref)
                 except BaseException:  # Ctrl-C while waiting: the run stops too
@@ -407,7 +465,12 @@ class RayPool:
         for last in self._attempts(idempotent, session):
             chosen, actor, generation = self._acquire(slot)
             try:
-                ref = actor.run.remote(request, None if session is None else session.id)
+                if chosen.started is None:  # set only with a new actor: no wait
+                    ref = self._call(chosen, actor, request, session)
+                else:  # off the event loop: it may wait for a replacement actor to start
+                    ref = await asyncio.get_running_loop().run_in_executor(
+                        None, self._call, chosen, actor, request, session
+                    )
                 try:
                     raw = await ref
                 except asyncio.CancelledError:
@@ -480,7 +543,12 @@ class RayPool:
         self, request: dict[str, Any], slot: _Slot | None
     ) -> tuple[dict[str, Any], _Slot, Any, int, Any]:
         slot, actor, generation = self._acquire(slot)
-        return request, slot, actor, generation, actor.run.remote(request, None)
+        try:
+            ref = self._call(slot, actor, request, None)
+        except BaseException:
+            self._release(slot)
+            raise
+        return request, slot, actor, generation, ref
 
     def _collect(
         self, sent: tuple[dict[str, Any], _Slot, Any, int, Any], idempotent: bool
@@ -539,7 +607,7 @@ class RaySession(Session):
     def __init__(self, pool: RayPool, spec: Spec) -> None:
         super().__init__(cast("Any", pool), spec)
         with pool._lock:
-            self.slot = min(pool._slots, key=lambda s: (len(s.sessions), s.in_flight))
+            self.slot = min(pool._slots, key=lambda s: (s.stalled(), len(s.sessions), s.in_flight))
             self.slot.sessions.add(self.id)
 
     def close(self) -> None:

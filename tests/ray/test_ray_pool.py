@@ -41,6 +41,7 @@ import ray  # noqa: E402
 
 from pynox.ray import RayPool  # noqa: E402
 from pynox.ray.actor import NodePool  # noqa: E402
+from pynox.ray.actor import _remove_orphans as remove_orphans  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36
 # A quarter of a CPU each, so that the pools of several tests fit in ray.init(num_cpus=2).
@@ -256,6 +257,39 @@ def test_a_session_collected_inside_a_locked_section_does_not_deadlock(
             assert time.monotonic() < deadline, "the collected session was never closed"
             time.sleep(0.05)
         assert pool.run("print(1)").stdout == "1\n"
+
+
+def test_a_replacement_the_cluster_cannot_place_is_reported_in_time(
+    local_ray: LocalRay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dead actor's replacement that can never be scheduled (it asks for more than the
+    cluster has, as after the cluster shrank) fails requests with a sentence saying what to
+    do once its start timeout has passed, instead of leaving them waiting for good."""
+    with ThreadPoolExecutor(2) as threads, RayPool(actors=1, workers=1, **ACTOR) as pool:
+        # Once the pool's first actor has started, in its own time.
+        monkeypatch.setattr("pynox.ray.pool.START_TIMEOUT", 3.0)
+        pool._actor_class = ray.remote(NodePool).options(num_cpus=64, max_restarts=0)
+        running = threads.submit(pool.run, "import time\ntime.sleep(60)")
+        deadline = time.monotonic() + 30
+        while not pool._slots[0].in_flight:
+            assert time.monotonic() < deadline, "the request was never sent"
+            time.sleep(0.05)
+        kill_actor_running(pool)
+        died = running.result(60)
+        assert died.error is not None and "died before it answered" in died.error["message"]
+        for call in (lambda: pool.run("print(1)"), lambda: asyncio.run(pool.arun("print(1)"))):
+            result = threads.submit(call).result(60)  # not a wait without end
+            assert result.exit == 125 and result.error is not None
+            assert result.error["type"] == "PoolError"
+            assert result.error["message"] == (
+                "the Ray actor that replaced a dead one did not start within 3 s; the cluster "
+                "may lack what it asks for (num_cpus=0.25): free that, or close this RayPool "
+                "and make one whose actor_options it can meet"
+            )
+        with pool.session() as session:
+            assert threads.submit(session.run, "x = 1").result(60).error is not None
+        assert list(threads.submit(pool.map, ["print(1)"]).result(60))[0].exit == 125
+    remove_orphans()  # the killed actor's config, which its replacement would have removed
 
 
 def test_a_forked_child_is_refused_as_by_a_pool(pool: RayPool) -> None:
