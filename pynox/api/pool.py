@@ -66,11 +66,7 @@ class _State:
         self.pid = os.getpid()
 
     def close(self, grace: float = CLOSE_GRACE) -> None:
-        if os.getpid() != self.pid:
-            return  # a forked child: the process and its pipes are the parent's
-        with self.lock:
-            self.closed = True
-            connection, self.connection = self.connection, None
+        connection = self._mark_closed()
         if connection is not None:
             connection.close(grace)
 
@@ -78,11 +74,7 @@ class _State:
         """The finalizer's close. The collector runs it in whatever thread allocates, maybe
         one of the connection's own holding its locks (the reader taking a result, a writer):
         so the pool is told to finish there, and a thread of its own waits for that."""
-        if os.getpid() != self.pid:
-            return
-        with self.lock:
-            self.closed = True
-            connection, self.connection = self.connection, None
+        connection = self._mark_closed()
         if connection is None:
             return
         connection.end_input()
@@ -93,6 +85,16 @@ class _State:
         threading.Thread(
             target=connection.close, args=(grace,), name="pynox-pool-close", daemon=True
         ).start()
+
+    def _mark_closed(self) -> _Connection | None:
+        """Marks the pool closed and takes its connection, for the caller to close; None when
+        it has none, or in a forked child, whose process and pipes are the parent's."""
+        if os.getpid() != self.pid:
+            return None
+        with self.lock:
+            self.closed = True
+            connection, self.connection = self.connection, None
+        return connection
 
 
 class Pool:
