@@ -268,8 +268,9 @@ class Child:
         self.ready = False  # a spare that warmed up and waits idle: it may be primed
         self.said_ready = False  # whether it sent its one ready frame
         self.primed: PolicyKey | None = None  # the policy it is confined to, if primed
-        # The close_session lines of its session (id, name), answered once it has exited.
-        self.close_answers: list[tuple[object, str]] = []
+        # Lines that wait for it to exit, then go out: the answers to close_session lines
+        # of its session, and the result of a step its session was closed during.
+        self.answers_at_exit: list[dict[str, Any]] = []
         self.session = False  # whether it serves a session's steps
         self.stale_frames = 0  # frames of steps that were over, since its step started
 
@@ -1027,7 +1028,7 @@ class PoolServer:
             else:
                 # Answered once its process has ended (finalized, or killed past EXIT_GRACE):
                 # by then a file its program never closed is written, as when python exits.
-                child.close_answers.append((request_id, session.name))
+                child.answers_at_exit.append(_closed(request_id, session.name))
             return
         field = "host_result" if "host_result" in message else "host_error"
         answer = message[field]
@@ -1449,7 +1450,7 @@ class PoolServer:
             self.emit(error_result(run.id, problem, "PoolError"))
         self.runs.clear()
         for child in self.children.values():
-            self._answer_closes(child)  # their sessions are gone with the pool
+            self._answer_at_exit(child)  # their sessions are gone with the pool
         self._finish_output()
         raise PynoxError(problem)
 
@@ -1790,12 +1791,12 @@ class PoolServer:
             self._drain(child)
             self._finish_step(run, None, None, _how_it_ended(child))
         self._maybe_finish(child)
-        self._answer_closes(child)
+        self._answer_at_exit(child)
 
-    def _answer_closes(self, child: Child) -> None:
-        for request_id, name in child.close_answers:
-            self.emit(_closed(request_id, name))
-        child.close_answers.clear()
+    def _answer_at_exit(self, child: Child) -> None:
+        for line in child.answers_at_exit:
+            self.emit(line)
+        child.answers_at_exit.clear()
 
     def _maybe_finish(self, child: Child) -> None:
         """A child is done once it ended (or said it did) and its pipes closed.
@@ -2082,11 +2083,19 @@ class PoolServer:
         self._files_out(run, result)
         self.runs.pop(run.id, None)
         self._end_stream(run, outcome)
-        self.emit({"id": run.id, **result})
-        if session.closing:
-            self._release_session(session)
-        else:
+        line = {"id": run.id, **result}
+        if not session.closing:
+            self.emit(line)
             self._next_step(session)
+            return
+        self._release_session(session)
+        if child.status is None and child.token in self.children:
+            # Closed while the step ran: its result waits for the process to exit (within
+            # EXIT_GRACE), so that a client that has it finds the session's place among
+            # max_sessions free, as after a close_session it waited for.
+            child.answers_at_exit.append(line)
+        else:
+            self.emit(line)
 
     def _end_session(self, session: Session) -> None:
         """Closes a session: queued steps are refused, a running one finishes first."""

@@ -626,6 +626,21 @@ def test_closing_a_session_during_its_first_step_frees_its_place(tmp_path: Path)
             assert second.run("print(2)").text == "2"
 
 
+def test_a_session_closed_by_its_own_host_function_frees_its_place(tmp_path: Path) -> None:
+    """close() from a host function of the session's own step cannot wait for the step:
+    once that step's run returns, a new session still fits under max_sessions."""
+    config = tmp_path / "pynox.toml"
+    config.write_text("[pool]\nmax_sessions = 1\n")
+    made: list[pynox.Session] = []
+    with Pool(config=config, workers=1) as one_session:
+        for attempt in range(5):
+            made.append(one_session.session(functions={"finish": lambda: made[-1].close()}))
+            done = made[-1].run("from pynox_host import finish\nfinish()\nprint('done')")
+            assert done.text == "done"
+            with one_session.session() as second:
+                assert second.run(f"print({attempt})").text == str(attempt)
+
+
 def test_a_refused_step_leaves_what_the_session_knows(pool: Pool) -> None:
     """A step refused before it reaches the session (code longer than the pool reads)
     neither ends the session nor hides that the pool restarted before it: the model is

@@ -173,6 +173,25 @@ def test_a_closed_session_whose_step_still_runs_counts_against_max_sessions(
         assert client.close() == 0
 
 
+def test_a_step_result_after_its_session_closed_means_its_place_is_free(
+    tmp_path: Path,
+) -> None:
+    """A session closed during its step (from a host function of that step, which cannot
+    wait for the close): once the client has the step's result, a new session fits under
+    max_sessions. The result waits for the process to exit, as close_session's answer does;
+    before, it came first and the new session was refused while that process finalized."""
+    config = write_config(tmp_path, "[pool]\nmax_sessions = 1\n")
+    with PoolClient(config=config) as client:
+        for attempt in range(5):
+            running = new_id("closing")
+            client.send({"id": running, "session": "one", "code": "import time\ntime.sleep(0.2)"})
+            client.send({"id": new_id("close"), "close_session": "one"})
+            assert_ok(client.result(running, 30), "")
+            assert_ok(step(client, "two", f"print({attempt})"), f"{attempt}\n")
+            close_session(client, "two")
+        assert client.close() == 0
+
+
 def test_idle_session_is_closed(tmp_path: Path) -> None:
     config = write_config(tmp_path, '[pool]\nsession_idle = "1s"\n')
     with PoolClient(config=config) as client:
