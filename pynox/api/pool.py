@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
 import weakref
 from collections.abc import AsyncGenerator, Generator
@@ -144,6 +145,9 @@ class Pool:
         ):
             raise TypeError("pynox_command takes a list of strings, like ['/usr/bin/pynox']")
         self._command = list(pynox_command) if pynox_command else default_command()
+        # The default command (pynox installed beside this interpreter, or -m pynox) runs
+        # this interpreter; another may run any Python.
+        self._runs_this_python = not pynox_command
         self._stall_margin = STALL_MARGIN
         self._ready_timeout = READY_TIMEOUT
         self._pid = os.getpid()
@@ -191,6 +195,20 @@ class Pool:
         """The pool's `ready` line (pynox and Python versions, workers, pid), once started."""
         connection = self._state.connection
         return None if connection is None else connection.info
+
+    @property
+    def python(self) -> str:
+        """The Python that runs the pool's code, as "3.13": its `ready` line says, once it
+        started. A pool of another `pynox_command` is started now to learn it; unstarted, the
+        default command's is this interpreter."""
+        info = self.info
+        if info is None and not self._runs_this_python:
+            with contextlib.suppress(PoolError):  # one that cannot start says so when used
+                info = self._connection()[0].info
+        version = info.get("python") if info is not None else None
+        if isinstance(version, str) and version:
+            return ".".join(version.split(".")[:2])
+        return f"{sys.version_info[0]}.{sys.version_info[1]}"
 
     def close(self, timeout: float = CLOSE_GRACE) -> None:
         """Stops the pool: running requests get `timeout` seconds to finish, then it is killed.

@@ -102,6 +102,7 @@ def describe(pool: Pool, spec: Spec, *, session: bool) -> str:
         [function_spec(name, f) for name, f in spec.functions.items()],
         session=session,
         name=spec.name,
+        python=pool.python,
     )
 
 

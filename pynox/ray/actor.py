@@ -87,6 +87,7 @@ class NodePool:
             "generation": self.generation,
             "pid": os.getpid(),
             "pool_pid": self.pool.pid,
+            "python": self.pool.python,
             "node": _node_id(),
         }
 

@@ -286,6 +286,11 @@ class RayPool:
         except PynoxError as exc:
             raise ValueError(exc.message) from None
 
+    @property
+    def python(self) -> str:
+        """The Python that runs the code on the nodes, as "3.13" (for tool docstrings)."""
+        return str(self.info[0]["python"])
+
     def _load_config(self) -> Config | None:
         """The config as this machine read it (for tool docstrings); the nodes have its text."""
         return self._config

@@ -28,7 +28,8 @@ def emit(message):
     sys.stdout.write(json.dumps(message) + "\n")
     sys.stdout.flush()
 
-emit({"event": "ready", "pynox": "0.1.0", "python": "3", "workers": 2, "pid": os.getpid(),
+emit({"event": "ready", "pynox": "0.1.0", "python": os.environ.get("FAKE_POOL_PYTHON", "3"),
+      "workers": 2, "pid": os.getpid(),
       "argv": sys.argv[1:]})
 refusing = set()  # requests whose next host_result the fake refuses, as a pool would
 for line in sys.stdin:
@@ -298,3 +299,19 @@ def test_steps_of_one_session_that_come_back_out_of_order_are_no_restart() -> No
 
         assert [done(2), done(1), done(3)] == [False, False, False]
         assert [done(1), done(2)] == [True, False]  # a new session, after an idle close
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_tool_names_the_python_its_pool_runs(
+    fake: list[str], monkeypatch: pytest.MonkeyPatch, lazy: bool
+) -> None:
+    """A pynox_command may run another Python than the client's: the model is told the
+    one that will run its code, as the pool's ready line gives it."""
+    monkeypatch.setenv("FAKE_POOL_PYTHON", "3.99.2")
+    with Pool(pynox_command=fake, lazy=lazy) as pool:
+        run_python = pool.tool()
+        assert run_python.__doc__ is not None
+        assert run_python.__doc__.startswith(
+            "Run Python 3.99 code in a fresh sandboxed process and return what it printed."
+        )
+        assert pool.python == "3.99"

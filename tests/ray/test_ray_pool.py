@@ -323,6 +323,10 @@ def test_a_forked_child_is_refused_as_by_a_pool(pool: RayPool) -> None:
 
 def test_tool_returns_the_text(pool: RayPool) -> None:
     run_python = pool.tool(session=True)
+    # The Python of the nodes, which Ray requires to be the driver's minor.
+    assert pool.python == f"{sys.version_info[0]}.{sys.version_info[1]}"
+    assert run_python.__doc__ is not None
+    assert run_python.__doc__.startswith(f"Run Python {pool.python} code in a persistent")
     assert run_python("x = 3") == "(no output)"
     assert run_python("print(x * 2)").strip() == "6"
     assert "run_python" in run_python.__name__
