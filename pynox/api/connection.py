@@ -257,6 +257,14 @@ class _Connection:
             )
         return None
 
+    def step_budget(self, session: str) -> float:
+        """The longest budget of `session`'s pending steps (0 with none): a running step ends
+        within its own, counted from its start."""
+        with self._lock:
+            return max(
+                (p.budget for p in self._pending.values() if p.session == session), default=0
+            )
+
     def waits_for_me(self, session: str) -> bool:
         """Whether a step of `session` waits for the host function this thread runs, in
         this pool, directly or through runs that the functions of its step asked for."""

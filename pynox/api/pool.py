@@ -459,11 +459,14 @@ class Pool:
             connection.send_soon({"id": connection.request_id(), "close_session": session_id})
             return
         # A pool that no longer knows the session (it restarted, or refused the session's
-        # first step) answers with a control_error, which ends the wait too.
+        # first step) answers with a control_error, which ends the wait too. Else it answers
+        # once the session's process has exited, after its running step: so the wait lasts
+        # as long as that step may, and the session's place is free when it ends.
+        running = connection.step_budget(session_id)
         pending = _Pending(budget=STALL_MARGIN, functions={}, control=True)
         future = connection.submit({"close_session": session_id}, pending)
         with contextlib.suppress(FutureTimeout):
-            future.result(timeout=STALL_MARGIN * 2)
+            future.result(timeout=running + STALL_MARGIN * 2)
 
 
 def _find_config(config: str | os.PathLike[str] | None) -> str | None:

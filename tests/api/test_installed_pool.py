@@ -641,6 +641,31 @@ def test_a_session_closed_by_its_own_host_function_frees_its_place(tmp_path: Pat
                 assert second.run(f"print({attempt})").text == str(attempt)
 
 
+def test_close_waits_for_a_step_as_long_as_its_timeout_lets_it_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close() lets the running step finish, then returns with the session's place among
+    max_sessions free, however long the step's timeout lets it run: it gave up after a fixed
+    twice the stall margin (30 s), with the step still holding the place."""
+    monkeypatch.setattr("pynox.api.pool.STALL_MARGIN", 1.0)  # a give-up of 2 s
+    config = tmp_path / "pynox.toml"
+    config.write_text("[pool]\nmax_sessions = 1\n")
+    with Pool(config=config, workers=1) as one_session:
+        first = one_session.session(timeout=20)
+        steps: list[Result] = []
+        running = threading.Thread(
+            target=lambda: steps.append(first.run("import time\ntime.sleep(4)\nprint(1)"))
+        )
+        running.start()
+        assert wait_until(lambda: first.pool.info is not None)
+        time.sleep(0.5)  # the step is running
+        first.close()
+        with one_session.session() as second:
+            assert second.run("print(2)").text == "2"
+        running.join(15)
+        assert steps[0].text == "1"
+
+
 def test_a_refused_step_leaves_what_the_session_knows(pool: Pool) -> None:
     """A step refused before it reaches the session (code longer than the pool reads)
     neither ends the session nor hides that the pool restarted before it: the model is
