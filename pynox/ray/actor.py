@@ -104,6 +104,9 @@ class NodePool:
             session = self.sessions.get(session_id)
             if session is None:
                 session = self.sessions[session_id] = Session(self.pool, spec)
+            # As Session.run would mark it, which this bypasses: else its close() would not
+            # tell the pool, whose session would then hold its place until the step ended.
+            session._sent = True
         try:
             result = await self.pool.arun_spec(code, spec, session)
         except PoolError as exc:

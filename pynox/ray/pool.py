@@ -599,11 +599,16 @@ class RayPool:
             held = [slot for slot in self._slots if session_id in slot.sessions]
             for slot in held:
                 slot.sessions.discard(session_id)
-            actors = [slot.actor for slot in held]
+            # An actor not yet seen to serve ran no step, so holds no session; and one the
+            # cluster cannot place would never answer the close.
+            actors = [slot.actor for slot in held if slot.started is None]
         refs = [actor.close_session.remote(session_id) for actor in actors]
         if wait:
+            # Until the node's close returns, which waits for the running step as a local
+            # close does (its timeout bounds it), or the actor dies: not a grace of its own,
+            # after which the step would still hold the session's place on the node.
             with contextlib.suppress(ray.exceptions.RayError):
-                ray.wait(refs, num_returns=len(refs), timeout=CLOSE_GRACE)
+                ray.wait(refs, num_returns=len(refs))
 
 
 class RaySession(Session):

@@ -292,6 +292,32 @@ def test_a_replacement_the_cluster_cannot_place_is_reported_in_time(
     remove_orphans()  # the killed actor's config, which its replacement would have removed
 
 
+def test_closing_a_session_lets_its_step_finish_and_frees_its_place(
+    local_ray: LocalRay, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close() returns once the node's session is gone, after its running step, as a local
+    session's close does: a session opened then fits under max_sessions. It gave up after
+    a fixed grace, with the step still holding the place."""
+    monkeypatch.setattr("pynox.ray.pool.CLOSE_GRACE", 1.0)  # what close gave up after
+    config = tmp_path / "pynox.toml"
+    config.write_text("[pool]\nmax_sessions = 1\n")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    marker = shared / "started"
+    with (
+        ThreadPoolExecutor(1) as threads,
+        RayPool(actors=1, workers=1, config=config, **ACTOR) as pool,
+    ):
+        first = pool.session(timeout=30, allow_write=[str(shared)])
+        code = f"open({str(marker)!r}, 'w').close()\nimport time\ntime.sleep(4)\nprint(1)"
+        step = threads.submit(first.run, code)
+        wait_for(marker)
+        first.close()
+        with pool.session() as second:
+            assert second.run("print(2)").text == "2"
+        assert step.result(30).text == "1"
+
+
 def test_a_forked_child_is_refused_as_by_a_pool(pool: RayPool) -> None:
     """The child has no Ray driver of its own, and its copy of the pool's lock may be held
     for good: run says so, as pynox.Pool's does, and close leaves the parent's actors be."""
