@@ -22,11 +22,15 @@ from pynox.api.options import Spec
 from pynox.api.pool import Pool
 from pynox.api.result import failure
 from pynox.api.session import Session
+from pynox.policy.grants import HINTS_PYTHON
 
 # The request fields an actor takes besides `code`: Spec's options, but for host functions,
 # which never travel (they run in the caller's process), and files, which RayPool does not
 # carry to its actors.
 REQUEST_FIELDS = frozenset(Spec.__slots__) - {"functions", "files", "_limits"}
+# The fields that are not options: the code, and the spelling of hints, which the local
+# pool's own requests ask for as the driver's did (a Python caller's).
+_NOT_OPTIONS = frozenset({"code", "hints"})
 CONFIG_NAME = "pynox.toml"
 DIRECTORY_PREFIX = "pynox-ray-"
 
@@ -36,13 +40,17 @@ def checked_request(request: object) -> tuple[str, Spec]:
     with one sentence when it is not one."""
     if not isinstance(request, dict):
         raise TypeError("a RayPool request is a dict of pool request fields")
-    unknown = sorted(str(key) for key in request if key != "code" and key not in REQUEST_FIELDS)
+    unknown = sorted(
+        str(key) for key in request if key not in _NOT_OPTIONS and key not in REQUEST_FIELDS
+    )
     if unknown:
         raise ValueError(f"a RayPool request cannot carry {', '.join(unknown)}")
     code = request.get("code")
     if not isinstance(code, str):
         raise TypeError("a RayPool request's code must be a str of Python source")
-    options = {key: value for key, value in request.items() if key != "code"}
+    if request.get("hints", HINTS_PYTHON) != HINTS_PYTHON:
+        raise ValueError(f"a RayPool request's hints are spelled {HINTS_PYTHON!r}, for Python")
+    options = {key: value for key, value in request.items() if key not in _NOT_OPTIONS}
     return code, Spec(**options)
 
 

@@ -606,6 +606,13 @@ def test_the_limits_of_the_config_hold_on_the_actor(local_ray: LocalRay, tmp_pat
         }
         raw = ray.get(actor.run.remote({"code": "print(1)", "timeout": "1s"}, None))
         assert raw["exit"] == 0 and raw["stdout"] == "1\n"
+        # The spelling of hints travels as RayPool's client sends it, a Python caller's.
+        raw = ray.get(actor.run.remote({"code": "print(1)", "hints": "python"}, None))
+        assert raw["exit"] == 0 and raw["stdout"] == "1\n"
+        raw = ray.get(actor.run.remote({"code": "print(1)", "hints": "json"}, None))
+        assert raw["error"]["message"] == (
+            "a RayPool request's hints are spelled 'python', for Python"
+        )
     finally:
         ray.get(actor.shutdown.remote())
         ray.kill(actor)
