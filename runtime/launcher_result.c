@@ -359,8 +359,8 @@ static size_t capture_kept(const struct capture *capture, char *kept, size_t roo
     }
     size_t tail_length = tail_size - start;
     put(&out, capture->head, head);
-    if (head == 0 || capture->head[head - 1] != '\n') {
-        put(&out, "\n", 1);
+    if (head > 0 && capture->head[head - 1] != '\n') {
+        put(&out, "\n", 1); /* no head: nothing to end, no line to add */
     }
     put_left_out(&out, capture->seen - head - tail_length);
     memmove(out.data + out.used, tail + start, tail_length);

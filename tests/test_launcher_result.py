@@ -141,6 +141,10 @@ def test_a_small_limit_keeps_whole_characters_within_it_alike(tmp_path: Path, li
     assert line is not None
     head, tail = kept[: line.start()], kept[line.end() :]
     assert full.endswith(tail) and full.startswith(head.removesuffix("\n"))
+    # A head kept ends its line; with no room for one, the line comes first, with no
+    # newline the program never wrote before it.
+    assert head.endswith("\n") or head == ""
+    assert not kept.startswith("\n")
     # The head ends with a newline the stream has, or one put after it.
     added = 0 if full.startswith(head) else 1
     assert len(head.encode()) - added + int(line[1]) + len(tail.encode()) == len(full.encode())

@@ -186,7 +186,7 @@ class Capture:
         head = _cut_head(bytes(self.data[:head_size]))
         tail = _cut_tail(tail)
         left_out = self.seen - len(head) - len(tail)
-        if not head.endswith(b"\n"):
+        if head and not head.endswith(b"\n"):  # no head: nothing to end, no line to add
             head += b"\n"
         return head + left_out_line(left_out) + tail
 

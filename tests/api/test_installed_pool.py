@@ -116,7 +116,7 @@ def test_output_is_cut_at_max_output(pool: Pool) -> None:
     ("max_output", "kept", "note"),
     [
         (20, "x" * 20, "only its start was kept"),
-        (32, "\n[... 10009 bytes left out ...]\n", "all of it was left out"),
+        (32, "[... 10009 bytes left out ...]\n", "all of it was left out"),
         (34, "x\n[... 10007 bytes left out ...]\n\n", "only its start was kept"),
     ],
 )
