@@ -40,8 +40,6 @@ KINDS = frozenset(
         "memory_machine",
         "thread_stacks",
         "thread_stacks_inherited",
-        "thread_count",
-        "thread_count_group",
         "native_abort",
         "native_abort_inherited",
         "native_exit",
@@ -540,24 +538,6 @@ def _thread_stacks_hint(style: Style, memory: int, inherited: str | None = None)
     )
 
 
-# A thread whose stack fit in memory stopped by a limit on processes (pynox.engine.
-# thread_start): pynox sets none, so no flag lifts it, and smaller stacks do not help.
-_THREAD_COUNT = (
-    "a thread could not start, though memory had room for its stack: the program reached "
-    "the limit on processes and threads of {whose}, which pynox was started under and "
-    "cannot raise; run fewer threads at once "
-    "(concurrent.futures.ThreadPoolExecutor(max_workers=4)), or raise that limit where "
-    "pynox starts"
-)
-THREAD_COUNT_HINT = _THREAD_COUNT.format(
-    whose="this user (ulimit -u, which counts every process and thread the user runs) or "
-    "of the control group pynox runs in (its pids.max)"
-)
-THREAD_COUNT_GROUP_HINT = _THREAD_COUNT.format(
-    whose="the control group pynox runs in (its pids.max)"
-)
-
-
 def format_hint(
     kind: object, target: object, style: Style, memory: int | None, max_file_size: int | None
 ) -> str | None:
@@ -679,8 +659,6 @@ def _hint_of(
     fixed = {
         "process": PROCESS_HINT,
         "thread_pool": THREAD_POOL_HINT,
-        "thread_count": THREAD_COUNT_HINT,
-        "thread_count_group": THREAD_COUNT_GROUP_HINT,
         "job_control": JOB_CONTROL_HINT,
         "io_signals": IO_SIGNALS_HINT,
         "core_limit": CORE_LIMIT_HINT,

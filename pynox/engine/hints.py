@@ -49,7 +49,6 @@ from pynox.engine.library_errors import (
     size_in_message,
 )
 from pynox.engine.native_end import inherited_limit_below
-from pynox.engine.thread_start import process_count_limit
 from pynox.policy.grants import is_loader_variable, is_variable_name
 from pynox.policy.path_grant import real_path
 from pynox.unit_format import format_size
@@ -570,12 +569,7 @@ def _classify(
         return "memory", None, None
     if isinstance(exc, RuntimeError) and exc.args == ("can't start new thread",):
         # threading's word for a stack that could not be mapped, under a memory
-        # limit because the limit counts it (no hint without one), and for a limit on
-        # processes reached, which a larger memory limit would not lift.
-        if policy is not None and policy.memory is not None:
-            process_limit = process_count_limit()
-            if process_limit is not None:
-                return process_limit, None, None
+        # limit because the limit counts it (no hint without one).
         below = inherited_limit_below(policy.memory if policy else None, "memory")
         return (
             ("thread_stacks", None, None)

@@ -90,18 +90,6 @@ def limiting_file_size(limit: int) -> list[str]:
     return [PYTHON, "-c", _LIMITING, "RLIMIT_FSIZE", str(limit)]
 
 
-def limiting_stack(limit: int) -> list[str]:
-    """A prefix for a command line: what follows has a stack limit of `limit` bytes (as
-    ulimit -s sets it), the size of each thread's stack."""
-    return [PYTHON, "-c", _LIMITING, "RLIMIT_STACK", str(limit)]
-
-
-def limiting_processes(limit: int) -> list[str]:
-    """A prefix for a command line: the user of what follows may run at most `limit`
-    processes and threads (RLIMIT_NPROC, as ulimit -u sets it; root is exempt)."""
-    return [PYTHON, "-c", _LIMITING, "RLIMIT_NPROC", str(limit)]
-
-
 def bound_by_file_modes() -> list[str]:
     """A prefix for a command line: as root, what follows runs without the capabilities
     that let root pass over file modes, so that it meets them as any other user does;
