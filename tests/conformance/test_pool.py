@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from .pool_pipe import PoolPipe
@@ -20,7 +21,7 @@ def test_ready_then_results_in_completion_order(sandboxed: Install) -> None:
         assert pool.close() == 0
 
 
-def test_denial_carries_the_api_hint(sandboxed: Install, tmp_path: Path) -> None:
+def test_denial_carries_the_hint_in_the_requests_fields(sandboxed: Install, tmp_path: Path) -> None:
     secret = write(tmp_path / "secret.txt", "s")
     with PoolPipe(sandboxed.pynox) as pool:
         pool.read()
@@ -33,9 +34,9 @@ def test_denial_carries_the_api_hint(sandboxed: Install, tmp_path: Path) -> None
     assert denied["exit"] == 1
     error = denied["error"]
     assert isinstance(error, dict) and error["type"] == "PermissionError"
-    assert (
-        error["hint"] == f"reading {secret} is not allowed; grant it with allow_read=['{secret}']"
-    )
+    # Named as this client sends a grant: the request's own field, in JSON.
+    grant = json.dumps({"allow_read": [str(secret)]})[1:-1]
+    assert error["hint"] == f"reading {secret} is not allowed; grant it with {grant}"
     assert results["a"]["stdout"] == "s\n"
 
 
