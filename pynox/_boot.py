@@ -19,10 +19,12 @@ The file holds the length of its index (4 bytes, little-endian), the index
 (marshalled: the magic number and, per module, its source relative to the
 package, the source's size, where the part with its code lies after the index
 and its place in that part), then the parts, one after another: each a
-marshalled tuple of code. The modules that run together (COMMAND_MODULES, and
-CHILD_MODULES) form one part each, every other module a part of its own. A run
-maps the file whole, once, and unmarshals only the parts of the modules it
-imports, straight from that one mapping.
+marshalled tuple of code, and last the values made when the image was built
+(BAKED: a marshalled dict, whose place the index gives too). The modules that run
+together (COMMAND_MODULES, and CHILD_MODULES) form one part each, every other
+module a part of its own. A run maps the file whole, once, and unmarshals only
+the parts of the modules it imports (and the values, if it asks for one),
+straight from that one mapping.
 
 The finder serves only pynox's own modules and leaves sys.meta_path before
 the program runs (pynox.engine.runner.end_start_up), so the program never sees it.
@@ -94,19 +96,27 @@ PARTS = (COMMAND_MODULES, CHILD_MODULES)
 # launcher prints when the limit is reached:
 TIME_LIMIT_MODULES = ("pynox.unit_format", "pynox.engine.time_limit")
 # What a run with --json under the launcher imports: what the launcher is told to write
-# the result with (the wording of limits and hints, the result's fixed fields).
+# the result with (the wording of a time limit, the result's fixed fields; the hints' come
+# from the image's baked values, BAKED, unless the run has a memory or file size limit).
 RESULT_MODULES = TIME_LIMIT_MODULES + (
     "pynox.readable_json",
-    "pynox.engine.hint_text",
-    "pynox.engine.native_end",
+    "pynox.engine.signal_names",
     "pynox.engine.result_frame",
 )
 # What a run with a memory limit under the launcher imports to tell it what to print
-# when native code ends the program (the result's modules, with --json).
-NATIVE_END_MODULES = ("pynox.unit_format", "pynox.engine.hint_text", "pynox.engine.native_end")
+# when native code ends the program; with --json, also a run with a file size limit: the
+# wording of its hints, which depends on those limits.
+NATIVE_END_MODULES = (
+    "pynox.unit_format",
+    "pynox.engine.hint_text",
+    "pynox.engine.signal_names",
+    "pynox.engine.native_end",
+)
 # Then what a limit given on the command line (--timeout, --memory) and a Python
 # supervisor, which builds and writes the result itself, import on top of those.
 SUPERVISED_MODULES = RESULT_MODULES + (
+    "pynox.engine.hint_text",
+    "pynox.engine.native_end",
     "pynox.units",
     "pynox.strict_json",
     "pynox.engine.result",
@@ -145,6 +155,15 @@ GROUPS = {
 IMAGE_MODULES = tuple(
     dict.fromkeys(HOT_MODULES + SUPERVISED_MODULES + CONFIGURED_MODULES + ON_DEMAND_MODULES)
 )
+
+# Values the image holds beside the code, each made by a function of pynox's when the
+# image is built, by name: what every run of some mode would otherwise compute anew, from
+# nothing a run can change. The launcher's hint templates for a --json run with neither a
+# memory nor a file size limit (pynox.engine.result_frame). Made from the package's
+# sources alone: pynox._native is not built yet.
+BAKED = {"unlimited_hint_texts": ("pynox.engine.hint_text", "unlimited_hint_texts")}
+# Where the loaded image holds those, unpacked the first time one is asked for (see baked).
+_baked_values: "list[memoryview | dict[str, object]]" = []
 
 _IMAGE = f"{PACKAGE_DIR}/__pycache__/_boot.{sys.implementation.cache_tag}.image"
 _PACKAGE_FILE = "__init__.py"
@@ -330,6 +349,17 @@ def main() -> None:
     command()
 
 
+def baked(name: str) -> object:
+    """The value the loaded image holds under name (see BAKED); None without an image,
+    where the caller computes it."""
+    if not _baked_values:
+        return None
+    values = _baked_values[0]
+    if isinstance(values, memoryview):  # unpacked once, by the first run that needs it
+        values = _baked_values[0] = marshal.loads(values)
+    return values.get(name)
+
+
 def _relative_source(name: str) -> str:
     """Where a hot module's source is, relative to the package: a module or a package."""
     import os  # the build's: os is loaded then anyway
@@ -376,7 +406,8 @@ def _load_image() -> "dict[str, Entry] | None":
         data = _image_bytes()
         index_size = int.from_bytes(data[:_INDEX_SIZE_BYTES], "little")
         body = data[_INDEX_SIZE_BYTES + index_size :]
-        magic, index = marshal.loads(data[_INDEX_SIZE_BYTES : _INDEX_SIZE_BYTES + index_size])
+        header = marshal.loads(data[_INDEX_SIZE_BYTES : _INDEX_SIZE_BYTES + index_size])
+        magic, index, (values_offset, values_length) = header
         if magic != MAGIC_NUMBER or set(index) != set(IMAGE_MODULES):
             return None
         codes = {}
@@ -393,7 +424,11 @@ def _load_image() -> "dict[str, Entry] | None":
                 return None
             # Joined by hand: os.path.join's checks are of no use on these POSIX paths.
             codes[name] = (f"{PACKAGE_DIR}/{relative}", size, part, position)
-        return codes if end == len(body) else None
+        # The baked values follow the parts, and end the file.
+        if values_offset != end or end + values_length != len(body):
+            return None
+        _baked_values[:] = [body[end:]]
+        return codes
     except Exception:  # noqa: BLE001 - a missing or unusable image means importing as usual
         return None
 
@@ -406,6 +441,7 @@ def write_image(directory: str) -> str:
     """
     import gc
     import os  # the build's: os is loaded then anyway
+    from importlib import import_module
 
     gc.disable()  # collections change reference counts, which marshal writes (FLAG_REF)
     grouped = {name for part in PARTS for name in part}
@@ -432,14 +468,20 @@ def write_image(directory: str) -> str:
             index[name] = (sources[position], sizes[position], offset, len(data), position)
         written_parts.append(data)
         offset += len(data)
-    header = marshal.dumps((MAGIC_NUMBER, index))
+    values = marshal.dumps(
+        {name: getattr(import_module(module), call)() for name, (module, call) in BAKED.items()}
+    )
+    header = marshal.dumps((MAGIC_NUMBER, index, (offset, len(values))))
     path = os.path.join(directory, os.path.basename(_IMAGE))
     # A new file in the old one's place, never the old one rewritten: running processes
     # (a pool, for hours) keep the old one mapped, and would fault on a file cut short.
     written = f"{path}.{os.getpid()}.new"
     with open(written, "wb") as image:
         image.write(
-            len(header).to_bytes(_INDEX_SIZE_BYTES, "little") + header + b"".join(written_parts)
+            len(header).to_bytes(_INDEX_SIZE_BYTES, "little")
+            + header
+            + b"".join(written_parts)
+            + values
         )
     os.replace(written, path)
     return path

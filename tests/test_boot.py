@@ -34,6 +34,7 @@ def package_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     monkeypatch.setattr(_boot, "PACKAGE_DIR", str(copy))
     image = copy / "__pycache__" / Path(_boot._IMAGE).name
     monkeypatch.setattr(_boot, "_IMAGE", str(image))
+    monkeypatch.setattr(_boot, "_baked_values", [])  # what loading the copy's image sets
     yield copy
 
 
@@ -352,9 +353,9 @@ def rewritten_image(image: Path, change: Callable[[bytes, dict[str, tuple]], byt
     """The image with its index changed: change(magic, index) gives the new magic."""
     data = image.read_bytes()
     size = int.from_bytes(data[:4], "little")
-    magic, index = marshal.loads(data[4 : 4 + size])
+    magic, index, baked_at = marshal.loads(data[4 : 4 + size])
     magic = change(magic, index)
-    header = marshal.dumps((magic, index))
+    header = marshal.dumps((magic, index, baked_at))
     image.write_bytes(len(header).to_bytes(4, "little") + header + data[4 + size :])
 
 
@@ -364,7 +365,7 @@ def test_a_damaged_image_or_another_magic_is_unused(package_copy: Path) -> None:
     data = image.read_bytes()
     image.write_bytes(data[: len(data) // 2])
     assert _boot._load_image() is None
-    image.write_bytes(data[:-1])  # only the last byte of the last module's code
+    image.write_bytes(data[:-1])  # only the last byte of the values baked in the image
     assert _boot._load_image() is None
     image.write_bytes(data)
     assert _boot._load_image() is not None
@@ -378,6 +379,60 @@ def test_a_damaged_image_or_another_magic_is_unused(package_copy: Path) -> None:
 
     rewritten_image(image, without_cli_main)
     assert _boot._load_image() is None
+
+
+# The launcher's hint texts for a run with no memory or file size limit, made in a
+# process under other limits and another environment than the build's.
+UNLIMITED_HINT_TEXTS = """
+import json, resource
+for limit in (resource.RLIMIT_AS, resource.RLIMIT_FSIZE, resource.RLIMIT_NOFILE):
+    resource.setrlimit(limit, (1 << 30, 1 << 30) if limit != resource.RLIMIT_NOFILE else (64, 64))
+from pynox.engine.hint_text import hint_texts
+from pynox.policy.resolve import Policy
+print(json.dumps(hint_texts(Policy())))
+"""
+
+
+@pytest.mark.unit
+def test_the_image_holds_the_hint_texts_every_run_without_size_limits_would_make(
+    package_copy: Path,
+) -> None:
+    """A --json run takes them from the image instead of making them: they must be what
+    any such run makes, wherever the image was built."""
+    write_image(package_copy)
+    assert _boot.baked("unlimited_hint_texts") is None  # not loaded yet
+    assert _boot._load_image() is not None
+    baked = _boot.baked("unlimited_hint_texts")
+    environment = {"PATH": os.environ["PATH"], "LANG": "C", "HOME": "/nonexistent"}
+    proc = python("-c", UNLIMITED_HINT_TEXTS, env=environment)
+    assert proc.returncode == 0, proc.stderr
+    made_elsewhere = json.loads(proc.stdout)
+    assert baked == made_elsewhere
+    assert "read" in made_elsewhere  # not an empty table: the hints of a refused read, ...
+    assert "memory" not in made_elsewhere  # ... and none of a limit the run has not
+
+
+@pytest.mark.parametrize(
+    ("flags", "wording_loaded"),
+    [(["--json"], False), (["--json", "--max-file-size=1m"], True)],
+    ids=["unlimited", "file-size"],
+)
+def test_a_json_run_loads_the_hints_wording_only_for_its_size_limits(
+    tmp_path: Path, flags: list[str], wording_loaded: bool
+) -> None:
+    """Making every hint's text cost each --json run some 0.6 ms; without a memory or
+    file size limit, the run takes them from the image, and its hints read the same."""
+    probe = (
+        "import sys\n"
+        "print([n in sys.modules for n in ('pynox.engine.hint_text', 'pynox.engine.native_end')])\n"
+        "open('/etc/shadow')\n"
+    )
+    proc = run_pynox(*flags, "-c", probe, cwd=tmp_path)
+    result = json.loads(proc.stdout)
+    assert result["stdout"] == f"{[wording_loaded] * 2}\n"
+    assert result["error"]["hint"] == (
+        "reading /etc/shadow is not allowed; grant it with --allow-read=/etc/shadow"
+    )
 
 
 def test_a_run_writes_nothing_into_the_installed_package(tmp_path: Path) -> None:
@@ -463,7 +518,7 @@ def test_each_module_run_at_once_comes_after_what_its_top_level_imports(group: s
         assert not later, f"{name} imports {sorted(later)} at its top, which come after it"
 
 
-@pytest.mark.parametrize("mode", ["plain", "json", "timeout", "config", "memory"])
+@pytest.mark.parametrize("mode", ["plain", "json", "timeout", "config", "memory", "json-limits"])
 def test_a_run_imports_no_module_of_the_image_through_the_import_system(
     tmp_path: Path, mode: str
 ) -> None:
@@ -479,6 +534,8 @@ def test_a_run_imports_no_module_of_the_image_through_the_import_system(
         names += _boot.LIMIT_MODULES
     if mode == "memory":
         names += _boot.NATIVE_END_MODULES
+    if mode == "json-limits":
+        names += _boot.RESULT_MODULES + _boot.NATIVE_END_MODULES
     if mode == "config":
         names += _boot.CACHED_CONFIG_MODULES + _boot.TIME_LIMIT_MODULES
         (tmp_path / "pynox.toml").write_text('[permissions]\ntimeout = "30s"\n')
@@ -489,11 +546,17 @@ def test_a_run_imports_no_module_of_the_image_through_the_import_system(
         "print(all(type(s.loader).__name__ == '_ImageFinder' for s in specs),"
         " any(hasattr(s, '_initializing') for s in specs))\n"
     )
-    by_mode = {"json": ["--json"], "timeout": ["--timeout=30s"], "memory": ["--memory=1g"]}
+    by_mode = {
+        "json": ["--json"],
+        "timeout": ["--timeout=30s"],
+        "memory": ["--memory=1g"],
+        "json-limits": ["--json", "--max-file-size=1m"],
+    }
     flags = by_mode.get(mode, [])
     proc = run_pynox(*flags, "-c", probe, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    output = json.loads(proc.stdout)["stdout"] if mode == "json" else proc.stdout.decode()
+    captured = "--json" in flags
+    output = json.loads(proc.stdout)["stdout"] if captured else proc.stdout.decode()
     assert output == "True False\n"
 
 

@@ -960,16 +960,59 @@ def _inherited_limit_hint(
     )
 
 
+# The kinds whose text depends on the run's memory or file size limit (and has none
+# without them): every other kind reads the same under any policy.
+LIMIT_KINDS = frozenset(
+    {
+        "memory",
+        "memory_for",
+        "memory_beyond",
+        "memory_machine",
+        "memory_inherited",
+        "memory_limits",
+        "stack_limit",
+        "thread_stacks",
+        "thread_stacks_inherited",
+        "native_abort",
+        "native_exit",
+        "open_files",
+        "open_files_limit",
+        "file_size",
+        "file_size_limit",
+        "file_size_inherited",
+    }
+)
+# Native code's ends leave no report to take a value from: the launcher gets those texts
+# made whole before the run (pynox.engine.native_end.launcher_texts).
+_TEMPLATE_KINDS = KINDS - _NATIVE_INHERITED
+
+
 def hint_texts(policy: "Policy") -> dict[str, str]:
     """The command line's hint of every kind that has one under policy, with
     VALUE_PLACEHOLDER for the value: for the launcher, which writes a --json result
     itself and cannot call format_hint (see pynox.engine.result_frame.launcher_frame)."""
+    return _hint_texts(_TEMPLATE_KINDS, policy.memory, policy.max_file_size)
+
+
+def unlimited_hint_texts() -> dict[str, str]:
+    """hint_texts of a run with neither a memory nor a file size limit, the only parts of
+    a policy they depend on: the same for every such run, so made when the start-up
+    image is built (pynox._boot.BAKED)."""
+    return _hint_texts(_TEMPLATE_KINDS, None, None)
+
+
+def limit_hint_texts(policy: "Policy") -> dict[str, str]:
+    """What hint_texts(policy) adds to unlimited_hint_texts(): the texts of LIMIT_KINDS."""
+    return _hint_texts(_TEMPLATE_KINDS & LIMIT_KINDS, policy.memory, policy.max_file_size)
+
+
+def _hint_texts(
+    kinds: "frozenset[str]", memory: int | None, max_file_size: int | None
+) -> dict[str, str]:
     texts = {}
     style = Style(False, template=True)
-    # Native code's ends leave no report to take a value from: the texts of those are
-    # made whole before the run (pynox.engine.native_end.launcher_texts).
-    for kind in sorted(KINDS - _NATIVE_INHERITED):
-        text = format_hint(kind, VALUE_PLACEHOLDER, style, policy.memory, policy.max_file_size)
+    for kind in sorted(kinds):
+        text = format_hint(kind, VALUE_PLACEHOLDER, style, memory, max_file_size)
         if text is not None:
             texts[kind] = text
     return texts

@@ -1,5 +1,4 @@
-"""What pynox says when native code ends a program under a memory limit, and the names
-of signals it says it with.
+"""What pynox says when native code ends a program under a memory limit.
 
 Apart from pynox.engine.result_frame: a run with a memory limit under the launcher hands
 these lines over before the program starts (pynox.engine.launcher_link), and needs
@@ -10,6 +9,7 @@ import _signal
 
 from pynox import _native
 from pynox.engine.hint_text import Style, format_hint
+from pynox.engine.signal_names import signal_name
 from pynox.unit_format import format_size
 
 TYPE_CHECKING = False
@@ -20,26 +20,6 @@ if TYPE_CHECKING:
 # (SIGSEGV), gives up (SIGABRT: abort() in a library or in the C++ runtime),
 # or the kernel's out-of-memory killer picks the process (SIGKILL).
 _NATIVE_MEMORY_SIGNALS = frozenset({6, 9, 11})  # SIGABRT, SIGKILL, SIGSEGV
-
-_names: "dict[int, str] | None" = None
-
-
-def signal_names() -> "dict[int, str]":
-    """signal.Signals(n).name for every n that has one, without importing signal and
-    enum (~1 ms of a --json run): of a number's names (SIGABRT, SIGIOT), the enum
-    keeps the first. Made once a process; not to be changed."""
-    global _names
-    if _names is None:
-        _names = {}
-        for name, value in vars(_signal).items():
-            named = isinstance(value, int) and name.isupper() and name[:3] == "SIG"
-            if named and "_" not in name[:4] and (value not in _names or name < _names[value]):
-                _names[value] = name
-    return _names
-
-
-def signal_name(signum: int) -> str:
-    return signal_names().get(signum) or f"signal {signum}"
 
 
 def native_signal_hint(

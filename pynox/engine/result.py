@@ -4,13 +4,9 @@ import _signal
 import sys
 
 from pynox import strict_json
-from pynox.engine.native_end import (
-    native_exit_hint,
-    native_signal_hint,
-    native_signal_line,
-    signal_name,
-)
+from pynox.engine.native_end import native_exit_hint, native_signal_hint, native_signal_line
 from pynox.engine.result_frame import fixed_fields, runtime_info
+from pynox.engine.signal_names import signal_name
 from pynox.engine.time_limit import timeout_error
 from pynox.errors import EXIT_SETUP_FAILURE
 from pynox.readable_json import dumps_readable

@@ -10,8 +10,8 @@ with --json under the launcher hands all of this over before the program starts
 import _signal
 import sys
 
-from pynox.engine.hint_text import hint_texts
-from pynox.engine.native_end import launcher_texts, signal_names
+from pynox import _boot
+from pynox.engine.signal_names import signal_names
 from pynox.engine.time_limit import timeout_error
 from pynox.limits import REPORT_LIMIT
 from pynox.readable_json import dumps_readable
@@ -66,6 +66,25 @@ def launcher_frame(policy: "Policy") -> "list[str | int]":
         dumps_readable(timeout_error(policy, api=False, stopped=True)),
         "\n".join(names.get(n, "") for n in range(1, _signal.NSIG)),
     ]
-    for kind, text in (hint_texts(policy) | launcher_texts(policy)).items():
+    for kind, text in _hint_templates(policy).items():
         frame += [kind, text]
     return frame
+
+
+def _hint_templates(policy: "Policy") -> dict[str, str]:
+    """The hint of each kind the launcher may need, with a placeholder for the value.
+
+    Most read the same in every run: the start-up image holds those, made when it was
+    built (making them all cost each --json run some 0.6 ms). A run with a memory or
+    file size limit makes the texts that depend on them, and loads their wording
+    (pynox.engine.hint_text, pynox.engine.native_end); a run without the image makes all.
+    """
+    unlimited: dict[str, str] | None = _boot.baked("unlimited_hint_texts")  # type: ignore[assignment]
+    if unlimited is not None and policy.memory is None and policy.max_file_size is None:
+        return unlimited
+    from pynox.engine.hint_text import hint_texts, limit_hint_texts
+    from pynox.engine.native_end import launcher_texts
+
+    if unlimited is None:
+        return hint_texts(policy) | launcher_texts(policy)
+    return unlimited | limit_hint_texts(policy) | launcher_texts(policy)

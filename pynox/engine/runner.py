@@ -60,11 +60,12 @@ def run(
             control, end = launcher
             if capture:
                 run_from_image("result")  # what the launcher writes the result with
-            else:
-                if policy.memory is not None:
-                    run_from_image("native_end")  # what it prints when native code ends
-                if policy.timeout is not None:
-                    run_from_image("time_limit")  # a pynox.toml's limit: no flag ran "limit"
+            elif policy.timeout is not None:
+                run_from_image("time_limit")  # a pynox.toml's limit: no flag ran "limit"
+            if policy.memory is not None or (capture and policy.max_file_size is not None):
+                # What it prints when native code ends the program, or the wording of the
+                # limits a result's hints name (pynox.engine.result_frame).
+                run_from_image("native_end")
             launcher_link.write_message(control, launcher_link.supervisor_message(policy, capture))
             if policy.memory is not None:
                 setup.end_fd = end  # where Python says it saw the program to its end
