@@ -105,16 +105,19 @@ RESULT_MODULES = TIME_LIMIT_MODULES + (
 )
 # What a run with a memory limit under the launcher imports to tell it what to print
 # when native code ends the program; with --json, also a run with a file size limit: the
-# wording of its hints, which depends on those limits.
+# wording of the hints that depend on those limits (not of the rest, pynox.engine.hint_text).
 NATIVE_END_MODULES = (
     "pynox.unit_format",
-    "pynox.engine.hint_text",
+    "pynox.engine.hint_style",
+    "pynox.engine.limit_hints",
     "pynox.engine.signal_names",
     "pynox.engine.native_end",
 )
 # Then what a limit given on the command line (--timeout, --memory) and a Python
 # supervisor, which builds and writes the result itself, import on top of those.
 SUPERVISED_MODULES = RESULT_MODULES + (
+    "pynox.engine.hint_style",
+    "pynox.engine.limit_hints",
     "pynox.engine.hint_text",
     "pynox.engine.native_end",
     "pynox.units",

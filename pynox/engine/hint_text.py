@@ -3,19 +3,23 @@
 Apart from pynox.engine.hints, which classifies a failure (and imports what that
 takes): a supervisor makes a result's hint from the child's word for its kind and
 value, and a run with --json hands every hint's text to the launcher before the
-program starts (hint_texts), without importing what classifying takes.
+program starts (hint_texts), without importing what classifying takes. The hints of
+the memory and file size limits are worded in pynox.engine.limit_hints.
 """
 
-import posix
 import sys
 
-from pynox.policy.grants import GRANTS_BY_NAME, SESSION_NOTE
-from pynox.unit_format import format_size
+from pynox.engine.hint_style import (
+    LIMITED_BY,
+    OUTPUT_FOLDER,
+    Style,
+    templates,
+    worded,
+)
+from pynox.engine.limit_hints import NATIVE_INHERITED, WORDED_HERE, limit_hint_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
-
     from pynox.policy.resolve import Policy
 
 # The ending of a kind below when its path is granted already (pynox.engine.hints).
@@ -118,16 +122,6 @@ KINDS = frozenset(
     }
 )
 
-# The folder inside one that cannot be granted for writing that a hint suggests
-# writing into instead (pynox.engine.hints._where_writable).
-OUTPUT_FOLDER = "out"
-# Where a program may always write.
-SCRATCH = "the run's scratch directory ($TMPDIR)"
-# A pool run's scratch directory is removed when it ends: only its out/ comes back.
-POOL_SCRATCH = (
-    f"the run's scratch directory ($TMPDIR), whose {OUTPUT_FOLDER}/ folder comes back with "
-    "the result"
-)
 # What a folder holds that no write grant may reach (pynox.policy.trusted).
 _HELD = {
     "config": "where pynox reads its configuration (pynox.toml), so the program could grant "
@@ -307,355 +301,19 @@ PRIVILEGED_PORT_HINT = (
 )
 
 
-class Style:
-    """How a hint names a grant: as a command-line flag, as an API argument, or, for a
-    client of the pool's protocol (json), as the request's field; and, for a pool, which
-    grants its [pool.limits] would refuse a request, so that no hint names one that
-    following cannot get."""
-
-    def __init__(
-        self,
-        api: bool,
-        ceilings: "Mapping[str, int] | None" = None,
-        refuses: "Callable[[str, str | None], bool] | None" = None,
-        never: "Callable[[str, str | None], str | None] | None" = None,
-        template: bool = False,
-        session: bool = False,
-        json: bool = False,
-    ) -> None:
-        self.api = api
-        self.json = json  # with api: a request's JSON field ("allow_read": ["/srv"])
-        # A pool session's step: its grants and limits are the session's, fixed when it
-        # started, so a hint that names one says to start a new session (SESSION_NOTE).
-        self.session = session
-        self.named = False  # whether the hint being made named a grant or limit
-        # Texts with VALUE_PLACEHOLDER for the value, which the launcher shows itself.
-        self.template = template
-        self.ceilings = ceilings or {}  # the most a limit may be, by grant name
-        self.refuses = refuses  # (grant name, path or None) -> whether it is refused
-        # (grant name, path or None) -> what it reaches that no request is ever granted
-        # (a pool's scratch directories), or None.
-        self.never = never
-
-    def grant(self, name: str, value: str | None = None, shown: str | None = None) -> str:
-        """shown: how the command line shows value, when not as shown() would."""
-        self.named = True
-        if self.api and self.json:
-            return json_field(name, True if value is None else [value])
-        if self.api:
-            if value is None:
-                return f"{name}=True"
-            return f"{name}=[{value!r}]"
-        flag = GRANTS_BY_NAME[name].flag
-        if value is None:
-            return flag
-        return f"{flag}={shown if shown is not None else self.shown(value)}"
-
-    def grant_both(self, names: "tuple[str, str]", value: str, shown: "str | None" = None) -> str:
-        """Two grants of one value: flags apart, as a shell takes them; API arguments
-        apart by a comma, as Python takes them, and JSON fields as an object holds them."""
-        return (", " if self.api else " ").join(self.grant(name, value, shown) for name in names)
-
-    def scratch(self) -> str:
-        """Where a run may always write: its scratch directory."""
-        return POOL_SCRATCH if self.api else SCRATCH
-
-    def shown(self, path: str) -> "str | None":
-        """path as the hint shows it (shown_path); in an API hint, which spells grants in
-        Python, a path that is not printable text as its repr: a line break, or a name
-        that is not UTF-8, whose surrogates no model API could encode, stays escaped."""
-        if self.template:
-            return path
-        if self.api and not path.isprintable():
-            return json_field(None, path) if self.json else repr(path)
-        return shown_path(path)
-
-    def limit(self, name: str, value: str) -> str:
-        self.named = True
-        if self.api and self.json:
-            return json_field(name, value)
-        if self.api:
-            return f"{name}={value!r}"
-        return GRANTS_BY_NAME[name].flag + "=" + value
-
-    def field(self, name: str) -> str:
-        """A grant or limit named without a value: its flag, or its API argument."""
-        self.named = True
-        if self.api and self.json:
-            return json_field(name, None)
-        return name if self.api else GRANTS_BY_NAME[name].flag
-
-    def refused(self, name: str, value: str | None = None) -> bool:
-        if self.never is not None and self.never(name, value) is not None:
-            return True
-        return self.refuses is not None and self.refuses(name, value)
-
-    def ask(self, name: str, value: str | None = None) -> str:
-        """'; grant it with G', or why no request can have G."""
-        reached = self.never(name, value) if self.never is not None else None
-        if reached is not None:
-            return f"; no request may be granted it: it reaches {reached}"
-        if self.refused(name, value):
-            return f"; {LIMITED_BY} lets no request grant it"
-        return f"; grant it with {self.grant(name, value)}"
-
-    def larger(self, name: str, now: int, wanted: int) -> "str | None":
-        """The limit to suggest in place of `now` (`wanted`, or the most it may be), or
-        None when it is at its most already."""
-        most = self.ceilings.get(name)
-        if most is None:
-            return format_size(wanted)
-        if now >= most:
-            return None
-        return format_size(min(wanted, most))
-
-
-def json_field(name: "str | None", value: object) -> str:
-    """A request's field as a client of the pool's protocol sends it ("memory": "512m"),
-    its name alone ("memory") without a value, or a value alone without a name."""
-    from pynox.readable_json import dumps_readable
-
-    if name is None:
-        return dumps_readable(value)
-    if value is None:
-        return dumps_readable(name)
-    return f"{dumps_readable(name)}: {dumps_readable(value)}"
-
-
-# Who keeps a pool's requests within bounds, as a hint names it.
-LIMITED_BY = "[pool.limits]"
-
-
-# The memory limit also caps open files: one per MiB of it, from 64 to 1024
-# (runtime/limits.c).
-_MIB = 1 << 20
-_MIN_DESCRIPTORS = 64
-_MAX_DESCRIPTORS = 1024
-
-
-def _open_files_hint(style: Style, memory: int | None) -> str | None:
-    if memory is None:
-        return None  # the host's own limit: no grant raises it
-    size = format_size(memory)
-    if memory >= _MAX_DESCRIPTORS * _MIB:
-        return (
-            f"the {size} memory limit allows at most {_MAX_DESCRIPTORS} open files; "
-            "close files the program no longer needs"
-        )
-    larger = style.larger("memory", memory, max(memory * 2, 2 * _MIN_DESCRIPTORS * _MIB))
-    allows = f"the {size} memory limit allows one open file per MiB (at least {_MIN_DESCRIPTORS})"
-    if larger is None:
-        return f"{allows}, the most {LIMITED_BY} allows; close files the program no longer needs"
-    return (
-        f"{allows}; close files the program no longer needs or raise the limit with "
-        f"{style.limit('memory', larger)}"
-    )
-
-
-def _open_files_limit_hint(style: Style, memory: int) -> str:
-    """The program tried to raise its limit on open files past what --memory set."""
-    size = format_size(memory)
-    most = min(max(memory // _MIB, _MIN_DESCRIPTORS), _MAX_DESCRIPTORS)
-    refused = (
-        f"the program may not raise its limit on open files above {most}, what the {size} "
-        f"memory limit allows (one per MiB, from {_MIN_DESCRIPTORS} to {_MAX_DESCRIPTORS})"
-    )
-    larger = None
-    if most < _MAX_DESCRIPTORS:
-        larger = style.larger("memory", memory, max(memory * 2, 2 * _MIN_DESCRIPTORS * _MIB))
-    if larger is None:
-        return f"{refused}; keep fewer files open at once"
-    return f"{refused}; raise that limit with {style.limit('memory', larger)}"
-
-
-def physical_memory() -> "int | None":
-    """The bytes of memory this machine has, if the system says (posix, not os: the texts
-    of a run with a memory limit are made before it starts)."""
-    try:
-        return posix.sysconf("SC_PHYS_PAGES") * posix.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return None
-
-
-def limit_beyond_machine(memory: int) -> bool:
-    """Whether a memory limit is at least all the memory this machine has: the machine runs
-    out first (the kernel refuses what it cannot back), and a larger limit would not help."""
-    machine = physical_memory()
-    return machine is not None and memory >= machine
-
-
-# How a memory hint ends under a limit that is more than the machine has.
-_BEYOND_MACHINE = "which is more than this machine has: a larger limit would not help"
-
-
-def _memory_hint(what: str, style: Style, memory: int) -> str:
-    """`what` happened under the memory limit: raise it, or, at its most, allocate less."""
-    under = f"{what} {format_size(memory)} memory limit"
-    if limit_beyond_machine(memory):
-        return f"{under}, {_BEYOND_MACHINE}; allocate less"
-    larger = style.larger("memory", memory, memory * 2)
-    if larger is None:
-        return f"{under}, the most {LIMITED_BY} allows; allocate less"
-    return f"{under}; raise the limit with {style.limit('memory', larger)}"
-
-
-# The size of a thread's stack unless threading.stack_size() sets another: the C
-# library's default, from the stack limit pynox starts with (8 MiB on most systems).
-_THREAD_STACK = "8 MiB"
-
-
-# How native code ends a program when an allocation fails, before the limit's words.
-_NATIVE_ENDS = {
-    "native_abort": (
-        "native code ended the program, as it often does when an allocation fails under the"
-    ),
-    "native_exit": (
-        "native code ended the program before Python finished it, as libraries such as "
-        "OpenBLAS do when an allocation fails under the"
-    ),
-}
-
-_NATIVE_INHERITED = frozenset({"native_abort_inherited", "native_exit_inherited"})
-
-
-def _thread_stacks_hint(style: Style, memory: int, inherited: str | None = None) -> str | None:
-    """A thread could not start: its stack did not fit under the memory limit."""
-    counts = (
-        f"a thread could not start: each thread's stack ({_THREAD_STACK} by default) counts "
-        f"against the {format_size(memory)} memory limit"
-    )
-    fewer = "run fewer threads at once (concurrent.futures.ThreadPoolExecutor(max_workers=4))"
-    smaller = "make their stacks smaller before starting them (threading.stack_size(1 << 20))"
-    if inherited is not None:  # pynox was started under a lower one, which no flag raises
-        reached = counts.removesuffix(f" the {format_size(memory)} memory limit")
-        return _inherited_limit_hint(reached, "memory", inherited, memory, f"{fewer} or {smaller}")
-    if style.larger("memory", memory, memory * 2) is None:
-        return f"{counts}, the most {LIMITED_BY} allows; {fewer} or {smaller}"
-    name = style.field("memory")
-    return (
-        f"{counts}; {fewer}, {smaller}, or raise the limit with {name} by {_THREAD_STACK} "
-        "for each thread that runs at once"
-    )
-
-
 def format_hint(
     kind: object, target: object, style: Style, memory: int | None, max_file_size: int | None
 ) -> str | None:
     """The hint's text, from its kind and value alone."""
-    style.named = False
-    text = _hint_of(kind, target, style, memory, max_file_size)
-    if text is not None and style.session and style.named:
-        text += SESSION_NOTE
-    return text
+    return worded(_hint_of, kind, target, style, memory, max_file_size)
 
 
 def _hint_of(
     kind: object, target: object, style: Style, memory: int | None, max_file_size: int | None
 ) -> str | None:
+    if kind in WORDED_HERE:
+        return limit_hint_of(kind, target, style, memory, max_file_size)
     value = target if isinstance(target, str) else None
-    if kind in ("memory", "memory_for"):
-        if memory is None:
-            # No limit of pynox's was hit: the traceback says all python would say.
-            return None
-        larger = style.larger("memory", memory, memory * 2)
-        if kind == "memory_for" and value == VALUE_PLACEHOLDER:
-            larger = value  # the launcher puts the child's value in its place
-        elif kind == "memory_for" and value is not None and _size(value) > memory * 2:
-            # The limit the child found to fit the allocation (pynox.engine.hints.
-            # _memory_wanted), within the pool's limits.
-            wanted = _size(value)
-            most = style.ceilings.get("memory")
-            # wanted is the allocation's need rounded up to a power of two: at most half
-            # of it is less than the need, and a limit that small would fail again.
-            if most is not None and most <= wanted // 2:
-                return (
-                    f"the program used up its {format_size(memory)} memory limit, and the "
-                    f"allocation that failed needs more than the {format_size(most)} "
-                    f"{LIMITED_BY} allows; allocate less, or work through the data in parts"
-                )
-            larger = style.larger("memory", memory, wanted)
-        if larger is None:
-            return (
-                f"the program used up its {format_size(memory)} memory limit, the most "
-                f"{LIMITED_BY} allows; allocate less"
-            )
-        return (
-            f"the program used up its {format_size(memory)} memory limit; allocate less "
-            f"or raise the limit with {style.limit('memory', larger)}"
-        )
-    if kind == "memory_beyond":
-        if memory is None:
-            return None
-        return (
-            f"the program used up its {format_size(memory)} memory limit, asking at once for "
-            "more than this machine has; allocate less, or work through the data in parts"
-        )
-    if kind == "memory_machine":
-        if memory is None:
-            return None
-        return (
-            f"the program ran out of memory under its {format_size(memory)} memory limit, "
-            f"{_BEYOND_MACHINE}; allocate less, or work through the data in parts"
-        )
-    if kind == "thread_stacks":
-        return None if memory is None else _thread_stacks_hint(style, memory)
-    if kind == "thread_stacks_inherited":
-        return None if memory is None else _thread_stacks_hint(style, memory, value)
-    if kind in ("native_abort", "native_exit"):
-        return None if memory is None else _memory_hint(_NATIVE_ENDS[kind], style, memory)
-    if kind in ("native_abort_inherited", "native_exit_inherited"):
-        reached = _NATIVE_ENDS[kind.removesuffix("_inherited")].removesuffix(" the")
-        return _inherited_limit_hint(reached, "memory", value, memory)
-    if kind == "open_files":
-        return _open_files_hint(style, memory)
-    if kind == "open_files_limit":
-        return None if memory is None else _open_files_limit_hint(style, memory)
-    if kind == "memory_limits":
-        if memory is None:
-            return None
-        return _memory_hint(
-            "the program may not raise its memory limits (RLIMIT_DATA, RLIMIT_AS, RLIMIT_STACK) "
-            "above what pynox set for the",
-            style,
-            memory,
-        )
-    if kind == "stack_limit":
-        if memory is None:
-            return None
-        return (
-            "the program may not raise its stack limit: under the memory limit the main "
-            "thread's stack keeps the limit it started with, which no grant raises; run deep "
-            "recursion in a thread with a larger stack instead (threading.stack_size(64 << 20) "
-            f"before starting it), which counts against the {format_size(memory)} memory limit"
-        )
-    if kind == "file_size_limit":
-        if max_file_size is None:
-            return None
-        refused = (
-            f"the program may not raise its file size limit above the "
-            f"{format_size(max_file_size)} pynox set"
-        )
-        larger = style.larger("max_file_size", max_file_size, max_file_size * 2)
-        if larger is None:
-            return f"{refused}, the most {LIMITED_BY} allows; write less"
-        return f"{refused}; raise it with {style.limit('max_file_size', larger)}"
-    if kind == "file_size":
-        if max_file_size is None:
-            return None
-        larger = style.larger("max_file_size", max_file_size, max_file_size * 2)
-        if larger is None:
-            return (
-                f"a file reached the {format_size(max_file_size)} size limit, the most "
-                f"{LIMITED_BY} allows; write less"
-            )
-        return (
-            f"a file reached the {format_size(max_file_size)} size limit; write less or "
-            f"raise it with {style.limit('max_file_size', larger)}"
-        )
-    if kind == "file_size_inherited":
-        return _inherited_limit_hint("a file reached", "size", value, max_file_size)
-    if kind == "memory_inherited":
-        return _inherited_limit_hint("the program used up", "memory", value, memory)
     fixed = {
         "process": PROCESS_HINT,
         "thread_pool": THREAD_POOL_HINT,
@@ -899,123 +557,23 @@ def _beside_scratch_hint(kind: str, folder: str, style: Style) -> str:
     )
 
 
-# Where a hint's value goes in the texts hint_texts gives.
-VALUE_PLACEHOLDER = "\0"
-
-# What a path may hold to be shown as it is: the shell reads it as one word (shlex.quote's
-# own set). runtime/launcher_result.c shows a --json run's hint by the same rules.
-_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-")
-
-
-def _breaks_line(character: str) -> bool:
-    """Control characters, line and paragraph separators and bidirectional overrides: in
-    a hint they would start a line of its own or turn its text around."""
-    point = ord(character)
-    return (
-        point < 0x20
-        or 0x7F <= point <= 0x9F
-        or 0x2028 <= point <= 0x202E
-        or 0x2066 <= point <= 0x2069
-    )
-
-
-def shown_path(path: str) -> "str | None":
-    """path as a hint shows it: as it is, or in single quotes where the shell would read
-    it as more than one word (as shlex.quote writes it), so that no path a program names
-    reads as a grant of its own; None when it holds a character that would break the
-    hint's line."""
-    if not path or any(_breaks_line(character) for character in path):
-        return None
-    if all(character in _PLAIN for character in path):
-        return path
-    return "'" + path.replace("'", "'\"'\"'") + "'"
-
-
-# How a hard limit pynox was started with is set, and what to do instead, by the limit.
-_INHERITED = {
-    "size": ("ulimit -f", "write less"),
-    "memory": ("ulimit -d or ulimit -v", "allocate less"),
-}
-
-
-def _inherited_limit_hint(
-    reached: str, limit_name: str, limit: str | None, asked: int | None, instead: str = ""
-) -> str | None:
-    """The program reached a limit pynox was started with, below the one the run asked for
-    (--memory, --max-file-size): pynox keeps a lower hard limit (runtime/limits.c), and a
-    larger flag would not help. instead: what to do rather than raise it, if not to
-    allocate or write less."""
-    if asked is None or limit is None:
-        return None
-    if limit != VALUE_PLACEHOLDER:  # the launcher puts the child's value in its place
-        size = _size(limit)
-        if not 0 < size < asked:
-            return None
-        limit = format_size(size)
-    setter, usual = _INHERITED[limit_name]
-    return (
-        f"{reached} the {limit} {limit_name} limit that pynox was started with (its hard "
-        f"limit, as {setter} sets it), below the {format_size(asked)} asked for, and pynox "
-        f"cannot raise it; {instead or usual}, or raise that limit where pynox starts"
-    )
-
-
-# The kinds whose text depends on the run's memory or file size limit (and has none
-# without them): every other kind reads the same under any policy.
-LIMIT_KINDS = frozenset(
-    {
-        "memory",
-        "memory_for",
-        "memory_beyond",
-        "memory_machine",
-        "memory_inherited",
-        "memory_limits",
-        "stack_limit",
-        "thread_stacks",
-        "thread_stacks_inherited",
-        "native_abort",
-        "native_exit",
-        "open_files",
-        "open_files_limit",
-        "file_size",
-        "file_size_limit",
-        "file_size_inherited",
-    }
-)
 # Native code's ends leave no report to take a value from: the launcher gets those texts
 # made whole before the run (pynox.engine.native_end.launcher_texts).
-_TEMPLATE_KINDS = KINDS - _NATIVE_INHERITED
+_TEMPLATE_KINDS = KINDS - NATIVE_INHERITED
 
 
 def hint_texts(policy: "Policy") -> dict[str, str]:
     """The command line's hint of every kind that has one under policy, with
     VALUE_PLACEHOLDER for the value: for the launcher, which writes a --json result
     itself and cannot call format_hint (see pynox.engine.result_frame.launcher_frame)."""
-    return _hint_texts(_TEMPLATE_KINDS, policy.memory, policy.max_file_size)
+    return templates(format_hint, _TEMPLATE_KINDS, policy.memory, policy.max_file_size)
 
 
 def unlimited_hint_texts() -> dict[str, str]:
     """hint_texts of a run with neither a memory nor a file size limit, the only parts of
     a policy they depend on: the same for every such run, so made when the start-up
     image is built (pynox._boot.BAKED)."""
-    return _hint_texts(_TEMPLATE_KINDS, None, None)
-
-
-def limit_hint_texts(policy: "Policy") -> dict[str, str]:
-    """What hint_texts(policy) adds to unlimited_hint_texts(): the texts of LIMIT_KINDS."""
-    return _hint_texts(_TEMPLATE_KINDS & LIMIT_KINDS, policy.memory, policy.max_file_size)
-
-
-def _hint_texts(
-    kinds: "frozenset[str]", memory: int | None, max_file_size: int | None
-) -> dict[str, str]:
-    texts = {}
-    style = Style(False, template=True)
-    for kind in sorted(kinds):
-        text = format_hint(kind, VALUE_PLACEHOLDER, style, memory, max_file_size)
-        if text is not None:
-            texts[kind] = text
-    return texts
+    return templates(format_hint, _TEMPLATE_KINDS, None, None)
 
 
 def module_hint(directory: str, style: Style) -> str:
@@ -1027,13 +585,6 @@ def module_hint(directory: str, style: Style) -> str:
         )
     grant = style.grant("package_dirs", directory)
     return f"the module is installed in {style.shown(directory)}; import from there with {grant}"
-
-
-def _size(text: str) -> int:
-    """A size as format_size writes it ("4g", "512m", "1048576"); 0 for anything else."""
-    factors = {"m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-    number, factor = (text[:-1], factors[text[-1]]) if text[-1:] in factors else (text, 1)
-    return int(number) * factor if number.isdigit() and len(number) < 16 else 0
 
 
 def _install_for_this_python(style: Style) -> str:

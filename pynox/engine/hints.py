@@ -32,13 +32,8 @@ from pynox.engine.exception_parts import (
     members,
     passes_through,
 )
-from pynox.engine.hint_text import (
-    GRANTED_SUFFIX,
-    OUTPUT_FOLDER,
-    limit_beyond_machine,
-    physical_memory,
-    running_python_version,
-)
+from pynox.engine.hint_style import OUTPUT_FOLDER
+from pynox.engine.hint_text import GRANTED_SUFFIX, running_python_version
 from pynox.engine.library_errors import (
     denied_in_message,
     duckdb_database,
@@ -48,6 +43,7 @@ from pynox.engine.library_errors import (
     readable,
     size_in_message,
 )
+from pynox.engine.limit_hints import limit_beyond_machine, physical_memory
 from pynox.engine.native_end import inherited_limit_below
 from pynox.policy.grants import is_loader_variable, is_variable_name
 from pynox.policy.path_grant import real_path

@@ -8,7 +8,8 @@ nothing else of a result; pynox.engine.result words the same ends when pynox sup
 import _signal
 
 from pynox import _native
-from pynox.engine.hint_text import Style, format_hint
+from pynox.engine.hint_style import Style
+from pynox.engine.limit_hints import format_limit_hint
 from pynox.engine.signal_names import signal_name
 from pynox.unit_format import format_size
 
@@ -48,7 +49,7 @@ def native_exit_hint(policy: "Policy", api: bool, style: "Style | None" = None) 
 
 def launcher_texts(policy: "Policy") -> "dict[str, str]":
     """The texts of native code's ends for the launcher's --json result (see
-    pynox.engine.hint_text.hint_texts), made whole now: no report comes after them."""
+    pynox.engine.limit_hints.limit_hint_texts), made whole now: no report comes after them."""
     style = Style(False, template=True)
     texts = {}
     for kind in ("native_abort", "native_exit"):
@@ -65,7 +66,7 @@ def _memory_hint(kind: str, policy: "Policy", api: bool, style: "Style | None") 
     below = inherited_limit_below(policy.memory, "memory")
     if below is not None:
         kind += "_inherited"
-    return format_hint(kind, below, style, policy.memory, policy.max_file_size)
+    return format_limit_hint(kind, below, style, policy.memory, policy.max_file_size)
 
 
 def memory_frame(policy: "Policy") -> "list[str]":

@@ -7,7 +7,8 @@ import os
 import sys
 
 from pynox import PACKAGE_DIR
-from pynox.engine.hint_text import Style, format_hint, running_python_version
+from pynox.engine.hint_style import Style
+from pynox.engine.hint_text import format_hint, running_python_version
 from pynox.engine.hints import classify, other_python_version
 
 TYPE_CHECKING = False

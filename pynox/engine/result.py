@@ -15,7 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from pynox.engine.hint_text import Style
+    from pynox.engine.hint_style import Style
     from pynox.engine.supervisor import Outcome
     from pynox.policy.resolve import Policy
 
@@ -101,7 +101,8 @@ def _error(
     if outcome.timed_out:
         return timeout_error(policy, api, stopped=outcome.stopped)
     if report is not None:
-        from pynox.engine.hint_text import Style, format_hint
+        from pynox.engine.hint_style import Style
+        from pynox.engine.hint_text import format_hint
 
         line = report.get("line")
         hint = format_hint(

@@ -77,14 +77,16 @@ def _hint_templates(policy: "Policy") -> dict[str, str]:
     Most read the same in every run: the start-up image holds those, made when it was
     built (making them all cost each --json run some 0.6 ms). A run with a memory or
     file size limit makes the texts that depend on them, and loads their wording
-    (pynox.engine.hint_text, pynox.engine.native_end); a run without the image makes all.
+    (pynox.engine.limit_hints, pynox.engine.native_end); a run without the image makes all.
     """
     unlimited: dict[str, str] | None = _boot.baked("unlimited_hint_texts")  # type: ignore[assignment]
     if unlimited is not None and policy.memory is None and policy.max_file_size is None:
         return unlimited
-    from pynox.engine.hint_text import hint_texts, limit_hint_texts
+    from pynox.engine.limit_hints import limit_hint_texts
     from pynox.engine.native_end import launcher_texts
 
     if unlimited is None:
+        from pynox.engine.hint_text import hint_texts
+
         return hint_texts(policy) | launcher_texts(policy)
     return unlimited | limit_hint_texts(policy) | launcher_texts(policy)

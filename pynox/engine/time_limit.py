@@ -38,7 +38,7 @@ def timeout_error(
     longest: the longest limit the run could have asked for, which `allowed_by` sets; the
     hint never names a limit that would be refused. stopped: whether a stop signal had
     stopped the program by then (is_stopped). json: with api, named as a request's field
-    (pynox.engine.hint_text.Style.json).
+    (pynox.engine.hint_style.Style.json).
     """
     limit = policy.timeout or 0
     shown = format_duration(limit)
@@ -49,7 +49,7 @@ def timeout_error(
     else:
         longer = format_duration(min(max(limit * 2, SHORTEST_SUGGESTED_TIMEOUT), longest))
         if api and json:
-            from pynox.engine.hint_text import json_field
+            from pynox.engine.hint_style import json_field
 
             grant = json_field("timeout", longer)
         else:

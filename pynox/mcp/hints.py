@@ -20,11 +20,11 @@ if TYPE_CHECKING:
     from pynox.api.result import Result
 
 _STRING = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
-# A grant as pynox.engine.hint_text.Style(api=True) spells it (tests/mcp/test_mcp_hints.py
+# A grant as pynox.engine.hint_style.Style(api=True) spells it (tests/mcp/test_mcp_hints.py
 # reads its hints back): name=['path'] (paths and names), name=True (a switch), name='4s' (a
 # limit), as a word of its own. Or a path as the hint shows it in its text, which the
 # program chose, and which is left as it is: a word in single quotes as a shell reads it
-# (pynox.engine.hint_text.shown_path), whatever it holds; a plain one is one word already.
+# (pynox.engine.hint_style.shown_path), whatever it holds; a plain one is one word already.
 _API_GRANT = re.compile(
     r"(?<!\S)(?P<path>'[^']*'(?:\"'\"'[^']*')*)"
     rf"|(?<!\S)(?P<name>{'|'.join(GRANT_NAMES)})=(?P<value>\[(?:{_STRING})\]|True|{_STRING})",

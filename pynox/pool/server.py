@@ -26,7 +26,7 @@ from pynox import lean_os, strict_json, units
 from pynox._native import immortalize
 from pynox.engine import scratch, scratch_removal
 from pynox.engine.child_setup import REPORT_CONFINED
-from pynox.engine.hint_text import LIMITED_BY, Style
+from pynox.engine.hint_style import LIMITED_BY, Style
 from pynox.engine.result import build_result, error_object, refusal
 from pynox.engine.result_frame import python_version
 from pynox.engine.supervisor import Capture, Outcome, wait_with_default_child_action

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pynox.engine.hint_text import Style, format_hint
+from pynox.engine.hint_style import Style
+from pynox.engine.hint_text import format_hint
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from pynox.engine.hint_text import hint_texts, limit_hint_texts, unlimited_hint_texts
+from pynox.engine.hint_text import hint_texts, unlimited_hint_texts
+from pynox.engine.limit_hints import limit_hint_texts
 from pynox.policy.resolve import Policy
 
 pytestmark = pytest.mark.unit

@@ -10,8 +10,8 @@ import pytest
 from support.commands import pynox
 from support.pool_client import PoolClient
 
-from pynox.engine.hint_text import SESSION_NOTE
 from pynox.engine.supervisor import Capture
+from pynox.policy.grants import SESSION_NOTE
 
 MARKER = re.compile(rb"\[\.\.\. (\d+) bytes left out \.\.\.\]\n")
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pynox.api.result import Result
-from pynox.engine.hint_text import Style, format_hint, shown_path
+from pynox.engine.hint_style import Style, shown_path
+from pynox.engine.hint_text import format_hint
 from pynox.engine.time_limit import timeout_error
 from pynox.mcp.hints import for_server
 from pynox.policy.config import parse_config_bytes
