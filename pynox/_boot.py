@@ -210,6 +210,11 @@ class _ImageFinder:
         code = unpack(self.codes[module.__name__])
         exec(code, module.__dict__)  # noqa: S102 - pynox's own code
 
+    @staticmethod
+    def baked(name: str) -> object:
+        """The value the image holds under name (see BAKED)."""
+        return baked(name)
+
     def run_group(self, group: str) -> None:
         """run_all of a group the engine names (see GROUPS)."""
         self.run_all(GROUPS[group])

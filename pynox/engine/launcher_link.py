@@ -51,8 +51,12 @@ def netstring(data: "bytes | str | int") -> bytes:
     return b"%d:%s" % (len(data), data)
 
 
-def supervisor_message(policy: "Policy", capture: bool) -> bytes:
-    """What the launcher that supervises this run is told (see the module's text)."""
+def supervisor_message(
+    policy: "Policy", capture: bool, unlimited_hints: "dict[str, str] | None" = None
+) -> bytes:
+    """What the launcher that supervises this run is told (see the module's text).
+    unlimited_hints: for a captured run, the start-up image's hint texts of a run without
+    size limits (pynox.engine.result_frame), if pynox started up from one."""
     milliseconds, line, stopped_line = 0, "", ""
     if policy.timeout is not None:
         from pynox.engine.time_limit import timeout_line
@@ -68,7 +72,7 @@ def supervisor_message(policy: "Policy", capture: bool) -> bytes:
     if capture:
         from pynox.engine.result_frame import launcher_frame
 
-        message += b"".join(map(netstring, launcher_frame(policy)))
+        message += b"".join(map(netstring, launcher_frame(policy, unlimited_hints)))
     return message
 
 

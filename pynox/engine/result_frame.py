@@ -10,7 +10,6 @@ with --json under the launcher hands all of this over before the program starts
 import _signal
 import sys
 
-from pynox import _boot
 from pynox.engine.signal_names import signal_names
 from pynox.engine.time_limit import timeout_error
 from pynox.limits import REPORT_LIMIT
@@ -51,10 +50,11 @@ _LAUNCHER_SLOTS = {
 }
 
 
-def launcher_frame(policy: "Policy") -> "list[str | int]":
+def launcher_frame(policy: "Policy", unlimited: "dict[str, str] | None") -> "list[str | int]":
     """What the launcher needs to write this run's --json result as build_result would,
     in the order it reads them (see pynox.engine.launcher_link): everything the run's
-    course does not change, computed here, before the program runs, by the trusted side."""
+    course does not change, computed here, before the program runs, by the trusted side.
+    unlimited: the start-up image's hint texts for a run without size limits, if any."""
     slots = ", ".join(f'"{name}": \x01{slot}' for name, slot in _LAUNCHER_SLOTS.items())
     names = signal_names()
     frame: list[str | int] = [
@@ -66,12 +66,12 @@ def launcher_frame(policy: "Policy") -> "list[str | int]":
         dumps_readable(timeout_error(policy, api=False, stopped=True)),
         "\n".join(names.get(n, "") for n in range(1, _signal.NSIG)),
     ]
-    for kind, text in _hint_templates(policy).items():
+    for kind, text in _hint_templates(policy, unlimited).items():
         frame += [kind, text]
     return frame
 
 
-def _hint_templates(policy: "Policy") -> dict[str, str]:
+def _hint_templates(policy: "Policy", unlimited: "dict[str, str] | None") -> dict[str, str]:
     """The hint of each kind the launcher may need, with a placeholder for the value.
 
     Most read the same in every run: the start-up image holds those, made when it was
@@ -79,7 +79,6 @@ def _hint_templates(policy: "Policy") -> dict[str, str]:
     file size limit makes the texts that depend on them, and loads their wording
     (pynox.engine.limit_hints, pynox.engine.native_end); a run without the image makes all.
     """
-    unlimited: dict[str, str] | None = _boot.baked("unlimited_hint_texts")  # type: ignore[assignment]
     if unlimited is not None and policy.memory is None and policy.max_file_size is None:
         return unlimited
     from pynox.engine.limit_hints import limit_hint_texts

@@ -19,7 +19,7 @@ from pynox.engine.child_setup import ChildSetup
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import NoReturn
+    from typing import Any, NoReturn
 
     from pynox.engine.program import Program
     from pynox.engine.supervisor import Outcome
@@ -66,7 +66,9 @@ def run(
                 # What it prints when native code ends the program, or the wording of the
                 # limits a result's hints name (pynox.engine.result_frame).
                 run_from_image("native_end")
-            launcher_link.write_message(control, launcher_link.supervisor_message(policy, capture))
+            hints = image_value("unlimited_hint_texts") if capture else None
+            message = launcher_link.supervisor_message(policy, capture, hints)  # type: ignore[arg-type]
+            launcher_link.write_message(control, message)
             if policy.memory is not None:
                 setup.end_fd = end  # where Python says it saw the program to its end
             else:
@@ -140,9 +142,24 @@ def run_from_image(group: str) -> None:
     "limit", what reads a limit given on the command line, "config", a pynox.toml's
     cached configuration, or "native_end", what it tells the launcher to print when native
     code ends the program (pynox._boot.GROUPS)."""
+    finder = _start_up_finder()
+    if finder is not None:
+        finder.run_group(group)
+
+
+def image_value(name: str) -> object:
+    """A value the start-up image was built with (pynox._boot.BAKED), while pynox starts up
+    from it; None without one."""
+    finder = _start_up_finder()
+    return finder.baked(name) if finder is not None else None
+
+
+def _start_up_finder() -> "Any":
+    """The start-up image's finder (pynox._boot._ImageFinder) on sys.meta_path, if any."""
     for finder in sys.meta_path:
         if getattr(finder, "pynox_start_up", False):
-            finder.run_group(group)  # type: ignore[attr-defined]
+            return finder
+    return None
 
 
 def end_start_up() -> None:
