@@ -256,7 +256,7 @@ def _finish_plain(outcome: "Outcome", policy: "Policy") -> int:
     if outcome.timed_out:
         from pynox.engine.time_limit import timeout_line
 
-        _print_line(timeout_line(policy))
+        _print_line(timeout_line(policy, stopped=outcome.stopped))
         return outcome.exit_code
     if policy.memory is not None:
         from pynox.engine.result import signal_line

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from functools import partial
+from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
-from support.commands import pynox
+from support.commands import pynox, python
 
 import pynox as api
 from pynox.engine.time_limit import STOPPED_HINT
@@ -21,13 +24,21 @@ WAITED = "import time\nprint('paused', flush=True)\ntime.sleep(0.2)\nprint('went
 MESSAGE = "the program ran past its 1s time limit and was stopped"
 
 
-def test_the_command_says_a_longer_limit_would_not_help() -> None:
-    paused = pynox("--timeout=1s", "-c", PAUSED)
+@pytest.mark.parametrize(
+    "command", [pynox, partial(python, "-m", "pynox")], ids=["launcher", "python -m pynox"]
+)
+def test_the_command_says_a_longer_limit_would_not_help(
+    command: Callable[..., CompletedProcess[bytes]], tmp_path: Path
+) -> None:
+    # python -m pynox supervises the run itself, in Python, where the launcher does in C;
+    # it runs outside the source tree, whose pynox has no compiled module.
+    command = partial(command, cwd=tmp_path)
+    paused = command("--timeout=1s", "-c", PAUSED)
     assert (paused.returncode, paused.stdout) == (124, b"paused\n")
     assert paused.stderr.decode().splitlines()[-1] == f"pynox: {MESSAGE}; {STOPPED_HINT}"
-    result = json.loads(pynox("--json", "--timeout=1s", "-c", PAUSED).stdout)
+    result = json.loads(command("--json", "--timeout=1s", "-c", PAUSED).stdout)
     assert result["error"]["hint"] == STOPPED_HINT
-    followed = pynox("--timeout=1s", "-c", WAITED)
+    followed = command("--timeout=1s", "-c", WAITED)
     assert (followed.returncode, followed.stdout) == (0, b"paused\nwent on\n"), followed.stderr
 
 
