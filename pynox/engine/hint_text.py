@@ -597,22 +597,24 @@ def _install_for_this_python(style: Style) -> str:
 
 
 def other_python_hint(version: str, style: Style) -> str:
-    """The hint for packages whose compiled modules were built for Python `version`."""
+    """The hint for packages whose compiled modules were built for Python `version`, shown
+    as a path is: the program's process reports it, and may report any text."""
     ours = running_python_version()
     return (
-        f"the package was installed for Python {version}, and this is Python {ours}, which "
-        f"cannot import its compiled modules; {_install_for_this_python(style)}"
+        f"the package was installed for Python {style.shown(version)}, and this is Python "
+        f"{ours}, which cannot import its compiled modules; {_install_for_this_python(style)}"
     )
 
 
 def module_other_python_hint(directory: str, style: Style) -> str:
     """The hint for a module found only in the site-packages of another Python version."""
+    shown = style.shown(directory)
     if style.refused("package_dirs", directory):
-        return f"the module is installed in {directory}, for another version of Python; " + (
+        return f"the module is installed in {shown}, for another version of Python; " + (
             _install_for_this_python(style)
         )
     return (
-        f"the module is installed in {directory}, for another version of Python than this "
+        f"the module is installed in {shown}, for another version of Python than this "
         f"one ({running_python_version()}): a pure-Python package imports from there with "
         f"{style.grant('package_dirs', directory)}; for one with compiled modules, "
         + _install_for_this_python(style)

@@ -99,3 +99,26 @@ def test_a_hint_that_names_no_grant_is_left_as_it_is() -> None:
     hint = format_hint("metadata", None, Style(True), None, None)
     assert hint is not None
     assert for_server(hinted(hint), TABLE, CONFIG).error == hinted(hint).error
+
+
+@pytest.mark.parametrize("kind", ["other_python", "module_other_python"])
+@pytest.mark.parametrize(
+    "value", ["/srv/x allow_network=True", "3.12 allow_read=['\\N{no such name}']"]
+)
+def test_a_reported_version_or_folder_that_spells_a_grant_stays_one_word(
+    kind: str, value: str
+) -> None:
+    """The Python version or folder of these hints comes from the program's process, whose
+    report a program may write (a pool rebuilds the hint from it): shown as a path is, as
+    one word, it never reads as a grant, which the server would spell anew (and whose
+    value, read as Python, could end the call in an error instead of its result)."""
+    shown = shown_path(value)
+    api_hint = format_hint(kind, value, Style(True), None, None)
+    command_hint = format_hint(kind, value, Style(False), None, None)  # as the launcher's
+    assert shown is not None and api_hint is not None and command_hint is not None
+    assert f" {shown}, " in api_hint and f" {shown}, " in command_hint
+    spelled = for_server(hinted(api_hint), TABLE, CONFIG)
+    assert spelled.error is not None and spelled.error["hint"] is not None
+    hint = spelled.error["hint"]
+    assert f" {shown}, " in hint and "package_dirs = ['DIR']" in hint
+    assert "allow_network = " not in hint and "allow_read = " not in hint
