@@ -50,7 +50,8 @@ class Style:
         # Texts with VALUE_PLACEHOLDER for the value, which the launcher shows itself.
         self.template = template
         self.ceilings = ceilings or {}  # the most a limit may be, by grant name
-        self.refuses = refuses  # (grant name, path or None) -> whether it is refused
+        # (grant name, path or None) -> whether it is refused (None: whatever the path).
+        self.refuses = refuses
         # (grant name, path or None) -> what it reaches that no request is ever granted
         # (a pool's scratch directories), or None.
         self.never = never

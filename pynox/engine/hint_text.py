@@ -589,11 +589,18 @@ def module_hint(directory: str, style: Style) -> str:
 
 def _install_for_this_python(style: Style) -> str:
     ours = running_python_version()
-    return (
+    install = (
         f"install it for Python {ours} (python{ours} -m pip install --target=DIR, or a "
-        f"Python {ours} virtual environment's site-packages) and import from there with "
-        + style.grant("package_dirs", "DIR")
+        f"Python {ours} virtual environment's site-packages)"
     )
+    if style.refused("package_dirs"):  # whatever the folder: no grant would do
+        return (
+            f"{install} where the pool itself imports packages from (its [pool] package_dirs): "
+            f"{LIMITED_BY} lets no request import from another folder"
+        )
+    # Where DIR may be: a folder of a pool's [pool.limits], if they limit package_dirs.
+    inside = f" inside a folder {LIMITED_BY} allows" if style.refused("package_dirs", "DIR") else ""
+    return f"{install}{inside} and import from there with {style.grant('package_dirs', 'DIR')}"
 
 
 def other_python_hint(version: str, style: Style) -> str:

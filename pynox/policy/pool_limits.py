@@ -22,15 +22,16 @@ def refused_by_limits(
     name: str, path: "str | None", limits: Grants, limited: frozenset[str]
 ) -> bool:
     """Whether [pool.limits] would refuse a request the grant `name` (of `path`, for a path
-    grant; of the variable `path`, for allow_env), judged from the path as written: it comes
-    from a program's error report, and the pool server never looks up a path a program names
-    (one on a hung mount would stall it)."""
+    grant, or of every path when it is None; of the variable `path`, for allow_env), judged
+    from the path as written: it comes from a program's error report, and the pool server
+    never looks up a path a program names (one on a hung mount would stall it)."""
     if name not in limited:
         return False
     if name == "allow_network":
         return not limits.allow_network
     if name in PATH_GRANTS:
-        return path is None or not within(os.path.normpath(path), getattr(limits, name))
+        roots = getattr(limits, name)
+        return not roots if path is None else not within(os.path.normpath(path), roots)
     if name == "allow_env":  # `path` is the variable's name
         return path not in limits.allow_env
     return False

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -359,3 +360,48 @@ def test_a_limit_refused_is_told_in_the_units_one_writes_it(
     # Followed: what it says to ask for is granted.
     most = getattr(limits, key)
     assert getattr(cap(Grants(**{key: most}), limits, limited, "r2"), key) == most
+
+
+def _package_of_another_python(directory: Path) -> None:
+    """A package whose one compiled module was built for an older Python than this one."""
+    package = directory / "builtelsewhere"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from . import _speedups\n")
+    other = f"3{sys.version_info[1] - 1}"
+    (package / f"_speedups.cpython-{other}-x86_64-linux-gnu.so").write_bytes(b"")
+
+
+@pytest.mark.parametrize("allowed", [False, True], ids=["no folder", "one folder"])
+def test_a_package_of_another_python_names_only_a_folder_the_limits_allow(
+    tmp_path: Path, allowed: bool
+) -> None:
+    """The hint for a package built for another Python says to install it for this one
+    and import it from there: under [pool.limits] that allow no package_dirs, no request
+    could, and the hint says where to install it instead; under limits that allow a
+    folder, it says to install it inside one, where a request may import from."""
+    _package_of_another_python(tmp_path / "pool-packages")
+    roots = [str(tmp_path / "allowed")] if allowed else []
+    config = write_config(
+        tmp_path / "config", f"[pool.limits]\npackage_dirs = {json.dumps(roots)}\n"
+    )
+    package_dir = str(tmp_path / "pool-packages")
+    with PoolClient("--package-dir", package_dir, config=config) as client:
+        failed = client.run({"id": 1, "code": "import builtelsewhere"})
+        assert failed["exit"] == 1, failed
+        hint = failed["error"]["hint"]
+        inside = tmp_path / "allowed" / "py3"
+        inside.mkdir(parents=True)
+        followed = client.run({"id": 2, "code": "pass", "package_dirs": [str(inside)]})
+        assert client.close() == 0
+    if allowed:
+        assert hint.endswith(
+            "site-packages) inside a folder [pool.limits] allows and import from there with "
+            '"package_dirs": ["DIR"]'
+        ), hint
+        assert_ok(followed, "")
+    else:
+        assert hint.endswith(
+            "site-packages) where the pool itself imports packages from (its [pool] "
+            "package_dirs): [pool.limits] lets no request import from another folder"
+        ), hint
+        assert_refused(followed, 2, "package_dirs exceeds [pool.limits]")
