@@ -31,9 +31,10 @@ HOST_PROXY_VARIABLES = tuple(
     for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
     if name.encode() in posix.environ
 )
-# The terminal's type where pynox runs, read alike: curses finds no terminal without it,
-# and a run that was not passed it gets a hint naming it.
-HOST_TERMINAL = lean_os.getenv("TERM")
+# Whether the terminal's type is set where pynox runs (not what it is: the program's
+# process keeps no copy of a variable it was not passed): curses finds no terminal
+# without it, and a run that was not passed it gets a hint naming it.
+HOST_HAS_TERMINAL = b"TERM" in posix.environ
 
 # Events of starting another process: the sandbox never allows one.
 PROCESS_EVENTS = frozenset(

@@ -16,7 +16,7 @@ from pynox.engine.access_log import (
     FCNTL_EVENTS,
     HOST_CA_VARIABLES,
     HOST_PROXY_VARIABLES,
-    HOST_TERMINAL,
+    HOST_HAS_TERMINAL,
     LISTING_EVENTS,
     PROCESS_MODULES,
     XATTR_READ_EVENTS,
@@ -737,7 +737,7 @@ _NO_TERMINAL = frozenset(
 def _terminal_not_passed(exc: BaseException, policy: "Policy | None") -> bool:
     """Whether exc is curses finding no terminal in a run that was not passed TERM, which
     is set where pynox runs: passing it lets curses find the terminal's description."""
-    if policy is None or HOST_TERMINAL is None or "TERM" in policy.allow_env:
+    if policy is None or not HOST_HAS_TERMINAL or "TERM" in policy.allow_env:
         return False
     kind = type(exc)
     if kind.__module__ != "_curses" or kind.__name__ != "error":
