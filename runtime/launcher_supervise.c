@@ -203,6 +203,14 @@ static int child_stopped(long child)
     return stat[after + 1] == 'T' || stat[after + 1] == 't';
 }
 
+/* Whether the child has ended, its pidfd readable, without waiting. */
+static int child_ended(long pidfd)
+{
+    struct pollfd ended = {(int)pidfd, POLLIN, 0};
+    return sys_call5(SYS_ppoll, (long)&ended, 1, (long)&(struct timespec_k){0, 0}, 0,
+                     sizeof(unsigned long)) == 1;
+}
+
 static size_t length_of(const char *text)
 {
     size_t n = 0;
@@ -487,7 +495,13 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
         struct timespec_k *timeout = 0;
         if (deadline >= 0) {
             long left = deadline - now_ms();
-            if (left <= 0) {
+            if (left <= 0 && child_ended(pidfd)) {
+                /* It ended before this process got to its deadline (this process was
+                 * stopped, or slow to run): its end, not a timeout, and the pid, reaped
+                 * next, is no longer its to signal. */
+                left = 0;
+                deadline = -1;
+            } else if (left <= 0) {
                 end.stopped = child_stopped(child);  /* no longer limit would help it */
                 (void)sys_call(SYS_kill, child, SIGKILL, 0, 0);
                 if (!capturing) {
@@ -574,6 +588,7 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
             end.status = reap(child);
             end.duration_ns = (now_ms() - started) * 1000000;
             exited = 1;
+            deadline = -1;  /* what it left in its pipes is read whatever the time */
         }
     }
     if (!reading) {

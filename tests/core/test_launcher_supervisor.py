@@ -8,6 +8,7 @@ ends as the run ended.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from support.commands import PYNOX, pynox, python
-from support.pool_client import alive, descendants
+from support.pool_client import alive, descendants, status_field
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -120,6 +121,50 @@ def test_a_program_that_stops_itself_still_meets_its_deadline(tmp_path: Path, st
     assert (run.returncode, out) == (124, b"")
     assert b"ran past its 1s time limit" in err
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("captured", [False, True], ids=["plain", "json"])
+def test_a_program_that_ended_before_the_deadline_did_not_time_out(
+    tmp_path: Path, captured: bool
+) -> None:
+    """The launcher may come to the deadline late (stopped, or slow to get a processor):
+    a program that had ended by then ends the run as it ended, and the launcher, which
+    reaps it, sends nothing to its pid afterwards. Here the launcher is stopped while the
+    program ends, and continued past the deadline."""
+    out = tmp_path / "out"
+    out.mkdir()
+    ready = out / "ready"
+    code = f"import time; open({str(ready)!r}, 'w').close(); time.sleep(0.3); print('done')"
+    flags = ["--json"] if captured else []
+    run = subprocess.Popen(
+        [PYNOX, *flags, "--timeout=1s", f"--allow-write={out}", "-c", code], cwd=tmp_path,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert run.poll() is None and time.monotonic() < deadline, run.communicate()
+            time.sleep(0.01)
+        started = time.monotonic()
+        time.sleep(0.1)  # the launcher has read its deadline: the program runs already
+        os.kill(run.pid, signal.SIGSTOP)
+        # The interpreter, not the launcher's helper that removes the scratch directory.
+        (program,) = (pid for pid in descendants(run.pid) if status_field(pid, "Name") != "pynox")
+        while status_field(program, "State") != "Z":  # ended, not reaped: the launcher waits
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(max(0.0, started + 1.3 - time.monotonic()))  # past the 1s deadline
+        os.kill(run.pid, signal.SIGCONT)
+        out_bytes, err = run.communicate(timeout=30)
+    finally:
+        run.kill()
+        run.wait()
+    assert run.returncode == 0, err
+    if captured:
+        result = json.loads(out_bytes)
+        assert (result["exit"], result["error"], result["stdout"]) == (0, None, "done\n")
+    else:
+        assert (out_bytes, err) == (b"done\n", b"")
 
 
 def test_a_limit_from_pynox_toml_is_kept_too(tmp_path: Path) -> None:
