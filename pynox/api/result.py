@@ -151,8 +151,19 @@ class Result:
         return f"Result({', '.join(shown)})"
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Result:
-        """A Result from a result line of the pool (or `pynox --json`)."""
+    def from_json(cls, data: Mapping[str, Any] | str | bytes) -> Result:
+        """A Result from a result line of the pool (or `pynox --json`): the line as text,
+        such as `json.dumps(result.raw)` stored earlier, or the object it decodes to."""
+        if isinstance(data, (str, bytes, bytearray)):
+            import json  # only for a stored line: a Result the pool sent is decoded already
+
+            data = json.loads(data)
+        if not isinstance(data, Mapping):
+            raise TypeError(
+                f"Result.from_json takes a result as the JSON text of an object or the dict "
+                f"it decodes to, not {type(data).__name__}; pass json.dumps(result.raw) or "
+                "result.raw"
+            )
         exit_code = data.get("exit")
         error = data.get("error")
         session = data.get("session")

@@ -284,3 +284,22 @@ def test_result_fields_from_json() -> None:
     r = Result.from_json(data)
     assert (r.exit, r.stdout, r.stderr, r.duration_ms) == (0, "a", "b", 7)
     assert r.truncated and r.policy == {"network": "deny"} and r.raw == data
+
+
+def test_a_result_stored_as_json_text_comes_back_from_that_text() -> None:
+    """The agents page: store json.dumps(result.raw), and Result.from_json gives the Result
+    back, from that text as from the dict it decodes to."""
+    import json
+
+    r = result(stdout="45\n", error=error("ValueError", "bad", hint="fix it"))
+    stored = json.dumps(r.raw)
+    assert Result.from_json(stored) == r
+    assert Result.from_json(stored.encode()) == r
+    assert Result.from_json(json.loads(stored)) == r
+
+
+def test_from_json_refuses_what_is_not_a_result_in_one_sentence() -> None:
+    with pytest.raises(TypeError, match=r"^Result.from_json takes .* not int; pass json"):
+        Result.from_json(42)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"not list; pass json.dumps\(result.raw\)"):
+        Result.from_json("[1, 2]")
