@@ -334,9 +334,6 @@ def _walk(fd: int, prefix: str, depth: int, found: Collected) -> None:
 
 
 def _read_file(fd: int, name: str, path: str, found: Collected) -> None:
-    if len(found.files) >= MAX_FILES_OUT:
-        found.leave_out_past_bounds(path, f"past the {MAX_FILES_OUT} files a result carries")
-        return
     try:
         file = os.open(name, _READ, dir_fd=fd)
     except PermissionError:
@@ -355,6 +352,11 @@ def _read_file(fd: int, name: str, path: str, found: Collected) -> None:
             return
         if info.st_nlink != 1:
             found.leave_out(path, "linked from elsewhere too (a hard link)")
+            return
+        # Counted only now: a link or a FIFO past the count is left out for what it is,
+        # which fewer files would not change.
+        if len(found.files) >= MAX_FILES_OUT:
+            found.leave_out_past_bounds(path, f"past the {MAX_FILES_OUT} files a result carries")
             return
         room = MAX_FILES_OUT_BYTES - found.total
         if info.st_size > room:

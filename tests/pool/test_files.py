@@ -221,6 +221,25 @@ def test_thousands_of_files_are_bounded(pool: PoolClient) -> None:
         assert len(archive.namelist()) == 3000
 
 
+def test_what_is_no_file_is_named_so_past_the_count_too(pool: PoolClient) -> None:
+    """A link or a FIFO after the 100th file is left out for what it is: fewer files, which
+    the advice for files past the count says to write, would not bring it back."""
+    code = (
+        f"for i in range({MAX_FILES_OUT + 1}):\n    open(out + f'f{{i:03}}', 'w').write('x')\n"
+        "os.symlink('/etc/passwd', out + 'link')\n"
+        "os.mkfifo(out + 'pipe')\n"
+    )
+    result = run_hostile(pool, "count-then-odd", code)
+    assert len(result["files"]) == MAX_FILES_OUT
+    *left_out, advice = result["files_left_out"]
+    assert left_out == [
+        f"f{MAX_FILES_OUT:03}: past the {MAX_FILES_OUT} files a result carries",
+        "link: not a regular file (a link, say)",
+        "pipe: not a regular file",
+    ]
+    assert advice == PAST_BOUNDS_ADVICE
+
+
 def test_bytes_out_are_bounded_in_total(pool: PoolClient) -> None:
     half = MAX_FILES_OUT_BYTES // 2 + 1
     code = f"for name in 'abc':\n    open(out + name, 'wb').write(b'x' * {half})\n"
