@@ -42,11 +42,18 @@ def for_server(result: Result, table: str, config: str | None) -> Result:
     spelled = _API_GRANT.sub(_as_toml, hint.removesuffix(SESSION_NOTE))
     if spelled == hint:
         return result
-    where = f"{table} of {config}" if config is not None else f"{table} of a pynox.toml"
-    spelled += (
-        f"; this server's permissions are those of {where}, which neither the code nor a "
-        "new session can change: tell the user, who can grant it there and restart the server"
-    )
+    if config is not None:
+        spelled += (
+            f"; this server's permissions are those of {table} of {config}, which neither "
+            "the code nor a new session can change: tell the user, who can grant it there "
+            "and restart the server"
+        )
+    else:  # "there" would be nowhere: the server reads a file only where it was told to
+        spelled += (
+            "; this server runs without a pynox.toml, and neither the code nor a new "
+            "session can change its permissions: tell the user, who can grant it in "
+            f"{table} of a pynox.toml and restart the server with --config naming that file"
+        )
     raw = result.raw
     if isinstance(raw.get("error"), dict):  # Result.from_json(raw) gives this Result again
         raw = {**raw, "error": {**raw["error"], "hint": spelled}}

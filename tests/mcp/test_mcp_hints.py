@@ -122,3 +122,18 @@ def test_a_reported_version_or_folder_that_spells_a_grant_stays_one_word(
     hint = spelled.error["hint"]
     assert f" {shown}, " in hint and "package_dirs = ['DIR']" in hint
     assert "allow_network = " not in hint and "allow_read = " not in hint
+
+
+def test_a_server_without_a_pynox_toml_says_how_it_would_read_one() -> None:
+    """With no file to point at, "grant it there" named nowhere: a file the user writes
+    is read only when the server is told where it is."""
+    hint = format_hint("read", "/srv/data", Style(True), None, None)
+    assert hint is not None
+    spelled = for_server(hinted(hint), "[permissions]", None)
+    assert spelled.error is not None
+    assert spelled.error["hint"] == (
+        "reading /srv/data is not allowed; grant it with allow_read = ['/srv/data']; this "
+        "server runs without a pynox.toml, and neither the code nor a new session can "
+        "change its permissions: tell the user, who can grant it in [permissions] of a "
+        "pynox.toml and restart the server with --config naming that file"
+    )
