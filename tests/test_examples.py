@@ -325,6 +325,26 @@ def test_the_smolagents_executor_logs_what_the_model_should_read() -> None:
         executor.cleanup()
 
 
+def test_the_smolagents_executor_s_hint_names_the_grant_alone() -> None:
+    """The model reads a denied step as its observation: the grant its application would
+    pass to PynoxExecutor, not a session.close() it has no session object for."""
+    if os.environ.get("PYNOX_EXAMPLES_FRAMEWORKS") != "require":
+        pytest.importorskip("smolagents", reason="`nox -s examples` runs this one")
+    from pynox.integrations.smolagents import PynoxExecutor, StepError
+
+    executor = PynoxExecutor(timeout="20s")
+    try:
+        executor.send_tools({})
+        with pytest.raises(StepError) as denied:
+            executor("open('/etc/hostname').read()")
+        assert str(denied.value).endswith(
+            "\npynox: reading /etc/hostname is not allowed; grant it with "
+            "allow_read=['/etc/hostname']"
+        ), denied.value
+    finally:
+        executor.cleanup()
+
+
 def test_the_smolagents_executor_keeps_one_final_answer_per_step() -> None:
     """A step that calls the answer's host function over and over (model-written code can)
     must not make the host hold every answer: the first one is the step's answer."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from pynox.errors import EXIT_SETUP_FAILURE
 from pynox.left_out import is_left_out_line
+from pynox.policy.grants import SESSION_NOTE
 
 if TYPE_CHECKING:
     pass
@@ -288,6 +289,20 @@ def format_text(result: Result) -> str:
     # program chooses its messages (`raise ValueError("\ud800")`), and a model API, or
     # an MCP client's JSON, cannot carry such a character.
     return "\n".join(parts).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def for_model(result: Result) -> Result:
+    """result as a model that runs code in a session reads it: its hint without the note
+    that says to close the session and start one with the grant or limit it names, which
+    only the application can do (the model is told to ask the user for it)."""
+    error = result.error
+    if error is None or not error["hint"] or not error["hint"].endswith(SESSION_NOTE):
+        return result
+    hint = error["hint"].removesuffix(SESSION_NOTE)
+    raw = result.raw
+    if isinstance(raw.get("error"), dict):  # Result.from_json(raw) gives this Result again
+        raw = {**raw, "error": {**raw["error"], "hint": hint}}
+    return replace(result, error={**error, "hint": hint}, raw=raw)
 
 
 def session_ended_note(how: str) -> str:

@@ -60,7 +60,9 @@ def make_tool(pool: Pool, spec: Spec, session: Session | None) -> Tool:
 
     def run(code: str) -> Result:
         if session is not None:
-            return session.run(code)
+            from pynox.api.result import for_model
+
+            return for_model(session.run(code))
         return pool.run_spec(code, spec)
 
     return tool_function(run, describe(pool, spec, session=session is not None))

@@ -23,7 +23,7 @@ from smolagents.local_python_executor import CodeOutput, PythonExecutor
 
 from pynox.api.options import Spec, effective_grants
 from pynox.api.pool import Pool
-from pynox.api.result import session_ended_note
+from pynox.api.result import for_model, session_ended_note
 from pynox.api.session import Session
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
     def _run(self, code: str) -> Result:
         if self._session is None:
             self._session = self._start()
-        result = self._session.run(code)
+        result = for_model(self._session.run(code))
         if result.session is not None and result.session.get("ended"):
             self._close_session()  # a timeout or a crash: the next step starts afresh
         return result

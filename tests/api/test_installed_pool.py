@@ -474,6 +474,26 @@ def test_a_timed_out_step_s_hint_is_followed_by_the_step_s_own_timeout(pool: Poo
         assert session.run(slow).exit == 124
 
 
+def test_a_session_tool_s_hint_names_the_grant_not_a_session_the_model_cannot_start(
+    pool: Pool,
+) -> None:
+    """A Session's hint says to start a new session with the grant, which its application
+    can do; the model behind a session tool cannot, and reads the grant alone, as from a
+    one-shot tool (its docstring says to ask the user for it)."""
+    grant = "reading /etc/hostname is not allowed; grant it with allow_read=['/etc/hostname']"
+    code = "open('/etc/hostname').read()"
+    with pool.session() as session:
+        denied = session.run(code)
+        assert denied.error is not None and denied.error["hint"].startswith(grant + "; ")
+        assert "session.close()" in denied.error["hint"]  # the application's to follow
+    notebook = pool.tool(session=True)
+    text = notebook(code)
+    assert text.endswith(f"\npynox: {grant}") and "session.close()" not in text, text
+    result = notebook.run(code)
+    assert result.error is not None and result.error["hint"] == grant
+    assert Result.from_json(result.raw) == result
+
+
 def test_a_step_s_own_timeout_is_not_the_session_s_even_when_it_starts_it(pool: Pool) -> None:
     """The step that starts a session's process gives that process its policy: its own
     timeout must not become that of the steps after it, which have the session's."""
