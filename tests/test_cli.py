@@ -46,6 +46,18 @@ def test_version_names_pynox_and_the_interpreter() -> None:
         assert proc.stdout.decode() == expected
 
 
+def test_version_with_more_says_to_give_it_alone() -> None:
+    """-V is pynox's --version, not an interpreter option the sandbox lacks: following
+    --no-sandbox would print Python's version alone."""
+    for argv in (["--version", "app.py"], ["-V", "app.py"], ["--json", "-V"]):
+        proc = pynox(*argv)
+        assert proc.returncode == 2, argv
+        flag = "-V" if "-V" in argv else "--version"
+        assert proc.stderr.decode().splitlines()[0] == (
+            f"pynox: {flag} must be given alone, as in: pynox {flag}"
+        ), argv
+
+
 def test_help_shows_the_commands_as_the_commands_page_does() -> None:
     """Every form of the command, as docs/commands.md lists them (a long one may wrap)."""
     usage = pynox("--help").stdout.decode().split("\n\n")[0]

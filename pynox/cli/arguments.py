@@ -301,6 +301,8 @@ def _parse_python_part(
                 inv.target = rest
                 inv.args = argv[i + 1 :]
                 return
+            if letter == "V":  # pynox answers it, alone, as it answers --version
+                raise UsageError("-V must be given alone, as in: pynox -V")
             if letter not in ACCEPTED_PYTHON_OPTIONS:
                 if pos == 1 and len(arg) > 2 and letter not in VALUE_OPTION_LETTERS:
                     # -allow-read=. is a pynox flag missing a dash, not -a -l -l...
