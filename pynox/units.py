@@ -81,7 +81,7 @@ def parse_count(text: str, what: str) -> int:
     """A whole number of at least 1 in ASCII digits, as --workers takes it (str.isdigit()
     alone also takes "²", which int() refuses); `what` names the flag."""
     if not (text.isascii() and text.isdigit()) or not text.strip("0"):
-        raise UsageError(f"{what}={text} is not a whole number of at least 1")
+        raise UsageError(f"{what}={text} is not a whole number of at least 1; give one, such as 2")
     if len(text.lstrip("0")) > _MAX_COUNT_DIGITS:
         raise UsageError(f"{what}={text} is more than any machine can run; give a number like 4")
     return int(text)

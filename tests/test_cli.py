@@ -98,7 +98,8 @@ def test_help_lists_every_flag() -> None:
         (["pool", "--worker=1"], "pynox pool does not take --worker; did you mean --workers?"),
         (["pool", "--zzz"], "pynox pool does not take --zzz; it takes --config"),
         # Digits that str.isdigit() takes and int() does not: still a usage error.
-        (["pool", "--workers=²"], "--workers=² is not a whole number of at least 1"),
+        (["pool", "--workers=²"], "--workers=² is not a whole number of at least 1; give one"),
+        (["pool", "--workers=0"], "--workers=0 is not a whole number of at least 1; give one"),
         (["pool", "--workers=٣"], "--workers=٣ is not a whole number of at least 1"),
         # Past int()'s 4300 digits: a sentence, not int()'s own error.
         (["pool", f"--workers={'9' * 5000}"], "is more than any machine can run; give a number"),

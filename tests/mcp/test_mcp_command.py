@@ -55,7 +55,9 @@ def test_a_bad_worker_count_is_one_sentence(workers: str) -> None:
     """The same sentence for every value that is not a count, as pynox pool gives it."""
     with pytest.raises(UsageError) as refused:
         mcp_cli.parse(["--workers", workers])
-    assert refused.value.message == f"mcp: --workers={workers} is not a whole number of at least 1"
+    assert refused.value.message == (
+        f"mcp: --workers={workers} is not a whole number of at least 1; give one, such as 2"
+    )
 
 
 @pytest.mark.unit
