@@ -299,10 +299,16 @@ def for_model(result: Result) -> Result:
     if error is None or not error["hint"] or not error["hint"].endswith(SESSION_NOTE):
         return result
     hint = error["hint"].removesuffix(SESSION_NOTE)
-    raw = result.raw
+    # The pynox: line after the traceback says what the hint says, there too.
+    line = f"pynox: {error['hint']}\n"
+    at = result.stderr.rfind(line)
+    stderr = result.stderr
+    if at >= 0:
+        stderr = f"{stderr[:at]}pynox: {hint}\n{stderr[at + len(line) :]}"
+    raw = {**result.raw, "stderr": stderr} if "stderr" in result.raw else result.raw
     if isinstance(raw.get("error"), dict):  # Result.from_json(raw) gives this Result again
         raw = {**raw, "error": {**raw["error"], "hint": hint}}
-    return replace(result, error={**error, "hint": hint}, raw=raw)
+    return replace(result, stderr=stderr, error={**error, "hint": hint}, raw=raw)
 
 
 def session_ended_note(how: str) -> str:

@@ -491,6 +491,7 @@ def test_a_session_tool_s_hint_names_the_grant_not_a_session_the_model_cannot_st
     assert text.endswith(f"\npynox: {grant}") and "session.close()" not in text, text
     result = notebook.run(code)
     assert result.error is not None and result.error["hint"] == grant
+    assert result.stderr.endswith(f"\npynox: {grant}\n"), result.stderr
     assert Result.from_json(result.raw) == result
 
 
