@@ -273,7 +273,7 @@ static PyObject *wipe(PyObject *module, PyObject *value)
     Py_RETURN_NONE;
 }
 
-static PyObject *lowest_hard_limit(PyObject *module, PyObject *args)
+static PyObject *lowest_limit(PyObject *module, PyObject *args)
 {
     (void)module;
     const char *name;
@@ -289,7 +289,7 @@ static PyObject *lowest_hard_limit(PyObject *module, PyObject *args)
         return PyErr_Format(PyExc_ValueError, "no limit named %s", name);
     }
     unsigned long long bytes;
-    if (pynox_lowest_hard_limit(which, &bytes) != 0) {
+    if (pynox_lowest_limit(which, &bytes) != 0) {
         return PyErr_SetFromErrno(PyExc_OSError);
     }
     if (bytes == ULLONG_MAX) {
@@ -318,9 +318,9 @@ PyMethodDef pynox_binding_methods[] = {
     {"scrub_environment_block", scrub_environment_block, METH_NOARGS,
      "scrub_environment_block() -> str | None\n\n"
      "Overwrite the environment block the kernel placed on this process's stack."},
-    {"lowest_hard_limit", lowest_hard_limit, METH_VARARGS,
-     "lowest_hard_limit(name) -> int | None\n\n"
-     "pynox_lowest_hard_limit(): the lowest finite hard limit among those the run's "
+    {"lowest_limit", lowest_limit, METH_VARARGS,
+     "lowest_limit(name) -> int | None\n\n"
+     "pynox_lowest_limit(): the lowest finite (soft) limit among those the run's "
      "`memory` or `max_file_size` sets, in bytes; None when none is finite."},
     {"wipe", wipe, METH_O,
      "wipe(value: bytes) -> None\n\n"

@@ -1,5 +1,8 @@
-/* Resource limits. Each one is set with soft = hard: an unprivileged process
- * may lower a hard limit but never raise it, so the program cannot undo them. */
+/* Resource limits. Each one is lowered, never raised: neither its soft limit nor
+ * its hard one ends above what it was, so a program gets no more than the host gave
+ * pynox (a lower soft limit the host set stays, as it does for python). The hard
+ * limit, which an unprivileged process may lower but never raise, holds it: the
+ * program cannot undo them. */
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
@@ -7,19 +10,36 @@
 
 #include "internal.h"
 
-static int set_limit(int resource, const char *name, rlim_t value, char *err, size_t err_len)
+static rlim_t lower_of(rlim_t a, rlim_t b)
 {
-    struct rlimit cur;
-    if (getrlimit(resource, &cur) != 0)
-        return pynox_fail(err, err_len, "getrlimit(%s) failed: %s", name, strerror(errno));
-    /* A tighter hard limit is already in force and raising it needs
-     * CAP_SYS_RESOURCE; keeping it is at least as strict as asked. */
-    if (cur.rlim_max != RLIM_INFINITY && cur.rlim_max < value)
-        value = cur.rlim_max;
-    struct rlimit lim = {.rlim_cur = value, .rlim_max = value};
+    return a < b ? a : b; /* RLIM_INFINITY is the largest rlim_t */
+}
+
+static int set_rlimit(int resource, const char *name, struct rlimit lim, char *err,
+                      size_t err_len)
+{
     if (setrlimit(resource, &lim) != 0)
         return pynox_fail(err, err_len, "setrlimit(%s) failed: %s", name, strerror(errno));
     return 0;
+}
+
+static int get_rlimit(int resource, const char *name, struct rlimit *cur, char *err,
+                      size_t err_len)
+{
+    if (getrlimit(resource, cur) != 0)
+        return pynox_fail(err, err_len, "getrlimit(%s) failed: %s", name, strerror(errno));
+    return 0;
+}
+
+/* Lowers both limits of resource to at most value. */
+static int lower_limit(int resource, const char *name, rlim_t value, char *err, size_t err_len)
+{
+    struct rlimit cur;
+    if (get_rlimit(resource, name, &cur, err, err_len) != 0)
+        return -1;
+    struct rlimit lim = {.rlim_cur = lower_of(cur.rlim_cur, value),
+                         .rlim_max = lower_of(cur.rlim_max, value)};
+    return set_rlimit(resource, name, lim, err, err_len);
 }
 
 /* --memory is the memory a program may use, not the address space it may
@@ -54,12 +74,12 @@ static rlim_t address_space_for(long long memory_bytes)
 static int cap_stack(long long memory_bytes, char *err, size_t err_len)
 {
     struct rlimit cur;
-    if (getrlimit(RLIMIT_STACK, &cur) != 0)
-        return pynox_fail(err, err_len, "getrlimit(RLIMIT_STACK) failed: %s", strerror(errno));
-    rlim_t value = (rlim_t)memory_bytes;
-    if (cur.rlim_cur != RLIM_INFINITY && cur.rlim_cur < value)
-        value = cur.rlim_cur;
-    return set_limit(RLIMIT_STACK, "RLIMIT_STACK", value, err, err_len);
+    if (get_rlimit(RLIMIT_STACK, "RLIMIT_STACK", &cur, err, err_len) != 0)
+        return -1;
+    /* Its hard limit too is the soft one it started with, if lower: what the
+     * stack holds counts against no other limit. */
+    return lower_limit(RLIMIT_STACK, "RLIMIT_STACK", lower_of(cur.rlim_cur, (rlim_t)memory_bytes),
+                       err, err_len);
 }
 
 /* Every descriptor can hold kernel memory that no rlimit counts: a
@@ -83,13 +103,23 @@ static rlim_t descriptors_for(long long memory_bytes)
 
 static int set_memory_limits(long long memory_bytes, char *err, size_t err_len)
 {
-    if (set_limit(RLIMIT_DATA, "RLIMIT_DATA", (rlim_t)memory_bytes, err, err_len) != 0)
+    if (lower_limit(RLIMIT_DATA, "RLIMIT_DATA", (rlim_t)memory_bytes, err, err_len) != 0)
         return -1;
-    if (set_limit(RLIMIT_AS, "RLIMIT_AS", address_space_for(memory_bytes), err, err_len) != 0)
+    if (lower_limit(RLIMIT_AS, "RLIMIT_AS", address_space_for(memory_bytes), err, err_len) != 0)
         return -1;
     if (cap_stack(memory_bytes, err, err_len) != 0)
         return -1;
-    return set_limit(RLIMIT_NOFILE, "RLIMIT_NOFILE", descriptors_for(memory_bytes), err, err_len);
+    return lower_limit(RLIMIT_NOFILE, "RLIMIT_NOFILE", descriptors_for(memory_bytes), err, err_len);
+}
+
+static int limit_core_dumps(char *err, size_t err_len)
+{
+    struct rlimit cur;
+    if (get_rlimit(RLIMIT_CORE, "RLIMIT_CORE", &cur, err, err_len) != 0)
+        return -1;
+    rlim_t value = lower_of(cur.rlim_max, 1);
+    struct rlimit lim = {.rlim_cur = value, .rlim_max = value};
+    return set_rlimit(RLIMIT_CORE, "RLIMIT_CORE", lim, err, err_len);
 }
 
 int pynox_set_limits(long long memory_bytes, long long max_file_size, char *err, size_t err_len)
@@ -97,18 +127,20 @@ int pynox_set_limits(long long memory_bytes, long long max_file_size, char *err,
     /* A core dump would write the process's memory somewhere Landlock may
      * not govern. 1, not 0: the kernel ignores the limit when core_pattern pipes
      * the dump to a helper, except for exactly 1, which aborts the dump; and a
-     * file dump needs at least a page, so 1 stops that too. */
-    if (set_limit(RLIMIT_CORE, "RLIMIT_CORE", 1, err, err_len) != 0)
+     * file dump needs at least a page, so 1 stops that too. Both limits are 1,
+     * even over a soft limit of 0, which would let a piped dump through; a
+     * hard limit of 0 stays 0. */
+    if (limit_core_dumps(err, err_len) != 0)
         return -1;
     if (memory_bytes > 0 && set_memory_limits(memory_bytes, err, err_len) != 0)
         return -1;
     if (max_file_size > 0 &&
-        set_limit(RLIMIT_FSIZE, "RLIMIT_FSIZE", (rlim_t)max_file_size, err, err_len) != 0)
+        lower_limit(RLIMIT_FSIZE, "RLIMIT_FSIZE", (rlim_t)max_file_size, err, err_len) != 0)
         return -1;
     return 0;
 }
 
-int pynox_lowest_hard_limit(enum pynox_limit which, unsigned long long *bytes)
+int pynox_lowest_limit(enum pynox_limit which, unsigned long long *bytes)
 {
     /* What an allocation or a write runs into: RLIMIT_STACK and RLIMIT_NOFILE, which
      * --memory sets too, have hints of their own. */
@@ -121,8 +153,9 @@ int pynox_lowest_hard_limit(enum pynox_limit which, unsigned long long *bytes)
         struct rlimit cur;
         if (getrlimit(resources[i], &cur) != 0)
             return -1;
-        if (cur.rlim_max != RLIM_INFINITY && cur.rlim_max < *bytes)
-            *bytes = cur.rlim_max;
+        /* The soft limit: what the program runs into, and never above the hard one. */
+        if (cur.rlim_cur != RLIM_INFINITY && cur.rlim_cur < *bytes)
+            *bytes = cur.rlim_cur;
     }
     return 0;
 }

@@ -144,12 +144,12 @@ int pynox_seccomp_rules(const struct pynox_policy *policy, int merged, int part,
 int pynox_scrub_environment_block(char *err, size_t err_len);
 
 /* The limits a run's --memory and --max-file-size set in place of the host's: each is
- * kept where the host's hard limit is lower (pynox_set_limits). */
+ * kept where the host's limit is lower (pynox_set_limits). */
 enum pynox_limit { PYNOX_LIMIT_MEMORY, PYNOX_LIMIT_FILE_SIZE };
 
-/* The lowest hard limit in force among those `which` sets, in bytes: 0, with *bytes at
+/* The lowest (soft) limit in force among those `which` sets, in bytes: 0, with *bytes at
  * ULLONG_MAX when none is finite; -1 with errno when getrlimit failed. For the hints
  * of a program that reached a limit pynox was started with, which no flag raises. */
-int pynox_lowest_hard_limit(enum pynox_limit which, unsigned long long *bytes);
+int pynox_lowest_limit(enum pynox_limit which, unsigned long long *bytes);
 
 #endif

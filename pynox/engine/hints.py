@@ -43,7 +43,7 @@ from pynox.engine.library_errors import (
     readable,
     size_in_message,
 )
-from pynox.engine.limit_hints import limit_beyond_machine, physical_memory
+from pynox.engine.limit_hints import limit_beyond_machine, open_files_allowed, physical_memory
 from pynox.engine.native_end import inherited_limit_below
 from pynox.policy.grants import is_loader_variable, is_variable_name
 from pynox.policy.path_grant import real_path
@@ -543,6 +543,17 @@ def _unreachable(path: str) -> bool:
     except (OSError, ValueError):
         return False
     return False
+
+
+def _open_files_kind(policy: "Policy | None") -> str | None:
+    """The hint kind of too many open files: "open_files" when the limit reached is the one
+    --memory set; None for a lower one pynox was started with (or the program set itself),
+    under which python fails alike and no larger --memory helps."""
+    if policy is None or policy.memory is None:
+        return None
+    if os.sysconf("SC_OPEN_MAX") < open_files_allowed(policy.memory):  # the soft limit
+        return None
+    return "open_files"
 
 
 def _classify(
@@ -1064,7 +1075,7 @@ def _classify_os_error(
             return "file_size_inherited", below, path
         return "file_size", None, path
     if exc.errno == errno.EMFILE:
-        return "open_files", None, path
+        return _open_files_kind(policy), None, path
     if exc.errno is None and offline and _inet_socket_event(event, sockets):
         # asyncio's create_server() passes over the sockets it could not make and says
         # only "could not bind on any address", with no errno and no error behind it.

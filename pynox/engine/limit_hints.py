@@ -51,6 +51,11 @@ _MIN_DESCRIPTORS = 64
 _MAX_DESCRIPTORS = 1024
 
 
+def open_files_allowed(memory: int) -> int:
+    """How many files a program may hold open under a memory limit of `memory` bytes."""
+    return min(max(memory // _MIB, _MIN_DESCRIPTORS), _MAX_DESCRIPTORS)
+
+
 def _open_files_hint(style: Style, memory: int | None) -> str | None:
     if memory is None:
         return None  # the host's own limit: no grant raises it
@@ -73,7 +78,7 @@ def _open_files_hint(style: Style, memory: int | None) -> str | None:
 def _open_files_limit_hint(style: Style, memory: int) -> str:
     """The program tried to raise its limit on open files past what --memory set."""
     size = format_size(memory)
-    most = min(max(memory // _MIB, _MIN_DESCRIPTORS), _MAX_DESCRIPTORS)
+    most = open_files_allowed(memory)
     refused = (
         f"the program may not raise its limit on open files above {most}, what the {size} "
         f"memory limit allows (one per MiB, from {_MIN_DESCRIPTORS} to {_MAX_DESCRIPTORS})"
@@ -280,7 +285,7 @@ def limit_hint_texts(policy: "Policy") -> dict[str, str]:
     return templates(format_limit_hint, LIMIT_KINDS, policy.memory, policy.max_file_size)
 
 
-# How a hard limit pynox was started with is set, and what to do instead, by the limit.
+# How a limit pynox was started with is set, and what to do instead, by the limit.
 _INHERITED = {
     "size": ("ulimit -f", "write less"),
     "memory": ("ulimit -d or ulimit -v", "allocate less"),
@@ -291,9 +296,9 @@ def _inherited_limit_hint(
     reached: str, limit_name: str, limit: str | None, asked: int | None, instead: str = ""
 ) -> str | None:
     """The program reached a limit pynox was started with, below the one the run asked for
-    (--memory, --max-file-size): pynox keeps a lower hard limit (runtime/limits.c), and a
-    larger flag would not help. instead: what to do rather than raise it, if not to
-    allocate or write less."""
+    (--memory, --max-file-size): pynox keeps a lower limit, soft or hard, and never raises
+    one (runtime/limits.c), so a larger flag would not help. instead: what to do rather
+    than raise it, if not to allocate or write less."""
     if asked is None or limit is None:
         return None
     if limit != VALUE_PLACEHOLDER:  # the launcher puts the child's value in its place
@@ -303,9 +308,9 @@ def _inherited_limit_hint(
         limit = format_size(size)
     setter, usual = _INHERITED[limit_name]
     return (
-        f"{reached} the {limit} {limit_name} limit that pynox was started with (its hard "
-        f"limit, as {setter} sets it), below the {format_size(asked)} asked for, and pynox "
-        f"cannot raise it; {instead or usual}, or raise that limit where pynox starts"
+        f"{reached} the {limit} {limit_name} limit that pynox was started with (as {setter} "
+        f"sets it), below the {format_size(asked)} asked for, which pynox never raises; "
+        f"{instead or usual}, or raise that limit where pynox starts"
     )
 
 

@@ -81,16 +81,16 @@ def memory_frame(policy: "Policy") -> "list[str]":
 
 
 def inherited_limit_below(asked: "int | None", limit: str) -> "str | None":
-    """The lowest hard limit pynox was started with among those the run's `limit`
+    """The lowest limit pynox was started with among those the run's `limit`
     ("memory" or "max_file_size") sets, as format_size writes it, when it is below
     `asked`; else None. pynox keeps such a limit (runtime/limits.c), and no flag raises
     it: a hint names it, not a larger flag that would change nothing."""
     if asked is None:
         return None
     try:
-        hard = _native.lowest_hard_limit(limit)
+        lowest = _native.lowest_limit(limit)
     except OSError:  # unknown: the hint names the flag, as for no such limit
         return None
-    if hard is None or hard >= asked:
+    if lowest is None or lowest >= asked:
         return None
-    return format_size(hard)
+    return format_size(lowest)

@@ -107,3 +107,36 @@ def test_file_size_limit_gives_efbig(tree: Path) -> None:
     result = sandboxed(body, write=[tree / "rw"], max_file_size=4096)
     assert result == [True, 4096, errno.EFBIG, [4096, 4096]]
     assert target.stat().st_size == 4096
+
+
+@needs_landlock
+def test_limits_lower_but_never_raise_what_the_process_had() -> None:
+    """A soft limit lower than the policy's stays (the program gets no more than python
+    would under the same ulimit), and the hard limit is the policy's: only lowered."""
+    lowered = {
+        "RLIMIT_NOFILE": 40,
+        "RLIMIT_DATA": 3 << 30,
+        "RLIMIT_AS": 5 << 30,
+        "RLIMIT_FSIZE": 1 << 20,
+    }
+
+    def lower_soft_limits() -> None:
+        for name, soft in lowered.items():
+            which = getattr(resource, name)
+            resource.setrlimit(which, (soft, resource.getrlimit(which)[1]))
+
+    def body(_: Any) -> Any:
+        return {name: list(resource.getrlimit(getattr(resource, name))) for name in lowered}
+
+    memory, file_size = 4 << 30, 8 << 20
+    asked = {"RLIMIT_NOFILE": 1024, "RLIMIT_DATA": memory, "RLIMIT_AS": 4 * memory}
+    asked["RLIMIT_FSIZE"] = file_size
+    limits = sandboxed(body, setup=lower_soft_limits, memory_bytes=memory, max_file_size=file_size)
+    assert limits == {
+        name: [soft, _lower(asked[name], resource.getrlimit(getattr(resource, name))[1])]
+        for name, soft in lowered.items()
+    }
+
+
+def _lower(limit: int, other: int) -> int:
+    return limit if other == resource.RLIM_INFINITY else min(limit, other)

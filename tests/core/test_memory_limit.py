@@ -376,8 +376,8 @@ def test_native_death_under_a_limit_beyond_the_machine_is_not_told_to_grow(
 # 300 MiB that NATIVE_UNDER_INHERITED allocates fails, whatever --memory says.
 NATIVE_UNDER_INHERITED = NATIVE.replace("200 << 20", "300 << 20")
 INHERITED_HINT = (
-    "under the 256m memory limit that pynox was started with (its hard limit, as ulimit -d "
-    "or ulimit -v sets it), below the 512m asked for, and pynox cannot raise it; allocate "
+    "under the 256m memory limit that pynox was started with (as ulimit -d or ulimit -v "
+    "sets it), below the 512m asked for, which pynox never raises; allocate "
     "less, or raise that limit where pynox starts"
 )
 NATIVE_INHERITED_HINT = (

@@ -7,9 +7,20 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 
 import pytest
-from support.commands import PYNOX, limiting_file_size, limiting_memory, pynox
+from support.commands import (
+    PYNOX,
+    PYTHON,
+    limiting_file_size,
+    limiting_memory,
+    pynox,
+    run,
+    soft_limiting,
+)
 from support.probes import World, outcomes, run_probe
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
@@ -125,8 +136,8 @@ def test_a_lower_file_size_limit_pynox_was_started_with_is_named(
         command=[*limiting_file_size(1 << 20), PYNOX],
     )
     hint = (
-        "a file reached the 1m size limit that pynox was started with (its hard limit, as "
-        "ulimit -f sets it), below the 8m asked for, and pynox cannot raise it; write less, "
+        "a file reached the 1m size limit that pynox was started with (as ulimit -f sets "
+        "it), below the 8m asked for, which pynox never raises; write less, "
         "or raise that limit where pynox starts"
     )
     _assert_failed_with_hint(proc, json_result, hint)
@@ -146,11 +157,15 @@ def _assert_failed_with_hint(
 
 
 @pytest.mark.parametrize("json_result", [False, True], ids=["line", "json"])
+@pytest.mark.parametrize(
+    "limiting", [limiting_memory, partial(soft_limiting, "RLIMIT_DATA")], ids=["hard", "soft"]
+)
 def test_a_lower_memory_limit_pynox_was_started_with_is_named(
-    world: World, json_result: bool
+    world: World, json_result: bool, limiting: Callable[[int], list[str]]
 ) -> None:
-    """As for the file size: a hard RLIMIT_DATA lower than --memory stays, and the hint
-    names it rather than a larger --memory that would change nothing."""
+    """As for the file size: an RLIMIT_DATA lower than --memory stays, hard or only soft
+    (as under python), and the hint names it rather than a larger --memory that would
+    change nothing."""
     proc = run_probe(
         world,
         """
@@ -158,12 +173,12 @@ def test_a_lower_memory_limit_pynox_was_started_with_is_named(
     """,
         *(["--json"] if json_result else []),
         "--memory=512m",
-        command=[*limiting_memory(256 << 20), PYNOX],
+        command=[*limiting(256 << 20), PYNOX],
     )
     hint = (
-        "the program used up the 256m memory limit that pynox was started with (its hard "
-        "limit, as ulimit -d or ulimit -v sets it), below the 512m asked for, and pynox "
-        "cannot raise it; allocate less, or raise that limit where pynox starts"
+        "the program used up the 256m memory limit that pynox was started with (as ulimit "
+        "-d or ulimit -v sets it), below the 512m asked for, which pynox never raises; "
+        "allocate less, or raise that limit where pynox starts"
     )
     _assert_failed_with_hint(proc, json_result, hint)
 
@@ -187,8 +202,8 @@ def test_a_thread_stacks_hint_names_a_lower_limit_pynox_was_started_with(
     )
     hint = (
         "a thread could not start: each thread's stack (8 MiB by default) counts against the "
-        "256m memory limit that pynox was started with (its hard limit, as ulimit -d or "
-        "ulimit -v sets it), below the 512m asked for, and pynox cannot raise it; run fewer "
+        "256m memory limit that pynox was started with (as ulimit -d or ulimit -v sets "
+        "it), below the 512m asked for, which pynox never raises; run fewer "
         "threads at once (concurrent.futures.ThreadPoolExecutor(max_workers=4)) or make "
         "their stacks smaller before starting them (threading.stack_size(1 << 20)), or raise "
         "that limit where pynox starts"
@@ -228,6 +243,26 @@ TIMEOUT_PROBES = {
     ),
     "sleeps-in-c": "import time\ntime.sleep(3600)\n",
 }
+
+
+def test_a_lower_soft_limit_on_open_files_stays_as_under_python(tmp_path: Path) -> None:
+    """`ulimit -S -n 64; pynox --memory=1g app.py`: the program gets the 64 open files
+    python gets, not the 1024 that --memory allows, and fails alike, with no hint naming
+    --memory, which would change nothing."""
+    script = tmp_path / "app.py"
+    script.write_text(
+        "import resource\n"
+        "print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+        "files = [open(__file__) for _ in range(100)]\n"
+    )
+    lowered = soft_limiting("RLIMIT_NOFILE", 64)
+    under_python = run([*lowered, PYTHON, str(script)], cwd=tmp_path)
+    under_pynox = run([*lowered, PYNOX, "--memory=1g", str(script)], cwd=tmp_path)
+    assert under_python.stdout == b"64\n"
+    assert (under_pynox.returncode, under_pynox.stdout) == (1, under_python.stdout)
+    last_line = under_python.stderr.decode().splitlines()[-1]
+    assert last_line.startswith("OSError: [Errno 24] Too many open files")
+    assert under_pynox.stderr.decode().splitlines()[-1] == last_line
 
 
 @pytest.mark.parametrize("kind", list(TIMEOUT_PROBES))

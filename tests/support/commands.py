@@ -73,6 +73,22 @@ os.execv(sys.argv[3], sys.argv[3:])
 """
 
 
+# Runs the rest of its command line with the soft limit its first two arguments give, the
+# hard one as it was (as `ulimit -S` sets it).
+_SOFT_LIMITING = """\
+import os, resource, sys
+which = getattr(resource, sys.argv[1])
+resource.setrlimit(which, (int(sys.argv[2]), resource.getrlimit(which)[1]))
+os.execv(sys.argv[3], sys.argv[3:])
+"""
+
+
+def soft_limiting(name: str, limit: int) -> list[str]:
+    """A prefix for a command line: what follows it starts with the soft limit `name` (of
+    resource's RLIMIT_ names) at `limit`, which it may raise up to its hard limit."""
+    return [PYTHON, "-c", _SOFT_LIMITING, name, str(limit)]
+
+
 def limiting_open_files(limit: int) -> list[str]:
     """A prefix for a command line: what follows it may hold at most `limit` descriptors."""
     return [PYTHON, "-c", _LIMITING, "RLIMIT_NOFILE", str(limit)]
