@@ -51,13 +51,21 @@ STREAM_BACKLOG = 1 << 20
 # yet; beyond, it counts them as skipped rather than hold more (pynox.api.stream).
 STREAM_BUFFER = 16 << 20
 # What a pool run gives back besides its output (pynox.pool.display): the repr of the code's
-# last expression, cut to this many bytes of UTF-8; and the PNG images of the figures it drew,
-# at most this many per run or session step, this many bytes together, and this many
-# pixels a side.
+# last expression, cut to the run's max_output bytes of UTF-8 (value_limit) and never to more
+# than this many; and the PNG images of the figures it drew, at most this many per run or
+# session step, this many bytes together, and this many pixels a side.
 MAX_VALUE = 65536
 MAX_IMAGES = 8
 MAX_IMAGE_BYTES = 4 << 20
 MAX_IMAGE_SIDE = 8192
+
+
+def value_limit(max_output: int) -> int:
+    """The most bytes of a run's value: max_output bounds it as it bounds each stream, so
+    that what a model is shown stays within it."""
+    return min(max_output, MAX_VALUE)
+
+
 # Host calls of one pool request waiting for the client at once: at most this many, carrying
 # at most this many bytes of JSON between them (pynox_host waits for room; a program that
 # writes call frames itself and passes either ends its request).

@@ -309,12 +309,13 @@ def test_image_example_has_the_fields_the_pool_writes() -> None:
     import struct
     import zlib
 
+    from pynox.limits import DEFAULT_MAX_OUTPUT
     from pynox.pool.display_check import Shown
 
     header = b"IHDR" + struct.pack(">IIBBBBB", IMAGE["width"], IMAGE["height"], 8, 2, 0, 0, 0)
     png = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + header
     png += struct.pack(">I", zlib.crc32(header))
-    shown = Shown(echo=True)
+    shown = Shown(echo=True, max_output=DEFAULT_MAX_OUTPUT)
     shown.take_image({"type": "image", "data": base64.b64encode(png).decode()})
     (image,) = shown.images
     assert list(image) == list(IMAGE)
@@ -330,7 +331,7 @@ def test_image_example_has_the_fields_the_pool_writes() -> None:
 def test_the_page_gives_the_bounds_of_values_and_images() -> None:
     from pynox.limits import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_VALUE
 
-    assert f"cut to {MAX_VALUE} bytes of UTF-8 (`pynox.limits.MAX_VALUE`)" in TEXT
+    assert f"more than {MAX_VALUE}\nbytes of UTF-8 (`pynox.limits.MAX_VALUE`)" in TEXT
     assert f"At most {MAX_IMAGES} images come back per request" in TEXT
     assert f"at most {MAX_IMAGE_BYTES >> 20} MiB of\nPNG together" in TEXT
     assert f"at most {MAX_IMAGE_SIDE} pixels a side (`MAX_IMAGE_SIDE`)" in TEXT

@@ -117,9 +117,10 @@ class ChildLink:
             # Read only now, so that the request's grants decide whether it may.
             program.source = request_child.read_script(program.filename, self)
         modules_before = set(sys.modules)
-        if self.session:
-            from pynox.pool import display
+        from pynox.pool import display
 
+        display.limit_value(policy.max_output)
+        if self.session:
             display.serve_session()
             session_child.serve(program, policy, setup, self, modules_before)
         request_child.run_then_finish(program, policy, setup, self, modules_before)

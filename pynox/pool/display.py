@@ -11,7 +11,7 @@ that `plt.show()` shows, and figures still open when the code ends are sent then
 import os
 import sys
 
-from pynox.limits import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_VALUE
+from pynox.limits import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_VALUE, value_limit
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,6 +25,8 @@ BACKEND = "module://pynox.pool.matplotlib_backend"
 sender: "Callable[[dict[str, object]], bool] | None" = None
 # What the current run or session step has sent so far: [images, bytes].
 _sent = [0, 0]
+# The most bytes of UTF-8 of a value this run sends (limit_value).
+_value_bytes = [MAX_VALUE]
 # In a session, only the thread that runs the steps sends figures, each before its step
 # ends: another thread's could reach the pool server between two steps, which ends the
 # session. The figures a thread shows stay open, and come back when the step ends.
@@ -72,13 +74,18 @@ def release_warmup_leftovers() -> None:
         pass
 
 
+def limit_value(max_output: int) -> None:
+    """The run's max_output bounds its value too (pynox.limits.value_limit)."""
+    _value_bytes[0] = value_limit(max_output)
+
+
 def start_step() -> None:
     """A session step starts: its images are counted afresh."""
     _sent[0] = _sent[1] = 0
 
 
 def value_repr(value: object) -> "str | None":
-    """The repr of a value, cut to MAX_VALUE bytes; None for None, as a notebook shows it.
+    """The repr of a value, cut to the run's bound; None for None, as a notebook shows it.
 
     A repr that fails is told on stderr and gives no value: it must not fail the run.
     """
@@ -90,12 +97,24 @@ def value_repr(value: object) -> "str | None":
         _note(f"repr() of the last expression's value failed: {_describe(exc)}")
         return None
     # str's own encode, not a str subclass's; a repr may hold lone surrogates.
-    data = str.encode(text, "utf-8", "backslashreplace")
-    if len(data) <= MAX_VALUE:
+    return cut_value(str.encode(text, "utf-8", "backslashreplace"), _value_bytes[0])
+
+
+def cut_value(data: bytes, limit: int) -> str:
+    """data (a repr as UTF-8) as text of at most `limit` bytes: its start, then a note of
+    how many bytes were cut; its start alone when the limit cannot hold the note, as a
+    stream's is under a max_output too small for its line."""
+    if len(data) <= limit:
         return data.decode()
-    kept = data[: MAX_VALUE - 100].decode("utf-8", "ignore")  # room for the note
-    cut = len(data) - len(kept.encode())
-    return f"{kept}... [{cut} more bytes of the value's repr were cut]"
+    room = len(_cut_note(len(data)).encode())  # the longest note: no more cut than all of it
+    if room > limit:
+        return data[:limit].decode("utf-8", "ignore")
+    kept = data[: limit - room].decode("utf-8", "ignore")
+    return kept + _cut_note(len(data) - len(kept.encode()))
+
+
+def _cut_note(cut: int) -> str:
+    return f"... [{cut} more bytes of the value's repr were cut]"
 
 
 def send_value(value: object) -> None:

@@ -2,14 +2,14 @@
 
 The child's side (pynox.pool.display) is pynox's code, but the program can write frames
 on the same channel: every field is checked here as data from the program. A value is
-one string of valid UTF-8 within MAX_VALUE bytes; an image is a PNG whose width and
-height the server reads from its own IHDR chunk (checksum included), within the count,
-byte and side bounds of pynox.limits. A frame that breaks them ends the request.
+one string of valid UTF-8 within the run's bound (pynox.limits.value_limit); an image is a
+PNG whose width and height the server reads from its own IHDR chunk (checksum included),
+within the count, byte and side bounds of pynox.limits. A frame that breaks them ends the request.
 """
 
 import binascii
 
-from pynox.limits import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGES, MAX_VALUE
+from pynox.limits import MAX_IMAGE_BYTES, MAX_IMAGE_SIDE, MAX_IMAGES, value_limit
 from pynox.pool.channel import ChannelError
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -18,10 +18,11 @@ _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 class Shown:
     """What one run or session step gives back besides its output."""
 
-    __slots__ = ("value", "images", "image_bytes", "echo")
+    __slots__ = ("value", "images", "image_bytes", "echo", "value_limit")
 
-    def __init__(self, echo: bool) -> None:
+    def __init__(self, echo: bool, max_output: int) -> None:
         self.echo = echo  # whether the run's code may have a value (code, not a script)
+        self.value_limit = value_limit(max_output)
         self.value: str | None = None
         self.images: list[dict[str, object]] = []
         self.image_bytes = 0
@@ -38,8 +39,8 @@ class Shown:
             size = len(text.encode("utf-8"))
         except UnicodeEncodeError:
             raise ChannelError("a value that is not valid UTF-8") from None
-        if size > MAX_VALUE:
-            raise ChannelError(f"a value of {size} bytes, over the bound of {MAX_VALUE}")
+        if size > self.value_limit:
+            raise ChannelError(f"a value of {size} bytes, over the bound of {self.value_limit}")
         self.value = text
 
     def take_image(self, frame: dict[str, object]) -> None:

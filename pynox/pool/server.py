@@ -303,7 +303,8 @@ class Run:
         self.decoders: dict[str, codecs.IncrementalDecoder] = {}
         # With "stream": stderr from a line that may be the hint, until the result is made.
         self.hint_hold = HintHold()
-        self.shown = Shown(echo=True)  # its value and images, as its child sends them
+        # Its value and images, as its child sends them.
+        self.shown = Shown(echo=True, max_output=policy.max_output)
         # Whether its hints name grants as its request's JSON fields (HINTS_JSON).
         self.json_hints = True
         # Its policy before its scratch directory, if a primed spare may run it.

@@ -118,6 +118,38 @@ def test_a_huge_repr_is_cut_to_the_bound(pool: PoolClient) -> None:
     assert note == f"{cut} more bytes of the value's repr were cut]"
 
 
+@pytest.mark.parametrize("session", [False, True], ids=["request", "session-step"])
+def test_max_output_bounds_the_value_as_it_bounds_each_stream(
+    pool: PoolClient, session: bool
+) -> None:
+    """A client that keeps a model's output small with max_output gets no more of the
+    value either: its start and the note, within max_output."""
+    program = "print('o' * 5000)\n'é' * 100000"
+    fields: dict[str, object] = {"max_output": 1000}
+    if session:
+        fields["session"] = new_id("small")
+    result = run_code(pool, program, **fields)
+    assert result["exit"] == 0 and result["stdout_truncated"], result
+    value = result["value"]
+    assert isinstance(value, str) and 900 < len(value.encode()) <= 1000
+    kept, _, note = value.partition("... [")
+    assert kept.startswith("'éééé")
+    cut = len(repr("é" * 100000).encode()) - len(kept.encode())
+    assert note == f"{cut} more bytes of the value's repr were cut]"
+
+
+def test_a_max_output_too_small_for_the_note_keeps_the_values_start(pool: PoolClient) -> None:
+    result = run_code(pool, "'é' * 100000", max_output=10)
+    assert result["value"] == "'éééé"  # 9 bytes: a tenth would split a character
+    assert run_code(pool, "41 + 1", max_output=2)["value"] == "42"
+
+
+def test_a_forged_value_past_max_output_is_refused(pool: PoolClient) -> None:
+    result = run_code(pool, FORGE + "forge({'type': 'value', 'repr': 'x' * 101})\n", max_output=100)
+    assert_pool_error(result, "channel", "101 bytes", "bound of 100")
+    serves(pool)
+
+
 def test_a_repr_with_lone_surrogates_comes_back_escaped(pool: PoolClient) -> None:
     result = run_code(pool, "class S:\n    __repr__ = lambda self: 'a\\ud800b'\nS()")
     assert result["value"] == "a\\ud800b"
@@ -205,6 +237,13 @@ def test_result_value_and_the_tool_text(api_pool: Pool) -> None:
     assert tool("x = 1") == "(no output)"
     multi = tool("'a\\nb'.splitlines() and 'line one\\nline two'")
     assert multi == "Out: 'line one\\nline two'"
+
+
+def test_the_tool_text_keeps_the_value_within_max_output(api_pool: Pool) -> None:
+    tool = api_pool.tool(max_output=2000)
+    text = tool("'x' * 100000")
+    assert text.startswith("Out: 'xxx") and "more bytes of the value's repr were cut]" in text
+    assert len(text) <= 2000 + len("Out: ")
 
 
 def test_a_multi_line_repr_starts_on_a_line_of_its_own(api_pool: Pool) -> None:
