@@ -234,10 +234,11 @@ class Session:
                 raw = {**result.raw, "session": info}
                 result = Result(**{**_fields(result), "session": info, "raw": raw})
             self._steps += 1
-            # A refused step (code too long, not Unicode) never reached the session: the
-            # process and the pool it knew are as they were, restarted or alive.
+            # A refused step (code too long, not Unicode, queued as its session closed)
+            # never reached the session: the process and the pool it knew are as they
+            # were, restarted or alive.
             error = result.error
-            refused = info is None and error is not None and error["type"] == "RequestError"
+            refused = step is None and error is not None and error["type"] == "RequestError"
             if not refused:
                 if new_pool:
                     self._pool_began = False

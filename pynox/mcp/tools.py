@@ -302,7 +302,7 @@ def _tool(
 def _never_ran(result: Result) -> bool:
     """Whether the pool refused the request before any process ran its code."""
     return (
-        result.session is None
+        (result.session is None or result.session.get("step") is None)
         and result.error is not None
         and result.error["type"] == "RequestError"
     )

@@ -340,6 +340,17 @@ def error_result(request_id: object, message: str, kind: str = "RequestError") -
     return {"id": request_id, **refusal(kind, message)}
 
 
+def step_not_run(
+    result: "dict[str, Any]", run: "Run", session: "Session", ended: str | None = None
+) -> "dict[str, Any]":
+    """result, for a step of session that never ran, with the fields every step's result
+    has: its value and images (none) and its session, with no step number. ended: how the
+    session ended, or None when it goes on."""
+    result.update(run.shown.fields())
+    result["session"] = {"id": session.name, "step": None, "restarted": False, "ended": ended}
+    return result
+
+
 def _failed(
     result: "dict[str, Any]", kind: str, message: str, exit_code: int = EXIT_SETUP_FAILURE
 ) -> None:
@@ -1085,8 +1096,8 @@ class PoolServer:
                 self._kill(child, "cancelled")
             return
         result = {"id": request_id, **refusal("Cancelled", CANCELLED_QUEUED, EXIT_CANCELLED)}
-        result.update(run.shown.fields())  # none: it never ran, but its fields are there
         self.runs.pop(request_id, None)
+        result.update(run.shown.fields())  # none: it never ran, but its fields are there
         for queued in self.queue:
             if queued[0] is run:
                 self.queue.remove(queued)
@@ -1097,12 +1108,7 @@ class PoolServer:
             for queued in session.queue:
                 if queued[0] is run:
                     session.queue.remove(queued)
-                    result["session"] = {
-                        "id": session.name,
-                        "step": None,  # it never ran
-                        "restarted": False,
-                        "ended": None,
-                    }
+                    step_not_run(result, run, session)  # the session goes on
                     break
         self.emit(result)
 
@@ -1988,7 +1994,7 @@ class PoolServer:
                 pool_files.place(session.policy.scratch or "", run.files, run.id)
             except RequestError as exc:
                 self.runs.pop(run.id, None)
-                self.emit(error_result(run.id, exc.message))
+                self.emit(step_not_run(error_result(run.id, exc.message), run, session))
                 self._next_step(session)
                 return
             run.files = {}
@@ -2028,6 +2034,7 @@ class PoolServer:
             "say), so the session was closed; send this step again to start a new session",
             "PoolError",
         )
+        result.update(run.shown.fields())  # none: it never ran, but its fields are there
         result["session"] = {
             "id": session.name,
             "step": session.steps + 1,
@@ -2102,13 +2109,12 @@ class PoolServer:
         """Closes a session: queued steps are refused, a running one finishes first."""
         for run, _ in session.queue:
             self.runs.pop(run.id, None)
-            self.emit(
-                error_result(
-                    run.id,
-                    f"session {session.name!r} was closed before this step ran; send the "
-                    "step again to run it in a new session",
-                )
+            refused = error_result(
+                run.id,
+                f"session {session.name!r} was closed before this step ran; send the "
+                "step again to run it in a new session",
             )
+            self.emit(step_not_run(refused, run, session, ended="closed"))
         session.queue.clear()
         session.closing = True
         if session.running is None:

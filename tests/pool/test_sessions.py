@@ -119,6 +119,10 @@ def test_close_session_while_a_step_runs(pool: PoolClient) -> None:
         f"session {name!r} was closed before this step ran; send the step again to run it in "
         "a new session"
     )
+    # A step's result, as a cancelled queued step's is: it never ran (no step number), and
+    # its session ended, so the next step starts a new one.
+    assert refused["session"] == {"id": name, "step": None, "restarted": False, "ended": "closed"}
+    assert (refused["value"], refused["images"]) == (None, [])
     result = pool.result(running, 30)
     print(
         "the step that ran while its session closed:",
