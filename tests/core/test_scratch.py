@@ -14,7 +14,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from support.commands import PYNOX, pynox, run
+from support.commands import PYNOX, bound_by_file_modes, pynox, run
 
 from pynox.engine import scratch
 from pynox.engine.scratch import PREFIX, VARIABLES
@@ -186,6 +186,24 @@ def test_a_tmpdir_every_user_may_write_without_the_sticky_bit_is_refused(
     shared.chmod(0o1777)
     proc = pynox("-c", "print('ran')", cwd=tmp_path, env={"TMPDIR": str(tmpdir)})
     assert (proc.returncode, proc.stdout) == (0, b"ran\n"), proc.stderr
+
+
+def test_an_unwritable_tmpdir_says_to_set_tmpdir(tmp_path: Path) -> None:
+    """No scratch directory can be made there: the command and the pool say so in one line
+    that says what to do, with no traceback."""
+    tmpdir = tmp_path / "read-only"
+    tmpdir.mkdir()
+    tmpdir.chmod(0o555)
+    message = (
+        f"pynox: cannot create the run's scratch directory in {tmpdir}: Permission denied; "
+        "set TMPDIR to a writable directory\n"
+    )
+    env = {"TMPDIR": str(tmpdir)}
+    for mode in MODES.values():
+        proc = run([*bound_by_file_modes(), PYNOX, *mode, "-c", "print('ran')"], env=env)
+        assert (proc.returncode, proc.stderr.decode()) == (125, message)
+    pool = run([*bound_by_file_modes(), PYNOX, "pool"], env=env, input=b'{"id": 1, "code": "1"}\n')
+    assert (pool.returncode, pool.stdout, pool.stderr.decode()) == (125, b"", message)
 
 
 def _gone_but(directory: Path, kept: list[str], within: float = 10) -> bool:
