@@ -7,6 +7,7 @@ what CPython keeps, through BaseException's own descriptors.
 """
 
 import builtins
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -16,8 +17,8 @@ _ARGS = BaseException.__dict__["args"]
 _CAUSE = BaseException.__dict__["__cause__"]
 _CONTEXT = BaseException.__dict__["__context__"]
 _ERRNO = OSError.__dict__["errno"]
-# Exception groups, builtin from 3.11 on (None before).
-_GROUP = getattr(builtins, "BaseExceptionGroup", None)
+# Exception groups, builtin from 3.11 on (None before: see _group).
+_BUILTIN_GROUP = getattr(builtins, "BaseExceptionGroup", None)
 # The most exceptions of an exception group looked at, nested groups included.
 _MAX_MEMBERS = 64
 
@@ -41,20 +42,31 @@ def members(exc: BaseException) -> "list[BaseException]":
     """The exceptions an exception group holds (asyncio.TaskGroup raises what its tasks
     raised as one), those of the groups in it included, in the order its traceback shows
     them; [exc] for any other exception. A few, read as BaseExceptionGroup keeps them."""
-    if _GROUP is None or not isinstance(exc, _GROUP):
+    group = _group()
+    if group is None or not isinstance(exc, group):
         return [exc]
-    held = _GROUP.__dict__["exceptions"]
+    held = group.__dict__["exceptions"]
     found: list[BaseException] = []
     pending = [exc]
     for _ in range(_MAX_MEMBERS):
         if not pending:
             break
         current = pending.pop()
-        if isinstance(current, _GROUP):
+        if isinstance(current, group):
             pending.extend(reversed(held.__get__(current)))
         else:
             found.append(current)
     return found
+
+
+def _group() -> "type[BaseException] | None":
+    """The class of exception groups: the builtin one from 3.11 on; before, the
+    exceptiongroup backport's, when the program imported it (anyio and trio raise its
+    groups)."""
+    if _BUILTIN_GROUP is not None:
+        return _BUILTIN_GROUP  # type: ignore[no-any-return]
+    group = getattr(sys.modules.get("exceptiongroup"), "BaseExceptionGroup", None)
+    return group if isinstance(group, type) and issubclass(group, BaseException) else None
 
 
 def chain(exc: BaseException) -> "list[BaseException]":

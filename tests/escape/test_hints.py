@@ -581,6 +581,46 @@ def test_a_denial_in_an_exception_group_gets_its_hint(world: World) -> None:
     assert granted.stdout == f"{len(world.secret.read_text())}\n".encode()
 
 
+# Before 3.11, anyio and trio raise the groups of the exceptiongroup backport (which pytest
+# needs there too, so the tests' environment has it). Raised outside the handler, as a task
+# group raises its tasks' errors: not while handling the denial, which has a hint of its own.
+BACKPORT_GROUP_READ = (
+    "from exceptiongroup import ExceptionGroup\n"
+    "errors = []\n"
+    "try:\n"
+    "    print(len(open(W['secret']).read()))\n"
+    "except OSError as exc:\n"
+    "    errors.append(exc)\n"
+    "if errors:\n"
+    "    raise ExceptionGroup('reads failed', errors)\n"
+)
+
+
+@pytest.mark.skipif(
+    sys.version_info >= (3, 11), reason="from 3.11 on, the backport's groups are the builtin ones"
+)
+def test_a_denial_in_a_backport_exception_group_gets_its_hint(world: World) -> None:
+    """As in a builtin group: the exceptiongroup backport's groups got no hint on 3.10."""
+    exceptiongroup = pytest.importorskip("exceptiongroup")
+    packages = f"--package-dir={os.path.dirname(os.path.dirname(exceptiongroup.__file__))}"
+    refused = run_probe(world, BACKPORT_GROUP_READ, *world.grants(), packages)
+    err = refused.stderr.decode(errors="replace")
+    assert refused.returncode == 1, err
+    assert "ExceptionGroup: reads failed (1 sub-exception)" in err
+    expected = "reading {secret} is not allowed; grant it with --allow-read={secret}"
+    expected = expected.format(**world.paths())
+    assert hints(refused) == ["pynox: " + expected]
+    result = json.loads(
+        run_probe(world, BACKPORT_GROUP_READ, "--json", *world.grants(), packages).stdout
+    )
+    assert result["error"]["hint"] == expected
+    granted = run_probe(
+        world, BACKPORT_GROUP_READ, *world.grants(), packages, f"--allow-read={world.secret}"
+    )
+    assert granted.returncode == 0, granted.stderr
+    assert granted.stdout == f"{len(world.secret.read_text())}\n".encode()
+
+
 SOCKET_PAIR_HINT = (
     "only socket pairs of Unix stream sockets (SOCK_STREAM, SOCK_SEQPACKET) are allowed in "
     "the sandbox: a datagram one could send to the host's Unix sockets, and there is nothing "
