@@ -79,6 +79,7 @@ CASES: dict[str, Case] = {
     "exc_suppressed_context.py": Case(status=1),
     "exc_group.py": Case(status=1),
     "exc_with_temporary_file.py": Case(status=1),
+    "exc_finalizer_in_failed_frame.py": Case(status=1),
     "exc_notes.py": Case(status=1),
     "exc_last_traceback_at_exit.py": Case(status=1),
     "exc_hostile_traceback.py": Case(status=1),

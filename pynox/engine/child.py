@@ -350,7 +350,9 @@ def still_own_pipe(setup: ChildSetup, fd: int) -> bool:
         return False
 
 
-def _silent_for(reported: BaseException, shown: "TracebackType | None", hook: "Any") -> "Any":
+def _silent_for(
+    reported: "BaseException | None", shown: "TracebackType | None", hook: "Any"
+) -> "Any":
     """An excepthook that stays quiet for the one exception already reported, with the
     traceback it was shown with (shown).
 
@@ -361,11 +363,17 @@ def _silent_for(reported: BaseException, shown: "TracebackType | None", hook: "A
     costs a run more than the whole hook."""
 
     def excepthook(kind: type, value: BaseException, tb: "TracebackType | None") -> None:
-        if value is not reported:
+        nonlocal reported, shown
+        if reported is None or value is not reported:
             (PYTHON_DISPLAY if hook is None else hook)(kind, value, tb)
             return
         _TRACEBACK.__set__(value, shown)
         sys.last_traceback = shown
+        # Let go of them: sys.excepthook lives until the very end of finalization, after
+        # the modules are emptied, and so would every object the traceback's frames hold,
+        # whose __del__ would then find the globals it uses gone. CPython drops sys.last_*
+        # first, while the modules are still whole.
+        reported = shown = None
 
     return excepthook
 

@@ -440,7 +440,7 @@ def _hint_of(
             "fileinput (inplace=True) moves the file it edits to a backup beside it (its name "
             f"and .bak) and reads it from there, which the program may not do in {shown}: the "
             "file is left as that backup or, once fileinput is closed without backup= (at the "
-            "end of a with block), gone; put it back"
+            "end of a with block or of the program), gone; put it back"
         )
         if style.refused("allow_read", value):
             return f"{moved}; {LIMITED_BY} lets no request grant reading {shown}"
