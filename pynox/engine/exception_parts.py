@@ -106,6 +106,19 @@ def passes_through(exc: BaseException, module: str, function: str) -> bool:
     return False
 
 
+def local_in(exc: BaseException, module: str, function: str, name: str) -> object:
+    """The local `name` of the innermost frame of module's function among the frames exc
+    left (self of fileinput's _readline); None when there is none."""
+    found = None
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == function and frame.f_globals.get("__name__") == module:
+            found = frame.f_locals.get(name)
+        tb = tb.tb_next
+    return found
+
+
 def innermost_module(exc: BaseException) -> str | None:
     """The module of the innermost frame of exc's traceback."""
     tb = innermost(exc)

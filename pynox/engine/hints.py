@@ -29,6 +29,7 @@ from pynox.engine.exception_parts import (
     errno_of,
     innermost,
     innermost_module,
+    local_in,
     members,
     passes_through,
 )
@@ -1129,8 +1130,9 @@ def _classify_os_error(
                 kind, target = _sqlite_folder(path, policy)
             if kind is not None:
                 return kind, target, path
-        if passes_through(exc, "fileinput", "_readline"):
-            # Whatever the program did after (fileinput's close removes the file it
+        if getattr(local_in(exc, "fileinput", "_readline", "self"), "_inplace", False):
+            # Editing in place: it renamed the file to its backup, then was refused reading
+            # that. Whatever the program did after (fileinput's close removes the file it
             # renamed), the refusal was of reading it.
             kind, target = _classify_file(path, ("open", (path, "r")), policy)
             return ("fileinput_backup" if kind == "read" else kind), target, path

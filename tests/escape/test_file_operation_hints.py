@@ -166,6 +166,21 @@ def test_editing_in_place_in_a_write_only_folder_says_where_the_file_went(
     assert (out / "a.txt").read_text() == "A"
 
 
+def test_reading_with_fileinput_gets_the_hint_of_a_read(tmp_path: Path) -> None:
+    """Without inplace=True, fileinput reads the file where it is: its refusal got the
+    in-place hint, which said the file had been moved to a backup it never was."""
+    cwd = _world(tmp_path)
+    data = cwd / "data" / "in.txt"
+    code = "import fileinput\nfor line in fileinput.input('data/in.txt'): print(line.upper())\n"
+    proc = pynox("-c", code, cwd=cwd)
+    assert hint_line(proc.stderr) == (
+        f"pynox: reading {data} is not allowed; grant it with --allow-read={data}"
+    )
+    assert sorted(p.name for p in data.parent.iterdir()) == ["folder", "in.txt"]
+    followed = pynox(f"--allow-read={data}", "-c", code, cwd=cwd)
+    assert (followed.returncode, followed.stdout) == (0, b"INPUT\n"), followed.stderr
+
+
 # The program's work inside a temporary directory: its removal, as the refusal unwinds
 # the with block, is the last file operation the program made.
 IN_TEMPORARY_DIRECTORY = (
