@@ -85,6 +85,7 @@ KINDS = frozenset(
         "dbm_dumb",
         "dbm_read_back",
         "fileinput_backup",
+        "fileinput_set_id",
         "polars_temporary_folder",
         "xlsxwriter_times",
         "xattr_by_path",
@@ -433,6 +434,16 @@ def _hint_of(
             "it may write is refused (the kernel says EXDEV, as between file systems); copy "
             "the file instead (shutil.copyfile), or let the program write it where it is"
             f"{style.ask('allow_write', value)}"
+        )
+    if kind == "fileinput_set_id":
+        # It makes the file again with os.open and the old file's mode, set-ID bits too.
+        return (
+            f"fileinput (inplace=True) makes {shown} again with the mode of the file it "
+            "edits, whose set-user-ID or set-group-ID bit the sandbox never lets a program "
+            "give, and there is nothing to grant; it moved the file to a backup beside it "
+            "(its name and .bak), left there or, once fileinput is closed without backup= "
+            "(at the end of a with block or of the program), gone: put it back, then clear "
+            f"those bits where pynox runs (chmod u-s,g-s {shown})"
         )
     if kind == "fileinput_backup":
         # fileinput's close removes the backup unless backup= names one to keep.

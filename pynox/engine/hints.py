@@ -1091,6 +1091,8 @@ def _classify_os_error(
         kind, target = _folder_not_written(*moved, policy)
         return kind, target, path
     if exc.errno == errno.EPERM and _makes_set_id(event, path):
+        if _edits_in_place(exc):
+            return "fileinput_set_id", path, path
         return "set_id", None, path
     if exc.errno == errno.EPERM:
         refused = _filter_refusal(exc, event, path, policy)
@@ -1130,7 +1132,7 @@ def _classify_os_error(
                 kind, target = _sqlite_folder(path, policy)
             if kind is not None:
                 return kind, target, path
-        if getattr(local_in(exc, "fileinput", "_readline", "self"), "_inplace", False):
+        if _edits_in_place(exc):
             # Editing in place: it renamed the file to its backup, then was refused reading
             # that. Whatever the program did after (fileinput's close removes the file it
             # renamed), the refusal was of reading it.
@@ -1268,6 +1270,12 @@ def _rotating_log_folder(exc: OSError) -> str | None:
 
 # The mode bits runtime/seccomp.c refuses making a file or folder with.
 _SET_ID = 0o6000  # S_ISUID | S_ISGID
+
+
+def _edits_in_place(exc: BaseException) -> bool:
+    """Whether exc left fileinput editing a file in place (inplace=True), which moves the
+    file to a backup, then makes it again with the old file's mode."""
+    return bool(getattr(local_in(exc, "fileinput", "_readline", "self"), "_inplace", False))
 
 
 def _makes_set_id(event: "tuple[str, tuple[Any, ...]] | None", path: str | None) -> bool:

@@ -4,6 +4,7 @@ names what was missing, and following it makes the program work."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -333,6 +334,34 @@ def test_a_set_id_mode_is_hinted_as_never_allowed(tmp_path: Path, make: str) -> 
     assert "set-user-ID or set-group-ID" in line and "there is nothing to grant" in line
     plain = pynox("--allow-write=out", "-c", "import os; " + make.format("0o775"), cwd=cwd)
     assert plain.returncode == 0, plain.stderr
+
+
+def test_editing_a_set_id_file_in_place_says_what_to_change(tmp_path: Path) -> None:
+    """fileinput makes the file it edits again with the old one's mode: seccomp refuses a
+    set-ID bit there, which the program never chose, so the hint for os.open's own mode did
+    not apply. This one says where the file went and which bits to clear, and followed,
+    the edit works."""
+    cwd = _world(tmp_path)
+    tool = cwd / "out" / "a.txt"
+    tool.chmod(0o4755)
+    code = EDIT_IN_PLACE["plain"]
+    refused = pynox("--allow-read=out", "--allow-write=out", "-c", code, cwd=cwd)
+    assert b"PermissionError: [Errno 1]" in refused.stderr
+    assert hint_line(refused.stderr) == (
+        f"pynox: fileinput (inplace=True) makes {tool} again with the mode of the file it "
+        "edits, whose set-user-ID or set-group-ID bit the sandbox never lets a program give, "
+        "and there is nothing to grant; it moved the file to a backup beside it (its name "
+        "and .bak), left there or, once fileinput is closed without backup= (at the end of "
+        "a with block or of the program), gone: put it back, then clear those bits where "
+        f"pynox runs (chmod u-s,g-s {tool})"
+    )
+    assert sorted(tool.parent.iterdir()) == []  # gone, as the hint says: no backup= kept it
+    tool.write_text("a")  # put back
+    tool.chmod(0o4755)
+    subprocess.run(["chmod", "u-s,g-s", str(tool)], check=True)
+    again = pynox("--allow-read=out", "--allow-write=out", "-c", code, cwd=cwd)
+    assert again.returncode == 0, again.stderr
+    assert tool.read_text() == "A"
 
 
 def test_opening_for_reading_with_o_append_is_hinted_as_reading(tmp_path: Path) -> None:
