@@ -67,9 +67,20 @@ static int set_no_new_privs(char *err, size_t err_len)
     return 0;
 }
 
+/* No core dump, whatever the core size limit: the program may lower that limit to 0,
+ * which a pipe in kernel.core_pattern (systemd-coredump, apport) takes as leave to dump
+ * its memory outside the sandbox, where 1 would refuse. The seccomp filter keeps the
+ * process from making itself dumpable again. */
+static int set_undumpable(char *err, size_t err_len)
+{
+    if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+        return pynox_fail(err, err_len, "prctl(PR_SET_DUMPABLE) failed: %s", strerror(errno));
+    return 0;
+}
+
 static int drop_privileges(char *err, size_t err_len)
 {
-    if (set_no_new_privs(err, err_len) != 0)
+    if (set_no_new_privs(err, err_len) != 0 || set_undumpable(err, err_len) != 0)
         return -1;
     return pynox_drop_capabilities(err, err_len);
 }

@@ -517,6 +517,8 @@ enum rule_kind {
     RULE_ARG_BITS,      /* denied (EPERM) when argument `arg` has a bit of `bits`, and
                          * (if when_bits is not 0) argument `when_arg` one of when_bits */
     RULE_WHO_IS_SELF,   /* (which, who): which == required, who one of values */
+    RULE_ONLY_ZERO,     /* denied (EPERM) when argument `when_arg` is `required` and the
+                         * low half of argument `arg` is not 0 */
     RULE_BOTH_IN,       /* arguments 0 and 1 both one of values */
     RULE_FCNTL,         /* see add_fcntl_rules: commands in values */
     RULE_CLONE,
@@ -531,13 +533,13 @@ struct rule {
     uint32_t last;       /* RULE_DENY: the rule covers nr..last */
     enum rule_kind kind;
     uint32_t action;     /* RULE_DENY */
-    unsigned int arg;    /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_ARG_BITS */
-    uint32_t required;   /* RULE_WHO_IS_SELF */
+    unsigned int arg;    /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_ARG_BITS, RULE_ONLY_ZERO */
+    uint32_t required;   /* RULE_WHO_IS_SELF, RULE_ONLY_ZERO */
     uint32_t values[5];  /* RULE_ARG_IN, RULE_ARG_NOT_IN, RULE_WHO_IS_SELF, RULE_BOTH_IN,
                           * RULE_FCNTL */
     size_t count;
     uint32_t bits;       /* RULE_ARG_BITS */
-    unsigned int when_arg;
+    unsigned int when_arg; /* RULE_ARG_BITS, RULE_ONLY_ZERO */
     uint32_t when_bits;
 };
 
@@ -597,6 +599,17 @@ static void add_arg_bits(struct rules *rules, uint32_t nr, unsigned int arg, uin
     rule->bits = bits;
     rule->when_arg = when_arg;
     rule->when_bits = when_bits;
+}
+
+static void add_only_zero(struct rules *rules, uint32_t nr, unsigned int when_arg,
+                          uint32_t required, unsigned int arg)
+{
+    struct rule *rule = add_rule(rules, nr, RULE_ONLY_ZERO);
+    if (rule == NULL)
+        return;
+    rule->when_arg = when_arg;
+    rule->required = required;
+    rule->arg = arg;
 }
 
 /* Threads only: CLONE_THREAD set and no namespace flag. fork(), vfork() and
@@ -714,6 +727,17 @@ static void emit_arg_bits(struct pynox_bpf *prog, const struct rule *rule)
     pynox_bpf_ret(prog, RET_EPERM);
 }
 
+static void emit_only_zero(struct pynox_bpf *prog, const struct rule *rule)
+{
+    pynox_bpf_load(prog, ARG_LO(rule->when_arg));
+    /* Another value: on to the RET ALLOW three instructions ahead. */
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 0, 3, rule->required);
+    pynox_bpf_load(prog, ARG_LO(rule->arg));
+    pynox_bpf_emit(prog, BPF_JMP | BPF_JEQ | BPF_K, 1, 0, 0);
+    pynox_bpf_ret(prog, RET_EPERM);
+    pynox_bpf_ret(prog, RET_ALLOW);
+}
+
 /* Arguments 0 and 1 both one of values: EPERM unless argument 0 matches (each
  * JEQ that matches jumps past the JEQs after it and the RET), then the same for
  * argument 1. */
@@ -768,6 +792,9 @@ static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow
         pynox_bpf_ret(prog, RET_EPERM);
         pynox_bpf_load(prog, ARG_LO(1));
         pynox_bpf_ret_if_one_of(prog, rule->values, rule->count, RET_ALLOW, RET_EPERM);
+        return;
+    case RULE_ONLY_ZERO:
+        emit_only_zero(prog, rule);
         return;
     case RULE_BOTH_IN:
         emit_both_in(prog, rule);
@@ -946,6 +973,10 @@ static void collect_rules(struct rules *rules, const struct pynox_policy *policy
     add_arg_in(rules, RULE_ARG_IN, __NR_personality, 0, 0, &personality_query, 1);
     add_fcntl_rules(rules);
     add_no_set_id_rules(rules);
+    /* The sandbox makes the process undumpable (runtime/sandbox.c): never dumpable again.
+     * PR_SET_DUMPABLE takes only 0 and 1 whole; the low half 0 with any other high
+     * half is EINVAL. */
+    add_only_zero(rules, __NR_prctl, 0, PR_SET_DUMPABLE, 1);
     add_bind_rules(rules, policy->allow_network);
     if (!policy->allow_network)
         add_rule(rules, __NR_setsockopt, RULE_SOCKET_BUFFERS);

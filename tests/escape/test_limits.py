@@ -21,7 +21,7 @@ from support.commands import (
     run,
     soft_limiting,
 )
-from support.probes import World, outcomes, run_probe
+from support.probes import PRELUDE, PROBE_MODES, World, outcomes, run_grants_probe, run_probe
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -93,6 +93,36 @@ def test_memory_limit_cannot_be_raised(world: World) -> None:
         "getrlimit-data-after": f"ok ({limit}, {limit})",
         "lower-soft-is-fine": "ok None",
         "big-allocation": "MemoryError -",
+    }
+
+
+# PR_GET_DUMPABLE and PR_SET_DUMPABLE.
+UNDUMPABLE = """
+resource = __import__("resource")
+attempt("core-to-zero", resource.setrlimit, resource.RLIMIT_CORE, (0, 0))
+sys_attempt("dumpable", "prctl", 3, 0, 0, 0, 0)
+sys_attempt("make-dumpable", "prctl", 4, 1, 0, 0, 0)
+sys_attempt("make-dumpable-high", "prctl", 4, (1 << 32) | 1, 0, 0, 0)
+sys_attempt("dumpable-after", "prctl", 3, 0, 0, 0, 0)
+"""
+
+
+@pytest.mark.parametrize("mode", PROBE_MODES)
+def test_no_core_dump_even_with_the_core_limit_lowered_to_zero(world: World, mode: str) -> None:
+    """The core size limit of 1 byte keeps a kernel.core_pattern pipe (systemd-coredump,
+    apport) from getting the program's memory, but a program may lower it to 0, which such
+    a pipe takes as leave to dump, outside the sandbox. The process is not dumpable at all,
+    and cannot make itself so again."""
+    script = world.app / "undumpable.py"
+    script.write_text(PRELUDE + UNDUMPABLE)
+    proc = run_grants_probe(mode, world, script)
+    assert proc.returncode == 0, proc.stderr
+    assert outcomes(proc) == {
+        "core-to-zero": "ok None",
+        "dumpable": "ok 0",
+        "make-dumpable": "errno EPERM",
+        "make-dumpable-high": "errno EPERM",
+        "dumpable-after": "ok 0",
     }
 
 

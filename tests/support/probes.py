@@ -32,7 +32,7 @@ PROBE_NR = {
         *("io_uring_setup", "io_setup", "personality", "kexec_load", "init_module", "finit_module"),
         *("open_by_handle_at", "shmget", "mq_open", "kill", "tkill", "tgkill", "pidfd_open"),
         *("pidfd_send_signal", "pidfd_getfd", "prlimit64", "syslog", "memfd_create"),
-        *("execveat", "iopl", "setpriority", "listmount"),
+        *("execveat", "iopl", "setpriority", "listmount", "prctl"),
     )
 }
 

@@ -82,6 +82,7 @@ _NUMBERS: dict[str, tuple[int | None, int | None]] = {
     "kill": (62, 129),
     "tgkill": (234, 131),
     "prlimit64": (302, 261),
+    "prctl": (157, 167),
     "setpriority": (141, 140),
     "setpgid": (109, 154),
     "rt_sigqueueinfo": (129, 138),
