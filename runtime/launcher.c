@@ -88,6 +88,13 @@ static int is_file(const char *path)
     return sys_faccessat(LAUNCHER_AT_FDCWD, path, LAUNCHER_F_OK) == 0;
 }
 
+/* Why path cannot be reached, as faccessat says (0: it can). */
+static long unreachable(const char *path)
+{
+    long got = sys_faccessat(LAUNCHER_AT_FDCWD, path, LAUNCHER_F_OK);
+    return got < 0 ? -got : 0;
+}
+
 /* The directory that holds the real launcher file (symlinks on PATH resolved). */
 static void launcher_dir(char *out, size_t size)
 {
@@ -109,7 +116,8 @@ static void launcher_dir(char *out, size_t size)
 /* Finds the interpreter and the prefix it belongs to. */
 static void find_interpreter(const char *dir, char *python, char *prefix, size_t size)
 {
-    if (join(python, size, dir, "python3") == 0 && is_file(python)) {
+    long beside = LAUNCHER_ENOENT;  /* why the interpreter beside the launcher is not there */
+    if (join(python, size, dir, "python3") == 0 && (beside = unreachable(python)) == 0) {
         char *slash = NULL;
         if (copy(prefix, size, dir) != 0 || (slash = str_last_slash(prefix)) == NULL) {
             fail("cannot build a path under", dir, LAUNCHER_ENAMETOOLONG);
@@ -132,6 +140,13 @@ static void find_interpreter(const char *dir, char *python, char *prefix, size_t
             }
             return;
         }
+    }
+    if (beside != LAUNCHER_ENOENT && join(python, size, dir, "python3") == 0) {
+        /* There, behind a directory this user may not enter (a virtual environment
+         * made from a Python under another user's home, say). */
+        fail_with("cannot reach its Python interpreter", python, beside,
+                  "run pynox as a user who may, or install it with a Python this user can "
+                  "run");
     }
     /* Most often a copy of the launcher, which finds its interpreter beside itself. */
     fail_with("cannot find its Python interpreter next to", dir, LAUNCHER_ENOENT,

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from support.bundles import PROJECT
 from support.commands import PYNOX, limiting_open_files, run
+from support.other_user import as_nobody
 
 PYTHON_VERSION = ".".join(str(part) for part in sys.version_info[:3])
 MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -208,6 +209,24 @@ def test_a_missing_interpreter_is_one_line_and_125(folder: Path) -> None:
             "No such file or directory; link to pynox where it is installed rather than copy "
             "it, or reinstall pynox\n"
         )
+
+
+def test_an_interpreter_this_user_cannot_reach_is_named_for_what_it_is(folder: Path) -> None:
+    """A virtual environment made from a Python under another user's home: its python3 is
+    there, behind a folder this user may not enter, and reinstalling would not help."""
+    launcher = launcher_copy(folder, python=None)
+    private = folder / "private"
+    private.mkdir(mode=0o700)
+    (private / "python3").write_text(FAKE_PYTHON)
+    (private / "python3").chmod(0o755)
+    (folder / "bin" / "python3").symlink_to(private / "python3")
+    folder.chmod(0o755)
+    done = run([*as_nobody(folder), str(launcher), "-c", "pass"])
+    assert (done.returncode, done.stdout) == (125, b"")
+    assert done.stderr.decode() == (
+        f"pynox: cannot reach its Python interpreter {folder / 'bin' / 'python3'}: Permission "
+        "denied; run pynox as a user who may, or install it with a Python this user can run\n"
+    )
 
 
 def test_an_interpreter_that_cannot_run_names_the_error(folder: Path) -> None:
