@@ -75,6 +75,7 @@ KINDS = frozenset(
         "interfaces",
         "terminal_type",
         "environment_variable",
+        "environment_variable_unset",
         "metadata",
         "set_id",
         "tree_metadata",
@@ -387,6 +388,17 @@ def _hint_of(
             f"the environment variable {shown} is not in the program's environment, which "
             "holds only the variables the run is granted of those where pynox runs (set "
             f"{shown} there if it is not){style.ask('allow_env', value)}"
+        )
+    if kind == "environment_variable_unset":
+        where = (
+            "the pool started, whose environment is the one its runs are passed variables "
+            "from: set it there before the pool starts"
+            if style.api
+            else "pynox runs: set it there"
+        )
+        return (
+            f"the environment variable {shown} is granted to the run, but it was not set where "
+            f"{where}"
         )
     if kind in ("read", "list"):
         noun = "listing" if kind == "list" else "reading"

@@ -602,9 +602,9 @@ def _classify(
         return ("group_name" if kind is not None else None), target, target
     if _terminal_not_passed(exc, policy):
         return "terminal_type", "TERM", None
-    variable = _variable_not_passed(exc, policy)
+    variable, granted = _variable_not_passed(exc, policy)
     if variable is not None:
-        return "environment_variable", variable, None
+        return ("environment_variable_unset" if granted else "environment_variable"), variable, None
     raised = _raised_limit(exc, event, policy)
     if raised is not None:
         return raised, None, None
@@ -758,22 +758,24 @@ def _terminal_not_passed(exc: BaseException, policy: "Policy | None") -> bool:
     return len(args) == 1 and isinstance(args[0], str) and args[0] in _NO_TERMINAL
 
 
-def _variable_not_passed(exc: BaseException, policy: "Policy | None") -> str | None:
+def _variable_not_passed(exc: BaseException, policy: "Policy | None") -> "tuple[str | None, bool]":
     """The variable os.environ[name] found missing, when the run could be granted it: the
     program's environment holds only what it was granted, and whether the variable is set
-    where pynox runs is not asked here, where the program could read the answer."""
+    where pynox runs is not asked here, where the program could read the answer. With it,
+    whether the run was granted it: then it was not set where pynox (or the pool) started,
+    which the program's own environment already says."""
     if type(exc) is not KeyError or policy is None:
-        return None
+        return None, False
     args = args_of(exc)
     entry = innermost(exc)
     if len(args) != 1 or not isinstance(args[0], str) or entry is None:
-        return None
+        return None, False
     if entry.tb_frame.f_code is not type(os.environ).__getitem__.__code__:
-        return None
+        return None, False
     name = args[0]
-    if name in policy.allow_env or not is_variable_name(name) or is_loader_variable(name):
-        return None
-    return name
+    if not is_variable_name(name) or is_loader_variable(name):
+        return None, False
+    return name, name in policy.allow_env
 
 
 # The services and protocols tables, which only a run with the network reads

@@ -65,5 +65,37 @@ def test_other_missing_keys_get_no_hint() -> None:
     failed = pynox("-c", "settings = {}\nsettings['PYNOX_TEST_TOKEN']")
     assert failed.returncode == 1
     assert "pynox:" not in failed.stderr.decode()
-    granted = pynox("--allow-env=PYNOX_TEST_TOKEN", "-c", READS)  # granted, set nowhere
-    assert "pynox:" not in granted.stderr.decode()
+
+
+def test_a_granted_variable_set_nowhere_says_where_to_set_it() -> None:
+    """Granted but missing: it was not set where pynox runs, which the program's own
+    environment already tells it. Setting it there, as the hint says, passes it on."""
+    granted = pynox("--allow-env=PYNOX_TEST_TOKEN", "--json", "-c", READS)
+    result = json.loads(granted.stdout)
+    assert "KeyError: 'PYNOX_TEST_TOKEN'" in result["stderr"]
+    assert result["error"]["hint"] == (
+        "the environment variable PYNOX_TEST_TOKEN is granted to the run, but it was not set "
+        "where pynox runs: set it there"
+    )
+    followed = pynox("--allow-env=PYNOX_TEST_TOKEN", "-c", READS, env={"PYNOX_TEST_TOKEN": "x"})
+    assert (followed.returncode, followed.stdout) == (0, b"x\n"), followed.stderr
+
+
+def test_a_pool_started_without_a_granted_variable_says_to_set_it_before_it_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A variable set in os.environ after the pool started reaches none of its runs."""
+    monkeypatch.delenv("PYNOX_TEST_TOKEN", raising=False)
+    with api.Pool() as pool:
+        pool.run("pass")  # started
+        monkeypatch.setenv("PYNOX_TEST_TOKEN", SECRET)
+        failed = pool.run(READS, allow_env=["PYNOX_TEST_TOKEN"])
+    assert failed.error is not None
+    assert failed.error["hint"] == (
+        "the environment variable PYNOX_TEST_TOKEN is granted to the run, but it was not set "
+        "where the pool started, whose environment is the one its runs are passed variables "
+        "from: set it there before the pool starts"
+    )
+    with api.Pool() as pool:  # started with it set
+        followed = pool.run(READS, allow_env=["PYNOX_TEST_TOKEN"])
+    assert (followed.exit, followed.stdout) == (0, f"{SECRET}\n"), followed.text
