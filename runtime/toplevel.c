@@ -103,10 +103,22 @@ static PyObject *reserve_memory(PyObject *module, PyObject *size_arg)
     return PyBool_FromLong(map_reserve());
 }
 
+/* What CPython gives a new thread as its budget of nested C calls, which a script's
+ * code starts with under `python`: 3.12 and 3.13 count them apart from Python calls
+ * (3.14 measures the C stack instead), and the macro's name changed within 3.12. */
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030E0000
+#if defined(Py_C_RECURSION_LIMIT)
+#define TOP_C_RECURSION_LIMIT Py_C_RECURSION_LIMIT
+#elif defined(C_RECURSION_LIMIT)
+#define TOP_C_RECURSION_LIMIT C_RECURSION_LIMIT
+#endif
+#endif
+
 /* The thread's view of "where are we": saved, cleared, restored. */
 struct stack_state {
     void *frame;
     int recursion;
+    int c_recursion;
 };
 
 static void enter_top(PyThreadState *tstate, struct stack_state *saved)
@@ -132,12 +144,23 @@ static void enter_top(PyThreadState *tstate, struct stack_state *saved)
     tstate->frame = NULL;
     tstate->recursion_depth = 0;
 #endif
+#ifdef TOP_C_RECURSION_LIMIT
+    /* pynox's own calls below the program (each eval loop, each C call into Python)
+     * used up some of that budget, which `python` spends none of before the script:
+     * without this, deeply nested data failed in repr() or json.dumps() a few levels
+     * sooner than under python. */
+    saved->c_recursion = tstate->c_recursion_remaining;
+    tstate->c_recursion_remaining = TOP_C_RECURSION_LIMIT;
+#endif
 }
 
 static void leave_top(PyThreadState *tstate, const struct stack_state *saved, int limit_before)
 {
     /* A program that changed the recursion limit changed what remains by as much. */
     int limit_change = Py_GetRecursionLimit() - limit_before;
+#ifdef TOP_C_RECURSION_LIMIT
+    tstate->c_recursion_remaining = saved->c_recursion;
+#endif
 #if PY_VERSION_HEX >= 0x030D0000
     tstate->current_frame = saved->frame;
     tstate->py_recursion_remaining = saved->recursion + limit_change;

@@ -156,6 +156,7 @@ INVOCATIONS: dict[str, Case] = {
     "c-code-bytes-not-utf8": Case(options=["-c", "print('before')\n#caf\udce9"], status=1),
     "c-code-bytes-not-utf8-in-a-string": Case(options=["-c", "print('caf\udce9')"], status=1),
     "m-corpus-module": Case(options=["-m", "main_guard"], args=["x", "--y"]),
+    "m-c-recursion-depth": Case(options=["-m", "c_recursion_depth"]),
     "m-corpus-module-raises": Case(options=["-m", "exc_nested_sibling"], status=1),
     "m-package-main": Case(options=["-m", "helperpkg"], args=["pkg-arg"]),
     "m-stdlib-json-tool": Case(
