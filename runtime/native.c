@@ -1,5 +1,5 @@
-/* pynox._native: the module that toplevel.c, image.c, binding.c, immortal.c and
- * zygote.c fill (see native.h).
+/* pynox._native: the module that toplevel.c, image.c, binding.c, immortal.c,
+ * zygote.c and audit_gate.c fill (see native.h).
  *
  * One module rather than one per file: each extension module a run loads is another
  * shared object to map and relocate before the program starts. */
@@ -22,6 +22,7 @@ PyMODINIT_FUNC PyInit__native(void)
         || PyModule_AddFunctions(module, pynox_binding_methods) != 0
         || PyModule_AddFunctions(module, pynox_immortal_methods) != 0
         || PyModule_AddFunctions(module, pynox_zygote_methods) != 0
+        || PyModule_AddFunctions(module, pynox_audit_gate_methods) != 0
         || pynox_zygote_add_constants(module) != 0
         || pynox_binding_add_constants(module) != 0) {
         Py_DECREF(module);

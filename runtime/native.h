@@ -19,6 +19,9 @@ int pynox_zygote_add_constants(PyObject *module);
 /* image.c: the start-up image, mapped, and the file system calls of a run's start. */
 extern PyMethodDef pynox_image_methods[];
 
+/* audit_gate.c: the audit hook that hands the access log only the events it watches. */
+extern PyMethodDef pynox_audit_gate_methods[];
+
 /* binding.c: the calls of the sandbox core that a run makes. */
 extern PyMethodDef pynox_binding_methods[];
 int pynox_binding_add_constants(PyObject *module);

@@ -15,8 +15,15 @@ from _frozen_importlib import _call_with_frames_removed  # type: ignore[attr-def
 from _frozen_importlib_external import MAGIC_NUMBER, SourceLoader
 
 from pynox import PACKAGE_DIR, SIGNALS_IGNORED_AT_START, lean_os
-from pynox._native import call_at_top, compile_source, exec_at_top, flags_with, reserve_memory
-from pynox.engine.access_log import ACCESS_LOG
+from pynox._native import (
+    call_at_top,
+    compile_source,
+    exec_at_top,
+    flags_with,
+    gate_audit,
+    reserve_memory,
+)
+from pynox.engine.access_log import ACCESS_LOG, WATCHED_EVENTS
 from pynox.engine.child_setup import PYTHON_FINISHED, REPORT_CONFINED, ChildSetup
 from pynox.engine.sandbox import confine_policy, scrub_environment
 from pynox.errors import EXIT_SETUP_FAILURE, SandboxError
@@ -116,7 +123,9 @@ def prepare(setup: ChildSetup) -> None:
         except OSError:  # removed: python runs there all the same
             pass
         json_hook.install()  # json.dump's fast path, once the program imports json
-        sys.addaudithook(ACCESS_LOG)
+        # Only the events it watches, from C: a Python hook would be called for every
+        # event (id(), sys._getframe(), ...) and take a frame of the program's.
+        gate_audit(ACCESS_LOG, WATCHED_EVENTS)
     except BaseException as exc:  # noqa: BLE001 - any failure here must fail closed
         _setup_failed(exc, setup)
 
