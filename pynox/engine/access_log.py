@@ -105,6 +105,8 @@ WATCHED_EVENTS = (
 
 
 LISTING_EVENTS = frozenset({"os.listdir", "os.scandir"})
+# Events whose first argument is the socket itself.
+SOCKET_OWN_EVENTS = frozenset({"socket.__new__", "socket.bind", "socket.connect"})
 # shutil.rmtree lists the folder it removes, and with ignore_errors=True leaves one it may
 # not list as it is, without a word: kept with the folders listed (see AccessLog.listed).
 RMTREE_EVENT = "shutil.rmtree"
@@ -125,6 +127,7 @@ class AccessLog:
     _LISTING = LISTING_EVENTS
     _PROCESSES = PROCESS_EVENTS
     _RMTREE = RMTREE_EVENT
+    _SOCKET_OWN = SOCKET_OWN_EVENTS
     _IMPORTING = _IMPORT_MODULES
     _KEPT = LISTED_KEPT
     _LONGEST = 4096  # PATH_MAX
@@ -154,6 +157,11 @@ class AccessLog:
 
     def __call__(self, event: str, args: "tuple[Any, ...]") -> None:
         if event in self._watched:
+            if event in self._SOCKET_OWN:
+                # Not the socket itself: kept here, a socket the program dropped would
+                # stay open, without the ResourceWarning python gives, until the next
+                # event. No hint looks at it.
+                args = (None, *args[1:])
             self.last = (event, args)
             if event in self._LISTING:
                 # The frame that called os.listdir or os.scandir (none from C code).
