@@ -83,16 +83,16 @@ static int join(char *out, size_t size, const char *a, const char *b)
                : -1;
 }
 
-static int is_file(const char *path)
-{
-    return sys_faccessat(LAUNCHER_AT_FDCWD, path, LAUNCHER_F_OK) == 0;
-}
-
 /* Why path cannot be reached, as faccessat says (0: it can). */
 static long unreachable(const char *path)
 {
     long got = sys_faccessat(LAUNCHER_AT_FDCWD, path, LAUNCHER_F_OK);
     return got < 0 ? -got : 0;
+}
+
+static int is_file(const char *path)
+{
+    return unreachable(path) == 0;
 }
 
 /* The directory that holds the real launcher file (symlinks on PATH resolved). */
