@@ -227,6 +227,9 @@ def test_an_interpreter_this_user_cannot_reach_is_named_for_what_it_is(folder: P
         f"pynox: cannot reach its Python interpreter {folder / 'bin' / 'python3'}: Permission "
         "denied; run pynox as a user who may, or install it with a Python this user can run\n"
     )
+    # Following the hint: run by a user who may reach it (this one), it starts.
+    argv, _, _ = handed_on(run([str(launcher), "-c", "pass"]))
+    assert argv[0] == str(folder / "bin" / "python3")
 
 
 def test_an_interpreter_that_cannot_run_names_the_error(folder: Path) -> None:
