@@ -271,3 +271,14 @@ def test_a_session_cannot_move_a_grants_file_under_the_walk_of_out(tmp_path: Pat
         pool.wait_for(lambda: "close" in pool.results)
         assert pool.close() == 0
     assert secret.read_text() == "the grant's secret\n"
+
+
+def test_requests_share_the_pools_hash_seed_and_draw_random_numbers_anew(
+    pool: PoolClient,
+) -> None:
+    """As the pool protocol says: children forked from one zygote hash strings alike,
+    while random is seeded anew in each."""
+    code = "import random; print(hash('pynox'), random.random())"
+    first, second = (pool.run({"id": f"seed-{n}", "code": code})["stdout"].split() for n in (1, 2))
+    assert first[0] == second[0], (first, second)
+    assert first[1] != second[1], (first, second)
