@@ -414,7 +414,7 @@ static int runs_a_program(int argc, char **argv)
     }
     const char *first = argv[1];
     return !(str_equal(first, "pool") || str_equal(first, "doctor") || str_equal(first, "--help")
-             || str_equal(first, "-h"));
+             || str_equal(first, "-h") || str_equal(first, "-?"));
 }
 
 /* Whether --json is among the arguments: then the launcher makes the pipes to capture

@@ -58,6 +58,19 @@ def test_version_with_more_says_to_give_it_alone() -> None:
         ), argv
 
 
+def test_help_and_version_among_python_options_say_to_give_them_alone() -> None:
+    """python's -h, -? and -V are pynox's own help and version, not interpreter options
+    the sandbox lacks: following --no-sandbox would print python's help instead."""
+    for argv in (["-B", "-h"], ["-B?"], ["-B", "--help"], ["-u", "--version"], ["-BV"]):
+        proc = pynox(*argv, "app.py")
+        flag = argv[-1] if argv[-1].startswith("--") else "-" + argv[-1][-1]
+        assert proc.returncode == 2, argv
+        assert proc.stderr.decode() == f"pynox: {flag} must be given alone, as in: pynox {flag}\n"
+    for flag in ("-h", "-?"):
+        proc = pynox(flag)
+        assert proc.returncode == 0 and proc.stdout.startswith(b"usage: pynox "), flag
+
+
 def test_help_shows_the_commands_as_the_commands_page_does() -> None:
     """Every form of the command, as docs/commands.md lists them (a long one may wrap)."""
     usage = pynox("--help").stdout.decode().split("\n\n")[0]

@@ -21,6 +21,8 @@ from pynox.policy.grants import (
 
 # Interpreter options the sandbox already honours, so they are accepted as is.
 ACCEPTED_PYTHON_OPTIONS = frozenset("IEsSuBq")
+# python's -h, -? and -V, which pynox answers itself (its usage, its version).
+HELP_AND_VERSION_LETTERS = frozenset("h?V")
 # python's options whose value may follow the letter (-c and -m aside): -Werror is -W
 # with its value, never a mistyped pynox flag.
 VALUE_OPTION_LETTERS = frozenset("WX")
@@ -282,6 +284,8 @@ def _parse_python_part(
         if arg.startswith("--"):
             if arg.partition("=")[0] in _OWN_FLAGS:
                 raise _flag_after_python_options(argv, first, i)
+            if arg in ("--help", "--version"):  # pynox's own answer, not python's
+                raise UsageError(f"{arg} must be given alone, as in: pynox {arg}")
             raise UsageError(
                 f"the interpreter option {arg} needs --no-sandbox "
                 f"(pynox --no-sandbox {arg} ...); pynox's own flags go before the program"
@@ -301,8 +305,8 @@ def _parse_python_part(
                 inv.target = rest
                 inv.args = argv[i + 1 :]
                 return
-            if letter == "V":  # pynox answers it, alone, as it answers --version
-                raise UsageError("-V must be given alone, as in: pynox -V")
+            if letter in HELP_AND_VERSION_LETTERS:  # pynox answers them, as --help, --version
+                raise UsageError(f"-{letter} must be given alone, as in: pynox -{letter}")
             if letter not in ACCEPTED_PYTHON_OPTIONS:
                 if pos == 1 and len(arg) > 2 and letter not in VALUE_OPTION_LETTERS:
                     # -allow-read=. is a pynox flag missing a dash, not -a -l -l...

@@ -89,7 +89,7 @@ def dispatch(argv: list[str]) -> int:
     if not argv:
         return run_command(argv)  # the program on standard input, as python does
     first = argv[0]
-    if first in ("--help", "-h"):
+    if first in ("--help", "-h", "-?"):
         from pynox.cli.arguments import USAGE
 
         sys.stdout.write(USAGE)
