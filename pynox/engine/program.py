@@ -51,7 +51,7 @@ class Program:
         self.implicit_read: list[str] = []
         # The interpreter options python would run it with (letters such as "B" and
         # "u", given or read from the environment), which sys.flags shows (None keeps
-        # the interpreter's, as the pool does), and python's command line after its
+        # the interpreter's), and python's command line after its
         # executable, which sys.orig_argv shows (None: argv, as for a script).
         self.options: frozenset[str] | None = None
         self.command_line: list[str] | None = None

@@ -217,6 +217,9 @@ def _become_child(
     argv = start.get("argv")
     arguments = [str(arg) for arg in argv] if isinstance(argv, list) else []
     program = Program(str(start["kind"]), arguments)
+    # sys.flags as python shows them for the command line sys.orig_argv gives a request
+    # (`python NAME ARGS`, no options), not those of the pool's own interpreter (-I -S).
+    program.options = frozenset()
     program.filename = str(start["filename"])
     # A script is not sent: the child reads it once confined (ChildLink.run), so the
     # request's grants decide whether it may, not the pool server's.

@@ -320,6 +320,23 @@ def test_code_sees_python_s_command_line_not_the_pool_s(pool: PoolClient) -> Non
     assert_ok(pool.run({"id": new_id(), "code": show}), "True False\n")
 
 
+def test_a_script_sees_the_flags_python_gives_its_command_line(
+    pool: PoolClient, tmp_path: Path
+) -> None:
+    """sys.flags go with sys.orig_argv: `python SCRIPT` sets no option, where the pool's own
+    interpreter runs isolated (-I -S), which a request's sys.path does not follow."""
+    script = tmp_path / "flags.py"
+    script.write_text(
+        "import sys\n"
+        "names = [n for n in dir(sys.flags) if n[0] != '_' and n not in ('count', 'index')]\n"
+        "print([(n, getattr(sys.flags, n)) for n in names if n != 'no_site'])\n"
+    )
+    expected = python(str(script))
+    assert expected.returncode == 0, expected.stderr
+    for request in ({"script": str(script)}, {"code": script.read_text()}):
+        assert_ok(pool.run({"id": new_id(), **request}), expected.stdout.decode())
+
+
 @pytest.mark.parametrize("kind", ["fifo", "own_stdin", "nine_mib"])
 def test_script_path_that_is_not_a_small_regular_file(tmp_path: Path, kind: str) -> None:
     """The pool server reads the script itself, in its one thread: a FIFO must not block it,
