@@ -79,6 +79,40 @@ def test_a_write_grant_over_what_every_run_loads_is_refused(
     assert not marker.exists()
 
 
+# Run sandboxed under python -m pynox with a pycache prefix: rewrites the .pyc of pynox's
+# package, which the interpreter reads from that prefix, to leave a marker first.
+PLANT_BYTECODE = """\
+import importlib.util, marshal, os, pynox
+source = pynox.__file__
+cached = importlib.util.cache_from_source(source)
+st = os.stat(source)
+code = compile({plant!r} + "\\n" + open(source).read(), source, "exec")
+header = importlib.util.MAGIC_NUMBER + bytes(4)
+header += (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+header += (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+os.makedirs(os.path.dirname(cached), exist_ok=True)
+with open(cached, "wb") as pyc:
+    pyc.write(header + marshal.dumps(code))
+"""
+
+
+def test_a_write_grant_over_the_pycache_prefix_is_refused(tmp_path: Path) -> None:
+    """With PYTHONPYCACHEPREFIX set, python -m pynox (and the pool the API starts that
+    way) loads the bytecode of pynox and of the standard library from there before any
+    sandbox exists: a program granted it would have the next run execute its code."""
+    prefix = tmp_path / "bytecode"
+    prefix.mkdir()
+    marker = tmp_path / "ran"
+    env = {"PYTHONPYCACHEPREFIX": str(prefix)}
+    plant = PLANT_BYTECODE.format(plant=planting(marker))
+    first = python("-m", "pynox", f"--allow-write={prefix}", "-c", plant, cwd=tmp_path, env=env)
+    line = refusal(first)
+    assert str(prefix) in line and "pycache prefix" in line
+    later = python("-m", "pynox", "-c", "print('ok')", cwd=tmp_path, env=env)
+    assert later.returncode == 0, later.stderr
+    assert not marker.exists()
+
+
 def test_a_write_grant_over_where_a_config_would_be_found_is_refused(tmp_path: Path) -> None:
     """`--allow-write=.` where no pynox.toml exists yet: the program could create one."""
     (tmp_path / "out").mkdir()

@@ -3,9 +3,9 @@
 A sandboxed program writes whatever its write grants let it write. Anything
 beneath them that a later pynox run loads before it confines itself (pynox's
 own code and start-up image, the interpreter, its standard library and the
-shared libraries it loads, the environment whose bin/ holds the `pynox`
-command, the directories of modules imported before confinement, the folders
-on its import path and its bytecode cache) or reads as
+shared libraries it loads, their bytecode where a pycache prefix keeps it, the
+environment whose bin/ holds the `pynox` command, the directories of modules
+imported before confinement) or reads as
 its permissions (a pynox.toml where a run looks for one, whether or not one
 exists yet, and the configuration cache), or the system files every run may
 read (the time zone, the resolver's files, the CA store, /dev/null: a program that could
@@ -36,13 +36,9 @@ _ENVIRONMENT = "the Python environment pynox runs in (the pynox command and its 
 _INTERPRETER = "the interpreter's installation, which every run loads before its sandbox exists"
 _LIBRARIES = "the shared libraries the interpreter loads before its sandbox exists"
 _IMPORTED = "the home of a module pynox imported before the sandbox existed"
-_IMPORT_PATH = (
-    "a folder on pynox's import path (sys.path, which PYTHONPATH extends), which every run "
-    "imports from before its sandbox exists"
-)
 _BYTECODE = (
-    "the interpreter's bytecode cache (PYTHONPYCACHEPREFIX), which every run loads before "
-    "its sandbox exists"
+    "where the interpreter keeps every module's bytecode (its pycache prefix), which every "
+    "run loads before its sandbox exists"
 )
 _SYSTEM = "a system file every run reads where it exists (made a link, it would widen that read)"
 _KERNEL = "the kernel's settings, which could make the kernel run a program outside any sandbox"
@@ -87,6 +83,11 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
     entries.append((system_paths.stdlib_dir(), _INTERPRETER))
     if sys.executable:
         entries.append((sys.executable, _INTERPRETER))
+    if sys.pycache_prefix:
+        # PYTHONPYCACHEPREFIX or -X pycache_prefix (python -m pynox; the launcher runs
+        # its interpreter isolated): the .pyc of the standard library and of pynox are
+        # read from there, not from beside their sources.
+        entries.append((sys.pycache_prefix, _BYTECODE))
     entries += [(directory, _LIBRARIES) for directory in system_paths.library_dirs()]
     system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
     entries += [(path, _SYSTEM) for path in system + list(system_paths.DEVICES_READ_WRITE)]
@@ -94,13 +95,6 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
     entries += [
         (path, _CA_STORE) for path in system_paths.existing(system_paths.CA_STORE_LOCATIONS)
     ]
-    if sys.pycache_prefix:
-        entries.append((sys.pycache_prefix, _BYTECODE))
-    if imported:
-        # Run as `python -m pynox` (the API's fallback command), pynox's process takes its
-        # path from PYTHONPATH and site: a later run imports from there, unconfined, any
-        # module it has not imported yet, or that a folder there would shadow.
-        entries += [(entry, _IMPORT_PATH) for entry in sys.path if entry]
     resolved = [(form, what) for path, what in entries for form in _forms(path)]
     if not imported:
         return resolved
