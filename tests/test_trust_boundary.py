@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.commands import PYNOX, pynox, python
+from support.commands import PYNOX, pynox, python, run
 from support.pool_client import PoolClient
 
 import pynox as pynox_package
@@ -110,6 +110,47 @@ def test_a_write_grant_over_the_pycache_prefix_is_refused(tmp_path: Path) -> Non
     assert str(prefix) in line and "pycache prefix" in line
     later = python("-m", "pynox", "-c", "print('ok')", cwd=tmp_path, env=env)
     assert later.returncode == 0, later.stderr
+    assert not marker.exists()
+
+
+def test_a_write_grant_over_a_folder_of_pynoxs_import_path_is_refused(tmp_path: Path) -> None:
+    """python -m pynox imports from PYTHONPATH before any sandbox exists (the supervisor
+    of a --json run imports select): a program granted a folder of it, empty so far,
+    would plant a module that the next run imports unconfined."""
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    marker = tmp_path / "ran"
+    env = {"PYTHONPATH": str(modules)}
+    shadow = SHADOW.format(marker=str(marker))
+    plant = f"open({str(modules / 'select.py')!r}, 'w').write({shadow!r})"
+    first = python("-m", "pynox", f"--allow-write={modules}", "-c", plant, cwd=tmp_path, env=env)
+    line = refusal(first)
+    assert str(modules) in line and "sys.path" in line
+    later = python("-m", "pynox", "--json", "-c", "print('ok')", cwd=tmp_path, env=env)
+    assert later.returncode == 0, later.stderr
+    assert json.loads(later.stdout)["stdout"] == "ok\n"
+    assert not marker.exists()
+
+
+def test_a_write_grant_over_the_users_site_packages_is_refused(tmp_path: Path) -> None:
+    """python -m pynox run by an interpreter outside a virtual environment runs the .pth
+    files of the user's site-packages at start, before any sandbox exists: a program
+    granted the folder that would hold it, which does not exist yet, would plant one."""
+    home = tmp_path / "home"
+    (home / ".local").mkdir(parents=True)
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    user_site = home / ".local" / "lib" / version / "site-packages"
+    marker = tmp_path / "ran"
+    env = {"HOME": str(home), "PYTHONPATH": str(PACKAGE.parent)}  # pynox, installed here
+    pth = f"import posix; posix.close(posix.open({str(marker)!r}, posix.O_WRONLY | 64, 0o644))\n"
+    plant = f"import os; os.makedirs({str(user_site)!r}); "
+    plant += f"open({str(user_site / 'planted.pth')!r}, 'w').write({pth!r})"
+    base = [getattr(sys, "_base_executable", sys.executable), "-m", "pynox"]
+    first = run([*base, f"--allow-write={home / '.local'}", "-c", plant], cwd=tmp_path, env=env)
+    line = refusal(first)
+    assert str(user_site) in line and "site-packages" in line
+    later = run([*base, "-c", "print('ok')"], cwd=tmp_path, env=env)
+    assert later.stdout == b"ok\n", later.stderr
     assert not marker.exists()
 
 

@@ -36,6 +36,13 @@ _ENVIRONMENT = "the Python environment pynox runs in (the pynox command and its 
 _INTERPRETER = "the interpreter's installation, which every run loads before its sandbox exists"
 _LIBRARIES = "the shared libraries the interpreter loads before its sandbox exists"
 _IMPORTED = "the home of a module pynox imported before the sandbox existed"
+_IMPORT_PATH = (
+    "a folder on pynox's own sys.path, which every run imports from before its sandbox exists"
+)
+_USER_SITE = (
+    "the user's site-packages, whose .pth files python -m pynox runs at start before its "
+    "sandbox exists"
+)
 _BYTECODE = (
     "where the interpreter keeps every module's bytecode (its pycache prefix), which every "
     "run loads before its sandbox exists"
@@ -107,6 +114,18 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
         if isinstance(filename, str) and not any(_inside(filename, r) for r in roots):
             homes.setdefault(lean_os.dirname(filename), None)
     resolved += [(form, _IMPORTED) for home in homes for form in _forms(home)]
+    # Where the interpreter imports from (PYTHONPATH and the user's site-packages under
+    # python -m pynox, which the launcher's isolated interpreter has not): a module or a
+    # .pth file planted there runs in a later run before its sandbox exists, whether or
+    # not anything was imported from there yet.
+    entries = [(entry, _IMPORT_PATH) for entry in sys.path if entry and isinstance(entry, str)]
+    # The user's site-packages, where site reads .pth files at start: on sys.path only
+    # once it exists, which a program granted its parent could make it.
+    site = sys.modules.get("site")
+    user_site = getattr(site, "USER_SITE", None) if getattr(site, "ENABLE_USER_SITE", 0) else None
+    if isinstance(user_site, str):
+        entries.append((user_site, _USER_SITE))
+    resolved += [(form, what) for path, what in entries for form in _forms(path)]
     return resolved
 
 
