@@ -164,12 +164,13 @@ class AccessLog:
                 args = (None, *args[1:])
             self.last = (event, args)
             if event in self._LISTING:
-                # The frame that called os.listdir or os.scandir (none from C code).
-                self._listing(args[0], self._caller(0).f_back, False)
+                # The frame that called os.listdir or os.scandir (none from C code). A
+                # library may raise the event itself (sys.audit), with no argument.
+                self._listing(args[0] if args else None, self._caller(0).f_back, False)
             elif event == self._RMTREE:
                 # It passes the path on as it was given: often a pathlib path, whose
                 # class is the standard library's only when it is exactly PosixPath.
-                path = args[0]
+                path = args[0] if args else None
                 pathlib = self._modules.get("pathlib")
                 if pathlib is not None and type(path) is getattr(pathlib, "PosixPath", None):
                     path = str(path)
