@@ -197,7 +197,8 @@ class AccessLog:
         except OSError:  # its directory was removed: what they named is unknown
             self.listed.clear()
             return
-        self.listed = {(p if p[:1] == "/" else f"{cwd}/{p}"): r for p, r in self.listed.items()}
+        listed = self.listed.copy()  # as in _listing: it may change meanwhile
+        self.listed = {(p if p[:1] == "/" else f"{cwd}/{p}"): r for p, r in listed.items()}
 
     def _listing(self, path: object, caller: "FrameType | None", removing: bool) -> None:
         # Exact types only: a program's own path class would run its code here. A path
@@ -213,7 +214,12 @@ class AccessLog:
         listed.pop(path, None)
         listed[path] = removing
         if len(listed) > self._KEPT:
-            del listed[next(iter(listed))]
+            # The oldest, found in a copy: another thread, or a callback the garbage
+            # collector runs in between, may list a folder meanwhile, which would change
+            # the log under an iterator (RuntimeError) or remove that folder (KeyError).
+            for oldest in listed.copy():
+                listed.pop(oldest, None)
+                break
 
 
 # One per process: installed by the child right before the sandbox closes.
