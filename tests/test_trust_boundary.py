@@ -333,65 +333,6 @@ def test_python_m_pynox_leaves_the_working_directory_off_its_path(tmp_path: Path
     assert not marker.exists()
 
 
-def test_python_m_pynox_refuses_a_write_grant_on_its_import_path(tmp_path: Path) -> None:
-    """Run as `python -m pynox` (the API's fallback command), pynox imports from PYTHONPATH
-    before confinement: a program granted a folder there left a select.py that the
-    supervisor of the next --json run imported unconfined."""
-    marker = tmp_path / "ran"
-    packages = tmp_path / "packages"
-    packages.mkdir()
-    shadow = SHADOW.format(marker=str(marker))
-    plant = f"open({str(packages / 'select.py')!r}, 'w').write({shadow!r})"
-    env = {"PYTHONPATH": str(packages)}
-    line = refusal(
-        python("-m", "pynox", f"--allow-write={packages}", "-c", plant, env=env, cwd=tmp_path)
-    )
-    assert f"{packages}, a folder on pynox's import path" in line
-    proc = python("-m", "pynox", "--json", "-c", "print('ok')", env=env, cwd=tmp_path)
-    assert json.loads(proc.stdout)["stdout"] == "ok\n", proc.stderr
-    assert not marker.exists()
-
-
-# Replaces every .pyc in the bytecode cache with code that leaves a marker, then runs the
-# module's source as its own .pyc would have; not encodings', which load before `open`.
-_FORGE_BYTECODE = """
-import importlib.util, marshal, os, sys
-for folder, _, names in os.walk(sys.pycache_prefix):
-    if folder.endswith("/encodings"):
-        continue
-    for name in names:
-        cached = os.path.join(folder, name)
-        source = importlib.util.source_from_cache(cached)
-        stat = os.stat(source)
-        run = f"exec(compile(open({{source!r}}).read(), {{source!r}}, 'exec'))"
-        forged = f"open({marker!r}, 'w').write('ran')\\n{{run}}\\n"
-        header = importlib.util.MAGIC_NUMBER + bytes(4)
-        header += (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
-        header += (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little")
-        with open(cached, "wb") as file:
-            file.write(header + marshal.dumps(compile(forged, source, "exec")))
-"""
-
-
-def test_python_m_pynox_refuses_a_write_grant_on_its_bytecode_cache(tmp_path: Path) -> None:
-    """PYTHONPYCACHEPREFIX keeps the bytecode of what `python -m pynox` imports before
-    confinement in one folder: a program granted it forged a .pyc there, which the next
-    run loaded unconfined."""
-    marker = tmp_path / "ran"
-    cache = tmp_path / "bytecode"
-    cache.mkdir()
-    env = {"PYTHONPYCACHEPREFIX": str(cache)}
-    assert python("-m", "pynox", "-c", "pass", env=env, cwd=tmp_path).returncode == 0
-    assert any(cache.rglob("*.pyc"))  # what a run loads from there
-    forge = _FORGE_BYTECODE.format(marker=str(marker))
-    grants = [f"--allow-read={cache}", f"--allow-write={cache}"]
-    line = refusal(python("-m", "pynox", *grants, "-c", forge, env=env, cwd=tmp_path))
-    assert f"{cache}, the interpreter's bytecode cache" in line
-    proc = python("-m", "pynox", "-c", "print('ok')", env=env, cwd=tmp_path)
-    assert (proc.returncode, proc.stdout) == (0, b"ok\n"), proc.stderr
-    assert not marker.exists()
-
-
 def test_the_api_starts_a_pool_without_the_working_directory_on_its_path(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
