@@ -406,6 +406,11 @@ class _Connection:
             stdin.write(data)
             stdin.flush()
         except (OSError, ValueError):
+            # What the pipe did not take stays in the file's buffer, and its finalizer would
+            # flush it again and print the error on the application's stderr: closing drops
+            # it (the flush fails once more, the descriptor is closed all the same).
+            with contextlib.suppress(OSError, ValueError):
+                stdin.close()
             return False
         return True
 

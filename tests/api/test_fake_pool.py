@@ -4,6 +4,7 @@ should never show: garbage, silence, death, a pool that cannot start."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import sys
 import threading
@@ -19,7 +20,7 @@ from pynox.api.pool import Pool
 from pynox.api.result import Result
 
 FAKE_POOL = r"""
-import json, os, sys
+import json, os, sys, time
 if os.environ.get("FAKE_POOL_MODE") == "fail":
     sys.stderr.write("pynox: cannot preload nothing_here: ModuleNotFoundError\n")
     sys.exit(125)
@@ -56,6 +57,10 @@ for line in sys.stdin:
         continue
     if code == "die":
         os._exit(3)
+    if code == "stop-reading":  # alive, but reading no more requests
+        os.close(0)  # sys.stdin leaves its descriptor open
+        emit({"id": rid, "exit": 0, "stdout": "", "stderr": "", "error": None})
+        time.sleep(60)
     if code.startswith(("host:", "host-refused:")):
         kind, function, args = code.split(":", 2)
         if kind == "host-refused":
@@ -126,6 +131,24 @@ def test_a_pool_that_dies_gives_pool_error_results_then_restarts(fake: list[str]
         assert died.error["type"] == "PoolError" and "status 3" in died.error["message"]
         assert pool.run("print(1)").ok
         assert pool.pid != first
+
+
+def test_a_pool_that_stops_reading_leaves_no_error_behind(
+    fake: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The request the pool no longer read stayed in the pipe's buffer: collecting the
+    dead connection printed "Exception ignored ... BrokenPipeError" on the application's
+    stderr, with a traceback in pynox."""
+    ignored: list[Any] = []
+    monkeypatch.setattr(sys, "unraisablehook", ignored.append)
+    with Pool(pynox_command=fake) as pool:
+        assert pool.run("stop-reading").ok
+        refused = pool.run("print(1)")
+        assert refused.error is not None and refused.error["type"] == "PoolError"
+        assert refused.error["message"] == "the pool stopped reading requests"
+        assert pool.run("print(2)").ok  # a new pool process
+        gc.collect()  # the dead connection goes
+    assert [str(hook.exc_value) for hook in ignored] == []
 
 
 def test_a_silent_pool_is_stopped_after_the_timeout_and_a_margin(fake: list[str]) -> None:
