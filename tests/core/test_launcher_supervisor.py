@@ -133,8 +133,13 @@ def test_a_program_that_ended_before_the_deadline_did_not_time_out(
     program ends, and continued past the deadline."""
     out = tmp_path / "out"
     out.mkdir()
-    ready = out / "ready"
-    code = f"import time; open({str(ready)!r}, 'w').close(); time.sleep(0.3); print('done')"
+    ready, go = out / "ready", out / "go"
+    # It ends when told, once the launcher is stopped: a program that ended after a sleep
+    # could end before, on a busy machine, and leave no interpreter to find.
+    code = (
+        f"import os, time\nopen({str(ready)!r}, 'w').close()\n"
+        f"while not os.path.exists({str(go)!r}):\n    time.sleep(0.01)\nprint('done')"
+    )
     flags = ["--json"] if captured else []
     run = subprocess.Popen(
         [PYNOX, *flags, "--timeout=1s", f"--allow-write={out}", "-c", code], cwd=tmp_path,
@@ -150,6 +155,7 @@ def test_a_program_that_ended_before_the_deadline_did_not_time_out(
         os.kill(run.pid, signal.SIGSTOP)
         # The interpreter, not the launcher's helper that removes the scratch directory.
         (program,) = (pid for pid in descendants(run.pid) if status_field(pid, "Name") != "pynox")
+        go.touch()
         while status_field(program, "State") != "Z":  # ended, not reaped: the launcher waits
             assert time.monotonic() < deadline
             time.sleep(0.01)
