@@ -22,6 +22,17 @@ from support.commands import PYNOX, PYTHON
 
 from pynox.engine.scratch import PREFIX as SCRATCH_PREFIX
 
+try:
+    from hypothesis import settings
+except ImportError:  # the examples session installs the frameworks, not the test extra
+    pass
+else:
+    # Hypothesis times each example by the wall clock and fails a test whose example took
+    # over 200 ms once ("Unreliable test timings"): on two busy cores, a test of what a
+    # function returns then fails because the machine did not run it for a moment.
+    settings.register_profile("pynox", deadline=None)
+    settings.load_profile("pynox")
+
 # The session's own directory, made by pytest_configure (see there).
 SESSION_DIR = pytest.StashKey[Path]()
 # Descriptors a library keeps open for the rest of the process and no test can close (Ray's
