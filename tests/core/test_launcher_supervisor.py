@@ -22,7 +22,10 @@ from support.pool_client import alive, descendants, status_field
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
-SLEEPS = "import time; print('ready', flush=True); time.sleep(30)"
+# Short sleeps, not one long one: CPython notices a SIGINT that lands after its last check
+# and before the sleep's system call only once that call returns, so a run told to stop
+# just after "ready" could sleep on for the whole 30 s (tests/test_cli.py says the same).
+SLEEPS = "import time\nprint('ready', flush=True)\nfor _ in range(600):\n    time.sleep(0.05)"
 
 
 def _start(tmp_path: Path, *flags: str, code: str = SLEEPS) -> subprocess.Popen[bytes]:
