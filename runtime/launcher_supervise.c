@@ -399,10 +399,14 @@ static int streams_open(const struct streams *streams)
     return 0;
 }
 
+/* child: the run's pid, or 0 once reaped (then no longer its to signal: the kernel may
+ * have given the pid to another process). */
 static _Noreturn void refuse(long child, const char *why)
 {
-    (void)sys_call(SYS_kill, child, SIGKILL, 0, 0);
-    (void)reap(child);
+    if (child > 0) {
+        (void)sys_call(SYS_kill, child, SIGKILL, 0, 0);
+        (void)reap(child);
+    }
     (void)write_all(2, why, length_of(why));
     sys_exit(EXIT_SETUP_FAILURE);
 }
@@ -523,9 +527,10 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
                                sizeof(unsigned long));
         if (ready < 0 && ready != -LAUNCHER_EINTR) {
             if (capturing) {
-                refuse(child, "pynox: cannot wait for the run's output (ppoll failed)\n");
+                refuse(exited ? 0 : child,
+                       "pynox: cannot wait for the run's output (ppoll failed)\n");
             }
-            end_like(reap(child));
+            end_like(exited ? end.status : reap(child));
         }
         if (fds[2].revents != 0 && read_message(control, &message)) {
             reading = 0;
@@ -533,7 +538,8 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
             if (parse_message(&message) != 0 && message.length > 0 && streams->fds[0] >= 0) {
                 /* pynox may be about to write into the pipes: nobody would read them.
                  * (No message at all: pynox ended before any run, a usage error say.) */
-                refuse(child, "pynox: cannot read what pynox told the launcher; run it again\n");
+                refuse(exited ? 0 : child,
+                       "pynox: cannot read what pynox told the launcher; run it again\n");
             }
             started = now_ms();
             if (message.limit_ms > 0) {
@@ -545,8 +551,9 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
                                                 message.frame.report_limit};
                 for (int i = 0; i < STREAMS; i++) {
                     if (streams->fds[i] < 0 || capture_init(&streams->captures[i], limits[i]) != 0) {
-                        refuse(child, "pynox: cannot capture the run's output (no memory, or no "
-                                      "pipes from the launcher)\n");
+                        refuse(exited ? 0 : child,
+                               "pynox: cannot capture the run's output (no memory, or no "
+                               "pipes from the launcher)\n");
                     }
                 }
             } else {
@@ -568,8 +575,9 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
         if (fds[1].revents != 0) {
             struct signalfd_siginfo_k info;
             if (sys_read(signals, &info, sizeof info) == (long)sizeof info) {
-                if (info.ssi_code <= 0) {
-                    /* Sent by a process (kill, sigqueue): the child's to have. */
+                if (info.ssi_code <= 0 && !exited) {
+                    /* Sent by a process (kill, sigqueue): the child's to have, while it
+                     * has its pid (not once reaped, while its output is still read). */
                     (void)sys_call(SYS_kill, child, (long)info.ssi_signo, 0, 0);
                 }
                 if (is_job_stop((int)info.ssi_signo)) {
