@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.commands import PYNOX, PYTHON, pynox, run
+from support.commands import PYNOX, PYTHON, pynox, python, run
 
 from pynox.cli.doctor import _landlock_reason
 from pynox.engine.scratch import VARIABLES as SCRATCH_VARIABLES
@@ -132,7 +132,7 @@ def test_help_lists_every_flag() -> None:
         # python takes no -z (nor -J, kept for Jython): --no-sandbox would not help.
         (["-Bz", "a.py"], "unknown option -z: python has no such option either"),
         (["-J", "a.py"], "unknown option -J: python has no such option either"),
-        (["-P", "a.py"], "-P needs --no-sandbox" if sys.version_info >= (3, 11) else "-P: python"),
+        *([(["-P", "a.py"], "-P: python")] if sys.version_info < (3, 11) else []),
         (["--json=1", "a.py"], "--json takes no value"),
         (["--allow-read"], "--allow-read needs a value"),
         (["--allow-read=/x", "--no-sandbox", "a.py"], "--no-sandbox must come first"),
@@ -283,6 +283,38 @@ def test_accepted_interpreter_options(tmp_path: Path) -> None:
     isolated = pynox("-I", str(script)).stdout.decode()
     assert isolated != f"{tmp_path}\n"
     assert isolated == run([PYTHON, "-I", str(script)]).stdout.decode()
+
+
+SHOW_SAFE_PATH = "import sys; print(sys.path[0] if sys.path else None, sys.flags.safe_path)\n"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="python takes -P from 3.11 on")
+@pytest.mark.parametrize(
+    ("options", "safe_path"),
+    [(["-P"], ""), (["-BP"], ""), ([], "1"), ([], "0"), ([], ""), (["-E"], "1"), (["-I"], "")],
+    ids=["P", "BP", "variable", "variable-0", "neither", "variable-under-E", "I"],
+)
+@pytest.mark.parametrize("kind", ["script", "code", "module", "stdin"])
+def test_safe_path_keeps_the_programs_directory_off_sys_path_like_python(
+    tmp_path: Path, kind: str, options: list[str], safe_path: str
+) -> None:
+    """-P and PYTHONSAFEPATH (set to anything but "", even "0"), which a host may add to
+    keep a program from importing what lies beside it: sys.path[0] and sys.flags as
+    python gives them, for every kind of program."""
+    (tmp_path / "show.py").write_text(SHOW_SAFE_PATH)
+    program = {
+        "script": [str(tmp_path / "show.py")],
+        "code": ["-c", SHOW_SAFE_PATH],
+        "module": ["-m", "show"],
+        "stdin": ["-"],
+    }[kind]
+    env = {"PYTHONSAFEPATH": safe_path}
+    stdin = SHOW_SAFE_PATH.encode()
+    expected = python(*options, *program, cwd=tmp_path, env=env, input=stdin)
+    got = pynox(*options, *program, cwd=tmp_path, env=env, input=stdin)
+    # Off sys.path, the working directory's module is not found, by python either.
+    assert expected.returncode == (1 if kind == "module" and expected.stdout == b"" else 0)
+    assert (got.returncode, got.stdout) == (expected.returncode, expected.stdout), got.stderr
 
 
 def test_unbuffered_option_interleaves_like_python(tmp_path: Path) -> None:

@@ -19,8 +19,11 @@ from pynox.policy.grants import (
     is_variable_name,
 )
 
-# Interpreter options the sandbox already honours, so they are accepted as is.
-ACCEPTED_PYTHON_OPTIONS = frozenset("IEsSuBq")
+# Interpreter options the sandbox already honours, so they are accepted as is (-P, which
+# keeps the program's directory off sys.path, from 3.11 on, as python takes it), in the
+# order the usage and the refusal of any other name them.
+_SAFE_PATH = "P" if sys.version_info >= (3, 11) else ""
+ACCEPTED_PYTHON_OPTIONS = "IEsSuBq" + _SAFE_PATH
 # python's -h, -? and -V, which pynox answers itself (its usage, its version).
 HELP_AND_VERSION_LETTERS = frozenset("h?V")
 # python's options whose value may follow the letter (-c and -m aside): -Werror is -W
@@ -35,6 +38,10 @@ PYTHON_OPTION_LETTERS = frozenset(
 # to ignore its environment: they count as the option, as under python. (The other
 # PYTHON* variables are ignored, as under `python -I`.)
 OPTION_VARIABLES = {"u": "PYTHONUNBUFFERED", "B": "PYTHONDONTWRITEBYTECODE"}
+if _SAFE_PATH:
+    OPTION_VARIABLES[_SAFE_PATH] = "PYTHONSAFEPATH"
+# Those python reads as text, not as a number: set to anything but "", even "0", they count.
+_SET_WHEN_NOT_EMPTY = frozenset({"PYTHONSAFEPATH"})
 
 # Long flags and the attribute of Invocation they fill: every grant's (pynox.policy.grants),
 # and the command's own.
@@ -54,7 +61,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
 
 USAGE = """\
-usage: pynox [FLAGS] [-IEsSuBq] [SCRIPT | -c CODE | -m MODULE | -] [ARGS...]
+usage: pynox [FLAGS] [-IEsSuBqP] [SCRIPT | -c CODE | -m MODULE | -] [ARGS...]
        pynox --no-sandbox [PYTHON ARGS...]
        pynox doctor [--json]
        pynox pool [--config FILE] [--workers N] [--preload MODULE]... [--warmup CODE]
@@ -181,8 +188,11 @@ def options_in_effect(given: "set[str]", environ: "Mapping[str, str]") -> "set[s
 
 def _is_set(environ: "Mapping[str, str]", name: str) -> bool:
     """Whether python takes the variable as set: not empty and, if it is an integer
-    (as C's strtol reads one), not 0 (CPython's _Py_get_env_flag)."""
+    (as C's strtol reads one), not 0 (CPython's _Py_get_env_flag); PYTHONSAFEPATH only
+    not empty."""
     value = environ.get(name, "")
+    if name in _SET_WHEN_NOT_EMPTY:
+        return bool(value)
     digits = value.lstrip(" \t\n\v\f\r")  # what strtol skips, then a sign
     digits = digits[1:] if digits[:1] in ("+", "-") else digits
     if digits.isascii() and digits.isdigit():
@@ -321,7 +331,7 @@ def _parse_python_part(
                 raise UsageError(
                     f"the interpreter option -{letter} needs --no-sandbox "
                     f"(pynox --no-sandbox {arg} ...); in the sandbox only "
-                    "-I -E -s -S -u -B -q are accepted"
+                    f"{' '.join('-' + each for each in ACCEPTED_PYTHON_OPTIONS)} are accepted"
                 )
             inv.python_options.add(letter)
         i += 1

@@ -158,15 +158,15 @@ def _run(inv: "Invocation") -> int:
     environ = lean_os.environment()
     grants, config_path, config_package_dirs = _grants(inv, cwd, environ)
     options = cmdline.options_in_effect(inv.python_options, environ)
-    isolated = "I" in options
+    safe_path = "I" in options or "P" in options  # as python: no program directory on sys.path
     if inv.kind == "script":
-        prog = program.script(inv.target, inv.args, isolated)
+        prog = program.script(inv.target, inv.args, safe_path)
     elif inv.kind == "code":
-        prog = program.code(inv.target, inv.args, isolated)
+        prog = program.code(inv.target, inv.args, safe_path)
     elif inv.kind == "module":
-        prog = program.module(inv.target, inv.args, isolated, cwd)
+        prog = program.module(inv.target, inv.args, safe_path, cwd)
     else:
-        prog = program.stdin(inv.target, inv.args, isolated)
+        prog = program.stdin(inv.target, inv.args, safe_path)
     prog.options = frozenset(options)
     prog.command_line = inv.python_argv
     policy = build_policy(grants, prog.implicit_read, environ, cwd)

@@ -594,7 +594,7 @@ _FLAG_OPTIONS = {
     "isolated": "I",
     "ignore_environment": "EI",
     "no_user_site": "sI",
-    "safe_path": "I",
+    "safe_path": "IP",
     "dont_write_bytecode": "B",
     "quiet": "q",
 }

@@ -76,7 +76,7 @@ def _absolute(path: str) -> str:
         return path
 
 
-def script(path: str, args: list[str], isolated: bool) -> "Program":
+def script(path: str, args: list[str], safe_path: bool) -> "Program":
     absolute = _absolute(path)
     source = None
     if not lean_os.isdir(absolute):
@@ -96,7 +96,7 @@ def script(path: str, args: list[str], isolated: bool) -> "Program":
     program.filename = absolute
     directory = lean_os.dirname(lean_os.realpath(absolute))
     program.implicit_read = [directory]
-    if not isolated:
+    if not safe_path:
         program.path0 = directory
     return program
 
@@ -159,7 +159,7 @@ def _ends_a_zip(file: "BinaryIO", tail: bytes, tail_start: int) -> bool:
     return file.read(4) == _DIRECTORY_ENTRY
 
 
-def code(text: str, args: list[str], isolated: bool) -> "Program":
+def code(text: str, args: list[str], safe_path: bool) -> "Program":
     if not text.isascii():
         try:
             text.encode()
@@ -168,22 +168,22 @@ def code(text: str, args: list[str], isolated: bool) -> "Program":
     program = Program("code", ["-c", *args])
     program.filename = "<string>"
     program.source = text
-    if not isolated:
+    if not safe_path:
         program.path0 = ""
     return program
 
 
-def module(name: str, args: list[str], isolated: bool, cwd: str) -> "Program":
+def module(name: str, args: list[str], safe_path: bool, cwd: str) -> "Program":
     program = Program("module", ["-m", *args])
     program.module = name
     if lean_os.isdir(cwd):  # not when it was removed: python runs there all the same
         program.implicit_read = [cwd]
-    if not isolated:
+    if not safe_path:
         program.path0 = cwd
     return program
 
 
-def stdin(name: str, args: list[str], isolated: bool) -> "Program":
+def stdin(name: str, args: list[str], safe_path: bool) -> "Program":
     """The program on standard input, read whole before the sandbox exists.
 
     `name` is "-" or "" (no program given): python's sys.argv[0] either way.
@@ -202,7 +202,7 @@ def stdin(name: str, args: list[str], isolated: bool) -> "Program":
             raise ProgramNotFound(
                 f"can't read the program from standard input: [Errno {exc.errno}] {exc.strerror}"
             ) from None
-    if not isolated:
+    if not safe_path:
         program.path0 = ""
     return program
 
