@@ -10,10 +10,10 @@ The image is made when the wheel or bundle is built (`python -m pynox._boot
 nothing a run writes may be code a later run executes before its sandbox
 exists. Another interpreter version or a damaged file makes the image unused,
 and the modules import as usual; so does each module whose source is not of
-the size its entry records. The code objects name their files as compiled in
-the build; loading points them at the sources where they are now, as importlib
-does for a .pyc, so that tracebacks name the installed files wherever the
-prefix moved.
+the size its entry records, and each whose part turns out damaged once
+unpacked. The code objects name their files as compiled in the build; loading
+points them at the sources where they are now, as importlib does for a .pyc, so
+that tracebacks name the installed files wherever the prefix moved.
 
 The file holds the length of its index (4 bytes, little-endian), the index
 (marshalled: the magic number and, per module, its source relative to the
@@ -243,6 +243,7 @@ class _ImageFinder:
 
 
 _ModuleType = type(sys)
+_CodeType = type((lambda: None).__code__)
 
 
 def _module_for(spec: "ModuleSpec") -> "ModuleType":
@@ -329,9 +330,16 @@ class _Part:
 
 def unpack(entry: "Entry") -> "CodeType":
     """A module's code from the image, naming its source where it is now (inner
-    functions included): tracebacks name the installed files after a move."""
+    functions included): tracebacks name the installed files after a move. A part the
+    image holds damaged (its length intact, its bytes not) gives way to the source."""
     source, _, part, position = entry
-    code = part.take(position)
+    try:
+        code = part.take(position)
+    except (ValueError, EOFError, TypeError, IndexError):  # what marshal makes of bad data
+        code = None
+    if type(code) is not _CodeType:
+        with open(source, "rb") as file:
+            return compile(file.read(), source, "exec", dont_inherit=True)
     _fix_co_filename(code, source)
     return code
 
@@ -364,8 +372,12 @@ def baked(name: str) -> object:
         return None
     values = _baked_values[0]
     if isinstance(values, memoryview):  # unpacked once, by the first run that needs it
-        values = _baked_values[0] = marshal.loads(values)
-    return values.get(name)
+        try:
+            values = marshal.loads(values)
+        except (ValueError, EOFError, TypeError):  # damaged: the callers make their own
+            values = {}
+        _baked_values[0] = values if isinstance(values, dict) else {}
+    return _baked_values[0].get(name)  # type: ignore[union-attr]
 
 
 def _relative_source(name: str) -> str:

@@ -381,6 +381,30 @@ def test_a_damaged_image_or_another_magic_is_unused(package_copy: Path) -> None:
     assert _boot._load_image() is None
 
 
+@pytest.mark.unit
+def test_a_part_damaged_in_place_gives_way_to_the_source(package_copy: Path) -> None:
+    """Bytes damaged in the image with its lengths intact show only when a part or the
+    baked values are unpacked: the module then runs from its source, as importing it
+    would, and the caller makes the value itself, instead of the run failing inside pynox."""
+    image = write_image(package_copy)
+    data = bytearray(image.read_bytes())
+    size = int.from_bytes(data[:4], "little")
+    _, index, (values_at, values_length) = marshal.loads(bytes(data[4 : 4 + size]))
+    _, _, offset, length, _ = index["pynox.cli.main"]
+    body = 4 + size
+    data[body + offset : body + offset + length] = b"\xff" * length
+    data[body + values_at : body + values_at + values_length] = b"\xff" * values_length
+    image.write_bytes(bytes(data))
+    codes = _boot._load_image()
+    assert codes is not None
+    code = _boot.unpack(codes["pynox.cli.main"])
+    namespace: dict[str, object] = {"__name__": "pynox.cli.main"}
+    exec(code, namespace)  # noqa: S102 - pynox's own source
+    assert code.co_filename == str(package_copy / "cli" / "main.py")
+    assert callable(namespace["main"])
+    assert all(_boot.baked(name) is None for name in _boot.BAKED)
+
+
 # The launcher's hint texts for a run with no memory or file size limit, made in a
 # process under other limits and another environment than the build's.
 UNLIMITED_HINT_TEXTS = """
