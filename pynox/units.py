@@ -49,6 +49,15 @@ def parse_duration(value: object, what: str, *, error: type[PynoxError] = UsageE
     return milliseconds / 1000
 
 
+def _worded_size(size: int) -> str:
+    """A size in a sentence: "32m", and a number of bytes with its unit ("1 byte"), which
+    "below the 1 minimum" would leave out."""
+    shown = format_size(size)
+    if not shown.isdigit() or size == 0:
+        return shown
+    return f"{shown} byte" if size == 1 else f"{shown} bytes"
+
+
 def parse_size(
     value: object,
     what: str,
@@ -67,12 +76,12 @@ def parse_size(
         raise error(f"{subject} is not a size; {_SIZE_HINT}")
     limit = LARGEST_SIZE if maximum is None else maximum
     if size < 0:
-        raise error(f"{subject} is negative; give a size of at least {format_size(minimum)}")
+        raise error(f"{subject} is negative; give a size of at least {_worded_size(minimum)}")
     if size < minimum:
-        floor = format_size(minimum)
+        floor = _worded_size(minimum)
         raise error(f"{subject} is below the {floor} minimum; give at least {floor}")
     if size > limit:
-        ceiling = format_size(limit)
+        ceiling = _worded_size(limit)
         raise error(f"{subject} is above the {ceiling} maximum; give at most {ceiling}")
     return size
 

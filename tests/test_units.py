@@ -192,6 +192,11 @@ def test_parse_size_messages() -> None:
     )
     assert message(-3, limits.MIN_MEMORY) == "--memory=-3 is negative; give a size of at least 32m"
     assert message("-1k") == "--memory=-1k is negative; give a size of at least 0"
+    # A floor of whole bytes says so: "below the 1 minimum" read as a count of nothing.
+    assert message(0, 1) == "--memory=0 is below the 1 byte minimum; give at least 1 byte"
+    assert message("1000", 1025) == (
+        "--memory=1000 is below the 1025 bytes minimum; give at least 1025 bytes"
+    )
     assert message("9" * 5000) == (
         f"--memory={'9' * 5000} is above the 1048576t maximum; give at most 1048576t"
     )

@@ -128,7 +128,7 @@ def test_wrong_types(
         ),
         (
             "max_file_size = -1",
-            "max_file_size = -1 in [permissions] of {} is negative; give a size of at least 1",
+            "max_file_size = -1 in [permissions] of {} is negative; give a size of at least 1 byte",
         ),
         (
             'allow_env = ["API-KEY"]',
