@@ -145,7 +145,9 @@ def test_a_write_grant_over_the_users_site_packages_is_refused(tmp_path: Path) -
     pth = f"import posix; posix.close(posix.open({str(marker)!r}, posix.O_WRONLY | 64, 0o644))\n"
     plant = f"import os; os.makedirs({str(user_site)!r}); "
     plant += f"open({str(user_site / 'planted.pth')!r}, 'w').write({pth!r})"
-    base = [getattr(sys, "_base_executable", sys.executable), "-m", "pynox"]
+    # The interpreter outside any virtual environment (3.10's venvs give their own
+    # python as sys._base_executable), which reads the user's site-packages.
+    base = [str(Path(sys.base_prefix) / "bin" / version), "-m", "pynox"]
     first = run([*base, f"--allow-write={home / '.local'}", "-c", plant], cwd=tmp_path, env=env)
     line = refusal(first)
     assert str(user_site) in line and "site-packages" in line
