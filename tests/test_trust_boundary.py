@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.commands import PYNOX, pynox, python, run
-from support.pool_client import PoolClient
+from support.pool_client import PoolClient, clean_env
 
 import pynox as pynox_package
 
@@ -154,6 +154,49 @@ def test_a_write_grant_over_the_users_site_packages_is_refused(tmp_path: Path) -
     later = run([*base, "-c", "print('ok')"], cwd=tmp_path, env=env)
     assert later.stdout == b"ok\n", later.stderr
     assert not marker.exists()
+
+
+def loaded_library(name: str) -> Path:
+    """Where the library this process loaded under that name is (libm.so.6, say)."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = line.split(maxsplit=5)[-1]
+        if path.startswith("/") and Path(path).name == name:
+            return Path(path)
+    pytest.skip(f"this interpreter loads no {name}")
+
+
+@pytest.mark.parametrize("variable", ["LD_LIBRARY_PATH", "LD_PRELOAD"])
+def test_a_write_grant_over_what_the_loader_environment_names_is_refused(
+    tmp_path: Path, variable: str
+) -> None:
+    """The dynamic loader takes libraries from LD_LIBRARY_PATH's folders before the
+    system's, and LD_PRELOAD's into every process, before the interpreter runs a line:
+    a program granted such a folder left a libpython there with a constructor of its
+    own, which the next run, started from the same environment, ran unconfined."""
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    if variable == "LD_LIBRARY_PATH":
+        named, value = libs, str(libs)
+    else:  # a copy of a library the interpreter loads anyway: it changes nothing
+        named = libs / "preloaded.so"
+        named.write_bytes(loaded_library("libm.so.6").read_bytes())
+        value = str(named)
+    planted = libs / f"libpython{sys.version_info[0]}.{sys.version_info[1]}.so.1.0"
+    plant = f"open({str(planted)!r}, 'wb').write(b'\\x7fELF')"
+    env = {variable: value}
+    (tmp_path / "out").mkdir()
+    line = refusal(pynox(f"--allow-write={libs}", "-c", plant, cwd=tmp_path, env=env))
+    assert line.startswith(f"pynox: cannot grant writing {libs}: it ")
+    assert f"{named}, named in {variable}, which has the dynamic loader load" in line
+    with PoolClient(cwd=tmp_path, workers=1, env={**clean_env(), **env}) as pool:
+        refused = pool.run({"id": 1, "code": plant, "allow_write": [str(libs)]})
+        assert (refused["exit"], refused["error"]["type"]) == (125, "RequestError"), refused
+        assert f"named in {variable}" in refused["error"]["message"]
+    assert not planted.exists()
+    # The way out: a folder the loader is not told about.
+    done = pynox("--allow-write=out", "-c", "open('out/r', 'w').write('x')", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "out" / "r").read_text() == "x"
 
 
 def test_a_write_grant_over_where_a_config_would_be_found_is_refused(tmp_path: Path) -> None:

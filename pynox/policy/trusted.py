@@ -3,7 +3,8 @@
 A sandboxed program writes whatever its write grants let it write. Anything
 beneath them that a later pynox run loads before it confines itself (pynox's
 own code and start-up image, the interpreter, its standard library and the
-shared libraries it loads, their bytecode where a pycache prefix keeps it, the
+shared libraries it loads, those LD_LIBRARY_PATH, LD_PRELOAD and LD_AUDIT name,
+their bytecode where a pycache prefix keeps it, the
 environment whose bin/ holds the `pynox` command, the directories of modules
 imported before confinement) or reads as
 its permissions (a pynox.toml where a run looks for one, whether or not one
@@ -35,6 +36,9 @@ _OWN_CODE = "pynox's own code, which every run loads before its sandbox exists"
 _ENVIRONMENT = "the Python environment pynox runs in (the pynox command and its interpreter)"
 _INTERPRETER = "the interpreter's installation, which every run loads before its sandbox exists"
 _LIBRARIES = "the shared libraries the interpreter loads before its sandbox exists"
+_LOADER_ENVIRONMENT = (
+    "named in {}, which has the dynamic loader load libraries from there before the sandbox exists"
+)
 _IMPORTED = "the home of a module pynox imported before the sandbox existed"
 _IMPORT_PATH = (
     "a folder on pynox's own sys.path, which every run imports from before its sandbox exists"
@@ -96,6 +100,10 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
         # read from there, not from beside their sources.
         entries.append((sys.pycache_prefix, _BYTECODE))
     entries += [(directory, _LIBRARIES) for directory in system_paths.library_dirs()]
+    entries += [
+        (path, _LOADER_ENVIRONMENT.format(variable))
+        for path, variable in system_paths.loader_environment_paths()
+    ]
     system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
     entries += [(path, _SYSTEM) for path in system + list(system_paths.DEVICES_READ_WRITE)]
     entries += [(path, _KERNEL) for path in system_paths.KERNEL_SETTINGS]
