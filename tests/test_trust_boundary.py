@@ -156,6 +156,51 @@ def test_a_write_grant_over_the_users_site_packages_is_refused(tmp_path: Path) -
     assert not marker.exists()
 
 
+# Run sandboxed: leaves a zip of the standard library whose encodings package leaves a
+# marker, where the interpreter looks for one as it starts.
+PLANT_STDLIB_ZIP = """\
+import io, zipfile
+archive = io.BytesIO()
+with zipfile.ZipFile(archive, "w") as stdlib:
+    stdlib.writestr("encodings/__init__.py", {shadow!r})
+open({zip!r}, "wb").write(archive.getvalue())
+"""
+
+
+def test_a_write_grant_where_the_interpreter_looks_for_its_stdlib_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The interpreter looks for a zip of its standard library in every folder above the
+    directory it starts from, before its own prefix's lib: a program granted ~/lib, where
+    the prefix is ~/.pyenv/versions/3.X.Y, made the next run import its encodings from a
+    zip there, unconfined. Here the search starts from a virtual environment's home."""
+    interpreter = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    home, environment = tmp_path / "base" / "bin", tmp_path / "env"
+    (environment / "bin").mkdir(parents=True)
+    home.mkdir(parents=True)
+    for link in (home / "python3", environment / "bin" / "python3"):
+        link.symlink_to(interpreter)
+    (environment / "pyvenv.cfg").write_text(f"home = {home}\n")
+    lib = tmp_path / "lib"
+    (lib / "out").mkdir(parents=True)
+    major, minor = sys.version_info[:2]
+    planted = lib / f"python{major}{minor}.zip"
+    marker = tmp_path / "ran"
+    plant = PLANT_STDLIB_ZIP.format(shadow=planting(marker), zip=str(planted))
+    python_m_pynox = [str(environment / "bin" / "python3"), "-m", "pynox"]
+    env = {"PYTHONPATH": str(PACKAGE.parent)}  # pynox, installed there
+    first = run([*python_m_pynox, f"--allow-write={lib}", "-c", plant], cwd=tmp_path, env=env)
+    line = refusal(first)
+    assert line.startswith(f"pynox: cannot grant writing {lib}: it covers {lib}/python"), line
+    assert "where the interpreter looks for its standard library as it starts" in line
+    later = run([*python_m_pynox, "-c", "print('ok')"], cwd=tmp_path, env=env)
+    assert later.stdout == b"ok\n", later.stderr
+    assert not marker.exists() and not planted.exists()
+    # A folder inside it holds nothing the interpreter looks for.
+    inside = [*python_m_pynox, f"--allow-write={lib / 'out'}", "-c", "print('ok')"]
+    assert run(inside, cwd=tmp_path, env=env).stdout == b"ok\n"
+
+
 def loaded_library(name: str) -> Path:
     """Where the library this process loaded under that name is (libm.so.6, say)."""
     for line in Path("/proc/self/maps").read_text().splitlines():

@@ -167,6 +167,57 @@ def loader_environment_paths() -> "list[tuple[str, str]]":
     return paths
 
 
+def stdlib_search() -> list[str]:
+    """Where the interpreter looks for its standard library as it starts, before it runs
+    any code, and takes the first it finds: the directory it starts from (a build
+    directory's marker there would do), then each folder above it, for a zip of the
+    standard library (CPython 3.11 and later, up to the top as long as none is found)
+    and for the folder of os.py and of lib-dynload (until it finds them). Where the
+    interpreter's prefix is ~/.pyenv/versions/3.13.0, a zip planted in ~/lib would be
+    the next run's standard library."""
+    if not sys.executable:
+        return []
+    major, minor = sys.version_info[:2]
+    thread = "t" if "t" in getattr(sys, "abiflags", "") else ""
+    archive = lean_os.join(sys.platlibdir, f"python{major}{minor}{thread}.zip")
+    stdlib = lean_os.join(sys.platlibdir, f"python{major}.{minor}{thread}")
+    folder = _executable_dir()
+    paths = [folder]
+    searching_archive = sys.version_info >= (3, 11)
+    found_os = found_dynload = False
+    # Never "/" itself: CPython's search stops below it.
+    while folder not in ("/", "") and (searching_archive or not (found_os and found_dynload)):
+        if searching_archive:
+            paths.append(lean_os.join(folder, archive))
+            searching_archive = not lean_os.isfile(paths[-1])
+        if not (found_os and found_dynload):
+            paths.append(lean_os.join(folder, stdlib))
+            landmarks = (lean_os.join(paths[-1], name) for name in ("os.py", "os.pyc"))
+            found_os = found_os or any(lean_os.isfile(landmark) for landmark in landmarks)
+            found_dynload = found_dynload or lean_os.isdir(lean_os.join(paths[-1], "lib-dynload"))
+        folder = lean_os.dirname(folder)
+    return paths
+
+
+def _executable_dir() -> str:
+    """Where CPython starts its search for the standard library: the `home` of the
+    virtual environment whose pyvenv.cfg is beside or above the executable, else the
+    directory of the executable with its links resolved."""
+    executable = sys.executable
+    for folder in (lean_os.dirname(lean_os.dirname(executable)), lean_os.dirname(executable)):
+        try:
+            with open(lean_os.join(folder, "pyvenv.cfg"), encoding="utf-8") as config:
+                lines = config.readlines()
+        except (OSError, UnicodeDecodeError):
+            continue
+        for line in lines:
+            key, equals, value = line.partition("=")
+            if equals and key.strip().lower() == "home":
+                return value.strip()
+        break  # the first pyvenv.cfg found is the one read
+    return lean_os.dirname(lean_os.realpath(executable))
+
+
 def pynox_package_dir() -> str:
     return PACKAGE_DIR
 

@@ -2,16 +2,15 @@
 
 A sandboxed program writes whatever its write grants let it write. Anything
 beneath them that a later pynox run loads before it confines itself (pynox's
-own code and start-up image, the interpreter, its standard library and the
-shared libraries it loads, those LD_LIBRARY_PATH, LD_PRELOAD and LD_AUDIT name,
-their bytecode where a pycache prefix keeps it, the
-environment whose bin/ holds the `pynox` command, the directories of modules
-imported before confinement) or reads as
-its permissions (a pynox.toml where a run looks for one, whether or not one
-exists yet, and the configuration cache), or the system files every run may
-read (the time zone, the resolver's files, the CA store, /dev/null: a program that could
-turn one into a link would widen every later run's reads) would let one run
-widen the next.
+own code and start-up image, the interpreter, its standard library (and where
+it looks for one as it starts) and the shared libraries it loads, those
+LD_LIBRARY_PATH, LD_PRELOAD and LD_AUDIT name, their bytecode where a pycache
+prefix keeps it, the environment whose bin/ holds the `pynox` command, the
+directories of modules imported before confinement) or reads as its permissions
+(a pynox.toml where a run looks for one, whether or not one exists yet, and the
+configuration cache), or the system files every run may read (the time zone, the
+resolver's files, the CA store, /dev/null: a program that could turn one into a
+link would widen every later run's reads) would let one run widen the next.
 Landlock cannot leave a hole in a granted tree, so such a grant is refused.
 
 Paths are compared resolved, as the kernel will see them, and also with their
@@ -38,6 +37,9 @@ _INTERPRETER = "the interpreter's installation, which every run loads before its
 _LIBRARIES = "the shared libraries the interpreter loads before its sandbox exists"
 _LOADER_ENVIRONMENT = (
     "named in {}, which has the dynamic loader load libraries from there before the sandbox exists"
+)
+_STDLIB_SEARCH = (
+    "where the interpreter looks for its standard library as it starts, before its sandbox exists"
 )
 _IMPORTED = "the home of a module pynox imported before the sandbox existed"
 _IMPORT_PATH = (
@@ -92,6 +94,7 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
     entries += [(prefix, _ENVIRONMENT) for prefix in (sys.prefix, sys.exec_prefix)]
     entries += [(prefix, _INTERPRETER) for prefix in (sys.base_prefix, sys.base_exec_prefix)]
     entries.append((system_paths.stdlib_dir(), _INTERPRETER))
+    entries += [(path, _STDLIB_SEARCH) for path in system_paths.stdlib_search()]
     if sys.executable:
         entries.append((sys.executable, _INTERPRETER))
     if sys.pycache_prefix:
