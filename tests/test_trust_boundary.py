@@ -156,6 +156,32 @@ def test_a_write_grant_over_the_users_site_packages_is_refused(tmp_path: Path) -
     assert not marker.exists()
 
 
+def test_a_write_grant_over_where_the_shell_finds_pynox_is_refused(tmp_path: Path) -> None:
+    """install.sh links pynox into ~/.local/bin: a program granted that folder replaced
+    the link with a script of its own, which ran unconfined as the next `pynox` typed.
+    A `pynox` left in a folder before it on PATH would run instead of it."""
+    first, linked = tmp_path / "first", tmp_path / "bin"
+    first.mkdir()
+    linked.mkdir()
+    (linked / "pynox").symlink_to(PYNOX)
+    marker = tmp_path / "ran"
+    script = f"#!/bin/sh\necho > {marker}\n".encode()
+    env = {"PATH": f"{first}:{linked}:{os.environ['PATH']}"}
+    for folder in (linked, first):
+        replace = (
+            f"import os\ntarget = {str(folder / 'pynox')!r}\n"
+            "if os.path.lexists(target):\n    os.unlink(target)\n"
+            "script = os.open(target, os.O_WRONLY | os.O_CREAT, 0o755)\n"
+            f"os.write(script, {script!r})\n"
+        )
+        proc = run(["pynox", f"--allow-write={folder}", "-c", replace], cwd=tmp_path, env=env)
+        line = refusal(proc)
+        assert f"it covers {folder}/pynox, where the shell looks for the pynox command" in line
+    later = run(["pynox", "-c", "print('ok')"], cwd=tmp_path, env=env)
+    assert later.stdout == b"ok\n", later.stderr
+    assert not marker.exists()
+
+
 # Run sandboxed: leaves a zip of the standard library whose encodings package leaves a
 # marker, where the interpreter looks for one as it starts.
 PLANT_STDLIB_ZIP = """\

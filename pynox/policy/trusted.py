@@ -41,6 +41,10 @@ _LOADER_ENVIRONMENT = (
 _STDLIB_SEARCH = (
     "where the interpreter looks for its standard library as it starts, before its sandbox exists"
 )
+_COMMAND = (
+    "where the shell looks for the pynox command on PATH, whose first one found runs "
+    "before any sandbox exists"
+)
 _IMPORTED = "the home of a module pynox imported before the sandbox existed"
 _IMPORT_PATH = (
     "a folder on pynox's own sys.path, which every run imports from before its sandbox exists"
@@ -91,6 +95,9 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
     bundle_root = lean_os.dirname(sys.prefix)
     if lean_os.isfile(lean_os.join(bundle_root, "bin", "pynox")):
         entries.append((bundle_root, _ENVIRONMENT))  # a bundle: bin/pynox beside python/
+    commands = [lean_os.join(lean_os.dirname(sys.executable), "pynox")]
+    commands.append(lean_os.join(bundle_root, "bin", "pynox"))
+    entries += [(path, _COMMAND) for path in _command_on_path(commands)]
     entries += [(prefix, _ENVIRONMENT) for prefix in (sys.prefix, sys.exec_prefix)]
     entries += [(prefix, _INTERPRETER) for prefix in (sys.base_prefix, sys.base_exec_prefix)]
     entries.append((system_paths.stdlib_dir(), _INTERPRETER))
@@ -138,6 +145,24 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
         entries.append((user_site, _USER_SITE))
     resolved += [(form, what) for path, what in entries for form in _forms(path)]
     return resolved
+
+
+def _command_on_path(commands: "list[str]") -> "list[str]":
+    """Where the shell looks for `pynox` on PATH (install.sh links it into ~/.local/bin),
+    up to the one it finds when that is one of `commands`, this installation's: a
+    program that replaced that link, or put a `pynox` in a folder before it, would run
+    unconfined as the next `pynox`. Nothing when the shell finds another pynox, or none.
+    """
+    ours = {lean_os.realpath(command) for command in commands if lean_os.isfile(command)}
+    looked_in = []
+    for folder in (lean_os.getenv("PATH") or "").split(":"):
+        if not lean_os.isabs(folder):
+            continue  # the working directory of whichever run: this one's is refused
+        candidate = lean_os.join(folder, "pynox")
+        looked_in.append(candidate)
+        if lean_os.isfile(candidate) and posix.access(candidate, posix.X_OK):
+            return looked_in if lean_os.realpath(candidate) in ours else []
+    return []
 
 
 def configuration(
