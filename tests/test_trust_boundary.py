@@ -156,6 +156,32 @@ def test_a_write_grant_over_the_users_site_packages_is_refused(tmp_path: Path) -
     assert not marker.exists()
 
 
+@pytest.mark.parametrize(
+    ("grant", "named"),
+    [
+        ("/bin/sh", "the shell pynox runs outside any sandbox to remove scratch directories"),
+        ("/usr/bin", "where the shell pynox runs outside any sandbox to remove scratch"),
+    ],
+    ids=["shell", "its-commands"],
+)
+def test_a_write_grant_over_the_scratch_helpers_programs_is_refused(
+    tmp_path: Path, grant: str, named: str
+) -> None:
+    """The pool and python -m pynox start /bin/sh, outside any sandbox, to remove scratch
+    directories at the end (with rm, find and sleep from /usr/bin or /bin): run as root,
+    a program granted one of them, or a request in a pool, would have its own program run
+    there, unconfined, when the next pool ends (the interpreter's own prefix holds them
+    only where it is /usr)."""
+    marker = tmp_path / "ran"
+    line = refusal(pynox(f"--allow-write={grant}", "-c", planting(marker), cwd=tmp_path))
+    assert named in line
+    with PoolClient(cwd=tmp_path, workers=1) as pool:
+        refused = pool.run({"id": 1, "code": planting(marker), "allow_write": [grant]})
+        assert (refused["exit"], refused["error"]["type"]) == (125, "RequestError"), refused
+        assert named in refused["error"]["message"]
+    assert not marker.exists()
+
+
 def test_a_write_grant_over_where_the_shell_finds_pynox_is_refused(tmp_path: Path) -> None:
     """install.sh links pynox into ~/.local/bin: a program granted that folder replaced
     the link with a script of its own, which ran unconfined as the next `pynox` typed.

@@ -217,12 +217,14 @@ def remove_when_gone(path: str) -> int:
     launcher_helper = hand_to_launcher_helper(path)
     if launcher_helper is not None:
         return launcher_helper
+    from pynox.policy.system_paths import HELPER_COMMAND_FOLDERS, HELPER_SHELL
+
     read_end, write_end = posix.pipe()
     try:
         posix.posix_spawn(
-            "/bin/sh",
+            HELPER_SHELL,
             helper_arguments(path, posix.getpid()),
-            {"PATH": "/usr/bin:/bin"},
+            {"PATH": ":".join(HELPER_COMMAND_FOLDERS)},
             file_actions=[
                 (posix.POSIX_SPAWN_DUP2, read_end, 0),
                 (posix.POSIX_SPAWN_OPEN, 1, "/dev/null", posix.O_WRONLY, 0),
@@ -239,7 +241,8 @@ def remove_when_gone(path: str) -> int:
         remove(path)
 
         raise SandboxError(
-            f"cannot start /bin/sh to remove the run's scratch directory later: {exc.strerror}"
+            f"cannot start {HELPER_SHELL} to remove the run's scratch directory later: "
+            f"{exc.strerror}"
         ) from None
     finally:
         posix.close(read_end)

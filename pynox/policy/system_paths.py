@@ -111,6 +111,12 @@ CGROUP_LIMIT_FILES = {
 # /proc/self/cgroup is a few lines; one longer than this is not one to trust.
 _CGROUP_LIST_MAX = 16384
 
+# The shell pynox starts outside any sandbox to remove scratch directories once their
+# run ends (pynox.engine.scratch, for the pool and python -m pynox), and the folders
+# where it finds the commands it runs (rm, find, chmod, sleep).
+HELPER_SHELL = "/bin/sh"
+HELPER_COMMAND_FOLDERS = ("/usr/bin", "/bin")
+
 # Devices every program may write to as well as read.
 DEVICES_READ_WRITE = ("/dev/null",)
 

@@ -45,6 +45,11 @@ _COMMAND = (
     "where the shell looks for the pynox command on PATH, whose first one found runs "
     "before any sandbox exists"
 )
+_HELPER_SHELL = "the shell pynox runs outside any sandbox to remove scratch directories"
+_HELPER_COMMANDS = (
+    "where the shell pynox runs outside any sandbox to remove scratch directories finds "
+    "its commands"
+)
 _IMPORTED = "the home of a module pynox imported before the sandbox existed"
 _IMPORT_PATH = (
     "a folder on pynox's own sys.path, which every run imports from before its sandbox exists"
@@ -117,6 +122,8 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
     system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
     entries += [(path, _SYSTEM) for path in system + list(system_paths.DEVICES_READ_WRITE)]
     entries += [(path, _KERNEL) for path in system_paths.KERNEL_SETTINGS]
+    entries.append((system_paths.HELPER_SHELL, _HELPER_SHELL))
+    entries += [(folder, _HELPER_COMMANDS) for folder in system_paths.HELPER_COMMAND_FOLDERS]
     entries += [
         (path, _CA_STORE) for path in system_paths.existing(system_paths.CA_STORE_LOCATIONS)
     ]
