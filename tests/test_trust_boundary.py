@@ -177,7 +177,7 @@ def test_a_write_grant_over_the_scratch_helpers_programs_is_refused(
     assert named in line
     with PoolClient(cwd=tmp_path, workers=1) as pool:
         refused = pool.run({"id": 1, "code": planting(marker), "allow_write": [grant]})
-        assert (refused["exit"], refused["error"]["type"]) == (125, "RequestError"), refused
+        assert refused["exit"] == 125 and refused["error"]["type"] == "RequestError", refused
         assert named in refused["error"]["message"]
     assert not marker.exists()
 
@@ -287,13 +287,70 @@ def test_a_write_grant_over_what_the_loader_environment_names_is_refused(
     assert f"{named}, named in {variable}, which has the dynamic loader load" in line
     with PoolClient(cwd=tmp_path, workers=1, env={**clean_env(), **env}) as pool:
         refused = pool.run({"id": 1, "code": plant, "allow_write": [str(libs)]})
-        assert (refused["exit"], refused["error"]["type"]) == (125, "RequestError"), refused
+        assert refused["exit"] == 125 and refused["error"]["type"] == "RequestError", refused
         assert f"named in {variable}" in refused["error"]["message"]
     assert not planted.exists()
     # The way out: a folder the loader is not told about.
     done = pynox("--allow-write=out", "-c", "open('out/r', 'w').write('x')", cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "out" / "r").read_text() == "x"
+
+
+def test_a_write_grant_over_where_a_preloaded_modules_link_leads_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A module linked into a package directory is read from where its link leads: a
+    request granted that folder rewrote the module, which the next pool's preload ran
+    unconfined."""
+    packages, sources = tmp_path / "packages", tmp_path / "sources"
+    packages.mkdir()
+    sources.mkdir()
+    (sources / "helper.py").write_text("VALUE = 1\n")
+    (packages / "helper.py").symlink_to(sources / "helper.py")
+    marker = tmp_path / "ran"
+    rewrite = f"open({str(sources / 'helper.py')!r}, 'w').write({planting(marker)!r})"
+    flags = ("--package-dir", str(packages))
+    with PoolClient(*flags, cwd=tmp_path, workers=1, preload=["helper"]) as pool:
+        refused = pool.run({"id": 1, "code": rewrite, "allow_write": [str(sources)]})
+        assert refused["exit"] == 125 and refused["error"]["type"] == "RequestError", refused
+        assert refused["error"]["message"].startswith(
+            f"cannot grant writing {sources}: it covers {sources}/helper.py, the file a module"
+            " pynox imported before the sandbox existed was read from, through a symbolic link;"
+        )
+    with PoolClient(*flags, cwd=tmp_path, workers=1, preload=["helper"]) as pool:
+        assert pool.run({"id": 2, "code": "import helper; print(helper.VALUE)"})["stdout"] == "1\n"
+    assert not marker.exists()
+
+
+def test_a_write_grant_over_a_link_on_the_way_to_the_interpreter_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A virtual environment's python3 may lead to the interpreter through a link of
+    another folder (/usr/bin/python3 -> /etc/alternatives/python3 -> ...): a program
+    granted that folder could replace the link, and the next run would start its
+    program instead of the interpreter."""
+    interpreter = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    links, environment = tmp_path / "links", tmp_path / "env"
+    links.mkdir()
+    (environment / "bin").mkdir(parents=True)
+    (links / "python3").symlink_to(interpreter)
+    (environment / "bin" / "python3").symlink_to(links / "python3")
+    (environment / "pyvenv.cfg").write_text(f"home = {os.path.dirname(interpreter)}\n")
+    marker = tmp_path / "ran"
+    script = f"#!/bin/sh\necho > {marker}\n".encode()
+    replace = (
+        f"import os\nos.unlink({str(links / 'python3')!r})\n"
+        f"script = os.open({str(links / 'python3')!r}, os.O_WRONLY | os.O_CREAT, 0o755)\n"
+        f"os.write(script, {script!r})\n"
+    )
+    python_m_pynox = [str(environment / "bin" / "python3"), "-m", "pynox"]
+    env = {"PYTHONPATH": str(PACKAGE.parent)}  # pynox, installed there
+    first = run([*python_m_pynox, f"--allow-write={links}", "-c", replace], cwd=tmp_path, env=env)
+    line = refusal(first)
+    assert f"it covers {links}/python3, the interpreter's installation" in line
+    later = run([*python_m_pynox, "-c", "print('ok')"], cwd=tmp_path, env=env)
+    assert later.stdout == b"ok\n", later.stderr
+    assert not marker.exists()
 
 
 def test_a_write_grant_over_where_a_config_would_be_found_is_refused(tmp_path: Path) -> None:

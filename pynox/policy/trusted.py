@@ -51,6 +51,10 @@ _HELPER_COMMANDS = (
     "its commands"
 )
 _IMPORTED = "the home of a module pynox imported before the sandbox existed"
+_IMPORTED_SOURCE = (
+    "the file a module pynox imported before the sandbox existed was read from, through "
+    "a symbolic link"
+)
 _IMPORT_PATH = (
     "a folder on pynox's own sys.path, which every run imports from before its sandbox exists"
 )
@@ -108,7 +112,7 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
     entries.append((system_paths.stdlib_dir(), _INTERPRETER))
     entries += [(path, _STDLIB_SEARCH) for path in system_paths.stdlib_search()]
     if sys.executable:
-        entries.append((sys.executable, _INTERPRETER))
+        entries += [(link, _INTERPRETER) for link in _link_chain(sys.executable)]
     if sys.pycache_prefix:
         # PYTHONPYCACHEPREFIX or -X pycache_prefix (python -m pynox; the launcher runs
         # its interpreter isolated): the .pyc of the standard library and of pynox are
@@ -134,11 +138,18 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
     # Modules imported so far, from wherever they came (a package directory, a
     # path given to the pool): a later run imports them again before confinement.
     homes: dict[str, None] = {}
+    sources: dict[str, None] = {}
     for module in list(sys.modules.values()):
         filename = getattr(module, "__file__", None)
-        if isinstance(filename, str) and not any(_inside(filename, r) for r in roots):
+        if not isinstance(filename, str):
+            continue
+        if not any(_inside(filename, r) for r in roots):
             homes.setdefault(lean_os.dirname(filename), None)
+        # A module file that is a link (Debian's sitecustomize.py, a module linked into
+        # a package directory) is read from where the link leads, outside its home.
+        sources.update(dict.fromkeys(_link_chain(filename)[1:]))
     resolved += [(form, _IMPORTED) for home in homes for form in _forms(home)]
+    resolved += [(form, _IMPORTED_SOURCE) for source in sources for form in _forms(source)]
     # Where the interpreter imports from (PYTHONPATH and the user's site-packages under
     # python -m pynox, which the launcher's isolated interpreter has not): a module or a
     # .pth file planted there runs in a later run before its sandbox exists, whether or
@@ -152,6 +163,24 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
         entries.append((user_site, _USER_SITE))
     resolved += [(form, what) for path, what in entries for form in _forms(path)]
     return resolved
+
+
+_MAX_LINKS = 40  # as the kernel follows at most 40 links in one lookup
+
+
+def _link_chain(path: str) -> "list[str]":
+    """path, then each name its symbolic links lead to, the last a file's (or a name
+    that does not exist): a write grant over any of their directories could replace
+    one, and with it what a later run reads through the first."""
+    chain = [path]
+    for _ in range(_MAX_LINKS):
+        try:
+            target = posix.readlink(chain[-1])
+        except (OSError, ValueError):
+            break  # not a link: the file itself
+        # Not normalized: ".." after a link leaves where the link leads (see _forms).
+        chain.append(lean_os.join(lean_os.dirname(chain[-1]), target))
+    return chain
 
 
 def _command_on_path(commands: "list[str]") -> "list[str]":
