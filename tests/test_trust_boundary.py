@@ -262,17 +262,26 @@ def loaded_library(name: str) -> Path:
     pytest.skip(f"this interpreter loads no {name}")
 
 
-@pytest.mark.parametrize("variable", ["LD_LIBRARY_PATH", "LD_PRELOAD"])
+@pytest.mark.parametrize(
+    ("variable", "loads"),
+    [
+        ("LD_LIBRARY_PATH", "the dynamic loader load libraries"),
+        ("LD_PRELOAD", "the dynamic loader load libraries"),
+        ("GCONV_PATH", "the C library load character set converters"),
+    ],
+)
 def test_a_write_grant_over_what_the_loader_environment_names_is_refused(
-    tmp_path: Path, variable: str
+    tmp_path: Path, variable: str, loads: str
 ) -> None:
     """The dynamic loader takes libraries from LD_LIBRARY_PATH's folders before the
     system's, and LD_PRELOAD's into every process, before the interpreter runs a line:
     a program granted such a folder left a libpython there with a constructor of its
-    own, which the next run, started from the same environment, ran unconfined."""
+    own, which the next run, started from the same environment, ran unconfined. Under
+    a locale of another character set than UTF-8 (ISO-8859-15, say), the C library
+    loads its converter from GCONV_PATH's folders first as the interpreter starts."""
     libs = tmp_path / "libs"
     libs.mkdir()
-    if variable == "LD_LIBRARY_PATH":
+    if variable != "LD_PRELOAD":
         named, value = libs, str(libs)
     else:  # a copy of a library the interpreter loads anyway: it changes nothing
         named = libs / "preloaded.so"
@@ -284,7 +293,7 @@ def test_a_write_grant_over_what_the_loader_environment_names_is_refused(
     (tmp_path / "out").mkdir()
     line = refusal(pynox(f"--allow-write={libs}", "-c", plant, cwd=tmp_path, env=env))
     assert line.startswith(f"pynox: cannot grant writing {libs}: it ")
-    assert f"{named}, named in {variable}, which has the dynamic loader load" in line
+    assert f"{named}, named in {variable}, which has {loads} from there" in line
     with PoolClient(cwd=tmp_path, workers=1, env={**clean_env(), **env}) as pool:
         refused = pool.run({"id": 1, "code": plant, "allow_write": [str(libs)]})
         assert refused["exit"] == 125 and refused["error"]["type"] == "RequestError", refused

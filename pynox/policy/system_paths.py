@@ -149,23 +149,27 @@ def runtime_library_dirs() -> list[str]:
     return existing([lean_os.join(sys.base_prefix, "lib")])
 
 
-# The dynamic loader's variables that name where it takes code from, in every process
-# started with them (the interpreter included, before any of its code runs):
-# LD_LIBRARY_PATH's folders, searched before the system's, and the libraries
-# LD_PRELOAD and LD_AUDIT load into every process. Their entries are separated by
-# colons (LD_LIBRARY_PATH's also by semicolons, LD_PRELOAD's also by spaces).
-LOADER_FOLDER_VARIABLE = "LD_LIBRARY_PATH"
+# The C library's variables that name where it takes code from, in every process
+# started with them (the interpreter included, before any of its code runs): the
+# dynamic loader's LD_LIBRARY_PATH folders, searched before the system's, and the
+# libraries LD_PRELOAD and LD_AUDIT load into every process; GCONV_PATH's folders,
+# whose converters it loads first for a locale's character set (ISO-8859-15, say) as
+# the interpreter decodes its arguments. Their entries are separated by colons
+# (LD_LIBRARY_PATH's also by semicolons, LD_PRELOAD's also by spaces).
+LOADER_FOLDER_VARIABLES = ("LD_LIBRARY_PATH", "GCONV_PATH")
 LOADER_FILE_VARIABLES = ("LD_PRELOAD", "LD_AUDIT")
 
 
 def loader_environment_paths() -> "list[tuple[str, str]]":
-    """What this process's environment has the dynamic loader load, as (path, the
-    variable naming it): the next run started from the same environment loads it too."""
-    folders = (lean_os.getenv(LOADER_FOLDER_VARIABLE) or "").replace(";", ":").split(":")
-    # An empty folder is the working directory of the run, whichever that is: this
-    # one's is refused already (a pynox.toml would be found there), and refusing the
-    # folders inside it too would refuse every output folder of a project.
-    paths = [(folder, LOADER_FOLDER_VARIABLE) for folder in folders if folder]
+    """What this process's environment has the C library load, as (path, the variable
+    naming it): the next run started from the same environment loads it too."""
+    paths = []
+    for variable in LOADER_FOLDER_VARIABLES:
+        folders = (lean_os.getenv(variable) or "").replace(";", ":").split(":")
+        # An empty folder is the working directory of the run, whichever that is: this
+        # one's is refused already (a pynox.toml would be found there), and refusing the
+        # folders inside it too would refuse every output folder of a project.
+        paths += [(folder, variable) for folder in folders if folder]
     for variable in LOADER_FILE_VARIABLES:
         files = (lean_os.getenv(variable) or "").replace(" ", ":").split(":")
         # A bare name is looked for in the loader's folders, which are covered already.

@@ -35,9 +35,9 @@ _OWN_CODE = "pynox's own code, which every run loads before its sandbox exists"
 _ENVIRONMENT = "the Python environment pynox runs in (the pynox command and its interpreter)"
 _INTERPRETER = "the interpreter's installation, which every run loads before its sandbox exists"
 _LIBRARIES = "the shared libraries the interpreter loads before its sandbox exists"
-_LOADER_ENVIRONMENT = (
-    "named in {}, which has the dynamic loader load libraries from there before the sandbox exists"
-)
+_LOADER_ENVIRONMENT = "named in {}, which has {} from there before the sandbox exists"
+_LOADED_BY = {"GCONV_PATH": "the C library load character set converters"}
+_LOADED_OTHERWISE = "the dynamic loader load libraries"
 _STDLIB_SEARCH = (
     "where the interpreter looks for its standard library as it starts, before its sandbox exists"
 )
@@ -120,7 +120,7 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
         entries.append((sys.pycache_prefix, _BYTECODE))
     entries += [(directory, _LIBRARIES) for directory in system_paths.library_dirs()]
     entries += [
-        (path, _LOADER_ENVIRONMENT.format(variable))
+        (path, _LOADER_ENVIRONMENT.format(variable, _LOADED_BY.get(variable, _LOADED_OTHERWISE)))
         for path, variable in system_paths.loader_environment_paths()
     ]
     system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
