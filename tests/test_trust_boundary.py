@@ -182,6 +182,39 @@ def test_a_write_grant_over_the_scratch_helpers_programs_is_refused(
     assert not marker.exists()
 
 
+# Run as root in a mount namespace of its own, over an /etc that holds an empty
+# /etc/ld.so.preload (an overlay: the machine's own /etc is left as it is).
+IN_AN_ETC_WITH_A_PRELOAD_LIST = """\
+set -e
+mount -t overlay overlay -o lowerdir=/etc,upperdir="$1/upper",workdir="$1/work" /etc
+: > /etc/ld.so.preload
+shift
+exec "$@"
+"""
+
+
+def test_a_write_grant_over_the_loaders_preload_list_is_refused(tmp_path: Path) -> None:
+    """Where /etc/ld.so.preload exists, run as root, a program granted it named a library
+    of its own there, which the next run (as every process) loaded before its sandbox."""
+    for folder in ("upper", "work"):
+        (tmp_path / folder).mkdir()
+    library = tmp_path / "planted.so"
+    plant = f"open('/etc/ld.so.preload', 'w').write({str(library)!r})"
+    command = [PYNOX, "--allow-write=/etc/ld.so.preload", "-c", plant]
+    isolated = ["unshare", "--mount", "--propagation", "private", "sh", "-c"]
+    isolated += [IN_AN_ETC_WITH_A_PRELOAD_LIST, "sh", str(tmp_path)]
+    probe = subprocess.run([*isolated, "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount an overlay over /etc here: {probe.stderr.decode().strip()}")
+    line = refusal(run([*isolated, *command], cwd=tmp_path))
+    assert line == (
+        "pynox: cannot grant writing /etc/ld.so.preload: it is /etc/ld.so.preload, the dynamic"
+        " loader's list of libraries it loads into every process, a run's before its sandbox"
+        " exists; grant a directory outside it instead"
+    )
+    assert (tmp_path / "upper" / "ld.so.preload").read_text() == ""
+
+
 def test_a_write_grant_over_where_the_shell_finds_pynox_is_refused(tmp_path: Path) -> None:
     """install.sh links pynox into ~/.local/bin: a program granted that folder replaced
     the link with a script of its own, which ran unconfined as the next `pynox` typed.

@@ -149,6 +149,10 @@ def runtime_library_dirs() -> list[str]:
     return existing([lean_os.join(sys.base_prefix, "lib")])
 
 
+# The dynamic loader's list of libraries to load into every process on the machine,
+# pynox's included, where it exists.
+LOADER_PRELOAD_LIST = "/etc/ld.so.preload"
+
 # The C library's variables that name where it takes code from, in every process
 # started with them (the interpreter included, before any of its code runs): the
 # dynamic loader's LD_LIBRARY_PATH folders, searched before the system's, and the

@@ -35,6 +35,10 @@ _OWN_CODE = "pynox's own code, which every run loads before its sandbox exists"
 _ENVIRONMENT = "the Python environment pynox runs in (the pynox command and its interpreter)"
 _INTERPRETER = "the interpreter's installation, which every run loads before its sandbox exists"
 _LIBRARIES = "the shared libraries the interpreter loads before its sandbox exists"
+_PRELOAD_LIST = (
+    "the dynamic loader's list of libraries it loads into every process, a run's before "
+    "its sandbox exists"
+)
 _LOADER_ENVIRONMENT = "named in {}, which has {} from there before the sandbox exists"
 _LOADED_BY = {"GCONV_PATH": "the C library load character set converters"}
 _LOADED_OTHERWISE = "the dynamic loader load libraries"
@@ -125,6 +129,7 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
     ]
     system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
     entries += [(path, _SYSTEM) for path in system + list(system_paths.DEVICES_READ_WRITE)]
+    entries.append((system_paths.LOADER_PRELOAD_LIST, _PRELOAD_LIST))
     entries += [(path, _KERNEL) for path in system_paths.KERNEL_SETTINGS]
     entries.append((system_paths.HELPER_SHELL, _HELPER_SHELL))
     entries += [(folder, _HELPER_COMMANDS) for folder in system_paths.HELPER_COMMAND_FOLDERS]
