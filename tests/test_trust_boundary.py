@@ -183,29 +183,40 @@ def test_a_write_grant_over_the_scratch_helpers_programs_is_refused(
 
 
 # Run as root in a mount namespace of its own, over an /etc that holds an empty
-# /etc/ld.so.preload (an overlay: the machine's own /etc is left as it is).
-IN_AN_ETC_WITH_A_PRELOAD_LIST = """\
+# /etc/ld.so.preload and an ld.so.conf.d/zz-test.conf that lists $1/libs (an overlay:
+# the machine's own /etc is left as it is).
+IN_AN_ETC_OF_ITS_OWN = """\
 set -e
 mount -t overlay overlay -o lowerdir=/etc,upperdir="$1/upper",workdir="$1/work" /etc
 : > /etc/ld.so.preload
+mkdir -p /etc/ld.so.conf.d
+echo "$1/libs" > /etc/ld.so.conf.d/zz-test.conf
+grep -qs '^include /etc/ld.so.conf.d/\\*.conf' /etc/ld.so.conf ||
+    echo 'include /etc/ld.so.conf.d/*.conf' >> /etc/ld.so.conf
 shift
 exec "$@"
 """
 
 
-def test_a_write_grant_over_the_loaders_preload_list_is_refused(tmp_path: Path) -> None:
-    """Where /etc/ld.so.preload exists, run as root, a program granted it named a library
-    of its own there, which the next run (as every process) loaded before its sandbox."""
-    for folder in ("upper", "work"):
+def in_an_etc_of_its_own(tmp_path: Path) -> list[str]:
+    """The command that runs the rest of its command line in IN_AN_ETC_OF_ITS_OWN."""
+    for folder in ("upper", "work", "libs"):
         (tmp_path / folder).mkdir()
-    library = tmp_path / "planted.so"
-    plant = f"open('/etc/ld.so.preload', 'w').write({str(library)!r})"
-    command = [PYNOX, "--allow-write=/etc/ld.so.preload", "-c", plant]
     isolated = ["unshare", "--mount", "--propagation", "private", "sh", "-c"]
-    isolated += [IN_AN_ETC_WITH_A_PRELOAD_LIST, "sh", str(tmp_path)]
+    isolated += [IN_AN_ETC_OF_ITS_OWN, "sh", str(tmp_path)]
     probe = subprocess.run([*isolated, "true"], capture_output=True)
     if probe.returncode != 0:
         pytest.skip(f"cannot mount an overlay over /etc here: {probe.stderr.decode().strip()}")
+    return isolated
+
+
+def test_a_write_grant_over_the_loaders_preload_list_is_refused(tmp_path: Path) -> None:
+    """Where /etc/ld.so.preload exists, run as root, a program granted it named a library
+    of its own there, which the next run (as every process) loaded before its sandbox."""
+    isolated = in_an_etc_of_its_own(tmp_path)
+    library = tmp_path / "planted.so"
+    plant = f"open('/etc/ld.so.preload', 'w').write({str(library)!r})"
+    command = [PYNOX, "--allow-write=/etc/ld.so.preload", "-c", plant]
     line = refusal(run([*isolated, *command], cwd=tmp_path))
     assert line == (
         "pynox: cannot grant writing /etc/ld.so.preload: it is /etc/ld.so.preload, the dynamic"
@@ -213,6 +224,29 @@ def test_a_write_grant_over_the_loaders_preload_list_is_refused(tmp_path: Path) 
         " exists; grant a directory outside it instead"
     )
     assert (tmp_path / "upper" / "ld.so.preload").read_text() == ""
+
+
+def test_a_write_grant_over_a_folder_the_loaders_configuration_lists_is_refused(
+    tmp_path: Path,
+) -> None:
+    """The dynamic loader finds a library by name in the folders /etc/ld.so.conf lists
+    (/usr/local/lib, a CUDA toolkit's), through its cache: run as root, a request granted
+    one replaced a library there that a package the pool preloads loads, and the next
+    pool ran it unconfined."""
+    isolated = in_an_etc_of_its_own(tmp_path)
+    libs = tmp_path / "libs"
+    plant = f"open({str(libs / 'libplanted.so.1')!r}, 'wb').write(b'\\x7fELF')"
+    command = [PYNOX, f"--allow-write={libs}", "-c", plant]
+    line = refusal(run([*isolated, *command], cwd=tmp_path))
+    assert line == (
+        f"pynox: cannot grant writing {libs}: it is {libs}, a folder /etc/ld.so.conf lists,"
+        " where the dynamic loader takes libraries from before the sandbox exists; grant a"
+        " directory outside it instead"
+    )
+    command = [PYNOX, "--allow-write=/etc/ld.so.conf.d", "-c", "pass"]
+    line = refusal(run([*isolated, *command], cwd=tmp_path))
+    assert "the dynamic loader's configuration, which lists the folders" in line
+    assert not (libs / "libplanted.so.1").exists()
 
 
 def test_a_write_grant_over_where_the_shell_finds_pynox_is_refused(tmp_path: Path) -> None:

@@ -152,6 +152,76 @@ def runtime_library_dirs() -> list[str]:
 # The dynamic loader's list of libraries to load into every process on the machine,
 # pynox's included, where it exists.
 LOADER_PRELOAD_LIST = "/etc/ld.so.preload"
+# The folders whose libraries ldconfig indexes in /etc/ld.so.cache, where the dynamic
+# loader finds a library by name (/usr/local/lib, a CUDA toolkit's), with the files it
+# includes (include /etc/ld.so.conf.d/*.conf).
+LOADER_CONFIG = "/etc/ld.so.conf"
+_MAX_LOADER_CONFIGS = 256
+
+
+def loader_config() -> "tuple[list[str], list[str]]":
+    """The loader's configuration files that exist (with the folders where an included
+    file would be added), and the folders they list."""
+    files: list[str] = []
+    folders: list[str] = []
+    pending = [LOADER_CONFIG]
+    while pending and len(files) < _MAX_LOADER_CONFIGS:
+        path = pending.pop(0)
+        try:
+            with open(path, "rb") as config:
+                text = lean_os.fsdecode(config.read(1 << 20))
+        except (OSError, ValueError):
+            continue
+        files.append(path)
+        for line in text.splitlines():
+            words = line.partition("#")[0].replace(",", " ").replace(":", " ").split()
+            if not words or words[0] == "hwcap":
+                continue
+            if words[0] == "include":
+                for pattern in words[1:]:
+                    pattern = lean_os.join(lean_os.dirname(path), pattern)
+                    files.append(lean_os.dirname(pattern))
+                    pending += [name for name in _matching(pattern) if name not in files]
+                continue
+            folders += [word.partition("=")[0] for word in words if word.startswith("/")]
+    return files, folders
+
+
+def _matching(pattern: str) -> list[str]:
+    """The files a pattern of ld.so.conf's include names, sorted, as ldconfig reads them:
+    a "*" in the last name (the usual *.conf) matched here, anything else by glob, whose
+    regular expressions a run's start-up need not pay for."""
+    folder, _, name = pattern.rpartition("/")
+    if not any(character in pattern for character in "*?["):
+        return [pattern]
+    if any(character in folder for character in "*?[") or any(c in name for c in "?["):
+        import glob
+
+        return sorted(glob.glob(pattern))
+    first, *middle, last = name.split("*")
+    try:
+        names = posix.listdir(folder or "/")
+    except OSError:
+        return []
+    found = []
+    for candidate in names:
+        if candidate.startswith(".") and not first.startswith("."):
+            continue  # as glob: a "*" never matches a leading dot
+        if len(candidate) < len(first) + len(last) or not candidate.startswith(first):
+            continue
+        if not candidate.endswith(last):
+            continue
+        rest, ok = candidate[len(first) : len(candidate) - len(last)], True
+        for part in middle:
+            at = rest.find(part)
+            if at < 0:
+                ok = False
+                break
+            rest = rest[at + len(part) :]
+        if ok:
+            found.append(lean_os.join(folder, candidate))
+    return sorted(found)
+
 
 # The C library's variables that name where it takes code from, in every process
 # started with them (the interpreter included, before any of its code runs): the

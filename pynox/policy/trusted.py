@@ -39,6 +39,13 @@ _PRELOAD_LIST = (
     "the dynamic loader's list of libraries it loads into every process, a run's before "
     "its sandbox exists"
 )
+_LOADER_CONFIG = (
+    "the dynamic loader's configuration, which lists the folders it takes libraries from"
+)
+_LOADER_FOLDER = (
+    "a folder /etc/ld.so.conf lists, where the dynamic loader takes libraries from before "
+    "the sandbox exists"
+)
 _LOADER_ENVIRONMENT = "named in {}, which has {} from there before the sandbox exists"
 _LOADED_BY = {"GCONV_PATH": "the C library load character set converters"}
 _LOADED_OTHERWISE = "the dynamic loader load libraries"
@@ -130,6 +137,9 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
     system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
     entries += [(path, _SYSTEM) for path in system + list(system_paths.DEVICES_READ_WRITE)]
     entries.append((system_paths.LOADER_PRELOAD_LIST, _PRELOAD_LIST))
+    loader_files, loader_folders = system_paths.loader_config()
+    entries += [(path, _LOADER_CONFIG) for path in loader_files]
+    entries += [(folder, _LOADER_FOLDER) for folder in loader_folders]
     entries += [(path, _KERNEL) for path in system_paths.KERNEL_SETTINGS]
     entries.append((system_paths.HELPER_SHELL, _HELPER_SHELL))
     entries += [(folder, _HELPER_COMMANDS) for folder in system_paths.HELPER_COMMAND_FOLDERS]
