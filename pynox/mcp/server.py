@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import base64
 import mimetypes
+import signal
 import socket
 import urllib.parse
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
@@ -21,9 +23,6 @@ from mcp.shared.exceptions import MCPError
 from pynox import __version__
 from pynox.errors import PynoxError
 from pynox.mcp.tools import BadCall, PythonTools, Reply
-
-if TYPE_CHECKING:
-    import anyio
 
 NAME = "pynox"
 
@@ -100,21 +99,43 @@ def _file_resource(name: str, data: bytes) -> types.EmbeddedResource:
 
 
 async def serve_stdio(server: Server[Any]) -> None:
+    """Serves until the client closes standard input; KeyboardInterrupt on Ctrl-C."""
     from mcp.server.stdio import stdio_server
 
     from pynox.mcp.unreadable import AnsweringBadIds, AnsweringUnreadable, standard_input
 
     lines = AnsweringBadIds(standard_input())
+    interrupted = anyio.Event()
     try:
-        async with stdio_server(cast("anyio.AsyncFile[str]", lines)) as (read_stream, write_stream):
-            lines.attach(write_stream)
-            answering = AnsweringUnreadable(read_stream, write_stream)
-            await server.run(answering, write_stream, server.create_initialization_options())
+        async with anyio.create_task_group() as group:
+            group.start_soon(_cancel_on_ctrl_c, group.cancel_scope, interrupted)
+            async with stdio_server(cast("anyio.AsyncFile[str]", lines)) as (
+                read_stream,
+                write_stream,
+            ):
+                lines.attach(write_stream)
+                answering = AnsweringUnreadable(read_stream, write_stream)
+                await server.run(answering, write_stream, server.create_initialization_options())
+            group.cancel_scope.cancel()  # served: Ctrl-C is no longer this loop's to take
     except BaseException as exc:
         if not _only_broken_pipes(exc):
             raise
         # The client closed its end of standard output (it went away): nothing can reach
         # it any more, so the server ends as when standard input closes.
+    if interrupted.is_set():
+        raise KeyboardInterrupt
+
+
+async def _cancel_on_ctrl_c(scope: anyio.CancelScope, interrupted: anyio.Event) -> None:
+    """Cancels the server's scope at the first SIGINT. asyncio's own handling (cancelling
+    the main task from a handler the main thread runs between two instructions) left the
+    server running now and then while a call was under way; a signal handler of the loop
+    also wakes it through its wake-up pipe, whichever thread the kernel gave the signal."""
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        async for _ in signals:
+            interrupted.set()
+            scope.cancel()
+            return
 
 
 def _only_broken_pipes(exc: BaseException) -> bool:
