@@ -33,6 +33,7 @@ SEEK_CUR = 1  # os defines it in Python; posix does not
 _FILE_TYPE = 0o170000  # the S_IFMT bits of st_mode
 _REGULAR_FILE = 0o100000
 _DIRECTORY = 0o040000
+_SYMBOLIC_LINK = 0o120000
 
 _ENCODING = sys.getfilesystemencoding()
 _ERRORS = sys.getfilesystemencodeerrors()
@@ -137,6 +138,11 @@ def is_regular_file(mode: int) -> bool:
 def is_directory(mode: int) -> bool:
     """stat.S_ISDIR."""
     return mode & _FILE_TYPE == _DIRECTORY
+
+
+def is_link(mode: int) -> bool:
+    """stat.S_ISLNK."""
+    return mode & _FILE_TYPE == _SYMBOLIC_LINK
 
 
 def _mode(path: str) -> int:

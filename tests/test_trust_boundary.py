@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from support.commands import PYNOX, pynox, python, run
 from support.pool_client import PoolClient, clean_env
 
@@ -923,3 +925,67 @@ def test_a_write_grant_too_large_to_search_for_links_is_refused(
         " name of a file pynox loads before its sandbox (such as a hard link to libpython);"
         " grant a smaller directory"
     )
+
+
+def test_only_a_write_grant_that_may_hold_a_second_name_is_searched_for_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What pynox loaded (some 250 stat calls) is found only for a grant holding a file
+    with more than one name, or too many entries to check each: an output folder holds
+    neither, and a second name anywhere in it still sends it to the full search."""
+    from types import SimpleNamespace
+
+    from pynox.policy import trusted
+
+    output = tmp_path / "output"
+    (output / "deep" / "deeper").mkdir(parents=True)
+    for name in ("a.csv", "deep/b.png", "deep/deeper/c.txt"):
+        (output / name).write_text(name)
+    (output / "deep" / "to-a").symlink_to(output / "a.csv")  # a link is no second name
+
+    def may_hold(*grants: Path) -> bool:
+        return trusted.may_hold_links(SimpleNamespace(allow_write=[str(g) for g in grants]))  # type: ignore[arg-type]
+
+    assert not may_hold(output, output / "a.csv", tmp_path / "missing")
+    os.link(output / "a.csv", tmp_path / "a-elsewhere.csv")
+    assert may_hold(output)  # a.csv has two names now, one outside the grant
+    assert may_hold(output / "deep" / "to-a")  # followed, as refuse_linked_writes does
+    os.unlink(tmp_path / "a-elsewhere.csv")
+    assert not may_hold(output)
+    monkeypatch.setattr(trusted, "_FEW_ENTRIES", 4)
+    assert may_hold(output)  # six entries: searched in full
+
+
+_TREE_NAMES = ["real", "link", "up", "loop", "abs", "missing", "..", ".", ""]
+
+
+@pytest.fixture(scope="module")
+def link_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Folders and links of every kind a trusted path may pass through."""
+    top = tmp_path_factory.mktemp("links")
+    (top / "real" / "real").mkdir(parents=True)
+    (top / "real" / "file").write_text("")
+    for name, target in (("link", "real"), ("up", ".."), ("loop", "loop"), ("abs", str(top))):
+        (top / name).symlink_to(target)
+        (top / "real" / name).symlink_to(target)
+    return top
+
+
+@given(names=st.lists(st.sampled_from(_TREE_NAMES + ["file"]), min_size=1, max_size=6))
+def test_trusted_paths_resolved_together_resolve_as_each_alone(
+    link_tree: Path, names: list[str]
+) -> None:
+    """The trusted paths of a run are resolved with the folders they share resolved once;
+    each comes out as realpath makes of it alone, through links, "..", loops and names
+    not there."""
+    from pynox import lean_os
+    from pynox.policy import trusted
+
+    shared: dict[str, str] = {}
+    for count in range(1, len(names) + 1):
+        path = "/".join([str(link_tree), *names[:count]])
+        alone = lean_os.realpath(path)
+        named = lean_os.normpath(
+            lean_os.join(lean_os.realpath(lean_os.dirname(path)), lean_os.basename(path))
+        )
+        assert trusted._forms(path, shared) == ([alone] if alone == named else [alone, named])

@@ -177,7 +177,8 @@ def _run(inv: "Invocation") -> int:
         trusted += trusted_paths.configuration([config_path], cwd, environ)
         trusted_paths.refuse_trusted_writes(policy, trusted)
         trusted_paths.refuse_scratch_base_writes(policy, scratch.bases())
-        trusted_paths.refuse_linked_writes(policy, trusted_paths.linked_files())
+        if trusted_paths.may_hold_links(policy):
+            trusted_paths.refuse_linked_writes(policy, trusted_paths.linked_files())
     outcome = runner.run(
         prog,
         policy,

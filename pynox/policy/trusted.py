@@ -85,17 +85,57 @@ _CACHE = "pynox's cache of validated configurations, which later runs trust"
 SCRATCH_ROOT = "the directory of the pool's scratch directories, which hold other requests' files"
 
 
-def _forms(path: str) -> "list[str]":
+def _forms(path: str, directories: "dict[str, str] | None" = None) -> "list[str]":
     """The path resolved, and with only its directory resolved (the link itself).
 
     Never normalized before it is resolved: in "link/../pynox.toml", ".." leaves
-    where the link leads, as the kernel reads it.
+    where the link leads, as the kernel reads it. directories keeps the directories
+    resolved so far, when many paths are resolved at once (most share their parents).
     """
     absolute = path if lean_os.isabs(path) else lean_os.join(lean_os.getcwd(), path)
-    directory = lean_os.realpath(lean_os.dirname(absolute))
-    as_named = lean_os.normpath(lean_os.join(directory, lean_os.basename(absolute)))
+    if directories is None:
+        directories = {}
+    directory = _resolved(lean_os.dirname(absolute), directories)
+    name = lean_os.basename(absolute)
+    as_named = lean_os.normpath(lean_os.join(directory, name))
+    if _plain(name) and not _is_link(as_named):
+        return [as_named]  # what realpath makes of it too
     resolved = lean_os.realpath(absolute)
     return [resolved] if resolved == as_named else [resolved, as_named]
+
+
+def _resolved(path: str, directories: "dict[str, str]") -> str:
+    """lean_os.realpath(path), from its nearest parent resolved before: one lstat for
+    each name below it that is no link, where realpath(3) reads every name of the
+    path as a link."""
+    below: list[str] = []  # the paths under the nearest one resolved before, deepest first
+    while path not in directories:
+        if not _plain(lean_os.basename(path)):
+            directories[path] = lean_os.realpath(path)  # "/", or ".." to take as it comes
+            break
+        below.append(path)
+        path = lean_os.dirname(path)
+    found = directories[path]
+    for path in reversed(below):
+        found = lean_os.join(found, lean_os.basename(path))
+        if _is_link(found):
+            found = lean_os.realpath(path)
+        directories[path] = found
+    return found
+
+
+def _plain(name: str) -> bool:
+    """Whether a path's last name is a name, whose parent realpath resolves first."""
+    return name not in ("", ".", "..")
+
+
+def _is_link(path: str) -> bool:
+    try:
+        return lean_os.is_link(posix.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False  # realpath keeps a missing name as it is
+    except (OSError, ValueError):
+        return True  # not known: realpath decides
 
 
 def _inside(path: str, root: str) -> bool:
@@ -146,10 +186,12 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
     entries += [
         (path, _CA_STORE) for path in system_paths.existing(system_paths.CA_STORE_LOCATIONS)
     ]
-    resolved = [(form, what) for path, what in entries for form in _forms(path)]
+    directories: dict[str, str] = {}
+    resolved = [(form, what) for path, what in entries for form in _forms(path, directories)]
     if not imported:
         return resolved
-    roots = [form for form, _ in resolved]
+    roots = {form for form, _ in resolved}
+    beneath_roots = tuple(root.rstrip("/") + "/" for root in roots)  # as _inside
     # Modules imported so far, from wherever they came (a package directory, a
     # path given to the pool): a later run imports them again before confinement.
     homes: dict[str, None] = {}
@@ -158,13 +200,15 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
         filename = getattr(module, "__file__", None)
         if not isinstance(filename, str):
             continue
-        if not any(_inside(filename, r) for r in roots):
+        if filename not in roots and not filename.startswith(beneath_roots):
             homes.setdefault(lean_os.dirname(filename), None)
         # A module file that is a link (Debian's sitecustomize.py, a module linked into
         # a package directory) is read from where the link leads, outside its home.
         sources.update(dict.fromkeys(_link_chain(filename)[1:]))
-    resolved += [(form, _IMPORTED) for home in homes for form in _forms(home)]
-    resolved += [(form, _IMPORTED_SOURCE) for source in sources for form in _forms(source)]
+    resolved += [(form, _IMPORTED) for home in homes for form in _forms(home, directories)]
+    resolved += [
+        (form, _IMPORTED_SOURCE) for source in sources for form in _forms(source, directories)
+    ]
     # Where the interpreter imports from (PYTHONPATH and the user's site-packages under
     # python -m pynox, which the launcher's isolated interpreter has not): a module or a
     # .pth file planted there runs in a later run before its sandbox exists, whether or
@@ -176,7 +220,7 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
     user_site = getattr(site, "USER_SITE", None) if getattr(site, "ENABLE_USER_SITE", 0) else None
     if isinstance(user_site, str):
         entries.append((user_site, _USER_SITE))
-    resolved += [(form, what) for path, what in entries for form in _forms(path)]
+    resolved += [(form, what) for path, what in entries for form in _forms(path, directories)]
     return resolved
 
 
@@ -464,6 +508,39 @@ def _folder_entries(top: str) -> "Iterator[list[posix.DirEntry[str]]]":
             continue
         folders += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
         yield entries
+
+
+_FEW_ENTRIES = 1_000  # a write grant checked entry by entry for files with more than one name
+
+
+def may_hold_links(policy: "Policy") -> bool:
+    """Whether a write grant of the policy may hold another name of some file: it is or
+    holds a file with more than one name, or more than a few entries to check. When
+    none may, what pynox loaded (linked_files, some 250 stat calls) need not be found
+    at all: an output folder holds a few files, each with one name."""
+    seen = 0
+    for grant in policy.allow_write:
+        try:
+            status = posix.stat(grant)
+        except OSError:
+            continue  # refuse_linked_writes skips it too
+        if not lean_os.is_directory(status.st_mode):
+            if status.st_nlink > 1:
+                return True
+            continue
+        for entries in _folder_entries(grant):
+            seen += len(entries)
+            if seen > _FEW_ENTRIES:
+                return True
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False) or entry.is_symlink():
+                    continue  # as refuse_linked_writes: a link is another file
+                try:
+                    if entry.stat(follow_symlinks=False).st_nlink > 1:
+                        return True
+                except OSError:
+                    return True  # not known: the full search decides
+    return False
 
 
 def refuse_linked_writes(policy: "Policy", linked: "dict[tuple[int, int], str]") -> None:
