@@ -6,9 +6,11 @@ JSON for automation, a memory limit (alone and with JSON), a limit that comes fr
 pynox.toml, `-c`, `-m`, and the unsandboxed `--no-sandbox`. Each is paired with python
 invoked the same way, so every ratio is the cost of the sandbox alone.
 
-One more row is shown but judged against no target: the tiny script with `import os` on
-top. pynox's start imports no `os` (pynox.lean_os), where python's `site` does: a program
-that imports it pays that itself under pynox, and this row shows what is left then.
+Two more rows are shown but judged against no target. The tiny script with `import os` on
+top: pynox's start imports no `os` (pynox.lean_os), where python's `site` does: a program
+that imports it pays that itself under pynox, and this row shows what is left then. And a
+run granted an output folder to write: pynox first checks that the grant reaches nothing
+a later run trusts (pynox.policy.trusted), which a run without a write grant skips.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from timing import Summary, interleave, paired_ratio, summarize, time_command
 
 # Read, never written: the tiny workload's own text.
 TINY = Path(__file__).resolve().parent / "workloads" / "tiny.py"
+# The folder the "write" mode is granted, beside tiny.py (empty: tiny.py writes nothing).
+OUTPUT = "out"
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,8 @@ def modes() -> list[Mode]:
              ["-I", "tiny.py"]),
         Mode("imports_os", "`pynox tiny.py`, its first line `import os` (no target)", ["tiny.py"],
              ["-I", "tiny.py"], directory="imports_os", judged=False),
+        Mode("write", f"`pynox --allow-write {OUTPUT} tiny.py` (no target)",
+             ["--allow-write", OUTPUT, "tiny.py"], ["-I", "tiny.py"], judged=False),
     ]  # fmt: skip
 
 
@@ -79,6 +85,7 @@ def _directories(workdir: str) -> dict[str, str]:
         os.makedirs(directory, exist_ok=True)
         Path(directory, "tiny.py").write_text(TINY.read_text())
         found[name] = directory
+    os.makedirs(os.path.join(found["plain"], OUTPUT), exist_ok=True)
     Path(found["configured"], "pynox.toml").write_text('[permissions]\ntimeout = "10s"\n')
     Path(found["imports_os"], "tiny.py").write_text("import os\n" + TINY.read_text())
     return found

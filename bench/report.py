@@ -262,8 +262,10 @@ def modes_table(results: list[ModeResult]) -> list[str]:
         "**Command-line modes.** The tiny script under each way of calling pynox, each beside "
         "`python -I` called the same way (`-c` with its text, `-m` with `-E -s`, which is "
         f"`-I` without `-P`), all interleaved in the same {results[0].pynox.runs} rounds. "
-        "pynox's start imports no `os`, where python's `site` does; the row with no target "
-        "runs the script with `import os` on top, as a program that imports it pays for it.",
+        "pynox's start imports no `os`, where python's `site` does; the first row with no "
+        "target runs the script with `import os` on top, as a program that imports it pays "
+        "for it. The second is granted an empty folder to write, which pynox first checks "
+        "against everything a later run trusts (a run with no write grant skips that).",
         "",
         *_table(header, ["---", "---:", "---:", "---:", "---:"], rows),
     ]
