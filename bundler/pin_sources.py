@@ -16,15 +16,14 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bundler.digest import HEX64
 from bundler.errors import BundlerError
 from bundler.paths import PROJECT
 
-HEX64 = re.compile(r"[0-9a-f]{64}")
 TABLE_HEADER = ["name", "sha256", "source"]
 PBS_INSTALLER = "pbs-installer"
 
