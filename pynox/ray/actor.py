@@ -23,6 +23,7 @@ from pynox.api.pool import Pool
 from pynox.api.result import failure
 from pynox.api.session import Session
 from pynox.policy.grants import HINTS_PYTHON
+from pynox.policy.location import CONFIG_NAME
 
 # The request fields an actor takes besides `code`: Spec's options, but for host functions,
 # which never travel (they run in the caller's process), and files, which RayPool does not
@@ -31,7 +32,6 @@ REQUEST_FIELDS = frozenset(Spec.__slots__) - {"functions", "files", "_limits"}
 # The fields that are not options: the code, and the spelling of hints, which the local
 # pool's own requests ask for as the driver's did (a Python caller's).
 _NOT_OPTIONS = frozenset({"code", "hints"})
-CONFIG_NAME = "pynox.toml"
 DIRECTORY_PREFIX = "pynox-ray-"
 
 
