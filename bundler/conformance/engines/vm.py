@@ -84,7 +84,6 @@ class VMContainer:
         commands.run(["cp", "--sparse=always", root_disk, self.disk])
         self.payload = self.scratch / "payload.ext4"
         self.console = self.scratch / "console.log"
-        self.kernel_release = ""
 
     def _staged(self, path: PurePosixPath) -> Path:
         if path != MOUNT and MOUNT not in path.parents:
@@ -152,7 +151,6 @@ class VMContainer:
         fields = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
         if not fields.get("exit", "").isdigit():
             raise GuestSilent(f"the guest's report is not one: {text[:200]!r}")
-        self.kernel_release = fields.get("kernel", "")
         return {"exit": int(fields["exit"])}
 
     def _cat(self, path: str) -> bytes:
