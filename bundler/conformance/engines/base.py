@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
@@ -13,6 +14,16 @@ BASE_ENV = {
     "HOME": "/root",
     "LANG": "C.UTF-8",
 }
+
+
+def copy_local(source: Path, target: Path) -> None:
+    """Copies a file or a folder of this machine to target, its folders made as needed
+    (for an engine whose container's files are files of this machine)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if source.is_dir():
+        shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+    else:
+        shutil.copy2(source, target)
 
 
 class Container(Protocol):

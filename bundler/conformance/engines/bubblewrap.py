@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from bundler import commands
 from bundler.commands import Result
-from bundler.conformance.engines.base import BASE_ENV
+from bundler.conformance.engines.base import BASE_ENV, copy_local
 
 WRITABLE = ("/opt", "/usr/local/bin", "/root", "/conformance")
 LIBRARY_DIRS = ("lib", "lib64", "usr/lib", "usr/lib64")
@@ -64,12 +64,7 @@ class BubblewrapContainer:
         raise ValueError(f"{path} is not under a writable folder ({', '.join(WRITABLE)})")
 
     def copy_in(self, source: Path, destination: PurePosixPath) -> None:
-        target = self._outside(destination)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
-        else:
-            shutil.copy2(source, target)
+        copy_local(source, self._outside(destination))
 
     def copy_out(self, source: PurePosixPath, destination: Path) -> None:
         shutil.copy2(self._outside(source), destination)

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from bundler import commands
 from bundler.commands import CommandFailed, Result
 from bundler.conformance import tools, vmimages
-from bundler.conformance.engines.base import BASE_ENV
+from bundler.conformance.engines.base import BASE_ENV, copy_local
 from bundler.errors import BundlerError
 
 MOUNT = PurePosixPath("/conformance")  # where the payload disk is in the guest
@@ -91,12 +91,7 @@ class VMContainer:
         return self.staged / path.relative_to(MOUNT)
 
     def copy_in(self, source: Path, destination: PurePosixPath) -> None:
-        target = self._staged(destination)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_dir():
-            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
-        else:
-            shutil.copy2(source, target)
+        copy_local(source, self._staged(destination))
 
     def copy_out(self, source: PurePosixPath, destination: Path) -> None:
         """A file the last call left in the payload (under /conformance)."""
