@@ -111,7 +111,6 @@ _LIST_GRANTS = tuple(f.name for f in GRANT_FIELDS if f.kind in (PATHS, NAMES))
 _SCALAR_GRANTS = tuple(f.name for f in GRANT_FIELDS if f.kind not in (PATHS, NAMES))
 _GRANT_KEYS = _LIST_GRANTS + _SCALAR_GRANTS
 PATH_GRANTS = tuple(f.name for f in GRANT_FIELDS if f.kind == PATHS)
-LIMIT_GRANTS = tuple(f.name for f in GRANT_FIELDS if f.kind in (DURATION, SIZE))
 
 
 # Exact type checks for cached data: a bool must not pass for an int, nor an int for a float.

@@ -129,11 +129,3 @@ def build_policy(
         policy.max_output = grants.max_output
     policy.max_file_size = grants.max_file_size
     return policy
-
-
-def covering_write(policy: "Policy", path: str) -> str | None:
-    """The write grant that covers path, if any."""
-    for granted in policy.allow_write:
-        if path == granted or path.startswith(granted.rstrip("/") + "/"):
-            return granted
-    return None
