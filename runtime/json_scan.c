@@ -1,7 +1,7 @@
 /* pynox._jsonscan: whether data is plain JSON, checked without running any of
  * the program's code, and plain JSON encoded as json.dumps encodes it.
  *
- * json.dump's fast path (pynox/json_fast_path.py) hands data to CPython's C
+ * json.dump's fast path (pynox/jsonfast/fast_path.py) hands data to CPython's C
  * encoder only when the encoder can run none of the program's code: every
  * object an exact dict, list, tuple, str, int, float, bool or None (a
  * subclass could override __iter__, items() or __repr__), every key an exact

@@ -1,7 +1,7 @@
 /* The JSON result of a captured run, written by the launcher (see launcher_result.h).
  *
  * Its text must be the one pynox writes when it supervises a run itself
- * (pynox.strict_json.dumps_readable): ASCII only, strings escaped as json.dumps
+ * (pynox.readable_json.dumps_readable): ASCII only, strings escaped as json.dumps
  * escapes them, output decoded as bytes.decode("utf-8", errors="replace") decodes
  * it. tests/test_launcher_result.py runs the same programs both ways and compares.
  */
@@ -741,7 +741,7 @@ static int plain_in_shell(unsigned char c)
 }
 
 /* How a hint shows its value, a path the program named, by the rules of
- * pynox.engine.hint_text.shown_path: SHOWN_PLAIN as it is, SHOWN_QUOTED in single
+ * pynox.engine.hint_style.shown_path: SHOWN_PLAIN as it is, SHOWN_QUOTED in single
  * quotes, SHOWN_NOT for no hint at all. value is as parse_string wrote it: printable
  * ASCII as itself, any other character escaped. */
 enum shown { SHOWN_NOT, SHOWN_PLAIN, SHOWN_QUOTED };

@@ -1,4 +1,4 @@
-"""Arms json.dump's fast path in `pynox --no-sandbox` runs (see pynox/json_hook.py).
+"""Arms json.dump's fast path in `pynox --no-sandbox` runs (see pynox/jsonfast/hook.py).
 
 `pynox --no-sandbox` runs CPython itself. The launcher names its own process
 in PYNOX_JSON_FAST_PATH (CPython keeps the pid, exec does not change it);

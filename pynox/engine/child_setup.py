@@ -80,7 +80,7 @@ class ChildSetup:
         self.pool_link: PoolLink | None = None
         self.scrub_failure: SandboxError | None = None
         # Whether the environment was emptied before this process was forked (a pool's
-        # zygote empties its own once, for every spare), with user_base and
+        # zygote empties its own once, for every spare), with package_env and
         # scrub_failure set then (pynox.engine.child.empty_environment).
         self.environment_emptied = False
         # A pool's spare confines itself in two halves (pynox.engine.prepared_sandbox):
