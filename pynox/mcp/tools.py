@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynox.api.options import Spec
 from pynox.api.session import Session
-from pynox.api.tool import describe
+from pynox.api.tool import TOOL_NAME, describe
 from pynox.limits import (
     DEFAULT_MCP_SESSIONS,
     DEFAULT_SESSION_IDLE,
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pynox.api.pool import Pool
     from pynox.api.result import Result
 
-RUN = "run_python"
+RUN = TOOL_NAME  # the tool pynox.tool() makes, under the same name
 SESSION = "python_session"
 CLOSE = "close_python_session"
 # Session ids the server hands out: 16 hex digits, unguessable by another client.
