@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
@@ -14,6 +15,8 @@ BASE_ENV = {
     "HOME": "/root",
     "LANG": "C.UTF-8",
 }
+# Where hide() looks for the system libraries a cell makes unloadable.
+LIBRARY_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64")
 
 
 def copy_local(source: Path, target: Path) -> None:
@@ -47,3 +50,12 @@ class Container(Protocol):
 
     def close(self) -> None:
         """Removes the container and what it wrote."""
+
+
+def delete_libraries(container: Container, patterns: tuple[str, ...]) -> list[str]:
+    """hide() for a container whose root file system is its own: deletes the libraries
+    whose file names match these globs, and returns their paths."""
+    names = " -o ".join(f"-name {shlex.quote(p)}" for p in patterns)
+    script = f"find {' '.join(LIBRARY_DIRS)} \\( {names} \\) -print -delete 2>/dev/null"
+    done = container.call(["sh", "-c", script])
+    return sorted(set(done.stdout.split()))

@@ -15,10 +15,9 @@ from pathlib import Path, PurePosixPath
 
 from bundler import commands
 from bundler.commands import Result
-from bundler.conformance.engines.base import BASE_ENV, copy_local
+from bundler.conformance.engines.base import BASE_ENV, LIBRARY_DIRS, copy_local
 
 WRITABLE = ("/opt", "/usr/local/bin", "/root", "/conformance")
-LIBRARY_DIRS = ("lib", "lib64", "usr/lib", "usr/lib64")
 
 
 def available() -> tuple[bool, str]:
@@ -94,7 +93,7 @@ class BubblewrapContainer:
         # file (/dev/null bound over it), which the loader refuses, instead of deleted.
         found: set[str] = set()
         for folder in LIBRARY_DIRS:
-            base = self.rootfs / folder
+            base = self.rootfs / folder.lstrip("/")
             if base.is_symlink() or not base.is_dir():
                 continue  # merged /usr: lib is usr/lib
             for path in base.rglob("*"):

@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 
 from bundler import commands
 from bundler.commands import Result
-from bundler.conformance.engines.base import BASE_ENV
+from bundler.conformance.engines.base import BASE_ENV, delete_libraries
 
 
 def available(engine: str, image: str, platform: str) -> tuple[bool, str]:
@@ -60,10 +60,7 @@ class OCIContainer:
 
     def hide(self, patterns: tuple[str, ...]) -> list[str]:
         # The container is this cell's own: its libraries are simply deleted.
-        names = " -o ".join(f"-name '{p}'" for p in patterns)
-        script = f"find /lib /lib64 /usr/lib /usr/lib64 \\( {names} \\) -print -delete 2>/dev/null"
-        done = self.call(["sh", "-c", script])
-        return sorted(set(done.stdout.split()))
+        return delete_libraries(self, patterns)
 
     def close(self) -> None:
         commands.run([self.engine, "rm", "--force", self.name], check=False, timeout=120)

@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from bundler import commands
 from bundler.commands import CommandFailed, Result
 from bundler.conformance import tools, vmimages
-from bundler.conformance.engines.base import BASE_ENV, copy_local
+from bundler.conformance.engines.base import BASE_ENV, copy_local, delete_libraries
 from bundler.errors import BundlerError
 
 MOUNT = PurePosixPath("/conformance")  # where the payload disk is in the guest
@@ -169,10 +169,7 @@ class VMContainer:
 
     def hide(self, patterns: tuple[str, ...]) -> list[str]:
         # The root disk is this container's own copy: its libraries are deleted.
-        names = " -o ".join(f"-name {shlex.quote(p)}" for p in patterns)
-        script = f"find /lib /lib64 /usr/lib /usr/lib64 \\( {names} \\) -print -delete 2>/dev/null"
-        done = self.call(["sh", "-c", script])
-        return sorted(set(done.stdout.split()))
+        return delete_libraries(self, patterns)
 
     def close(self) -> None:
         shutil.rmtree(self.scratch, ignore_errors=True)
