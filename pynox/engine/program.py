@@ -57,8 +57,13 @@ class Program:
         self.command_line: list[str] | None = None
 
 
+def cannot_open_text(path: str, errno: "int | None", strerror: "str | None") -> str:
+    """What python says of a script it cannot open (the pool's words for it too)."""
+    return f"can't open file {path!r}: [Errno {errno}] {strerror}"
+
+
 def _cannot_open(path: str, exc: OSError) -> PynoxError:
-    return ProgramNotFound(f"can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}")
+    return ProgramNotFound(cannot_open_text(path, exc.errno, exc.strerror))
 
 
 def _absolute(path: str) -> str:

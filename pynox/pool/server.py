@@ -27,6 +27,7 @@ from pynox._native import immortalize
 from pynox.engine import scratch, scratch_removal
 from pynox.engine.child_setup import REPORT_CONFINED
 from pynox.engine.hint_style import LIMITED_BY, Style
+from pynox.engine.program import cannot_open_text
 from pynox.engine.result import build_result, error_object, refusal
 from pynox.engine.result_frame import python_version
 from pynox.engine.supervisor import Capture, Outcome, wait_with_default_child_action
@@ -1935,7 +1936,7 @@ class PoolServer:
         if result["exit"] != (EXIT_CANNOT_OPEN if error else EXIT_SETUP_FAILURE):
             return
         if error:
-            message = f"can't open file {script!r}: [Errno {error}] {os.strerror(error)}"
+            message = cannot_open_text(script, error, os.strerror(error))
             _failed(result, "ProgramNotFound", message, EXIT_CANNOT_OPEN)
         else:
             message = f"the script {script} is not a regular file; send the path of a Python file"
