@@ -11,6 +11,9 @@ class NotFinite(ValueError):
     """NaN, Infinity, or a number too large for a double: none of them is JSON's to carry."""
 
 
+NOT_FINITE = "NaN and Infinity are not JSON values (RFC 8259)"  # NotFinite's message
+
+
 def finite(value: float) -> bool:
     """math.isfinite, without loading math's shared library (~0.5 ms of a --json run):
     for NaN and the infinities, value - value is NaN."""
@@ -61,7 +64,7 @@ def dumps_readable(value: object) -> str:
         return int.__repr__(value)
     if isinstance(value, float):
         if not finite(value):
-            raise NotFinite("NaN and Infinity are not JSON values (RFC 8259)")
+            raise NotFinite(NOT_FINITE)
         return float.__repr__(value)
     if isinstance(value, dict):
         items = (f"{_json_string(_key(k))}: {dumps_readable(item)}" for k, item in value.items())

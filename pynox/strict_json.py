@@ -11,8 +11,8 @@ and dumps take an optional `max_depth`: a bound on nesting that holds on every
 Python version, well below the interpreter's own limits.
 """
 
+from pynox.readable_json import NOT_FINITE, finite
 from pynox.readable_json import NotFinite as NotFinite  # loads and dumps raise it too
-from pynox.readable_json import finite
 
 # json itself is imported where it parses or writes: it imports re, which a run
 # with --json that only writes its result (pynox.readable_json) need not pay for.
@@ -113,7 +113,7 @@ def _compact(value: object, ascii_only: bool) -> str:
             # json's message ends with the value from Python 3.13 on: "...compliant: nan".
             _, colon, found = str(exc).rpartition(": ")
             held = f", and this holds {found}" if colon else ""
-            raise NotFinite(f"NaN and Infinity are not JSON values (RFC 8259){held}") from None
+            raise NotFinite(f"{NOT_FINITE}{held}") from None
         raise
 
 
