@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.commands import PYNOX, PYTHON
 
 from pynox.engine.scratch import PREFIX as SCRATCH_PREFIX
 
@@ -61,13 +60,6 @@ def pytest_configure(config: pytest.Config) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGCHLD):
         signal.signal(signum, signal.SIG_DFL)
-
-
-@pytest.fixture(scope="session")
-def pynox_bin() -> str:
-    if not os.access(PYNOX, os.X_OK):
-        pytest.fail(f"the pynox command is not installed next to {PYTHON}")
-    return PYNOX
 
 
 # --- nothing left behind -------------------------------------------------------------
