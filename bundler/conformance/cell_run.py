@@ -27,8 +27,6 @@ DOCTOR = INSIDE / "doctor.json"  # what `pynox doctor --json` says after the ins
 OLD_KERNEL = "older than the 6.2 the sandbox needs"  # install.sh's refusal of an old kernel
 SUITE = PROJECT / "tests" / "conformance"
 
-
-STATUSES = ("passed", "failed", "not run")  # not run: this machine cannot run the cell
 # PYNOX_CONFORMANCE_VM_SELECT=sandboxed runs, in the VM cells, only the tests of the sandbox
 # itself (and the refusals where the kernel cannot sandbox), without the parity and library
 # checks: what CI's time allows under emulation.
@@ -41,7 +39,9 @@ SANDBOXED_ONLY = (
 @dataclass
 class Result:
     cell: str
-    status: str  # one of STATUSES
+    # "passed", "failed", "not run" (this machine cannot run the cell), or, for a cell
+    # the run was not asked for, report.NOT_SELECTED
+    status: str
     detail: str
     engine: str = ""
     root: str = ""
