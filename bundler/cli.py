@@ -52,17 +52,17 @@ def default_python(runtime: str | None) -> int:
     return 0
 
 
-def out_folder(path: Path, option: str = "--out") -> Path:
-    """An output folder, refused before any work when a file stands at its place or when
+def out_folder(path: Path) -> Path:
+    """The --out folder, refused before any work when a file stands at its place or when
     nothing can be written there (a read-only disk, a folder of another user)."""
     if path.exists() and not path.is_dir():
-        raise BundlerError(f"{option} {path} is a file; give the folder to write into")
+        raise BundlerError(f"--out {path} is a file; give the folder to write into")
     try:
         path.mkdir(parents=True, exist_ok=True)
         tempfile.TemporaryFile(dir=path).close()
     except OSError as exc:
         raise BundlerError(
-            f"cannot write into {option} {path} ({exc.strerror or exc}); "
+            f"cannot write into --out {path} ({exc.strerror or exc}); "
             "give a folder you may write to"
         ) from None
     return path
