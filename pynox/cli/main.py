@@ -112,7 +112,7 @@ def dispatch(argv: list[str]) -> int:
 
         return doctor_command(argv[1:])
     if first == "pool":
-        from pynox.pool.server import pool_command
+        from pynox.pool.command import pool_command
 
         return pool_command(argv[1:])
     if first == "mcp":

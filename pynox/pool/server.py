@@ -19,10 +19,9 @@ import select
 import signal
 import socket
 import stat
-import sys
 import time
 
-from pynox import lean_os, strict_json, units
+from pynox import lean_os, strict_json
 from pynox._native import immortalize
 from pynox.engine import scratch, scratch_removal
 from pynox.engine.child_setup import REPORT_CONFINED
@@ -37,7 +36,6 @@ from pynox.errors import (
     EXIT_CANNOT_OPEN,
     EXIT_SETUP_FAILURE,
     PynoxError,
-    UsageError,
 )
 from pynox.file_names import OUT_DIR
 from pynox.limits import (
@@ -56,7 +54,6 @@ from pynox.policy import pool_limits, system_paths
 from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
-from pynox.policy.config import _is_module_name as is_module_name
 from pynox.policy.grants import GRANT_FIELDS, HINTS_PYTHON, PATH_GRANTS
 from pynox.policy.path_grant import resolve_grant
 from pynox.policy.resolve import build_policy
@@ -74,6 +71,7 @@ if TYPE_CHECKING:
     from typing import Any, NoReturn
 
     from pynox.policy.resolve import Policy
+    from pynox.pool.command import PoolOptions
     from pynox.pool.priming import PolicyKey
 
 _READ_CHUNK = 65536
@@ -165,76 +163,6 @@ _IDS_DIFFER = (
     "the line gives 'id' more than once, with different values; give each key once, so that "
     "the answer to the line can name it"
 )
-
-
-class PoolOptions:
-    __slots__ = ("config", "workers", "preload", "warmup", "package_dirs")
-
-    def __init__(self) -> None:
-        self.config: str | None = None
-        self.workers: int | None = None
-        self.preload: list[str] = []
-        self.warmup: str | None = None  # in place of [pool].warmup
-        self.package_dirs: list[str] = []  # as given: relative to the working directory
-
-
-_POOL_FLAGS = ("--config", "--workers", "--preload", "--warmup", "--package-dir")
-USAGE = """\
-usage: pynox pool [--config FILE] [--workers N] [--preload MODULE]... [--warmup CODE]
-                  [--package-dir PATH]...
-
-Serves sandboxed runs over JSON Lines: a request per line on standard input, its
-result as a line on standard output (docs/pool-protocol.md). Each request runs in
-a fresh sandboxed process, forked from a warm interpreter.
-
-  --config=FILE       pynox.toml whose [pool], [pool.limits] and [profiles.*] apply
-                      (default $PYNOX_CONFIG, then ./pynox.toml)
-  --workers=N         one-shot requests run at once (default [pool] workers, else 2)
-  --preload=MODULE    import MODULE once, for every request to start with; repeatable
-  --warmup=CODE       code that readies what was preloaded (replaces [pool] warmup)
-  --package-dir=PATH  installed packages every request may import; repeatable
-"""
-
-
-def parse_options(argv: list[str]) -> PoolOptions:
-    options = PoolOptions()
-    i = 0
-    while i < len(argv):
-        name, has_value, value = argv[i].partition("=")
-        if name not in _POOL_FLAGS:
-            import difflib  # only on this error path
-
-            close = difflib.get_close_matches(name, _POOL_FLAGS, n=1)
-            if close:
-                raise UsageError(f"pynox pool does not take {name}; did you mean {close[0]}?")
-            raise UsageError(
-                f"pynox pool does not take {argv[i]}; it takes --config, --workers, --preload, "
-                "--warmup and --package-dir"
-            )
-        if not has_value:
-            if i + 1 >= len(argv):
-                raise UsageError(f"{name} needs a value, as in {name}=VALUE")
-            i += 1
-            value = argv[i]
-        if name == "--config":
-            options.config = value
-        elif name == "--preload":
-            if not is_module_name(value):  # [pool].preload's are checked as it is read
-                raise UsageError(
-                    f"--preload={value} is not a module name; give one importable name per"
-                    " flag, like --preload=numpy.linalg"
-                )
-            options.preload.append(value)
-        elif name == "--warmup":
-            options.warmup = value
-        elif name == "--package-dir":
-            if not value or "\0" in value:
-                raise UsageError(f"--package-dir={value!r} is not a path; give a directory")
-            options.package_dirs.append(value)
-        else:
-            options.workers = units.parse_count(value, "--workers")
-        i += 1
-    return options
 
 
 class Child:
@@ -387,7 +315,7 @@ class _OverBound(channel.ChannelError):
 
 
 class PoolServer:
-    def __init__(self, options: PoolOptions) -> None:
+    def __init__(self, options: "PoolOptions") -> None:
         cwd = lean_os.getcwd()  # python starts in a removed directory, and so does the pool
         path = find_config_path(options.config, os.environ, cwd)
         self.config = load_config(path, os.environ) if path else Config("")
@@ -2403,11 +2331,3 @@ def _version() -> str:
     from pynox import __version__
 
     return __version__
-
-
-def pool_command(argv: list[str]) -> int:
-    if argv in (["--help"], ["-h"]):  # as `pynox doctor --help` answers
-        sys.stdout.write(USAGE)
-        return 0
-    options = parse_options(argv)
-    return PoolServer(options).serve()
