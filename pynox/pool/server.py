@@ -87,9 +87,9 @@ _TIDY_AGAIN = 0.02
 # every result. What runs still ends, so the pool holds at most this plus those results.
 _CLIENT_BACKLOG = 16 << 20
 _ZYGOTE_GONE = "the pool's zygote stopped; restart the pool"
-# A client's answer to a host call: its call's number and this, as in these examples.
 # A host call's answer when the client closed the pool's input, which its answers come on.
 _NO_CLIENT_TO_ANSWER = "the pool's client closed its input, so no host function answers now"
+# A client's answer to a host call: its call's number and this, as in these examples.
 _ANSWER_KEYS = {"host_result": "value", "host_error": "message"}
 _ANSWER_EXAMPLES = {
     "host_result": '{"call": 1, "value": [1, 2]}',
