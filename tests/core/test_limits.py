@@ -140,3 +140,18 @@ def test_limits_lower_but_never_raise_what_the_process_had() -> None:
 
 def _lower(limit: int, other: int) -> int:
     return limit if other == resource.RLIM_INFINITY else min(limit, other)
+
+
+@needs_landlock
+@pytest.mark.parametrize("memory", [32 << 20, 200 << 20, 4 << 30])
+def test_open_files_under_a_memory_limit_are_what_its_hints_say(memory: int) -> None:
+    """limits.c sets the limit on open files from the memory limit; the hints state that
+    rule again in Python (limit_hints.open_files_allowed), and the two must agree."""
+    from pynox.engine.limit_hints import open_files_allowed
+
+    def body(_: Any) -> Any:
+        return resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    expected = _lower(open_files_allowed(memory), hard)
+    assert sandboxed(body, memory_bytes=memory) == expected
