@@ -31,9 +31,7 @@ HELP_AND_VERSION_LETTERS = frozenset("h?V")
 VALUE_OPTION_LETTERS = frozenset("WX")
 # Every option letter this python takes (-P from 3.11 on): one it does not take is
 # refused as unknown, not sent to --no-sandbox, where python would refuse it too.
-PYTHON_OPTION_LETTERS = frozenset(
-    "bBcdEhiImOqRsStuvVWxX?" + ("P" if sys.version_info >= (3, 11) else "")
-)
+PYTHON_OPTION_LETTERS = frozenset("bBcdEhiImOqRsStuvVWxX?" + _SAFE_PATH)
 # The environment variables python reads as one of those options, unless -E or -I tells it
 # to ignore its environment: they count as the option, as under python. (The other
 # PYTHON* variables are ignored, as under `python -I`.)
