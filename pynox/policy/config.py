@@ -182,7 +182,7 @@ class _Reader:
         if "preload" in table:
             modules = self._strings(table["preload"], "preload", "[pool]", kind="module names")
             for module in modules:
-                if not _is_module_name(module):
+                if not is_module_name(module):
                     raise ConfigError(
                         f"preload in [pool] of {self.path} lists {module!r}, which is not a"
                         ' module name; write importable names, like "pandas" or "numpy.linalg"'
@@ -308,7 +308,8 @@ def _reject_unknown_keys(
             raise ConfigError(f"unknown key {key!r} in {section} of {path}; the keys are {listed}")
 
 
-def _is_module_name(name: str) -> bool:
+def is_module_name(name: str) -> bool:
+    """Whether name is a dotted module name import takes ([pool] preload, --preload)."""
     import keyword  # only reached while validating, next to the ~20 ms TOML import
 
     return all(part.isidentifier() and not keyword.iskeyword(part) for part in name.split("."))

@@ -4,7 +4,7 @@ import sys
 
 from pynox import units
 from pynox.errors import UsageError
-from pynox.policy.config import _is_module_name as is_module_name
+from pynox.policy.config import is_module_name
 from pynox.pool.server import PoolServer
 
 
