@@ -482,9 +482,6 @@ def _find_config(config: str | os.PathLike[str] | None) -> str | None:
     return None if path is None else os.path.normpath(os.path.join(caller_cwd(), path))
 
 
-# --- Session ------------------------------------------------------------------------------
-
-
 def _check_close_timeout(timeout: object) -> None:
     """Checked before anything closes: a bad timeout must not leave the pool half closed."""
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
