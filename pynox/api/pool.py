@@ -137,7 +137,7 @@ class Pool:
         self.preload = pool_preload(preload)
         self.warmup = pool_warmup(warmup)
         self.package_dirs = pool_package_dirs(package_dirs)
-        self.config_path = _find_config(config)
+        self.config_path = find_config(config)
         if pynox_command is not None and (
             isinstance(pynox_command, str)
             or not all(isinstance(part, str) for part in pynox_command)
@@ -215,7 +215,7 @@ class Pool:
 
         Results still pending then are PoolError results. Closing twice is harmless.
         """
-        _check_close_timeout(timeout)
+        check_close_timeout(timeout)
         self._finalizer.detach()
         self._state.close(timeout)
 
@@ -223,7 +223,7 @@ class Pool:
         """`close` for asyncio: waits for running requests without blocking the event loop."""
         import asyncio
 
-        _check_close_timeout(timeout)
+        check_close_timeout(timeout)
         await asyncio.get_running_loop().run_in_executor(None, self.close, timeout)
 
     def __enter__(self) -> Pool:
@@ -469,7 +469,9 @@ class Pool:
             future.result(timeout=running + STALL_MARGIN * 2)
 
 
-def _find_config(config: str | os.PathLike[str] | None) -> str | None:
+def find_config(config: str | os.PathLike[str] | None) -> str | None:
+    """The absolute path of the pynox.toml a pool started with `config` reads, or None:
+    the file given, else the one $PYNOX_CONFIG or the working directory names."""
     from pynox.policy.config import find_config_path
 
     if config is not None and not isinstance(config, (str, os.PathLike)):
@@ -482,7 +484,7 @@ def _find_config(config: str | os.PathLike[str] | None) -> str | None:
     return None if path is None else os.path.normpath(os.path.join(caller_cwd(), path))
 
 
-def _check_close_timeout(timeout: object) -> None:
+def check_close_timeout(timeout: object) -> None:
     """Checked before anything closes: a bad timeout must not leave the pool half closed."""
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
         raise ValueError(f"timeout={timeout!r}: give a number of seconds of at least 0")

@@ -34,7 +34,7 @@ from pynox.api.options import (
     pool_warmup,
     strings,
 )
-from pynox.api.pool import _check_close_timeout, _find_config
+from pynox.api.pool import check_close_timeout, find_config
 from pynox.api.result import Result, failure
 from pynox.api.session import Session, check_session_spec
 from pynox.errors import PynoxError
@@ -133,7 +133,7 @@ class RayPool:
         self.warmup = pool_warmup(warmup)
         # Paths on the nodes: each node's pool checks that they exist there.
         self.package_dirs = strings(package_dirs, "package_dirs", "path")
-        self.config_path = _find_config(config)
+        self.config_path = find_config(config)
         self.retries = retries
         # Parsed first, so that a config that cannot be used is a ValueError that says why.
         self._config = self._parse_config()
@@ -200,7 +200,7 @@ class RayPool:
 
         Results still pending then are PoolError results. Closing twice is harmless.
         """
-        _check_close_timeout(timeout)  # before anything closes: not a pool half closed
+        check_close_timeout(timeout)  # before anything closes: not a pool half closed
         if self._forked_child():
             return  # the actors are the parent's, and so is its Ray driver
         with self._lock:
@@ -224,7 +224,7 @@ class RayPool:
         """`close` for asyncio: waits for the actors to stop without blocking the event loop."""
         import asyncio
 
-        _check_close_timeout(timeout)
+        check_close_timeout(timeout)
         await asyncio.get_running_loop().run_in_executor(None, self.close, timeout)
 
     def __enter__(self) -> RayPool:
