@@ -25,6 +25,9 @@ from bundler.paths import PROJECT
 INSIDE = PurePosixPath("/conformance")
 DOCTOR = INSIDE / "doctor.json"  # what `pynox doctor --json` says after the install
 OLD_KERNEL = "older than the 6.2 the sandbox needs"  # install.sh's refusal of an old kernel
+# Where install.sh puts the command, and the interpreter of the bundle (which runs the suite).
+INSTALLED_PYNOX = "/usr/local/bin/pynox"
+INSTALLED_PYTHON = "/opt/pynox/python/bin/python3"
 SUITE = PROJECT / "tests" / "conformance"
 
 # PYNOX_CONFORMANCE_VM_SELECT=sandboxed runs, in the VM cells, only the tests of the sandbox
@@ -120,7 +123,7 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
     if tls is None:
         result.notes.append("no openssl here: the loopback HTTPS check is skipped")
     # install.sh, then (in the same call: a VM boots once per call) what doctor says.
-    then_doctor = f'sh "$0" "$@" || exit; /usr/local/bin/pynox doctor --json > {DOCTOR} || true'
+    then_doctor = f'sh "$0" "$@" || exit; {INSTALLED_PYNOX} doctor --json > {DOCTOR} || true'
     archived = str(INSIDE / "dist" / archive.name)
     install = ["sh", "-c", then_doctor, str(INSIDE / "install.sh"), "--archive", archived]
     installed = box.call(install)
@@ -145,7 +148,7 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
         raise BundlerError(f"install.sh failed: {refusal}")
     result.kernel, refusals = _kernel(box)
     env = {
-        "PYNOX_BIN": "/usr/local/bin/pynox",
+        "PYNOX_BIN": INSTALLED_PYNOX,
         "PYNOX_EXPECT_SANDBOX": "yes" if cell.expect_sandbox else "no",
         "PYNOX_EXPECT_REASON": cell.expect_reason,
         "PYTHONPATH": str(INSIDE / "pytest"),
@@ -153,7 +156,6 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
         "PYNOX_TLS_DIR": tls or "",
         "PYNOX_ABSENT_LIBS": ":".join(hidden),
     }
-    python = "/opt/pynox/python/bin/python3"
     junit = INSIDE / "junit.xml"
     select: list[str] = []
     if cell.engine == "vm" and os.environ.get(VM_SELECT) == "sandboxed":
@@ -163,7 +165,7 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
             "the parity and library checks were left out"
         )
     suite = box.call(
-        [python, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs", "--rootdir",
+        [INSTALLED_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs", "--rootdir",
          str(INSIDE / "suite"), f"--junitxml={junit}",
          "-o", "junit_family=xunit1", *select, "conformance"],
         env=env, cwd=str(INSIDE / "suite"),
