@@ -187,6 +187,7 @@ def _run(inv: "Invocation") -> int:
         no_site="S" in options,
         dont_write_bytecode="B" in options,
         config_package_dirs=config_package_dirs,
+        config_path=config_path,
     )
     if inv.json:
         from pynox.engine.result import print_json_result

@@ -28,13 +28,14 @@ from pynox.engine.child_setup import PYTHON_FINISHED, REPORT_CONFINED, ChildSetu
 from pynox.engine.sandbox import confine_policy, scrub_environment
 from pynox.errors import EXIT_SETUP_FAILURE, SandboxError
 from pynox.jsonfast import hook as json_hook  # imported with pynox, from the start-up image
+from pynox.policy.system_paths import PATH_NAMING_VARIABLES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import CodeType, ModuleType, TracebackType
     from typing import Any, NoReturn
 
-    from pynox.engine.child_setup import PackageEnv
+    from pynox.engine.child_setup import PackageEnv, PathEnv
     from pynox.engine.program import Program
     from pynox.policy.resolve import Policy
 
@@ -116,7 +117,7 @@ def prepare(setup: ChildSetup) -> None:
     _reset_signals()
     try:
         if not setup.environment_emptied:
-            setup.package_env, setup.scrub_failure = empty_environment()
+            setup.package_env, setup.path_env, setup.scrub_failure = empty_environment()
         _setup_stdio(setup)
         try:
             setup.start_cwd = posix.getcwd()
@@ -130,24 +131,28 @@ def prepare(setup: ChildSetup) -> None:
         _setup_failed(exc, setup)
 
 
-def empty_environment() -> "tuple[PackageEnv, SandboxError | None]":
+def empty_environment() -> "tuple[PackageEnv, PathEnv, SandboxError | None]":
     """Empties the environment, in posix.environ, libc and memory (scrub_environment).
 
     Returns where the caller's python finds packages, read first (the user base,
-    PYTHONPATH and VIRTUAL_ENV: see pynox.engine.report._module_hint), and why emptying
-    failed, if it did: raised once confinement is tried, since where the kernel cannot
-    sandbox at all (an emulator, say) that is the reason to give.
+    PYTHONPATH and VIRTUAL_ENV: see pynox.engine.report._module_hint), what names paths
+    no write grant may reach (PathEnv: see pynox.engine.hints._where_writable), and why
+    emptying failed, if it did: raised once confinement is tried, since where the kernel
+    cannot sandbox at all (an emulator, say) that is the reason to give.
     """
     package_env = (
         lean_os.getenv("PYTHONUSERBASE") or _home_local(),
         lean_os.getenv("PYTHONPATH"),
         lean_os.getenv("VIRTUAL_ENV"),
     )
+    # Strings only: the paths are looked at once a hint needs them, not on every start.
+    named = {name: lean_os.getenv(name) for name in PATH_NAMING_VARIABLES}
+    path_env = ({name: value for name, value in named.items() if value}, list(sys.path))
     try:
         scrub_environment()
     except SandboxError as exc:
-        return package_env, exc
-    return package_env, None
+        return package_env, path_env, exc
+    return package_env, path_env, None
 
 
 def _home_local() -> str | None:

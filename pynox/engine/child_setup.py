@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     # Where the caller's python finds packages, as its environment says before pynox
     # empties it: the user base of the user site, PYTHONPATH, VIRTUAL_ENV.
     PackageEnv = tuple[str | None, str | None, str | None]
+    # What pynox started with that names paths no write grant may reach, as its
+    # environment says before pynox empties it (the variables of
+    # pynox.policy.system_paths.PATH_NAMING_VARIABLES that are set) and the folders it
+    # imports from (see pynox.policy.trusted.named_by_environment).
+    PathEnv = tuple[dict[str, str], list[str]]
 
 
 # The first byte on the report pipe once the process is confined. Only the
@@ -56,6 +61,8 @@ class ChildSetup:
         "end_fd",
         "config_package_dirs",
         "package_env",
+        "path_env",
+        "config_paths",
         "start_cwd",
         "own_pipes",
         "new_session",
@@ -108,6 +115,11 @@ class ChildSetup:
         # pynox.engine.report._module_hint).
         self.config_package_dirs: list[str] = []
         self.package_env: PackageEnv = (None, None, None)
+        # What a write hint must not name a grant of, beyond what this process finds
+        # itself once confined (pynox.engine.hints): PathEnv, and the pynox.toml the run
+        # was given, if any.
+        self.path_env: PathEnv = ({}, [])
+        self.config_paths: list[str] = []
         # The working directory pynox ran in, as the program starts: its pynox.toml is
         # one of the paths no write grant may reach (see pynox.engine.hints).
         self.start_cwd: str | None = None

@@ -487,9 +487,10 @@ def _hint_of(
     if kind == "trusted_write":
         return (
             f"{shown} cannot be granted for writing: what is written there reaches past the "
-            "sandbox (pynox's configuration, its installation or the interpreter's, a system "
-            "file every run reads, the kernel's settings, a disk's device or the kernel's "
-            f"memory); write somewhere else instead, such as {style.scratch()}"
+            "sandbox (pynox's configuration, its installation or the interpreter's, a folder "
+            "later runs load code from before their sandbox exists, a system file every run "
+            "reads, the kernel's settings, a disk's device or the kernel's memory); write "
+            f"somewhere else instead, such as {style.scratch()}"
         )
     if kind in ("write_beside_scratch", "read_write_beside_scratch"):
         return _beside_scratch_hint(kind, value, style)

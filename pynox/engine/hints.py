@@ -52,6 +52,7 @@ from pynox.unit_format import format_size
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from pynox.policy.resolve import Policy
@@ -441,11 +442,14 @@ def classify(
     event: "tuple[str, tuple[Any, ...]] | None",
     policy: "Policy | None" = None,
     cwd: str | None = None,
+    named: "Callable[[], list[tuple[str, str]]] | None" = None,
 ) -> tuple[str | None, str | None, str | None]:
     """What the exception is about: (hint kind, the grant's value, the denied path).
 
     With the run's policy, a hint never names a grant the run already has; with the
-    directory pynox ran in, never a write grant pynox would refuse.
+    directory pynox ran in and `named` (which gives what the environment pynox started
+    with names that no write grant may reach: pynox.policy.trusted.named_by_environment,
+    asked only for a write hint), never a write grant pynox would refuse.
 
     The exception is the program's: its class may make reading an attribute (errno,
     filename, __cause__) raise. Such an exception gets no hint, and keeps its report.
@@ -466,7 +470,7 @@ def classify(
         return None, None, None
     writable = kind
     if cwd is not None and kind in _WRITE_KINDS and target is not None:
-        writable = _where_writable(kind, target, cwd)
+        writable = _where_writable(kind, target, cwd, named() if named is not None else [])
     # What no grant may ever reach is said first; the user's permissions come next, before
     # a folder to make beside what cannot be granted (which this user may not make).
     if writable == "trusted_write":
@@ -796,34 +800,34 @@ def _network_table_closed(exc: OSError) -> bool:
     return table is not None and os.path.exists(table)
 
 
-def _where_writable(kind: str, target: str, cwd: str) -> str:
+def _where_writable(kind: str, target: str, cwd: str, named: "list[tuple[str, str]]") -> str:
     """kind, or the kind that says why target cannot be granted for writing and what can.
 
     pynox refuses a write grant that reaches what later runs trust
     (pynox.policy.trusted): the pynox.toml of the directory it runs in, whether or
-    not one exists, its installation and the interpreter's, system files. A folder
-    that only holds such a path has folders inside it that can be granted; a path that
-    is or lies inside one has none.
+    not one exists, its installation and the interpreter's, system files, and what the
+    environment it ran in names (named: taken before this process's was emptied). A
+    folder that only holds such a path has folders inside it that can be granted; a path
+    that is or lies inside one has none.
     """
     from pynox.policy import trusted
 
-    configuration = trusted.configuration([], cwd, {})
     # What pynox imported before the sandbox is not told apart from the program's
     # imports here: those homes are left out rather than refused wrongly.
-    installation = trusted.installation(imported=False)
-    refusal = trusted.write_refusal(target, configuration + installation)
+    refused = trusted.configuration([], cwd, {}) + trusted.resolve(named + trusted.installed())
+    refusal = trusted.write_refusal(target, refused)
     if refusal is None:
         return "trusted_write" if trusted.device_refusal(target) is not None else kind
-    held, _, covers = refusal
+    _, held, covers = refusal
     inside = target.rstrip("/") + "/" + OUTPUT_FOLDER
     if (
         covers
         and target != "/"
         and os.path.isdir(target)
         and (os.path.isdir(inside) or not os.path.lexists(inside))
-        and trusted.write_refusal(inside, configuration + installation) is None
+        and trusted.write_refusal(inside, refused) is None
     ):
-        holds = "config" if any(held == path for path, _ in configuration) else "trusted"
+        holds = "config" if held in trusted.CONFIGURATION else "trusted"
         return f"{'read_write' if kind == 'read_write' else 'write'}_beside_{holds}"
     return "trusted_write"
 

@@ -5,6 +5,7 @@ Imported only in a child whose program failed, once its exception is printed.
 
 import os
 import sys
+from functools import partial
 
 from pynox import PACKAGE_DIR
 from pynox.engine.hint_style import Style
@@ -13,6 +14,7 @@ from pynox.engine.hints import classify, other_python_version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import TracebackType
     from typing import Any
 
@@ -60,8 +62,9 @@ def describe_error(
     last_event: "tuple[str, tuple[Any, ...]] | None",
     api_hints: bool,
     cwd: str | None = None,
+    named: "Callable[[], list[tuple[str, str]]] | None" = None,
 ) -> "dict[str, Any]":
-    kind, value, path = classify(exc, last_event, policy, cwd)
+    kind, value, path = classify(exc, last_event, policy, cwd, named)
     hint = format_hint(kind, value, Style(api_hints), policy.memory, policy.max_file_size)
     filename, line = _location(exc, tb, program)
     try:
@@ -92,7 +95,10 @@ def describe_and_hint(
     """The error of a program whose exception was just printed, with its traceback tb
     (pynox's frames cut); prints pynox's hint after it. last_event: the program's last
     file access, taken before anything printed."""
-    error = describe_error(exc, tb, program, policy, last_event, setup.api_hints, setup.start_cwd)
+    named = partial(_named_by_environment, setup)  # asked only for a write hint
+    error = describe_error(
+        exc, tb, program, policy, last_event, setup.api_hints, setup.start_cwd, named
+    )
     if error["hint_kind"] is None and isinstance(exc, ModuleNotFoundError):
         _module_hint(error, exc, policy, setup)
     if error["hint_kind"] is None and isinstance(exc, ImportError):
@@ -107,6 +113,16 @@ def describe_and_hint(
             pass
         os.write(2, line_bytes(f"pynox: {error['hint']}\n"))
     return error
+
+
+def _named_by_environment(setup: "ChildSetup") -> "list[tuple[str, str]]":
+    """What no write grant may reach that the environment pynox started with names
+    (pynox.policy.trusted.named_by_environment), for a hint that would name one."""
+    from pynox.policy.trusted import named_by_environment
+
+    environ, import_path = setup.path_env
+    cwd = setup.start_cwd or "/"  # only asked with one (pynox.engine.hints.classify)
+    return named_by_environment(setup.config_paths, cwd, environ, import_path)
 
 
 def line_bytes(line: str) -> bytes:

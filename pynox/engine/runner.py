@@ -34,9 +34,11 @@ def run(
     no_site: bool,
     config_package_dirs: "list[str] | None" = None,
     dont_write_bytecode: bool = False,
+    config_path: "str | None" = None,
 ) -> "Outcome":
     setup = ChildSetup()
     setup.config_package_dirs = config_package_dirs or []
+    setup.config_paths = [config_path] if config_path else []
     setup.unbuffered = unbuffered
     setup.no_site = no_site
     setup.dont_write_bytecode = dont_write_bytecode

@@ -14,6 +14,11 @@ import posix
 import sys
 
 from pynox import PACKAGE_DIR, lean_os
+from pynox.policy.location import CONFIG_ENV
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # Where mimetypes looks for the system's table of types (mimetypes.knownfiles, the
 # same list on every supported Python): it reads each one that exists, and raises
@@ -232,20 +237,31 @@ def _matching(pattern: str) -> list[str]:
 # (LD_LIBRARY_PATH's also by semicolons, LD_PRELOAD's also by spaces).
 LOADER_FOLDER_VARIABLES = ("LD_LIBRARY_PATH", "GCONV_PATH")
 LOADER_FILE_VARIABLES = ("LD_PRELOAD", "LD_AUDIT")
+# Every variable that names a path no write grant may reach (pynox.policy.trusted): where
+# the shell finds the pynox command, the C library's above, where a run is told its
+# pynox.toml is, and where it keeps the cache of it (pynox.policy.cache).
+PATH_NAMING_VARIABLES = (
+    "PATH",
+    *LOADER_FOLDER_VARIABLES,
+    *LOADER_FILE_VARIABLES,
+    CONFIG_ENV,
+    "XDG_CACHE_HOME",
+    "HOME",
+)
 
 
-def loader_environment_paths() -> "list[tuple[str, str]]":
-    """What this process's environment has the C library load, as (path, the variable
-    naming it): the next run started from the same environment loads it too."""
+def loader_environment_paths(environ: "Mapping[str, str]") -> "list[tuple[str, str]]":
+    """What an environment has the C library load, as (path, the variable naming it): the
+    next run started from the same environment loads it too."""
     paths = []
     for variable in LOADER_FOLDER_VARIABLES:
-        folders = (lean_os.getenv(variable) or "").replace(";", ":").split(":")
+        folders = (environ.get(variable) or "").replace(";", ":").split(":")
         # An empty folder is the working directory of the run, whichever that is: this
         # one's is refused already (a pynox.toml would be found there), and refusing the
         # folders inside it too would refuse every output folder of a project.
         paths += [(folder, variable) for folder in folders if folder]
     for variable in LOADER_FILE_VARIABLES:
-        files = (lean_os.getenv(variable) or "").replace(" ", ":").split(":")
+        files = (environ.get(variable) or "").replace(" ", ":").split(":")
         # A bare name is looked for in the loader's folders, which are covered already.
         paths += [(name, variable) for name in files if "/" in name]
     return paths

@@ -82,6 +82,8 @@ _KERNEL = "the kernel's settings, which could make the kernel run a program outs
 _CA_STORE = "the CA store, which runs granted the network read (a planted link would widen that)"
 _CONFIG = "where pynox reads its configuration, so the program could grant itself more next time"
 _CACHE = "pynox's cache of validated configurations, which later runs trust"
+# What pynox reads its permissions from, of the reasons above.
+CONFIGURATION = frozenset({_CONFIG, _CACHE})
 SCRATCH_ROOT = "the directory of the pool's scratch directories, which hold other requests' files"
 
 
@@ -142,54 +144,12 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def installation(imported: bool = True) -> "list[tuple[str, str]]":
-    """pynox, its environment, the interpreter and what it loaded so far (unless not
-    imported: a sandboxed program's imports are not pynox's), as (path, what it is)
-    pairs."""
-    entries = [(system_paths.pynox_package_dir(), _OWN_CODE)]
-    # pynox starts without `site`, which is what points sys.prefix at a virtual
-    # environment: find the environment from the interpreter's place in it.
-    environment = lean_os.dirname(lean_os.dirname(sys.executable))
-    if lean_os.isfile(lean_os.join(environment, "pyvenv.cfg")):
-        entries.append((environment, _ENVIRONMENT))
-    bundle_root = lean_os.dirname(sys.prefix)
-    if lean_os.isfile(lean_os.join(bundle_root, "bin", "pynox")):
-        entries.append((bundle_root, _ENVIRONMENT))  # a bundle: bin/pynox beside python/
-    commands = [lean_os.join(lean_os.dirname(sys.executable), "pynox")]
-    commands.append(lean_os.join(bundle_root, "bin", "pynox"))
-    entries += [(path, _COMMAND) for path in _command_on_path(commands)]
-    entries += [(prefix, _ENVIRONMENT) for prefix in (sys.prefix, sys.exec_prefix)]
-    entries += [(prefix, _INTERPRETER) for prefix in (sys.base_prefix, sys.base_exec_prefix)]
-    entries.append((system_paths.stdlib_dir(), _INTERPRETER))
-    entries += [(path, _STDLIB_SEARCH) for path in system_paths.stdlib_search()]
-    if sys.executable:
-        entries += [(link, _INTERPRETER) for link in _link_chain(sys.executable)]
-    if sys.pycache_prefix:
-        # PYTHONPYCACHEPREFIX or -X pycache_prefix (python -m pynox; the launcher runs
-        # its interpreter isolated): the .pyc of the standard library and of pynox are
-        # read from there, not from beside their sources.
-        entries.append((sys.pycache_prefix, _BYTECODE))
-    entries += [(directory, _LIBRARIES) for directory in system_paths.library_dirs()]
-    entries += [
-        (path, _LOADER_ENVIRONMENT.format(variable, _LOADED_BY.get(variable, _LOADED_OTHERWISE)))
-        for path, variable in system_paths.loader_environment_paths()
-    ]
-    system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
-    entries += [(path, _SYSTEM) for path in system + list(system_paths.DEVICES_READ_WRITE)]
-    entries.append((system_paths.LOADER_PRELOAD_LIST, _PRELOAD_LIST))
-    loader_files, loader_folders = system_paths.loader_config()
-    entries += [(path, _LOADER_CONFIG) for path in loader_files]
-    entries += [(folder, _LOADER_FOLDER) for folder in loader_folders]
-    entries += [(path, _KERNEL) for path in system_paths.KERNEL_SETTINGS]
-    entries.append((system_paths.HELPER_SHELL, _HELPER_SHELL))
-    entries += [(folder, _HELPER_COMMANDS) for folder in system_paths.HELPER_COMMAND_FOLDERS]
-    entries += [
-        (path, _CA_STORE) for path in system_paths.existing(system_paths.CA_STORE_LOCATIONS)
-    ]
-    directories: dict[str, str] = {}
-    resolved = [(form, what) for path, what in entries for form in _forms(path, directories)]
-    if not imported:
-        return resolved
+def installation() -> "list[tuple[str, str]]":
+    """pynox, its environment, the interpreter, what it loaded so far and what this
+    process's environment and sys.path name, as (path, what it is) pairs."""
+    environ = lean_os.environment()
+    directories: dict[str, str] = {}  # resolved once for all the paths below them
+    resolved = resolve(installed() + _loaded_by_environment(environ), directories)
     roots = {form for form, _ in resolved}
     beneath_roots = tuple(root.rstrip("/") + "/" for root in roots)  # as _inside
     # Modules imported so far, from wherever they came (a package directory, a
@@ -205,23 +165,103 @@ def installation(imported: bool = True) -> "list[tuple[str, str]]":
         # A module file that is a link (Debian's sitecustomize.py, a module linked into
         # a package directory) is read from where the link leads, outside its home.
         sources.update(dict.fromkeys(_link_chain(filename)[1:]))
-    resolved += [(form, _IMPORTED) for home in homes for form in _forms(home, directories)]
-    resolved += [
-        (form, _IMPORTED_SOURCE) for source in sources for form in _forms(source, directories)
+    resolved += resolve([(home, _IMPORTED) for home in homes], directories)
+    resolved += resolve([(source, _IMPORTED_SOURCE) for source in sources], directories)
+    return resolved + resolve(_import_path(sys.path), directories)
+
+
+def installed() -> "list[tuple[str, str]]":
+    """pynox, its environment, the interpreter and the system's files, unresolved: what
+    a sandboxed process finds as pynox does, though its environment was emptied and its
+    sys.path is the program's, but for the folders /etc/ld.so.conf lists, which it may
+    not read."""
+    entries = [(system_paths.pynox_package_dir(), _OWN_CODE)]
+    # pynox starts without `site`, which is what points sys.prefix at a virtual
+    # environment: find the environment from the interpreter's place in it.
+    environment = lean_os.dirname(lean_os.dirname(sys.executable))
+    if lean_os.isfile(lean_os.join(environment, "pyvenv.cfg")):
+        entries.append((environment, _ENVIRONMENT))
+    bundle_root = lean_os.dirname(sys.prefix)
+    if lean_os.isfile(lean_os.join(bundle_root, "bin", "pynox")):
+        entries.append((bundle_root, _ENVIRONMENT))  # a bundle: bin/pynox beside python/
+    entries += [(prefix, _ENVIRONMENT) for prefix in (sys.prefix, sys.exec_prefix)]
+    entries += [(prefix, _INTERPRETER) for prefix in (sys.base_prefix, sys.base_exec_prefix)]
+    entries.append((system_paths.stdlib_dir(), _INTERPRETER))
+    entries += [(path, _STDLIB_SEARCH) for path in system_paths.stdlib_search()]
+    if sys.executable:
+        entries += [(link, _INTERPRETER) for link in _link_chain(sys.executable)]
+    if sys.pycache_prefix:
+        # PYTHONPYCACHEPREFIX or -X pycache_prefix (python -m pynox; the launcher runs
+        # its interpreter isolated): the .pyc of the standard library and of pynox are
+        # read from there, not from beside their sources.
+        entries.append((sys.pycache_prefix, _BYTECODE))
+    entries += [(directory, _LIBRARIES) for directory in system_paths.library_dirs()]
+    system = [*system_paths.SYSTEM_FACTS, *system_paths.RESOLVER_FILES]
+    entries += [(path, _SYSTEM) for path in system + list(system_paths.DEVICES_READ_WRITE)]
+    entries.append((system_paths.LOADER_PRELOAD_LIST, _PRELOAD_LIST))
+    loader_files, loader_folders = system_paths.loader_config()
+    entries += [(path, _LOADER_CONFIG) for path in loader_files]
+    entries += [(folder, _LOADER_FOLDER) for folder in loader_folders]
+    entries += [(path, _KERNEL) for path in system_paths.KERNEL_SETTINGS]
+    entries.append((system_paths.HELPER_SHELL, _HELPER_SHELL))
+    entries += [(folder, _HELPER_COMMANDS) for folder in system_paths.HELPER_COMMAND_FOLDERS]
+    entries += [
+        (path, _CA_STORE) for path in system_paths.existing(system_paths.CA_STORE_LOCATIONS)
     ]
-    # Where the interpreter imports from (PYTHONPATH and the user's site-packages under
-    # python -m pynox, which the launcher's isolated interpreter has not): a module or a
-    # .pth file planted there runs in a later run before its sandbox exists, whether or
-    # not anything was imported from there yet.
-    entries = [(entry, _IMPORT_PATH) for entry in sys.path if entry and isinstance(entry, str)]
+    return entries
+
+
+def named_by_environment(
+    config_paths: "Iterable[str | None]",
+    cwd: str,
+    environ: "Mapping[str, str]",
+    import_path: "list[str]",
+) -> "list[tuple[str, str]]":
+    """What installation() and configuration() take from the environment pynox started
+    with (environ, of system_paths.PATH_NAMING_VARIABLES at least) and its own sys.path
+    (import_path), unresolved: the folders of PATH up to the pynox command, what the C
+    library's variables load, the folders pynox imports from and the user's
+    site-packages, the configuration a later run finds or is given and the cache."""
+    named = _loaded_by_environment(environ) + _import_path(import_path)
+    return named + _configuration_paths(config_paths, cwd, environ)
+
+
+def resolve(
+    entries: "list[tuple[str, str]]", directories: "dict[str, str] | None" = None
+) -> "list[tuple[str, str]]":
+    """entries as write_refusal compares them: each path in the forms the kernel sees
+    (directories: see _forms)."""
+    if directories is None:
+        directories = {}
+    return [(form, what) for path, what in entries for form in _forms(path, directories)]
+
+
+def _loaded_by_environment(environ: "Mapping[str, str]") -> "list[tuple[str, str]]":
+    """What an environment has a later run load before its sandbox exists: the pynox
+    command where the shell finds it on PATH, and what the C library's variables name."""
+    bundle_root = lean_os.dirname(sys.prefix)
+    commands = [lean_os.join(lean_os.dirname(sys.executable), "pynox")]
+    commands.append(lean_os.join(bundle_root, "bin", "pynox"))
+    entries = [(path, _COMMAND) for path in _command_on_path(commands, environ)]
+    return entries + [
+        (path, _LOADER_ENVIRONMENT.format(variable, _LOADED_BY.get(variable, _LOADED_OTHERWISE)))
+        for path, variable in system_paths.loader_environment_paths(environ)
+    ]
+
+
+def _import_path(import_path: "list[str]") -> "list[tuple[str, str]]":
+    """Where the interpreter imports from (PYTHONPATH and the user's site-packages under
+    python -m pynox, which the launcher's isolated interpreter has not): a module or a
+    .pth file planted there runs in a later run before its sandbox exists, whether or
+    not anything was imported from there yet."""
+    entries = [(entry, _IMPORT_PATH) for entry in import_path if entry and isinstance(entry, str)]
     # The user's site-packages, where site reads .pth files at start: on sys.path only
     # once it exists, which a program granted its parent could make it.
     site = sys.modules.get("site")
     user_site = getattr(site, "USER_SITE", None) if getattr(site, "ENABLE_USER_SITE", 0) else None
     if isinstance(user_site, str):
         entries.append((user_site, _USER_SITE))
-    resolved += [(form, what) for path, what in entries for form in _forms(path, directories)]
-    return resolved
+    return entries
 
 
 _MAX_LINKS = 40  # as the kernel follows at most 40 links in one lookup
@@ -242,7 +282,7 @@ def _link_chain(path: str) -> "list[str]":
     return chain
 
 
-def _command_on_path(commands: "list[str]") -> "list[str]":
+def _command_on_path(commands: "list[str]", environ: "Mapping[str, str]") -> "list[str]":
     """Where the shell looks for `pynox` on PATH (install.sh links it into ~/.local/bin),
     up to the one it finds when that is one of `commands`, this installation's: a
     program that replaced that link, or put a `pynox` in a folder before it, would run
@@ -250,7 +290,7 @@ def _command_on_path(commands: "list[str]") -> "list[str]":
     """
     ours = {lean_os.realpath(command) for command in commands if lean_os.isfile(command)}
     looked_in = []
-    for folder in (lean_os.getenv("PATH") or "").split(":"):
+    for folder in (environ.get("PATH") or "").split(":"):
         if not lean_os.isabs(folder):
             continue  # the working directory of whichever run: this one's is refused
         candidate = lean_os.join(folder, "pynox")
@@ -264,6 +304,12 @@ def configuration(
     config_paths: "Iterable[str | None]", cwd: str, environ: "Mapping[str, str]"
 ) -> "list[tuple[str, str]]":
     """The configuration a later run would discover or be given, and the cache."""
+    return resolve(_configuration_paths(config_paths, cwd, environ))
+
+
+def _configuration_paths(
+    config_paths: "Iterable[str | None]", cwd: str, environ: "Mapping[str, str]"
+) -> "list[tuple[str, str]]":
     from pynox.policy.cache import cache_dirs_of_any_run
     from pynox.policy.location import CONFIG_ENV, CONFIG_NAME
     from pynox.policy.user_paths import expand_home
@@ -272,9 +318,8 @@ def configuration(
     if environ.get(CONFIG_ENV):
         paths.append(lean_os.join(cwd, expand_home(environ[CONFIG_ENV], environ)))
     paths += [path for path in config_paths if path]
-    entries = [(form, _CONFIG) for path in paths for form in _forms(path)]
-    caches = cache_dirs_of_any_run(environ)
-    return entries + [(form, _CACHE) for cache in caches for form in _forms(cache)]
+    entries = [(path, _CONFIG) for path in paths]
+    return entries + [(cache, _CACHE) for cache in cache_dirs_of_any_run(environ)]
 
 
 def write_refusal(grant: str, trusted: "list[tuple[str, str]]") -> "tuple[str, str, bool] | None":

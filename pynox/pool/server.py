@@ -367,7 +367,7 @@ class PoolServer:
         known = self.config.package_dirs_named()
         wait_with_default_child_action()  # the zygote's, and the zygote's own children's
         self.zygote_pid, self.zygote = zygote.start(
-            self.system_reads, known, warmup_code, self.package_dirs, self.out_fd
+            self.system_reads, known, warmup_code, self.package_dirs, self.out_fd, path
         )
         # Each run's scratch directory is made in one of the pool's own, which a helper
         # removes once the pool ends, however it ends (after the zygote's fork: the

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from types import CodeType
     from typing import NoReturn
 
-    from pynox.engine.child_setup import PackageEnv
+    from pynox.engine.child_setup import PackageEnv, PathEnv
     from pynox.errors import SandboxError
 
 CHILD_FDS = ("stdout", "stderr", "report", "channel")
@@ -93,6 +93,7 @@ def start(
     warmup_code: "CodeType | None" = None,
     package_dirs: "list[str] | None" = None,
     protocol_fd: "int | None" = None,
+    config_path: "str | None" = None,
 ) -> "tuple[int, socket.socket]":
     """Forks the zygote; returns its pid and the pool server's end of its socket.
 
@@ -102,6 +103,8 @@ def start(
     importing from the pool's package_dirs as requests do.
     protocol_fd: the pool server's descriptor of the protocol stream, which the zygote
     closes: no spare may write there, nor hold the client's pipe open.
+    config_path: the pool's pynox.toml, which, as the package directories, no write hint
+    may name a grant of (pynox.engine.hints._where_writable).
     """
     server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
@@ -111,7 +114,8 @@ def start(
             os.close(protocol_fd)
         child.reopen_standard_output()
         warmup_run = None if warmup_code is None else (warmup_code, list(package_dirs or ()))
-        _serve(zygote_end, system_reads, list(config_package_dirs or ()), warmup_run)
+        trusted = ([config_path] if config_path else [], list(package_dirs or ()))
+        _serve(zygote_end, system_reads, list(config_package_dirs or ()), warmup_run, trusted)
     zygote_end.close()
     return pid, server_end
 
@@ -121,6 +125,7 @@ def _serve(
     system_reads: list[str],
     config_package_dirs: list[str],
     warmup_run: "tuple[CodeType, list[str]] | None",
+    trusted: "tuple[list[str], list[str]]",
 ) -> "NoReturn":
     json_hook.install()  # patched once here, the children share it
     # Nothing the zygote or its children print may reach the protocol stream.
@@ -146,21 +151,26 @@ def _serve(
         if not isinstance(exc, KeyboardInterrupt):
             os.write(2, f"pynox: the pool's zygote stopped: {exc!r}\n".encode())
         os._exit(1)
-    _become_child(sock, fds, base, emptied, config_package_dirs, warmup_run, wanted_now=wanted_now)
+    _become_child(
+        sock, fds, base, emptied, config_package_dirs, warmup_run, trusted, wanted_now=wanted_now
+    )
 
 
 def _become_child(
     sock: socket.socket,
     fds: list[int],
     base: sandbox.CPolicy,
-    emptied: "tuple[PackageEnv, SandboxError | None]",
+    emptied: "tuple[PackageEnv, PathEnv, SandboxError | None]",
     config_package_dirs: list[str],
     warmup_run: "tuple[CodeType, list[str]] | None",
+    trusted: "tuple[list[str], list[str]]",
     wanted_now: bool,
 ) -> "NoReturn":
     """A spare child: ready before any request, then confined to the one it gets.
 
     emptied: what child.empty_environment() gave when the zygote emptied its own.
+    trusted: the pool's pynox.toml, if any, and package directories, which every request
+    imports from.
     wanted_now: whether a request already waits for a spare (see below).
     """
     os.close(sock.detach())
@@ -170,7 +180,9 @@ def _become_child(
     setup.stdout_fd, setup.stderr_fd = named["stdout"], named["stderr"]
     setup.report_fd, setup.channel_fd = named["report"], named["channel"]
     setup.api_hints = True
-    setup.package_env, setup.scrub_failure = emptied
+    setup.package_env, (variables, import_path), setup.scrub_failure = emptied
+    setup.config_paths, package_dirs = trusted
+    setup.path_env = (variables, import_path + package_dirs)
     setup.environment_emptied = True
     setup.parent_pid = os.getppid()
     setup.config_package_dirs = config_package_dirs

@@ -282,9 +282,10 @@ def test_writing_in_a_folder_that_holds_the_working_directory_names_a_folder_ins
 
 TRUSTED_WRITE = (
     "pynox: {path} cannot be granted for writing: what is written there reaches past the "
-    "sandbox (pynox's configuration, its installation or the interpreter's, a system file "
-    "every run reads, the kernel's settings, a disk's device or the kernel's memory); write "
-    "somewhere else instead, such as the run's scratch directory ($TMPDIR)"
+    "sandbox (pynox's configuration, its installation or the interpreter's, a folder later "
+    "runs load code from before their sandbox exists, a system file every run reads, the "
+    "kernel's settings, a disk's device or the kernel's memory); write somewhere else "
+    "instead, such as the run's scratch directory ($TMPDIR)"
 )
 
 

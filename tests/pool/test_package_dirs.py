@@ -146,6 +146,30 @@ def test_no_request_may_write_the_pools_package_dir(tmp_path: Path) -> None:
         assert client.close() == 0
 
 
+def test_a_write_hint_names_no_grant_of_the_pools_package_dir(tmp_path: Path) -> None:
+    """A request refused writing in the package directory, or in the folder holding it,
+    is told what the pool grants: nothing there, or a folder beside it."""
+    site = tmp_path / "site"
+    site.mkdir()
+    written = {site: None, tmp_path: tmp_path / "out"}
+    with PoolClient(f"--package-dir={site}", workers=1) as client:
+        for folder, inside in written.items():
+            program = f"open({str(folder / 'x.txt')!r}, 'w').write('x')"
+            hint = client.run({"id": new_id(), "code": program})["error"]["hint"]
+            assert hint.startswith(f"{folder} cannot be granted for writing: "), hint
+            assert f'"allow_write": [{json.dumps(str(folder))}]' not in hint
+            if inside is None:
+                continue
+            assert f'granted with "allow_write": [{json.dumps(str(inside))}]' in hint
+            inside.mkdir()
+            moved = {
+                "code": program.replace(str(folder), str(inside)),
+                "allow_write": [str(inside)],
+            }
+            assert_ok(client.run({"id": new_id(), **moved}), "")
+        assert client.close() == 0
+
+
 def test_a_package_dir_that_does_not_exist_stops_the_pool(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
     done = subprocess.run(
