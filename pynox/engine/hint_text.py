@@ -229,7 +229,8 @@ INTERFACES_HINT = (
 )
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
-    "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)"
+    "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy, "
+    "given the new file's path: copyfile takes no folder)"
 )
 # runtime/seccomp.c refuses making files and folders with these mode bits.
 SET_ID_HINT = (

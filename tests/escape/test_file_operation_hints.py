@@ -372,3 +372,21 @@ def test_opening_for_reading_with_o_append_is_hinted_as_reading(tmp_path: Path) 
     _, hints = follow_code(cwd, code, ["--allow-write=out"])
     out = cwd / "out"
     assert hints == [f"pynox: reading {out} is not allowed; grant it with --allow-read={out}"]
+
+
+def test_copying_into_a_folder_is_hinted_as_copyfile_given_the_file(tmp_path: Path) -> None:
+    """shutil.copy into a folder copies the contents, then is refused the mode: the hint
+    names shutil.copyfile, which takes the new file's path, not the folder shutil.copy
+    took (given the folder, it fails with IsADirectoryError)."""
+    cwd = _world(tmp_path)
+    copy = "import shutil; shutil.copy('data/in.txt', 'out2')"
+    proc = pynox("--allow-read=data", "--allow-write=out2", "-c", copy, cwd=cwd)
+    assert proc.returncode == 1 and b"PermissionError" in proc.stderr
+    hint = hint_line(proc.stderr)
+    assert hint.endswith("(shutil.copyfile rather than shutil.copy, given the new file's path: "
+                         "copyfile takes no folder)")  # fmt: skip
+    (cwd / "out2" / "in.txt").unlink()
+    followed = "import shutil; shutil.copyfile('data/in.txt', 'out2/in.txt'); print('ok')"
+    done = pynox("--allow-read=data", "--allow-write=out2", "-c", followed, cwd=cwd)
+    assert done.stdout == b"ok\n", done.stderr
+    assert (cwd / "out2" / "in.txt").read_text() == "input"

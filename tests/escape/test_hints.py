@@ -279,7 +279,8 @@ if ASYNCIO_RAISES_WITHOUT_SOCKETS:
     )
 METADATA_HINT = (
     "changing file modes, owners, times or extended attributes is never allowed in the "
-    "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy)"
+    "sandbox; write the file's contents instead (shutil.copyfile rather than shutil.copy, "
+    "given the new file's path: copyfile takes no folder)"
 )
 XATTR_HINT = (
     "reading extended attributes by path is never allowed in the sandbox; read them from a "
