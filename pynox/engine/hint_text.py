@@ -83,6 +83,7 @@ KINDS = frozenset(
         "folder_into_scratch",
         "move_unreadable",
         "link_unwritable",
+        "link_copy",
         "dbm_dumb",
         "dbm_read_back",
         "fileinput_backup",
@@ -447,6 +448,12 @@ def _hint_of(
             "it may write is refused (the kernel says EXDEV, as between file systems); copy "
             "the file instead (shutil.copyfile), or let the program write it where it is"
             f"{style.ask('allow_write', value)}"
+        )
+    if kind == "link_copy":
+        return (
+            f"hard-linking a file of {shown}, which the program may not write and no run "
+            "may be granted writing, into a folder it may write is refused (the kernel says "
+            "EXDEV, as between file systems); copy the file instead (shutil.copyfile)"
         )
     if kind == "fileinput_set_id":
         # It makes the file again with os.open and the old file's mode, set-ID bits too.

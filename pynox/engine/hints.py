@@ -468,6 +468,10 @@ def classify(
             kind, target = _refused_listing(policy)
     except Exception:  # noqa: BLE001 - raised by the program's code, read as an attribute
         return None, None, None
+    # A link's folder the program could be granted writing, unless pynox refuses that.
+    linked = kind == "link_unwritable" and target is not None
+    if linked and not _write_grantable(str(target), cwd, named, policy):
+        return "link_copy", target, path
     writable = kind
     if cwd is not None and kind in _WRITE_KINDS and target is not None:
         writable = _where_writable(kind, target, cwd, named() if named is not None else [])
@@ -481,6 +485,19 @@ def classify(
     if kind in _WRITE_KINDS and target is not None and _holds_scratch(target, policy):
         kind = "read_write_beside_scratch" if kind == "read_write" else "write_beside_scratch"
     return kind, target, path
+
+
+def _write_grantable(
+    folder: str,
+    cwd: str | None,
+    named: "Callable[[], list[tuple[str, str]]] | None",
+    policy: "Policy | None",
+) -> bool:
+    """Whether pynox would grant writing folder (see _where_writable, _holds_scratch)."""
+    if _holds_scratch(folder, policy):
+        return False
+    refused = named() if named is not None else []
+    return cwd is None or _where_writable("write", folder, cwd, refused) == "write"
 
 
 def _holds_scratch(folder: str, policy: "Policy | None") -> bool:

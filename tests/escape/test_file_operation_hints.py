@@ -390,3 +390,24 @@ def test_copying_into_a_folder_is_hinted_as_copyfile_given_the_file(tmp_path: Pa
     done = pynox("--allow-read=data", "--allow-write=out2", "-c", followed, cwd=cwd)
     assert done.stdout == b"ok\n", done.stderr
     assert (cwd / "out2" / "in.txt").read_text() == "input"
+
+
+def test_a_hard_link_out_of_a_folder_pynox_never_grants_names_copying_only(
+    tmp_path: Path,
+) -> None:
+    """The working directory holds its pynox.toml, which no write grant may reach: the
+    hint names no grant of it, only the copy, which then works."""
+    cwd = _world(tmp_path)
+    (cwd / "in.txt").write_text("input")
+    code = "import os; os.link('in.txt', 'out/in.txt')"
+    proc = pynox(f"--allow-read={cwd}", "--allow-write=out", "-c", code, cwd=cwd)
+    assert b"Invalid cross-device link" in proc.stderr
+    assert hint_line(proc.stderr) == (
+        f"pynox: hard-linking a file of {cwd}, which the program may not write and no run may "
+        "be granted writing, into a folder it may write is refused (the kernel says EXDEV, as "
+        "between file systems); copy the file instead (shutil.copyfile)"
+    )
+    assert pynox(f"--allow-write={cwd}", "-c", "pass", cwd=cwd).returncode == 125
+    copied = "import shutil; shutil.copyfile('in.txt', 'out/in.txt'); print('ok')"
+    done = pynox(f"--allow-read={cwd}", "--allow-write=out", "-c", copied, cwd=cwd)
+    assert done.stdout == b"ok\n", done.stderr
