@@ -134,6 +134,38 @@ def test_a_write_grant_over_a_folder_of_pynoxs_import_path_is_refused(tmp_path: 
     assert not marker.exists()
 
 
+def test_a_write_grant_over_a_folder_link_on_the_way_to_the_import_path_is_refused(
+    tmp_path: Path,
+) -> None:
+    """PYTHONPATH=links/mods/sub, where links/mods is a link to a folder elsewhere: a
+    program granted links replaced the link with a folder of its own holding sub/select.py,
+    which the next run imported unconfined. The link is the path's as much as its end."""
+    links, real = tmp_path / "links", tmp_path / "real"
+    (real / "mods" / "sub").mkdir(parents=True)
+    links.mkdir()
+    (links / "mods").symlink_to(real / "mods")
+    marker = tmp_path / "ran"
+    env = {"PYTHONPATH": str(links / "mods" / "sub")}
+    shadow = SHADOW.format(marker=str(marker))
+    plant = (
+        f"import os\nos.unlink({str(links / 'mods')!r})\n"
+        f"os.makedirs({str(links / 'mods' / 'sub')!r})\n"
+        f"open({str(links / 'mods' / 'sub' / 'select.py')!r}, 'w').write({shadow!r})\n"
+    )
+    first = python("-m", "pynox", f"--allow-write={links}", "-c", plant, cwd=tmp_path, env=env)
+    line = refusal(first)
+    assert f"it covers {links}/mods, a folder on pynox's own sys.path" in line
+    later = python("-m", "pynox", "--json", "-c", "print('ok')", cwd=tmp_path, env=env)
+    assert json.loads(later.stdout)["stdout"] == "ok\n", later.stderr
+    assert not marker.exists()
+    # The way out it names: a folder that holds no such link.
+    (links / "out").mkdir()
+    inside = python(
+        "-m", "pynox", f"--allow-write={links / 'out'}", "-c", "1", cwd=tmp_path, env=env
+    )
+    assert inside.returncode == 0, inside.stderr
+
+
 def test_a_write_grant_over_the_users_site_packages_is_refused(tmp_path: Path) -> None:
     """python -m pynox run by an interpreter outside a virtual environment runs the .pth
     files of the user's site-packages at start, before any sandbox exists: a program
@@ -975,17 +1007,15 @@ def link_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_trusted_paths_resolved_together_resolve_as_each_alone(
     link_tree: Path, names: list[str]
 ) -> None:
-    """The trusted paths of a run are resolved with the folders they share resolved once;
-    each comes out as realpath makes of it alone, through links, "..", loops and names
-    not there."""
+    """The trusted paths of a run are resolved with the names they share looked up once;
+    each comes out as it does alone, through links, "..", loops and names not there:
+    realpath's resolution, then every link on the way by its own name."""
     from pynox import lean_os
     from pynox.policy import trusted
+    from pynox.policy.path_grant import links_on_way
 
-    shared: dict[str, str] = {}
+    shared = trusted._Found()
     for count in range(1, len(names) + 1):
         path = "/".join([str(link_tree), *names[:count]])
-        alone = lean_os.realpath(path)
-        named = lean_os.normpath(
-            lean_os.join(lean_os.realpath(lean_os.dirname(path)), lean_os.basename(path))
-        )
-        assert trusted._forms(path, shared) == ([alone] if alone == named else [alone, named])
+        alone = [lean_os.realpath(path), *links_on_way(path)]
+        assert trusted._forms(path, shared) == list(dict.fromkeys(alone))

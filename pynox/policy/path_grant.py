@@ -59,7 +59,7 @@ def magic_link_on_way(absolute: str, resolved: str) -> str | None:
     """The form of the path that is or goes through a magic link of /proc, if any: the
     path itself, a link its resolution follows (/dev/stdin leads to /proc/self/fd/0),
     or where it ends."""
-    for form in (absolute, *_links_on_way(absolute), resolved):
+    for form in (absolute, *links_on_way(absolute), resolved):
         if _through_proc_magic_link(form):
             return form
     return None
@@ -69,10 +69,13 @@ def magic_link_on_way(absolute: str, resolved: str) -> str | None:
 _MAX_LINKS = 40
 
 
-def _links_on_way(path: str) -> "list[str]":
+def links_on_way(path: str, targets: "dict[str, str | None] | None" = None) -> "list[str]":
     """Every symbolic link that resolving the absolute path follows, by the path it is
     reached at; /proc/self and /proc/thread-self are not followed, as real_path keeps
-    them."""
+    them. targets keeps each name's link target (None: no link) for the paths resolved
+    next, when many are resolved at once."""
+    if targets is None:
+        targets = {}
     links: list[str] = []
     pending = path.split("/")[::-1]
     current = ""
@@ -87,9 +90,15 @@ def _links_on_way(path: str) -> "list[str]":
         current = candidate
         if candidate in OWN_PROCESS_LINKS:
             continue
-        try:
-            target = posix.readlink(candidate)
-        except OSError:  # not a link, or not there: the stat before decides on that
+        if candidate in targets:
+            target = targets[candidate]
+        else:
+            try:
+                target = posix.readlink(candidate)
+            except OSError:  # not a link, or not there: the stat before decides on that
+                target = None
+            targets[candidate] = target
+        if target is None:
             continue
         links.append(candidate)
         # An absolute target starts again from /, a relative one from the link's folder.

@@ -13,9 +13,9 @@ resolver's files, the CA store, /dev/null: a program that could turn one into a
 link would widen every later run's reads) would let one run widen the next.
 Landlock cannot leave a hole in a granted tree, so such a grant is refused.
 
-Paths are compared resolved, as the kernel will see them, and also with their
-last component unresolved: a write grant on the directory that holds a
-symbolic link can replace the link itself.
+Paths are compared resolved, as the kernel will see them, and also by the name of
+every symbolic link on the way to them: a write grant on the directory that holds
+a symbolic link can replace the link itself.
 """
 
 import posix
@@ -87,23 +87,39 @@ CONFIGURATION = frozenset({_CONFIG, _CACHE})
 SCRATCH_ROOT = "the directory of the pool's scratch directories, which hold other requests' files"
 
 
-def _forms(path: str, directories: "dict[str, str] | None" = None) -> "list[str]":
-    """The path resolved, and with only its directory resolved (the link itself).
+class _Found:
+    """What resolving paths found, kept while many are resolved at once: most share
+    their folders, and each name is then looked up once."""
+
+    __slots__ = ("directories", "targets")
+
+    def __init__(self) -> None:
+        self.directories: dict[str, str] = {}  # a folder's path: the folder resolved
+        self.targets: dict[str, str | None] = {}  # a name: its link's target, None if none
+
+
+def _forms(path: str, found: "_Found | None" = None) -> "list[str]":
+    """The path resolved, then every symbolic link the kernel follows on the way to it,
+    by the link's own name (its folder resolved): the last component's, and a folder's
+    above it (PYTHONPATH=links/mods/sub with links/mods a link), whose folder a grant
+    could hold.
 
     Never normalized before it is resolved: in "link/../pynox.toml", ".." leaves
-    where the link leads, as the kernel reads it. directories keeps the directories
-    resolved so far, when many paths are resolved at once (most share their parents).
+    where the link leads, as the kernel reads it.
     """
+    from pynox.policy.path_grant import links_on_way
+
+    if found is None:
+        found = _Found()
     absolute = path if lean_os.isabs(path) else lean_os.join(lean_os.getcwd(), path)
-    if directories is None:
-        directories = {}
-    directory = _resolved(lean_os.dirname(absolute), directories)
+    directory = _resolved(lean_os.dirname(absolute), found.directories)
     name = lean_os.basename(absolute)
     as_named = lean_os.normpath(lean_os.join(directory, name))
     if _plain(name) and not _is_link(as_named):
-        return [as_named]  # what realpath makes of it too
-    resolved = lean_os.realpath(absolute)
-    return [resolved] if resolved == as_named else [resolved, as_named]
+        resolved = as_named  # what realpath makes of it too
+    else:
+        resolved = lean_os.realpath(absolute)
+    return list(dict.fromkeys([resolved, *links_on_way(absolute, found.targets)]))
 
 
 def _resolved(path: str, directories: "dict[str, str]") -> str:
@@ -148,8 +164,8 @@ def installation() -> "list[tuple[str, str]]":
     """pynox, its environment, the interpreter, what it loaded so far and what this
     process's environment and sys.path name, as (path, what it is) pairs."""
     environ = lean_os.environment()
-    directories: dict[str, str] = {}  # resolved once for all the paths below them
-    resolved = resolve(installed() + _loaded_by_environment(environ), directories)
+    found = _Found()  # shared by every path below
+    resolved = resolve(installed() + _loaded_by_environment(environ), found)
     roots = {form for form, _ in resolved}
     beneath_roots = tuple(root.rstrip("/") + "/" for root in roots)  # as _inside
     # Modules imported so far, from wherever they came (a package directory, a
@@ -165,9 +181,9 @@ def installation() -> "list[tuple[str, str]]":
         # A module file that is a link (Debian's sitecustomize.py, a module linked into
         # a package directory) is read from where the link leads, outside its home.
         sources.update(dict.fromkeys(_link_chain(filename)[1:]))
-    resolved += resolve([(home, _IMPORTED) for home in homes], directories)
-    resolved += resolve([(source, _IMPORTED_SOURCE) for source in sources], directories)
-    return resolved + resolve(_import_path(sys.path), directories)
+    resolved += resolve([(home, _IMPORTED) for home in homes], found)
+    resolved += resolve([(source, _IMPORTED_SOURCE) for source in sources], found)
+    return resolved + resolve(_import_path(sys.path), found)
 
 
 def installed() -> "list[tuple[str, str]]":
@@ -189,7 +205,7 @@ def installed() -> "list[tuple[str, str]]":
     entries.append((system_paths.stdlib_dir(), _INTERPRETER))
     entries += [(path, _STDLIB_SEARCH) for path in system_paths.stdlib_search()]
     if sys.executable:
-        entries += [(link, _INTERPRETER) for link in _link_chain(sys.executable)]
+        entries.append((sys.executable, _INTERPRETER))  # with its links (_forms)
     if sys.pycache_prefix:
         # PYTHONPYCACHEPREFIX or -X pycache_prefix (python -m pynox; the launcher runs
         # its interpreter isolated): the .pyc of the standard library and of pynox are
@@ -227,13 +243,13 @@ def named_by_environment(
 
 
 def resolve(
-    entries: "list[tuple[str, str]]", directories: "dict[str, str] | None" = None
+    entries: "list[tuple[str, str]]", found: "_Found | None" = None
 ) -> "list[tuple[str, str]]":
     """entries as write_refusal compares them: each path in the forms the kernel sees
-    (directories: see _forms)."""
-    if directories is None:
-        directories = {}
-    return [(form, what) for path, what in entries for form in _forms(path, directories)]
+    (found: see _forms)."""
+    if found is None:
+        found = _Found()
+    return [(form, what) for path, what in entries for form in _forms(path, found)]
 
 
 def _loaded_by_environment(environ: "Mapping[str, str]") -> "list[tuple[str, str]]":
