@@ -432,6 +432,36 @@ def test_a_write_grant_over_where_a_preloaded_modules_link_leads_is_refused(
     assert not marker.exists()
 
 
+def test_a_write_grant_over_the_link_a_pools_package_directory_is_named_by_is_refused(
+    tmp_path: Path,
+) -> None:
+    """--package-dir=links/packages, a link to a folder elsewhere: a request granted links
+    replaced the link with a folder of its own, whose helper.py the next pool started the
+    same way preloaded unconfined."""
+    links, real = tmp_path / "links", tmp_path / "real"
+    (real / "packages").mkdir(parents=True)
+    (real / "packages" / "helper.py").write_text("VALUE = 1\n")
+    links.mkdir()
+    (links / "packages").symlink_to(real / "packages")
+    marker = tmp_path / "ran"
+    replace = (
+        f"import os\nos.unlink({str(links / 'packages')!r})\n"
+        f"os.makedirs({str(links / 'packages')!r})\n"
+        f"open({str(links / 'packages' / 'helper.py')!r}, 'w').write({planting(marker)!r})\n"
+    )
+    flags = ("--package-dir", "links/packages")
+    with PoolClient(*flags, cwd=tmp_path, workers=1, preload=["helper"]) as pool:
+        refused = pool.run({"id": 1, "code": replace, "allow_write": [str(links)]})
+        assert refused["exit"] == 125 and refused["error"]["type"] == "RequestError", refused
+        assert refused["error"]["message"].startswith(
+            f"cannot grant writing {links}: it covers {links}/packages, a package directory of"
+            " the pool, which every request imports from;"
+        )
+    with PoolClient(*flags, cwd=tmp_path, workers=1, preload=["helper"]) as pool:
+        assert pool.run({"id": 2, "code": "import helper; print(helper.VALUE)"})["stdout"] == "1\n"
+    assert not marker.exists()
+
+
 def test_a_write_grant_over_a_link_on_the_way_to_the_interpreter_is_refused(
     tmp_path: Path,
 ) -> None:

@@ -14,7 +14,7 @@ from pynox.policy.system_paths import OWN_PROCESS_LINKS
 
 def resolve_grant(path: str, kind: str, cwd: str) -> str:
     """The real path of a granted file or directory, which must exist."""
-    absolute = _absolute(path, cwd)
+    absolute = absolute_grant(path, cwd)
     try:
         posix.stat(absolute)
     except FileNotFoundError:
@@ -47,7 +47,8 @@ def resolve_grant(path: str, kind: str, cwd: str) -> str:
     return resolved
 
 
-def _absolute(path: str, cwd: str) -> str:
+def absolute_grant(path: str, cwd: str) -> str:
+    """The path as named, made absolute as a grant is before it is resolved."""
     if path.startswith("~"):
         from pynox.policy.user_paths import expand_home
 

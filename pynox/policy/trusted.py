@@ -354,6 +354,12 @@ def write_refusal(grant: str, trusted: "list[tuple[str, str]]") -> "tuple[str, s
     return None
 
 
+def named(paths: "Iterable[str]", what: str) -> "list[tuple[str, str]]":
+    """Paths a later run reaches by these names (absolute ones), as trusted entries of
+    what they are: resolved, and by each link on the way, which a grant could replace."""
+    return [(form, what) for path in paths for form in _forms(path)]
+
+
 def scratch_root(path: str) -> "list[tuple[str, str]]":
     """A pool's scratch root, where every run's scratch directory is made: no request may
     be granted to read or write it, anything inside it, or anything that holds it."""

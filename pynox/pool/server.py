@@ -55,7 +55,7 @@ from pynox.policy import trusted as trusted_paths
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
 from pynox.policy.grants import GRANT_FIELDS, HINTS_PYTHON, PATH_GRANTS
-from pynox.policy.path_grant import resolve_grant
+from pynox.policy.path_grant import absolute_grant, resolve_grant
 from pynox.policy.resolve import build_policy
 from pynox.pool import channel, priming, warmup, zygote
 from pynox.pool import files as pool_files
@@ -356,7 +356,9 @@ class PoolServer:
         # and the package directories every request imports from.
         self.trusted = trusted_paths.installation()
         self.trusted += trusted_paths.configuration([path], cwd, os.environ)
-        self.trusted += [(directory, _POOL_PACKAGES) for directory in self.package_dirs]
+        # As named too: the next pool finds them by those names, through their links.
+        named = [absolute_grant(path, cwd) for path in settings.package_dirs + options.package_dirs]
+        self.trusted += trusted_paths.named(named, _POOL_PACKAGES)
         self.linked = trusted_paths.linked_files()  # hard links to what the zygote loaded
         self.system_reads = system_paths.interpreter_reads()
         # The children share the pool server's pages: keep their reference counts (from
