@@ -406,6 +406,26 @@ def test_a_write_grant_over_what_the_loader_environment_names_is_refused(
     assert (tmp_path / "out" / "r").read_text() == "x"
 
 
+@pytest.mark.parametrize("token", ["$LIB", "${PLATFORM}"])
+def test_a_write_grant_where_a_loader_token_leads_is_refused(tmp_path: Path, token: str) -> None:
+    """The dynamic loader expands $LIB (lib/x86_64-linux-gnu on Debian) and $PLATFORM in
+    LD_LIBRARY_PATH: with libs/$LIB there, a program granted libs/lib left a libpython in
+    lib/x86_64-linux-gnu whose constructor the next run ran before its sandbox existed.
+    Whatever the token expands to lies in the folder before it."""
+    libs = tmp_path / "libs"
+    (libs / "lib").mkdir(parents=True)
+    env = {"LD_LIBRARY_PATH": f"{libs}/{token}"}
+    line = refusal(pynox(f"--allow-write={libs / 'lib'}", "-c", "1", cwd=tmp_path, env=env))
+    assert line.startswith(f"pynox: cannot grant writing {libs}/lib: it lies inside {libs},")
+    assert "named in LD_LIBRARY_PATH" in line
+    # $ORIGIN is the interpreter's folder, not the working directory: a folder of the
+    # project stays grantable.
+    (tmp_path / "out").mkdir()
+    env = {"LD_LIBRARY_PATH": f"{env['LD_LIBRARY_PATH']}:$ORIGIN/../extra"}
+    done = pynox("--allow-write=out", "-c", "open('out/r', 'w').write('x')", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+
+
 def test_a_write_grant_over_where_a_preloaded_modules_link_leads_is_refused(
     tmp_path: Path,
 ) -> None:

@@ -259,12 +259,31 @@ def loader_environment_paths(environ: "Mapping[str, str]") -> "list[tuple[str, s
         # An empty folder is the working directory of the run, whichever that is: this
         # one's is refused already (a pynox.toml would be found there), and refusing the
         # folders inside it too would refuse every output folder of a project.
-        paths += [(folder, variable) for folder in folders if folder]
+        paths += [(_as_loader_reads(folder), variable) for folder in folders if folder]
     for variable in LOADER_FILE_VARIABLES:
         files = (environ.get(variable) or "").replace(" ", ":").split(":")
         # A bare name is looked for in the loader's folders, which are covered already.
-        paths += [(name, variable) for name in files if "/" in name]
+        paths += [(_as_loader_reads(name), variable) for name in files if "/" in name]
     return paths
+
+
+# The dynamic loader's tokens in those paths: $ORIGIN, the folder of the program it loads
+# for (the interpreter's, for a run), and $LIB and $PLATFORM, which name folders of its
+# own choosing (lib/x86_64-linux-gnu, haswell); each also written in braces.
+_ORIGIN_TOKENS = ("${ORIGIN}", "$ORIGIN")
+
+
+def _as_loader_reads(path: str) -> str:
+    """The path with $ORIGIN as the interpreter's folder, and cut before any other token:
+    what /opt/app/$LIB names lies in /opt/app, whatever $LIB is there."""
+    if sys.executable:
+        origin = lean_os.dirname(lean_os.realpath(sys.executable))
+        for token in _ORIGIN_TOKENS:
+            path = path.replace(token, origin)
+    before, token, _ = path.partition("$")
+    if not token:
+        return path
+    return before.rpartition("/")[0] or ("/" if before.startswith("/") else ".")
 
 
 def stdlib_search() -> list[str]:
