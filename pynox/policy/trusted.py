@@ -62,6 +62,7 @@ _HELPER_COMMANDS = (
     "its commands"
 )
 _IMPORTED = "the home of a module pynox imported before the sandbox existed"
+_MAPPED = "the folder of a shared library pynox loaded before the sandbox existed"
 _IMPORTED_SOURCE = (
     "the file a module pynox imported before the sandbox existed was read from, through "
     "a symbolic link"
@@ -182,6 +183,15 @@ def installation() -> "list[tuple[str, str]]":
         # a package directory) is read from where the link leads, outside its home.
         sources.update(dict.fromkeys(_link_chain(filename)[1:]))
     resolved += resolve([(home, _IMPORTED) for home in homes], found)
+    # Shared libraries loaded so far from elsewhere (through an extension module's
+    # RUNPATH, by a preload's ctypes.CDLL of a path): a later run loads them again.
+    mapped = [
+        path
+        for path in _mapped_files(code=True)
+        if path not in roots and not path.startswith(beneath_roots)
+    ]
+    folders = dict.fromkeys(lean_os.dirname(path) for path in mapped)
+    resolved += resolve([(folder, _MAPPED) for folder in folders], found)
     resolved += resolve([(source, _IMPORTED_SOURCE) for source in sources], found)
     return resolved + resolve(_import_path(sys.path), found)
 
@@ -539,9 +549,10 @@ def linked_files() -> "dict[tuple[int, int], str]":
     return linked
 
 
-def _mapped_files() -> "list[str]":
-    """The files mapped into this process, from /proc/self/maps ("address perms offset
-    device inode path"; a path in brackets or marked deleted names no file)."""
+def _mapped_files(code: bool = False) -> "list[str]":
+    """The files mapped into this process (only as code, if code), from /proc/self/maps
+    ("address perms offset device inode path"; a path in brackets or marked deleted names
+    no file)."""
     try:
         with open("/proc/self/maps", "rb") as maps:
             lines = maps.read().splitlines()
@@ -550,7 +561,7 @@ def _mapped_files() -> "list[str]":
     paths = set()
     for line in lines:
         fields = line.split(maxsplit=5)
-        if len(fields) == 6 and fields[5].startswith(b"/"):
+        if len(fields) == 6 and fields[5].startswith(b"/") and (not code or b"x" in fields[1]):
             paths.add(fields[5])
     return [lean_os.fsdecode(path) for path in paths if not path.endswith(b" (deleted)")]
 
