@@ -780,6 +780,26 @@ def test_a_write_grant_over_where_runs_make_their_scratch_directories_is_refused
     assert inside.stdout == b"ran\n", inside.stderr
 
 
+def test_a_write_grant_over_the_link_tmpdir_is_named_by_is_refused(tmp_path: Path) -> None:
+    """TMPDIR=links/tmp, a link to the folder where runs make their scratch directories: a
+    program granted links could replace the link with a folder of its own, in which the
+    next runs would make theirs, for it to read and to fill while they run."""
+    links, real = tmp_path / "links", tmp_path / "real"
+    (links / "out").mkdir(parents=True)
+    (real / "tmp").mkdir(parents=True)
+    (links / "tmp").symlink_to(real / "tmp")
+    env = {"TMPDIR": str(links / "tmp")}
+    expected = f"it holds {links}/tmp, where runs make their scratch directories"
+    assert expected in refusal(pynox(f"--allow-write={links}", "-c", "1", env=env))
+    with PoolClient(cwd=tmp_path, workers=1, env={**clean_env(), **env}) as pool:
+        refused = pool.run({"id": 1, "code": "1", "allow_write": [str(links)]})
+        assert refused["exit"] == 125 and expected in refused["error"]["message"], refused
+    assert (links / "tmp").is_symlink()
+    # The way out it names: a folder inside, which holds no run's directory.
+    inside = pynox(f"--allow-write={links / 'out'}", "-c", "print('ran')", env=env)
+    assert inside.stdout == b"ran\n", inside.stderr
+
+
 # --- Pool limits mean real paths --------------------------------------------------------
 
 

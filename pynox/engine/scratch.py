@@ -58,19 +58,25 @@ def attach(policy: "Policy", base: "str | None" = None, ready: "str | None" = No
 FALLBACK_BASE = "/tmp"  # where runs without TMPDIR make theirs
 
 
-def default_base() -> str:
-    """Where a run makes its scratch directory: TMPDIR when it names a directory, else /tmp;
-    resolved, since the sandbox grants the directory itself, not a link to it."""
+def _named_base() -> str:
+    """TMPDIR when it names a directory, else /tmp, as named."""
     base = lean_os.getenv("TMPDIR") or FALLBACK_BASE
     if not lean_os.isabs(base) or not lean_os.isdir(base):
         base = FALLBACK_BASE
-    return lean_os.realpath(base)
+    return base
+
+
+def default_base() -> str:
+    """Where a run makes its scratch directory: TMPDIR when it names a directory, else /tmp;
+    resolved, since the sandbox grants the directory itself, not a link to it."""
+    return lean_os.realpath(_named_base())
 
 
 def bases() -> "tuple[str, ...]":
-    """Where this run and others make their scratch directories: its own base, and /tmp,
-    where every run without TMPDIR does."""
-    return tuple(dict.fromkeys((default_base(), lean_os.realpath(FALLBACK_BASE))))
+    """Where this run and others make their scratch directories: its own base, as named (a
+    later run finds it through the links on the way, which a grant could replace), and
+    /tmp, where every run without TMPDIR does."""
+    return tuple(dict.fromkeys((_named_base(), FALLBACK_BASE)))
 
 
 def create(base: "str | None" = None) -> str:
