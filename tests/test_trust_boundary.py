@@ -309,6 +309,25 @@ def test_a_write_grant_over_where_the_shell_finds_pynox_is_refused(tmp_path: Pat
     assert not marker.exists()
 
 
+def test_a_write_grant_over_a_relative_folder_of_path_is_refused(tmp_path: Path) -> None:
+    """With a relative folder on PATH (bin), the shell looks for pynox in the working
+    directory's bin first: a program granted it left a pynox script there, which ran
+    unconfined as the next `pynox` typed in the same directory."""
+    (tmp_path / "bin").mkdir()
+    marker = tmp_path / "ran"
+    script = f"#!/bin/sh\necho > {marker}\n"
+    plant = (
+        f"import os\nfd = os.open('bin/pynox', os.O_WRONLY | os.O_CREAT, 0o755)\n"
+        f"os.write(fd, {script.encode()!r})\n"
+    )
+    env = {"PATH": f"bin:{os.path.dirname(PYNOX)}:{os.environ['PATH']}"}
+    line = refusal(run(["pynox", "--allow-write=bin", "-c", plant], cwd=tmp_path, env=env))
+    assert f"it covers {tmp_path}/bin/pynox, where the shell looks for the pynox command" in line
+    later = run(["pynox", "-c", "print('ok')"], cwd=tmp_path, env=env)
+    assert later.stdout == b"ok\n", later.stderr
+    assert not marker.exists()
+
+
 # Run sandboxed: leaves a zip of the standard library whose encodings package leaves a
 # marker, where the interpreter looks for one as it starts.
 PLANT_STDLIB_ZIP = """\

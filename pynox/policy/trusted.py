@@ -317,8 +317,8 @@ def _command_on_path(commands: "list[str]", environ: "Mapping[str, str]") -> "li
     ours = {lean_os.realpath(command) for command in commands if lean_os.isfile(command)}
     looked_in = []
     for folder in (environ.get("PATH") or "").split(":"):
-        if not lean_os.isabs(folder):
-            continue  # the working directory of whichever run: this one's is refused
+        # A relative folder ("bin", or "" for "."), from the working directory of whichever
+        # run: this one's, where a pynox typed next is likely run again.
         candidate = lean_os.join(folder, "pynox")
         looked_in.append(candidate)
         if lean_os.isfile(candidate) and posix.access(candidate, posix.X_OK):
