@@ -425,6 +425,23 @@ def test_a_write_grant_over_what_the_loader_environment_names_is_refused(
     assert (tmp_path / "out" / "r").read_text() == "x"
 
 
+@pytest.mark.parametrize("folder", ["glibc-hwcaps", "tls", os.uname().machine])
+def test_a_write_grant_where_the_loader_looks_in_the_working_directory_is_refused(
+    tmp_path: Path, folder: str
+) -> None:
+    """An empty folder in LD_LIBRARY_PATH (LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/lib with
+    it unset) has the loader search the working directory, and first its glibc-hwcaps,
+    tls and x86_64 folders: a program granted ./tls left a libpython there whose
+    constructor the next run in that directory ran before its sandbox existed."""
+    (tmp_path / folder).mkdir()
+    (tmp_path / "out").mkdir()
+    env = {"LD_LIBRARY_PATH": f":{tmp_path / 'none'}"}
+    line = refusal(pynox(f"--allow-write={folder}", "-c", "1", cwd=tmp_path, env=env))
+    assert f"it is {tmp_path}/{folder}, named in LD_LIBRARY_PATH" in line
+    done = pynox("--allow-write=out", "-c", "open('out/r', 'w').write('x')", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+
+
 @pytest.mark.parametrize("token", ["$LIB", "${PLATFORM}"])
 def test_a_write_grant_where_a_loader_token_leads_is_refused(tmp_path: Path, token: str) -> None:
     """The dynamic loader expands $LIB (lib/x86_64-linux-gnu on Debian) and $PLATFORM in

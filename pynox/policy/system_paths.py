@@ -258,13 +258,22 @@ def loader_environment_paths(environ: "Mapping[str, str]") -> "list[tuple[str, s
         folders = (environ.get(variable) or "").replace(";", ":").split(":")
         # An empty folder is the working directory of the run, whichever that is: this
         # one's is refused already (a pynox.toml would be found there), and refusing the
-        # folders inside it too would refuse every output folder of a project.
+        # folders inside it too would refuse every output folder of a project; but the
+        # loader looks first in a few of them, as in every folder it searches.
         paths += [(_as_loader_reads(folder), variable) for folder in folders if folder]
+        if variable == "LD_LIBRARY_PATH" and len(folders) > 1 and "" in folders:
+            paths += [(folder, variable) for folder in _loader_subfolders()]
     for variable in LOADER_FILE_VARIABLES:
         files = (environ.get(variable) or "").replace(" ", ":").split(":")
         # A bare name is looked for in the loader's folders, which are covered already.
         paths += [(_as_loader_reads(name), variable) for name in files if "/" in name]
     return paths
+
+
+def _loader_subfolders() -> "list[str]":
+    """The folders the loader searches first in each folder of LD_LIBRARY_PATH, as names
+    in it: glibc-hwcaps/x86-64-v3, tls/x86_64 and x86_64 (the processor's name)."""
+    return ["glibc-hwcaps", "tls", posix.uname().machine]
 
 
 # The dynamic loader's tokens in those paths: $ORIGIN, the folder of the program it loads
