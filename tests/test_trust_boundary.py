@@ -666,6 +666,31 @@ def test_pool_requests_cannot_write_the_pool_config_or_pynox(tmp_path: Path) -> 
         assert pool.run({"id": "after", "code": "print('served')"})["stdout"] == "served\n"
 
 
+# Made in its working directory, run once the caller moved to the directory it names.
+LAZY_POOL_MOVED = """\
+import os, sys, pynox
+pool = pynox.Pool(lazy=True)
+os.chdir(sys.argv[1])
+print(pool.run("print('served')").stdout, end="")
+pool.close()
+"""
+
+
+def test_a_pool_reads_no_config_of_where_its_caller_moved(tmp_path: Path) -> None:
+    """pynox.Pool(lazy=True), or any pool restarted after its process died, started its
+    process wherever its caller was by then: made where no pynox.toml was, it took the one
+    of the directory the application had moved to since, which a request of a pool started
+    elsewhere may have written, and ran its [pool] warmup unconfined."""
+    made, moved = tmp_path / "made", tmp_path / "moved"
+    made.mkdir()
+    moved.mkdir()
+    marker = tmp_path / "ran"
+    (moved / "pynox.toml").write_text(f"[pool]\nwarmup = {planting(marker)!r}\n")
+    proc = python("-c", LAZY_POOL_MOVED, str(moved), cwd=made)
+    assert proc.stdout == b"served\n", proc.stderr
+    assert not marker.exists()
+
+
 # --- Imports before confinement ---------------------------------------------------------
 
 SHADOW = """\

@@ -119,10 +119,11 @@ os.register_at_fork(after_in_child=_release_pipes_in_child)
 class _Connection:
     """One `pynox pool` process: the pipes, the threads that serve them, pending requests."""
 
-    def __init__(self, command: list[str], stall_margin: float) -> None:
+    def __init__(self, command: list[str], stall_margin: float, cwd: str | None = None) -> None:
         try:
             self.process = subprocess.Popen(
                 command,
+                cwd=cwd,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

@@ -138,6 +138,9 @@ class Pool:
         self.warmup = pool_warmup(warmup)
         self.package_dirs = pool_package_dirs(package_dirs)
         self.config_path = find_config(config)
+        # Where ./pynox.toml was looked for: the pool process starts there, whenever it
+        # starts, so that it reads no other (see _start).
+        self._directory = caller_cwd()
         if pynox_command is not None and (
             isinstance(pynox_command, str)
             or not all(isinstance(part, str) for part in pynox_command)
@@ -258,7 +261,11 @@ class Pool:
                 raise PoolError("this pool is closed; create a new Pool to run more code")
             connection = state.connection
             if connection is None or not connection.alive:
-                connection = _Connection(self.command, self._stall_margin)
+                # Started where the caller is now, a pool without --config would take the
+                # pynox.toml there, which requests of a pool elsewhere may have written.
+                # The working directory itself is inherited, even if it was removed.
+                cwd = None if caller_cwd() == self._directory else self._directory
+                connection = _Connection(self.command, self._stall_margin, cwd)
                 state.connection = connection
                 state.generation += 1
             return connection
