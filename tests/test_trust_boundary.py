@@ -462,6 +462,40 @@ def test_a_write_grant_where_a_loader_token_leads_is_refused(tmp_path: Path, tok
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.parametrize(
+    ("variable", "loads"),
+    [
+        ("OPENSSL_CONF", "OpenSSL read its configuration (which names modules to load)"),
+        ("OPENSSL_MODULES", "OpenSSL load its providers"),
+        ("OPENSSL_ENGINES", "OpenSSL load its engines"),
+    ],
+)
+def test_a_write_grant_over_what_openssls_variables_name_is_refused(
+    tmp_path: Path, variable: str, loads: str
+) -> None:
+    """A pool that preloads a module making a TLS context (requests does as it is imported)
+    has OpenSSL read OPENSSL_CONF before any sandbox exists: a request granted its folder
+    wrote a configuration naming a provider of its own there, a library whose constructor
+    the next pool ran unconfined. OPENSSL_MODULES and OPENSSL_ENGINES name such folders."""
+    ssl_folder, packages = tmp_path / "ssl", tmp_path / "packages"
+    ssl_folder.mkdir()
+    packages.mkdir()
+    config = ssl_folder / "openssl.cnf"
+    config.write_text("openssl_conf = openssl_init\n[openssl_init]\n")
+    (packages / "tls.py").write_text("import ssl\nCONTEXT = ssl.create_default_context()\n")
+    named = config if variable == "OPENSSL_CONF" else ssl_folder
+    env = {"OPENSSL_CONF": str(config), variable: str(named)}
+    plant = f"open({str(config)!r}, 'a').write('# planted')"
+    expected = f"{named}, named in {variable}, which has {loads} from there"
+    assert expected in refusal(pynox(f"--allow-write={ssl_folder}", "-c", plant, env=env))
+    flags = ("--package-dir", str(packages))
+    pool_env = {**clean_env(), **env}
+    with PoolClient(*flags, cwd=tmp_path, workers=1, preload=["tls"], env=pool_env) as pool:
+        refused = pool.run({"id": 1, "code": plant, "allow_write": [str(ssl_folder)]})
+        assert refused["exit"] == 125 and expected in refused["error"]["message"], refused
+    assert "planted" not in config.read_text()
+
+
 def test_a_write_grant_over_where_a_preloaded_modules_link_leads_is_refused(
     tmp_path: Path,
 ) -> None:

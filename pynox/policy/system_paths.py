@@ -267,7 +267,15 @@ def loader_environment_paths(environ: "Mapping[str, str]") -> "list[tuple[str, s
         files = (environ.get(variable) or "").replace(" ", ":").split(":")
         # A bare name is looked for in the loader's folders, which are covered already.
         paths += [(_as_loader_reads(name), variable) for name in files if "/" in name]
+    paths += [(path, name) for name in OPENSSL_VARIABLES if (path := lean_os.getenv(name))]
     return paths
+
+
+# OpenSSL's variables that name where it takes code from, each one path: the
+# configuration it reads as a process first makes a TLS context (a pool that preloads
+# requests does, before any sandbox exists), which names modules it then loads, and the
+# folders of its providers and engines.
+OPENSSL_VARIABLES = ("OPENSSL_CONF", "OPENSSL_MODULES", "OPENSSL_ENGINES")
 
 
 def _loader_subfolders() -> "list[str]":

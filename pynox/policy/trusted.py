@@ -47,7 +47,12 @@ _LOADER_FOLDER = (
     "the sandbox exists"
 )
 _LOADER_ENVIRONMENT = "named in {}, which has {} from there before the sandbox exists"
-_LOADED_BY = {"GCONV_PATH": "the C library load character set converters"}
+_LOADED_BY = {
+    "GCONV_PATH": "the C library load character set converters",
+    "OPENSSL_CONF": "OpenSSL read its configuration (which names modules to load)",
+    "OPENSSL_MODULES": "OpenSSL load its providers",
+    "OPENSSL_ENGINES": "OpenSSL load its engines",
+}
 _LOADED_OTHERWISE = "the dynamic loader load libraries"
 _STDLIB_SEARCH = (
     "where the interpreter looks for its standard library as it starts, before its sandbox exists"
