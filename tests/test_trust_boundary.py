@@ -1079,14 +1079,16 @@ def beside_the_package(tmp_path: Path):  # type: ignore[no-untyped-def]
     shutil.rmtree(folder)
 
 
-@pytest.mark.parametrize("trusted", ["errors.py", "python"])
+@pytest.mark.parametrize("trusted", ["errors.py", "python", "pynox"])
 def test_a_write_grant_holding_a_hard_link_to_a_trusted_file_is_refused(
     beside_the_package: Path, trusted: str
 ) -> None:
     """A hard link is the same file under another name, and Landlock grants names: a
     folder that holds another name of pynox's code or of the interpreter (perf's cache
     keeps such links, and so do conda's and uv's) would let the program rewrite it."""
-    target = PACKAGE / trusted if trusted != "python" else Path(os.path.realpath(sys.executable))
+    # The interpreter, and the launcher the next `pynox` starts (uv installs by hard links).
+    other = {"python": os.path.realpath(sys.executable), "pynox": PYNOX}
+    target = Path(other[trusted]) if trusted in other else PACKAGE / trusted
     granted = beside_the_package / "granted"
     (granted / "deep" / "er").mkdir(parents=True)
     link = granted / "deep" / "er" / "innocent"

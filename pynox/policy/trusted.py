@@ -270,10 +270,7 @@ def resolve(
 def _loaded_by_environment(environ: "Mapping[str, str]") -> "list[tuple[str, str]]":
     """What an environment has a later run load before its sandbox exists: the pynox
     command where the shell finds it on PATH, and what the C library's variables name."""
-    bundle_root = lean_os.dirname(sys.prefix)
-    commands = [lean_os.join(lean_os.dirname(sys.executable), "pynox")]
-    commands.append(lean_os.join(bundle_root, "bin", "pynox"))
-    entries = [(path, _COMMAND) for path in _command_on_path(commands, environ)]
+    entries = [(path, _COMMAND) for path in _command_on_path(_launchers(), environ)]
     return entries + [
         (path, _LOADER_ENVIRONMENT.format(variable, _LOADED_BY.get(variable, _LOADED_OTHERWISE)))
         for path, variable in system_paths.loader_environment_paths(environ)
@@ -311,6 +308,16 @@ def _link_chain(path: str) -> "list[str]":
         # Not normalized: ".." after a link leaves where the link leads (see _forms).
         chain.append(lean_os.join(lean_os.dirname(chain[-1]), target))
     return chain
+
+
+def _launchers() -> "list[str]":
+    """Where this installation's `pynox` command is: beside the interpreter (a virtual
+    environment), or in the bin/ beside a bundle's python/."""
+    bundle_root = lean_os.dirname(sys.prefix)
+    return [
+        lean_os.join(lean_os.dirname(sys.executable), "pynox"),
+        lean_os.join(bundle_root, "bin", "pynox"),
+    ]
 
 
 def _command_on_path(commands: "list[str]", environ: "Mapping[str, str]") -> "list[str]":
@@ -532,11 +539,12 @@ def linked_files() -> "dict[tuple[int, int], str]":
     as {(device, inode): path}: usually none, and then no grant needs searching.
 
     Those are the files mapped into the process (the interpreter, libpython, extension
-    modules), the source and bytecode of every module imported so far, and all of
-    pynox's package, which other kinds of run import. A module of the standard library
-    that this process did not import is not among them.
+    modules), the `pynox` command that starts the next run, the source and bytecode of
+    every module imported so far, and all of pynox's package, which other kinds of run
+    import. A module of the standard library that this process did not import is not
+    among them.
     """
-    candidates = [sys.executable, *_mapped_files()]
+    candidates = [sys.executable, *_launchers(), *_mapped_files()]
     for module in list(sys.modules.values()):
         for attribute in ("__file__", "__cached__"):
             path = getattr(module, attribute, None)
