@@ -668,6 +668,32 @@ def test_a_config_named_through_a_link_and_dot_dot_is_protected(tmp_path: Path) 
         assert f"{settings}/pynox.toml" in refusal(proc)
 
 
+# A Pool given a config through a link and "..", asked to write where that config is.
+POOL_OF_CONFIG_THROUGH_LINK = """\
+import sys, pynox
+with pynox.Pool(config="link/../pynox.toml") as pool:
+    error = pool.run("1", allow_write=[sys.argv[1]]).raw["error"]
+    print(pool.info["workers"], error["message"] if error else "granted")
+"""
+
+
+def test_a_pool_takes_a_config_through_a_link_and_dot_dot_as_the_kernel_does(
+    tmp_path: Path,
+) -> None:
+    """pynox.Pool(config="link/../pynox.toml") read ./pynox.toml instead of the file beside
+    the link's target that `pynox pool --config` reads, and left that file unprotected."""
+    settings = tmp_path / "settings"
+    (settings / "inner").mkdir(parents=True)
+    (settings / "pynox.toml").write_text("[pool]\nworkers = 3\n")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "pynox.toml").write_text("[pool]\nworkers = 1\n")
+    (tmp_path / "work" / "link").symlink_to(settings / "inner")
+    proc = python("-c", POOL_OF_CONFIG_THROUGH_LINK, str(settings), cwd=tmp_path / "work")
+    workers, refused = proc.stdout.decode().split(" ", 1)
+    assert workers == "3", proc.stderr
+    assert refused.startswith(f"cannot grant writing {settings}: it covers {settings}/pynox.toml")
+
+
 def test_a_symbolic_link_to_the_config_is_protected_at_both_ends(tmp_path: Path) -> None:
     """A write grant on the link's directory could replace the link itself."""
     real = tmp_path / "real"

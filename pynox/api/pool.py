@@ -488,7 +488,9 @@ def find_config(config: str | os.PathLike[str] | None) -> str | None:
         path = find_config_path(explicit, os.environ, caller_cwd(), given_as="config")
     except PynoxError as exc:
         raise ValueError(exc.message) from None
-    return None if path is None else os.path.normpath(os.path.join(caller_cwd(), path))
+    # Absolute, and never normalized: in link/../pynox.toml, ".." leaves where the link
+    # leads, as the kernel reads it and as `pynox pool --config` takes it.
+    return path
 
 
 def check_close_timeout(timeout: object) -> None:
