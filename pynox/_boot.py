@@ -74,6 +74,7 @@ COMMAND_MODULES = (
     "pynox.engine.launcher_link",
     "pynox.engine.scratch",
     "pynox.engine.child_setup",
+    "pynox.engine.job_group",
     "pynox.engine.runner",
 )
 CHILD_MODULES = (

@@ -16,6 +16,7 @@ wrong the same way. Command lines that are not a single corpus file (-c, -m,
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import py_compile
@@ -23,6 +24,7 @@ import re
 import shutil
 import signal
 import subprocess
+import termios
 import time
 import zipapp
 import zipfile
@@ -702,11 +704,13 @@ def _driven_like_python(
     script: str,
     args: list[str],
     drive: Callable[[subprocess.Popen[bytes], Path], None],
+    new_session: bool = False,
 ) -> str:
     """Runs script (in tmp_path, with a progress file's path and args) under python, then
-    under pynox in mode, each in a process group of its own as a shell's job is, while
-    drive(process, progress file) acts on it; both must end with status 0, no stderr and
-    the same stdout (for --json, in the result), which is returned."""
+    under pynox in mode, each in a process group of its own as a shell's job is (with
+    new_session, in a session of its own, with no terminal, as a job runner starts it),
+    while drive(process, progress file) acts on it; both must end with status 0, no stderr
+    and the same stdout (for --json, in the result), which is returned."""
     outputs = []
     for runner in ("python", "pynox"):
         progress = tmp_path / runner / "progress.txt"
@@ -723,7 +727,7 @@ def _driven_like_python(
             stderr=subprocess.PIPE,
             # In this session: in one of its own, the group would be orphaned, and the
             # kernel would drop the stops sent to it.
-            preexec_fn=os.setpgrp,  # noqa: PLW1509 - one call, before exec
+            preexec_fn=os.setsid if new_session else os.setpgrp,  # noqa: PLW1509 - one call, before exec
         )
         try:
             drive(proc, progress)
@@ -756,6 +760,106 @@ def test_signals_the_program_catches(tmp_path: Path, mode: str) -> None:
     (tmp_path / "catches.py").write_text(CATCHES)
     output = _driven_like_python(tmp_path, mode, "catches.py", CAUGHT_SIGNALS, send_each)
     assert output == "".join(f"{line}\n" for line in ["ready", *CAUGHT_SIGNALS])
+
+
+# Blocks SIGRTMIN, notes "ready", waits for it, then counts every copy that came: a
+# real-time signal queues each copy, where another would merge with one still pending.
+COUNTS_COPIES = """\
+import signal, sys, time
+def note(line):
+    print(line, flush=True)
+    with open(sys.argv[1], "a") as file:
+        file.write(line + "\\n")
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGRTMIN})
+note("ready")
+signal.sigwaitinfo({signal.SIGRTMIN})
+time.sleep(0.5)  # a copy passed on would be here by now
+copies = 1
+while signal.sigtimedwait({signal.SIGRTMIN}, 0) is not None:
+    copies += 1
+note(f"SIGRTMIN x{copies}")
+"""
+
+
+@pytest.mark.parametrize("mode", [*MODES, "json"])
+def test_a_signal_sent_to_the_process_group_reaches_the_program_once(
+    tmp_path: Path, mode: str
+) -> None:
+    """A signal sent to the command's whole process group (a job runner that signals the
+    tree it started, `kill -TERM -- -PGID`) reaches the program once, as it reaches
+    python: not once from the sender and once more passed on by pynox's launcher, which
+    would raise a second KeyboardInterrupt in the middle of the program's cleanup."""
+
+    def send_to_group(proc: subprocess.Popen[bytes], progress: Path) -> None:
+        _wait_for(lambda: _last_line(progress) == "ready", "the program to start")
+        os.killpg(proc.pid, signal.SIGRTMIN)
+
+    (tmp_path / "counts.py").write_text(COUNTS_COPIES)
+    output = _driven_like_python(tmp_path, mode, "counts.py", [], send_to_group, new_session=True)
+    assert output == "ready\nSIGRTMIN x1\n"
+
+
+# Notes "ready", then cleans up after a KeyboardInterrupt: slowly, so that a second one
+# would interrupt it.
+CLEANS_UP = """\
+import sys, time
+def note(line):
+    print(line, flush=True)
+    with open(sys.argv[1], "a") as file:
+        file.write(line + "\\n")
+note("ready")
+try:
+    time.sleep(20)
+except KeyboardInterrupt:
+    time.sleep(0.5)
+    note("cleaned up")
+"""
+
+
+def _on_its_own_terminal() -> None:
+    """Run in the child before exec: a session whose controlling terminal is stdin."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+@pytest.mark.parametrize("mode", [*MODES, "json"])
+def test_ctrl_c_on_a_terminal_reaches_the_program_once(tmp_path: Path, mode: str) -> None:
+    """Ctrl-C typed on the terminal pynox runs on interrupts the program once, as it
+    interrupts python, also with --json, whose program has no terminal of its own."""
+    (tmp_path / "cleans.py").write_text(CLEANS_UP)
+    outputs = []
+    for runner in ("python", "pynox"):
+        progress = tmp_path / runner / "progress.txt"
+        progress.parent.mkdir()
+        command = [PYTHON]
+        if runner == "pynox":
+            flags = ["--json"] if mode == "json" else MODES[mode]
+            command = [PYNOX, *flags, f"--allow-write={progress.parent}"]
+        controller, terminal = os.openpty()
+        try:
+            proc = subprocess.Popen(
+                [*command, "cleans.py", str(progress)],
+                cwd=tmp_path,
+                stdin=terminal,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                preexec_fn=_on_its_own_terminal,  # noqa: PLW1509 - two calls, before exec
+            )
+            try:
+                _wait_for(lambda file=progress: _last_line(file) == "ready", "the program to start")
+                os.write(controller, b"\x03")
+                out, err = proc.communicate(timeout=20)
+            finally:
+                proc.kill()
+                proc.wait()
+        finally:
+            os.close(controller)
+            os.close(terminal)
+        assert (proc.returncode, err.decode(errors="replace")) == (0, "")
+        if runner == "pynox" and mode == "json":
+            out = json.loads(out)["stdout"].encode()
+        outputs.append(out.decode())
+    assert outputs[0] == outputs[1] == "ready\ncleaned up\n"
 
 
 # Notes "ready", sleeps a second, notes "done", each line in the progress file too.

@@ -14,7 +14,7 @@ then, which keeps the plain run's start-up short).
 import posix
 import sys
 
-from pynox.engine import launcher_link, scratch
+from pynox.engine import job_group, launcher_link, scratch
 from pynox.engine.child_setup import ChildSetup
 
 TYPE_CHECKING = False
@@ -70,6 +70,9 @@ def run(
                 run_from_image("native_end")
             hints = image_value("unlimited_hint_texts") if capture else None
             message = launcher_link.supervisor_message(policy, capture, hints)  # type: ignore[arg-type]
+            # Before the message: once the launcher reads it, the program is where the
+            # launcher's passing on of signals expects it.
+            job_group.leave_launcher_group(capture)
             launcher_link.write_message(control, message)
             if policy.memory is not None:
                 setup.end_fd = end  # where Python says it saw the program to its end
