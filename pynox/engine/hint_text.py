@@ -80,6 +80,7 @@ KINDS = frozenset(
         "set_id",
         "tree_metadata",
         "move_metadata",
+        "tar_metadata",
         "folder_into_scratch",
         "move_unreadable",
         "link_unwritable",
@@ -253,6 +254,14 @@ MOVE_METADATA_HINT = (
     "sandbox never lets a program change, and there is nothing to grant; the original is "
     "still there: copy its contents with shutil.copyfile, then remove it with os.remove"
 )
+# tarfile gives what it extracts the owner, mode and times the archive holds, and with
+# errorlevel=2 raises ExtractError when it cannot (pynox.engine.hints).
+TAR_METADATA_HINT = (
+    "tarfile extracted the file but cannot give it the owner, mode and times the archive "
+    "holds, which the sandbox never lets a program change, and there is nothing to grant; "
+    "open the archive with tarfile's default errorlevel=1, which extracts the contents "
+    "and passes over them"
+)
 # Landlock refuses moving a folder of a grant into the scratch directory (runtime/landlock.c).
 FOLDER_INTO_SCRATCH_HINT = (
     "a folder of a grant cannot be moved into the run's scratch directory (the kernel says "
@@ -340,6 +349,7 @@ def _hint_of(
         "set_id": SET_ID_HINT,
         "tree_metadata": TREE_METADATA_HINT,
         "move_metadata": MOVE_METADATA_HINT,
+        "tar_metadata": TAR_METADATA_HINT,
         "folder_into_scratch": FOLDER_INTO_SCRATCH_HINT,
         "dbm_dumb": DBM_DUMB_HINT,
         "polars_temporary_folder": POLARS_TEMPORARY_FOLDER_HINT,

@@ -1003,9 +1003,12 @@ def _library_metadata(name: str, exc: OSError) -> str | None:
     dbm.dumb without gdbm and ndbm, and it sets the mode of every file it writes), or
     "xlsxwriter_times" (xlsxwriter sets the times of the temporary files it zips into a
     workbook, and pandas' to_excel writes through it where it is installed), or
-    "move_metadata" (shutil.move copies a file's mode and times to another file system)."""
+    "move_metadata" (shutil.move copies a file's mode and times to another file system),
+    or "tar_metadata" (tarfile copies the archive's owners, modes and times)."""
     if exc.errno not in _DENIED_ERRNOS:
         return None
+    if name in _METADATA_EVENTS and innermost_module(exc) == "tarfile":
+        return "tar_metadata"
     if name == "os.chmod" and innermost_module(exc) == "dbm.dumb":
         return "dbm_dumb"
     if name == "os.utime" and innermost_module(exc) == "xlsxwriter.workbook":

@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import sys
+import tarfile
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -400,6 +401,47 @@ def test_a_file_moved_to_another_file_system_is_told_to_copy_then_remove(
     proc = pynox(*grants, "-c", followed, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == b"a,b False\n"
+
+
+TAR_METADATA_HINT = (
+    "pynox: tarfile extracted the file but cannot give it the owner, mode and times the "
+    "archive holds, which the sandbox never lets a program change, and there is nothing to "
+    "grant; open the archive with tarfile's default errorlevel=1, which extracts the "
+    "contents and passes over them"
+)
+EXTRACT = """\
+import tarfile
+with tarfile.open('tools.tar', {errorlevel}) as archive:
+    archive.extractall('out', filter='data')
+print(open('out/tools/run.sh').read(), end='')
+"""
+
+
+def test_a_tar_extracted_strictly_is_told_to_pass_over_modes_and_times(tmp_path: Path) -> None:
+    """tarfile with errorlevel=2 raises ExtractError where it cannot give a file the mode
+    and times the archive holds, which python can: the hint names the errorlevel that
+    extracts the contents, and with it the program works."""
+    script = tmp_path / "tools" / "run.sh"
+    script.parent.mkdir()
+    script.write_text("echo hi\n")
+    script.chmod(0o755)
+    with tarfile.open(tmp_path / "tools.tar", "w") as archive:
+        archive.add(script.parent, arcname="tools")
+    (tmp_path / "out").mkdir()
+    strict = EXTRACT.format(errorlevel="errorlevel=2")
+    assert python("-c", strict, cwd=tmp_path).stdout == b"echo hi\n"  # parity: python can
+    shutil.rmtree(tmp_path / "out")
+    (tmp_path / "out").mkdir()
+    grants = ["--allow-read=.", "--allow-write=out"]
+    proc = pynox(*grants, "-c", strict, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert b"tarfile.ExtractError" in proc.stderr
+    assert hint_line(proc.stderr) == TAR_METADATA_HINT
+
+    shutil.rmtree(tmp_path / "out")
+    (tmp_path / "out").mkdir()
+    proc = pynox(*grants, "-c", EXTRACT.format(errorlevel="errorlevel=1"), cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, b"echo hi\n"), proc.stderr
 
 
 # --- a folder that looked empty ----------------------------------------------------------
