@@ -70,42 +70,63 @@ def magic_link_on_way(absolute: str, resolved: str) -> str | None:
 _MAX_LINKS = 40
 
 
-def links_on_way(path: str, targets: "dict[str, str | None] | None" = None) -> "list[str]":
+class LinkWalks:
+    """What links_on_way found, kept while many paths are walked at once: most begin
+    alike (a folder and what lies in it), and each name is then looked up once."""
+
+    __slots__ = ("after", "targets")
+
+    def __init__(self) -> None:
+        self.targets: dict[str, str | None] = {}  # a name: its link's target, None if none
+        # A leading part of a walked path: where its walk stood after it, and the links
+        # it had followed by then.
+        self.after: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+
+def links_on_way(path: str, walks: "LinkWalks | None" = None) -> "list[str]":
     """Every symbolic link that resolving the absolute path follows, by the path it is
     reached at; /proc/self and /proc/thread-self are not followed, as real_path keeps
-    them. targets keeps each name's link target (None: no link) for the paths resolved
-    next, when many are resolved at once."""
-    if targets is None:
-        targets = {}
-    links: list[str] = []
-    pending = path.split("/")[::-1]
-    current = ""
-    while pending and len(links) <= _MAX_LINKS:
-        part = pending.pop()
-        if part in ("", "."):
-            continue
-        if part == "..":
-            current = current.rpartition("/")[0]
-            continue
-        candidate = current + "/" + part
-        current = candidate
-        if candidate in OWN_PROCESS_LINKS:
-            continue
-        if candidate in targets:
-            target = targets[candidate]
-        else:
-            try:
-                target = posix.readlink(candidate)
-            except OSError:  # not a link, or not there: the stat before decides on that
-                target = None
-            targets[candidate] = target
-        if target is None:
-            continue
-        links.append(candidate)
-        # An absolute target starts again from /, a relative one from the link's folder.
-        current = "" if target.startswith("/") else current.rpartition("/")[0]
-        pending.extend(target.split("/")[::-1])
+    them. walks: what walks of other paths found (see LinkWalks)."""
+    if walks is None:
+        walks = LinkWalks()
+    parts = path.split("/")
+    start = len(parts)  # after the longest leading part walked before, if any
+    while start and "/".join(parts[:start]) not in walks.after:
+        start -= 1
+    current, walked = walks.after["/".join(parts[:start])] if start else ("", ())
+    links = list(walked)
+    for index in range(start, len(parts)):
+        pending = [parts[index]]
+        while pending and len(links) <= _MAX_LINKS:
+            part = pending.pop()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                current = current.rpartition("/")[0]
+                continue
+            candidate = current + "/" + part
+            current = candidate
+            if candidate in OWN_PROCESS_LINKS:
+                continue
+            target = _target(candidate, walks.targets)
+            if target is None:
+                continue
+            links.append(candidate)
+            # An absolute target starts again from /, a relative one from the link's folder.
+            current = "" if target.startswith("/") else current.rpartition("/")[0]
+            pending.extend(target.split("/")[::-1])
+        walks.after["/".join(parts[: index + 1])] = (current, tuple(links))
     return links
+
+
+def _target(name: str, targets: "dict[str, str | None]") -> "str | None":
+    """Where the link name leads, or None when it is no link, as found before if it was."""
+    if name not in targets:
+        try:
+            targets[name] = posix.readlink(name)
+        except OSError:  # not a link, or not there: the stat before decides on that
+            targets[name] = None
+    return targets[name]
 
 
 def _is_descriptor_link(path: str) -> bool:

@@ -97,11 +97,13 @@ class _Found:
     """What resolving paths found, kept while many are resolved at once: most share
     their folders, and each name is then looked up once."""
 
-    __slots__ = ("directories", "targets")
+    __slots__ = ("directories", "walks")
 
     def __init__(self) -> None:
+        from pynox.policy.path_grant import LinkWalks
+
         self.directories: dict[str, str] = {}  # a folder's path: the folder resolved
-        self.targets: dict[str, str | None] = {}  # a name: its link's target, None if none
+        self.walks = LinkWalks()
 
 
 def _forms(path: str, found: "_Found | None" = None) -> "list[str]":
@@ -121,11 +123,10 @@ def _forms(path: str, found: "_Found | None" = None) -> "list[str]":
     directory = _resolved(lean_os.dirname(absolute), found.directories)
     name = lean_os.basename(absolute)
     as_named = lean_os.normpath(lean_os.join(directory, name))
-    if _plain(name) and not _is_link(as_named):
-        resolved = as_named  # what realpath makes of it too
-    else:
-        resolved = lean_os.realpath(absolute)
-    return list(dict.fromkeys([resolved, *links_on_way(absolute, found.targets)]))
+    # A last name that is no link: what realpath makes of the path too.
+    plain = _plain(name) and not _is_link(as_named)
+    resolved = as_named if plain else lean_os.realpath(absolute)
+    return list(dict.fromkeys([resolved, *links_on_way(absolute, found.walks)]))
 
 
 def _resolved(path: str, directories: "dict[str, str]") -> str:
