@@ -99,3 +99,38 @@ def test_the_pool_serves_an_ordinary_user(world: Path) -> None:
     ), refused
     # The pool's scratch directories go once it has exited (a helper of its removes them).
     assert wait_until(lambda: not any((world / "tmp").iterdir()))
+
+
+def test_a_write_grant_over_a_folder_this_user_may_enter_but_not_list_is_refused(
+    world: Path,
+) -> None:
+    """pynox searches a write grant for another name of its own code, but cannot list a
+    folder of mode 0300; the program, run as the same user and refused chmod, cannot list
+    it either, but opens a name it knows in it: such a folder is not passed over."""
+    import os
+
+    import pynox
+
+    target = Path(pynox.__file__).parent / "errors.py"
+    output = world / "out"
+    hidden = output / "hidden"
+    hidden.mkdir(parents=True)
+    link = hidden / "errors.py"
+    try:
+        os.link(target, link)
+    except OSError as error:  # another file system than pynox's
+        pytest.skip(f"cannot link {target}: {error}")
+    try:
+        for folder in (output, hidden):
+            os.chown(folder, 65534, 65534)  # nobody's; the link stays root's file
+        hidden.chmod(0o300)
+        proc = _as_nobody(world, [PYNOX, f"--allow-write={output}", "-c", "pass"])
+    finally:
+        link.unlink()
+    assert proc.returncode == 125, (proc.stdout, proc.stderr)
+    assert proc.stderr.decode() == (
+        f"pynox: cannot grant writing {output}: pynox cannot list {hidden} to search it for "
+        "another name of a file pynox loads before its sandbox (such as a hard link to "
+        "libpython), and the program could open what it holds by name; let this user read "
+        "that folder, or grant a directory that holds no such folder\n"
+    )

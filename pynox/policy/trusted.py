@@ -589,13 +589,27 @@ def _files_below(top: str) -> "list[str]":
     ]
 
 
-def _folder_entries(top: str) -> "Iterator[list[posix.DirEntry[str]]]":
-    """What each folder below top holds, top first, never following a link."""
+class _HiddenNames(Exception):
+    """A folder this user may not list but may search: the program, which runs as this
+    user and may not change a folder's mode, opens what it holds by name all the same."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__(folder)
+        self.folder = folder
+
+
+def _folder_entries(top: str, hidden: bool = False) -> "Iterator[list[posix.DirEntry[str]]]":
+    """What each folder below top holds, top first, never following a link. hidden:
+    raises _HiddenNames at a folder whose names cannot be listed but can be opened."""
     folders = [top]
     while folders:
         folder = folders.pop()
         try:
             entries = list(posix.scandir(folder))
+        except PermissionError:
+            if hidden and posix.access(folder, posix.X_OK, effective_ids=True):
+                raise _HiddenNames(folder) from None
+            continue
         except OSError:
             continue
         folders += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
@@ -620,18 +634,21 @@ def may_hold_links(policy: "Policy") -> bool:
             if status.st_nlink > 1:
                 return True
             continue
-        for entries in _folder_entries(grant):
-            seen += len(entries)
-            if seen > _FEW_ENTRIES:
-                return True
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False) or entry.is_symlink():
-                    continue  # as refuse_linked_writes: a link is another file
-                try:
-                    if entry.stat(follow_symlinks=False).st_nlink > 1:
-                        return True
-                except OSError:
-                    return True  # not known: the full search decides
+        try:
+            for entries in _folder_entries(grant, hidden=True):
+                seen += len(entries)
+                if seen > _FEW_ENTRIES:
+                    return True
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False) or entry.is_symlink():
+                        continue  # as refuse_linked_writes: a link is another file
+                    try:
+                        if entry.stat(follow_symlinks=False).st_nlink > 1:
+                            return True
+                    except OSError:
+                        return True  # not known: the full search decides
+        except _HiddenNames:
+            return True  # the full search decides
     return False
 
 
@@ -669,8 +686,22 @@ def _identity(path: str) -> "tuple[int, int]":
 def _search(top: str, inodes: "set[int]", linked: "dict[tuple[int, int], str]") -> "str | None":
     """The first path below top that names a linked file, or None. Raises PolicyError
     when top holds too much to search."""
+    try:
+        return _search_listed(top, inodes, linked)
+    except _HiddenNames as hidden:
+        raise PolicyError(
+            f"cannot grant writing {top}: pynox cannot list {hidden.folder} to search it for "
+            "another name of a file pynox loads before its sandbox (such as a hard link to "
+            "libpython), and the program could open what it holds by name; let this user "
+            "read that folder, or grant a directory that holds no such folder"
+        ) from None
+
+
+def _search_listed(
+    top: str, inodes: "set[int]", linked: "dict[tuple[int, int], str]"
+) -> "str | None":
     seen = 0
-    for entries in _folder_entries(top):
+    for entries in _folder_entries(top, hidden=True):
         seen += len(entries)
         if seen > _MAX_ENTRIES:
             raise PolicyError(
