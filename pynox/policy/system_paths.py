@@ -237,13 +237,19 @@ def _matching(pattern: str) -> list[str]:
 # (LD_LIBRARY_PATH's also by semicolons, LD_PRELOAD's also by spaces).
 LOADER_FOLDER_VARIABLES = ("LD_LIBRARY_PATH", "GCONV_PATH")
 LOADER_FILE_VARIABLES = ("LD_PRELOAD", "LD_AUDIT")
+# OpenSSL's variables that name where it takes code from, each one path: the
+# configuration it reads as a process first makes a TLS context (a pool that preloads
+# requests does, before any sandbox exists), which names modules it then loads, and the
+# folders of its providers and engines.
+OPENSSL_VARIABLES = ("OPENSSL_CONF", "OPENSSL_MODULES", "OPENSSL_ENGINES")
 # Every variable that names a path no write grant may reach (pynox.policy.trusted): where
-# the shell finds the pynox command, the C library's above, where a run is told its
-# pynox.toml is, and where it keeps the cache of it (pynox.policy.cache).
+# the shell finds the pynox command, the C library's and OpenSSL's above, where a run is
+# told its pynox.toml is, and where it keeps the cache of it (pynox.policy.cache).
 PATH_NAMING_VARIABLES = (
     "PATH",
     *LOADER_FOLDER_VARIABLES,
     *LOADER_FILE_VARIABLES,
+    *OPENSSL_VARIABLES,
     CONFIG_ENV,
     "XDG_CACHE_HOME",
     "HOME",
@@ -267,15 +273,8 @@ def loader_environment_paths(environ: "Mapping[str, str]") -> "list[tuple[str, s
         files = (environ.get(variable) or "").replace(" ", ":").split(":")
         # A bare name is looked for in the loader's folders, which are covered already.
         paths += [(_as_loader_reads(name), variable) for name in files if "/" in name]
-    paths += [(path, name) for name in OPENSSL_VARIABLES if (path := lean_os.getenv(name))]
+    paths += [(path, name) for name in OPENSSL_VARIABLES if (path := environ.get(name))]
     return paths
-
-
-# OpenSSL's variables that name where it takes code from, each one path: the
-# configuration it reads as a process first makes a TLS context (a pool that preloads
-# requests does, before any sandbox exists), which names modules it then loads, and the
-# folders of its providers and engines.
-OPENSSL_VARIABLES = ("OPENSSL_CONF", "OPENSSL_MODULES", "OPENSSL_ENGINES")
 
 
 def _loader_subfolders() -> "list[str]":

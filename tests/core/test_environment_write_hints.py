@@ -2,10 +2,11 @@
 
 pynox refuses a write grant over what a later run loads or reads before its sandbox
 exists, and some of that only the environment it started with names: the folders of
-PATH up to the pynox command, LD_LIBRARY_PATH's and GCONV_PATH's folders, PYTHONPATH's
-under python -m pynox, the pynox.toml PYNOX_CONFIG or --config names, the cache under
-HOME or XDG_CACHE_HOME. The program's hint is made once that environment is emptied:
-each case here follows the hint, in every interface, and the run then works.
+PATH up to the pynox command, LD_LIBRARY_PATH's and GCONV_PATH's folders, what OpenSSL's
+variables name, PYTHONPATH's under python -m pynox, the pynox.toml PYNOX_CONFIG or
+--config names, the cache under HOME or XDG_CACHE_HOME. The program's hint is made once
+that environment is emptied: each case here follows the hint, in every interface, and the
+run then works.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ def _world(tmp_path: Path, case: str) -> tuple[Path, Path, dict[str, str], list[
     if case == "PATH":
         (folder / "pynox").symlink_to(PYNOX)
         env["PATH"] = f"{folder}:{os.environ.get('PATH', '/usr/bin:/bin')}"
-    elif case in ("LD_LIBRARY_PATH", "GCONV_PATH", "PYTHONPATH"):
+    elif case in ("LD_LIBRARY_PATH", "GCONV_PATH", "PYTHONPATH", "OPENSSL_MODULES"):
         env[case] = str(folder)
+    elif case == "OPENSSL_CONF":
+        env[case] = str(folder / "openssl.cnf")
     elif case == "HOME":
         env["HOME"] = str(folder)
     elif case == "XDG_CACHE_HOME":
@@ -62,13 +65,15 @@ CASES = [
     "LD_LIBRARY_PATH",
     "GCONV_PATH",
     "PYTHONPATH",
+    "OPENSSL_CONF",
+    "OPENSSL_MODULES",
     "HOME",
     "XDG_CACHE_HOME",
     "PYNOX_CONFIG",
     "--config",
 ]
 # What no grant of the folder itself or of one inside it may reach: the hint names none.
-NOTHING_INSIDE = {"LD_LIBRARY_PATH", "GCONV_PATH", "PYTHONPATH"}
+NOTHING_INSIDE = {"LD_LIBRARY_PATH", "GCONV_PATH", "PYTHONPATH", "OPENSSL_MODULES"}
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -122,7 +127,7 @@ with pynox.Pool() as pool:
 """
 
 
-@pytest.mark.parametrize("case", ["PATH", "LD_LIBRARY_PATH", "HOME"])
+@pytest.mark.parametrize("case", ["PATH", "LD_LIBRARY_PATH", "OPENSSL_MODULES", "HOME"])
 def test_the_pool_hint_names_what_the_pool_grants(tmp_path: Path, case: str) -> None:
     """A pool started in that environment refuses the same grants, and its runs' hints
     name none of them, but the folder inside that the pool grants."""
