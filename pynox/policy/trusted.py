@@ -172,7 +172,8 @@ def installation() -> "list[tuple[str, str]]":
     process's environment and sys.path name, as (path, what it is) pairs."""
     environ = lean_os.environment()
     found = _Found()  # shared by every path below
-    resolved = resolve(installed() + _loaded_by_environment(environ), found)
+    named = _loaded_by_environment(environ, lean_os.getcwd())
+    resolved = resolve(installed() + named, found)
     roots = {form for form, _ in resolved}
     beneath_roots = tuple(root.rstrip("/") + "/" for root in roots)  # as _inside
     # Modules imported so far, from wherever they came (a package directory, a
@@ -254,7 +255,7 @@ def named_by_environment(
     (import_path), unresolved: the folders of PATH up to the pynox command, what the C
     library's variables load, the folders pynox imports from and the user's
     site-packages, the configuration a later run finds or is given and the cache."""
-    named = _loaded_by_environment(environ) + _import_path(import_path)
+    named = _loaded_by_environment(environ, cwd) + _import_path(import_path)
     return named + _configuration_paths(config_paths, cwd, environ)
 
 
@@ -268,12 +269,17 @@ def resolve(
     return [(form, what) for path, what in entries for form in _forms(path, found)]
 
 
-def _loaded_by_environment(environ: "Mapping[str, str]") -> "list[tuple[str, str]]":
+def _loaded_by_environment(environ: "Mapping[str, str]", cwd: str) -> "list[tuple[str, str]]":
     """What an environment has a later run load before its sandbox exists: the pynox
-    command where the shell finds it on PATH, and what the C library's variables name."""
-    entries = [(path, _COMMAND) for path in _command_on_path(_launchers(), environ)]
+    command where the shell finds it on PATH, and what the C library's variables name.
+    A relative path is taken from cwd, pynox's: the program's process, where a hint asks,
+    may have changed directory since."""
+    entries = [(path, _COMMAND) for path in _command_on_path(_launchers(), environ, cwd)]
     return entries + [
-        (path, _LOADER_ENVIRONMENT.format(variable, _LOADED_BY.get(variable, _LOADED_OTHERWISE)))
+        (
+            lean_os.join(cwd, path),
+            _LOADER_ENVIRONMENT.format(variable, _LOADED_BY.get(variable, _LOADED_OTHERWISE)),
+        )
         for path, variable in system_paths.loader_environment_paths(environ)
     ]
 
@@ -321,7 +327,7 @@ def _launchers() -> "list[str]":
     ]
 
 
-def _command_on_path(commands: "list[str]", environ: "Mapping[str, str]") -> "list[str]":
+def _command_on_path(commands: "list[str]", environ: "Mapping[str, str]", cwd: str) -> "list[str]":
     """Where the shell looks for `pynox` on PATH (install.sh links it into ~/.local/bin),
     up to the one it finds when that is one of `commands`, this installation's: a
     program that replaced that link, or put a `pynox` in a folder before it, would run
@@ -331,8 +337,8 @@ def _command_on_path(commands: "list[str]", environ: "Mapping[str, str]") -> "li
     looked_in = []
     for folder in (environ.get("PATH") or "").split(":"):
         # A relative folder ("bin", or "" for "."), from the working directory of whichever
-        # run: this one's, where a pynox typed next is likely run again.
-        candidate = lean_os.join(folder, "pynox")
+        # run: this one's (cwd), where a pynox typed next is likely run again.
+        candidate = lean_os.join(cwd, folder, "pynox")
         looked_in.append(candidate)
         if lean_os.isfile(candidate) and posix.access(candidate, posix.X_OK):
             return looked_in if lean_os.realpath(candidate) in ours else []

@@ -156,3 +156,25 @@ def test_a_folder_elsewhere_is_still_hinted_as_itself(tmp_path: Path) -> None:
     assert pynox(f"--allow-write={other}", "-c", WRITE, str(other / "x.txt"), cwd=cwd).stdout == (
         b"ok\n"
     )
+
+
+@pytest.mark.parametrize("variable", ["PATH", "LD_LIBRARY_PATH"])
+def test_a_relative_folder_is_taken_from_where_pynox_ran(tmp_path: Path, variable: str) -> None:
+    """A relative folder of the environment is refused from the directory pynox ran in:
+    the program's hint says so even after it changed directory."""
+    cwd = tmp_path / "project"
+    folder = cwd / "bin"
+    folder.mkdir(parents=True)
+    if variable == "PATH":
+        (folder / "pynox").symlink_to(PYNOX)
+        env = {"PATH": f"bin:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    else:
+        env = {variable: "bin"}
+    refused = run([PYNOX, f"--allow-write={folder}", "-c", "pass"], cwd, env)
+    assert refused.returncode == SETUP_FAILURE, refused.stderr.decode()
+    code = f"import os; os.chdir({str(tmp_path)!r}); {WRITE}"
+    first = run([PYNOX, "-c", code, str(folder / "x.txt")], cwd, env)
+    assert first.returncode == 1 and b"PermissionError" in first.stderr, first.stderr
+    hint = hint_line(first.stderr)
+    assert hint.startswith(f"pynox: {folder} cannot be granted for writing"), hint
+    assert f"--allow-write={folder} " not in hint + " "
