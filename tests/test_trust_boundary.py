@@ -751,6 +751,35 @@ def test_a_pool_reads_no_config_of_where_its_caller_moved(tmp_path: Path) -> Non
     assert not marker.exists()
 
 
+# Made in a directory removed before the pool process starts, the caller elsewhere.
+LAZY_POOL_REMOVED = """\
+import os, sys, pynox
+pool = pynox.Pool(lazy=True)
+os.chdir(sys.argv[1])
+os.rmdir(sys.argv[2])
+try:
+    pool.run("pass")
+except pynox.PoolError as error:
+    print(error)
+pool.close()
+"""
+
+
+def test_a_pool_made_in_a_removed_directory_says_so(tmp_path: Path) -> None:
+    """The pool process starts where the Pool was made: once that directory is gone it
+    cannot, and the error says so, rather than that the pynox command was not found."""
+    made, moved = tmp_path / "made", tmp_path / "moved"
+    made.mkdir()
+    moved.mkdir()
+    proc = python("-c", LAZY_POOL_REMOVED, str(moved), str(made), cwd=made)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode() == (
+        f"cannot start the pool process in {made}, where this Pool was made and looked for "
+        "pynox.toml: that directory no longer exists; make a new Pool where the application "
+        "is now\n"
+    )
+
+
 # --- Imports before confinement ---------------------------------------------------------
 
 SHADOW = """\

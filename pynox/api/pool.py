@@ -265,6 +265,12 @@ class Pool:
                 # pynox.toml there, which requests of a pool elsewhere may have written.
                 # The working directory itself is inherited, even if it was removed.
                 cwd = None if caller_cwd() == self._directory else self._directory
+                if cwd is not None and not os.path.isdir(cwd):
+                    raise PoolError(
+                        f"cannot start the pool process in {cwd}, where this Pool was made "
+                        "and looked for pynox.toml: that directory no longer exists; make a "
+                        "new Pool where the application is now"
+                    )
                 connection = _Connection(self.command, self._stall_margin, cwd)
                 state.connection = connection
                 state.generation += 1
