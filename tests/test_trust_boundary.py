@@ -496,6 +496,19 @@ def test_a_write_grant_over_what_openssls_variables_name_is_refused(
     assert "planted" not in config.read_text()
 
 
+def test_a_write_grant_over_a_folder_named_like_a_loader_token_is_refused(
+    tmp_path: Path,
+) -> None:
+    """$ORIGINAL is no token of the loader's: it reads the folder of that name as written,
+    so a program granted it could leave a libpython there for the next run."""
+    libs = tmp_path / "libs"
+    (libs / "$ORIGINAL").mkdir(parents=True)
+    env = {"LD_LIBRARY_PATH": f"{libs}/$ORIGINAL"}
+    line = refusal(pynox(f"--allow-write={libs}/$ORIGINAL", "-c", "1", cwd=tmp_path, env=env))
+    assert line.startswith(f"pynox: cannot grant writing {libs}/$ORIGINAL: it lies inside {libs},")
+    assert "named in LD_LIBRARY_PATH" in line
+
+
 def test_a_write_grant_over_where_a_preloaded_modules_link_leads_is_refused(
     tmp_path: Path,
 ) -> None:

@@ -285,21 +285,33 @@ def _loader_subfolders() -> "list[str]":
 
 # The dynamic loader's tokens in those paths: $ORIGIN, the folder of the program it loads
 # for (the interpreter's, for a run), and $LIB and $PLATFORM, which name folders of its
-# own choosing (lib/x86_64-linux-gnu, haswell); each also written in braces.
-_ORIGIN_TOKENS = ("${ORIGIN}", "$ORIGIN")
+# own choosing (lib/x86_64-linux-gnu, haswell); each also written in braces. A name that
+# goes on ($ORIGINAL) is no token: the loader keeps it as written.
+_ORIGIN_TOKENS = ("{ORIGIN}", "ORIGIN")
+_NAME_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
 def _as_loader_reads(path: str) -> str:
-    """The path with $ORIGIN as the interpreter's folder, and cut before any other token:
-    what /opt/app/$LIB names lies in /opt/app, whatever $LIB is there."""
+    """The path with $ORIGIN as the interpreter's folder, and cut before any other `$`:
+    what /opt/app/$LIB names lies in /opt/app, whatever $LIB is there, and so does the
+    folder /opt/app/$ORIGINAL, as written."""
     if sys.executable:
         origin = lean_os.dirname(lean_os.realpath(sys.executable))
-        for token in _ORIGIN_TOKENS:
-            path = path.replace(token, origin)
+        first, *after_signs = path.split("$")
+        path = first + "".join(_after_sign(part, origin) for part in after_signs)
     before, token, _ = path.partition("$")
     if not token:
         return path
     return before.rpartition("/")[0] or ("/" if before.startswith("/") else ".")
+
+
+def _after_sign(part: str, origin: str) -> str:
+    """What follows a `$` in a loader path, with the sign: origin for $ORIGIN."""
+    for token in _ORIGIN_TOKENS:
+        rest = part[len(token) :]
+        if part.startswith(token) and (token.endswith("}") or rest[:1] not in _NAME_LETTERS):
+            return origin + rest
+    return "$" + part
 
 
 def stdlib_search() -> list[str]:
