@@ -29,6 +29,8 @@ def existing_file(given: str, source: str, environ: "Mapping[str, str]", cwd: st
         raise ConfigError(f"{subject} does not exist; {fix}") from None
     except OSError as failure:
         raise ConfigError(f"{subject} cannot be used ({failure.strerror}); {fix}") from None
+    except ValueError:  # a NUL character, which no path holds (the API's config)
+        raise ConfigError(f"{source}={given!r} is not a path; {fix}") from None
     if lean_os.is_directory(mode):
         raise ConfigError(f"{subject} is a directory; {fix}, not of its directory")
     if not lean_os.is_regular_file(mode):

@@ -211,6 +211,11 @@ def test_pool_arguments_are_checked(tmp_path: Path) -> None:
     # Named as the caller named it: the API has no --config flag.
     with pytest.raises(ValueError, match=r"^config=\S*missing\.toml does not exist; pass the"):
         Pool(config=tmp_path / "missing.toml", lazy=True)
+    with pytest.raises(ValueError) as refused:
+        Pool(config="pynox.toml\0", lazy=True)
+    assert str(refused.value) == (
+        "config='pynox.toml\\x00' is not a path; pass the path of a pynox.toml"
+    )
     with pytest.raises(TypeError):
         Pool(pynox_command="pynox", lazy=True)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="warmup takes Python code"):
