@@ -425,14 +425,19 @@ def test_a_write_grant_over_what_the_loader_environment_names_is_refused(
     assert (tmp_path / "out" / "r").read_text() == "x"
 
 
-@pytest.mark.parametrize("folder", ["glibc-hwcaps", "tls", os.uname().machine])
+# avx512_1, haswell and xeon_phi: where the processor has them, the C library up to 2.36
+# searches them too (`ld.so --help` lists them as legacy HWCAP subdirectories).
+@pytest.mark.parametrize(
+    "folder", ["glibc-hwcaps", "tls", os.uname().machine, "avx512_1", "haswell", "xeon_phi"]
+)
 def test_a_write_grant_where_the_loader_looks_in_the_working_directory_is_refused(
     tmp_path: Path, folder: str
 ) -> None:
     """An empty folder in LD_LIBRARY_PATH (LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/lib with
     it unset) has the loader search the working directory, and first its glibc-hwcaps,
-    tls and x86_64 folders: a program granted ./tls left a libpython there whose
-    constructor the next run in that directory ran before its sandbox existed."""
+    tls and x86_64 folders (and avx512_1 where the processor has it): a program granted
+    ./tls left a libpython there whose constructor the next run in that directory ran
+    before its sandbox existed."""
     (tmp_path / folder).mkdir()
     (tmp_path / "out").mkdir()
     env = {"LD_LIBRARY_PATH": f":{tmp_path / 'none'}"}

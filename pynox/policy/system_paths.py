@@ -277,10 +277,18 @@ def loader_environment_paths(environ: "Mapping[str, str]") -> "list[tuple[str, s
     return paths
 
 
+# The loader's older names for what the processor can do, each a folder it searches
+# before the folder itself where the processor has it (the C library up to 2.36; `ld.so
+# --help` lists them as legacy HWCAP subdirectories): avx512_1, and the platforms haswell
+# and xeon_phi of the C library up to 2.32.
+_LEGACY_CAPABILITY_FOLDERS = ("avx512_1", "haswell", "xeon_phi")
+
+
 def _loader_subfolders() -> "list[str]":
     """The folders the loader searches first in each folder of LD_LIBRARY_PATH, as names
-    in it: glibc-hwcaps/x86-64-v3, tls/x86_64 and x86_64 (the processor's name)."""
-    return ["glibc-hwcaps", "tls", posix.uname().machine]
+    in it: glibc-hwcaps/x86-64-v3, tls/x86_64, x86_64 (the processor's name) and the
+    older names of what the processor can do (avx512_1)."""
+    return ["glibc-hwcaps", "tls", posix.uname().machine, *_LEGACY_CAPABILITY_FOLDERS]
 
 
 # The dynamic loader's tokens in those paths: $ORIGIN, the folder of the program it loads
