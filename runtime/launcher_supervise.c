@@ -37,6 +37,7 @@
 
 #define SIGKILL 9
 #define SIGCHLD 17
+#define SIGCONT 18
 #define SIGSTOP 19
 #define SIGTSTP 20
 #define SIGTTOU 22
@@ -117,15 +118,23 @@ static int is_job_stop(int signal)
     return signal >= SIGTSTP && signal <= SIGTTOU;  /* SIGTSTP, SIGTTIN, SIGTTOU */
 }
 
-/* A job-control stop sent to this process and not read yet, or 0. A stop sent to the
- * whole process group is still pending here when the child's SIGCHLD, a lower number,
- * is read first. */
-static int pending_job_stop(void)
+/* The watched signals sent to this process and not read yet (none if that cannot be
+ * told). */
+static unsigned long pending_signals(void)
 {
     unsigned long pending = 0;
     if (sys_call(SYS_rt_sigpending, (long)&pending, sizeof pending, 0, 0) != 0) {
         return 0;
     }
+    return pending;
+}
+
+/* A job-control stop sent to this process and not read yet, or 0. A stop sent to the
+ * whole process group is still pending here when the child's SIGCHLD, a lower number,
+ * is read first. */
+static int pending_job_stop(void)
+{
+    unsigned long pending = pending_signals();
     for (int signal = SIGTSTP; is_job_stop(signal); signal++) {
         if (pending & bit(signal)) {
             return signal;
@@ -508,7 +517,10 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
                 left = 0;
                 deadline = -1;
             } else if (left <= 0) {
-                end.stopped = child_stopped(child);  /* no longer limit would help it */
+                /* Stopped, no longer limit would help it; unless the job was just
+                 * continued, and the SIGCONT that resumed this process, still unread,
+                 * is the child's to have (its only one, out of this process group). */
+                end.stopped = child_stopped(child) && !(pending_signals() & bit(SIGCONT));
                 (void)sys_call(SYS_kill, child, SIGKILL, 0, 0);
                 if (!capturing) {
                     (void)reap(child);

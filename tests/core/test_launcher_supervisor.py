@@ -176,6 +176,41 @@ def test_a_program_that_ended_before_the_deadline_did_not_time_out(
         assert (out_bytes, err) == (b"done\n", b"")
 
 
+@pytest.mark.parametrize("captured", [False, True], ids=["plain", "json"])
+def test_a_job_continued_after_its_deadline_gets_the_ordinary_timeout_hint(
+    tmp_path: Path, captured: bool
+) -> None:
+    """A job stopped (kill -TSTP -- -PGID, as Ctrl-Z stops it) and continued after its
+    deadline is killed there as a run that was too slow: "raise the limit" is the hint,
+    not the one for a program that stopped itself, which says a longer limit would not
+    help. With --json (and with no terminal) the program has a process group of its own
+    and gets the SIGCONT from the launcher. Run as a shell runs a job, in a process group
+    of its own in this session, where the kernel does stop it."""
+    run = subprocess.Popen(
+        [PYNOX, *(["--json"] if captured else []), "--timeout=1s", "-c", SLEEPS],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=os.setpgrp,  # noqa: PLW1509 - one call, before exec
+    )  # fmt: skip
+    try:
+        if not captured:
+            assert run.stdout is not None and run.stdout.readline() == b"ready\n"
+        else:
+            time.sleep(0.5)  # the launcher has read its deadline: the program runs
+        os.killpg(run.pid, signal.SIGTSTP)
+        _, status = os.waitpid(run.pid, os.WUNTRACED)
+        assert os.WIFSTOPPED(status), status
+        time.sleep(1.5)  # past the deadline
+        os.killpg(run.pid, signal.SIGCONT)
+        out, err = run.communicate(timeout=30)
+    finally:
+        run.kill()
+        run.wait()
+    assert run.returncode == 124, err
+    hint = json.loads(out)["error"]["hint"] if captured else err.decode().rpartition("; ")[2]
+    assert hint.startswith("make it faster or raise the limit with --timeout="), hint
+
+
 def test_a_limit_from_pynox_toml_is_kept_too(tmp_path: Path) -> None:
     (tmp_path / "pynox.toml").write_text('[permissions]\ntimeout = "300ms"\n')
     proc = pynox("-c", "import time; time.sleep(30)", cwd=tmp_path)
