@@ -143,6 +143,15 @@ static int pending_job_stop(void)
     return 0;
 }
 
+/* Whether the child left this process's group (pynox.engine.job_group); not if either
+ * group cannot be told. */
+static int in_another_group(long child)
+{
+    long own = sys_call(SYS_getpgid, 0, 0, 0, 0);
+    long childs = sys_call(SYS_getpgid, child, 0, 0, 0);
+    return own >= 0 && childs >= 0 && own != childs;
+}
+
 /* If the child has stopped and the job was stopped (job_stop: the job-control stop this
  * process was just sent, or 0 to look for one pending), stops this process by that
  * signal and returns 1 once it is continued. A child stopped by anything else is left
@@ -165,6 +174,15 @@ static int stop_with_child(long child, int job_stop)
     (void)sys_call(SYS_kill, sys_getpid(), signal, 0, 0);
     (void)sys_call(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&stop, 0, sizeof stop);  /* stops */
     (void)sys_call(SYS_rt_sigprocmask, SIG_BLOCK, (long)&stop, 0, sizeof stop);
+    /* Continued, this process has the SIGCONT (the stop dropped any sent before it) to
+     * pass on. Without one, it did not stop: the kernel drops a job-control stop for an
+     * orphaned process group (no member's parent in another group of its session, a job
+     * runner's setsid()), as it would have for python there. The child stopped all the
+     * same if it is in a group of its own, which this process keeps from being orphaned:
+     * it goes on too. */
+    if (!(pending_signals() & bit(SIGCONT)) && in_another_group(child)) {
+        (void)sys_call(SYS_kill, child, SIGCONT, 0, 0);
+    }
     return 1;
 }
 

@@ -27,6 +27,7 @@
 #define SYS_waitid 247
 #define SYS_rt_sigpending 127
 #define SYS_setsid 112
+#define SYS_getpgid 121
 #define SYS_getdents64 217
 #define SYS_unlinkat 263
 #define SYS_pipe2 293
@@ -60,6 +61,7 @@
 #define SYS_getdents64 61
 #define SYS_lseek 62
 #define SYS_setsid 157
+#define SYS_getpgid 155
 #define SYS_clone 220
 #define SYS_wait4 260
 #define SYS_waitid 95

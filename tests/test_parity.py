@@ -911,6 +911,27 @@ def test_a_stop_stops_the_program_and_the_command(tmp_path: Path, mode: str, gro
     )
 
 
+@pytest.mark.parametrize("group", [False, True], ids=["to-its-pid", "to-its-group"])
+@pytest.mark.parametrize("mode", [*MODES, "json"])
+def test_a_stop_the_kernel_drops_for_python_stops_nothing(
+    tmp_path: Path, mode: str, group: bool
+) -> None:
+    """Started in a session of its own (a job runner's setsid()), the command's process
+    group is orphaned, and the kernel drops the SIGTSTP sent to it: python runs on. So
+    does the program under pynox, though its process group of its own is not orphaned
+    and would stop by the copy pynox passes on: the command left running, nothing would
+    ever continue it."""
+    send = os.killpg if group else os.kill
+
+    def send_a_stop(proc: subprocess.Popen[bytes], progress: Path) -> None:
+        _wait_for(lambda: _last_line(progress) == "ready", "the program to start")
+        send(proc.pid, signal.SIGTSTP)
+
+    (tmp_path / "pauses.py").write_text(PAUSES)
+    output = _driven_like_python(tmp_path, mode, "pauses.py", [], send_a_stop, new_session=True)
+    assert output == "ready\ndone\n"
+
+
 @pytest.mark.unit
 def test_corpus_is_complete() -> None:
     files = corpus_files()
