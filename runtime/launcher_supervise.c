@@ -16,9 +16,9 @@
  *   - signals a process sends the supervisor (kill, sigqueue) go on to the child, as
  *     if sent to python itself: every one but SIGKILL and SIGSTOP, which cannot be
  *     caught; those from the terminal reach the child by themselves, since both stay in
- *     the terminal's foreground process group. A child with no terminal (--json, or
- *     none at all) leaves that group, so that a signal sent to the whole group reaches
- *     it once, from here; for --json, the terminal's signals are passed on too;
+ *     the terminal's foreground process group. A child with no terminal (--json, unless
+ *     granted it, or none at all) leaves that group, so that a signal sent to the whole
+ *     group reaches it once, from here; the terminal's signals are then passed on too;
  *   - when the job is stopped (Ctrl-Z, or SIGTSTP, SIGTTIN or SIGTTOU sent to the
  *     supervisor or its process group) and the child stops, the supervisor stops too,
  *     by the same signal, so that a shell sees the job stopped as it would see python;
@@ -608,12 +608,13 @@ static _Noreturn void watch(long child, int control, int end_pipe, int signals,
             struct signalfd_siginfo_k info;
             if (sys_read(signals, &info, sizeof info) == (long)sizeof info) {
                 /* Sent by a process (kill, sigqueue): the child's to have, while it has
-                 * its pid (not once reaped, while its output is still read). A captured
-                 * run's child left this process group (pynox.engine.job_group), so the
-                 * terminal's signals (Ctrl-C, Ctrl-Z) reach it only through here too. */
-                int off_terminal = !reading && message.capture;
+                 * its pid (not once reaped, while its output is still read). A child that
+                 * left this process group (pynox.engine.job_group: --json, unless granted
+                 * the terminal) gets the terminal's signals (Ctrl-C, Ctrl-Z) only through
+                 * here too. */
                 int from_process = info.ssi_code <= 0;
-                if (!exited && (from_process || (off_terminal && info.ssi_signo != SIGCHLD))) {
+                if (!exited && (from_process
+                                || (info.ssi_signo != SIGCHLD && in_another_group(child)))) {
                     (void)sys_call(SYS_kill, child, (long)info.ssi_signo, 0, 0);
                 }
                 if (is_job_stop((int)info.ssi_signo)) {

@@ -862,6 +862,67 @@ def test_ctrl_c_on_a_terminal_reaches_the_program_once(tmp_path: Path, mode: str
     assert outputs[0] == outputs[1] == "ready\ncleaned up\n"
 
 
+# Notes "ready", then reads a line from the terminal (a password prompt's way) and
+# notes it, or notes the KeyboardInterrupt that came instead, once cleaned up.
+READS_THE_TERMINAL = """\
+import sys, time
+def note(line):
+    print(line, flush=True)
+    with open(sys.argv[1], "a") as file:
+        file.write(line + "\\n")
+with open("/dev/tty") as terminal:
+    note("ready")
+    try:
+        note("read " + terminal.readline().strip())
+    except KeyboardInterrupt:
+        time.sleep(0.5)
+        note("cleaned up")
+"""
+
+
+@pytest.mark.parametrize("typed", [b"secret\n", b"\x03"], ids=["a-line", "ctrl-c"])
+def test_a_captured_run_granted_the_terminal_reads_it_as_python_does(
+    tmp_path: Path, typed: bytes
+) -> None:
+    """A --json run granted the terminal (--allow-read=/dev/tty) stays its foreground job:
+    it reads what is typed as python does, where a job in the background would be stopped
+    (SIGTTIN) and the command never end; and Ctrl-C interrupts it once."""
+    (tmp_path / "reads.py").write_text(READS_THE_TERMINAL)
+    outputs = []
+    for runner in ("python", "pynox"):
+        progress = tmp_path / runner / "progress.txt"
+        progress.parent.mkdir()
+        command = [PYTHON]
+        if runner == "pynox":
+            command = [PYNOX, "--json", "--allow-read=/dev/tty", f"--allow-write={progress.parent}"]
+        controller, terminal = os.openpty()
+        try:
+            proc = subprocess.Popen(
+                [*command, "reads.py", str(progress)],
+                cwd=tmp_path,
+                stdin=terminal,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                preexec_fn=_on_its_own_terminal,  # noqa: PLW1509 - two calls, before exec
+            )
+            try:
+                _wait_for(lambda file=progress: _last_line(file) == "ready", "the program to start")
+                os.write(controller, typed)
+                out, err = proc.communicate(timeout=20)
+            finally:
+                proc.kill()
+                proc.wait()
+        finally:
+            os.close(controller)
+            os.close(terminal)
+        assert (proc.returncode, err.decode(errors="replace")) == (0, "")
+        if runner == "pynox":
+            out = json.loads(out)["stdout"].encode()
+        outputs.append(out.decode())
+    expected = "read secret" if typed == b"secret\n" else "cleaned up"
+    assert outputs[0] == outputs[1] == f"ready\n{expected}\n"
+
+
 # Notes "ready", sleeps a second, notes "done", each line in the progress file too.
 PAUSES = """\
 import sys, time
