@@ -822,23 +822,22 @@ def _on_its_own_terminal() -> None:
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-@pytest.mark.parametrize("mode", [*MODES, "json"])
-def test_ctrl_c_on_a_terminal_reaches_the_program_once(tmp_path: Path, mode: str) -> None:
-    """Ctrl-C typed on the terminal pynox runs on interrupts the program once, as it
-    interrupts python, also with --json, whose program has no terminal of its own."""
-    (tmp_path / "cleans.py").write_text(CLEANS_UP)
+def _typed_on_a_terminal(tmp_path: Path, script: str, flags: list[str], typed: bytes) -> list[str]:
+    """The output of script (in tmp_path, with a progress file's path) under python, then
+    under pynox with flags, each on a terminal of its own on which `typed` is typed once
+    the program noted "ready"; both must end with status 0 and no stderr (for --json, in
+    the result)."""
     outputs = []
     for runner in ("python", "pynox"):
         progress = tmp_path / runner / "progress.txt"
         progress.parent.mkdir()
         command = [PYTHON]
         if runner == "pynox":
-            flags = ["--json"] if mode == "json" else MODES[mode]
             command = [PYNOX, *flags, f"--allow-write={progress.parent}"]
         controller, terminal = os.openpty()
         try:
             proc = subprocess.Popen(
-                [*command, "cleans.py", str(progress)],
+                [*command, script, str(progress)],
                 cwd=tmp_path,
                 stdin=terminal,
                 stdout=subprocess.PIPE,
@@ -847,7 +846,7 @@ def test_ctrl_c_on_a_terminal_reaches_the_program_once(tmp_path: Path, mode: str
             )
             try:
                 _wait_for(lambda file=progress: _last_line(file) == "ready", "the program to start")
-                os.write(controller, b"\x03")
+                os.write(controller, typed)
                 out, err = proc.communicate(timeout=20)
             finally:
                 proc.kill()
@@ -856,9 +855,19 @@ def test_ctrl_c_on_a_terminal_reaches_the_program_once(tmp_path: Path, mode: str
             os.close(controller)
             os.close(terminal)
         assert (proc.returncode, err.decode(errors="replace")) == (0, "")
-        if runner == "pynox" and mode == "json":
+        if runner == "pynox" and "--json" in flags:
             out = json.loads(out)["stdout"].encode()
         outputs.append(out.decode())
+    return outputs
+
+
+@pytest.mark.parametrize("mode", [*MODES, "json"])
+def test_ctrl_c_on_a_terminal_reaches_the_program_once(tmp_path: Path, mode: str) -> None:
+    """Ctrl-C typed on the terminal pynox runs on interrupts the program once, as it
+    interrupts python, also with --json, whose program has no terminal of its own."""
+    (tmp_path / "cleans.py").write_text(CLEANS_UP)
+    flags = ["--json"] if mode == "json" else MODES[mode]
+    outputs = _typed_on_a_terminal(tmp_path, "cleans.py", flags, b"\x03")
     assert outputs[0] == outputs[1] == "ready\ncleaned up\n"
 
 
@@ -888,37 +897,8 @@ def test_a_captured_run_granted_the_terminal_reads_it_as_python_does(
     it reads what is typed as python does, where a job in the background would be stopped
     (SIGTTIN) and the command never end; and Ctrl-C interrupts it once."""
     (tmp_path / "reads.py").write_text(READS_THE_TERMINAL)
-    outputs = []
-    for runner in ("python", "pynox"):
-        progress = tmp_path / runner / "progress.txt"
-        progress.parent.mkdir()
-        command = [PYTHON]
-        if runner == "pynox":
-            command = [PYNOX, "--json", "--allow-read=/dev/tty", f"--allow-write={progress.parent}"]
-        controller, terminal = os.openpty()
-        try:
-            proc = subprocess.Popen(
-                [*command, "reads.py", str(progress)],
-                cwd=tmp_path,
-                stdin=terminal,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                preexec_fn=_on_its_own_terminal,  # noqa: PLW1509 - two calls, before exec
-            )
-            try:
-                _wait_for(lambda file=progress: _last_line(file) == "ready", "the program to start")
-                os.write(controller, typed)
-                out, err = proc.communicate(timeout=20)
-            finally:
-                proc.kill()
-                proc.wait()
-        finally:
-            os.close(controller)
-            os.close(terminal)
-        assert (proc.returncode, err.decode(errors="replace")) == (0, "")
-        if runner == "pynox":
-            out = json.loads(out)["stdout"].encode()
-        outputs.append(out.decode())
+    flags = ["--json", "--allow-read=/dev/tty"]
+    outputs = _typed_on_a_terminal(tmp_path, "reads.py", flags, typed)
     expected = "read secret" if typed == b"secret\n" else "cleaned up"
     assert outputs[0] == outputs[1] == f"ready\n{expected}\n"
 
