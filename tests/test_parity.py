@@ -807,8 +807,8 @@ def note(line):
     print(line, flush=True)
     with open(sys.argv[1], "a") as file:
         file.write(line + "\\n")
-note("ready")
-try:
+try:  # before "ready": Ctrl-C comes once the test reads it
+    note("ready")
     time.sleep(20)
 except KeyboardInterrupt:
     time.sleep(0.5)
@@ -880,8 +880,8 @@ def note(line):
     with open(sys.argv[1], "a") as file:
         file.write(line + "\\n")
 with open("/dev/tty") as terminal:
-    note("ready")
-    try:
+    try:  # before "ready": what is typed comes once the test reads it
+        note("ready")
         note("read " + terminal.readline().strip())
     except KeyboardInterrupt:
         time.sleep(0.5)
