@@ -107,6 +107,20 @@ def _run(cell: Cell, engine: str, result: Result) -> None:
 
 
 def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result) -> None:
+    hidden, tls = _prepare(cell, box, archive, result)
+    _install(cell, box, archive, result)
+    result.kernel, refusals = _kernel(box)
+    _run_suite(cell, box, result, hidden, tls)
+    if refusals:
+        result.detail += f"; the sandbox refused, as expected: {'; '.join(refusals)}"
+
+
+def _prepare(
+    cell: Cell, box: Container, archive: Path, result: Result
+) -> tuple[list[str], str | None]:
+    """Copies the bundle, install.sh, the suite and its pytest into the box and makes the
+    cell's absent libraries unloadable; returns those, and the loopback HTTPS check's
+    certificate folder, if the box has openssl."""
     minor = archive.name.rsplit("-cp", 1)[1].split(".")[0]
     minor = f"{minor[0]}.{minor[1:]}"
     box.copy_in(archive, INSIDE / "dist" / archive.name)
@@ -122,6 +136,12 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
     tls = _certificate(box)
     if tls is None:
         result.notes.append("no openssl here: the loopback HTTPS check is skipped")
+    return hidden, tls
+
+
+def _install(cell: Cell, box: Container, archive: Path, result: Result) -> None:
+    """Installs the bundle with install.sh, as a user would, and keeps what
+    `pynox doctor --json` says right after."""
     # install.sh, then (in the same call: a VM boots once per call) what doctor says.
     then_doctor = f'sh "$0" "$@" || exit; {INSTALLED_PYNOX} doctor --json > {DOCTOR} || true'
     archived = str(INSIDE / "dist" / archive.name)
@@ -146,7 +166,12 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
                 f"reachable here; give one with {runtimes.env_name(cell)}=ARCHIVE"
             )
         raise BundlerError(f"install.sh failed: {refusal}")
-    result.kernel, refusals = _kernel(box)
+
+
+def _run_suite(
+    cell: Cell, box: Container, result: Result, hidden: list[str], tls: str | None
+) -> None:
+    """Runs the conformance suite with the installed pynox and records its counts."""
     env = {
         "PYNOX_BIN": INSTALLED_PYNOX,
         "PYNOX_EXPECT_SANDBOX": "yes" if cell.expect_sandbox else "no",
@@ -181,8 +206,6 @@ def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result)
     result.status = "passed" if passed else "failed"
     summary = (suite.stdout.strip().splitlines() or ["no output"])[-1]
     result.detail = summary.strip("= ")
-    if refusals:
-        result.detail += f"; the sandbox refused, as expected: {'; '.join(refusals)}"
 
 
 def _kernel(box: Container) -> tuple[str, list[str]]:
