@@ -109,6 +109,7 @@ RESULT_MODULES = TIME_LIMIT_MODULES + (
 # wording of the hints that depend on those limits (not of the rest, pynox.engine.hint_text).
 NATIVE_END_MODULES = (
     "pynox.unit_format",
+    "pynox.file_names",
     "pynox.engine.hint_style",
     "pynox.engine.limit_hints",
     "pynox.engine.signal_names",
@@ -117,6 +118,7 @@ NATIVE_END_MODULES = (
 # Then what a limit given on the command line (--timeout, --memory) and a Python
 # supervisor, which builds and writes the result itself, import on top of those.
 SUPERVISED_MODULES = RESULT_MODULES + (
+    "pynox.file_names",
     "pynox.engine.hint_style",
     "pynox.engine.limit_hints",
     "pynox.engine.hint_text",

@@ -6,6 +6,7 @@ pynox.engine.limit_hints, which words those of the memory and file size limits: 
 with a memory limit under the launcher needs only the latter two modules' words.
 """
 
+from pynox.file_names import OUT_DIR
 from pynox.policy.grants import GRANTS_BY_NAME, SESSION_NOTE
 from pynox.unit_format import format_size
 
@@ -20,8 +21,7 @@ OUTPUT_FOLDER = "out"
 SCRATCH = "the run's scratch directory ($TMPDIR)"
 # A pool run's scratch directory is removed when it ends: only its out/ comes back.
 POOL_SCRATCH = (
-    f"the run's scratch directory ($TMPDIR), whose {OUTPUT_FOLDER}/ folder comes back with "
-    "the result"
+    f"the run's scratch directory ($TMPDIR), whose {OUT_DIR}/ folder comes back with the result"
 )
 
 
