@@ -79,7 +79,7 @@ def parse_config_bytes(raw: bytes, real_path: str, environ: "Mapping[str, str]")
             f"{real_path} starts with a byte order mark, which TOML does not allow;"
             " save it as UTF-8 without one"
         )
-    return config_from_toml(_parse_toml(text, real_path), real_path, environ)
+    return config_from_toml(parse_toml(text, real_path), real_path, environ)
 
 
 def config_from_toml(
@@ -259,7 +259,9 @@ _LIST_EXAMPLES = {
 }
 
 
-def _parse_toml(text: str, path: str) -> dict[str, object]:
+def parse_toml(text: str, path: str) -> dict[str, object]:
+    """The TOML document in `text`, read from `path`; ConfigError, worded for `path`, if
+    it is not valid TOML."""
     # Imported here, not at the top: the import alone costs ~20 ms, paid only on a cache miss.
     if sys.version_info >= (3, 11):
         import tomllib

@@ -686,10 +686,10 @@ def _refuse_relative_paths(text: str, path: str) -> None:
     """ValueError for a relative path in the config: each node reads the text from a
     private file of its own, where the path would name a directory beside that file, not
     the one beside `path` that it names here."""
-    from pynox.policy.config import _parse_toml
+    from pynox.policy.config import parse_toml
     from pynox.policy.grants import PATH_GRANTS
 
-    document = _parse_toml(text, path)  # valid: the config parsed already
+    document = parse_toml(text, path)  # valid: the config parsed already
     permissions, profiles, pool = (
         document.get(key, {}) for key in ("permissions", "profiles", "pool")
     )
