@@ -26,7 +26,9 @@ def installation(directory: Path, image: bool = True, site_hook: bool = False) -
     ignored = () if image else ("*.image",)
     shutil.copytree(PACKAGE, site / "pynox", ignore=shutil.ignore_patterns(*ignored))
     if site_hook:
-        for name in ("pynox-json.pth", "_pynox_json.py"):
-            shutil.copyfile(SITE_HOOK / name, site / name)
+        # The folder holds just the files a bundle adds (bundler.assemble.SITE_HOOK_FILES).
+        for hook in SITE_HOOK.iterdir():
+            if hook.is_file():
+                shutil.copyfile(hook, site / hook.name)
     shutil.copy2(PYNOX, venv / "bin" / "pynox")
     return venv / "bin" / "pynox"
