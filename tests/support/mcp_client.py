@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -78,15 +79,58 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_listening(port: int, server: subprocess.Popen[bytes]) -> None:
+# What `pynox mcp --http` says when another process took the port first.
+PORT_TAKEN = "Address already in use"
+
+
+def _wait_listening(port: int, server: subprocess.Popen[bytes], said: Path) -> bool:
+    """Whether the server listens on port; False if it ended because another process took
+    the port between free_port() and its own bind."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if server.poll() is not None:
-            raise RuntimeError(f"pynox mcp --http ended with status {server.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-            return
+            error = said.read_text(errors="replace")
+            if PORT_TAKEN in error:
+                return False
+            raise RuntimeError(f"pynox mcp --http ended with status {server.returncode}: {error}")
+        if _listens(server.pid, port):
+            return True
         time.sleep(0.05)
     raise RuntimeError("pynox mcp --http did not listen within 60 s")
+
+
+_LISTEN = "0A"  # the state /proc/net/tcp gives a listening socket
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process pid, or one it started, holds a socket listening on port: not only
+    whether something answers there, which may be another process that took it first."""
+    listening = set()
+    with open("/proc/net/tcp") as table:
+        for line in list(table)[1:]:
+            fields = line.split()
+            if fields[3] == _LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                listening.add(f"socket:[{fields[9]}]")
+    return any(_holds(process, listening) for process in _tree(pid))
+
+
+def _tree(pid: int) -> list[int]:
+    """pid and its descendants (the launcher supervises the process that listens)."""
+    found, index = [pid], 0
+    while index < len(found):
+        with contextlib.suppress(OSError):  # a process may end meanwhile
+            for task in os.listdir(f"/proc/{found[index]}/task"):
+                with open(f"/proc/{found[index]}/task/{task}/children") as children:
+                    found += [int(child) for child in children.read().split()]
+        index += 1
+    return found
+
+
+def _holds(pid: int, sockets: set[str]) -> bool:
+    with contextlib.suppress(OSError):  # the process may end meanwhile
+        fds = f"/proc/{pid}/fd"
+        return any(os.readlink(f"{fds}/{fd}") in sockets for fd in os.listdir(fds))
+    return False
 
 
 def environment() -> dict[str, str]:
@@ -110,23 +154,51 @@ def stdio_server(args: list[str], cwd: Path) -> Client:
 def http_server(args: list[str], cwd: Path, url: str | None = None) -> Iterator[Client]:
     """`pynox mcp ARGS --http PORT` on loopback, with a client connected to it; with `url`,
     ARGS hold --http already and `url` is where it serves."""
-    if url is None:
-        port = free_port()
-        args = [*args, "--http", str(port)]
-        url = f"http://127.0.0.1:{port}/mcp"
-    port = int(url.split(":")[2].split("/")[0])
-    server = subprocess.Popen([PYNOX, "mcp", *args], cwd=cwd, env=environment())
-    try:
-        _wait_listening(port, server)
-        client = Client(lambda: streamable_http_client(url))
+    with tempfile.TemporaryDirectory() as scratch:
+        said = Path(scratch) / "stderr"
+        server, url = _listening_server(args, cwd, url, said)
         try:
-            yield client
+            client = Client(lambda: streamable_http_client(url))
+            try:
+                yield client
+            finally:
+                client.close()
         finally:
-            client.close()
-    finally:
-        server.terminate()
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            sys.stderr.write(said.read_text(errors="replace"))
+
+
+def _listening_server(
+    args: list[str], cwd: Path, url: str | None, said: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    """The server, listening, and its URL; its error output goes to said. A port that
+    free_port() found may be taken by another process before the server binds it: then
+    another port is tried."""
+    for _ in range(5):
+        if url is None:
+            port = free_port()
+            command, served = (
+                [PYNOX, "mcp", *args, "--http", str(port)],
+                f"http://127.0.0.1:{port}/mcp",
+            )
+        else:
+            port = int(url.split(":")[2].split("/")[0])
+            command, served = [PYNOX, "mcp", *args], url
+        with said.open("wb") as error:
+            server = subprocess.Popen(command, cwd=cwd, env=environment(), stderr=error)
         try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+            listening = _wait_listening(port, server, said)
+        except BaseException:
+            server.kill()  # never left running behind a failed test
             server.wait()
+            raise
+        if listening:
+            return server, served
+        if url is not None:
+            raise RuntimeError(f"pynox mcp could not listen at {url}: the port is taken")
+    raise RuntimeError("pynox mcp --http found each of five free ports taken")
