@@ -325,6 +325,25 @@ def test_the_smolagents_executor_logs_what_the_model_should_read() -> None:
         executor.cleanup()
 
 
+def test_the_smolagents_executor_s_tracebacks_number_the_model_s_own_code() -> None:
+    """The executor's own steps (its prelude, the variables) take none of the numbers: the
+    model's second code fails at <step-2>, on the line it wrote."""
+    if os.environ.get("PYNOX_EXAMPLES_FRAMEWORKS") != "require":
+        pytest.importorskip("smolagents", reason="`nox -s examples` runs this one")
+    from pynox.integrations.smolagents import PynoxExecutor, StepError
+
+    executor = PynoxExecutor(timeout="20s")
+    try:
+        executor.send_tools({})
+        executor.send_variables({"rows": [1, 2]})
+        assert executor("total = sum(rows)").logs == ""
+        with pytest.raises(StepError) as failed:
+            executor("x = 1\ntotal / 0")
+        assert str(failed.value) == "ZeroDivisionError: division by zero\nat <step-2>:2"
+    finally:
+        executor.cleanup()
+
+
 def test_the_smolagents_executor_s_hint_names_the_grant_alone() -> None:
     """The model reads a denied step as its observation: the grant its application would
     pass to PynoxExecutor, not a session.close() it has no session object for."""

@@ -25,6 +25,7 @@ from pynox.api.options import Spec, effective_grants
 from pynox.api.pool import Pool
 from pynox.api.result import for_model, session_ended_note
 from pynox.api.session import Session
+from pynox.step_names import step_name
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -87,6 +88,9 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
         self._variables: dict[str, Any] = {}
         self._session: Session | None = None
         self._answered: list[Any] = []
+        # The model's code actions, counted from 1: its tracebacks name its own steps
+        # (<step-1> for its first code), not the session's, whose first steps are ours.
+        self._code_actions = 0
         self.state: dict[str, Any] = {}
 
     def send_tools(self, tools: dict[str, Any]) -> None:
@@ -119,7 +123,8 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
 
     def __call__(self, code_action: str) -> CodeOutput:
         self._answered.clear()
-        result = self._run(code_action)
+        self._code_actions += 1
+        result = self._run(code_action, step_name(self._code_actions))
         logs = result.stdout + result.stderr
         ended = result.session.get("ended") if result.session is not None else None
         if ended and result.ok:  # sys.exit(0): the model must know its variables are gone
@@ -137,10 +142,10 @@ class PynoxExecutor(PythonExecutor):  # type: ignore[misc]
         if self._own_pool:
             self.pool.close()
 
-    def _run(self, code: str) -> Result:
+    def _run(self, code: str, name: str) -> Result:
         if self._session is None:
             self._session = self._start()
-        result = for_model(self._session.run(code))
+        result = for_model(self._session.run(code, name=name))
         if result.session is not None and result.session.get("ended"):
             self._close_session()  # a timeout or a crash: the next step starts afresh
         return result

@@ -18,6 +18,7 @@ from pynox.engine.child_setup import ChildSetup
 from pynox.errors import EXIT_FLUSH_FAILED
 from pynox.pool import channel, display, step_lines
 from pynox.pool.request_child import FutureFeatures, run_code
+from pynox.step_names import step_name
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ def serve(
         if message.get("type") != "run" or not isinstance(code, str):
             continue
         if not isinstance(name, str):
-            name = step_lines.step_name(link.step)  # each its own, as the REPL's inputs
+            name = step_name(link.step)  # each its own, as the REPL's inputs
         program.filename = name
         program.earlier_files = step_lines.kept
         error = None

@@ -22,11 +22,6 @@ kept: "dict[str, int]" = {}
 _kept_size = 0
 
 
-def step_name(step: "int | None") -> str:
-    """The file name of a step the client gave no name."""
-    return f"<step-{step}>"
-
-
 def keep(name: str, size: int) -> None:
     """A step of that name is about to put its lines in linecache: the oldest steps'
     lines are let go of past the bounds (a name given to several steps keeps the
