@@ -57,7 +57,7 @@ from pynox.policy.config import Config, Grants, find_config_path
 from pynox.policy.grants import GRANT_FIELDS, HINTS_PYTHON, PATH_GRANTS
 from pynox.policy.path_grant import absolute_grant, resolve_grant
 from pynox.policy.resolve import build_policy
-from pynox.pool import channel, priming, warmup, zygote
+from pynox.pool import channel, first_use, priming, warmup, zygote
 from pynox.pool import files as pool_files
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
@@ -2280,6 +2280,7 @@ def _preload(modules: list[str], package_dirs: list[str]) -> None:
             try:
                 with warmup.printing_to_stderr():
                     __import__(module)
+                    companions = first_use.import_companions(module)
             except BaseException as exc:  # noqa: BLE001 - sys.exit() too: the user's to see
                 if isinstance(exc, KeyboardInterrupt):
                     raise
@@ -2298,6 +2299,8 @@ def _preload(modules: list[str], package_dirs: list[str]) -> None:
                 ) from None
             left = warmup.left_open(open_before)
             if left:
+                if companions:
+                    module += f" (with {', '.join(companions)}, which it imports on first use)"
                 raise PynoxError(
                     f"cannot preload {module}: it leaves {left} open, which each child closes"
                     " before its request runs, so the module would find it closed (or a file"

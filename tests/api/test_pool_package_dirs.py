@@ -62,6 +62,29 @@ def test_preloaded_pandas_needs_no_grant_per_run(tmp_path: Path) -> None:
         session.close()
 
 
+# Which modules a request's first median and first frame import.
+FIRST_USE_IMPORTS = """
+import sys
+import numpy as np
+import pandas as pd
+before = set(sys.modules)
+median = float(np.median(np.arange(5.0)))
+total = int(pd.DataFrame({'key': [1, 1], 'value': [2, 3]}).groupby('key')['value'].sum().iloc[0])
+print(median, total, sorted(set(sys.modules) - before))
+"""
+
+
+@needs_packages
+def test_preloaded_numpy_and_pandas_leave_their_first_use_nothing_to_import() -> None:
+    """numpy's median and pandas' first frame import modules of their own on first use
+    (numpy.ma; pyarrow's pandas layer): preloaded with their packages, a request finds
+    them loaded, where python imports them too."""
+    assert PACKAGES is not None
+    with Pool(preload=["numpy", "pandas"], package_dirs=[PACKAGES], workers=1) as pool:
+        result = pool.run(FIRST_USE_IMPORTS)
+        assert result.ok and result.stdout == "2.0 5 []\n", result.text
+
+
 @needs_packages
 def test_the_hint_for_a_module_of_an_unused_profile_works_when_followed(tmp_path: Path) -> None:
     """The project keeps numpy in one profile; a run without it is told which directory,

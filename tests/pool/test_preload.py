@@ -181,3 +181,59 @@ def test_a_request_makes_temporary_files_in_its_own_directory_after_a_warmup_fou
         for _ in range(2):  # whether its spare ran the warm-up or not
             assert_ok(client.run({"id": new_id(), "code": program}), "True\nTrue\n")
         assert client.close() == 0
+
+
+def _package(root: Path, name: str, modules: dict[str, str]) -> None:
+    """A package of that name under root, with these modules (by name) beside its
+    empty __init__."""
+    (root / name).mkdir()
+    (root / name / "__init__.py").write_text("")
+    for module, source in modules.items():
+        (root / name / f"{module}.py").write_text(source)
+
+
+# What a request prints: which of the modules a first use would import it starts with.
+STARTS_WITH = (
+    "import sys; print([name in sys.modules for name in ('numpy.ma', 'pyarrow.pandas_compat')])"
+)
+
+
+def test_a_preloaded_package_comes_with_what_its_first_use_imports(tmp_path: Path) -> None:
+    """numpy's median imports numpy.ma, pandas' first frame pyarrow's pandas layer: each
+    child would import them for its request's first use, about half of a small request."""
+    _package(tmp_path, "numpy", {"ma": ""})
+    _package(tmp_path, "pandas", {})
+    _package(tmp_path, "pyarrow", {"pandas_compat": ""})
+    flags = ("--package-dir", str(tmp_path))
+    with PoolClient(*flags, workers=1, preload=["numpy", "pandas"]) as client:
+        assert_ok(client.run({"id": new_id(), "code": STARTS_WITH}), "[True, True]\n")
+        assert client.close() == 0
+    # Only with the package they come with.
+    with PoolClient(*flags, workers=1, preload=["json"]) as client:
+        assert_ok(client.run({"id": new_id(), "code": STARTS_WITH}), "[False, False]\n")
+        assert client.close() == 0
+
+
+def test_what_a_first_use_imports_is_left_to_requests_when_it_cannot_be_imported(
+    tmp_path: Path,
+) -> None:
+    """Not installed (pandas without pyarrow), or failing: no module the pool was asked
+    for, so the pool starts as it did, and a request that needs it imports it itself."""
+    _package(tmp_path, "numpy", {"ma": "raise ImportError('a broken build')\n"})
+    _package(tmp_path, "pandas", {})
+    with PoolClient(
+        "--package-dir", str(tmp_path), workers=1, preload=["numpy", "pandas"]
+    ) as client:
+        assert_ok(client.run({"id": new_id(), "code": STARTS_WITH}), "[False, False]\n")
+        assert client.close() == 0
+
+
+def test_what_a_first_use_imports_may_not_keep_a_file_open_either(tmp_path: Path) -> None:
+    log = tmp_path / "host.log"
+    _package(tmp_path, "numpy", {"ma": f"LOG = open({str(log)!r}, 'a')\n"})
+    assert _start_fails(tmp_path, "--preload", "numpy") == [
+        f"pynox: cannot preload numpy (with numpy.ma, which it imports on first use): it leaves"
+        f" {log} open, which each child closes before its request runs, so the module would"
+        " find it closed (or a file of the request's at its number); remove it from preload,"
+        " and requests import it themselves"
+    ]

@@ -312,38 +312,40 @@ def test_a_pandas_warmup_from_the_package_dir() -> None:
         assert client.stderr().decode().count("49800") == 1
 
 
-# What a median imports that preloading numpy did not (docs/agent-tasks.md's way to find it).
-MEDIAN_IMPORTS = code("""
+# What writing a CSV imports that preloading pandas did not (docs/agent-tasks.md's way to
+# find it).
+CSV_IMPORTS = code("""
     import sys
-    import numpy as np
+    import pandas as pd
     before = set(sys.modules)
-    np.median(np.arange(10.0))
-    print(*sorted(name for name in set(sys.modules) - before if name.startswith("numpy")))
+    pd.DataFrame({"a": [1]}).to_csv()
+    print(*sorted(name for name in set(sys.modules) - before if name.startswith("pandas")))
 """)
 
 
-@pytest.mark.skipif(not PACKAGES, reason="needs PYNOX_TEST_PACKAGES (numpy installed)")
+@pytest.mark.skipif(not PACKAGES, reason="needs PYNOX_TEST_PACKAGES (pandas installed)")
 @pytest.mark.parametrize(
     ("preload", "warmup", "imported"),
     [
-        (["numpy"], None, True),  # the case the docs warn of
-        (["numpy", "numpy.ma"], None, False),  # their first remedy: preload the submodule
-        (["numpy"], "import numpy as np\nnp.median(np.arange(3.0))", False),  # or warm up
+        (["pandas"], None, True),  # the case the docs warn of
+        (["pandas", "pandas.io.formats.csvs"], None, False),  # their first remedy
+        (["pandas"], "import pandas as pd\npd.DataFrame({'a': [1]}).to_csv()", False),
     ],
-    ids=["numpy-only", "numpy.ma-preloaded", "warmed-up"],
+    ids=["pandas-only", "csv-writer-preloaded", "warmed-up"],
 )
 def test_a_lazy_import_comes_into_each_request_unless_preloaded_or_warmed_up(
     preload: list[str], warmup: str | None, imported: bool
 ) -> None:
-    """docs/agent-tasks.md: np.median imports numpy.ma on first use; preloading it, or a
-    warm-up that calls it, leaves the request nothing to import."""
+    """docs/agent-tasks.md: DataFrame.to_csv imports pandas' CSV writer on first use;
+    preloading it, or a warm-up that calls it, leaves the request nothing to import."""
     assert PACKAGES is not None
     flags = ["--package-dir", PACKAGES] + (["--warmup", warmup] if warmup else [])
     with PoolClient(*flags, workers=1, preload=preload) as client:
         time.sleep(SETTLE)
-        result = client.run({"id": new_id(), "code": MEDIAN_IMPORTS})
+        result = client.run({"id": new_id(), "code": CSV_IMPORTS})
         assert result["exit"] == 0, result
-        assert ("numpy.ma" in result["stdout"].split()) is imported, result["stdout"]
+        shown = result["stdout"].split()
+        assert ("pandas.io.formats.csvs" in shown) is imported, result["stdout"]
         assert client.close() == 0
 
 
