@@ -28,7 +28,7 @@ import termios
 import time
 import zipapp
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -712,13 +712,8 @@ def _driven_like_python(
     while drive(process, progress file) acts on it; both must end with status 0, no stderr
     and the same stdout (for --json, in the result), which is returned."""
     outputs = []
-    for runner in ("python", "pynox"):
-        progress = tmp_path / runner / "progress.txt"
-        progress.parent.mkdir()
-        command = [PYTHON]
-        if runner == "pynox":
-            flags = ["--json"] if mode == "json" else MODES[mode]
-            command = [PYNOX, *flags, f"--allow-write={progress.parent}"]
+    flags = ["--json"] if mode == "json" else MODES[mode]
+    for command, progress in _python_then_pynox(tmp_path, flags):
         proc = subprocess.Popen(
             [*command, script, str(progress), *args],
             cwd=tmp_path,
@@ -735,14 +730,32 @@ def _driven_like_python(
         finally:
             proc.kill()
             proc.wait()
-        assert (proc.returncode, err.decode(errors="replace")) == (0, "")
-        if runner == "pynox" and mode == "json":
-            result = json.loads(out)
-            assert (result["exit"], result["error"]) == (0, None)
-            out = result["stdout"].encode()
-        outputs.append(out.decode())
+        outputs.append(_clean_output(proc, out, err, command))
     assert outputs[1] == outputs[0]
     return outputs[0]
+
+
+def _python_then_pynox(tmp_path: Path, flags: list[str]) -> Iterator[tuple[list[str], Path]]:
+    """The command to run a script with, python's then pynox's (with flags, and granted
+    the folder of the progress file), each with its own progress file's path."""
+    for runner in ("python", "pynox"):
+        progress = tmp_path / runner / "progress.txt"
+        progress.parent.mkdir()
+        command = [PYTHON]
+        if runner == "pynox":
+            command = [PYNOX, *flags, f"--allow-write={progress.parent}"]
+        yield command, progress
+
+
+def _clean_output(proc: subprocess.Popen[bytes], out: bytes, err: bytes, command: list[str]) -> str:
+    """What the program printed, which must have ended with status 0 and no stderr (for
+    pynox --json, in the result)."""
+    assert (proc.returncode, err.decode(errors="replace")) == (0, "")
+    if command[0] == PYNOX and "--json" in command:
+        result = json.loads(out)
+        assert (result["exit"], result["error"]) == (0, None)
+        out = result["stdout"].encode()
+    return out.decode()
 
 
 @pytest.mark.parametrize("mode", [*MODES, "json"])
@@ -828,12 +841,7 @@ def _typed_on_a_terminal(tmp_path: Path, script: str, flags: list[str], typed: b
     the program noted "ready"; both must end with status 0 and no stderr (for --json, in
     the result)."""
     outputs = []
-    for runner in ("python", "pynox"):
-        progress = tmp_path / runner / "progress.txt"
-        progress.parent.mkdir()
-        command = [PYTHON]
-        if runner == "pynox":
-            command = [PYNOX, *flags, f"--allow-write={progress.parent}"]
+    for command, progress in _python_then_pynox(tmp_path, flags):
         controller, terminal = os.openpty()
         try:
             proc = subprocess.Popen(
@@ -854,10 +862,7 @@ def _typed_on_a_terminal(tmp_path: Path, script: str, flags: list[str], typed: b
         finally:
             os.close(controller)
             os.close(terminal)
-        assert (proc.returncode, err.decode(errors="replace")) == (0, "")
-        if runner == "pynox" and "--json" in flags:
-            out = json.loads(out)["stdout"].encode()
-        outputs.append(out.decode())
+        outputs.append(_clean_output(proc, out, err, command))
     return outputs
 
 
