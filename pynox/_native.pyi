@@ -4,10 +4,10 @@ from types import CodeType
 from typing import Any
 
 # struct pynox_policy as binding.c takes it: read paths, write paths, descriptors to
-# keep, allow_network, memory_bytes, max_file_size, new_session, parent_pid,
+# keep, allow_network, memory_bytes, max_file_size, new_session, own_group, parent_pid,
 # paths_resolved, scratch_path.
 PolicyFields = tuple[
-    list[bytes], list[bytes], list[int], int, int, int, int, int, int, bytes | None
+    list[bytes], list[bytes], list[int], int, int, int, int, int, int, int, bytes | None
 ]
 
 PREPARED_SIZE: int

@@ -8,7 +8,7 @@
  *
  * A policy crosses as a tuple, in the order of struct pynox_policy:
  *   (read_paths, write_paths, keep_fds, allow_network, memory_bytes, max_file_size,
- *    new_session, parent_pid, paths_resolved, scratch_path)
+ *    new_session, own_group, parent_pid, paths_resolved, scratch_path)
  * with the paths lists of bytes, keep_fds a list of ints and scratch_path bytes
  * or None. The core reads the
  * paths from the bytes objects themselves, which the tuple holds while the call
@@ -89,10 +89,10 @@ static int policy_from(PyObject *tuple, struct policy_arrays *arrays)
         PyErr_SetString(PyExc_TypeError, "a policy must be a tuple");
         return -1;
     }
-    if (!PyArg_ParseTuple(tuple, "O!O!O!iLLiiiO:policy", &PyList_Type, &reads, &PyList_Type,
+    if (!PyArg_ParseTuple(tuple, "O!O!O!iLLiiiiO:policy", &PyList_Type, &reads, &PyList_Type,
                           &writes, &PyList_Type, &fds, &policy->allow_network,
                           &policy->memory_bytes, &policy->max_file_size, &policy->new_session,
-                          &policy->parent_pid, &policy->paths_resolved, &scratch)) {
+                          &policy->own_group, &policy->parent_pid, &policy->paths_resolved, &scratch)) {
         return -1;
     }
     if (scratch != Py_None && !PyBytes_Check(scratch)) {

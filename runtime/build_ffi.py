@@ -23,6 +23,7 @@ struct pynox_policy {
     long long memory_bytes;
     long long max_file_size;
     int new_session;
+    int own_group;
     int parent_pid;
     int paths_resolved;
     const char *scratch_path;

@@ -29,6 +29,10 @@ struct pynox_policy {
     long long memory_bytes;     /* RLIMIT_DATA (see limits.c); 0: no limit */
     long long max_file_size;    /* RLIMIT_FSIZE; 0 leaves it as it is */
     int new_session;            /* nonzero: setsid(), leave the terminal's session */
+    /* Nonzero: the caller made this process the leader of a new process group that
+     * holds nothing else (pynox.engine.job_group), so kill(0) reaches only the
+     * program's own processes, as after setsid(). */
+    int own_group;
     int parent_pid;             /* nonzero: die when this process goes away */
 
     /* Nonzero: the caller resolved every path (no symbolic link along it). A
@@ -43,7 +47,7 @@ struct pynox_policy {
 };
 
 /* Confines the calling process to `base` (what the interpreter needs, and from
- * which the descriptors to keep, parent_pid and new_session are taken) plus
+ * which the descriptors to keep, parent_pid, new_session and own_group are taken) plus
  * `policy` (the program's own paths, network and limits), in one Landlock
  * ruleset. Returns 0, or -1 with a one-sentence reason in err (always
  * NUL-terminated when err_len > 0). */
@@ -55,7 +59,7 @@ int pynox_sandbox_apply(const struct pynox_policy *base, const struct pynox_poli
  * once the program's policy is known, which keeps a request's latency short.
  *
  * pynox_sandbox_prepare() takes from `base` the descriptors to keep,
- * parent_pid and new_session, and does every step of pynox_sandbox_apply()
+ * parent_pid, new_session and own_group, and does every step of pynox_sandbox_apply()
  * that needs nothing else: the checks, the parent binding, the session, the
  * descriptors, no_new_privs, the capabilities, and the seccomp filter with
  * IPv4 and IPv6 sockets allowed. pynox_sandbox_finish() then sets policy's

@@ -822,15 +822,16 @@ static void emit_rule(struct pynox_bpf *prog, const struct rule *rule, int allow
 }
 
 /* Calls that may name another process: only this one. */
-static void add_own_process_rules(struct rules *rules, pid_t pid, int new_session)
+static void add_own_process_rules(struct rules *rules, pid_t pid, int group_of_its_own)
 {
     const uint32_t self = (uint32_t)pid;
     const uint32_t own_group = (uint32_t)-pid;
     const uint32_t self_or_zero[] = {self, 0};
-    /* kill(0) is the caller's process group: its own only after setsid(),
-     * otherwise the group of whoever started it. */
+    /* kill(0) is the caller's process group: its own only after setsid() or when
+     * the caller made it a new group of its own, otherwise the group of whoever
+     * started it. */
     const uint32_t kill_targets[] = {self, own_group, 0};
-    const size_t kill_count = new_session ? 3 : 2;
+    const size_t kill_count = group_of_its_own ? 3 : 2;
     static const uint32_t by_pid[] = {
         __NR_prlimit64,         __NR_sched_setscheduler, __NR_sched_setparam,
         __NR_sched_setaffinity, __NR_sched_setattr,      __NR_migrate_pages,
@@ -960,7 +961,10 @@ static void collect_rules(struct rules *rules, const struct pynox_policy *policy
     rules->overflow = 0;
     if (part != PYNOX_FILTER_SHARED) {
         add_rule(rules, __NR_clone, RULE_CLONE);
-        add_own_process_rules(rules, getpid(), policy->new_session);
+        /* Checked here too: a flag the group has not earned allows nothing more. */
+        const int group_of_its_own =
+            (policy->new_session || policy->own_group) && getpgrp() == getpid();
+        add_own_process_rules(rules, getpid(), group_of_its_own);
     }
     if (part == PYNOX_FILTER_OWN)
         return;

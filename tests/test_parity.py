@@ -775,6 +775,28 @@ def test_signals_the_program_catches(tmp_path: Path, mode: str) -> None:
     assert output == "".join(f"{line}\n" for line in ["ready", *CAUGHT_SIGNALS])
 
 
+# Signals its own process group, as a program that ends the workers it started does.
+SIGNALS_ITS_GROUP = """\
+import os, signal
+caught = []
+signal.signal(signal.SIGUSR1, lambda number, frame: caught.append(number))
+os.kill(0, signal.SIGUSR1)
+print("caught", [signal.Signals(number).name for number in caught])
+"""
+
+
+@pytest.mark.parametrize("mode", [*MODES, "json"])
+def test_a_program_signals_its_own_process_group(tmp_path: Path, mode: str) -> None:
+    """os.kill(0, sig) reaches the program as it reaches python, where the command, with
+    no terminal, gave the program a process group of its own: one that holds only the
+    program's processes, not the launcher's nor those of whoever started pynox."""
+    (tmp_path / "signals_its_group.py").write_text(SIGNALS_ITS_GROUP)
+    output = _driven_like_python(
+        tmp_path, mode, "signals_its_group.py", [], lambda proc, progress: None, new_session=True
+    )
+    assert output == "caught ['SIGUSR1']\n"
+
+
 # Blocks SIGRTMIN, notes "ready", waits for it, then counts every copy that came: a
 # real-time signal queues each copy, where another would merge with one still pending.
 COUNTS_COPIES = """\

@@ -192,7 +192,12 @@ def confine(policy: "Policy", setup: ChildSetup) -> None:
             setup.prepared.finish(policy)
         else:
             confine_policy(
-                policy, setup.system_reads, setup.kept_fds(), setup.parent_pid, setup.new_session
+                policy,
+                setup.system_reads,
+                setup.kept_fds(),
+                setup.parent_pid,
+                setup.new_session,
+                setup.own_group,
             )
         if setup.scrub_failure is not None:
             raise setup.scrub_failure

@@ -66,6 +66,7 @@ class ChildSetup:
         "start_cwd",
         "own_pipes",
         "new_session",
+        "own_group",
         "report_reserve",
     )
 
@@ -108,6 +109,9 @@ class ChildSetup:
         # A child bound to a supervisor (parent_pid) leaves the terminal's session,
         # except under the launcher's own supervision: it stays the foreground job.
         self.new_session = True
+        # Whether that foreground-less run left the launcher's group for one of its own
+        # (pynox.engine.job_group), which then holds only the program's processes.
+        self.own_group = False
         # Package directories a pynox.toml names, granted or not (profiles, [pool]), and
         # what the caller's environment said of its packages (PackageEnv): where the
         # ModuleNotFoundError hint looks for a module the program could not import,

@@ -42,13 +42,17 @@ def _granted(paths: "list[str]", grants: "list[str]") -> bool:
     )
 
 
-def leave_launcher_group(captured: bool, grants: "list[str]") -> None:
+def leave_launcher_group(captured: bool, grants: "list[str]") -> bool:
     """Moves this process into a group of its own when it has no terminal, or its output
     is captured (--json: the launcher then passes on the terminal's signals too) and
-    none of grants (the program's read and write grants) reaches the terminal."""
+    none of grants (the program's read and write grants) reaches the terminal. Returns
+    whether it did: the new group holds this process alone, so the sandbox may let the
+    program signal it with os.kill(0, sig), as python does its job's group."""
     terminal = _terminal_paths(named=captured)
     if terminal is None or (captured and not _granted(terminal, grants)):
         try:
             posix.setpgid(0, 0)
         except OSError:
-            pass  # it stays in the launcher's group, as before
+            return False  # it stays in the launcher's group, as before
+        return True
+    return False

@@ -72,7 +72,9 @@ def run(
             message = launcher_link.supervisor_message(policy, capture, hints)  # type: ignore[arg-type]
             # Before the message: once the launcher reads it, the program is where the
             # launcher's passing on of signals expects it.
-            job_group.leave_launcher_group(capture, policy.allow_read + policy.allow_write)
+            setup.own_group = job_group.leave_launcher_group(
+                capture, policy.allow_read + policy.allow_write
+            )
             launcher_link.write_message(control, message)
             if policy.memory is not None:
                 setup.end_fd = end  # where Python says it saw the program to its end

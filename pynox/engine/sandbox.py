@@ -30,6 +30,7 @@ class CPolicy:
         resolved: bool = False,
         new_session: bool = True,
         scratch: str | None = None,
+        own_group: bool = False,
     ) -> None:
         self.fields = (
             [lean_os.fsencode(path) for path in reads],
@@ -42,6 +43,7 @@ class CPolicy:
             # the pynox process itself is the terminal's foreground job and stays,
             # bound to the launcher that supervises it, if any.
             int(parent_pid != 0 and new_session),
+            int(own_group),  # a group of its own the launcher's run made (job_group)
             parent_pid,
             int(resolved),
             None if scratch is None else lean_os.fsencode(scratch),
@@ -64,6 +66,7 @@ def confine_policy(
     keep_fds: list[int],
     parent_pid: int,
     new_session: bool = True,
+    own_group: bool = False,
 ) -> None:
     """Confines this process for good to a run's policy plus what the interpreter needs.
 
@@ -72,7 +75,7 @@ def confine_policy(
     devices = list(system_paths.DEVICES_READ_WRITE)
     base = CPolicy(
         system_reads + devices, devices, keep_fds, False, None, None, parent_pid,
-        new_session=new_session,
+        new_session=new_session, own_group=own_group,
     )  # fmt: skip
     check(_native.apply(base.fields, own_policy(policy).fields))
 

@@ -113,6 +113,25 @@ def test_new_session_and_own_group_signals() -> None:
 
 
 @needs_landlock
+def test_a_group_of_its_own_made_before_the_sandbox_may_be_signalled() -> None:
+    def body(_: Any) -> Any:
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        return [errno_of(os.kill, 0, signal.SIGUSR1), errno_of(os.kill, os.getppid(), 0)]
+
+    # The command's run without a terminal: pynox.engine.job_group made the group.
+    assert sandboxed(body, setup=os.setpgrp, own_group=1) == [0, errno.EPERM]
+
+
+@needs_landlock
+def test_a_group_it_does_not_lead_stays_out_of_reach_whatever_the_flag() -> None:
+    def body(_: Any) -> Any:
+        return errno_of(os.kill, 0, 0)
+
+    # Still in the test runner's group, which holds processes outside the sandbox.
+    assert sandboxed(body, own_group=1) == errno.EPERM
+
+
+@needs_landlock
 def test_only_a_process_group_of_its_own() -> None:
     def body(_: Any) -> Any:
         parent_group = os.getpgid(os.getppid())

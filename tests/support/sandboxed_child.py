@@ -106,6 +106,7 @@ def make_policy(
     max_file_size: int = 0,
     new_session: int = 0,
     parent_pid: int = 0,
+    own_group: int = 0,
 ) -> tuple[Any, list[Any]]:
     """A policy and the cffi buffers it points into (keep both alive)."""
     refs: list[Any] = []
@@ -132,6 +133,7 @@ def make_policy(
     policy.memory_bytes = memory_bytes
     policy.max_file_size = max_file_size
     policy.new_session = new_session
+    policy.own_group = own_group
     policy.parent_pid = parent_pid
     return policy, refs
 
@@ -152,6 +154,7 @@ def apply(policy: Any) -> tuple[int, str]:
     base.read_paths, base.read_count = policy.read_paths, policy.read_count
     base.keep_fds, base.keep_fd_count = policy.keep_fds, policy.keep_fd_count
     base.new_session, base.parent_pid = policy.new_session, policy.parent_pid
+    base.own_group = policy.own_group
     own = ffi.new("struct pynox_policy *")
     own.write_paths, own.write_count = policy.write_paths, policy.write_count
     own.allow_network = policy.allow_network
