@@ -44,7 +44,12 @@ from pynox.engine.library_errors import (
     readable,
     size_in_message,
 )
-from pynox.engine.limit_hints import limit_beyond_machine, open_files_allowed, physical_memory
+from pynox.engine.limit_hints import (
+    limit_beyond_machine,
+    open_files_allowed,
+    physical_memory,
+    thread_stack_size,
+)
 from pynox.engine.native_end import inherited_limit_below
 from pynox.policy.grants import is_loader_variable, is_variable_name
 from pynox.policy.path_grant import real_path
@@ -601,7 +606,7 @@ def _classify(
         # limit because the limit counts it (no hint without one).
         below = inherited_limit_below(policy.memory if policy else None, "memory")
         return (
-            ("thread_stacks", None, None)
+            ("thread_stacks", thread_stack_size(), None)
             if below is None
             else ("thread_stacks_inherited", below, None)
         )

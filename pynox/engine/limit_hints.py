@@ -8,6 +8,7 @@ kinds (limit_hint_texts), without loading the wording of the rest.
 """
 
 import posix
+import sys
 
 from pynox.engine.hint_style import LIMITED_BY, VALUE_PLACEHOLDER, Style, templates, worded
 from pynox.unit_format import format_size
@@ -124,7 +125,18 @@ def _memory_hint(what: str, style: Style, memory: int) -> str:
 
 # The size of a thread's stack unless threading.stack_size() sets another: the C
 # library's default, from the stack limit pynox starts with (8 MiB on most systems).
-_THREAD_STACK = "8 MiB"
+_DEFAULT_THREAD_STACK = 8 * _MIB
+# The stack the stack limit's hint suggests for a thread that recurses deeply.
+_DEEP_STACK_MIB = 64
+
+
+def thread_stack_size() -> str:
+    """The size of the stack a thread starts with now, as the thread_stacks hint shows it
+    (its value): the program may have set a larger one (threading.stack_size()), which a
+    limit raised by the default's size would not fit."""
+    threading = sys.modules.get("threading")
+    size = threading.stack_size() if threading is not None else 0
+    return format_size(size or _DEFAULT_THREAD_STACK)
 
 
 # How native code ends a program when an allocation fails, before the limit's words.
@@ -139,11 +151,14 @@ _NATIVE_ENDS = {
 }
 
 
-def _thread_stacks_hint(style: Style, memory: int, inherited: str | None = None) -> str | None:
-    """A thread could not start: its stack did not fit under the memory limit."""
+def _thread_stacks_hint(
+    style: Style, memory: int, stack: str, inherited: str | None = None
+) -> str | None:
+    """A thread could not start: its stack (its size as thread_stack_size() shows it) did
+    not fit under the memory limit."""
     counts = (
-        f"a thread could not start: each thread's stack ({_THREAD_STACK} by default) counts "
-        f"against the {format_size(memory)} memory limit"
+        f"a thread could not start: each thread's stack ({stack} here) counts against the "
+        f"{format_size(memory)} memory limit"
     )
     fewer = "run fewer threads at once (concurrent.futures.ThreadPoolExecutor(max_workers=4))"
     smaller = "make their stacks smaller before starting them (threading.stack_size(1 << 20))"
@@ -154,8 +169,36 @@ def _thread_stacks_hint(style: Style, memory: int, inherited: str | None = None)
         return f"{counts}, the most {LIMITED_BY} allows; {fewer} or {smaller}"
     name = style.field("memory")
     return (
-        f"{counts}; {fewer}, {smaller}, or raise the limit with {name} by {_THREAD_STACK} "
-        "for each thread that runs at once"
+        f"{counts}; {fewer}, {smaller}, or raise the limit with {name} by {stack} for each "
+        "thread that runs at once"
+    )
+
+
+def _stack_limit_hint(style: Style, memory: int) -> str:
+    """The program may not raise its stack limit: a thread with a larger stack instead, and
+    the memory limit raised by as much, which the stack counts against: under a limit
+    the program already needed most of, the thread alone would not start."""
+    refused = (
+        "the program may not raise its stack limit: under the memory limit the main thread's "
+        "stack keeps the limit it started with, which no grant raises; run deep recursion in "
+        f"a thread with a larger stack instead (threading.stack_size({_DEEP_STACK_MIB} << 20) "
+        "before starting it)"
+    )
+    wanted = memory + _DEEP_STACK_MIB * _MIB
+    larger = style.larger("memory", memory, wanted)
+    if larger is None:
+        return (
+            f"{refused}, which counts against the {format_size(memory)} memory limit, the "
+            f"most {LIMITED_BY} allows"
+        )
+    if larger != format_size(wanted):  # a pool's ceiling lies in between
+        return (
+            f"{refused}, and raise the limit with {style.limit('memory', larger)}, the most "
+            f"{LIMITED_BY} allows, since the stack counts against it"
+        )
+    return (
+        f"{refused}, and raise the limit by as much with {style.limit('memory', larger)}, "
+        "since the stack counts against it"
     )
 
 
@@ -218,9 +261,13 @@ def limit_hint_of(
             f"{_BEYOND_MACHINE}; allocate less, or work through the data in parts"
         )
     if kind == "thread_stacks":
-        return None if memory is None else _thread_stacks_hint(style, memory)
+        if memory is None or value is None:
+            return None
+        return _thread_stacks_hint(style, memory, value)
     if kind == "thread_stacks_inherited":
-        return None if memory is None else _thread_stacks_hint(style, memory, value)
+        if memory is None:
+            return None
+        return _thread_stacks_hint(style, memory, format_size(_DEFAULT_THREAD_STACK), value)
     if kind in ("native_abort", "native_exit"):
         return None if memory is None else _memory_hint(_NATIVE_ENDS[kind], style, memory)
     if kind in ("native_abort_inherited", "native_exit_inherited"):
@@ -240,14 +287,7 @@ def limit_hint_of(
             memory,
         )
     if kind == "stack_limit":
-        if memory is None:
-            return None
-        return (
-            "the program may not raise its stack limit: under the memory limit the main "
-            "thread's stack keeps the limit it started with, which no grant raises; run deep "
-            "recursion in a thread with a larger stack instead (threading.stack_size(64 << 20) "
-            f"before starting it), which counts against the {format_size(memory)} memory limit"
-        )
+        return None if memory is None else _stack_limit_hint(style, memory)
     if kind == "file_size_limit":
         if max_file_size is None:
             return None

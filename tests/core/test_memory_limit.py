@@ -614,10 +614,10 @@ THREAD_POOL = """
         print(len(list(executor.map(time.sleep, [0.01] * 40))), "threads")
 """
 THREAD_STACKS_HINT = (
-    "a thread could not start: each thread's stack (8 MiB by default) counts against the "
-    "128m memory limit; run fewer threads at once "
+    "a thread could not start: each thread's stack ({stack} here) counts against the "
+    "{memory} memory limit; run fewer threads at once "
     "(concurrent.futures.ThreadPoolExecutor(max_workers=4)), make their stacks smaller before "
-    "starting them (threading.stack_size(1 << 20)), or raise the limit with {flag} by 8 MiB "
+    "starting them (threading.stack_size(1 << 20)), or raise the limit with {flag} by {stack} "
     "for each thread that runs at once"
 )
 eight_mib_stacks = pytest.mark.skipif(
@@ -639,9 +639,10 @@ def test_threads_past_the_limit_get_the_thread_stacks_hint_and_each_way_out_work
     err = failed.stderr.decode()
     assert failed.returncode == 1
     assert "RuntimeError: can't start new thread" in err
-    assert err.splitlines()[-1] == "pynox: " + THREAD_STACKS_HINT.format(flag="--memory")
+    hint = THREAD_STACKS_HINT.format(flag="--memory", stack="8m", memory="128m")
+    assert err.splitlines()[-1] == "pynox: " + hint
     result = json.loads(pynox("--json", "--memory=128m", str(script), cwd=tmp_path).stdout)
-    assert result["error"]["hint"] == THREAD_STACKS_HINT.format(flag="--memory")
+    assert result["error"]["hint"] == hint
     # 128 MiB and 8 MiB for each of the forty threads.
     raised = pynox(f"--memory={128 + 40 * 8}m", str(script), cwd=tmp_path)
     assert raised.stdout == b"40 threads\n", raised.stderr.decode()
@@ -655,6 +656,31 @@ def test_threads_past_the_limit_get_the_thread_stacks_hint_and_each_way_out_work
     assert ran.stdout == b"40 threads\n", ran.stderr.decode()
 
 
+def test_a_thread_with_a_larger_stack_gets_a_hint_of_its_size_and_following_it_works(
+    tmp_path: Path,
+) -> None:
+    """A program that set larger stacks (threading.stack_size(64 << 20), as the stack
+    limit's hint says) is told their size: a limit raised by the default's 8m would still
+    not fit one."""
+    script = tmp_path / "deep.py"
+    script.write_text(
+        "import threading\nthreading.stack_size(64 << 20)\n"
+        "worker = threading.Thread(target=print, args=('started',))\n"
+        "worker.start()\nworker.join()\n"
+    )
+    failed = pynox("--memory=64m", str(script), cwd=tmp_path)
+    assert failed.stderr.decode().splitlines()[-1] == "pynox: " + THREAD_STACKS_HINT.format(
+        flag="--memory", stack="64m", memory="64m"
+    )
+    result = json.loads(pynox("--json", "--memory=64m", str(script), cwd=tmp_path).stdout)
+    assert result["error"]["hint"] == THREAD_STACKS_HINT.format(
+        flag="--memory", stack="64m", memory="64m"
+    )
+    # Raised by 64m for the one thread.
+    raised = pynox("--memory=128m", str(script), cwd=tmp_path)
+    assert raised.stdout == b"started\n", raised.stderr.decode()
+
+
 @eight_mib_stacks
 def test_the_thread_stacks_hint_in_the_api() -> None:
     import pynox as api
@@ -662,7 +688,8 @@ def test_the_thread_stacks_hint_in_the_api() -> None:
     code = textwrap.dedent(THREADS.format(setup=""))
     first = api.run(code, memory="128m")
     assert first.exit == 1 and first.error is not None
-    assert first.error["hint"] == THREAD_STACKS_HINT.format(flag="memory")
+    hint = THREAD_STACKS_HINT.format(flag="memory", stack="8m", memory="128m")
+    assert first.error["hint"] == hint
     second = api.run(code, memory=f"{128 + 40 * 8}m")
     assert second.exit == 0, second.text
     assert second.stdout == "40 threads\n"

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from support.commands import pynox
 
+from pynox.units import parse_size
+
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
 SET = "import resource\nresource.setrlimit(resource.{}, ({}, {}))\nprint('raised')\n"
@@ -68,13 +70,17 @@ def test_file_size_past_max_file_size() -> None:
     _raised("--max-file-size=2m", "-c", code)
 
 
-def test_the_stack_limit_has_a_thread_instead() -> None:
+@pytest.mark.parametrize(("memory", "raised"), [("512m", "576m"), ("64m", "128m")])
+def test_the_stack_limit_has_a_thread_instead(memory: str, raised: str) -> None:
+    """Both of what the hint names, taken together: under 64m a thread with the larger
+    stack alone does not even start."""
     code = SET.format("RLIMIT_STACK", "256 << 20", "256 << 20")
-    assert _hint("--memory=512m", "-c", code) == [
+    assert _hint(f"--memory={memory}", "-c", code) == [
         "the program may not raise its stack limit: under the memory limit the main thread's "
         "stack keeps the limit it started with, which no grant raises; run deep recursion in a "
         "thread with a larger stack instead (threading.stack_size(64 << 20) before starting "
-        "it), which counts against the 512m memory limit"
+        f"it), and raise the limit by as much with --memory={raised}, since the stack counts "
+        "against it"
     ]
     deep = (
         "import sys, threading\nsys.setrecursionlimit(100_000)\n"
@@ -83,8 +89,30 @@ def test_the_stack_limit_has_a_thread_instead() -> None:
         "worker = threading.Thread(target=lambda: found.append(depth(50_000)))\n"
         "worker.start()\nworker.join()\nprint(found)\n"
     )
-    done = pynox("--memory=512m", "-c", deep)
+    done = pynox(f"--memory={raised}", "-c", deep)
     assert done.returncode == 0 and done.stdout == b"[50000]\n", done.stderr.decode()
+
+
+def test_the_stack_limit_hint_under_a_pool_s_ceiling() -> None:
+    """A pool's [pool.limits] may stop the raise the thread's stack needs short of it, or
+    allow none: the hint says which, never a limit by as much that the pool refuses."""
+    from pynox.engine.hint_style import Style
+    from pynox.engine.limit_hints import limit_hint_of
+
+    def hint(ceiling: str) -> str:
+        style = Style(True, ceilings={"memory": parse_size(ceiling, "memory")})
+        return limit_hint_of("stack_limit", None, style, 64 << 20, None) or ""
+
+    assert hint("1g").endswith(
+        "and raise the limit by as much with memory='128m', since the stack counts against it"
+    )
+    assert hint("96m").endswith(
+        "and raise the limit with memory='96m', the most [pool.limits] allows, since the "
+        "stack counts against it"
+    )
+    assert hint("64m").endswith(
+        "which counts against the 64m memory limit, the most [pool.limits] allows"
+    )
 
 
 def test_core_dumps_stay_off() -> None:

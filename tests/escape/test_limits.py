@@ -231,7 +231,7 @@ def test_a_thread_stacks_hint_names_a_lower_limit_pynox_was_started_with(
         command=[*limiting_memory(256 << 20), PYNOX],
     )
     hint = (
-        "a thread could not start: each thread's stack (8 MiB by default) counts against the "
+        "a thread could not start: each thread's stack (8m here) counts against the "
         "256m memory limit that pynox was started with (as ulimit -d or ulimit -v sets "
         "it), below the 512m asked for, which pynox never raises; run fewer "
         "threads at once (concurrent.futures.ThreadPoolExecutor(max_workers=4)) or make "
