@@ -105,11 +105,20 @@ def test_help_lists_every_flag() -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--allow-reed=x", "a.py"], "unknown flag --allow-reed; did you mean --allow-read?"),
-        (["--zzz", "a.py"], "unknown flag --zzz; run pynox --help to see the flags"),
-        (["-allow-read=x", "a.py"], "unknown option -allow-read; did you mean --allow-read?"),
+        (
+            ["--allow-reed=x", "a.py"],
+            "pynox does not take --allow-reed; did you mean --allow-read?",
+        ),
+        (
+            ["--zzz", "a.py"],
+            "pynox does not take --zzz; run pynox --help to see the flags it takes",
+        ),
+        (["-allow-read=x", "a.py"], "pynox does not take -allow-read; did you mean --allow-read?"),
         (["pool", "--worker=1"], "pynox pool does not take --worker; did you mean --workers?"),
         (["pool", "--zzz"], "pynox pool does not take --zzz; it takes --config"),
+        # Every command refuses a flag in the same words.
+        (["mcp", "--wrkers=2"], "pynox mcp does not take --wrkers; did you mean --workers?"),
+        (["doctor", "--jsn"], "pynox doctor does not take --jsn; did you mean --json?"),
         # Digits that str.isdigit() takes and int() does not: still a usage error.
         (["pool", "--workers=²"], "--workers=² is not a whole number of at least 1; give one"),
         (["pool", "--workers=0"], "--workers=0 is not a whole number of at least 1; give one"),
@@ -924,7 +933,10 @@ def test_doctor_says_what_to_do_when_landlock_is_refused(errno_value: int, fix: 
 def test_doctor_rejects_unknown_arguments() -> None:
     proc = pynox("doctor", "--verbose")
     assert proc.returncode == 2
-    assert proc.stderr.decode() == "pynox: pynox doctor takes only --json\n"
+    assert (
+        proc.stderr.decode()
+        == "pynox: pynox doctor does not take --verbose; it takes only --json\n"
+    )
 
 
 def test_doctor_help_prints_its_usage() -> None:
@@ -1067,7 +1079,7 @@ def test_mistyped_flags_get_the_closest_one(typo: str, suggestion: str) -> None:
     with pytest.raises(UsageError) as caught:
         parse([typo, "a.py"], stdin_is_terminal=lambda: False)
     name = typo.partition("=")[0]
-    assert caught.value.message == f"unknown flag {name}; did you mean {suggestion}?"
+    assert caught.value.message == f"pynox does not take {name}; did you mean {suggestion}?"
 
 
 @pytest.mark.parametrize(

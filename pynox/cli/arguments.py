@@ -56,7 +56,7 @@ _OTHER_FLAGS = ("--no-sandbox", "--help", "--version")
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping
+    from collections.abc import Callable, Mapping
 
 USAGE = """\
 usage: pynox [FLAGS] [-IEsSuBqP] [SCRIPT | -c CODE | -m MODULE | -] [ARGS...]
@@ -202,19 +202,10 @@ def known_flags() -> list[str]:
     return [*_SWITCHES, *_LIST_FLAGS, *_VALUE_FLAGS, *_OTHER_FLAGS]
 
 
-def did_you_mean(given: str, known: "Iterable[str]") -> str:
-    """The suggestion " did you mean X?" for the closest known flag, or nothing."""
-    import difflib  # only on this error path
-
-    matches = difflib.get_close_matches(given, list(known), n=1)
-    return f" did you mean {matches[0]}?" if matches else ""
-
-
 def unknown_flag(name: str) -> UsageError:
-    suggestion = did_you_mean(name, known_flags())
-    if suggestion:
-        return UsageError(f"unknown flag {name};{suggestion}")
-    return UsageError(f"unknown flag {name}; run pynox --help to see the flags")
+    from pynox.flag_refusal import flag_refused  # only on this error path
+
+    return flag_refused("pynox", name, known_flags(), "run pynox --help to see the flags it takes")
 
 
 def _parse_pynox_flags(argv: list[str], inv: "Invocation") -> int:
@@ -318,9 +309,10 @@ def _parse_python_part(
             if letter not in ACCEPTED_PYTHON_OPTIONS:
                 if pos == 1 and len(arg) > 2 and letter not in VALUE_OPTION_LETTERS:
                     # -allow-read=. is a pynox flag missing a dash, not -a -l -l...
-                    suggestion = did_you_mean("-" + arg.partition("=")[0], known_flags())
-                    if suggestion:
-                        raise UsageError(f"unknown option {arg.partition('=')[0]};{suggestion}")
+                    from pynox.flag_refusal import closest_flag
+
+                    if closest_flag("-" + arg.partition("=")[0], known_flags()) is not None:
+                        raise unknown_flag(arg.partition("=")[0])
                 if letter not in PYTHON_OPTION_LETTERS:
                     raise UsageError(
                         f"unknown option -{letter}: python has no such option either; "

@@ -13,7 +13,6 @@ import os
 import sys
 
 from pynox import __version__
-from pynox.errors import UsageError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -159,7 +158,10 @@ def doctor_command(argv: list[str]) -> int:
         sys.stdout.write(USAGE)
         return 0
     if argv not in ([], ["--json"]):
-        raise UsageError("pynox doctor takes only --json")
+        from pynox.flag_refusal import flag_refused
+
+        given = next(arg for arg in argv if arg != "--json") if argv[0] == "--json" else argv[0]
+        raise flag_refused("pynox doctor", given.partition("=")[0], ["--json"])
     report = diagnose()
     status = 0 if report["sandbox_supported"] else 1
     if sys.stdout is None:  # started with standard output closed: the status still answers

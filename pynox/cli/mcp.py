@@ -57,16 +57,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def _unknown(given: str, parser: argparse.ArgumentParser) -> UsageError:
     """A mistyped flag named with the closest one, as `pynox` and `pynox pool` name it."""
-    from pynox.cli.arguments import did_you_mean
+    from pynox.flag_refusal import flag_refused
 
     if not given.startswith("-"):
         return UsageError(f"mcp: {given} is not a flag; pynox mcp takes flags only ({USAGE})")
-    name = given.partition("=")[0]
     flags = [flag for action in parser._actions for flag in action.option_strings]
-    suggestion = did_you_mean(name, flags)
-    if suggestion:
-        return UsageError(f"mcp: unknown flag {name};{suggestion}")
-    return UsageError(f"mcp: unknown flag {name} (usage: {USAGE})")
+    return flag_refused(
+        "pynox mcp", given.partition("=")[0], [f for f in flags if f not in ("-h", "--help")]
+    )
 
 
 def _address(text: str) -> tuple[str, int]:

@@ -43,15 +43,9 @@ def parse_options(argv: list[str]) -> PoolOptions:
     while i < len(argv):
         name, has_value, value = argv[i].partition("=")
         if name not in _POOL_FLAGS:
-            import difflib  # only on this error path
+            from pynox.flag_refusal import flag_refused  # only on this error path
 
-            close = difflib.get_close_matches(name, _POOL_FLAGS, n=1)
-            if close:
-                raise UsageError(f"pynox pool does not take {name}; did you mean {close[0]}?")
-            raise UsageError(
-                f"pynox pool does not take {argv[i]}; it takes --config, --workers, --preload, "
-                "--warmup and --package-dir"
-            )
+            raise flag_refused("pynox pool", name, _POOL_FLAGS)
         if not has_value:
             if i + 1 >= len(argv):
                 raise UsageError(f"{name} needs a value, as in {name}=VALUE")

@@ -38,4 +38,5 @@ def test_doctor_says_whether_and_why(install: Install) -> None:
 
 def test_doctor_rejects_unknown_arguments(install: Install) -> None:
     done = install.run_pynox("doctor", "--verbose")
-    assert (done.returncode, done.stderr) == (2, "pynox: pynox doctor takes only --json\n")
+    refused = "pynox: pynox doctor does not take --verbose; it takes only --json\n"
+    assert (done.returncode, done.stderr) == (2, refused)

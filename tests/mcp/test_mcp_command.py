@@ -35,10 +35,13 @@ def test_help_names_each_value_as_the_usage_does() -> None:
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--wrkers", "2"], "mcp: unknown flag --wrkers; did you mean --workers?"),
-        (["--conf", "x"], "mcp: unknown flag --conf; did you mean --config?"),
-        (["--profle=a"], "mcp: unknown flag --profle; did you mean --profile?"),
-        (["--zzz"], f"mcp: unknown flag --zzz (usage: {mcp_cli.USAGE})"),
+        (["--wrkers", "2"], "pynox mcp does not take --wrkers; did you mean --workers?"),
+        (["--conf", "x"], "pynox mcp does not take --conf; did you mean --config?"),
+        (["--profle=a"], "pynox mcp does not take --profle; did you mean --profile?"),
+        (
+            ["--zzz"],
+            "pynox mcp does not take --zzz; it takes --config, --profile, --workers and --http",
+        ),
         (["extra"], f"mcp: extra is not a flag; pynox mcp takes flags only ({mcp_cli.USAGE})"),
     ],
 )
