@@ -94,6 +94,7 @@ def describe(pool: Pool, spec: Spec, *, session: bool) -> str:
     """The docstring of a tool running `spec` on `pool`: the grants the pool will apply."""
     config = pool._load_config()
     grants = effective_grants(spec, config)
+    refuse_unreachable_paths(grants)
     if config is not None:
         refuse_beyond_limits(grants, config)
     # The pool's own package directories are importable by every run too.
@@ -106,6 +107,31 @@ def describe(pool: Pool, spec: Spec, *, session: bool) -> str:
         name=spec.name,
         python=pool.python,
     )
+
+
+# The path grants, and how a refusal names what each grants.
+_PATH_GRANTS = (
+    ("allow_read", "reading"),
+    ("allow_write", "writing"),
+    ("package_dirs", "imports from"),
+)
+
+
+def refuse_unreachable_paths(grants: Grants) -> None:
+    """A ValueError, now, for a tool granted a path that does not exist (or that no grant
+    can reach): the pool would refuse every call it makes, and tell the model, which
+    cannot make the path, to create it."""
+    from pynox.errors import PolicyError
+    from pynox.policy.path_grant import resolve_grant
+
+    for field, kind in _PATH_GRANTS:
+        for path in getattr(grants, field):
+            try:
+                resolve_grant(path, kind, "/")  # absolute already (Spec.of)
+            except PolicyError as exc:
+                raise ValueError(
+                    f"the pool would refuse every call of this tool: {exc.message}"
+                ) from None
 
 
 def refuse_beyond_limits(grants: Grants, config: Config) -> None:

@@ -18,6 +18,8 @@ pytestmark = pytest.mark.unit
 
 def test_tool_is_a_plain_typed_function(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "out").mkdir()
     pool = Pool(lazy=True)
     run_python = pool.tool(allow_read=["data"], allow_write=["out"], timeout="10s", memory="256m")
     assert run_python.__name__ == "run_python"
@@ -133,6 +135,29 @@ def test_a_tool_beyond_the_pool_limits_is_refused_at_once(tmp_path: Path) -> Non
     # Within them, or leaving them to the limits: a tool, as before.
     doc = pool.tool(timeout="10s", allow_read=[tmp_path / "data"]).__doc__ or ""
     assert "10s of wall-clock time per call, 1 GiB of memory" in doc
+    pool.close()
+
+
+def test_a_tool_granted_a_path_that_does_not_exist_is_refused_at_once(tmp_path: Path) -> None:
+    """Every call would be refused, telling the model, which cannot make the path, to
+    create it: the tool is refused as it is made, in one sentence, for each path grant."""
+    pool = Pool(lazy=True)
+    missing = tmp_path / "missing"
+    for option, kind in [
+        ("allow_read", "reading"),
+        ("allow_write", "writing"),
+        ("package_dirs", "imports from"),
+    ]:
+        with pytest.raises(ValueError) as refused:
+            pool.tool(**{option: [missing]})
+        assert str(refused.value) == (
+            f"the pool would refuse every call of this tool: cannot grant {kind} {missing}: "
+            "it does not exist; create it first or correct the path"
+        )
+    with pytest.raises(ValueError, match="cannot grant reading .*missing: it does not exist"):
+        pynox.tool(allow_read=[missing], session=True)
+    missing.mkdir()
+    assert "Reading files: " + str(missing) in (pool.tool(allow_read=[missing]).__doc__ or "")
     pool.close()
 
 
