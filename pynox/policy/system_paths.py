@@ -162,6 +162,10 @@ LOADER_PRELOAD_LIST = "/etc/ld.so.preload"
 # includes (include /etc/ld.so.conf.d/*.conf).
 LOADER_CONFIG = "/etc/ld.so.conf"
 _MAX_LOADER_CONFIGS = 256
+# Readable in every run, as public as the loader's cache made from them: a write hint
+# reads them (pynox.policy.trusted.installed) so as never to name a folder they list,
+# which pynox refuses to grant. The usual folder of their includes comes with them.
+LOADER_CONFIG_READS = (LOADER_CONFIG, "/etc/ld.so.conf.d")
 
 
 def loader_config() -> "tuple[list[str], list[str]]":
@@ -432,7 +436,14 @@ def cgroup_limit_files() -> list[str]:
 
 
 def interpreter_reads() -> list[str]:
-    """Everything the interpreter reads, as existing real paths."""
+    """Everything the interpreter reads, and pynox's hints, as existing real paths."""
     return existing(
-        [stdlib_dir(), *library_dirs(), pynox_package_dir(), *SYSTEM_FACTS, *cgroup_limit_files()]
+        [
+            stdlib_dir(),
+            *library_dirs(),
+            pynox_package_dir(),
+            *SYSTEM_FACTS,
+            *LOADER_CONFIG_READS,
+            *cgroup_limit_files(),
+        ]
     )

@@ -206,8 +206,8 @@ def installation() -> "list[tuple[str, str]]":
 def installed() -> "list[tuple[str, str]]":
     """pynox, its environment, the interpreter and the system's files, unresolved: what
     a sandboxed process finds as pynox does, though its environment was emptied and its
-    sys.path is the program's, but for the folders /etc/ld.so.conf lists, which it may
-    not read."""
+    sys.path is the program's (it reads the loader's configuration too:
+    system_paths.LOADER_CONFIG_READS, but for includes outside their usual folder)."""
     entries = [(system_paths.pynox_package_dir(), _OWN_CODE)]
     # pynox starts without `site`, which is what points sys.prefix at a virtual
     # environment: find the environment from the interpreter's place in it.

@@ -178,3 +178,31 @@ def test_a_relative_folder_is_taken_from_where_pynox_ran(tmp_path: Path, variabl
     hint = hint_line(first.stderr)
     assert hint.startswith(f"pynox: {folder} cannot be granted for writing"), hint
     assert f"--allow-write={folder} " not in hint + " "
+
+
+def _writable_loader_folders() -> list[str]:
+    """The folders /etc/ld.so.conf lists that exist and this user may write in: a write
+    there gets a hint that could name a grant (in another, the user's permissions refuse
+    it first)."""
+    from pynox.policy import system_paths
+
+    _, folders = system_paths.loader_config()
+    real = dict.fromkeys(os.path.realpath(folder) for folder in folders)  # as hints name them
+    return [folder for folder in real if os.access(folder, os.W_OK | os.X_OK)]
+
+
+def test_a_write_hint_names_nothing_in_a_folder_ld_so_conf_lists(tmp_path: Path) -> None:
+    """pynox refuses a write grant in what /etc/ld.so.conf lists (what a later ldconfig
+    indexes for every process); the hint, made in the sandbox, knows those folders too
+    and names none of them, nor a folder inside one, as following it would be refused."""
+    folders = _writable_loader_folders()
+    if not folders:
+        pytest.skip("this user may write in no folder /etc/ld.so.conf lists")
+    for folder in folders:
+        refused = run([PYNOX, f"--allow-write={folder}", "-c", "pass"], tmp_path, {})
+        assert refused.returncode == SETUP_FAILURE, refused.stderr.decode()
+        probe = os.path.join(folder, f"pynox-probe-{os.getpid()}.txt")  # refused: never made
+        proc = run([PYNOX, "-c", WRITE, probe], tmp_path, {})
+        hint = hint_line(proc.stderr)
+        assert f"--allow-write={folder}" not in hint, hint
+        assert hint.startswith(f"pynox: {folder} cannot be granted for writing"), hint
