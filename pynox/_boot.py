@@ -78,6 +78,7 @@ COMMAND_MODULES = (
     "pynox.engine.runner",
 )
 CHILD_MODULES = (
+    "pynox.policy.user_paths",  # the home /etc/passwd lists, read before the sandbox
     "pynox.engine.access_log",
     "pynox.engine.sandbox",
     "pynox.jsonfast",

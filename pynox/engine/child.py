@@ -147,7 +147,13 @@ def empty_environment() -> "tuple[PackageEnv, PathEnv, SandboxError | None]":
     )
     # Strings only: the paths are looked at once a hint needs them, not on every start.
     named = {name: lean_os.getenv(name) for name in PATH_NAMING_VARIABLES}
-    path_env = ({name: value for name, value in named.items() if value}, list(sys.path))
+    from pynox.policy.user_paths import home_in_passwd_file  # the sandbox hides the file
+
+    path_env = (
+        {name: value for name, value in named.items() if value},
+        list(sys.path),
+        home_in_passwd_file(),
+    )
     try:
         scrub_environment()
     except SandboxError as exc:

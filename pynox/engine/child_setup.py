@@ -25,9 +25,10 @@ if TYPE_CHECKING:
     PackageEnv = tuple[str | None, str | None, str | None]
     # What pynox started with that names paths no write grant may reach, as its
     # environment says before pynox empties it (the variables of
-    # pynox.policy.system_paths.PATH_NAMING_VARIABLES that are set) and the folders it
-    # imports from (see pynox.policy.trusted.named_by_environment).
-    PathEnv = tuple[dict[str, str], list[str]]
+    # pynox.policy.system_paths.PATH_NAMING_VARIABLES that are set), the folders it
+    # imports from and this user's home directory as /etc/passwd lists it, which the
+    # sandbox may not read (see pynox.policy.trusted.named_by_environment).
+    PathEnv = tuple[dict[str, str], list[str], str]
 
 
 # The first byte on the report pipe once the process is confined. Only the
@@ -122,7 +123,7 @@ class ChildSetup:
         # What a write hint must not name a grant of, beyond what this process finds
         # itself once confined (pynox.engine.hints): PathEnv, and the pynox.toml the run
         # was given, if any.
-        self.path_env: PathEnv = ({}, [])
+        self.path_env: PathEnv = ({}, [], "")
         self.config_paths: list[str] = []
         # The working directory pynox ran in, as the program starts: its pynox.toml is
         # one of the paths no write grant may reach (see pynox.engine.hints).

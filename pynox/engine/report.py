@@ -120,9 +120,9 @@ def _named_by_environment(setup: "ChildSetup") -> "list[tuple[str, str]]":
     (pynox.policy.trusted.named_by_environment), for a hint that would name one."""
     from pynox.policy.trusted import named_by_environment
 
-    environ, import_path = setup.path_env
+    environ, import_path, user_home = setup.path_env
     cwd = setup.start_cwd or "/"  # only asked with one (pynox.engine.hints.classify)
-    return named_by_environment(setup.config_paths, cwd, environ, import_path)
+    return named_by_environment(setup.config_paths, cwd, environ, import_path, user_home)
 
 
 def line_bytes(line: str) -> bytes:

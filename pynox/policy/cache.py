@@ -35,14 +35,18 @@ def cache_dir(environ: "Mapping[str, str]") -> str | None:
     return None if root is None else lean_os.join(root, "pynox", "config")
 
 
-def cache_dirs_of_any_run(environ: "Mapping[str, str]") -> list[str]:
+def cache_dirs_of_any_run(
+    environ: "Mapping[str, str]", user_home: "str | None" = None
+) -> list[str]:
     """Where this run keeps the cache, and where a run of this user with another
     environment would: with or without XDG_CACHE_HOME, with HOME or without it (the
-    home directory of the user database). A program that could write any of them could
-    forge an entry that such a later run trusts (see pynox.policy.trusted)."""
-    from pynox.policy.user_paths import home_in_passwd_file  # only runs granted a write
+    home directory of the user database, user_home, read now if not given). A program
+    that could write any of them could forge an entry that such a later run trusts (see
+    pynox.policy.trusted)."""
+    if user_home is None:
+        from pynox.policy.user_paths import home_in_passwd_file  # only runs granted a write
 
-    user_home = home_in_passwd_file()
+        user_home = home_in_passwd_file()
     environments = (environ, {"HOME": environ.get("HOME", "")}, {"HOME": user_home})
     found = (cache_dir(each) for each in environments)
     return list(dict.fromkeys(directory for directory in found if directory is not None))

@@ -249,14 +249,16 @@ def named_by_environment(
     cwd: str,
     environ: "Mapping[str, str]",
     import_path: "list[str]",
+    user_home: str,
 ) -> "list[tuple[str, str]]":
     """What installation() and configuration() take from the environment pynox started
-    with (environ, of system_paths.PATH_NAMING_VARIABLES at least) and its own sys.path
-    (import_path), unresolved: the folders of PATH up to the pynox command, what the C
-    library's variables load, the folders pynox imports from and the user's
-    site-packages, the configuration a later run finds or is given and the cache."""
+    with (environ, of system_paths.PATH_NAMING_VARIABLES at least), its own sys.path
+    (import_path) and the user's home in /etc/passwd (user_home), unresolved: the folders
+    of PATH up to the pynox command, what the C library's variables load, the folders
+    pynox imports from and the user's site-packages, the configuration a later run finds
+    or is given and the cache."""
     named = _loaded_by_environment(environ, cwd) + _import_path(import_path)
-    return named + _configuration_paths(config_paths, cwd, environ)
+    return named + _configuration_paths(config_paths, cwd, environ, user_home)
 
 
 def resolve(
@@ -353,7 +355,10 @@ def configuration(
 
 
 def _configuration_paths(
-    config_paths: "Iterable[str | None]", cwd: str, environ: "Mapping[str, str]"
+    config_paths: "Iterable[str | None]",
+    cwd: str,
+    environ: "Mapping[str, str]",
+    user_home: "str | None" = None,
 ) -> "list[tuple[str, str]]":
     from pynox.policy.cache import cache_dirs_of_any_run
     from pynox.policy.location import CONFIG_ENV, CONFIG_NAME
@@ -364,7 +369,7 @@ def _configuration_paths(
         paths.append(lean_os.join(cwd, expand_home(environ[CONFIG_ENV], environ)))
     paths += [path for path in config_paths if path]
     entries = [(path, _CONFIG) for path in paths]
-    return entries + [(cache, _CACHE) for cache in cache_dirs_of_any_run(environ)]
+    return entries + [(cache, _CACHE) for cache in cache_dirs_of_any_run(environ, user_home)]
 
 
 def write_refusal(grant: str, trusted: "list[tuple[str, str]]") -> "tuple[str, str, bool] | None":

@@ -180,9 +180,9 @@ def _become_child(
     setup.stdout_fd, setup.stderr_fd = named["stdout"], named["stderr"]
     setup.report_fd, setup.channel_fd = named["report"], named["channel"]
     setup.api_hints = True
-    setup.package_env, (variables, import_path), setup.scrub_failure = emptied
+    setup.package_env, (variables, import_path, user_home), setup.scrub_failure = emptied
     setup.config_paths, package_dirs = trusted
-    setup.path_env = (variables, import_path + package_dirs)
+    setup.path_env = (variables, import_path + package_dirs, user_home)
     setup.environment_emptied = True
     setup.parent_pid = os.getppid()
     setup.config_package_dirs = config_package_dirs

@@ -206,3 +206,37 @@ def test_a_write_hint_names_nothing_in_a_folder_ld_so_conf_lists(tmp_path: Path)
         hint = hint_line(proc.stderr)
         assert f"--allow-write={folder}" not in hint, hint
         assert hint.startswith(f"pynox: {folder} cannot be granted for writing"), hint
+
+
+def test_the_cache_under_the_home_etc_passwd_lists_is_known_though_home_differs(
+    tmp_path: Path,
+) -> None:
+    """A later run with HOME unset trusts the cache under the home /etc/passwd lists, so
+    pynox refuses a write grant over it whatever HOME says; the hint, made in a sandbox
+    that may not read /etc/passwd, names a folder inside the .cache folder instead, and
+    following it works."""
+    import pwd
+
+    cache = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".cache"
+    if not os.access(cache, os.W_OK | os.X_OK):
+        pytest.skip(f"this user has no {cache} to write in")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home)}
+    refused = run([PYNOX, f"--allow-write={cache}", "-c", "pass"], tmp_path, env)
+    assert refused.returncode == SETUP_FAILURE, refused.stderr.decode()
+    name = f"pynox-probe-{os.getpid()}.txt"
+    first = run([PYNOX, "-c", WRITE, str(cache / name)], tmp_path, env)
+    inside = cache / "out"
+    assert hinted_flags(first.stderr) == [f"--allow-write={inside}"], hint_line(first.stderr)
+    made = not inside.exists()
+    inside.mkdir(exist_ok=True)
+    try:
+        done = run(
+            [PYNOX, f"--allow-write={inside}", "-c", WRITE, str(inside / name)], tmp_path, env
+        )
+        assert done.returncode == 0 and done.stdout == b"ok\n", done.stderr.decode()
+    finally:
+        (inside / name).unlink(missing_ok=True)
+        if made:
+            inside.rmdir()
