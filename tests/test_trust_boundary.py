@@ -592,6 +592,31 @@ def test_a_write_grant_over_a_library_a_preload_loaded_is_refused(tmp_path: Path
     assert library.read_bytes() == loaded_library("libm.so.6").read_bytes()
 
 
+@pytest.mark.parametrize("mark", ["\n", "\r"], ids=["newline", "carriage-return"])
+def test_a_write_grant_over_a_library_folder_with_a_line_break_is_refused(
+    tmp_path: Path, mark: str
+) -> None:
+    """The kernel writes a newline in a mapped file's path as "\\012" in /proc/self/maps
+    (and a carriage return as it is): a preload's library in such a folder was taken for
+    another path, and a request granted the real folder replaced the library."""
+    packages, vendor = tmp_path / "packages", tmp_path / f"ven{mark}dor"
+    packages.mkdir()
+    vendor.mkdir()
+    library = vendor / "libvendor.so"
+    library.write_bytes(loaded_library("libm.so.6").read_bytes())
+    (packages / "vend.py").write_text(f"import ctypes\nLIBRARY = ctypes.CDLL({str(library)!r})\n")
+    plant = f"open({str(library)!r}, 'wb').write(b'\\x7fELF')"
+    flags = ("--package-dir", str(packages))
+    with PoolClient(*flags, cwd=tmp_path, workers=1, preload=["vend"]) as pool:
+        refused = pool.run({"id": 1, "code": plant, "allow_write": [str(vendor)]})
+        assert refused["exit"] == 125 and refused["error"]["type"] == "RequestError", refused
+        assert refused["error"]["message"] == (
+            f"cannot grant writing {vendor}: it is {vendor}, the folder of a shared library pynox"
+            " loaded before the sandbox existed; grant a directory outside it instead"
+        )
+    assert library.read_bytes() == loaded_library("libm.so.6").read_bytes()
+
+
 def test_a_write_grant_over_a_link_on_the_way_to_the_interpreter_is_refused(
     tmp_path: Path,
 ) -> None:

@@ -574,21 +574,30 @@ def linked_files() -> "dict[tuple[int, int], str]":
     return linked
 
 
+# How /proc/self/maps writes a newline in a path, which would end its line; nothing else
+# is escaped (a carriage return stays as it is, and so does a backslash).
+_MAPS_NEWLINE = b"\\012"
+
+
 def _mapped_files(code: bool = False) -> "list[str]":
     """The files mapped into this process (only as code, if code), from /proc/self/maps
     ("address perms offset device inode path"; a path in brackets or marked deleted names
     no file)."""
     try:
         with open("/proc/self/maps", "rb") as maps:
-            lines = maps.read().splitlines()
+            lines = maps.read().split(b"\n")  # lines end at a newline only
     except OSError:
         return []
     paths = set()
     for line in lines:
-        fields = line.split(maxsplit=5)
-        if len(fields) == 6 and fields[5].startswith(b"/") and (not code or b"x" in fields[1]):
-            paths.add(fields[5])
-    return [lean_os.fsdecode(path) for path in paths if not path.endswith(b" (deleted)")]
+        fields = line.split(b" ", 5)
+        if len(fields) < 6 or (code and b"x" not in fields[1]):
+            continue
+        path = fields[5].lstrip(b" ")  # padded to a column
+        if path.startswith(b"/") and not path.endswith(b" (deleted)"):
+            # "\012" is a newline, or those four characters in a name: both are kept.
+            paths.update({path, path.replace(_MAPS_NEWLINE, b"\n")})
+    return [lean_os.fsdecode(path) for path in paths]
 
 
 def _files_below(top: str) -> "list[str]":
