@@ -328,6 +328,33 @@ def test_a_write_grant_over_a_relative_folder_of_path_is_refused(tmp_path: Path)
     assert not marker.exists()
 
 
+def test_a_write_grant_before_the_interpreter_on_path_is_refused(tmp_path: Path) -> None:
+    """`python3 -m pynox` runs the first python3 the shell finds on PATH: a program granted
+    a folder before it left a python3 script there, which ran unconfined as the next
+    `python3 -m pynox` typed. The environment here has python3 and no pynox command."""
+    import sysconfig
+
+    environment, first = tmp_path / "env", tmp_path / "first"
+    first.mkdir()
+    made = python("-m", "venv", "--without-pip", str(environment))
+    assert made.returncode == 0, made.stderr
+    site = next((environment / "lib").glob("python*/site-packages"))
+    (site / "pynox-under-test.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    marker = tmp_path / "ran"
+    script = f'#!/bin/sh\necho > {marker}\nexec {environment}/bin/python3 "$@"\n'
+    plant = (
+        f"import os\nfd = os.open({str(first / 'python3')!r}, os.O_WRONLY | os.O_CREAT, 0o755)\n"
+        f"os.write(fd, {script.encode()!r})\n"
+    )
+    env = {"PATH": f"{first}:{environment / 'bin'}:/usr/bin:/bin"}
+    granted = ["python3", "-m", "pynox", f"--allow-write={first}", "-c", plant]
+    line = refusal(run(granted, cwd=tmp_path, env=env))
+    assert f"it covers {first}/python, where the shell looks for the interpreter on PATH" in line
+    later = run(["python3", "-m", "pynox", "-c", "print('ok')"], cwd=tmp_path, env=env)
+    assert later.stdout == b"ok\n", later.stderr
+    assert not marker.exists()
+
+
 # Run sandboxed: leaves a zip of the standard library whose encodings package leaves a
 # marker, where the interpreter looks for one as it starts.
 PLANT_STDLIB_ZIP = """\

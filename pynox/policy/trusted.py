@@ -27,7 +27,7 @@ from pynox.policy import system_paths
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping
+    from collections.abc import Callable, Iterable, Iterator, Mapping
 
     from pynox.policy.resolve import Policy
 
@@ -60,6 +60,10 @@ _STDLIB_SEARCH = (
 _COMMAND = (
     "where the shell looks for the pynox command on PATH, whose first one found runs "
     "before any sandbox exists"
+)
+_INTERPRETER_COMMAND = (
+    "where the shell looks for the interpreter on PATH, whose first one found runs "
+    "`python3 -m pynox` before any sandbox exists"
 )
 _HELPER_SHELL = "the shell pynox runs outside any sandbox to remove scratch directories"
 _HELPER_COMMANDS = (
@@ -273,10 +277,19 @@ def resolve(
 
 def _loaded_by_environment(environ: "Mapping[str, str]", cwd: str) -> "list[tuple[str, str]]":
     """What an environment has a later run load before its sandbox exists: the pynox
-    command where the shell finds it on PATH, and what the C library's variables name.
+    command and the interpreter (for `python3 -m pynox`) where the shell finds them on
+    PATH, and what the C library's variables name.
     A relative path is taken from cwd, pynox's: the program's process, where a hint asks,
     may have changed directory since."""
-    entries = [(path, _COMMAND) for path in _command_on_path(_launchers(), environ, cwd)]
+    launchers = {lean_os.realpath(path) for path in _launchers() if lean_os.isfile(path)}
+
+    def is_a_launcher(command: str) -> bool:
+        return lean_os.realpath(command) in launchers
+
+    entries = [(path, _COMMAND) for path in _command_on_path("pynox", is_a_launcher, environ, cwd)]
+    for name in _interpreter_names():
+        found = _command_on_path(name, _runs_this_interpreter, environ, cwd)
+        entries += [(path, _INTERPRETER_COMMAND) for path in found]
     return entries + [
         (
             lean_os.join(cwd, path),
@@ -329,21 +342,43 @@ def _launchers() -> "list[str]":
     ]
 
 
-def _command_on_path(commands: "list[str]", environ: "Mapping[str, str]", cwd: str) -> "list[str]":
-    """Where the shell looks for `pynox` on PATH (install.sh links it into ~/.local/bin),
-    up to the one it finds when that is one of `commands`, this installation's: a
-    program that replaced that link, or put a `pynox` in a folder before it, would run
-    unconfined as the next `pynox`. Nothing when the shell finds another pynox, or none.
+def _interpreter_names() -> "list[str]":
+    """The names `python3 -m pynox` may be typed with (python, python3, python3.13)."""
+    major, minor = sys.version_info[:2]
+    return ["python", f"python{major}", f"python{major}.{minor}"]
+
+
+def _runs_this_interpreter(command: str) -> bool:
+    """Whether the command (an executable's path) starts this interpreter in this
+    environment: a virtual environment's is found by the folder the command is named in,
+    not where its link leads."""
+    executable = lean_os.realpath(sys.executable)
+    if lean_os.realpath(command) != executable:
+        return False
+    environment = lean_os.dirname(lean_os.dirname(sys.executable))
+    if not lean_os.isfile(lean_os.join(environment, "pyvenv.cfg")):
+        return True
+    here = lean_os.realpath(lean_os.dirname(command))
+    return here == lean_os.realpath(lean_os.dirname(sys.executable))
+
+
+def _command_on_path(
+    name: str, ours: "Callable[[str], bool]", environ: "Mapping[str, str]", cwd: str
+) -> "list[str]":
+    """Where the shell looks for the command name on PATH (install.sh links pynox into
+    ~/.local/bin), up to the one it finds when that is ours, this installation's: a
+    program that replaced that link, or put a command of that name in a folder before
+    it, would run unconfined as the next `pynox` or `python3 -m pynox`. Nothing when the
+    shell finds another one, or none.
     """
-    ours = {lean_os.realpath(command) for command in commands if lean_os.isfile(command)}
     looked_in = []
     for folder in (environ.get("PATH") or "").split(":"):
         # A relative folder ("bin", or "" for "."), from the working directory of whichever
-        # run: this one's (cwd), where a pynox typed next is likely run again.
-        candidate = lean_os.join(cwd, folder, "pynox")
+        # run: this one's (cwd), where a command typed next is likely run again.
+        candidate = lean_os.join(cwd, folder, name)
         looked_in.append(candidate)
         if lean_os.isfile(candidate) and posix.access(candidate, posix.X_OK):
-            return looked_in if lean_os.realpath(candidate) in ours else []
+            return looked_in if ours(candidate) else []
     return []
 
 
