@@ -619,6 +619,59 @@ def test_a_write_grant_over_a_library_a_preload_loaded_is_refused(tmp_path: Path
     assert library.read_bytes() == loaded_library("libm.so.6").read_bytes()
 
 
+def test_a_write_grant_over_a_link_the_loader_went_through_is_refused(tmp_path: Path) -> None:
+    """A preloaded module loads a library by a name that leads through links elsewhere
+    (libblas.so.3 -> /etc/alternatives/libblas.so.3 -> .../blas/libblas.so.3): a request
+    granted a folder of a link on the way replaced the link, and the next pool's preload
+    loaded a library of the request's, unconfined. /proc/self/maps names the last file
+    only, whose folder alone was refused."""
+    packages, named, chosen, real = (
+        tmp_path / name for name in ("packages", "named", "alt", "real")
+    )
+    for folder in (packages, named, chosen, real):
+        folder.mkdir()
+    (real / "libvendor.so").write_bytes(loaded_library("libm.so.6").read_bytes())
+    (chosen / "libvendor.so").symlink_to("../real/libvendor.so")
+    (named / "libvendor.so").symlink_to(chosen / "libvendor.so")
+    library = named / "libvendor.so"
+    (packages / "vend.py").write_text(f"import ctypes\nLIBRARY = ctypes.CDLL({str(library)!r})\n")
+    flags = ("--package-dir", str(packages))
+    with PoolClient(*flags, cwd=tmp_path, workers=1, preload=["vend"]) as pool:
+        for folder in (chosen, named):
+            link = folder / "libvendor.so"
+            plant = f"import os\nos.unlink({str(link)!r})\nos.symlink('/nowhere', {str(link)!r})"
+            refused = pool.run({"id": 1, "code": plant, "allow_write": [str(folder)]})
+            assert refused["exit"] == 125, refused
+            assert refused["error"]["message"] == (
+                f"cannot grant writing {folder}: it covers {link}, a name the dynamic loader "
+                "opened a shared library by before the sandbox existed, which the next run's "
+                "loader opens again; grant a directory that holds none of it instead, such as "
+                "a subdirectory for the program's output"
+            )
+    assert os.readlink(chosen / "libvendor.so") == "../real/libvendor.so"
+
+
+def test_the_loaders_names_are_those_it_lists_itself() -> None:
+    """The names read from the loader's list in memory are those dl_iterate_phdr gives."""
+    import ctypes
+
+    from pynox.policy.loader_names import loader_names
+
+    class Object(ctypes.Structure):
+        _fields_ = [("address", ctypes.c_size_t), ("name", ctypes.c_char_p)]
+
+    listed: list[str] = []
+
+    def each(info, size, data):  # type: ignore[no-untyped-def]
+        listed.append(os.fsdecode(info.contents.name or b""))
+        return 0
+
+    walk = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Object), ctypes.c_size_t, ctypes.c_void_p)
+    ctypes.CDLL(None).dl_iterate_phdr(walk(each), None)
+    expected = [name for name in listed if name]
+    assert loader_names() == expected and any("libc" in name for name in expected)
+
+
 @pytest.mark.parametrize("mark", ["\n", "\r"], ids=["newline", "carriage-return"])
 def test_a_write_grant_over_a_library_folder_with_a_line_break_is_refused(
     tmp_path: Path, mark: str

@@ -24,6 +24,7 @@ import sys
 from pynox import lean_os
 from pynox.errors import PolicyError
 from pynox.policy import system_paths
+from pynox.policy.loader_names import loader_names
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -72,6 +73,10 @@ _HELPER_COMMANDS = (
 )
 _IMPORTED = "the home of a module pynox imported before the sandbox existed"
 _MAPPED = "the folder of a shared library pynox loaded before the sandbox existed"
+_LOADER_NAME = (
+    "a name the dynamic loader opened a shared library by before the sandbox existed, "
+    "which the next run's loader opens again"
+)
 _IMPORTED_SOURCE = (
     "the file a module pynox imported before the sandbox existed was read from, through "
     "a symbolic link"
@@ -174,6 +179,8 @@ def _inside(path: str, root: str) -> bool:
 def installation() -> "list[tuple[str, str]]":
     """pynox, its environment, the interpreter, what it loaded so far and what this
     process's environment and sys.path name, as (path, what it is) pairs."""
+    from pynox.policy.path_grant import links_on_way
+
     environ = lean_os.environment()
     found = _Found()  # shared by every path below
     named = _loaded_by_environment(environ, lean_os.getcwd())
@@ -203,6 +210,17 @@ def installation() -> "list[tuple[str, str]]":
     ]
     folders = dict.fromkeys(lean_os.dirname(path) for path in mapped)
     resolved += resolve([(folder, _MAPPED) for folder in folders], found)
+    # Every link on the way from the names the loader opened them by: maps gives only
+    # where each ends (/usr/lib/x86_64-linux-gnu/blas/libblas.so.3, refused with its
+    # folder above), and a grant holding a link the loader went through
+    # (/etc/alternatives/libblas.so.3) could lead the next run's loader elsewhere.
+    names = [lean_os.join(lean_os.getcwd(), name) for name in loader_names() if "/" in name]
+    links = dict.fromkeys(link for name in names for link in links_on_way(name, found.walks))
+    resolved += [
+        (link, _LOADER_NAME)
+        for link in links
+        if link not in roots and not link.startswith(beneath_roots)
+    ]
     resolved += resolve([(source, _IMPORTED_SOURCE) for source in sources], found)
     return resolved + resolve(_import_path(sys.path), found)
 
