@@ -677,6 +677,65 @@ def test_a_write_grant_where_a_librarys_runpath_looks_first_is_refused(tmp_path:
     assert not (first / "libdep.so").exists()
 
 
+@pytest.fixture
+def bound_package(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """pynox's package bound into a project folder (mount --bind), as a container's volume
+    or a developer's bind mount may show it: the mount point, unmounted after the test."""
+    point = tmp_path / "project" / "vendored"
+    point.mkdir(parents=True)
+    bound = subprocess.run(["mount", "--bind", str(PACKAGE), str(point)], capture_output=True)
+    if bound.returncode != 0:
+        pytest.skip(f"no bind mount here: {bound.stderr.decode().strip()}")
+    try:
+        yield point
+    finally:
+        subprocess.run(["umount", str(point)], check=True)
+
+
+def test_a_write_grant_reaching_pynox_through_a_bind_mount_is_refused(
+    tmp_path: Path, bound_package: Path
+) -> None:
+    """A bind mount shows a folder under a second path, which no comparison of paths
+    sees: a program granted the project holding the mount point rewrote pynox's own
+    code through it, which the next run loaded before its sandbox existed."""
+    project = bound_package.parent
+    # Nothing is planted: were the grant taken, it would be in the installed package.
+    line = refusal(pynox(f"--allow-write={project}", "-c", "pass", cwd=tmp_path))
+    assert line == (
+        f"pynox: cannot grant writing {project}: through the mount at {bound_package} it "
+        f"reaches {PACKAGE}, which is {PACKAGE}, pynox's own code, which every run loads "
+        "before its sandbox exists; grant a directory that holds no such mount instead"
+    )
+    inside = bound_package / "policy"
+    line = refusal(pynox(f"--allow-write={inside}", "-c", "pass", cwd=tmp_path))
+    assert line == (
+        f"pynox: cannot grant writing {inside}: through the mount at {bound_package} it "
+        f"reaches {PACKAGE}/policy, which lies inside {PACKAGE}, pynox's own code, which "
+        "every run loads before its sandbox exists; grant a directory outside that mount instead"
+    )
+    (project / "out").mkdir()
+    beside = pynox(f"--allow-write={project / 'out'}", "-c", "print('ok')", cwd=tmp_path)
+    assert beside.stdout == b"ok\n", beside.stderr
+
+
+def test_bind_mounts_are_followed_from_either_end() -> None:
+    """What a grant reaches through bind mounts, from /proc/self/mountinfo's view: a mount
+    inside it, one it lies inside, and one elsewhere showing a folder it holds."""
+    from pynox.policy.bind_mounts import Mount, _unescaped, shown_elsewhere
+
+    listing = [
+        Mount("8:1", "/", "/"),
+        Mount("8:1", "/usr/lib", "/home/u/p/libs"),
+        Mount("8:1", "/home/u/share", "/opt/venv"),
+        Mount("0:5", "/", "/tmp"),
+    ]
+    assert shown_elsewhere("/home/u/p", listing) == [("/usr/lib", "/home/u/p/libs")]
+    assert shown_elsewhere("/home/u/p/libs/x", listing) == [("/usr/lib/x", "/home/u/p/libs")]
+    assert shown_elsewhere("/home/u/share/a", listing) == [("/opt/venv/a", "/opt/venv")]
+    assert shown_elsewhere("/tmp/out", listing) == shown_elsewhere("/srv", listing) == []
+    assert _unescaped(b"/a\\040b\\012c\\134d\\x") == "/a b\nc\\d\\x"
+
+
 def test_the_loaders_names_are_those_it_lists_itself() -> None:
     """The names read from the loader's list in memory are those dl_iterate_phdr gives."""
     import ctypes

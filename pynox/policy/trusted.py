@@ -484,6 +484,7 @@ def refuse_trusted_writes(policy: "Policy", trusted: "list[tuple[str, str]]") ->
     """Raises PolicyError when a write grant of the policy reaches a trusted path, or a
     device that is the machine itself (device_refusal)."""
     _refuse_reaching("writing", policy.allow_write, trusted, "for the program's output")
+    _refuse_mounted(policy.allow_write, trusted)
     for grant in policy.allow_write:
         refusal = device_refusal(grant)
         if refusal is not None:
@@ -492,6 +493,33 @@ def refuse_trusted_writes(policy: "Policy", trusted: "list[tuple[str, str]]") ->
             raise PolicyError(
                 f"cannot grant writing {grant}: {relation}; no run is granted that, write to "
                 "a file instead"
+            )
+
+
+def _refuse_mounted(grants: "list[str]", trusted: "list[tuple[str, str]]") -> None:
+    """Raises PolicyError when a grant reaches a trusted path through a bind mount (see
+    pynox.policy.bind_mounts), which no comparison of paths sees."""
+    from pynox.policy import bind_mounts
+
+    listing = bind_mounts.mounts()
+    for grant in grants:
+        for path, point in bind_mounts.shown_elsewhere(grant, listing):
+            refusal = write_refusal(path, trusted)
+            if refusal is None:
+                continue
+            reached, what, covers = refusal
+            relation = "holds" if covers and reached != path else "is"
+            if not covers and reached != path:
+                relation = "lies inside"
+            if _inside(grant, point):
+                instead = "a directory outside that mount"
+            elif _inside(point, grant):
+                instead = "a directory that holds no such mount"
+            else:
+                instead = "a directory that holds nothing that mount shows"
+            raise PolicyError(
+                f"cannot grant writing {grant}: through the mount at {point} it reaches {path}, "
+                f"which {relation} {reached}, {what}; grant {instead} instead"
             )
 
 

@@ -1,0 +1,106 @@
+"""Where a write grant reaches, through bind mounts, folders it does not name.
+
+A bind mount shows a folder (or a file) of a file system under a second path: with
+/usr/lib bound at ~/project/libs, a grant of ~/project writes /usr/lib, which no path
+rule sees. /proc/self/mountinfo says what each mount shows: its file system (the
+device), the folder of it that is its root, and where it is mounted. A path is taken
+to where its file system keeps it, and back to every other path that shows the same
+place.
+"""
+
+from pynox import lean_os
+
+
+class Mount:
+    __slots__ = ("device", "point", "root")
+
+    def __init__(self, device: str, root: str, point: str) -> None:
+        self.device = device  # major:minor, one for every mount of one file system
+        self.root = root  # the folder of the file system that shows at point
+        self.point = point
+
+
+def mounts() -> "list[Mount]":
+    """This process's mounts, in the order they were made (a later one at the same point
+    hides an earlier); empty where /proc/self/mountinfo cannot be read."""
+    try:
+        with open("/proc/self/mountinfo", "rb") as listing:
+            lines = listing.read().split(b"\n")
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        # "id parent major:minor root point options ... - type source superoptions"
+        fields = line.split(b" ")
+        if len(fields) >= 5:
+            root, point = (_unescaped(field) for field in fields[3:5])
+            found.append(Mount(lean_os.fsdecode(fields[2]), root, point))
+    return found
+
+
+def _unescaped(field: bytes) -> str:
+    """A path of mountinfo, where a space, tab, newline and backslash are written in octal
+    (\\040, \\011, \\012, \\134)."""
+    parts = field.split(b"\\")
+    text = parts[0]
+    for part in parts[1:]:
+        if len(part) >= 3 and all(48 <= byte <= 55 for byte in part[:3]):
+            text += bytes([int(part[:3], 8) & 0xFF]) + part[3:]
+        else:
+            text += b"\\" + part
+    return lean_os.fsdecode(text)
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _below(path: str, root: str) -> str:
+    """What follows root in path (inside it), with its leading slash, or ""."""
+    return path[len(root.rstrip("/")) :] if root != "/" else path
+
+
+def _joined(root: str, rest: str) -> str:
+    return (root.rstrip("/") + rest) or "/"
+
+
+def _mount_of(path: str, listing: "list[Mount]") -> "Mount | None":
+    """The mount that shows path: the deepest point holding it, the last made there."""
+    best = None
+    for mount in listing:
+        if _inside(path, mount.point) and (best is None or len(mount.point) >= len(best.point)):
+            best = mount
+    return best
+
+
+def shown_elsewhere(grant: str, listing: "list[Mount]") -> "list[tuple[str, str]]":
+    """The other paths whose files a write grant of the real path grant reaches through a
+    bind mount, as (that path, the point of the mount that joins them): where the grant
+    lies inside what a mount shows, holds a mount point, or holds what a mount elsewhere
+    shows."""
+    # (device, the folder of its file system the grant reaches, the point of the mount
+    # that shows it there when that one shows a folder of its file system, else "")
+    places: list[tuple[str, str, str]] = []
+    holding = _mount_of(grant, listing)
+    if holding is not None:
+        folder = _joined(holding.root, _below(grant, holding.point))
+        places.append((holding.device, folder, holding.point if holding.root != "/" else ""))
+    places += [
+        (mount.device, mount.root, mount.point)
+        for mount in listing
+        if mount.point != grant and _inside(mount.point, grant)
+    ]
+    found: dict[tuple[str, str], None] = {}
+    for device, folder, point in places:
+        for other in listing:
+            if other.device != device:
+                continue
+            if _inside(folder, other.root):  # what the grant reaches shows at other too
+                path = _joined(other.point, _below(folder, other.root))
+            elif _inside(other.root, folder):  # all other shows is reached
+                path = other.point
+            else:
+                continue
+            if not _inside(path, grant):
+                found.setdefault((path, point or other.point), None)
+    return list(found)
