@@ -23,6 +23,7 @@ import py_compile
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import termios
 import time
@@ -928,6 +929,22 @@ def test_a_captured_run_granted_the_terminal_reads_it_as_python_does(
     outputs = _typed_on_a_terminal(tmp_path, "reads.py", flags, typed)
     expected = "read secret" if typed == b"secret\n" else "cleaned up"
     assert outputs[0] == outputs[1] == f"ready\n{expected}\n"
+
+
+def test_a_captured_run_granted_the_terminal_by_another_name_reads_it(tmp_path: Path) -> None:
+    """A device node of /dev/tty's number opens the controlling terminal under any name
+    (as /dev/console and /dev/tty0 open the console's): a --json run granted one was
+    taken for a run without the terminal, put in the background, and stopped (SIGTTIN)
+    as it read the line typed, where python reads it."""
+    alias = tmp_path / "terminal"
+    try:
+        os.mknod(alias, stat.S_IFCHR | 0o666, os.makedev(5, 0))
+    except PermissionError:
+        pytest.skip("making a device node needs CAP_MKNOD")
+    (tmp_path / "reads.py").write_text(READS_THE_TERMINAL.replace('"/dev/tty"', repr(str(alias))))
+    flags = ["--json", f"--allow-read={alias}"]
+    outputs = _typed_on_a_terminal(tmp_path, "reads.py", flags, b"secret\n")
+    assert outputs[0] == outputs[1] == "ready\nread secret\n"
 
 
 # Notes "ready", sleeps a second, notes "done", each line in the progress file too.
