@@ -1388,6 +1388,40 @@ def test_a_write_grant_holding_a_hard_link_to_a_trusted_file_is_refused(
     assert (granted / "ran").read_text() == "ran"
 
 
+def test_a_hard_link_on_another_file_system_mounted_in_a_grant_is_refused(
+    tmp_path: Path, beside_the_package: Path
+) -> None:
+    """A grant on one file system holds no hard link to a file of another, and was not
+    searched: with a folder of pynox's file system bound inside it (mount --bind), it
+    held another name of pynox's code all the same."""
+    links = beside_the_package / "links"
+    links.mkdir()
+    link = links / "innocent"
+    try:
+        os.link(PACKAGE / "errors.py", link)
+    except OSError as error:  # not allowed here (protected_hardlinks, another owner)
+        pytest.skip(f"cannot link {PACKAGE / 'errors.py'}: {error}")
+    granted = tmp_path / "granted"
+    granted.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "none", str(granted)], capture_output=True)
+    if made.returncode != 0:
+        pytest.skip(f"no mount here: {made.stderr.decode().strip()}")
+    try:
+        (granted / "sub").mkdir()
+        subprocess.run(["mount", "--bind", str(links), str(granted / "sub")], check=True)
+        try:
+            line = refusal(pynox(f"--allow-write={granted}", "-c", "pass", cwd=tmp_path))
+        finally:
+            subprocess.run(["umount", str(granted / "sub")], check=True)
+    finally:
+        subprocess.run(["umount", str(granted)], check=True)
+    assert line == (
+        f"pynox: cannot grant writing {granted}: {granted}/sub/innocent is another name of "
+        f"{PACKAGE}/errors.py, which runs load before their sandbox exists; grant a directory "
+        "that holds no such link, or remove that link"
+    )
+
+
 def test_a_write_grant_too_large_to_search_for_links_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -73,6 +73,11 @@ def _mount_of(path: str, listing: "list[Mount]") -> "Mount | None":
     return best
 
 
+def holds_a_mount(grant: str, listing: "list[Mount]") -> bool:
+    """Whether a mount point lies inside grant, which may then hold another file system."""
+    return any(mount.point != grant and _inside(mount.point, grant) for mount in listing)
+
+
 def shown_elsewhere(grant: str, listing: "list[Mount]") -> "list[tuple[str, str]]":
     """The other paths whose files a write grant of the real path grant reaches through a
     bind mount, as (that path, the point of the mount that joins them): where the grant

@@ -785,15 +785,18 @@ def refuse_linked_writes(policy: "Policy", linked: "dict[tuple[int, int], str]")
     in linked (linked_files), or is too large to search for one."""
     if not linked:
         return
+    from pynox.policy.bind_mounts import holds_a_mount, mounts
+
     devices = {device for device, _ in linked}
     inodes = {inode for _, inode in linked}
+    listing = mounts()
     for grant in policy.allow_write:
         try:
             status = posix.stat(grant)
         except OSError:
             continue
-        if status.st_dev not in devices:
-            continue  # a hard link never crosses file systems
+        if status.st_dev not in devices and not holds_a_mount(grant, listing):
+            continue  # a hard link never crosses file systems, but a mount inside may
         if lean_os.is_directory(status.st_mode):
             found = _search(grant, inodes, linked)
         else:
