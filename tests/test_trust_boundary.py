@@ -736,6 +736,29 @@ def test_bind_mounts_are_followed_from_either_end() -> None:
     assert _unescaped(b"/a\\040b\\012c\\134d\\x") == "/a b\nc\\d\\x"
 
 
+def test_a_pools_mount_table_sees_a_mount_made_after_it_was_read(tmp_path: Path) -> None:
+    """The pool reads the mount table again only when the kernel says it changed: a bind
+    mount made between two requests is seen by the second."""
+    from pynox.policy.bind_mounts import MountTable
+
+    table = MountTable()
+    point = tmp_path / "point"
+    point.mkdir()
+
+    def mounted() -> bool:  # other tests may mount elsewhere meanwhile
+        return str(point) in [mount.point for mount in table.current()]
+
+    assert not mounted()
+    bound = subprocess.run(["mount", "--bind", str(PACKAGE), str(point)], capture_output=True)
+    if bound.returncode != 0:
+        pytest.skip(f"no bind mount here: {bound.stderr.decode().strip()}")
+    try:
+        assert mounted()
+    finally:
+        subprocess.run(["umount", str(point)], check=True)
+    assert not mounted()
+
+
 def test_the_loaders_names_are_those_it_lists_itself() -> None:
     """The names read from the loader's list in memory are those dl_iterate_phdr gives."""
     import ctypes
@@ -1138,6 +1161,49 @@ def test_a_write_grant_over_where_runs_make_their_scratch_directories_is_refused
     assert precious.read_text() == "kept\n"
     inside = pynox(f"--allow-write={tmpdir / 'out'}", "-c", "print('ran')", env=env)
     assert inside.stdout == b"ran\n", inside.stderr
+
+
+@pytest.fixture
+def bound_tmpdir(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """A TMPDIR of its own (tmp_path/tmp), bound at tmp_path/view too (mount --bind)."""
+    tmpdir, view = tmp_path / "tmp", tmp_path / "view"
+    tmpdir.mkdir()
+    view.mkdir()
+    bound = subprocess.run(["mount", "--bind", str(tmpdir), str(view)], capture_output=True)
+    if bound.returncode != 0:
+        pytest.skip(f"no bind mount here: {bound.stderr.decode().strip()}")
+    try:
+        yield tmpdir, view
+    finally:
+        subprocess.run(["umount", str(view)], check=True)
+
+
+def test_a_grant_reaching_where_runs_make_scratch_directories_by_a_mount_is_refused(
+    tmp_path: Path, bound_tmpdir: tuple[Path, Path]
+) -> None:
+    """The TMPDIR of other runs shown at a second path by a bind mount: a program granted
+    that path could move folders into their scratch directories as through TMPDIR itself,
+    and a request granted to read it read other requests' files in the pool's."""
+    tmpdir, view = bound_tmpdir
+    env = {"TMPDIR": str(tmpdir)}
+    line = refusal(pynox(f"--allow-write={view}", "-c", "pass", cwd=tmp_path, env=env))
+    assert line == (
+        f"pynox: cannot grant writing {view}: through the mount at {view} it reaches {tmpdir}, "
+        f"which is {tmpdir}, where runs make their scratch directories, which pynox empties "
+        "with its own rights as each run ends; grant a directory outside that mount instead"
+    )
+    with PoolClient(cwd=tmp_path, workers=1, env=env) as pool:
+        refused = pool.run({"id": 1, "code": "pass", "allow_read": [str(view)]})
+        assert refused["exit"] == 125, refused
+        message = refused["error"]["message"]
+        assert message.startswith(
+            f"cannot grant reading {view}: through the mount at {view} it reaches {tmpdir}, "
+            f"which holds {tmpdir}/pynox-"
+        ), message
+        assert message.endswith(
+            "the directory of the pool's scratch directories, which hold other requests' "
+            "files; grant a directory outside that mount instead"
+        ), message
 
 
 def test_a_write_grant_over_the_link_tmpdir_is_named_by_is_refused(tmp_path: Path) -> None:

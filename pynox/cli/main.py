@@ -172,13 +172,15 @@ def _run(inv: "Invocation") -> int:
     policy = build_policy(grants, prog.implicit_read, environ, cwd)
     if policy.allow_write:
         from pynox.policy import trusted as trusted_paths
+        from pynox.policy.bind_mounts import mounts
 
         trusted = trusted_paths.installation()
         trusted += trusted_paths.configuration([config_path], cwd, environ)
-        trusted_paths.refuse_trusted_writes(policy, trusted)
-        trusted_paths.refuse_scratch_base_writes(policy, scratch.bases())
+        listing = mounts()
+        trusted_paths.refuse_trusted_writes(policy, trusted, listing)
+        trusted_paths.refuse_scratch_base_writes(policy, scratch.bases(), listing)
         if trusted_paths.may_hold_links(policy):
-            trusted_paths.refuse_linked_writes(policy, trusted_paths.linked_files())
+            trusted_paths.refuse_linked_writes(policy, trusted_paths.linked_files(), listing)
     outcome = runner.run(
         prog,
         policy,

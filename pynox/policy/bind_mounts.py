@@ -8,7 +8,13 @@ to where its file system keeps it, and back to every other path that shows the s
 place.
 """
 
+import posix
+
 from pynox import lean_os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import select
 
 
 class Mount:
@@ -20,16 +26,60 @@ class Mount:
         self.point = point
 
 
+_MOUNTINFO = "/proc/self/mountinfo"
+
+
 def mounts() -> "list[Mount]":
     """This process's mounts, in the order they were made (a later one at the same point
     hides an earlier); empty where /proc/self/mountinfo cannot be read."""
     try:
-        with open("/proc/self/mountinfo", "rb") as listing:
-            lines = listing.read().split(b"\n")
+        with open(_MOUNTINFO, "rb") as listing:
+            return _parsed(listing.read())
     except OSError:
         return []
+
+
+class MountTable:
+    """mounts(), read again only once the kernel says the mounts changed (it wakes a poll
+    of mountinfo then): a pool checks every request's grants against them, and reading
+    the table costs more than the rest of that check. Opened at first use, in the
+    process that uses it (not in one forked before)."""
+
+    def __init__(self) -> None:
+        self.watch: select.poll | None = None
+        self.listing: list[Mount] = []
+        self.fd = -1
+
+    def current(self) -> "list[Mount]":
+        import select
+
+        if self.watch is None:
+            try:
+                self.fd = posix.open(_MOUNTINFO, posix.O_RDONLY | posix.O_CLOEXEC)
+            except OSError:
+                return mounts()
+            self.watch = select.poll()
+            self.watch.register(self.fd, select.POLLPRI)
+            self.watch.poll(0)  # the first poll reports a change: the table is read below
+            self.listing = self._read()
+        elif self.watch.poll(0):
+            self.listing = self._read()
+        return self.listing
+
+    def _read(self) -> "list[Mount]":
+        chunks = []
+        try:
+            posix.lseek(self.fd, 0, 0)  # SEEK_SET
+            while chunk := posix.read(self.fd, 1 << 16):
+                chunks.append(chunk)
+        except OSError:
+            return mounts()
+        return _parsed(b"".join(chunks))
+
+
+def _parsed(text: bytes) -> "list[Mount]":
     found = []
-    for line in lines:
+    for line in text.split(b"\n"):
         # "id parent major:minor root point options ... - type source superoptions"
         fields = line.split(b" ")
         if len(fields) >= 5:

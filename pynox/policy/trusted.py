@@ -30,6 +30,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping
 
+    from pynox.policy.bind_mounts import Mount
     from pynox.policy.loaded_objects import LoadedObject
     from pynox.policy.resolve import Policy
 
@@ -480,11 +481,14 @@ def scratch_root(path: str) -> "list[tuple[str, str]]":
     return [(form, SCRATCH_ROOT) for form in _forms(path)]
 
 
-def refuse_trusted_writes(policy: "Policy", trusted: "list[tuple[str, str]]") -> None:
-    """Raises PolicyError when a write grant of the policy reaches a trusted path, or a
+def refuse_trusted_writes(
+    policy: "Policy", trusted: "list[tuple[str, str]]", mounts: "list[Mount] | None" = None
+) -> None:
+    """Raises PolicyError when a write grant of the policy reaches a trusted path, also
+    through a bind mount (mounts: as bind_mounts.mounts() gives them, read if None), or a
     device that is the machine itself (device_refusal)."""
     _refuse_reaching("writing", policy.allow_write, trusted, "for the program's output")
-    _refuse_mounted(policy.allow_write, trusted)
+    _refuse_mounted("writing", policy.allow_write, trusted, mounts)
     for grant in policy.allow_write:
         refusal = device_refusal(grant)
         if refusal is not None:
@@ -496,31 +500,40 @@ def refuse_trusted_writes(policy: "Policy", trusted: "list[tuple[str, str]]") ->
             )
 
 
-def _refuse_mounted(grants: "list[str]", trusted: "list[tuple[str, str]]") -> None:
-    """Raises PolicyError when a grant reaches a trusted path through a bind mount (see
-    pynox.policy.bind_mounts), which no comparison of paths sees."""
+def _refuse_mounted(
+    verb: str,
+    grants: "list[str]",
+    entries: "list[tuple[str, str]]",
+    mounts: "list[Mount] | None",
+) -> None:
+    """Raises PolicyError when a grant reaches one of entries (as write_refusal compares
+    them) through a bind mount (see pynox.policy.bind_mounts), which no comparison of
+    paths sees."""
     from pynox.policy import bind_mounts
 
-    listing = bind_mounts.mounts()
     for grant in grants:
-        for path, point in bind_mounts.shown_elsewhere(grant, listing):
-            refusal = write_refusal(path, trusted)
+        mounts = bind_mounts.mounts() if mounts is None else mounts
+        for path, point in bind_mounts.shown_elsewhere(grant, mounts):
+            refusal = write_refusal(path, entries)
             if refusal is None:
                 continue
             reached, what, covers = refusal
             relation = "holds" if covers and reached != path else "is"
             if not covers and reached != path:
                 relation = "lies inside"
-            if _inside(grant, point):
-                instead = "a directory outside that mount"
-            elif _inside(point, grant):
-                instead = "a directory that holds no such mount"
-            else:
-                instead = "a directory that holds nothing that mount shows"
             raise PolicyError(
-                f"cannot grant writing {grant}: through the mount at {point} it reaches {path}, "
-                f"which {relation} {reached}, {what}; grant {instead} instead"
+                f"cannot grant {verb} {grant}: through the mount at {point} it reaches {path}, "
+                f"which {relation} {reached}, {what}; grant {_away_from(point, grant)} instead"
             )
+
+
+def _away_from(point: str, grant: str) -> str:
+    """What to grant instead of a grant that reaches too far through the mount at point."""
+    if _inside(grant, point):
+        return "a directory outside that mount"
+    if _inside(point, grant):
+        return "a directory that holds no such mount"
+    return "a directory that holds nothing that mount shows"
 
 
 # --- devices -------------------------------------------------------------------------
@@ -588,9 +601,12 @@ def _machine_device(path: str, follow: bool) -> "str | None":
     return None
 
 
-def refuse_scratch_base_writes(policy: "Policy", bases: "Iterable[str]") -> None:
+def refuse_scratch_base_writes(
+    policy: "Policy", bases: "Iterable[str]", mounts: "list[Mount] | None" = None
+) -> None:
     """Raises PolicyError when a write grant is, or holds, a folder where runs make their
-    scratch directories (bases: this run's TMPDIR and /tmp).
+    scratch directories (bases: this run's TMPDIR and /tmp), also through a bind mount
+    (mounts: as bind_mounts.mounts() gives them, read if None).
 
     Each run's directory is emptied at its end with pynox's rights, folders its owner
     cannot enter given their rights back first. A program granted the folder that holds
@@ -598,6 +614,8 @@ def refuse_scratch_base_writes(policy: "Policy", bases: "Iterable[str]") -> None
     remove itself, and that run's end removed them. A folder inside a base holds no run's
     directory, and may be granted.
     """
+    from pynox.policy import bind_mounts
+
     forms = [form for base in bases for form in _forms(base)]
     for grant in policy.allow_write:
         for form in forms:
@@ -608,13 +626,29 @@ def refuse_scratch_base_writes(policy: "Policy", bases: "Iterable[str]") -> None
                     "their scratch directories, which pynox empties with its own rights as "
                     "each run ends; grant a subdirectory of it for the program's output instead"
                 )
+    for grant in policy.allow_write:
+        mounts = bind_mounts.mounts() if mounts is None else mounts
+        for path, point in bind_mounts.shown_elsewhere(grant, mounts):
+            for form in forms:
+                if _inside(form, path):
+                    relation = "is" if form == path else "holds"
+                    raise PolicyError(
+                        f"cannot grant writing {grant}: through the mount at {point} it reaches "
+                        f"{path}, which {relation} {form}, where runs make their scratch "
+                        "directories, which pynox empties with its own rights as each run ends; "
+                        f"grant {_away_from(point, grant)} instead"
+                    )
 
 
-def refuse_private_reads(policy: "Policy", private: "list[tuple[str, str]]") -> None:
+def refuse_private_reads(
+    policy: "Policy", private: "list[tuple[str, str]]", mounts: "list[Mount] | None" = None
+) -> None:
     """Raises PolicyError when a read of the policy (a grant, a package directory, a
-    script's directory) reaches a path that holds other runs' data (scratch_root)."""
+    script's directory) reaches a path that holds other runs' data (scratch_root), also
+    through a bind mount (mounts: as bind_mounts.mounts() gives them, read if None)."""
     reads = policy.implicit_read + policy.allow_read + policy.package_dirs
     _refuse_reaching("reading", reads, private, "for the program's data")
+    _refuse_mounted("reading", reads, private, mounts)
 
 
 def reaches(path: str, entries: "list[tuple[str, str]]") -> "str | None":
@@ -780,22 +814,24 @@ def may_hold_links(policy: "Policy") -> bool:
     return False
 
 
-def refuse_linked_writes(policy: "Policy", linked: "dict[tuple[int, int], str]") -> None:
+def refuse_linked_writes(
+    policy: "Policy", linked: "dict[tuple[int, int], str]", mounts: "list[Mount] | None" = None
+) -> None:
     """Raises PolicyError when a write grant of the policy holds another name of a file
     in linked (linked_files), or is too large to search for one."""
     if not linked:
         return
-    from pynox.policy.bind_mounts import holds_a_mount, mounts
+    from pynox.policy import bind_mounts
 
     devices = {device for device, _ in linked}
     inodes = {inode for _, inode in linked}
-    listing = mounts()
     for grant in policy.allow_write:
         try:
             status = posix.stat(grant)
         except OSError:
             continue
-        if status.st_dev not in devices and not holds_a_mount(grant, listing):
+        mounts = bind_mounts.mounts() if mounts is None else mounts
+        if status.st_dev not in devices and not bind_mounts.holds_a_mount(grant, mounts):
             continue  # a hard link never crosses file systems, but a mount inside may
         if lean_os.is_directory(status.st_mode):
             found = _search(grant, inodes, linked)

@@ -52,6 +52,7 @@ from pynox.limits import (
 )
 from pynox.policy import pool_limits, system_paths
 from pynox.policy import trusted as trusted_paths
+from pynox.policy.bind_mounts import MountTable
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
 from pynox.policy.grants import GRANT_FIELDS, HINTS_PYTHON, PATH_GRANTS
@@ -382,6 +383,9 @@ class PoolServer:
         self.private = trusted_paths.scratch_root(self.scratch_root)
         self.trusted += self.private
         self.scratch_keeper = ScratchKeeper(self.scratch_root)
+        # What grants may reach through bind mounts, read again when the mounts change
+        # (opened at first use: after the zygote's fork, which must not hold it).
+        self.mount_table = MountTable()
         # What each request's policy takes its variables from, decoded once. Copied only
         # after the zygote's fork: no spare's memory may hold the user's environment.
         self.environ = dict(os.environ)
@@ -920,10 +924,11 @@ class PoolServer:
         policy = build_policy(grants, implicit, self.environ, self.cwd)
         # The pool's own package directories come first, as they did for preload.
         policy.package_dirs = list(dict.fromkeys(self.package_dirs + policy.package_dirs))
-        trusted_paths.refuse_trusted_writes(policy, self.trusted)
-        trusted_paths.refuse_scratch_base_writes(policy, self.scratch_bases)
-        trusted_paths.refuse_linked_writes(policy, self.linked)
-        trusted_paths.refuse_private_reads(policy, self.private)
+        mounts = self.mount_table.current()
+        trusted_paths.refuse_trusted_writes(policy, self.trusted, mounts)
+        trusted_paths.refuse_scratch_base_writes(policy, self.scratch_bases, mounts)
+        trusted_paths.refuse_linked_writes(policy, self.linked, mounts)
+        trusted_paths.refuse_private_reads(policy, self.private, mounts)
         return policy
 
     def _script_reads(self, script: str, request_id: object) -> list[str]:
