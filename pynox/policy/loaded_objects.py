@@ -56,6 +56,28 @@ def loaded_objects() -> "list[LoadedObject]":
         posix.close(memory)
 
 
+def runpath_folders(objects: "list[LoadedObject]") -> "list[str]":
+    """The folders the RUNPATH (or RPATH) of each loaded object names, where the loader
+    looks for the libraries that object needs before the folder it found them in: a
+    library left in one would be taken first by the next run that loads the object.
+    $ORIGIN is the folder of the name the object was opened by (the loader resolves no
+    link of it), or the interpreter's for the executable."""
+    from pynox.policy.system_paths import as_loader_reads
+
+    cwd = lean_os.getcwd()
+    folders: dict[str, None] = {}
+    for item in objects:
+        if item.name:
+            if "/" not in item.name:
+                continue  # the kernel's vDSO, which needs nothing
+            origin = lean_os.dirname(lean_os.join(cwd, item.name))
+        else:
+            origin = None  # the executable: as_loader_reads takes the interpreter's folder
+        for folder in item.search:
+            folders.setdefault(lean_os.join(cwd, as_loader_reads(folder, origin)))
+    return list(folders)
+
+
 def _objects(memory: int) -> "list[LoadedObject]":
     debug = _debug_address(memory)
     objects: list[LoadedObject] = []

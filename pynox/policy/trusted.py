@@ -24,14 +24,13 @@ import sys
 from pynox import lean_os
 from pynox.errors import PolicyError
 from pynox.policy import system_paths
-from pynox.policy.loaded_objects import loaded_objects
+from pynox.policy.loaded_objects import loaded_objects, runpath_folders
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Mapping
 
     from pynox.policy.bind_mounts import Mount
-    from pynox.policy.loaded_objects import LoadedObject
     from pynox.policy.resolve import Policy
 
 _OWN_CODE = "pynox's own code, which every run loads before its sandbox exists"
@@ -228,29 +227,9 @@ def installation() -> "list[tuple[str, str]]":
         for link in links
         if link not in roots and not link.startswith(beneath_roots)
     ]
-    resolved += resolve([(folder, _RUNPATH) for folder in _runpath_folders(objects)], found)
+    resolved += resolve([(folder, _RUNPATH) for folder in runpath_folders(objects)], found)
     resolved += resolve([(source, _IMPORTED_SOURCE) for source in sources], found)
     return resolved + resolve(_import_path(sys.path), found)
-
-
-def _runpath_folders(objects: "list[LoadedObject]") -> "list[str]":
-    """The folders the RUNPATH (or RPATH) of each loaded object names, where the loader
-    looks for the libraries that object needs before the folder it found them in: a
-    library left in one would be taken first by the next run that loads the object.
-    $ORIGIN is the folder of the name the object was opened by (the loader resolves no
-    link of it), or the interpreter's for the executable."""
-    cwd = lean_os.getcwd()
-    folders: dict[str, None] = {}
-    for item in objects:
-        if item.name:
-            if "/" not in item.name:
-                continue  # the kernel's vDSO, which needs nothing
-            origin = lean_os.dirname(lean_os.join(cwd, item.name))
-        else:
-            origin = None  # the executable: system_paths takes the interpreter's folder
-        for folder in item.search:
-            folders.setdefault(lean_os.join(cwd, system_paths.as_loader_reads(folder, origin)))
-    return list(folders)
 
 
 def installed() -> "list[tuple[str, str]]":
@@ -518,9 +497,7 @@ def _refuse_mounted(
             if refusal is None:
                 continue
             reached, what, covers = refusal
-            relation = "holds" if covers and reached != path else "is"
-            if not covers and reached != path:
-                relation = "lies inside"
+            relation = "is" if reached == path else "holds" if covers else "lies inside"
             raise PolicyError(
                 f"cannot grant {verb} {grant}: through the mount at {point} it reaches {path}, "
                 f"which {relation} {reached}, {what}; grant {_away_from(point, grant)} instead"
