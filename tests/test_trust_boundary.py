@@ -733,6 +733,9 @@ def test_bind_mounts_are_followed_from_either_end() -> None:
     assert shown_elsewhere("/home/u/p/libs/x", listing) == [("/usr/lib/x", "/home/u/p/libs")]
     assert shown_elsewhere("/home/u/share/a", listing) == [("/opt/venv/a", "/opt/venv")]
     assert shown_elsewhere("/tmp/out", listing) == shown_elsewhere("/srv", listing) == []
+    # Nothing is written through a mount made read-only (as docker's -v SOURCE:POINT:ro).
+    listing[1].writable = False
+    assert shown_elsewhere("/home/u/p", listing) == []
     assert _unescaped(b"/a\\040b\\012c\\134d\\x") == "/a b\nc\\d\\x"
 
 

@@ -18,12 +18,15 @@ if TYPE_CHECKING:
 
 
 class Mount:
-    __slots__ = ("device", "point", "root")
+    __slots__ = ("device", "point", "root", "writable")
 
-    def __init__(self, device: str, root: str, point: str) -> None:
+    def __init__(self, device: str, root: str, point: str, writable: bool = True) -> None:
         self.device = device  # major:minor, one for every mount of one file system
         self.root = root  # the folder of the file system that shows at point
         self.point = point
+        # Mounted read-only (the mount or its file system): nothing is written through it,
+        # and the sandbox can remount nothing.
+        self.writable = writable
 
 
 _MOUNTINFO = "/proc/self/mountinfo"
@@ -82,9 +85,11 @@ def _parsed(text: bytes) -> "list[Mount]":
     for line in text.split(b"\n"):
         # "id parent major:minor root point options ... - type source superoptions"
         fields = line.split(b" ")
-        if len(fields) >= 5:
+        if len(fields) >= 6:
             root, point = (_unescaped(field) for field in fields[3:5])
-            found.append(Mount(lean_os.fsdecode(fields[2]), root, point))
+            options = fields[5].split(b",") + fields[-1].split(b",")  # the mount's, its fs's
+            writable = b"ro" not in options
+            found.append(Mount(lean_os.fsdecode(fields[2]), root, point, writable))
     return found
 
 
@@ -137,13 +142,13 @@ def shown_elsewhere(grant: str, listing: "list[Mount]") -> "list[tuple[str, str]
     # that shows it there when that one shows a folder of its file system, else "")
     places: list[tuple[str, str, str]] = []
     holding = _mount_of(grant, listing)
-    if holding is not None:
+    if holding is not None and holding.writable:
         folder = _joined(holding.root, _below(grant, holding.point))
         places.append((holding.device, folder, holding.point if holding.root != "/" else ""))
     places += [
         (mount.device, mount.root, mount.point)
         for mount in listing
-        if mount.point != grant and _inside(mount.point, grant)
+        if mount.writable and mount.point != grant and _inside(mount.point, grant)
     ]
     found: dict[tuple[str, str], None] = {}
     for device, folder, point in places:
