@@ -1457,6 +1457,30 @@ def test_a_write_grant_holding_a_hard_link_to_a_trusted_file_is_refused(
     assert (granted / "ran").read_text() == "ran"
 
 
+def test_a_pool_catches_a_hard_link_made_after_it_started(beside_the_package: Path) -> None:
+    """A pool looked for other names of what it loaded once, as it started: one made
+    later (uv links what it installs into its cache, perf keeps a link of libpython) was
+    not searched for, and a request granted its folder rewrote pynox's code through it,
+    which the next pool loaded before its sandbox existed."""
+    granted = beside_the_package / "granted"
+    granted.mkdir()
+    target = PACKAGE / "errors.py"
+    link = granted / "innocent"
+    with PoolClient(cwd=beside_the_package, workers=1) as pool:
+        try:
+            os.link(target, link)
+        except OSError as error:  # not allowed here (protected_hardlinks, another owner)
+            pytest.skip(f"cannot link {target}: {error}")
+        # Nothing is planted: were the grant taken, it would be in the installed package.
+        refused = pool.run({"id": 1, "code": "pass", "allow_write": [str(granted)]})
+        assert refused["exit"] == 125, refused
+        assert refused["error"]["message"] == (
+            f"cannot grant writing {granted}: {link} is another name of {target}, which runs"
+            " load before their sandbox exists; grant a directory that holds no such link,"
+            " or remove that link"
+        )
+
+
 def test_a_hard_link_on_another_file_system_mounted_in_a_grant_is_refused(
     tmp_path: Path, beside_the_package: Path
 ) -> None:

@@ -360,7 +360,6 @@ class PoolServer:
         # As named too: the next pool finds them by those names, through their links.
         named = [absolute_grant(path, cwd) for path in settings.package_dirs + options.package_dirs]
         self.trusted += trusted_paths.named(named, _POOL_PACKAGES)
-        self.linked = trusted_paths.linked_files()  # hard links to what the zygote loaded
         self.system_reads = system_paths.interpreter_reads()
         # The children share the pool server's pages: keep their reference counts (from
         # 3.12 on, runtime/immortal.c) and the collector off them.
@@ -927,7 +926,10 @@ class PoolServer:
         mounts = self.mount_table.current()
         trusted_paths.refuse_trusted_writes(policy, self.trusted, mounts)
         trusted_paths.refuse_scratch_base_writes(policy, self.scratch_bases, mounts)
-        trusted_paths.refuse_linked_writes(policy, self.linked, mounts)
+        # Found for each request, as for each run on the command line: a file the zygote
+        # loaded may have been given another name since (uv's cache links what it installs).
+        if trusted_paths.may_hold_links(policy):
+            trusted_paths.refuse_linked_writes(policy, trusted_paths.linked_files(), mounts)
         trusted_paths.refuse_private_reads(policy, self.private, mounts)
         return policy
 
