@@ -377,14 +377,21 @@ def _runs_this_interpreter(command: str) -> bool:
     """Whether the command (an executable's path) starts this interpreter in this
     environment: a virtual environment's is found by the folder the command is named in,
     not where its link leads."""
-    executable = lean_os.realpath(sys.executable)
-    if lean_os.realpath(command) != executable:
+    if not _same_file(command, sys.executable):
         return False
     environment = lean_os.dirname(lean_os.dirname(sys.executable))
     if not lean_os.isfile(lean_os.join(environment, "pyvenv.cfg")):
         return True
-    here = lean_os.realpath(lean_os.dirname(command))
-    return here == lean_os.realpath(lean_os.dirname(sys.executable))
+    return _same_file(lean_os.dirname(command), lean_os.dirname(sys.executable))
+
+
+def _same_file(path: str, other: str) -> bool:
+    """Whether two paths lead to one file (by identity: cheaper than resolving both)."""
+    try:
+        first, second = posix.stat(path), posix.stat(other)
+    except (OSError, ValueError):
+        return False
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
 def _command_on_path(
@@ -402,7 +409,8 @@ def _command_on_path(
         # run: this one's (cwd), where a command typed next is likely run again.
         candidate = lean_os.join(cwd, folder, name)
         looked_in.append(candidate)
-        if lean_os.isfile(candidate) and posix.access(candidate, posix.X_OK):
+        # access() first: it says False for a name not there without raising, as stat does.
+        if posix.access(candidate, posix.X_OK) and lean_os.isfile(candidate):
             return looked_in if ours(candidate) else []
     return []
 
