@@ -33,7 +33,15 @@ from support.pool_client import (
     descendants,
     wait_gone,
 )
-from support.pool_requests import assert_ok, code, new_id, serves, step, write_config
+from support.pool_requests import (
+    DESCRIPTOR_KINDS,
+    assert_ok,
+    code,
+    new_id,
+    serves,
+    step,
+    write_config,
+)
 
 # --- helpers ------------------------------------------------------------------------------
 
@@ -122,20 +130,11 @@ def results_for(client: PoolClient, request_id: object) -> list[Message]:
 
 
 # What every hostile program starts with: the descriptors a pool child holds besides its
-# standard streams, found by their type (a child may not list /proc/self/fd: Landlock), and
-# a way to write length-prefixed frames.
-PRELUDE = code("""
-    import json, os, stat, sys, threading, time
-    FDS = {}
-    for _fd in range(3, 256):
-        try:
-            _mode = os.fstat(_fd).st_mode
-        except OSError:
-            continue
-        if stat.S_ISSOCK(_mode):
-            FDS["channel"] = _fd
-        elif stat.S_ISFIFO(_mode):
-            FDS["report"] = _fd
+# standard streams, found by what they are (a child may not list /proc/self/fd: Landlock),
+# and a way to write length-prefixed frames.
+PRELUDE = DESCRIPTOR_KINDS + code("""
+    import json, sys, threading, time
+    FDS = {descriptor_kind(_fd): _fd for _fd in range(3, 256)}
     CHANNEL, REPORT = FDS.get("channel"), FDS.get("report")
 
     def frame(message=None, body=None):

@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support.commands import PYNOX, pynox, python, run
 from support.pool_client import PoolClient, clean_env
+from support.pool_requests import DESCRIPTOR_KINDS
 
 import pynox as pynox_package
 
@@ -1337,23 +1338,31 @@ def test_the_sandbox_refuses_a_grant_that_turned_into_a_link_after_it_was_resolv
 
 # --- The trusted side decides what the result says --------------------------------------
 
-FORGE_SANDBOX_ERROR = """\
-import json, os, stat
+# Writes a made-up setup failure into each descriptor that takes the error report (a pipe
+# on the command line, the report socket in the pool), having first tried to read the
+# confinement marker back out of it, as /proc/self/fd would let it from a pipe.
+FORGE_SANDBOX_ERROR = (
+    DESCRIPTOR_KINDS
+    + """
+import json
 forged = json.dumps({"type": "SandboxError", "message": "Landlock is disabled in this kernel",
                      "file": None, "line": None, "path": None,
                      "hint": "grant it with --allow-network"}).encode()
-for fd in range(3, 64):
-    try:
-        if stat.S_ISFIFO(os.fstat(fd).st_mode):  # the report pipe, not the pool's channel
-            os.write(fd, forged)
-    except OSError:
-        pass
+for fd in [fd for fd in range(3, 64) if descriptor_kind(fd) in ("pipe", "report")]:
+    if STEAL:
+        try:
+            stolen = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
+            print("stolen:", os.read(stolen, 64), flush=True)
+        except OSError as exc:
+            print("cannot read it back:", exc.errno, flush=True)
+    os.write(fd, forged)
 os._exit(125)
 """
+)
 
 
 def test_a_program_cannot_forge_a_setup_failure_in_json(tmp_path: Path) -> None:
-    proc = pynox("--json", "-c", FORGE_SANDBOX_ERROR, cwd=tmp_path)
+    proc = pynox("--json", "-c", "STEAL = False\n" + FORGE_SANDBOX_ERROR, cwd=tmp_path)
     result = json.loads(proc.stdout)
     assert result["exit"] == 125  # the program's own exit status, as python would give it
     assert result["error"] is None, result["error"]
@@ -1361,9 +1370,13 @@ def test_a_program_cannot_forge_a_setup_failure_in_json(tmp_path: Path) -> None:
 
 
 def test_a_program_cannot_forge_a_setup_failure_in_the_pool(tmp_path: Path) -> None:
+    """Nor by reading its confinement marker back out of its report first, through
+    /proc/self/fd, which opens any pipe it holds from its other end: the pool's report is a
+    socket, which cannot be opened that way."""
     with PoolClient(cwd=tmp_path, workers=1) as pool:
-        result = pool.run({"id": 1, "code": FORGE_SANDBOX_ERROR})
+        result = pool.run({"id": 1, "code": "STEAL = True\n" + FORGE_SANDBOX_ERROR})
         assert result["exit"] == 125 and result["error"] is None, result
+        assert "cannot read it back: 6" in result["stdout"], result["stdout"]
         assert pool.run({"id": 2, "code": "print('served')"})["stdout"] == "served\n"
 
 

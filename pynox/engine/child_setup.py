@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     PathEnv = tuple[dict[str, str], list[str], str]
 
 
-# The first byte on the report pipe once the process is confined. Only the
+# The first byte of the report once the process is confined. Only the
 # trusted side writes before it; whatever follows comes from the program, so a
 # report after it can never claim that the sandbox failed.
 REPORT_CONFINED = b"\x06"

@@ -51,7 +51,7 @@ def _text_or_none(value: object) -> str | None:
 def _trusted_report(outcome: "Outcome") -> "dict[str, Any] | None":
     """The child's error report, when how it ended says it could have written one.
 
-    Until the child is confined, only pynox writes to the report pipe; once it
+    Until the child is confined, only pynox writes to the report; once it
     is, the child writes REPORT_CONFINED and the program runs, so anything
     after that byte is the program's word. A report before it (with status 125)
     says why the sandbox could not be set up; one after it is taken only from a

@@ -114,7 +114,7 @@ _ORDERS_RETRY = 0.02
 _DESCRIPTORS_PER_CHILD = len(zygote.CHILD_FDS) + 1
 _CHILDREN_PER_WORKER = 2
 _DESCRIPTORS_OF_ITS_OWN = 16
-# A one-shot run's output and report pipes go unread for its first moments (_quiet): a small
+# A one-shot run's output pipes and report go unread for its first moments (_quiet): a small
 # program has written and closed them by the time it says it ended, and the pool server
 # then wakes once to read it all, instead of once per write and once per close.
 # Meanwhile its output pipes hold up to _QUIET_PIPE bytes (the most an unprivileged
@@ -1234,7 +1234,7 @@ class PoolServer:
         orders wait (for a stopped zygote) would hold twice the descriptors per child."""
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        rep_r, rep_w = os.pipe()
+        rep_r, rep_w = _report_socket()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         child.passed = [out_w, err_w, rep_w, theirs.detach()]
         child.fds = {"stdout": out_r, "stderr": err_r, "report": rep_r, "channel": ours.detach()}
@@ -2235,6 +2235,19 @@ def _how_it_ended(child: Child) -> str:
         if child.status is not None and os.WIFEXITED(child.status):
             return "exit"
     return "crash"
+
+
+def _report_socket() -> "tuple[int, int]":
+    """The server's and the child's ends of a child's report: a socket, not a pipe. A
+    program may open /proc/self/fd/N for any descriptor it holds, and the kernel gives it
+    a new end of a pipe, read end included (Landlock governs no pipe): it read its
+    confinement marker back out of a report pipe before the server had, then reported a
+    failed sandbox of its own making. What is written to a socket is gone from the
+    writer's reach, and a socket cannot be opened that way."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.shutdown(socket.SHUT_WR)
+    theirs.shutdown(socket.SHUT_RD)
+    return ours.detach(), theirs.detach()
 
 
 def _resize_pipe(fd: int, size: int) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support.commands import ignoring
 from support.pool_client import PoolClient, status_field
-from support.pool_requests import assert_ok, code, new_id, serves
+from support.pool_requests import DESCRIPTOR_KINDS, assert_ok, code, new_id, serves
 
 from pynox.pool import channel
 
@@ -415,18 +415,11 @@ def test_output_past_a_pipe_written_at_the_start_arrives_whole(pool: PoolClient)
 _CLAIMS_ITS_END = """
 import os, stat, time
 from pynox.pool import channel
-link = next(fd for fd in range(3, 64) if _is_socket(fd))
+link = next(fd for fd in range(3, 64) if descriptor_kind(fd) == "channel")
 os.close(1)
 os.close(2)
 channel.send(link, {"type": "exit", "status": 0, "signal": None})
 time.sleep(60)
-"""
-_IS_SOCKET = """
-def _is_socket(fd):
-    try:
-        return stat.S_ISSOCK(os.fstat(fd).st_mode)
-    except OSError:
-        return False
 """
 
 
@@ -436,7 +429,7 @@ def test_a_program_that_only_claims_its_end_does_not_outlive_its_result() -> Non
     with PoolClient(workers=2) as pool:
         ids = [new_id("claims") for _ in range(60)]
         for request_id in ids:
-            pool.send({"id": request_id, "code": _IS_SOCKET + _CLAIMS_ITS_END})
+            pool.send({"id": request_id, "code": DESCRIPTOR_KINDS + _CLAIMS_ITS_END})
         for request_id in ids:
             assert pool.result(request_id)["exit"] == 0
         # The pool, its zygote and its two spares: a child that outlived its result would

@@ -23,18 +23,36 @@ def code(text: str) -> str:
     return textwrap.dedent(text).strip() + "\n"
 
 
-# A program's prelude that finds its channel to the pool (the one socket it holds) and
-# writes a frame of its choosing on it, as a hostile program would: forge(message) or
-# forge(body=raw bytes).
-FORGE = code("""
-    import json, os, stat
-    CHANNEL = None
-    for _fd in range(3, 256):
+# What a pool child's descriptors are, told apart as a program can: its channel is a
+# socket open both ways, its error report a socket shut for reading (a pipe on the command
+# line), so that reading from it finds its end at once.
+DESCRIPTOR_KINDS = code("""
+    import os, socket, stat
+
+    def descriptor_kind(fd):
         try:
-            if stat.S_ISSOCK(os.fstat(_fd).st_mode):
-                CHANNEL = _fd
+            mode = os.fstat(fd).st_mode
         except OSError:
-            pass
+            return None
+        if stat.S_ISFIFO(mode):
+            return "pipe"
+        if not stat.S_ISSOCK(mode):
+            return None
+        peer = socket.socket(fileno=os.dup(fd))
+        try:
+            shut = peer.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            shut = False
+        finally:
+            peer.close()
+        return "report" if shut else "channel"
+""")
+
+# A program's prelude that finds its channel to the pool and writes a frame of its choosing
+# on it, as a hostile program would: forge(message) or forge(body=raw bytes).
+FORGE = DESCRIPTOR_KINDS + code("""
+    import json
+    CHANNEL = next(fd for fd in range(3, 256) if descriptor_kind(fd) == "channel")
 
     def forge(message=None, body=None):
         body = json.dumps(message).encode() if body is None else body
