@@ -119,19 +119,21 @@ def scrub_environment() -> None:
     """Empties the environment and overwrites what it held in this process's memory.
 
     The environment is cleared in libc and in posix.environ, where os.environ keeps
-    its entries (pynox.lean_os); then the values it held and the block the kernel
-    placed on the stack are overwritten, so that a program reading its own memory
+    its entries (pynox.lean_os); then the names and values it held and the block the
+    kernel placed on the stack are overwritten, so that a program reading its own memory
     finds no secret of the user's environment. Locale and granted variables are set
     again after.
     """
-    held = list(posix.environ.values())
+    # Names too: a pool server's objects are immortal (runtime/immortal.c), so the names
+    # it dropped would stay in every child's memory, telling which secrets the host holds.
+    held = [*posix.environ, *posix.environ.values()]
     for key in list(posix.environ):
         posix.unsetenv(key)
     posix.environ.clear()
-    for value in held:
+    for text in held:
         # Single bytes and the empty string are shared singletons: never touch them.
-        if len(value) > 1:
-            _native.wipe(value)
+        if len(text) > 1:
+            _native.wipe(text)
     del held
     reason = _native.scrub_environment_block()
     if reason is not None:
