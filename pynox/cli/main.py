@@ -169,7 +169,12 @@ def _run(inv: "Invocation") -> int:
         prog = program.stdin(inv.target, inv.args, safe_path)
     prog.options = frozenset(options)
     prog.command_line = inv.python_argv
-    policy = build_policy(grants, prog.implicit_read, environ, cwd)
+    # Never a folder that holds scratch directories (/tmp, /): a script there, or -m run
+    # there, would read what other runs keep in theirs, granted by no one.
+    implicit = [
+        path for path in prog.implicit_read if not scratch.holds_scratch(path, scratch.bases())
+    ]
+    policy = build_policy(grants, implicit, environ, cwd)
     if policy.allow_write:
         from pynox.policy import trusted as trusted_paths
         from pynox.policy.bind_mounts import mounts

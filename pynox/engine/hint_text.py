@@ -121,6 +121,8 @@ KINDS = frozenset(
         "trusted_write",
         "module",
         "module_here",
+        "module_in_root",
+        "module_beside_scratch",
         "other_python",
         "module_other_python",
     }
@@ -521,6 +523,20 @@ def _hint_of(
             f"the module is in {shown}, the working directory, which python imports from for "
             f"-c and standard input, and which the program may not read"
             f"{style.ask('allow_read', value)}"
+        )
+    if kind in ("module_in_root", "module_beside_scratch"):
+        where, why = (
+            ("in /", "that would be every file of the machine")
+            if kind == "module_in_root"
+            else (
+                "in a folder where runs keep their scratch directories",
+                "that would show what other runs keep there",
+            )
+        )
+        return (
+            f"the module is {shown}, {where}, which python imports from for this program but "
+            f"which the sandbox never makes readable by itself, since {why}; move the program "
+            "and its modules into a folder of their own"
         )
     if kind == "other_python":
         return other_python_hint(value, style)

@@ -142,6 +142,12 @@ def _module_hint(
     of the known ones does and the run was not given it."""
     from pynox.engine.hints import missing_module_dir
 
+    left_out = _module_in_left_out_folder(exc, policy, setup)
+    if left_out is not None:
+        kind = "module_in_root" if left_out.count("/") == 1 else "module_beside_scratch"
+        error["hint_kind"], error["hint_value"] = kind, left_out
+        error["hint"] = format_hint(kind, left_out, Style(setup.api_hints), None, None)
+        return
     here = _unreadable_working_directory(policy, setup)
     if here is not None and missing_module_dir(exc, [here], []) is not None:
         error["hint_kind"], error["hint_value"] = "module_here", here
@@ -177,6 +183,37 @@ def _module_hint(
         kind = "module_other_python"
         error["hint_kind"], error["hint_value"] = kind, directory
         error["hint"] = format_hint(kind, directory, Style(setup.api_hints), None, None)
+
+
+def _module_in_left_out_folder(
+    exc: ModuleNotFoundError, policy: "Policy", setup: "ChildSetup"
+) -> str | None:
+    """The module's file or package, when python imports it from a folder that is never
+    an implicit read (pynox.cli.main), one that holds scratch directories (/tmp, /): the
+    program's directory, or the working directory for -m, -c and standard input."""
+    from pynox.engine.hints import missing_module_dir
+    from pynox.engine.scratch import FALLBACK_BASE, holds_scratch
+
+    folder = sys.path[0] if sys.path and sys.path[0] else setup.start_cwd
+    if not folder or not os.path.isabs(folder) or policy.scratch is None:
+        return None
+    folder = os.path.realpath(folder)
+    bases = (os.path.dirname(policy.scratch), FALLBACK_BASE)
+    if not holds_scratch(folder, bases) or any(
+        folder == granted or folder.startswith(granted.rstrip("/") + "/")
+        for granted in policy.reads()
+    ):
+        return None
+    if missing_module_dir(exc, [folder], []) != folder:
+        return None
+    import _imp
+
+    top = str(exc.name).partition(".")[0]
+    for entry in (top, top + ".py", *(top + suffix for suffix in _imp.extension_suffixes())):
+        path = os.path.join(folder, entry)
+        if os.path.exists(path):
+            return path
+    return None
 
 
 def _unreadable_working_directory(policy: "Policy", setup: "ChildSetup") -> str | None:

@@ -79,6 +79,17 @@ def bases() -> "tuple[str, ...]":
     return tuple(dict.fromkeys((_named_base(), FALLBACK_BASE)))
 
 
+def holds_scratch(folder: str, bases: "tuple[str, ...]") -> bool:
+    """Whether the real path folder is, or holds, one of the folders where runs make their
+    scratch directories (bases, resolved here): reading it reaches what other runs keep
+    there. / holds them all."""
+    for base in bases:
+        real = lean_os.realpath(base)
+        if real == folder or real.startswith(folder.rstrip("/") + "/"):
+            return True
+    return False
+
+
 def create(base: "str | None" = None) -> str:
     """A new directory only this user can enter, in `base` or the host's temporary directory."""
     if base is None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.commands import pynox
+from support.commands import PYNOX, pynox
 from support.probes import (
     PRELUDE,
     PROBE_MODES,
@@ -386,3 +386,92 @@ def test_inotify_reveals_nothing_outside_the_grants(world: World) -> None:
     lines = outcomes(proc)
     assert lines["names"] == "[]", f"the sandbox saw names in {world.home}: {lines['names']}"
     assert lines["watch"] in ("errno EACCES", "errno EPERM")
+
+
+def test_a_module_run_in_the_root_does_not_make_every_file_readable(tmp_path: Path) -> None:
+    """-m makes the working directory readable, as a script makes its own: run in /, as a
+    container starts by default, that was every file of the machine, granted by no one."""
+    data = tmp_path / "data.json"
+    data.write_text('{"secret": 1}')
+    # base64's command line opens the file it is given, as every CPython's does alike.
+    proc = pynox("--json", "-m", "base64", str(data), cwd="/")
+    result = json.loads(proc.stdout)
+    assert result["policy"]["implicit_read"] == []
+    assert result["exit"] == 1 and result["error"]["type"] == "PermissionError", result
+    assert result["stdout"] == ""
+
+
+def test_a_script_beside_scratch_directories_cannot_read_another_runs(tmp_path: Path) -> None:
+    """Agents often write their scripts to /tmp, where runs make their scratch
+    directories: the script's directory, readable by default, held the HOME of every run
+    going on, what it wrote there included."""
+    base = tmp_path / "tmp"
+    base.mkdir(mode=0o700)
+    env = {**os.environ, "TMPDIR": str(base)}
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    written = signals / "written"
+    other = subprocess.Popen(
+        [PYNOX, f"--allow-write={signals}", "-c", WRITES_IN_HOME_THEN_WAITS, str(written)],
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not written.exists():
+            assert other.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        script = base / "agent.py"
+        script.write_text(READS_OTHER_RUNS)
+        proc = pynox("--json", str(script), env=env)
+    finally:
+        written.unlink(missing_ok=True)
+        other.wait(timeout=60)
+    result = json.loads(proc.stdout)
+    assert result["policy"]["implicit_read"] == []
+    assert "private notes" not in result["stdout"], result["stdout"]
+    assert result["error"]["type"] == "PermissionError", result
+
+
+WRITES_IN_HOME_THEN_WAITS = """
+import os, sys, time
+open(os.path.join(os.environ["HOME"], "notes.txt"), "w").write("private notes")
+signal = sys.argv[1]
+open(signal, "w").close()
+while os.path.exists(signal):
+    time.sleep(0.01)
+"""
+
+READS_OTHER_RUNS = """
+import os
+base = os.path.dirname(os.path.abspath(__file__))
+for name in os.listdir(base):
+    notes = os.path.join(base, name, "notes.txt")
+    if os.path.exists(notes):
+        print(open(notes).read())
+"""
+
+
+@pytest.mark.parametrize(
+    "cwd, module, where",
+    [("/", "tmp", "in /"), ("/tmp", "", "in a folder where runs keep their scratch")],
+)
+def test_a_module_in_a_folder_left_out_gets_a_hint_that_moves_the_program(
+    tmp_path: Path, cwd: str, module: str, where: str
+) -> None:
+    """python imports from / or /tmp for a program run there, which are never read by
+    default; the hint for a module it finds there moves the program, never grants the
+    folder (every file, or other runs' scratch directories). /tmp stands for such a module
+    in /: a folder is a namespace package."""
+    if not module:
+        made = Path(cwd) / f"pynox_hint_{tmp_path.name}.py"
+        made.write_text("")
+        module = made.stem
+    try:
+        proc = pynox("-c", f"import {module}", cwd=cwd)
+    finally:
+        if cwd == "/tmp":
+            made.unlink()
+    assert proc.returncode == 1
+    hint = proc.stderr.decode().splitlines()[-1]
+    assert hint.startswith(f"pynox: the module is {cwd.rstrip('/')}/"), hint
+    assert where in hint and "folder of their own" in hint and "--allow-read" not in hint, hint
