@@ -960,6 +960,25 @@ note("done")
 """
 
 
+# Notes "ready", waits for the line "go" in the progress file (polling it), notes "done",
+# each line in the progress file too: stopped, it would note nothing however long after the
+# go; running, within a moment of it.
+WAITS_FOR_GO = """\
+import sys, time
+def note(line):
+    print(line, flush=True)
+    with open(sys.argv[1], "a") as file:
+        file.write(line + "\\n")
+def noted():
+    with open(sys.argv[1]) as file:
+        return file.read().split()
+note("ready")
+while "go" not in noted():
+    time.sleep(0.01)
+note("done")
+"""
+
+
 def _state(pid: int) -> str:
     """The process's state letter in /proc: T when stopped."""
     return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
@@ -985,13 +1004,17 @@ def test_a_stop_stops_the_program_and_the_command(tmp_path: Path, mode: str, gro
             if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] != PYNOX.encode()
         ]
         _wait_for(lambda: _state(proc.pid) == _state(program) == "T", "both to stop")
-        time.sleep(1.5)  # past the program's sleep: stopped, it notes nothing
-        assert _last_line(progress) == "ready"
+        with progress.open("a") as file:
+            file.write("go\n")
+        # Ample for a running program to note "done" (it looks every 10 ms): stopped, it
+        # notes nothing.
+        time.sleep(0.5)
+        assert _last_line(progress) == "go"
         assert _state(proc.pid) == _state(program) == "T"
         send(proc.pid, signal.SIGCONT)
 
-    (tmp_path / "pauses.py").write_text(PAUSES)
-    assert _driven_like_python(tmp_path, mode, "pauses.py", [], stop_and_continue) == (
+    (tmp_path / "waits.py").write_text(WAITS_FOR_GO)
+    assert _driven_like_python(tmp_path, mode, "waits.py", [], stop_and_continue) == (
         "ready\ndone\n"
     )
 
