@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.examples import examples
 
 from pynox.engine.scratch import PREFIX as SCRATCH_PREFIX
 
@@ -29,7 +30,8 @@ else:
     # Hypothesis times each example by the wall clock and fails a test whose example took
     # over 200 ms once ("Unreliable test timings"): on two busy cores, a test of what a
     # function returns then fails because the machine did not run it for a moment.
-    settings.register_profile("pynox", deadline=None)
+    # Tests without a count of their own draw hypothesis's default 100, or their share of it.
+    settings.register_profile("pynox", deadline=None, max_examples=examples(100))
     settings.load_profile("pynox")
 
 # The session's own directory, made by pytest_configure (see there).

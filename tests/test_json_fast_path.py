@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.commands import PYNOX, pynox, python, run
+from support.examples import examples
 from support.installations import installation
 
 from pynox.jsonfast import fast_path as json_fast_path
@@ -192,14 +193,14 @@ def _compare_in_memory(obj: object, opts: dict) -> None:
 
 
 @pytest.mark.unit
-@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(600), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data, options)
 def test_same_text_errors_and_calls_in_memory(obj: object, opts: dict) -> None:
     _compare_in_memory(obj, opts)
 
 
 @pytest.mark.unit
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     data,
     options,
@@ -240,7 +241,7 @@ plain_data = nested(plain_leaves, plain_keys, size=5, max_leaves=30)
 
 
 @pytest.mark.unit
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     plain_data,
     st.booleans(),

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.commands import PYNOX, PYTHON, run
+from support.examples import examples
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox is Linux-only")
 
@@ -189,7 +190,7 @@ def test_a_forged_report_is_read_alike(tmp_path: Path, report: bytes) -> None:
     _same(tmp_path, _forge(report))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     report=st.one_of(
         st.binary(max_size=64),
@@ -210,7 +211,7 @@ def test_any_report_is_read_alike(tmp_path_factory: pytest.TempPathFactory, repo
     _same(tmp_path_factory.mktemp("forged"), _forge(report))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=list(HealthCheck))
 @given(output=st.binary(max_size=400), limit=st.integers(min_value=0, max_value=200))
 def test_any_output_is_kept_alike(
     tmp_path_factory: pytest.TempPathFactory, output: bytes, limit: int

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from support.commands import PYTHON, pynox, python
+from support.examples import examples
 
 from pynox.engine.source_file import refusal
 
@@ -67,7 +68,9 @@ READER_ERRORS = ("Non-UTF-8 code", "encoding problem", "source code cannot conta
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(source=sources)
 def test_refused_as_python_refuses(tmp_path: Path, source: bytes) -> None:

@@ -9,6 +9,7 @@ from unittest import mock
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 
 from pynox import strict_json
 from pynox.pool import channel
@@ -56,7 +57,7 @@ malformed = st.lists(tokens, max_size=30).map("".join).map(str.encode) | st.bina
 
 
 @pytest.mark.unit
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(finite_json)
 def test_what_dumps_writes_loads_reads_back(value: object) -> None:
     text = strict_json.dumps(value)
@@ -65,7 +66,7 @@ def test_what_dumps_writes_loads_reads_back(value: object) -> None:
 
 
 @pytest.mark.unit
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(finite_json, st.text(st.characters(min_codepoint=0xD7F0, max_codepoint=0xE010)))
 def test_dumps_read_reads_back_as_dumps_does(value: object, surrogates: str) -> None:
     """Fewer bytes (a character is itself, not an escape), the same value once read, and
@@ -77,7 +78,7 @@ def test_dumps_read_reads_back_as_dumps_does(value: object, surrogates: str) -> 
 
 
 @pytest.mark.unit
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(malformed, st.sampled_from([None, 1, 3]), st.booleans())
 def test_any_bytes_are_a_value_or_a_value_error(data: bytes, max_depth, unique_keys) -> None:  # type: ignore[no-untyped-def]
     try:
@@ -123,7 +124,7 @@ frames = st.lists(st.dictionaries(st.text(max_size=5), finite_json, max_size=3),
 
 
 @pytest.mark.unit
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(frames, st.lists(st.integers(1, 50), max_size=20))
 def test_frames_come_out_whole_however_the_stream_is_cut(messages, cuts) -> None:  # type: ignore[no-untyped-def]
     stream = b"".join(channel.encode(message) for message in messages)
@@ -138,7 +139,7 @@ def test_frames_come_out_whole_however_the_stream_is_cut(messages, cuts) -> None
 
 
 @pytest.mark.unit
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(malformed)
 def test_a_bad_frame_is_a_channel_error(body: bytes) -> None:
     reader = channel.FrameReader(limit=1 << 10, max_depth=3)
@@ -167,7 +168,7 @@ def _items(value: object) -> int:
 
 
 @pytest.mark.unit
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(finite_json, st.integers(0, 12))
 def test_the_item_count_refuses_only_what_holds_more(value: object, limit: int) -> None:
     """Refused: more than limit items. Let through: few enough that decoding stays cheap."""

@@ -9,6 +9,7 @@ import warnings
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 
 from pynox.pool import request_child
 
@@ -109,7 +110,7 @@ def _same(ours: object, tree: object) -> bool:
     return bool(body == tree_body and expression == tree_expression)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @example(["from __future__ import barry_as_FLUFL", "1 != 2"], "\n", "")
 @example(["from __future__ import barry_as_FLUFL", "1 <> 2"], "\n", "")
 @example(["from __future__ import barry_as_FLUFL", "pattern = '\\d+'", "1 != 2"], "\n", "")

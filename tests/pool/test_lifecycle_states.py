@@ -12,6 +12,7 @@ import time
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
+from support.examples import examples
 from support.pool_client import PoolClient, open_fds
 from support.pool_requests import FORGE, new_id
 
@@ -130,7 +131,7 @@ def test_any_interleaving_leaves_the_pool_as_it_was() -> None:
             # The same runs every time; a failure is shown as found, not shrunk: each
             # shrinking attempt would wait out the teardown's seconds again.
             settings=settings(
-                max_examples=12,
+                max_examples=examples(12),
                 stateful_step_count=8,
                 deadline=None,
                 derandomize=True,

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from support.commands import python
+from support.examples import examples
 from support.pool_client import PoolClient, PoolDied
 from support.pool_requests import Keeper, assert_ok, assert_refused, code, new_id, serves
 from support.request_lines import (
@@ -82,7 +83,7 @@ def hostile_lines() -> st.SearchStrategy[bytes]:
 
 @given(hostile_lines())
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.examples import examples
 from support.request_lines import JSON_VALUES, named, request_shaped, validate, wrong_type_cases
 
 from pynox.errors import PynoxError
@@ -24,7 +25,7 @@ from pynox.pool.request import (
 pytestmark = pytest.mark.unit
 
 
-ASSERTIVE = settings(max_examples=400, deadline=None, database=None)
+ASSERTIVE = settings(max_examples=examples(400), deadline=None, database=None)
 
 
 def assert_only_request_errors(line: bytes) -> None:
@@ -88,7 +89,7 @@ def test_parser_nul_bytes_and_invalid_utf8(text: str, junk: bytes) -> None:
 
 @pytest.mark.parametrize("field", ["allow_read", "allow_write", "package_dirs"])
 @given(st.text(max_size=20))
-@settings(max_examples=100, deadline=None, database=None)
+@settings(max_examples=examples(100), deadline=None, database=None)
 def test_parser_paths_with_nul_bytes(field: str, tail: str) -> None:
     """A NUL in a granted path cannot be a path: it must be refused, not crash the checks."""
     line = json.dumps({"id": 1, "code": "", field: ["/tmp/a\x00" + tail]}).encode()
@@ -113,7 +114,7 @@ def test_parser_deeply_nested(shape: str, depth: int) -> None:
 
 
 @given(st.integers(min_value=100_000, max_value=3_000_000), st.sampled_from(["id", "x", "code"]))
-@settings(max_examples=10, deadline=None, database=None)
+@settings(max_examples=examples(10), deadline=None, database=None)
 def test_parser_huge_strings(size: int, key: str) -> None:
     big = "é" * size
     message = {"id": big if key == "id" else 1, "code": 5 if key != "code" else big, key: big}
