@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from support.bundles.artifacts import Bundles, bundles
+from support.bundles.artifacts import bundle_from_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -268,18 +268,18 @@ def run_in(project: Path, command: Command, home: Path) -> str:
 
 
 # Commands a test cannot run as shown, and what stands in for them: (project, bundles).
-StandIn = Callable[[Path, Bundles], None]
+StandIn = Callable[[Path, Path], None]
 
 
-def _signed_bundle(project: Path, built: Bundles) -> None:
+def _signed_bundle(project: Path, built: Path) -> None:
     """`make bundle SIGN_KEY=release-key`: the session's bundle in dist/, signed there."""
     from bundler.digest import write_sums
     from bundler.signing import sign
 
     dist = project / "dist"
     dist.mkdir()
-    archive = dist / built.from_mirror.name
-    shutil.copyfile(built.from_mirror, archive)
+    archive = dist / built.name
+    shutil.copyfile(built, archive)
     write_sums(archive)
     sign(archive, project / "release-key")
 
@@ -287,7 +287,7 @@ def _signed_bundle(project: Path, built: Bundles) -> None:
 STAND_INS: dict[str, StandIn] = {"make bundle SIGN_KEY=release-key": _signed_bundle}
 
 
-def check_page(page: Path, tmp_path: Path, built: Bundles | None = None) -> int:
+def check_page(page: Path, tmp_path: Path, built: Path | None = None) -> int:
     project = tmp_path / "project"
     shutil.copytree(ROOT / "examples", project / "examples")
     if any("install/install.sh" in command.text for command in commands(page)):
@@ -391,7 +391,8 @@ def needs_a_bundle(page: Path) -> bool:
 def test_page_commands(
     page: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    check_page(page, tmp_path, bundles(tmp_path_factory) if needs_a_bundle(page) else None)
+    built = bundle_from_runtime(tmp_path_factory) if needs_a_bundle(page) else None
+    check_page(page, tmp_path, built)
 
 
 @pytest.mark.unit

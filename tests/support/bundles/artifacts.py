@@ -146,22 +146,41 @@ def throwaway_key(folder: Path, comment: str = "pynox test") -> Path:
     return key
 
 
-def bundles(factory: pytest.TempPathFactory) -> Bundles:
-    """The bundle built from PYNOX_RUNTIME, then again through the loopback mirror."""
-    if "bundles" in _made:
-        return _made["bundles"]  # type: ignore[return-value]
+def _from_runtime(factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The bundle built from PYNOX_RUNTIME, signed with a throwaway key; and that key."""
+    if "from_runtime" in _made:
+        return _made["from_runtime"]  # type: ignore[return-value]
     packed = runtime(factory)
-    work = factory.mktemp("bundles")
+    work = factory.mktemp("bundle")
     env = clean_env(XDG_CACHE_HOME=str(packed.cache), PYNOX_DIST_CONFIG=str(packed.config))
     key = throwaway_key(work / "signing key")
     started = time.monotonic()
-    first = bundler(
+    built = bundler(
         ["bundle", "--out", str(work / "one"), "--python", minor(), "--compiler", "native"]
         + ["--sign-key", str(key)],
         {**env, "PYNOX_RUNTIME": str(packed.archive)},
     )
     TIMINGS["bundle from PYNOX_RUNTIME"] = time.monotonic() - started
-    assert first.returncode == 0, first.stderr
+    assert built.returncode == 0, built.stderr
+    made = (Path(built.stdout.strip().splitlines()[-1]), key)
+    _made["from_runtime"] = made
+    return made
+
+
+def bundle_from_runtime(factory: pytest.TempPathFactory) -> Path:
+    """The bundle built from PYNOX_RUNTIME alone (signed), for tests that need a bundle
+    and not the second build through the mirror, which takes as long again."""
+    return _from_runtime(factory)[0]
+
+
+def bundles(factory: pytest.TempPathFactory) -> Bundles:
+    """The bundle built from PYNOX_RUNTIME, then again through the loopback mirror."""
+    if "bundles" in _made:
+        return _made["bundles"]  # type: ignore[return-value]
+    packed = runtime(factory)
+    first, key = _from_runtime(factory)
+    work = factory.mktemp("bundles")
+    env = clean_env(XDG_CACHE_HOME=str(packed.cache), PYNOX_DIST_CONFIG=str(packed.config))
     with Mirror(packed.mirror) as mirror:
         started = time.monotonic()
         second = bundler(
@@ -172,7 +191,7 @@ def bundles(factory: pytest.TempPathFactory) -> Bundles:
         requests = len(mirror.state.requests)
     assert second.returncode == 0, second.stderr
     made = Bundles(
-        Path(first.stdout.strip().splitlines()[-1]),
+        first,
         Path(second.stdout.strip().splitlines()[-1]),
         requests,
         key,
