@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from support.commands import PYNOX, PYTHON, pynox, python, run
+from support.pool_client import descendants, wait_gone
 
 from pynox.cli.doctor import _landlock_reason
 from pynox.engine.scratch import VARIABLES as SCRATCH_VARIABLES
@@ -811,9 +812,17 @@ def test_killing_the_supervisor_kills_the_program(tmp_path: Path) -> None:
     )
     assert child.stdout is not None
     assert child.stdout.readline() == b"ready\n"
+    # The program's process: the interpreter pynox started, not the scratch helper (a copy
+    # of the launcher with its command line).
+    (program,) = [
+        pid
+        for pid in descendants(child.pid)
+        if Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0] != PYNOX.encode()
+    ]
     child.kill()
     child.wait()
-    time.sleep(3)
+    # Killed with pynox, it is gone at once; spared, it would write "late" 2 s on, then end.
+    wait_gone([program], 30)
     assert not (marker / "late").exists()
 
 
