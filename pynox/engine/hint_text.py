@@ -533,10 +533,14 @@ def _hint_of(
                 "that would show what other runs keep there",
             )
         )
+        # A script's folder, and -m's working directory, are readable by default; the
+        # working directory that -c and standard input import from is not.
+        grant = style.grant("allow_read", "FOLDER", shown="FOLDER")
         return (
             f"the module is {shown}, {where}, which python imports from for this program but "
             f"which the sandbox never makes readable by itself, since {why}; move the program "
-            "and its modules into a folder of their own"
+            f"and its modules into a folder of their own (with -c or standard input, run "
+            f"there and grant it with {grant})"
         )
     if kind == "other_python":
         return other_python_hint(value, style)

@@ -474,4 +474,19 @@ def test_a_module_in_a_folder_left_out_gets_a_hint_that_moves_the_program(
     assert proc.returncode == 1
     hint = proc.stderr.decode().splitlines()[-1]
     assert hint.startswith(f"pynox: the module is {cwd.rstrip('/')}/"), hint
-    assert where in hint and "folder of their own" in hint and "--allow-read" not in hint, hint
+    assert where in hint and "folder of their own" in hint, hint
+    assert hint.endswith(
+        "(with -c or standard input, run there and grant it with --allow-read=FOLDER)"
+    ), hint
+    assert f"--allow-read={cwd}" not in hint, hint
+    # Followed: the program and its module moved into a folder of their own.
+    folder = tmp_path / "project"
+    folder.mkdir()
+    (folder / "helper.py").write_text("NAME = 'helper'\n")
+    (folder / "main.py").write_text("import helper\nprint(helper.NAME)\n")
+    followed = [
+        pynox(f"--allow-read={folder}", "-c", "import helper; print(helper.NAME)", cwd=folder),
+        pynox("main.py", cwd=folder),
+    ]
+    for done in followed:
+        assert (done.returncode, done.stdout) == (0, b"helper\n"), done.stderr
