@@ -5,20 +5,18 @@ caps them, asks the zygote (see zygote.py) to fork a child per request or per
 session, sends each child its program over the child's own channel, relays
 host-function calls to the client, collects output within its limits, enforces
 timeouts through pidfds, and writes one result per request on stdout. The
-protocol is documented in docs/pool-protocol.md.
+protocol is documented in docs/pool-protocol.md. What it keeps of each child, request and
+session is in records.py; what it does once as it starts, in startup.py.
 """
 
-import codecs
 import contextlib
 import copy
 import errno
-import fcntl
 import gc
 import os
 import select
 import signal
 import socket
-import stat
 import time
 
 from pynox import lean_os, strict_json
@@ -27,9 +25,9 @@ from pynox.engine import scratch, scratch_removal
 from pynox.engine.child_setup import REPORT_CONFINED
 from pynox.engine.hint_style import LIMITED_BY, Style
 from pynox.engine.program import cannot_open_text
-from pynox.engine.result import build_result, error_object, refusal
+from pynox.engine.result import build_result, refusal
 from pynox.engine.result_frame import python_version
-from pynox.engine.supervisor import Capture, Outcome, wait_with_default_child_action
+from pynox.engine.supervisor import Outcome, wait_with_default_child_action
 from pynox.engine.time_limit import is_stopped, timeout_error
 from pynox.errors import (
     EXIT_CANCELLED,
@@ -56,14 +54,13 @@ from pynox.policy.bind_mounts import MountTable
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
 from pynox.policy.grants import GRANT_FIELDS, HINTS_PYTHON, PATH_GRANTS
-from pynox.policy.path_grant import absolute_grant, resolve_grant
+from pynox.policy.path_grant import absolute_grant
 from pynox.policy.resolve import build_policy
-from pynox.pool import channel, first_use, priming, warmup, zygote
+from pynox.pool import channel, descriptors, priming, records, startup, warmup, zygote
 from pynox.pool import files as pool_files
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
-from pynox.pool.display_check import Shown
-from pynox.pool.hint_hold import HintHold
+from pynox.pool.records import Child, Run, Session, error_result, step_not_run
 from pynox.pool.request import RequestError
 from pynox.pool.scratch_keeper import ScratchKeeper, gone, own_root
 
@@ -73,7 +70,6 @@ if TYPE_CHECKING:
 
     from pynox.policy.resolve import Policy
     from pynox.pool.command import PoolOptions
-    from pynox.pool.priming import PolicyKey
 
 _READ_CHUNK = 65536
 # New spares wait while a program that started less than this ago runs: forking
@@ -98,22 +94,10 @@ _ANSWER_EXAMPLES = {
 }
 # The limits, in bytes, that a hint may suggest raising.
 _SIZE_LIMITS = ("memory", "max_file_size")
-# Spares ordered from the zygote and not yet answered. Each answer carries a pidfd; with
-# hundreds of orders written at once, the zygote's answers fill its socket while it waits
-# to write the next, and the server waits to write its next order: the rest are ordered
-# as answers come. It bounds the orders sent and not yet read, too: each carries
-# descriptors, and the kernel lets a user without CAP_SYS_RESOURCE have no more in flight
-# on Unix sockets than its limit on open files (ETOOMANYREFS past it), which a stopped
-# zygote's unread orders would reach (_orders_in_flight lowers it under a low limit).
-_ORDERS_IN_FLIGHT = 64
-# How long orders wait when that bound of the kernel's was met all the same (the user's
-# other processes hold descriptors in flight too) before they are sent again.
+# How long orders wait when the kernel's bound on descriptors in flight was met all the
+# same (startup.orders_in_flight: the user's other processes hold some too) before they
+# are sent again.
 _ORDERS_RETRY = 0.02
-# What each child holds open in the pool server (its pipes, channel and pidfd), and how
-# many children a pool of N workers keeps: N spares and N running.
-_DESCRIPTORS_PER_CHILD = len(zygote.CHILD_FDS) + 1
-_CHILDREN_PER_WORKER = 2
-_DESCRIPTORS_OF_ITS_OWN = 16
 # A one-shot run's output pipes and report go unread for its first moments (_quiet): a small
 # program has written and closed them by the time it says it ended, and the pool server
 # then wakes once to read it all, instead of once per write and once per close.
@@ -137,10 +121,6 @@ MAX_UNREAD_REFUSALS = 64 << 10
 # makes them pile up: past this many bytes waiting, its request ends. One answer, however
 # large, always fits: the bound is checked before it is added.
 MAX_UNREAD_ANSWERS = MAX_CALL_BYTES_IN_FLIGHT
-# pynox's error report has 8 fields. Counted before decoding: a megabyte of `[],` or of
-# members would cost the pool server ~0.07 s per request to decode and refuse. A session
-# step's report comes in its done frame, held to as many fields.
-_REPORT_ITEMS = 64
 _MAX_CALL_NUMBER = (1 << 53) - 1  # what a JSON client reads exactly as a double
 _MAX_SIGNAL = 64
 # What a session's runtime may still send for a step that its program ended early (with a
@@ -166,147 +146,6 @@ _IDS_DIFFER = (
 )
 
 
-class Child:
-    """A process the zygote forked: a spare until a run or a session takes it."""
-
-    def __init__(self, token: int) -> None:
-        self.token = token
-        self.functions: set[str] = set()
-        self.pid: int | None = None  # once the zygote's word of its fork comes
-        self.ordered = False  # once its order reached the zygote (PoolServer._send_orders)
-        self.pidfd: int | None = None
-        self.status: int | None = None
-        self.fds: dict[str, int] = {}
-        # The ends of its pipes and channel its order passes to the zygote, until it is sent.
-        self.passed: list[int] = []
-        self.stdout = Capture(0)
-        self.stderr = Capture(0)
-        self.report = Capture(REPORT_LIMIT)
-        self.frames = channel.FrameReader()
-        self.outbound = bytearray()
-        self.pending_calls: dict[int, int] = {}  # call number -> bytes of its frame
-        self.pending_bytes = 0
-        self.kill_reason: str | None = None  # "timeout", or why the pool server dropped it
-        self.stopped = False  # whether a stop signal had stopped it when its time limit came
-        # How the child said it ended, before the zygote reaped it: (status, signal).
-        self.announced: tuple[int, int | None] | None = None
-        self.finished = False
-        self.kill_at = 0.0  # once its work is over: when the pool server stops waiting
-        self.script_errno: int | None = None  # why its script could not be read (0: not a file)
-        self.scratch: str | None = None  # the scratch directory to remove once it is gone
-        self.quiet_until = 0.0  # while its run is new: when its pipes are read again
-        self.ready = False  # a spare that warmed up and waits idle: it may be primed
-        self.said_ready = False  # whether it sent its one ready frame
-        self.primed: PolicyKey | None = None  # the policy it is confined to, if primed
-        # Lines that wait for it to exit, then go out: the answers to close_session lines
-        # of its session, and the result of a step its session was closed during.
-        self.answers_at_exit: list[dict[str, Any]] = []
-        self.session = False  # whether it serves a session's steps
-        self.stale_frames = 0  # frames of steps that were over, since its step started
-
-    def kill(self, reason: str) -> None:
-        if self.kill_reason is None:
-            self.kill_reason = reason
-        if self.pidfd is not None and self.status is None:
-            try:
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-
-class Run:
-    """A request in flight: a one-shot child, or a step of a session."""
-
-    def __init__(self, request_id: object, policy: "Policy") -> None:
-        self.id = request_id
-        self.policy = policy
-        self.started = time.monotonic()
-        # The clock starts when a child takes the request, not while it queues.
-        self.deadline: float | None = None
-        self.child: Child | None = None
-        self.session: Session | None = None
-        self.step: int | None = None  # a session step's number, which its frames carry
-        self.script: str | None = None
-        self.files: dict[str, bytes] = {}  # to place in the scratch directory before it runs
-        # With "stream": one incremental decoder per stream, so that a character split
-        # between two reads reaches the client whole. Empty once the run stops streaming.
-        self.decoders: dict[str, codecs.IncrementalDecoder] = {}
-        # With "stream": stderr from a line that may be the hint, until the result is made.
-        self.hint_hold = HintHold()
-        # Its value and images, as its child sends them.
-        self.shown = Shown(echo=True, max_output=policy.max_output)
-        # Whether its hints name grants as its request's JSON fields (HINTS_JSON).
-        self.json_hints = True
-        # Its policy before its scratch directory, if a primed spare may run it.
-        self.template: dict[str, Any] | None = None
-
-    def stream(self) -> None:
-        for role in ("stdout", "stderr"):
-            self.decoders[role] = codecs.getincrementaldecoder("utf-8")(errors="replace")
-
-    def start_clock(self) -> None:
-        self.started = time.monotonic()
-        if self.policy.timeout is not None:
-            self.deadline = self.started + self.policy.timeout
-
-
-class Session:
-    def __init__(self, name: str, policy: "Policy", functions: list[dict[str, str]]) -> None:
-        self.name = name
-        self.policy = policy
-        self.functions = functions
-        self.child: Child | None = None
-        self.steps = 0
-        self.restarted = False
-        self.queue: list[tuple[Run, dict[str, object]]] = []
-        self.running: Run | None = None
-        self.last_used = time.monotonic()
-        self.closing = False
-        # The fields of its first step that set its process's confinement, as they came.
-        self.fields: dict[str, object] = {}
-
-
-def error_result(request_id: object, message: str, kind: str = "RequestError") -> "dict[str, Any]":
-    return {"id": request_id, **refusal(kind, message)}
-
-
-def step_not_run(
-    result: "dict[str, Any]", run: "Run", session: "Session", ended: str | None = None
-) -> "dict[str, Any]":
-    """result, for a step of session that never ran, with the fields every step's result
-    has: its value and images (none) and its session, with no step number. ended: how the
-    session ended, or None when it goes on."""
-    result.update(run.shown.fields())
-    result["session"] = {"id": session.name, "step": None, "restarted": False, "ended": ended}
-    return result
-
-
-def _failed(
-    result: "dict[str, Any]", kind: str, message: str, exit_code: int = EXIT_SETUP_FAILURE
-) -> None:
-    result["exit"] = exit_code
-    result["error"] = error_object(kind, message)
-
-
-def _report_problem(report: bytes, truncated: bool) -> str | None:
-    """What is wrong with a one-shot child's error report, if anything.
-
-    pynox writes one flat JSON object there; anything else was written by the
-    program, and is refused here, before the result is built from it.
-    """
-    if truncated:
-        return f"it is longer than {REPORT_LIMIT} bytes"
-    if channel.more_items_than(report, _REPORT_ITEMS):
-        return f"it holds more than {_REPORT_ITEMS} items, more than pynox writes there"
-    try:
-        parsed = strict_json.loads(report, max_depth=1)
-    except strict_json.TooDeep:
-        return "it is not one flat JSON object"
-    except ValueError as exc:
-        return str(exc)
-    return None if isinstance(parsed, dict) else "it is not one flat JSON object"
-
-
 def _small_int(value: object, low: int, high: int) -> bool:
     return type(value) is int and low <= value <= high
 
@@ -323,8 +162,8 @@ class PoolServer:
         settings = self.config.pool
         self.workers = options.workers or settings.workers or DEFAULT_WORKERS
         # How many sessions (each holds a child) the limit on open files leaves room for.
-        self.session_room = _check_descriptors(self.workers)
-        self.orders_in_flight = _orders_in_flight()
+        self.session_room = startup.check_descriptors(self.workers)
+        self.orders_in_flight = startup.orders_in_flight()
         self.max_sessions = settings.max_sessions
         self.session_idle = settings.session_idle or DEFAULT_SESSION_IDLE
         self.limits = pool_limits.resolve_limits(self.config.pool_limits)
@@ -343,23 +182,25 @@ class PoolServer:
         self.cwd = cwd
         # Before any code of the host's runs (preloads, the warm-up, and the threads they
         # may leave printing): the protocol's lines get a descriptor of their own.
-        self.out_fd = _protocol_output()
+        self.out_fd = startup.protocol_output()
         # Granted to every request (and on its sys.path), resolved as any grant is.
-        self.package_dirs = _pool_package_dirs(settings.package_dirs, options.package_dirs, cwd)
-        _preload([*settings.preload, *options.preload], self.package_dirs)
+        self.package_dirs = startup.pool_package_dirs(
+            settings.package_dirs, options.package_dirs, cwd
+        )
+        startup.preload([*settings.preload, *options.preload], self.package_dirs)
         warmup_source = options.warmup if options.warmup is not None else settings.warmup
         warmup_code = None
         if warmup_source:
             warmup_code = warmup.compile_warmup(warmup_source)
             warmup.run_in_server(warmup_code, self.package_dirs)
-        _warm_up()
+        startup.warm_up()
         # What no request may write: pynox, what the pool loaded, its configuration,
         # and the package directories every request imports from.
         self.trusted = trusted_paths.installation()
         self.trusted += trusted_paths.configuration([path], cwd, os.environ)
         # As named too: the next pool finds them by those names, through their links.
         named = [absolute_grant(path, cwd) for path in settings.package_dirs + options.package_dirs]
-        self.trusted += trusted_paths.named(named, _POOL_PACKAGES)
+        self.trusted += trusted_paths.named(named, startup.POOL_PACKAGES)
         self.system_reads = system_paths.interpreter_reads()
         # The children share the pool server's pages: keep their reference counts (from
         # 3.12 on, runtime/immortal.c) and the collector off them.
@@ -424,7 +265,7 @@ class PoolServer:
         self.paused = False  # whether requests wait for the client (_pace)
         # Children whose output pipes are unregistered while their run is new (_quiet).
         self.quiet: dict[int, Child] = {}  # by token
-        _nonblocking_to_a_pipe(self.out_fd)
+        startup.nonblocking_to_a_pipe(self.out_fd)
 
     # --- output -------------------------------------------------------------------------
 
@@ -492,7 +333,7 @@ class PoolServer:
         self.emit(
             {
                 "event": "ready",
-                "pynox": _version(),
+                "pynox": startup.version(),
                 "python": python_version(),
                 "workers": self.workers,
                 "pid": os.getpid(),
@@ -820,8 +661,8 @@ class PoolServer:
                 )
             if self.session_room is not None and len(self.sessions) + ending >= self.session_room:
                 raise RequestError(
-                    f"the pool has {held}, as many as its limit on open "
-                    f"files leaves room for (each holds {_DESCRIPTORS_PER_CHILD}); close one first "
+                    f"the pool has {held}, as many as its limit on open files leaves room for "
+                    f"(each holds {startup.DESCRIPTORS_PER_CHILD}); close one first "
                     "(session.close() in Python, close_session in the protocol), or start the "
                     "pool with a higher limit (ulimit -n)",
                     request_id,
@@ -974,11 +815,11 @@ class PoolServer:
             child = session.child
             self._end_session(session)
             if child is None or child.status is not None:
-                self.emit(_closed(request_id, session.name))
+                self.emit(records.closed_answer(request_id, session.name))
             else:
                 # Answered once its process has ended (finalized, or killed past EXIT_GRACE):
                 # by then a file its program never closed is written, as when python exits.
-                child.answers_at_exit.append(_closed(request_id, session.name))
+                child.answers_at_exit.append(records.closed_answer(request_id, session.name))
             return
         field = "host_result" if "host_result" in message else "host_error"
         answer = message[field]
@@ -1234,7 +1075,7 @@ class PoolServer:
         orders wait (for a stopped zygote) would hold twice the descriptors per child."""
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        rep_r, rep_w = _report_socket()
+        rep_r, rep_w = descriptors.report_socket()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         child.passed = [out_w, err_w, rep_w, theirs.detach()]
         child.fds = {"stdout": out_r, "stderr": err_r, "report": rep_r, "channel": ours.detach()}
@@ -1243,7 +1084,7 @@ class PoolServer:
             self.handlers[fd] = (child, role)
             if child.quiet_until and role in _QUIET_ROLES:
                 if role in _GROWN_ROLES:
-                    _resize_pipe(fd, _QUIET_PIPE)
+                    descriptors.resize_pipe(fd, _QUIET_PIPE)
             else:
                 self.poller.register(fd, select.POLLIN)
 
@@ -1269,7 +1110,7 @@ class PoolServer:
             del self.unsent[0]
             self.orders_unanswered += 1
             child.ordered = True
-            _close_all(child.passed)
+            descriptors.close_all(child.passed)
         # Polled for room only while room is what they wait for: not while the orders
         # sent wait for answers, nor for a retry.
         room_wanted = (
@@ -1289,7 +1130,7 @@ class PoolServer:
         for index, (unsent, _) in enumerate(self.unsent):
             if unsent is child:
                 del self.unsent[index]
-                _close_all(child.passed)
+                descriptors.close_all(child.passed)
                 return
 
     def _start_child(
@@ -1509,7 +1350,7 @@ class PoolServer:
             if fd is not None and fd not in self.held:
                 self.poller.unregister(fd)
                 if role in _GROWN_ROLES:
-                    _resize_pipe(fd, _QUIET_PIPE)
+                    descriptors.resize_pipe(fd, _QUIET_PIPE)
         child.quiet_until = time.monotonic() + _QUIET
         self.quiet[child.token] = child
 
@@ -1524,7 +1365,7 @@ class PoolServer:
             if fd is not None and fd not in self.held:
                 self.poller.register(fd, select.POLLIN)
                 if role in _GROWN_ROLES:
-                    _resize_pipe(fd, _PIPE)  # fails while it holds more: then it stays
+                    descriptors.resize_pipe(fd, _PIPE)  # fails while it holds more: then it stays
 
     def _release(self, child: Child) -> None:
         """Reads a child's held output again, whatever the client's backlog."""
@@ -1572,7 +1413,7 @@ class PoolServer:
         """One frame from a child, checked field by field: ChannelError drops the child."""
         run = self.child_runs.get(child.token)
         kind = frame.get("type")
-        if child.session and kind in _STEP_FRAMES and not _of_step(frame, run):
+        if child.session and kind in _STEP_FRAMES and not records.of_step(frame, run):
             self._other_step_frame(child, frame)
         elif kind == "call" and run is not None:
             self._host_call(run, child, frame, size)
@@ -1612,13 +1453,13 @@ class PoolServer:
             # The step's error report: flat and small, as a one-shot child's report is.
             flat = error is None or (
                 type(error) is dict
-                and len(error) <= _REPORT_ITEMS
+                and len(error) <= records.REPORT_ITEMS
                 and not any(isinstance(value, (list, dict)) for value in error.values())
             )
             if not (_small_int(exit_code, 0, 255) and flat and ended in (None, True, False)):
                 raise channel.ChannelError(
                     f"a done frame without an exit status and a flat error of at most "
-                    f"{_REPORT_ITEMS} fields"
+                    f"{records.REPORT_ITEMS} fields"
                 )
             if size > REPORT_LIMIT:  # the bound of a one-shot child's report, with its frame
                 raise channel.ChannelError(f"a done frame longer than {REPORT_LIMIT} bytes")
@@ -1734,7 +1575,7 @@ class PoolServer:
         run = self.child_runs.get(child.token)
         if run is not None and run.session is not None:
             self._drain(child)
-            self._finish_step(run, None, None, _how_it_ended(child))
+            self._finish_step(run, None, None, records.how_it_ended(child))
         self._maybe_finish(child)
         self._answer_at_exit(child)
 
@@ -1768,7 +1609,7 @@ class PoolServer:
         child.finished = True
         # The keeper reuses its scratch directory only once it sees the child exit, through
         # a pidfd of its own (_finish_child closes the child's).
-        pidfd = _duplicate(child.pidfd) if child.scratch is not None else None
+        pidfd = descriptors.duplicate(child.pidfd) if child.scratch is not None else None
         try:
             self._finish_child(child)
         finally:
@@ -1807,7 +1648,7 @@ class PoolServer:
                 self.prime_template = None  # it failed its priming: none until a request
         run = self.child_runs.get(child.token)
         if run is not None and run.session is not None:
-            self._finish_step(run, None, None, _how_it_ended(child))
+            self._finish_step(run, None, None, records.how_it_ended(child))
         run = self.child_runs.pop(child.token, None)
         for session in self.sessions.values():
             if session.child is child:
@@ -1845,16 +1686,16 @@ class PoolServer:
         confined = outcome.report.startswith(REPORT_CONFINED)
         body = outcome.report[len(REPORT_CONFINED) :] if confined else outcome.report
         if body and child.kill_reason is None:
-            problem = _report_problem(body, child.report.truncated)
+            problem = records.report_problem(body, child.report.truncated)
             if problem is not None:
                 outcome.report = b""
         result = self._result(outcome, run)
         if child.kill_reason == "cancelled":
-            _failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
+            records.failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
         elif child.kill_reason not in (None, "timeout"):
-            _failed(result, "PoolError", str(child.kill_reason))
+            records.failed(result, "PoolError", str(child.kill_reason))
         elif problem is not None:
-            _failed(result, "PoolError", f"the program wrote to its error report: {problem}")
+            records.failed(result, "PoolError", f"the program wrote to its error report: {problem}")
         elif child.script_errno is not None and run.script is not None:
             self._script_failed(result, run.script, child.script_errno)
         result.update(run.shown.fields())
@@ -1874,10 +1715,10 @@ class PoolServer:
             return
         if error:
             message = cannot_open_text(script, error, os.strerror(error))
-            _failed(result, "ProgramNotFound", message, EXIT_CANNOT_OPEN)
+            records.failed(result, "ProgramNotFound", message, EXIT_CANNOT_OPEN)
         else:
             message = f"the script {script} is not a regular file; send the path of a Python file"
-            _failed(result, "RequestError", message)
+            records.failed(result, "RequestError", message)
 
     def _result(self, outcome: Outcome, run: Run, session: bool = False) -> "dict[str, Any]":
         """The result of a run, whatever its child wrote: a PoolError rather than the pool's end."""
@@ -1888,7 +1729,9 @@ class PoolServer:
         except Exception as exc:  # noqa: BLE001 - the child's data must not take the pool down
             outcome.report = b""
             result = build_result(outcome, policy, api=True, style=style)
-            _failed(result, "PoolError", f"the program's error report is unusable ({exc!r:.200})")
+            records.failed(
+                result, "PoolError", f"the program's error report is unusable ({exc!r:.200})"
+            )
         if outcome.timed_out:
             result["error"] = self._timeout_error(run, outcome.stopped)
         return result
@@ -2001,9 +1844,9 @@ class PoolServer:
         if ended == "timeout":
             result["error"] = self._timeout_error(run, outcome.stopped)
         elif ended == "cancelled":
-            _failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
+            records.failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
         elif child.kill_reason is not None and ended == "crash":
-            _failed(result, "PoolError", child.kill_reason)
+            records.failed(result, "PoolError", child.kill_reason)
         if ended is not None:
             session.child = None
             self._hold_scratch(session, child)
@@ -2079,7 +1922,7 @@ class PoolServer:
         may be closed meanwhile (ScratchKeeper.hold)."""
         if child.pidfd is None or child.status is not None:
             return  # never forked, or reaped
-        pidfd = _duplicate(child.pidfd)
+        pidfd = descriptors.duplicate(child.pidfd)
         if pidfd is None:  # no descriptor left to watch it with: it goes now
             with contextlib.suppress(ProcessLookupError):
                 signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
@@ -2111,50 +1954,6 @@ def _unread_answers(bound: int) -> str:
     )
 
 
-def _closed(request_id: object, name: str) -> "dict[str, Any]":
-    """The answer to a close_session line."""
-    return {"id": request_id, "session": {"id": name, "closed": True}}
-
-
-def _close_all(fds: list[int]) -> None:
-    """Closes every descriptor of fds, and empties it."""
-    while fds:
-        os.close(fds.pop())
-
-
-def _orders_in_flight() -> int:
-    """How many orders for spares may be sent and not yet answered: _ORDERS_IN_FLIGHT, or
-    fewer under a low limit on open files, so that the descriptors the orders and the
-    zygote's answers hold in flight stay within half of it (the kernel's bound on them,
-    which a zygote that met it in its answer would not survive)."""
-    import resource
-
-    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    if limit == resource.RLIM_INFINITY:
-        return _ORDERS_IN_FLIGHT
-    return max(1, min(_ORDERS_IN_FLIGHT, limit // (2 * _DESCRIPTORS_PER_CHILD)))
-
-
-def _check_descriptors(workers: int) -> "int | None":
-    """Refuses a number of workers whose children would take more descriptors than the
-    pool server may open: it would stop at the first one past the limit. Returns how many
-    more children (those of sessions) the limit leaves room for; None if it has none."""
-    import resource
-
-    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    needed = workers * _CHILDREN_PER_WORKER * _DESCRIPTORS_PER_CHILD + _DESCRIPTORS_OF_ITS_OWN
-    if limit == resource.RLIM_INFINITY:
-        return None
-    if needed > limit:
-        most = (limit - _DESCRIPTORS_OF_ITS_OWN) // (_CHILDREN_PER_WORKER * _DESCRIPTORS_PER_CHILD)
-        raise PynoxError(
-            f"a pool of {workers} workers holds up to {needed} open files, more than the "
-            f"{limit} this process may open; use at most {max(most, 0)} workers, or raise "
-            f"the limit (ulimit -n {needed})"
-        )
-    return (limit - needed) // _DESCRIPTORS_PER_CHILD
-
-
 def _ids_given(line: bytes) -> "list[object]":
     """The different values that a line refused as not JSON the pool takes gives its "id",
     as a lenient parser reads them (only on that error path); none if even that fails."""
@@ -2182,16 +1981,6 @@ def _ids_given(line: bytes) -> "list[object]":
     return distinct
 
 
-def _duplicate(fd: "int | None") -> "int | None":
-    """A descriptor of its own for the same file; None if there is none or no room for it."""
-    if fd is None:
-        return None
-    try:
-        return os.dup(fd)
-    except OSError:
-        return None
-
-
 def _check_step_functions(
     session: Session, functions: list[dict[str, str]], request_id: object
 ) -> None:
@@ -2216,143 +2005,3 @@ def _session_fields(message: dict[str, object]) -> dict[str, object]:
 def _comparable(value: object) -> object:
     """A grant's value as a policy holds it, with lists in any order."""
     return sorted(value) if isinstance(value, list) else value
-
-
-def _of_step(frame: dict[str, object], run: Run | None) -> bool:
-    """Whether a session child's frame names the step running (its runtime echoes the
-    number the run frame gave)."""
-    step = frame.get("step")
-    return run is not None and type(step) is int and step == run.step
-
-
-def _how_it_ended(child: Child) -> str:
-    """A session's `ended`: "timeout", "cancelled", "exit" (it left by itself) or "crash"."""
-    if child.kill_reason in ("timeout", "cancelled"):
-        return str(child.kill_reason)
-    if child.kill_reason is None:
-        if child.status is None and child.announced is not None and child.announced[1] is None:
-            return "exit"
-        if child.status is not None and os.WIFEXITED(child.status):
-            return "exit"
-    return "crash"
-
-
-def _report_socket() -> "tuple[int, int]":
-    """The server's and the child's ends of a child's report: a socket, not a pipe. A
-    program may open /proc/self/fd/N for any descriptor it holds, and the kernel gives it
-    a new end of a pipe, read end included (Landlock governs no pipe): it read its
-    confinement marker back out of a report pipe before the server had, then reported a
-    failed sandbox of its own making. What is written to a socket is gone from the
-    writer's reach, and a socket cannot be opened that way."""
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    ours.shutdown(socket.SHUT_WR)
-    theirs.shutdown(socket.SHUT_RD)
-    return ours.detach(), theirs.detach()
-
-
-def _resize_pipe(fd: int, size: int) -> None:
-    """Asks for a pipe of `size` bytes; where the kernel refuses, it stays as it is."""
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
-
-
-def _protocol_output() -> int:
-    """A descriptor of the pool's standard output, for the protocol's lines alone; fd 1
-    becomes a copy of stderr. What the host's preloaded code, or a thread its warm-up left
-    running, prints from then on (from Python or C) lands there, never among the lines a
-    client parses. Close-on-exec, for the helpers; the zygote closes it as it starts."""
-    fd = os.dup(1)
-    os.dup2(2, 1)
-    return fd
-
-
-def _nonblocking_to_a_pipe(fd: int) -> None:
-    """The pool's output to a pipe or socket does not block the loop (see PoolServer.out).
-
-    A file or a terminal keeps blocking writes: neither fills up because a client is slow.
-    """
-    mode = os.fstat(fd).st_mode
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        os.set_blocking(fd, False)
-
-
-_POOL_PACKAGES = "a package directory of the pool, which every request imports from"
-
-
-def _pool_package_dirs(configured: list[str], given: list[str], cwd: str) -> list[str]:
-    """[pool] package_dirs (already absolute, from the file's directory) and the
-    --package-dir flags (from the working directory), resolved as any grant is."""
-    resolved = [resolve_grant(path, "imports from", cwd) for path in [*configured, *given]]
-    return list(dict.fromkeys(resolved))
-
-
-def _preload(modules: list[str], package_dirs: list[str]) -> None:
-    """Imports what every request starts with, from where a request imports: the
-    standard library, then the pool's package directories (warmup.importing_as_requests).
-
-    sys.path is so only while it imports: the zygote and its children start
-    with pynox's own path, and a child sets the one of its policy once it is
-    confined, as for any run.
-    """
-    with warmup.importing_as_requests(package_dirs):
-        for module in modules:
-            open_before = warmup.open_descriptors()
-            try:
-                with warmup.printing_to_stderr():
-                    __import__(module)
-                    companions = first_use.import_companions(module)
-            except BaseException as exc:  # noqa: BLE001 - sys.exit() too: the user's to see
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                hint = ""
-                # Only a missing top-level module: one missing in a package found is no
-                # matter of where packages are installed.
-                if isinstance(exc, ModuleNotFoundError) and "." not in (exc.name or "."):
-                    # Named as both interfaces spell it: the Python API starts this command.
-                    hint = (
-                        " (add the directory it is installed in to the pool's package_dirs,"
-                        " --package-dir on the command line)"
-                    )
-                failure = warmup.describe_failure(exc)
-                raise PynoxError(
-                    f"cannot preload {module}: {failure}{hint}; fix or remove it"
-                ) from None
-            left = warmup.left_open(open_before)
-            if left:
-                if companions:
-                    module += f" (with {', '.join(companions)}, which it imports on first use)"
-                raise PynoxError(
-                    f"cannot preload {module}: it leaves {left} open, which each child closes"
-                    " before its request runs, so the module would find it closed (or a file"
-                    " of the request's at its number); remove it from preload, and requests"
-                    " import it themselves"
-                )
-
-
-def _warm_up() -> None:
-    """Imports what children use on their way, so no child pays for it."""
-    import __future__  # noqa: F401 - a code's last expression is compiled apart, with ast
-
-    import ast
-    import builtins
-    import linecache  # noqa: F401 - tracebacks of pool code read their lines here
-    import traceback  # noqa: F401
-
-    from pynox.pool import display
-
-    ast.parse("value")  # builds the syntax tree's classes once, for every child
-    display.prepare_preloaded()
-
-    from pynox.engine import (
-        child,
-        shutdown,  # noqa: F401
-    )
-
-    if not hasattr(builtins, "exit"):
-        child.install_site_builtins()
-
-
-def _version() -> str:
-    from pynox import __version__
-
-    return __version__
