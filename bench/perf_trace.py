@@ -110,8 +110,9 @@ def call_chain(lines: list[str], first: int) -> list[tuple[str, str]]:
     """The call chain perf script wrote from line `first` on: (symbol, object) per frame,
     innermost first."""
     frames = []
-    for line in lines[first:]:
-        frame = _FRAME.match(line)
+    # By index: a slice from `first` would copy the rest of the trace for every event.
+    for index in range(first, len(lines)):
+        frame = _FRAME.match(lines[index])
         if frame is None:
             break
         frames.append((frame[1], frame[2]))
