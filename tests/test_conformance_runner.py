@@ -98,6 +98,32 @@ def test_a_missing_tool_names_the_deps_target() -> None:
         tools.ensure("no-such-tool-pynox", "pynox-tools")
 
 
+def test_a_changed_vm_init_is_another_boot_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The initramfs holds vm_init.sh: a boot image cached with another one is not reused."""
+    from bundler.conformance import vmimages
+
+    init = tmp_path / "vm_init.sh"
+    init.write_text("#!/bin/sh\npoweroff -f\n")
+    built: list[str] = []
+
+    def build(package: str, arch: str, work: Path) -> None:
+        built.append(init.read_text())
+        (work / "provenance.json").write_text(json.dumps({"provenance": []}))
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(vmimages, "INIT", init)
+    monkeypatch.setattr(vmimages, "pick_package", lambda pattern, arch: ("linux-image-x", "1"))
+    monkeypatch.setattr(vmimages, "_build_boot", build)
+    first = vmimages.boot("linux-image-*", "arm64")
+    assert vmimages.boot("linux-image-*", "arm64") == first and len(built) == 1
+    init.write_text("#!/bin/sh\necho changed\npoweroff -f\n")
+    changed = vmimages.boot("linux-image-*", "arm64")
+    assert changed.initramfs != first.initramfs
+    assert built == ["#!/bin/sh\npoweroff -f\n", "#!/bin/sh\necho changed\npoweroff -f\n"]
+
+
 # --- Booting the arm64 kernel -------------------------------------------------------------
 
 

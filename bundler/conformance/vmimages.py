@@ -113,7 +113,9 @@ def download(package: str, arch: str, into: Path) -> tuple[Path, str]:
 def boot(kernel_pattern: str, arch: str) -> Boot:
     """The cached kernel and initramfs for the newest package matching KERNEL_PATTERN."""
     package, version = pick_package(kernel_pattern, arch)
-    final = vm_cache() / f"{package}_{version}_{arch}".replace("~", "-").replace(":", "-")
+    # The initramfs holds vm_init.sh: a changed one is another boot image.
+    name = f"{package}_{version}_{arch}_init-{sha256(INIT)[:12]}"
+    final = vm_cache() / name.replace("~", "-").replace(":", "-")
     info = final / "provenance.json"
     if not info.is_file():
         tools.ensure("dpkg-deb", "dpkg")
