@@ -124,6 +124,47 @@ def test_a_changed_vm_init_is_another_boot_image(
     assert built == ["#!/bin/sh\npoweroff -f\n", "#!/bin/sh\necho changed\npoweroff -f\n"]
 
 
+APT_NAMES = """linux-image-6.1.0-57-cloud-arm64-unsigned
+linux-image-6.1.0-57-cloud-amd64
+linux-image-6.1.0-8-cloud-arm64-unsigned
+linux-image-6.1.0-9-cloud-arm64-unsigned
+"""
+APT_POLICY = """linux-image-6.1.0-57-cloud-arm64-unsigned:arm64:
+  Installed: (none)
+  Candidate: 6.1.192-3
+  Version table:
+     6.1.192-3 500
+        500 http://deb.debian.org/debian-security bookworm-security/main arm64 Packages
+linux-image-6.1.0-9-cloud-arm64-unsigned:
+  Installed: (none)
+  Candidate: (none)
+linux-image-6.1.0-8-cloud-arm64-unsigned:arm64:
+  Installed: (none)
+  Candidate: 6.1.25-1
+"""
+
+
+def test_the_newest_kernel_is_picked_with_one_apt_cache_policy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """apt-cache policy reads all of apt's lists, about a second a call: every candidate
+    is asked in one."""
+    from bundler.conformance import vmimages
+
+    ran: list[list[str]] = []
+
+    def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+        ran.append(command)
+        said = APT_NAMES if command[1] == "pkgnames" else APT_POLICY
+        return subprocess.CompletedProcess(command, 0, said, "")
+
+    monkeypatch.setattr(vmimages.commands, "run", run)
+    picked = vmimages.pick_package("linux-image-6.1.0-*-cloud-arm64-unsigned", "arm64")
+    assert picked == ("linux-image-6.1.0-57-cloud-arm64-unsigned", "6.1.192-3")
+    assert [command[:2] for command in ran] == [["apt-cache", "pkgnames"], ["apt-cache", "policy"]]
+    assert len(ran[1]) == 2 + 3  # the three names the glob matches, each with :arm64
+
+
 # --- Booting the arm64 kernel -------------------------------------------------------------
 
 

@@ -64,26 +64,33 @@ def pick_package(pattern: str, arch: str) -> tuple[str, str]:
     and its version."""
     prefix = pattern.split("*", 1)[0]
     names = commands.run(["apt-cache", "pkgnames", prefix], capture=True, check=False).stdout
-    found: list[tuple[str, str]] = []
-    for name in names.split():
-        if not fnmatch.fnmatchcase(name, pattern):
-            continue
-        version = candidate(f"{name}:{arch}")
-        if version:
-            found.append((name, version))
+    found = candidates([name for name in names.split() if fnmatch.fnmatchcase(name, pattern)], arch)
     if not found:
         raise Unprepared(
             f"apt knows no {pattern} for {arch}: run `make conformance-deps` (which adds the "
             "architecture to dpkg and the suites that carry these kernels to apt)"
         )
-    return max(found, key=lambda item: _version_key(item[0]))
+    return max(found.items(), key=lambda item: _version_key(item[0]))
 
 
-def candidate(package: str) -> str:
-    """The version `apt-get download PACKAGE` would fetch, or '' if none."""
-    done = commands.run(["apt-cache", "policy", package], capture=True, check=False)
-    match = re.search(r"Candidate: (\S+)", done.stdout)
-    return match.group(1) if match and match.group(1) != "(none)" else ""
+def candidates(names: list[str], arch: str) -> dict[str, str]:
+    """The version `apt-get download NAME:ARCH` would fetch, for each of NAMES apt can fetch;
+    asked in one `apt-cache policy`, since each reads all of apt's lists (about a second)."""
+    if not names:
+        return {}
+    asked = [f"{name}:{arch}" for name in names]
+    done = commands.run(["apt-cache", "policy", *asked], capture=True, check=False)
+    found: dict[str, str] = {}
+    package = ""
+    for line in done.stdout.splitlines():
+        if line and not line[0].isspace():
+            # "NAME:ARCH:", or "NAME:" for this machine's own architecture
+            package = line.rstrip(":").split(":")[0]
+            continue
+        match = re.fullmatch(r"\s+Candidate: (\S+)", line)
+        if match and match.group(1) != "(none)" and package in names:
+            found[package] = match.group(1)
+    return found
 
 
 def _version_key(name: str) -> list[int]:
@@ -92,7 +99,7 @@ def _version_key(name: str) -> list[int]:
 
 def download(package: str, arch: str, into: Path) -> tuple[Path, str]:
     """The .deb of PACKAGE:ARCH fetched into INTO, and its version."""
-    version = candidate(f"{package}:{arch}")
+    version = candidates([package], arch).get(package, "")
     if not version:
         raise Unprepared(f"apt cannot fetch {package}:{arch}; run `make conformance-deps`")
     into.mkdir(parents=True, exist_ok=True)
