@@ -16,14 +16,16 @@ import pwd
 import shutil
 import subprocess
 import sys
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
 
 import pytest
 from support.bundles import PROJECT
 from support.bundles.artifacts import bundler, clean_env
 
-from bundler.conformance import cells, report, tools
+from bundler.conformance import cell_run, cells, report, tools
 from bundler.conformance.cell_run import Result
+from bundler.conformance.engines.base import BASE_ENV, copy_local
 from bundler.conformance.errors import Unprepared
 from bundler.errors import BundlerError
 
@@ -163,6 +165,140 @@ def test_the_newest_kernel_is_picked_with_one_apt_cache_policy(
     assert picked == ("linux-image-6.1.0-57-cloud-arm64-unsigned", "6.1.192-3")
     assert [command[:2] for command in ran] == [["apt-cache", "pkgnames"], ["apt-cache", "policy"]]
     assert len(ran[1]) == 2 + 3  # the three names the glob matches, each with :arm64
+
+
+# --- What runs in the box, in one call ---------------------------------------------------
+
+# The stand-ins for install.sh, the installed pynox and the suite: install.sh refuses the
+# old kernel unless told, doctor reports Landlock ABI 2.
+OLD_KERNEL_INSTALL = """#!/bin/sh
+case "$*" in *--allow-old-kernel*) echo "installed /opt/pynox" ;; *)
+echo "install.sh: Linux 6.1.0 is older than the 6.2 the sandbox needs; pass --allow-old-kernel" >&2
+exit 1 ;; esac
+"""
+BROKEN_INSTALL = """#!/bin/sh
+echo "checking the archive"
+echo "install.sh: the archive's sha256 does not match" >&2
+exit 1
+"""
+DOCTOR = """#!/bin/sh
+echo '{"kernel": "6.1.0-57-cloud-arm64", "architecture": "aarch64", "landlock_abi": 2,
+ "sandbox_unavailable_reasons": ["Landlock ABI 2 is older than the ABI 3 the sandbox needs"]}'
+"""
+SUITE = {
+    "test_refusal.py": "def test_every_run_is_refused():\n    pass\n",
+    "test_parity.py": "def test_parity():\n    raise AssertionError('left out in a VM')\n",
+}
+
+
+class LocalBox:
+    """A container whose /conformance is a folder here and whose calls run here, with
+    every call kept: what the runner does in a box, without a root file system."""
+
+    engine = "local"
+    root = "this machine"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.calls: list[list[str]] = []
+
+    def _here(self, path: PurePosixPath) -> Path:
+        return self.folder / path.relative_to(cell_run.INSIDE)
+
+    def copy_in(self, source: Path, destination: PurePosixPath) -> None:
+        copy_local(source, self._here(destination))
+
+    def copy_out(self, source: PurePosixPath, destination: Path) -> None:
+        shutil.copy2(self._here(source), destination)
+
+    def call(
+        self, args: list[str], env: Mapping[str, str] | None = None, cwd: str = "/"
+    ) -> subprocess.CompletedProcess[str]:
+        self.calls.append(args)
+        inside, here = str(cell_run.INSIDE), str(self.folder)
+        env = {name: value.replace(inside, here) for name, value in (env or {}).items()}
+        args = [arg.replace(inside, here) for arg in args]
+        return subprocess.run(args, env={**BASE_ENV, **env}, capture_output=True, text=True)
+
+    def hide(self, patterns: tuple[str, ...]) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def executable(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def run_in_local_box(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, install: str
+) -> tuple[Result, LocalBox]:
+    """The old-kernel arm64 cell run by the runner in a LocalBox, with the stand-ins, as
+    CI runs its VM cells (the sandbox's tests only)."""
+    project = tmp_path / "project"
+    executable(project / "install" / "install.sh", install)
+    for name, text in SUITE.items():
+        (project / "suite" / name).parent.mkdir(parents=True, exist_ok=True)
+        (project / "suite" / name).write_text(text)
+    archive = project / "dist" / "pynox-0.1.0-aarch64-linux-gnu-cp313.tar.gz"
+    archive.parent.mkdir()
+    archive.write_bytes(b"")
+    Path(f"{archive}.sha256").write_text("")
+    box = LocalBox(tmp_path / "box")
+    monkeypatch.setattr(cell_run, "PROJECT", project)
+    monkeypatch.setattr(cell_run, "SUITE", project / "suite")
+    monkeypatch.setattr(cell_run, "INSTALLED_PYNOX", str(executable(tmp_path / "pynox", DOCTOR)))
+    monkeypatch.setattr(cell_run, "INSTALLED_PYTHON", sys.executable)
+    monkeypatch.setattr(cell_run.artifacts, "pytest_for", lambda minor: project / "suite")
+    monkeypatch.setattr(cell_run.runtimes, "bundle_for", lambda cell, scratch, notes: archive)
+    monkeypatch.setattr(cell_run.choose, "container", lambda cell, engine, include: (box, []))
+    monkeypatch.setenv(cell_run.VM_SELECT, "sandboxed")
+    monkeypatch.delenv("PYNOX_CONFORMANCE_QUIET", raising=False)
+    return cell_run.run_cell(cells.cell("aarch64-linux-gnu-kernel-6.1"), "auto"), box
+
+
+def test_a_cell_runs_in_its_box_in_one_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A VM cell boots its kernel once per call: install.sh, its second try on an old
+    kernel, doctor and the suite all run in one."""
+    result, box = run_in_local_box(tmp_path, monkeypatch, OLD_KERNEL_INSTALL)
+    assert len(box.calls) == 1, box.calls
+    assert result.status == "passed", result
+    # The notes in the order the parts ran: the refusal, then the suite's selection.
+    assert [note.split(":")[0] for note in result.notes[-2:]] == [
+        "install.sh refused first, as it should",
+        f"{cell_run.VM_SELECT}=sandboxed",
+    ], result.notes
+    assert "install.sh: Linux 6.1.0 is older than the 6.2 the sandbox needs" in result.notes[-2]
+    assert result.kernel == "6.1.0-57-cloud-arm64 (aarch64), Landlock ABI 2"
+    assert result.counts == {"passed": 1, "failed": 0, "skipped": 0, "sandboxed": 0}
+    # The parity test is left out, as CI's PYNOX_CONFORMANCE_VM_SELECT=sandboxed asks.
+    assert result.detail.startswith("1 passed, 1 deselected in "), result.detail
+    assert result.detail.endswith(
+        "; the sandbox refused, as expected: Landlock ABI 2 is older than the ABI 3 the "
+        "sandbox needs"
+    )
+
+
+def test_a_failed_install_fails_the_cell_with_what_it_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result, box = run_in_local_box(tmp_path, monkeypatch, BROKEN_INSTALL)
+    assert (result.status, result.detail) == (
+        "failed",
+        "install.sh failed: install.sh: the archive's sha256 does not match",
+    )
+    said = capsys.readouterr().err
+    assert "install.sh said:" in said and "checking the archive" in said, said
+    # Neither doctor nor the suite ran after it.
+    assert sorted(path.name for path in (box.folder / "out").iterdir()) == [
+        "install.status", "install.stderr", "install.stdout"
+    ]  # fmt: skip
 
 
 # --- Booting the arm64 kernel -------------------------------------------------------------

@@ -301,6 +301,7 @@ def test_an_upgrade_stopped_between_its_renames_puts_the_old_install_back(
         INSTALL,
         PROJECT / ".ci" / "run",
         PROJECT / "bundler" / "conformance" / "vm_init.sh",
+        PROJECT / "bundler" / "conformance" / "cell.sh",
     ],
     ids=lambda p: p.name,
 )

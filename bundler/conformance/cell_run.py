@@ -1,9 +1,13 @@
-"""One cell, end to end: bundle, container, install.sh inside it, the suite, the result."""
+"""One cell, end to end: bundle, container, install.sh inside it, the suite, the result.
+
+What runs in the container runs in one call, cell.sh (a VM cell boots once per call);
+its parts' output is read back and judged here."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -23,7 +27,9 @@ from bundler.errors import BundlerError
 from bundler.paths import PROJECT
 
 INSIDE = PurePosixPath("/conformance")
-DOCTOR = INSIDE / "doctor.json"  # what `pynox doctor --json` says after the install
+# What runs there, in one call, and where it leaves each part's output (see the script).
+SCRIPT = Path(__file__).with_name("cell.sh")
+OUT = INSIDE / "out"
 OLD_KERNEL = "older than the 6.2 the sandbox needs"  # install.sh's refusal of an old kernel
 # Where install.sh puts the command, and the interpreter of the bundle (which runs the suite).
 INSTALLED_PYNOX = "/usr/local/bin/pynox"
@@ -107,20 +113,18 @@ def _run(cell: Cell, engine: str, result: Result) -> None:
 
 
 def _install_and_test(cell: Cell, box: Container, archive: Path, result: Result) -> None:
-    hidden, tls = _prepare(cell, box, archive, result)
-    _install(cell, box, archive, result)
+    _prepare(cell, box, archive, result)
+    _run_script(cell, box, archive)
+    _install(cell, box, result)
     result.kernel, refusals = _kernel(box)
-    _run_suite(cell, box, result, hidden, tls)
+    _suite(cell, box, result)
     if refusals:
         result.detail += f"; the sandbox refused, as expected: {'; '.join(refusals)}"
 
 
-def _prepare(
-    cell: Cell, box: Container, archive: Path, result: Result
-) -> tuple[list[str], str | None]:
-    """Copies the bundle, install.sh, the suite and its pytest into the box and makes the
-    cell's absent libraries unloadable; returns those, and the loopback HTTPS check's
-    certificate folder, if the box has openssl."""
+def _prepare(cell: Cell, box: Container, archive: Path, result: Result) -> None:
+    """Copies the bundle, install.sh, the suite and its pytest, and cell.sh into the box,
+    makes the cell's absent libraries unloadable, and writes the suite's environment."""
     minor = archive.name.rsplit("-cp", 1)[1].split(".")[0]
     minor = f"{minor[0]}.{minor[1:]}"
     box.copy_in(archive, INSIDE / "dist" / archive.name)
@@ -128,6 +132,7 @@ def _prepare(
     box.copy_in(PROJECT / "install" / "install.sh", INSIDE / "install.sh")
     box.copy_in(SUITE, INSIDE / "suite" / "conformance")
     box.copy_in(artifacts.pytest_for(minor), INSIDE / "pytest")
+    box.copy_in(SCRIPT, INSIDE / SCRIPT.name)
     hidden = box.hide(cell.absent) if cell.absent else []
     if cell.absent:
         if not hidden:
@@ -136,42 +141,6 @@ def _prepare(
     tls = _certificate(box)
     if tls is None:
         result.notes.append("no openssl here: the loopback HTTPS check is skipped")
-    return hidden, tls
-
-
-def _install(cell: Cell, box: Container, archive: Path, result: Result) -> None:
-    """Installs the bundle with install.sh, as a user would, and keeps what
-    `pynox doctor --json` says right after."""
-    # install.sh, then (in the same call: a VM boots once per call) what doctor says.
-    then_doctor = f'sh "$0" "$@" || exit; {INSTALLED_PYNOX} doctor --json > {DOCTOR} || true'
-    archived = str(INSIDE / "dist" / archive.name)
-    install = ["sh", "-c", then_doctor, str(INSIDE / "install.sh"), "--archive", archived]
-    installed = box.call(install)
-    _log(f"{cell.name}: install.sh said:", installed.stdout + installed.stderr)
-    if installed.returncode != 0 and OLD_KERNEL in installed.stderr and not cell.expect_sandbox:
-        # A kernel below the sandbox's floor: install.sh refuses it unless told, as it
-        # should; the suite then checks that every sandboxed run is refused.
-        result.notes.append(f"install.sh refused first, as it should: {installed.stderr.strip()}")
-        installed = box.call([*install, "--allow-old-kernel"])
-        _log(
-            f"{cell.name}: install.sh --allow-old-kernel said:", installed.stdout + installed.stderr
-        )
-    if installed.returncode != 0:
-        refusal = installed.stderr.strip()
-        if "needs glibc" in refusal and cell.runtime == "host":
-            raise Missing(
-                f"{refusal.removeprefix('install.sh: ')} (install.sh refused it as it should): "
-                "a bundle from this machine's CPython needs this machine's glibc; the floor "
-                "is checked with a python-build-standalone runtime (glibc 2.17), which is not "
-                f"reachable here; give one with {runtimes.env_name(cell)}=ARCHIVE"
-            )
-        raise BundlerError(f"install.sh failed: {refusal}")
-
-
-def _run_suite(
-    cell: Cell, box: Container, result: Result, hidden: list[str], tls: str | None
-) -> None:
-    """Runs the conformance suite with the installed pynox and records its counts."""
     env = {
         "PYNOX_BIN": INSTALLED_PYNOX,
         "PYNOX_EXPECT_SANDBOX": "yes" if cell.expect_sandbox else "no",
@@ -181,28 +150,77 @@ def _run_suite(
         "PYNOX_TLS_DIR": tls or "",
         "PYNOX_ABSENT_LIBS": ":".join(hidden),
     }
-    junit = INSIDE / "junit.xml"
-    select: list[str] = []
+    with tempfile.TemporaryDirectory() as here:
+        written = Path(here) / "suite.env"
+        written.write_text("".join(f"{name}={shlex.quote(value)}\n" for name, value in env.items()))
+        box.copy_in(written, INSIDE / "suite.env")
+
+
+def _run_script(cell: Cell, box: Container, archive: Path) -> None:
+    """Runs cell.sh in the box, in one call: install.sh, doctor, the suite (see there)."""
+    env = {
+        "CELL_ARCHIVE": str(INSIDE / "dist" / archive.name),
+        # A kernel below the sandbox's floor: install.sh refuses it unless told, as it
+        # should; the suite then checks that every sandboxed run is refused.
+        "CELL_OLD_KERNEL": "" if cell.expect_sandbox else OLD_KERNEL,
+        "CELL_PYNOX": INSTALLED_PYNOX,
+        "CELL_PYTHON": INSTALLED_PYTHON,
+        "CELL_SELECT": _selection(cell),
+    }
+    ran = box.call(["sh", str(INSIDE / SCRIPT.name)], env=env)
+    if ran.returncode != 0:
+        said = (ran.stderr.strip() or ran.stdout.strip() or "no output").splitlines()[-1]
+        raise BundlerError(f"{SCRIPT.name} could not run its parts: {said}")
+
+
+def _selection(cell: Cell) -> str:
+    """The pytest -k expression the cell's suite runs with, or '' for the whole suite."""
     if cell.engine == "vm" and os.environ.get(VM_SELECT) == "sandboxed":
-        select = ["-k", SANDBOXED_ONLY]
+        return SANDBOXED_ONLY
+    return ""
+
+
+def _install(cell: Cell, box: Container, result: Result) -> None:
+    """What install.sh said, installing the bundle as a user would: fails the cell (or
+    marks it not run) if it refused."""
+    installed = _part(box, "install")
+    _log(f"{cell.name}: install.sh said:", installed.stdout + installed.stderr)
+    retried = _part(box, "install-old-kernel")
+    if retried.ran:  # cell.sh installs again only after install.sh refused an old kernel
+        result.notes.append(f"install.sh refused first, as it should: {installed.stderr.strip()}")
+        _log(
+            f"{cell.name}: install.sh --allow-old-kernel said:",
+            retried.stdout + retried.stderr,
+        )
+        installed = retried
+    if installed.status != 0:
+        refusal = installed.stderr.strip()
+        if "needs glibc" in refusal and cell.runtime == "host":
+            raise Missing(
+                f"{refusal.removeprefix('install.sh: ')} (install.sh refused it as it should): "
+                "a bundle from this machine's CPython needs this machine's glibc; the floor "
+                "is checked with a python-build-standalone runtime (glibc 2.17), which is not "
+                f"reachable here; give one with {runtimes.env_name(cell)}=ARCHIVE"
+            )
+        raise BundlerError(f"install.sh failed: {refusal or 'it did not run'}")
+
+
+def _suite(cell: Cell, box: Container, result: Result) -> None:
+    """What the conformance suite said against the install, and its counts."""
+    suite = _part(box, "suite")
+    _log(f"{cell.name}: the suite said:", suite.stdout + suite.stderr)
+    if _selection(cell):
         result.notes.append(
             f"{VM_SELECT}=sandboxed: only the sandbox's tests ran (-k '{SANDBOXED_ONLY}'); "
             "the parity and library checks were left out"
         )
-    suite = box.call(
-        [INSTALLED_PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs", "--rootdir",
-         str(INSIDE / "suite"), f"--junitxml={junit}",
-         "-o", "junit_family=xunit1", *select, "conformance"],
-        env=env, cwd=str(INSIDE / "suite"),
-    )  # fmt: skip
-    _log(f"{cell.name}: the suite said:", suite.stdout + suite.stderr)
     with tempfile.TemporaryDirectory() as here:
         try:
-            box.copy_out(junit, Path(here) / "junit.xml")
+            box.copy_out(OUT / "junit.xml", Path(here) / "junit.xml")
             result.counts = _counts(Path(here) / "junit.xml")
         except (OSError, BundlerError, ElementTree.ParseError):
             result.counts = {}
-    passed = suite.returncode == 0 and result.counts.get("passed", 0) > 0
+    passed = suite.status == 0 and result.counts.get("passed", 0) > 0
     result.status = "passed" if passed else "failed"
     summary = (suite.stdout.strip().splitlines() or ["no output"])[-1]
     result.detail = summary.strip("= ")
@@ -211,12 +229,7 @@ def _run_suite(
 def _kernel(box: Container) -> tuple[str, list[str]]:
     """The kernel the installed pynox finds itself on, and why it cannot sandbox there, as
     `pynox doctor --json` said right after the install."""
-    with tempfile.TemporaryDirectory() as here:
-        try:
-            box.copy_out(DOCTOR, Path(here) / "doctor.json")
-            said = (Path(here) / "doctor.json").read_text()
-        except (OSError, BundlerError):
-            said = ""
+    said = _part(box, "doctor").stdout
     try:
         report = json.loads(said)
         abi = report["landlock_abi"]
@@ -225,6 +238,38 @@ def _kernel(box: Container) -> tuple[str, list[str]]:
         return kernel, [str(reason) for reason in report["sandbox_unavailable_reasons"]]
     except (ValueError, KeyError, TypeError):
         raise BundlerError(f"`pynox doctor --json` gave no report: {said[:300]!r}") from None
+
+
+@dataclass(frozen=True)
+class Part:
+    """What a part of cell.sh did; status None: the part did not run."""
+
+    status: int | None
+    stdout: str
+    stderr: str
+
+    @property
+    def ran(self) -> bool:
+        return self.status is not None
+
+
+def _part(box: Container, name: str) -> Part:
+    """Part NAME of cell.sh, from the files it left in the box."""
+    said = {
+        stream: _read(box, OUT / f"{name}.{stream}") for stream in ("status", "stdout", "stderr")
+    }
+    status = said["status"].strip()
+    return Part(int(status) if status.isdigit() else None, said["stdout"], said["stderr"])
+
+
+def _read(box: Container, path: PurePosixPath) -> str:
+    """A text file of the box, or '' if there is none."""
+    with tempfile.TemporaryDirectory() as here:
+        try:
+            box.copy_out(path, Path(here) / path.name)
+            return (Path(here) / path.name).read_text(errors="replace")
+        except (OSError, BundlerError):
+            return ""
 
 
 def _certificate(box: Container) -> str | None:

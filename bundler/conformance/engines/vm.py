@@ -1,4 +1,5 @@
-"""A real kernel under full-system emulation: each call is one boot of QEMU (TCG).
+"""A real kernel under full-system emulation: each call is one boot of QEMU (TCG), tens
+of seconds under emulation, which is why the runner makes one call per cell (cell.sh).
 
 The cell's kernel boots with a small initramfs (vm_init.sh) that mounts the root disk
 (a per-container copy of the cached ext4 image, so what install.sh writes persists from
