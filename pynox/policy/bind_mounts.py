@@ -18,15 +18,18 @@ if TYPE_CHECKING:
 
 
 class Mount:
-    __slots__ = ("device", "point", "root", "writable")
+    __slots__ = ("device", "kind", "point", "root", "writable")
 
-    def __init__(self, device: str, root: str, point: str, writable: bool = True) -> None:
+    def __init__(
+        self, device: str, root: str, point: str, writable: bool = True, kind: str = ""
+    ) -> None:
         self.device = device  # major:minor, one for every mount of one file system
         self.root = root  # the folder of the file system that shows at point
         self.point = point
         # Mounted read-only (the mount or its file system): nothing is written through it,
         # and the sandbox can remount nothing.
         self.writable = writable
+        self.kind = kind  # the file system's type (ext4, overlay, fuse.sshfs), "" if unknown
 
 
 _MOUNTINFO = "/proc/self/mountinfo"
@@ -89,7 +92,9 @@ def _parsed(text: bytes) -> "list[Mount]":
             root, point = (_unescaped(field) for field in fields[3:5])
             options = fields[5].split(b",") + fields[-1].split(b",")  # the mount's, its fs's
             writable = b"ro" not in options
-            found.append(Mount(lean_os.fsdecode(fields[2]), root, point, writable))
+            kind = fields[fields.index(b"-", 6) + 1] if b"-" in fields[6:-1] else b""
+            device = lean_os.fsdecode(fields[2])
+            found.append(Mount(device, root, point, writable, lean_os.fsdecode(kind)))
     return found
 
 
@@ -126,6 +131,24 @@ def _mount_of(path: str, listing: "list[Mount]") -> "Mount | None":
         if _inside(path, mount.point) and (best is None or len(mount.point) >= len(best.point)):
             best = mount
     return best
+
+
+def kinds_reached(grant: str, listing: "list[Mount]") -> "set[str]":
+    """The types of the file systems a grant reaches: the one that holds it, and those
+    mounted inside it ("" for one not known, as where the table could not be read)."""
+    holding = _mount_of(grant, listing)
+    kinds = {holding.kind if holding is not None else ""}
+    return kinds | {mount.kind for mount in listing if _inside(mount.point, grant)}
+
+
+def devices(listing: "list[Mount]") -> "set[int]":
+    """The device numbers (st_dev) of the mounted file systems."""
+    found = set()
+    for mount in listing:
+        major, _, minor = mount.device.partition(":")
+        if major.isdigit() and minor.isdigit():
+            found.add(posix.makedev(int(major), int(minor)))
+    return found
 
 
 def holds_a_mount(grant: str, listing: "list[Mount]") -> bool:

@@ -671,6 +671,22 @@ def _refuse_reaching(
 
 _LINKED = "another name of {}, which runs load before their sandbox exists"
 _MAX_ENTRIES = 200_000  # a write grant searched for links; past that, refused unchecked
+# File systems whose files all have the device number of the file system's folders: a
+# grant on them alone is not searched when nothing pynox loaded is on its device. Each
+# btrfs subvolume has a device of its own, and overlayfs gives a file of a lower layer on
+# another file system that layer's device.
+_ONE_DEVICE_FILE_SYSTEMS = frozenset({"ext2", "ext3", "ext4", "xfs", "tmpfs", "f2fs"})
+# File systems whose folder listings give each file's inode number as stat does: a grant
+# on them is searched by listing its folders, elsewhere by an lstat of each entry.
+# overlayfs lists a file copied up by its inode number in the upper layer; a FUSE file
+# system may list no inode number at all.
+_LISTED_AS_STAT_FILE_SYSTEMS = _ONE_DEVICE_FILE_SYSTEMS | {"btrfs"}
+# An overlay of layers on different file systems (xino off) gives each of its files the
+# device of its layer, which no mount lists, and gives two names of one file copied up
+# different devices and inode numbers (the name in a folder of both layers, those of the
+# file in the lower one): a file there whose device no mount lists, of more than one
+# name, may be one pynox loaded, and is refused.
+_OVERLAY = "overlay"
 
 
 def linked_files() -> "dict[tuple[int, int], str]":
@@ -816,10 +832,14 @@ def refuse_linked_writes(
         except OSError:
             continue
         mounts = bind_mounts.mounts() if mounts is None else mounts
-        if status.st_dev not in devices and not bind_mounts.holds_a_mount(grant, mounts):
+        kinds = bind_mounts.kinds_reached(grant, mounts)
+        elsewhere = kinds <= _ONE_DEVICE_FILE_SYSTEMS and status.st_dev not in devices
+        if elsewhere and not bind_mounts.holds_a_mount(grant, mounts):
             continue  # a hard link never crosses file systems, but a mount inside may
         if lean_os.is_directory(status.st_mode):
-            found = _search(grant, inodes, linked)
+            by_listing = kinds <= _LISTED_AS_STAT_FILE_SYSTEMS
+            listed = bind_mounts.devices(mounts) if _OVERLAY in kinds else None
+            found = _search(grant, inodes if by_listing else None, linked, listed)
         else:
             found = grant if (status.st_dev, status.st_ino) in linked else None
         if found is not None:
@@ -835,11 +855,19 @@ def _identity(path: str) -> "tuple[int, int]":
     return status.st_dev, status.st_ino
 
 
-def _search(top: str, inodes: "set[int]", linked: "dict[tuple[int, int], str]") -> "str | None":
+def _search(
+    top: str,
+    inodes: "set[int] | None",
+    linked: "dict[tuple[int, int], str]",
+    listed: "set[int] | None" = None,
+) -> "str | None":
     """The first path below top that names a linked file, or None. Raises PolicyError
-    when top holds too much to search."""
+    when top holds too much to search. inodes: the inode numbers of linked, where a
+    folder listing gives them as stat does; else None, each entry is looked at with
+    lstat; and with listed (the devices of the mount table, for an overlay), a file of
+    more than one name whose device is not among them is refused: see _OVERLAY."""
     try:
-        return _search_listed(top, inodes, linked)
+        return _search_listed(top, inodes, linked, listed)
     except _HiddenNames as hidden:
         raise PolicyError(
             f"cannot grant writing {top}: pynox cannot list {hidden.folder} to search it for "
@@ -850,7 +878,10 @@ def _search(top: str, inodes: "set[int]", linked: "dict[tuple[int, int], str]") 
 
 
 def _search_listed(
-    top: str, inodes: "set[int]", linked: "dict[tuple[int, int], str]"
+    top: str,
+    inodes: "set[int] | None",
+    linked: "dict[tuple[int, int], str]",
+    listed: "set[int] | None",
 ) -> "str | None":
     seen = 0
     for entries in _folder_entries(top, hidden=True):
@@ -862,11 +893,22 @@ def _search_listed(
                 "a hard link to libpython); grant a smaller directory"
             )
         for entry in entries:
-            if entry.is_dir(follow_symlinks=False) or entry.inode() not in inodes:
+            if entry.is_dir(follow_symlinks=False) or entry.is_symlink():
+                continue
+            if inodes is not None and entry.inode() not in inodes:
                 continue  # d_ino: no stat unless it may be one
             try:
-                if not entry.is_symlink() and _identity(entry.path) in linked:
-                    return entry.path
+                status = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
+            if (status.st_dev, status.st_ino) in linked:
+                return entry.path
+            if listed is not None and status.st_nlink > 1 and status.st_dev not in listed:
+                raise PolicyError(
+                    f"cannot grant writing {top}: {entry.path} has another name, on an "
+                    "overlay of layers on different file systems, where pynox cannot tell "
+                    "whether it is a file that runs load before their sandbox exists (such as "
+                    "pynox's own code); grant a directory that holds no such link, or "
+                    "remove that link"
+                )
     return None

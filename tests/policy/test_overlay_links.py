@@ -1,0 +1,82 @@
+"""Hard links to what runs load, on file systems whose listings and stat disagree."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.commands import PYNOX
+
+import pynox as pynox_package
+
+PACKAGE = Path(pynox_package.__file__).parent
+ENVIRONMENT_HOLDER = PACKAGE.parents[4]  # what holds .../lib/python3.X/site-packages/pynox
+
+# Run as root in a mount namespace of its own: the folder that holds pynox's environment
+# is shown again through an overlay whose upper layer is on a tmpfs (another file system
+# than its lower one, xino off, as on a live system or a container on a read-only
+# image), and a hard link to pynox's errors.py made through it ($4, else a file of its
+# own), in a folder then granted. What it writes stays in that tmpfs.
+IN_AN_OVERLAY = """\
+set -e
+mount -t tmpfs none "$1"
+mkdir "$1/upper" "$1/work"
+mount -t overlay overlay -o "lowerdir=$2,upperdir=$1/upper,workdir=$1/work,xino=off" "$2"
+mkdir "$3"
+if [ -n "$4" ]; then ln "$4" "$3/innocent"; else echo > "$3/innocent"; fi
+shift 4
+exec "$@"
+"""
+
+
+def in_an_overlay(tmp_path: Path, granted: Path, linked_to: str) -> list[str]:
+    """The command that runs the rest of its command line in IN_AN_OVERLAY."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    layers = tmp_path / "layers"
+    layers.mkdir()
+    script = ["unshare", "--mount", "--propagation", "private", "sh", "-c", IN_AN_OVERLAY]
+    script += ["sh", str(layers), str(ENVIRONMENT_HOLDER), str(granted), linked_to]
+    probe = subprocess.run([*script, "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount an overlay here: {probe.stderr.decode().strip()}")
+    return script
+
+
+def test_a_hard_link_to_pynox_on_an_overlay_is_refused(tmp_path: Path) -> None:
+    """On an overlay whose layers are on different file systems, a file of a lower layer
+    has that layer's device, not its folder's, and a folder listing gives a file copied
+    up its inode number in the upper layer: a grant holding another name of pynox's code
+    was passed over, and the program rewrote pynox through it."""
+    granted = ENVIRONMENT_HOLDER / f"pynox-test-granted-{tmp_path.name}"
+    target = PACKAGE / "errors.py"
+    plant = f"open({str(granted / 'innocent')!r}, 'a').write('PLANTED = 1')"
+    script = in_an_overlay(tmp_path, granted, str(target))
+    command = [PYNOX, f"--allow-write={granted}", "-c", plant]
+    proc = subprocess.run([*script, *command], capture_output=True, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (125, b""), proc.stderr
+    # Which one depends on what the overlay already knows of errors.py (another of its
+    # names elsewhere, left by another test, makes it say the two are one file).
+    assert proc.stderr.decode() in (
+        f"pynox: cannot grant writing {granted}: {granted}/innocent has another name, on an"
+        " overlay of layers on different file systems, where pynox cannot tell whether it"
+        " is a file that runs load before their sandbox exists (such as pynox's own code); grant"
+        " a directory that holds no such link, or remove that link\n",
+        f"pynox: cannot grant writing {granted}: {granted}/innocent is another name of"
+        f" {target}, which runs load before their sandbox exists; grant a directory that"
+        " holds no such link, or remove that link\n",
+    )
+    assert b"PLANTED" not in target.read_bytes()
+
+
+def test_a_folder_on_an_overlay_without_such_links_is_granted(tmp_path: Path) -> None:
+    """Searched entry by entry, a folder on that overlay that holds no second name of a
+    file is granted as on any file system."""
+    granted = ENVIRONMENT_HOLDER / f"pynox-test-granted-{tmp_path.name}"
+    script = in_an_overlay(tmp_path, granted, "")
+    write = f"print(open({str(granted / 'innocent')!r}, 'a').write('mine'))"
+    command = [PYNOX, f"--allow-write={granted}", "-c", write]
+    proc = subprocess.run([*script, *command], capture_output=True, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"4\n", b"")
