@@ -189,11 +189,20 @@ def loader_config() -> "tuple[list[str], list[str]]":
             if words[0] == "include":
                 for pattern in words[1:]:
                     pattern = lean_os.join(lean_os.dirname(path), pattern)
-                    files.append(lean_os.dirname(pattern))
+                    files.append(_fixed_folder(lean_os.dirname(pattern)))
                     pending += [name for name in _matching(pattern) if name not in files]
                 continue
             folders += [word.partition("=")[0] for word in words if word.startswith("/")]
     return files, folders
+
+
+def _fixed_folder(folder: str) -> str:
+    """The folder of an include's pattern up to its first name with a wildcard: a file
+    added anywhere below it may match (include /opt/*/ld.so.conf reads a folder's
+    ld.so.conf made in /opt later)."""
+    while any(character in folder for character in "*?["):
+        folder = lean_os.dirname(folder)
+    return folder
 
 
 def _matching(pattern: str) -> list[str]:
