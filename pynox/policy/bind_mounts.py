@@ -11,6 +11,7 @@ place.
 import posix
 
 from pynox import lean_os
+from pynox.errors import PolicyError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,12 +38,17 @@ _MOUNTINFO = "/proc/self/mountinfo"
 
 def mounts() -> "list[Mount]":
     """This process's mounts, in the order they were made (a later one at the same point
-    hides an earlier); empty where /proc/self/mountinfo cannot be read."""
+    hides an earlier). Raises PolicyError where /proc/self/mountinfo cannot be read: where
+    a grant reaches through a mount is then not known, and no grant can be checked."""
     try:
         with open(_MOUNTINFO, "rb") as listing:
             return _parsed(listing.read())
-    except OSError:
-        return []
+    except OSError as error:
+        raise PolicyError(
+            f"pynox cannot read {_MOUNTINFO} ({error.strerror or error}), which tells where "
+            "a grant reaches through mounts, to check that it reaches nothing pynox "
+            "trusts; run pynox where /proc is mounted"
+        ) from None
 
 
 class MountTable:

@@ -9,9 +9,9 @@ list of loaded objects, which the executable's DT_DEBUG entry points at (struct
 r_debug, as debuggers find it): read here from /proc/self/mem, which needs no library
 of its own (ctypes would load libffi, and cost a run's start-up more than all of this).
 
-Nothing here trusts what it reads beyond its bounds: a list that cannot be read, a
-loop, or an executable without DT_DEBUG (a static one) gives fewer objects, never an
-error.
+Nothing here trusts what it reads beyond its bounds: a loop gives fewer objects, and an
+executable without DT_DEBUG (a static one) none. A list that cannot be read is an error:
+what it would have named is then not known, and no write grant can be checked against it.
 """
 
 import posix
@@ -42,16 +42,19 @@ class LoadedObject:
         self.search = search
 
 
+MEMORY = "/proc/self/mem"
+
+
 def loaded_objects() -> "list[LoadedObject]":
-    """What the dynamic loader loaded into this process; empty where not found."""
-    try:
-        memory = posix.open("/proc/self/mem", posix.O_RDONLY | posix.O_CLOEXEC)
-    except OSError:
-        return []
+    """What the dynamic loader loaded into this process; empty without a loader's list.
+    Raises OSError where this process's memory (MEMORY, /proc/self/auxv) cannot be read."""
+    memory = posix.open(MEMORY, posix.O_RDONLY | posix.O_CLOEXEC)
     try:
         return _objects(memory)
-    except (OSError, ValueError):
-        return []
+    except ValueError:  # a short read in the middle of the list
+        raise OSError(
+            0, "the dynamic loader's list of what it loaded ends unread", MEMORY
+        ) from None
     finally:
         posix.close(memory)
 

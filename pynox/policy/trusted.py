@@ -206,12 +206,16 @@ def installation() -> "list[tuple[str, str]]":
         # a package directory) is read from where the link leads, outside its home.
         sources.update(dict.fromkeys(_link_chain(filename)[1:]))
     resolved += resolve([(home, _IMPORTED) for home in homes], found)
+    try:
+        mapped_code = _mapped_files(code=True)
+        objects = loaded_objects()
+    except OSError as error:
+        # What this process loaded is not known: no write grant can be checked.
+        return resolved + [(UNREAD, _unread(error))]
     # Shared libraries loaded so far from elsewhere (through an extension module's
     # RUNPATH, by a preload's ctypes.CDLL of a path): a later run loads them again.
     mapped = [
-        path
-        for path in _mapped_files(code=True)
-        if path not in roots and not path.startswith(beneath_roots)
+        path for path in mapped_code if path not in roots and not path.startswith(beneath_roots)
     ]
     folders = dict.fromkeys(lean_os.dirname(path) for path in mapped)
     resolved += resolve([(folder, _MAPPED) for folder in folders], found)
@@ -219,7 +223,6 @@ def installation() -> "list[tuple[str, str]]":
     # where each ends (/usr/lib/x86_64-linux-gnu/blas/libblas.so.3, refused with its
     # folder above), and a grant holding a link the loader went through
     # (/etc/alternatives/libblas.so.3) could lead the next run's loader elsewhere.
-    objects = loaded_objects()
     names = [lean_os.join(lean_os.getcwd(), item.name) for item in objects if "/" in item.name]
     links = dict.fromkeys(link for name in names for link in links_on_way(name, found.walks))
     resolved += [
@@ -230,6 +233,30 @@ def installation() -> "list[tuple[str, str]]":
     resolved += resolve([(folder, _RUNPATH) for folder in runpath_folders(objects)], found)
     resolved += resolve([(source, _IMPORTED_SOURCE) for source in sources], found)
     return resolved + resolve(_import_path(sys.path), found)
+
+
+# The path of installation()'s entry for what this process could not read of itself (no
+# file has it: a path holds no NUL), with what that was as its "what": refuse_trusted_writes
+# then refuses every write grant.
+UNREAD = "\0"
+
+
+def _unread(error: OSError) -> str:
+    """What installation() could not read, and why, from the error reading it."""
+    what = error.filename if isinstance(error.filename, str) else "its own memory"
+    return f"{what} ({error.strerror or error})"
+
+
+def unread_refusal(grant: "str | None", unread: str) -> PolicyError:
+    """The refusal of a write grant (of every one, if None) where pynox could not read
+    what it loaded (unread: what it could not read, and why)."""
+    refused = f"cannot grant writing {grant}" if grant else "cannot grant writes"
+    return PolicyError(
+        f"{refused}: pynox cannot read {unread}, which tells what it "
+        "loaded before its sandbox, to check that the grant reaches none of it; run pynox "
+        "where it can read its own entries of /proc (mounted, and the process not made "
+        "undumpable by a set-user-ID or set-group-ID start), or grant no writes"
+    )
 
 
 def installed() -> "list[tuple[str, str]]":
@@ -474,6 +501,10 @@ def refuse_trusted_writes(
     """Raises PolicyError when a write grant of the policy reaches a trusted path, also
     through a bind mount (mounts: as bind_mounts.mounts() gives them, read if None), or a
     device that is the machine itself (device_refusal)."""
+    for grant in policy.allow_write:
+        for path, what in trusted:
+            if path == UNREAD:
+                raise unread_refusal(grant, what)
     _refuse_reaching("writing", policy.allow_write, trusted, "for the program's output")
     _refuse_mounted("writing", policy.allow_write, trusted, mounts)
     for grant in policy.allow_write:
@@ -699,7 +730,10 @@ def linked_files() -> "dict[tuple[int, int], str]":
     import. A module of the standard library that this process did not import is not
     among them.
     """
-    candidates = [sys.executable, *_launchers(), *_mapped_files()]
+    try:
+        candidates = [sys.executable, *_launchers(), *_mapped_files()]
+    except OSError as error:
+        raise unread_refusal(None, _unread(error)) from None
     for module in list(sys.modules.values()):
         for attribute in ("__file__", "__cached__"):
             path = getattr(module, attribute, None)
@@ -725,12 +759,9 @@ _MAPS_NEWLINE = b"\\012"
 def _mapped_files(code: bool = False) -> "list[str]":
     """The files mapped into this process (only as code, if code), from /proc/self/maps
     ("address perms offset device inode path"; a path in brackets or marked deleted names
-    no file)."""
-    try:
-        with open("/proc/self/maps", "rb") as maps:
-            lines = maps.read().split(b"\n")  # lines end at a newline only
-    except OSError:
-        return []
+    no file). Raises OSError where it cannot be read."""
+    with open("/proc/self/maps", "rb") as maps:
+        lines = maps.read().split(b"\n")  # lines end at a newline only
     paths = set()
     for line in lines:
         fields = line.split(b" ", 5)
