@@ -134,3 +134,30 @@ def test_a_write_grant_over_a_folder_this_user_may_enter_but_not_list_is_refused
         "libpython), and the program could open what it holds by name; let this user read "
         "that folder, or grant a directory that holds no such folder\n"
     )
+
+
+def test_the_programs_own_proc_entries_made_roots_get_a_hint_that_says_why(world: Path) -> None:
+    """The sandbox makes the program's process undumpable, which gives root the entries of
+    /proc/self that only their owner may open (io, environ, auxv): python reads them, the
+    program cannot, and the hint sent the model to grant /proc/self/io or to use a copy."""
+    code = "print(open('/proc/self/io').read())"
+    python = _as_nobody(world, [PYTHON, "-I", "-c", code])
+    assert python.returncode == 0, python.stderr
+    expected = (
+        "pynox: /proc/self/io is root's while the program runs, whatever the grants: the"
+        " sandbox makes the program's process undumpable, so that nothing dumps its memory"
+        " outside the sandbox, and the kernel then gives that process's own /proc entries to"
+        " root; get what it holds another way"
+    )
+    for grants in ([], ["--allow-read=/proc/self/io"], ["--allow-read=/proc"]):
+        refused = _as_nobody(world, [PYNOX, *grants, "-c", code])
+        assert refused.returncode == 1, refused.stderr
+        assert "PermissionError: [Errno 13] Permission denied: '/proc/self/io'" in (
+            refused.stderr.decode()
+        )
+        assert hint_line(refused.stderr) == expected, grants
+    # What the file modes let this user read needs only its grant, as ever.
+    maps = _as_nobody(world, [PYNOX, "-c", "open('/proc/self/maps').read()"])
+    assert hint_line(maps.stderr) == (
+        "pynox: reading /proc/self/maps is not allowed; grant it with --allow-read=/proc/self/maps"
+    )

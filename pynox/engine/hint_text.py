@@ -119,6 +119,7 @@ KINDS = frozenset(
         "write_beside_scratch",
         "read_write_beside_scratch",
         "trusted_write",
+        "own_undumpable",
         "module",
         "module_here",
         "module_in_root",
@@ -504,6 +505,13 @@ def _hint_of(
         return _unpermitted_hint(str(kind), value, style)
     if isinstance(kind, str) and kind.removesuffix(GRANTED_SUFFIX) in _UNPERMITTED:
         return _unpermitted_hint(kind.removesuffix(GRANTED_SUFFIX), value, style, granted=True)
+    if kind == "own_undumpable":
+        return (
+            f"{shown} is root's while the program runs, whatever the grants: the sandbox "
+            "makes the program's process undumpable, so that nothing dumps its memory "
+            "outside the sandbox, and the kernel then gives that process's own /proc "
+            "entries to root; get what it holds another way"
+        )
     if kind == "trusted_write":
         return (
             f"{shown} cannot be granted for writing: what is written there reaches past the "

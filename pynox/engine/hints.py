@@ -224,6 +224,25 @@ def _own_process_link(path: str) -> str:
 _OWN_NET = "/proc/self/net"
 
 
+def _undumpable_entry(kind: str, path: str | None) -> str | None:
+    """path named from /proc/self, when it is an entry of the program's own process that
+    the kernel gave root because the sandbox made the process undumpable, and that only
+    its owner may open as kind would (environ, auxv, mem, io), for a user who is not
+    root; else None (maps, status: a grant is what they need)."""
+    if path is None or os.geteuid() == 0:
+        return None
+    named = _own_process_link(os.path.realpath(path))
+    if not named.startswith("/proc/self/"):
+        return None
+    reading = kind.startswith(("read", "list")) and not kind.startswith("read_write")
+    try:
+        if os.stat(path).st_uid != 0 or os.access(path, os.R_OK if reading else os.W_OK):
+            return None
+    except (OSError, ValueError):
+        return None
+    return named
+
+
 def _underlying(exc: BaseException) -> BaseException:
     """The OS error a denial hides behind, or exc itself.
 
@@ -480,6 +499,9 @@ def classify(
     writable = kind
     if cwd is not None and kind in _WRITE_KINDS and target is not None:
         writable = _where_writable(kind, target, cwd, named() if named is not None else [])
+    own = _undumpable_entry(kind, path or target) if kind in _OPENING_KINDS else None
+    if own is not None:
+        return "own_undumpable", own, path
     # What no grant may ever reach is said first; the user's permissions come next, before
     # a folder to make beside what cannot be granted (which this user may not make).
     if writable == "trusted_write":
@@ -537,6 +559,13 @@ _UNPERMITTED = {
     "entries": "entries_unpermitted",
     "read_write": "read_write_unpermitted",
 }
+
+# Hints about opening a file, which an entry of the program's own /proc may get instead.
+_OPENING_KINDS = frozenset(
+    {"read", "list", "write", "entries", "read_write"}
+    | set(_UNPERMITTED.values())
+    | {kind + GRANTED_SUFFIX for kind in _UNPERMITTED.values()}
+)
 
 
 def _refused_to_user(kind: str, target: str, path: str | None) -> bool:
