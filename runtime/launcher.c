@@ -60,6 +60,9 @@ static _Noreturn void fail_with(const char *what, const char *path, long error,
     sys_exit(EXIT_SETUP_FAILURE);
 }
 
+/* What to do where /proc is not mounted, which pynox reads to find itself and to run. */
+#define PROC_REMEDY "mount proc at /proc, which pynox needs"
+
 /* "pynox: WHAT [PATH]: ERROR TEXT; reinstall pynox", written at once, and exit 125. */
 static _Noreturn void fail(const char *what, const char *path, long error)
 {
@@ -99,6 +102,10 @@ static int is_file(const char *path)
 static void launcher_dir(char *out, size_t size)
 {
     long n = sys_readlinkat(LAUNCHER_AT_FDCWD, "/proc/self/exe", out, size - 1);
+    if (n < 0 && unreachable("/proc/self") != 0) {
+        /* No /proc mounted (a chroot, a bare mount namespace): nothing to reinstall. */
+        fail_with("cannot find its own location through", "/proc/self/exe", -n, PROC_REMEDY);
+    }
     if (n < 0) {
         fail("cannot find its own location through", "/proc/self/exe", -n);
     }

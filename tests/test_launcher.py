@@ -406,3 +406,26 @@ def test_cross_built_aarch64_musl_launcher_runs(tmp_path: Path) -> None:
     if last.startswith("launcher not run"):
         pytest.skip(last)
     assert last.startswith("launcher runs") and "pynox 0.1.0 (CPython" in last, done.stdout
+
+
+def test_without_proc_mounted_the_launcher_says_to_mount_it(tmp_path: Path) -> None:
+    """In a chroot or a mount namespace without /proc, the launcher cannot find itself,
+    and python -m pynox cannot clear the environment: both said to reinstall pynox, or
+    nothing, where what is missing is /proc."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    without_proc = ["unshare", "--mount", "--propagation", "private", "sh", "-c"]
+    without_proc += ['umount -l /proc && exec "$@"', "sh"]
+    probe = subprocess.run([*without_proc, "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot unmount /proc here: {probe.stderr.decode().strip()}")
+    expected = {
+        PYNOX: "cannot find its own location through /proc/self/exe: No such file or directory",
+        sys.executable: "cannot clear the environment: cannot read /proc/self/stat: No such"
+        " file or directory",
+    }
+    for command, error in expected.items():
+        start = [command] if command == PYNOX else [command, "-m", "pynox"]
+        proc = run([*without_proc, *start, "-c", "print('ran')"], cwd=tmp_path)
+        assert (proc.returncode, proc.stdout) == (125, b""), proc.stderr
+        assert proc.stderr.decode() == (f"pynox: {error}; mount proc at /proc, which pynox needs\n")

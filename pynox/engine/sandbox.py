@@ -137,6 +137,8 @@ def scrub_environment() -> None:
     del held
     reason = _native.scrub_environment_block()
     if reason is not None:
+        if not posix.access("/proc/self", posix.F_OK):  # a chroot, a bare mount namespace
+            reason += "; mount proc at /proc, which pynox needs"
         raise SandboxError("cannot clear the environment: " + reason)
 
 
