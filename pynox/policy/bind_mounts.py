@@ -19,10 +19,16 @@ if TYPE_CHECKING:
 
 
 class Mount:
-    __slots__ = ("device", "kind", "point", "root", "writable")
+    __slots__ = ("device", "kind", "layers", "point", "root", "writable")
 
     def __init__(
-        self, device: str, root: str, point: str, writable: bool = True, kind: str = ""
+        self,
+        device: str,
+        root: str,
+        point: str,
+        writable: bool = True,
+        kind: str = "",
+        layers: "tuple[str, ...]" = (),
     ) -> None:
         self.device = device  # major:minor, one for every mount of one file system
         self.root = root  # the folder of the file system that shows at point
@@ -31,6 +37,9 @@ class Mount:
         # and the sandbox can remount nothing.
         self.writable = writable
         self.kind = kind  # the file system's type (ext4, overlay, fuse.sshfs), "" if unknown
+        # An overlay's folders (its upper and lower layers), whose files it shows at point:
+        # what is written in one shows there, as through a bind mount.
+        self.layers = layers
 
 
 _MOUNTINFO = "/proc/self/mountinfo"
@@ -100,8 +109,25 @@ def _parsed(text: bytes) -> "list[Mount]":
             writable = b"ro" not in options
             kind = fields[fields.index(b"-", 6) + 1] if b"-" in fields[6:-1] else b""
             device = lean_os.fsdecode(fields[2])
-            found.append(Mount(device, root, point, writable, lean_os.fsdecode(kind)))
+            layers = _layers(fields[-1]) if kind == b"overlay" else ()
+            found.append(Mount(device, root, point, writable, lean_os.fsdecode(kind), layers))
     return found
+
+
+_LAYER_OPTIONS = (b"upperdir=", b"lowerdir=", b"lowerdir+=", b"datadir+=")
+
+
+def _layers(options: bytes) -> "tuple[str, ...]":
+    """The folders an overlay's options name as its layers: upperdir, and lowerdir's
+    folders (separated by colons, "::" before data-only ones) or those of lowerdir+ and
+    datadir+ (Linux 6.8)."""
+    folders = []
+    for option in options.split(b","):  # a comma of a name is written \054
+        if option.startswith(_LAYER_OPTIONS):
+            name, _, value = option.partition(b"=")
+            parts = value.split(b":") if name == b"lowerdir" else [value]
+            folders += [_unescaped(part) for part in parts if part]
+    return tuple(folders)
 
 
 def _unescaped(field: bytes) -> str:
@@ -166,7 +192,7 @@ def shown_elsewhere(grant: str, listing: "list[Mount]") -> "list[tuple[str, str]
     """The other paths whose files a write grant of the real path grant reaches through a
     bind mount, as (that path, the point of the mount that joins them): where the grant
     lies inside what a mount shows, holds a mount point, or holds what a mount elsewhere
-    shows."""
+    shows; or through an overlay, where it lies inside or holds one of its layers."""
     # (device, the folder of its file system the grant reaches, the point of the mount
     # that shows it there when that one shows a folder of its file system, else "")
     places: list[tuple[str, str, str]] = []
@@ -180,6 +206,16 @@ def shown_elsewhere(grant: str, listing: "list[Mount]") -> "list[tuple[str, str]
         if mount.writable and mount.point != grant and _inside(mount.point, grant)
     ]
     found: dict[tuple[str, str], None] = {}
+    for mount in listing:
+        for layer in mount.layers:
+            if _inside(grant, layer):  # what the grant reaches shows at the overlay's point
+                path = _joined(mount.point, _below(grant, layer))
+            elif _inside(layer, grant):  # all the overlay shows of that layer is reached
+                path = mount.point
+            else:
+                continue
+            if not _inside(path, grant):
+                found.setdefault((path, mount.point), None)
     for device, folder, point in places:
         for other in listing:
             if other.device != device:

@@ -80,3 +80,29 @@ def test_a_folder_on_an_overlay_without_such_links_is_granted(tmp_path: Path) ->
     command = [PYNOX, f"--allow-write={granted}", "-c", write]
     proc = subprocess.run([*script, *command], capture_output=True, cwd=tmp_path)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"4\n", b"")
+
+
+def test_a_write_grant_over_a_layer_of_an_overlay_showing_pynox_is_refused(
+    tmp_path: Path,
+) -> None:
+    """What is written in an overlay's upper layer shows through the overlay: a program
+    granted that folder (a live system's /run/live/overlay, overlayroot's
+    /media/root-rw) rewrote pynox's code there as the next run found it, a path no
+    comparison of paths, and no bind mount, relates to pynox's."""
+    granted = ENVIRONMENT_HOLDER / f"pynox-test-granted-{tmp_path.name}"
+    script = in_an_overlay(tmp_path, granted, "")
+    upper = tmp_path / "layers" / "upper"
+    # errors.py copied up, as any change through the overlay does, then written in the layer.
+    target = PACKAGE / "errors.py"
+    in_upper = upper / target.relative_to(ENVIRONMENT_HOLDER)
+    plant = f"open({str(in_upper)!r}, 'a').write('PLANTED = 1')"
+    command = [PYNOX, f"--allow-write={upper}", "-c", plant]
+    copy_up = ["sh", "-c", f'touch "{target}" && exec "$@"', "sh", *command]
+    proc = subprocess.run([*script, *copy_up], capture_output=True, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (125, b""), proc.stderr
+    line = proc.stderr.decode()
+    assert line.startswith(
+        f"pynox: cannot grant writing {upper}: through the mount at {ENVIRONMENT_HOLDER} it"
+        f" reaches {ENVIRONMENT_HOLDER}, which holds "
+    ), line
+    assert line.endswith("; grant a directory that holds nothing that mount shows instead\n")
