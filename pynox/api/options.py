@@ -328,6 +328,7 @@ class Spec:
         "functions",
         "files",
         "_limits",
+        "_cwd",
     )
 
     def __init__(
@@ -349,6 +350,9 @@ class Spec:
         files: Files = None,
     ) -> None:
         cwd = caller_cwd()
+        # Where the code runs, as `pynox` runs where it is called: the directory its
+        # relative grants are resolved against, both taken now.
+        self._cwd = cwd
         # None: the pool's default, agent.py (in a session, each step its own: <step-N>).
         self.name = None if name is None else checked_name(name)
         self.profile = _profile(profile)
@@ -397,8 +401,11 @@ class Spec:
             raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}{also}")
         return cls(**options)
 
-    def request(self, code: str, session: str | None = None) -> dict[str, Any]:
-        """The request line's fields (without the id)."""
+    def request(
+        self, code: str, session: str | None = None, pool_cwd: str | None = None
+    ) -> dict[str, Any]:
+        """The request line's fields (without the id). pool_cwd: the pool's working
+        directory, where a request runs unless it names its own."""
         if not isinstance(code, str):
             raise TypeError(f"code must be a str of Python source, not {type(code).__name__}")
         # Hints name grants as this API's arguments (allow_read=['/srv']).
@@ -421,6 +428,9 @@ class Spec:
             request["files"] = self.files
         if session is not None:
             request["session"] = session
+        # A directory removed since has nowhere to run: there, as before, the pool's.
+        if pool_cwd is not None and self._cwd != pool_cwd and os.path.isdir(self._cwd):
+            request["cwd"] = self._cwd
         return request
 
     def grants(self) -> Grants:

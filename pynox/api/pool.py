@@ -314,10 +314,11 @@ class Pool:
     ) -> Result:
         """Runs `code` in a fresh sandboxed process and returns its Result.
 
-        Relative paths are resolved against the current directory now. `functions` maps
-        names to callables the code may call with `from pynox_host import NAME`. `files`
-        ({relative path: bytes}) are placed in the run's scratch directory (its HOME)
-        before the code starts; what it writes into out/ there comes back as Result.files.
+        The code runs in the current directory, and relative paths are resolved against
+        it, now. `functions` maps names to callables the code may call with
+        `from pynox_host import NAME`. `files` ({relative path: bytes}) are placed in the
+        run's scratch directory (its HOME) before the code starts; what it writes into out/
+        there comes back as Result.files.
         """
         spec = Spec.of("run", options)
         return self.run_spec(code, spec)
@@ -355,17 +356,21 @@ class Pool:
         """A plain `run_python(code: str) -> str` for a model, with a docstring written for it.
 
         The permissions are fixed here, relative paths resolved against the current directory
-        now; the function returns the Result's `text`. With session=True every call runs in
-        one persistent session.
+        now, where the code runs; the function returns the Result's `text`. With
+        session=True every call runs in one persistent session.
         """
         from pynox.api.tool import make_tool, tool_spec
 
         spec = tool_spec(session, options)
         return make_tool(self, spec, Session(self, spec) if session else None)
 
+    def _request(self, code: str, spec: Spec, session: Session | None) -> dict[str, Any]:
+        """The request line's fields for code run with spec (in session)."""
+        return spec.request(code, session.id if session is not None else None, self._directory)
+
     def run_spec(self, code: str, spec: Spec, session: Session | None = None) -> Result:
         """Runs code with options already validated (the other methods end here)."""
-        request = spec.request(code, session.id if session is not None else None)
+        request = self._request(code, spec, session)
         try:
             connection, generation = self._connection()
         except PoolError:
@@ -385,7 +390,7 @@ class Pool:
     async def arun_spec(self, code: str, spec: Spec, session: Session | None = None) -> Result:
         import asyncio
 
-        request = spec.request(code, session.id if session is not None else None)
+        request = self._request(code, spec, session)
         connection, generation = await self._aconnection(session)
         pending = self._pending(spec)
         pending.loop = asyncio.get_running_loop()

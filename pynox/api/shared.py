@@ -61,7 +61,8 @@ def run(
     """Runs `code` in a fresh sandboxed process of the shared pool; see `Pool.run`.
 
     Never raises because the sandbox denied something: the Result's `text` says what
-    happened. Relative paths are resolved against the current directory now.
+    happened. The code runs in the current directory, and relative paths are resolved
+    against it, now.
     """
     spec = Spec.of("run", options)
     return default_pool().run_spec(code, spec)
@@ -83,14 +84,15 @@ def tool(
 ) -> Tool:
     """A plain `run_python(code: str) -> str` for a model, on the shared pool.
 
-    Its docstring tells the model what the code may touch, its limits, the host functions
-    in `functions` and how errors come back; it returns the Result's `text`. The permissions
+    Its docstring tells the model what the code may touch, its limits, the host functions in
+    `functions` and how errors come back; it returns the Result's `text`. The permissions
     come from `profile` in pynox.toml and the keyword arguments, relative paths resolved
-    against the current directory now. session=True keeps one persistent session, so
-    variables survive from one call to the next. `run_python.run(code)` returns the whole
-    Result instead of its text, images included. It runs on the shared pool of the process
-    that calls it: a tool made before a fork (a web server or task queue that imports the
-    application, then forks its workers) works in each worker.
+    against the current directory now, where the code runs. session=True keeps one
+    persistent session, so variables survive from one call to the next.
+    `run_python.run(code)` returns the whole Result instead of its text, images included. It
+    runs on the shared pool of the process that calls it: a tool made before a fork (a web
+    server or task queue that imports the application, then forks its workers) works in each
+    worker.
     """
     from pynox.api.session import Session
     from pynox.api.tool import describe, tool_function, tool_spec

@@ -128,7 +128,7 @@ def _cancel(connection: _Connection, pending: _Pending, session: Session | None)
 def stream_spec(
     pool: Pool, code: str, spec: Spec, session: Session | None = None
 ) -> Generator[Output | Result, None, None]:
-    request = spec.request(code, session.id if session is not None else None)
+    request = pool._request(code, spec, session)
     request["stream"] = True
     connection, generation = pool._connection()
     items: queue.SimpleQueue[object] = queue.SimpleQueue()
@@ -157,7 +157,7 @@ async def astream_spec(
 ) -> AsyncGenerator[Output | Result, None]:
     import asyncio
 
-    request = spec.request(code, session.id if session is not None else None)
+    request = pool._request(code, spec, session)
     request["stream"] = True
     connection, generation = await pool._aconnection(session)
     loop = asyncio.get_running_loop()

@@ -131,6 +131,22 @@ def prepare(setup: ChildSetup) -> None:
         _setup_failed(exc, setup)
 
 
+def enter_directory(path: str, setup: ChildSetup) -> None:
+    """Runs the program in path (a pool request's working directory), where its hints
+    then resolve relative paths too; fails closed if it is gone."""
+    try:
+        posix.chdir(path)
+    except OSError as exc:
+        _setup_failed(
+            SandboxError(
+                f"cannot run the program in {path} ({exc.strerror}); run it from a "
+                "directory that exists"
+            ),
+            setup,
+        )
+    setup.start_cwd = path
+
+
 def empty_environment() -> "tuple[PackageEnv, PathEnv, SandboxError | None]":
     """Empties the environment, in posix.environ, libc and memory (scrub_environment).
 

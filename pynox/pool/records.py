@@ -129,6 +129,9 @@ class Session:
         self.closing = False
         # The fields of its first step that set its process's confinement, as they came.
         self.fields: dict[str, object] = {}
+        # Where its first step asked its process to run (None: the pool's directory); a
+        # process started again after the one before ended starts there too.
+        self.cwd: str | None = None
 
 
 def error_result(request_id: object, message: str, kind: str = "RequestError") -> "dict[str, Any]":

@@ -42,6 +42,7 @@ REQUEST_FIELDS = frozenset(
         "id",
         "code",
         "script",
+        "cwd",
         "args",
         "name",
         "profile",
@@ -55,8 +56,8 @@ REQUEST_FIELDS = frozenset(
 )
 CONTROL_FIELDS = ("host_result", "host_error", "close_session", "control")
 # The fields a request's policy is made from; a request with none of them gets the pool's
-# default policy.
-POLICY_FIELDS = frozenset({"profile", "script", *(field.name for field in GRANT_FIELDS)})
+# default policy. (A working directory of its own keeps the pynox.toml there out of reach.)
+POLICY_FIELDS = frozenset({"profile", "script", "cwd", *(field.name for field in GRANT_FIELDS)})
 
 
 def parse_line(line: bytes) -> dict[str, object]:
@@ -237,6 +238,11 @@ def check_fields(message: dict[str, object]) -> None:
         check_path(script, "script", message["id"])
         # Not normalized: python's sys.argv[0] holds the path as it was given.
         message["script"] = os_text.as_python_sees(script)
+    if "cwd" in message:
+        cwd = message["cwd"]
+        if not isinstance(cwd, str):
+            raise RequestError("cwd must be a string", message["id"])
+        message["cwd"] = check_path(cwd, "cwd", message["id"])
     if "args" in message:
         message["args"] = program_args(message)
     if "stream" in message and not isinstance(message["stream"], bool):

@@ -129,9 +129,9 @@ _MAX_SIGNAL = 64
 _STALE_FRAMES = MAX_IMAGES + 2
 # The grants a session's process is confined with when it starts: a later step keeps them.
 _SESSION_GRANTS = tuple(field.name for field in GRANT_FIELDS if field.name != "timeout")
-# A later step's fields that bear on its policy: a script of its own changes nothing, as
-# its session's process is confined for good.
-_STEP_POLICY_FIELDS = pool_request.POLICY_FIELDS - {"script"}
+# A later step's fields that bear on its policy: a script or a working directory of its
+# own changes nothing, as its session's process is confined for good and stays where it is.
+_STEP_POLICY_FIELDS = pool_request.POLICY_FIELDS - {"script", "cwd"}
 # Frames that belong to one session step: taken only from the step they name.
 _STEP_FRAMES = ("call", "value", "image", "done")
 # A child whose run or session is over (closed, exited, its result sent) gets this
@@ -674,6 +674,8 @@ class PoolServer:
             self.scratch_keeper.never_reuse(policy.scratch or "")
             session = Session(session_name, policy, functions)
             session.fields = _session_fields(message)
+            cwd = message.get("cwd")
+            session.cwd = cwd if isinstance(cwd, str) else None
             self.sessions[session_name] = session
             run.files = files
             self.runs[request_id] = run
@@ -761,11 +763,16 @@ class PoolServer:
         script = message.get("script")
         if isinstance(script, str):
             implicit = self._script_reads(script, request_id)
-        policy = build_policy(grants, implicit, self.environ, self.cwd)
+        cwd = self._request_cwd(message)
+        policy = build_policy(grants, implicit, self.environ, cwd)
         # The pool's own package directories come first, as they did for preload.
         policy.package_dirs = list(dict.fromkeys(self.package_dirs + policy.package_dirs))
         mounts = self.mount_table.current()
-        trusted_paths.refuse_trusted_writes(policy, self.trusted, mounts)
+        trusted = self.trusted
+        if cwd != self.cwd:
+            # The pynox.toml a later run there would find, as for a run started there.
+            trusted = trusted + trusted_paths.configuration([], cwd, self.environ)
+        trusted_paths.refuse_trusted_writes(policy, trusted, mounts)
         trusted_paths.refuse_scratch_base_writes(policy, self.scratch_bases, mounts)
         # Found for each request, as for each run on the command line: a file the zygote
         # loaded may have been given another name since (uv's cache links what it installs).
@@ -773,6 +780,19 @@ class PoolServer:
             trusted_paths.refuse_linked_writes(policy, trusted_paths.linked_files(), mounts)
         trusted_paths.refuse_private_reads(policy, self.private, mounts)
         return policy
+
+    def _request_cwd(self, message: dict[str, object]) -> str:
+        """Where the request's program runs: its cwd, a directory, or the pool's."""
+        cwd = message.get("cwd")
+        if not isinstance(cwd, str):
+            return self.cwd
+        if not os.path.isdir(cwd):
+            raise RequestError(
+                f"cwd {cwd} is not a directory that exists; send the directory the program "
+                "should run in, or leave cwd out to run it in the pool's",
+                message["id"],
+            )
+        return cwd
 
     def _script_reads(self, script: str, request_id: object) -> list[str]:
         """The script's directory, the run's implicit read, once [pool.limits] allow it.
@@ -905,7 +925,9 @@ class PoolServer:
             run.child.scratch = run.policy.scratch
             run.start_clock()
             self.child_runs[run.child.token] = run
-            self._start_child(run.child, run.policy, functions, message, session=False)
+            cwd = message.get("cwd")
+            cwd = cwd if isinstance(cwd, str) else None
+            self._start_child(run.child, run.policy, functions, message, False, cwd)
             self._quiet(run)
             busy += 1
 
@@ -1140,8 +1162,10 @@ class PoolServer:
         functions: list[dict[str, str]],
         message: dict[str, object],
         session: bool,
+        cwd: str | None,
     ) -> None:
-        """Sends a spare its policy and program; it confines itself and runs."""
+        """Sends a spare its policy and program; it confines itself and runs. cwd: the
+        directory it runs in, when not the pool's."""
         name = message.get("name", DEFAULT_NAME)
         args = pool_request.string_list(message, "args")
         script = message.get("script")
@@ -1164,6 +1188,8 @@ class PoolServer:
                 "source": message["code"],
             }
         start.update(type="start", session=session)
+        if cwd is not None:
+            start["cwd"] = cwd
         child.session = session
         if child.primed is None:  # a primed spare has its policy, and no host functions
             start.update(policy=policy.to_wire(), functions=functions)
@@ -1784,7 +1810,7 @@ class PoolServer:
             session.child = self._take_spare(session.policy, session.functions)
             session.restarted = session.steps > 0
             self._start_child(
-                session.child, session.policy, session.functions, message, session=True
+                session.child, session.policy, session.functions, message, True, session.cwd
             )
         run.child = session.child
         run.start_clock()

@@ -238,6 +238,9 @@ def _become_child(
     program.source = b"" if program.kind == "script" else str(start.get("source", ""))
     path0 = start.get("path0")
     program.path0 = path0 if isinstance(path0, str) else None
+    cwd = start.get("cwd")
+    if isinstance(cwd, str):
+        child.enter_directory(cwd, setup)
     if policy is not None:
         child.begin(program, policy, setup)
     functions = start.get("functions")

@@ -93,6 +93,8 @@ def test_fake_pool_echo_shows_the_request(
             "hints": "python",
             "allow_read": [str(tmp_path / "d")],
             "timeout": 5,
+            # Where the code runs: here, where the call is made, not where the pool was.
+            "cwd": str(tmp_path),
         }
         assert pool.info is not None and pool.info["argv"] == ["pool", "--preload", "json"]
 

@@ -162,6 +162,40 @@ def test_relative_grants_resolve_against_the_cwd_of_the_call(
     assert r.policy is not None and r.policy["allow_read"] == [str(tmp_path / "data")]
 
 
+def test_code_runs_where_the_call_is_made_as_its_relative_grants_do(
+    pool: Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As `pynox app.py` runs where it is called: relative paths of the code and of the
+    grants name the same files, and a hint the same file the code opened."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "orders.csv").write_text("id,total\n1,9.5\n")
+    (tmp_path / "out").mkdir()
+    (tmp_path / "secret.txt").write_text("x")
+    monkeypatch.chdir(tmp_path)  # the pool started elsewhere
+    code = (
+        "rows = open('data/orders.csv').read().splitlines()\n"
+        "open('out/n.txt', 'w').write(str(len(rows)))\n"
+        "print(len(rows))"
+    )
+    r = pool.run(code, allow_read=["data"], allow_write=["out"])
+    assert r.text == "2", r.text
+    assert (tmp_path / "out" / "n.txt").read_text() == "2"
+    denied = pool.run("open('secret.txt').read()")
+    hint = f"pynox: reading {tmp_path}/secret.txt is not allowed"
+    assert hint in denied.text, denied.text
+    assert pool.run("open('secret.txt').read()", allow_read=["secret.txt"]).value == "'x'"
+    # A session runs where it was made, its grants resolved there, wherever its steps
+    # are called from, and so does its process started again after sys.exit().
+    session = pool.session(allow_read=["data"])
+    monkeypatch.chdir("/")
+    step = "len(open('data/orders.csv').read().splitlines())"
+    assert session.run(step).value == "2"
+    assert session.run("import sys; sys.exit(3)").exit == 3
+    again = session.run(step)
+    assert again.value == "2" and again.session is not None and again.session["restarted"]
+    session.close()
+
+
 def test_host_functions(pool: Pool) -> None:
     calls = []
 

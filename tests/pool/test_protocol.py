@@ -295,6 +295,34 @@ def test_script_runs_with_args_and_its_directory_readable(pool: PoolClient, tmp_
     assert result["policy"]["implicit_read"] == [str(tmp_path.resolve())]
 
 
+def test_cwd_is_where_the_program_runs(pool: PoolClient, tmp_path: Path) -> None:
+    """A request's cwd is its program's working directory, with the pynox.toml a later
+    run there would find kept out of its writes, as on the command line."""
+    (tmp_path / "notes.txt").write_text("here")
+    result = pool.run(
+        {
+            "id": new_id(),
+            "code": "print(open('notes.txt').read())",
+            "cwd": str(tmp_path),
+            "allow_read": [str(tmp_path)],
+        }
+    )
+    assert_ok(result, "here\n")
+    result = pool.run(
+        {"id": new_id(), "code": "pass", "cwd": str(tmp_path), "allow_write": [str(tmp_path)]}
+    )
+    assert result["error"]["type"] == "RequestError"
+    assert (
+        f"{tmp_path}/pynox.toml, where pynox reads its configuration" in result["error"]["message"]
+    )
+    gone = tmp_path / "gone"
+    result = pool.run({"id": new_id(), "code": "pass", "cwd": str(gone)})
+    assert result["error"]["message"] == (
+        f"cwd {gone} is not a directory that exists; send the directory the program should "
+        "run in, or leave cwd out to run it in the pool's"
+    )
+
+
 def test_a_script_whose_path_is_not_utf8_runs_as_python_runs_it(
     pool: PoolClient, tmp_path: Path
 ) -> None:

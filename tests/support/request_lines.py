@@ -83,6 +83,7 @@ WRONG: dict[str, list[object]] = {
     "id": [None, True, 1.5, [], {"a": 1}],
     "code": [1, None, [], {}, True],
     "script": [1, None, [], {}, False],
+    "cwd": [1, None, [], {}, True, "relative"],
     "args": ["a", [1], {}, [None], 1, [["x"]]],
     "name": [1, [], {}, None],
     "profile": [1, [], True, "no-such-profile"],
