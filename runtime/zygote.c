@@ -26,6 +26,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef __NR_pidfd_open
@@ -40,6 +41,8 @@
 #define WORD_EXITED 2
 /* The most descriptors an order may carry (a child's pipes and channel). */
 #define MAX_CHILD_FDS 8
+/* How long a word whose pidfd the kernel refuses for now waits before it is sent again. */
+#define PIDFD_RETRY_NS 20000000L
 
 struct order {
     int64_t token;
@@ -127,11 +130,25 @@ static int send_word(int sock, uint8_t kind, int64_t id, int32_t value, int fd)
         c->cmsg_len = CMSG_LEN(sizeof(int));
         memcpy(CMSG_DATA(c), &fd, sizeof fd);
     }
-    ssize_t sent;
-    do {
-        sent = sendmsg(sock, &message, MSG_NOSIGNAL);
-    } while (sent < 0 && errno == EINTR);
-    return sent == WORD_SIZE ? 0 : -1;
+    for (;;) {
+        ssize_t sent = sendmsg(sock, &message, MSG_NOSIGNAL);
+        if (sent >= 0) {
+            return sent == WORD_SIZE ? 0 : -1;
+        }
+        if (errno == ETOOMANYREFS) {
+            /* The user's descriptors in flight on Unix sockets are past the kernel's
+             * bound (its limit on open files), held by any process of the user: a
+             * program the pool runs can hold that many. They come back as their holder
+             * reads them or ends (the server kills a run at its timeout), so the word
+             * waits for them, rather than the pool losing its zygote. */
+            struct timespec pause = {0, PIDFD_RETRY_NS};
+            if (nanosleep(&pause, NULL) != 0 && errno != EINTR) {
+                return -1;
+            }
+        } else if (errno != EINTR) {
+            return -1;
+        }
+    }
 }
 
 /* Tells the server of every child that has ended; -1 when the server is gone. */

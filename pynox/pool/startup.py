@@ -28,7 +28,7 @@ def orders_in_flight() -> int:
     """How many orders for spares may be sent and not yet answered: _ORDERS_IN_FLIGHT, or
     fewer under a low limit on open files, so that the descriptors the orders and the
     zygote's answers hold in flight stay within half of it (the kernel's bound on them,
-    which a zygote that met it in its answer would not survive)."""
+    which an answer of the zygote that met it waits on)."""
     import resource
 
     limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]

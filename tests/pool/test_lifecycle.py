@@ -436,3 +436,49 @@ def test_a_stopped_zygote_does_not_stop_the_pool(tmp_path: Path, open_files: int
             time.sleep(0.05)
         assert len(list(root.iterdir())) <= 3 * workers  # those made ahead, and a few more
         assert client.close() == 0
+
+
+# Keeps the descriptors of this user in flight on Unix sockets at the kernel's bound (the
+# limit on open files) for a while: sends until refused (ETOOMANYREFS), reads one message
+# back, sends again.
+_HOLDS_DESCRIPTORS_IN_FLIGHT = """
+import array, os, socket, time
+fds = array.array("i", [os.open("/dev/null", os.O_RDONLY) for _ in range(50)])
+a, b = socket.socketpair()
+a.setblocking(False)
+b.setblocking(False)
+end = time.monotonic() + 3
+while time.monotonic() < end:
+    try:
+        a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+    except OSError:
+        try:
+            _, passed, _, _ = b.recvmsg(1, socket.CMSG_SPACE(50 * 4))
+        except BlockingIOError:
+            continue
+        for _, _, data in passed:
+            for fd in array.array("i", data[: len(data) - len(data) % 4]):
+                os.close(fd)
+print("done")
+"""
+
+
+@pytest.mark.slow
+def test_a_program_that_holds_descriptors_in_flight_does_not_stop_the_pool() -> None:
+    """The kernel bounds a user's descriptors in flight on Unix sockets, which any program
+    of the user may hold up to that bound; the zygote's answer, which passes a pidfd, then
+    waits for room, rather than the zygote leaving and the pool stopping with every
+    request lost. Run as any user but root is (root is exempt from that bound)."""
+    launched_by = [*bound_by_descriptors_in_flight(), *limiting_open_files(256)]
+    with PoolClient(workers=2, launched_by=launched_by) as client:
+        client.run({"id": "warm", "code": "pass"})
+        client.send({"id": "holder", "code": _HOLDS_DESCRIPTORS_IN_FLIGHT})
+        time.sleep(0.5)
+        ids = [f"during-{number}" for number in range(20)]
+        for request_id in ids:
+            client.send({"id": request_id, "code": f"print({request_id!r})"})
+            time.sleep(0.05)
+        for request_id in ids:
+            assert_ok(client.result(request_id), f"{request_id}\n")
+        assert_ok(client.result("holder"), "done\n")
+        assert client.close() == 0
