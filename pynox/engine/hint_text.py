@@ -44,6 +44,7 @@ KINDS = frozenset(
         "memory_machine",
         "thread_stacks",
         "thread_stacks_inherited",
+        "thread_processes",
         "native_abort",
         "native_abort_inherited",
         "native_exit",

@@ -48,6 +48,7 @@ from pynox.engine.limit_hints import (
     limit_beyond_machine,
     open_files_allowed,
     physical_memory,
+    processes_limit_reached,
     thread_stack_size,
 )
 from pynox.engine.native_end import inherited_limit_below
@@ -632,7 +633,12 @@ def _classify(
         return "memory", None, None
     if isinstance(exc, RuntimeError) and exc.args == ("can't start new thread",):
         # threading's word for a stack that could not be mapped, under a memory
-        # limit because the limit counts it (no hint without one).
+        # limit because the limit counts it (no hint without one), or for a limit on
+        # processes reached, which counts threads (ulimit -u).
+        if policy is not None and policy.memory is not None:
+            processes = processes_limit_reached()
+            if processes is not None:
+                return "thread_processes", processes, None
         below = inherited_limit_below(policy.memory if policy else None, "memory")
         return (
             ("thread_stacks", thread_stack_size(), None)

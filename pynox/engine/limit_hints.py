@@ -30,6 +30,7 @@ LIMIT_KINDS = frozenset(
         "stack_limit",
         "thread_stacks",
         "thread_stacks_inherited",
+        "thread_processes",
         "native_abort",
         "native_exit",
         "open_files",
@@ -134,9 +135,59 @@ def thread_stack_size() -> str:
     """The size of the stack a thread starts with now, as the thread_stacks hint shows it
     (its value): the program may have set a larger one (threading.stack_size()), which a
     limit raised by the default's size would not fit."""
+    return format_size(_thread_stack_bytes())
+
+
+def _thread_stack_bytes() -> int:
     threading = sys.modules.get("threading")
-    size = threading.stack_size() if threading is not None else 0
-    return format_size(size or _DEFAULT_THREAD_STACK)
+    if threading is None:
+        return _DEFAULT_THREAD_STACK
+    size = threading.stack_size()  # which sets the default as it reads the size...
+    if size:
+        threading.stack_size(size)  # ...so it is set back, for the hints read after
+    return size or _DEFAULT_THREAD_STACK
+
+
+# What a thread's stack needs besides its size to be mapped once the memory it failed
+# for has been given back: the report's reserve (pynox.engine.child.REPORT_RESERVE_BYTES,
+# set aside while the program ran, free now), and a page table's worth more.
+_PROBE_SLACK = 5 * _MIB
+
+
+def processes_limit_reached() -> "str | None":
+    """Why a thread could not start when it was not memory: its stack, and then some, can
+    be mapped under the memory limit now, so what was reached is a limit on processes,
+    which counts threads. That limit as the hint names it: ulimit -u's value, or "" when
+    that one is unlimited or, for root, not enforced (then a container's pids limit, or
+    the system's threads-max). None when memory may have been what was missing, which the
+    thread_stacks hint says."""
+    import mmap
+    import resource
+
+    stack = _thread_stack_bytes()
+    try:
+        # Private and writable, as a thread's stack is: RLIMIT_DATA counts it too.
+        probe = mmap.mmap(-1, stack + _PROBE_SLACK, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except OSError:
+        return None
+    probe.close()
+    limit = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    return "" if limit == resource.RLIM_INFINITY or posix.getuid() == 0 else str(limit)
+
+
+def _processes_hint(memory: int, limit: str) -> str:
+    reached = (
+        f"the limit on processes pynox was started with (ulimit -u {limit}), which counts "
+        "each thread, was reached"
+        if limit
+        else "a limit on processes or threads was reached (a container's, or the system's)"
+    )
+    return (
+        f"a thread could not start, though its stack fits under the {format_size(memory)} "
+        f"memory limit: {reached}; run fewer threads at once "
+        "(concurrent.futures.ThreadPoolExecutor(max_workers=4)), or raise that limit where "
+        "pynox starts"
+    )
 
 
 # How native code ends a program when an allocation fails, before the limit's words.
@@ -264,6 +315,8 @@ def limit_hint_of(
         if memory is None or value is None:
             return None
         return _thread_stacks_hint(style, memory, value)
+    if kind == "thread_processes":
+        return None if memory is None or value is None else _processes_hint(memory, value)
     if kind == "thread_stacks_inherited":
         if memory is None:
             return None
