@@ -998,8 +998,11 @@ def _no_dual_stack(exc: BaseException) -> bool:
 
 
 # The modules of the errors of HTTP clients that send requests through the proxy the
-# environment names (urllib.request's, and requests' through it).
-_PROXY_CLIENT_ERRORS = ("urllib.error", "requests.exceptions")
+# environment names (urllib.request's, and requests' and httpx's through it; httpx names
+# its public errors' module "httpx").
+_PROXY_CLIENT_ERRORS = ("urllib.error", "requests.exceptions", "httpx")
+# Those that also take ALL_PROXY for a request of any scheme, as urllib itself does not.
+_ALL_PROXY_CLIENTS = ("requests.", "httpx")
 # What connecting directly fails with where only a proxy leads out: a name that does not
 # resolve, a network or host out of reach, a connection that never answers.
 _UNREACHED_ERRNOS = frozenset({errno.ENETUNREACH, errno.EHOSTUNREACH})
@@ -1022,8 +1025,7 @@ def _proxy_variable_not_passed(exc: BaseException, policy: "Policy | None") -> s
         modules = [m for m in (type(error).__module__ for error in errors) if isinstance(m, str)]
         if not any(m.startswith(_PROXY_CLIENT_ERRORS) for m in modules):
             return None
-        # urllib itself goes through ALL_PROXY for no scheme; requests does.
-        by_requests = any(m.startswith("requests.") for m in modules)
+        reads_all_proxy = any(m.startswith(_ALL_PROXY_CLIENTS) for m in modules)
         unreached = any(
             isinstance(error, (sockets.gaierror, TimeoutError))
             or (isinstance(error, OSError) and errno_of(error) in _UNREACHED_ERRNOS)
@@ -1033,7 +1035,7 @@ def _proxy_variable_not_passed(exc: BaseException, policy: "Policy | None") -> s
         return None
     if not unreached:
         return None
-    read = [n for n in HOST_PROXY_VARIABLES if by_requests or n.lower() != "all_proxy"]
+    read = [n for n in HOST_PROXY_VARIABLES if reads_all_proxy or n.lower() != "all_proxy"]
     return read[0] if read else None
 
 

@@ -20,6 +20,7 @@ URL = "http://pynox-test.invalid/page"
 FETCH = {
     "urllib": f"import urllib.request; print(urllib.request.urlopen({URL!r}, timeout=10).read())",
     "requests": f"import requests; print(repr(requests.get({URL!r}, timeout=10).content))",
+    "httpx": f"import httpx; print(repr(httpx.get({URL!r}, timeout=10).content))",
 }
 ANSWER = b"b'through the proxy: " + URL.encode() + b"'\n"
 
@@ -53,12 +54,27 @@ def proxy() -> Iterator[str]:
 
 
 def _package_flags(client: str) -> list[str]:
-    if client != "requests":
+    if client == "urllib":
         return []
     packages = os.environ.get("PYNOX_TEST_PACKAGES")
-    if not packages or not os.path.isdir(os.path.join(packages, "requests")):
-        pytest.skip("PYNOX_TEST_PACKAGES has no requests installed")
+    if not packages or not os.path.isdir(os.path.join(packages, client)):
+        pytest.skip(f"PYNOX_TEST_PACKAGES has no {client} installed")
     return [f"--package-dir={packages}"]
+
+
+@pytest.mark.parametrize("client", ["httpx", "requests"])
+def test_all_proxy_not_passed_gets_its_hint_from_clients_that_read_it(
+    proxy: str, client: str, tmp_path: Path
+) -> None:
+    """requests and httpx go through ALL_PROXY for a request of any scheme (urllib does
+    not: see below)."""
+    flags = ["--allow-network", *_package_flags(client)]
+    env = {"ALL_PROXY": proxy}
+    done, hints = follow(
+        lambda grants: pynox(*grants, "-c", FETCH[client], cwd=tmp_path, env=env), flags
+    )
+    assert done.stdout == ANSWER
+    assert hints == [_proxy_hint("ALL_PROXY", "--allow-env=ALL_PROXY")]
 
 
 @pytest.mark.parametrize("client", sorted(FETCH))
