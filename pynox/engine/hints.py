@@ -1026,6 +1026,7 @@ def _proxy_variable_not_passed(exc: BaseException, policy: "Policy | None") -> s
         if not any(m.startswith(_PROXY_CLIENT_ERRORS) for m in modules):
             return None
         reads_all_proxy = any(m.startswith(_ALL_PROXY_CLIENTS) for m in modules)
+        scheme = _request_scheme(errors)
         unreached = any(
             isinstance(error, (sockets.gaierror, TimeoutError))
             or (isinstance(error, OSError) and errno_of(error) in _UNREACHED_ERRNOS)
@@ -1035,8 +1036,29 @@ def _proxy_variable_not_passed(exc: BaseException, policy: "Policy | None") -> s
         return None
     if not unreached:
         return None
-    read = [n for n in HOST_PROXY_VARIABLES if reads_all_proxy or n.lower() != "all_proxy"]
+    read = [
+        name
+        for name in HOST_PROXY_VARIABLES
+        if (name.lower() == "all_proxy" and reads_all_proxy)
+        # Each scheme's own variable: http_proxy leaves an https request direct.
+        or name.lower() in ((f"{scheme}_proxy",) if scheme else ("http_proxy", "https_proxy"))
+    ]
     return read[0] if read else None
+
+
+def _request_scheme(errors: "list[BaseException]") -> str | None:
+    """The scheme of the URL the failed request asked for ("http", "https"), where its
+    error tells: requests' and httpx's carry their request, urllib's do_open had it."""
+    for error in errors:
+        request = getattr(error, "request", None)
+        url = getattr(request, "url", None) if request is not None else None
+        if url is None:
+            request = local_in(error, "urllib.request", "do_open", "req")
+            url = getattr(request, "full_url", None) if request is not None else None
+        if url is not None:
+            scheme = str(url).partition(":")[0].lower()
+            return scheme if scheme in ("http", "https") else None
+    return None
 
 
 def _library_metadata(name: str, exc: OSError) -> str | None:

@@ -97,9 +97,10 @@ def test_the_pool_names_the_proxy_variable_the_request_did_not_pass(proxy: str) 
     with PoolClient(workers=1, env=clean_env({"https_proxy": proxy, "http_proxy": proxy})) as pool:
         refused = pool.run({"id": 1, **request})
         assert refused["exit"] == 1, refused
-        # https_proxy first, as urllib reads them; either one passed is a proxy passed.
+        # http_proxy, the one python takes for an http:// URL; https_proxy would leave
+        # it direct.
         assert "pynox: " + refused["error"]["hint"] == _proxy_hint(
-            "https_proxy", '"allow_env": ["https_proxy"]'
+            "http_proxy", '"allow_env": ["http_proxy"]'
         )
         followed = pool.run({"id": 2, **request, "allow_env": ["http_proxy"]})
     assert followed["exit"] == 0, followed
@@ -133,6 +134,19 @@ def test_no_proxy_hint_for_a_failure_a_proxy_would_not_change(
     proxy: str, code: str, tmp_path: Path
 ) -> None:
     done = pynox("--allow-network", "-c", code, cwd=tmp_path, env={"HTTP_PROXY": proxy})
+    assert done.returncode == 1
+    assert "pynox:" not in done.stderr.decode(), done.stderr.decode()
+
+
+@pytest.mark.parametrize("client", sorted(FETCH))
+def test_no_proxy_hint_names_the_variable_of_another_scheme(
+    proxy: str, client: str, tmp_path: Path
+) -> None:
+    """An https:// URL goes through https_proxy alone: under python, http_proxy leaves it
+    direct, so a hint naming http_proxy would be followed in vain."""
+    code = FETCH[client].replace("http://", "https://")
+    flags = ["--allow-network", *_package_flags(client)]
+    done = pynox(*flags, "-c", code, cwd=tmp_path, env={"http_proxy": proxy})
     assert done.returncode == 1
     assert "pynox:" not in done.stderr.decode(), done.stderr.decode()
 
