@@ -1129,6 +1129,36 @@ def test_a_json_result_that_cannot_be_written_ends_with_status_1(
         assert (proc.returncode, proc.stderr) == (status, b""), proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("command", "env"),
+    [
+        ([PYNOX], {"PYTHONINSPECT": "1"}),
+        ([sys.executable, "-m", "pynox"], {"PYTHONINSPECT": "1"}),
+        ([sys.executable, "-i", "-m", "pynox"], {}),
+    ],
+    ids=["launcher", "python -m", "python -i -m"],
+)
+def test_inspect_mode_ends_a_run_with_the_programs_status(
+    tmp_path: Path, command: list[str], env: dict[str, str]
+) -> None:
+    """Under PYTHONINSPECT (or -i), with no terminal to inspect from, `python app.py` ends
+    with the program's status; pynox, which has no interactive interpreter, does too,
+    rather than showing the SystemExit that ends its process as an error of its own."""
+    environ = {**os.environ, **env}
+    for code, status in (("print('ran')", 0), ("print('ran'); raise SystemExit(3)", 3)):
+        proc = subprocess.run(
+            [*command, "-c", code], cwd=tmp_path, env=environ, stdin=subprocess.DEVNULL,
+            capture_output=True, timeout=60,
+        )  # fmt: skip
+        assert (proc.returncode, proc.stdout, proc.stderr) == (status, b"ran\n", b"")
+        proc = subprocess.run(
+            [*command, "--json", "-c", code], cwd=tmp_path, env=environ,
+            stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+        )  # fmt: skip
+        result = json.loads(proc.stdout)
+        assert (result["exit"], result["stderr"]) == (status, "")
+
+
 # What a program finds its standard streams to be, and changes its stdout's encoding as
 # many scripts do first thing; under python into a pipe, what --json gives it.
 SEEKS_AND_RECONFIGURES = """\
