@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import sys
 
-from suite import main
+from suite import OTHER_SECTIONS, main
 
 if __name__ == "__main__":
     args = sys.argv[1:]
     if args[:1] == ["--runs"] or (args and args[0].startswith("--runs=")):
         args[0] = args[0].replace("--runs", "--rounds", 1)
-    sys.exit(main(["--workloads", "tiny", "--no-pool", *args]))
+    sys.exit(main(["--workloads", "tiny", "--no-pool", *OTHER_SECTIONS, *args]))

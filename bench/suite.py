@@ -41,6 +41,9 @@ BATCH_ROUNDS = 3
 MEMORY_REQUESTS = 10_000
 HEAVY_ROUNDS = 30
 RAY_ROUNDS = 3
+# The sections besides the workloads and the pool rows: the shortcuts that time those
+# alone (startup.py, pool.py) skip them.
+OTHER_SECTIONS = ("--no-modes", "--no-batch", "--no-ray", "--no-memory")
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
