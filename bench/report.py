@@ -320,9 +320,8 @@ def heavy_table(rows: list[HeavyRow]) -> list[str]:
         "**Warm heavy imports.** A request that uses numpy, pandas or matplotlib in a pool of 2 "
         "workers that preloaded them from a package directory (warmed up: a pool that "
         "also runs the request's own code as its `--warmup`), against a cold `python -I` "
-        f"doing the same, interleaved in {rows[0].pool.runs} rounds. The chart is shown, "
-        "not judged: rendering it takes longer than the preloaded numpy and pandas target. "
-        "It closes its figure once saved: one left open, the pool would also render and "
+        f"doing the same, interleaved in {rows[0].pool.runs} rounds. The chart's request "
+        "closes its figure once saved: one left open, the pool would also render and "
         "send back as an image, work that python does not do.",
         "",
         *_table(header, ["---", "---:", "---:", "---:", "---:"], cells),

@@ -252,8 +252,9 @@ def test_targets_follow_the_figures_shown(report: tuple[str, str]) -> None:
     header, *rows = found["Targets"]
     assert header == ["Target", "Measured", "Status"]
     # Tiny script 2, pool 2, JSON pipeline 2, the pool's floor 3, the batch 1, memory 2,
-    # with the packages, numpy 2 and pandas 2 (preloaded, and warmed up), the modes 9.
-    heavy = 4 if PACKAGES else 0
+    # with the packages, numpy 2, pandas 2 and the chart 2 (preloaded, and warmed up), the
+    # modes 9.
+    heavy = 6 if PACKAGES else 0
     assert len(rows) == 21 + heavy
     absolute = [
         row for row in rows if re.fullmatch(r"\d+\.\d{3} ms|\d+/s|[+-]?\d+\.\d MiB", row[1])
