@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 # members would cost the pool server ~0.07 s per request to decode and refuse. A session
 # step's report comes in its done frame, held to as many fields.
 REPORT_ITEMS = 64
+# What the result of a request the client cancelled says.
+CANCELLED_RUNNING = "the client cancelled the request while it ran, and its process was killed"
+CANCELLED_QUEUED = "the client cancelled the request before it started"
 
 
 class Child:

@@ -6,11 +6,11 @@ session, sends each child its program over the child's own channel, relays
 host-function calls to the client, collects output within its limits, enforces
 timeouts through pidfds, and writes one result per request on stdout. The
 protocol is documented in docs/pool-protocol.md. What it keeps of each child, request and
-session is in records.py; what it does once as it starts, in startup.py.
+session is in records.py; what it does once as it starts, in startup.py; the steps of
+its sessions, in session_steps.py (SessionSteps, a mixin of PoolServer).
 """
 
 import contextlib
-import copy
 import errno
 import gc
 import os
@@ -53,16 +53,25 @@ from pynox.policy import trusted as trusted_paths
 from pynox.policy.bind_mounts import MountTable
 from pynox.policy.cache import load_config
 from pynox.policy.config import Config, Grants, find_config_path
-from pynox.policy.grants import GRANT_FIELDS, HINTS_PYTHON, PATH_GRANTS
+from pynox.policy.grants import HINTS_PYTHON, PATH_GRANTS
 from pynox.policy.path_grant import absolute_grant
 from pynox.policy.resolve import build_policy
 from pynox.pool import channel, descriptors, priming, records, startup, warmup, zygote
 from pynox.pool import files as pool_files
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
-from pynox.pool.records import Child, Run, Session, error_result, step_not_run
+from pynox.pool.records import (
+    CANCELLED_QUEUED,
+    CANCELLED_RUNNING,
+    Child,
+    Run,
+    Session,
+    error_result,
+    step_not_run,
+)
 from pynox.pool.request import RequestError
 from pynox.pool.scratch_keeper import ScratchKeeper, gone, own_root
+from pynox.pool.session_steps import SessionSteps, check_step_functions, session_fields
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -127,19 +136,12 @@ _MAX_SIGNAL = 64
 # done frame of its own): its value, its images and its real done frame. More frames of
 # steps that are over, and the server would spend its time dropping them.
 _STALE_FRAMES = MAX_IMAGES + 2
-# The grants a session's process is confined with when it starts: a later step keeps them.
-_SESSION_GRANTS = tuple(field.name for field in GRANT_FIELDS if field.name != "timeout")
-# A later step's fields that bear on its policy: a script or a working directory of its
-# own changes nothing, as its session's process is confined for good and stays where it is.
-_STEP_POLICY_FIELDS = pool_request.POLICY_FIELDS - {"script", "cwd"}
 # Frames that belong to one session step: taken only from the step they name.
 _STEP_FRAMES = ("call", "value", "image", "done")
 # A child whose run or session is over (closed, exited, its result sent) gets this
 # long to leave on its own before the pool server kills it: with the kill and the
 # kernel's teardown, no child outlives its request or session by more than a second.
 EXIT_GRACE = 0.9
-CANCELLED_RUNNING = "the client cancelled the request while it ran, and its process was killed"
-CANCELLED_QUEUED = "the client cancelled the request before it started"
 _IDS_DIFFER = (
     "the line gives 'id' more than once, with different values; give each key once, so that "
     "the answer to the line can name it"
@@ -154,7 +156,7 @@ class _OverBound(channel.ChannelError):
     """A child went past a bound of the protocol; the message names the bound."""
 
 
-class PoolServer:
+class PoolServer(SessionSteps):
     def __init__(self, options: "PoolOptions") -> None:
         cwd = lean_os.getcwd()  # python starts in a removed directory, and so does the pool
         path = find_config_path(options.config, os.environ, cwd)
@@ -360,6 +362,23 @@ class PoolServer:
         self._close_sessions()
         self._finish_output()
         return 0
+
+    def _close_sessions(self) -> None:
+        """Ends the pool once its input closed and no request is left: closes every
+        session, runs the loop while children remain for up to twice EXIT_GRACE (each is
+        killed past its own), kills any left, and removes every scratch directory."""
+        for session in list(self.sessions.values()):
+            self._end_session(session)
+        deadline = time.monotonic() + 2 * EXIT_GRACE
+        while self.children and time.monotonic() < deadline:
+            for fd, events in self._poll(100):
+                self._dispatch(fd, events)
+            self._expire()
+        for child in list(self.children.values()):
+            child.kill("the pool is exiting")
+        self.scratch_keeper.close()
+        for directory in self._scratch_directories():
+            scratch_removal.remove(directory)
 
     def _backlogged(self) -> bool:
         return len(self.out) > _CLIENT_BACKLOG
@@ -620,7 +639,7 @@ class PoolServer:
             )
         if isinstance(session_name, str) and session_name in self.sessions:
             session = self.sessions[session_name]
-            _check_step_functions(session, functions, request_id)
+            check_step_functions(session, functions, request_id)
             run = Run(request_id, self._step_policy(session, message))
             run.json_hints = message.get("hints") != HINTS_PYTHON
             run.files = files
@@ -673,7 +692,7 @@ class PoolServer:
             # there after the last one's exit.
             self.scratch_keeper.never_reuse(policy.scratch or "")
             session = Session(session_name, policy, functions)
-            session.fields = _session_fields(message)
+            session.fields = session_fields(message)
             cwd = message.get("cwd")
             session.cwd = cwd if isinstance(cwd, str) else None
             self.sessions[session_name] = session
@@ -707,43 +726,6 @@ class PoolServer:
         if self.default_template is None:
             self.default_template = priming.template(self._new_policy(message))
         return priming.from_template(self.default_template), self.default_template
-
-    def _step_policy(self, session: Session, message: dict[str, object]) -> "Policy":
-        """A later step's policy: its session's, whose process is confined for good, with
-        the step's own timeout when it gives one (the pool server's clock enforces that).
-        A step that asks for other grants is refused: run without them, it would fail as
-        the step before did, and get the hint it followed again."""
-        policy = session.policy
-        if message.keys().isdisjoint(_STEP_POLICY_FIELDS):
-            return policy  # most steps: nothing to check on their way
-        grants = pool_request.request_grants(message)  # each field checked, as at the first
-        asked = [name for name in _SESSION_GRANTS if name in message]
-        if "profile" in message:
-            asked = list(_SESSION_GRANTS)
-        # The first step's fields again (pynox.Session sends them with every step) need no
-        # policy built anew, which costs a look at every path.
-        if asked and _session_fields(message) != session.fields:
-            wanted = self._new_policy(message)
-            for name in asked:
-                if _comparable(getattr(wanted, name)) != _comparable(getattr(policy, name)):
-                    raise RequestError(
-                        f"session {session.name!r} keeps the {name} its first step gave it, "
-                        "as its process is confined for good; close the session and start a "
-                        f"new one with the {name} this step asks for",
-                        message["id"],
-                    )
-        timeout = grants.timeout
-        profile = message.get("profile")
-        if timeout is None and isinstance(profile, str):
-            # The profile's timeout, as a first step takes it (its other grants are the
-            # session's, checked above, so the profile is known).
-            timeout = self.config.profile(profile).timeout
-        if timeout is None:
-            return policy
-        capped = pool_request.cap(Grants(timeout=timeout), self.limits, self.limited, message["id"])
-        policy = copy.copy(policy)
-        policy.timeout = capped.timeout
-        return policy
 
     def _new_policy(self, message: dict[str, object]) -> "Policy":
         request_id = message["id"]
@@ -1787,188 +1769,6 @@ class PoolServer:
             )
         return timeout_error(policy, api=True, stopped=stopped, json=json)
 
-    # --- sessions -----------------------------------------------------------------------
-
-    def _next_step(self, session: Session) -> None:
-        if session.running is not None or not session.queue or self._backlogged():
-            return
-        run, message = session.queue.pop(0)
-        if gone(session.policy.scratch):
-            self._close_lost_session(session, run)
-            return
-        if run.files:
-            try:
-                pool_files.place(session.policy.scratch or "", run.files, run.id)
-            except RequestError as exc:
-                self.runs.pop(run.id, None)
-                self.emit(step_not_run(error_result(run.id, exc.message), run, session))
-                self._next_step(session)
-                return
-            run.files = {}
-        run.session = session
-        if session.child is None:
-            session.child = self._take_spare(session.policy, session.functions)
-            session.restarted = session.steps > 0
-            self._start_child(
-                session.child, session.policy, session.functions, message, True, session.cwd
-            )
-        run.child = session.child
-        run.start_clock()
-        run.step = session.steps + 1
-        session.child.stale_frames = 0
-        session.running = run
-        self.child_runs[session.child.token] = run
-        self._stream_held_output(run, session.child)
-        # No name: the session names the step after its number (pynox.pool.step_lines).
-        name = message.get("name")
-        self._send_frame(
-            session.child,
-            {"type": "run", "code": message.get("code", ""), "name": name, "step": run.step},
-        )
-        # No quiet start (_quiet): a step's pipes stay open, and its done frame, not
-        # their closing, tells the pool server the step ended.
-
-    def _close_lost_session(self, session: Session, run: Run) -> None:
-        """Refuses a step of a session whose scratch directory someone removed, and closes
-        the session: the step would not find what earlier steps left there, and no other
-        directory can take its place (the sandbox of the session's process grants that
-        one, gone), so a new session is what is left to give."""
-        self.runs.pop(run.id, None)
-        result = error_result(
-            run.id,
-            f"session {session.name!r} lost its scratch directory, its HOME with the files "
-            "its steps left there: something outside the pool removed it (emptying TMPDIR, "
-            "say), so the session was closed; send this step again to start a new session",
-            "PoolError",
-        )
-        result.update(run.shown.fields())  # none: it never ran, but its fields are there
-        result["session"] = {
-            "id": session.name,
-            "step": session.steps + 1,
-            "restarted": False,
-            "ended": "scratch_removed",
-        }
-        self.emit(result)
-        self._end_session(session)
-
-    def _finish_step(
-        self, run: Run, exit_code: int | None, error: "dict[str, Any] | None", ended: str | None
-    ) -> None:
-        session = run.session
-        child = run.child
-        if session is None or child is None or session.running is not run:
-            return
-        if child.kill_reason == "cancelled":
-            ended = "cancelled"  # even if the step got to its end as the kill went out
-        outcome = self._outcome(run, child, exit_code)
-        if error is not None:
-            # A session reports each step's error from inside its sandbox.
-            outcome.report = REPORT_CONFINED + strict_json.dumps(error).encode()
-            if exit_code == 128 + signal.SIGINT:
-                outcome.signal = signal.SIGINT  # a KeyboardInterrupt, which python dies of
-        result = self._result(outcome, run, session=True)
-        if ended == "timeout":
-            result["error"] = self._timeout_error(run, outcome.stopped)
-        elif ended == "cancelled":
-            records.failed(result, "Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)
-        elif child.kill_reason is not None and ended == "crash":
-            records.failed(result, "PoolError", child.kill_reason)
-        if ended is not None:
-            session.child = None
-            self._hold_scratch(session, child)
-            self._expect_exit(child)  # one that said it ends (sys.exit) must really end
-        # A thread the step left running still waits for these: no step takes their
-        # answers now, so they fail in the program rather than wait forever (unless the
-        # session ended). A late answer then finds no step waiting for it.
-        self._drop_pending_calls(
-            child, None if ended is not None else "the step ended before the host answered"
-        )
-        session.steps += 1
-        result["session"] = {
-            "id": session.name,
-            "step": session.steps,
-            "restarted": session.restarted,
-            "ended": ended,
-        }
-        result.update(run.shown.fields())
-        session.restarted = False
-        session.running = None
-        session.last_used = time.monotonic()
-        self.child_runs.pop(child.token, None)
-        self._files_out(run, result)
-        self.runs.pop(run.id, None)
-        self._end_stream(run, outcome)
-        line = {"id": run.id, **result}
-        if not session.closing:
-            self.emit(line)
-            self._next_step(session)
-            return
-        self._release_session(session)
-        if child.status is None and child.token in self.children:
-            # Closed while the step ran: its result waits for the process to exit (within
-            # EXIT_GRACE), so that a client that has it finds the session's place among
-            # max_sessions free, as after a close_session it waited for.
-            child.answers_at_exit.append(line)
-        else:
-            self.emit(line)
-
-    def _end_session(self, session: Session) -> None:
-        """Closes a session: queued steps are refused, a running one finishes first."""
-        for run, _ in session.queue:
-            self.runs.pop(run.id, None)
-            refused = error_result(
-                run.id,
-                f"session {session.name!r} was closed before this step ran; send the "
-                "step again to run it in a new session",
-            )
-            self.emit(step_not_run(refused, run, session, ended="closed"))
-        session.queue.clear()
-        session.closing = True
-        if session.running is None:
-            self._release_session(session)
-
-    def _release_session(self, session: Session) -> None:
-        child = session.child
-        session.child = None
-        if child is None:
-            # Its last process ended (a timeout, a crash, sys.exit()). Removed by the
-            # keeper's thread, as any run's: what its steps left there (a hundred thousand
-            # files, say) would hold the pool's loop, and every other request, meanwhile.
-            self.scratch_keeper.discard(session.policy.scratch or "")
-        else:
-            child.scratch = session.policy.scratch  # removed once the child is gone
-            self._close_fd(child, "channel")  # the session finalizes and exits
-            self._expect_exit(child)  # or is killed, if it lingers (threads, a fake done)
-        if self.sessions.get(session.name) is session:
-            del self.sessions[session.name]
-
-    def _hold_scratch(self, session: Session, child: Child) -> None:
-        """Keeps the session's scratch directory until its process `child`, done with its
-        steps, has exited: it may linger (sys.exit() waits for threads), and the session
-        may be closed meanwhile (ScratchKeeper.hold)."""
-        if child.pidfd is None or child.status is not None:
-            return  # never forked, or reaped
-        pidfd = descriptors.duplicate(child.pidfd)
-        if pidfd is None:  # no descriptor left to watch it with: it goes now
-            with contextlib.suppress(ProcessLookupError):
-                signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
-            return
-        self.scratch_keeper.hold(session.policy.scratch or "", pidfd)
-
-    def _close_sessions(self) -> None:
-        for session in list(self.sessions.values()):
-            self._end_session(session)
-        deadline = time.monotonic() + 2 * EXIT_GRACE
-        while self.children and time.monotonic() < deadline:
-            for fd, events in self._poll(100):
-                self._dispatch(fd, events)
-            self._expire()
-        for child in list(self.children.values()):
-            child.kill("the pool is exiting")
-        self.scratch_keeper.close()
-        for directory in self._scratch_directories():
-            scratch_removal.remove(directory)
-
 
 def _unread_answers(bound: int) -> str:
     """Why a request ends whose program made host calls and never read their answers."""
@@ -2005,29 +1805,3 @@ def _ids_given(line: bytes) -> "list[object]":
         if not any(type(value) is type(seen) and value == seen for seen in distinct):
             distinct.append(value)
     return distinct
-
-
-def _check_step_functions(
-    session: Session, functions: list[dict[str, str]], request_id: object
-) -> None:
-    """Refuses a later step that declares host functions its session lacks: pynox_host is
-    made when the session's process starts, and the step's code could not import them."""
-    has = [function["name"] for function in session.functions]
-    new = [function["name"] for function in functions if function["name"] not in has]
-    if new:
-        raise RequestError(
-            f"session {session.name!r} has the host functions its first step declared "
-            f"({', '.join(has) or 'none'}), as pynox_host is made when its process starts; "
-            f"close the session and start a new one that declares {', '.join(new)}",
-            request_id,
-        )
-
-
-def _session_fields(message: dict[str, object]) -> dict[str, object]:
-    """The fields of a session's step that set its process's confinement, as given."""
-    return {key: message[key] for key in (*_SESSION_GRANTS, "profile") if key in message}
-
-
-def _comparable(value: object) -> object:
-    """A grant's value as a policy holds it, with lists in any order."""
-    return sorted(value) if isinstance(value, list) else value

@@ -215,7 +215,7 @@ def test_cancelled_text_names_what_happened() -> None:
     """A Cancelled result, as the pool writes it, reads as one sentence for a model."""
     from pynox.engine.result import refusal
     from pynox.errors import EXIT_CANCELLED
-    from pynox.pool.server import CANCELLED_RUNNING
+    from pynox.pool.records import CANCELLED_RUNNING
 
     result = Result.from_json(
         {"id": "1", **refusal("Cancelled", CANCELLED_RUNNING, EXIT_CANCELLED)}
