@@ -29,6 +29,15 @@ class ChannelError(Exception):
     """The other side broke the framing or sent something that is not a message."""
 
 
+class OverBound(ChannelError):
+    """A child went past a bound of the protocol; the message names the bound."""
+
+
+def small_int(value: object, low: int, high: int) -> bool:
+    """Whether a frame's field is an integer from low to high."""
+    return type(value) is int and low <= value <= high
+
+
 def encode(
     message: dict[str, object],
     limit: int = MAX_FRAME,

@@ -6,8 +6,9 @@ session, sends each child its program over the child's own channel, relays
 host-function calls to the client, collects output within its limits, enforces
 timeouts through pidfds, and writes one result per request on stdout. The
 protocol is documented in docs/pool-protocol.md. What it keeps of each child, request and
-session is in records.py; what it does once as it starts, in startup.py; the steps of
-its sessions, in session_steps.py (SessionSteps, a mixin of PoolServer).
+session is in records.py; what it does once as it starts, in startup.py. Two parts of
+PoolServer are mixins in modules of their own: the steps of its sessions
+(session_steps.py) and the relay of host calls (host_calls.py).
 """
 
 import contextlib
@@ -41,8 +42,6 @@ from pynox.limits import (
     DEFAULT_SESSION_IDLE,
     DEFAULT_TIMEOUT,
     DEFAULT_WORKERS,
-    MAX_CALL_BYTES_IN_FLIGHT,
-    MAX_CALLS_IN_FLIGHT,
     MAX_IMAGES,
     MAX_LINE,
     REPORT_LIMIT,
@@ -60,6 +59,7 @@ from pynox.pool import channel, descriptors, priming, records, startup, warmup, 
 from pynox.pool import files as pool_files
 from pynox.pool import request as pool_request
 from pynox.pool.child_link import SCRIPT_UNREADABLE
+from pynox.pool.host_calls import NO_CLIENT_TO_ANSWER, HostCalls
 from pynox.pool.records import (
     CANCELLED_QUEUED,
     CANCELLED_RUNNING,
@@ -93,14 +93,6 @@ _TIDY_AGAIN = 0.02
 # every result. What runs still ends, so the pool holds at most this plus those results.
 _CLIENT_BACKLOG = 16 << 20
 _ZYGOTE_GONE = "the pool's zygote stopped; restart the pool"
-# A host call's answer when the client closed the pool's input, which its answers come on.
-_NO_CLIENT_TO_ANSWER = "the pool's client closed its input, so no host function answers now"
-# A client's answer to a host call: its call's number and this, as in these examples.
-_ANSWER_KEYS = {"host_result": "value", "host_error": "message"}
-_ANSWER_EXAMPLES = {
-    "host_result": '{"call": 1, "value": [1, 2]}',
-    "host_error": '{"call": 1, "message": "the catalog is down"}',
-}
 # The limits, in bytes, that a hint may suggest raising.
 _SIZE_LIMITS = ("memory", "max_file_size")
 # How long orders wait when the kernel's bound on descriptors in flight was met all the
@@ -119,18 +111,6 @@ _QUIET_ROLES = ("stdout", "stderr", "report")
 _GROWN_ROLES = ("stdout", "stderr")  # the report is small unless a program abuses it
 _QUIET_PIPE = 1 << 20
 _PIPE = 1 << 16  # Linux's default
-# A call between a session's steps is refused at once, with an answer the child reads
-# (pynox_host waits for it, so a program has one such call at most). A program that writes
-# call frames and never reads the answers ends its session once this many bytes of
-# answers wait in the pool server, which would hold them for as long as the session idles.
-MAX_UNREAD_REFUSALS = 64 << 10
-# Answers to host calls wait in the pool server until the child reads them. pynox_host
-# reads each before its next call (and passes over those of calls an exception
-# interrupted), so only a program that writes call frames and never reads its answers
-# makes them pile up: past this many bytes waiting, its request ends. One answer, however
-# large, always fits: the bound is checked before it is added.
-MAX_UNREAD_ANSWERS = MAX_CALL_BYTES_IN_FLIGHT
-_MAX_CALL_NUMBER = (1 << 53) - 1  # what a JSON client reads exactly as a double
 _MAX_SIGNAL = 64
 # What a session's runtime may still send for a step that its program ended early (with a
 # done frame of its own): its value, its images and its real done frame. More frames of
@@ -148,15 +128,7 @@ _IDS_DIFFER = (
 )
 
 
-def _small_int(value: object, low: int, high: int) -> bool:
-    return type(value) is int and low <= value <= high
-
-
-class _OverBound(channel.ChannelError):
-    """A child went past a bound of the protocol; the message names the bound."""
-
-
-class PoolServer(SessionSteps):
+class PoolServer(SessionSteps, HostCalls):
     def __init__(self, options: "PoolOptions") -> None:
         cwd = lean_os.getcwd()  # python starts in a removed directory, and so does the pool
         path = find_config_path(options.config, os.environ, cwd)
@@ -560,7 +532,7 @@ class PoolServer(SessionSteps):
             self._close_spares(list(self.spares))
             for run in list(self.child_runs.values()):
                 if run.child is not None:
-                    self._drop_pending_calls(run.child, _NO_CLIENT_TO_ANSWER)
+                    self._drop_pending_calls(run.child, NO_CLIENT_TO_ANSWER)
             return
         while data:
             newline = data.find(b"\n")
@@ -823,40 +795,7 @@ class PoolServer(SessionSteps):
                 # by then a file its program never closed is written, as when python exits.
                 child.answers_at_exit.append(records.closed_answer(request_id, session.name))
             return
-        field = "host_result" if "host_result" in message else "host_error"
-        answer = message[field]
-        if not isinstance(answer, dict) or set(answer) != {"call", _ANSWER_KEYS[field]}:
-            raise RequestError(
-                f"{field} takes an object of exactly call and {_ANSWER_KEYS[field]}, like "
-                f"{_ANSWER_EXAMPLES[field]}",
-                request_id,
-            )
-        run = self.runs.get(request_id)
-        child = run.child if run is not None else None
-        if child is None:
-            raise RequestError(
-                f"no running request {request_id!r} waits for a host result", request_id
-            )
-        call = answer["call"]
-        if type(call) is not int:
-            raise RequestError(f"{field}'s call is the number its host_call event gave", request_id)
-        if call not in child.pending_calls:
-            raise RequestError(f"request {request_id!r} has no pending call {call}", request_id)
-        text = answer.get("message", "")
-        if field == "host_error" and not isinstance(text, str):
-            raise RequestError("a host_error's message must be a string", request_id)
-        child.pending_bytes -= child.pending_calls.pop(call)
-        if len(child.outbound) > MAX_UNREAD_ANSWERS:
-            self._kill(child, _unread_answers(MAX_UNREAD_ANSWERS))
-            return
-        if "host_result" in message:
-            frame = {"type": "return", "call": call, "value": answer.get("value")}
-        else:
-            frame = {"type": "raise", "call": call, "message": text}
-        try:
-            self._send_frame(child, frame)
-        except channel.ChannelError as exc:
-            self._kill(child, f"a host result could not be sent: {exc}")
+        self._answer_host_call(message)
 
     def _cancel(self, request_id: object) -> None:
         """Ends a request: its child killed now, or its place in a queue given up.
@@ -1407,7 +1346,7 @@ class PoolServer(SessionSteps):
         try:
             for frame, size in child.frames.feed(data):
                 self._child_frame(child, frame, size)
-        except _OverBound as exc:
+        except channel.OverBound as exc:
             self._close_fd(child, "channel")
             self._kill(child, str(exc))
             return False
@@ -1433,7 +1372,7 @@ class PoolServer(SessionSteps):
                 raise channel.ChannelError("a second exit frame")
             status, signum = frame.get("status"), frame.get("signal")
             if type(status) is not int or not (
-                signum is None or _small_int(signum, 1, _MAX_SIGNAL)
+                signum is None or channel.small_int(signum, 1, _MAX_SIGNAL)
             ):
                 raise channel.ChannelError("an exit frame without a status and signal")
             child.announced = (status & 0xFF, signum)  # type: ignore[assignment]
@@ -1464,7 +1403,7 @@ class PoolServer(SessionSteps):
                 and len(error) <= records.REPORT_ITEMS
                 and not any(isinstance(value, (list, dict)) for value in error.values())
             )
-            if not (_small_int(exit_code, 0, 255) and flat and ended in (None, True, False)):
+            if not (channel.small_int(exit_code, 0, 255) and flat and ended in (None, True, False)):
                 raise channel.ChannelError(
                     f"a done frame without an exit status and a flat error of at most "
                     f"{records.REPORT_ITEMS} fields"
@@ -1484,7 +1423,7 @@ class PoolServer(SessionSteps):
             and run is not None
             and run.script is not None
             and child.script_errno is None
-            and _small_int(frame.get("errno"), 0, 4095)
+            and channel.small_int(frame.get("errno"), 0, 4095)
         ):
             child.script_errno = frame["errno"]  # type: ignore[assignment]
         else:
@@ -1502,81 +1441,6 @@ class PoolServer(SessionSteps):
             raise channel.ChannelError(
                 f"more than {_STALE_FRAMES} frames of session steps that were over"
             )
-
-    def _check_call(self, child: Child, frame: dict[str, object]) -> None:
-        call, function = frame.get("call"), frame.get("function")
-        valid = (
-            _small_int(call, 0, _MAX_CALL_NUMBER)
-            and call not in child.pending_calls
-            and type(function) is str
-            and function in child.functions
-            and type(frame.get("args")) is list
-            and type(frame.get("kwargs")) is dict
-        )
-        if not valid:
-            raise channel.ChannelError("a host call that does not match its declaration")
-
-    def _refuse_call_between_steps(self, child: Child, frame: dict[str, object]) -> None:
-        """A session's thread that calls the host while no step runs: there is no request
-        to relay the call under, so the call fails in the program, which goes on."""
-        self._check_call(child, frame)
-        if len(child.outbound) > MAX_UNREAD_REFUSALS:
-            raise _OverBound(
-                "the program called the host between steps again and again without reading "
-                "the answers; the pool ended its session"
-            )
-        message = (
-            f"{frame['function']}() was called between two steps of the session; a host "
-            "function answers only while a step runs"
-        )
-        self._refuse_call(child, frame["call"], message)
-
-    def _drop_pending_calls(self, child: Child, refusal: str | None) -> None:
-        """Forgets the child's host calls in flight, each answered with `refusal` as a
-        HostError first unless it is None."""
-        if refusal is not None:
-            for call in child.pending_calls:
-                self._refuse_call(child, call, refusal)
-        child.pending_calls.clear()
-        child.pending_bytes = 0
-
-    def _refuse_call(self, child: Child, call: object, message: str) -> None:
-        """Answers a host call with a HostError the program can catch."""
-        self._send_frame(child, {"type": "raise", "call": call, "message": message})
-
-    def _host_call(self, run: Run, child: Child, frame: dict[str, object], size: int) -> None:
-        """Relays a call to the client, within the bounds of calls and bytes in flight."""
-        self._check_call(child, frame)
-        call, function = frame.get("call"), frame.get("function")
-        if not self.stdin_open:
-            # Answers come on stdin: the program would wait for one until its timeout.
-            if len(child.outbound) > MAX_UNREAD_REFUSALS:
-                raise _OverBound(_unread_answers(MAX_UNREAD_REFUSALS))
-            self._refuse_call(child, call, _NO_CLIENT_TO_ANSWER)
-            return
-        args, kwargs = frame.get("args"), frame.get("kwargs")
-        if len(child.pending_calls) >= MAX_CALLS_IN_FLIGHT:
-            raise _OverBound(
-                f"the program had more than {MAX_CALLS_IN_FLIGHT} host calls in flight at once, "
-                "the pool's bound per request (pynox_host makes one at a time)"
-            )
-        if child.pending_bytes + size > MAX_CALL_BYTES_IN_FLIGHT:
-            raise _OverBound(
-                f"the program's host calls in flight carried more than "
-                f"{MAX_CALL_BYTES_IN_FLIGHT >> 20} MiB of arguments, the pool's bound per request"
-            )
-        child.pending_calls[call] = size  # type: ignore[index]
-        child.pending_bytes += size
-        self.emit(
-            {
-                "id": run.id,
-                "event": "host_call",
-                "call": call,
-                "function": function,
-                "args": args,
-                "kwargs": kwargs,
-            }
-        )
 
     def _child_exited(self, child: Child) -> None:
         self._unquiet(child)
@@ -1768,16 +1632,6 @@ class PoolServer(SessionSteps):
                 json=json,
             )
         return timeout_error(policy, api=True, stopped=stopped, json=json)
-
-
-def _unread_answers(bound: int) -> str:
-    """Why a request ends whose program made host calls and never read their answers."""
-    size = f"{bound >> 20} MiB" if bound >= 1 << 20 else f"{bound >> 10} KiB"
-    return (
-        f"the program made host calls without reading their answers, and more than {size} "
-        "of answers waited for it in the pool; call host functions through pynox_host, "
-        "which reads each answer"
-    )
 
 
 def _ids_given(line: bytes) -> "list[object]":
