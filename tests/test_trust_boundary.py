@@ -759,15 +759,18 @@ def test_a_pools_mount_table_sees_a_mount_made_after_it_was_read(tmp_path: Path)
     def mounted() -> bool:  # other tests may mount elsewhere meanwhile
         return str(point) in [mount.point for mount in table.current()]
 
-    assert not mounted()
-    bound = subprocess.run(["mount", "--bind", str(PACKAGE), str(point)], capture_output=True)
-    if bound.returncode != 0:
-        pytest.skip(f"no bind mount here: {bound.stderr.decode().strip()}")
     try:
-        assert mounted()
+        assert not mounted()
+        bound = subprocess.run(["mount", "--bind", str(PACKAGE), str(point)], capture_output=True)
+        if bound.returncode != 0:
+            pytest.skip(f"no bind mount here: {bound.stderr.decode().strip()}")
+        try:
+            assert mounted()
+        finally:
+            subprocess.run(["umount", str(point)], check=True)
+        assert not mounted()
     finally:
-        subprocess.run(["umount", str(point)], check=True)
-    assert not mounted()
+        table.close()  # its descriptor of mountinfo, which the pool keeps for its life
 
 
 def test_the_loaders_names_are_those_it_lists_itself() -> None:

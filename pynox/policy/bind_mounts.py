@@ -87,6 +87,12 @@ class MountTable:
             self.listing = self._read()
         return self.listing
 
+    def close(self) -> None:
+        """Lets go of mountinfo; a later current() opens it again."""
+        if self.fd >= 0:
+            posix.close(self.fd)
+        self.fd, self.watch = -1, None
+
     def _read(self) -> "list[Mount]":
         chunks = []
         try:
