@@ -88,16 +88,18 @@ def _pynox_processes() -> dict[int, str]:
     return found
 
 
-def _open_descriptors() -> set[str]:
+def open_descriptors() -> dict[str, str | None]:
+    """Each open descriptor's number, with what it leads to: a number alone would hide a
+    leak that took a number some file held as the session began."""
     gc.collect()  # files only the collector would close are not leaks of a test
-    return set(os.listdir("/proc/self/fd"))
+    return {fd: _describe(fd) for fd in os.listdir("/proc/self/fd")}
 
 
 @pytest.fixture(scope="session", autouse=True)
 def leaves_nothing_behind(request: pytest.FixtureRequest) -> Iterator[None]:
     """After the whole suite: no pynox process, no new descriptor, no file left behind."""
     processes_before = set(_pynox_processes())
-    descriptors_before = _open_descriptors()
+    descriptors_before = open_descriptors()
     yield
     api = sys.modules.get("pynox.api.shared")
     if api is not None:
@@ -111,10 +113,12 @@ def leaves_nothing_behind(request: pytest.FixtureRequest) -> Iterator[None]:
                     os.kill(pid, signal.SIGKILL)
             pytest.fail(f"the tests left pynox processes running: {left}")
         time.sleep(0.1)
-    new_descriptors = _open_descriptors() - descriptors_before
-    new_descriptors -= request.config.stash.get(KEPT_OPEN, set())
-    links = {fd: _describe(fd) for fd in new_descriptors}
-    links = {fd: target for fd, target in links.items() if target is not None}
+    kept = request.config.stash.get(KEPT_OPEN, set())
+    links = {
+        fd: target
+        for fd, target in open_descriptors().items()
+        if target is not None and fd not in kept and descriptors_before.get(fd) != target
+    }
     assert not links, f"the tests left descriptors open: {links}"
     # pytest's tmp_path trees are pytest's to manage; anything else is a test's leftover.
     session = request.config.stash[SESSION_DIR]

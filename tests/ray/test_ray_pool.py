@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import KEPT_OPEN
+from conftest import KEPT_OPEN, open_descriptors
 
 import pynox
 
@@ -90,11 +90,11 @@ class LocalRay:
     def __init__(self, config: pytest.Config, temp_dir: Path) -> None:
         self.config = config
         self.temp_dir = temp_dir
-        self.before: set[str] = set()
+        self.before: dict[str, str | None] = {}
 
     def start(self) -> None:
         if not ray.is_initialized():
-            self.before = set(os.listdir("/proc/self/fd"))
+            self.before = open_descriptors()
             # Ray puts the driver's working directory first on its workers' path: from the
             # project's root, actors would import pynox's sources, not the installed build.
             cwd = os.getcwd()
@@ -113,7 +113,8 @@ class LocalRay:
     def stop(self) -> None:
         if ray.is_initialized():
             ray.shutdown()
-            kept = set(os.listdir("/proc/self/fd")) - self.before
+            now = open_descriptors()
+            kept = {fd for fd, target in now.items() if self.before.get(fd) != target}
             self.config.stash.setdefault(KEPT_OPEN, set()).update(kept)
 
 
