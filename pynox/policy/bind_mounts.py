@@ -120,25 +120,52 @@ def _parsed(text: bytes) -> "list[Mount]":
     return found
 
 
-_LAYER_OPTIONS = (b"upperdir=", b"lowerdir=", b"lowerdir+=", b"datadir+=")
+# The options that name an overlay's layers. Those of the legacy syntax show the text the
+# mount was given, where a backslash makes the next character part of a name (a colon in
+# a name of lowerdir's list: lo\:w); lowerdir+ and datadir+ (Linux 6.8) take each name as
+# it is.
+_ESCAPED_LAYER_OPTIONS = (b"upperdir=", b"lowerdir=")
+_LITERAL_LAYER_OPTIONS = (b"lowerdir+=", b"datadir+=")
 
 
 def _layers(options: bytes) -> "tuple[str, ...]":
     """The folders an overlay's options name as its layers: upperdir, and lowerdir's
     folders (separated by colons, "::" before data-only ones) or those of lowerdir+ and
-    datadir+ (Linux 6.8)."""
-    folders = []
+    datadir+."""
+    folders: list[bytes] = []
     for option in options.split(b","):  # a comma of a name is written \054
-        if option.startswith(_LAYER_OPTIONS):
-            name, _, value = option.partition(b"=")
-            parts = value.split(b":") if name == b"lowerdir" else [value]
-            folders += [_unescaped(part) for part in parts if part]
-    return tuple(folders)
+        name, _, value = option.partition(b"=")
+        if option.startswith(_LITERAL_LAYER_OPTIONS):
+            folders.append(_octal_unescaped(value))
+        elif option.startswith(_ESCAPED_LAYER_OPTIONS):
+            folders += _overlay_names(_octal_unescaped(value), split=name == b"lowerdir")
+    return tuple(lean_os.fsdecode(folder) for folder in folders if folder)
+
+
+def _overlay_names(text: bytes, split: bool) -> "list[bytes]":
+    """The names an overlay's option gives, as the kernel reads them: each backslash
+    taken off and the character after it kept, and (split) a list cut at the colons
+    left."""
+    names = [bytearray()]
+    escaped = False
+    for byte in text:
+        if escaped or byte != ord("\\") and not (split and byte == ord(":")):
+            names[-1].append(byte)
+            escaped = False
+        elif byte == ord("\\"):
+            escaped = True
+        else:
+            names.append(bytearray())
+    return [bytes(name) for name in names]
 
 
 def _unescaped(field: bytes) -> str:
-    """A path of mountinfo, where a space, tab, newline and backslash are written in octal
-    (\\040, \\011, \\012, \\134)."""
+    return lean_os.fsdecode(_octal_unescaped(field))
+
+
+def _octal_unescaped(field: bytes) -> bytes:
+    """A path of mountinfo, where a space, tab, newline, backslash (and in a mount
+    option, a comma) are written in octal (\\040, \\011, \\012, \\134, \\054)."""
     parts = field.split(b"\\")
     text = parts[0]
     for part in parts[1:]:
@@ -146,7 +173,7 @@ def _unescaped(field: bytes) -> str:
             text += bytes([int(part[:3], 8) & 0xFF]) + part[3:]
         else:
             text += b"\\" + part
-    return lean_os.fsdecode(text)
+    return text
 
 
 def _inside(path: str, root: str) -> bool:

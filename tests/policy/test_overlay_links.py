@@ -106,3 +106,44 @@ def test_a_write_grant_over_a_layer_of_an_overlay_showing_pynox_is_refused(
         f" reaches {ENVIRONMENT_HOLDER}, which holds "
     ), line
     assert line.endswith("; grant a directory that holds nothing that mount shows instead\n")
+
+
+# As IN_AN_OVERLAY, but the upper layer's name holds a colon, which the mount's options
+# escape with a backslash (upperdir=.../up\:per) and mountinfo shows as the text given.
+IN_AN_OVERLAY_OF_A_COLON = """\
+set -e
+mount -t tmpfs none "$1"
+mkdir "$1/up:per" "$1/work"
+upper=$(printf '%s' "$1/up:per" | sed 's/:/\\\\:/g')
+mount -t overlay overlay -o "lowerdir=$2,upperdir=$upper,workdir=$1/work,xino=off" "$2"
+touch "$3"
+shift 3
+exec "$@"
+"""
+
+
+def test_a_write_grant_over_a_layer_named_with_a_colon_is_refused(tmp_path: Path) -> None:
+    """mountinfo shows an overlay's upperdir and lowerdir as the mount was given them, a
+    colon of a name escaped with a backslash: the layer was taken for a folder of
+    another name, and a program granted it rewrote pynox's code there as the next run
+    found it."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    layers = tmp_path / "layers"
+    layers.mkdir()
+    target = PACKAGE / "errors.py"
+    upper = layers / "up:per"
+    in_upper = upper / target.relative_to(ENVIRONMENT_HOLDER)
+    script = ["unshare", "--mount", "--propagation", "private", "sh", "-c"]
+    script += [IN_AN_OVERLAY_OF_A_COLON, "sh", str(layers), str(ENVIRONMENT_HOLDER), str(target)]
+    probe = subprocess.run([*script, "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount an overlay here: {probe.stderr.decode().strip()}")
+    plant = f"open({str(in_upper)!r}, 'a').write('PLANTED = 1')"
+    command = [PYNOX, f"--allow-write={upper}", "-c", plant]
+    proc = subprocess.run([*script, *command], capture_output=True, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (125, b""), proc.stderr
+    assert proc.stderr.decode().startswith(
+        f"pynox: cannot grant writing {upper}: through the mount at {ENVIRONMENT_HOLDER} it"
+        f" reaches {ENVIRONMENT_HOLDER}, which holds "
+    ), proc.stderr
