@@ -39,3 +39,25 @@ def close_all(fds: list[int]) -> None:
     """Closes every descriptor of fds, and empties it."""
     while fds:
         os.close(fds.pop())
+
+
+def passing_refused() -> bool:
+    """Whether the kernel refuses to pass a descriptor over a Unix socket now
+    (ETOOMANYREFS): this user's descriptors in flight are past its bound, the limit on
+    open files, where any process of the user may keep them. The zygote then cannot
+    pass the server a new child's pidfd, nor the server pass it a child's pipes."""
+    import array
+    import errno
+
+    try:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError:
+        return False
+    with ours, theirs:
+        # ours in theirs's queue: closing theirs takes it out again (no cycle to collect).
+        passed = array.array("i", [ours.fileno()])
+        try:
+            ours.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, passed)])
+        except OSError as exc:
+            return exc.errno == errno.ETOOMANYREFS
+    return False

@@ -422,6 +422,8 @@ class PoolServer(SessionSteps, HostCalls, ChildOutput):
                 # just timed out; only a stopped zygote is the pool's to report.
                 if run.child.pid is None and self._zygote_stopped():
                     self._kill(run.child, self._never_forked(run))
+                elif run.child.pid is None and descriptors.passing_refused():
+                    self._kill(run.child, _no_room_to_pass(run))
                 else:
                     # Not forked yet: it cannot have stopped itself.
                     pid = run.child.pid
@@ -1508,3 +1510,16 @@ def _ids_given(line: bytes) -> "list[object]":
         if not any(type(value) is type(seen) and value == seen for seen in distinct):
             distinct.append(value)
     return distinct
+
+
+def _no_room_to_pass(run: Run) -> str:
+    """Why a run whose process was never started ends at its deadline, when the kernel
+    refuses to pass descriptors (pynox.pool.descriptors.passing_refused): it waited for
+    room that someone else holds, and its program never ran."""
+    return (
+        "the pool could not start a process for this request within its timeout of "
+        f"{run.policy.timeout:g}s: the kernel refuses to pass it descriptors while this user's "
+        "descriptors in flight on Unix sockets are at its bound (the limit on open files), "
+        "held by a program the pool runs or another process of this user; end that program "
+        "(close its session), then send the request again"
+    )

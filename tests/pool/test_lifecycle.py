@@ -4,6 +4,7 @@ requests in a row with descriptors, processes and memory held steady (slow)."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -481,4 +482,45 @@ def test_a_program_that_holds_descriptors_in_flight_does_not_stop_the_pool() -> 
         for request_id in ids:
             assert_ok(client.result(request_id), f"{request_id}\n")
         assert_ok(client.result("holder"), "done\n")
+        assert client.close() == 0
+
+
+# Sends descriptors until the kernel refuses more (ETOOMANYREFS) and keeps them in flight
+# for as long as its session stays open.
+_KEEPS_DESCRIPTORS_IN_FLIGHT = """
+import array, os, socket
+fds = array.array("i", [os.open("/dev/null", os.O_RDONLY) for _ in range(200)])
+a, b = socket.socketpair()
+a.setblocking(False)
+try:
+    while True:
+        a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
+except OSError as exc:
+    print(exc.errno)
+"""
+
+
+@pytest.mark.slow
+def test_a_request_that_cannot_start_for_descriptors_in_flight_is_told_why() -> None:
+    """While a session keeps this user's descriptors in flight at the kernel's bound, no
+    process can be started for a request (its pipes and pidfd cannot be passed): the
+    request ends at its timeout with a sentence that says so, not with a timeout that
+    tells its program, which never ran, to be faster. Run as any user but root is."""
+    launched_by = [*bound_by_descriptors_in_flight(), *limiting_open_files(256)]
+    with PoolClient(workers=2, launched_by=launched_by) as client:
+        assert_ok(client.run({"id": "warm", "code": "pass"}), "")
+        held = {"id": "hold", "session": "s", "code": _KEEPS_DESCRIPTORS_IN_FLIGHT}
+        assert_ok(client.run(held), f"{errno.ETOOMANYREFS}\n")
+        result = client.run({"id": "blocked", "code": "print('ran')", "timeout": 2})
+        assert (result["exit"], result["stdout"]) == (125, "")
+        assert result["error"]["type"] == "PoolError"
+        assert result["error"]["message"] == (
+            "the pool could not start a process for this request within its timeout of 2s: "
+            "the kernel refuses to pass it descriptors while this user's descriptors in "
+            "flight on Unix sockets are at its bound (the limit on open files), held by a "
+            "program the pool runs or another process of this user; end that program "
+            "(close its session), then send the request again"
+        )
+        client.run({"id": "close", "close_session": "s"})
+        assert_ok(client.run({"id": "after", "code": "print('ran')"}), "ran\n")
         assert client.close() == 0
