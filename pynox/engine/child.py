@@ -131,19 +131,24 @@ def prepare(setup: ChildSetup) -> None:
         _setup_failed(exc, setup)
 
 
-def enter_directory(path: str, setup: ChildSetup) -> None:
+def enter_directory(path: str, setup: ChildSetup, session: bool) -> None:
     """Runs the program in path (a pool request's working directory), where its hints
-    then resolve relative paths too; fails closed if it is gone."""
+    then resolve relative paths too; fails closed if it is gone. session: path is the
+    directory of a session's first step, where each of its processes starts, which no
+    later step can change."""
     try:
         posix.chdir(path)
     except OSError as exc:
-        _setup_failed(
-            SandboxError(
-                f"cannot run the program in {path} ({exc.strerror}); run it from a "
+        if session:
+            message = (
+                f"cannot run the session's program in {path}, the directory its first step "
+                f"gave it ({exc.strerror}); close the session and start a new one from a "
                 "directory that exists"
-            ),
-            setup,
-        )
+            )
+        else:
+            message = f"cannot run the program in {path} ({exc.strerror}); run it from a "
+            message += "directory that exists"
+        _setup_failed(SandboxError(message), setup)
     setup.start_cwd = path
 
 

@@ -240,7 +240,7 @@ def _become_child(
     program.path0 = path0 if isinstance(path0, str) else None
     cwd = start.get("cwd")
     if isinstance(cwd, str):
-        child.enter_directory(cwd, setup)
+        child.enter_directory(cwd, setup, link.session)
     if policy is not None:
         child.begin(program, policy, setup)
     functions = start.get("functions")

@@ -323,6 +323,29 @@ def test_cwd_is_where_the_program_runs(pool: PoolClient, tmp_path: Path) -> None
     )
 
 
+def test_a_session_whose_directory_is_removed_says_to_start_a_new_one(
+    pool: PoolClient, tmp_path: Path
+) -> None:
+    """A session's process starts again, after one that ended, in its first step's
+    directory, which no later step can change: once that directory is removed, each step
+    is told to start a new session, not to run from a directory that exists, which a
+    later step's cwd cannot do."""
+    where = tmp_path / "work"
+    where.mkdir()
+    session = new_id()
+    first = {"id": new_id(), "session": session, "cwd": str(where), "code": "raise SystemExit"}
+    assert pool.run(first)["session"]["ended"] == "exit"
+    where.rmdir()
+    result = pool.run({"id": new_id(), "session": session, "cwd": "/", "code": "pass"})
+    assert (result["exit"], result["stdout"]) == (125, "")
+    assert result["stderr"] == (
+        f"pynox: cannot run the session's program in {where}, the directory its first step "
+        "gave it (No such file or directory); close the session and start a new one from a "
+        "directory that exists\n"
+    )
+    pool.run({"id": new_id(), "close_session": session})
+
+
 def test_a_script_whose_path_is_not_utf8_runs_as_python_runs_it(
     pool: PoolClient, tmp_path: Path
 ) -> None:
