@@ -736,6 +736,13 @@ class PoolServer(SessionSteps, HostCalls, ChildOutput):
                 "should run in, or leave cwd out to run it in the pool's",
                 message["id"],
             )
+        if not os.access(cwd, os.X_OK):  # the child enters it as the pool's user
+            raise RequestError(
+                f"cwd {cwd} is a directory the pool's user may not enter (it lacks search "
+                "permission there); send one it may enter, or leave cwd out to run the "
+                "program in the pool's",
+                message["id"],
+            )
         return cwd
 
     def _script_reads(self, script: str, request_id: object) -> list[str]:

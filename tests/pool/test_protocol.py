@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from support.commands import python
+from support.commands import bound_by_file_modes, python
 from support.examples import examples
 from support.pool_client import PoolClient, PoolDied
 from support.pool_requests import Keeper, assert_ok, assert_refused, code, new_id, serves
@@ -321,6 +321,22 @@ def test_cwd_is_where_the_program_runs(pool: PoolClient, tmp_path: Path) -> None
         f"cwd {gone} is not a directory that exists; send the directory the program should "
         "run in, or leave cwd out to run it in the pool's"
     )
+
+
+def test_a_cwd_the_pool_may_not_enter_is_refused(tmp_path: Path) -> None:
+    """A cwd that exists but that the pool's user has no search permission in was taken,
+    and the child then failed to enter it with "run it from a directory that exists"."""
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o000)
+    with PoolClient(workers=1, launched_by=bound_by_file_modes()) as client:
+        result = client.run({"id": "locked", "code": "pass", "cwd": str(locked)})
+        assert (result["exit"], result["error"]["type"]) == (125, "RequestError")
+        assert result["error"]["message"] == (
+            f"cwd {locked} is a directory the pool's user may not enter (it lacks search "
+            "permission there); send one it may enter, or leave cwd out to run the program "
+            "in the pool's"
+        )
+        assert client.close() == 0
 
 
 def test_a_session_whose_directory_is_removed_says_to_start_a_new_one(
