@@ -823,7 +823,9 @@ def report_exception(
         lent = _lend_code_lines(program)
         try:
             error = describe_and_hint(exc, tb, last_event, program, policy, setup)
-        except Exception:  # noqa: BLE001 - the program's exception would not be read
+        except BaseException:  # noqa: BLE001 - the program's exception would not be read
+            # Reading it runs the program's code (a property, __str__), which may raise
+            # anything, KeyboardInterrupt and SystemExit too: python shows no more then.
             return None
         finally:
             if lent is not None:
@@ -869,7 +871,7 @@ def _report_missing_module(
         from pynox.engine.report import describe_and_hint
 
         error = describe_and_hint(missing, None, None, program, policy, setup)
-    except Exception:  # noqa: BLE001 - runpy's line alone, as python gives
+    except BaseException:  # noqa: BLE001 - runpy's line alone, as python gives
         return
     if setup.report_fd is not None and still_own_pipe(setup, setup.report_fd):
         _write_report(setup.report_fd, error)

@@ -164,3 +164,31 @@ def test_no_proxy_hint_without_the_network(proxy: str, tmp_path: Path) -> None:
     """Without the network, the network is what to grant."""
     done = pynox("-c", FETCH["urllib"], cwd=tmp_path, env={"HTTP_PROXY": proxy})
     assert hint_line(done.stderr) == "pynox: the network is off; grant it with --allow-network"
+
+
+# A client error of httpx's module name whose request's URL raises as it is read.
+_URL_THAT_RAISES = """
+class URL:
+    def __str__(self):
+        raise KeyboardInterrupt
+class Request:
+    url = URL()
+class ConnectError(Exception):
+    pass
+ConnectError.__module__ = "httpx"
+error = ConnectError("[Errno 111] Connection refused")
+error.request = Request()
+raise error
+"""
+
+
+def test_a_request_url_that_raises_as_it_is_read_ends_as_under_python(
+    proxy: str, tmp_path: Path
+) -> None:
+    """The proxy hint reads the failed request's URL, which is the program's object: one
+    whose str() raised KeyboardInterrupt ended the run with exit status 130 and a
+    traceback of pynox's own frames, where python ends with 1 and the program's."""
+    env = {"http_proxy": proxy}
+    expected = python("-I", "-c", _URL_THAT_RAISES, env=env)
+    done = pynox("--allow-network", "-c", _URL_THAT_RAISES, cwd=tmp_path, env=env)
+    assert (done.returncode, done.stdout, done.stderr) == (1, b"", expected.stderr)
