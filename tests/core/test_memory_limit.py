@@ -597,12 +597,17 @@ def test_a_memory_error_with_no_limit_set_gets_no_hint(tmp_path: Path, mode: str
 
 
 # Forty threads at once: with 8 MiB stacks, 320 MiB, past a 128 MiB limit.
+# The threads wait until every one has started: a thread that ended before the hint was
+# made would have given its stack back, and the hint would rightly find memory to spare.
+# Daemons, so that a program whose start failed ends without setting them going.
 THREADS = """
-    import threading, time
+    import threading
     {setup}
-    threads = [threading.Thread(target=time.sleep, args=(0.2,)) for _ in range(40)]
+    go = threading.Event()
+    threads = [threading.Thread(target=go.wait, daemon=True) for _ in range(40)]
     for thread in threads:
         thread.start()
+    go.set()
     for thread in threads:
         thread.join()
     print(len(threads), "threads")
