@@ -853,9 +853,12 @@ except KeyboardInterrupt:
 
 
 def _on_its_own_terminal() -> None:
-    """Run in the child before exec: a session whose controlling terminal is stdin."""
+    """Run in the child before exec: a session whose controlling terminal is stdin, and no
+    signal blocked, as a shell starts a command (a mask is kept across exec, and one left
+    by the test process would keep Ctrl-C from python and pynox alike)."""
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
 
 
 def _typed_on_a_terminal(tmp_path: Path, script: str, flags: list[str], typed: bytes) -> list[str]:
