@@ -84,6 +84,7 @@ class SessionSteps:
         def _stream_held_output(self, run: Run, child: Child) -> None: ...
         def _end_stream(self, run: Run, outcome: "Outcome") -> None: ...
         def _close_fd(self, child: Child, role: str) -> None: ...
+        def _drain(self, child: Child, roles: "tuple[str, ...]" = ...) -> None: ...
 
     def _step_policy(self, session: Session, message: dict[str, object]) -> "Policy":
         """A later step's policy: its session's, whose process is confined for good, with
@@ -199,6 +200,14 @@ class SessionSteps:
             outcome.report = REPORT_CONFINED + strict_json.dumps(error).encode()
             if exit_code == 128 + signal.SIGINT:
                 outcome.signal = signal.SIGINT  # a KeyboardInterrupt, which python dies of
+        elif ended is not None:
+            # Ended without a done frame: its setup may have failed before the step ran (the
+            # session's directory removed, say), and it wrote why to its report, as a
+            # one-shot child does. Nothing of the program's is there: the session's process
+            # closes its report before any step runs.
+            self._drain(child, ("report",))
+            outcome.report = bytes(child.report.data)
+            outcome.report_truncated = child.report.truncated
         result = self._result(outcome, run, session=True)
         if ended == "timeout":
             result["error"] = self._timeout_error(run, outcome.stopped)

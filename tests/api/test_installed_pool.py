@@ -196,6 +196,32 @@ def test_code_runs_where_the_call_is_made_as_its_relative_grants_do(
     session.close()
 
 
+def test_a_session_that_cannot_start_again_says_why_in_its_error(
+    pool: Pool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session whose process cannot start (its directory removed since its first step)
+    gives a Result whose error says what failed and what to do, as every other failure's
+    does, not an error of None with the reason on stderr alone; and what it says works."""
+    where = tmp_path / "work"
+    where.mkdir()
+    monkeypatch.chdir(where)
+    session = pool.session()
+    monkeypatch.chdir(tmp_path)
+    assert session.run("import sys; sys.exit()").exit == 0
+    where.rmdir()
+    r = session.run("print('on')")
+    assert r.exit == 125 and not r.ok
+    assert r.error is not None and r.error["type"] == "SandboxError", r
+    assert r.error["message"] == (
+        f"cannot run the session's program in {where}, the directory its first step gave "
+        "it (No such file or directory); close the session and start a new one from a "
+        "directory that exists"
+    )
+    session.close()
+    with pool.session() as fresh:  # started from tmp_path, which exists
+        assert fresh.run("print('on')").text == "on"
+
+
 def test_host_functions(pool: Pool) -> None:
     calls = []
 

@@ -345,7 +345,9 @@ def test_a_session_whose_directory_is_removed_says_to_start_a_new_one(
     """A session's process starts again, after one that ended, in its first step's
     directory, which no later step can change: once that directory is removed, each step
     is told to start a new session, not to run from a directory that exists, which a
-    later step's cwd cannot do."""
+    later step's cwd cannot do. The result's error says so too (it was null: a client
+    that reads the error, as pynox.Session does, learnt nothing), and doing what it says
+    works."""
     where = tmp_path / "work"
     where.mkdir()
     session = new_id()
@@ -354,11 +356,25 @@ def test_a_session_whose_directory_is_removed_says_to_start_a_new_one(
     where.rmdir()
     result = pool.run({"id": new_id(), "session": session, "cwd": "/", "code": "pass"})
     assert (result["exit"], result["stdout"]) == (125, "")
-    assert result["stderr"] == (
-        f"pynox: cannot run the session's program in {where}, the directory its first step "
+    message = (
+        f"cannot run the session's program in {where}, the directory its first step "
         "gave it (No such file or directory); close the session and start a new one from a "
-        "directory that exists\n"
+        "directory that exists"
     )
+    assert result["stderr"] == f"pynox: {message}\n"
+    assert result["error"] == {
+        "type": "SandboxError",
+        "message": message,
+        "file": None,
+        "line": None,
+        "path": None,
+        "hint": None,
+    }
+    pool.run({"id": new_id(), "close_session": session})
+    again = {"id": new_id(), "session": session, "cwd": str(tmp_path), "code": "print('on')"}
+    result = pool.run(again)
+    assert_ok(result, "on\n")
+    assert result["session"]["step"] == 1
     pool.run({"id": new_id(), "close_session": session})
 
 
