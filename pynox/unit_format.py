@@ -6,6 +6,9 @@ its limits for the launcher before the program starts, and needs only this.
 
 # format_size only uses units from a mebibyte up: smaller limits read fine in bytes.
 _FORMAT_SIZE_UNITS = (("t", 1 << 40), ("g", 1 << 30), ("m", 1 << 20))
+# Larger ones in kibibytes, which ulimit -v and -d count in: a limit set with them, such
+# as the 300000k of ulimit -v 300000, is rarely a whole number of mebibytes.
+_KIB = 1 << 10
 
 
 def format_duration(seconds: float) -> str:
@@ -22,10 +25,13 @@ def format_duration(seconds: float) -> str:
 
 
 def format_size(size: int) -> str:
-    """ "512m", "1g", "2t" when the size is a whole number of those units, else plain bytes."""
+    """ "512m", "1g", "2t" when the size is a whole number of those units, "300000k" when
+    one of at least a mebibyte is a whole number of kibibytes, else plain bytes."""
     for unit, factor in _FORMAT_SIZE_UNITS:
         if size >= factor and size % factor == 0:
             return f"{size // factor}{unit}"
+    if size >= 1 << 20 and size % _KIB == 0:
+        return f"{size // _KIB}k"
     return str(size)
 
 

@@ -243,6 +243,9 @@ def test_format_duration(seconds: float, shown: str) -> None:
         (65536, "65536"),
         (1000, "1000"),
         ((1 << 20) + 1, "1048577"),
+        (300000 << 10, "300000k"),  # as ulimit -v 300000 sets it
+        ((1 << 20) + (1 << 10), "1025k"),
+        (1023 << 10, "1047552"),  # below a mebibyte: bytes, as 65536
         (0, "0"),
     ],
 )

@@ -408,7 +408,8 @@ def _inherited_limit_hint(
 
 
 def _size(text: str) -> int:
-    """A size as format_size writes it ("4g", "512m", "1048576"); 0 for anything else."""
-    factors = {"m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    """A size as format_size writes it ("4g", "512m", "300000k", "1048577"); 0 for anything
+    else."""
+    factors = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
     number, factor = (text[:-1], factors[text[-1]]) if text[-1:] in factors else (text, 1)
     return int(number) * factor if number.isdigit() and len(number) < 16 else 0

@@ -15,6 +15,7 @@ import pytest
 from support.commands import (
     PYNOX,
     PYTHON,
+    limiting_address_space,
     limiting_file_size,
     limiting_memory,
     pynox,
@@ -211,6 +212,35 @@ def test_a_lower_memory_limit_pynox_was_started_with_is_named(
         "allocate less, or raise that limit where pynox starts"
     )
     _assert_failed_with_hint(proc, json_result, hint)
+
+
+@pytest.mark.parametrize("json_result", [False, True], ids=["line", "json"])
+def test_a_limit_pynox_was_started_with_is_named_as_memory_takes_it(
+    world: World, json_result: bool
+) -> None:
+    """ulimit -v counts in kibibytes, so the limit it sets is rarely a whole number of
+    mebibytes: the hint named ulimit -v 300000 as "the 307200000 memory limit", a number
+    with no unit, where it now writes it as --memory takes it. Both ways out it names
+    work: a run asking for that limit (--memory=300000k) under it allocates what fits,
+    and one with the limit raised where pynox starts allocates what did not."""
+    hog = "hog = bytearray(400 * 1024 * 1024)\nprint('allocated')\n"
+    under = [*limiting_address_space(300000 << 10), PYNOX]
+    proc = run_probe(world, hog, *(["--json"] if json_result else []), "--memory=1g", command=under)
+    hint = (
+        "the program used up the 300000k memory limit that pynox was started with (as "
+        "ulimit -d or ulimit -v sets it), below the 1g asked for, which pynox never raises; "
+        "allocate less, or raise that limit where pynox starts"
+    )
+    _assert_failed_with_hint(proc, json_result, hint)
+    less = run_probe(
+        world,
+        "part = bytearray(100 * 1024 * 1024)\nprint('allocated')\n",
+        "--memory=300000k",
+        command=under,
+    )
+    assert (less.returncode, less.stdout) == (0, b"allocated\n"), less.stderr
+    raised = run_probe(world, hog, "--memory=1g")
+    assert (raised.returncode, raised.stdout) == (0, b"allocated\n"), raised.stderr
 
 
 @pytest.mark.parametrize("json_result", [False, True], ids=["line", "json"])

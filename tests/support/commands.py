@@ -100,6 +100,12 @@ def limiting_memory(limit: int) -> list[str]:
     return [PYTHON, "-c", _LIMITING, "RLIMIT_DATA", str(limit)]
 
 
+def limiting_address_space(limit: int) -> list[str]:
+    """A prefix for a command line: what follows may map at most `limit` bytes
+    (RLIMIT_AS, as ulimit -v sets it)."""
+    return [PYTHON, "-c", _LIMITING, "RLIMIT_AS", str(limit)]
+
+
 def limiting_file_size(limit: int) -> list[str]:
     """A prefix for a command line: what follows it may write files of at most `limit`
     bytes (a write past it fails with EFBIG, as on a full disk with ENOSPC)."""
