@@ -22,15 +22,33 @@ if TYPE_CHECKING:
 # to verify in a run that was not passed one of them gets a hint naming it
 # (pynox.engine.hints).
 HOST_CA_VARIABLES = {name: value for name in CA_VARIABLES if (value := lean_os.getenv(name))}
-# The proxy variables set where pynox runs, by name only (their values may hold a
-# password), in the order urllib reads them: a connection that failed in a run that was
-# not passed one of them gets a hint naming it (pynox.engine.hints). NO_PROXY is not
-# among them: alone it sends nothing through a proxy.
+
+
+def _proxy_variable(scheme: str) -> "str | None":
+    """The variable that names scheme's proxy where pynox runs, as urllib.request's
+    getproxies() picks it (requests and httpx read them through it): the lowercase name
+    over the uppercase one, an empty value naming none, and no HTTP_PROXY in a CGI script
+    (REQUEST_METHOD set), where a client's Proxy header could have set it."""
+    lower = f"{scheme}_proxy"
+    if lower.encode() in posix.environ:
+        return lower if posix.environ[lower.encode()] else None
+    upper = lower.upper()
+    if scheme == "http" and b"REQUEST_METHOD" in posix.environ:
+        return None
+    return upper if posix.environ.get(upper.encode()) else None
+
+
+# The proxy variables set where pynox runs, one per scheme ("https", "http", "all"), by
+# name only (their values may hold a password): a connection that failed in a run that
+# was not passed the one its client reads for its URL gets a hint naming it
+# (pynox.engine.hints).
 HOST_PROXY_VARIABLES = tuple(
-    name
-    for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
-    if name.encode() in posix.environ
+    name for name in map(_proxy_variable, ("https", "http", "all")) if name is not None
 )
+# The hosts NO_PROXY sends directly where pynox runs, as its value lists them (as
+# getproxies() picks no_proxy or NO_PROXY), or "" for none: a request to one of them
+# would connect directly under python too, and gets no proxy hint.
+HOST_NO_PROXY = lean_os.getenv(_proxy_variable("no") or "no_proxy") or ""
 # Whether the terminal's type is set where pynox runs (not what it is: the program's
 # process keeps no copy of a variable it was not passed): curses finds no terminal
 # without it, and a run that was not passed it gets a hint naming it.

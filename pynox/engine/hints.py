@@ -16,6 +16,7 @@ from pynox.engine.access_log import (
     FCNTL_EVENTS,
     HOST_CA_VARIABLES,
     HOST_HAS_TERMINAL,
+    HOST_NO_PROXY,
     HOST_PROXY_VARIABLES,
     LISTING_EVENTS,
     PROCESS_MODULES,
@@ -1010,12 +1011,12 @@ _UNREACHED_ERRNOS = frozenset({errno.ENETUNREACH, errno.EHOSTUNREACH})
 
 def _proxy_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str | None:
     """The proxy variable a connection that failed would have gone through under python:
-    set where pynox runs, not passed to a run granted the network (nor any other proxy
-    variable), and read by the client that failed; the failure one that a proxy's absence
-    makes. A program's own socket reads no proxy variable: python would fail alike."""
+    set where pynox runs, read by the client that failed for its URL's scheme, not passed
+    to a run granted the network (nor another that client reads for that scheme), and
+    with no NO_PROXY where pynox runs that sends the URL's host directly; the failure one
+    that a proxy's absence makes. A program's own socket reads no proxy variable: python
+    would fail alike."""
     if policy is None or not policy.allow_network or not HOST_PROXY_VARIABLES:
-        return None
-    if any(name in policy.allow_env for name in HOST_PROXY_VARIABLES):
         return None
     sockets = _sockets()
     if sockets is None:
@@ -1026,7 +1027,7 @@ def _proxy_variable_not_passed(exc: BaseException, policy: "Policy | None") -> s
         if not any(m.startswith(_PROXY_CLIENT_ERRORS) for m in modules):
             return None
         reads_all_proxy = any(m.startswith(_ALL_PROXY_CLIENTS) for m in modules)
-        scheme = _request_scheme(errors)
+        url = _request_url(errors)
         unreached = any(
             isinstance(error, (sockets.gaierror, TimeoutError))
             or (isinstance(error, OSError) and errno_of(error) in _UNREACHED_ERRNOS)
@@ -1036,19 +1037,23 @@ def _proxy_variable_not_passed(exc: BaseException, policy: "Policy | None") -> s
         return None
     if not unreached:
         return None
-    read = [
-        name
-        for name in HOST_PROXY_VARIABLES
-        if (name.lower() == "all_proxy" and reads_all_proxy)
-        # Each scheme's own variable: http_proxy leaves an https request direct.
-        or name.lower() in ((f"{scheme}_proxy",) if scheme else ("http_proxy", "https_proxy"))
-    ]
-    return read[0] if read else None
+    scheme, host = _scheme_and_host(url)
+    # Each scheme's own variable: https_proxy leaves an http request direct, and the
+    # other way round; ALL_PROXY for any scheme, by the clients that read it.
+    read = {f"{scheme}_proxy"} if scheme else {"http_proxy", "https_proxy"}
+    if reads_all_proxy:
+        read.add("all_proxy")
+    if any(name.lower() in read for name in policy.allow_env):
+        return None  # passed: the client went through it, or the failure is another's
+    if host is not None and _sent_directly(host):
+        return None
+    names = [name for name in HOST_PROXY_VARIABLES if name.lower() in read]
+    return names[0] if names else None
 
 
-def _request_scheme(errors: "list[BaseException]") -> str | None:
-    """The scheme of the URL the failed request asked for ("http", "https"), where its
-    error tells: requests' and httpx's carry their request, urllib's do_open had it."""
+def _request_url(errors: "list[BaseException]") -> str | None:
+    """The URL the failed request asked for, where its error tells: requests' and httpx's
+    carry their request, urllib's do_open had it."""
     for error in errors:
         request = getattr(error, "request", None)
         url = getattr(request, "url", None) if request is not None else None
@@ -1056,9 +1061,54 @@ def _request_scheme(errors: "list[BaseException]") -> str | None:
             request = local_in(error, "urllib.request", "do_open", "req")
             url = getattr(request, "full_url", None) if request is not None else None
         if url is not None:
-            scheme = str(url).partition(":")[0].lower()
-            return scheme if scheme in ("http", "https") else None
+            return str(url)
     return None
+
+
+def _scheme_and_host(url: str | None) -> "tuple[str | None, str | None]":
+    """The scheme of url ("http", "https", else None) and its host, with its port if it
+    names one ("example.com:8080"), as NO_PROXY's entries may."""
+    if url is None:
+        return None, None
+    scheme, _, rest = url.partition("://")
+    scheme = scheme.lower()
+    if scheme not in ("http", "https"):
+        return None, None
+    authority = rest.split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    host = authority.rpartition("@")[2].lower()
+    return scheme, host or None
+
+
+def _sent_directly(host: str) -> bool:
+    """Whether NO_PROXY where pynox runs sends a request for host (with its port, if any)
+    directly. The clients agree on a name the host is or ends with at a dot, its port too
+    if the entry gives one; they differ on the rest, taken here as the widest of them: a
+    name with a leading dot names the host itself too (not for httpx), "*" goes for every
+    host (for urllib and requests only as the whole value), and so does a network that
+    holds the host's address (for requests). A client that would go direct under python
+    fails there alike, and a hint naming a proxy variable would be followed in vain."""
+    name = host[1:].partition("]")[0] if host.startswith("[") else host.rpartition(":")[0]
+    name = name or host  # no port
+    entries = [entry.strip().lower() for entry in HOST_NO_PROXY.split(",")]
+    for entry in entries:
+        entry = (entry.partition("://")[2] or entry).lstrip(".")  # httpx's "http://host"
+        if entry == "*" or any(
+            entry and (shown == entry or shown.endswith("." + entry)) for shown in (host, name)
+        ):
+            return True
+    if "/" not in HOST_NO_PROXY:
+        return False
+    import ipaddress  # only for a NO_PROXY that names networks
+
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    for entry in entries:
+        with contextlib.suppress(ValueError):
+            if address in ipaddress.ip_network(entry, strict=False):
+                return True
+    return False
 
 
 def _library_metadata(name: str, exc: OSError) -> str | None:

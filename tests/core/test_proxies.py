@@ -151,6 +151,65 @@ def test_no_proxy_hint_names_the_variable_of_another_scheme(
     assert "pynox:" not in done.stderr.decode(), done.stderr.decode()
 
 
+@pytest.mark.parametrize("client", sorted(FETCH))
+def test_a_variable_of_another_scheme_passed_leaves_the_hint_for_this_one(
+    proxy: str, client: str, tmp_path: Path
+) -> None:
+    """Passing https_proxy does nothing for an http:// URL, which goes through http_proxy
+    alone: the hint named nothing once any proxy variable was passed, and now names the
+    scheme's own, which works once passed too."""
+    flags = ["--allow-network", *_package_flags(client), "--allow-env=https_proxy"]
+    env = {"https_proxy": proxy, "http_proxy": proxy}
+    done, hints = follow(
+        lambda grants: pynox(*grants, "-c", FETCH[client], cwd=tmp_path, env=env), flags
+    )
+    assert done.stdout == ANSWER
+    assert hints == [_proxy_hint("http_proxy", "--allow-env=http_proxy")]
+
+
+@pytest.mark.parametrize("client", sorted(FETCH))
+@pytest.mark.parametrize(
+    "no_proxy",
+    [
+        {"NO_PROXY": "pynox-test.invalid"},
+        {"no_proxy": ".invalid"},
+        {"NO_PROXY": "localhost, pynox-test.invalid"},
+        {"NO_PROXY": "*"},
+    ],
+    ids=["host", "domain", "list", "star"],
+)
+def test_no_proxy_hint_for_a_host_no_proxy_sends_directly(
+    proxy: str, client: str, no_proxy: dict[str, str], tmp_path: Path
+) -> None:
+    """NO_PROXY where pynox runs sends a request for its hosts directly under python too
+    (by the client's own rule, whichever it is): passing the proxy variable would not send
+    it through the proxy, so no hint names it."""
+    flags = ["--allow-network", *_package_flags(client)]
+    env = {"HTTP_PROXY": proxy, **no_proxy}
+    done = pynox(*flags, "-c", FETCH[client], cwd=tmp_path, env=env)
+    assert done.returncode == 1
+    assert "pynox:" not in done.stderr.decode(), done.stderr.decode()
+    # A NO_PROXY for other hosts changes nothing: the hint is there, and works.
+    env = {"HTTP_PROXY": proxy, "NO_PROXY": "localhost,127.0.0.1,example.invalid"}
+    done, hints = follow(
+        lambda grants: pynox(*grants, "-c", FETCH[client], cwd=tmp_path, env=env), flags
+    )
+    assert done.stdout == ANSWER
+    assert hints == [_proxy_hint("HTTP_PROXY", "--allow-env=HTTP_PROXY")]
+
+
+def test_no_proxy_hint_for_a_variable_an_empty_lowercase_one_overrides(
+    proxy: str, tmp_path: Path
+) -> None:
+    """An empty http_proxy names no proxy, and hides HTTP_PROXY from urllib (and from
+    requests and httpx, which read the variables through it): python connects directly."""
+    env = {"http_proxy": "", "HTTP_PROXY": proxy}
+    assert python("-I", "-c", FETCH["urllib"], env=env).returncode == 1
+    done = pynox("--allow-network", "-c", FETCH["urllib"], cwd=tmp_path, env=env)
+    assert done.returncode == 1
+    assert "pynox:" not in done.stderr.decode(), done.stderr.decode()
+
+
 def test_no_all_proxy_hint_for_urllib_which_does_not_read_it(proxy: str, tmp_path: Path) -> None:
     """urllib goes through ALL_PROXY for no scheme: python connects directly too."""
     env = {"ALL_PROXY": proxy}
