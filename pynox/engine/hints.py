@@ -978,8 +978,10 @@ def _ca_variable_not_passed(exc: BaseException, policy: "Policy | None") -> str 
         value = HOST_CA_VARIABLES.get(name)
         if value is None or name in policy.allow_env:
             continue
-        path = os.path.abspath(value)  # a relative one is the working directory's
-        if os.path.exists(path) and _covering(os.path.realpath(path), ca_store_reads()) is None:
+        # A relative one is the working directory's, with a ".." after a link taken from
+        # where the link leads, as OpenSSL opens it (os.path.abspath would take it from
+        # beside the link).
+        if os.path.exists(value) and _covering(os.path.realpath(value), ca_store_reads()) is None:
             return name
     return None
 

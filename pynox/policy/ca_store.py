@@ -20,22 +20,27 @@ def ca_reads(policy: "Policy", cwd: str) -> list[str]:
     """What a run granted the network reads to verify TLS peers: the interpreter's
     default CA store, and what the CA variables passed to the program name.
 
-    A variable naming nothing that exists adds nothing, as OpenSSL then loads
-    nothing from it; one that goes through a magic link of /proc is refused,
-    as a grant of that path would be.
+    A relative one names what it names in the program's working directory, cwd,
+    where OpenSSL opens it; a variable naming nothing that exists adds nothing, as
+    OpenSSL then loads nothing from it; one that goes through a magic link of /proc
+    is refused, as a grant of that path would be.
     """
     reads = ca_store_reads()
     for name in CA_VARIABLES:
         value = policy.environment.get(name) if name in policy.allow_env else None
         if not value:
             continue
-        absolute = lean_os.normpath(lean_os.join(cwd, value))  # OpenSSL expands no ~
+        # Not normalized: the kernel takes a ".." after a link (certs/../ca.pem) from
+        # where the link leads, not from beside it, as the path's words would. And
+        # OpenSSL expands no ~.
+        joined = lean_os.join(cwd, value)
+        absolute = lean_os.normpath(joined)  # as the message shows it
         try:
-            posix.stat(absolute)
+            posix.stat(joined)
         except (OSError, ValueError):
             continue
-        resolved = real_path(absolute)
-        if magic_link_on_way(absolute, resolved):
+        resolved = real_path(joined)
+        if magic_link_on_way(joined, resolved):
             raise PolicyError(
                 f"{name} names {absolute}, a path through a link of /proc that leads "
                 "wherever a process's root, working directory, executable or descriptors "

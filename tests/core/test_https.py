@@ -75,6 +75,41 @@ def test_without_the_test_ca_the_certificate_fails_to_verify(
     assert result["error"]["hint"] == hint
 
 
+@pytest.mark.parametrize("variable", ["SSL_CERT_FILE", "SSL_CERT_DIR"])
+def test_a_relative_ca_variable_names_what_openssl_opens_where_the_program_runs(
+    certificates: Path, server: str, tmp_path: Path, variable: str
+) -> None:
+    """OpenSSL opens a relative SSL_CERT_FILE or SSL_CERT_DIR in the program's working
+    directory, a pool request's cwd, wherever the pool runs; and there the kernel takes a
+    ".." after a link from where the link leads. pynox took it lexically, from beside the
+    link: it granted (or, not passed, named in its hint) a path that OpenSSL never opens,
+    and the certificate that python verifies failed to verify."""
+    program, elsewhere = tmp_path / "program", tmp_path / "elsewhere"
+    (elsewhere / "inner").mkdir(parents=True)
+    (elsewhere / "cas").mkdir()
+    shutil.copy(certificates / "ca.pem", elsewhere / "cas")
+    subprocess.run(["openssl", "rehash", str(elsewhere / "cas")], check=True, capture_output=True)
+    program.mkdir()
+    (program / "store").symlink_to(elsewhere / "inner")
+    # store/.. is elsewhere for the kernel; read as words, it would be program.
+    value = "store/../cas" + ("/ca.pem" if variable == "SSL_CERT_FILE" else "")
+    env = clean_env({variable: value})
+    assert python("-I", "-c", _fetch(server), cwd=program, env=env).returncode == 0
+    request = {"code": _fetch(server), "allow_network": True, "cwd": str(program)}
+    with PoolClient(workers=1, env=env, cwd=tmp_path) as pool:
+        refused = pool.run({"id": 1, **request})
+        assert refused["exit"] == 1, refused
+        assert refused["error"]["hint"] == _ca_hint(variable, f'"allow_env": ["{variable}"]')
+        followed = pool.run({"id": 2, **request, "allow_env": [variable]})
+    assert followed["exit"] == 0, followed
+    assert followed["stdout"] == "b'hello over tls'\n"
+    cas = elsewhere.resolve() / "cas"
+    assert (
+        str(cas / "ca.pem" if variable == "SSL_CERT_FILE" else cas)
+        in (followed["policy"]["implicit_read"])
+    )
+
+
 def test_a_ca_directory_not_passed_gets_its_hint_and_following_it_works(
     certificates: Path, server: str, tmp_path: Path
 ) -> None:
