@@ -71,18 +71,20 @@ need_value() {
     fi
 }
 
+# An empty value is refused in either form: --verify-key="$KEY" with KEY unset would
+# otherwise install without checking the signature it asked for.
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --archive) need_value "$@"; archive=$2; shift 2 ;;
-        --archive=*) archive=${1#*=}; shift ;;
+        --archive=*) need_value --archive "${1#*=}"; archive=${1#*=}; shift ;;
         --prefix) need_value "$@"; prefix=$2; shift 2 ;;
-        --prefix=*) prefix=${1#*=}; shift ;;
+        --prefix=*) need_value --prefix "${1#*=}"; prefix=${1#*=}; shift ;;
         --bin-dir) need_value "$@"; bin_dir=$2; shift 2 ;;
-        --bin-dir=*) bin_dir=${1#*=}; shift ;;
+        --bin-dir=*) need_value --bin-dir "${1#*=}"; bin_dir=${1#*=}; shift ;;
         --verify-key) need_value "$@"; verify_key=$2; shift 2 ;;
-        --verify-key=*) verify_key=${1#*=}; shift ;;
+        --verify-key=*) need_value --verify-key "${1#*=}"; verify_key=${1#*=}; shift ;;
         --allowed-signers) need_value "$@"; allowed_signers=$2; shift 2 ;;
-        --allowed-signers=*) allowed_signers=${1#*=}; shift ;;
+        --allowed-signers=*) need_value --allowed-signers "${1#*=}"; allowed_signers=${1#*=}; shift ;;
         --no-link) link=no; shift ;;
         --uninstall) uninstall=yes; shift ;;
         --allow-old-kernel) old_kernel=yes; shift ;;

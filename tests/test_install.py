@@ -686,6 +686,17 @@ def test_a_key_that_is_not_a_public_key_is_refused(tmp_path: Path, keys: tuple[P
     )
 
 
+@pytest.mark.parametrize(
+    "option", ["--verify-key", "--allowed-signers", "--archive", "--prefix", "--bin-dir"]
+)
+def test_an_empty_option_value_is_refused(tmp_path: Path, option: str) -> None:
+    """--verify-key="$KEY" with KEY unset: never an install that skips the signature."""
+    archive = fake_bundle(tmp_path)
+    Path(f"{archive}.sig").write_text("a signature that is never read\n")
+    line = refused_signature(archive, f"{option}=")
+    assert line == f"install.sh: {option} needs a value (see --help)"
+
+
 def fake_tools(folder: Path, **scripts: str) -> dict[str, str]:
     """A PATH whose first folder holds the given commands as shell scripts."""
     folder.mkdir()
