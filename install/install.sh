@@ -13,7 +13,9 @@
 # unpacked is what was checked. The bundle is unpacked beside the prefix and renamed into
 # place; an existing install stays until the new one has run.
 #
-# Nothing is deleted that this script did not install: the prefix gets a receipt
+# A prefix beneath a folder another user owns or may write to is refused: they could take
+# its name as the install runs (or rename a folder above it after), and have their own
+# program installed in its place. Nothing is deleted that this script did not install: the prefix gets a receipt
 # (.pynox-install) listing every file and folder put there, and an upgrade or --uninstall
 # refuses a prefix that holds anything its receipt does not list, or that has no receipt.
 # An older version replaces a newer one only with --allow-downgrade. `pynox` is linked
@@ -320,6 +322,56 @@ if [ "$uninstall" = yes ]; then
         die "cannot remove $prefix ($(printf '%s\n' "$error" | head -n 1))"
     say "removed $prefix"
     exit 0
+fi
+
+# --- where it goes: in folders no other user could swap it in ---------------------
+
+# folder_risk PATH FIRST: why another user could replace what is installed beneath PATH
+# ("belongs to user N" or "other users may write to"), or nothing. FIRST (yes or no)
+# says whether PATH is the folder the install is made in: no one else may write to that
+# one at all, since with the sticky bit (/tmp) others cannot move what is in it but can
+# take a name in it first (the prefix, between its checks and the rename that puts the
+# install there). Above it, a sticky folder is safe. Write by root's group, or the user's
+# own, is the user's.
+folder_risk() {
+    # shellcheck disable=SC2012  # ls -n: the portable way to read one path's mode and owner
+    ls -ldn "$1" 2>/dev/null | awk -v me="$(id -u)" -v group="$(id -g)" -v first="$2" '
+        NR == 1 {
+            if ($3 != 0 && $3 != me) { print "belongs to user " $3; exit }
+            if (substr($1, 1, 1) == "l") exit  # its target is checked where it resolves
+            others = substr($1, 9, 1) == "w" || (substr($1, 6, 1) == "w" && $4 != 0 && $4 != group)
+            if (others && (first == "yes" || substr($1, 10, 1) !~ /[tT]/)) print "other users may write to"
+        }'
+}
+
+# shared_folder DIR: the first folder, from DIR up to /, that folder_risk finds, and why
+# ("FOLDER: WHY"); nothing when there is none. Folders not made yet are skipped: the
+# install makes them, its own, in the first one that exists.
+shared_folder() {
+    path=$1
+    first=yes
+    while :; do
+        if [ -e "$path" ] || [ -L "$path" ]; then
+            why=$(folder_risk "$path" "$first")
+            if [ -n "$why" ]; then
+                printf '%s: %s\n' "$path" "$why"
+                return
+            fi
+            first=no
+        fi
+        parent=$(dirname "$path")
+        [ "$parent" != "$path" ] || return 0  # / (or //, which POSIX lets dirname keep)
+        path=$parent
+    done
+}
+
+# Both as the prefix is written and where its links lead.
+existing=$(dirname "$prefix")
+while [ ! -e "$existing" ] && [ "$existing" != / ]; do existing=$(dirname "$existing"); done
+shared=$(shared_folder "$(dirname "$prefix")")
+[ -n "$shared" ] || shared=$(shared_folder "$(cd -P "$existing" 2>/dev/null && pwd -P)")
+if [ -n "$shared" ]; then
+    die "$prefix is beneath ${shared%%: *}, which ${shared#*: }: they could replace what is installed there with a program of their own; choose a --prefix in folders only you or root may write to (nothing was changed)"
 fi
 
 # --- verify the archive ------------------------------------------------------------

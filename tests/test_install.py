@@ -863,6 +863,56 @@ def test_a_prefix_that_is_a_link_is_refused_every_way(tmp_path: Path) -> None:
     assert current.is_symlink() and (real / ".pynox-install").is_file()
 
 
+@pytest.mark.parametrize(
+    ("prefix", "shared", "why"),
+    [
+        # /tmp: no one else can move the install once it is there, but anyone can take
+        # its name first, between the checks and the rename (root then ran their pynox).
+        ("sticky/pynox", "sticky", "other users may write to"),
+        ("sticky/new/pynox", "sticky", "other users may write to"),  # mkdir -p'd in there
+        ("open/mine/pynox", "open", "other users may write to"),  # could rename mine
+        ("theirs/pynox", "theirs", "belongs to user 65534"),
+        ("link/pynox", "open", "other users may write to"),  # where the link leads
+    ],
+)
+def test_a_prefix_another_user_could_swap_is_refused(
+    tmp_path: Path, prefix: str, shared: str, why: str
+) -> None:
+    """Installing as root into a folder another user may write to ran their program as
+    root: they put a link to their folder in the prefix's place as install.sh removed the
+    empty folder there and before it renamed the install into it."""
+    for folder, mode in (("sticky", 0o1777), ("open", 0o777), ("open/mine", 0o755)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder).chmod(mode)
+    (tmp_path / "theirs").mkdir()
+    if prefix.startswith("theirs"):
+        if os.geteuid() != 0:
+            pytest.skip("only root can give a folder to another user")
+        os.chown(tmp_path / "theirs", 65534, -1)
+    (tmp_path / "link").symlink_to("open/mine")
+    (tmp_path / "open" / "mine").chmod(0o755)
+    archive = fake_bundle(tmp_path)
+    line = failure_line(install("--archive", archive, "--prefix", tmp_path / prefix, "--no-link"))
+    assert line == (
+        f"install.sh: {tmp_path / prefix} is beneath {tmp_path / shared}, which {why}: they"
+        " could replace what is installed there with a program of their own; choose a --prefix"
+        " in folders only you or root may write to (nothing was changed)"
+    )
+    assert not list(tmp_path.rglob("pynox"))
+
+
+def test_a_sticky_folder_above_the_prefix_is_no_risk(tmp_path: Path) -> None:
+    """Others cannot move a folder of the user's out of /tmp, nor what it holds."""
+    (tmp_path / "sticky").mkdir()
+    (tmp_path / "sticky").chmod(0o1777)
+    (tmp_path / "sticky" / "mine").mkdir(mode=0o755)
+    archive = fake_bundle(tmp_path)
+    prefix = tmp_path / "sticky" / "mine" / "pynox"
+    done = install("--archive", archive, "--prefix", prefix, "--no-link")
+    assert done.returncode == 0, done.stderr
+    assert (prefix / "bin" / "pynox").is_file()
+
+
 def test_a_sha256_file_with_crlf_line_ends_is_read(tmp_path: Path) -> None:
     archive = fake_bundle(tmp_path)
     sums = Path(f"{archive}.sha256")
@@ -981,7 +1031,8 @@ def tmpfs(tmp_path: Path) -> Iterator[Callable[[str], Path]]:
         folder = tmp_path / f"tmpfs {len(mounted)}"
         folder.mkdir()
         done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)],
+            # A tmpfs is open to all (1777) unless told: install.sh refuses such a prefix.
+            ["mount", "-t", "tmpfs", "-o", f"mode=755,{options}", "tmpfs", str(folder)],
             capture_output=True,
             text=True,
             timeout=60,
