@@ -11,6 +11,8 @@ the pinned one.
 from __future__ import annotations
 
 import email.parser
+import hashlib
+import io
 import re
 import sys
 import zipfile
@@ -21,7 +23,6 @@ from pathlib import Path
 from bundler import commands
 from bundler.commands import CommandFailed
 from bundler.config import Target
-from bundler.digest import sha256_file
 from bundler.errors import BundlerError
 from bundler.paths import made_cache, wheels_cache
 from bundler.runtime_layout import python_tag
@@ -69,13 +70,13 @@ def _pip_download(pin: WheelPin, options: list[str], into: Path, wheelhouse: Pat
         ) from None
 
 
-def _wheel(pin: WheelPin, options: list[str], wheelhouse: Path | None) -> Path:
-    """The pinned wheel, from the wheelhouse, the cache or PyPI, once its sha256 is the
-    pinned one."""
+def _wheel(pin: WheelPin, options: list[str], wheelhouse: Path | None) -> tuple[Path, bytes]:
+    """The pinned wheel, from the wheelhouse, the cache or PyPI, and its bytes, once their
+    sha256 is the pinned one."""
     cache = wheels_cache()
     for folder in ([wheelhouse] if wheelhouse else []) + [cache]:
         if (folder / pin.name).is_file():
-            return _checked(folder / pin.name, pin)
+            return folder / pin.name, _checked(folder / pin.name, pin)
     made_cache(cache)
     _pip_download(pin, options, cache, wheelhouse)
     if not (cache / pin.name).is_file():
@@ -83,26 +84,30 @@ def _wheel(pin: WheelPin, options: list[str], wheelhouse: Path | None) -> Path:
             f"pip fetched no {pin.name}; put the wheel from {pin.url} in a folder and pass "
             "--wheelhouse FOLDER"
         )
-    return _checked(cache / pin.name, pin)
+    return cache / pin.name, _checked(cache / pin.name, pin)
 
 
-def _checked(wheel: Path, pin: WheelPin) -> Path:
-    found = sha256_file(wheel)
+def _checked(wheel: Path, pin: WheelPin) -> bytes:
+    """The wheel's bytes, read once: what the bundle takes is what was checked, even if
+    another process replaces the file meanwhile (a program granted the cache, say)."""
+    data = wheel.read_bytes()
+    found = hashlib.sha256(data).hexdigest()
     if found != pin.sha256:
         raise BundlerError(
             f"{wheel} has sha256 {found}, not the {pin.sha256} that {PINS_FILE} pins (from "
             f"{pin.source}); delete it, and put the wheel from {pin.url} there or let the "
             "bundler download it again"
         )
-    return wheel
+    return data
 
 
-def _contents(wheel: Path, keep: re.Pattern[str]) -> WheelFiles:
+def _contents(wheel: Path, data: bytes, keep: re.Pattern[str]) -> WheelFiles:
+    """What the wheel's checked bytes hold; `wheel` only names it."""
     files: dict[str, bytes] = {}
     licenses: dict[str, bytes] = {}
     license = ""
     try:
-        with zipfile.ZipFile(wheel) as archive:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
             for name in sorted(archive.namelist()):
                 if name.endswith("/"):
                     continue
@@ -122,7 +127,8 @@ def _contents(wheel: Path, keep: re.Pattern[str]) -> WheelFiles:
             "or let the bundler download it again"
         ) from None
     version = wheel.name.split("-")[1]
-    return WheelFiles(wheel.name, version, files, licenses, sha256_file(wheel), license.strip())
+    sha256 = hashlib.sha256(data).hexdigest()
+    return WheelFiles(wheel.name, version, files, licenses, sha256, license.strip())
 
 
 def cffi_backend(target: Target, minor: str, wheelhouse: Path | None) -> WheelFiles:
@@ -131,8 +137,8 @@ def cffi_backend(target: Target, minor: str, wheelhouse: Path | None) -> WheelFi
     options = ["--implementation", "cp", "--python-version", minor, "--abi", tag]
     for platform in target.wheel_platforms:
         options += ["--platform", platform]
-    wheel = _wheel(pin("cffi", target.name, minor), options, wheelhouse)
-    found = _contents(wheel, re.compile(r"_cffi_backend\.[^/]*\.so"))
+    wheel, data = _wheel(pin("cffi", target.name, minor), options, wheelhouse)
+    found = _contents(wheel, data, re.compile(r"_cffi_backend\.[^/]*\.so"))
     if not found.files:
         raise BundlerError(f"{wheel.name} has no _cffi_backend module")
     return found
@@ -154,5 +160,5 @@ def pure_package(project: str, minor: str, wheelhouse: Path | None) -> WheelFile
         "--abi",
         "none",
     ]
-    wheel = _wheel(pin(project, PURE, minor), options, wheelhouse)
-    return _contents(wheel, re.compile(rf"{re.escape(project)}/[^/]+"))
+    wheel, data = _wheel(pin(project, PURE, minor), options, wheelhouse)
+    return _contents(wheel, data, re.compile(rf"{re.escape(project)}/[^/]+"))

@@ -516,6 +516,45 @@ def test_a_wheel_whose_sha256_is_not_the_pinned_one_is_refused(tmp_path: Path, d
     )
 
 
+def test_a_wheel_swapped_after_its_check_is_not_what_the_bundle_takes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A program granted the wheel cache could replace a wheel between the check of its
+    sha256 and the reading of its files: the bundle takes the bytes that were checked."""
+    import dataclasses
+    import zipfile
+
+    from bundler import config, wheel_pins, wheelhouse
+
+    target = config.load_matrix().target(host_target()[0])
+    tag = f"cp{minor().replace('.', '')}"
+    module = f"_cffi_backend.{tag}-x86_64-linux-gnu.so"
+    real = wheel_pins.pin("cffi", target.name, minor())
+    made = {}
+    for kind in ("checked", "swapped"):
+        made[kind] = tmp_path / kind
+        with zipfile.ZipFile(made[kind], "w") as archive:
+            archive.writestr(module, f"\x7fELF {kind}".encode())
+    checked_sha256 = hashlib.sha256(made["checked"].read_bytes()).hexdigest()
+    pinned = dataclasses.replace(real, sha256=checked_sha256)
+    monkeypatch.setattr(wheelhouse, "pin", lambda *args: pinned)
+    (tmp_path / "wheels").mkdir()
+    wheel = tmp_path / "wheels" / real.name
+    made["checked"].replace(wheel)
+    opened = zipfile.ZipFile
+
+    def swap_then_open(*args: object, **kwargs: object) -> zipfile.ZipFile:
+        if made["swapped"].exists():
+            made["swapped"].replace(wheel)  # another process, just after the check
+        return opened(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(zipfile, "ZipFile", swap_then_open)
+    found = wheelhouse.cffi_backend(target, minor(), tmp_path / "wheels")
+    assert found.files == {module: b"\x7fELF checked"}
+    assert found.sha256 == checked_sha256
+    assert not made["swapped"].exists(), "the swap happened"
+
+
 def test_a_wheelhouse_without_the_pinned_wheel_names_the_file_to_put_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
