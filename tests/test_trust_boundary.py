@@ -862,7 +862,25 @@ def test_the_cache_a_run_with_another_environment_reads_is_protected(tmp_path: P
     (home / ".cache").mkdir(parents=True)
     env = {"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
     line = refusal(pynox(f"--allow-write={home / '.cache'}", "-c", "pass", env=env))
-    assert f"{home}/.cache/pynox/config, pynox's cache of validated configurations" in line
+    assert f"{home}/.cache/pynox, pynox's cache of validated configurations" in line
+
+
+@pytest.mark.parametrize("folder", ["runtimes", "wheels", "rootfs", "conformance"])
+def test_the_cache_a_later_build_takes_from_is_protected(tmp_path: Path, folder: str) -> None:
+    """A program granted ~/.cache/pynox/runtimes put a link where the bundler then wrote
+    its next download (~/.bashrc was overwritten with the archive); one granted rootfs/ or
+    conformance/ could change the Debian root or the runtime packed from it, from which
+    the bundler builds a bundle without checking them against any pin."""
+    home = tmp_path / "home"
+    granted = home / ".cache" / "pynox" / folder
+    granted.mkdir(parents=True)
+    victim = home / ".bashrc"
+    victim.write_text("export SAFE=1\n")
+    plant = f"import os; os.symlink({str(victim)!r}, {str(granted / 'x.part')!r})"
+    env = {"HOME": str(home)}
+    line = refusal(pynox(f"--allow-write={granted}", "-c", plant, cwd=tmp_path, env=env))
+    assert line.startswith(f"pynox: cannot grant writing {granted}: it lies inside "), line
+    assert not list(granted.iterdir())
 
 
 def test_checking_a_write_grant_leaves_user_lookups_as_they_were(tmp_path: Path) -> None:

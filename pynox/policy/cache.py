@@ -29,26 +29,35 @@ _MAX_ENTRY_BYTES = 1 << 20
 _IGNORED = (OSError, EOFError, ValueError, TypeError, LookupError)
 
 
+def pynox_cache_dir(environ: "Mapping[str, str]") -> str | None:
+    """$XDG_CACHE_HOME/pynox, else ~/.cache/pynox, else None: pynox's cache, of validated
+    configurations (config/) and of what the bundler builds from (runtimes/, wheels/,
+    rootfs/, conformance/; see bundler.paths)."""
+    root = _cache_root(environ)
+    return None if root is None else lean_os.join(root, "pynox")
+
+
 def cache_dir(environ: "Mapping[str, str]") -> str | None:
     """$XDG_CACHE_HOME/pynox/config, else ~/.cache/pynox/config, else None (no cache)."""
-    root = _cache_root(environ)
-    return None if root is None else lean_os.join(root, "pynox", "config")
+    pynox_cache = pynox_cache_dir(environ)
+    return None if pynox_cache is None else lean_os.join(pynox_cache, "config")
 
 
 def cache_dirs_of_any_run(
     environ: "Mapping[str, str]", user_home: "str | None" = None
 ) -> list[str]:
-    """Where this run keeps the cache, and where a run of this user with another
-    environment would: with or without XDG_CACHE_HOME, with HOME or without it (the
-    home directory of the user database, user_home, read now if not given). A program
-    that could write any of them could forge an entry that such a later run trusts (see
-    pynox.policy.trusted)."""
+    """Where this run keeps pynox's cache, and where a run or a build of this user with
+    another environment would: with or without XDG_CACHE_HOME, with HOME or without it
+    (the home directory of the user database, user_home, read now if not given). A
+    program that could write any of them could forge a configuration entry that such a
+    later run trusts, or plant what a later build takes (a root file system, a link where
+    a download is written) (see pynox.policy.trusted)."""
     if user_home is None:
         from pynox.policy.user_paths import home_in_passwd_file  # only runs granted a write
 
         user_home = home_in_passwd_file()
     environments = (environ, {"HOME": environ.get("HOME", "")}, {"HOME": user_home})
-    found = (cache_dir(each) for each in environments)
+    found = (pynox_cache_dir(each) for each in environments)
     return list(dict.fromkeys(directory for directory in found if directory is not None))
 
 

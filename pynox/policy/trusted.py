@@ -7,10 +7,11 @@ it looks for one as it starts) and the shared libraries it loads, those
 LD_LIBRARY_PATH, LD_PRELOAD and LD_AUDIT name, their bytecode where a pycache
 prefix keeps it, the environment whose bin/ holds the `pynox` command, the
 directories of modules imported before confinement) or reads as its permissions
-(a pynox.toml where a run looks for one, whether or not one exists yet, and the
-configuration cache), or the system files every run may read (the time zone, the
-resolver's files, the CA store, /dev/null: a program that could turn one into a
-link would widen every later run's reads) would let one run widen the next.
+(a pynox.toml where a run looks for one, whether or not one exists yet, and pynox's
+cache, whose configurations it trusts and whose runtimes and wheels a build takes),
+or the system files every run may read (the time zone, the resolver's files, the CA
+store, /dev/null: a program that could turn one into a link would widen every later
+run's reads) would let one run widen the next.
 Landlock cannot leave a hole in a granted tree, so such a grant is refused.
 
 Paths are compared resolved, as the kernel will see them, and also by the name of
@@ -101,7 +102,10 @@ _SYSTEM = "a system file every run reads where it exists (made a link, it would 
 _KERNEL = "the kernel's settings, which could make the kernel run a program outside any sandbox"
 _CA_STORE = "the CA store, which runs granted the network read (a planted link would widen that)"
 _CONFIG = "where pynox reads its configuration, so the program could grant itself more next time"
-_CACHE = "pynox's cache of validated configurations, which later runs trust"
+_CACHE = (
+    "pynox's cache of validated configurations (which later runs trust) and of the "
+    "runtimes, wheels and root file systems later builds take"
+)
 # What pynox reads its permissions from, of the reasons above.
 CONFIGURATION = frozenset({_CONFIG, _CACHE})
 SCRATCH_ROOT = "the directory of the pool's scratch directories, which hold other requests' files"

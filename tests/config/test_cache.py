@@ -107,13 +107,13 @@ def test_the_cache_of_any_run_of_this_user_is_named(tmp_path: Path) -> None:
     assert config_cache.cache_dirs_of_any_run(environ) == list(
         dict.fromkeys(
             [
-                f"{tmp_path}/xdg/pynox/config",
-                f"{tmp_path}/home/.cache/pynox/config",
-                f"{user_home}/.cache/pynox/config",
+                f"{tmp_path}/xdg/pynox",
+                f"{tmp_path}/home/.cache/pynox",
+                f"{user_home}/.cache/pynox",
             ]
         )
     )
-    assert config_cache.cache_dirs_of_any_run({}) == [f"{user_home}/.cache/pynox/config"]
+    assert config_cache.cache_dirs_of_any_run({}) == [f"{user_home}/.cache/pynox"]
 
 
 def test_every_module_that_decides_what_a_file_means_stamps_its_entry() -> None:
