@@ -22,7 +22,8 @@ from pynox import lean_os
 _WORD = 8 if sys.maxsize > 2**32 else 4
 _AT_PHDR, _AT_PHENT, _AT_PHNUM = 3, 4, 5  # the auxiliary vector's keys
 _PT_DYNAMIC, _PT_PHDR = 2, 6  # program header types
-_DT_NULL, _DT_STRTAB, _DT_RPATH, _DT_DEBUG, _DT_RUNPATH = 0, 5, 15, 21, 29  # dynamic tags
+_DT_NULL, _DT_NEEDED, _DT_STRTAB, _DT_SONAME = 0, 1, 5, 14  # dynamic tags
+_DT_RPATH, _DT_DEBUG, _DT_RUNPATH = 15, 21, 29
 _MAX_OBJECTS = 4096  # a list longer than this is no list to follow (a loop)
 _MAX_NAME = 4096  # PATH_MAX
 _PAGE = 4096  # the smallest a mapping ends on
@@ -33,24 +34,29 @@ class LoadedObject:
     """A shared library (or the executable, named "") as the loader keeps it: the name it
     opened it by (absolute, or relative to the working directory it was opened in), and
     the folders its DT_RUNPATH or DT_RPATH has the loader look in first for what it
-    needs, as written ($ORIGIN and all)."""
+    needs, as written ($ORIGIN and all); with links asked for (loaded_objects), the
+    names of the libraries it needs (DT_NEEDED) and its own (DT_SONAME), else empty."""
 
-    __slots__ = ("name", "search")
+    __slots__ = ("name", "needed", "search", "soname")
 
-    def __init__(self, name: str, search: "list[str]") -> None:
+    def __init__(self, name: str, search: "list[str]", needed: "list[str]", soname: str) -> None:
         self.name = name
         self.search = search
+        self.needed = needed
+        self.soname = soname
 
 
 MEMORY = "/proc/self/mem"
 
 
-def loaded_objects() -> "list[LoadedObject]":
+def loaded_objects(links: bool = False) -> "list[LoadedObject]":
     """What the dynamic loader loaded into this process; empty without a loader's list.
-    Raises OSError where this process's memory (MEMORY, /proc/self/auxv) cannot be read."""
+    links: also which libraries each object needs, and its own name as they name it
+    (a few more reads per object). Raises OSError where this process's memory (MEMORY,
+    /proc/self/auxv) cannot be read."""
     memory = posix.open(MEMORY, posix.O_RDONLY | posix.O_CLOEXEC)
     try:
-        return _objects(memory)
+        return _objects(memory, links)
     except ValueError:  # a short read in the middle of the list
         raise OSError(
             0, "the dynamic loader's list of what it loaded ends unread", MEMORY
@@ -81,7 +87,48 @@ def runpath_folders(objects: "list[LoadedObject]") -> "list[str]":
     return list(folders)
 
 
-def _objects(memory: int) -> "list[LoadedObject]":
+def needed_by(names: "list[str]", objects: "list[LoadedObject]") -> "list[LoadedObject]":
+    """The objects (loaded_objects with links) opened by these names, and every one they
+    need, and those need in turn: each found by the name the libraries that need it know
+    it by (its DT_SONAME, else the last part of the name it was opened by)."""
+    by_name: dict[str, LoadedObject] = {}
+    for item in objects:
+        by_name.setdefault(item.name, item)  # "": the executable, first in the list
+    for item in objects:
+        if "/" in item.name:
+            by_name.setdefault(lean_os.basename(item.name), item)
+        if item.soname:
+            by_name.setdefault(item.soname, item)
+    found: dict[str, LoadedObject] = {}
+    pending = [by_name[name] for name in names if name in by_name]
+    # A name the loader was given otherwise (through another link): found by identity.
+    missing = [name for name in names if name not in by_name]
+    if missing:
+        pending += _same_files(missing, objects)
+    while pending:
+        item = pending.pop(0)
+        if item.name in found:
+            continue
+        found[item.name] = item
+        pending += [by_name[name] for name in item.needed if name in by_name]
+    return list(found.values())
+
+
+def _same_files(paths: "list[str]", objects: "list[LoadedObject]") -> "list[LoadedObject]":
+    """The objects whose files are those at paths."""
+    wanted = {identity for identity in map(_file_identity, paths) if identity is not None}
+    return [item for item in objects if "/" in item.name and _file_identity(item.name) in wanted]
+
+
+def _file_identity(path: str) -> "tuple[int, int] | None":
+    try:
+        status = posix.stat(path)
+    except (OSError, ValueError):
+        return None
+    return status.st_dev, status.st_ino
+
+
+def _objects(memory: int, links: bool = False) -> "list[LoadedObject]":
     debug = _debug_address(memory)
     objects: list[LoadedObject] = []
     namespaces = 0
@@ -97,20 +144,25 @@ def _objects(memory: int) -> "list[LoadedObject]":
             # struct link_map: l_addr, l_name, l_ld, l_next, l_prev.
             base, name, dynamic, link = (_word(memory, link + at * _WORD) for at in range(4))
             try:
-                search = _search_path(memory, base, dynamic)
+                search, needed, soname = _dynamic_names(memory, base, dynamic, links)
             except (OSError, ValueError):
-                search = []
-            objects.append(LoadedObject(lean_os.fsdecode(_string(memory, name)), search))
+                search, needed, soname = [], [], ""
+            objects.append(
+                LoadedObject(lean_os.fsdecode(_string(memory, name)), search, needed, soname)
+            )
         debug = _word(memory, debug + 5 * _WORD) if version >= 2 else 0
     return objects
 
 
-def _search_path(memory: int, base: int, dynamic: int) -> "list[str]":
-    """The folders of an object's DT_RUNPATH and DT_RPATH, from its dynamic section."""
+def _dynamic_names(
+    memory: int, base: int, dynamic: int, links: bool
+) -> "tuple[list[str], list[str], str]":
+    """The folders of an object's DT_RUNPATH and DT_RPATH, from its dynamic section, and
+    with links, the names of its DT_NEEDED entries and of its DT_SONAME."""
     if not dynamic:
-        return []
+        return [], [], ""
     entries = _read(memory, dynamic, 2 * _WORD * _MAX_DYNAMIC)
-    strings, offsets = 0, []
+    strings, offsets, needed, soname = 0, [], [], -1
     for at in range(0, len(entries) - 2 * _WORD + 1, 2 * _WORD):
         tag, value = _int(entries[at : at + _WORD]), _int(entries[at + _WORD : at + 2 * _WORD])
         if tag == _DT_NULL:
@@ -119,12 +171,19 @@ def _search_path(memory: int, base: int, dynamic: int) -> "list[str]":
             strings = value
         elif tag in (_DT_RPATH, _DT_RUNPATH):
             offsets.append(value)
-    if not strings or not offsets:
-        return []
+        elif links and tag == _DT_NEEDED:
+            needed.append(value)
+        elif links and tag == _DT_SONAME:
+            soname = value
+    if not strings:
+        return [], [], ""
     if strings < base:
         strings += base  # where the loader leaves the section as it was (read-only ones)
     text = b":".join(_string(memory, strings + offset) for offset in offsets)
-    return [lean_os.fsdecode(folder) for folder in text.split(b":") if folder]
+    search = [lean_os.fsdecode(folder) for folder in text.split(b":") if folder]
+    names = [lean_os.fsdecode(_string(memory, strings + offset)) for offset in needed]
+    own = lean_os.fsdecode(_string(memory, strings + soname)) if soname >= 0 else ""
+    return search, [name for name in names if name], own
 
 
 def _debug_address(memory: int) -> int:
