@@ -142,10 +142,12 @@ CONFIGURED_MODULES = CACHED_CONFIG_MODULES + ("pynox.policy.config", "pynox.poli
 # to tell the launcher its wording when it is a time limit.
 LIMIT_MODULES = TIME_LIMIT_MODULES + ("pynox.units",)
 # What some runs import one at a time, which the import system finds in the image: a
-# run that grants paths or the network, to resolve them, one told where its pynox.toml
-# is, and `pynox --no-sandbox`.
+# run that grants paths or the network, to resolve them, one that grants a write, where
+# OpenSSL reads its configuration, one told where its pynox.toml is, and
+# `pynox --no-sandbox`.
 ON_DEMAND_MODULES = (
     "pynox.policy.path_grant",
+    "pynox.policy.openssl_dirs",
     "pynox.policy.ca_store",
     "pynox.policy.user_paths",
     "pynox.jsonfast.no_sandbox",

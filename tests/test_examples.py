@@ -250,12 +250,13 @@ def test_example(example: Example, tmp_path: Path) -> None:
         assert text in output, f"{text!r} is missing from:\n{output}"
     for secret in SECRETS:
         assert secret not in output
-    # pynox itself caches each pynox.toml it parsed, by path, under ~/.cache/pynox.
-    pynox_cache = (".cache", ".cache/pynox", ".cache/pynox/config")
+    # pynox itself caches each pynox.toml it parsed, by path, under ~/.cache/pynox, and
+    # where the interpreter's OpenSSL reads its configuration, once a run granted a write.
+    pynox_cache = (".cache", ".cache/pynox", ".cache/pynox/config", ".cache/pynox/openssl")
     left_in_home = [
         path
         for path in listing(home)
-        if path not in pynox_cache and not path.startswith(".cache/pynox/config/")
+        if path not in pynox_cache and not path.startswith(tuple(f"{p}/" for p in pynox_cache[2:]))
     ]
     assert left_in_home == [], "the example left files in HOME"
     # Each run's scratch directory is removed just after it ends, by a helper for a plain run.

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -540,6 +543,95 @@ def test_a_write_grant_over_a_folder_named_like_a_loader_token_is_refused(
     line = refusal(pynox(f"--allow-write={libs}/$ORIGINAL", "-c", "1", cwd=tmp_path, env=env))
     assert line.startswith(f"pynox: cannot grant writing {libs}/$ORIGINAL: it lies inside {libs},")
     assert "named in LD_LIBRARY_PATH" in line
+
+
+@pytest.fixture
+def openssl_elsewhere(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str]]]:
+    """An interpreter whose OpenSSL was built with its directory somewhere unusual (as
+    Homebrew's on Linux, or one of a custom --openssldir): the interpreter's own libcrypto,
+    copied with its directory rewritten to a new folder of /tmp (of the same length), and
+    loaded through LD_LIBRARY_PATH. The folder, and the environment that loads it."""
+    pytest.importorskip("_ssl")
+    maps = Path("/proc/self/maps").read_text().split()
+    libraries = [Path(path) for path in maps if Path(path).name.startswith("libcrypto.so")]
+    data = libraries[0].read_bytes() if libraries else b""
+    named = re.search(rb'OPENSSLDIR: "(/[^"]+)"', data)
+    if named is None:
+        pytest.skip("OpenSSL is not a libcrypto of its own here")
+    real = named.group(1).decode()
+    if len(real) < len("/tmp/") + 4:
+        pytest.skip(f"OpenSSL's directory {real} is too short a name to rewrite")
+    for _ in range(100):
+        folder = Path("/tmp/" + os.urandom(len(real)).hex()[: len(real) - len("/tmp/")])
+        try:
+            folder.mkdir()
+            break
+        except FileExistsError:
+            continue
+    library = tmp_path / "lib" / libraries[0].name
+    library.parent.mkdir()
+    library.write_bytes(data.replace(real.encode(), str(folder).encode()))
+    try:
+        yield folder, {"LD_LIBRARY_PATH": str(library.parent)}
+    finally:
+        shutil.rmtree(folder)
+
+
+def test_a_write_grant_over_openssls_own_directory_is_refused(
+    tmp_path: Path, openssl_elsewhere: tuple[Path, dict[str, str]]
+) -> None:
+    """OpenSSL reads openssl.cnf from the directory it was built with, and loads the
+    modules it names: a pool that preloads a module making a TLS context (requests does as
+    it is imported) did so before any sandbox existed. Where that directory was none of
+    the usual places, a request granted it wrote a configuration naming a provider of its
+    own there, whose constructor the next pool ran unconfined. Refused by the command, from
+    OpenSSL's answer and then from the record of it, and by a pool."""
+    folder, env = openssl_elsewhere
+    packages = tmp_path / "packages"
+    packages.mkdir()
+    (packages / "tls.py").write_text(
+        "import ssl\nCONTEXT = ssl.create_default_context()\n"
+        f"assert ssl.get_default_verify_paths().openssl_capath == {str(folder / 'certs')!r}\n"
+    )
+    config = folder / "openssl.cnf"
+    plant = f"open({str(config)!r}, 'w').write('# planted')"
+    expected = (
+        f"it is {folder}, the directory the interpreter's OpenSSL reads its configuration "
+        "from (which names modules to load) before the sandbox exists"
+    )
+    asked = refusal(pynox(f"--allow-write={folder}", "-c", plant, env=env, cwd=tmp_path))
+    assert expected in asked
+    recorded = Path(os.environ["HOME"], ".cache", "pynox", "openssl")
+    assert any(recorded.iterdir())
+    assert refusal(pynox(f"--allow-write={folder}", "-c", plant, env=env, cwd=tmp_path)) == asked
+    # A run granted writes elsewhere is told so, not to grant what would be refused.
+    (tmp_path / "out").mkdir()
+    told = pynox("--allow-write=out", "-c", plant, env=env, cwd=tmp_path).stderr.decode()
+    assert f"pynox: {folder} cannot be granted for writing: " in told, told
+    (folder / "certs").mkdir()
+    inside = refusal(pynox(f"--allow-write={folder}/certs", "-c", "pass", env=env, cwd=tmp_path))
+    assert f"it lies inside {folder}, the directory the interpreter's OpenSSL" in inside
+    flags = ("--package-dir", str(packages))
+    pool_env = {**clean_env(), **env}
+    with PoolClient(*flags, cwd=tmp_path, workers=1, preload=["tls"], env=pool_env) as pool:
+        refused = pool.run({"id": 1, "code": plant, "allow_write": [str(folder)]})
+        assert refused["exit"] == 125 and expected in refused["error"]["message"], refused
+    assert not config.exists()
+
+
+def test_the_record_of_openssls_directory_is_refused_to_a_write_grant(tmp_path: Path) -> None:
+    """A later run takes OpenSSL's directories from pynox's record of them: a program that
+    could write it could name others, and leave the real one open to the next grant. As
+    the configuration cache, it is refused also where a run with another environment
+    keeps it."""
+    home = tmp_path / "home"
+    env = {"HOME": str(home), "XDG_CACHE_HOME": str(tmp_path / "xdg")}
+    for cache in (home / ".cache" / "pynox", tmp_path / "xdg" / "pynox"):
+        grant = cache / "openssl"
+        grant.mkdir(parents=True, exist_ok=True)  # the first run keeps its record in one
+        line = refusal(pynox(f"--allow-write={grant}", "-c", "pass", env=env))
+        reason = "pynox's cache of validated configurations and of where OpenSSL reads its own"
+        assert f"it lies inside {cache}, {reason}" in line
 
 
 def test_a_write_grant_over_where_a_preloaded_modules_link_leads_is_refused(

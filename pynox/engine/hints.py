@@ -863,16 +863,20 @@ def _where_writable(kind: str, target: str, cwd: str, named: "list[tuple[str, st
 
     pynox refuses a write grant that reaches what later runs trust
     (pynox.policy.trusted): the pynox.toml of the directory it runs in, whether or
-    not one exists, its installation and the interpreter's, system files, and what the
-    environment it ran in names (named: taken before this process's was emptied). A
-    folder that only holds such a path has folders inside it that can be granted; a path
-    that is or lies inside one has none.
+    not one exists, its installation and the interpreter's, OpenSSL's directories,
+    system files, and what the environment it ran in names (named: taken before this
+    process's was emptied). A folder that only holds such a path has folders inside it
+    that can be granted; a path that is or lies inside one has none.
     """
     from pynox.policy import trusted
 
     # What pynox imported before the sandbox is not told apart from the program's
     # imports here: those homes are left out rather than refused wrongly.
-    refused = trusted.configuration([], cwd, {}) + trusted.resolve(named + trusted.installed())
+    # OpenSSL's directories as the trusted side found them, else as this process can.
+    openssl = trusted.openssl_entries(remember=False)
+    refused = trusted.configuration([], cwd, {}) + trusted.resolve(
+        named + trusted.installed() + openssl
+    )
     refusal = trusted.write_refusal(target, refused)
     if refusal is None:
         return "trusted_write" if trusted.device_refusal(target) is not None else kind

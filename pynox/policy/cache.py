@@ -22,25 +22,33 @@ if TYPE_CHECKING:
     CacheKey = tuple[str, str | None, tuple[int, ...]]
 
 CACHE_FORMAT = 3
-_SUFFIX = ".marshal"
+SUFFIX = ".marshal"
 _MAX_NAME = 200
 _MAX_ENTRY_BYTES = 1 << 20
 # What a missing, unwritable, truncated or tampered cache raises (LookupError: belt and braces).
 _IGNORED = (OSError, EOFError, ValueError, TypeError, LookupError)
 
 
+# The caches pynox keeps, each a folder of its cache root: the validated pynox.toml
+# files (here), and where the interpreter's OpenSSL reads its configuration
+# (pynox.policy.openssl_dirs).
+CONFIG_CACHE = "config"
+OPENSSL_CACHE = "openssl"
+
+
 def pynox_cache_dir(environ: "Mapping[str, str]") -> str | None:
     """$XDG_CACHE_HOME/pynox, else ~/.cache/pynox, else None: pynox's cache, of validated
-    configurations (config/) and of what the bundler builds from (runtimes/, wheels/,
-    rootfs/, conformance/; see bundler.paths)."""
-    root = _cache_root(environ)
+    configurations (config/), of where OpenSSL reads its configuration (openssl/), and of
+    what the bundler builds from (runtimes/, wheels/, rootfs/, conformance/; see
+    bundler.paths)."""
+    root = cache_root(environ)
     return None if root is None else lean_os.join(root, "pynox")
 
 
-def cache_dir(environ: "Mapping[str, str]") -> str | None:
-    """$XDG_CACHE_HOME/pynox/config, else ~/.cache/pynox/config, else None (no cache)."""
+def cache_dir(environ: "Mapping[str, str]", cache: str = CONFIG_CACHE) -> str | None:
+    """$XDG_CACHE_HOME/pynox/<cache>, else ~/.cache/pynox/<cache>, else None (no cache)."""
     pynox_cache = pynox_cache_dir(environ)
-    return None if pynox_cache is None else lean_os.join(pynox_cache, "config")
+    return None if pynox_cache is None else lean_os.join(pynox_cache, cache)
 
 
 def cache_dirs_of_any_run(
@@ -83,11 +91,11 @@ def load_config(path: str, environ: "Mapping[str, str] | None" = None) -> Config
     from pynox.policy import config
 
     loaded = config.parse_config_bytes(raw, real_path, environ)
-    root = _cache_root(environ)
+    root = cache_root(environ)
     if entry is not None and root is not None:
         from pynox.policy.cache_writer import write_entry
 
-        write_entry(entry, (CACHE_FORMAT, key, raw, loaded.to_data()), root, _SUFFIX)
+        write_entry(entry, (CACHE_FORMAT, key, raw, loaded.to_data()), root, SUFFIX)
     return loaded
 
 
@@ -104,7 +112,7 @@ def _read_file(path: str) -> bytes:
         posix.close(descriptor)
 
 
-def _cache_root(environ: "Mapping[str, str]") -> str | None:
+def cache_root(environ: "Mapping[str, str]") -> str | None:
     xdg = environ.get("XDG_CACHE_HOME")
     if xdg and lean_os.isabs(xdg):  # the XDG spec says to ignore relative values
         return xdg
@@ -115,8 +123,15 @@ def _cache_root(environ: "Mapping[str, str]") -> str | None:
 
 
 def _entry_path(real_path: str, environ: "Mapping[str, str]") -> str | None:
-    directory = cache_dir(environ)
-    name = real_path.replace("%", "%25").replace("/", "%2F") + _SUFFIX
+    return entry_path(real_path, environ, CONFIG_CACHE)
+
+
+def entry_path(path: str, environ: "Mapping[str, str]", cache: str) -> str | None:
+    """The entry of a cache for a file, named after its path (cache_writer prunes the
+    entries of files that are gone by that name); None without a cache, or for a path
+    too long to name one."""
+    directory = cache_dir(environ, cache)
+    name = path.replace("%", "%25").replace("/", "%2F") + SUFFIX
     if directory is None or len(name) > _MAX_NAME:
         return None
     return lean_os.join(directory, name)
@@ -150,13 +165,27 @@ def _code_stamp() -> tuple[int, ...]:
 
 
 def _read_entry(entry: str, key: "CacheKey", raw: bytes) -> "Config | None":
+    stored = read_own_entry(entry)
+    if type(stored) is not tuple or len(stored) != 4:
+        return None
+    if stored[0] != CACHE_FORMAT or stored[1] != key or stored[2] != raw:
+        return None
+    try:
+        return Config.from_data(stored[3])
+    except _IGNORED:
+        return None
+
+
+def read_own_entry(entry: str) -> object:
+    """What a cache entry holds, unmarshalled; None when it is missing, unreadable,
+    damaged, or not this user's alone: only trust an entry this user wrote and nobody
+    else can change."""
     try:
         descriptor = posix.open(entry, posix.O_RDONLY | posix.O_CLOEXEC | posix.O_NOFOLLOW)
-    except OSError:
+    except (OSError, ValueError):
         return None
     try:
         entry_stat = posix.fstat(descriptor)
-        # Only trust an entry this user wrote and nobody else can change.
         if (
             not lean_os.is_regular_file(entry_stat.st_mode)
             or entry_stat.st_uid != posix.geteuid()
@@ -164,12 +193,7 @@ def _read_entry(entry: str, key: "CacheKey", raw: bytes) -> "Config | None":
             or entry_stat.st_size > _MAX_ENTRY_BYTES
         ):
             return None
-        stored = marshal.loads(posix.read(descriptor, entry_stat.st_size + 1))
-        if type(stored) is not tuple or len(stored) != 4:
-            return None
-        if stored[0] != CACHE_FORMAT or stored[1] != key or stored[2] != raw:
-            return None
-        return Config.from_data(stored[3])
+        return marshal.loads(posix.read(descriptor, entry_stat.st_size + 1))
     except _IGNORED:
         return None
     finally:

@@ -1,7 +1,9 @@
-"""Writing an entry of the pynox.toml cache (pynox.policy.cache), after a miss.
+"""Writing an entry of one of pynox's caches (pynox.policy.cache), after a miss.
 
 Apart from the cache's reading, which every run in a project with a pynox.toml does:
-only a run that parsed the file (and imported the TOML reader to) writes.
+only a run that parsed the file (and imported the TOML reader to) writes, or one that
+asked the interpreter's OpenSSL where it reads its configuration
+(pynox.policy.openssl_dirs).
 """
 
 import marshal
@@ -9,7 +11,7 @@ import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pynox.policy.cache import CacheKey
+    from typing import Any
 
 # Entries kept at most; the ones written longest ago go first.
 _MAX_ENTRIES = 256
@@ -19,9 +21,7 @@ _MAX_ENTRIES = 256
 _FAILED = (OSError, ValueError)
 
 
-def write_entry(
-    entry: str, stored: "tuple[int, CacheKey, bytes, dict[str, object]]", root: str, suffix: str
-) -> None:
+def write_entry(entry: str, stored: "tuple[Any, ...]", root: str, suffix: str) -> None:
     """Writes `stored` as the cache's `entry` (a name ending in `suffix`, in a directory
     under the cache's `root`: see pynox.policy.cache), then prunes that directory."""
     temporary = f"{entry}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
@@ -45,7 +45,8 @@ def write_entry(
 
 
 def _prune(directory: str, suffix: str) -> None:
-    """Drops entries whose pynox.toml is gone, and the oldest beyond _MAX_ENTRIES.
+    """Drops entries whose file (a pynox.toml, an interpreter) is gone, and the oldest
+    beyond _MAX_ENTRIES.
 
     Runs only after a cache miss wrote an entry, so a cache of projects and
     temporary directories that come and go does not grow without end.
@@ -57,10 +58,10 @@ def _prune(directory: str, suffix: str) -> None:
     kept: list[tuple[float, str]] = []
     for name in names:
         entry = os.path.join(directory, name)
-        # The file's real path, as pynox.policy.cache names its entry after it.
-        config_path = name[: -len(suffix)].replace("%2F", "/").replace("%25", "%")
+        # The file's path, as pynox.policy.cache names its entry after it.
+        named_after = name[: -len(suffix)].replace("%2F", "/").replace("%25", "%")
         try:
-            os.stat(config_path)
+            os.stat(named_after)
             kept.append((os.stat(entry).st_mtime, entry))
         except OSError:
             _remove(entry)

@@ -6,12 +6,13 @@ own code and start-up image, the interpreter, its standard library (and where
 it looks for one as it starts) and the shared libraries it loads, those
 LD_LIBRARY_PATH, LD_PRELOAD and LD_AUDIT name, their bytecode where a pycache
 prefix keeps it, the environment whose bin/ holds the `pynox` command, the
-directories of modules imported before confinement) or reads as its permissions
-(a pynox.toml where a run looks for one, whether or not one exists yet, and pynox's
-cache, whose configurations it trusts and whose runtimes and wheels a build takes),
-or the system files every run may read (the time zone, the resolver's files, the CA
-store, /dev/null: a program that could turn one into a link would widen every later
-run's reads) would let one run widen the next.
+directories of modules imported before confinement, the directories the
+interpreter's OpenSSL reads its configuration and loads modules from) or reads as
+its permissions (a pynox.toml where a run looks for one, whether or not one exists
+yet, and pynox's cache, whose configurations it trusts and whose runtimes and wheels
+a build takes), or the system files every run may read (the time zone, the resolver's
+files, the CA store, /dev/null: a program that could turn one into a link would widen
+every later run's reads) would let one run widen the next.
 Landlock cannot leave a hole in a granted tree, so such a grant is refused.
 
 Paths are compared resolved, as the kernel will see them, and also by the name of
@@ -24,7 +25,7 @@ import sys
 
 from pynox import lean_os
 from pynox.errors import PolicyError
-from pynox.policy import system_paths
+from pynox.policy import openssl_dirs, system_paths
 from pynox.policy.loaded_objects import loaded_objects, runpath_folders
 
 TYPE_CHECKING = False
@@ -57,6 +58,20 @@ _LOADED_BY = {
     "OPENSSL_ENGINES": "OpenSSL load its engines",
 }
 _LOADED_OTHERWISE = "the dynamic loader load libraries"
+# The directories the interpreter's OpenSSL was built to take them from
+# (pynox.policy.openssl_dirs), by what it takes from each.
+_OPENSSL_DIRS = {
+    openssl_dirs.CONFIGURATION: (
+        "the directory the interpreter's OpenSSL reads its configuration from (which names "
+        "modules to load) before the sandbox exists"
+    ),
+    openssl_dirs.PROVIDERS: (
+        "the directory the interpreter's OpenSSL loads its providers from before the sandbox exists"
+    ),
+    openssl_dirs.ENGINES: (
+        "the directory the interpreter's OpenSSL loads its engines from before the sandbox exists"
+    ),
+}
 _STDLIB_SEARCH = (
     "where the interpreter looks for its standard library as it starts, before its sandbox exists"
 )
@@ -103,8 +118,8 @@ _KERNEL = "the kernel's settings, which could make the kernel run a program outs
 _CA_STORE = "the CA store, which runs granted the network read (a planted link would widen that)"
 _CONFIG = "where pynox reads its configuration, so the program could grant itself more next time"
 _CACHE = (
-    "pynox's cache of validated configurations (which later runs trust) and of the "
-    "runtimes, wheels and root file systems later builds take"
+    "pynox's cache of validated configurations and of where OpenSSL reads its own (which "
+    "later runs trust), and of the runtimes, wheels and root file systems later builds take"
 )
 # What pynox reads its permissions from, of the reasons above.
 CONFIGURATION = frozenset({_CONFIG, _CACHE})
@@ -236,7 +251,16 @@ def installation() -> "list[tuple[str, str]]":
     ]
     resolved += resolve([(folder, _RUNPATH) for folder in runpath_folders(objects)], found)
     resolved += resolve([(source, _IMPORTED_SOURCE) for source in sources], found)
-    return resolved + resolve(_import_path(sys.path), found)
+    resolved += resolve(_import_path(sys.path), found)
+    # Last: finding them may load OpenSSL, whose libraries are then no library this run
+    # loaded before its sandbox (above), as they are not where the answer was cached.
+    return resolved + resolve(openssl_entries(), found)
+
+
+def openssl_entries(remember: bool = True) -> "list[tuple[str, str]]":
+    """The directories the interpreter's OpenSSL takes its configuration, providers and
+    engines from, unresolved (remember: see pynox.policy.openssl_dirs.directories)."""
+    return [(path, _OPENSSL_DIRS[what]) for path, what in openssl_dirs.directories(remember)]
 
 
 # The path of installation()'s entry for what this process could not read of itself (no
@@ -468,6 +492,10 @@ def _configuration_paths(
         paths.append(lean_os.join(cwd, expand_home(environ[CONFIG_ENV], environ)))
     paths += [path for path in config_paths if path]
     entries = [(path, _CONFIG) for path in paths]
+    if user_home is None:
+        from pynox.policy.user_paths import home_in_passwd_file  # read once for both
+
+        user_home = home_in_passwd_file()
     return entries + [(cache, _CACHE) for cache in cache_dirs_of_any_run(environ, user_home)]
 
 
