@@ -123,6 +123,7 @@ class PoolServer(SessionSteps, HostCalls, ChildOutput):
         self.config = load_config(path, os.environ) if path else Config("")
         settings = self.config.pool
         self.workers = options.workers or settings.workers or DEFAULT_WORKERS
+        self.child_open_files = startup.share_open_files()  # first: the checks below use it
         # How many sessions (each holds a child) the limit on open files leaves room for.
         self.session_room = startup.check_descriptors(self.workers)
         self.orders_in_flight = startup.orders_in_flight()
@@ -172,7 +173,13 @@ class PoolServer(SessionSteps, HostCalls, ChildOutput):
         known = self.config.package_dirs_named()
         wait_with_default_child_action()  # the zygote's, and the zygote's own children's
         self.zygote_pid, self.zygote = zygote.start(
-            self.system_reads, known, warmup_code, self.package_dirs, self.out_fd, path
+            self.system_reads,
+            known,
+            warmup_code,
+            self.package_dirs,
+            self.out_fd,
+            path,
+            self.child_open_files,
         )
         # Each run's scratch directory is made in one of the pool's own, which a helper
         # removes once the pool ends, however it ends (after the zygote's fork: the

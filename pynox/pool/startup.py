@@ -1,6 +1,6 @@
-"""What the pool server does once, as it starts (pynox.pool.server): checks its limit on
-open files, moves the protocol to a descriptor of its own, preloads and warms up what
-every request shares."""
+"""What the pool server does once, as it starts (pynox.pool.server): shares its limit on
+open files with its children and checks it, moves the protocol to a descriptor of its
+own, preloads and warms up what every request shares."""
 
 import os
 import stat
@@ -22,6 +22,29 @@ _ORDERS_IN_FLIGHT = 64
 DESCRIPTORS_PER_CHILD = len(zygote.CHILD_FDS) + 1
 _CHILDREN_PER_WORKER = 2
 _DESCRIPTORS_OF_ITS_OWN = 16
+
+
+def share_open_files() -> "tuple[int, int]":
+    """Raises the pool's soft limit on open files to its hard limit; returns the soft and
+    hard limits its children run under instead: the pool's own soft one, within half of
+    its hard one, which bounds them both.
+
+    The kernel passes no descriptor over a Unix socket (ETOOMANYREFS) once this user's
+    descriptors in flight are past the SENDER's soft limit on open files, unless the
+    sender holds CAP_SYS_RESOURCE or CAP_SYS_ADMIN, which no sandboxed program does. A
+    program may keep in flight as many as its own soft limit, and one message more (253),
+    for as long as it runs: under the pool's own limit, the server and the zygote could
+    then pass none, and the pool started no process until that program ended. A program
+    may raise its soft limit up to its hard one, hence the halved hard limit: the
+    other half is the pool's alone, for the descriptors it passes itself."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:  # Linux takes none above fs.nr_open, but in case
+        return soft, hard
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    half = hard // 2
+    return min(soft, half), half
 
 
 def orders_in_flight() -> int:

@@ -15,6 +15,7 @@ import array
 import atexit
 import gc
 import os
+import resource
 import select
 import socket
 import struct
@@ -94,6 +95,7 @@ def start(
     package_dirs: "list[str] | None" = None,
     protocol_fd: "int | None" = None,
     config_path: "str | None" = None,
+    open_files: "tuple[int, int] | None" = None,
 ) -> "tuple[int, socket.socket]":
     """Forks the zygote; returns its pid and the pool server's end of its socket.
 
@@ -105,6 +107,8 @@ def start(
     closes: no spare may write there, nor hold the client's pipe open.
     config_path: the pool's pynox.toml, which, as the package directories, no write hint
     may name a grant of (pynox.engine.hints._where_writable).
+    open_files: the soft and hard limits on open files of every spare, below the pool's
+    own (startup.share_open_files); None, the pool's own.
     """
     server_end, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
@@ -115,7 +119,14 @@ def start(
         child.reopen_standard_output()
         warmup_run = None if warmup_code is None else (warmup_code, list(package_dirs or ()))
         trusted = ([config_path] if config_path else [], list(package_dirs or ()))
-        _serve(zygote_end, system_reads, list(config_package_dirs or ()), warmup_run, trusted)
+        _serve(
+            zygote_end,
+            system_reads,
+            list(config_package_dirs or ()),
+            warmup_run,
+            trusted,
+            open_files,
+        )
     zygote_end.close()
     return pid, server_end
 
@@ -126,6 +137,7 @@ def _serve(
     config_package_dirs: list[str],
     warmup_run: "tuple[CodeType, list[str]] | None",
     trusted: "tuple[list[str], list[str]]",
+    open_files: "tuple[int, int] | None",
 ) -> "NoReturn":
     json_hook.install()  # patched once here, the children share it
     # Nothing the zygote or its children print may reach the protocol stream.
@@ -151,6 +163,8 @@ def _serve(
         if not isinstance(exc, KeyboardInterrupt):
             os.write(2, f"pynox: the pool's zygote stopped: {exc!r}\n".encode())
         os._exit(1)
+    if open_files is not None:
+        _lower_open_files(open_files)
     _become_child(
         sock, fds, base, emptied, config_package_dirs, warmup_run, trusted, wanted_now=wanted_now
     )
@@ -246,6 +260,16 @@ def _become_child(
     functions = start.get("functions")
     link.functions = list(functions) if isinstance(functions, list) else []
     child.start(program, Policy.from_wire(start["policy"]), setup)  # type: ignore[arg-type]
+
+
+def _lower_open_files(limits: "tuple[int, int]") -> None:
+    """Gives a new spare its limits on open files, before anything else runs in it; one
+    that cannot have them ends at once, as the zygote's own spares do (runtime/zygote.c)."""
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, limits)
+    except (OSError, ValueError) as exc:
+        os.write(2, f"pynox: a pool spare cannot start: {exc}\n".encode())
+        os._exit(1)
 
 
 def next_order(fd: int) -> "dict[str, object] | None":

@@ -4,7 +4,6 @@ requests in a row with descriptors, processes and memory held steady (slow)."""
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import signal
@@ -15,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.commands import bound_by_descriptors_in_flight, limiting_open_files
+from support.commands import bound_by_descriptors_in_flight, limiting_open_files, soft_limiting
 from support.pool_client import (
     POOL_TIMING,
     PYNOX,
@@ -439,37 +438,72 @@ def test_a_stopped_zygote_does_not_stop_the_pool(tmp_path: Path, open_files: int
         assert client.close() == 0
 
 
-# Keeps the descriptors of this user in flight on Unix sockets at the kernel's bound (the
-# limit on open files) for a while: sends until refused (ETOOMANYREFS), reads one message
-# back, sends again.
-_HOLDS_DESCRIPTORS_IN_FLIGHT = """
-import array, os, socket, time
-fds = array.array("i", [os.open("/dev/null", os.O_RDONLY) for _ in range(50)])
-a, b = socket.socketpair()
-a.setblocking(False)
-b.setblocking(False)
+# Puts as many of this user's descriptors in flight on Unix sockets as a program may: the
+# kernel passes one while they are at most the sender's soft limit on open files, which
+# the program first raises to its hard one. One at a time to one past that bound, one
+# taken back, then a message of the most one may carry (253): the bound and 253 more.
+_FILLS_IN_FLIGHT = """
+import array, errno, os, resource, socket, time
+_, bound = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (bound, bound))
+fd = os.open("/dev/null", os.O_RDONLY)
+one = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd]))]
+most = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [fd] * 253))]
+
+def take_back(receiver, count):
+    _, passed, _, _ = receiver.recvmsg(1, socket.CMSG_SPACE(count * 4))
+    for taken in array.array("i", passed[0][2]):
+        os.close(taken)
+
+def send_most():
+    while True:
+        try:
+            return sender.sendmsg([b"x"], most)
+        except OSError as exc:  # the pool's own in flight for a moment: read at once
+            if exc.errno != errno.ETOOMANYREFS:
+                raise
+            time.sleep(0.01)
+
+pairs = []
+try:
+    while True:
+        try:
+            pairs[-1][0].sendmsg([b"x"], one)
+        except (IndexError, BlockingIOError):  # none yet, or its queue is full
+            pairs.append(socket.socketpair())
+            pairs[-1][0].setblocking(False)
+except OSError as exc:
+    if exc.errno != errno.ETOOMANYREFS:
+        raise
+take_back(pairs[0][1], 1)
+sender, receiver = socket.socketpair()
+send_most()
+"""
+
+# Fills them so, and for three seconds takes the last 253 back for a moment, then sends
+# them again.
+_HOLDS_DESCRIPTORS_IN_FLIGHT = (
+    _FILLS_IN_FLIGHT
+    + """
 end = time.monotonic() + 3
 while time.monotonic() < end:
-    try:
-        a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-    except OSError:
-        try:
-            _, passed, _, _ = b.recvmsg(1, socket.CMSG_SPACE(50 * 4))
-        except BlockingIOError:
-            continue
-        for _, _, data in passed:
-            for fd in array.array("i", data[: len(data) - len(data) % 4]):
-                os.close(fd)
+    time.sleep(0.2)
+    take_back(receiver, 253)
+    time.sleep(0.05)
+    send_most()
 print("done")
 """
+)
 
 
 @pytest.mark.slow
 def test_a_program_that_holds_descriptors_in_flight_does_not_stop_the_pool() -> None:
-    """The kernel bounds a user's descriptors in flight on Unix sockets, which any program
-    of the user may hold up to that bound; the zygote's answer, which passes a pidfd, then
-    waits for room, rather than the zygote leaving and the pool stopping with every
-    request lost. Run as any user but root is (root is exempt from that bound)."""
+    """The kernel bounds a user's descriptors in flight on Unix sockets, which a program
+    the pool runs may pass where the half of the limit on open files the pool keeps to
+    itself is less than one message of them (253), as at 256; the zygote's answer, which
+    passes a pidfd, then waits for room, rather than the zygote leaving and the pool
+    stopping with every request lost. Run as any user but root is (root is exempt from
+    that bound)."""
     launched_by = [*bound_by_descriptors_in_flight(), *limiting_open_files(256)]
     with PoolClient(workers=2, launched_by=launched_by) as client:
         client.run({"id": "warm", "code": "pass"})
@@ -485,19 +519,8 @@ def test_a_program_that_holds_descriptors_in_flight_does_not_stop_the_pool() -> 
         assert client.close() == 0
 
 
-# Sends descriptors until the kernel refuses more (ETOOMANYREFS) and keeps them in flight
-# for as long as its session stays open.
-_KEEPS_DESCRIPTORS_IN_FLIGHT = """
-import array, os, socket
-fds = array.array("i", [os.open("/dev/null", os.O_RDONLY) for _ in range(200)])
-a, b = socket.socketpair()
-a.setblocking(False)
-try:
-    while True:
-        a.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
-except OSError as exc:
-    print(exc.errno)
-"""
+# Fills them so, and keeps them in flight for as long as its session stays open.
+_KEEPS_DESCRIPTORS_IN_FLIGHT = _FILLS_IN_FLIGHT + "print(bound)\n"
 
 
 @pytest.mark.slow
@@ -505,12 +528,14 @@ def test_a_request_that_cannot_start_for_descriptors_in_flight_is_told_why() -> 
     """While a session keeps this user's descriptors in flight at the kernel's bound, no
     process can be started for a request (its pipes and pidfd cannot be passed): the
     request ends at its timeout with a sentence that says so, not with a timeout that
-    tells its program, which never ran, to be faster. Run as any user but root is."""
+    tells its program, which never ran, to be faster. A program reaches that bound where
+    the half of the limit on open files the pool keeps to itself is less than one message
+    of descriptors (253), as at 256. Run as any user but root is."""
     launched_by = [*bound_by_descriptors_in_flight(), *limiting_open_files(256)]
     with PoolClient(workers=2, launched_by=launched_by) as client:
         assert_ok(client.run({"id": "warm", "code": "pass"}), "")
         held = {"id": "hold", "session": "s", "code": _KEEPS_DESCRIPTORS_IN_FLIGHT}
-        assert_ok(client.run(held), f"{errno.ETOOMANYREFS}\n")
+        assert_ok(client.run(held), "128\n")  # half the pool's limit: past it all the same
         # Spares forked before the bound was reached (two workers keep up to two ready)
         # still run a request each; the requests past them cannot start.
         ids = [f"blocked-{number}" for number in range(4)]
@@ -531,4 +556,39 @@ def test_a_request_that_cannot_start_for_descriptors_in_flight_is_told_why() -> 
             )
         client.run({"id": "close", "close_session": "s"})
         assert_ok(client.run({"id": "after", "code": "print('ran')"}), "ran\n")
+        assert client.close() == 0
+
+
+_SHOWS_OPEN_FILES = "import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE))\n"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("soft", "children"), [(4096, (2048, 2048)), (256, (256, 2048))], ids=["soft-at-hard", "lower"]
+)
+def test_a_program_cannot_keep_the_pool_from_passing_descriptors(
+    soft: int, children: tuple[int, int]
+) -> None:
+    """The kernel passes no descriptor once this user's descriptors in flight on Unix
+    sockets are past the sender's soft limit on open files. A program may raise its own
+    soft limit to its hard one and keep that many in flight, and 253 more, for as long as
+    it runs: with the pool's own limits, the pool could start no process for any request
+    meanwhile. The pool runs with its soft limit at the hard one (4096 here), its children
+    with the soft limit it started with, within half of it, which bounds them both.
+    Run as any user but root is."""
+    launched_by = [
+        *bound_by_descriptors_in_flight(),
+        *limiting_open_files(4096),
+        *soft_limiting("RLIMIT_NOFILE", soft),
+    ]
+    with PoolClient(workers=2, launched_by=launched_by) as client:
+        assert_ok(client.run({"id": "limits", "code": _SHOWS_OPEN_FILES}), f"{children}\n")
+        held = {"id": "hold", "session": "s", "code": _KEEPS_DESCRIPTORS_IN_FLIGHT}
+        assert_ok(client.run(held), f"{children[1]}\n")
+        assert_ok(step(client, "s", _SHOWS_OPEN_FILES), f"{(children[1],) * 2}\n")
+        # More than the spares forked before it: new ones pass their descriptors now.
+        for number in range(6):
+            request = {"id": f"after-{number}", "code": "print('ran')", "timeout": 5}
+            assert_ok(client.run(request), "ran\n")
+        close_session(client, "s")
         assert client.close() == 0
