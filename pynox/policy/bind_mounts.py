@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class Mount:
-    __slots__ = ("device", "kind", "layers", "point", "root", "writable")
+    __slots__ = ("device", "devices_open", "kind", "layers", "point", "root", "writable")
 
     def __init__(
         self,
@@ -29,6 +29,7 @@ class Mount:
         writable: bool = True,
         kind: str = "",
         layers: "tuple[str, ...]" = (),
+        devices_open: bool = True,
     ) -> None:
         self.device = device  # major:minor, one for every mount of one file system
         self.root = root  # the folder of the file system that shows at point
@@ -40,6 +41,8 @@ class Mount:
         # An overlay's folders (its upper and lower layers), whose files it shows at point:
         # what is written in one shows there, as through a bind mount.
         self.layers = layers
+        # Not mounted nodev: the kernel opens a device node through it as the device.
+        self.devices_open = devices_open
 
 
 _MOUNTINFO = "/proc/self/mountinfo"
@@ -111,12 +114,16 @@ def _parsed(text: bytes) -> "list[Mount]":
         fields = line.split(b" ")
         if len(fields) >= 6:
             root, point = (_unescaped(field) for field in fields[3:5])
-            options = fields[5].split(b",") + fields[-1].split(b",")  # the mount's, its fs's
+            own = fields[5].split(b",")  # the mount's options; then its file system's
+            options = own + fields[-1].split(b",")
             writable = b"ro" not in options
             kind = fields[fields.index(b"-", 6) + 1] if b"-" in fields[6:-1] else b""
             device = lean_os.fsdecode(fields[2])
             layers = _layers(fields[-1]) if kind == b"overlay" else ()
-            found.append(Mount(device, root, point, writable, lean_os.fsdecode(kind), layers))
+            devices_open = b"nodev" not in own
+            found.append(
+                Mount(device, root, point, writable, lean_os.fsdecode(kind), layers, devices_open)
+            )
     return found
 
 
@@ -214,6 +221,16 @@ def devices(listing: "list[Mount]") -> "set[int]":
         if major.isdigit() and minor.isdigit():
             found.add(posix.makedev(int(major), int(minor)))
     return found
+
+
+def opens_devices(grant: str, listing: "list[Mount]") -> bool:
+    """Whether a device node reached through grant may open as its device: the mount that
+    holds it, or one mounted inside it, is not mounted nodev (where the kernel refuses to
+    open any device node, whatever its mode)."""
+    holding = _mount_of(grant, listing)
+    if holding is None or holding.devices_open:
+        return True
+    return any(mount.devices_open and _inside(mount.point, grant) for mount in listing)
 
 
 def holds_a_mount(grant: str, listing: "list[Mount]") -> bool:

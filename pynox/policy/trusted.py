@@ -538,9 +538,13 @@ def refuse_trusted_writes(
             if path == UNREAD:
                 raise unread_refusal(grant, what)
     _refuse_reaching("writing", policy.allow_write, trusted, "for the program's output")
+    if mounts is None and policy.allow_write:
+        from pynox.policy import bind_mounts
+
+        mounts = bind_mounts.mounts()
     _refuse_mounted("writing", policy.allow_write, trusted, mounts)
     for grant in policy.allow_write:
-        refusal = device_refusal(grant)
+        refusal = device_refusal(grant, mounts)
         if refusal is not None:
             device, what = refusal
             relation = f"it is {what}" if device == grant else f"it holds {device}, {what}"
@@ -615,16 +619,31 @@ _MACHINE_MAJORS = frozenset({13, 21, 202})
 _DEVICES = "/dev"
 
 
-def device_refusal(path: str) -> "tuple[str, str] | None":
+def device_refusal(path: str, mounts: "list[Mount] | None" = None) -> "tuple[str, str] | None":
     """(the device, what it is) when path is, or is a folder under /dev that holds, a
-    device no write grant may reach; else None."""
+    device no write grant may reach; else None. mounts (as bind_mounts.mounts() gives
+    them): a folder where every mount is nodev is not searched, no device opens there."""
     what = _machine_device(path, follow=True)
     if what is not None:
         return path, what
     if not _inside(path, _DEVICES) or not lean_os.isdir(path):
         return None
+    if mounts is not None:
+        from pynox.policy import bind_mounts
+
+        if not bind_mounts.opens_devices(path, mounts):
+            return None
     for entries in _folder_entries(path):
         for entry in entries:
+            # The listing gives each entry's type (a stat where it does not): a regular
+            # file, folder or link (not followed) is no device, and needs no stat. A name
+            # cannot turn into a device node in the grant later: making one is never granted.
+            if (
+                entry.is_file(follow_symlinks=False)
+                or entry.is_dir(follow_symlinks=False)
+                or entry.is_symlink()
+            ):
+                continue
             what = _machine_device(entry.path, follow=False)
             if what is not None:
                 return entry.path, what
