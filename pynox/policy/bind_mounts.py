@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class Mount:
-    __slots__ = ("device", "devices_open", "kind", "layers", "point", "root", "writable")
+    __slots__ = ("device", "devices_open", "kind", "layers", "point", "root", "upper", "writable")
 
     def __init__(
         self,
@@ -30,6 +30,7 @@ class Mount:
         kind: str = "",
         layers: "tuple[str, ...]" = (),
         devices_open: bool = True,
+        upper: str = "",
     ) -> None:
         self.device = device  # major:minor, one for every mount of one file system
         self.root = root  # the folder of the file system that shows at point
@@ -41,6 +42,7 @@ class Mount:
         # An overlay's folders (its upper and lower layers), whose files it shows at point:
         # what is written in one shows there, as through a bind mount.
         self.layers = layers
+        self.upper = upper  # of those, the one written to (upperdir), "" if none
         # Not mounted nodev: the kernel opens a device node through it as the device.
         self.devices_open = devices_open
 
@@ -119,10 +121,19 @@ def _parsed(text: bytes) -> "list[Mount]":
             writable = b"ro" not in options
             kind = fields[fields.index(b"-", 6) + 1] if b"-" in fields[6:-1] else b""
             device = lean_os.fsdecode(fields[2])
-            layers = _layers(fields[-1]) if kind == b"overlay" else ()
+            upper, layers = _layers(fields[-1]) if kind == b"overlay" else ("", ())
             devices_open = b"nodev" not in own
             found.append(
-                Mount(device, root, point, writable, lean_os.fsdecode(kind), layers, devices_open)
+                Mount(
+                    device,
+                    root,
+                    point,
+                    writable,
+                    lean_os.fsdecode(kind),
+                    layers,
+                    devices_open,
+                    upper,
+                )
             )
     return found
 
@@ -135,18 +146,23 @@ _ESCAPED_LAYER_OPTIONS = (b"upperdir=", b"lowerdir=")
 _LITERAL_LAYER_OPTIONS = (b"lowerdir+=", b"datadir+=")
 
 
-def _layers(options: bytes) -> "tuple[str, ...]":
-    """The folders an overlay's options name as its layers: upperdir, and lowerdir's
-    folders (separated by colons, "::" before data-only ones) or those of lowerdir+ and
-    datadir+."""
+def _layers(options: bytes) -> "tuple[str, tuple[str, ...]]":
+    """The folders an overlay's options name as its layers: upperdir (also given alone,
+    "" if none), and lowerdir's folders (separated by colons, "::" before data-only ones)
+    or those of lowerdir+ and datadir+."""
     folders: list[bytes] = []
+    upper = b""
     for option in options.split(b","):  # a comma of a name is written \054
         name, _, value = option.partition(b"=")
         if option.startswith(_LITERAL_LAYER_OPTIONS):
             folders.append(_octal_unescaped(value))
         elif option.startswith(_ESCAPED_LAYER_OPTIONS):
-            folders += _overlay_names(_octal_unescaped(value), split=name == b"lowerdir")
-    return tuple(lean_os.fsdecode(folder) for folder in folders if folder)
+            names = _overlay_names(_octal_unescaped(value), split=name == b"lowerdir")
+            folders += names
+            if name == b"upperdir":
+                upper = names[0]
+    layers = tuple(lean_os.fsdecode(folder) for folder in folders if folder)
+    return lean_os.fsdecode(upper), layers
 
 
 def _overlay_names(text: bytes, split: bool) -> "list[bytes]":
@@ -196,7 +212,7 @@ def _joined(root: str, rest: str) -> str:
     return (root.rstrip("/") + rest) or "/"
 
 
-def _mount_of(path: str, listing: "list[Mount]") -> "Mount | None":
+def mount_of(path: str, listing: "list[Mount]") -> "Mount | None":
     """The mount that shows path: the deepest point holding it, the last made there."""
     best = None
     for mount in listing:
@@ -208,7 +224,7 @@ def _mount_of(path: str, listing: "list[Mount]") -> "Mount | None":
 def kinds_reached(grant: str, listing: "list[Mount]") -> "set[str]":
     """The types of the file systems a grant reaches: the one that holds it, and those
     mounted inside it ("" for one not known, as where the table could not be read)."""
-    holding = _mount_of(grant, listing)
+    holding = mount_of(grant, listing)
     kinds = {holding.kind if holding is not None else ""}
     return kinds | {mount.kind for mount in listing if _inside(mount.point, grant)}
 
@@ -227,7 +243,7 @@ def opens_devices(grant: str, listing: "list[Mount]") -> bool:
     """Whether a device node reached through grant may open as its device: the mount that
     holds it, or one mounted inside it, is not mounted nodev (where the kernel refuses to
     open any device node, whatever its mode)."""
-    holding = _mount_of(grant, listing)
+    holding = mount_of(grant, listing)
     if holding is None or holding.devices_open:
         return True
     return any(mount.devices_open and _inside(mount.point, grant) for mount in listing)
@@ -246,7 +262,7 @@ def shown_elsewhere(grant: str, listing: "list[Mount]") -> "list[tuple[str, str]
     # (device, the folder of its file system the grant reaches, the point of the mount
     # that shows it there when that one shows a folder of its file system, else "")
     places: list[tuple[str, str, str]] = []
-    holding = _mount_of(grant, listing)
+    holding = mount_of(grant, listing)
     if holding is not None and holding.writable:
         folder = _joined(holding.root, _below(grant, holding.point))
         places.append((holding.device, folder, holding.point if holding.root != "/" else ""))

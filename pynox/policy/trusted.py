@@ -918,6 +918,8 @@ def refuse_linked_writes(
         elsewhere = kinds <= _ONE_DEVICE_FILE_SYSTEMS and status.st_dev not in devices
         if elsewhere and not bind_mounts.holds_a_mount(grant, mounts):
             continue  # a hard link never crosses file systems, but a mount inside may
+        if _OVERLAY in kinds and _overlay_apart(grant, linked, mounts):
+            continue
         if lean_os.is_directory(status.st_mode):
             by_listing = kinds <= _LISTED_AS_STAT_FILE_SYSTEMS
             listed = bind_mounts.devices(mounts) if _OVERLAY in kinds else None
@@ -930,6 +932,38 @@ def refuse_linked_writes(
                 f"cannot grant writing {grant}: {found} is {_LINKED.format(target)}; grant "
                 "a directory that holds no such link, or remove that link"
             )
+
+
+def _overlay_apart(grant: str, linked: "dict[tuple[int, int], str]", mounts: "list[Mount]") -> bool:
+    """Whether no name anywhere on the overlay that holds grant (which holds no mount)
+    can write a file of linked, which then need not be searched for there.
+
+    A name there is written in the overlay's upper layer: a name of a lower layer's file
+    is copied up first, and the lower file is left as it was. So it writes a file of
+    linked only where that file is seen through an overlay (this one, or another whose
+    upper layer shares a file system with it) or lies on this one's upper file system.
+    Neither holds when every file of linked is on a file system that gives its files its
+    own device number, other than the upper layer's. Renaming the grant changes nothing:
+    a name never leaves its file system, nor does a hard link.
+    """
+    from pynox.policy import bind_mounts
+
+    overlay = bind_mounts.mount_of(grant, mounts)
+    if overlay is None or overlay.kind != _OVERLAY or bind_mounts.holds_a_mount(grant, mounts):
+        return False
+    try:
+        upper_device = posix.stat(overlay.upper).st_dev if overlay.upper else None
+    except (OSError, ValueError):
+        return False  # not in this mount namespace (a container's): not known
+    if upper_device is None:
+        return False
+    for (device, _), path in linked.items():
+        holding = bind_mounts.mount_of(path, mounts)
+        if device == upper_device or holding is None:
+            return False
+        if holding.kind not in _LISTED_AS_STAT_FILE_SYSTEMS:
+            return False
+    return True
 
 
 def _identity(path: str) -> "tuple[int, int]":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -147,3 +148,116 @@ def test_a_write_grant_over_a_layer_named_with_a_colon_is_refused(tmp_path: Path
         f"pynox: cannot grant writing {upper}: through the mount at {ENVIRONMENT_HOLDER} it"
         f" reaches {ENVIRONMENT_HOLDER}, which holds "
     ), proc.stderr
+
+
+# Run as root in a mount namespace of its own: a tmpfs at $1, then an overlay at $2 of
+# the lower layer $3 and the upper layer $4 (with its work folder $5; either layer's
+# name may start with $1, to be on that tmpfs, which the script makes it). What is
+# written to the tmpfs goes with it.
+AN_OVERLAY_OF = """\
+set -e
+mount -t tmpfs none "$1"
+mkdir -p "$3" "$4" "$5"
+mount -t overlay overlay -o "lowerdir=$3,upperdir=$4,workdir=$5,xino=off" "$2"
+shift 5
+exec "$@"
+"""
+
+
+@pytest.fixture
+def beside_pynox(tmp_path: Path) -> object:
+    """A folder on pynox's file system, where a hard link to its code can be made."""
+    folder = ENVIRONMENT_HOLDER / f"pynox-test-layer-{tmp_path.name}"
+    folder.mkdir()
+    yield folder
+    shutil.rmtree(folder)
+
+
+def an_overlay_of(tmp_path: Path, lower: Path, upper: Path, work: Path) -> list[str]:
+    """The command that runs the rest of its command line in AN_OVERLAY_OF, with the
+    overlay at tmp_path/merged and the tmpfs at tmp_path/tmpfs."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    (tmp_path / "merged").mkdir()
+    (tmp_path / "tmpfs").mkdir()
+    script = ["unshare", "--mount", "--propagation", "private", "sh", "-c", AN_OVERLAY_OF, "sh"]
+    script += [str(tmp_path / "tmpfs"), str(tmp_path / "merged"), str(lower), str(upper)]
+    script.append(str(work))
+    probe = subprocess.run([*script, "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount an overlay here: {probe.stderr.decode().strip()}")
+    return script
+
+
+def linked_to_pynox(folder: Path) -> Path:
+    """folder/innocent, made another name of pynox's errors.py."""
+    link = folder / "innocent"
+    try:
+        os.link(PACKAGE / "errors.py", link)
+    except OSError as error:  # not allowed here (protected_hardlinks, another owner)
+        pytest.skip(f"cannot link {PACKAGE / 'errors.py'}: {error}")
+    return link
+
+
+def test_an_overlay_apart_from_what_runs_load_is_granted_unsearched(
+    tmp_path: Path, beside_pynox: Path
+) -> None:
+    """A name on an overlay writes its upper layer only, a lower layer's file copied up
+    first: with the upper layer on a file system that holds nothing runs load, and
+    nothing they load seen through an overlay, no name there writes such a file, and the
+    grant is not searched (a lower layer's other name of pynox's code included, which the
+    search refused)."""
+    lower = beside_pynox / "lower"
+    lower.mkdir()
+    linked_to_pynox(lower)
+    tmpfs = tmp_path / "tmpfs"
+    script = an_overlay_of(tmp_path, lower, tmpfs / "upper", tmpfs / "work")
+    merged = tmp_path / "merged"
+    plant = f"open({str(merged / 'innocent')!r}, 'a').write('PLANTED = 1')"
+    command = [PYNOX, f"--allow-write={merged}", "-c", plant]
+    proc = subprocess.run([*script, *command], capture_output=True, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"", b"")
+    assert b"PLANTED" not in (PACKAGE / "errors.py").read_bytes()  # the copy was written
+
+
+def test_an_overlay_whose_upper_layer_shares_pynoxs_file_system_is_searched(
+    tmp_path: Path, beside_pynox: Path
+) -> None:
+    """A name of the upper layer is written as it is: where that layer is on the file
+    system of a file runs load, the overlay is searched, and another name of pynox's
+    code there refused."""
+    upper = beside_pynox / "upper"
+    upper.mkdir()
+    linked_to_pynox(upper)
+    tmpfs = tmp_path / "tmpfs"
+    script = an_overlay_of(tmp_path, tmpfs / "lower", upper, beside_pynox / "work")
+    merged = tmp_path / "merged"
+    plant = f"open({str(merged / 'innocent')!r}, 'a').write('PLANTED = 1')"
+    command = [PYNOX, f"--allow-write={merged}", "-c", plant]
+    proc = subprocess.run([*script, *command], capture_output=True, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (125, b""), proc.stderr
+    # Which one depends on the device the kernel gives the upper layer's files: its
+    # own, or one of the overlay's that no mount lists (see the first test).
+    assert proc.stderr.decode() in (
+        f"pynox: cannot grant writing {merged}: {merged}/innocent has another name, on an"
+        " overlay of layers on different file systems, where pynox cannot tell whether it"
+        " is a file that runs load before their sandbox exists (such as pynox's own code); grant"
+        " a directory that holds no such link, or remove that link\n",
+        f"pynox: cannot grant writing {merged}: {merged}/innocent is another name of"
+        f" {PACKAGE}/errors.py, which runs load before their sandbox exists; grant a"
+        " directory that holds no such link, or remove that link\n",
+    )
+    assert b"PLANTED" not in (PACKAGE / "errors.py").read_bytes()
+
+
+def test_an_overlays_upper_layer_is_read_from_its_options() -> None:
+    from pynox.policy import bind_mounts
+
+    line = (
+        b"69 46 0:41 / /m rw,relatime - overlay overlay"
+        b" rw,lowerdir=/lo\\:w:/l2,upperdir=/up\\:per,workdir=/work,uuid=on\n"
+        b"70 46 0:42 / /r ro,relatime - overlay overlay ro,lowerdir=/a:/b\n"
+    )
+    writable, read_only = bind_mounts._parsed(line)
+    assert (writable.upper, writable.layers) == ("/up:per", ("/lo:w", "/l2", "/up:per"))
+    assert (read_only.upper, read_only.layers) == ("", ("/a", "/b"))
