@@ -767,7 +767,10 @@ _LISTED_AS_STAT_FILE_SYSTEMS = _ONE_DEVICE_FILE_SYSTEMS | {"btrfs"}
 # device of its layer, which no mount lists, and gives two names of one file copied up
 # different devices and inode numbers (the name in a folder of both layers, those of the
 # file in the lower one): a file there whose device no mount lists, of more than one
-# name, may be one pynox loaded, and is refused.
+# name, may be one pynox loaded, and is refused. An overlay of layers on one file system,
+# or with xino, gives its files its own device instead: a file of its upper layer is
+# then also taken as that layer's file of its inode number, which pynox may have loaded
+# from the layer's file system without the overlay (_linked_name).
 _OVERLAY = "overlay"
 
 
@@ -920,14 +923,16 @@ def refuse_linked_writes(
             continue  # a hard link never crosses file systems, but a mount inside may
         if _OVERLAY in kinds and _overlay_apart(grant, linked, mounts):
             continue
+        uppers = _overlay_uppers(mounts) if _OVERLAY in kinds else None
         if lean_os.is_directory(status.st_mode):
             by_listing = kinds <= _LISTED_AS_STAT_FILE_SYSTEMS
             listed = bind_mounts.devices(mounts) if _OVERLAY in kinds else None
-            found = _search(grant, inodes if by_listing else None, linked, listed)
+            named = _search(grant, inodes if by_listing else None, linked, listed, uppers)
         else:
-            found = grant if (status.st_dev, status.st_ino) in linked else None
-        if found is not None:
-            target = linked[_identity(found)]
+            target = _linked_name(status, linked, uppers)
+            named = None if target is None else (grant, target)
+        if named is not None:
+            found, target = named
             raise PolicyError(
                 f"cannot grant writing {grant}: {found} is {_LINKED.format(target)}; grant "
                 "a directory that holds no such link, or remove that link"
@@ -966,9 +971,44 @@ def _overlay_apart(grant: str, linked: "dict[tuple[int, int], str]", mounts: "li
     return True
 
 
-def _identity(path: str) -> "tuple[int, int]":
-    status = posix.stat(path)
-    return status.st_dev, status.st_ino
+def _overlay_uppers(mounts: "list[Mount]") -> "dict[int, int | None]":
+    """{an overlay's device: its upper layer's, None where that layer cannot be looked
+    at (not in this mount namespace)}, for the overlays with an upper layer."""
+    uppers: dict[int, int | None] = {}
+    for mount in mounts:
+        major, _, minor = mount.device.partition(":")
+        if mount.kind != _OVERLAY or not mount.upper or not (major + minor).isdigit():
+            continue
+        try:
+            upper: int | None = posix.stat(mount.upper).st_dev
+        except (OSError, ValueError):
+            upper = None
+        uppers[posix.makedev(int(major), int(minor))] = upper
+    return uppers
+
+
+def _linked_name(
+    status: "posix.stat_result",
+    linked: "dict[tuple[int, int], str]",
+    uppers: "dict[int, int | None] | None",
+) -> "str | None":
+    """The file of linked that a file (status: its lstat) is another name of, or None.
+
+    An overlay of layers on one file system, or with xino, gives its files its own
+    device, and a file of its upper layer that layer's inode number: that file is the
+    upper layer's of that number too, which pynox may have loaded from there, not
+    through the overlay (uppers: see _overlay_uppers). Where the upper layer's file
+    system is not known, a file of any of linked's devices with that number is taken.
+    """
+    target = linked.get((status.st_dev, status.st_ino))
+    if target is not None or uppers is None or status.st_nlink < 2:
+        return target
+    if status.st_dev not in uppers:
+        return None
+    upper = uppers[status.st_dev]
+    if upper is not None:
+        return linked.get((upper, status.st_ino))
+    return next((path for (_, inode), path in linked.items() if inode == status.st_ino), None)
 
 
 def _search(
@@ -976,14 +1016,16 @@ def _search(
     inodes: "set[int] | None",
     linked: "dict[tuple[int, int], str]",
     listed: "set[int] | None" = None,
-) -> "str | None":
-    """The first path below top that names a linked file, or None. Raises PolicyError
-    when top holds too much to search. inodes: the inode numbers of linked, where a
-    folder listing gives them as stat does; else None, each entry is looked at with
-    lstat; and with listed (the devices of the mount table, for an overlay), a file of
-    more than one name whose device is not among them is refused: see _OVERLAY."""
+    uppers: "dict[int, int | None] | None" = None,
+) -> "tuple[str, str] | None":
+    """The first path below top that names a linked file, and the file it names, or
+    None. Raises PolicyError when top holds too much to search. inodes: the inode
+    numbers of linked, where a folder listing gives them as stat does; else None, each
+    entry is looked at with lstat; and with listed (the devices of the mount table, for
+    an overlay), a file of more than one name whose device is not among them is
+    refused: see _OVERLAY; uppers: see _linked_name."""
     try:
-        return _search_listed(top, inodes, linked, listed)
+        return _search_listed(top, inodes, linked, listed, uppers)
     except _HiddenNames as hidden:
         raise PolicyError(
             f"cannot grant writing {top}: pynox cannot list {hidden.folder} to search it for "
@@ -998,7 +1040,8 @@ def _search_listed(
     inodes: "set[int] | None",
     linked: "dict[tuple[int, int], str]",
     listed: "set[int] | None",
-) -> "str | None":
+    uppers: "dict[int, int | None] | None",
+) -> "tuple[str, str] | None":
     seen = 0
     for entries in _folder_entries(top, hidden=True):
         seen += len(entries)
@@ -1017,8 +1060,9 @@ def _search_listed(
                 status = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if (status.st_dev, status.st_ino) in linked:
-                return entry.path
+            target = _linked_name(status, linked, uppers)
+            if target is not None:
+                return entry.path, target
             if listed is not None and status.st_nlink > 1 and status.st_dev not in listed:
                 raise PolicyError(
                     f"cannot grant writing {top}: {entry.path} has another name, on an "

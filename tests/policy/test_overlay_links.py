@@ -261,3 +261,71 @@ def test_an_overlays_upper_layer_is_read_from_its_options() -> None:
     writable, read_only = bind_mounts._parsed(line)
     assert (writable.upper, writable.layers) == ("/up:per", ("/lo:w", "/l2", "/up:per"))
     assert (read_only.upper, read_only.layers) == ("", ("/a", "/b"))
+
+
+# Run as root in a mount namespace of its own: an overlay at $1 of the lower layer $2
+# and the upper layer $3 (with its work folder $4), with the options $5.
+AN_OVERLAY_WITH = """\
+set -e
+mount -t overlay overlay -o "lowerdir=$2,upperdir=$3,workdir=$4$5" "$1"
+shift 5
+exec "$@"
+"""
+
+
+@pytest.mark.parametrize(
+    ("lower_on_a_tmpfs", "options"), [(False, ""), (True, ",xino=on")], ids=["one-fs", "xino"]
+)
+def test_a_hard_link_to_pynox_in_an_upper_layer_of_its_own_file_system_is_refused(
+    tmp_path: Path, beside_pynox: Path, lower_on_a_tmpfs: bool, options: str
+) -> None:
+    """An overlay of layers on one file system, or with xino, gives its files its own
+    device: a file of its upper layer that is another name of pynox's errors.py, loaded
+    from that file system without the overlay, was not taken for it, and the program
+    granted the overlay opened pynox's code for writing."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    for name in ("lower", "upper", "work"):
+        (beside_pynox / name).mkdir()
+    linked_to_pynox(beside_pynox / "upper")
+    merged = tmp_path / "merged"
+    merged.mkdir()
+    lower = beside_pynox / "lower"
+    script = ["unshare", "--mount", "--propagation", "private"]
+    if lower_on_a_tmpfs:  # layers on two file systems, xino making one device of them
+        script += ["sh", "-c", 'mount -t tmpfs none "$1" && shift && exec "$@"', "sh", str(lower)]
+    script += ["sh", "-c", AN_OVERLAY_WITH, "sh", str(merged), str(lower)]
+    script += [str(beside_pynox / "upper"), str(beside_pynox / "work"), options]
+    probe = subprocess.run([*script, "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount an overlay here: {probe.stderr.decode().strip()}")
+    write = f"open({str(merged / 'innocent')!r}, 'ab')"  # nothing written: pynox's own file
+    command = [PYNOX, f"--allow-write={merged}", "-c", write]
+    proc = subprocess.run([*script, *command], capture_output=True, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (125, b""), proc.stderr
+    assert proc.stderr.decode() == (
+        f"pynox: cannot grant writing {merged}: {merged}/innocent is another name of"
+        f" {PACKAGE}/errors.py, which runs load before their sandbox exists; grant a"
+        " directory that holds no such link, or remove that link\n"
+    )
+
+
+def test_a_file_of_an_overlay_whose_upper_layer_is_not_known_is_taken_by_its_number() -> None:
+    """Where the overlay's upper layer cannot be looked at (named in another mount
+    namespace), a file of more than one name there is taken for each file pynox loaded
+    with its inode number, whatever its device."""
+    from pynox.policy import trusted
+
+    linked = {(8, 1234): "/venv/lib/libpython.so"}
+
+    def file(device: int, inode: int, nlink: int = 2) -> os.stat_result:
+        return os.stat_result((0o100644, inode, device, nlink, 0, 0, 0, 0, 0, 0))
+
+    known, unknown = {50: 8}, {50: None}
+    assert trusted._linked_name(file(8, 1234), linked, None) == "/venv/lib/libpython.so"
+    assert trusted._linked_name(file(50, 1234), linked, None) is None  # no overlay reached
+    assert trusted._linked_name(file(50, 1234), linked, known) == "/venv/lib/libpython.so"
+    assert trusted._linked_name(file(50, 1234), {(9, 1234): "x"}, known) is None
+    assert trusted._linked_name(file(50, 1234), {(9, 1234): "x"}, unknown) == "x"
+    assert trusted._linked_name(file(50, 1234, nlink=1), linked, unknown) is None
+    assert trusted._linked_name(file(51, 1234), linked, unknown) is None  # not that overlay
