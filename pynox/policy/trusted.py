@@ -956,10 +956,7 @@ def _overlay_apart(grant: str, linked: "dict[tuple[int, int], str]", mounts: "li
     overlay = bind_mounts.mount_of(grant, mounts)
     if overlay is None or overlay.kind != _OVERLAY or bind_mounts.holds_a_mount(grant, mounts):
         return False
-    try:
-        upper_device = posix.stat(overlay.upper).st_dev if overlay.upper else None
-    except (OSError, ValueError):
-        return False  # not in this mount namespace (a container's): not known
+    upper_device = _upper_device(overlay)
     if upper_device is None:
         return False
     for (device, _), path in linked.items():
@@ -979,12 +976,21 @@ def _overlay_uppers(mounts: "list[Mount]") -> "dict[int, int | None]":
         major, _, minor = mount.device.partition(":")
         if mount.kind != _OVERLAY or not mount.upper or not (major + minor).isdigit():
             continue
-        try:
-            upper: int | None = posix.stat(mount.upper).st_dev
-        except (OSError, ValueError):
-            upper = None
-        uppers[posix.makedev(int(major), int(minor))] = upper
+        uppers[posix.makedev(int(major), int(minor))] = _upper_device(mount)
     return uppers
+
+
+def _upper_device(overlay: "Mount") -> "int | None":
+    """The device of an overlay's upper layer, or None where pynox cannot look at it: none,
+    named in another mount namespace (a container's), or named relative to the folder
+    where the overlay was mounted, as mountinfo shows a name given so (read from here, it
+    may name another folder, on another file system)."""
+    if not overlay.upper.startswith("/"):
+        return None
+    try:
+        return posix.stat(overlay.upper).st_dev
+    except (OSError, ValueError):
+        return None
 
 
 def _linked_name(

@@ -329,3 +329,47 @@ def test_a_file_of_an_overlay_whose_upper_layer_is_not_known_is_taken_by_its_num
     assert trusted._linked_name(file(50, 1234), {(9, 1234): "x"}, unknown) == "x"
     assert trusted._linked_name(file(50, 1234, nlink=1), linked, unknown) is None
     assert trusted._linked_name(file(51, 1234), linked, unknown) is None  # not that overlay
+
+
+# Run as root in a mount namespace of its own: a tmpfs at $1, then from the folder $2 an
+# overlay at $4 of the lower layer $3 and the upper layer named relative to $2 (upper,
+# with its work folder work), as mountinfo then shows it: "upperdir=upper"; the rest of
+# the command line runs in the folder that holds $1.
+AN_OVERLAY_NAMED_RELATIVE = """\
+set -e
+mount -t tmpfs none "$1"
+cd "$2"
+mount -t overlay overlay -o "lowerdir=$3,upperdir=upper,workdir=work,xino=off" "$4"
+cd "$1/.."
+shift 4
+exec "$@"
+"""
+
+
+def test_an_overlay_whose_upper_layer_is_named_relative_is_searched(
+    tmp_path: Path, beside_pynox: Path
+) -> None:
+    """mountinfo shows an upper layer named relative to where the overlay was mounted as
+    it was given: read from where pynox runs, the name found another folder, on another
+    file system, and the grant holding another name of pynox's code was not searched."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    for name in ("upper", "work"):
+        (beside_pynox / name).mkdir()
+    linked_to_pynox(beside_pynox / "upper")
+    here = tmp_path / "here"  # where pynox runs: its "upper" is on a tmpfs
+    (here / "upper").mkdir(parents=True)
+    lower, merged = tmp_path / "lower", tmp_path / "merged"
+    lower.mkdir()
+    merged.mkdir()
+    script = ["unshare", "--mount", "--propagation", "private", "sh", "-c"]
+    script += [AN_OVERLAY_NAMED_RELATIVE, "sh", str(here / "upper"), str(beside_pynox)]
+    script += [str(lower), str(merged)]
+    probe = subprocess.run([*script, "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount an overlay here: {probe.stderr.decode().strip()}")
+    write = f"open({str(merged / 'innocent')!r}, 'ab')"  # nothing written: pynox's own file
+    command = [PYNOX, f"--allow-write={merged}", "-c", write]
+    proc = subprocess.run([*script, *command], capture_output=True, cwd=here)
+    assert (proc.returncode, proc.stdout) == (125, b""), proc.stderr
+    assert proc.stderr.decode().startswith(f"pynox: cannot grant writing {merged}: "), proc.stderr
