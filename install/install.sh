@@ -332,7 +332,9 @@ fi
 # one at all, since with the sticky bit (/tmp) others cannot move what is in it but can
 # take a name in it first (the prefix, between its checks and the rename that puts the
 # install there). Above it, a sticky folder is safe. Write by root's group, or the user's
-# own, is the user's.
+# own, is the user's. A folder with an access control list ("+" after its mode) may let
+# other users write to it (its group's bits then show the list's mask), or to the
+# folders the install makes in it (a default list, which the mode does not show).
 folder_risk() {
     # shellcheck disable=SC2012  # ls -n: the portable way to read one path's mode and owner
     ls -ldn "$1" 2>/dev/null | awk -v me="$(id -u)" -v group="$(id -g)" -v first="$2" '
@@ -340,6 +342,7 @@ folder_risk() {
             if ($3 != 0 && $3 != me) { print "belongs to user " $3; exit }
             if (substr($1, 1, 1) == "l") exit  # its target is checked where it resolves
             others = substr($1, 9, 1) == "w" || (substr($1, 6, 1) == "w" && $4 != 0 && $4 != group)
+            if (substr($1, 11, 1) == "+" && (first == "yes" || substr($1, 6, 1) == "w")) others = 1
             if (others && (first == "yes" || substr($1, 10, 1) !~ /[tT]/)) print "other users may write to"
         }'
 }

@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
@@ -895,6 +896,42 @@ def test_a_prefix_another_user_could_swap_is_refused(
     line = failure_line(install("--archive", archive, "--prefix", tmp_path / prefix, "--no-link"))
     assert line == (
         f"install.sh: {tmp_path / prefix} is beneath {tmp_path / shared}, which {why}: they"
+        " could replace what is installed there with a program of their own; choose a --prefix"
+        " in folders only you or root may write to (nothing was changed)"
+    )
+    assert not list(tmp_path.rglob("pynox"))
+
+
+def _grant_nobody_write(folder: Path, default: bool) -> None:
+    """Gives user 65534 write to folder (mode 0755) by an access control list: its own
+    (access), or the one what is made in it inherits (default). ls shows a "+"."""
+    header, entry = struct.Struct("<I"), struct.Struct("<HHI")
+    # (tag, permissions, id): the owner, user 65534, the group, the mask, others
+    entries = [(0x01, 7, -1), (0x02, 7, 65534), (0x04, 5, -1), (0x10, 7, -1), (0x20, 5, -1)]
+    data = header.pack(2) + b"".join(entry.pack(t, p, i & 0xFFFFFFFF) for t, p, i in entries)
+    name = "system.posix_acl_default" if default else "system.posix_acl_access"
+    folder.chmod(0o755)
+    try:
+        os.setxattr(folder, name, data)
+    except OSError as error:  # a file system without access control lists
+        pytest.skip(f"cannot set an access control list on {folder}: {error}")
+
+
+@pytest.mark.parametrize("default", [False, True], ids=["access", "default"])
+def test_a_prefix_in_a_folder_an_acl_opens_to_others_is_refused(
+    tmp_path: Path, default: bool
+) -> None:
+    """A folder's mode bits do not show the users its access control list lets write to
+    it (its group's bits show the list's mask), nor those it lets write to the folders
+    the install makes in it (a default list): it was taken for the user's alone."""
+    shared = tmp_path / "acl"
+    shared.mkdir()
+    _grant_nobody_write(shared, default)
+    archive = fake_bundle(tmp_path)
+    prefix = shared / "new" / "pynox"
+    line = failure_line(install("--archive", archive, "--prefix", prefix, "--no-link"))
+    assert line == (
+        f"install.sh: {prefix} is beneath {shared}, which other users may write to: they"
         " could replace what is installed there with a program of their own; choose a --prefix"
         " in folders only you or root may write to (nothing was changed)"
     )
