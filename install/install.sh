@@ -332,12 +332,12 @@ fi
 # one at all, since with the sticky bit (/tmp) others cannot move what is in it but can
 # take a name in it first (the prefix, between its checks and the rename that puts the
 # install there). Above it, a sticky folder is safe. Write by root's group, or the user's
-# own, is the user's. A folder with an access control list ("+" after its mode) may let
+# own where it is theirs alone (own_group), is the user's. A folder with an access control list ("+" after its mode) may let
 # other users write to it (its group's bits then show the list's mask), or to the
 # folders the install makes in it (a default list, which the mode does not show).
 folder_risk() {
     # shellcheck disable=SC2012  # ls -n: the portable way to read one path's mode and owner
-    ls -ldn "$1" 2>/dev/null | awk -v me="$(id -u)" -v group="$(id -g)" -v first="$2" '
+    ls -ldn "$1" 2>/dev/null | awk -v me="$(id -u)" -v group="$(own_group)" -v first="$2" '
         NR == 1 {
             if ($3 != 0 && $3 != me) { print "belongs to user " $3; exit }
             if (substr($1, 1, 1) == "l") exit  # its target is checked where it resolves
@@ -345,6 +345,21 @@ folder_risk() {
             if (substr($1, 11, 1) == "+" && (first == "yes" || substr($1, 6, 1) == "w")) others = 1
             if (others && (first == "yes" || substr($1, 10, 1) !~ /[tT]/)) print "other users may write to"
         }'
+}
+
+# own_group: the user's primary group where it is theirs alone (named after them, no other
+# member listed), else root's (0): a group others have too ("users", nogroup) lets them
+# write where it may.
+own_group() {
+    gid=$(id -g)
+    user=$(id -un 2>/dev/null) || user=
+    if [ -z "$user" ] || [ "$(id -gn 2>/dev/null)" != "$user" ]; then
+        echo 0
+        return
+    fi
+    entry=$(getent group "$gid" 2>/dev/null || grep "^[^:]*:[^:]*:$gid:" /etc/group 2>/dev/null)
+    members=${entry##*:}
+    if [ -z "$members" ] || [ "$members" = "$user" ]; then echo "$gid"; else echo 0; fi
 }
 
 # shared_folder DIR: the first folder, from DIR up to /, that folder_risk finds, and why

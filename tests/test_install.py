@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -936,6 +937,47 @@ def test_a_prefix_in_a_folder_an_acl_opens_to_others_is_refused(
         " in folders only you or root may write to (nothing was changed)"
     )
     assert not list(tmp_path.rglob("pynox"))
+
+
+@pytest.fixture
+def nobodys_folder() -> Iterator[Path]:
+    """A folder of /tmp that belongs to user 65534 (nobody), who may reach it."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv, to run the install as another user")
+    folder = Path(tempfile.mkdtemp(prefix="pynox-test-install-", dir="/tmp"))
+    os.chown(folder, 65534, 65534)
+    folder.chmod(0o755)
+    yield folder
+    shutil.rmtree(folder)
+
+
+def test_write_by_a_primary_group_shared_with_others_is_refused(nobodys_folder: Path) -> None:
+    """Write by the group of the user's own was taken for the user's alone: where that
+    group is not theirs alone (nobody's nogroup, a "users" group every account has), the
+    other users in it could take the prefix's name as the install ran."""
+    shared = nobodys_folder / "shared"
+    shared.mkdir()
+    os.chown(shared, 65534, 65534)
+    shared.chmod(0o775)
+    archive = fake_bundle(nobodys_folder)
+    for path in nobodys_folder.iterdir():
+        os.chown(path, 65534, 65534)
+    prefix = shared / "pynox"
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    done = subprocess.run(
+        [*as_nobody, "sh", str(INSTALL), "--archive", str(archive), "--prefix", str(prefix)]
+        + ["--no-link"],
+        env={"PATH": "/usr/bin:/bin", "HOME": "/nonexistent", "TMPDIR": str(nobodys_folder)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert failure_line(done) == (
+        f"install.sh: {prefix} is beneath {shared}, which other users may write to: they"
+        " could replace what is installed there with a program of their own; choose a --prefix"
+        " in folders only you or root may write to (nothing was changed)"
+    )
+    assert not prefix.exists()
 
 
 def test_a_sticky_folder_above_the_prefix_is_no_risk(tmp_path: Path) -> None:
