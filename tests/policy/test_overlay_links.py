@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -165,10 +166,11 @@ exec "$@"
 
 
 @pytest.fixture
-def beside_pynox(tmp_path: Path) -> object:
+def beside_pynox() -> object:
     """A folder on pynox's file system, where a hard link to its code can be made."""
-    folder = ENVIRONMENT_HOLDER / f"pynox-test-layer-{tmp_path.name}"
-    folder.mkdir()
+    # A name of its own: tmp_path's name is the same in two workers' base folders.
+    folder = Path(tempfile.mkdtemp(prefix="pynox-test-layer-", dir=ENVIRONMENT_HOLDER))
+    folder.chmod(0o755)  # as mkdir makes it
     yield folder
     shutil.rmtree(folder)
 
