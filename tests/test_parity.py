@@ -881,7 +881,10 @@ def _typed_on_a_terminal(tmp_path: Path, script: str, flags: list[str], typed: b
             try:
                 _wait_for(lambda file=progress: _last_line(file) == "ready", "the program to start")
                 os.write(controller, typed)
-                out, err = proc.communicate(timeout=20)
+                try:
+                    out, err = proc.communicate(timeout=20)
+                except subprocess.TimeoutExpired:
+                    raise AssertionError(_terminal_state(proc.pid, controller)) from None
             finally:
                 proc.kill()
                 proc.wait()
@@ -890,6 +893,30 @@ def _typed_on_a_terminal(tmp_path: Path, script: str, flags: list[str], typed: b
             os.close(terminal)
         outputs.append(_clean_output(proc, out, err, command))
     return outputs
+
+
+def _terminal_state(session: int, controller: int) -> str:
+    """What typing on the terminal of session (its leader's pid) reached, for a run that
+    did not end: the terminal's foreground group, and each process of the session with
+    its group, state and signal masks (blocked, pending, ignored, caught)."""
+    lines = [
+        f"no end 20 s after typing; the terminal's foreground group: {os.tcgetpgrp(controller)}"
+    ]
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or os.getsid(int(entry.name)) != session:
+                continue
+            status = dict(
+                line.split(":\t", 1)
+                for line in (entry / "status").read_text().splitlines()
+                if ":\t" in line
+            )
+            fields = ("State", "SigBlk", "SigPnd", "ShdPnd", "SigIgn", "SigCgt")
+            shown = " ".join(f"{name}={status.get(name, '?').strip()}" for name in fields)
+            lines.append(f"pid {entry.name} group {os.getpgid(int(entry.name))} {shown}")
+        except OSError:
+            continue  # gone meanwhile
+    return "\n".join(lines)
 
 
 @pytest.mark.parametrize("mode", [*MODES, "json"])
