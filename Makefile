@@ -125,9 +125,11 @@ refresh-wheel-pins:
 # make conformance CELL=aarch64-linux-gnu                the arm64 kernel, under QEMU
 # make conformance CELL="x86_64-linux-gnu aarch64-linux-gnu-kernel-6.1"   several cells
 # make conformance CELL=all      every cell of dist-config/conformance.toml
+# make conformance-prepare CELL=...   only makes what those cells cache (roots, disk and
+#                                boot images, the arm64 bundle), to run beside other work
 # `make conformance` installs nothing on the machine: it says what is missing. Every run
 # prints the table of every cell and writes it to dist/conformance.md.
-.PHONY: conformance conformance-deps
+.PHONY: conformance conformance-deps conformance-prepare
 CELL ?= x86_64-linux-gnu
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # QEMU for both CPUs, qemu-user and binfmt for packing the arm64 runtime, debootstrap and
@@ -147,3 +149,6 @@ conformance-deps:
 
 conformance: setup
 	$(BIN)/nox -s conformance $(if $(filter all,$(CELL)),,-- $(CELL))
+
+conformance-prepare: setup
+	$(BIN)/nox -s conformance -- --prepare $(if $(filter all,$(CELL)),,$(CELL))

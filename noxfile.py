@@ -310,12 +310,15 @@ def conformance(session: nox.Session) -> None:
     Prints the summary table of every cell and writes it to dist/conformance.md; fails
     when a cell failed (a cell this machine cannot run is listed as not run, with why).
     The tools the cells need are checked, never installed: `make conformance-deps`.
+    With `-- --prepare CELL...`, only makes what those cells' runs cache.
     """
-    unknown = [name for name in session.posargs if name not in CELLS]
+    named = [arg for arg in session.posargs if not arg.startswith("-")]
+    options = [arg for arg in session.posargs if arg.startswith("-")]  # --prepare
+    unknown = [name for name in named if name not in CELLS]
     if unknown:
         session.error(f"unknown cell {unknown[0]}; the cells are {', '.join(CELLS)}")
-    picked = session.posargs or list(CELLS)
+    picked = named or list(CELLS)
     # A cell whose runtime is this machine's CPython builds natively; the others with zig.
     native = all(CELLS[name]["runtime"] == "host" for name in picked)
     session.install(*BUNDLER_DEPS, *([] if native else [ZIG]))
-    session.run("python", "-m", "bundler.conformance", *picked)
+    session.run("python", "-m", "bundler.conformance", *options, *picked)

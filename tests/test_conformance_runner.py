@@ -397,3 +397,94 @@ def test_release_unregisters_only_what_the_run_registered(
     # binfmt_misc removes an entry when "-1" is written to it.
     assert (ours.read_text(), theirs.read_text()) == ("-1\n", "enabled\n")
     assert binfmt.release() == []
+
+
+# --- Making ahead what the cells cache (--prepare) ---------------------------------------
+
+
+@pytest.fixture
+def making(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """What the cells' roots, images and bundles were asked for, in order; nothing is made
+    and no container or cell can start."""
+    from bundler.conformance import __main__ as runner
+    from bundler.conformance import vmimages
+    from bundler.conformance.engines import choose
+
+    asked: list[tuple[str, ...]] = []
+
+    def boot(kernel: str, arch: str) -> vmimages.Boot:
+        asked.append(("boot", kernel, arch))
+        return vmimages.Boot(Path("vmlinuz"), Path("initramfs"), [f"kernel {kernel}"])
+
+    def disk(suite: str, arch: str, include: tuple[str, ...]) -> tuple[Path, str]:
+        asked.append(("disk", suite, arch, *include))
+        return Path("root.ext4"), f"disk of {suite} {arch}"
+
+    def root(suite: str, arch: str, include: tuple[str, ...]) -> tuple[Path, str]:
+        asked.append(("root", suite, arch, *include))
+        return Path("root"), f"root of {suite} {arch}"
+
+    def bundle(cell: cells.Cell, scratch: Path, notes: list[str]) -> Path:
+        asked.append(("bundle", cell.name))
+        return Path(f"{cell.target}.tar.gz")
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("--prepare started a cell or a container")
+
+    monkeypatch.setattr(vmimages, "boot", boot)
+    monkeypatch.setattr(vmimages, "root_disk", disk)
+    monkeypatch.setattr(choose.rootfs, "debian", root)
+    monkeypatch.setattr(choose, "_oci_engine", lambda cell, engine, passed_over: "")
+    monkeypatch.setattr(choose.bubblewrap, "available", lambda: (True, "bubblewrap runs"))
+    monkeypatch.setattr(choose.tools, "ensure", lambda tool, package: f"/usr/bin/{tool}")
+    monkeypatch.setattr(cell_run.runtimes, "bundle_for", bundle)
+    monkeypatch.setattr(runner, "run_cell", started)
+    monkeypatch.setattr(choose.vm, "VMContainer", started)
+    monkeypatch.setattr(choose.bubblewrap, "BubblewrapContainer", started)
+    monkeypatch.delenv(cell_run.runtimes.BUNDLE_ENV, raising=False)
+    return asked
+
+
+def test_prepare_makes_what_each_cell_s_run_caches_and_runs_nothing(
+    making: list[tuple[str, ...]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """CI makes the roots, the VMs' disk and boot images and the arm64 bundle while the
+    tests run (`--prepare`): each as the cell's own run asks for it, so that the run then
+    finds it made; no cell runs."""
+    from bundler.conformance import __main__ as runner
+    from bundler.conformance.runtimes import ROOTFS_PYTHON
+
+    arm64 = cells.cell(ARM64_CELL)
+    assert runner.run(["--prepare", "x86_64-linux-gnu", ARM64_CELL]) == 0
+    assert making == [
+        ("root", "bookworm", "amd64"),  # the host cell's bubblewrap root; it packs its own CPython
+        ("boot", arm64.kernel, "arm64"),
+        ("disk", "bookworm", "arm64", *ROOTFS_PYTHON),
+        ("bundle", ARM64_CELL),
+    ]
+    printed = capsys.readouterr().out
+    assert "x86_64-linux-gnu:\n  root: root of bookworm amd64\n" in printed
+    assert f"  bundle: {arm64.target}.tar.gz\n" in printed
+    assert "conformance report" not in printed
+
+
+def test_prepare_fails_only_where_making_failed(
+    making: list[tuple[str, ...]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A cell this machine cannot run is said so, as its run would say it (exit 0: the
+    run lists it as not run); one whose root could not be made fails --prepare."""
+    from bundler.conformance import __main__ as runner
+    from bundler.conformance.engines import choose
+
+    monkeypatch.setattr(choose.bubblewrap, "available", lambda: (False, "no user namespaces"))
+    assert runner.run(["--prepare", "x86_64-linux-gnu"]) == 0
+    assert "x86_64-linux-gnu:\n  cannot run here: no user namespaces\n" in capsys.readouterr().out
+
+    def broken(suite: str, arch: str, include: tuple[str, ...]) -> tuple[Path, str]:
+        raise BundlerError("debootstrap bookworm arm64 failed: no space left")
+
+    monkeypatch.setattr(cell_run.choose.vmimages, "root_disk", broken)
+    assert runner.run(["--prepare", ARM64_CELL]) == 1
+    assert "  failed: debootstrap bookworm arm64 failed: no space left\n" in capsys.readouterr().out

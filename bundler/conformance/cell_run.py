@@ -77,6 +77,21 @@ def run_cell(cell: Cell, engine: str) -> Result:
     return result
 
 
+def prepare_cell(cell: Cell, engine: str) -> list[str]:
+    """Makes ahead what the cell's run makes first and keeps (its root, a vm cell's disk
+    and boot images, a rootfs cell's runtime and bundle), so that the run finds them made;
+    what was had, one line each. Missing says why this machine cannot, as the run would."""
+    include = ROOTFS_PYTHON if cell.runtime == "rootfs" else ()
+    notes = choose.made_ahead(cell, engine, include)
+    overridden = os.environ.get(runtimes.BUNDLE_ENV) or os.environ.get(runtimes.env_name(cell))
+    if cell.runtime == "rootfs" and not overridden:
+        # The host cell builds its bundle afresh every run; a given runtime's is built too.
+        with tempfile.TemporaryDirectory(prefix="pynox-conformance-") as scratch:
+            archive = runtimes.bundle_for(cell, Path(scratch), notes)
+        notes.append(f"bundle: {archive.name}")
+    return notes
+
+
 def _run(cell: Cell, engine: str, result: Result) -> None:
     missing: list[str] = []
     if cell.cpu == "aarch64" and cell.engine == "container":
