@@ -1,13 +1,16 @@
 """Warm heavy imports: a request that uses numpy (statistics of 100,000 values), pandas (a
 1,000-row group-by) or matplotlib (a chart rendered to PNG), in a pool that preloaded them
 from a package directory, then in one that also warms them up with the same code
-(`--warmup`), against a cold `python -I` doing the same. Measured only when a directory
+(`--warmup`), against a cold `python -I` doing the same. Beside them, the same code run
+again and again in one python process that ran it before: the work's own cost, with no
+process started or ended, which no request can undercut. Measured only when a directory
 with the packages is given (`make bench` installs requirements/agent-tasks.txt
 into one)."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from dataclasses import dataclass
 
 from pool_process import PoolProcess
@@ -39,6 +42,51 @@ CHART = (
 )
 
 
+# Runs the code of its second argument each time a line comes on stdin, in a fresh
+# namespace, and answers with the nanoseconds it took: the imports stay loaded and
+# whatever the packages cache stays cached, as in a warmed-up pool's template.
+_RUNS_AGAIN = """\
+import sys, time
+sys.path.insert(0, sys.argv[1])
+code = compile(sys.argv[2], "<request>", "exec")
+for _ in sys.stdin:
+    started = time.perf_counter_ns()
+    exec(code, {"__name__": "__main__"})
+    print(f"{ELAPSED}{time.perf_counter_ns() - started}", flush=True)
+"""
+ELAPSED = "elapsed ns: "  # marks the answer among the lines the code printed
+
+
+class WarmPython:
+    """A python process that runs the request's code once per call and answers with the
+    time it took, after what the code printed."""
+
+    def __init__(self, python: str, packages: str, code: str, workdir: str) -> None:
+        self.process = subprocess.Popen(
+            [python, "-I", "-c", f"ELAPSED = {ELAPSED!r}\n" + _RUNS_AGAIN, packages, code],
+            cwd=workdir,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def time_run(self) -> int:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write("\n")
+        self.process.stdin.flush()
+        line = ""
+        while not line.startswith(ELAPSED):
+            line = self.process.stdout.readline()
+            if not line:
+                sys.exit("the warm python running the request ended")
+        return int(line[len(ELAPSED) :])
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
 @dataclass(frozen=True)
 class HeavyRow:
     key: str
@@ -46,6 +94,7 @@ class HeavyRow:
     pool: Summary
     python: Summary
     paired: float
+    in_process: Summary  # the same code again in a python that ran it before
 
 
 def _cold_command(python: str, packages: str, code: str) -> list[str]:
@@ -94,17 +143,23 @@ def measure_heavy(
         extra = [f"--preload={m}" for m in preload] + [f"--package-dir={packages}"]
         if key.endswith("-warmed"):
             extra.append(f"--warmup={code}")
-        with PoolProcess(pynox, 2, workdir, extra) as pool:
-            _check_same_work(pool, python, packages, code, workdir)
-            subjects = {
-                "pool": lambda pool=pool, code=code: pool.time_request({"code": code}),
-                "python": _cold(python, packages, code, workdir),
-            }
-            samples = interleave(subjects, rounds, warmup=2)
+        warm = WarmPython(python, packages, code, workdir)
+        try:
+            with PoolProcess(pynox, 2, workdir, extra) as pool:
+                _check_same_work(pool, python, packages, code, workdir)
+                subjects = {
+                    "pool": lambda pool=pool, code=code: pool.time_request({"code": code}),
+                    "python": _cold(python, packages, code, workdir),
+                    "in process": warm.time_run,
+                }
+                samples = interleave(subjects, rounds, warmup=2)
+        finally:
+            warm.close()
         rows.append(
             HeavyRow(
                 key, label, summarize(samples["pool"]), summarize(samples["python"]),
                 paired_ratio(samples["pool"], samples["python"]),
+                summarize(samples["in process"]),
             )
         )  # fmt: skip
     return rows

@@ -161,13 +161,15 @@ def evaluate(
             )
         )  # fmt: skip
     # The bound is for each request, preloaded, and also warmed up: numpy's, pandas' and
-    # the chart's, which the issue names alike (the chart's rendering alone takes longer).
+    # the chart's, which the issue names alike. Beside each, the work alone (the same code
+    # again in a warm python): where that is over the bound, no pool can meet it.
     for row in heavy or []:
         pool = "Preloaded, warmed-up pool" if row.key.endswith("-warmed") else "Preloaded pool"
         targets.append(
             Target(
                 f"{pool}: {row.label} p50 ≤ {HEAVY_MAX_P50_MS:g} ms",
-                f"{row.pool.median:.3f} ms", row.pool.median <= HEAVY_MAX_P50_MS,
+                f"{row.pool.median:.3f} ms (the work alone {row.in_process.median:.3f} ms)",
+                row.pool.median <= HEAVY_MAX_P50_MS,
             )
         )  # fmt: skip
     return targets + _modes(modes)
