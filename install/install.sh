@@ -439,12 +439,31 @@ say "checked the sha256 of $name against $(basename "$sums")"
 
 # --- verify its signature: who made it, not only that it is whole -------------------
 
+# ssh_keygen_lacks OPERATION: whether this ssh-keygen has no -Y OPERATION, from what it says
+# when asked for it with no arguments: OpenSSH before -Y existed rejects the option, a
+# later one without that operation names it unsupported; one that has it asks for more.
+ssh_keygen_lacks() {
+    said=$(ssh-keygen -Y "$1" </dev/null 2>&1)
+    case "$said" in
+        *"option -- Y"* | *"option -- 'Y'"* | *"Unsupported operation"*) return 0 ;;
+    esac
+    return 1
+}
+
 sig=$archive.sig
 if [ -n "$verify_key$allowed_signers" ]; then
     [ -f "$sig" ] ||
         die "$sig is missing, and this install accepts only a signed archive; copy the .sig that came with it"
     command -v ssh-keygen >/dev/null 2>&1 ||
         die "no ssh-keygen to verify $sig with; install OpenSSH's client (a signature is never skipped)"
+    # An OpenSSH too old for a -Y operation fails it as it fails a bad signature: said so
+    # here, not as a signature that does not match.
+    operations=verify
+    [ -z "$allowed_signers" ] || operations="find-principals verify"
+    for operation in $operations; do
+        ! ssh_keygen_lacks "$operation" ||
+            die "this ssh-keygen cannot verify signatures (its OpenSSH is too old for ssh-keygen -Y $operation); install a newer OpenSSH client to check $sig (nothing was changed)"
+    done
     if [ -n "$verify_key" ]; then
         [ -f "$verify_key" ] || die "the key $verify_key does not exist"
         # Trust the key as one principal, for bundle signatures only.

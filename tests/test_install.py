@@ -678,6 +678,58 @@ def test_bad_signatures_are_refused(tmp_path: Path, keys: tuple[Path, Path]) -> 
     )
 
 
+# What ssh-keygen says to -Y where OpenSSH is older than it: its usage, exit status 1.
+OLD_SSH_KEYGEN = """#!/bin/sh
+echo "unknown option -- Y" >&2
+echo "usage: ssh-keygen [-q] [-b bits] [-t dsa | ecdsa | ed25519 | rsa]" >&2
+exit 1
+"""
+# And where it has -Y verify but not -Y find-principals: the real one for the rest.
+NO_FIND_PRINCIPALS = """#!/bin/sh
+if [ "$1 $2" = "-Y find-principals" ]; then
+    echo 'Unsupported operation for -Y: "find-principals"' >&2
+    exit 1
+fi
+exec {real} "$@"
+"""
+
+
+@pytest.mark.parametrize(
+    ("stand_in", "operation"),
+    [(OLD_SSH_KEYGEN, "verify"), (OLD_SSH_KEYGEN, "find-principals"),
+     (NO_FIND_PRINCIPALS, "find-principals")],
+    ids=["no-Y-verify", "no-Y-find-principals", "Y-without-find-principals"],
+)  # fmt: skip
+def test_an_ssh_keygen_too_old_to_verify_is_named_not_the_signature(
+    tmp_path: Path, keys: tuple[Path, Path], stand_in: str, operation: str
+) -> None:
+    """With an OpenSSH older than ssh-keygen -Y, the install refused a good signature as
+    "not a pynox-bundle signature of" the archive: what to fix is the tool."""
+    release, _ = keys
+    archive = fake_bundle(tmp_path)
+    ssh_sign(archive, release)
+    tools = tmp_path / "old openssh"
+    tools.mkdir()
+    (tools / "ssh-keygen").write_text(stand_in.replace("{real}", shutil.which("ssh-keygen") or ""))
+    (tools / "ssh-keygen").chmod(0o755)
+    how = (
+        ("--verify-key", release.with_name("key.pub"))
+        if operation == "verify"
+        else ("--allowed-signers", signers_file(tmp_path, release))
+    )
+    prefix = tmp_path / "p"
+    done = install(
+        "--archive", archive, "--prefix", prefix, "--no-link", *how,
+        env={"PATH": f"{tools}:{os.environ.get('PATH', '/usr/bin:/bin')}"},
+    )  # fmt: skip
+    assert failure_line(done) == (
+        "install.sh: this ssh-keygen cannot verify signatures (its OpenSSH is too old for"
+        f" ssh-keygen -Y {operation}); install a newer OpenSSH client to check {archive}.sig"
+        " (nothing was changed)"
+    )
+    assert not prefix.exists()
+
+
 def test_a_key_that_is_not_a_public_key_is_refused(tmp_path: Path, keys: tuple[Path, Path]) -> None:
     archive = fake_bundle(tmp_path)
     ssh_sign(archive, keys[0])
