@@ -19,6 +19,7 @@ import pytest
 from support.bundles import PROJECT
 
 # isort: split
+from bundler.config import read_toml
 from bundler.errors import BundlerError
 from bundler.wheel import check_tag, differing_entries
 
@@ -62,6 +63,18 @@ def test_nox_has_a_wheel_session_per_cpython() -> None:
     assert done.returncode == 0, done.stderr
     names = {session["session"] for session in json.loads(done.stdout)}
     assert names == {f"wheels-3.{m}" for m in range(10, 15)}
+
+
+def test_the_build_uses_exact_versions_and_the_bundles_cffi() -> None:
+    """pip builds the wheel with the newest versions the build's requirements allow: a
+    new scikit-build-core release changed the wheel's bytes (its WHEEL file names it), and
+    a new cffi the binding's source, for a backend the bundles do not ship."""
+    requires = read_toml(PROJECT / "pyproject.toml")["build-system"]["requires"]
+    assert all(requirement.count("==") == 1 for requirement in requires), requires
+    pins = dict(requirement.split("==") for requirement in requires)
+    packages = read_toml(PROJECT / "dist-config" / "packages.toml")
+    assert pins["cffi"] == packages["cffi"]["version"]
+    assert set(pins) == {"scikit-build-core", "cffi"}
 
 
 def wheel_file(folder: Path, tag: str, entries: dict[str, bytes], stamp: int = 2024) -> Path:
