@@ -16,8 +16,7 @@ def container(cell: Cell, engine: str, include: tuple[str, ...]) -> tuple[Contai
     """A started container for the cell, and why the engines before it were passed over."""
     passed_over: list[str] = []
     if cell.engine == "vm":
-        boot = vmimages.boot(cell.kernel, cell.arch)
-        disk, how = vmimages.root_disk(cell.suite, cell.arch, include)
+        boot, disk, how = _vm_images(cell, include)
         return vm.VMContainer(cell.cpu, boot, disk, how), passed_over
     name = _oci_engine(cell, engine, passed_over)
     if name:
@@ -33,8 +32,7 @@ def made_ahead(cell: Cell, engine: str, include: tuple[str, ...]) -> list[str]:
     disk and boot images), without starting anything; what was had, one line each. A
     cell docker or podman would run needs nothing made here."""
     if cell.engine == "vm":
-        boot = vmimages.boot(cell.kernel, cell.arch)
-        disk, how = vmimages.root_disk(cell.suite, cell.arch, include)
+        boot, _, how = _vm_images(cell, include)
         return [f"boot image: {', '.join(boot.provenance)}", f"root disk: {how}"]
     passed_over: list[str] = []
     name = _oci_engine(cell, engine, passed_over)
@@ -42,6 +40,13 @@ def made_ahead(cell: Cell, engine: str, include: tuple[str, ...]) -> list[str]:
         return [f"{name} runs it: nothing to make"]
     _, how = _bubblewrap_root(cell, engine, include, passed_over)
     return [f"root: {how}"]
+
+
+def _vm_images(cell: Cell, include: tuple[str, ...]) -> tuple[vmimages.Boot, Path, str]:
+    """A vm cell's boot image, its root disk and how that was had (each made if missing)."""
+    boot = vmimages.boot(cell.kernel, cell.arch)
+    disk, how = vmimages.root_disk(cell.suite, cell.arch, include)
+    return boot, disk, how
 
 
 def _oci_engine(cell: Cell, engine: str, passed_over: list[str]) -> str:
